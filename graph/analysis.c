@@ -1,0 +1,166 @@
+/* analysis.c - counts, link bytes, peak memory and critical path of a graph. */
+#include "graph/analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sg_cost_model_gh200(sg_cost_model *cm)
+{
+    memset(cm, 0, sizeof *cm);
+    cm->name = "ideal GH200";
+    cm->gpu_flops = 989e12;
+    cm->gpu_mem_bw = 4.0e12;
+    cm->cpu_flops = 72 * 3.1e9 * 32;
+    cm->cpu_mem_bw = 500e9;
+    cm->link_bw[SG_LINK_H2D] = 450e9;
+    cm->link_bw[SG_LINK_D2H] = 450e9;
+    cm->link_bw[SG_LINK_NET] = 450e9;
+    cm->link_latency = 5e-6;
+}
+
+double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n)
+{
+    double bytes = (double)(n->bytes_read + n->bytes_written);
+    switch (n->device) {
+    case SG_DEV_LINK: {
+        double bw = cm->link_bw[n->link] > 0 ? cm->link_bw[n->link] : 1e12;
+        return cm->link_latency + (double)n->link_bytes / bw;
+    }
+    case SG_DEV_CPU: {
+        double tc = n->flops / cm->cpu_flops, tm = bytes / cm->cpu_mem_bw;
+        return tc > tm ? tc : tm;
+    }
+    default: {
+        double tc = n->flops / cm->gpu_flops, tm = bytes / cm->gpu_mem_bw;
+        return tc > tm ? tc : tm;
+    }
+    }
+}
+
+int sg_graph_bottom_levels(const sg_graph *g, const sg_cost_model *cm, double *out)
+{
+    sg_adjacency succ;
+    if (sg_graph_successors(g, &succ))
+        return SG_ENOMEM;
+    /* edges go forward in program order, so reverse order is a reverse
+     * topological order */
+    for (int n = g->nnodes - 1; n >= 0; n--) {
+        double best = 0.0;
+        for (int k = succ.offset[n]; k < succ.offset[n + 1]; k++)
+            if (out[succ.target[k]] > best)
+                best = out[succ.target[k]];
+        out[n] = best + sg_node_ideal_seconds(cm, &g->nodes[n]);
+    }
+    sg_adjacency_free(&succ);
+    return SG_OK;
+}
+
+int sg_graph_peak_memory(const sg_graph *g, int64_t peak[SG_MEM_COUNT],
+                         int64_t persistent[SG_MEM_COUNT])
+{
+    int nb = g->nbuffers, nn = g->nnodes;
+    /* delta[n] per space: bytes that become live at node n (+) and die
+     * after node n (-) */
+    int64_t *delta = calloc((size_t)(nn + 1) * SG_MEM_COUNT, sizeof(int64_t));
+    int *start = malloc((size_t)(nb ? nb : 1) * sizeof(int));
+    int *last = malloc((size_t)(nb ? nb : 1) * sizeof(int));
+    if (!delta || !start || !last) {
+        free(delta);
+        free(start);
+        free(last);
+        return SG_ENOMEM;
+    }
+    for (int b = 0; b < nb; b++)
+        start[b] = last[b] = -1;
+    for (int s = 0; s < SG_MEM_COUNT; s++)
+        peak[s] = persistent[s] = 0;
+    for (int b = 0; b < nb; b++)
+        if (g->buffers[b].persistent)
+            persistent[g->buffers[b].space] += g->buffers[b].bytes;
+
+    for (int n = 0; n < nn; n++) {
+        const sg_node *node = &g->nodes[n];
+        for (int i = 0; i < node->naccess; i++) {
+            int b = node->access[i].buffer;
+            const sg_buffer *buf = &g->buffers[b];
+            if (buf->persistent)
+                continue;
+            int space = buf->space;
+            if (node->access[i].mode == SG_W && start[b] >= 0 && last[b] < n) {
+                /* a new value: the old one died after its last access */
+                delta[(size_t)(last[b] + 1) * SG_MEM_COUNT + space] -= buf->bytes;
+                start[b] = -1;
+            }
+            if (start[b] < 0) {
+                start[b] = n;
+                delta[(size_t)n * SG_MEM_COUNT + space] += buf->bytes;
+            }
+            last[b] = n;
+        }
+    }
+    for (int b = 0; b < nb; b++)
+        if (start[b] >= 0)
+            delta[(size_t)(last[b] + 1) * SG_MEM_COUNT + g->buffers[b].space] -=
+                g->buffers[b].bytes;
+    for (int s = 0; s < SG_MEM_COUNT; s++) {
+        int64_t live = 0, best = 0;
+        for (int n = 0; n <= nn; n++) {
+            live += delta[(size_t)n * SG_MEM_COUNT + s];
+            if (live > best)
+                best = live;
+        }
+        peak[s] = persistent[s] + best;
+    }
+    free(delta);
+    free(start);
+    free(last);
+    return SG_OK;
+}
+
+int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->nnodes = g->nnodes;
+    s->nedges = g->nedges;
+    s->nbuffers = g->nbuffers;
+    s->cost_model_name = cm->name;
+    for (int n = 0; n < g->nnodes; n++) {
+        const sg_node *node = &g->nodes[n];
+        s->count[node->kind]++;
+        s->flops_total += node->flops;
+        s->flops_by_device[node->device] += node->flops;
+        s->link_bytes[node->link] += node->link_bytes;
+        s->work_s[node->device] += sg_node_ideal_seconds(cm, node);
+    }
+    if (sg_graph_peak_memory(g, s->peak_bytes, s->persistent_bytes))
+        return SG_ENOMEM;
+    double *bl = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof(double));
+    sg_adjacency succ;
+    if (!bl || sg_graph_successors(g, &succ)) {
+        free(bl);
+        return SG_ENOMEM;
+    }
+    if (sg_graph_bottom_levels(g, cm, bl)) {
+        free(bl);
+        sg_adjacency_free(&succ);
+        return SG_ENOMEM;
+    }
+    /* the critical path starts at the source with the largest bottom level;
+     * follow the successor that carries it */
+    int cur = -1;
+    for (int n = 0; n < g->nnodes; n++)
+        if (cur < 0 || bl[n] > bl[cur])
+            cur = n;
+    s->critical_path_s = cur >= 0 ? bl[cur] : 0.0;
+    while (cur >= 0) {
+        s->critical_path_nodes++;
+        int next = -1;
+        for (int k = succ.offset[cur]; k < succ.offset[cur + 1]; k++)
+            if (next < 0 || bl[succ.target[k]] > bl[next])
+                next = succ.target[k];
+        cur = next;
+    }
+    sg_adjacency_free(&succ);
+    free(bl);
+    return SG_OK;
+}

@@ -1,0 +1,63 @@
+/* analysis.h - what a step graph costs: counts, FLOPs, link bytes, peak
+ * memory, and the critical path on an ideal machine.
+ *
+ * "Ideal machine": unlimited workers of each class, every node running at
+ * the roofline of a reference device (sg_cost_model) and only dependencies
+ * delaying it. The default reference is one GH200 (figures in
+ * sg_cost_model_gh200); the simulation issue replaces it by machine models.
+ */
+#ifndef SG_ANALYSIS_H
+#define SG_ANALYSIS_H
+
+#include <stdint.h>
+
+#include "graph/ir.h"
+
+typedef struct sg_cost_model {
+    const char *name;
+    double gpu_flops;        /* FLOP/s at the compute dtype, dense */
+    double gpu_mem_bw;       /* B/s */
+    double cpu_flops;        /* FLOP/s of all cores, fp32 vector FMA */
+    double cpu_mem_bw;       /* B/s */
+    double link_bw[SG_LINK_COUNT]; /* B/s per direction: h2d, d2h, net */
+    double link_latency;     /* s per transfer */
+} sg_cost_model;
+
+/* GH200 figures from public specs (see DESIGN.md): H100 989 TFLOP/s bf16
+ * dense and 4 TB/s HBM3; 72 Neoverse V2 cores (4x128-bit FMA pipes, 3.1 GHz:
+ * 72 * 3.1e9 * 32 = 7.1 TFLOP/s fp32) with ~500 GB/s LPDDR5X; NVLink-C2C
+ * 450 GB/s per direction. */
+void sg_cost_model_gh200(sg_cost_model *cm);
+
+/* Seconds node n takes on the reference device (roofline: the larger of
+ * compute time and memory time; transfers: latency + bytes / bandwidth). */
+double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n);
+
+typedef struct sg_summary {
+    int nnodes, nedges, nbuffers;
+    int count[SG_OP_KIND_COUNT];
+    double flops_total;
+    double flops_by_device[SG_DEV_COUNT];
+    int64_t link_bytes[SG_LINK_COUNT];
+    int64_t peak_bytes[SG_MEM_COUNT];       /* in program order */
+    int64_t persistent_bytes[SG_MEM_COUNT];
+    double critical_path_s;                 /* on the ideal machine */
+    int critical_path_nodes;
+    double work_s[SG_DEV_COUNT];            /* sum of ideal node times per class */
+    const char *cost_model_name;
+} sg_summary;
+
+int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s);
+
+/* Bottom level of every node: the longest path, in seconds on the ideal
+ * machine, from the node's start to the end of the step (the node included).
+ * out has g->nnodes entries. Returns 0 or SG_ENOMEM. */
+int sg_graph_bottom_levels(const sg_graph *g, const sg_cost_model *cm, double *out);
+
+/* Peak bytes live per memory space when the nodes run in program order: a
+ * persistent buffer is always live; another lives from a write that starts a
+ * new value (W) to its last access before the next such write. */
+int sg_graph_peak_memory(const sg_graph *g, int64_t peak[SG_MEM_COUNT],
+                         int64_t persistent[SG_MEM_COUNT]);
+
+#endif /* SG_ANALYSIS_H */

@@ -1,0 +1,816 @@
+/* compile.c - compiles one ZeRO training step into the step-graph IR.
+ *
+ * The program is emitted in the order DeepSpeed runs it: per micro-step the
+ * forward of every unit (with stage-3 all-gathers in front), then the
+ * backward in reverse (recompute, backward, gradient reduction); the
+ * optimizer chain of a CPU sub-group is emitted as soon as its gradients are
+ * final, the rest after the gradient norm. Edges are not written here: they
+ * follow from the buffer accesses (see ir.h).
+ */
+#include "graph/compile.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ACCESS_FIXED 16
+
+void sg_step_spec_defaults(sg_step_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->zero_stage = 0;
+    s->dp_size = 1;
+    s->micro_batch = 1;
+    s->grad_accum = 1;
+    s->seq_len = 256;
+    s->compute_dtype = SG_F32;
+    s->offload_ratio = 1.0;
+    s->sub_group_size = 1000000000LL;        /* DeepSpeed default 1e9 */
+    s->param_persistence_threshold = 100000; /* DeepSpeed default 1e5 */
+    s->max_reuse_distance = 1000000000LL;    /* DeepSpeed default 1e9 */
+}
+
+int64_t sg_unit_shard_elems(const sg_model *m, const sg_step_spec *s, int unit)
+{
+    int64_t p = sg_model_unit_params(m, unit);
+    if (s->zero_stage == 0 || s->dp_size <= 1)
+        return p;
+    return (p + s->dp_size - 1) / s->dp_size; /* ceil: the last rank is padded */
+}
+
+int sg_subgroup_layout_compute(const sg_model *m, const sg_step_spec *s,
+                               sg_subgroup_layout *layout, sg_error *err)
+{
+    if (s->sub_group_size <= 0)
+        return sg_error_set(err, SG_EINVAL, "sub_group_size must be positive (got %lld)",
+                            (long long)s->sub_group_size);
+    int64_t total = 0;
+    for (int u = 0; u < sg_model_num_units(m); u++)
+        total += sg_unit_shard_elems(m, s, u);
+    int64_t n = (total + s->sub_group_size - 1) / s->sub_group_size;
+    if (n > 1000000)
+        return sg_error_set(err, SG_EINVAL,
+                            "sub_group_size %lld splits %lld parameters into %lld sub-groups "
+                            "(at most 1000000 supported)",
+                            (long long)s->sub_group_size, (long long)total, (long long)n);
+    layout->rank_params = total;
+    layout->nsubgroups = (int)n;
+    if (!s->offload_optimizer)
+        layout->first_cpu = (int)n;
+    else
+        /* DeepSpeed: sub-group i goes to the CPU iff i >= floor((1 - ratio) * N) */
+        layout->first_cpu = (int)floor((1.0 - s->offload_ratio) * (double)n + 1e-9);
+    if (layout->first_cpu > n)
+        layout->first_cpu = (int)n;
+    return SG_OK;
+}
+
+/* A piece: the part of unit u's shard that falls in sub-group sg. */
+typedef struct piece {
+    int unit, subgroup;
+    int64_t elems;
+    int pbuf, gbuf;            /* parameter and gradient piece buffers */
+} piece;
+
+typedef struct compiler {
+    const sg_model *m;
+    const sg_step_spec *s;
+    sg_graph *g;
+    sg_error *err;
+    int units;                 /* L + 2 */
+    int head;                  /* L + 1 */
+    int64_t tokens;            /* micro_batch * seq_len per rank */
+    sg_dtype cd;               /* compute dtype */
+    int mixed;                 /* compute dtype != f32: fp32 master + casts */
+    sg_subgroup_layout lay;
+    piece *pieces;
+    int npieces;
+    int *unit_first_piece;     /* units + 1: pieces of unit u are [first[u], first[u+1]) */
+    int *unit_gathered;        /* stage 3: 1 if gathered (not persistent) */
+    int *unit_kept;            /* stage 3: gathered params kept until backward */
+    int *unit_full;            /* stage 1/2: full parameter buffer */
+    int *unit_gbuf;            /* gathered buffer (stage 3) */
+    int *unit_grad;            /* full gradient buffer per unit */
+    int *sg_lowest_unit;       /* lowest unit a sub-group touches */
+    int *sg_first_piece;       /* nsubgroups + 1 CSR over `sg_piece_idx` */
+    int *sg_piece_idx;
+    int grad_norm, overflow, loss_scale;
+    int *sg_ghost, *sg_ghost32, *sg_master, *sg_moments, *sg_phost;
+} compiler;
+
+/* ---- small helpers --------------------------------------------------------- */
+
+typedef struct access_list {
+    sg_access *a;
+    int n, cap;
+} access_list;
+
+static int al_push(access_list *l, int buf, sg_access_mode mode)
+{
+    if (l->n == l->cap) {
+        int ncap = l->cap ? l->cap * 2 : MAX_ACCESS_FIXED;
+        sg_access *p = realloc(l->a, (size_t)ncap * sizeof *p);
+        if (!p)
+            return SG_ENOMEM;
+        l->a = p;
+        l->cap = ncap;
+    }
+    l->a[l->n++] = (sg_access){buf, mode};
+    return SG_OK;
+}
+
+static int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
+                  int persistent, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
+                  int persistent, const char *fmt, ...)
+{
+    char name[SG_IR_NAME_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int id = sg_graph_add_buffer(c->g, name, elems, dt, sp, persistent);
+    if (id < 0)
+        sg_error_set(c->err, id, "cannot add buffer %s", name);
+    return id;
+}
+
+static const char *unit_label(const compiler *c, int u, char *buf, size_t n)
+{
+    if (u == 0)
+        snprintf(buf, n, "embed");
+    else if (u == c->head)
+        snprintf(buf, n, "head");
+    else
+        snprintf(buf, n, "layer%d", u - 1);
+    return buf;
+}
+
+/* Appends a node; fills micro-step, sub-group and link fields. */
+static int node(compiler *c, access_list *l, sg_op_kind kind, sg_device_class dev,
+                int layer, int micro, int subgroup, double flops, sg_link_dir link,
+                int64_t link_bytes, const char *name)
+{
+    int id = sg_graph_add_node(c->g, kind, dev, layer, flops, l->a, l->n, "%s", name);
+    l->n = 0;
+    if (id < 0)
+        return sg_error_set(c->err, id, "cannot add node %s", name);
+    sg_node *nd = &c->g->nodes[id];
+    nd->micro_step = micro;
+    nd->subgroup = subgroup;
+    nd->link = link;
+    nd->link_bytes = link_bytes;
+    return id;
+}
+
+/* Reads of the parameters a unit's forward/backward uses. */
+static int push_param_reads(compiler *c, access_list *l, int u)
+{
+    int rc;
+    if (c->unit_gbuf[u] >= 0)
+        return al_push(l, c->unit_gbuf[u], SG_R);
+    if (c->unit_full[u] >= 0)
+        return al_push(l, c->unit_full[u], SG_R);
+    for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++)
+        if ((rc = al_push(l, c->pieces[p].pbuf, SG_R)))
+            return rc;
+    return SG_OK;
+}
+
+static int push_unit_params(compiler *c, access_list *l, int u)
+{
+    int rc = push_param_reads(c, l, u);
+    /* A tied head multiplies by the embedding matrix. */
+    if (!rc && u == c->head && c->m->tie_word_embeddings)
+        rc = push_param_reads(c, l, 0);
+    return rc;
+}
+
+/* Causal (query, key) pairs per sequence, with an optional sliding window. */
+static double attended_pairs(int64_t s, int64_t window)
+{
+    double S = (double)s;
+    if (window <= 0 || window >= s)
+        return S * (S + 1.0) / 2.0;
+    double w = (double)window;
+    return w * (w + 1.0) / 2.0 + (S - w) * w;
+}
+
+/* Forward FLOPs of one unit for one micro-step. */
+static double unit_forward_flops(const compiler *c, int u)
+{
+    const sg_model *m = c->m;
+    double T = (double)c->tokens;
+    if (u == 0)
+        return 0.0; /* a gather of embedding rows */
+    if (u == c->head)
+        /* logits (T, V) = x (T, H) @ W^T, then softmax cross-entropy */
+        return 2.0 * T * (double)m->hidden_size * (double)m->vocab_size +
+               5.0 * T * (double)m->vocab_size;
+    int layer = u - 1;
+    int64_t window = m->layer_attn[layer] == SG_ATTN_SLIDING ? m->sliding_window : 0;
+    double attn = 4.0 * (double)c->s->micro_batch * (double)m->num_heads *
+                  (double)m->head_dim * attended_pairs(c->s->seq_len, window);
+    return 2.0 * T * (double)sg_model_unit_active_params(m, u) + attn;
+}
+
+/* Activations a layer saves for its backward, per token (elements). */
+static int64_t layer_saved_per_token(const sg_model *m)
+{
+    int64_t q = m->num_heads * m->head_dim, kv = m->num_kv_heads * m->head_dim;
+    int64_t mlp = m->num_experts > 0 ? m->experts_per_token * m->moe_intermediate_size
+                                     : m->intermediate_size;
+    /* two norm inputs and outputs, q/k/v after rotary, attention output,
+     * gate/up/activation of the MLP (and router logits for MoE) */
+    return 4 * m->hidden_size + 2 * q + 2 * kv + 3 * mlp + m->num_experts;
+}
+
+/* ---- set-up: pieces, buffers ---------------------------------------------- */
+
+static int build_pieces(compiler *c)
+{
+    const sg_step_spec *s = c->s;
+    int N = c->lay.nsubgroups;
+    c->npieces = 0;
+    c->pieces = calloc((size_t)(c->units + N + 1), sizeof *c->pieces);
+    c->unit_first_piece = calloc((size_t)c->units + 1, sizeof(int));
+    c->sg_lowest_unit = malloc((size_t)(N + 1) * sizeof(int));
+    c->sg_first_piece = calloc((size_t)N + 2, sizeof(int));
+    c->sg_piece_idx = malloc((size_t)(c->units + N + 1) * sizeof(int));
+    if (!c->pieces || !c->unit_first_piece || !c->sg_lowest_unit ||
+        !c->sg_first_piece || !c->sg_piece_idx)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory building sub-groups");
+    for (int i = 0; i < N; i++)
+        c->sg_lowest_unit[i] = -1;
+    int64_t offset = 0; /* position in the rank's flat partition */
+    for (int u = 0; u < c->units; u++) {
+        c->unit_first_piece[u] = c->npieces;
+        int64_t left = sg_unit_shard_elems(c->m, s, u);
+        while (left > 0) {
+            int sg = (int)(offset / s->sub_group_size);
+            int64_t room = (int64_t)(sg + 1) * s->sub_group_size - offset;
+            int64_t take = left < room ? left : room;
+            piece *p = &c->pieces[c->npieces++];
+            p->unit = u;
+            p->subgroup = sg;
+            p->elems = take;
+            if (c->sg_lowest_unit[sg] < 0)
+                c->sg_lowest_unit[sg] = u;
+            offset += take;
+            left -= take;
+        }
+    }
+    c->unit_first_piece[c->units] = c->npieces;
+    /* CSR of pieces per sub-group (pieces are sorted by sub-group already) */
+    for (int p = 0; p < c->npieces; p++)
+        c->sg_first_piece[c->pieces[p].subgroup + 1]++;
+    for (int i = 0; i < N; i++)
+        c->sg_first_piece[i + 1] += c->sg_first_piece[i];
+    for (int p = 0; p < c->npieces; p++)
+        c->sg_piece_idx[p] = p;
+    return SG_OK;
+}
+
+static int declare_buffers(compiler *c)
+{
+    const sg_model *m = c->m;
+    const sg_step_spec *s = c->s;
+    int N = c->lay.nsubgroups;
+    size_t nu = (size_t)c->units;
+    c->unit_gathered = calloc(nu, sizeof(int));
+    c->unit_kept = calloc(nu, sizeof(int));
+    c->unit_full = malloc(nu * sizeof(int));
+    c->unit_gbuf = malloc(nu * sizeof(int));
+    c->unit_grad = malloc(nu * sizeof(int));
+    int *sgbufs[] = {NULL, NULL, NULL, NULL, NULL};
+    for (int k = 0; k < 5; k++)
+        if (!(sgbufs[k] = malloc((size_t)(N + 1) * sizeof(int))))
+            return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+    c->sg_ghost = sgbufs[0];
+    c->sg_ghost32 = sgbufs[1];
+    c->sg_master = sgbufs[2];
+    c->sg_moments = sgbufs[3];
+    c->sg_phost = sgbufs[4];
+    if (!c->unit_gathered || !c->unit_kept || !c->unit_full || !c->unit_gbuf ||
+        !c->unit_grad)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+
+    /* parameter and gradient pieces of this rank's partition */
+    for (int p = 0; p < c->npieces; p++) {
+        piece *pc = &c->pieces[p];
+        pc->pbuf = buffer(c, pc->elems, c->cd, SG_MEM_GPU, 1, "param.%d.sg%d",
+                          pc->unit, pc->subgroup);
+        pc->gbuf = buffer(c, pc->elems, c->cd, SG_MEM_GPU, 0, "grad_shard.%d.sg%d",
+                          pc->unit, pc->subgroup);
+        if (pc->pbuf < 0 || pc->gbuf < 0)
+            return SG_ENOMEM;
+    }
+
+    /* stage 3 gathering decisions: reuse distance = parameters gathered
+     * between the unit's forward and its backward */
+    int64_t reuse = 0;
+    for (int u = c->units - 1; u >= 0; u--) {
+        int64_t pu = sg_model_unit_params(m, u);
+        c->unit_full[u] = c->unit_gbuf[u] = -1;
+        if (s->zero_stage == 3 && pu >= s->param_persistence_threshold) {
+            c->unit_gathered[u] = 1;
+            c->unit_kept[u] = reuse <= s->max_reuse_distance ||
+                              (u == 0 && m->tie_word_embeddings);
+            reuse += pu;
+            c->unit_gbuf[u] = buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u);
+        } else if (s->zero_stage == 1 || s->zero_stage == 2) {
+            c->unit_full[u] = buffer(c, pu, c->cd, SG_MEM_GPU, 1, "param_full.%d", u);
+        }
+        c->unit_grad[u] = buffer(c, pu, c->cd, SG_MEM_GPU, 0, "grad.%d", u);
+        if (c->unit_grad[u] < 0 || (c->unit_gathered[u] && c->unit_gbuf[u] < 0))
+            return SG_ENOMEM;
+    }
+
+    c->grad_norm = buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "grad_norm");
+    c->overflow = c->loss_scale = -1;
+    if (c->cd == SG_F16) {
+        c->overflow = buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow");
+        c->loss_scale = buffer(c, 1, SG_F32, SG_MEM_GPU, 1, "loss_scale");
+    }
+
+    /* optimizer state per sub-group */
+    for (int i = 0; i < N; i++) {
+        int64_t n = 0;
+        for (int p = c->sg_first_piece[i]; p < c->sg_first_piece[i + 1]; p++)
+            n += c->pieces[c->sg_piece_idx[p]].elems;
+        int cpu = i >= c->lay.first_cpu;
+        sg_mem_space sp = cpu ? SG_MEM_HOST : SG_MEM_GPU;
+        c->sg_ghost[i] = c->sg_ghost32[i] = c->sg_phost[i] = -1;
+        c->sg_master[i] = -1;
+        if (c->mixed || cpu)
+            c->sg_master[i] = buffer(c, n, SG_F32, sp, 1, "master.sg%d", i);
+        c->sg_moments[i] = buffer(c, 2 * n, SG_F32, sp, 1, "adam_moments.sg%d", i);
+        if (cpu) {
+            c->sg_ghost[i] = buffer(c, n, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d", i);
+            if (c->mixed) {
+                c->sg_ghost32[i] = buffer(c, n, SG_F32, SG_MEM_HOST, 0, "grad_host_f32.sg%d", i);
+                c->sg_phost[i] = buffer(c, n, c->cd, SG_MEM_HOST, 0, "param_host.sg%d", i);
+            }
+        }
+    }
+    return SG_OK;
+}
+
+static int64_t subgroup_elems(const compiler *c, int i)
+{
+    int64_t n = 0;
+    for (int p = c->sg_first_piece[i]; p < c->sg_first_piece[i + 1]; p++)
+        n += c->pieces[c->sg_piece_idx[p]].elems;
+    return n;
+}
+
+static int64_t collective_bytes(const compiler *c, int64_t elems, double factor)
+{
+    double dp = (double)c->s->dp_size;
+    return (int64_t)(factor * (double)elems * (double)sg_dtype_size(c->cd) * (dp - 1.0) / dp);
+}
+
+/* ---- emitters ---------------------------------------------------------------- */
+
+static int emit_allgather(compiler *c, access_list *l, int u, int micro, const char *why)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++)
+        if ((rc = al_push(l, c->pieces[p].pbuf, SG_R)))
+            return rc;
+    int target = c->unit_gbuf[u] >= 0 ? c->unit_gbuf[u] : c->unit_full[u];
+    if ((rc = al_push(l, target, SG_W)))
+        return rc;
+    int64_t pu = sg_model_unit_params(c->m, u);
+    if (micro >= 0)
+        snprintf(name, sizeof name, "allgather.%s.%s.mb%d", why, unit_label(c, u, lab, sizeof lab), micro);
+    else
+        snprintf(name, sizeof name, "allgather.%s.%s", why, unit_label(c, u, lab, sizeof lab));
+    return node(c, l, SG_OP_ALLGATHER, SG_DEV_LINK, u, micro, -1, 0.0, SG_LINK_NET,
+                collective_bytes(c, pu, 1.0), name);
+}
+
+typedef struct micro_bufs {
+    int *act;      /* act[u]: output of unit u (u = 0..L), act[head] = loss */
+    int *inner;    /* saved activations per unit, or -1 */
+    int *dact;     /* gradient w.r.t. act[u] */
+    int tokens;
+} micro_bufs;
+
+static int declare_micro(compiler *c, int mb, micro_bufs *b)
+{
+    const sg_model *m = c->m;
+    int64_t T = c->tokens;
+    b->tokens = buffer(c, 2 * T, SG_I32, SG_MEM_HOST, 1, "tokens.mb%d", mb);
+    for (int u = 0; u < c->units; u++) {
+        int is_head = u == c->head;
+        b->act[u] = is_head ? buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "loss.mb%d", mb)
+                            : buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "act.%d.mb%d", u, mb);
+        b->dact[u] = is_head ? -1
+                             : buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "dact.%d.mb%d", u, mb);
+        b->inner[u] = -1;
+        if (is_head) /* logits, for the loss gradient */
+            b->inner[u] = buffer(c, T * m->vocab_size, c->cd, SG_MEM_GPU, 0, "logits.mb%d", mb);
+        else if (u > 0)
+            b->inner[u] = buffer(c, T * layer_saved_per_token(m), c->cd, SG_MEM_GPU, 0,
+                                 "saved.%d.mb%d", u, mb);
+        if (b->act[u] < 0 || (!is_head && b->dact[u] < 0))
+            return SG_ENOMEM;
+    }
+    return SG_OK;
+}
+
+static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    int ckpt = c->s->activation_checkpointing;
+    for (int u = 0; u < c->units; u++) {
+        if (c->unit_gathered[u] && (rc = emit_allgather(c, l, u, mb, "fwd")) < 0)
+            return rc;
+        if ((rc = push_unit_params(c, l, u)))
+            return rc;
+        if ((rc = al_push(l, u == 0 ? b->tokens : b->act[u - 1], SG_R)))
+            return rc;
+        if (u == c->head && (rc = al_push(l, b->tokens, SG_R))) /* targets */
+            return rc;
+        if ((rc = al_push(l, b->act[u], SG_W)))
+            return rc;
+        /* a checkpointed layer keeps only its input; the head is never checkpointed */
+        if (b->inner[u] >= 0 && (!ckpt || u == c->head) && (rc = al_push(l, b->inner[u], SG_W)))
+            return rc;
+        snprintf(name, sizeof name, "fwd.%s.mb%d", unit_label(c, u, lab, sizeof lab), mb);
+        if ((rc = node(c, l, SG_OP_FORWARD, SG_DEV_GPU, u, mb, -1, unit_forward_flops(c, u),
+                       SG_LINK_NONE, 0, name)) < 0)
+            return rc;
+    }
+    return SG_OK;
+}
+
+/* Gradient reduction of unit u after its backward in micro-step mb. */
+static int emit_reduction(compiler *c, access_list *l, int u, int mb, int last)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    int stage = c->s->zero_stage;
+    if (stage < 2 && !last)
+        return SG_OK; /* stage 0/1 accumulate locally, all-reduce at the boundary */
+    if ((rc = al_push(l, c->unit_grad[u], SG_R)))
+        return rc;
+    /* stage >= 2 accumulates into the shard: the first micro-step writes it */
+    sg_access_mode mode = (stage >= 2 && mb > 0) ? SG_RW : SG_W;
+    for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++)
+        if ((rc = al_push(l, c->pieces[p].gbuf, mode)))
+            return rc;
+    int64_t pu = sg_model_unit_params(c->m, u);
+    unit_label(c, u, lab, sizeof lab);
+    if (stage >= 2) {
+        snprintf(name, sizeof name, "reduce_scatter.%s.mb%d", lab, mb);
+        return node(c, l, SG_OP_REDUCE_SCATTER, SG_DEV_LINK, u, mb, -1, (double)pu,
+                    SG_LINK_NET, collective_bytes(c, pu, 1.0), name);
+    }
+    snprintf(name, sizeof name, "allreduce.%s", lab);
+    return node(c, l, SG_OP_ALLREDUCE, SG_DEV_LINK, u, mb, -1, (double)pu, SG_LINK_NET,
+                collective_bytes(c, pu, 2.0), name);
+}
+
+static int push_subgroup_pieces(compiler *c, access_list *l, int i, int grads,
+                                sg_access_mode mode)
+{
+    int rc;
+    for (int p = c->sg_first_piece[i]; p < c->sg_first_piece[i + 1]; p++) {
+        const piece *pc = &c->pieces[c->sg_piece_idx[p]];
+        if ((rc = al_push(l, grads ? pc->gbuf : pc->pbuf, mode)))
+            return rc;
+    }
+    return SG_OK;
+}
+
+/* Reads of the global gradient state an optimizer step depends on. */
+static int push_step_checks(compiler *c, access_list *l, int always_norm)
+{
+    int rc = SG_OK;
+    if (always_norm || c->s->gradient_clipping > 0)
+        rc = al_push(l, c->grad_norm, SG_R);
+    if (!rc && c->overflow >= 0)
+        rc = al_push(l, c->overflow, SG_R);
+    return rc;
+}
+
+static int cpu_grad_buffer(const compiler *c, int i)
+{
+    return c->mixed ? c->sg_ghost32[i] : c->sg_ghost[i];
+}
+
+/* D2H copy of a CPU sub-group's gradients, and their cast to fp32. */
+static int emit_cpu_grad_copy(compiler *c, access_list *l, int i)
+{
+    char name[SG_IR_NAME_MAX];
+    int64_t n = subgroup_elems(c, i);
+    int rc;
+    if ((rc = push_subgroup_pieces(c, l, i, 1, SG_R)) || (rc = al_push(l, c->sg_ghost[i], SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "d2h.grad.sg%d", i);
+    if ((rc = node(c, l, SG_OP_D2H, SG_DEV_LINK, -1, -1, i, 0.0, SG_LINK_D2H,
+                   n * (int64_t)sg_dtype_size(c->cd), name)) < 0)
+        return rc;
+    if (!c->mixed)
+        return SG_OK;
+    if ((rc = al_push(l, c->sg_ghost[i], SG_R)) || (rc = al_push(l, c->sg_ghost32[i], SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "cast.grad.sg%d", i);
+    rc = node(c, l, SG_OP_CAST, SG_DEV_CPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name);
+    return rc < 0 ? rc : SG_OK;
+}
+
+/* Adam FLOPs per element: moments, bias correction, sqrt, division, update. */
+#define ADAM_FLOPS_PER_ELEM 12.0
+
+static int emit_cpu_adam(compiler *c, access_list *l, int i)
+{
+    char name[SG_IR_NAME_MAX];
+    int rc;
+    int spec = c->s->super_offload;
+    if ((rc = al_push(l, cpu_grad_buffer(c, i), SG_R)))
+        return rc;
+    /* a speculative step does not wait for the norm: validation fixes it up */
+    if (!spec && (rc = push_step_checks(c, l, 0)))
+        return rc;
+    if ((rc = al_push(l, c->sg_master[i], SG_RW)) || (rc = al_push(l, c->sg_moments[i], SG_RW)))
+        return rc;
+    snprintf(name, sizeof name, "adam_cpu.sg%d", i);
+    rc = node(c, l, SG_OP_ADAM_CPU, SG_DEV_CPU, -1, -1, i,
+              ADAM_FLOPS_PER_ELEM * (double)subgroup_elems(c, i), SG_LINK_NONE, 0, name);
+    return rc < 0 ? rc : SG_OK;
+}
+
+static int emit_cpu_finish(compiler *c, access_list *l, int i)
+{
+    char name[SG_IR_NAME_MAX];
+    int64_t n = subgroup_elems(c, i);
+    int rc;
+    if (c->s->super_offload) {
+        /* a rollback inverts the step algebraically from the same gradient,
+         * as DeepSpeed's CPU Adam does: no copy of the state is kept */
+        if ((rc = push_step_checks(c, l, 1)) || (rc = al_push(l, cpu_grad_buffer(c, i), SG_R)) ||
+            (rc = al_push(l, c->sg_master[i], SG_RW)) ||
+            (rc = al_push(l, c->sg_moments[i], SG_RW)))
+            return rc;
+        snprintf(name, sizeof name, "validate.sg%d", i);
+        if ((rc = node(c, l, SG_OP_VALIDATE, SG_DEV_CPU, -1, -1, i, 2.0 * (double)n,
+                       SG_LINK_NONE, 0, name)) < 0)
+            return rc;
+    }
+    int src = c->sg_master[i];
+    if (c->mixed) {
+        if ((rc = al_push(l, c->sg_master[i], SG_R)) || (rc = al_push(l, c->sg_phost[i], SG_W)))
+            return rc;
+        snprintf(name, sizeof name, "cast.param.sg%d", i);
+        if ((rc = node(c, l, SG_OP_CAST, SG_DEV_CPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name)) < 0)
+            return rc;
+        src = c->sg_phost[i];
+    }
+    if ((rc = al_push(l, src, SG_R)) || (rc = push_subgroup_pieces(c, l, i, 0, SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "h2d.param.sg%d", i);
+    rc = node(c, l, SG_OP_H2D, SG_DEV_LINK, -1, -1, i, 0.0, SG_LINK_H2D,
+              n * (int64_t)sg_dtype_size(c->cd), name);
+    return rc < 0 ? rc : SG_OK;
+}
+
+static int emit_gpu_adam(compiler *c, access_list *l, int i)
+{
+    char name[SG_IR_NAME_MAX];
+    int64_t n = subgroup_elems(c, i);
+    int rc;
+    if ((rc = push_subgroup_pieces(c, l, i, 1, SG_R)) || (rc = push_step_checks(c, l, 0)) ||
+        (rc = al_push(l, c->sg_moments[i], SG_RW)))
+        return rc;
+    /* fp32 training updates the parameters in place; mixed precision updates
+     * the fp32 master and casts it back */
+    rc = c->mixed ? al_push(l, c->sg_master[i], SG_RW) : push_subgroup_pieces(c, l, i, 0, SG_RW);
+    if (rc)
+        return rc;
+    snprintf(name, sizeof name, "adam_gpu.sg%d", i);
+    if ((rc = node(c, l, SG_OP_ADAM_GPU, SG_DEV_GPU, -1, -1, i, ADAM_FLOPS_PER_ELEM * (double)n,
+                   SG_LINK_NONE, 0, name)) < 0)
+        return rc;
+    if (!c->mixed)
+        return SG_OK;
+    if ((rc = al_push(l, c->sg_master[i], SG_R)) || (rc = push_subgroup_pieces(c, l, i, 0, SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "cast.param.sg%d", i);
+    rc = node(c, l, SG_OP_CAST, SG_DEV_GPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name);
+    return rc < 0 ? rc : SG_OK;
+}
+
+/* CPU sub-groups whose gradients became final when unit u was reduced. */
+static int emit_ready_subgroups(compiler *c, access_list *l, int u)
+{
+    int rc;
+    for (int i = c->lay.first_cpu; i < c->lay.nsubgroups; i++) {
+        if (c->sg_lowest_unit[i] != u)
+            continue;
+        if ((rc = emit_cpu_grad_copy(c, l, i)))
+            return rc;
+        if (c->s->super_offload && (rc = emit_cpu_adam(c, l, i)))
+            return rc;
+    }
+    return SG_OK;
+}
+
+static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    int last = mb == c->s->grad_accum - 1;
+    int ckpt = c->s->activation_checkpointing;
+    for (int u = c->units - 1; u >= 0; u--) {
+        unit_label(c, u, lab, sizeof lab);
+        if (c->unit_gathered[u] && !c->unit_kept[u] &&
+            (rc = emit_allgather(c, l, u, mb, "bwd")) < 0)
+            return rc;
+        if (ckpt && u > 0 && u < c->head) {
+            if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->act[u - 1], SG_R)) ||
+                (rc = al_push(l, b->inner[u], SG_W)))
+                return rc;
+            snprintf(name, sizeof name, "recompute.%s.mb%d", lab, mb);
+            if ((rc = node(c, l, SG_OP_RECOMPUTE, SG_DEV_GPU, u, mb, -1,
+                           unit_forward_flops(c, u), SG_LINK_NONE, 0, name)) < 0)
+                return rc;
+        }
+        if ((rc = push_unit_params(c, l, u)))
+            return rc;
+        if ((rc = al_push(l, u == 0 ? b->tokens : b->act[u - 1], SG_R)))
+            return rc;
+        if (b->inner[u] >= 0 && (rc = al_push(l, b->inner[u], SG_R)))
+            return rc;
+        if (u == c->head) {
+            if ((rc = al_push(l, b->tokens, SG_R)) || (rc = al_push(l, b->act[u], SG_R)))
+                return rc;
+            if (c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
+                return rc;
+        } else if ((rc = al_push(l, b->dact[u], SG_R))) {
+            return rc;
+        }
+        if (u > 0 && (rc = al_push(l, b->dact[u - 1], SG_W)))
+            return rc;
+        /* stage >= 2 reduces every micro-step, so the full gradient starts
+         * fresh; stage 0/1 accumulate into it. A tied head also writes the
+         * embedding's gradient, which the embedding's backward then adds to. */
+        int accumulate = c->s->zero_stage < 2 && mb > 0;
+        int tied = c->m->tie_word_embeddings;
+        if ((rc = al_push(l, c->unit_grad[u], (accumulate || (u == 0 && tied)) ? SG_RW : SG_W)))
+            return rc;
+        if (u == c->head && tied &&
+            (rc = al_push(l, c->unit_grad[0], accumulate ? SG_RW : SG_W)))
+            return rc;
+        double flops = u == 0 ? (double)c->tokens * (double)c->m->hidden_size
+                              : 2.0 * unit_forward_flops(c, u);
+        snprintf(name, sizeof name, "bwd.%s.mb%d", lab, mb);
+        if ((rc = node(c, l, SG_OP_BACKWARD, SG_DEV_GPU, u, mb, -1, flops, SG_LINK_NONE, 0,
+                       name)) < 0)
+            return rc;
+        if ((rc = emit_reduction(c, l, u, mb, last)) < 0)
+            return rc;
+        if (last && (rc = emit_ready_subgroups(c, l, u)))
+            return rc;
+    }
+    return SG_OK;
+}
+
+static int emit_optimizer(compiler *c, access_list *l)
+{
+    int rc;
+    /* global gradient norm over this rank's shard (ranks combine partial norms) */
+    for (int p = 0; p < c->npieces; p++)
+        if ((rc = al_push(l, c->pieces[p].gbuf, SG_R)))
+            return rc;
+    if ((rc = al_push(l, c->grad_norm, SG_W)))
+        return rc;
+    if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1,
+                   2.0 * (double)c->lay.rank_params, SG_LINK_NONE, 0, "grad_norm")) < 0)
+        return rc;
+    if (c->overflow >= 0) {
+        if ((rc = al_push(l, c->grad_norm, SG_R)) || (rc = al_push(l, c->overflow, SG_W)))
+            return rc;
+        if ((rc = node(c, l, SG_OP_OVERFLOW_CHECK, SG_DEV_GPU, -1, -1, -1, 1.0, SG_LINK_NONE, 0,
+                       "overflow_check")) < 0)
+            return rc;
+        if ((rc = al_push(l, c->overflow, SG_R)) || (rc = al_push(l, c->loss_scale, SG_RW)))
+            return rc;
+        if ((rc = node(c, l, SG_OP_LOSS_SCALE, SG_DEV_GPU, -1, -1, -1, 1.0, SG_LINK_NONE, 0,
+                       "loss_scale_update")) < 0)
+            return rc;
+    }
+    for (int i = 0; i < c->lay.nsubgroups; i++) {
+        if (i < c->lay.first_cpu)
+            rc = emit_gpu_adam(c, l, i);
+        else if (c->s->super_offload) /* speculative Adam already emitted */
+            rc = emit_cpu_finish(c, l, i);
+        else if ((rc = emit_cpu_adam(c, l, i)) == SG_OK)
+            rc = emit_cpu_finish(c, l, i);
+        if (rc)
+            return rc;
+    }
+    if (c->s->zero_stage == 1 || c->s->zero_stage == 2) {
+        /* every rank updated its partition: gather the new parameters */
+        for (int u = 0; u < c->units; u++)
+            if ((rc = emit_allgather(c, l, u, -1, "step")) < 0)
+                return rc;
+    }
+    return SG_OK;
+}
+
+static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
+{
+    if (s->zero_stage < 0 || s->zero_stage > 3)
+        return sg_error_set(err, SG_EINVAL, "zero stage %d is out of range (0-3)", s->zero_stage);
+    if (s->dp_size < 1 || s->micro_batch < 1 || s->grad_accum < 1 || s->seq_len < 1)
+        return sg_error_set(err, SG_EINVAL,
+                            "step needs dp_size, micro batch, accumulation steps and sequence "
+                            "length >= 1 (got %lld, %lld, %lld, %lld)",
+                            (long long)s->dp_size, (long long)s->micro_batch,
+                            (long long)s->grad_accum, (long long)s->seq_len);
+    if (s->grad_accum > 4096)
+        return sg_error_set(err, SG_EINVAL, "gradient_accumulation_steps %lld: at most 4096 "
+                            "micro-steps are compiled into one graph", (long long)s->grad_accum);
+    if (s->offload_ratio < 0 || s->offload_ratio > 1)
+        return sg_error_set(err, SG_EINVAL, "offload ratio %g is out of range [0, 1]",
+                            s->offload_ratio);
+    if (s->super_offload && (!s->offload_optimizer || s->zero_stage != 3))
+        return sg_error_set(err, SG_EINVAL, "super_offload needs ZeRO stage 3 with the optimizer "
+                            "offloaded to the CPU");
+    if (s->offload_optimizer && s->zero_stage == 0)
+        return sg_error_set(err, SG_EINVAL, "optimizer offload needs ZeRO stage 1, 2 or 3");
+    if (s->compute_dtype != SG_F32 && s->compute_dtype != SG_BF16 && s->compute_dtype != SG_F16)
+        return sg_error_set(err, SG_EINVAL, "compute dtype must be f32, bf16 or f16");
+    if (sg_model_num_units(m) < 3)
+        return sg_error_set(err, SG_EINVAL, "model %s has no layers", m->name);
+    return SG_OK;
+}
+
+static void compiler_free(compiler *c)
+{
+    free(c->pieces);
+    free(c->unit_first_piece);
+    free(c->unit_gathered);
+    free(c->unit_kept);
+    free(c->unit_full);
+    free(c->unit_gbuf);
+    free(c->unit_grad);
+    free(c->sg_lowest_unit);
+    free(c->sg_first_piece);
+    free(c->sg_piece_idx);
+    free(c->sg_ghost);
+    free(c->sg_ghost32);
+    free(c->sg_master);
+    free(c->sg_moments);
+    free(c->sg_phost);
+}
+
+int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_error *err)
+{
+    int rc = check_spec(m, s, err);
+    if (rc)
+        return rc;
+    compiler c = {.m = m, .s = s, .g = g, .err = err};
+    c.units = sg_model_num_units(m);
+    c.head = c.units - 1;
+    c.tokens = s->micro_batch * s->seq_len;
+    c.cd = s->compute_dtype;
+    c.mixed = c.cd != SG_F32;
+    access_list l = {0};
+    micro_bufs b = {0};
+    b.act = malloc((size_t)c.units * sizeof(int));
+    b.inner = malloc((size_t)c.units * sizeof(int));
+    b.dact = malloc((size_t)c.units * sizeof(int));
+    if (!b.act || !b.inner || !b.dact) {
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = sg_subgroup_layout_compute(m, s, &c.lay, err)) || (rc = build_pieces(&c)) ||
+        (rc = declare_buffers(&c)))
+        goto out;
+    for (int mb = 0; mb < s->grad_accum; mb++) {
+        if ((rc = declare_micro(&c, mb, &b)) || (rc = emit_forward(&c, &l, &b, mb)) ||
+            (rc = emit_backward(&c, &l, &b, mb)))
+            goto out;
+    }
+    if ((rc = emit_optimizer(&c, &l)))
+        goto out;
+    rc = sg_graph_finalize(g, err);
+out:
+    if (rc == SG_ENOMEM && err && !err->msg[0])
+        sg_error_set(err, rc, "out of memory compiling the step graph");
+    free(l.a);
+    free(b.act);
+    free(b.inner);
+    free(b.dact);
+    compiler_free(&c);
+    return rc;
+}

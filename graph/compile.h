@@ -1,0 +1,71 @@
+/* compile.h - the step compiler: (model, step settings) -> sg_graph.
+ *
+ * sg_step_spec holds what the compiler needs from a DeepSpeed config and the
+ * run options (runtime/step_spec.c fills it from an sg_config); the graph
+ * module does not know about JSON.
+ *
+ * Semantics (DeepSpeed's, see README "The step graph"):
+ * - each rank's parameters are packed in unit order into optimizer sub-groups
+ *   of sub_group_size elements; with offload ratio r over N sub-groups,
+ *   sub-group i is stepped on the CPU iff i >= floor((1 - r) * N);
+ * - gradient accumulation repeats forward/backward per micro-step and steps
+ *   the optimizer once; stage >= 2 reduce-scatters every micro-step, stage
+ *   0/1 all-reduce once at the accumulation boundary;
+ * - stage 3 all-gathers a unit's parameters before its forward and again
+ *   before its backward unless kept (reuse distance <= stage3_max_reuse_distance);
+ *   units smaller than stage3_param_persistence_threshold are never gathered;
+ * - stage 1/2 all-gather the updated parameters after the optimizer;
+ * - SuperOffload: the CPU Adam of a sub-group starts as soon as its gradients
+ *   are on the host (speculation); a validation node per CPU sub-group keeps,
+ *   redoes (clipping) or rolls back (overflow) the step once the global
+ *   gradient norm is known.
+ */
+#ifndef SG_COMPILE_H
+#define SG_COMPILE_H
+
+#include <stdint.h>
+
+#include "graph/error.h"
+#include "graph/ir.h"
+#include "models/model.h"
+
+typedef struct sg_step_spec {
+    int zero_stage;                     /* 0..3 */
+    int64_t dp_size;                    /* data-parallel ranks (>= 1) */
+    int64_t micro_batch;                /* sequences per micro-step per rank */
+    int64_t grad_accum;                 /* micro-steps per optimizer step */
+    int64_t seq_len;                    /* tokens per sequence */
+    sg_dtype compute_dtype;             /* SG_F32, SG_BF16 or SG_F16 */
+    int activation_checkpointing;
+    int offload_optimizer;              /* optimizer state on the CPU */
+    double offload_ratio;               /* share of sub-groups stepped on the CPU */
+    int super_offload;                  /* speculation-then-validation */
+    int64_t sub_group_size;             /* elements per optimizer sub-group */
+    double gradient_clipping;           /* 0 = off */
+    int64_t param_persistence_threshold;/* stage 3: units below are never gathered */
+    int64_t max_reuse_distance;         /* stage 3: keep gathered params if reused within */
+} sg_step_spec;
+
+/* Fills the DeepSpeed defaults (stage 0, f32, micro batch 1, sub-group 1e9...). */
+void sg_step_spec_defaults(sg_step_spec *spec);
+
+/* Sub-group layout of one rank's parameters. */
+typedef struct sg_subgroup_layout {
+    int nsubgroups;                     /* N */
+    int first_cpu;                      /* floor((1 - r) * N), or N without offload */
+    int64_t rank_params;                /* elements in this rank's partition */
+} sg_subgroup_layout;
+
+int sg_subgroup_layout_compute(const sg_model *model, const sg_step_spec *spec,
+                               sg_subgroup_layout *layout, sg_error *err);
+
+/* Elements of unit `unit` that this rank owns (its partition). */
+int64_t sg_unit_shard_elems(const sg_model *model, const sg_step_spec *spec,
+                            int unit);
+
+/* Compiles one training step into g (initialised by the caller with
+ * sg_graph_init, finalized on success). */
+int sg_compile_step(const sg_model *model, const sg_step_spec *spec,
+                    sg_graph *g, sg_error *err);
+
+#endif /* SG_COMPILE_H */

@@ -1,0 +1,164 @@
+/* ir.h - the step-graph intermediate representation.
+ *
+ * Built the way StarPU's sequential task flow is: buffers are declared, then
+ * ops are appended in program order, each with its accesses (R, W, RW) on
+ * named buffers. sg_graph_finalize() derives the edges from the last writer
+ * and the readers of every buffer, exactly as StarPU infers dependencies from
+ * the same sequence of starpu_task_insert() calls, so the exported DAG is the
+ * DAG StarPU runs.
+ *
+ * Pure C: no StarPU here.
+ */
+#ifndef SG_IR_H
+#define SG_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/error.h"
+
+#define SG_IR_NAME_MAX 64
+
+typedef enum sg_op_kind {
+    SG_OP_ALLGATHER,        /* gather a unit's parameter shards (stage 3; stage 1/2 after the step) */
+    SG_OP_FORWARD,          /* forward of one unit (embedding, layer, head + loss) */
+    SG_OP_RECOMPUTE,        /* activation checkpointing: forward again before backward */
+    SG_OP_BACKWARD,         /* backward of one unit: input gradient and weight gradients */
+    SG_OP_REDUCE_SCATTER,   /* stage >= 2: average gradients, keep this rank's shard */
+    SG_OP_ALLREDUCE,        /* stage 0/1: average gradients everywhere */
+    SG_OP_D2H,              /* device-to-host gradient copy of one optimizer sub-group */
+    SG_OP_CAST,             /* precision conversion (gradients to fp32, master to bf16/fp16) */
+    SG_OP_GRAD_NORM,        /* global gradient norm (clipping, logging, validation) */
+    SG_OP_OVERFLOW_CHECK,   /* fp16: inf/nan in gradients? */
+    SG_OP_LOSS_SCALE,       /* fp16: dynamic loss-scale update */
+    SG_OP_ADAM_CPU,         /* Adam on one sub-group on the CPU */
+    SG_OP_ADAM_GPU,         /* Adam on one sub-group that stays on the GPU */
+    SG_OP_VALIDATE,         /* SuperOffload: keep, roll back and redo, or skip a speculative step */
+    SG_OP_H2D,              /* host-to-device parameter copy of one sub-group */
+    SG_OP_KIND_COUNT
+} sg_op_kind;
+
+/* Where a node runs. */
+typedef enum sg_device_class {
+    SG_DEV_GPU,
+    SG_DEV_CPU,
+    SG_DEV_LINK,            /* a transfer or collective: occupies a link, not a core */
+    SG_DEV_COUNT
+} sg_device_class;
+
+/* Which link a LINK node uses. */
+typedef enum sg_link_dir {
+    SG_LINK_NONE,
+    SG_LINK_H2D,            /* host to device */
+    SG_LINK_D2H,            /* device to host */
+    SG_LINK_NET,            /* GPU to GPU collectives (NVLink / network) */
+    SG_LINK_COUNT
+} sg_link_dir;
+
+/* Where a buffer lives. */
+typedef enum sg_mem_space {
+    SG_MEM_GPU,
+    SG_MEM_HOST,
+    SG_MEM_COUNT
+} sg_mem_space;
+
+typedef enum sg_access_mode {
+    SG_R = 1,
+    SG_W = 2,
+    SG_RW = 3,
+} sg_access_mode;
+
+typedef enum sg_dtype {
+    SG_F32,
+    SG_BF16,
+    SG_F16,
+    SG_I32,
+} sg_dtype;
+
+typedef struct sg_buffer {
+    char name[SG_IR_NAME_MAX];   /* "param.3", "grad_host.7" */
+    int64_t bytes;
+    int64_t elems;
+    sg_dtype dtype;
+    sg_mem_space space;
+    int persistent;              /* lives across steps (weights, optimizer state) */
+} sg_buffer;
+
+typedef struct sg_access {
+    int buffer;
+    sg_access_mode mode;
+} sg_access;
+
+typedef struct sg_node {
+    int id;                      /* index in program order */
+    char name[SG_IR_NAME_MAX];   /* "fwd.layer3.mb0" */
+    sg_op_kind kind;
+    int layer;                   /* unit index, or -1 for none */
+    int micro_step;              /* or -1 */
+    int subgroup;                /* optimizer sub-group, or -1 */
+    sg_device_class device;
+    sg_link_dir link;
+    double flops;
+    int64_t bytes_read;          /* derived from the accesses */
+    int64_t bytes_written;
+    int64_t link_bytes;          /* bytes that cross the node's link (collectives: per rank) */
+    int naccess;
+    sg_access *access;
+    int64_t priority;            /* filled by passes (bottom level); 0 by default */
+} sg_node;
+
+typedef struct sg_edge {
+    int from, to;
+} sg_edge;
+
+typedef struct sg_graph {
+    sg_buffer *buffers;
+    int nbuffers, cap_buffers;
+    sg_node *nodes;
+    int nnodes, cap_nodes;
+    sg_edge *edges;              /* valid after sg_graph_finalize, sorted by (from, to) */
+    int nedges, cap_edges;
+    int finalized;
+} sg_graph;
+
+void sg_graph_init(sg_graph *g);
+void sg_graph_free(sg_graph *g);
+
+/* Declares a buffer; returns its index (>= 0) or a negative error code. */
+int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
+                        sg_dtype dtype, sg_mem_space space, int persistent);
+
+/* Appends a node in program order with `naccess` accesses; returns its id or
+ * a negative error code. The node's name is printf-formatted. */
+int sg_graph_add_node(sg_graph *g, sg_op_kind kind, sg_device_class device,
+                      int layer, double flops, const sg_access *access,
+                      int naccess, const char *name_fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+
+/* Derives edges (read-after-write, write-after-read, write-after-write) and
+ * byte counts. Fails with SG_EINVAL naming the node and buffer if a buffer is
+ * read before anything wrote it, unless it is persistent (persistent buffers
+ * hold state from the previous step). */
+int sg_graph_finalize(sg_graph *g, sg_error *err);
+
+/* Checks acyclicity (edges must go forward in program order, which also
+ * makes the DAG acyclic) and that every non-persistent read has a writer. */
+int sg_graph_check(const sg_graph *g, sg_error *err);
+
+/* Successor lists in CSR form, built on demand by passes. */
+typedef struct sg_adjacency {
+    int *offset;                 /* nnodes + 1 */
+    int *target;                 /* nedges */
+} sg_adjacency;
+int sg_graph_successors(const sg_graph *g, sg_adjacency *adj);
+int sg_graph_predecessors(const sg_graph *g, sg_adjacency *adj);
+void sg_adjacency_free(sg_adjacency *adj);
+
+size_t sg_dtype_size(sg_dtype t);
+const char *sg_dtype_name(sg_dtype t);
+const char *sg_op_kind_name(sg_op_kind k);     /* "allgather", "forward", ... */
+const char *sg_device_class_name(sg_device_class d);
+const char *sg_link_dir_name(sg_link_dir l);
+const char *sg_mem_space_name(sg_mem_space m);
+
+#endif /* SG_IR_H */

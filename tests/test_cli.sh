@@ -1,0 +1,114 @@
+#!/bin/sh
+# test_cli.sh - the stepgraph command as a user runs it: help, graph export in
+# every format, summaries, model info, config checks, and bad input that must
+# fail with a message and leave existing files untouched. Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+BIN=${SG_BUILDDIR:-.}/stepgraph
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_cli.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+n=0
+failed=0
+ok() { # ok CONDITION-STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+contains() { grep -q -- "$2" "$1"; }
+run() { # run NAME ARGS... : stdout to $TMP/NAME.out, stderr to $TMP/NAME.err, status in $TMP/NAME.rc
+	name=$1
+	shift
+	"$BIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+	echo $? >"$TMP/$name.rc"
+}
+rc() { cat "$TMP/$1.rc"; }
+
+run help --help
+ok "$(rc help)" "--help exits 0"
+contains "$TMP/help.out" "graph CONFIG"; ok $? "--help lists the graph command"
+run graphhelp graph --help
+contains "$TMP/graphhelp.out" "--max_length"; ok $? "graph --help lists the run options"
+run version version
+contains "$TMP/version.out" "StarPU 1.4"; ok $? "version names StarPU 1.4"
+
+run summary graph "$SRC/configs/default.json" --summary
+ok "$(rc summary)" "graph --summary on the default config"
+contains "$TMP/summary.out" "forward"; ok $? "summary counts forward nodes"
+contains "$TMP/summary.out" "critical path"; ok $? "summary gives the critical path"
+contains "$TMP/summary.out" "peak memory, gpu"; ok $? "summary gives peak memory per device class"
+
+run json graph "$SRC/configs/llama-3.1-8b-superoffload.json" --format json -o "$TMP/g.json"
+ok "$(rc json)" "graph --format json -o FILE"
+if [ -x "$PY" ]; then
+	"$PY" - "$TMP/g.json" >"$TMP/py.out" 2>&1 <<'PYEOF'
+import json, sys
+g = json.load(open(sys.argv[1]))
+kinds = {n["kind"] for n in g["nodes"]}
+need = {"allgather", "forward", "recompute", "backward", "reduce_scatter", "d2h", "cast",
+        "adam_cpu", "adam_gpu", "validate", "h2d", "grad_norm"}
+assert need <= kinds, need - kinds
+ids = {n["id"] for n in g["nodes"]}
+assert all(a in ids and b in ids and a < b for a, b in g["edges"])
+assert g["summary"]["count"]["adam_cpu"] == 17, g["summary"]["count"]
+print("ok")
+PYEOF
+	ok $? "SuperOffload JSON: valid, every node kind present, edges forward, 17 CPU sub-groups"
+else
+	n=$((n + 1)); echo "ok $n # SKIP no python3"
+fi
+
+if [ -n "${DOT:-}" ]; then
+	run svg graph "$SRC/configs/default.json" --format svg -o "$TMP/g.svg"
+	ok "$(rc svg)" "graph --format svg"
+	head -c 2000 "$TMP/g.svg" | grep -q "<svg"; ok $? "the SVG file is an SVG"
+else
+	n=$((n + 2)); echo "ok $((n - 1)) # SKIP no Graphviz"; echo "ok $n # SKIP no Graphviz"
+fi
+run dot graph "$SRC/configs/default.json"
+contains "$TMP/dot.out" "digraph step"; ok $? "DOT on standard output by default"
+contains "$TMP/dot.out" "cluster_"; ok $? "DOT is clustered per layer"
+
+# run options override the config
+run seq128 graph "$SRC/configs/default.json" --format json --max_length 128 -o "$TMP/s128.json"
+run seq256 graph "$SRC/configs/default.json" --format json --max-length 256 -o "$TMP/s256.json"
+if [ "$(rc seq128)" -eq 0 ] && [ "$(rc seq256)" -eq 0 ] && ! cmp -s "$TMP/s128.json" "$TMP/s256.json"; then r=0; else r=1; fi
+ok $r "--max_length overrides the run config"
+run ckpt graph "$SRC/configs/default.json" --summary --activation_checkpointing
+contains "$TMP/ckpt.out" "recompute"; ok $? "--activation_checkpointing adds recompute nodes"
+
+# bad input: a clear message, non-zero status, existing output untouched
+echo "keep me" >"$TMP/existing.json"
+run bad graph "$SRC/tests/data/bad-configs/stage-4.json" --format json -o "$TMP/existing.json"
+[ "$(rc bad)" -ne 0 ]; ok $? "a bad config fails"
+contains "$TMP/bad.err" "zero_optimization.stage"; ok $? "the message names the JSON path"
+[ "$(cat "$TMP/existing.json")" = "keep me" ]; ok $? "the existing output file is untouched"
+[ -z "$(ls "$TMP" | grep 'existing.json.tmp')" ]; ok $? "no temporary file is left behind"
+run missing graph "$TMP/does-not-exist.json"
+[ "$(rc missing)" -ne 0 ] && contains "$TMP/missing.err" "does-not-exist.json"; ok $? "a missing config is named"
+run badflag graph "$SRC/configs/default.json" --no-such-option 3
+[ "$(rc badflag)" -ne 0 ] && contains "$TMP/badflag.err" "no-such-option"; ok $? "an unknown flag is named"
+run badfmt graph "$SRC/configs/default.json" --format png
+[ "$(rc badfmt)" -ne 0 ] && contains "$TMP/badfmt.err" "png"; ok $? "an unknown format is refused"
+run badseq graph "$SRC/configs/default.json" --max_length -5
+[ "$(rc badseq)" -ne 0 ] && contains "$TMP/badseq.err" "max_length"; ok $? "a bad run option value is refused"
+run noarg graph
+[ "$(rc noarg)" -ne 0 ] && contains "$TMP/noarg.err" "CONFIG"; ok $? "graph without CONFIG says what is missing"
+
+# models
+run info model info llama-3.1-8b
+ok "$(rc info)" "model info llama-3.1-8b"
+contains "$TMP/info.out" "8030261248\|8,030,261,248"; ok $? "model info prints the published total"
+run moe model info gpt-oss-20b
+contains "$TMP/moe.out" "active"; ok $? "model info of a MoE prints active parameters"
+run list model list
+[ "$(grep -c -E 'llama|qwen|phi|gpt-oss|seed|tiny' "$TMP/list.out")" -ge 10 ]; ok $? "model list shows the 10 shipped models"
+run nomodel model info no-such-model
+[ "$(rc nomodel)" -ne 0 ] && contains "$TMP/nomodel.err" "no-such-model"; ok $? "an unknown model is named"
+
+# config check
+run cfg config "$SRC/configs/llama-3.1-8b-superoffload.json"
+ok "$(rc cfg)" "config on the SuperOffload run config"
+contains "$TMP/cfg.out" "sub-groups"; ok $? "config prints the sub-group layout"
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
