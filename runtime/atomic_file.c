@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err)
@@ -17,6 +18,15 @@ int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err)
     if (fd < 0)
         return sg_error_set(err, SG_EIO, "%s: cannot create a file there: %s", path,
                             strerror(errno));
+    /* mkstemp creates 0600; give the file the mode a plain fopen would */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(f->tmp);
+        return sg_error_set(err, SG_EIO, "%s: %s", path, strerror(e));
+    }
     f->fp = fdopen(fd, "w");
     if (!f->fp) {
         close(fd);

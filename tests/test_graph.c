@@ -247,19 +247,26 @@ static void test_grid(const sg_model *m)
     ok(cases >= 80, "grid: covers stages 0-3 x offload x super_offload x accumulation x ratio");
 }
 
+/* SuperOffload on a tiny model: bf16, stage 3, every unit gathered,
+ * sub-groups small enough to get several. */
+static void superoffload_spec(sg_step_spec *s, double ratio)
+{
+    sg_step_spec_defaults(s);
+    s->zero_stage = 3;
+    s->offload_optimizer = 1;
+    s->super_offload = 1;
+    s->offload_ratio = ratio;
+    s->compute_dtype = SG_BF16;
+    s->sub_group_size = 150000;
+    s->param_persistence_threshold = 0;
+    s->gradient_clipping = 1.0;
+    s->seq_len = 64;
+}
+
 static void test_semantics(const sg_model *m)
 {
     sg_step_spec s;
-    sg_step_spec_defaults(&s);
-    s.zero_stage = 3;
-    s.offload_optimizer = 1;
-    s.super_offload = 1;
-    s.offload_ratio = 1.0;
-    s.compute_dtype = SG_BF16;
-    s.sub_group_size = 150000;
-    s.param_persistence_threshold = 0;
-    s.gradient_clipping = 1.0;
-    s.seq_len = 64;
+    superoffload_spec(&s, 1.0);
     sg_graph g;
     sg_graph_init(&g);
     sg_error err = {0};
@@ -397,14 +404,7 @@ static int write_json(const sg_graph *g, const sg_summary *s, char **text)
 static void test_exports(const sg_model *m)
 {
     sg_step_spec s;
-    sg_step_spec_defaults(&s);
-    s.zero_stage = 3;
-    s.offload_optimizer = 1;
-    s.super_offload = 1;
-    s.offload_ratio = 0.5;
-    s.compute_dtype = SG_BF16;
-    s.sub_group_size = 150000;
-    s.param_persistence_threshold = 0;
+    superoffload_spec(&s, 0.5);
     s.activation_checkpointing = 1;
     sg_graph g;
     sg_graph_init(&g);
