@@ -16,9 +16,13 @@ void sg_cost_model_gh200(sg_cost_model *cm)
     cm->link_bw[SG_LINK_D2H] = 450e9;
     cm->link_bw[SG_LINK_NET] = 450e9;
     cm->link_latency = 5e-6;
+    for (int k = 0; k < SG_OP_KIND_COUNT; k++)
+        cm->efficiency[k] = 1.0;
+    cm->gpu_mem_bytes = 96e9;
+    cm->host_mem_bytes = 480e9;
 }
 
-double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n)
+static double roofline_seconds(const sg_cost_model *cm, const sg_node *n)
 {
     double bytes = (double)(n->bytes_read + n->bytes_written);
     switch (n->device) {
@@ -35,6 +39,12 @@ double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n)
         return tc > tm ? tc : tm;
     }
     }
+}
+
+double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n)
+{
+    double eff = cm->efficiency[n->kind];
+    return roofline_seconds(cm, n) / (eff > 0 ? eff : 1.0);
 }
 
 int sg_graph_bottom_levels(const sg_graph *g, const sg_cost_model *cm, double *out)
@@ -124,6 +134,9 @@ int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s
     s->nedges = g->nedges;
     s->nbuffers = g->nbuffers;
     s->cost_model_name = cm->name;
+    s->capacity_bytes[SG_MEM_GPU] = cm->gpu_mem_bytes;
+    s->capacity_bytes[SG_MEM_HOST] = cm->host_mem_bytes;
+    s->unified_memory = cm->unified_memory;
     for (int n = 0; n < g->nnodes; n++) {
         const sg_node *node = &g->nodes[n];
         s->count[node->kind]++;

@@ -21,6 +21,10 @@ typedef struct sg_cost_model {
     double cpu_mem_bw;       /* B/s */
     double link_bw[SG_LINK_COUNT]; /* B/s per direction: h2d, d2h, net */
     double link_latency;     /* s per transfer */
+    double efficiency[SG_OP_KIND_COUNT]; /* share of peak a kind reaches (0, 1] */
+    double gpu_mem_bytes;    /* capacity; 0 = unknown */
+    double host_mem_bytes;
+    int unified_memory;      /* CPU and GPU share one memory (MI300A) */
 } sg_cost_model;
 
 /* GH200 figures from public specs (see DESIGN.md): H100 989 TFLOP/s bf16
@@ -30,7 +34,8 @@ typedef struct sg_cost_model {
 void sg_cost_model_gh200(sg_cost_model *cm);
 
 /* Seconds node n takes on the reference device (roofline: the larger of
- * compute time and memory time; transfers: latency + bytes / bandwidth). */
+ * compute time and memory time; transfers: latency + bytes / bandwidth),
+ * divided by the efficiency of its kind. */
 double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n);
 
 typedef struct sg_summary {
@@ -45,6 +50,8 @@ typedef struct sg_summary {
     int critical_path_nodes;
     double work_s[SG_DEV_COUNT];            /* sum of ideal node times per class */
     const char *cost_model_name;
+    double capacity_bytes[SG_MEM_COUNT];    /* of the cost model's machine, 0 = unknown */
+    int unified_memory;
 } sg_summary;
 
 int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s);

@@ -241,8 +241,24 @@ int sg_summary_print(const sg_summary *s, FILE *out)
     human_bytes((double)s->peak_bytes[SG_MEM_HOST], a, sizeof a);
     human_bytes((double)s->persistent_bytes[SG_MEM_HOST], b, sizeof b);
     fprintf(out, "peak memory, host: %s (persistent %s)\n", a, b);
-    fprintf(out, "critical path on an %s: %.3f ms over %d nodes\n",
-            s->cost_model_name ? s->cost_model_name : "ideal machine", s->critical_path_s * 1e3,
+    if (s->capacity_bytes[SG_MEM_GPU] > 0) {
+        double need = (double)s->peak_bytes[SG_MEM_GPU], cap = s->capacity_bytes[SG_MEM_GPU];
+        if (s->unified_memory)
+            need += (double)s->peak_bytes[SG_MEM_HOST]; /* one memory for CPU and GPU */
+        human_bytes(need, a, sizeof a);
+        human_bytes(cap, b, sizeof b);
+        fprintf(out, "%s memory: %s needed of %s: %s\n", s->unified_memory ? "unified" : "gpu", a,
+                b, need <= cap ? "fits" : "DOES NOT FIT");
+        if (!s->unified_memory && s->capacity_bytes[SG_MEM_HOST] > 0) {
+            need = (double)s->peak_bytes[SG_MEM_HOST];
+            human_bytes(need, a, sizeof a);
+            human_bytes(s->capacity_bytes[SG_MEM_HOST], b, sizeof b);
+            fprintf(out, "host memory: %s needed of %s: %s\n", a, b,
+                    need <= s->capacity_bytes[SG_MEM_HOST] ? "fits" : "DOES NOT FIT");
+        }
+    }
+    fprintf(out, "critical path on %s (unlimited workers): %.3f ms over %d nodes\n",
+            s->cost_model_name ? s->cost_model_name : "an ideal machine", s->critical_path_s * 1e3,
             s->critical_path_nodes);
     fprintf(out, "work on that machine: gpu %.3f ms, cpu %.3f ms, links %.3f ms\n",
             s->work_s[SG_DEV_GPU] * 1e3, s->work_s[SG_DEV_CPU] * 1e3,

@@ -9,6 +9,7 @@
 #include "graph/export.h"
 #include "runtime/atomic_file.h"
 #include "runtime/cli.h"
+#include "runtime/machine.h"
 #include "runtime/step_spec.h"
 
 typedef struct graph_output {
@@ -44,7 +45,11 @@ static void graph_help(void)
            "  -o, --output FILE      write there (atomically) instead of standard output;\n"
            "                         required for svg\n"
            "  --summary              print node counts per kind, FLOPs, bytes per link\n"
-           "                         direction, peak memory and the critical path\n"
+           "                         direction, peak memory and the critical path on an\n"
+           "                         ideal machine: unlimited workers at the roofline of\n"
+           "                         --machine NAME (configs/machines/NAME.json, with its\n"
+           "                         efficiencies and memory capacities) or, without it,\n"
+           "                         of one GH200 at 100%% of peak\n"
            "\n");
     sg_cli_print_run_flags();
 }
@@ -101,7 +106,18 @@ int sg_cmd_graph(int argc, char **argv)
         rc = sg_compile_from_config(cfg, model, &g, &err);
     sg_summary s;
     sg_cost_model cm;
+    sg_machine machine;
     sg_cost_model_gh200(&cm);
+    if (!rc && cfg->run.machine[0]) {
+        char path[4096];
+        sg_step_spec spec;
+        sg_step_spec_from_config(cfg, &spec);
+        rc = sg_machine_resolve(cfg->run.machine, path, sizeof path, &err);
+        if (!rc)
+            rc = sg_machine_load(path, &machine, &err);
+        if (!rc)
+            sg_machine_cost_model(&machine, spec.compute_dtype, &cm);
+    }
     if (!rc && sg_summary_compute(&g, &cm, &s))
         rc = sg_error_set(&err, SG_ENOMEM, "out of memory summarising the graph");
     graph_output o = {&g, &s};

@@ -1,0 +1,139 @@
+/* adam.h - CPU Adam / AdamW kernel for the optimizer sub-groups (compute only,
+ * no StarPU).
+ *
+ * One call steps a contiguous range of n parameters: fp32 master weights p,
+ * fp32 gradients g, fp32 moments m (exp_avg) and v (exp_avg_sq), all (n,).
+ * The formulas and their operation order follow torch.optim.AdamW / Adam
+ * (1.13, single-tensor path), with DeepSpeed's CPU Adam options on top:
+ *
+ *   ge   = g * grad_scale                          (clipping x 1/loss_scale)
+ *   Adam (L2):      ge = ge + wd * p
+ *   AdamW:          p  = p * (1 - lr * wd)           (decoupled decay)
+ *   m    = m * b1 + (1 - b1) * ge
+ *   v    = v * b2 + (1 - b2) * ge * ge
+ *   den  = sqrt(v) / sqrt(1 - b2^t) + eps           (bias_correction on)
+ *   p    = p - lr / (1 - b1^t) * (m / den)
+ *
+ * With bias_correction off both corrections are 1. Scalar coefficients are
+ * computed in double and rounded to float once per call, as torch does with
+ * its Python scalars. The vector variants use FMA for the three
+ * multiply-adds, so they differ from the scalar variant (and from torch) by
+ * a few ulps after several steps; see tests/test_adam.c for measured bounds.
+ *
+ * Runtime dispatch: AVX-512F (16 floats), AVX2+FMA (8 floats) or portable
+ * scalar C, picked once per process from the CPU (cpuid) or from the
+ * environment variable SG_ADAM_ISA=scalar|avx2|avx512. Pointers need no
+ * particular alignment and n any value. On non-x86 machines only the scalar
+ * variant exists (the compiler may still vectorise it).
+ *
+ * Functions return 0 or a negative SG_E* code (graph/error.h); they never
+ * print or exit.
+ */
+#ifndef SG_CODELETS_CPU_ADAM_H
+#define SG_CODELETS_CPU_ADAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/error.h"
+
+typedef enum sg_adam_isa {
+    SG_ADAM_ISA_AUTO = 0, /* $SG_ADAM_ISA if set, else the best this CPU has */
+    SG_ADAM_ISA_SCALAR,
+    SG_ADAM_ISA_AVX2,     /* AVX2 + FMA, 8 floats */
+    SG_ADAM_ISA_AVX512,   /* AVX-512F, 16 floats */
+} sg_adam_isa;
+
+typedef struct sg_adam_params {
+    float lr;
+    float beta1;           /* [0, 1) */
+    float beta2;           /* [0, 1) */
+    float eps;             /* >= 0 */
+    float weight_decay;    /* >= 0 */
+    int adamw_mode;        /* 1: decoupled decay (AdamW); 0: L2 added to the gradient */
+    int bias_correction;   /* 1 (default): divide by 1 - beta^t */
+    /* 1: an element whose effective gradient is Inf/NaN is left unchanged
+     * (p, m, v; its bf16 copy is still written) by both step and rollback, so
+     * a speculative step on an overflowed fp16 gradient can be rolled back
+     * exactly. 0 (default, torch semantics): Inf/NaN propagate into p, m, v
+     * and such a step cannot be rolled back. */
+    int skip_nonfinite;
+    sg_adam_isa isa;       /* SG_ADAM_ISA_AUTO (default) or a forced variant */
+} sg_adam_params;
+
+/* DeepSpeed's DeepSpeedCPUAdam defaults (AdamW, lr 1e-3, betas 0.9/0.999,
+ * eps 1e-8, weight decay 0, bias correction on). */
+#define SG_ADAM_PARAMS_DEFAULT                                                 \
+    ((sg_adam_params){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,             \
+                      .eps = 1e-8f, .weight_decay = 0.0f, .adamw_mode = 1,     \
+                      .bias_correction = 1, .skip_nonfinite = 0,               \
+                      .isa = SG_ADAM_ISA_AUTO})
+
+/* Checks the hyper-parameters; on error fills err with the field and value. */
+int sg_adam_check_params(const sg_adam_params *prm, sg_error *err);
+
+/* One Adam step t (t >= 1: the first step is 1) over n elements, in place on
+ * p, m, v; g is only read. p_bf16 (may be NULL) receives the updated p
+ * rounded to bf16 (round to nearest even, NaN kept quiet) in the same pass.
+ * Single-threaded: StarPU runs one task per core and the caller tiles the
+ * sub-group. Returns SG_EINVAL on bad arguments, SG_ENOTSUP when the
+ * requested ISA is not available on this CPU. */
+int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
+                 float *m, float *v, uint16_t *p_bf16, size_t n,
+                 float grad_scale);
+
+/* Undoes step t done by sg_adam_step with the same prm, g and grad_scale
+ * (SuperOffload's rollback after speculation): recovers p, m and v as they
+ * were before the step, up to fp32 rounding. The update is recomputed from
+ * the post-step m and v (exactly the values the step used), subtracted, and
+ * the decay and the moment updates are divided out:
+ *
+ *   p  = (p + lr/(1-b1^t) * m/den) / (1 - lr*wd)      (AdamW; L2: no division)
+ *   ge = g*grad_scale (+ wd*p for L2, with the recovered p)
+ *   m  = (m - (1-b1)*ge) / b1,   v = max((v - (1-b2)*ge*ge) / b2, 0)
+ *
+ * Accuracy (measured in tests/test_adam.c): p within a few ulps element-wise;
+ * m and v within ~1e-7 of max|m|, max|v| (absolute), since subtracting the
+ * gradient term cancels where |b*m_old| << |(1-b)*ge|; v is clamped at 0
+ * because that cancellation can leave -tiny values. Neither the decay nor the
+ * moment updates are exactly invertible in floating point, so a rolled-back
+ * state is close to, not bit-equal to, the saved one. Needs b1 > 0, b2 > 0
+ * and lr*wd != 1 (else the old state is not recoverable: SG_EINVAL).
+ * Non-finite state after a step without skip_nonfinite cannot be undone. */
+int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
+                     const float *g, float *m, float *v, size_t n,
+                     float grad_scale);
+
+/* sg_adam_step split over nthreads POSIX threads (chunks of whole cache
+ * lines). For benchmarks and callers outside StarPU; the result is
+ * bit-identical to sg_adam_step. */
+int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
+                          const float *g, float *m, float *v, uint16_t *p_bf16,
+                          size_t n, float grad_scale, int nthreads);
+
+/* The variant SG_ADAM_ISA_AUTO resolves to (or isa itself), after checking
+ * that this CPU has it. Errors name $SG_ADAM_ISA when it is wrong. */
+int sg_adam_isa_resolve(sg_adam_isa isa, sg_adam_isa *out, sg_error *err);
+
+/* 1 if this CPU (and this build) can run the variant. */
+int sg_adam_isa_supported(sg_adam_isa isa);
+
+/* "scalar", "avx2", "avx512"; AUTO gives the name of the resolved variant
+ * ("invalid" when $SG_ADAM_ISA is wrong). */
+const char *sg_adam_isa_name(sg_adam_isa isa);
+
+/* Parses "scalar", "avx2", "avx512" or "auto". */
+int sg_adam_isa_parse(const char *name, sg_adam_isa *out);
+
+/* fp32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN. The same
+ * rounding as the fused output and as torch's .to(torch.bfloat16). */
+static inline uint16_t sg_adam_to_bf16(float x)
+{
+    union { float f; uint32_t u; } c = {.f = x};
+    if ((c.u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((c.u >> 16) | 0x40u);
+    c.u += 0x7fffu + ((c.u >> 16) & 1u);
+    return (uint16_t)(c.u >> 16);
+}
+
+#endif /* SG_CODELETS_CPU_ADAM_H */

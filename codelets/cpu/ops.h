@@ -1,0 +1,181 @@
+/* ops.h - CPU kernels (fp32) for every op of a Llama-family decoder, forward
+ * and backward, matching PyTorch / Hugging Face semantics.
+ *
+ * These are plain compute functions: no StarPU, no threads, no global state.
+ * A codelet layer wraps them; StarPU provides parallelism across tasks.
+ *
+ * Conventions (all kernels):
+ * - Tensors are fp32, row-major, contiguous; shapes are written next to each
+ *   parameter, e.g. (B, T, H, D). Token ids and targets are int32.
+ * - Outputs come first in the argument list, then saved activations, then
+ *   inputs, then sizes and scalars.
+ * - Backward WRITES input gradients (dx, dq, dlogits, ...: the previous
+ *   contents are ignored) and ACCUMULATES (+=) into weight gradients (dtable,
+ *   dw, dW, db), so gradient accumulation over micro-batches needs no extra
+ *   pass. Each declaration below says which is which.
+ * - Functions return 0 (SG_OK) or a negative SG_E* code from graph/error.h:
+ *   SG_EINVAL for bad sizes or out-of-range ids (then nothing is written),
+ *   SG_ENOMEM when a small scratch buffer cannot be allocated.
+ * - Output buffers must not overlap inputs unless a function says so.
+ *
+ * BLAS: sg_linear_* and sg_attention_* call OpenBLAS's cblas_sgemm. OpenBLAS
+ * splits large products across its own threads and its results then depend
+ * on the thread count; for bit-reproducible results, and so that it does not
+ * compete with StarPU's workers, the caller must pin OpenBLAS to one thread
+ * (OPENBLAS_NUM_THREADS=1 in the environment, or openblas_set_num_threads(1)
+ * before the first call). The kernels themselves never change it.
+ */
+#ifndef SG_CODELETS_CPU_OPS_H
+#define SG_CODELETS_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/error.h"
+
+/* ---- embedding ---------------------------------------------------------- */
+
+/* out (N, C) = table[tokens] with table (V, C) and tokens (N).
+ * SG_EINVAL (nothing written) if any id is outside [0, V). */
+int sg_embedding_forward(float *out, const int32_t *tokens, const float *table,
+                         size_t N, size_t V, size_t C);
+
+/* dtable (V, C) += scatter of dout (N, C) by tokens (N): ACCUMULATES.
+ * SG_EINVAL (nothing written) if any id is outside [0, V). */
+int sg_embedding_backward(float *dtable, const int32_t *tokens, const float *dout,
+                          size_t N, size_t V, size_t C);
+
+/* ---- RMSNorm -------------------------------------------------------------- */
+
+/* Over the last dimension: out (N, C) = x / sqrt(mean(x^2) + eps) * w, with
+ * w (C). rstd (N) receives 1 / sqrt(mean(x^2) + eps) for the backward (may be
+ * NULL). Qwen3's QK-norm is this kernel with rows of size head_dim: call it
+ * with N = B*T*H and C = D on q (B, T, H, D). */
+int sg_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w,
+                       size_t N, size_t C, float eps);
+
+/* dx (N, C): WRITES; dw (C): ACCUMULATES (may be NULL to skip).
+ * rstd (N) is the one saved by the forward. */
+int sg_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
+                        const float *w, const float *rstd, size_t N, size_t C);
+
+/* ---- rotary position embedding ------------------------------------------ */
+
+/* Tables for positions 0..T-1 of head size D (even): cos, sin (T, D/2), entry
+ * [t][i] = cos/sin(t * inv_freq[i]) with inv_freq[i] = theta^(-2i/D).
+ * Computed in double, stored as float. (Hugging Face computes the angle in
+ * fp32, which loses about t * 2^-24 radians at position t.) */
+int sg_rope_table(size_t T, size_t D, double theta, float *cos, float *sin);
+
+/* Same with Llama-3.1's "llama3" frequency scaling (rope_scaling in the
+ * Hugging Face config: factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings): wavelengths longer than
+ * orig_max_pos / low_freq_factor are divided by factor, shorter than
+ * orig_max_pos / high_freq_factor kept, and interpolated between. */
+int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
+                         double low_freq_factor, double high_freq_factor,
+                         double orig_max_pos, float *cos, float *sin);
+
+/* Hugging Face "rotate_half" convention (Llama, Qwen3): element i of a head
+ * is paired with element i + D/2, for i < D/2:
+ *   out[i]       = x[i] cos - x[i + D/2] sin
+ *   out[i + D/2] = x[i + D/2] cos + x[i] sin
+ * x, out (B, T, H, D): call once for q (H = Hq) and once for k (H = Hkv).
+ * Token t uses row t of cos, sin (T, D/2). out may equal x (in place). */
+int sg_rope_forward(float *out, const float *x, const float *cos, const float *sin,
+                    size_t B, size_t T, size_t H, size_t D);
+
+/* dx (B, T, H, D) = inverse rotation of dout: WRITES. dx may equal dout. */
+int sg_rope_backward(float *dx, const float *dout, const float *cos, const float *sin,
+                     size_t B, size_t T, size_t H, size_t D);
+
+/* ---- causal grouped-query attention ----------------------------------- */
+
+/* out (B, T, Hq, D) = softmax(q k^T / sqrt(D) + causal mask) v per head, with
+ * q (B, T, Hq, D), k, v (B, T, Hkv, D); query head h reads kv head
+ * h / (Hq / Hkv) (Hugging Face's repeat_kv). window > 0: query t attends only
+ * to keys t - window + 1 .. t (the last `window` positions, itself included);
+ * window = 0: every key <= t. lse (B, Hq, T) receives the log-sum-exp of each
+ * query's scaled scores, for the backward.
+ * Keys are processed in tiles with an online softmax: scratch is
+ * O(tile * (tile + D)), never a (T, T) score matrix. Uses cblas_sgemm. */
+int sg_attention_forward(float *out, float *lse, const float *q, const float *k,
+                         const float *v, size_t B, size_t T, size_t Hq, size_t Hkv,
+                         size_t D, size_t window);
+
+/* dq (B, T, Hq, D), dk, dv (B, T, Hkv, D): all WRITE (dk, dv sum over the
+ * Hq / Hkv query heads of each group). out and lse are the forward's. */
+int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                          const float *q, const float *k, const float *v,
+                          const float *out, const float *lse, size_t B, size_t T,
+                          size_t Hq, size_t Hkv, size_t D, size_t window);
+
+/* ---- SwiGLU ------------------------------------------------------------------ */
+
+/* h (N, I) = silu(gate) * up, silu(g) = g / (1 + exp(-g)); gate, up (N, I). */
+int sg_swiglu_forward(float *h, const float *gate, const float *up, size_t N, size_t I);
+
+/* dgate, dup (N, I): both WRITE. */
+int sg_swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate,
+                       const float *up, size_t N, size_t I);
+
+/* ---- linear ------------------------------------------------------------------ */
+
+/* y (N, out) = x (N, in) @ W^T + b, with W (out, in) in Hugging Face's layout
+ * and b (out) or NULL. Sizes must fit in an int (BLAS). */
+int sg_linear_forward(float *y, const float *x, const float *W, const float *b,
+                      size_t N, size_t in, size_t out);
+
+/* dx (N, in) = dy @ W: WRITES. dW (out, in) += dy^T @ x: ACCUMULATES.
+ * db (out) += sum over rows of dy: ACCUMULATES. Any of dx, dW, db may be NULL
+ * to skip it. */
+int sg_linear_backward(float *dx, float *dW, float *db, const float *dy, const float *x,
+                       const float *W, size_t N, size_t in, size_t out);
+
+/* ---- cross-entropy ------------------------------------------------------------ */
+
+/* Mean cross-entropy of logits (N, V) against targets (N); a negative target
+ * (-1 as in llm.c, or Hugging Face's -100) is ignored. *loss = sum of
+ * per-token losses / *count, where *count is the number of non-ignored
+ * tokens; *loss = 0 when *count = 0 (PyTorch gives NaN there). lse (N)
+ * receives each row's log-sum-exp for the backward (may be NULL).
+ * Max-subtracted, sums in double. SG_EINVAL (nothing written) if a target
+ * is >= V. */
+int sg_cross_entropy_forward(float *loss, int64_t *count, float *lse, const float *logits,
+                             const int32_t *targets, size_t N, size_t V);
+
+/* dlogits (N, V) = (softmax(logits) - onehot(target)) * dloss / count: WRITES;
+ * rows of ignored tokens, and everything when count = 0, are zero. count is
+ * the divisor (normally the forward's count; a caller averaging over several
+ * micro-batches passes their total). dlogits may equal logits (in place,
+ * which saves an (N, V) buffer). */
+int sg_cross_entropy_backward(float *dlogits, const float *logits, const float *lse,
+                              const int32_t *targets, size_t N, size_t V, float dloss,
+                              int64_t count);
+
+/* ---- casts ------------------------------------------------------------------- */
+
+/* fp32 <-> bfloat16 and IEEE binary16, bit patterns in uint16_t. From fp32:
+ * round to nearest, ties to even; overflow gives infinity; fp16 subnormals
+ * are rounded correctly; a NaN stays a NaN with its sign and the top bits of
+ * its payload, made quiet (as x86's VCVTNEPS2BF16 / VCVTPS2PH do). To fp32:
+ * exact, NaN payloads kept. */
+uint16_t sg_f32_to_bf16(float x);
+float sg_bf16_to_f32(uint16_t h);
+uint16_t sg_f32_to_f16(float x);
+float sg_f16_to_f32(uint16_t h);
+
+void sg_cast_f32_to_bf16(uint16_t *out, const float *in, size_t n);
+void sg_cast_bf16_to_f32(float *out, const uint16_t *in, size_t n);
+void sg_cast_f32_to_f16(uint16_t *out, const float *in, size_t n);
+void sg_cast_f16_to_f32(float *out, const uint16_t *in, size_t n);
+
+/* ---- gradient norm ------------------------------------------------------------ */
+
+/* One partial of the global gradient norm: *sumsq = sum of x[i]^2 over x (n)
+ * in double (WRITES; the caller adds the partials and takes the square root)
+ * and *nonfinite = 1 if any x[i] is NaN or +-Inf, else 0 (DeepSpeed's
+ * overflow check). */
+int sg_grad_norm_partial(double *sumsq, int *nonfinite, const float *x, size_t n);
+
+#endif /* SG_CODELETS_CPU_OPS_H */
