@@ -61,7 +61,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 PACKAGES=(
 	build-essential autoconf automake libtool libltdl-dev pkg-config
 	libcjson-dev libhwloc-dev libnuma-dev libopenblas-dev libfxt-dev libsimgrid-dev
-	graphviz python3 python3-torch python3-numpy
+	graphviz python3 python3-torch python3-numpy vim-runtime
 	dpkg-dev xz-utils ca-certificates
 )
 

@@ -17,6 +17,7 @@
  *   SG_EINVAL for bad sizes or out-of-range ids (then nothing is written),
  *   SG_ENOMEM when a small scratch buffer cannot be allocated.
  * - Output buffers must not overlap inputs unless a function says so.
+ * - This header may be included before or after <cblas.h>.
  *
  * BLAS: sg_linear_* and sg_attention_* call OpenBLAS's cblas_sgemm. OpenBLAS
  * splits large products across its own threads and its results then depend
@@ -65,7 +66,7 @@ int sg_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
  * [t][i] = cos/sin(t * inv_freq[i]) with inv_freq[i] = theta^(-2i/D).
  * Computed in double, stored as float. (Hugging Face computes the angle in
  * fp32, which loses about t * 2^-24 radians at position t.) */
-int sg_rope_table(size_t T, size_t D, double theta, float *cos, float *sin);
+int sg_rope_table(size_t T, size_t D, double theta, float *cos_tab, float *sin_tab);
 
 /* Same with Llama-3.1's "llama3" frequency scaling (rope_scaling in the
  * Hugging Face config: factor, low_freq_factor, high_freq_factor,
@@ -74,7 +75,7 @@ int sg_rope_table(size_t T, size_t D, double theta, float *cos, float *sin);
  * orig_max_pos / high_freq_factor kept, and interpolated between. */
 int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
                          double low_freq_factor, double high_freq_factor,
-                         double orig_max_pos, float *cos, float *sin);
+                         double orig_max_pos, float *cos_tab, float *sin_tab);
 
 /* Hugging Face "rotate_half" convention (Llama, Qwen3): element i of a head
  * is paired with element i + D/2, for i < D/2:
@@ -82,11 +83,11 @@ int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
  *   out[i + D/2] = x[i + D/2] cos + x[i] sin
  * x, out (B, T, H, D): call once for q (H = Hq) and once for k (H = Hkv).
  * Token t uses row t of cos, sin (T, D/2). out may equal x (in place). */
-int sg_rope_forward(float *out, const float *x, const float *cos, const float *sin,
+int sg_rope_forward(float *out, const float *x, const float *cos_tab, const float *sin_tab,
                     size_t B, size_t T, size_t H, size_t D);
 
 /* dx (B, T, H, D) = inverse rotation of dout: WRITES. dx may equal dout. */
-int sg_rope_backward(float *dx, const float *dout, const float *cos, const float *sin,
+int sg_rope_backward(float *dx, const float *dout, const float *cos_tab, const float *sin_tab,
                      size_t B, size_t T, size_t H, size_t D);
 
 /* ---- causal grouped-query attention ----------------------------------- */
@@ -112,12 +113,14 @@ int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
 
 /* ---- SwiGLU ------------------------------------------------------------------ */
 
-/* h (N, I) = silu(gate) * up, silu(g) = g / (1 + exp(-g)); gate, up (N, I). */
-int sg_swiglu_forward(float *h, const float *gate, const float *up, size_t N, size_t I);
+/* h (N, F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)); gate, up (N, F),
+ * F = intermediate_size. (Not named I: OpenBLAS's cblas.h pulls in
+ * <complex.h>, whose macro I would break this header after it.) */
+int sg_swiglu_forward(float *h, const float *gate, const float *up, size_t N, size_t F);
 
-/* dgate, dup (N, I): both WRITE. */
+/* dgate, dup (N, F): both WRITE. */
 int sg_swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate,
-                       const float *up, size_t N, size_t I);
+                       const float *up, size_t N, size_t F);
 
 /* ---- linear ------------------------------------------------------------------ */
 

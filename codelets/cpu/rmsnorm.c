@@ -8,6 +8,24 @@
 #include <math.h>
 #include <stdlib.h>
 
+#define LANES 8 /* independent partial sums: the loop vectorises */
+
+/* sum_c a[c] * b[c] in double, in a fixed order. */
+static double dot_f64(const float *restrict a, const float *restrict b, size_t n)
+{
+    double acc[LANES] = {0};
+    size_t c = 0;
+    for (; c + LANES <= n; c += LANES)
+        for (size_t j = 0; j < LANES; j++)
+            acc[j] += (double)a[c + j] * b[c + j];
+    for (; c < n; c++)
+        acc[0] += (double)a[c] * b[c];
+    double s = 0.0;
+    for (size_t j = 0; j < LANES; j++)
+        s += acc[j];
+    return s;
+}
+
 int sg_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict x,
                        const float *restrict w, size_t N, size_t C, float eps)
 {
@@ -16,9 +34,7 @@ int sg_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *r
     for (size_t n = 0; n < N; n++) {
         const float *restrict xr = x + n * C; // (C)
         float *restrict yr = out + n * C;     // (C)
-        double ss = 0.0;
-        for (size_t c = 0; c < C; c++)
-            ss += (double)xr[c] * xr[c];
+        double ss = dot_f64(xr, xr, C);
         float r = (float)(1.0 / sqrt(ss / (double)C + (double)eps));
         if (rstd)
             rstd[n] = r;
@@ -49,12 +65,12 @@ int sg_rmsnorm_backward(float *restrict dx, float *restrict dw, const float *res
         const float *restrict dyr = dout + n * C; // (C)
         float *restrict dxr = dx + n * C;         // (C)
         float r = rstd[n];
-        double dot = 0.0; // sum_c w dy x
-        for (size_t c = 0; c < C; c++)
-            dot += (double)(w[c] * dyr[c]) * xr[c];
+        for (size_t c = 0; c < C; c++) // w dy, staged in dx
+            dxr[c] = w[c] * dyr[c];
+        double dot = dot_f64(dxr, xr, C); // sum_c w dy x
         float k = (float)(dot / (double)C * (double)r * (double)r * (double)r);
         for (size_t c = 0; c < C; c++)
-            dxr[c] = r * w[c] * dyr[c] - k * xr[c];
+            dxr[c] = r * dxr[c] - k * xr[c];
         if (dwacc)
             for (size_t c = 0; c < C; c++)
                 dwacc[c] += (double)(dyr[c] * xr[c] * r);

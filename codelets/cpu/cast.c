@@ -1,0 +1,114 @@
+/* cast.c - fp32 <-> bfloat16 and fp32 <-> IEEE binary16 (see ops.h).
+ *
+ * Scalar, bit-level and exact for every input: round to nearest, ties to
+ * even; overflow to infinity; binary16 subnormals; NaNs stay NaNs (made
+ * quiet, sign and top payload bits kept).
+ */
+#include "codelets/cpu/ops.h"
+
+#include <string.h>
+
+static inline uint32_t f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* bfloat16 is the top half of an fp32: same exponent range, 7 mantissa bits. */
+uint16_t sg_f32_to_bf16(float x)
+{
+    uint32_t u = f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)            // NaN: rounding could make it Inf
+        return (uint16_t)((u >> 16) | 0x0040u);      // quiet bit of bf16
+    u += 0x7fffu + ((u >> 16) & 1u);                 // RNE; a carry may reach Inf, as it should
+    return (uint16_t)(u >> 16);
+}
+
+float sg_bf16_to_f32(uint16_t h)
+{
+    return bits_f32((uint32_t)h << 16);
+}
+
+/* binary16: 5 exponent bits (bias 15), 10 mantissa bits; max 65504. */
+uint16_t sg_f32_to_f16(float x)
+{
+    uint32_t u = f32_bits(x);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) // NaN
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) // >= 65520 (halfway from 65504 to 2^16) and Inf
+        return (uint16_t)(sign | 0x7c00u);
+    if (a >= 0x38800000u) { // >= 2^-14: a normal binary16
+        uint32_t h = (a - 0x38000000u) >> 13; // rebias exponent 127 -> 15, keep 10 bits
+        uint32_t rem = a & 0x1fffu;           // the 13 dropped bits
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+            h++; // a mantissa carry moves to the exponent, still exact
+        return (uint16_t)(sign | h);
+    }
+    /* Subnormal (or zero) binary16: units of 2^-24. With e the fp32 biased
+     * exponent and m the mantissa with its leading 1, x = m * 2^(e - 150),
+     * i.e. m >> (126 - e) units. Below 2^-25 everything rounds to zero. */
+    uint32_t e = a >> 23;
+    if (e < 102)
+        return sign;
+    uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; // 14 .. 24
+    uint32_t h = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (h & 1u)))
+        h++; // 0x3ff + 1 = 0x400 is the smallest normal: correct encoding
+    return (uint16_t)(sign | h);
+}
+
+float sg_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) // Inf, NaN (payload kept)
+        return bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        if (m == 0)
+            return bits_f32(sign);
+        /* subnormal m * 2^-24: normalise, one exponent step per shift */
+        uint32_t fe = 113; // fp32 biased exponent of 2^-14
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            fe--;
+        }
+        return bits_f32(sign | (fe << 23) | ((m & 0x3ffu) << 13));
+    }
+    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+void sg_cast_f32_to_bf16(uint16_t *restrict out, const float *restrict in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = sg_f32_to_bf16(in[i]);
+}
+
+void sg_cast_bf16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = sg_bf16_to_f32(in[i]);
+}
+
+void sg_cast_f32_to_f16(uint16_t *restrict out, const float *restrict in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = sg_f32_to_f16(in[i]);
+}
+
+void sg_cast_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = sg_f16_to_f32(in[i]);
+}

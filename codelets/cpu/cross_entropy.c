@@ -1,0 +1,73 @@
+/* cross_entropy.c - mean token cross-entropy over a vocabulary, forward and
+ * backward (see ops.h). Rows are max-subtracted before exp; sums are double.
+ * A negative target marks an ignored token. */
+#include "codelets/cpu/ops.h"
+
+#include <math.h>
+
+static int check_targets(const int32_t *targets, size_t N, size_t V)
+{
+    for (size_t n = 0; n < N; n++)
+        if (targets[n] >= 0 && (size_t)targets[n] >= V)
+            return SG_EINVAL;
+    return SG_OK;
+}
+
+/* log(sum_v exp(row[v])) of one row (V). */
+static double row_lse(const float *restrict row, size_t V)
+{
+    float mx = row[0];
+    for (size_t v = 1; v < V; v++)
+        mx = row[v] > mx ? row[v] : mx;
+    double sum = 0.0;
+    for (size_t v = 0; v < V; v++)
+        sum += (double)expf(row[v] - mx);
+    return (double)mx + log(sum);
+}
+
+int sg_cross_entropy_forward(float *loss, int64_t *count, float *lse, const float *logits,
+                             const int32_t *targets, size_t N, size_t V)
+{
+    if (V == 0 || check_targets(targets, N, V))
+        return SG_EINVAL;
+    double total = 0.0;
+    int64_t cnt = 0;
+    for (size_t n = 0; n < N; n++) {
+        const float *row = logits + n * V; // (V)
+        double l = row_lse(row, V);
+        if (lse)
+            lse[n] = (float)l;
+        if (targets[n] < 0)
+            continue;
+        total += l - (double)row[targets[n]]; // -log softmax[target]
+        cnt++;
+    }
+    *loss = cnt ? (float)(total / (double)cnt) : 0.0f;
+    *count = cnt;
+    return SG_OK;
+}
+
+/* No restrict on dlogits / logits: they may be the same buffer. Each element
+ * is read before it is written, at the same index. */
+int sg_cross_entropy_backward(float *dlogits, const float *logits, const float *lse,
+                              const int32_t *targets, size_t N, size_t V, float dloss,
+                              int64_t count)
+{
+    if (V == 0 || count < 0 || check_targets(targets, N, V))
+        return SG_EINVAL;
+    float g = count ? (float)((double)dloss / (double)count) : 0.0f; // per-token weight
+    for (size_t n = 0; n < N; n++) {
+        const float *row = logits + n * V; // (V)
+        float *drow = dlogits + n * V;     // (V)
+        if (targets[n] < 0 || g == 0.0f) {
+            for (size_t v = 0; v < V; v++)
+                drow[v] = 0.0f;
+            continue;
+        }
+        float l = lse[n];
+        for (size_t v = 0; v < V; v++)
+            drow[v] = expf(row[v] - l) * g;
+        drow[targets[n]] -= g;
+    }
+    return SG_OK;
+}

@@ -1,0 +1,69 @@
+/* linear.c - fully connected layer y = x W^T + b, forward and backward, with
+ * W (out, in) in Hugging Face's layout (see ops.h). Products by OpenBLAS;
+ * pin it to one thread for reproducible results. */
+#include "codelets/cpu/ops.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+static int check_dims(size_t N, size_t in, size_t out)
+{
+    if (in == 0 || out == 0)
+        return SG_EINVAL;
+    if (N > INT_MAX || in > INT_MAX || out > INT_MAX) // BLAS takes int sizes
+        return SG_EINVAL;
+    return SG_OK;
+}
+
+int sg_linear_forward(float *y, const float *x, const float *W, const float *b, size_t N,
+                      size_t in, size_t out)
+{
+    if (check_dims(N, in, out))
+        return SG_EINVAL;
+    if (N == 0)
+        return SG_OK;
+    float beta = 0.0f;
+    if (b) { // start from the bias, then add the product
+        for (size_t n = 0; n < N; n++)
+            for (size_t o = 0; o < out; o++)
+                y[n * out + o] = b[o];
+        beta = 1.0f;
+    }
+    // y (N, out) = x (N, in) @ W^T (in, out)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)out, (int)in, 1.0f, x,
+                (int)in, W, (int)in, beta, y, (int)out);
+    return SG_OK;
+}
+
+int sg_linear_backward(float *dx, float *dW, float *db, const float *dy, const float *x,
+                       const float *W, size_t N, size_t in, size_t out)
+{
+    if (check_dims(N, in, out))
+        return SG_EINVAL;
+    if (N == 0)
+        return SG_OK;
+    double *dbacc = NULL;
+    if (db) {
+        dbacc = calloc(out, sizeof *dbacc); // (out)
+        if (!dbacc)
+            return SG_ENOMEM;
+    }
+    if (dx) // dx (N, in) = dy (N, out) @ W (out, in)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)in, (int)out,
+                    1.0f, dy, (int)out, W, (int)in, 0.0f, dx, (int)in);
+    if (dW) // dW (out, in) += dy^T (out, N) @ x (N, in)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)N, 1.0f,
+                    dy, (int)out, x, (int)in, 1.0f, dW, (int)in);
+    if (db) { // db (out) += column sums of dy, summed in double
+        for (size_t n = 0; n < N; n++) {
+            const float *restrict dyr = dy + n * out; // (out)
+            for (size_t o = 0; o < out; o++)
+                dbacc[o] += dyr[o];
+        }
+        for (size_t o = 0; o < out; o++)
+            db[o] += (float)dbacc[o];
+        free(dbacc);
+    }
+    return SG_OK;
+}
