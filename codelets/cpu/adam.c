@@ -1,0 +1,687 @@
+/* adam.c - CPU Adam / AdamW step and rollback: scalar, AVX2+FMA and AVX-512F
+ * variants with runtime dispatch. See adam.h for the formulas.
+ *
+ * Every variant walks the four arrays once: read p, g, m, v (16 B/element),
+ * write p, m, v (12 B) and optionally the bf16 copy of p (2 B). The step is
+ * memory-bound on any recent x86 core, so the vector code keeps torch's
+ * IEEE sqrt and divisions rather than approximations.
+ *
+ * The ISA variants are functions compiled with __attribute__((target(...)))
+ * so the file needs no special compiler flags; the one picked is resolved
+ * once per process (CPU features and $SG_ADAM_ISA never change while it
+ * runs), which is the only static state here.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "codelets/cpu/adam.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define SG_ADAM_X86 1
+#include <immintrin.h>
+#else
+#define SG_ADAM_X86 0
+#endif
+
+/* Per-call scalars, computed in double and rounded once (as torch does with
+ * its Python-float hyper-parameters). */
+typedef struct adam_coef {
+    float gs;     /* grad_scale */
+    float wd;     /* L2 coefficient (Adam mode), used when l2 != 0 */
+    float decay;  /* 1 - lr*wd (AdamW mode), else 1 */
+    float b1, omb1, b2, omb2;
+    float bc2s;   /* sqrt(1 - b2^t), or 1 */
+    float nss;    /* -lr / (1 - b1^t): negative step size */
+    float eps;
+    int l2;
+    int skip;     /* skip_nonfinite */
+} adam_coef;
+
+static void adam_coef_init(adam_coef *c, const sg_adam_params *prm, int64_t t,
+                           float grad_scale)
+{
+    double lr = prm->lr, wd = prm->weight_decay;
+    double b1 = prm->beta1, b2 = prm->beta2;
+    double bc1 = 1.0, bc2 = 1.0;
+    if (prm->bias_correction) {
+        bc1 = 1.0 - pow(b1, (double)t);
+        bc2 = 1.0 - pow(b2, (double)t);
+    }
+    c->gs = grad_scale;
+    c->wd = prm->weight_decay;
+    c->l2 = !prm->adamw_mode && prm->weight_decay != 0.0f;
+    c->decay = prm->adamw_mode ? (float)(1.0 - lr * wd) : 1.0f;
+    c->b1 = prm->beta1;
+    c->omb1 = (float)(1.0 - b1);
+    c->b2 = prm->beta2;
+    c->omb2 = (float)(1.0 - b2);
+    c->bc2s = (float)sqrt(bc2);
+    c->nss = (float)(-(lr / bc1));
+    c->eps = prm->eps;
+    c->skip = prm->skip_nonfinite != 0;
+}
+
+/* ---- scalar ---------------------------------------------------------------
+ * Unfused operations in torch's order; the reference the vector variants are
+ * tested against. */
+
+static void step_scalar(const adam_coef *c, float *p, const float *g, float *m,
+                        float *v, uint16_t *pb, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i];
+        float ge = g[i] * c->gs;
+        if (c->skip && !isfinite(ge)) {
+            if (pb)
+                pb[i] = sg_adam_to_bf16(pi);
+            continue;
+        }
+        if (c->l2)
+            ge = ge + c->wd * pi;
+        pi = pi * c->decay;
+        float mi = m[i] * c->b1 + c->omb1 * ge;
+        float vi = v[i] * c->b2 + (c->omb2 * ge) * ge;
+        float den = sqrtf(vi) / c->bc2s + c->eps;
+        pi = pi + c->nss * (mi / den);
+        p[i] = pi;
+        m[i] = mi;
+        v[i] = vi;
+        if (pb)
+            pb[i] = sg_adam_to_bf16(pi);
+    }
+}
+
+static void rollback_scalar(const adam_coef *c, float *p, const float *g,
+                            float *m, float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float ge = g[i] * c->gs;
+        if (c->skip && !isfinite(ge))
+            continue;
+        float mi = m[i], vi = v[i];
+        float den = sqrtf(vi) / c->bc2s + c->eps;   /* as the step computed it */
+        float pi = (p[i] - c->nss * (mi / den)) / c->decay;
+        if (c->l2)
+            ge = ge + c->wd * pi;
+        mi = (mi - c->omb1 * ge) / c->b1;
+        vi = (vi - (c->omb2 * ge) * ge) / c->b2;
+        p[i] = pi;
+        m[i] = mi;
+        v[i] = vi > 0.0f ? vi : 0.0f;
+    }
+}
+
+#if SG_ADAM_X86
+/* ---- AVX2 + FMA (8 floats) ------------------------------------------------ */
+
+#define SG_AVX2 __attribute__((target("avx2,fma")))
+
+typedef struct avx2_coef {
+    __m256 gs, wd, decay, b1, omb1, b2, omb2, bc2s, nss, eps;
+} avx2_coef;
+
+static inline SG_AVX2 avx2_coef avx2_coef_make(const adam_coef *c)
+{
+    avx2_coef k = {
+        .gs = _mm256_set1_ps(c->gs), .wd = _mm256_set1_ps(c->wd),
+        .decay = _mm256_set1_ps(c->decay), .b1 = _mm256_set1_ps(c->b1),
+        .omb1 = _mm256_set1_ps(c->omb1), .b2 = _mm256_set1_ps(c->b2),
+        .omb2 = _mm256_set1_ps(c->omb2), .bc2s = _mm256_set1_ps(c->bc2s),
+        .nss = _mm256_set1_ps(c->nss), .eps = _mm256_set1_ps(c->eps),
+    };
+    return k;
+}
+
+/* 8 bf16 values (round to nearest even, quiet NaN) from 8 floats. */
+static inline SG_AVX2 __m128i avx2_to_bf16(__m256 x)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i bias = _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)),
+                                    _mm256_set1_epi32(0x7fff));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+    /* (8 x u32 <= 0xffff) -> 8 x u16: pack within 128-bit lanes, then gather
+     * the two low quadwords. */
+    __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
+    return _mm256_castsi256_si128(pk);
+}
+
+/* One vector of 8 elements; p, m, v updated in place in registers. */
+static inline SG_AVX2 void avx2_step_vec(const avx2_coef *k, int l2, int skip,
+                                         __m256 *pp, __m256 g, __m256 *pm,
+                                         __m256 *pv)
+{
+    __m256 p0 = *pp, m0 = *pm, v0 = *pv;
+    __m256 ge = _mm256_mul_ps(g, k->gs);
+    if (l2)
+        ge = _mm256_fmadd_ps(k->wd, p0, ge);
+    __m256 p = _mm256_mul_ps(p0, k->decay);
+    __m256 m = _mm256_fmadd_ps(k->omb1, ge, _mm256_mul_ps(m0, k->b1));
+    __m256 v = _mm256_fmadd_ps(_mm256_mul_ps(k->omb2, ge), ge,
+                               _mm256_mul_ps(v0, k->b2));
+    __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), k->bc2s), k->eps);
+    p = _mm256_fmadd_ps(k->nss, _mm256_div_ps(m, den), p);
+    if (skip) {
+        /* finite lanes: g*gs - g*gs == 0; Inf and NaN give NaN */
+        __m256 gs0 = _mm256_mul_ps(g, k->gs);
+        __m256 fin = _mm256_cmp_ps(_mm256_sub_ps(gs0, gs0), _mm256_setzero_ps(),
+                                   _CMP_EQ_OQ);
+        p = _mm256_blendv_ps(p0, p, fin);
+        m = _mm256_blendv_ps(m0, m, fin);
+        v = _mm256_blendv_ps(v0, v, fin);
+    }
+    *pp = p;
+    *pm = m;
+    *pv = v;
+}
+
+static SG_AVX2 void step_avx2(const adam_coef *c, float *p, const float *g,
+                              float *m, float *v, uint16_t *pb, size_t n)
+{
+    const avx2_coef k = avx2_coef_make(c);
+    const int l2 = c->l2, skip = c->skip;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pv_ = _mm256_loadu_ps(p + i), mv = _mm256_loadu_ps(m + i);
+        __m256 vv = _mm256_loadu_ps(v + i), gv = _mm256_loadu_ps(g + i);
+        avx2_step_vec(&k, l2, skip, &pv_, gv, &mv, &vv);
+        _mm256_storeu_ps(p + i, pv_);
+        _mm256_storeu_ps(m + i, mv);
+        _mm256_storeu_ps(v + i, vv);
+        if (pb)
+            _mm_storeu_si128((__m128i *)(pb + i), avx2_to_bf16(pv_));
+    }
+    if (i < n) {
+        /* Tail through padded buffers so it gets the same arithmetic. */
+        size_t r = n - i;
+        float bp[8] = {0}, bg[8] = {0}, bm[8] = {0}, bv[8] = {0};
+        uint16_t bb[8];
+        memcpy(bp, p + i, r * sizeof(float));
+        memcpy(bg, g + i, r * sizeof(float));
+        memcpy(bm, m + i, r * sizeof(float));
+        memcpy(bv, v + i, r * sizeof(float));
+        __m256 pv_ = _mm256_loadu_ps(bp), mv = _mm256_loadu_ps(bm);
+        __m256 vv = _mm256_loadu_ps(bv), gv = _mm256_loadu_ps(bg);
+        avx2_step_vec(&k, l2, skip, &pv_, gv, &mv, &vv);
+        _mm256_storeu_ps(bp, pv_);
+        _mm256_storeu_ps(bm, mv);
+        _mm256_storeu_ps(bv, vv);
+        memcpy(p + i, bp, r * sizeof(float));
+        memcpy(m + i, bm, r * sizeof(float));
+        memcpy(v + i, bv, r * sizeof(float));
+        if (pb) {
+            _mm_storeu_si128((__m128i *)bb, avx2_to_bf16(pv_));
+            memcpy(pb + i, bb, r * sizeof(uint16_t));
+        }
+    }
+}
+
+static inline SG_AVX2 void avx2_rollback_vec(const avx2_coef *k, int l2,
+                                             int skip, __m256 *pp, __m256 g,
+                                             __m256 *pm, __m256 *pv)
+{
+    __m256 p1 = *pp, m1 = *pm, v1 = *pv;
+    __m256 ge = _mm256_mul_ps(g, k->gs);
+    __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v1), k->bc2s), k->eps);
+    __m256 p = _mm256_fnmadd_ps(k->nss, _mm256_div_ps(m1, den), p1);
+    p = _mm256_div_ps(p, k->decay);
+    __m256 gl = l2 ? _mm256_fmadd_ps(k->wd, p, ge) : ge;
+    __m256 m = _mm256_div_ps(_mm256_fnmadd_ps(k->omb1, gl, m1), k->b1);
+    __m256 v = _mm256_div_ps(_mm256_fnmadd_ps(_mm256_mul_ps(k->omb2, gl), gl, v1),
+                             k->b2);
+    v = _mm256_max_ps(v, _mm256_setzero_ps());
+    if (skip) {
+        __m256 fin = _mm256_cmp_ps(_mm256_sub_ps(ge, ge), _mm256_setzero_ps(),
+                                   _CMP_EQ_OQ);
+        p = _mm256_blendv_ps(p1, p, fin);
+        m = _mm256_blendv_ps(m1, m, fin);
+        v = _mm256_blendv_ps(v1, v, fin);
+    }
+    *pp = p;
+    *pm = m;
+    *pv = v;
+}
+
+static SG_AVX2 void rollback_avx2(const adam_coef *c, float *p, const float *g,
+                                  float *m, float *v, size_t n)
+{
+    const avx2_coef k = avx2_coef_make(c);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pv_ = _mm256_loadu_ps(p + i), mv = _mm256_loadu_ps(m + i);
+        __m256 vv = _mm256_loadu_ps(v + i), gv = _mm256_loadu_ps(g + i);
+        avx2_rollback_vec(&k, c->l2, c->skip, &pv_, gv, &mv, &vv);
+        _mm256_storeu_ps(p + i, pv_);
+        _mm256_storeu_ps(m + i, mv);
+        _mm256_storeu_ps(v + i, vv);
+    }
+    if (i < n) {
+        size_t r = n - i;
+        float bp[8] = {0}, bg[8] = {0}, bm[8] = {0}, bv[8] = {0};
+        memcpy(bp, p + i, r * sizeof(float));
+        memcpy(bg, g + i, r * sizeof(float));
+        memcpy(bm, m + i, r * sizeof(float));
+        memcpy(bv, v + i, r * sizeof(float));
+        __m256 pv_ = _mm256_loadu_ps(bp), mv = _mm256_loadu_ps(bm);
+        __m256 vv = _mm256_loadu_ps(bv), gv = _mm256_loadu_ps(bg);
+        avx2_rollback_vec(&k, c->l2, c->skip, &pv_, gv, &mv, &vv);
+        _mm256_storeu_ps(bp, pv_);
+        _mm256_storeu_ps(bm, mv);
+        _mm256_storeu_ps(bv, vv);
+        memcpy(p + i, bp, r * sizeof(float));
+        memcpy(m + i, bm, r * sizeof(float));
+        memcpy(v + i, bv, r * sizeof(float));
+    }
+}
+
+/* ---- AVX-512F (16 floats) -------------------------------------------------
+ * Same operations as AVX2, tails with masked loads and stores. */
+
+#define SG_AVX512 __attribute__((target("avx512f")))
+
+typedef struct avx512_coef {
+    __m512 gs, wd, decay, b1, omb1, b2, omb2, bc2s, nss, eps;
+} avx512_coef;
+
+static inline SG_AVX512 avx512_coef avx512_coef_make(const adam_coef *c)
+{
+    avx512_coef k = {
+        .gs = _mm512_set1_ps(c->gs), .wd = _mm512_set1_ps(c->wd),
+        .decay = _mm512_set1_ps(c->decay), .b1 = _mm512_set1_ps(c->b1),
+        .omb1 = _mm512_set1_ps(c->omb1), .b2 = _mm512_set1_ps(c->b2),
+        .omb2 = _mm512_set1_ps(c->omb2), .bc2s = _mm512_set1_ps(c->bc2s),
+        .nss = _mm512_set1_ps(c->nss), .eps = _mm512_set1_ps(c->eps),
+    };
+    return k;
+}
+
+/* 16 bf16 values as the low halves of 16 x u32 lanes. */
+static inline SG_AVX512 __m512i avx512_to_bf16(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)),
+                                    _mm512_set1_epi32(0x7fff));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_blend_epi32(nan, r,
+                                   _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+}
+
+static inline SG_AVX512 void avx512_step_vec(const avx512_coef *k, int l2,
+                                             int skip, __m512 *pp, __m512 g,
+                                             __m512 *pm, __m512 *pv)
+{
+    __m512 p0 = *pp, m0 = *pm, v0 = *pv;
+    __m512 ge = _mm512_mul_ps(g, k->gs);
+    __mmask16 fin = 0xffff;
+    if (skip)
+        fin = _mm512_cmp_ps_mask(_mm512_sub_ps(ge, ge), _mm512_setzero_ps(),
+                                 _CMP_EQ_OQ);
+    if (l2)
+        ge = _mm512_fmadd_ps(k->wd, p0, ge);
+    __m512 p = _mm512_mul_ps(p0, k->decay);
+    __m512 m = _mm512_fmadd_ps(k->omb1, ge, _mm512_mul_ps(m0, k->b1));
+    __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(k->omb2, ge), ge,
+                               _mm512_mul_ps(v0, k->b2));
+    __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), k->bc2s), k->eps);
+    p = _mm512_fmadd_ps(k->nss, _mm512_div_ps(m, den), p);
+    *pp = _mm512_mask_blend_ps(fin, p0, p);
+    *pm = _mm512_mask_blend_ps(fin, m0, m);
+    *pv = _mm512_mask_blend_ps(fin, v0, v);
+}
+
+static SG_AVX512 void step_avx512(const adam_coef *c, float *p, const float *g,
+                                  float *m, float *v, uint16_t *pb, size_t n)
+{
+    const avx512_coef k = avx512_coef_make(c);
+    const int l2 = c->l2, skip = c->skip;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 pv_ = _mm512_loadu_ps(p + i), mv = _mm512_loadu_ps(m + i);
+        __m512 vv = _mm512_loadu_ps(v + i), gv = _mm512_loadu_ps(g + i);
+        avx512_step_vec(&k, l2, skip, &pv_, gv, &mv, &vv);
+        _mm512_storeu_ps(p + i, pv_);
+        _mm512_storeu_ps(m + i, mv);
+        _mm512_storeu_ps(v + i, vv);
+        if (pb)
+            _mm256_storeu_si256((__m256i *)(pb + i),
+                                _mm512_cvtepi32_epi16(avx512_to_bf16(pv_)));
+    }
+    if (i < n) {
+        __mmask16 k16 = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 pv_ = _mm512_maskz_loadu_ps(k16, p + i);
+        __m512 mv = _mm512_maskz_loadu_ps(k16, m + i);
+        __m512 vv = _mm512_maskz_loadu_ps(k16, v + i);
+        __m512 gv = _mm512_maskz_loadu_ps(k16, g + i);
+        avx512_step_vec(&k, l2, skip, &pv_, gv, &mv, &vv);
+        _mm512_mask_storeu_ps(p + i, k16, pv_);
+        _mm512_mask_storeu_ps(m + i, k16, mv);
+        _mm512_mask_storeu_ps(v + i, k16, vv);
+        if (pb)
+            _mm512_mask_cvtepi32_storeu_epi16(pb + i, k16, avx512_to_bf16(pv_));
+    }
+}
+
+static inline SG_AVX512 void avx512_rollback_vec(const avx512_coef *k, int l2,
+                                                 int skip, __m512 *pp, __m512 g,
+                                                 __m512 *pm, __m512 *pv)
+{
+    __m512 p1 = *pp, m1 = *pm, v1 = *pv;
+    __m512 ge = _mm512_mul_ps(g, k->gs);
+    __mmask16 fin = 0xffff;
+    if (skip)
+        fin = _mm512_cmp_ps_mask(_mm512_sub_ps(ge, ge), _mm512_setzero_ps(),
+                                 _CMP_EQ_OQ);
+    __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v1), k->bc2s), k->eps);
+    __m512 p = _mm512_fnmadd_ps(k->nss, _mm512_div_ps(m1, den), p1);
+    p = _mm512_div_ps(p, k->decay);
+    if (l2)
+        ge = _mm512_fmadd_ps(k->wd, p, ge);
+    __m512 m = _mm512_div_ps(_mm512_fnmadd_ps(k->omb1, ge, m1), k->b1);
+    __m512 v = _mm512_div_ps(_mm512_fnmadd_ps(_mm512_mul_ps(k->omb2, ge), ge, v1),
+                             k->b2);
+    v = _mm512_max_ps(v, _mm512_setzero_ps());
+    *pp = _mm512_mask_blend_ps(fin, p1, p);
+    *pm = _mm512_mask_blend_ps(fin, m1, m);
+    *pv = _mm512_mask_blend_ps(fin, v1, v);
+}
+
+static SG_AVX512 void rollback_avx512(const adam_coef *c, float *p,
+                                      const float *g, float *m, float *v,
+                                      size_t n)
+{
+    const avx512_coef k = avx512_coef_make(c);
+    size_t i = 0;
+    for (; i < n; i += 16) {
+        __mmask16 k16 = n - i >= 16 ? (__mmask16)0xffff
+                                    : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 pv_ = _mm512_maskz_loadu_ps(k16, p + i);
+        __m512 mv = _mm512_maskz_loadu_ps(k16, m + i);
+        __m512 vv = _mm512_maskz_loadu_ps(k16, v + i);
+        __m512 gv = _mm512_maskz_loadu_ps(k16, g + i);
+        avx512_rollback_vec(&k, c->l2, c->skip, &pv_, gv, &mv, &vv);
+        _mm512_mask_storeu_ps(p + i, k16, pv_);
+        _mm512_mask_storeu_ps(m + i, k16, mv);
+        _mm512_mask_storeu_ps(v + i, k16, vv);
+    }
+}
+#endif /* SG_ADAM_X86 */
+
+/* ---- dispatch -------------------------------------------------------------- */
+
+typedef void (*step_fn)(const adam_coef *, float *, const float *, float *,
+                        float *, uint16_t *, size_t);
+typedef void (*rollback_fn)(const adam_coef *, float *, const float *, float *,
+                            float *, size_t);
+
+int sg_adam_isa_supported(sg_adam_isa isa)
+{
+    switch (isa) {
+    case SG_ADAM_ISA_SCALAR:
+        return 1;
+#if SG_ADAM_X86
+    case SG_ADAM_ISA_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case SG_ADAM_ISA_AVX512:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f");
+#endif
+    default:
+        return 0;
+    }
+}
+
+int sg_adam_isa_parse(const char *name, sg_adam_isa *out)
+{
+    static const struct { const char *name; sg_adam_isa isa; } tab[] = {
+        {"auto", SG_ADAM_ISA_AUTO}, {"scalar", SG_ADAM_ISA_SCALAR},
+        {"avx2", SG_ADAM_ISA_AVX2}, {"avx512", SG_ADAM_ISA_AVX512},
+    };
+    for (size_t i = 0; name && i < sizeof tab / sizeof tab[0]; i++)
+        if (strcmp(name, tab[i].name) == 0) {
+            *out = tab[i].isa;
+            return 0;
+        }
+    return SG_EINVAL;
+}
+
+static const char *isa_str(sg_adam_isa isa)
+{
+    switch (isa) {
+    case SG_ADAM_ISA_SCALAR: return "scalar";
+    case SG_ADAM_ISA_AVX2: return "avx2";
+    case SG_ADAM_ISA_AVX512: return "avx512";
+    default: return "auto";
+    }
+}
+
+/* The resolution of SG_ADAM_ISA_AUTO, done once. */
+static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
+static sg_adam_isa auto_isa;
+static int auto_rc;
+static char auto_env[64];
+
+static void auto_resolve(void)
+{
+    const char *env = getenv("SG_ADAM_ISA");
+    if (env && *env && strcmp(env, "auto") != 0) {
+        snprintf(auto_env, sizeof auto_env, "%s", env);
+        sg_adam_isa isa;
+        if (sg_adam_isa_parse(env, &isa) != 0)
+            auto_rc = SG_EINVAL;
+        else if (!sg_adam_isa_supported(isa))
+            auto_rc = SG_ENOTSUP;
+        else
+            auto_isa = isa;
+        return;
+    }
+    auto_isa = sg_adam_isa_supported(SG_ADAM_ISA_AVX512) ? SG_ADAM_ISA_AVX512
+               : sg_adam_isa_supported(SG_ADAM_ISA_AVX2) ? SG_ADAM_ISA_AVX2
+                                                         : SG_ADAM_ISA_SCALAR;
+}
+
+int sg_adam_isa_resolve(sg_adam_isa isa, sg_adam_isa *out, sg_error *err)
+{
+    if (isa == SG_ADAM_ISA_AUTO) {
+        pthread_once(&auto_once, auto_resolve);
+        if (auto_rc == SG_EINVAL)
+            return sg_error_set(err, SG_EINVAL,
+                                "SG_ADAM_ISA=%s: unknown variant (expected "
+                                "scalar, avx2, avx512 or auto)", auto_env);
+        if (auto_rc)
+            return sg_error_set(err, auto_rc,
+                                "SG_ADAM_ISA=%s: this CPU or build lacks it",
+                                auto_env);
+        isa = auto_isa;
+    } else if (isa < SG_ADAM_ISA_SCALAR || isa > SG_ADAM_ISA_AVX512) {
+        return sg_error_set(err, SG_EINVAL, "adam: isa %d is not a variant",
+                            (int)isa);
+    } else if (!sg_adam_isa_supported(isa)) {
+        return sg_error_set(err, SG_ENOTSUP,
+                            "adam: the %s variant needs a CPU feature this "
+                            "machine (or build) lacks", isa_str(isa));
+    }
+    if (out)
+        *out = isa;
+    return 0;
+}
+
+const char *sg_adam_isa_name(sg_adam_isa isa)
+{
+    sg_adam_isa got;
+    if (isa == SG_ADAM_ISA_AUTO)
+        return sg_adam_isa_resolve(isa, &got, NULL) ? "invalid" : isa_str(got);
+    return isa_str(isa);
+}
+
+int sg_adam_check_params(const sg_adam_params *prm, sg_error *err)
+{
+    if (!prm)
+        return sg_error_set(err, SG_EINVAL, "adam: no parameters");
+    if (!isfinite(prm->lr) || prm->lr < 0.0f)
+        return sg_error_set(err, SG_EINVAL,
+                            "adam: lr %g is invalid (expected a finite value >= 0)",
+                            (double)prm->lr);
+    if (!(prm->beta1 >= 0.0f && prm->beta1 < 1.0f))
+        return sg_error_set(err, SG_EINVAL,
+                            "adam: beta1 %g is out of range (expected [0, 1))",
+                            (double)prm->beta1);
+    if (!(prm->beta2 >= 0.0f && prm->beta2 < 1.0f))
+        return sg_error_set(err, SG_EINVAL,
+                            "adam: beta2 %g is out of range (expected [0, 1))",
+                            (double)prm->beta2);
+    if (!isfinite(prm->eps) || prm->eps < 0.0f)
+        return sg_error_set(err, SG_EINVAL,
+                            "adam: eps %g is invalid (expected a finite value >= 0)",
+                            (double)prm->eps);
+    if (!isfinite(prm->weight_decay) || prm->weight_decay < 0.0f)
+        return sg_error_set(err, SG_EINVAL,
+                            "adam: weight_decay %g is invalid (expected a finite "
+                            "value >= 0)", (double)prm->weight_decay);
+    if (prm->isa < SG_ADAM_ISA_AUTO || prm->isa > SG_ADAM_ISA_AVX512)
+        return sg_error_set(err, SG_EINVAL, "adam: isa %d is not a variant",
+                            (int)prm->isa);
+    return 0;
+}
+
+static int check_call(const sg_adam_params *prm, int64_t t, const float *p,
+                      const float *g, const float *m, const float *v, size_t n,
+                      float grad_scale, sg_adam_isa *isa)
+{
+    if (sg_adam_check_params(prm, NULL))
+        return SG_EINVAL;
+    if (t < 1 || !isfinite(grad_scale))
+        return SG_EINVAL;
+    if (n > 0 && (!p || !g || !m || !v))
+        return SG_EINVAL;
+    return sg_adam_isa_resolve(prm->isa, isa, NULL);
+}
+
+static step_fn step_for(sg_adam_isa isa)
+{
+#if SG_ADAM_X86
+    if (isa == SG_ADAM_ISA_AVX512)
+        return step_avx512;
+    if (isa == SG_ADAM_ISA_AVX2)
+        return step_avx2;
+#endif
+    (void)isa;
+    return step_scalar;
+}
+
+static rollback_fn rollback_for(sg_adam_isa isa)
+{
+#if SG_ADAM_X86
+    if (isa == SG_ADAM_ISA_AVX512)
+        return rollback_avx512;
+    if (isa == SG_ADAM_ISA_AVX2)
+        return rollback_avx2;
+#endif
+    (void)isa;
+    return rollback_scalar;
+}
+
+int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
+                 float *m, float *v, uint16_t *p_bf16, size_t n,
+                 float grad_scale)
+{
+    sg_adam_isa isa;
+    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
+    if (rc)
+        return rc;
+    if (n == 0)
+        return 0;
+    adam_coef c;
+    adam_coef_init(&c, prm, t, grad_scale);
+    step_for(isa)(&c, p, g, m, v, p_bf16, n);
+    return 0;
+}
+
+int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
+                     const float *g, float *m, float *v, size_t n,
+                     float grad_scale)
+{
+    sg_adam_isa isa;
+    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
+    if (rc)
+        return rc;
+    adam_coef c;
+    adam_coef_init(&c, prm, t, grad_scale);
+    /* beta = 0 forgets the old moment; a zero decay factor forgets p. */
+    if (prm->beta1 == 0.0f || prm->beta2 == 0.0f || c.decay == 0.0f)
+        return SG_EINVAL;
+    if (n == 0)
+        return 0;
+    rollback_for(isa)(&c, p, g, m, v, n);
+    return 0;
+}
+
+/* ---- pthreads split -------------------------------------------------------- */
+
+typedef struct adam_chunk {
+    step_fn fn;
+    const adam_coef *c;
+    float *p, *m, *v;
+    const float *g;
+    uint16_t *pb;
+    size_t n;
+} adam_chunk;
+
+static void *chunk_run(void *arg)
+{
+    adam_chunk *a = arg;
+    a->fn(a->c, a->p, a->g, a->m, a->v, a->pb, a->n);
+    return NULL;
+}
+
+#define SG_ADAM_MAX_THREADS 256
+
+int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
+                          const float *g, float *m, float *v, uint16_t *p_bf16,
+                          size_t n, float grad_scale, int nthreads)
+{
+    sg_adam_isa isa;
+    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
+    if (rc)
+        return rc;
+    if (nthreads < 1 || nthreads > SG_ADAM_MAX_THREADS)
+        return SG_EINVAL;
+    if (n == 0)
+        return 0;
+    adam_coef c;
+    adam_coef_init(&c, prm, t, grad_scale);
+    step_fn fn = step_for(isa);
+
+    /* Chunks of whole 64-byte lines (16 floats) so threads never share one. */
+    size_t per = (n + (size_t)nthreads - 1) / (size_t)nthreads;
+    per = (per + 15) / 16 * 16;
+    adam_chunk ch[SG_ADAM_MAX_THREADS];
+    pthread_t tid[SG_ADAM_MAX_THREADS];
+    int started[SG_ADAM_MAX_THREADS] = {0};
+    int nch = 0;
+    for (size_t off = 0; off < n; off += per, nch++) {
+        size_t len = n - off < per ? n - off : per;
+        ch[nch] = (adam_chunk){fn, &c, p + off, m + off, v + off, g + off,
+                               p_bf16 ? p_bf16 + off : NULL, len};
+    }
+    /* Chunk 0 runs on the calling thread; a chunk whose thread cannot be
+     * created runs there too. */
+    for (int i = 1; i < nch; i++)
+        started[i] = pthread_create(&tid[i], NULL, chunk_run, &ch[i]) == 0;
+    chunk_run(&ch[0]);
+    for (int i = 1; i < nch; i++) {
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            chunk_run(&ch[i]);
+    }
+    return 0;
+}
