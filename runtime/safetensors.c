@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "codelets/cpu/ops.h"
 #include "runtime/atomic_file.h"
 #include "runtime/json_util.h"
 
@@ -63,74 +64,6 @@ int sg_dtype_parse(const char *s, sg_dtype *out)
             return SG_OK;
         }
     return SG_EINVAL;
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t sg_f32_to_bf16(float f)
-{
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)          /* NaN: keep it quiet */
-        return (uint16_t)((x >> 16) | 0x40);
-    x += 0x7fffu + ((x >> 16) & 1u);              /* round to nearest even */
-    return (uint16_t)(x >> 16);
-}
-
-float sg_bf16_to_f32(uint16_t h)
-{
-    return bits_f32((uint32_t)h << 16);
-}
-
-uint16_t sg_f32_to_f16(float f)
-{
-    uint32_t x = f32_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u)                         /* NaN */
-        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x477ff000u)                        /* >= 65520 rounds to inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) {                       /* below 2^-14: subnormal */
-        uint32_t e = ax >> 23;
-        if (e < 102)                              /* < 2^-25: rounds to zero */
-            return sign;
-        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-        uint32_t s = 126 - e;                     /* 14..24 */
-        uint32_t q = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-        if (rem > half || (rem == half && (q & 1u)))
-            q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t h = (ax >> 13) - ((uint32_t)(127 - 15) << 10);
-    uint32_t rem = ax & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
-float sg_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) {
-        float v = ldexpf((float)m, -24);          /* zero or subnormal */
-        return sign ? -v : v;
-    }
-    if (e == 31)
-        return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e - 15 + 127) << 23) | (m << 13));
 }
 
 /* ------------------------------------------------------------------------ */

@@ -45,12 +45,8 @@ size_t sg_dtype_size(sg_dtype dt);
  * Returns 0 or SG_EINVAL. */
 int sg_dtype_parse(const char *s, sg_dtype *out);
 
-/* Conversions. fp32 -> bf16/f16 round to nearest even; NaN stays NaN,
- * overflow gives infinity (as PyTorch's .to() does). */
-uint16_t sg_f32_to_bf16(float f);
-float sg_bf16_to_f32(uint16_t h);
-uint16_t sg_f32_to_f16(float f);
-float sg_f16_to_f32(uint16_t h);
+/* Conversions between fp32 and bf16/f16 are the kernels' (codelets/cpu/ops.h). */
+#include "codelets/cpu/ops.h"
 
 /* One tensor of an open file. */
 typedef struct sg_st_tensor {
