@@ -40,7 +40,7 @@ typedef struct sg_ds_config {
     int64_t train_batch_size;
     int64_t train_micro_batch_size_per_gpu;
     int64_t gradient_accumulation_steps;
-    int64_t steps_per_print;            /* default 10 */
+    int64_t steps_per_print;            /* 0 = not set (DeepSpeed: None) */
 
     struct {
         int given;                      /* "optimizer" present */
@@ -48,20 +48,20 @@ typedef struct sg_ds_config {
         double lr;                      /* default 1e-3 */
         double beta1, beta2;            /* default 0.9, 0.999 */
         double eps;                     /* default 1e-8 */
-        double weight_decay;            /* default 0 (Adam) / 0.01 (AdamW) */
+        double weight_decay;            /* default 0 */
         int adam_w_mode;                /* decoupled decay: AdamW, or Adam with adam_w_mode true */
     } optimizer;
 
     struct {
         sg_lr_schedule type;
         double warmup_min_lr;           /* default 0 */
-        double warmup_max_lr;           /* default optimizer lr */
+        double warmup_max_lr;           /* WarmupLR: optimizer lr; WarmupDecayLR: 0.001 */
         int64_t warmup_num_steps;       /* default 1000 */
         int64_t total_num_steps;        /* WarmupDecayLR only; required */
         sg_warmup_type warmup_type;     /* default log */
     } scheduler;
 
-    double gradient_clipping;           /* 0 = off */
+    double gradient_clipping;           /* default 1.0 (DeepSpeed >= 0.19.3); 0 = off */
 
     struct {
         int enabled;
@@ -95,7 +95,7 @@ typedef struct sg_ds_config {
             int pin_memory;
             double ratio;               /* share of sub-groups stepped on the CPU, default 1 */
             int super_offload;
-            double cpuadam_cores_perc;  /* share of cores for CPU Adam, default 0.9 */
+            double cpuadam_cores_perc;  /* share of cores for CPU Adam, default 0.8 */
         } offload_optimizer;
         struct {
             sg_offload_device device;
