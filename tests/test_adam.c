@@ -15,24 +15,13 @@
 
 #include "codelets/cpu/adam.h"
 #include "tests/tap.h"
+#include "tests/test_util.h"
 
 enum { NSTEPS = 5 };
 
 static const sg_adam_isa ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_AVX2,
                                    SG_ADAM_ISA_AVX512};
 enum { NISAS = 3 };
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("SG_SRCDIR");
-    return s && *s ? s : ".";
-}
-
-static const char *system_python(void)
-{
-    const char *s = getenv("SYSTEM_PYTHON");
-    return s && *s ? s : "/usr/bin/python3";
-}
 
 /* ---- data ------------------------------------------------------------------ */
 

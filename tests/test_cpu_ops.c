@@ -37,6 +37,7 @@
 #include "codelets/cpu/ops.h"
 #include "graph/error.h"
 #include "tests/tap.h"
+#include "tests/test_util.h"
 
 extern char **environ;
 
@@ -44,18 +45,6 @@ extern char **environ;
 #define MAX_CASES 32
 
 static char g_root[4096]; /* the temporary directory */
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("SG_SRCDIR");
-    return s && *s ? s : ".";
-}
-
-static const char *system_python(void)
-{
-    const char *s = getenv("SYSTEM_PYTHON");
-    return s && *s ? s : "/usr/bin/python3";
-}
 
 /* ---- random numbers (splitmix64, fixed seed) ------------------------------------ */
 

@@ -17,6 +17,7 @@
 
 #include "runtime/data_loader.h"
 #include "tests/tap.h"
+#include "tests/test_util.h"
 
 static char dir[256];
 
@@ -424,25 +425,6 @@ static void test_bad_files(void)
     sg_error err = {0};
     int rc = sg_data_open(&dl, tmp("u16.bin"), &o, &err);
     ok(rc == SG_EINVAL && strstr(err.msg, "batch 0"), "batch 0 is refused (%s)", err.msg);
-}
-
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char p[1024];
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
 }
 
 int main(void)

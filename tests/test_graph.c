@@ -15,12 +15,7 @@
 #include "graph/ir.h"
 #include "models/model.h"
 #include "tests/tap.h"
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("SG_SRCDIR");
-    return s && *s ? s : ".";
-}
+#include "tests/test_util.h"
 
 static int load_model(const char *name, sg_model *m)
 {

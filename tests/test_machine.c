@@ -10,12 +10,7 @@
 #include "models/model.h"
 #include "runtime/machine.h"
 #include "tests/tap.h"
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("SG_SRCDIR");
-    return s && *s ? s : ".";
-}
+#include "tests/test_util.h"
 
 static int load(const char *rel, sg_machine *m, sg_error *err)
 {

@@ -28,9 +28,9 @@
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "tests/tap.h"
+#include "tests/test_util.h"
 
 static char dir[256];
-static const char *srcdir = ".";
 
 static const char *tmp(const char *name)
 {
@@ -161,7 +161,7 @@ static const char *python(void)
 static int run_python(const char *py, const char *args)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/safetensors_ref.py' %s", py, srcdir, args);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/safetensors_ref.py' %s", py, srcdir(), args);
     fflush(stdout);
     int st = system(cmd);
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -310,7 +310,7 @@ static void test_bad_safetensors(void)
 static int load_model(const char *name, sg_model *m)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/%s.json", srcdir, name);
+    snprintf(path, sizeof path, "%s/models/%s.json", srcdir(), name);
     sg_error err = {0};
     int rc = sg_model_load(path, m, &err);
     if (rc)
@@ -703,30 +703,8 @@ static void test_state(const sg_model *m)
 
 /* ------------------------------------------------------------------------ */
 
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char p[1024];
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rm_tree(p);
-        }
-        closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 int main(void)
 {
-    const char *s = getenv("SG_SRCDIR");
-    if (s && *s)
-        srcdir = s;
     const char *t = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/sg-test-weights-XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(dir))
@@ -747,7 +725,7 @@ int main(void)
         test_state(&m);
         sg_weights_free(&w);
     } else {
-        ok(0, "tiny-llama model loads (SG_SRCDIR=%s)", srcdir);
+        ok(0, "tiny-llama model loads (SG_SRCDIR=%s)", srcdir());
     }
     rm_tree(dir);
     return tap_done();
