@@ -17,17 +17,6 @@
 #include "tests/tap.h"
 #include "tests/test_util.h"
 
-static int load_model(const char *name, sg_model *m)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/models/%s.json", srcdir(), name);
-    sg_error err = {0};
-    int rc = sg_model_load(path, m, &err);
-    if (rc)
-        tap_diag("cannot load %s: %s", path, err.msg);
-    return rc;
-}
-
 static int has_edge(const sg_graph *g, int from, int to)
 {
     for (int e = 0; e < g->nedges; e++)
@@ -240,22 +229,6 @@ static void test_grid(const sg_model *m)
     tap_diag("%d grid cases", cases);
     is_int(passed, cases, "grid: every case acyclic, reads after writes, counts per kind as expected");
     ok(cases >= 80, "grid: covers stages 0-3 x offload x super_offload x accumulation x ratio");
-}
-
-/* SuperOffload on a tiny model: bf16, stage 3, every unit gathered,
- * sub-groups small enough to get several. */
-static void superoffload_spec(sg_step_spec *s, double ratio)
-{
-    sg_step_spec_defaults(s);
-    s->zero_stage = 3;
-    s->offload_optimizer = 1;
-    s->super_offload = 1;
-    s->offload_ratio = ratio;
-    s->compute_dtype = SG_BF16;
-    s->sub_group_size = 150000;
-    s->param_persistence_threshold = 0;
-    s->gradient_clipping = 1.0;
-    s->seq_len = 64;
 }
 
 static void test_semantics(const sg_model *m)

@@ -82,19 +82,11 @@ int main(void)
 
     /* monotonicity of the ideal-machine critical path */
     sg_model *model = calloc(1, sizeof *model);
-    char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/models/tiny-llama.json", srcdir());
-    if (sg_model_load(mpath, model, &err)) {
+    if (load_model("tiny-llama", model)) {
         tap_skip(3, "tiny-llama missing");
     } else {
         sg_step_spec s;
-        sg_step_spec_defaults(&s);
-        s.zero_stage = 3;
-        s.offload_optimizer = 1;
-        s.super_offload = 1;
-        s.compute_dtype = SG_BF16;
-        s.sub_group_size = 150000;
-        s.param_persistence_threshold = 0;
+        superoffload_spec(&s, 1.0);
         s.seq_len = 128;
         sg_graph g;
         sg_graph_init(&g);

@@ -307,17 +307,6 @@ static void test_bad_safetensors(void)
 /* ------------------------------------------------------------------------ */
 /* Model weights                                                             */
 
-static int load_model(const char *name, sg_model *m)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/%s.json", srcdir(), name);
-    sg_error err = {0};
-    int rc = sg_model_load(path, m, &err);
-    if (rc)
-        tap_diag("cannot load %s: %s", path, err.msg);
-    return rc;
-}
-
 static int weights_equal(const sg_weights *a, const sg_weights *b)
 {
     if (a->ntensors != b->ntensors)
