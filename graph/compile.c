@@ -9,6 +9,8 @@
  */
 #include "graph/compile.h"
 
+#include "codelets/cpu/block.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +73,8 @@ int sg_subgroup_layout_compute(const sg_model *m, const sg_step_spec *s,
 typedef struct piece {
     int unit, subgroup;
     int64_t elems;
+    int64_t unit_offset;       /* first element within the unit's shard */
+    int64_t subgroup_offset;   /* first element within the sub-group */
     int pbuf, gbuf;            /* parameter and gradient piece buffers */
 } piece;
 
@@ -135,6 +139,19 @@ static int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
     int id = sg_graph_add_buffer(c->g, name, elems, dt, sp, persistent);
     if (id < 0)
         sg_error_set(c->err, id, "cannot add buffer %s", name);
+    return id;
+}
+
+/* Tags buffer id (if valid) with what it holds; returns id. */
+static int tag(compiler *c, int id, sg_buf_role role, int unit, int mb, int sg)
+{
+    if (id >= 0) {
+        sg_buffer *b = &c->g->buffers[id];
+        b->role = role;
+        b->unit = unit;
+        b->micro_step = mb;
+        b->subgroup = sg;
+    }
     return id;
 }
 
@@ -217,17 +234,6 @@ static double unit_forward_flops(const compiler *c, int u)
     return 2.0 * T * (double)sg_model_unit_active_params(m, u) + attn;
 }
 
-/* Activations a layer saves for its backward, per token (elements). */
-static int64_t layer_saved_per_token(const sg_model *m)
-{
-    int64_t q = m->num_heads * m->head_dim, kv = m->num_kv_heads * m->head_dim;
-    int64_t mlp = m->num_experts > 0 ? m->experts_per_token * m->moe_intermediate_size
-                                     : m->intermediate_size;
-    /* two norm inputs and outputs, q/k/v after rotary, attention output,
-     * gate/up/activation of the MLP (and router logits for MoE) */
-    return 4 * m->hidden_size + 2 * q + 2 * kv + 3 * mlp + m->num_experts;
-}
-
 /* ---- set-up: pieces, buffers ---------------------------------------------- */
 
 static int build_pieces(compiler *c)
@@ -257,6 +263,8 @@ static int build_pieces(compiler *c)
             p->unit = u;
             p->subgroup = sg;
             p->elems = take;
+            p->unit_offset = sg_unit_shard_elems(c->m, s, u) - left;
+            p->subgroup_offset = offset - (int64_t)sg * s->sub_group_size;
             if (c->sg_lowest_unit[sg] < 0)
                 c->sg_lowest_unit[sg] = u;
             offset += take;
@@ -307,6 +315,13 @@ static int declare_buffers(compiler *c)
                           pc->unit, pc->subgroup);
         if (pc->pbuf < 0 || pc->gbuf < 0)
             return SG_ENOMEM;
+        tag(c, pc->pbuf, SG_BUF_PARAM_PIECE, pc->unit, -1, pc->subgroup);
+        tag(c, pc->gbuf, SG_BUF_GRAD_PIECE, pc->unit, -1, pc->subgroup);
+        int bufs[2] = {pc->pbuf, pc->gbuf};
+        for (int k = 0; k < 2; k++) {
+            c->g->buffers[bufs[k]].unit_offset = pc->unit_offset;
+            c->g->buffers[bufs[k]].subgroup_offset = pc->subgroup_offset;
+        }
     }
 
     /* stage 3 gathering decisions: reuse distance = parameters gathered
@@ -320,20 +335,26 @@ static int declare_buffers(compiler *c)
             c->unit_kept[u] = reuse <= s->max_reuse_distance ||
                               (u == 0 && m->tie_word_embeddings);
             reuse += pu;
-            c->unit_gbuf[u] = buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u);
+            c->unit_gbuf[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u),
+                                  SG_BUF_GATHERED, u, -1, -1);
         } else if (s->zero_stage == 1 || s->zero_stage == 2) {
-            c->unit_full[u] = buffer(c, pu, c->cd, SG_MEM_GPU, 1, "param_full.%d", u);
+            c->unit_full[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 1, "param_full.%d", u),
+                                  SG_BUF_PARAM_FULL, u, -1, -1);
         }
-        c->unit_grad[u] = buffer(c, pu, c->cd, SG_MEM_GPU, 0, "grad.%d", u);
+        c->unit_grad[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "grad.%d", u),
+                              SG_BUF_GRAD, u, -1, -1);
         if (c->unit_grad[u] < 0 || (c->unit_gathered[u] && c->unit_gbuf[u] < 0))
             return SG_ENOMEM;
     }
 
-    c->grad_norm = buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "grad_norm");
+    c->grad_norm = tag(c, buffer(c, 2, SG_F32, SG_MEM_GPU, 0, "grad_norm"),
+                       SG_BUF_GRAD_NORM, -1, -1, -1);
     c->overflow = c->loss_scale = -1;
     if (c->cd == SG_F16) {
-        c->overflow = buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow");
-        c->loss_scale = buffer(c, 1, SG_F32, SG_MEM_GPU, 1, "loss_scale");
+        c->overflow = tag(c, buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow"),
+                          SG_BUF_OVERFLOW, -1, -1, -1);
+        c->loss_scale = tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 1, "loss_scale"),
+                            SG_BUF_LOSS_SCALE, -1, -1, -1);
     }
 
     /* optimizer state per sub-group */
@@ -346,13 +367,19 @@ static int declare_buffers(compiler *c)
         c->sg_ghost[i] = c->sg_ghost32[i] = c->sg_phost[i] = -1;
         c->sg_master[i] = -1;
         if (c->mixed || cpu)
-            c->sg_master[i] = buffer(c, n, SG_F32, sp, 1, "master.sg%d", i);
-        c->sg_moments[i] = buffer(c, 2 * n, SG_F32, sp, 1, "adam_moments.sg%d", i);
+            c->sg_master[i] = tag(c, buffer(c, n, SG_F32, sp, 1, "master.sg%d", i),
+                                  SG_BUF_MASTER, -1, -1, i);
+        c->sg_moments[i] = tag(c, buffer(c, 2 * n, SG_F32, sp, 1, "adam_moments.sg%d", i),
+                               SG_BUF_MOMENTS, -1, -1, i);
         if (cpu) {
-            c->sg_ghost[i] = buffer(c, n, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d", i);
+            c->sg_ghost[i] = tag(c, buffer(c, n, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d", i),
+                                 SG_BUF_GRAD_HOST, -1, -1, i);
             if (c->mixed) {
-                c->sg_ghost32[i] = buffer(c, n, SG_F32, SG_MEM_HOST, 0, "grad_host_f32.sg%d", i);
-                c->sg_phost[i] = buffer(c, n, c->cd, SG_MEM_HOST, 0, "param_host.sg%d", i);
+                c->sg_ghost32[i] = tag(c, buffer(c, n, SG_F32, SG_MEM_HOST, 0,
+                                                 "grad_host_f32.sg%d", i),
+                                       SG_BUF_GRAD_HOST_F32, -1, -1, i);
+                c->sg_phost[i] = tag(c, buffer(c, n, c->cd, SG_MEM_HOST, 0, "param_host.sg%d", i),
+                                     SG_BUF_PARAM_HOST, -1, -1, i);
             }
         }
     }
@@ -405,19 +432,26 @@ static int declare_micro(compiler *c, int mb, micro_bufs *b)
 {
     const sg_model *m = c->m;
     int64_t T = c->tokens;
-    b->tokens = buffer(c, 2 * T, SG_I32, SG_MEM_HOST, 1, "tokens.mb%d", mb);
+    b->tokens = tag(c, buffer(c, 2 * T, SG_I32, SG_MEM_HOST, 1, "tokens.mb%d", mb),
+                    SG_BUF_TOKENS, -1, mb, -1);
     for (int u = 0; u < c->units; u++) {
         int is_head = u == c->head;
-        b->act[u] = is_head ? buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "loss.mb%d", mb)
-                            : buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "act.%d.mb%d", u, mb);
+        b->act[u] = is_head
+            ? tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "loss.mb%d", mb), SG_BUF_LOSS, u, mb, -1)
+            : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "act.%d.mb%d", u, mb),
+                  SG_BUF_ACT, u, mb, -1);
         b->dact[u] = is_head ? -1
-                             : buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "dact.%d.mb%d", u, mb);
-        b->inner[u] = -1;
-        if (is_head) /* logits, for the loss gradient */
-            b->inner[u] = buffer(c, T * m->vocab_size, c->cd, SG_MEM_GPU, 0, "logits.mb%d", mb);
-        else if (u > 0)
-            b->inner[u] = buffer(c, T * layer_saved_per_token(m), c->cd, SG_MEM_GPU, 0,
-                                 "saved.%d.mb%d", u, mb);
+                             : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0,
+                                             "dact.%d.mb%d", u, mb),
+                                   SG_BUF_DACT, u, mb, -1);
+        /* what the backward reads: logits and the final norm's output for the
+         * head, the block's internals for a layer (codelets/cpu/block.h) */
+        size_t saved = sg_unit_saved_floats(m, u, (size_t)c->s->micro_batch,
+                                            (size_t)c->s->seq_len);
+        b->inner[u] = saved == 0 ? -1
+                                 : tag(c, buffer(c, (int64_t)saved, c->cd, SG_MEM_GPU, 0,
+                                                 "saved.%d.mb%d", u, mb),
+                                       SG_BUF_SAVED, u, mb, -1);
         if (b->act[u] < 0 || (!is_head && b->dact[u] < 0))
             return SG_ENOMEM;
     }
@@ -494,7 +528,8 @@ static int push_subgroup_pieces(compiler *c, access_list *l, int i, int grads,
 static int push_step_checks(compiler *c, access_list *l, int always_norm)
 {
     int rc = SG_OK;
-    if (always_norm || c->s->gradient_clipping > 0)
+    /* the norm buffer also carries 1/loss scale, which fp16 steps unscale by */
+    if (always_norm || c->s->gradient_clipping > 0 || c->loss_scale >= 0)
         rc = al_push(l, c->grad_norm, SG_R);
     if (!rc && c->overflow >= 0)
         rc = al_push(l, c->overflow, SG_R);
@@ -537,8 +572,12 @@ static int emit_cpu_adam(compiler *c, access_list *l, int i)
     int spec = c->s->super_offload;
     if ((rc = al_push(l, cpu_grad_buffer(c, i), SG_R)))
         return rc;
-    /* a speculative step does not wait for the norm: validation fixes it up */
+    /* a speculative step does not wait for the norm: validation fixes it up;
+     * with fp16 it unscales by the scale of this step, read before the
+     * loss-scale update writes the next one */
     if (!spec && (rc = push_step_checks(c, l, 0)))
+        return rc;
+    if (spec && c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
         return rc;
     if ((rc = al_push(l, c->sg_master[i], SG_RW)) || (rc = al_push(l, c->sg_moments[i], SG_RW)))
         return rc;
@@ -690,6 +729,10 @@ static int emit_optimizer(compiler *c, access_list *l)
     for (int p = 0; p < c->npieces; p++)
         if ((rc = al_push(l, c->pieces[p].gbuf, SG_R)))
             return rc;
+    /* fp16: the norm is of the unscaled gradients, so it reads the scale
+     * they were computed with (before this step's update of it) */
+    if (c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
+        return rc;
     if ((rc = al_push(l, c->grad_norm, SG_W)))
         return rc;
     if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1,

@@ -64,6 +64,8 @@ int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
     b->bytes = elems * (int64_t)sg_dtype_size(dtype);
     b->space = space;
     b->persistent = persistent;
+    b->role = SG_BUF_OTHER;
+    b->unit = b->micro_step = b->subgroup = -1;
     return g->nbuffers++;
 }
 

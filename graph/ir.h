@@ -75,6 +75,30 @@ typedef enum sg_dtype {
     SG_I32,
 } sg_dtype;
 
+/* What a buffer holds: the executor binds a node's buffers to its
+ * arguments by role (and unit / micro-step / sub-group), never by name. */
+typedef enum sg_buf_role {
+    SG_BUF_OTHER,
+    SG_BUF_PARAM_PIECE,          /* this rank's part of a unit in one sub-group */
+    SG_BUF_GRAD_PIECE,           /* its reduced gradient */
+    SG_BUF_GATHERED,             /* stage 3: a unit's gathered parameters */
+    SG_BUF_PARAM_FULL,           /* stage 1/2: a unit's full parameters */
+    SG_BUF_GRAD,                 /* a unit's full gradient, before reduction */
+    SG_BUF_GRAD_NORM,            /* [global norm of the unscaled gradients, 1/loss scale] */
+    SG_BUF_OVERFLOW,             /* fp16: 1 if a gradient is not finite */
+    SG_BUF_LOSS_SCALE,           /* fp16: the current loss scale */
+    SG_BUF_MASTER,               /* fp32 master parameters of a sub-group */
+    SG_BUF_MOMENTS,              /* Adam exp_avg then exp_avg_sq of a sub-group */
+    SG_BUF_GRAD_HOST,            /* a CPU sub-group's gradients on the host */
+    SG_BUF_GRAD_HOST_F32,        /* the same cast to fp32 */
+    SG_BUF_PARAM_HOST,           /* updated parameters cast to the compute dtype */
+    SG_BUF_TOKENS,               /* micro-batch input ids then target ids */
+    SG_BUF_ACT,                  /* output of a unit */
+    SG_BUF_LOSS,                 /* mean loss of a micro-step */
+    SG_BUF_DACT,                 /* gradient of a unit's output */
+    SG_BUF_SAVED,                /* activations a unit saves for its backward */
+} sg_buf_role;
+
 typedef struct sg_buffer {
     char name[SG_IR_NAME_MAX];   /* "param.3", "grad_host.7" */
     int64_t bytes;
@@ -82,6 +106,10 @@ typedef struct sg_buffer {
     sg_dtype dtype;
     sg_mem_space space;
     int persistent;              /* lives across steps (weights, optimizer state) */
+    sg_buf_role role;            /* SG_BUF_OTHER unless the compiler sets it */
+    int unit, micro_step, subgroup; /* -1 where not applicable */
+    int64_t unit_offset;         /* pieces: first element within the unit's parameters */
+    int64_t subgroup_offset;     /* pieces: first element within the sub-group */
 } sg_buffer;
 
 typedef struct sg_access {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sg_autoconf.h"
 #include "runtime/atomic_file.h"
@@ -40,6 +41,8 @@ static void usage(FILE *out)
             "DeepSpeed JSON config, into a task graph for StarPU.\n"
             "\n"
             "Commands:\n"
+            "  run [CONFIG]           train: run the step graph on StarPU every step\n"
+            "                         (default: configs/default.json, the tiny model)\n"
             "  graph CONFIG [--format dot|svg|json] [-o FILE] [--summary]\n"
             "                         compile the step graph and export it\n"
             "  config CONFIG          check a config and print the resolved settings\n"
@@ -50,6 +53,18 @@ static void usage(FILE *out)
             "CONFIG is a DeepSpeed config as DeepSpeed reads it, or a run config: a JSON\n"
             "object with \"deepspeed_config\" (path or inline object) and run options.\n"
             "Run 'stepgraph COMMAND --help' for a command's options.\n");
+}
+
+void sg_default_config_path(char *buf, size_t n)
+{
+    const char *env = getenv("STEPGRAPH_CONFIGS_DIR");
+    struct stat st;
+    if (env && *env)
+        snprintf(buf, n, "%s/default.json", env);
+    else if (stat(SG_SRC_CONFIGS_DIR "/default.json", &st) == 0)
+        snprintf(buf, n, "%s", SG_SRC_CONFIGS_DIR "/default.json");
+    else
+        snprintf(buf, n, "%s", SG_PKGDATADIR "/configs/default.json");
 }
 
 static const char *const short_usage = "run 'stepgraph --help' for usage";
@@ -179,6 +194,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
         return cmd_version();
+    if (!strcmp(cmd, "run"))
+        return sg_cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "graph"))
         return sg_cmd_graph(argc - 2, argv + 2);
     if (!strcmp(cmd, "model"))

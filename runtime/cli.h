@@ -2,6 +2,7 @@
 #ifndef SG_CLI_H
 #define SG_CLI_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "graph/error.h"
@@ -25,7 +26,13 @@ int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts,
 /* Prints the run-option flags shared by the commands (for --help). */
 void sg_cli_print_run_flags(void);
 
+int sg_cmd_run(int argc, char **argv);
 int sg_cmd_graph(int argc, char **argv);
+
+/* The default job's config: $STEPGRAPH_CONFIGS_DIR/default.json, else the
+ * source tree's configs/default.json from a build tree, else the installed
+ * one. */
+void sg_default_config_path(char *buf, size_t n);
 int sg_cmd_model(int argc, char **argv);
 int sg_cmd_config(int argc, char **argv);
 

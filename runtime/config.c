@@ -109,6 +109,7 @@ void sg_run_options_defaults(sg_run_options *run)
     run->dp_size = 1;
     run->ncpus = -1;
     run->ncuda = -1;
+    snprintf(run->save_dtype, sizeof run->save_dtype, "%s", "f32");
 }
 
 /* ---- the table walker ------------------------------------------------- */
@@ -1009,6 +1010,12 @@ static const ropt run_opts[] = {
     { "dp_size", R_INT, ROFF(dp_size), 0, 0, LO, 1, 0 },
     { "ncpus", R_INT, ROFF(ncpus), 0, 0, LO, -1, 0 },
     { "ncuda", R_INT, ROFF(ncuda), 0, 0, LO, -1, 0 },
+    { "load", R_STR, ROFF(load), SG_PATH_MAX, 0, 0, 0, 0 },
+    { "save", R_STR, ROFF(save), SG_PATH_MAX, 0, 0, 0, 0 },
+    { "save_interval", R_INT, ROFF(save_interval), 0, 0, NONNEG, 0, 0 },
+    { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0 },
+    { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0 },
+    { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
 };
 
 static const ropt *find_ropt(const char *key)
@@ -1421,6 +1428,9 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
                             "%s: warmup_steps %lld >= the %lld steps that run (%s): no step would be "
                             "measured", run_origin, (long long)run.warmup_steps, (long long)total,
                             run.steps > 0 ? "steps" : "bench_steps");
+    if (strcmp(run.save_dtype, "f32") != 0 && strcmp(run.save_dtype, "bf16") != 0)
+        return sg_error_set(err, SG_EINVAL, "%s: save_dtype \"%s\": expected \"f32\" or \"bf16\"",
+                            run_origin, run.save_dtype);
     cfg->ds = ds;
     cfg->run = run;
     return SG_OK;

@@ -131,6 +131,12 @@ typedef struct sg_run_options {
     int64_t dp_size;                    /* data-parallel size, default 1 */
     int64_t ncpus;                      /* CPU workers, -1 = StarPU default */
     int64_t ncuda;                      /* CUDA workers, -1 = StarPU default */
+    char load[SG_PATH_MAX];             /* weights file, or checkpoint dir to resume; "" = init */
+    char save[SG_PATH_MAX];             /* checkpoint directory written by run; "" = none */
+    int64_t save_interval;              /* also save every N steps; 0 = at the end only */
+    char save_dtype[8];                 /* "f32" (default) or "bf16" weights */
+    char metrics[SG_PATH_MAX];          /* JSONL metrics file; "" = none */
+    char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
 } sg_run_options;
 
 typedef struct sg_config_warnings {

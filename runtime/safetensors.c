@@ -32,7 +32,7 @@
 /* ------------------------------------------------------------------------ */
 /* dtypes and conversions                                                    */
 
-const char *sg_dtype_name(sg_dtype dt)
+const char *sg_st_dtype_name(sg_st_dtype dt)
 {
     switch (dt) {
     case SG_DTYPE_F32: return "F32";
@@ -42,16 +42,16 @@ const char *sg_dtype_name(sg_dtype dt)
     return "?";
 }
 
-size_t sg_dtype_size(sg_dtype dt)
+size_t sg_st_dtype_size(sg_st_dtype dt)
 {
     return dt == SG_DTYPE_F32 ? 4 : 2;
 }
 
-int sg_dtype_parse(const char *s, sg_dtype *out)
+int sg_st_dtype_parse(const char *s, sg_st_dtype *out)
 {
     static const struct {
         const char *name;
-        sg_dtype dt;
+        sg_st_dtype dt;
     } names[] = {
         {"F32", SG_DTYPE_F32},  {"f32", SG_DTYPE_F32},   {"fp32", SG_DTYPE_F32},
         {"float32", SG_DTYPE_F32}, {"BF16", SG_DTYPE_BF16}, {"bf16", SG_DTYPE_BF16},
@@ -235,7 +235,7 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": data_offsets [%llu, %llu] end before begin", path,
                             nm, (unsigned long long)t->begin, (unsigned long long)t->end);
-    uint64_t want = numel * sg_dtype_size(t->dtype);
+    uint64_t want = numel * sg_st_dtype_size(t->dtype);
     if (t->end - t->begin != want)
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": shape %s of %s needs %llu bytes but data_offsets "
@@ -610,7 +610,7 @@ static int check_entries(const char *path, const sg_st_entry *t, int n, const sg
         if (t[i].dtype != t[i].src_dtype && t[i].src_dtype != SG_DTYPE_F32)
             return sg_error_set(err, SG_ENOTSUP,
                                 "%s: tensor \"%s\": cannot convert %s data to %s", path, nm,
-                                sg_dtype_name(t[i].src_dtype), sg_dtype_name(t[i].dtype));
+                                sg_st_dtype_name(t[i].src_dtype), sg_st_dtype_name(t[i].dtype));
         for (int j = 0; j < i; j++)
             if (strcmp(t[j].name, nm) == 0)
                 return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\" given twice", path, nm);
@@ -640,7 +640,7 @@ static int write_data(FILE *fp, const sg_st_entry *e)
 {
     size_t n = (size_t)entry_numel(e);
     if (e->dtype == e->src_dtype)
-        return n == 0 || fwrite(e->data, sg_dtype_size(e->dtype), n, fp) == n ? 0 : -1;
+        return n == 0 || fwrite(e->data, sg_st_dtype_size(e->dtype), n, fp) == n ? 0 : -1;
     const float *src = e->data;
     enum { CHUNK = 8192 };
     unsigned char buf[2 * CHUNK];
@@ -686,10 +686,10 @@ int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta 
             sb_puts(&h, ",");
         first = 0;
         sb_json_str(&h, t[i].name);
-        sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", sg_dtype_name(t[i].dtype));
+        sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", sg_st_dtype_name(t[i].dtype));
         for (int d = 0; d < t[i].ndim; d++)
             sb_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
-        uint64_t bytes = (uint64_t)entry_numel(&t[i]) * sg_dtype_size(t[i].dtype);
+        uint64_t bytes = (uint64_t)entry_numel(&t[i]) * sg_st_dtype_size(t[i].dtype);
         sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                   (unsigned long long)(off + bytes));
         off += bytes;

@@ -259,7 +259,7 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
+int sg_weights_save(const sg_weights *w, const char *path, sg_st_dtype dtype,
                     const sg_st_meta *meta, int nmeta, sg_error *err)
 {
     sg_st_entry *e = calloc((size_t)(w->ntensors > 0 ? w->ntensors : 1), sizeof *e);
@@ -451,10 +451,13 @@ int sg_train_state_save(const sg_train_state *s, const char *path, const char *m
     snprintf(v[META_RNG], sizeof v[0], "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
              s->rng[0], s->rng[1], s->rng[2], s->rng[3]);
     snprintf(v[META_HASH], sizeof v[0], "%016" PRIx64, s->config_hash);
-    sg_st_meta md[META_COUNT];
+    sg_st_meta md[META_COUNT + 1];
     for (int i = 0; i < META_COUNT; i++)
         md[i] = (sg_st_meta){meta_keys[i], v[i]};
-    int rc = sg_st_write(path, e, n, md, META_COUNT, err);
+    char adam[32];
+    snprintf(adam, sizeof adam, "%lld", (long long)s->adam_step);
+    md[META_COUNT] = (sg_st_meta){"adam_step", adam};
+    int rc = sg_st_write(path, e, n, md, META_COUNT + 1, err);
     free(e);
     free(names);
     return rc;
@@ -505,6 +508,11 @@ static int parse_state_meta(const char *path, const sg_st_file *f, const sg_mode
     if (parse_u64(v[META_STEP], 10, &u) || u > INT64_MAX)
         return meta_error(path, meta_keys[META_STEP], v[META_STEP], "an integer >= 0", err);
     s->step = (int64_t)u;
+    /* optional (files without it: no step was skipped) */
+    const char *adam = sg_st_meta_get(f, "adam_step");
+    if (adam && (parse_u64(adam, 10, &u) || u > (uint64_t)s->step))
+        return meta_error(path, "adam_step", adam, "an integer between 0 and step", err);
+    s->adam_step = adam ? (int64_t)u : s->step;
     char *end = NULL;
     double ls = v[META_LOSS_SCALE] ? strtod(v[META_LOSS_SCALE], &end) : 0;
     if (!v[META_LOSS_SCALE] || !*v[META_LOSS_SCALE] || *end || !isfinite(ls) || ls <= 0)
@@ -569,7 +577,7 @@ int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out
             else if (t->dtype != SG_DTYPE_F32)
                 rc = sg_error_set(err, SG_EINVAL,
                                   "%s: %s: dtype %s, expected F32 (Adam moments are fp32)", path,
-                                  nm, sg_dtype_name(t->dtype));
+                                  nm, sg_st_dtype_name(t->dtype));
         }
     if (rc == SG_OK && missing.count) {
         list_finish(&missing);

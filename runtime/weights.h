@@ -58,7 +58,7 @@ void sg_weights_init(sg_weights *w, uint64_t seed, double std);
 /* Writes every tensor as dtype (F32, BF16 or F16; fp32 values are rounded to
  * nearest even). meta: extra __metadata__ pairs; "format": "pt" is added
  * unless given. Atomic. */
-int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
+int sg_weights_save(const sg_weights *w, const char *path, sg_st_dtype dtype,
                     const sg_st_meta *meta, int nmeta, sg_error *err);
 
 /* Loads a weights file written for model m into out (allocated here; freed
@@ -81,7 +81,8 @@ typedef struct sg_train_state {
     float **exp_avg;          /* Adam first moment, info[i].numel floats */
     float **exp_avg_sq;       /* Adam second moment */
     float *block;
-    int64_t step;             /* optimizer steps done */
+    int64_t step;             /* training steps done (skipped fp16 steps included) */
+    int64_t adam_step;        /* Adam updates applied (bias correction, lr schedule) */
     double loss_scale;        /* fp16 dynamic loss scale (1 without) */
     sg_data_pos data;         /* position of the next batch */
     uint64_t rng[4];          /* the trainer's RNG state (dropout, ...) */

@@ -1,0 +1,497 @@
+/* block.c - forward and backward of the graph units (embedding, decoder
+ * layer, head) composed from the kernels of ops.h (see block.h).
+ *
+ * Layouts (parameter offsets, saved activations, scratch sizes) live in
+ * block_layout.c; this file only computes. Scratch is carved in the order
+ * block_layout.c sizes it, and every region is checked against
+ * sg_unit_scratch_floats. Everything runs on the calling thread in a fixed
+ * order, so results are bit-reproducible when OpenBLAS is pinned to one
+ * thread (see ops.h).
+ */
+#include "codelets/cpu/block.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "codelets/cpu/ops.h"
+
+#define TRY(call)                                                                          \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        if (rc_ < 0)                                                                       \
+            return rc_;                                                                    \
+    } while (0)
+
+/* ---- rotary tables --------------------------------------------------------- */
+
+int sg_rope_cache_init(sg_rope_cache *rc, const sg_model *m, size_t T)
+{
+    if (!rc || !m || T == 0 || m->head_dim <= 0 || m->head_dim % 2)
+        return SG_EINVAL;
+    memset(rc, 0, sizeof *rc);
+    const size_t D = (size_t)m->head_dim, half = D / 2;
+    float *c = malloc(T * half * sizeof *c); // (T, D/2)
+    float *s = malloc(T * half * sizeof *s); // (T, D/2)
+    int rc_ = (c && s) ? sg_rope_table(T, D, m->rope_theta, c, s) : SG_ENOMEM;
+    if (rc_ < 0) {
+        free(c);
+        free(s);
+        return rc_;
+    }
+    *rc = (sg_rope_cache){.T = T, .half = half, .cos_tab = c, .sin_tab = s};
+    return 0;
+}
+
+void sg_rope_cache_free(sg_rope_cache *rc)
+{
+    if (!rc)
+        return;
+    free(rc->cos_tab);
+    free(rc->sin_tab);
+    memset(rc, 0, sizeof *rc);
+}
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+/* A bump allocator over the caller's scratch. */
+typedef struct arena {
+    float *base;
+    size_t cap, used;
+} arena;
+
+static arena arena_of(const sg_model *m, int unit, size_t B, size_t T, float *scratch)
+{
+    return (arena){.base = scratch, .cap = scratch ? sg_unit_scratch_floats(m, unit, B, T) : 0};
+}
+
+/* n floats of scratch, or NULL when they would pass the end. */
+static float *carve(arena *a, size_t n)
+{
+    if (n > a->cap - a->used)
+        return NULL;
+    float *p = a->base + a->used;
+    a->used += n;
+    return p;
+}
+
+static const float *cptr(const float *base, size_t off)
+{
+    return off == SG_NO_OFFSET ? NULL : base + off;
+}
+
+static float *mptr(float *base, size_t off)
+{
+    return off == SG_NO_OFFSET ? NULL : base + off;
+}
+
+/* acc (n) += x (n) */
+static void add_into(float *restrict acc, const float *restrict x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        acc[i] += x[i];
+}
+
+/* Sizes of one call. */
+typedef struct dims {
+    size_t B, T, N, H, Hq, Hkv, D, Q, KV, F, V;
+    float eps;
+} dims;
+
+static dims dims_of(const sg_model *m, size_t B, size_t T)
+{
+    dims d = {.B = B, .T = T, .N = B * T};
+    d.H = (size_t)m->hidden_size;
+    d.Hq = (size_t)m->num_heads;
+    d.Hkv = (size_t)m->num_kv_heads;
+    d.D = (size_t)m->head_dim;
+    d.Q = d.Hq * d.D;
+    d.KV = d.Hkv * d.D;
+    d.F = (size_t)m->intermediate_size;
+    d.V = (size_t)m->vocab_size;
+    d.eps = (float)m->rms_norm_eps;
+    return d;
+}
+
+/* Ids in [0, V) (negative ones too when `allow_negative`: ignored targets). */
+static int check_ids(const int32_t *ids, size_t N, size_t V, int allow_negative)
+{
+    for (size_t n = 0; n < N; n++)
+        if ((ids[n] < 0 && !allow_negative) || (ids[n] >= 0 && (size_t)ids[n] >= V))
+            return SG_EINVAL;
+    return 0;
+}
+
+/* ---- embedding (unit 0) ---------------------------------------------------------- */
+
+static int embed_forward(const dims *d, const sg_unit_io *io)
+{
+    if (!io->y) /* recompute: the embedding saves nothing */
+        return 0;
+    if (!io->tokens || !io->params)
+        return SG_EINVAL;
+    return sg_embedding_forward(io->y, io->tokens, io->params, d->N, d->V, d->H);
+}
+
+static int embed_backward(const dims *d, const sg_unit_io *io, const float *dy, float *dparams)
+{
+    if (!io->tokens || !dy || !dparams)
+        return SG_EINVAL;
+    return sg_embedding_backward(dparams, io->tokens, dy, d->N, d->V, d->H); // (V, H) +=
+}
+
+/* ---- decoder layer (units 1..L) --------------------------------------------------- */
+
+/* Pointers to the saved activations (see sg_layer_saved_layout). */
+typedef struct layer_act {
+    float *n1, *h, *n2, *q, *k, *v, *att, *gate, *up, *qpre, *kpre;
+    float *rstd1, *rstd2, *lse, *rstdq, *rstdk;
+} layer_act;
+
+typedef struct layer_ctx {
+    dims d;
+    size_t window;             /* keys a query sees; 0: all earlier ones */
+    sg_layer_param_offsets o;  /* into params and dparams */
+    const float *p;            /* the unit's parameters */
+    layer_act a;
+    const float *cos_tab, *sin_tab;
+} layer_ctx;
+
+static void layer_act_at(layer_act *a, float *base, const sg_layer_saved_layout *l, int qk)
+{
+    a->n1 = base + l->n1;
+    a->h = base + l->h;
+    a->n2 = base + l->n2;
+    a->q = base + l->q;
+    a->k = base + l->k;
+    a->v = base + l->v;
+    a->att = base + l->att;
+    a->gate = base + l->gate;
+    a->up = base + l->up;
+    a->rstd1 = base + l->rstd1;
+    a->rstd2 = base + l->rstd2;
+    a->lse = base + l->lse;
+    a->qpre = qk ? base + l->qpre : NULL;
+    a->kpre = qk ? base + l->kpre : NULL;
+    a->rstdq = qk ? base + l->rstdq : NULL;
+    a->rstdk = qk ? base + l->rstdk : NULL;
+}
+
+/* Fills everything but the activation pointers. */
+static int layer_ctx_init(layer_ctx *c, const sg_model *m, int unit, size_t B, size_t T,
+                          const sg_unit_io *io)
+{
+    const sg_rope_cache *r = io->rope;
+    if (!io->params || !io->x || !r || !r->cos_tab || !r->sin_tab || r->T < T ||
+        r->half * 2 != (size_t)m->head_dim)
+        return SG_EINVAL;
+    TRY(sg_layer_param_offsets_get(m, unit - 1, &c->o));
+    c->d = dims_of(m, B, T);
+    c->window = m->layer_attn[unit - 1] == SG_ATTN_SLIDING ? (size_t)m->sliding_window : 0;
+    c->p = io->params;
+    c->cos_tab = r->cos_tab;
+    c->sin_tab = r->sin_tab;
+    return 0;
+}
+
+/* out (N, heads*D) = rope(qk_norm(n1 @ W^T + b)); without QK-norm `pre` and
+ * `rstd` are unused and the projection goes straight to out. */
+static int project_rope(const layer_ctx *c, float *out, float *pre, float *rstd, size_t w,
+                        size_t b, size_t norm_w, size_t heads)
+{
+    const dims *d = &c->d;
+    const int qk = norm_w != SG_NO_OFFSET;
+    float *lin = qk ? pre : out; // (N, heads*D)
+    TRY(sg_linear_forward(lin, c->a.n1, cptr(c->p, w), cptr(c->p, b), d->N, d->H,
+                          heads * d->D));
+    if (qk) // RMSNorm over each head's D values
+        TRY(sg_rmsnorm_forward(out, rstd, pre, cptr(c->p, norm_w), d->N * heads, d->D,
+                               d->eps));
+    return sg_rope_forward(out, out, c->cos_tab, c->sin_tab, d->B, d->T, heads, d->D);
+}
+
+/* h = x + o_proj(attention(n1)), n1 = input_layernorm(x). */
+static int attn_forward(const layer_ctx *c, const float *x)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    TRY(sg_rmsnorm_forward(a->n1, a->rstd1, x, cptr(c->p, o->ln1), d->N, d->H, d->eps));
+    TRY(project_rope(c, a->q, a->qpre, a->rstdq, o->wq, o->bq, o->q_norm, d->Hq));
+    TRY(project_rope(c, a->k, a->kpre, a->rstdk, o->wk, o->bk, o->k_norm, d->Hkv));
+    TRY(sg_linear_forward(a->v, a->n1, cptr(c->p, o->wv), cptr(c->p, o->bv), d->N, d->H,
+                          d->KV));
+    TRY(sg_attention_forward(a->att, a->lse, a->q, a->k, a->v, d->B, d->T, d->Hq, d->Hkv,
+                             d->D, c->window));
+    TRY(sg_linear_forward(a->h, a->att, cptr(c->p, o->wo), cptr(c->p, o->bo), d->N, d->Q,
+                          d->H));
+    add_into(a->h, x, d->N * d->H); // residual
+    return 0;
+}
+
+/* y = h + down_proj(silu(gate_proj(n2)) * up_proj(n2)), n2 =
+ * post_attention_layernorm(h). y NULL (recompute): stops after what is saved. */
+static int mlp_forward(const layer_ctx *c, float *y, arena *s)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), d->N, d->H, d->eps));
+    TRY(sg_linear_forward(a->gate, a->n2, cptr(c->p, o->wg), NULL, d->N, d->H, d->F));
+    TRY(sg_linear_forward(a->up, a->n2, cptr(c->p, o->wu), NULL, d->N, d->H, d->F));
+    if (!y)
+        return 0;
+    float *act = carve(s, d->N * d->F); // (N, F)
+    if (!act)
+        return SG_EINVAL;
+    TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F));
+    TRY(sg_linear_forward(y, act, cptr(c->p, o->wd), NULL, d->N, d->F, d->H));
+    add_into(y, a->h, d->N * d->H); // residual
+    return 0;
+}
+
+static int layer_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io)
+{
+    if (!io->y && !io->saved)
+        return SG_EINVAL;
+    layer_ctx c;
+    TRY(layer_ctx_init(&c, m, unit, B, T, io));
+    sg_layer_saved_layout l;
+    sg_layer_saved_layout_get(m, c.d.N, &l);
+    arena s = arena_of(m, unit, B, T, io->scratch);
+    float *saved = io->saved ? io->saved : carve(&s, l.total); // checkpointing: in scratch
+    if (!saved)
+        return SG_EINVAL;
+    layer_act_at(&c.a, saved, &l, m->qk_norm);
+    TRY(attn_forward(&c, io->x));
+    return mlp_forward(&c, io->y, &s);
+}
+
+/* MLP half: dx = dh = dy + d(post_attention_layernorm)(d(mlp)(dy)). */
+static int mlp_backward(const layer_ctx *c, const float *dy, float *dx, float *g, arena *s)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    const size_t NF = d->N * d->F, NH = d->N * d->H;
+    float *act = carve(s, NF), *dact = carve(s, NF), *dup = carve(s, NF); // (N, F)
+    float *dn2 = carve(s, NH), *tmp = carve(s, NH);                       // (N, H)
+    if (!act || !dact || !dup || !dn2 || !tmp)
+        return SG_EINVAL;
+    TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F)); // recomputed, not saved
+    TRY(sg_linear_backward(dact, mptr(g, o->wd), NULL, dy, act, cptr(c->p, o->wd), d->N,
+                           d->F, d->H));
+    float *dgate = act; // act is dead: dgate takes its place
+    TRY(sg_swiglu_backward(dgate, dup, dact, a->gate, a->up, d->N, d->F));
+    TRY(sg_linear_backward(dn2, mptr(g, o->wg), NULL, dgate, a->n2, cptr(c->p, o->wg), d->N,
+                           d->H, d->F));
+    TRY(sg_linear_backward(tmp, mptr(g, o->wu), NULL, dup, a->n2, cptr(c->p, o->wu), d->N,
+                           d->H, d->F));
+    add_into(dn2, tmp, NH);
+    TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2,
+                            d->N, d->H));
+    add_into(dx, dy, NH); // residual
+    return 0;
+}
+
+/* d(rope(qk_norm(.))) in place on dqk (N, heads*D); returns the gradient of
+ * the projection's output: dqk itself, or dpre with QK-norm. */
+static const float *unrope(const layer_ctx *c, float *dqk, float *dpre, const float *pre,
+                           const float *rstd, float *g, size_t norm_w, size_t heads, int *rc)
+{
+    const dims *d = &c->d;
+    *rc = sg_rope_backward(dqk, dqk, c->cos_tab, c->sin_tab, d->B, d->T, heads, d->D);
+    if (*rc < 0 || norm_w == SG_NO_OFFSET)
+        return dqk;
+    *rc = sg_rmsnorm_backward(dpre, mptr(g, norm_w), dqk, pre, cptr(c->p, norm_w), rstd,
+                              d->N * heads, d->D);
+    return dpre;
+}
+
+/* dn1 (N, H) = gradient of n1 through q, k, v projections (summed in that order). */
+static int qkv_backward(const layer_ctx *c, float *dn1, float *tmp, const float *dq,
+                        const float *dk, const float *dv, float *g)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    TRY(sg_linear_backward(dn1, mptr(g, o->wq), mptr(g, o->bq), dq, a->n1, cptr(c->p, o->wq),
+                           d->N, d->H, d->Q));
+    TRY(sg_linear_backward(tmp, mptr(g, o->wk), mptr(g, o->bk), dk, a->n1,
+                           cptr(c->p, o->wk), d->N, d->H, d->KV));
+    add_into(dn1, tmp, d->N * d->H);
+    TRY(sg_linear_backward(tmp, mptr(g, o->wv), mptr(g, o->bv), dv, a->n1,
+                           cptr(c->p, o->wv), d->N, d->H, d->KV));
+    add_into(dn1, tmp, d->N * d->H);
+    return 0;
+}
+
+/* Attention half: dx holds dh on entry and dx = dh + d(input_layernorm)(...)
+ * on return. */
+static int attn_backward(const layer_ctx *c, const float *x, float *dx, float *g, arena *s)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    const size_t NQ = d->N * d->Q, NKV = d->N * d->KV, NH = d->N * d->H;
+    float *datt = carve(s, NQ), *dq = carve(s, NQ);           // (N, Q)
+    float *dk = carve(s, NKV), *dv = carve(s, NKV);           // (N, KV)
+    float *dkpre = a->kpre ? carve(s, NKV) : dk;              // (N, KV)
+    float *dn1 = carve(s, NH), *tmp = carve(s, NH);           // (N, H)
+    if (!datt || !dq || !dk || !dv || !dkpre || !dn1 || !tmp)
+        return SG_EINVAL;
+    TRY(sg_linear_backward(datt, mptr(g, o->wo), mptr(g, o->bo), dx, a->att,
+                           cptr(c->p, o->wo), d->N, d->Q, d->H));
+    TRY(sg_attention_backward(dq, dk, dv, datt, a->q, a->k, a->v, a->att, a->lse, d->B, d->T,
+                              d->Hq, d->Hkv, d->D, c->window));
+    int rc = 0;
+    float *dqpre = datt; // datt is dead: dq before QK-norm takes its place
+    const float *dqin = unrope(c, dq, dqpre, a->qpre, a->rstdq, g, o->q_norm, d->Hq, &rc);
+    TRY(rc);
+    const float *dkin = unrope(c, dk, dkpre, a->kpre, a->rstdk, g, o->k_norm, d->Hkv, &rc);
+    TRY(rc);
+    TRY(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g));
+    TRY(sg_rmsnorm_backward(tmp, mptr(g, o->ln1), dn1, x, cptr(c->p, o->ln1), a->rstd1,
+                            d->N, d->H));
+    add_into(dx, tmp, NH); // residual
+    return 0;
+}
+
+static int layer_backward(const sg_model *m, int unit, size_t B, size_t T,
+                          const sg_unit_io *io, const float *dy, float *dx, float *dparams)
+{
+    if (!io->saved || !dy || !dx || !dparams || dx == dy)
+        return SG_EINVAL;
+    layer_ctx c;
+    TRY(layer_ctx_init(&c, m, unit, B, T, io));
+    sg_layer_saved_layout l;
+    sg_layer_saved_layout_get(m, c.d.N, &l);
+    layer_act_at(&c.a, io->saved, &l, m->qk_norm);
+    arena s = arena_of(m, unit, B, T, io->scratch);
+    TRY(mlp_backward(&c, dy, dx, dparams, &s));
+    s.used = 0; // the attention half reuses the MLP half's scratch
+    return attn_backward(&c, io->x, dx, dparams, &s);
+}
+
+/* ---- head (unit L+1) -------------------------------------------------------------- */
+
+typedef struct head_ctx {
+    dims d;
+    sg_head_param_offsets o;
+    const float *norm_w, *W;   /* (H), (V, H): lm_head or the tied embedding */
+    float *n, *logits, *rstd, *lse;
+} head_ctx;
+
+static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
+                         const sg_unit_io *io, float *saved)
+{
+    if (!io->params || !io->x || !io->targets || !saved)
+        return SG_EINVAL;
+    if (m->tie_word_embeddings && !io->embed)
+        return SG_EINVAL;
+    TRY(sg_head_param_offsets_get(m, &c->o));
+    c->d = dims_of(m, B, T);
+    TRY(check_ids(io->targets, c->d.N, c->d.V, 1));
+    c->norm_w = io->params + c->o.norm;
+    c->W = m->tie_word_embeddings ? io->embed : io->params + c->o.lm_head;
+    sg_head_saved_layout l;
+    sg_head_saved_layout_get(m, c->d.N, &l);
+    c->n = saved + l.n;
+    c->logits = saved + l.logits;
+    c->rstd = saved + l.rstd;
+    c->lse = saved + l.lse;
+    return 0;
+}
+
+/* loss = mean cross-entropy(norm(x) @ W^T, targets). */
+static int head_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io)
+{
+    if (!io->saved && !io->loss)
+        return SG_EINVAL;
+    arena s = arena_of(m, unit, B, T, io->scratch);
+    sg_head_saved_layout l;
+    sg_head_saved_layout_get(m, B * T, &l);
+    float *saved = io->saved ? io->saved : carve(&s, l.total); // checkpointing: in scratch
+    head_ctx c;
+    TRY(head_ctx_init(&c, m, B, T, io, saved));
+    const dims *d = &c.d;
+    TRY(sg_rmsnorm_forward(c.n, c.rstd, io->x, c.norm_w, d->N, d->H, d->eps));
+    TRY(sg_linear_forward(c.logits, c.n, c.W, NULL, d->N, d->H, d->V)); // (N, V)
+    float loss;
+    int64_t count;
+    TRY(sg_cross_entropy_forward(&loss, &count, c.lse, c.logits, io->targets, d->N, d->V));
+    if (io->loss)
+        *io->loss = loss;
+    return 0;
+}
+
+static int64_t count_targets(const int32_t *targets, size_t N)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < N; i++)
+        n += targets[i] >= 0;
+    return n;
+}
+
+static int head_backward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io,
+                         float dloss, float *dx, float *dparams, float *dembed)
+{
+    if (!dx || !dparams || (m->tie_word_embeddings && !dembed))
+        return SG_EINVAL;
+    head_ctx c;
+    TRY(head_ctx_init(&c, m, B, T, io, io->saved));
+    const dims *d = &c.d;
+    arena s = arena_of(m, unit, B, T, io->scratch);
+    float *dlogits = carve(&s, d->N * d->V); // (N, V): saved logits stay read-only
+    float *dn = carve(&s, d->N * d->H);      // (N, H)
+    if (!dlogits || !dn)
+        return SG_EINVAL;
+    int64_t count = count_targets(io->targets, d->N);
+    TRY(sg_cross_entropy_backward(dlogits, c.logits, c.lse, io->targets, d->N, d->V, dloss,
+                                  count));
+    float *dW = m->tie_word_embeddings ? dembed : dparams + c.o.lm_head; // (V, H) +=
+    TRY(sg_linear_backward(dn, dW, NULL, dlogits, c.n, c.W, d->N, d->H, d->V));
+    return sg_rmsnorm_backward(dx, dparams + c.o.norm, dn, io->x, c.norm_w, c.rstd, d->N,
+                               d->H);
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+/* 0 embedding, 1 layer, 2 head; or a negative error code. */
+static int unit_kind(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io)
+{
+    if (!m || !io || B == 0 || T == 0 || unit < 0 || unit > m->num_layers + 1)
+        return SG_EINVAL;
+    if (unit == 0)
+        return 0;
+    if (unit > m->num_layers)
+        return 2;
+    int rc = sg_unit_check_model(m, NULL);
+    return rc < 0 ? rc : 1;
+}
+
+int sg_unit_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io)
+{
+    int kind = unit_kind(m, unit, B, T, io);
+    if (kind < 0)
+        return kind;
+    if (kind == 0) {
+        dims d = dims_of(m, B, T);
+        return embed_forward(&d, io);
+    }
+    return kind == 1 ? layer_forward(m, unit, B, T, io) : head_forward(m, unit, B, T, io);
+}
+
+int sg_unit_backward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io,
+                     const float *dy, float dloss, float *dx, float *dparams, float *dembed)
+{
+    int kind = unit_kind(m, unit, B, T, io);
+    if (kind < 0)
+        return kind;
+    if (kind == 0) {
+        dims d = dims_of(m, B, T);
+        return embed_backward(&d, io, dy, dparams);
+    }
+    if (kind == 1)
+        return layer_backward(m, unit, B, T, io, dy, dx, dparams);
+    return head_backward(m, unit, B, T, io, dloss, dx, dparams, dembed);
+}

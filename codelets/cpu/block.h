@@ -1,0 +1,155 @@
+/* block.h - forward and backward of one graph unit (the token embedding, a
+ * decoder layer, or the final norm + output head + loss), composed from the
+ * kernels of ops.h. fp32, one thread, no StarPU: the StarPU codelets of the
+ * forward, recompute and backward nodes call these.
+ *
+ * Units are those of models/model.h: 0 = embedding, 1..L = decoder layers
+ * (Hugging Face layer unit-1), L+1 = head. A unit's parameters are one flat
+ * fp32 vector: its tensors in sg_model_unit_tensors() order, concatenated
+ * (the order they are packed into optimizer sub-groups); its gradient has the
+ * same layout.
+ *
+ * A decoder layer follows Hugging Face's LlamaDecoderLayer / Qwen3DecoderLayer:
+ *   h = x + o_proj(attn(rope(qk_norm(q_proj(n1))), rope(qk_norm(k_proj(n1))), v_proj(n1)))
+ *   y = h + down_proj(silu(gate_proj(n2)) * up_proj(n2))
+ * with n1 = input_layernorm(x), n2 = post_attention_layernorm(h), optional
+ * q/k/v and o biases, QK-norm (Qwen3: RMSNorm over head_dim with q_norm /
+ * k_norm) and a sliding window where model->layer_attn says so (a query at
+ * t sees keys t - sliding_window + 1 .. t, as transformers'
+ * sliding_window_overlay). MoE layers and attention sinks are not supported
+ * (sg_unit_check_model says so).
+ *
+ * The head: n = norm(x); logits = n @ W^T (W = lm_head, or the embedding
+ * table when tied); loss = mean cross-entropy over the targets >= 0.
+ *
+ * Saved activations: the forward writes into `saved` what the backward
+ * needs (sg_unit_saved_floats; every float of it, layout below); with
+ * activation checkpointing the forward is called with saved == NULL and
+ * keeps them in its scratch, and the recompute node calls it again with
+ * y == NULL to fill `saved` only, bit-identical to a normal forward. The
+ * head has no y: it fills `saved` when given one and writes the loss when
+ * io->loss is set (at least one of the two). The embedding saves nothing;
+ * its forward with y == NULL does nothing. The backward reads `saved` only.
+ *
+ * Functions return 0 or a negative SG_E* code (SG_EINVAL for a token id or
+ * target out of range, checked before anything is written, or a missing
+ * buffer; SG_ENOTSUP for a layer of a model sg_unit_check_model refuses;
+ * SG_ENOMEM from a kernel's small buffer); they never print or exit.
+ */
+#ifndef SG_CODELETS_CPU_BLOCK_H
+#define SG_CODELETS_CPU_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/error.h"
+#include "models/model.h"
+
+/* Refuses, with a message naming the model and the feature, a model the unit
+ * functions cannot run (MoE, attention sinks, GPT-OSS). */
+int sg_unit_check_model(const sg_model *m, sg_error *err);
+
+/* Floats the forward of `unit` saves for its backward, for B sequences of T
+ * tokens (0 for the embedding). For a model sg_unit_check_model refuses (MoE:
+ * the step compiler still sizes its graph), an estimate of the same order. */
+size_t sg_unit_saved_floats(const sg_model *m, int unit, size_t B, size_t T);
+
+/* Floats of scratch memory sg_unit_forward and sg_unit_backward need for
+ * `unit` (the larger of the two; includes room for the saved activations
+ * when the forward is called with saved == NULL). */
+size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T);
+
+/* Rotary tables for positions 0..T-1 (built once per run) from
+ * model->rope_theta, without frequency scaling: sg_model keeps no
+ * rope_scaling fields (Llama 3.1's "llama3" scaling is not applied). */
+typedef struct sg_rope_cache {
+    size_t T, half;              /* positions, head_dim / 2 */
+    float *cos_tab, *sin_tab;    /* (T, half) */
+} sg_rope_cache;
+
+int sg_rope_cache_init(sg_rope_cache *rc, const sg_model *m, size_t T);
+void sg_rope_cache_free(sg_rope_cache *rc);
+
+/* Inputs and outputs of one unit for one micro-batch of B x T tokens. */
+typedef struct sg_unit_io {
+    const float *params;          /* the unit's flat parameters */
+    const float *embed;           /* tied head: the embedding table (V, H); else NULL */
+    const int32_t *tokens;        /* (B*T) input ids (embedding) */
+    const int32_t *targets;       /* (B*T) next-token ids, < 0 ignored (head) */
+    const float *x;               /* (B*T, H) input of a layer or of the head */
+    float *y;                     /* (B*T, H) output of the embedding or a layer; NULL:
+                                     recompute (fill `saved` only) */
+    float *loss;                  /* head: the mean loss (1 float) */
+    float *saved;                 /* sg_unit_saved_floats, or NULL (checkpointing) */
+    float *scratch;               /* sg_unit_scratch_floats */
+    const sg_rope_cache *rope;    /* layers */
+} sg_unit_io;
+
+int sg_unit_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io);
+
+/* Backward of one unit from the activations saved by its forward (io->saved,
+ * and io->x, io->tokens, io->targets, io->params, io->embed as in the
+ * forward):
+ * - dy (B*T, H): gradient of the unit's output (embedding, layers); for the
+ *   head, dloss is the gradient of io->loss (1 / accumulation steps, times
+ *   the fp16 loss scale) and dy is unused;
+ * - dx (B*T, H): gradient of the input x, WRITTEN (layers, head; NULL for the
+ *   embedding);
+ * - dparams (the unit's flat layout): ACCUMULATED (+=);
+ * - dembed (V, H): tied head only, the embedding gradient, ACCUMULATED.
+ * dx must not overlap dy, saved or scratch. For the head, the loss divisor is
+ * the number of targets >= 0 in io->targets (as the forward's mean). */
+int sg_unit_backward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io,
+                     const float *dy, float dloss, float *dx, float *dparams, float *dembed);
+
+/* ---- layouts (block_layout.c; used by block.c and the tests) -------------- */
+
+/* Where a unit's tensors sit in its flat parameter vector, in floats, found
+ * by walking sg_model_unit_tensors(); SG_NO_OFFSET for a tensor the model
+ * does not have (biases, QK-norm weights, the tied lm_head). */
+#define SG_NO_OFFSET ((size_t)-1)
+
+typedef struct sg_layer_param_offsets {
+    size_t ln1, wq, bq, wk, bk, wv, bv, wo, bo, q_norm, k_norm, ln2, wg, wu, wd;
+    size_t total;                /* floats of the unit */
+} sg_layer_param_offsets;
+
+typedef struct sg_head_param_offsets {
+    size_t norm, lm_head;        /* lm_head: SG_NO_OFFSET when tied */
+    size_t total;
+} sg_head_param_offsets;
+
+/* SG_EINVAL when `layer` (HF index) is out of range or a required tensor is
+ * missing from the list; SG_ENOTSUP for a model sg_unit_check_model refuses. */
+int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offsets *o);
+int sg_head_param_offsets_get(const sg_model *m, sg_head_param_offsets *o);
+
+/* A decoder layer's saved activations: offsets in floats from the start of
+ * `saved`, for N = B*T tokens, Q = heads*D, KV = kv_heads*D, F =
+ * intermediate_size. Big arrays first, then the per-row statistics, packed
+ * without gaps (every float of `saved` is written by the forward):
+ *   n1 (N, H)    input_layernorm(x)              h (N, H)   x + o_proj(att)
+ *   n2 (N, H)    post_attention_layernorm(h)
+ *   q (N, Q), k (N, KV)  after QK-norm and rope  v (N, KV)
+ *   att (N, Q)   attention output (o_proj input)
+ *   gate, up (N, F)  MLP projections (silu(gate) * up is recomputed)
+ *   qpre (N, Q), kpre (N, KV)  q, k before QK-norm (qk_norm only, else 0 long)
+ *   rstd1, rstd2 (N)  the two norms' 1/rms       lse (B, Hq, T) attention
+ *   rstdq (N*Hq), rstdk (N*Hkv)  QK-norm 1/rms (qk_norm only) */
+typedef struct sg_layer_saved_layout {
+    size_t n1, h, n2, q, k, v, att, gate, up, qpre, kpre;
+    size_t rstd1, rstd2, lse, rstdq, rstdk;
+    size_t total;
+} sg_layer_saved_layout;
+
+/* The head's saved activations:
+ *   n (N, H) = norm(x), logits (N, V), rstd (N), lse (N) of the logits. */
+typedef struct sg_head_saved_layout {
+    size_t n, logits, rstd, lse;
+    size_t total;
+} sg_head_saved_layout;
+
+void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layout *l);
+void sg_head_saved_layout_get(const sg_model *m, size_t N, sg_head_saved_layout *l);
+
+#endif /* SG_CODELETS_CPU_BLOCK_H */

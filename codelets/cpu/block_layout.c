@@ -1,0 +1,265 @@
+/* block_layout.c - sizes and layouts of the unit functions of block.h: which
+ * models they run, where each tensor sits in a unit's flat parameters, where
+ * each saved activation sits in `saved`, and how much scratch they need.
+ *
+ * No BLAS here: this file is part of libsgcore, which the step compiler links
+ * to size its buffers, also for models the CPU kernels cannot run.
+ */
+#include "codelets/cpu/block.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Tensors of a dense layer: 4 norms, 7 projections, 4 biases. */
+#define LAYER_TENSORS_MAX 16
+
+/* ---- which models ------------------------------------------------------- */
+
+int sg_unit_check_model(const sg_model *m, sg_error *err)
+{
+    if (!m)
+        return sg_error_set(err, SG_EINVAL, "unit kernels: no model");
+    if (m->arch == SG_ARCH_GPT_OSS)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: architecture %s (MoE, attention "
+                            "sinks) is not supported by the CPU unit kernels", m->name,
+                            sg_arch_name(m->arch));
+    if (m->num_experts > 0)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: mixture of experts (num_experts "
+                            "%lld) is not supported by the CPU unit kernels", m->name,
+                            (long long)m->num_experts);
+    if (m->attention_sinks)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: attention sinks are not "
+                            "supported by the CPU unit kernels", m->name);
+    if (m->head_dim <= 0 || m->head_dim % 2)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: head_dim %lld is not even "
+                            "(rotary embedding pairs its halves)", m->name,
+                            (long long)m->head_dim);
+    if (m->intermediate_size <= 0)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: no dense MLP (intermediate_size "
+                            "%lld)", m->name, (long long)m->intermediate_size);
+    return 0;
+}
+
+/* ---- parameter offsets ---------------------------------------------------- */
+
+/* Offset of the tensor whose name ends in `suffix`, or SG_NO_OFFSET. */
+static size_t find_offset(const sg_tensor_info *t, int n, const char *suffix)
+{
+    size_t off = 0, ls = strlen(suffix);
+    for (int i = 0; i < n; i++) {
+        size_t ln = strlen(t[i].name);
+        if (ln >= ls && strcmp(t[i].name + ln - ls, suffix) == 0)
+            return off;
+        off += (size_t)t[i].numel;
+    }
+    return SG_NO_OFFSET;
+}
+
+static size_t total_floats(const sg_tensor_info *t, int n)
+{
+    size_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += (size_t)t[i].numel;
+    return s;
+}
+
+int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offsets *o)
+{
+    int rc = sg_unit_check_model(m, NULL);
+    if (rc < 0)
+        return rc;
+    if (layer < 0 || layer >= m->num_layers)
+        return SG_EINVAL;
+    sg_tensor_info t[LAYER_TENSORS_MAX];
+    int n = sg_model_unit_tensors(m, layer + 1, t, LAYER_TENSORS_MAX);
+    if (n < 0)
+        return n;
+    o->ln1 = find_offset(t, n, ".input_layernorm.weight");
+    o->wq = find_offset(t, n, ".self_attn.q_proj.weight");
+    o->bq = find_offset(t, n, ".self_attn.q_proj.bias");
+    o->wk = find_offset(t, n, ".self_attn.k_proj.weight");
+    o->bk = find_offset(t, n, ".self_attn.k_proj.bias");
+    o->wv = find_offset(t, n, ".self_attn.v_proj.weight");
+    o->bv = find_offset(t, n, ".self_attn.v_proj.bias");
+    o->wo = find_offset(t, n, ".self_attn.o_proj.weight");
+    o->bo = find_offset(t, n, ".self_attn.o_proj.bias");
+    o->q_norm = find_offset(t, n, ".self_attn.q_norm.weight");
+    o->k_norm = find_offset(t, n, ".self_attn.k_norm.weight");
+    o->ln2 = find_offset(t, n, ".post_attention_layernorm.weight");
+    o->wg = find_offset(t, n, ".mlp.gate_proj.weight");
+    o->wu = find_offset(t, n, ".mlp.up_proj.weight");
+    o->wd = find_offset(t, n, ".mlp.down_proj.weight");
+    o->total = total_floats(t, n);
+    const size_t need[] = {o->ln1, o->wq, o->wk, o->wv, o->wo, o->ln2, o->wg, o->wu, o->wd};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (need[i] == SG_NO_OFFSET)
+            return SG_EINVAL;
+    if (m->qk_norm && (o->q_norm == SG_NO_OFFSET || o->k_norm == SG_NO_OFFSET))
+        return SG_EINVAL;
+    return 0;
+}
+
+int sg_head_param_offsets_get(const sg_model *m, sg_head_param_offsets *o)
+{
+    if (!m)
+        return SG_EINVAL;
+    sg_tensor_info t[2];
+    int n = sg_model_unit_tensors(m, (int)m->num_layers + 1, t, 2);
+    if (n < 0)
+        return n;
+    o->norm = find_offset(t, n, "model.norm.weight");
+    o->lm_head = find_offset(t, n, "lm_head.weight");
+    o->total = total_floats(t, n);
+    if (o->norm == SG_NO_OFFSET || (!m->tie_word_embeddings && o->lm_head == SG_NO_OFFSET))
+        return SG_EINVAL;
+    return 0;
+}
+
+/* ---- saved activations ------------------------------------------------- */
+
+/* Returns the offset of a region of n floats and moves *at past it. */
+static size_t take(size_t *at, size_t n)
+{
+    size_t off = *at;
+    *at += n;
+    return off;
+}
+
+void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layout *l)
+{
+    const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
+    const size_t Hq = (size_t)m->num_heads, Hkv = (size_t)m->num_kv_heads;
+    const size_t Q = Hq * D, KV = Hkv * D, F = (size_t)m->intermediate_size;
+    const size_t qk = m->qk_norm ? 1 : 0;
+    size_t at = 0;
+    l->n1 = take(&at, N * H);
+    l->h = take(&at, N * H);
+    l->n2 = take(&at, N * H);
+    l->q = take(&at, N * Q);
+    l->k = take(&at, N * KV);
+    l->v = take(&at, N * KV);
+    l->att = take(&at, N * Q);
+    l->gate = take(&at, N * F);
+    l->up = take(&at, N * F);
+    l->qpre = take(&at, qk * N * Q);
+    l->kpre = take(&at, qk * N * KV);
+    l->rstd1 = take(&at, N);
+    l->rstd2 = take(&at, N);
+    l->lse = take(&at, N * Hq);
+    l->rstdq = take(&at, qk * N * Hq);
+    l->rstdk = take(&at, qk * N * Hkv);
+    l->total = at;
+}
+
+void sg_head_saved_layout_get(const sg_model *m, size_t N, sg_head_saved_layout *l)
+{
+    const size_t H = (size_t)m->hidden_size, V = (size_t)m->vocab_size;
+    size_t at = 0;
+    l->n = take(&at, N * H);
+    l->logits = take(&at, N * V);
+    l->rstd = take(&at, N);
+    l->lse = take(&at, N);
+    l->total = at;
+}
+
+/* Width of the MLP a token goes through: top-k experts for MoE. */
+static size_t active_mlp_width(const sg_model *m)
+{
+    return m->num_experts > 0
+               ? (size_t)m->experts_per_token * (size_t)m->moe_intermediate_size
+               : (size_t)m->intermediate_size;
+}
+
+/* Per token, for a layer sg_unit_check_model refuses (MoE): four H-wide
+ * activations (n1, h, n2, the router input), q and the attention output, k
+ * and v, three MLP-wide ones per active expert width (gate, up, their
+ * product) and the router logits. Only an estimate for the step compiler's
+ * buffer sizes: no kernel runs these layers. */
+static size_t estimate_layer_per_token(const sg_model *m)
+{
+    const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
+    const size_t Q = (size_t)m->num_heads * D, KV = (size_t)m->num_kv_heads * D;
+    return 4 * H + 2 * Q + 2 * KV + 3 * active_mlp_width(m) + (size_t)m->num_experts;
+}
+
+static int unit_kind(const sg_model *m, int unit) /* 0 embed, 1 layer, 2 head, -1 bad */
+{
+    if (!m || unit < 0 || unit > m->num_layers + 1)
+        return -1;
+    return unit == 0 ? 0 : unit <= m->num_layers ? 1 : 2;
+}
+
+size_t sg_unit_saved_floats(const sg_model *m, int unit, size_t B, size_t T)
+{
+    const size_t N = B * T;
+    switch (unit_kind(m, unit)) {
+    case 1:
+        if (sg_unit_check_model(m, NULL))
+            return N * estimate_layer_per_token(m);
+        sg_layer_saved_layout l;
+        sg_layer_saved_layout_get(m, N, &l);
+        return l.total;
+    case 2: {
+        sg_head_saved_layout h;
+        sg_head_saved_layout_get(m, N, &h);
+        return h.total;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* ---- scratch ------------------------------------------------------------- */
+/* block.c carves its scratch in the order written here; it checks every
+ * region against sg_unit_scratch_floats, so a mismatch is an error there,
+ * never an overrun. */
+
+/* Forward: the saved activations (when saved == NULL), then
+ * act = silu(gate) * up (N, F). */
+static size_t layer_forward_scratch(const sg_model *m, size_t N)
+{
+    sg_layer_saved_layout l;
+    sg_layer_saved_layout_get(m, N, &l);
+    return l.total + N * (size_t)m->intermediate_size;
+}
+
+/* Backward, two phases sharing the same space:
+ *   MLP:       act/dgate, dact, dup (N, F); dn2, tmp (N, H)
+ *   attention: datt/dqpre, dq (N, Q); dk, dv, dkpre (N, KV); dn1, tmp (N, H) */
+static size_t layer_backward_scratch(const sg_model *m, size_t N)
+{
+    const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
+    const size_t Q = (size_t)m->num_heads * D, KV = (size_t)m->num_kv_heads * D;
+    const size_t F = (size_t)m->intermediate_size;
+    size_t mlp = 3 * N * F + 2 * N * H;
+    size_t attn = 2 * N * Q + (m->qk_norm ? 3 : 2) * N * KV + 2 * N * H;
+    return mlp > attn ? mlp : attn;
+}
+
+/* Forward: the saved activations (when saved == NULL). Backward: dlogits
+ * (N, V), dn (N, H). */
+static size_t head_scratch(const sg_model *m, size_t N)
+{
+    sg_head_saved_layout h;
+    sg_head_saved_layout_get(m, N, &h);
+    size_t bwd = N * (size_t)m->vocab_size + N * (size_t)m->hidden_size;
+    return h.total > bwd ? h.total : bwd;
+}
+
+size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T)
+{
+    const size_t N = B * T;
+    switch (unit_kind(m, unit)) {
+    case 1: {
+        if (sg_unit_check_model(m, NULL)) /* estimate: saved + MLP backward */
+            return N * (estimate_layer_per_token(m) + 3 * active_mlp_width(m) +
+                        2 * (size_t)m->hidden_size);
+        size_t f = layer_forward_scratch(m, N), b = layer_backward_scratch(m, N);
+        return f > b ? f : b;
+    }
+    case 2:
+        return head_scratch(m, N);
+    default:
+        return 0;
+    }
+}

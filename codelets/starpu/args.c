@@ -1,0 +1,175 @@
+/* args.c - slot lookup, fp32 views and scratch for the codelets. */
+#include "codelets/starpu/args.h"
+
+#include <starpu.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codelets/cpu/ops.h"
+
+const sg_buffer *sg_arg_buffer(const sg_task_ctx *c, int slot)
+{
+    return &c->shared->graph->buffers[c->slot_buffer[slot]];
+}
+
+void *sg_arg_ptr(void *buffers[], int slot)
+{
+    return (void *)STARPU_VECTOR_GET_PTR(buffers[slot]);
+}
+
+int sg_arg_write_only(const sg_task_ctx *c, int slot)
+{
+    return c->slot_mode[slot] == SG_W;
+}
+
+int sg_arg_find(const sg_task_ctx *c, sg_buf_role role, int unit)
+{
+    for (int i = 0; i < c->nslots; i++) {
+        const sg_buffer *b = sg_arg_buffer(c, i);
+        if (b->role == role && (unit < -1 || b->unit == unit))
+            return i;
+    }
+    return -1;
+}
+
+static int has_role(const sg_buffer *b, const sg_buf_role *roles, int nroles)
+{
+    for (int r = 0; r < nroles; r++)
+        if (b->role == roles[r])
+            return 1;
+    return 0;
+}
+
+int sg_arg_collect(const sg_task_ctx *c, const sg_buf_role *roles, int nroles, int unit,
+                   int by_subgroup, int *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < c->nslots && n < cap; i++) {
+        const sg_buffer *b = sg_arg_buffer(c, i);
+        if (!has_role(b, roles, nroles) || (unit >= -1 && b->unit != unit))
+            continue;
+        /* insertion sort by offset: a handful of slots */
+        int64_t key = by_subgroup ? b->subgroup_offset : b->unit_offset;
+        int j = n++;
+        while (j > 0) {
+            const sg_buffer *p = sg_arg_buffer(c, out[j - 1]);
+            int64_t pk = by_subgroup ? p->subgroup_offset : p->unit_offset;
+            if (pk <= key)
+                break;
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = i;
+    }
+    return n;
+}
+
+void sg_f32_load(float *dst, const void *raw, sg_dtype dt, size_t n)
+{
+    if (dt == SG_BF16)
+        sg_cast_bf16_to_f32(dst, raw, n);
+    else if (dt == SG_F16)
+        sg_cast_f16_to_f32(dst, raw, n);
+    else
+        memcpy(dst, raw, n * sizeof(float));
+}
+
+void sg_f32_store(void *raw, sg_dtype dt, const float *src, size_t n)
+{
+    if (dt == SG_BF16)
+        sg_cast_f32_to_bf16(raw, src, n);
+    else if (dt == SG_F16)
+        sg_cast_f32_to_f16(raw, src, n);
+    else
+        memcpy(raw, src, n * sizeof(float));
+}
+
+int sg_f32_view_open(sg_f32_view *v, void *raw, sg_dtype dt, size_t n, int load)
+{
+    v->raw = raw;
+    v->dt = dt;
+    v->n = n;
+    v->owned = dt != SG_F32;
+    if (!v->owned) {
+        v->p = raw;
+        return SG_OK;
+    }
+    v->p = malloc((n ? n : 1) * sizeof(float));
+    if (!v->p)
+        return SG_ENOMEM;
+    if (load)
+        sg_f32_load(v->p, raw, dt, n);
+    return SG_OK;
+}
+
+void sg_f32_view_close(sg_f32_view *v, int store)
+{
+    if (v->owned) {
+        if (store)
+            sg_f32_store(v->raw, v->dt, v->p, v->n);
+        free(v->p);
+    }
+    v->p = NULL;
+    v->owned = 0;
+}
+
+#define MAX_PIECES 4096
+
+const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, float **copy)
+{
+    static const sg_buf_role whole[] = {SG_BUF_GATHERED, SG_BUF_PARAM_FULL};
+    static const sg_buf_role piece = SG_BUF_PARAM_PIECE;
+    int slots[MAX_PIECES];
+    *copy = NULL;
+    /* a gathered or full buffer holds the whole unit; pieces a part each */
+    int n = sg_arg_collect(c, whole, 2, unit, 0, slots, 1);
+    if (n == 0)
+        n = sg_arg_collect(c, &piece, 1, unit, 0, slots, MAX_PIECES);
+    if (n == 0)
+        return NULL;
+    if (n == 1 && sg_arg_buffer(c, slots[0])->dtype == SG_F32)
+        return sg_arg_ptr(buffers, slots[0]);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += sg_arg_buffer(c, slots[i])->elems;
+    float *p = malloc((size_t)total * sizeof(float));
+    if (!p)
+        return NULL;
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const sg_buffer *b = sg_arg_buffer(c, slots[i]);
+        sg_f32_load(p + off, sg_arg_ptr(buffers, slots[i]), b->dtype, (size_t)b->elems);
+        off += b->elems;
+    }
+    *copy = p;
+    return p;
+}
+
+static _Thread_local float *scratch_mem;
+static _Thread_local size_t scratch_cap;
+
+float *sg_scratch(size_t n)
+{
+    if (n == 0)
+        n = 16;
+    if (n <= scratch_cap)
+        return scratch_mem;
+    float *p = NULL;
+    if (posix_memalign((void **)&p, 64, n * sizeof(float)))
+        return NULL;
+    free(scratch_mem);
+    scratch_mem = p;
+    scratch_cap = n;
+    return p;
+}
+
+void sg_task_fail(const sg_task_ctx *c, int code, const char *what)
+{
+    int expected = 0;
+    sg_exec_shared *sh = c->shared;
+    if (__atomic_compare_exchange_n(&sh->failed, &expected, code ? code : SG_EINVAL, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        snprintf(sh->fail_msg, sizeof sh->fail_msg, "task %s: %s",
+                 sh->graph->nodes[c->node].name, what);
+}

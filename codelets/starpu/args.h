@@ -1,0 +1,61 @@
+/* args.h - binding a task's StarPU buffers to a codelet's arguments.
+ *
+ * Slots are found by buffer role (graph/ir.h) and unit; data in the compute
+ * dtype (bf16/fp16) is seen through fp32 views: the CPU math is fp32, the
+ * storage is what the config asks for.
+ */
+#ifndef SG_CODELET_ARGS_H
+#define SG_CODELET_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codelets/starpu/task_ctx.h"
+
+/* First slot holding a buffer of `role` for `unit` (unit < -1: any unit), or -1. */
+int sg_arg_find(const sg_task_ctx *c, sg_buf_role role, int unit);
+
+/* Slots whose buffer has one of the roles (nroles of them) and `unit` (any
+ * unit when unit < -1), sorted by offset (unit_offset, or subgroup_offset
+ * when by_subgroup). Returns how many (at most cap). */
+int sg_arg_collect(const sg_task_ctx *c, const sg_buf_role *roles, int nroles, int unit,
+                   int by_subgroup, int *out, int cap);
+
+const sg_buffer *sg_arg_buffer(const sg_task_ctx *c, int slot);
+void *sg_arg_ptr(void *buffers[], int slot);
+/* 1 if the task writes the slot without reading it (the content is to be replaced). */
+int sg_arg_write_only(const sg_task_ctx *c, int slot);
+
+/* An fp32 view of n elements stored as dtype dt. */
+typedef struct sg_f32_view {
+    float *p;            /* the data itself (fp32 storage) or a converted copy */
+    void *raw;
+    sg_dtype dt;
+    size_t n;
+    int owned;
+} sg_f32_view;
+
+/* Opens a view; load = 1 converts the current contents (reads), 0 leaves the
+ * copy uninitialised (write-only). SG_ENOMEM on allocation failure. */
+int sg_f32_view_open(sg_f32_view *v, void *raw, sg_dtype dt, size_t n, int load);
+/* store = 1 converts the copy back into the storage (writes). Frees the copy. */
+void sg_f32_view_close(sg_f32_view *v, int store);
+/* Converts n floats to dtype dt into raw (or copies when dt is fp32). */
+void sg_f32_store(void *raw, sg_dtype dt, const float *src, size_t n);
+/* Converts n elements of dtype dt at raw into dst (fp32). */
+void sg_f32_load(float *dst, const void *raw, sg_dtype dt, size_t n);
+
+/* A unit's flat fp32 parameters from the slots holding them (pieces, the
+ * gathered or the full buffer): the storage itself when it is one fp32
+ * buffer, else a converted, concatenated copy in *copy (free it). NULL when
+ * the task has no parameter slot for the unit. */
+const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, float **copy);
+
+/* Per-thread scratch of at least n floats (reused across tasks; a worker
+ * runs one task at a time). NULL on allocation failure. */
+float *sg_scratch(size_t n);
+
+/* Marks the task as failed: the trainer reports msg after the step. */
+void sg_task_fail(const sg_task_ctx *c, int code, const char *what);
+
+#endif /* SG_CODELET_ARGS_H */

@@ -1,0 +1,60 @@
+/* task_ctx.h - what a stepgraph codelet receives besides its buffers.
+ *
+ * Every task carries (as its cl_arg, not copied) a pointer to the sg_task_ctx
+ * of its graph node: the node, the IR buffer behind each of its StarPU buffer
+ * slots, and the run-wide sg_exec_shared state (model, step settings, the
+ * hyper-parameters of the current optimizer step). Codelets find their
+ * arguments by buffer role (graph/ir.h), so they do not depend on the order
+ * the compiler listed the accesses in.
+ */
+#ifndef SG_TASK_CTX_H
+#define SG_TASK_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codelets/cpu/adam.h"
+#include "codelets/cpu/block.h"
+#include "graph/compile.h"
+#include "graph/ir.h"
+#include "models/model.h"
+#include "runtime/loss_scaler.h"
+
+/* Settings of the optimizer step being run; written by the trainer between
+ * steps (never while tasks run). */
+typedef struct sg_step_params {
+    sg_adam_params adam;           /* lr of this step included */
+    int64_t t;                     /* Adam step number (1 for the first update) */
+    double clip;                   /* gradient_clipping, 0 = off */
+} sg_step_params;
+
+/* When and where a task ran (StarPU's profiling clock, microseconds). */
+typedef struct sg_task_record {
+    int worker;                    /* StarPU worker id, -1 if it did not run */
+    double start_us, end_us;
+} sg_task_record;
+
+typedef struct sg_exec_shared {
+    const sg_model *model;
+    const sg_step_spec *spec;
+    const sg_graph *graph;
+    sg_rope_cache rope;
+    sg_step_params step;
+    sg_loss_scaler *scaler;        /* fp16: updated by the loss-scale task */
+    /* outcome of the step, written by tasks, read by the trainer after it */
+    int adam_skipped;              /* an overflow made the optimizer skip */
+    int rollbacks;                 /* SuperOffload sub-groups rolled back and redone */
+    sg_task_record *records;       /* per node, for the last step */
+    int failed;                    /* first failing task's code (set atomically) */
+    char fail_msg[256];            /* and its message */
+} sg_exec_shared;
+
+typedef struct sg_task_ctx {
+    sg_exec_shared *shared;
+    int node;                      /* index in graph->nodes */
+    int nslots;                    /* StarPU buffers of the task */
+    int *slot_buffer;              /* IR buffer of each slot (accesses merged per buffer) */
+    sg_access_mode *slot_mode;
+} sg_task_ctx;
+
+#endif /* SG_TASK_CTX_H */

@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""PyTorch reference for tests/test_block.c: a whole decoder-only model
+(embedding, Llama / Qwen3 decoder layers, final norm, head, cross-entropy),
+written with plain torch ops after Hugging Face's modeling_llama.py and
+modeling_qwen3.py (transformers is not needed).
+
+Usage: torch_model_ref.py DIR [DIR ...]
+
+Each DIR holds what the C test wrote (raw little-endian files):
+  model.txt    "key value" lines: sizes, eps, theta, flags, B, T, dtype and
+               "sliding L" for each sliding-window layer L (HF index)
+  tensors.txt  "name numel" per parameter tensor, in the order of params.f32
+  params.f32   every parameter tensor, concatenated (fp32)
+  tokens.i32, targets.i32   (B*T); a negative target is ignored
+and receives, computed in `dtype` (float64 unless model.txt says float32)
+with autograd:
+  loss.f64     the mean cross-entropy over the non-ignored targets
+  grads.f64    d loss / d parameter, concatenated in the order of params.f32
+  hidden.f64   the output of each unit but the head: embedding, layers 1..L,
+               (L+1, B*T, H)
+  dhidden.f64  d loss / d each of those outputs, same shape
+Prints nothing on stdout (the caller's stdout is TAP).
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+
+def read_args(d):
+    args, sliding = {}, set()
+    with open(os.path.join(d, "model.txt")) as f:
+        for line in f:
+            k, v = line.split()
+            if k == "sliding":
+                sliding.add(int(v))
+            else:
+                args[k] = v
+    return args, sliding
+
+
+def read_params(d, dtype):
+    names, sizes = [], []
+    with open(os.path.join(d, "tensors.txt")) as f:
+        for line in f:
+            name, numel = line.split()
+            names.append(name)
+            sizes.append(int(numel))
+    flat = np.fromfile(os.path.join(d, "params.f32"), dtype="<f4")
+    if flat.size != sum(sizes):
+        raise ValueError(f"{d}: params.f32 has {flat.size} floats, tensors.txt {sum(sizes)}")
+    params, at = {}, 0
+    for name, n in zip(names, sizes):
+        t = torch.from_numpy(flat[at:at + n].astype(np.float64)).to(dtype)
+        params[name] = t.requires_grad_(True)
+        at += n
+    return names, params
+
+
+def rms_norm(x, w, eps):
+    # LlamaRMSNorm / Qwen3RMSNorm
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return w * (x * torch.rsqrt(variance + eps))
+
+
+def rope_tables(T, D, theta, dtype):
+    # inv_freq = theta^(-2i/D); HF duplicates the half tables: emb = cat(f, f)
+    inv = theta ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    emb = np.concatenate([ang, ang], axis=-1)                  # (T, D)
+    return (torch.from_numpy(np.cos(emb)).to(dtype), torch.from_numpy(np.sin(emb)).to(dtype))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x, cos, sin):  # x (B, heads, T, D), cos/sin (T, D)
+    return x * cos + rotate_half(x) * sin
+
+
+def attention(q, k, v, window):
+    # eager_attention_forward: q (B, Hq, T, D), k, v (B, Hkv, T, D)
+    B, Hq, T, D = q.shape
+    rep = Hq // k.shape[1]
+    k = k.repeat_interleave(rep, dim=1)                        # repeat_kv
+    v = v.repeat_interleave(rep, dim=1)
+    s = (q @ k.transpose(2, 3)) * D ** -0.5                    # (B, Hq, T, T)
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    allowed = j <= i
+    if window > 0:  # transformers' sliding_window_overlay: kv_idx > q_idx - window
+        allowed = allowed & (j > i - window)
+    s = s.masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return (p @ v).transpose(1, 2).reshape(B, T, Hq * D)
+
+
+class Model:
+    def __init__(self, args, sliding, params):
+        g = lambda k: int(args[k])
+        self.H, self.L, self.Hq, self.Hkv = g("H"), g("L"), g("Hq"), g("Hkv")
+        self.D, self.F, self.V = g("D"), g("F"), g("V")
+        self.B, self.T = g("B"), g("T")
+        self.tie, self.qk_norm = g("tie"), g("qk_norm")
+        self.window = g("window")
+        self.eps, self.theta = float(args["eps"]), float(args["theta"])
+        self.sliding = sliding
+        self.p = params
+
+    def w(self, name):
+        return self.p.get(name)
+
+    def linear(self, x, prefix):
+        y = x @ self.w(prefix + ".weight").view(-1, x.shape[-1]).t()
+        b = self.w(prefix + ".bias")
+        return y + b if b is not None else y
+
+    def layer(self, x, l, cos, sin):
+        B, T, D = self.B, self.T, self.D
+        pre = f"model.layers.{l}."
+        n1 = rms_norm(x, self.w(pre + "input_layernorm.weight"), self.eps)
+        q = self.linear(n1, pre + "self_attn.q_proj").view(B, T, self.Hq, D)
+        k = self.linear(n1, pre + "self_attn.k_proj").view(B, T, self.Hkv, D)
+        v = self.linear(n1, pre + "self_attn.v_proj").view(B, T, self.Hkv, D)
+        if self.qk_norm:  # Qwen3: over head_dim, before rope
+            q = rms_norm(q, self.w(pre + "self_attn.q_norm.weight"), self.eps)
+            k = rms_norm(k, self.w(pre + "self_attn.k_norm.weight"), self.eps)
+        q = apply_rope(q.transpose(1, 2), cos, sin)
+        k = apply_rope(k.transpose(1, 2), cos, sin)
+        window = self.window if l in self.sliding else 0
+        att = attention(q, k, v.transpose(1, 2), window)
+        h = x + self.linear(att, pre + "self_attn.o_proj")
+        n2 = rms_norm(h, self.w(pre + "post_attention_layernorm.weight"), self.eps)
+        gate = self.linear(n2, pre + "mlp.gate_proj")
+        up = self.linear(n2, pre + "mlp.up_proj")
+        return h + self.linear(torch.nn.functional.silu(gate) * up, pre + "mlp.down_proj")
+
+    def forward(self, tokens, targets, dtype):
+        table = self.w("model.embed_tokens.weight").view(self.V, self.H)
+        x = table[tokens].view(self.B, self.T, self.H)
+        hidden = [x]
+        cos, sin = rope_tables(self.T, self.D, self.theta, dtype)
+        for l in range(self.L):
+            x = self.layer(x, l, cos, sin)
+            hidden.append(x)
+        for h in hidden:
+            h.retain_grad()
+        n = rms_norm(x, self.w("model.norm.weight"), self.eps)
+        W = table if self.tie else self.w("lm_head.weight").view(self.V, self.H)
+        logits = (n @ W.t()).view(-1, self.V)
+        loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-100)
+        return loss, hidden
+
+
+def save(d, name, a):
+    np.ascontiguousarray(a, dtype="<f8").tofile(os.path.join(d, name))
+
+
+def run(d):
+    args, sliding = read_args(d)
+    dtype = torch.float32 if args.get("dtype") == "float32" else torch.float64
+    names, params = read_params(d, dtype)
+    tokens = torch.from_numpy(np.fromfile(os.path.join(d, "tokens.i32"), dtype="<i4")
+                              .astype(np.int64))
+    targets = np.fromfile(os.path.join(d, "targets.i32"), dtype="<i4").astype(np.int64)
+    targets = torch.from_numpy(np.where(targets < 0, -100, targets))  # HF's ignore index
+    model = Model(args, sliding, params)
+    loss, hidden = model.forward(tokens, targets, dtype)
+    loss.backward()
+    save(d, "loss.f64", [loss.item()])
+    save(d, "grads.f64", np.concatenate([params[n].grad.double().numpy().ravel()
+                                         for n in names]))
+    save(d, "hidden.f64", np.stack([h.detach().double().numpy() for h in hidden]))
+    save(d, "dhidden.f64", np.stack([h.grad.double().numpy() for h in hidden]))
+
+
+def main(argv):
+    torch.set_num_threads(1)
+    for d in argv[1:]:
+        run(d)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
