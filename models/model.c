@@ -465,9 +465,16 @@ static int check_keys(parser *ps)
     return 0;
 }
 
-/* rope_scaling is informative here (the graph does not depend on it), so it
- * is checked loosely: an object whose usual fields have sane types. */
-static int check_rope_scaling(parser *ps)
+static double num_or(const cJSON *o, const char *key, double dflt)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(t) ? t->valuedouble : dflt;
+}
+
+/* rope_scaling: an object whose usual fields have sane types; the "llama3"
+ * type's fields are kept (the executor applies them), another type is
+ * recorded as -1 (the graph does not depend on it; execution refuses it). */
+static int check_rope_scaling(parser *ps, sg_model *m)
 {
     const cJSON *rs = get(ps, "rope_scaling");
     if (!rs)
@@ -494,6 +501,16 @@ static int check_rope_scaling(parser *ps)
             return bad_value(ps, key, t, "is not a positive number");
         }
     }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!type)
+        type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (type && strcmp(type->valuestring, "default") == 0)
+        return 0;
+    m->rope_scaling = type && strcmp(type->valuestring, "llama3") == 0 ? 1 : -1;
+    m->rope_factor = num_or(rs, "factor", 8.0);
+    m->rope_low_freq_factor = num_or(rs, "low_freq_factor", 1.0);
+    m->rope_high_freq_factor = num_or(rs, "high_freq_factor", 4.0);
+    m->rope_original_max_pos = num_or(rs, "original_max_position_embeddings", 8192.0);
     return 0;
 }
 
@@ -703,7 +720,7 @@ static int parse_root(parser *ps, sg_model *m)
     if ((rc = get_bool(ps, "tie_word_embeddings", 0, &m->tie_word_embeddings)) < 0 ||
         (rc = get_positive_number(ps, "rms_norm_eps", &m->rms_norm_eps)) < 0 ||
         (rc = get_positive_number(ps, "rope_theta", &m->rope_theta)) < 0 ||
-        (rc = check_rope_scaling(ps)) < 0)
+        (rc = check_rope_scaling(ps, m)) < 0)
         return rc;
     if (m->rms_norm_eps >= 1.0)
         return bad_value(ps, "rms_norm_eps", get(ps, "rms_norm_eps"),

@@ -223,7 +223,7 @@ int sg_metrics_open(sg_metrics *m, const char *path, sg_error *err)
 static void json_num(FILE *fp, const char *key, double v)
 {
     if (isfinite(v))
-        fprintf(fp, "\"%s\":%.10g", key, v);
+        fprintf(fp, "\"%s\":%.17g", key, v);
     else
         fprintf(fp, "\"%s\":null", key);
 }

@@ -32,7 +32,12 @@ int sg_rope_cache_init(sg_rope_cache *rc, const sg_model *m, size_t T)
     const size_t D = (size_t)m->head_dim, half = D / 2;
     float *c = malloc(T * half * sizeof *c); // (T, D/2)
     float *s = malloc(T * half * sizeof *s); // (T, D/2)
-    int rc_ = (c && s) ? sg_rope_table(T, D, m->rope_theta, c, s) : SG_ENOMEM;
+    int rc_ = !(c && s)             ? SG_ENOMEM
+              : m->rope_scaling == 1 ? sg_rope_table_llama3(T, D, m->rope_theta, m->rope_factor,
+                                                            m->rope_low_freq_factor,
+                                                            m->rope_high_freq_factor,
+                                                            m->rope_original_max_pos, c, s)
+                                     : sg_rope_table(T, D, m->rope_theta, c, s);
     if (rc_ < 0) {
         free(c);
         free(s);

@@ -37,6 +37,9 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
     if (m->intermediate_size <= 0)
         return sg_error_set(err, SG_ENOTSUP, "model %s: no dense MLP (intermediate_size "
                             "%lld)", m->name, (long long)m->intermediate_size);
+    if (m->rope_scaling < 0)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: rope_scaling types other than "
+                            "\"llama3\" are not supported by the CPU unit kernels", m->name);
     return 0;
 }
 
