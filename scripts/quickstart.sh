@@ -14,9 +14,12 @@ say() { printf 'quickstart: %s\n' "$*" >&2; }
 # ---------------------------------------------------------------- the default job
 # What `quickstart.sh run` does once everything is built. Change it here.
 default_job() {
-	./stepgraph graph configs/default.json --summary
 	./stepgraph graph configs/default.json --format svg -o default-step.svg
 	say "step graph SVG written to $REPO_ROOT/default-step.svg"
+	# the main job: train the tiny model on the CPU; its step graph runs on StarPU
+	./stepgraph run configs/default.json --trace default-trace.json \
+		--metrics default-metrics.jsonl
+	say "timeline of the last step: $REPO_ROOT/default-trace.json (open in ui.perfetto.dev)"
 }
 
 # ---------------------------------------------------------------- setup and build

@@ -1,0 +1,213 @@
+#!/bin/sh
+# test_train.sh - `stepgraph run` end to end on StarPU's CPU workers: the
+# losses must not depend on the scheduler or the worker count (bit for bit),
+# ZeRO stages and offload give the same trajectory, accumulation 4 x 1
+# equals micro-batch 4, SuperOffload's speculation with clipping equals the
+# non-speculative step, fp16 overflow skips the step and lowers the loss
+# scale, a resumed run continues exactly, and the default model learns.
+# Losses are compared from the metrics files (JSONL, 17 significant digits).
+# Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+BIN=${SG_BUILDDIR:-.}/stepgraph
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_train.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+export STARPU_HOME="$TMP/starpu"   # perfmodels of this test only
+mkdir -p "$STARPU_HOME"
+unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
+	echo "1..0 # SKIP needs $BIN and python3"
+	exit 0
+fi
+if ! "$BIN" run --help >/dev/null 2>&1; then
+	echo "1..0 # SKIP stepgraph run unavailable"
+	exit 0
+fi
+
+# A DeepSpeed config: ds NAME JSON-FRAGMENT (merged over the base).
+ds() {
+	"$PY" - "$TMP/$1.json" "$2" <<'PYEOF'
+import json, sys
+base = {
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95],
+                                              "weight_decay": 0.01}},
+    "gradient_clipping": 1.0, "zero_optimization": {"stage": 0},
+}
+def merge(a, b):
+    for k, v in b.items():
+        if isinstance(v, dict) and isinstance(a.get(k), dict):
+            merge(a[k], v)
+        else:
+            a[k] = v
+merge(base, json.loads(sys.argv[2]))
+json.dump(base, open(sys.argv[1], "w"))
+PYEOF
+}
+# train NAME DSNAME ARGS... : metrics in $TMP/NAME.jsonl, output in NAME.out/.err
+train() {
+	name=$1 cfg=$2
+	shift 2
+	"$BIN" run "$TMP/$cfg.json" --max_length 32 --steps 4 --metrics "$TMP/$name.jsonl" "$@" \
+		>"$TMP/$name.out" 2>"$TMP/$name.err"
+	echo $? >"$TMP/$name.rc"
+}
+losses() { "$PY" -c 'import json,sys; print(" ".join(repr(json.loads(l)["loss"]) for l in open(sys.argv[1])))' "$TMP/$1.jsonl" 2>/dev/null; }
+same() { [ -s "$TMP/$1.jsonl" ] && [ "$(losses "$1")" = "$(losses "$2")" ]; }
+# close A B RTOL: every loss of A within RTOL of B's (same number of steps)
+close() {
+	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "$3" <<'PYEOF'
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+tol = float(sys.argv[3])
+assert len(a) == len(b) and len(a) > 0, (a, b)
+bad = [(x, y) for x, y in zip(a, b) if abs(x - y) > tol * abs(y)]
+assert not bad, bad
+PYEOF
+}
+
+# ---- scheduler and worker count: bit for bit -------------------------------
+ds base '{}'
+train ref base --sched eager --ncpus 1
+ok "$(cat "$TMP/ref.rc")" "run with eager on 1 CPU worker"
+grep -q "^Step 1 | Loss: " "$TMP/ref.out"; ok $? "step log line 'Step 1 | Loss: ...'"
+grep -q "Summary: " "$TMP/ref.out"; ok $? "closing summary"
+for sched in eager lws dmda dmdas; do
+	for ncpus in 1 2; do
+		[ "$sched$ncpus" = eager1 ] && continue
+		train "s_$sched$ncpus" base --sched "$sched" --ncpus "$ncpus"
+		same "s_$sched$ncpus" ref; ok $? "$sched with $ncpus CPU workers: same losses bit for bit"
+	done
+done
+
+# ---- ZeRO stages, offload: same trajectory --------------------------------
+for st in 1 2 3; do
+	ds "z$st" "{\"zero_optimization\": {\"stage\": $st}}"
+	train "z$st" "z$st" --ncpus 2
+	same "z$st" ref; ok $? "ZeRO stage $st: same losses as stage 0"
+	ds "z${st}off" "{\"zero_optimization\": {\"stage\": $st, \"offload_optimizer\": {\"device\": \"cpu\"}}}"
+	train "z${st}off" "z${st}off" --ncpus 2
+	same "z${st}off" ref; ok $? "ZeRO stage $st with the optimizer on the CPU: same losses"
+done
+# ratio 0.5 over small sub-groups: half the sub-groups stepped on each side
+ds ratio '{"zero_optimization": {"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}'
+train ratio ratio --ncpus 2
+same ratio ref; ok $? "ratio 0.5 over 9 sub-groups: same losses"
+train ckpt base --activation_checkpointing
+same ckpt ref; ok $? "activation checkpointing: same losses bit for bit"
+
+# ---- accumulation 4 x 1 == micro-batch 4 ----------------------------------
+ds mb4 '{"train_micro_batch_size_per_gpu": 4}'
+ds ga4 '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4}'
+train mb4 mb4
+train ga4 ga4
+close ga4 mb4 1e-5; ok $? "accumulation 4 x micro-batch 1 equals micro-batch 4 (rel 1e-5)"
+
+# ---- SuperOffload speculation + clipping == non-speculative -----------------
+clipcfg='"gradient_clipping": 0.05, "zero_optimization": {"stage": 3, "sub_group_size": 200000, "offload_optimizer": {"device": "cpu"'
+ds plain "{$clipcfg}}}"
+ds spec "{$clipcfg, \"super_offload\": true}}}"
+train plain plain --steps 6
+train spec spec --steps 6
+ok "$(cat "$TMP/spec.rc")" "SuperOffload run"
+close spec plain 1e-5; ok $? "speculation + rollback under clipping equals the non-speculative steps (rel 1e-5)"
+train spec2 spec --steps 6 --ncpus 2
+grep -q "1 CPU reserved for the optimizer" "$TMP/spec2.out"; ok $? "cpuadam_cores_perc reserves a CPU worker for the optimizer"
+same spec2 spec; ok $? "... and the losses do not change"
+
+# ---- fp16: overflow skips the step and halves the scale --------------------
+ds fp16 '{"fp16": {"enabled": true, "initial_scale_power": 20, "hysteresis": 1}}'
+train fp16 fp16 --steps 12
+"$PY" - "$TMP/fp16.jsonl" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert rows[0]["skipped"] and rows[0]["loss_scale"] == 2.0**20, rows[0]
+for a, b in zip(rows, rows[1:]):
+    if a["skipped"]:
+        assert b["loss_scale"] == a["loss_scale"] / 2, (a, b)   # hysteresis 1
+    else:
+        assert b["loss_scale"] == a["loss_scale"], (a, b)       # window 1000 not reached
+assert not rows[-1]["skipped"], rows[-1]
+PYEOF
+ok $? "fp16: overflowing steps are skipped and halve the loss scale, then training proceeds"
+ds fp16static '{"fp16": {"enabled": true, "loss_scale": 1e30}}'
+train f16all fp16static --steps 3 --save "$TMP/ck_f16"
+ds lr0 '{"optimizer": {"params": {"lr": 0}}}'
+train lr0 lr0 --steps 3 --save "$TMP/ck_lr0"
+"$PY" - "$TMP/ck_f16/model.safetensors" "$TMP/ck_lr0/model.safetensors" <<'PYEOF'
+import json, struct, sys
+def tensors(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+    return {k: b[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]] for k, v in h.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys() and all(a[k] == b[k] for k in a)
+PYEOF
+ok $? "fp16 steps that all overflow leave the weights exactly as initialised"
+
+# ---- checkpoint and exact resume -------------------------------------------
+train full base --steps 6
+train half base --steps 3 --save "$TMP/ck"
+[ -f "$TMP/ck/model.safetensors" ] && [ -f "$TMP/ck/state.safetensors" ]; ok $? "--save writes model.safetensors and state.safetensors"
+train rest base --steps 3 --load "$TMP/ck"
+ok "$(cat "$TMP/rest.rc")" "--load CHECKPOINT resumes"
+[ "$(losses full | cut -d' ' -f4-)" = "$(losses rest)" ]; ok $? "resumed steps 4-6 have the losses of the uninterrupted run, bit for bit"
+grep -q "^Step 4 |" "$TMP/rest.out"; ok $? "resumed run continues the step numbering"
+train other mb4 --steps 1 --load "$TMP/ck"
+grep -q "another model, data, seed" "$TMP/other.err"; ok $? "resuming with another batch size is refused with a reason"
+train fromw lr0 --steps 1 --load "$TMP/ck/model.safetensors"
+ok "$(cat "$TMP/fromw.rc")" "--load WEIGHTS starts a new run from saved weights"
+printf 'not a checkpoint' >"$TMP/bad.safetensors"
+train badw base --load "$TMP/bad.safetensors"
+[ "$(cat "$TMP/badw.rc")" -ne 0 ] && grep -q "bad.safetensors" "$TMP/badw.err"; ok $? "a corrupt weights file is an error naming it"
+
+# ---- other models and precisions -------------------------------------------
+train qwen base --model tiny-qwen3
+ok "$(cat "$TMP/qwen.rc")" "tiny-qwen3 (QK-norm, untied head) trains"
+ds bf16 '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "sub_group_size": 300000}}'
+train bf16 bf16 --steps 8
+"$PY" - "$TMP/bf16.jsonl" "$TMP/s_eager2.jsonl" <<'PYEOF'
+import json, sys, math
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+assert all(math.isfinite(x) for x in a) and a[-1] < a[0], a
+PYEOF
+ok $? "bf16 with ZeRO-3 offload trains (finite, falling loss)"
+train moe base --model tiny-moe
+grep -q "not supported" "$TMP/moe.err"; ok $? "a MoE model is refused with a message"
+train badsched base --sched nosuch
+grep -q 'unknown StarPU policy "nosuch"' "$TMP/badsched.err"; ok $? "an unknown scheduler is refused, listing the policies"
+
+# ---- trace -------------------------------------------------------------------
+train tr z3off --steps 2 --ncpus 2 --trace "$TMP/t.json"
+"$PY" - "$TMP/t.json" <<'PYEOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"]
+names = {e["name"] for e in ev if e.get("ph") == "X"}
+lanes = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+assert {"fwd.layer0.mb0", "bwd.head.mb0", "adam_cpu.sg0", "d2h.grad.sg0"} <= names, names
+assert "link d2h" in lanes and any(l.startswith("CPU") for l in lanes), lanes
+assert any(e.get("ph") == "s" for e in ev)
+x = [e for e in ev if e.get("ph") == "X"]
+assert all(e["dur"] >= 0 and "kind" in e["args"] for e in x)
+PYEOF
+ok $? "--trace: Chrome trace with a lane per worker and link, tasks named after nodes, flows"
+
+# ---- the default job learns ---------------------------------------------------
+"$BIN" run --steps 60 --metrics "$TMP/default.jsonl" >"$TMP/default.out" 2>&1
+"$PY" - "$TMP/default.jsonl" <<'PYEOF'
+import json, math, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+assert abs(a[0] - math.log(256)) < 0.3, a[0]
+assert a[-1] < 0.75 * a[0], (a[0], a[-1])
+PYEOF
+ok $? "default job: loss starts near ln(256) and falls by a quarter in 60 steps"
+echo "1..$n"
