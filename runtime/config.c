@@ -110,6 +110,7 @@ void sg_run_options_defaults(sg_run_options *run)
     run->ncpus = -1;
     run->ncuda = -1;
     snprintf(run->save_dtype, sizeof run->save_dtype, "%s", "f32");
+    run->numa_node = -1;
 }
 
 /* ---- the table walker ------------------------------------------------- */
@@ -1016,6 +1017,8 @@ static const ropt run_opts[] = {
     { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0 },
     { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0 },
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
+    { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0 },
+    { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0 },
 };
 
 static const ropt *find_ropt(const char *key)

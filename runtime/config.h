@@ -137,6 +137,8 @@ typedef struct sg_run_options {
     char save_dtype[8];                 /* "f32" (default) or "bf16" weights */
     char metrics[SG_PATH_MAX];          /* JSONL metrics file; "" = none */
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
+    int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */
+    int bind_cores_to_rank;             /* DeepSpeed launcher style: rank r -> NUMA node r mod count */
 } sg_run_options;
 
 typedef struct sg_config_warnings {

@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "codelets/starpu/codelets.h"
+#include "runtime/binding.h"
 
 #define H(x, b) ((starpu_data_handle_t)(x)->handles[b])
 
@@ -54,6 +55,18 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     conf.ncpus = opt->ncpus;
     conf.ncuda = opt->ncuda;
     conf.nopencl = 0;
+    if (opt->numa_node >= 0) {
+        unsigned pus[STARPU_NMAXWORKERS];
+        int nnodes, n = sg_numa_cores(opt->numa_node, pus, STARPU_NMAXWORKERS, &nnodes, err);
+        if (n < 0)
+            return n;
+        if (conf.ncpus < 0 || conf.ncpus > n)
+            conf.ncpus = n;
+        conf.use_explicit_workers_bindid = 1;
+        for (int i = 0; i < n; i++)
+            conf.workers_bindid[i] = pus[i];
+        x->bound_cores = n;
+    }
 #ifdef OPENBLAS_VERSION
     /* one BLAS thread per task: StarPU runs one task per core, and results
      * must not depend on how many threads a product was split over */

@@ -23,6 +23,7 @@
 typedef struct sg_exec_options {
     const char *sched;             /* StarPU policy name */
     int ncpus, ncuda;              /* -1: StarPU's default */
+    int numa_node;                 /* bind CPU workers to this node's cores; -1: StarPU's binding */
     double optimizer_cores_share;  /* cpuadam_cores_perc: CPU workers reserved for
                                       the optimizer's CPU tasks (0 = none) */
 } sg_exec_options;
@@ -38,6 +39,7 @@ typedef struct sg_exec {
     sg_task_record *records;       /* per node */
     unsigned compute_ctx, optimizer_ctx; /* StarPU scheduling contexts */
     int reserved_workers;          /* CPU workers only the optimizer uses */
+    int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int started;                   /* starpu_init succeeded */
     double step_start_us;          /* StarPU clock at the last step's start */
     double step_seconds;           /* wall time of the last step */

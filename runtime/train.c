@@ -122,6 +122,9 @@ static int setup_exec(trainer *t, sg_error *err)
         .sched = cfg->run.sched,
         .ncpus = (int)cfg->run.ncpus,
         .ncuda = (int)cfg->run.ncuda,
+        /* one process is rank 0: bind_cores_to_rank takes NUMA node 0 */
+        .numa_node = cfg->run.numa_node >= 0 ? (int)cfg->run.numa_node
+                                             : cfg->run.bind_cores_to_rank ? 0 : -1,
         /* SuperOffload's key: the share of cores kept for CPU Adam */
         .optimizer_cores_share = cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
@@ -152,6 +155,9 @@ static void print_header(const trainer *t)
     printf("  StarPU %s: %d workers", cfg->run.sched, sg_exec_worker_count());
     if (t->x.reserved_workers)
         printf(" (%d CPU reserved for the optimizer)", t->x.reserved_workers);
+    if (t->x.bound_cores)
+        printf(", CPU workers bound to the %d cores of NUMA node %d", t->x.bound_cores,
+               cfg->run.numa_node >= 0 ? (int)cfg->run.numa_node : 0);
     printf("; graph %d tasks, %d dependencies per step\n", t->graph.nnodes, t->graph.nedges);
     printf("  data: %s (%llu tokens, %llu windows)\n", t->data_path,
            (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows);

@@ -201,6 +201,16 @@ assert all(e["dur"] >= 0 and "kind" in e["args"] for e in x)
 PYEOF
 ok $? "--trace: Chrome trace with a lane per worker and link, tasks named after nodes, flows"
 
+# ---- NUMA binding and FxT ------------------------------------------------------
+train numa base --numa_node 0
+grep -q "bound to the .* cores of NUMA node 0" "$TMP/numa.out" && same numa ref; ok $? "numa_node 0 binds the CPU workers, same losses"
+nn=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
+train numa_bad base --numa_node "${nn:-1}"
+grep -q "NUMA node" "$TMP/numa_bad.err"; ok $? "a NUMA node the machine lacks is refused with the count"
+mkdir -p "$TMP/fxt"
+STARPU_FXT_PREFIX="$TMP/fxt/" STARPU_FXT_TRACE=1 train fxt base --steps 1
+ls "$TMP/fxt"/prof_file_* >/dev/null 2>&1; ok $? "StarPU's FxT recording works through STARPU_FXT_PREFIX / STARPU_FXT_TRACE"
+
 # ---- the default job learns ---------------------------------------------------
 "$BIN" run --steps 60 --metrics "$TMP/default.jsonl" >"$TMP/default.out" 2>&1
 "$PY" - "$TMP/default.jsonl" <<'PYEOF'
