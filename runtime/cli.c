@@ -25,7 +25,31 @@ static const char *const run_flags_help =
     "  --sched POLICY              StarPU scheduling policy (eager, lws, dmda, dmdas, ...)\n"
     "  --machine NAME              machine model\n"
     "  --dp_size N                 data-parallel size (ranks)\n"
-    "  --ncpus N, --ncuda N        StarPU worker counts\n";
+    "  --ncpus N, --ncuda N        StarPU worker counts\n"
+    "  --load PATH                 run: weights file, or checkpoint directory to resume\n"
+    "  --save DIR                  run: write a checkpoint there at the end\n"
+    "  --save_interval N           run: also every N steps\n"
+    "  --save_dtype f32|bf16       run: dtype of the saved weights\n"
+    "  --metrics FILE              run: JSONL metrics, one line per step\n"
+    "  --trace FILE                run: Chrome trace of the last step\n"
+    "  --numa_node N               run: bind CPU workers to NUMA node N's cores\n"
+    "  --bind_cores_to_rank        run: rank r binds to NUMA node r mod count\n";
+
+/* Boolean run options written as bare flags: they never take the next
+ * argument as their value. */
+static int is_switch(const char *name)
+{
+    static const char *const switches[] = {"activation_checkpointing", "bind_cores_to_rank"};
+    for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++) {
+        size_t i;
+        for (i = 0; switches[k][i] && (name[i] == switches[k][i] ||
+                                       (name[i] == '-' && switches[k][i] == '_')); i++)
+            ;
+        if (!switches[k][i] && !name[i])
+            return 1;
+    }
+    return 0;
+}
 
 void sg_cli_print_run_flags(void)
 {
@@ -128,9 +152,7 @@ int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts,
         }
         keys[nover] = a + 2;
         /* a run option without a value is a boolean switch */
-        if (i + 1 < argc && !is_flag(argv[i + 1]) &&
-            strcmp(a + 2, "activation_checkpointing") != 0 &&
-            strcmp(a + 2, "activation-checkpointing") != 0)
+        if (i + 1 < argc && !is_flag(argv[i + 1]) && !is_switch(a + 2))
             vals[nover++] = argv[++i];
         else
             vals[nover++] = "true";

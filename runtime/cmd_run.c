@@ -21,10 +21,6 @@ static void run_help(void)
            "  --trace FILE     Chrome trace (Perfetto, chrome://tracing) of the last step:\n"
            "                   a lane per worker and per link direction, a slice per task\n"
            "  --metrics FILE   one JSON object per step (JSONL)\n"
-           "  --load PATH      weights file (safetensors, Hugging Face names) to start\n"
-           "                   from, or a checkpoint directory to resume exactly\n"
-           "  --save DIR       write a checkpoint there at the end (and every\n"
-           "                   --save_interval N steps); --save_dtype f32|bf16\n"
            "\n"
            "StarPU's own variables work as usual (STARPU_SCHED overrides --sched,\n"
            "STARPU_FXT_TRACE=1 with STARPU_FXT_PREFIX records an FxT trace).\n"
@@ -34,11 +30,8 @@ static void run_help(void)
 
 int sg_cmd_run(int argc, char **argv)
 {
-    const char *trace = NULL, *metrics = NULL;
     int help = 0;
     sg_cli_opt opts[] = {
-        {"trace", NULL, &trace, NULL},
-        {"metrics", NULL, &metrics, NULL},
         {"help", "h", NULL, &help},
     };
     for (int i = 0; i < argc; i++)
@@ -61,11 +54,7 @@ int sg_cmd_run(int argc, char **argv)
         argc++;
     }
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 3, cfg, &err);
-    if (!rc && trace)
-        snprintf(cfg->run.trace, sizeof cfg->run.trace, "%s", trace);
-    if (!rc && metrics)
-        snprintf(cfg->run.metrics, sizeof cfg->run.metrics, "%s", metrics);
+        rc = sg_cli_load_config(argc, argv, opts, 1, cfg, &err);
     sg_train_result res;
     if (!rc)
         rc = sg_train(cfg, &res, &err);

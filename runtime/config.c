@@ -1426,11 +1426,13 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
         run.log_interval = ds.steps_per_print > 0 ? ds.steps_per_print : 10;
 
     int64_t total = run.steps > 0 ? run.steps : run.bench_steps;
-    if (total > 0 && run.warmup_steps >= total)
-        return sg_error_set(err, SG_EINVAL,
-                            "%s: warmup_steps %lld >= the %lld steps that run (%s): no step would be "
-                            "measured", run_origin, (long long)run.warmup_steps, (long long)total,
-                            run.steps > 0 ? "steps" : "bench_steps");
+    if (total > 0 && run.warmup_steps >= total) {
+        /* a short run of a config made for a long one: measure every step */
+        sg_json_ctx wc = { run_origin, "", &cfg->warnings, err };
+        sg_json_warn(&wc, "warmup_steps %lld >= the %lld steps that run (%s): the summary "
+                     "covers every step", (long long)run.warmup_steps, (long long)total,
+                     run.steps > 0 ? "steps" : "bench_steps");
+    }
     if (strcmp(run.save_dtype, "f32") != 0 && strcmp(run.save_dtype, "bf16") != 0)
         return sg_error_set(err, SG_EINVAL, "%s: save_dtype \"%s\": expected \"f32\" or \"bf16\"",
                             run_origin, run.save_dtype);
