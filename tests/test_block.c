@@ -31,16 +31,13 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -52,7 +49,6 @@
 #include "tests/tap.h"
 #include "tests/test_util.h"
 
-extern char **environ;
 
 #define TOL 1e-5
 #define NCASES 3
@@ -71,26 +67,7 @@ static const char *BIAS_WINDOW_JSON =
 
 /* ---- random numbers (splitmix64) ------------------------------------------------- */
 
-static uint64_t g_rng = 0x5eedb10c4a11ull;
 
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(void) /* [0, 1) */
-{
-    return (double)(rng_u64() >> 11) * 0x1.0p-53;
-}
-
-static float rng_normal(void) /* Box-Muller */
-{
-    double u = rng_unit(), v = rng_unit();
-    return (float)(sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * 3.14159265358979323846 * v));
-}
 
 /* ---- memory ------------------------------------------------------------------------ */
 
@@ -691,35 +668,6 @@ static void check_sizes(void)
 
 /* ---- running the reference ---------------------------------------------------------- */
 
-/* Runs argv; its stdout goes to our stderr (our stdout is TAP), or both to
- * /dev/null when quiet. Returns the exit status, or -1. */
-static int run(char *const argv[], int quiet)
-{
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (quiet) {
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    } else {
-        posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    }
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        return -1;
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 static int run_reference(void)
 {
@@ -734,7 +682,7 @@ static int run_reference(void)
         if (g_nets[c].ready)
             argv[a++] = g_nets[c].dir;
     argv[a] = NULL;
-    int rc = run(argv, 0);
+    int rc = run_program(argv, 0);
     if (!ok(rc == 0, "torch reference ran (%d models)", a - 2))
         tap_diag("%s %s ... exited with %d", py, script, rc);
     return rc;
@@ -756,6 +704,7 @@ static void net_free(net *n)
 
 int main(void)
 {
+    g_rng = 0x5eedb10c4a11ull;
 #ifdef OPENBLAS_VERSION
     /* The environment variable is read when the library loads, before main:
      * the call is what pins it here. */
@@ -763,7 +712,7 @@ int main(void)
 #endif
     const char *py = system_python();
     char *probe[] = {(char *)py, "-c", "import numpy, torch", NULL};
-    if (run(probe, 1) != 0)
+    if (run_program(probe, 1) != 0)
         return tap_plan_skip_all("torch not available");
 
     const char *tmp = getenv("TMPDIR");
@@ -815,6 +764,6 @@ int main(void)
     if (failed || (keep && *keep && strcmp(keep, "0")))
         tap_diag("inputs and reference outputs kept in %s", g_root);
     else
-        nftw(g_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        rm_tree(g_root);
     return tap_done();
 }

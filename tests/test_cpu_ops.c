@@ -20,16 +20,13 @@
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -39,7 +36,6 @@
 #include "tests/tap.h"
 #include "tests/test_util.h"
 
-extern char **environ;
 
 #define TOL 1e-5
 #define MAX_CASES 32
@@ -48,26 +44,7 @@ static char g_root[4096]; /* the temporary directory */
 
 /* ---- random numbers (splitmix64, fixed seed) ------------------------------------ */
 
-static uint64_t g_rng = 0x5eedc0ffee123457ull;
 
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(void) /* [0, 1) */
-{
-    return (double)(rng_u64() >> 11) * 0x1.0p-53;
-}
-
-static float rng_normal(void) /* Box-Muller */
-{
-    double u = rng_unit(), v = rng_unit();
-    return (float)(sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * 3.14159265358979323846 * v));
-}
 
 static float *alloc_f32(size_t n)
 {
@@ -934,38 +911,10 @@ static void prep_grad_norm(void)
 
 /* ---- running the reference -------------------------------------------------------- */
 
-/* Runs argv; its stdout goes to our stderr (our stdout is TAP), or both to
- * /dev/null when quiet. Returns the exit status, or -1. */
-static int run(char *const argv[], int quiet)
-{
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (quiet) {
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    } else {
-        posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    }
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        return -1;
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 int main(void)
 {
+    g_rng = 0x5eedc0ffee123457ull;
 #ifdef OPENBLAS_VERSION
     /* The environment variable is read when the library loads, before main:
      * the call is what pins it here. */
@@ -973,7 +922,7 @@ int main(void)
 #endif
     const char *py = system_python();
     char *probe[] = {(char *)py, "-c", "import numpy, torch", NULL};
-    if (run(probe, 1) != 0)
+    if (run_program(probe, 1) != 0)
         return tap_plan_skip_all("torch not available");
 
     const char *tmp = getenv("TMPDIR");
@@ -1005,7 +954,7 @@ int main(void)
         argv[a++] = g_cases[i].dir;
     }
     argv[a] = NULL;
-    int rc = run(argv, 0);
+    int rc = run_program(argv, 0);
     if (!ok(rc == 0, "torch reference ran (%d cases)", g_ncases))
         tap_diag("%s %s ... exited with %d", py, script, rc);
 
@@ -1017,6 +966,6 @@ int main(void)
     if (failed || (keep && *keep && strcmp(keep, "0")))
         tap_diag("inputs and reference outputs kept in %s", g_root);
     else
-        nftw(g_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        rm_tree(g_root);
     return tap_done();
 }

@@ -4,6 +4,8 @@
 #define SG_TEST_UTIL_H
 
 #include <dirent.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,29 @@ static inline const char *system_python(void)
     return s && *s ? s : "/usr/bin/python3";
 }
 
+/* Deterministic random numbers for test inputs (splitmix64); a test sets
+ * g_rng to its own seed. */
+static uint64_t g_rng __attribute__((unused)) = 0x5eedc0ffee123457ull;
+
+static inline uint64_t rng_u64(void)
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline double rng_unit(void) /* [0, 1) */
+{
+    return (double)(rng_u64() >> 11) * 0x1.0p-53;
+}
+
+static inline float rng_normal(void) /* Box-Muller */
+{
+    double u = rng_unit(), v = rng_unit();
+    return (float)(sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * 3.14159265358979323846 * v));
+}
+
 /* Removes a file or a directory tree (test scratch space only). */
 static inline void rm_tree(const char *path)
 {
@@ -35,13 +60,52 @@ static inline void rm_tree(const char *path)
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        size_t lp = strlen(path), le = strlen(e->d_name);
+        char *p = malloc(lp + le + 2);
+        if (!p)
+            continue;
+        memcpy(p, path, lp);
+        p[lp] = '/';
+        memcpy(p + lp + 1, e->d_name, le + 1);
         rm_tree(p);
+        free(p);
     }
     closedir(d);
     rmdir(path);
 }
+
+#if defined(_XOPEN_SOURCE) || defined(_POSIX_C_SOURCE)
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+/* Runs argv (searched in PATH); its stdout goes to our stderr (our stdout is
+ * TAP), or both to /dev/null when quiet. Returns the exit status, or -1. */
+static inline int run_program(char *const argv[], int quiet)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (quiet) {
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    } else {
+        posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    }
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return -1;
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+#endif
 
 #ifdef SG_MODEL_H
 /* Loads models/NAME.json from the source tree; a failure is a TAP diagnostic. */
