@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# bench_train.sh - `stepgraph run` on the default job (tiny-llama, sequence 256,
+# micro batch 4, fp32, AdamW, clipping 1.0) against the same training step in
+# plain PyTorch on the same cores, with StarPU's own cost per task to put the
+# step time in context.
+#
+#   scripts/bench_train.sh                          # dmdas, nproc workers, 40 steps
+#   SCHEDS=eager,lws,dmda,dmdas scripts/bench_train.sh
+#   STEPS=60 WARMUP=10 THREADS=2 ROUNDS=3 scripts/bench_train.sh
+#
+# For each StarPU policy in SCHEDS (default dmdas), stepgraph runs STEPS steps
+# (default 40), the first WARMUP (default 5) left out of the figures, on
+# THREADS CPU workers (default nproc, no GPU) twice with one fresh STARPU_HOME:
+# "fresh" (the performance models calibrate during the run) and "calibrated"
+# (a second run on the models the first one wrote). tests/torch_train_bench.py
+# trains the same model from the same initial weights on the same batches
+# (the losses match stepgraph's) with torch.set_num_threads(THREADS), twice:
+# with the system OpenBLAS on THREADS threads (what set_num_threads alone gives
+# with Debian's torch) and on 1 thread (as stepgraph runs its BLAS: one thread
+# per task). tests/bench_task_overhead measures StarPU's wall time per task
+# (empty, dependency chain, independent writes) for each policy; the overhead
+# share is tasks per step x the largest of the three / the calibrated mean step.
+#
+# All of it is done ROUNDS times (default 2), the rounds interleaved, and each
+# row shows its best round (highest tokens/s) with the range of the rounds'
+# mean step times: on a shared machine one round can be much slower. The
+# "others" column is the share of the CPUs that other processes (or the
+# hypervisor, as steal) took during that run; contention on the host that the
+# guest does not see as steal shows only as a wide range.
+#
+# Builds only through `make tests/bench_task_overhead stepgraph` (the tree must
+# be configured). $SYSTEM_PYTHON (default /usr/bin/python3, Debian's
+# python3-torch) runs the torch side; without torch its rows show n/a.
+# STARPU_SCHED is ignored here (SCHEDS picks the policy); STARPU_SILENT
+# defaults to 0 so that StarPU's calibration messages can be counted.
+# About 70 s with the defaults on 2 cores, 30 s more per extra policy.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STEPS=${STEPS:-40}
+WARMUP=${WARMUP:-5}
+THREADS=${THREADS:-$(nproc 2>/dev/null || echo 2)}
+SCHEDS=${SCHEDS:-dmdas}
+ROUNDS=${ROUNDS:-2}
+NTASKS=${NTASKS:-20000}
+CONFIG=${CONFIG:-$REPO_ROOT/configs/default.json}
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+
+say() { printf 'bench_train: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+for v in STEPS WARMUP THREADS ROUNDS NTASKS; do
+	case "${!v}" in '' | *[!0-9]*) die "$v must be a non-negative integer (got '${!v}')" ;; esac
+done
+[ "$WARMUP" -lt "$STEPS" ] || die "WARMUP ($WARMUP) must be below STEPS ($STEPS)"
+if [ "$THREADS" -lt 1 ] || [ "$ROUNDS" -lt 1 ] || [ "$NTASKS" -lt 1 ]; then
+	die "THREADS, ROUNDS and NTASKS must be >= 1"
+fi
+IFS=, read -r -a sched_list <<<"$SCHEDS"
+[ "${#sched_list[@]}" -ge 1 ] || die "SCHEDS is empty"
+
+NCPU=$(nproc 2>/dev/null || echo 1)
+cpu_name=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //')
+printf 'reproduce: STEPS=%s WARMUP=%s THREADS=%s SCHEDS=%s ROUNDS=%s NTASKS=%s scripts/bench_train.sh   (on %s, %s CPUs: %s)\n\n' \
+	"$STEPS" "$WARMUP" "$THREADS" "$SCHEDS" "$ROUNDS" "$NTASKS" "$(uname -m)" "$NCPU" "${cpu_name:-?}"
+
+cd "$REPO_ROOT"
+[ -f Makefile ] || die "no Makefile in $REPO_ROOT: configure first (scripts/quickstart.sh)"
+if [ -f .deps-build/env.sh ]; then
+	# shellcheck disable=SC1091
+	. .deps-build/env.sh
+fi
+say "make tests/bench_task_overhead stepgraph"
+make -s tests/bench_task_overhead stepgraph >&2
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ -n "${STARPU_SCHED:-}" ]; then
+	say "ignoring STARPU_SCHED=$STARPU_SCHED (SCHEDS picks the policy)"
+fi
+export STARPU_SILENT=${STARPU_SILENT:-0}
+
+# ---- helpers -------------------------------------------------------------------
+
+# field KEY FILE: the value of KEY=VALUE on the machine-readable line of FILE
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2" | tail -n1; }
+# summary_field WHAT FILE: mean step ms (mean) or tokens/s (tok) from stepgraph's summary
+summary_field() {
+	case "$1" in
+	mean) sed -n 's/.*Step time: mean \([0-9.]*\) ms.*/\1/p' "$2" ;;
+	tok) sed -n 's/.*Throughput: \([0-9.]*\) tokens\/s.*/\1/p' "$2" ;;
+	esac
+}
+
+# jsonl_stats FILE: "median_ms first_loss last_loss" over the steps after WARMUP
+jsonl_stats() {
+	awk -v w="$WARMUP" '
+		match($0, /"step":[0-9]+/) { s = substr($0, RSTART + 7, RLENGTH - 7) + 0 }
+		match($0, /"loss":[-0-9.eE+]+/) { l = substr($0, RSTART + 7, RLENGTH - 7) }
+		match($0, /"time_ms":[-0-9.eE+]+/) { t = substr($0, RSTART + 10, RLENGTH - 10) + 0 }
+		{ if (NR == 1) first = l; last = l; if (s > w) ts[n++] = t }
+		END {
+			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (ts[j] < ts[i]) { x = ts[i]; ts[i] = ts[j]; ts[j] = x }
+			printf "%.2f %.4f %.4f\n", n ? ts[int(n / 2)] : 0, first, last
+		}' "$1"
+}
+
+# Other load on the machine: `mark KEY.0` before and `mark KEY.1` after a run,
+# then `others KEY` is the share of all CPUs that neither the run nor this
+# script used meanwhile (/proc/stat's busy time less our children's CPU time,
+# plus hypervisor steal).
+TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+mark() {
+	times >"$tmp/times.$1"
+	awk -v t="$TCK" '/^cpu / { printf "%.3f %.3f\n", ($2 + $3 + $4 + $7 + $8) / t, $9 / t }' \
+		/proc/stat >"$tmp/stat.$1"
+	date +%s.%N >"$tmp/wall.$1"
+}
+children_s() {
+	awk 'NR == 2 { split($1, a, /[ms]/); split($2, b, /[ms]/); print a[1] * 60 + a[2] + b[1] * 60 + b[2] }' "$1"
+}
+others() {
+	local b0 s0 b1 s1
+	read -r b0 s0 <"$tmp/stat.$1.0"
+	read -r b1 s1 <"$tmp/stat.$1.1"
+	awk -v b="$b1" -v bb="$b0" -v st="$s1" -v st0="$s0" -v c="$(children_s "$tmp/times.$1.1")" \
+		-v c0="$(children_s "$tmp/times.$1.0")" -v w="$(cat "$tmp/wall.$1.1")" \
+		-v w0="$(cat "$tmp/wall.$1.0")" -v n="$NCPU" 'BEGIN {
+			o = (b - bb) - (c - c0) + (st - st0); if (o < 0) o = 0
+			printf "%.0f", 100 * o / ((w - w0) * n) }'
+}
+
+# best KEY KIND: the round of KEY with the highest tokens/s; KIND torch or sg
+best() {
+	local r b="" bt=-1 t
+	for ((r = 1; r <= ROUNDS; r++)); do
+		if [ "$2" = torch ]; then t=$(field tokens_per_s "$tmp/$1.r$r.out"); else t=$(summary_field tok "$tmp/$1.r$r.out"); fi
+		if awk -v a="$t" -v b="$bt" 'BEGIN { exit !(a > b) }'; then
+			b=$r
+			bt=$t
+		fi
+	done
+	echo "$b"
+}
+# spread KEY KIND: "min..max" of the rounds' mean step ms
+spread() {
+	local r
+	for ((r = 1; r <= ROUNDS; r++)); do
+		if [ "$2" = torch ]; then field mean_step_ms "$tmp/$1.r$r.out"; else summary_field mean "$tmp/$1.r$r.out"; fi
+	done | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f..%.0f", lo, hi }'
+}
+# worst_others KEY: the highest "others" share over the rounds of KEY
+worst_others() {
+	local r
+	for ((r = 1; r <= ROUNDS; r++)); do cat "$tmp/$1.r$r.others"; echo; done |
+		sort -n | tail -n1
+}
+
+# ---- the runs, ROUNDS times ------------------------------------------------------
+
+torch_ok=0
+T_VARIANTS="blasN"
+[ "$THREADS" -gt 1 ] && T_VARIANTS="blasN blas1"
+if "$PY" -c 'import torch, numpy' 2>/dev/null; then
+	torch_ok=1
+else
+	say "no torch (or numpy) in $PY: the torch columns show n/a"
+fi
+
+run_torch() { # VARIANT ROUND
+	local v=$1 r=$2 ob=$THREADS key="torch-$1"
+	[ "$v" = blas1 ] && ob=1
+	say "round $r: torch, $STEPS steps, set_num_threads($THREADS), OpenBLAS $ob thread(s)"
+	mark "$key.r$r.0"
+	env -u OMP_NUM_THREADS OPENBLAS_NUM_THREADS="$ob" "$PY" tests/torch_train_bench.py \
+		--threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" \
+		>"$tmp/$key.r$r.out" 2>"$tmp/$key.r$r.err" ||
+		{ cat "$tmp/$key.r$r.err" >&2; die "tests/torch_train_bench.py failed"; }
+	mark "$key.r$r.1"
+	others "$key.r$r" >"$tmp/$key.r$r.others"
+}
+
+run_sg() { # SCHED RUN ROUND (RUN fresh starts a new STARPU_HOME)
+	local s=$1 run=$2 r=$3 key="sg-$1-$2"
+	local home="$tmp/starpu-home-$s-r$r"
+	[ "$run" = fresh ] && rm -rf "$home" && mkdir -p "$home"
+	say "round $r: stepgraph run, sched $s, $run, $STEPS steps on $THREADS CPU worker(s)"
+	mark "$key.r$r.0"
+	if ! env -u STARPU_SCHED STARPU_HOME="$home" ./stepgraph run "$CONFIG" \
+		--steps "$STEPS" --warmup_steps "$WARMUP" --ncpus "$THREADS" --ncuda 0 \
+		--sched "$s" --metrics "$tmp/$key.r$r.jsonl" \
+		>"$tmp/$key.r$r.out" 2>"$tmp/$key.r$r.err"; then
+		cat "$tmp/$key.r$r.out" "$tmp/$key.r$r.err" >&2
+		die "stepgraph run failed (sched $s)"
+	fi
+	mark "$key.r$r.1"
+	others "$key.r$r" >"$tmp/$key.r$r.others"
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+	if [ "$torch_ok" = 1 ]; then
+		for v in $T_VARIANTS; do run_torch "$v" "$r"; done
+	fi
+	for s in "${sched_list[@]}"; do
+		run_sg "$s" fresh "$r"
+		run_sg "$s" calibrated "$r"
+	done
+done
+
+for s in "${sched_list[@]}"; do
+	say "bench_task_overhead: sched $s, $THREADS CPU worker(s), $NTASKS tasks"
+	mkdir -p "$tmp/starpu-home-ovh-$s"
+	env -u STARPU_SCHED STARPU_HOME="$tmp/starpu-home-ovh-$s" STARPU_SILENT=1 \
+		tests/bench_task_overhead --sched "$s" --ncpus "$THREADS" --ntasks "$NTASKS" \
+		>"$tmp/ovh-$s.out" 2>"$tmp/ovh-$s.err" ||
+		{ cat "$tmp/ovh-$s.out" "$tmp/ovh-$s.err" >&2; die "tests/bench_task_overhead failed"; }
+done
+
+# ---- tables --------------------------------------------------------------------------
+
+first="$tmp/sg-${sched_list[0]}-fresh.r1.out"
+sed -n '1p' "$first"
+printf '  %s %s steps, the first %s left out of the figures; %s CPU worker(s) / threads;\n' \
+	"$(sed -n 's/.*\(graph [0-9]* tasks, [0-9]* dependencies per step\).*/\1;/p' "$first")" \
+	"$STEPS" "$WARMUP" "$THREADS"
+printf '  each row: the best of %s round(s) (highest tokens/s); "rounds ms": the range of the rounds'"'"' mean step times\n\n' \
+	"$ROUNDS"
+
+declare -A TTOK
+worst=0
+note_others() { [ "$1" -gt "$worst" ] && worst=$1; return 0; }
+
+if [ "$torch_ok" = 1 ]; then
+	b=$(best torch-blasN torch)
+	printf 'PyTorch %s, same model, weights, batches, AdamW(foreach=True) and clipping; %s attention\n' \
+		"$(field torch "$tmp/torch-blasN.r$b.out")" "$(field attention "$tmp/torch-blasN.r$b.out")"
+	printf '  %-44s %10s %9s %10s %11s %7s\n' "configuration" "tokens/s" "mean ms" "median ms" \
+		"rounds ms" "others"
+	for v in $T_VARIANTS; do
+		ob=$THREADS
+		[ "$v" = blas1 ] && ob=1
+		b=$(best "torch-$v" torch)
+		o="$tmp/torch-$v.r$b.out"
+		TTOK[$v]=$(field tokens_per_s "$o")
+		wo=$(worst_others "torch-$v")
+		note_others "$wo"
+		printf '  %-44s %10.1f %9.2f %10.2f %11s %6s%%\n' "set_num_threads($THREADS), OpenBLAS $ob thread(s)" \
+			"${TTOK[$v]}" "$(field mean_step_ms "$o")" "$(field median_step_ms "$o")" \
+			"$(spread "torch-$v" torch)" "$wo"
+	done
+	printf '  loss step 1 -> %s: %s -> %s\n\n' "$STEPS" "$(field first_loss "$o")" "$(field last_loss "$o")"
+fi
+
+ratio() { if [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else echo n/a; fi; }
+printf 'stepgraph run (x torch: stepgraph tokens/s / torch tokens/s, x t/OB1: the same against torch with OpenBLAS on 1 thread;\n'
+printf '               overhead: tasks per step x the largest us/task of the policy / the calibrated mean step)\n'
+printf '  %-6s %-10s %10s %9s %10s %11s %8s %8s %6s %8s %9s %7s  %s\n' sched run tokens/s "mean ms" \
+	"median ms" "rounds ms" "x torch" "x t/OB1" tasks "us/task" overhead others "loss 1 -> last"
+for s in "${sched_list[@]}"; do
+	ovh="$tmp/ovh-$s.out"
+	us=$(awk -v a="$(field empty_us "$ovh")" -v b="$(field chain_us "$ovh")" -v c="$(field indep_us "$ovh")" \
+		'BEGIN { m = a; if (b > m) m = b; if (c > m) m = c; printf "%.2f", m }')
+	bc=$(best "sg-$s-calibrated" sg)
+	cal_mean=$(summary_field mean "$tmp/sg-$s-calibrated.r$bc.out")
+	for run in fresh calibrated; do
+		key="sg-$s-$run"
+		b=$(best "$key" sg)
+		out="$tmp/$key.r$b.out"
+		tok=$(summary_field tok "$out")
+		tasks=$(sed -n 's/.*graph \([0-9]*\) tasks.*/\1/p' "$out")
+		read -r med l0 l1 < <(jsonl_stats "$tmp/$key.r$b.jsonl")
+		share=$(awk -v n="$tasks" -v u="$us" -v m="$cal_mean" 'BEGIN { printf "%.3f%%", 100 * n * u / 1000 / m }')
+		wo=$(worst_others "$key")
+		note_others "$wo"
+		printf '  %-6s %-10s %10.1f %9.2f %10.2f %11s %8s %8s %6s %8s %9s %6s%%  %s -> %s\n' "$s" "$run" \
+			"$tok" "$(summary_field mean "$out")" "$med" "$(spread "$key" sg)" \
+			"$(ratio "$tok" "${TTOK[blasN]:-}")" "$(ratio "$tok" "${TTOK[blas1]:-}")" "$tasks" "$us" \
+			"$share" "$wo" "$l0" "$l1"
+	done
+done
+printf '  (others: the largest share of the %s CPUs that other processes or the hypervisor took during a round of that row)\n' "$NCPU"
+if [ "$worst" -ge 10 ]; then
+	printf '  WARNING: up to %s%% of the machine went to other work during a run: those figures are skewed\n' "$worst"
+fi
+
+printf '\nStarPU cost per task (tests/bench_task_overhead, %s CPU workers: %s tasks a round, median of 3 rounds;\n' \
+	"$THREADS" "$NTASKS"
+printf '  submitted like runtime/exec.c: history model, profiling, callback, name, priority)\n'
+printf '  %-6s %10s %10s %10s\n' sched "empty us" "chain us" "indep us"
+for s in "${sched_list[@]}"; do
+	ovh="$tmp/ovh-$s.out"
+	printf '  %-6s %10s %10s %10s\n' "$s" "$(field empty_us "$ovh")" "$(field chain_us "$ovh")" \
+		"$(field indep_us "$ovh")"
+done
+
+# StarPU's messages (STARPU_SILENT=0), round 1: counted by kind, anything else shown.
+known='not calibrated enough|Too big deviation|check_bus_config_file'
+printf '\nStarPU messages on stderr in round 1 (STARPU_SILENT=%s)\n' "$STARPU_SILENT"
+for s in "${sched_list[@]}"; do
+	for run in fresh calibrated; do
+		err="$tmp/sg-$s-$run.r1.err"
+		forced=$(grep -c 'not calibrated enough' "$err" || true)
+		flushed=$(grep -c 'Too big deviation' "$err" || true)
+		other=$(grep -Ev "$known" "$err" | grep -c . || true)
+		printf '  %-6s %-10s %3s x "not calibrated enough, forcing calibration", %3s x "too big deviation, flushing", %3s other\n' \
+			"$s" "$run" "$forced" "$flushed" "$other"
+		{ grep -o -e 'model [a-z_0-9]* is not calibrated enough' \
+			-e 'Too big deviation for model [a-z_0-9]*' "$err" || true; } | sort | uniq -c |
+			sed 's/^ */      /'
+		{ grep -Ev "$known" "$err" || true; } | sort | uniq -c | sort -rn | head -n 5 |
+			sed 's/^ */      /'
+	done
+done

@@ -1,0 +1,335 @@
+#!/usr/bin/python3
+"""The training step of `stepgraph run` (configs/default.json) written in plain
+PyTorch, timed on the same cores: the yardstick of scripts/bench_train.sh.
+
+Usage: torch_train_bench.py [--threads N] [--steps S] [--warmup W]
+                            [--model models/tiny-llama.json] [--data TEXT]
+                            [--seq 256] [--batch 4] [--seed 42]
+
+Same workload as stepgraph's default run, step for step:
+  model    the decoder of models/tiny-llama.json (Llama block, tied
+           embeddings), the layer math of tests/torch_model_ref.py (RMSNorm,
+           rotary embedding, grouped-query attention with repeat_kv, SwiGLU)
+           in an nn.Module with bias-free nn.Linear; fp32
+  weights  stepgraph's initialisation (runtime/weights.c sg_weights_init:
+           N(0, 0.02) from a counter-based splitmix64 keyed by seed and tensor
+           name, RMSNorm gains 1), so both start from the same point
+  data     the same text as byte tokens, cut into windows of T+1 bytes at
+           multiples of T and visited in the same shuffled order
+           (runtime/data_loader.c: xoshiro256** Fisher-Yates, seed + epoch)
+  update   torch.optim.AdamW(foreach=True), lr 1e-3, betas (0.9, 0.95),
+           eps 1e-8, weight decay 0.01; stepgraph's WarmupLR (linear over 20
+           steps, DeepSpeed's convention of lr 0 on the first update, see
+           runtime/lr_schedule.c) set on the param group before each step;
+           torch.nn.utils.clip_grad_norm_(1.0)
+Attention: torch 1.13 has no F.scaled_dot_product_attention (it came in 2.0),
+so it is the matmul-softmax attention with a causal mask from
+torch_model_ref.py, what a 1.13 user writes; with torch >= 2.0 SDPA is used.
+
+Threads: torch.set_num_threads(N), and OPENBLAS_NUM_THREADS / OMP_NUM_THREADS
+are set to N before torch is imported (Debian's torch does its matrix
+products in the system OpenBLAS, whose own thread pool set_num_threads does
+not size). A timed step is zero_grad + forward + backward + clipping +
+optimizer step (the batch is built beforehand, as stepgraph's step time also
+leaves out reading the batch); the figures cover the steps after the W
+warm-up steps, like stepgraph's summary.
+
+Prints the loss of every 10th step to stderr and, on stdout, one line:
+  torch_train torch=V threads=N steps=S warmup=W tokens_per_s=X
+      mean_step_ms=Y median_step_ms=M min_step_ms=Z first_loss=A last_loss=B attention=KIND
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--model", default=os.path.join(ROOT, "models", "tiny-llama.json"))
+    ap.add_argument("--data", default="/usr/share/vim/vim90/doc/version8.txt")
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup_lr_steps", type=int, default=20)
+    a = ap.parse_args(argv)
+    if a.threads < 1 or a.steps < 1 or a.warmup < 0 or a.warmup >= a.steps:
+        ap.error("need threads >= 1, steps >= 1 and 0 <= warmup < steps")
+    return a
+
+
+ARGS = parse_args(sys.argv[1:])
+# before torch (and its BLAS) start their thread pools
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(ARGS.threads))
+os.environ.setdefault("OMP_NUM_THREADS", str(ARGS.threads))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, HERE)
+from torch_model_ref import apply_rope, attention, rms_norm  # noqa: E402
+
+M64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+# ---- stepgraph's initialisation (runtime/weights.c) ----------------------------
+
+def mix64_np(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def fnv1a(s):
+    h = 0xCBF29CE484222325
+    for c in s.encode():
+        h = ((h ^ c) * 0x100000001B3) & M64
+    return h
+
+
+def sg_init(name, shape, seed, std=0.02):
+    n = int(np.prod(shape))
+    if name.endswith("norm.weight"):
+        return torch.ones(shape)
+    if name.endswith("bias"):
+        return torch.zeros(shape)
+    key = mix64((seed ^ fnv1a(name)) & M64)
+    j = np.arange((n + 1) // 2, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        a = mix64_np(np.uint64(key) + (np.uint64(2) * j + np.uint64(1)) * np.uint64(GOLDEN))
+        b = mix64_np(np.uint64(key) + (np.uint64(2) * j + np.uint64(2)) * np.uint64(GOLDEN))
+    u1 = ((a >> np.uint64(11)) + np.uint64(1)).astype(np.float64) * 2.0 ** -53
+    u2 = (b >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    r = np.sqrt(-2.0 * np.log(u1)) * std
+    x = np.empty(2 * len(j), dtype=np.float64)
+    x[0::2] = r * np.cos(2 * math.pi * u2)
+    x[1::2] = r * np.sin(2 * math.pi * u2)
+    return torch.from_numpy(x[:n].astype(np.float32).reshape(shape))
+
+
+# ---- stepgraph's batches (runtime/data_loader.c) -------------------------------
+
+class Xoshiro:
+    def __init__(self, seed):
+        x = seed & M64
+        self.s = []
+        for _ in range(4):
+            x = (x + GOLDEN) & M64
+            self.s.append(mix64(x))
+
+    def next(self):
+        s = self.s
+        rotl = lambda v, k: ((v << k) | (v >> (64 - k))) & M64
+        out = (rotl((s[1] * 5) & M64, 7) * 9) & M64
+        t = (s[1] << 17) & M64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        return out
+
+    def below(self, n):  # Lemire, as rng_below
+        m = (self.next() >> 32) * n
+        lo = m & 0xFFFFFFFF
+        if lo < n:
+            t = ((1 << 32) - n) % n
+            while lo < t:
+                m = (self.next() >> 32) * n
+                lo = m & 0xFFFFFFFF
+        return m >> 32
+
+
+def permutation(n, seed):
+    perm = list(range(n))
+    r = Xoshiro(seed)
+    for i in range(n - 1, 0, -1):
+        j = r.below(i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+class Batches:
+    def __init__(self, path, B, T, seed):
+        self.tok = np.fromfile(path, dtype=np.uint8).astype(np.int64)
+        self.B, self.T, self.seed = B, T, seed
+        self.nwindows = (len(self.tok) - 1) // T
+        self.index, self.epoch, self.perm_epoch, self.perm = 0, 0, None, None
+
+    def next(self):
+        B, T = self.B, self.T
+        x = np.empty((B, T), dtype=np.int64)
+        y = np.empty((B, T), dtype=np.int64)
+        for b in range(B):
+            k = self.index + b
+            ep = self.epoch + k // self.nwindows
+            k %= self.nwindows
+            if self.perm_epoch != ep:
+                self.perm, self.perm_epoch = permutation(self.nwindows, self.seed + ep), ep
+            start = self.perm[k] * T
+            x[b] = self.tok[start:start + T]
+            y[b] = self.tok[start + 1:start + T + 1]
+        self.index += B
+        self.epoch += self.index // self.nwindows
+        self.index %= self.nwindows
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+
+# ---- the model -------------------------------------------------------------------
+
+HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, H, Hq, Hkv, D, I, eps):
+        super().__init__()
+        self.Hq, self.Hkv, self.D, self.eps = Hq, Hkv, D, eps
+        self.input_layernorm = torch.nn.Parameter(torch.ones(H))
+        self.q_proj = torch.nn.Linear(H, Hq * D, bias=False)
+        self.k_proj = torch.nn.Linear(H, Hkv * D, bias=False)
+        self.v_proj = torch.nn.Linear(H, Hkv * D, bias=False)
+        self.o_proj = torch.nn.Linear(Hq * D, H, bias=False)
+        self.post_attention_layernorm = torch.nn.Parameter(torch.ones(H))
+        self.gate_proj = torch.nn.Linear(H, I, bias=False)
+        self.up_proj = torch.nn.Linear(H, I, bias=False)
+        self.down_proj = torch.nn.Linear(I, H, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        n1 = rms_norm(x, self.input_layernorm, self.eps)
+        q = self.q_proj(n1).view(B, T, self.Hq, self.D).transpose(1, 2)
+        k = self.k_proj(n1).view(B, T, self.Hkv, self.D).transpose(1, 2)
+        v = self.v_proj(n1).view(B, T, self.Hkv, self.D).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if HAVE_SDPA:
+            rep = self.Hq // self.Hkv
+            att = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, dim=1),
+                                                 v.repeat_interleave(rep, dim=1),
+                                                 is_causal=True)
+            att = att.transpose(1, 2).reshape(B, T, self.Hq * self.D)
+        else:
+            att = attention(q, k, v, 0)  # torch_model_ref: matmul, causal mask, softmax
+        h = x + self.o_proj(att)
+        n2 = rms_norm(h, self.post_attention_layernorm, self.eps)
+        return h + self.down_proj(F.silu(self.gate_proj(n2)) * self.up_proj(n2))
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self, cfg, T):
+        super().__init__()
+        H, V = cfg["hidden_size"], cfg["vocab_size"]
+        Hq, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        D = cfg.get("head_dim") or H // Hq
+        eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+        if not cfg.get("tie_word_embeddings") or cfg.get("architecture") != "llama":
+            raise SystemExit("torch_train_bench.py: only tied-embedding Llama models")
+        self.eps = eps
+        self.embed_tokens = torch.nn.Embedding(V, H)
+        self.layers = torch.nn.ModuleList(
+            Layer(H, Hq, Hkv, D, cfg["intermediate_size"], eps)
+            for _ in range(cfg["num_hidden_layers"]))
+        self.norm = torch.nn.Parameter(torch.ones(H))
+        inv = theta ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+        ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+        emb = np.concatenate([ang, ang], axis=-1)
+        self.register_buffer("cos", torch.from_numpy(np.cos(emb)).float())
+        self.register_buffer("sin", torch.from_numpy(np.sin(emb)).float())
+
+    def hf_named_parameters(self):
+        yield "model.embed_tokens.weight", self.embed_tokens.weight
+        for l, ly in enumerate(self.layers):
+            p = f"model.layers.{l}."
+            yield p + "input_layernorm.weight", ly.input_layernorm
+            for s in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                yield p + f"self_attn.{s}.weight", getattr(ly, s).weight
+            yield p + "post_attention_layernorm.weight", ly.post_attention_layernorm
+            for s in ("gate_proj", "up_proj", "down_proj"):
+                yield p + f"mlp.{s}.weight", getattr(ly, s).weight
+        yield "model.norm.weight", self.norm
+
+    def forward(self, tokens, targets):
+        x = self.embed_tokens(tokens)
+        for ly in self.layers:
+            x = ly(x, self.cos, self.sin)
+        logits = rms_norm(x, self.norm, self.eps) @ self.embed_tokens.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+# ---- training ----------------------------------------------------------------
+
+def lr_at(update, lr, warmup):
+    """runtime/lr_schedule.c sg_lr_at (WarmupLR, linear, min 0) for update
+    number `update` counted from 0."""
+    it = update - 1
+    if it < 0:
+        return 0.0
+    w = max(warmup, 2)
+    return lr * (it / w if it < w else 1.0)
+
+
+def main():
+    a = ARGS
+    torch.set_num_threads(a.threads)
+    if torch.get_num_threads() != a.threads:
+        sys.exit("torch.set_num_threads(%d) gave %d" % (a.threads, torch.get_num_threads()))
+    with open(a.model) as f:
+        cfg = json.load(f)
+    model = Decoder(cfg, a.seq)
+    with torch.no_grad():
+        for name, p in model.hf_named_parameters():
+            p.copy_(sg_init(name, tuple(p.shape), a.seed))
+    nparams = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.01, foreach=True)
+    data = Batches(a.data, a.batch, a.seq, a.seed)
+    batches = [data.next() for _ in range(a.steps)]
+    kind = "sdpa" if HAVE_SDPA else "matmul-softmax"
+    print("torch %s, %d thread(s), %s: %d parameters, batch %d x %d, %s attention" %
+          (torch.__version__, a.threads, os.path.basename(a.model), nparams, a.batch, a.seq,
+           kind), file=sys.stderr)
+    times, losses = [], []
+    for i, (x, y) in enumerate(batches):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(i, a.lr, a.warmup_lr_steps)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+        if i == 0 or (i + 1) % 10 == 0 or i + 1 == a.steps:
+            print("Step %d | Loss: %.4f | Time: %.2f ms" % (i + 1, losses[-1], times[-1] * 1e3),
+                  file=sys.stderr)
+    timed = times[a.warmup:]
+    mean = sum(timed) / len(timed)
+    median = sorted(timed)[len(timed) // 2]
+    tokens = a.batch * a.seq
+    print("torch_train torch=%s threads=%d steps=%d warmup=%d tokens_per_s=%.1f "
+          "mean_step_ms=%.3f median_step_ms=%.3f min_step_ms=%.3f first_loss=%.4f last_loss=%.4f attention=%s" %
+          (torch.__version__, a.threads, a.steps, a.warmup, tokens / mean, mean * 1e3,
+           median * 1e3, min(timed) * 1e3, losses[0], losses[-1], kind))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
