@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "graph/analysis.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data_loader.h"
 #include "runtime/exec.h"
@@ -40,6 +41,25 @@ typedef struct trainer {
 
 /* ---- set-up ------------------------------------------------------------------ */
 
+/* Graph-aware priorities: each task's bottom level (the longest path from it
+ * to the end of the step on an ideal machine, in microseconds), so that
+ * priority-aware policies (dmdas, prio, heteroprio...) run the critical path
+ * first. Relative sizes matter, not the machine: one GH200's roofline. */
+static int set_priorities(trainer *t, sg_error *err)
+{
+    sg_cost_model cm;
+    sg_cost_model_gh200(&cm);
+    double *bl = malloc((size_t)(t->graph.nnodes > 0 ? t->graph.nnodes : 1) * sizeof *bl);
+    if (!bl || sg_graph_bottom_levels(&t->graph, &cm, bl)) {
+        free(bl);
+        return sg_error_set(err, SG_ENOMEM, "out of memory computing priorities");
+    }
+    for (int i = 0; i < t->graph.nnodes; i++)
+        t->graph.nodes[i].priority = (int64_t)(bl[i] * 1e6);
+    free(bl);
+    return SG_OK;
+}
+
 static int setup_graph(trainer *t, sg_error *err)
 {
     sg_graph_init(&t->graph);
@@ -47,7 +67,9 @@ static int setup_graph(trainer *t, sg_error *err)
     if (rc)
         return rc;
     sg_step_spec_from_config(t->cfg, &t->spec);
-    return sg_unit_check_model(&t->model, err);
+    if ((rc = sg_unit_check_model(&t->model, err)))
+        return rc;
+    return set_priorities(t, err);
 }
 
 static int setup_weights(trainer *t, sg_error *err)

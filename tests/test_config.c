@@ -135,7 +135,7 @@ static void test_shipped(void)
        "default.json: deepspeed_config resolved next to the run config (%s)", cfg->ds_path);
     ok(ends_with(cfg->run_path, "configs/default.json"), "default.json: run_path");
     is_str(cfg->run.model, "tiny-llama", "default.json: model");
-    is_str(cfg->run.sched, "dmdas", "default.json: sched");
+    is_str(cfg->run.sched, "lws", "default.json: sched");
     is_int(cfg->run.max_length, 256, "default.json: max_length");
     is_int(cfg->run.bench_steps, 200, "default.json: bench_steps");
     is_int(cfg->run.log_interval, 10, "default.json: log_interval");

@@ -325,7 +325,8 @@ def main():
     median = sorted(timed)[len(timed) // 2]
     tokens = a.batch * a.seq
     print("torch_train torch=%s threads=%d steps=%d warmup=%d tokens_per_s=%.1f "
-          "mean_step_ms=%.3f median_step_ms=%.3f min_step_ms=%.3f first_loss=%.4f last_loss=%.4f attention=%s" %
+          "mean_step_ms=%.3f median_step_ms=%.3f min_step_ms=%.3f first_loss=%.4f "
+          "last_loss=%.4f attention=%s" %
           (torch.__version__, a.threads, a.steps, a.warmup, tokens / mean, mean * 1e3,
            median * 1e3, min(timed) * 1e3, losses[0], losses[-1], kind))
     return 0
