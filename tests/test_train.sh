@@ -201,6 +201,11 @@ assert all(e["dur"] >= 0 and "kind" in e["args"] for e in x)
 PYEOF
 ok $? "--trace: Chrome trace with a lane per worker and link, tasks named after nodes, flows"
 
+ds wcb '{"wall_clock_breakdown": true}'
+train wcb wcb --steps 2 --log_interval 1
+[ "$(grep -c '^  time (ms) | forward: [0-9.]* | backward: [0-9.]* | optimizer: [0-9.]* | transfer: ' "$TMP/wcb.out")" -eq 2 ]
+ok $? "wall_clock_breakdown prints forward/backward/optimizer/transfer times per logged step"
+
 # ---- NUMA binding and FxT ------------------------------------------------------
 train numa base --numa_node 0
 grep -q "bound to the .* cores of NUMA node 0" "$TMP/numa.out" && same numa ref; ok $? "numa_node 0 binds the CPU workers, same losses"
