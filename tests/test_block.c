@@ -710,17 +710,11 @@ int main(void)
      * the call is what pins it here. */
     openblas_set_num_threads(1);
 #endif
-    const char *py = system_python();
-    char *probe[] = {(char *)py, "-c", "import numpy, torch", NULL};
-    if (run_program(probe, 1) != 0)
+    int begin = torch_test_begin(g_root, sizeof g_root, "sg_block");
+    if (begin > 0)
         return tap_plan_skip_all("torch not available");
-
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/sg_block.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        printf("Bail out! mkdtemp %s: %s\n", g_root, strerror(errno));
+    if (begin < 0)
         return 1;
-    }
 
     static const struct {
         const char *label, *json;

@@ -920,17 +920,11 @@ int main(void)
      * the call is what pins it here. */
     openblas_set_num_threads(1);
 #endif
-    const char *py = system_python();
-    char *probe[] = {(char *)py, "-c", "import numpy, torch", NULL};
-    if (run_program(probe, 1) != 0)
+    int begin = torch_test_begin(g_root, sizeof g_root, "sg_cpu_ops");
+    if (begin > 0)
         return tap_plan_skip_all("torch not available");
-
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/sg_cpu_ops.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        printf("Bail out! mkdtemp %s: %s\n", g_root, strerror(errno));
+    if (begin < 0)
         return 1;
-    }
 
     prep_embedding();
     prep_rmsnorm();
@@ -947,7 +941,7 @@ int main(void)
     snprintf(script, sizeof script, "%s/tests/torch_ops_ref.py", srcdir());
     char *argv[3 + 2 * MAX_CASES];
     int a = 0;
-    argv[a++] = (char *)py;
+    argv[a++] = (char *)system_python();
     argv[a++] = script;
     for (int i = 0; i < g_ncases; i++) {
         argv[a++] = (char *)g_cases[i].op;
@@ -956,7 +950,7 @@ int main(void)
     argv[a] = NULL;
     int rc = run_program(argv, 0);
     if (!ok(rc == 0, "torch reference ran (%d cases)", g_ncases))
-        tap_diag("%s %s ... exited with %d", py, script, rc);
+        tap_diag("%s %s ... exited with %d", system_python(), script, rc);
 
     for (int i = 0; i < g_ncases; i++)
         g_cases[i].check(&g_cases[i]);

@@ -105,6 +105,23 @@ static inline int run_program(char *const argv[], int quiet)
             return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+/* For tests against PyTorch: 1 if $SYSTEM_PYTHON lacks numpy or torch (skip
+ * all), -1 if the scratch directory $TMPDIR/PREFIX.XXXXXX cannot be made
+ * (bail out; a message is printed), else 0 with its path in root. */
+static inline int torch_test_begin(char *root, size_t size, const char *prefix)
+{
+    char *probe[] = {(char *)system_python(), "-c", "import numpy, torch", NULL};
+    if (run_program(probe, 1) != 0)
+        return 1;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, size, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+    if (!mkdtemp(root)) {
+        printf("Bail out! mkdtemp %s: %s\n", root, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
 #endif
 
 #ifdef SG_MODEL_H
