@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "graph/analysis.h"
 #include "runtime/checkpoint.h"
@@ -37,9 +40,29 @@ typedef struct trainer {
     float *losses;
     sg_step_stats stats;
     int64_t total_steps;
+    int64_t rollbacks;          /* SuperOffload sub-group steps undone, whole run */
 } trainer;
 
 /* ---- set-up ------------------------------------------------------------------ */
+
+/* Outputs written at the end are checked before training: a run must not
+ * lose its result to a directory that does not exist. */
+static int check_outputs(const sg_run_options *r, sg_error *err)
+{
+    if (r->save[0] && mkdir(r->save, 0777) && errno != EEXIST)
+        return sg_error_set(err, SG_EIO, "save: cannot create %s: %s", r->save, strerror(errno));
+    if (r->trace[0]) {
+        char dir[SG_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", r->trace);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        const char *d = slash ? (dir[0] ? dir : "/") : ".";
+        if (access(d, W_OK))
+            return sg_error_set(err, SG_EIO, "trace: cannot write in %s: %s", d, strerror(errno));
+    }
+    return SG_OK;
+}
 
 /* Graph-aware priorities: each task's bottom level (the longest path from it
  * to the end of the step on an ideal machine, in microseconds), so that
@@ -247,6 +270,7 @@ static int run_step(trainer *t, int64_t i, sg_error *err)
         loss += t->losses[mb];
     loss /= (double)t->spec.grad_accum;
     int skipped = t->x.shared.adam_skipped;
+    t->rollbacks += t->x.shared.rollbacks;
     t->st.step++;
     if (!skipped)
         t->st.adam_step++;
@@ -302,6 +326,13 @@ static void print_summary(const trainer *t)
     char buf[1024];
     sg_step_stats_format_summary(&t->stats, &peak, 1, buf, sizeof buf);
     fputs(buf, stdout);
+    if (t->spec.super_offload) {
+        sg_subgroup_layout lay;
+        sg_subgroup_layout_compute(&t->model, &t->spec, &lay, NULL);
+        printf("  SuperOffload: %lld of %lld speculative sub-group steps rolled back (clipping "
+               "or overflow)\n", (long long)t->rollbacks,
+               (long long)(lay.nsubgroups - lay.first_cpu) * (long long)t->stats.all.steps);
+    }
     fflush(stdout);
 }
 
@@ -333,7 +364,8 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
     memset(res, 0, sizeof *res);
     const sg_run_options *r = &cfg->run;
     int rc;
-    if ((rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
+    if ((rc = check_outputs(r, err)) || (rc = setup_graph(&t, err)) ||
+        (rc = setup_weights(&t, err)) ||
         (rc = setup_data(&t, err)))
         goto out;
     if (r->metrics[0]) {

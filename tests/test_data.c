@@ -429,9 +429,7 @@ static void test_bad_files(void)
 
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/sg-test-data-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(dir))
+    if (make_test_dir(dir, sizeof dir, "sg-test-data"))
         return tap_plan_skip_all("cannot create a temporary directory");
     test_shards();
     test_shuffle();

@@ -572,9 +572,7 @@ static void test_trace(void)
 
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/sg-test-train-util-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(dir))
+    if (make_test_dir(dir, sizeof dir, "sg-test-train-util"))
         return tap_plan_skip_all("cannot create a temporary directory");
     test_lr();
     test_loss_scaler();

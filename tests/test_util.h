@@ -106,6 +106,15 @@ static inline int run_program(char *const argv[], int quiet)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Creates the scratch directory $TMPDIR/PREFIX.XXXXXX (default /tmp) into
+ * dir; returns 0, or -1 when it cannot. */
+static inline int make_test_dir(char *dir, size_t size, const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, size, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
+    return mkdtemp(dir) ? 0 : -1;
+}
+
 /* For tests against PyTorch: 1 if $SYSTEM_PYTHON lacks numpy or torch (skip
  * all), -1 if the scratch directory $TMPDIR/PREFIX.XXXXXX cannot be made
  * (bail out; a message is printed), else 0 with its path in root. */
@@ -114,9 +123,7 @@ static inline int torch_test_begin(char *root, size_t size, const char *prefix)
     char *probe[] = {(char *)system_python(), "-c", "import numpy, torch", NULL};
     if (run_program(probe, 1) != 0)
         return 1;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(root, size, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix);
-    if (!mkdtemp(root)) {
+    if (make_test_dir(root, size, prefix)) {
         printf("Bail out! mkdtemp %s: %s\n", root, strerror(errno));
         return -1;
     }

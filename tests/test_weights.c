@@ -694,9 +694,7 @@ static void test_state(const sg_model *m)
 
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/sg-test-weights-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(dir))
+    if (make_test_dir(dir, sizeof dir, "sg-test-weights"))
         return tap_plan_skip_all("cannot create a temporary directory");
 
     test_conversions();

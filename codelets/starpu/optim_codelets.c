@@ -25,26 +25,19 @@ static float scalar_at(void *buffers[], int slot, float dflt)
 void sg_grad_norm_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int slots[MAX_SLOTS];
-    int n = sg_arg_collect(c, GRAD_PIECE, 1, -2, 0, slots, MAX_SLOTS);
     int out = sg_arg_find(c, SG_BUF_GRAD_NORM, -2);
     if (out < 0) {
         sg_task_fail(c, SG_EINVAL, "no norm buffer");
         return;
     }
-    /* collect sorts by unit offset; restore slot (program) order */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && slots[j - 1] > slots[j]; j--) {
-            int t = slots[j];
-            slots[j] = slots[j - 1];
-            slots[j - 1] = t;
-        }
     double sumsq = 0.0;
     int nonfinite = 0;
-    for (int i = 0; i < n; i++) {
-        const sg_buffer *b = sg_arg_buffer(c, slots[i]);
+    for (int i = 0; i < c->nslots; i++) { /* slot (program) order */
+        const sg_buffer *b = sg_arg_buffer(c, i);
+        if (b->role != SG_BUF_GRAD_PIECE)
+            continue;
         sg_f32_view v;
-        if (sg_f32_view_open(&v, sg_arg_ptr(buffers, slots[i]), b->dtype, (size_t)b->elems, 1)) {
+        if (sg_f32_view_open(&v, sg_arg_ptr(buffers, i), b->dtype, (size_t)b->elems, 1)) {
             sg_task_fail(c, SG_ENOMEM, "out of memory");
             return;
         }

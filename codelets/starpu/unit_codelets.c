@@ -107,7 +107,8 @@ static void forward(void *buffers[], void *arg, int recompute)
         rc = sg_unit_forward(k.m, k.u, k.B, k.T, &k.io);
     call_end(&k, rc);
     if (rc)
-        sg_task_fail(c, rc, rc == SG_ENOMEM ? "out of memory" : "invalid token id or size");
+        sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
+                                           : "invalid token id or size");
 }
 
 void sg_forward_cpu(void *buffers[], void *arg)
@@ -155,5 +156,6 @@ void sg_backward_cpu(void *buffers[], void *arg)
                               k.u == k.head ? head_dloss(&k) : 0.0f, dx, dparams, dembed);
     call_end(&k, rc);
     if (rc)
-        sg_task_fail(c, rc, rc == SG_ENOMEM ? "out of memory" : "invalid token id or size");
+        sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
+                                           : "invalid token id or size");
 }
