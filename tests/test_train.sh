@@ -172,6 +172,17 @@ ok "$(cat "$TMP/rest.rc")" "--load CHECKPOINT resumes"
 grep -q "^Step 4 |" "$TMP/rest.out"; ok $? "resumed run continues the step numbering"
 train other mb4 --steps 1 --load "$TMP/ck"
 grep -q "another model, data, seed" "$TMP/other.err"; ok $? "resuming with another batch size is refused with a reason"
+mkdir -p "$TMP/ckbad" && cp "$TMP/ck/model.safetensors" "$TMP/ckbad/"
+"$PY" - "$TMP/ck/state.safetensors" "$TMP/ckbad/state.safetensors" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); h["__metadata__"]["adam_step"] = "99"
+hb = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PYEOF
+train ckbad base --steps 1 --load "$TMP/ckbad"
+[ "$(cat "$TMP/ckbad.rc")" -ne 0 ] && grep -q "adam_step" "$TMP/ckbad.err"; ok $? "a training state with a bad adam_step is an error naming it"
 train fromw lr0 --steps 1 --load "$TMP/ck/model.safetensors"
 ok "$(cat "$TMP/fromw.rc")" "--load WEIGHTS starts a new run from saved weights"
 printf 'not a checkpoint' >"$TMP/bad.safetensors"
