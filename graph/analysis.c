@@ -177,3 +177,16 @@ int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s
     free(bl);
     return SG_OK;
 }
+
+int sg_graph_set_priorities(sg_graph *g, const sg_cost_model *cm)
+{
+    double *bl = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * sizeof *bl);
+    if (!bl || sg_graph_bottom_levels(g, cm, bl)) {
+        free(bl);
+        return SG_ENOMEM;
+    }
+    for (int i = 0; i < g->nnodes; i++)
+        g->nodes[i].priority = (int64_t)(bl[i] * 1e6);
+    free(bl);
+    return SG_OK;
+}

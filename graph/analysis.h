@@ -61,6 +61,11 @@ int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s
  * out has g->nnodes entries. Returns 0 or SG_ENOMEM. */
 int sg_graph_bottom_levels(const sg_graph *g, const sg_cost_model *cm, double *out);
 
+/* Sets every node's priority to its bottom level in microseconds, so that
+ * priority-aware policies (dmdas, prio, heteroprio...) run the critical path
+ * first. Returns 0 or SG_ENOMEM. */
+int sg_graph_set_priorities(sg_graph *g, const sg_cost_model *cm);
+
 /* Peak bytes live per memory space when the nodes run in program order: a
  * persistent buffer is always live; another lives from a write that starts a
  * new value (W) to its last access before the next such write. */

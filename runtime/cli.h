@@ -22,6 +22,16 @@ typedef struct sg_cli_opt {
  * applies the overrides, finalizes, and prints config warnings on stderr. */
 int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts,
                        sg_config *cfg, sg_error *err);
+/* The same, printing the config's warnings only if print_warnings. */
+int sg_cli_load_config_ex(int argc, char **argv, const sg_cli_opt *opts, int nopts,
+                          sg_config *cfg, int print_warnings, sg_error *err);
+
+/* The same walk as sg_cli_load_config without loading: CONFIG (NULL if
+ * none), and in pass (argc entries) the arguments that are not the
+ * command's own options, i.e. the run options and --set with their values,
+ * in order, to hand to another program. */
+int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts,
+                      const char **config, char **pass, int *npass);
 
 /* Prints the run-option flags shared by the commands (for --help). */
 void sg_cli_print_run_flags(void);
@@ -35,6 +45,9 @@ int sg_cmd_graph(int argc, char **argv);
 void sg_default_config_path(char *buf, size_t n);
 int sg_cmd_model(int argc, char **argv);
 int sg_cmd_config(int argc, char **argv);
+int sg_cmd_simulate(int argc, char **argv);
+int sg_cmd_tune(int argc, char **argv);
+int sg_cmd_calibrate(int argc, char **argv);
 
 /* Writes `text`-producing callbacks to a file atomically, or to stdout when
  * path is NULL or "-". */

@@ -25,6 +25,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "runtime/config_override.h"
 #include "runtime/json_util.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -1222,7 +1223,19 @@ static int load_json_object(const char *path, cJSON **root, sg_error *err)
     return rc;
 }
 
-static int load_into(const char *path, sg_config *cfg, sg_error *err)
+/* The --set assignments, applied to the DeepSpeed object before parsing. */
+static int apply_sets(cJSON *ds, const char *const *sets, int nsets, sg_error *err)
+{
+    for (int i = 0; i < nsets; i++) {
+        int rc = sg_json_set_dotted(ds, sets[i], err);
+        if (rc)
+            return rc;
+    }
+    return SG_OK;
+}
+
+static int load_into(const char *path, const char *const *sets, int nsets, sg_config *cfg,
+                     sg_error *err)
 {
     cJSON *root = NULL, *dsroot = NULL;
     int rc = load_json_object(path, &root, err);
@@ -1234,7 +1247,8 @@ static int load_into(const char *path, sg_config *cfg, sg_error *err)
         /* a plain DeepSpeed config */
         snprintf(cfg->ds_path, sizeof cfg->ds_path, "%s", path);
         cfg->run_path[0] = '\0';
-        rc = ds_from_json(root, &c, &cfg->ds);
+        if (!(rc = apply_sets(root, sets, nsets, err)))
+            rc = ds_from_json(root, &c, &cfg->ds);
         goto out;
     }
 
@@ -1244,7 +1258,8 @@ static int load_into(const char *path, sg_config *cfg, sg_error *err)
     if (cJSON_IsObject(dsc)) {
         cfg->ds_path[0] = '\0';
         sg_json_ctx ic = { path, "deepspeed_config.", &cfg->warnings, err };
-        rc = ds_from_json(dsc, &ic, &cfg->ds);
+        if (!(rc = apply_sets((cJSON *)dsc, sets, nsets, err)))
+            rc = ds_from_json(dsc, &ic, &cfg->ds);
         goto out;
     }
     if (!cJSON_IsString(dsc) || !dsc->valuestring[0]) {
@@ -1268,7 +1283,8 @@ static int load_into(const char *path, sg_config *cfg, sg_error *err)
         goto out;
     }
     sg_json_ctx dc = { cfg->ds_path, "", &cfg->warnings, err };
-    rc = ds_from_json(dsroot, &dc, &cfg->ds);
+    if (!(rc = apply_sets(dsroot, sets, nsets, err)))
+        rc = ds_from_json(dsroot, &dc, &cfg->ds);
 out:
     cJSON_Delete(dsroot);
     cJSON_Delete(root);
@@ -1276,6 +1292,12 @@ out:
 }
 
 int sg_config_load(const char *path, sg_config *cfg, sg_error *err)
+{
+    return sg_config_load_with(path, NULL, 0, cfg, err);
+}
+
+int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg_config *cfg,
+                        sg_error *err)
 {
     if (!path || !*path)
         return sg_error_set(err, SG_EINVAL, "no config file given");
@@ -1288,7 +1310,7 @@ int sg_config_load(const char *path, sg_config *cfg, sg_error *err)
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
     sg_ds_config_defaults(&tmp->ds);
     sg_run_options_defaults(&tmp->run);
-    int rc = load_into(path, tmp, err);
+    int rc = load_into(path, sets, nsets, tmp, err);
     if (rc == SG_OK)
         *cfg = *tmp; /* a failed load leaves cfg as it was */
     free(tmp);

@@ -168,6 +168,10 @@ int sg_ds_config_parse(const char *json_text, const char *origin,
  * filling defaults. Does not apply the batch rule (CLI flags may still
  * change dp_size): call sg_config_finalize() after the flags. */
 int sg_config_load(const char *path, sg_config *cfg, sg_error *err);
+/* The same, with --set KEY=VALUE assignments (config_override.h) applied to
+ * the DeepSpeed config before it is read. */
+int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg_config *cfg,
+                        sg_error *err);
 
 /* Sets one run option from its name as written in a run config or as a CLI
  * flag without dashes ("max_length", "seed", ...) and a string value. */

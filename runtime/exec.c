@@ -13,6 +13,7 @@
 
 #include "codelets/starpu/codelets.h"
 #include "runtime/binding.h"
+#include "runtime/starpu_setup.h"
 
 #define H(x, b) ((starpu_data_handle_t)(x)->handles[b])
 
@@ -23,23 +24,9 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int check_policy(const char *name, sg_error *err)
-{
-    struct starpu_sched_policy **all = starpu_sched_get_predefined_policies();
-    char list[1024] = "";
-    for (int i = 0; all[i]; i++) {
-        if (strcmp(all[i]->policy_name, name) == 0)
-            return SG_OK;
-        size_t n = strlen(list);
-        snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", all[i]->policy_name);
-    }
-    return sg_error_set(err, SG_EINVAL, "sched: unknown StarPU policy \"%s\" (one of: %s)", name,
-                        list);
-}
-
 static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
 {
-    int rc = check_policy(opt->sched, err);
+    int rc = sg_starpu_check_policy(opt->sched, err);
     if (rc)
         return rc;
     const char *env = getenv("STARPU_SCHED");
@@ -84,47 +71,6 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
         return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
                                              "(ncpus %d)", opt->ncpus);
     return SG_OK;
-}
-
-/* cpuadam_cores_perc: the last share of the CPU workers serve only the
- * optimizer's CPU tasks (Adam, validation, casts); everything else runs on
- * the other workers. At least one CPU worker stays for the rest when there
- * is no GPU to run it. */
-static void reserve_optimizer_workers(sg_exec *x, const sg_exec_options *opt,
-                                      const sg_step_spec *spec)
-{
-    x->compute_ctx = x->optimizer_ctx = STARPU_NMAX_SCHED_CTXS;
-    x->reserved_workers = 0;
-    int ncpu = (int)starpu_cpu_worker_get_count();
-    int ncuda = (int)starpu_cuda_worker_get_count();
-    if (!spec->offload_optimizer || opt->optimizer_cores_share <= 0 || ncpu < 1)
-        return;
-    int k = (int)floor(opt->optimizer_cores_share * ncpu + 1e-9);
-    if (ncuda == 0 && k > ncpu - 1)
-        k = ncpu - 1;
-    if (k < 1)
-        return;
-    int nall = (int)starpu_worker_get_count();
-    int *cpu = malloc((size_t)ncpu * sizeof(int)), *rest = malloc((size_t)nall * sizeof(int));
-    if (!cpu || !rest)
-        goto out;
-    starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, cpu, (unsigned)ncpu);
-    int nrest = 0;
-    for (int w = 0; w < nall; w++) {
-        int reserved = 0;
-        for (int i = ncpu - k; i < ncpu; i++)
-            reserved |= cpu[i] == w;
-        if (!reserved)
-            rest[nrest++] = w;
-    }
-    x->compute_ctx = starpu_sched_ctx_create(rest, nrest, "compute",
-                                             STARPU_SCHED_CTX_POLICY_NAME, opt->sched, 0);
-    x->optimizer_ctx = starpu_sched_ctx_create(cpu + (ncpu - k), k, "optimizer",
-                                               STARPU_SCHED_CTX_POLICY_NAME, opt->sched, 0);
-    x->reserved_workers = k;
-out:
-    free(cpu);
-    free(rest);
 }
 
 static int register_buffers(sg_exec *x, sg_error *err)
@@ -218,7 +164,9 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     if ((rc = start_starpu(x, opt, err)) || (rc = register_buffers(x, err)) ||
         (rc = build_contexts(x, err)))
         return rc;
-    reserve_optimizer_workers(x, opt, spec);
+    double share = spec->offload_optimizer ? opt->optimizer_cores_share : 0;
+    if (sg_starpu_split_workers(&x->split, share, opt->sched))
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
     return SG_OK;
 }
 
@@ -234,10 +182,7 @@ void sg_exec_shutdown(sg_exec *x)
                 starpu_free_noflag(x->memory[b], (size_t)(x->graph->buffers[b].elems > 0
                                                               ? x->graph->buffers[b].elems : 1) *
                                                      sg_dtype_size(x->graph->buffers[b].dtype));
-        if (x->reserved_workers) {
-            starpu_sched_ctx_delete(x->optimizer_ctx);
-            starpu_sched_ctx_delete(x->compute_ctx);
-        }
+        sg_starpu_split_free(&x->split);
         starpu_shutdown();
     }
     sg_rope_cache_free(&x->shared.rope);
@@ -269,12 +214,6 @@ static enum starpu_data_access_mode starpu_mode(sg_access_mode m)
     return m == SG_R ? STARPU_R : m == SG_W ? STARPU_W : STARPU_RW;
 }
 
-static int optimizer_node(const sg_node *nd)
-{
-    return nd->device == SG_DEV_CPU &&
-           (nd->kind == SG_OP_ADAM_CPU || nd->kind == SG_OP_VALIDATE || nd->kind == SG_OP_CAST);
-}
-
 static int submit_node(sg_exec *x, int i, sg_error *err)
 {
     const sg_node *nd = &x->graph->nodes[i];
@@ -286,11 +225,7 @@ static int submit_node(sg_exec *x, int i, sg_error *err)
         d[s].handle = H(x, c->slot_buffer[s]);
         d[s].mode = starpu_mode(c->slot_mode[s]);
     }
-    unsigned sched_ctx = x->reserved_workers
-                             ? (optimizer_node(nd) ? x->optimizer_ctx : x->compute_ctx)
-                             : starpu_sched_ctx_get_context();
-    if (sched_ctx == STARPU_NMAX_SCHED_CTXS)
-        sched_ctx = 0;
+    unsigned sched_ctx = sg_starpu_ctx_for(&x->split, nd);
     x->records[i].worker = -1;
     int rc = starpu_task_insert(sg_codelet_for(nd->kind), STARPU_DATA_MODE_ARRAY, d, c->nslots,
                                 STARPU_CL_ARGS_NFREE, c, sizeof *c, STARPU_NAME, nd->name,

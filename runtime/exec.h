@@ -18,6 +18,7 @@
 
 #include "codelets/starpu/task_ctx.h"
 #include "graph/error.h"
+#include "runtime/starpu_setup.h"
 #include "runtime/weights.h"
 
 typedef struct sg_exec_options {
@@ -37,8 +38,7 @@ typedef struct sg_exec {
     int *slot_buffer;              /* storage behind ctx[].slot_buffer */
     sg_access_mode *slot_mode;
     sg_task_record *records;       /* per node */
-    unsigned compute_ctx, optimizer_ctx; /* StarPU scheduling contexts */
-    int reserved_workers;          /* CPU workers only the optimizer uses */
+    sg_sched_split split;          /* cpuadam_cores_perc scheduling contexts */
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int started;                   /* starpu_init succeeded */
     double step_start_us;          /* StarPU clock at the last step's start */

@@ -80,10 +80,60 @@ static int read_fields(const sg_json_ctx *c, const cJSON *obj, const char *secti
     return SG_OK;
 }
 
+/* "calibration": written by `stepgraph calibrate`; the sampling directory is
+ * relative to the machine file. */
+static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine *m)
+{
+    if (!cal)
+        return SG_OK;
+    if (!cJSON_IsObject(cal))
+        return sg_json_type_error(c, cal, "calibration", "an object");
+    static const char *const keys[] = {"sampling_dir", "hostname", "measured_step_ms", "sched",
+                                       "config", "steps"};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cal)
+    {
+        int known = 0;
+        for (size_t i = 0; i < sizeof keys / sizeof *keys && !known; i++)
+            known = !strcmp(it->string, keys[i]);
+        if (!known)
+            return sg_json_error(c, SG_EINVAL, "calibration.%s is an unknown key", it->string);
+    }
+    int rc;
+    const cJSON *dir = cJSON_GetObjectItemCaseSensitive(cal, "sampling_dir");
+    const cJSON *host = cJSON_GetObjectItemCaseSensitive(cal, "hostname");
+    if (!dir || !host)
+        return sg_json_error(c, SG_EINVAL, "calibration: needs \"sampling_dir\" and \"hostname\"");
+    char rel[sizeof m->calibration_dir];
+    if ((rc = sg_json_str(c, dir, "calibration.sampling_dir", rel, sizeof rel)) ||
+        (rc = sg_json_str(c, host, "calibration.hostname", m->calibration_host,
+                          sizeof m->calibration_host)))
+        return rc;
+    const char *slash = strrchr(c->origin, '/');
+    int n = (rel[0] == '/' || !slash)
+                ? snprintf(m->calibration_dir, sizeof m->calibration_dir, "%s", rel)
+                : snprintf(m->calibration_dir, sizeof m->calibration_dir, "%.*s/%s",
+                           (int)(slash - c->origin), c->origin, rel);
+    if (n < 0 || (size_t)n >= sizeof m->calibration_dir)
+        return sg_json_error(c, SG_EINVAL, "calibration.sampling_dir: path too long");
+    for (const char *p = m->calibration_host; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return sg_json_error(c, SG_EINVAL, "calibration.hostname \"%s\": letters, digits, "
+                                               "'-', '_' and '.' only", m->calibration_host);
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(cal, "measured_step_ms");
+    m->calibration_step_ms = 0;
+    if (ms && (rc = sg_json_num(c, ms, "calibration.measured_step_ms", "measured_step_ms",
+                                SG_JSON_LO | SG_JSON_LO_OPEN, 0, 0, NULL, &m->calibration_step_ms)))
+        return rc;
+    return SG_OK;
+}
+
 static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
 {
     static const char *const top_keys[] = {"name", "description", "sources", "nodes", "cpu",
-                                           "gpu", "links", "unified_memory", "efficiency"};
+                                           "gpu", "links", "unified_memory", "efficiency",
+                                           "calibration"};
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
@@ -118,7 +168,14 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
                        {"memory_gb", &m->cpu_memory_gb, 0},
                        {"memory_bw_gbs", &m->cpu_memory_bw_gbs, 0},
                        {"numa_nodes", &numa, 0}};
-    if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(root, "cpu"), "cpu", cpu, 6, NULL, 0)))
+    static const char *const cpu_extra[] = {"core_bw_gbs"};
+    const cJSON *cpu_obj = cJSON_GetObjectItemCaseSensitive(root, "cpu");
+    if ((rc = read_fields(c, cpu_obj, "cpu", cpu, 6, cpu_extra, 1)))
+        return rc;
+    const cJSON *cbw = cJSON_GetObjectItemCaseSensitive(cpu_obj, "core_bw_gbs");
+    m->cpu_core_bw_gbs = 0;
+    if (cbw && (rc = sg_json_num(c, cbw, "cpu.core_bw_gbs", "core_bw_gbs",
+                                 SG_JSON_LO | SG_JSON_LO_OPEN, 0, 0, NULL, &m->cpu_core_bw_gbs)))
         return rc;
     m->cpu_cores = (int)cores;
     m->numa_nodes = (int)numa;
@@ -127,21 +184,30 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
 
     const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "gpu");
     static const char *const gpu_extra[] = {"name", "tflops"};
+    /* a CPU-only machine (gpu.count 0) may give zero GPU figures */
     num_field gf[] = {{"count", &gpus, 1},
-                      {"memory_gb", &m->gpu_memory_gb, 0},
-                      {"memory_bw_gbs", &m->gpu_memory_bw_gbs, 0}};
+                      {"memory_gb", &m->gpu_memory_gb, 1},
+                      {"memory_bw_gbs", &m->gpu_memory_bw_gbs, 1}};
     if ((rc = read_fields(c, gpu, "gpu", gf, 3, gpu_extra, 2)))
         return rc;
     m->gpu_count = (int)gpus;
+    if (gpus != m->gpu_count)
+        return sg_json_error(c, SG_EINVAL, "gpu.count must be an integer");
     const cJSON *gname = cJSON_GetObjectItemCaseSensitive(gpu, "name");
     if (gname && (rc = sg_json_str(c, gname, "gpu.name", m->gpu_name, sizeof m->gpu_name)))
         return rc;
-    num_field tf[] = {{"bf16", &m->gpu_tflops_bf16, 0},
-                      {"fp16", &m->gpu_tflops_fp16, 0},
-                      {"fp32", &m->gpu_tflops_fp32, 0}};
+    num_field tf[] = {{"bf16", &m->gpu_tflops_bf16, 1},
+                      {"fp16", &m->gpu_tflops_fp16, 1},
+                      {"fp32", &m->gpu_tflops_fp32, 1}};
     if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(gpu, "tflops"), "gpu.tflops", tf, 3,
                           NULL, 0)))
         return rc;
+    if (m->gpu_count > 0 && (m->gpu_memory_gb <= 0 || m->gpu_memory_bw_gbs <= 0 ||
+                             m->gpu_tflops_bf16 <= 0 || m->gpu_tflops_fp16 <= 0 ||
+                             m->gpu_tflops_fp32 <= 0))
+        return sg_json_error(c, SG_EINVAL, "gpu: memory_gb, memory_bw_gbs and every tflops "
+                                           "figure must be above 0 when gpu.count is %d",
+                             m->gpu_count);
 
     num_field lf[] = {{"h2d_gbs", &m->h2d_gbs, 0},
                       {"d2h_gbs", &m->d2h_gbs, 0},
@@ -165,7 +231,7 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
         if (m->efficiency[k] > 1.0)
             return sg_json_error(c, SG_EINVAL, "efficiency.%s: %g is above 1 (a share of peak)",
                                  class_names[k], m->efficiency[k]);
-    return SG_OK;
+    return parse_calibration(c, cJSON_GetObjectItemCaseSensitive(root, "calibration"), m);
 }
 
 int sg_machine_load(const char *path, sg_machine *out, sg_error *err)

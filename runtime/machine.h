@@ -31,6 +31,7 @@ typedef struct sg_machine {
     double cpu_fp32_flops_per_cycle;
     double cpu_memory_gb;
     double cpu_memory_bw_gbs;
+    double cpu_core_bw_gbs;          /* one core streaming alone; 0 = not given */
     int numa_nodes;
     int gpu_count;                   /* per node */
     char gpu_name[64];
@@ -40,6 +41,12 @@ typedef struct sg_machine {
     double h2d_gbs, d2h_gbs, gpu_gpu_gbs, latency_us;
     int unified_memory;
     double efficiency[SG_CLASS_COUNT];
+    /* set for machines `stepgraph calibrate` measured: the StarPU sampling
+     * directory (history models of the sg_<kind> codelets) and the
+     * STARPU_HOSTNAME they were saved under; "" otherwise */
+    char calibration_dir[4096];
+    char calibration_host[64];
+    double calibration_step_ms;      /* mean step measured while calibrating, 0 = unknown */
 } sg_machine;
 
 /* Loads a machine model; errors name the file, the JSON path and value. */

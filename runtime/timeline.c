@@ -1,11 +1,10 @@
 /* timeline.c - phase times and Chrome traces of a step (timeline.h). */
 #include "runtime/timeline.h"
 
-#include <math.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "runtime/trace.h"
+#include "runtime/step_trace.h"
 
 static double *phase_of(const sg_node *nd, sg_phase_times *p)
 {
@@ -33,72 +32,19 @@ void sg_timeline_phases(const sg_exec *x, sg_phase_times *out)
     }
 }
 
-/* Lanes: workers 0..W-1, then one per link direction. */
-static int lane_of(const sg_exec *x, int node, int nworkers)
-{
-    const sg_node *nd = &x->graph->nodes[node];
-    if (nd->device == SG_DEV_LINK)
-        return nworkers + (int)nd->link;
-    return x->records[node].worker;
-}
-
-static int write_lanes(sg_trace *t, int nworkers)
-{
-    int rc = SG_OK;
-    char name[64], label[80];
-    for (int w = 0; w < nworkers && !rc; w++) {
-        sg_exec_worker_name(w, name, sizeof name);
-        rc = sg_trace_lane(t, w, name, w);
-    }
-    for (int l = SG_LINK_H2D; l < SG_LINK_COUNT && !rc; l++) {
-        snprintf(label, sizeof label, "link %s", sg_link_dir_name((sg_link_dir)l));
-        rc = sg_trace_lane(t, nworkers + l, label, nworkers + l);
-    }
-    return rc;
-}
-
-static int write_event(sg_trace *t, const sg_exec *x, int i, int lane)
-{
-    const sg_node *nd = &x->graph->nodes[i];
-    const sg_task_record *r = &x->records[i];
-    char args[512], wname[64];
-    sg_exec_worker_name(r->worker, wname, sizeof wname);
-    snprintf(args, sizeof args,
-             "{\"node\":%d,\"kind\":\"%s\",\"layer\":%d,\"micro_step\":%d,\"subgroup\":%d,"
-             "\"device_class\":\"%s\",\"worker\":\"%s\",\"flops\":%.0f,\"bytes_read\":%lld,"
-             "\"bytes_written\":%lld}",
-             i, sg_op_kind_name(nd->kind), nd->layer, nd->micro_step, nd->subgroup,
-             sg_device_class_name(nd->device), wname, nd->flops, (long long)nd->bytes_read,
-             (long long)nd->bytes_written);
-    return sg_trace_event(t, lane, nd->name, sg_op_kind_name(nd->kind),
-                          r->start_us - x->step_start_us, r->end_us - r->start_us, args);
-}
-
 int sg_timeline_write_trace(const sg_exec *x, const char *path, sg_error *err)
 {
-    const sg_graph *g = x->graph;
     int nworkers = sg_exec_worker_count();
-    sg_trace t;
-    int rc = sg_trace_open(&t, path, err);
-    if (rc)
-        return rc;
-    rc = write_lanes(&t, nworkers);
-    for (int i = 0; i < g->nnodes && !rc; i++)
-        if (x->records[i].worker >= 0)
-            rc = write_event(&t, x, i, lane_of(x, i, nworkers));
-    /* one arrow per dependency, from inside the producer to inside the consumer */
-    for (int e = 0; e < g->nedges && !rc; e++) {
-        const sg_task_record *a = &x->records[g->edges[e].from], *b = &x->records[g->edges[e].to];
-        if (a->worker < 0 || b->worker < 0)
-            continue;
-        double from = fmax(a->start_us, a->end_us - 0.001) - x->step_start_us;
-        double to = fmin(b->end_us, b->start_us + 0.001) - x->step_start_us;
-        rc = sg_trace_flow(&t, e, lane_of(x, g->edges[e].from, nworkers), from,
-                           lane_of(x, g->edges[e].to, nworkers), to);
-    }
-    if (rc) {
-        sg_trace_abort(&t);
-        return sg_error_set(err, rc, "%s: cannot write the trace", path);
-    }
-    return sg_trace_close(&t, err);
+    char (*names)[64] = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *names);
+    const char **ptrs = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *ptrs);
+    int rc = (!names || !ptrs) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    for (int w = 0; w < nworkers && !rc; w++)
+        ptrs[w] = sg_exec_worker_name(w, names[w], sizeof names[w]);
+    sg_step_view v = {.graph = x->graph, .records = x->records, .nworkers = nworkers,
+                      .worker_names = ptrs, .t0_us = x->step_start_us};
+    if (!rc)
+        rc = sg_step_trace_write(&v, path, err);
+    free(names);
+    free(ptrs);
+    return rc;
 }

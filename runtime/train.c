@@ -72,14 +72,8 @@ static int set_priorities(trainer *t, sg_error *err)
 {
     sg_cost_model cm;
     sg_cost_model_gh200(&cm);
-    double *bl = malloc((size_t)(t->graph.nnodes > 0 ? t->graph.nnodes : 1) * sizeof *bl);
-    if (!bl || sg_graph_bottom_levels(&t->graph, &cm, bl)) {
-        free(bl);
+    if (sg_graph_set_priorities(&t->graph, &cm))
         return sg_error_set(err, SG_ENOMEM, "out of memory computing priorities");
-    }
-    for (int i = 0; i < t->graph.nnodes; i++)
-        t->graph.nodes[i].priority = (int64_t)(bl[i] * 1e6);
-    free(bl);
     return SG_OK;
 }
 
@@ -198,8 +192,8 @@ static void print_header(const trainer *t)
            s->super_offload ? " (SuperOffload speculation)" : "",
            s->activation_checkpointing ? ", activation checkpointing" : "", s->gradient_clipping);
     printf("  StarPU %s: %d workers", cfg->run.sched, sg_exec_worker_count());
-    if (t->x.reserved_workers)
-        printf(" (%d CPU reserved for the optimizer)", t->x.reserved_workers);
+    if (t->x.split.reserved)
+        printf(" (%d CPU reserved for the optimizer)", t->x.split.reserved);
     if (t->x.bound_cores)
         printf(", CPU workers bound to the %d cores of NUMA node %d", t->x.bound_cores,
                cfg->run.numa_node >= 0 ? (int)cfg->run.numa_node : 0);

@@ -1,0 +1,23 @@
+/* overlap.h - what one step's task records say about overlap: how busy
+ * the GPU workers were and how much CPU Adam time ran under GPU work
+ * (SuperOffload's point). Pure C: works on real and simulated records. */
+#ifndef SG_OVERLAP_H
+#define SG_OVERLAP_H
+
+#include "codelets/starpu/task_ctx.h"
+#include "graph/ir.h"
+
+typedef struct sg_overlap {
+    double span_s;            /* first task start to last task end */
+    double gpu_busy;          /* mean over GPU workers of busy time / span, 0..1; 0 without GPU */
+    double adam_cpu_s;        /* summed duration of the CPU Adam tasks */
+    double adam_hidden;       /* share of that time while some GPU worker was busy, 0..1 */
+    double busy_s[3];         /* summed task time per device class (sg_device_class) */
+} sg_overlap;
+
+/* records: one per node (worker -1 = did not run); is_gpu[w] for each of the
+ * nworkers workers. Returns 0 or SG_ENOMEM. */
+int sg_overlap_compute(const sg_graph *g, const sg_task_record *records, const int *is_gpu,
+                          int nworkers, sg_overlap *out);
+
+#endif /* SG_OVERLAP_H */

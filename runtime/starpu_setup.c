@@ -1,0 +1,83 @@
+/* starpu_setup.c - policy check and optimizer worker split (starpu_setup.h). */
+#include "runtime/starpu_setup.h"
+
+#include <math.h>
+#include "runtime/starpu_include.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sg_starpu_check_policy(const char *name, sg_error *err)
+{
+    struct starpu_sched_policy **all = starpu_sched_get_predefined_policies();
+    char list[1024] = "";
+    for (int i = 0; all[i]; i++) {
+        if (strcmp(all[i]->policy_name, name) == 0)
+            return SG_OK;
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", all[i]->policy_name);
+    }
+    return sg_error_set(err, SG_EINVAL, "sched: unknown StarPU policy \"%s\" (one of: %s)", name,
+                        list);
+}
+
+int sg_starpu_split_workers(sg_sched_split *s, double share, const char *sched)
+{
+    s->compute_ctx = s->optimizer_ctx = STARPU_NMAX_SCHED_CTXS;
+    s->reserved = 0;
+    int ncpu = (int)starpu_cpu_worker_get_count();
+    int ncuda = (int)starpu_cuda_worker_get_count();
+    if (share <= 0 || ncpu < 1)
+        return SG_OK;
+    int k = (int)floor(share * ncpu + 1e-9);
+    if (ncuda == 0 && k > ncpu - 1)
+        k = ncpu - 1;
+    if (k < 1)
+        return SG_OK;
+    int nall = (int)starpu_worker_get_count();
+    int *cpu = malloc((size_t)ncpu * sizeof(int)), *rest = malloc((size_t)nall * sizeof(int));
+    if (!cpu || !rest) {
+        free(cpu);
+        free(rest);
+        return SG_ENOMEM;
+    }
+    starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, cpu, (unsigned)ncpu);
+    int nrest = 0;
+    for (int w = 0; w < nall; w++) {
+        int reserved = 0;
+        for (int i = ncpu - k; i < ncpu; i++)
+            reserved |= cpu[i] == w;
+        if (!reserved)
+            rest[nrest++] = w;
+    }
+    s->compute_ctx = starpu_sched_ctx_create(rest, nrest, "compute",
+                                             STARPU_SCHED_CTX_POLICY_NAME, sched, 0);
+    s->optimizer_ctx = starpu_sched_ctx_create(cpu + (ncpu - k), k, "optimizer",
+                                               STARPU_SCHED_CTX_POLICY_NAME, sched, 0);
+    s->reserved = k;
+    free(cpu);
+    free(rest);
+    return SG_OK;
+}
+
+void sg_starpu_split_free(sg_sched_split *s)
+{
+    if (s->reserved) {
+        starpu_sched_ctx_delete(s->optimizer_ctx);
+        starpu_sched_ctx_delete(s->compute_ctx);
+    }
+    s->reserved = 0;
+}
+
+static int optimizer_node(const sg_node *nd)
+{
+    return nd->device == SG_DEV_CPU &&
+           (nd->kind == SG_OP_ADAM_CPU || nd->kind == SG_OP_VALIDATE || nd->kind == SG_OP_CAST);
+}
+
+unsigned sg_starpu_ctx_for(const sg_sched_split *s, const sg_node *nd)
+{
+    unsigned ctx = s->reserved ? (optimizer_node(nd) ? s->optimizer_ctx : s->compute_ctx)
+                               : starpu_sched_ctx_get_context();
+    return ctx == STARPU_NMAX_SCHED_CTXS ? 0 : ctx;
+}

@@ -1,0 +1,28 @@
+/* starpu_setup.h - StarPU set-up shared by real runs (exec.c) and
+ * simulations (sim_exec.c): policy names and the cpuadam_cores_perc split of
+ * the CPU workers into scheduling contexts. Compiled once per StarPU flavour. */
+#ifndef SG_STARPU_SETUP_H
+#define SG_STARPU_SETUP_H
+
+#include "graph/error.h"
+#include "graph/ir.h"
+
+/* SG_EINVAL naming the known policies if `name` is not one of StarPU's. */
+int sg_starpu_check_policy(const char *name, sg_error *err);
+
+/* The scheduling contexts of a run: with share > 0 (cpuadam_cores_perc on an
+ * offloaded optimizer), the last floor(share * ncpu) CPU workers serve only
+ * the optimizer's CPU tasks and the other workers everything else; at least
+ * one CPU worker stays for the rest when there is no GPU. */
+typedef struct sg_sched_split {
+    unsigned compute_ctx, optimizer_ctx;
+    int reserved;               /* CPU workers only the optimizer uses; 0 = one context */
+} sg_sched_split;
+
+int sg_starpu_split_workers(sg_sched_split *s, double share, const char *sched);
+void sg_starpu_split_free(sg_sched_split *s);
+
+/* The context node nd's task goes to. */
+unsigned sg_starpu_ctx_for(const sg_sched_split *s, const sg_node *nd);
+
+#endif /* SG_STARPU_SETUP_H */
