@@ -66,7 +66,7 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     if (isfinite(r->tflops)) {
         double peak = s->compute_dtype == SG_BF16 ? m->gpu_tflops_bf16
                       : s->compute_dtype == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
-        printf("  TFLOPS            %9.2f per GPU", r->tflops);
+        printf("  TFLOPS            %9.2f per %s", r->tflops, m->gpu_count > 0 ? "GPU" : "rank");
         if (m->gpu_count > 0)
             printf(" (MFU %.1f%% of %.0f TFLOP/s)", 100 * r->tflops / peak, peak);
         printf("\n");
@@ -76,9 +76,14 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     if (isfinite(r->adam_hidden) && r->ncuda > 0)
         printf("  CPU Adam hidden   %9.1f %% of %.1f ms of CPU Adam under GPU work\n",
                100 * r->adam_hidden, r->adam_cpu_s * 1e3);
-    printf("  Peak memory       GPU %.2f GB of %.1f, host %.2f GB of %.1f%s\n",
-           pt->fit.gpu_bytes * 1e-9, pt->fit.gpu_capacity * 1e-9, pt->fit.host_bytes * 1e-9,
-           pt->fit.host_capacity * 1e-9, m->unified_memory ? " (one unified memory)" : "");
+    if (m->gpu_count > 0 && !m->unified_memory)
+        printf("  Peak memory       GPU %.2f GB of %.1f, host %.2f GB of %.1f\n",
+               pt->fit.gpu_bytes * 1e-9, pt->fit.gpu_capacity * 1e-9, pt->fit.host_bytes * 1e-9,
+               pt->fit.host_capacity * 1e-9);
+    else
+        printf("  Peak memory       %.2f GB of %.1f GB of %s memory\n",
+               (pt->fit.gpu_bytes + pt->fit.host_bytes) * 1e-9, pt->fit.host_capacity * 1e-9,
+               m->unified_memory ? "unified" : "host");
     print_links(r);
 }
 

@@ -335,3 +335,9 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
     starpu_worker_get_name(w, buf, n);
     return buf;
 }
+
+void sg_exec_worker_counts(int *ncpu, int *ncuda)
+{
+    *ncpu = (int)starpu_cpu_worker_get_count();
+    *ncuda = (int)starpu_cuda_worker_get_count();
+}

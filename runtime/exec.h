@@ -74,5 +74,6 @@ double sg_exec_grad_norm(sg_exec *x);
 /* Name of StarPU worker w ("CPU 0", "CUDA 0"). */
 const char *sg_exec_worker_name(int w, char *buf, size_t n);
 int sg_exec_worker_count(void);
+void sg_exec_worker_counts(int *ncpu, int *ncuda);
 
 #endif /* SG_EXEC_H */

@@ -299,6 +299,12 @@ void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model 
     cm->link_latency = m->latency_us * 1e-6;
     for (int k = 0; k < SG_OP_KIND_COUNT; k++)
         cm->efficiency[k] = m->efficiency[sg_op_kind_class((sg_op_kind)k)];
+    if (m->gpu_count == 0) {
+        /* no GPU: "GPU" nodes run on one core of the CPU */
+        cm->gpu_flops = m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle;
+        cm->gpu_mem_bw = (m->cpu_core_bw_gbs > 0 ? m->cpu_core_bw_gbs
+                                                 : m->cpu_memory_bw_gbs / m->cpu_cores) * 1e9;
+    }
     cm->gpu_mem_bytes = m->gpu_memory_gb * 1e9;
     cm->host_mem_bytes = m->cpu_memory_gb * 1e9;
     cm->unified_memory = m->unified_memory;

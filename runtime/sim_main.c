@@ -112,8 +112,14 @@ static int simulate(int argc, char **argv, sg_error *err)
     sg_step_spec spec;
     if (!rc) {
         sg_step_spec_from_config(cfg, &spec);
+        /* the bottom levels `stepgraph run` uses on a machine without GPU
+         * (train.c), so that a calibrated CPU machine is simulated with the
+         * priorities it was measured with */
         sg_cost_model cm;
-        sg_machine_cost_model(m, spec.compute_dtype, &cm);
+        if (m->gpu_count > 0)
+            sg_machine_cost_model(m, spec.compute_dtype, &cm);
+        else
+            sg_cost_model_gh200(&cm);
         if (!a.no_priorities && sg_graph_set_priorities(&g, &cm))
             rc = sg_error_set(err, SG_ENOMEM, "out of memory computing priorities");
     }

@@ -387,6 +387,7 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
     sg_step_stats_summary(&t.stats, &sum);
     res->mean_step_s = sum.mean_s;
     res->tokens_per_s = sum.tokens_per_s;
+    sg_exec_worker_counts(&res->workers_cpu, &res->workers_cuda);
     if (r->trace[0]) {
         if ((rc = sg_timeline_write_trace(&t.x, r->trace, err)))
             goto out;

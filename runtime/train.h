@@ -19,6 +19,7 @@ typedef struct sg_train_result {
     double first_loss, last_loss;
     double mean_step_s;         /* over non-warm-up steps */
     double tokens_per_s;
+    int workers_cpu, workers_cuda;  /* StarPU workers of the run */
 } sg_train_result;
 
 /* cfg must be finalized. Prints the run's header, step lines and summary on

@@ -1,0 +1,238 @@
+/* test_sim.c - the pure-C parts of the simulation: the SimGrid platform and
+ * bus files written from a machine model, the roofline cost per worker, the
+ * memory-fit check, --set overrides of a DeepSpeed config, the overlap
+ * statistics of a step's records, and the machine-model keys for
+ * calibrated machines. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/config.h"
+#include "runtime/config_override.h"
+#include "runtime/machine.h"
+#include "runtime/overlap.h"
+#include "runtime/sim_cost.h"
+#include "runtime/sim_fit.h"
+#include "runtime/sim_platform.h"
+#include "tests/tap.h"
+#include "tests/test_util.h"
+
+static sg_machine gh200(void)
+{
+    char path[4096];
+    sg_machine m;
+    sg_error err = {0};
+    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
+    if (sg_machine_load(path, &m, &err))
+        tap_diag("%s", err.msg);
+    return m;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int count(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; p && (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+static void test_platform(void)
+{
+    sg_machine m = gh200();
+    char dir[4096], path[4200];
+    make_test_dir(dir, sizeof dir, "sg_sim");
+    sg_error err = {0};
+    ok(sg_sim_write_platform(&m, dir, "sg-gh200", &err) == 0, "platform written: %s", err.msg);
+    snprintf(path, sizeof path, "%s/bus/sg-gh200.platform.v4.xml", dir);
+    char *x = slurp(path);
+    ok(x != NULL, "platform.v4.xml exists");
+    is_int(count(x, "<host id=\"CPU"), 72, "one simulated host per Grace core");
+    is_int(count(x, "<host id=\"CUDA"), 1, "one CUDA host");
+    like(x, "<prop id=\"memsize\" value=\"96000000000\"/>", "GPU memory from the model");
+    like(x, "<link id=\"RAM-CUDA0\" bandwidth=\"450000000000Bps\" latency=\"0.000002000s\"/>",
+         "host-to-device link at 450 GB/s and 2 us");
+    like(x, "<route src=\"CUDA0\" dst=\"RAM\"", "a device-to-host route");
+    snprintf(path, sizeof path, "%s/bus/sg-gh200.bandwidth", dir);
+    x = slurp(path);
+    ok(x && strncmp(x, "# to 0", 6) == 0, "bandwidth matrix header");
+    like(x, "\n0.000000\t450000.000000\tnan", "RAM to GPU in MB/s, nan beyond the nodes");
+    is_int(count(x, "\n"), 33, "32 rows and a header (STARPU_MAXNODES)");
+    snprintf(path, sizeof path, "%s/bus/sg-gh200.config", dir);
+    ok(slurp(path) != NULL, "the .config StarPU looks for");
+    /* unified memory: the GPU host may use the whole memory */
+    sg_machine u = m;
+    u.unified_memory = 1;
+    u.cpu_memory_gb = 128;
+    ok(sg_sim_write_platform(&u, dir, "u", &err) == 0, "unified platform written");
+    snprintf(path, sizeof path, "%s/bus/u.platform.v4.xml", dir);
+    like(slurp(path), "value=\"128000000000\"", "unified: GPU memsize is the one memory");
+    rm_tree(dir);
+}
+
+static sg_node node(sg_op_kind k, double flops, int64_t bytes)
+{
+    sg_node n;
+    memset(&n, 0, sizeof n);
+    n.kind = k;
+    n.flops = flops;
+    n.bytes_read = bytes;
+    return n;
+}
+
+static void test_cost(void)
+{
+    sg_machine m = gh200();
+    sg_sim_costs c;
+    sg_sim_costs_init(&c, &m, SG_BF16, 1, 16);
+    sg_node gemm = node(SG_OP_FORWARD, 1e12, 1 << 20);
+    double gpu = sg_sim_node_seconds(&c, &gemm, SG_SIM_GPU);
+    double cpu = sg_sim_node_seconds(&c, &gemm, SG_SIM_CPU);
+    is_close(gpu, 1e12 / (989e12 * 0.75) + 20e-6, 1e-9, "GEMM on the GPU: FLOPs over derated bf16 peak");
+    ok(cpu > 100 * gpu, "the same GEMM on one Grace core is over 100x slower");
+    sg_node adam = node(SG_OP_ADAM_CPU, 1e6, 16000000000LL);
+    double t16 = sg_sim_node_seconds(&c, &adam, SG_SIM_CPU);
+    is_close(t16, 16e9 / (30e9 * 0.7) + 5e-6, 1e-9, "Adam streams at one core's 30 GB/s cap");
+    sg_sim_costs_init(&c, &m, SG_BF16, 1, 72);
+    ok(sg_sim_node_seconds(&c, &adam, SG_SIM_CPU) > t16,
+       "72 streams share the memory: each core slower than with 16");
+    sg_node copy = node(SG_OP_H2D, 0, 1 << 30);
+    is_close(sg_sim_node_seconds(&c, &copy, SG_SIM_GPU), 2e-6, 1e-9,
+             "a copy task costs the latency: StarPU moves its data over the link");
+    sg_node ag = node(SG_OP_ALLGATHER, 0, 1 << 20);
+    ag.link_bytes = 1 << 30;
+    double dp1 = sg_sim_node_seconds(&c, &ag, SG_SIM_GPU);
+    sg_sim_costs_init(&c, &m, SG_BF16, 4, 16);
+    ok(sg_sim_node_seconds(&c, &ag, SG_SIM_GPU) > dp1 + 0.002,
+       "a collective over 4 ranks adds the NVLink traffic");
+}
+
+static void test_fit(void)
+{
+    sg_machine m = gh200();
+    sg_graph g;
+    sg_graph_init(&g);
+    sg_graph_add_buffer(&g, "w", 50LL * 1000 * 1000 * 1000 / 4, SG_F32, SG_MEM_GPU, 1);
+    sg_graph_add_buffer(&g, "h", 100LL * 1000 * 1000 * 1000 / 4, SG_F32, SG_MEM_HOST, 1);
+    sg_error err = {0};
+    sg_graph_finalize(&g, &err);
+    sg_sim_fit f;
+    ok(sg_sim_check_fit(&g, &m, &f) == 0 && f.fits, "50 GB GPU + 100 GB host fit a GH200");
+    m.gpu_memory_gb = 40;
+    sg_sim_check_fit(&g, &m, &f);
+    ok(!f.fits, "not in 40 GB of GPU memory");
+    like(f.why, "GPU peak 50.0 GB > 40.0 GB", "the numbers are given");
+    sg_machine u = gh200();
+    u.unified_memory = 1;
+    u.cpu_memory_gb = 128;
+    sg_sim_check_fit(&g, &u, &f);
+    ok(!f.fits, "unified: 150 GB counted once against 128 GB");
+    like(f.why, "needs 150.0 GB (GPU-side 50.0 + host 100.0)", "unified message");
+    sg_graph_free(&g);
+}
+
+static void test_set(void)
+{
+    cJSON *o = cJSON_Parse("{\"zero_optimization\":{\"stage\":3,\"offload_optimizer\":"
+                           "{\"ratio\":1.0}}}");
+    sg_error err = {0};
+    ok(sg_json_set_dotted(o, "offload_optimizer.ratio=0.7", &err) == 0, "short offload key");
+    const cJSON *r = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(o, "zero_optimization"), "offload_optimizer"),
+        "ratio");
+    ok(cJSON_IsNumber(r) && r->valuedouble == 0.7, "lands under zero_optimization");
+    ok(sg_json_set_dotted(o, "bf16.enabled=true", &err) == 0, "creates objects on the path");
+    ok(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "bf16"), "enabled")),
+       "JSON values are parsed");
+    ok(sg_json_set_dotted(o, "zero_optimization.stage.x=1", &err) != 0, "through a number fails");
+    like(err.msg, "\"stage\" is not an object", "and says which segment");
+    ok(sg_json_set_dotted(o, "novalue", &err) != 0, "KEY=VALUE required");
+    cJSON_Delete(o);
+}
+
+static void test_overlap(void)
+{
+    sg_graph g;
+    sg_graph_init(&g);
+    int b = sg_graph_add_buffer(&g, "x", 4, SG_F32, SG_MEM_HOST, 1);
+    sg_access acc = {b, SG_RW};
+    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1, &acc, 1, "f");
+    sg_graph_add_node(&g, SG_OP_BACKWARD, SG_DEV_GPU, 0, 1, &acc, 1, "b");
+    sg_graph_add_node(&g, SG_OP_ADAM_CPU, SG_DEV_CPU, 0, 1, &acc, 1, "a");
+    sg_error err = {0};
+    sg_graph_finalize(&g, &err);
+    /* GPU busy 0-40 and 60-100 (us); Adam 20-80 on a CPU: 40 of its 60 hidden */
+    sg_task_record r[3] = {{0, 0, 40}, {0, 60, 100}, {1, 20, 80}};
+    int is_gpu[2] = {1, 0};
+    sg_overlap o;
+    ok(sg_overlap_compute(&g, r, is_gpu, 2, &o) == 0, "overlap computed");
+    is_close(o.span_s, 100e-6, 1e-9, "span");
+    is_close(o.gpu_busy, 0.8, 1e-9, "GPU busy 80%%");
+    is_close(o.adam_hidden, 40.0 / 60.0, 1e-9, "two thirds of Adam hidden");
+    sg_graph_free(&g);
+}
+
+static void test_machine_keys(void)
+{
+    char dir[4096], path[4200];
+    make_test_dir(dir, sizeof dir, "sg_simm");
+    snprintf(path, sizeof path, "%s/m.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"name\":\"box\",\"sources\":[\"measured\"],\"nodes\":1,"
+          "\"cpu\":{\"cores\":2,\"ghz\":2,\"fp32_flops_per_cycle\":32,\"memory_gb\":24,"
+          "\"memory_bw_gbs\":10,\"core_bw_gbs\":10,\"numa_nodes\":1},"
+          "\"gpu\":{\"count\":0,\"memory_gb\":0,\"memory_bw_gbs\":0,"
+          "\"tflops\":{\"bf16\":0,\"fp16\":0,\"fp32\":0}},"
+          "\"links\":{\"h2d_gbs\":10,\"d2h_gbs\":10,\"latency_us\":1,\"gpu_gpu_gbs\":10},"
+          "\"efficiency\":{\"gemm\":0.7,\"elementwise\":0.7,\"optimizer_cpu\":0.7,"
+          "\"optimizer_gpu\":0.7,\"copy\":0.7,\"collective\":0.7},"
+          "\"calibration\":{\"sampling_dir\":\"box.sampling\",\"hostname\":\"box\","
+          "\"measured_step_ms\":89.5}}", f);
+    fclose(f);
+    sg_machine m;
+    sg_error err = {0};
+    ok(sg_machine_load(path, &m, &err) == 0, "a calibrated CPU-only machine loads: %s", err.msg);
+    is_int(m.gpu_count, 0, "no GPU");
+    char want[4300];
+    snprintf(want, sizeof want, "%s/box.sampling", dir);
+    is_str(m.calibration_dir, want, "sampling dir relative to the file");
+    is_str(m.calibration_host, "box", "hostname");
+    is_close(m.cpu_core_bw_gbs, 10, 1e-12, "core_bw_gbs");
+    f = fopen(path, "w");
+    fputs("{\"name\":\"g\",\"sources\":[\"x\"],\"nodes\":1,"
+          "\"cpu\":{\"cores\":2,\"ghz\":2,\"fp32_flops_per_cycle\":32,\"memory_gb\":24,"
+          "\"memory_bw_gbs\":10,\"numa_nodes\":1},"
+          "\"gpu\":{\"count\":1,\"memory_gb\":0,\"memory_bw_gbs\":1,"
+          "\"tflops\":{\"bf16\":1,\"fp16\":1,\"fp32\":1}},"
+          "\"links\":{\"h2d_gbs\":10,\"d2h_gbs\":10,\"latency_us\":1,\"gpu_gpu_gbs\":10},"
+          "\"efficiency\":{\"gemm\":0.7,\"elementwise\":0.7,\"optimizer_cpu\":0.7,"
+          "\"optimizer_gpu\":0.7,\"copy\":0.7,\"collective\":0.7}}", f);
+    fclose(f);
+    ok(sg_machine_load(path, &m, &err) != 0, "a GPU with 0 GB is refused");
+    like(err.msg, "must be above 0 when gpu.count is 1", "with the reason");
+    rm_tree(dir);
+}
+
+int main(void)
+{
+    test_platform();
+    test_cost();
+    test_fit();
+    test_set();
+    test_overlap();
+    test_machine_keys();
+    return tap_done();
+}

@@ -1,0 +1,159 @@
+#!/bin/sh
+# test_simulate.sh - `stepgraph simulate`, `tune` and `calibrate` end to end
+# on StarPU's SimGrid flavour: predictions are deterministic, a faster link
+# or more cores never makes a step slower under the same policy, a machine
+# without GPU times no transfer, a step larger than the machine's memory is
+# reported as not fitting, tune's CSV parses and names a best setting, and a
+# calibrated machine simulates. Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+BIN=${SG_BUILDDIR:-.}/stepgraph
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_sim.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+export STARPU_HOME="$TMP/starpu"
+mkdir -p "$STARPU_HOME"
+unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
+	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
+	exit 0
+fi
+DEF="$SRC/configs/default.json"
+SO="$SRC/configs/deepspeed/superoffload.json"
+TINY="--model tiny-llama --max_length 128"
+# field FILE LABEL: the number after LABEL in simulate's report
+field() { awk -v l="$2" 'index($0, l) == 3 { print $(NF > 3 ? 3 : NF) }' "$1" | head -1; }
+step_ms() { awk '/Step time/ { print $3 }' "$1"; }
+# machine NAME KEY=VALUE... : a copy of gh200 with some figures changed
+machine() {
+	"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/$1.json" "$@" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = sys.argv[3]
+for kv in sys.argv[4:]:
+    k, v = kv.split("=")
+    sec, key = k.split(".")
+    m[sec][key] = json.loads(v)
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+}
+
+# --- simulate: a report, deterministic ---------------------------------------
+"$BIN" simulate "$SO" $TINY --machine gh200 --sched dmdas --trace "$TMP/t.json" \
+	--json "$TMP/a.json" >"$TMP/a.out" 2>"$TMP/a.err"
+ok $? "simulate a SuperOffload step of tiny-llama on gh200"
+grep -q "Step time" "$TMP/a.out" && grep -q "GPU busy" "$TMP/a.out" &&
+	grep -q "CPU Adam hidden" "$TMP/a.out" && grep -q "Link h2d" "$TMP/a.out"
+ok $? "the report has step time, GPU busy, hidden Adam and links"
+"$BIN" simulate "$SO" $TINY --machine gh200 --sched dmdas >"$TMP/b.out" 2>/dev/null
+grep -v "^  Trace" "$TMP/a.out" | cmp -s - "$TMP/b.out"
+ok $? "the same inputs give the same prediction (deterministic)"
+h2d=$(awk '/Link h2d/ { print $3 }' "$TMP/a.out")
+awk -v v="$h2d" 'BEGIN { exit !(v > 0) }'
+ok $? "offloaded parameters cross the host-to-device link ($h2d GB)"
+"$PY" - "$TMP/t.json" <<'PYEOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"]
+lanes = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+kinds = {e["cat"] for e in ev if e.get("ph") == "X"}
+assert any(l.startswith("CUDA") for l in lanes), lanes
+assert "link h2d" in lanes and "link d2h" in lanes, lanes
+assert {"forward", "backward", "adam_cpu", "h2d", "d2h"} <= kinds, kinds
+assert any(e.get("ph") == "s" for e in ev)
+PYEOF
+ok $? "--trace writes a Chrome trace with CUDA, CPU and link lanes"
+
+# --- sanity: faster links and more cores never slow a step -------------------
+machine slowlink links.h2d_gbs=20 links.d2h_gbs=20
+machine fastlink links.h2d_gbs=900 links.d2h_gbs=900
+machine fewcores cpu.cores=8
+for m in slowlink fastlink fewcores; do
+	for s in eager dmdas; do
+		"$BIN" simulate "$SO" $TINY --machine "$TMP/$m.json" --sched $s >"$TMP/$m.$s.out" 2>&1
+	done
+done
+for s in eager dmdas; do
+	slow=$(step_ms "$TMP/slowlink.$s.out") fast=$(step_ms "$TMP/fastlink.$s.out")
+	awk -v a="$fast" -v b="$slow" 'BEGIN { exit !(a != "" && b != "" && a <= b) }'
+	ok $? "$s: a faster host link is not slower ($fast <= $slow ms)"
+done
+for s in eager dmdas; do
+	"$BIN" simulate "$SO" $TINY --machine gh200 --sched $s >"$TMP/many.$s.out" 2>&1
+	few=$(step_ms "$TMP/fewcores.$s.out") many=$(step_ms "$TMP/many.$s.out")
+	awk -v a="$many" -v b="$few" 'BEGIN { exit !(a != "" && b != "" && a <= b) }'
+	ok $? "$s: 72 cores are not slower than 8 ($many <= $few ms)"
+done
+
+# --- a machine without GPU moves nothing over links --------------------------
+machine cpuonly gpu.count=0
+"$BIN" simulate "$SO" $TINY --machine "$TMP/cpuonly.json" --sched lws >"$TMP/cpu.out" 2>&1
+ok $? "simulate on a machine without GPU"
+awk '/^  Link/ { if ($3 + 0 != 0 || $6 + 0 != 0) bad = 1 } END { exit bad }' "$TMP/cpu.out"
+ok $? "no link carries bytes or transfers without a GPU"
+
+# --- memory: a step that does not fit is reported, not timed -----------------
+"$BIN" simulate "$SRC/configs/llama-3.1-8b-superoffload.json" --machine mi300a >"$TMP/big.out" 2>&1
+ok $? "simulate an 8B SuperOffload step on mi300a"
+grep -q "Does not fit on mi300a: needs .* GB .* unified memory" "$TMP/big.out" &&
+	! grep -q "Step time" "$TMP/big.out"
+ok $? "it does not fit the 128 GB of unified memory and says by how much"
+
+# --- tune ----------------------------------------------------------------------
+"$BIN" tune "$SO" $TINY --machines gh200,mi300a --sched eager,dmdas \
+	--vary offload_optimizer.ratio=0.5:1:0.5 --out "$TMP/tune" --jobs 2 >"$TMP/tune.out" 2>"$TMP/tune.err"
+ok $? "tune over 2 machines, 2 policies and 2 ratios"
+"$PY" - "$TMP/tune.csv" <<'PYEOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+# eager: priorities on only; dmdas: on and off -> 3 per machine and ratio
+assert len(rows) == 2 * 2 * 3, len(rows)
+assert {r["machine"] for r in rows} == {"gh200", "mi300a"}
+assert all(r["status"] == "ok" and float(r["step_ms"]) > 0 for r in rows), rows
+assert {r["offload_optimizer.ratio"] for r in rows} == {"0.5", "1"}
+PYEOF
+ok $? "tune's CSV parses: every combination, a step time each"
+grep -q "^Best on gh200: .*: [0-9.]* ms" "$TMP/tune.md" && grep -q "^Best on mi300a: " "$TMP/tune.out"
+ok $? "tune names the best setting per machine"
+grep -q "What graph-aware priorities change" "$TMP/tune.md"
+ok $? "tune shows what priorities change for dmdas"
+"$PY" -c "import xml.dom.minidom as m, sys; d = m.parse(sys.argv[1]); assert d.getElementsByTagName('polyline')" "$TMP/tune.svg"
+ok $? "tune's plot is an SVG with lines"
+"$BIN" tune "$SRC/configs/llama-3.1-8b-superoffload.json" --machines mi300a --sched eager \
+	--out "$TMP/inf" >"$TMP/inf.out" 2>&1
+ok $? "tune with a point that does not fit"
+grep -q "^mi300a,eager,on,infeasible,,,,,\"needs" "$TMP/inf.csv" && grep -q "none fits" "$TMP/inf.md"
+ok $? "the point is marked infeasible with the numbers"
+
+# --- bad input -------------------------------------------------------------------
+"$BIN" simulate "$DEF" --machine nosuch >"$TMP/e1.out" 2>&1
+[ $? -ne 0 ] && grep -q "machine nosuch: no file" "$TMP/e1.out"
+ok $? "an unknown machine is refused with its name"
+"$BIN" simulate "$DEF" --machine gh200 --sched nosuch >"$TMP/e2.out" 2>&1
+[ $? -ne 0 ] && grep -q 'unknown StarPU policy "nosuch"' "$TMP/e2.out"
+ok $? "an unknown policy is refused"
+"$BIN" tune "$DEF" --vary offload_optimizer.ratio=1:0:0.1 >"$TMP/e3.out" 2>&1
+[ $? -ne 0 ] && grep -q "LO <= HI" "$TMP/e3.out"
+ok $? "a bad --vary range is refused"
+"$BIN" simulate "$DEF" --set zero_optimization=3 >"$TMP/e4.out" 2>&1
+[ $? -ne 0 ] && grep -q "zero_optimization" "$TMP/e4.out"
+ok $? "a --set that breaks the config is refused, naming the key"
+
+# --- calibrate, then simulate on the calibrated machine ---------------------------
+"$BIN" calibrate "$DEF" --name cihost --out "$TMP/cal" --steps 12 --max_length 64 \
+	>"$TMP/cal.out" 2>&1
+ok $? "calibrate 12 steps of the default job"
+[ -f "$TMP/cal/cihost.json" ] && ls "$TMP/cal/cihost.sampling/codelets/45/" | grep -q "sg_forward.cihost"
+ok $? "it saves a machine model and StarPU's history models"
+"$BIN" simulate "$DEF" --max_length 64 --machine "$TMP/cal/cihost.json" >"$TMP/cs.out" 2>&1 &&
+	grep -q "calibrated history models" "$TMP/cs.out"
+ok $? "simulate runs on the calibrated machine with its history models"
+ms=$(step_ms "$TMP/cs.out")
+awk -v v="$ms" 'BEGIN { exit !(v > 0) }'
+ok $? "and predicts a step time ($ms ms)"
+echo "1..$n"
