@@ -156,16 +156,15 @@ static void record_task(void *arg)
 static int submit(sim_state *st, int i, int priorities, sg_error *err)
 {
     const sg_node *nd = &st->graph->nodes[i];
-    struct starpu_data_descr d[64];
+    struct starpu_data_descr *d = malloc((size_t)(nd->naccess > 0 ? nd->naccess : 1) * sizeof *d);
+    if (!d)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
     int n = 0;
     for (int a = 0; a < nd->naccess; a++) {
         int b = nd->access[a].buffer, s;
         for (s = 0; s < n && d[s].handle != st->handles[b]; s++)
             ;
         if (s == n) {
-            if (n == (int)(sizeof d / sizeof d[0]))
-                return sg_error_set(err, SG_ENOTSUP, "node %s accesses more than %d buffers",
-                                    nd->name, n);
             d[n].handle = st->handles[b];
             d[n++].mode = 0;
         }
@@ -181,6 +180,7 @@ static int submit(sim_state *st, int i, int priorities, sg_error *err)
                                 priorities ? (int)nd->priority : 0,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, record_task, &st->tasks[i],
                                 STARPU_SCHED_CTX, sg_starpu_ctx_for(&st->split, nd), 0);
+    free(d);
     if (rc)
         return sg_error_set(err, SG_EINVAL, "cannot submit task %s (%d)", nd->name, rc);
     return SG_OK;
