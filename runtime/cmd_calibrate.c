@@ -15,6 +15,7 @@
 
 #include "runtime/atomic_file.h"
 #include "runtime/cli.h"
+#include "runtime/json_util.h"
 #include "runtime/machine.h"
 #include "runtime/sim_platform.h"
 #include "runtime/train.h"
@@ -43,17 +44,6 @@ static void calibrate_help(void)
            "                   workers ran; the CPU figures are measured or read here)\n"
            "\n");
     sg_cli_print_run_flags();
-}
-
-static int valid_name(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '-' || *s == '_' || *s == '.'))
-            return 0;
-    return 1;
 }
 
 /* Single-core copy bandwidth, GB/s (bytes read + written), best of 3: what
@@ -187,15 +177,6 @@ static int calibrate(int argc, char **argv, sg_error *err)
     };
     char host[HOST_NAME_MAX + 1] = "localhost";
     gethostname(host, sizeof host);
-    /* "--steps" is also a run option: ours wins, passed on as the run's */
-    char *end;
-    long nsteps = 40;
-    for (int i = 0; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--steps"))
-            steps = argv[i + 1];
-    nsteps = strtol(steps, &end, 10);
-    if (*end || nsteps < 1 || nsteps > 100000)
-        return sg_error_set(err, SG_EINVAL, "--steps %s: expected a positive step count", steps);
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_machine *base = calloc(1, sizeof *base);
     char **args = calloc((size_t)argc + 2, sizeof *args);
@@ -210,6 +191,11 @@ static int calibrate(int argc, char **argv, sg_error *err)
         args[n++] = argv[i];
     if (!rc)
         rc = sg_cli_load_config(n, args, opts, 4, cfg, err);
+    /* "--steps" is also a run option: here it is ours, set as the run's below */
+    char *end;
+    long nsteps = strtol(steps, &end, 10);
+    if (!rc && (*end || nsteps < 1 || nsteps > 100000))
+        rc = sg_error_set(err, SG_EINVAL, "--steps %s: expected a positive step count", steps);
     if (!rc) {
         cfg->run.steps = nsteps;
         cfg->run.bench_steps = 0;
@@ -218,7 +204,7 @@ static int calibrate(int argc, char **argv, sg_error *err)
     }
     if (!name)
         name = host;
-    if (!rc && !valid_name(name))
+    if (!rc && !sg_is_simple_name(name))
         rc = sg_error_set(err, SG_EINVAL, "--name %s: letters, digits, '-', '_' and '.' only",
                           name);
     char path[8300], sampling[4200], abs_sampling[PATH_MAX];

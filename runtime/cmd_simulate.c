@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/atomic_file.h"
 #include "runtime/cli.h"
 #include "runtime/sim_client.h"
 #include "runtime/step_log.h"
@@ -91,9 +92,11 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
                       int priorities, const sg_sim_point *pt, const sg_sim_report *r,
                       sg_error *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return sg_error_set(err, SG_EIO, "%s: cannot write", path);
+    sg_atomic_file af;
+    int rc = sg_atomic_open(&af, path, err);
+    if (rc)
+        return rc;
+    FILE *f = af.fp;
     fprintf(f, "{\"machine\":\"%s\",\"sched\":\"%s\",\"priorities\":%s,\"fits\":%s",
             sm->machine.name, sched, priorities ? "true" : "false", pt->fit.fits ? "true" : "false");
     fprintf(f, ",\"gpu_peak_bytes\":%.0f,\"host_peak_bytes\":%.0f", pt->fit.gpu_bytes,
@@ -105,9 +108,11 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
     else
         fprintf(f, ",\"why\":\"%s\"", pt->fit.why);
     fprintf(f, "}\n");
-    if (fclose(f) != 0)
+    if (ferror(f)) {
+        sg_atomic_abort(&af);
         return sg_error_set(err, SG_EIO, "%s: write failed", path);
-    return SG_OK;
+    }
+    return sg_atomic_commit(&af, err);
 }
 
 int sg_cmd_simulate(int argc, char **argv)

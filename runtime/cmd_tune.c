@@ -207,23 +207,33 @@ static void fill_point(sg_tune_point *p, const sg_sim_report *r)
     p->adam_hidden = r->adam_hidden;
 }
 
-typedef struct running {
-    int point;                   /* the point a job slot simulates */
-} running;
+/* Points i and j share a config (and so a graph and a fit): same machine,
+ * same knob values; only the policy or the priority setting differ. */
+static int same_config(const tune_run *t, int i, int j)
+{
+    if (t->machine_of[i] != t->machine_of[j])
+        return 0;
+    for (int k = 0; k < t->nknobs; k++)
+        if (t->set.points[i].vary[k] != t->set.points[j].vary[k])
+            return 0;
+    return 1;
+}
 
 static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *err)
 {
     int n = t->set.npoints, next = 0, done = 0, active = 0, tty = isatty(2);
-    running *run = calloc((size_t)jobs, sizeof *run);
+    int *point_of = calloc((size_t)jobs, sizeof *point_of); /* per job slot */
     sg_sim_job *slots = calloc((size_t)jobs, sizeof *slots);
     char **args = calloc((size_t)(t->npass + 2 * SG_TUNE_MAX_VARY + 1), sizeof *args);
-    if (!run || !slots || !args) {
-        free(run);
+    if (!point_of || !slots || !args) {
+        free(point_of);
         free(slots);
         free(args);
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     }
-    int rc = SG_OK;
+    int rc = SG_OK, prc = SG_OK;
+    sg_sim_point pt;
+    sg_error perr = {0};
     while ((next < n || active > 0) && !rc) {
         while (next < n && active < jobs && !rc) {
             int i = next++;
@@ -231,9 +241,12 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
             knob_flags flags;
             sg_sim_request rq;
             request_for(t, i, args, sets, flags, &rq);
-            sg_sim_point pt;
-            sg_error perr = {0};
-            int prc = sg_sim_prepare(&rq, i == 0, &pt, &perr);
+            /* points come machine by machine, knob values by knob values:
+             * a config is compiled and checked once for all its policies */
+            if (i == 0 || !same_config(t, i, i - 1)) {
+                memset(&perr, 0, sizeof perr);
+                prc = sg_sim_prepare(&rq, i == 0, &pt, &perr);
+            }
             sg_tune_point *p = &t->set.points[i];
             if (prc) {
                 /* a knob value the config refuses is that point's failure */
@@ -252,7 +265,7 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
             for (slot = 0; slots[slot].pid; slot++)
                 ;
             rc = sg_sim_start(&rq, workdir, i, &slots[slot], err);
-            run[slot].point = i;
+            point_of[slot] = i;
             active += !rc;
         }
         if (active == 0)
@@ -266,7 +279,7 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
             break;
         }
         active--;
-        sg_tune_point *p = &t->set.points[run[slot].point];
+        sg_tune_point *p = &t->set.points[point_of[slot]];
         if (src) {
             p->status = SG_TUNE_FAILED;
             snprintf(p->note, sizeof p->note, "%.255s", serr.msg);
@@ -285,10 +298,21 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
             break;
         active--;
     }
-    free(run);
+    free(point_of);
     free(slots);
     free(args);
     return rc;
+}
+
+/* Refused before simulating: the directory PREFIX goes in must be writable. */
+static int check_out(const char *prefix, sg_error *err)
+{
+    char dir[4096];
+    const char *slash = strrchr(prefix, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - prefix) + 1 : 1, slash ? prefix : ".");
+    if (access(dir, W_OK) != 0)
+        return sg_error_set(err, SG_EIO, "--out %s: cannot write in %s", prefix, dir);
+    return SG_OK;
 }
 
 static int write_file(const char *prefix, const char *ext, int (*fn)(const sg_tune_set *, FILE *),
@@ -362,6 +386,8 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
     int nm = split_list(mcopy, mnames, MAX_LIST), ns = split_list(scopy, snames, MAX_LIST);
     if (!rc && (!nm || !ns))
         rc = sg_error_set(err, SG_EINVAL, "--machines and --sched need at least one name");
+    if (!rc)
+        rc = check_out(out, err);
     if (!rc)
         rc = sg_sim_workdir_make(workdir, sizeof workdir, err);
     t->machines = calloc((size_t)(nm ? nm : 1), sizeof *t->machines);

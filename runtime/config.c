@@ -1191,38 +1191,6 @@ int sg_run_option_set(sg_run_options *run, const char *key,
 
 /* ---- loading ---------------------------------------------------------- */
 
-/* dir of run_path + rel, unless rel is absolute. */
-static int resolve_rel(const char *run_path, const char *rel, char *out, size_t size)
-{
-    int n;
-    const char *slash = strrchr(run_path, '/');
-    if (rel[0] == '/' || !slash)
-        n = snprintf(out, size, "%s", rel);
-    else
-        n = snprintf(out, size, "%.*s/%s", (int)(slash - run_path), run_path, rel);
-    return (n < 0 || (size_t)n >= size) ? -1 : 0;
-}
-
-static int load_json_object(const char *path, cJSON **root, sg_error *err)
-{
-    char *text;
-    size_t len;
-    int rc = sg_json_read_file(path, &text, &len, err);
-    if (rc)
-        return rc;
-    rc = sg_json_parse(text, len, path, root, err);
-    free(text);
-    if (rc)
-        return rc;
-    if (!cJSON_IsObject(*root)) {
-        rc = sg_error_set(err, SG_EINVAL, "%s: expected a JSON object at the top level, got %s",
-                          path, sg_json_kind(*root));
-        cJSON_Delete(*root);
-        *root = NULL;
-    }
-    return rc;
-}
-
 /* The --set assignments, applied to the DeepSpeed object before parsing. */
 static int apply_sets(cJSON *ds, const char *const *sets, int nsets, sg_error *err)
 {
@@ -1238,7 +1206,7 @@ static int load_into(const char *path, const char *const *sets, int nsets, sg_co
                      sg_error *err)
 {
     cJSON *root = NULL, *dsroot = NULL;
-    int rc = load_json_object(path, &root, err);
+    int rc = sg_json_load_object(path, &root, err);
     if (rc)
         return rc;
     sg_json_ctx c = { path, "", &cfg->warnings, err };
@@ -1267,12 +1235,12 @@ static int load_into(const char *path, const char *const *sets, int nsets, sg_co
                                 "a file path (string) or an inline object");
         goto out;
     }
-    if (resolve_rel(path, dsc->valuestring, cfg->ds_path, sizeof cfg->ds_path)) {
+    if (sg_path_beside(path, dsc->valuestring, cfg->ds_path, sizeof cfg->ds_path)) {
         rc = sg_json_error(&c, SG_EINVAL, "deepspeed_config: path too long (at most %d bytes)",
                            SG_PATH_MAX - 1);
         goto out;
     }
-    if ((rc = load_json_object(cfg->ds_path, &dsroot, err))) {
+    if ((rc = sg_json_load_object(cfg->ds_path, &dsroot, err))) {
         sg_error_prefix(err, "%s: deepspeed_config: ", path);
         goto out;
     }

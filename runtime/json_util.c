@@ -444,3 +444,45 @@ const char *sg_json_suggest(const char *key, const char *const *cands, size_t n)
     }
     return best;
 }
+
+int sg_json_load_object(const char *path, cJSON **root, sg_error *err)
+{
+    char *text;
+    size_t len;
+    int rc = sg_json_read_file(path, &text, &len, err);
+    if (rc)
+        return rc;
+    rc = sg_json_parse(text, len, path, root, err);
+    free(text);
+    if (rc)
+        return rc;
+    if (!cJSON_IsObject(*root)) {
+        rc = sg_error_set(err, SG_EINVAL, "%s: expected a JSON object at the top level, got %s",
+                          path, sg_json_kind(*root));
+        cJSON_Delete(*root);
+        *root = NULL;
+    }
+    return rc;
+}
+
+int sg_path_beside(const char *file, const char *rel, char *out, size_t size)
+{
+    int n;
+    const char *slash = strrchr(file, '/');
+    if (rel[0] == '/' || !slash)
+        n = snprintf(out, size, "%s", rel);
+    else
+        n = snprintf(out, size, "%.*s/%s", (int)(slash - file), file, rel);
+    return (n < 0 || (size_t)n >= size) ? -1 : 0;
+}
+
+int sg_is_simple_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '_' || *s == '.'))
+            return 0;
+    return 1;
+}

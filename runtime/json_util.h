@@ -47,6 +47,17 @@ int sg_json_read_file(const char *path, char **text, size_t *len,
 int sg_json_parse(const char *text, size_t len, const char *origin,
                   cJSON **root, sg_error *err);
 
+/* Reads and parses a file that must hold a JSON object (errors name it). */
+int sg_json_load_object(const char *path, cJSON **root, sg_error *err);
+
+/* The directory of `file` joined with rel, unless rel is absolute: how a
+ * path written in a JSON file is read. Returns 0, or -1 if out is too small. */
+int sg_path_beside(const char *file, const char *rel, char *out, size_t size);
+
+/* 1 if s is a non-empty run of letters, digits, '-', '_' and '.' (host and
+ * machine names that become file names). */
+int sg_is_simple_name(const char *s);
+
 /* Short human form of a JSON value: 4096, 1.5, "cpu", true, [0.9, 0.999],
  * an object. */
 void sg_json_repr(const cJSON *item, char *buf, size_t size);

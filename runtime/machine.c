@@ -109,18 +109,11 @@ static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine 
         (rc = sg_json_str(c, host, "calibration.hostname", m->calibration_host,
                           sizeof m->calibration_host)))
         return rc;
-    const char *slash = strrchr(c->origin, '/');
-    int n = (rel[0] == '/' || !slash)
-                ? snprintf(m->calibration_dir, sizeof m->calibration_dir, "%s", rel)
-                : snprintf(m->calibration_dir, sizeof m->calibration_dir, "%.*s/%s",
-                           (int)(slash - c->origin), c->origin, rel);
-    if (n < 0 || (size_t)n >= sizeof m->calibration_dir)
+    if (sg_path_beside(c->origin, rel, m->calibration_dir, sizeof m->calibration_dir))
         return sg_json_error(c, SG_EINVAL, "calibration.sampling_dir: path too long");
-    for (const char *p = m->calibration_host; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '_' || *p == '.'))
-            return sg_json_error(c, SG_EINVAL, "calibration.hostname \"%s\": letters, digits, "
-                                               "'-', '_' and '.' only", m->calibration_host);
+    if (!sg_is_simple_name(m->calibration_host))
+        return sg_json_error(c, SG_EINVAL, "calibration.hostname \"%s\": letters, digits, "
+                                           "'-', '_' and '.' only", m->calibration_host);
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(cal, "measured_step_ms");
     m->calibration_step_ms = 0;
     if (ms && (rc = sg_json_num(c, ms, "calibration.measured_step_ms", "measured_step_ms",
@@ -236,14 +229,8 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
 
 int sg_machine_load(const char *path, sg_machine *out, sg_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
     cJSON *root = NULL;
-    int rc = sg_json_read_file(path, &text, &len, err);
-    if (!rc)
-        rc = sg_json_parse(text, len, path, &root, err);
-    if (!rc && !cJSON_IsObject(root))
-        rc = sg_error_set(err, SG_EINVAL, "%s: expected a JSON object", path);
+    int rc = sg_json_load_object(path, &root, err);
     sg_machine m;
     memset(&m, 0, sizeof m);
     if (!rc) {
@@ -253,7 +240,6 @@ int sg_machine_load(const char *path, sg_machine *out, sg_error *err)
     if (!rc)
         *out = m;
     cJSON_Delete(root);
-    free(text);
     return rc;
 }
 

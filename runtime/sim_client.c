@@ -124,6 +124,21 @@ static void child_env(const sg_sim_request *rq, const char *workdir)
     setenv("STARPU_SILENT", "1", 1);
 }
 
+/* CONFIG, the user's arguments, then --set for each of the request's
+ * assignments: what both the parent (sg_sim_prepare) and the child load. */
+static int config_args(const sg_sim_request *rq, const char **argv)
+{
+    int n = 0;
+    argv[n++] = rq->config;
+    for (int i = 0; i < rq->nargs; i++)
+        argv[n++] = rq->args[i];
+    for (int i = 0; i < rq->nsets; i++) {
+        argv[n++] = "--set";
+        argv[n++] = rq->sets[i];
+    }
+    return n;
+}
+
 int sg_sim_start(const sg_sim_request *rq, const char *workdir, int tag, sg_sim_job *job,
                  sg_error *err)
 {
@@ -140,15 +155,8 @@ int sg_sim_start(const sg_sim_request *rq, const char *workdir, int tag, sg_sim_
     const char **argv = calloc(cap, sizeof *argv);
     if (!argv)
         return sg_error_set(err, SG_ENOMEM, "out of memory");
-    int n = 0;
-    argv[n++] = bin;
-    argv[n++] = rq->config;
-    for (int i = 0; i < rq->nargs; i++)
-        argv[n++] = rq->args[i];
-    for (int i = 0; i < rq->nsets; i++) {
-        argv[n++] = "--set";
-        argv[n++] = rq->sets[i];
-    }
+    argv[0] = bin;
+    int n = 1 + config_args(rq, argv + 1);
     argv[n++] = "--machine";
     argv[n++] = rq->sm->path;
     argv[n++] = "--result";
@@ -220,13 +228,8 @@ static double num_or_nan(const cJSON *obj, const char *key)
 
 static int parse_result(const char *path, sg_sim_report *rep, sg_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
     cJSON *root = NULL;
-    int rc = sg_json_read_file(path, &text, &len, err);
-    if (!rc)
-        rc = sg_json_parse(text, len, path, &root, err);
-    free(text);
+    int rc = sg_json_load_object(path, &root, err);
     if (rc)
         return rc;
     memset(rep, 0, sizeof *rep);
@@ -295,22 +298,14 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
                    sg_error *err)
 {
     memset(pt, 0, sizeof *pt);
-    int n = 0;
-    char **argv = calloc((size_t)(rq->nargs + 2 * rq->nsets + 2), sizeof *argv);
+    const char **argv = calloc((size_t)(rq->nargs + 2 * rq->nsets + 2), sizeof *argv);
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_graph g;
     sg_graph_init(&g);
     int rc = (!argv || !cfg) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
-    if (!rc) {
-        argv[n++] = (char *)rq->config;
-        for (int i = 0; i < rq->nargs; i++)
-            argv[n++] = rq->args[i];
-        for (int i = 0; i < rq->nsets; i++) {
-            argv[n++] = "--set";
-            argv[n++] = (char *)rq->sets[i];
-        }
-        rc = sg_cli_load_config_ex(n, argv, NULL, 0, cfg, print_warnings, err);
-    }
+    if (!rc)
+        rc = sg_cli_load_config_ex(config_args(rq, argv), (char **)argv, NULL, 0, cfg,
+                                   print_warnings, err);
     if (!rc)
         rc = sg_compile_from_config(cfg, &pt->model, &g, err);
     if (!rc) {
