@@ -48,6 +48,9 @@ static int cmd_version(void)
     char starpu[64];
     sg_starpu_version(starpu, sizeof starpu);
     printf("stepgraph %s (StarPU %s)\n", PACKAGE_VERSION, starpu);
+    char cuda[160];
+    sg_starpu_cuda_info(cuda, sizeof cuda);
+    printf("%s\n", cuda);
     return 0;
 }
 

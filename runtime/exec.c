@@ -14,6 +14,9 @@
 #include "codelets/starpu/codelets.h"
 #include "runtime/binding.h"
 #include "runtime/starpu_setup.h"
+#ifdef SG_STARPU_CUDA
+#include "runtime/exec_cuda.h"
+#endif
 
 #define H(x, b) ((starpu_data_handle_t)(x)->handles[b])
 
@@ -164,6 +167,11 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     if ((rc = start_starpu(x, opt, err)) || (rc = register_buffers(x, err)) ||
         (rc = build_contexts(x, err)))
         return rc;
+#ifdef SG_STARPU_CUDA
+    if ((rc = sg_exec_cuda_init(&x->shared, err)))
+        return rc;
+#endif
+    x->have_cuda = starpu_cuda_worker_get_count() > 0;
     double share = spec->offload_optimizer ? opt->optimizer_cores_share : 0;
     if (sg_starpu_split_workers(&x->split, share, opt->sched))
         return sg_error_set(err, SG_ENOMEM, "out of memory");
@@ -174,6 +182,9 @@ void sg_exec_shutdown(sg_exec *x)
 {
     if (x->started) {
         starpu_task_wait_for_all();
+#ifdef SG_STARPU_CUDA
+        sg_exec_cuda_shutdown(&x->shared);
+#endif
         for (int b = 0; x->handles && b < x->graph->nbuffers; b++)
             if (x->handles[b])
                 starpu_data_unregister(H(x, b));
@@ -229,6 +240,8 @@ static int submit_node(sg_exec *x, int i, sg_error *err)
     x->records[i].worker = -1;
     int rc = starpu_task_insert(sg_codelet_for(nd->kind), STARPU_DATA_MODE_ARRAY, d, c->nslots,
                                 STARPU_CL_ARGS_NFREE, c, sizeof *c, STARPU_NAME, nd->name,
+                                STARPU_EXECUTE_WHERE,
+                                (unsigned long long)sg_starpu_where(nd, x->have_cuda),
                                 STARPU_PRIORITY, (int)nd->priority,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c,
                                 STARPU_SCHED_CTX, sched_ctx, 0);
@@ -334,6 +347,19 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
 {
     starpu_worker_get_name(w, buf, n);
     return buf;
+}
+
+int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
+{
+    int nw = (int)starpu_worker_get_count();
+    int *is_gpu = calloc((size_t)(nw > 0 ? nw : 1), sizeof *is_gpu);
+    if (!is_gpu)
+        return SG_ENOMEM;
+    for (int w = 0; w < nw; w++)
+        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
+    int rc = sg_overlap_compute(x->graph, x->records, is_gpu, nw, out);
+    free(is_gpu);
+    return rc;
 }
 
 void sg_exec_worker_counts(int *ncpu, int *ncuda)

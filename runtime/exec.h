@@ -18,6 +18,7 @@
 
 #include "codelets/starpu/task_ctx.h"
 #include "graph/error.h"
+#include "runtime/overlap.h"
 #include "runtime/starpu_setup.h"
 #include "runtime/weights.h"
 
@@ -41,6 +42,7 @@ typedef struct sg_exec {
     sg_sched_split split;          /* cpuadam_cores_perc scheduling contexts */
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int started;                   /* starpu_init succeeded */
+    int have_cuda;                 /* CUDA workers exist: GPU nodes run there */
     double step_start_us;          /* StarPU clock at the last step's start */
     double step_seconds;           /* wall time of the last step */
 } sg_exec;
@@ -75,5 +77,7 @@ double sg_exec_grad_norm(sg_exec *x);
 const char *sg_exec_worker_name(int w, char *buf, size_t n);
 int sg_exec_worker_count(void);
 void sg_exec_worker_counts(int *ncpu, int *ncuda);
+/* GPU busy share and hidden CPU Adam time of the last step's task records. */
+int sg_exec_overlap(const sg_exec *x, sg_overlap *out);
 
 #endif /* SG_EXEC_H */

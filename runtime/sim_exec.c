@@ -77,20 +77,6 @@ static void init_codelets(sim_state *st, int calibrated)
     }
 }
 
-/* Where node nd may run: its device class, with copies on their
- * destination's side and casts left to the scheduler. */
-static uint32_t where_for(const sim_state *st, const sg_node *nd)
-{
-    if (!st->ncuda)
-        return STARPU_CPU;
-    switch (nd->kind) {
-    case SG_OP_D2H: return STARPU_CPU;
-    case SG_OP_H2D: return STARPU_CUDA;
-    case SG_OP_CAST: return STARPU_CPU | STARPU_CUDA;
-    default: return nd->device == SG_DEV_CPU ? STARPU_CPU : STARPU_CUDA;
-    }
-}
-
 static int start(sim_state *st, const sg_machine *m, const sg_sim_options *opt, sg_error *err)
 {
     struct starpu_conf conf;
@@ -176,7 +162,7 @@ static int submit(sim_state *st, int i, int priorities, sg_error *err)
     int rc = starpu_task_insert(&st->codelets[nd->kind], STARPU_DATA_MODE_ARRAY, d, n,
                                 STARPU_CL_ARGS_NFREE, &st->tasks[i], sizeof st->tasks[i],
                                 STARPU_NAME, nd->name, STARPU_EXECUTE_WHERE,
-                                (unsigned long long)where_for(st, nd), STARPU_PRIORITY,
+                                (unsigned long long)sg_starpu_where(nd, st->ncuda > 0), STARPU_PRIORITY,
                                 priorities ? (int)nd->priority : 0,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, record_task, &st->tasks[i],
                                 STARPU_SCHED_CTX, sg_starpu_ctx_for(&st->split, nd), 0);

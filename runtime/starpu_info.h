@@ -7,4 +7,8 @@
 /* "1.4.10" (from the library actually loaded). */
 void sg_starpu_version(char *buf, size_t size);
 
+/* One line on the GPU side of this build: whether the CUDA codelets are in
+ * it, NCCL, and how many CUDA devices are visible now. */
+void sg_starpu_cuda_info(char *buf, size_t size);
+
 #endif

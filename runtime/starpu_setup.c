@@ -81,3 +81,21 @@ unsigned sg_starpu_ctx_for(const sg_sched_split *s, const sg_node *nd)
                                : starpu_sched_ctx_get_context();
     return ctx == STARPU_NMAX_SCHED_CTXS ? 0 : ctx;
 }
+
+uint32_t sg_starpu_where(const sg_node *nd, int have_cuda)
+{
+    if (!have_cuda)
+        return STARPU_CPU;
+    switch (nd->kind) {
+    case SG_OP_D2H:
+    case SG_OP_OVERFLOW_CHECK:
+    case SG_OP_LOSS_SCALE:
+        return STARPU_CPU;
+    case SG_OP_H2D:
+        return STARPU_CUDA;
+    case SG_OP_CAST:
+        return STARPU_CPU | STARPU_CUDA;
+    default:
+        return nd->device == SG_DEV_CPU ? STARPU_CPU : STARPU_CUDA;
+    }
+}

@@ -327,6 +327,17 @@ static void print_summary(const trainer *t)
                "or overflow)\n", (long long)t->rollbacks,
                (long long)(lay.nsubgroups - lay.first_cpu) * (long long)t->stats.all.steps);
     }
+    sg_overlap ov;
+    int ncpu, ncuda;
+    sg_exec_worker_counts(&ncpu, &ncuda);
+    if (ncuda > 0 && sg_exec_overlap(&t->x, &ov) == SG_OK) {
+        printf("  GPU: busy %.1f%% of the last step (%.1f ms)", 100.0 * ov.gpu_busy,
+               ov.span_s * 1e3);
+        if (ov.adam_cpu_s > 0)
+            printf("; CPU Adam %.1f ms, %.1f%% of it under GPU work", ov.adam_cpu_s * 1e3,
+                   100.0 * ov.adam_hidden);
+        putchar('\n');
+    }
     fflush(stdout);
 }
 

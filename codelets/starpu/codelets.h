@@ -4,12 +4,20 @@
  * the dm* schedulers and by SimGrid). Buffers are variable in number; every
  * task's cl_arg is its node's sg_task_ctx (codelets/starpu/task_ctx.h).
  *
- * CPU entry points are below; CUDA ones come with codelets/cuda/.
+ * CPU entry points are below; the CUDA ones (codelets/starpu/cuda_*.c, on
+ * the worker's stream with STARPU_CUDA_ASYNC) exist when stepgraph is built
+ * with CUDA against a StarPU built with CUDA: SG_STARPU_CUDA is then 1.
  */
 #ifndef SG_CODELETS_H
 #define SG_CODELETS_H
 
 #include <starpu.h>
+
+#include "sg_autoconf.h"
+
+#if defined(SG_HAVE_CUDA) && defined(STARPU_USE_CUDA)
+#define SG_STARPU_CUDA 1
+#endif
 
 #include "graph/ir.h"
 
@@ -34,5 +42,17 @@ void sg_loss_scale_cpu(void *buffers[], void *arg);
 void sg_adam_cpu_cpu(void *buffers[], void *arg);
 void sg_adam_gpu_cpu(void *buffers[], void *arg);
 void sg_validate_cpu(void *buffers[], void *arg);
+
+#ifdef SG_STARPU_CUDA
+void sg_forward_cuda(void *buffers[], void *arg);
+void sg_recompute_cuda(void *buffers[], void *arg);
+void sg_backward_cuda(void *buffers[], void *arg);
+void sg_allgather_cuda(void *buffers[], void *arg);
+void sg_reduce_cuda(void *buffers[], void *arg);
+void sg_h2d_cuda(void *buffers[], void *arg);
+void sg_cast_cuda(void *buffers[], void *arg);
+void sg_grad_norm_cuda(void *buffers[], void *arg);
+void sg_adam_gpu_cuda(void *buffers[], void *arg);
+#endif
 
 #endif /* SG_CODELETS_H */

@@ -34,11 +34,14 @@ typedef struct sg_task_record {
     double start_us, end_us;
 } sg_task_record;
 
+struct sg_cuda_state; /* runtime/exec_cuda.h: per-device state of CUDA workers */
+
 typedef struct sg_exec_shared {
     const sg_model *model;
     const sg_step_spec *spec;
     const sg_graph *graph;
     sg_rope_cache rope;
+    struct sg_cuda_state *cuda;    /* NULL without CUDA workers */
     sg_step_params step;
     sg_loss_scaler *scaler;        /* fp16: updated by the loss-scale task */
     /* outcome of the step, written by tasks, read by the trainer after it */

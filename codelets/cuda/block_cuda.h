@@ -1,0 +1,65 @@
+/* block_cuda.h - forward and backward of one graph unit on the GPU: the
+ * same units, parameter layout, saved-activation layout and semantics as
+ * codelets/cpu/block.h (read it first), composed from the kernels of
+ * codelets/cuda/cuda_ops.h and queued on one stream.
+ *
+ * Differences from the CPU version:
+ * - every tensor (params, embed, x, y, saved, dy, dx, dparams, dembed) is
+ *   device memory stored in io->dt (f32, bf16 or f16); the math is fp32
+ *   inside kernels and cuBLAS accumulates in fp32;
+ * - tokens and targets are device int32; ids out of range are the caller's
+ *   to refuse before (the data loader checks them against the vocabulary);
+ * - loss is a device float; the head's gradient scale is dloss times
+ *   *dloss_scale (a device float, the fp16 loss scale) when that is given;
+ * - scratch is device memory of sg_cu_unit_scratch_bytes();
+ * - calls are asynchronous (stream-ordered); errors are SG_EINVAL (sizes,
+ *   missing buffers), SG_ENOTSUP (a model sg_unit_check_model refuses) or
+ *   SG_EIO (a launch failed).
+ */
+#ifndef SG_CODELETS_CUDA_BLOCK_H
+#define SG_CODELETS_CUDA_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codelets/cuda/cuda_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "models/model.h"
+
+typedef struct sg_cu_unit_io {
+    sg_dtype dt;                  /* storage of every tensor below but tokens, loss, tables */
+    const void *params;           /* the unit's flat parameters (block.h layout) */
+    const void *embed;            /* tied head: the embedding table (V, H); else NULL */
+    const int32_t *tokens;        /* (B*T) input ids */
+    const int32_t *targets;       /* (B*T) next-token ids, < 0 ignored */
+    const void *x;                /* (B*T, H) input of a layer or of the head */
+    void *y;                      /* (B*T, H) output; NULL: recompute (fill saved only) */
+    float *loss;                  /* head: the mean loss (1 device float) */
+    void *saved;                  /* sg_unit_saved_floats elements of dt, or NULL */
+    void *scratch;                /* sg_cu_unit_scratch_bytes */
+    const float *cos_tab, *sin_tab; /* (T, head_dim/2) rotary tables, device */
+} sg_cu_unit_io;
+
+/* Bytes of device scratch sg_cu_unit_forward / _backward need for `unit`
+ * stored in dt (the larger of the two, saved activations included for a
+ * forward with saved == NULL, plus the kernels' fp32 work areas). */
+size_t sg_cu_unit_scratch_bytes(const sg_model *m, int unit, size_t B, size_t T, sg_dtype dt);
+
+int sg_cu_unit_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
+                       const sg_cu_unit_io *io);
+
+/* As sg_unit_backward: dx WRITTEN, dparams and dembed ACCUMULATED. For the
+ * head the gradient of the loss is dloss * (*dloss_scale when non-NULL). */
+int sg_cu_unit_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
+                        const sg_cu_unit_io *io, const void *dy, float dloss,
+                        const float *dloss_scale, void *dx, void *dparams, void *dembed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_CODELETS_CUDA_BLOCK_H */

@@ -1,0 +1,197 @@
+/* cuda_ops.h - the GPU kernels of codelets/cuda/, callable from C.
+ *
+ * The same operations as codelets/cpu/ops.h (same semantics, same argument
+ * order: outputs, saved activations, inputs, sizes), on device memory and
+ * queued on a stream. What differs:
+ * - Storage is in a dtype `dt` (SG_F32, SG_BF16 or SG_F16 from graph/ir.h):
+ *   every tensor argument of one call is stored in dt unless its comment
+ *   says float/int32_t. The math is fp32 (loads convert to float, stores
+ *   round to nearest even), GEMMs accumulate in fp32 (cuBLAS,
+ *   CUBLAS_COMPUTE_32F).
+ * - Calls are asynchronous: they queue work on cu->stream and return; the
+ *   results are there once the stream has run. A launch failure returns
+ *   SG_EIO; bad sizes or dtypes SG_EINVAL (nothing queued).
+ * - Accumulating outputs (dW, dw, db, dtable) add into what is there, in dt.
+ *
+ * Every .cu file builds two ways (codelets/cuda/cuda_compat.h): with nvcc
+ * into libsgcuda.a, and with the host C++ compiler and -DSG_CUDA_EMU into
+ * libsgcudaemu.a, where kernels run on the CPU under the emulator of
+ * codelets/cuda/emu/ (device memory is host memory). The emulated build is
+ * what CI tests against the CPU kernels; the real one is tested on a GPU.
+ */
+#ifndef SG_CODELETS_CUDA_OPS_H
+#define SG_CODELETS_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" { /* the C headers below have no guards of their own */
+#endif
+
+#include "codelets/cpu/adam.h"
+#include "graph/error.h"
+#include "graph/ir.h"
+
+/* Where work goes: a stream and a cuBLAS handle bound to it. StarPU's CUDA
+ * codelets fill it from starpu_cuda_get_local_stream() and
+ * starpu_cublas_get_local_handle(); tests and benchmarks use sg_cu_open. */
+typedef struct sg_cu {
+    void *stream;   /* cudaStream_t */
+    void *blas;     /* cublasHandle_t, already bound to stream */
+} sg_cu;
+
+/* ---- device, memory, streams (tests, benchmarks, the runtime) ----------- */
+
+/* Usable CUDA devices (0 without a driver or device); 1 when emulated. */
+int sg_cu_device_count(void);
+/* 1 in the emulated build (libsgcudaemu.a), 0 in the real one. */
+int sg_cu_is_emulated(void);
+/* A new stream and cuBLAS handle on the current device; SG_EIO on failure. */
+int sg_cu_open(sg_cu *cu);
+void sg_cu_close(sg_cu *cu);
+/* Waits for everything queued on cu->stream; SG_EIO if a kernel failed. */
+int sg_cu_sync(const sg_cu *cu);
+/* Device memory (NULL on failure) and synchronous copies (SG_EIO on failure). */
+void *sg_cu_malloc(size_t bytes);
+void sg_cu_free(void *p);
+int sg_cu_to_device(void *dst, const void *src, size_t bytes);
+int sg_cu_to_host(void *dst, const void *src, size_t bytes);
+/* Stream-ordered scratch: memory usable by work queued on cu->stream after
+ * this call, given back with sg_cu_free_async (also stream-ordered). */
+void *sg_cu_malloc_async(const sg_cu *cu, size_t bytes);
+void sg_cu_free_async(const sg_cu *cu, void *p);
+/* Queued device-to-device copy and zero fill. */
+int sg_cu_copy_async(const sg_cu *cu, void *dst, const void *src, size_t bytes);
+int sg_cu_zero_async(const sg_cu *cu, void *p, size_t bytes);
+/* The last CUDA error as text (for messages). */
+const char *sg_cu_last_error(void);
+
+/* ---- element-wise ------------------------------------------------------- */
+
+/* out (n) = in (n) converted from in_dt to out_dt (any of f32, bf16, f16;
+ * round to nearest even, NaN stays NaN). */
+int sg_cu_cast(const sg_cu *cu, void *out, sg_dtype out_dt, const void *in, sg_dtype in_dt,
+               size_t n);
+/* acc (n) += x (n). */
+int sg_cu_add_into(const sg_cu *cu, void *acc, const void *x, sg_dtype dt, size_t n);
+
+/* out (N, C) = table[tokens]; tokens (N) int32_t in [0, V) (checked on the
+ * host by the caller: ids out of range are skipped by the kernel). */
+int sg_cu_embedding_forward(const sg_cu *cu, void *out, const int32_t *tokens, const void *table,
+                            sg_dtype dt, size_t N, size_t V, size_t C);
+/* dtable (V, C) += scatter of dout (N, C) by tokens: ACCUMULATES (atomics:
+ * the order of additions, hence the last bits, may vary run to run). */
+int sg_cu_embedding_backward(const sg_cu *cu, void *dtable, const int32_t *tokens,
+                             const void *dout, sg_dtype dt, size_t N, size_t V, size_t C);
+
+/* RMSNorm over the last dimension, as sg_rmsnorm_forward: out (N, C), rstd
+ * (N) (may be NULL), x (N, C), w (C). */
+int sg_cu_rmsnorm_forward(const sg_cu *cu, void *out, void *rstd, const void *x, const void *w,
+                          sg_dtype dt, size_t N, size_t C, float eps);
+/* dx (N, C): WRITES; dw (C): ACCUMULATES (may be NULL). `work` is device
+ * scratch of sg_cu_rmsnorm_backward_work_floats(N, C) floats (for the dw
+ * partial sums), or NULL when dw is NULL. */
+int sg_cu_rmsnorm_backward(const sg_cu *cu, void *dx, void *dw, const void *dout, const void *x,
+                           const void *w, const void *rstd, sg_dtype dt, size_t N, size_t C,
+                           float *work);
+size_t sg_cu_rmsnorm_backward_work_floats(size_t N, size_t C);
+
+/* Rotary embedding, Hugging Face rotate_half convention, as sg_rope_*:
+ * x, out (B, T, H, D); cos_tab, sin_tab (T, D/2) float (device). out may
+ * equal x; dx may equal dout. */
+int sg_cu_rope_forward(const sg_cu *cu, void *out, const void *x, const float *cos_tab,
+                       const float *sin_tab, sg_dtype dt, size_t B, size_t T, size_t H, size_t D);
+int sg_cu_rope_backward(const sg_cu *cu, void *dx, const void *dout, const float *cos_tab,
+                        const float *sin_tab, sg_dtype dt, size_t B, size_t T, size_t H,
+                        size_t D);
+
+/* h (N, F) = silu(gate) * up; backward WRITES dgate, dup (N, F). */
+int sg_cu_swiglu_forward(const sg_cu *cu, void *h, const void *gate, const void *up, sg_dtype dt,
+                         size_t N, size_t F);
+int sg_cu_swiglu_backward(const sg_cu *cu, void *dgate, void *dup, const void *dh,
+                          const void *gate, const void *up, sg_dtype dt, size_t N, size_t F);
+
+/* ---- linear (cuBLAS) ------------------------------------------------------ */
+
+/* y (N, out) = x (N, in) @ W^T + b; W (out, in), b (out) or NULL. */
+int sg_cu_linear_forward(const sg_cu *cu, void *y, const void *x, const void *W, const void *b,
+                         sg_dtype dt, size_t N, size_t in, size_t out);
+/* dx (N, in) = dy @ W: WRITES. dW (out, in) += dy^T @ x, db (out) += column
+ * sums of dy: ACCUMULATE. Any of dx, dW, db may be NULL. `work` is device
+ * scratch of sg_cu_linear_backward_work_floats(N, out) floats when db is
+ * given, else NULL. */
+int sg_cu_linear_backward(const sg_cu *cu, void *dx, void *dW, void *db, const void *dy,
+                          const void *x, const void *W, sg_dtype dt, size_t N, size_t in,
+                          size_t out, float *work);
+size_t sg_cu_linear_backward_work_floats(size_t N, size_t out);
+
+/* ---- attention ------------------------------------------------------------ */
+
+/* Causal grouped-query attention with an optional sliding window, as
+ * sg_attention_forward: out (B, T, Hq, D), lse (B, Hq, T) (stored in dt,
+ * like the CPU path's saved activations), q (B, T, Hq, D), k, v (B, T, Hkv,
+ * D). Flash-style: key tiles with an online softmax, no (T, T) matrix.
+ * D at most 256. */
+int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, const void *q, const void *k,
+                            const void *v, sg_dtype dt, size_t B, size_t T, size_t Hq,
+                            size_t Hkv, size_t D, size_t window);
+/* dq (B, T, Hq, D), dk, dv (B, T, Hkv, D): all WRITE. `work` is device
+ * scratch of sg_cu_attention_backward_work_floats(...) floats. */
+int sg_cu_attention_backward(const sg_cu *cu, void *dq, void *dk, void *dv, const void *dout,
+                             const void *q, const void *k, const void *v, const void *out,
+                             const void *lse, sg_dtype dt, size_t B, size_t T, size_t Hq,
+                             size_t Hkv, size_t D, size_t window, float *work);
+size_t sg_cu_attention_backward_work_floats(size_t B, size_t T, size_t Hq, size_t Hkv, size_t D);
+
+/* ---- cross-entropy ------------------------------------------------------- */
+
+/* As sg_cross_entropy_forward: *loss (device float) = mean over the targets
+ * >= 0 (0 when there are none), lse (N) in dt (may be NULL), logits (N, V),
+ * targets (N) int32_t (device; >= V is the caller's to refuse beforehand:
+ * such rows count as ignored here). `work` is device scratch of
+ * sg_cu_cross_entropy_work_floats(N) floats. */
+int sg_cu_cross_entropy_forward(const sg_cu *cu, float *loss, void *lse, const void *logits,
+                                const int32_t *targets, sg_dtype dt, size_t N, size_t V,
+                                float *work);
+/* dlogits (N, V) = (softmax - onehot) * dloss * (*dloss_scale) / count,
+ * count = the targets >= 0, counted on the device; dloss_scale is a device
+ * float (the fp16 loss scale) or NULL for 1. Rows of ignored targets, and
+ * all rows when count is 0, are zero. dlogits may equal logits. `work` as
+ * for the forward. */
+int sg_cu_cross_entropy_backward(const sg_cu *cu, void *dlogits, const void *logits,
+                                 const void *lse, const int32_t *targets, sg_dtype dt, size_t N,
+                                 size_t V, float dloss, const float *dloss_scale, float *work);
+size_t sg_cu_cross_entropy_work_floats(size_t N);
+
+/* ---- optimizer-side ---------------------------------------------------------- */
+
+/* One partial of the gradient norm: sumsq (device double) += sum of x^2 in
+ * double, nonfinite (device int32) |= 1 if any x is NaN or +-Inf. Zero both
+ * first (sg_cu_zero_async) and chain calls to cover several buffers (the
+ * order of the atomic additions may change the last bits). */
+int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
+                               const void *x, sg_dtype dt, size_t n);
+/* res (device float[2]) = [sqrt(sumsq) / scale, or +inf if nonfinite;
+ * 1 / scale], scale = *loss_scale (device float) or 1 when NULL: the
+ * SG_BUF_GRAD_NORM layout. */
+int sg_cu_grad_norm_finish(const sg_cu *cu, float *res, const double *sumsq,
+                           const int32_t *nonfinite, const float *loss_scale);
+
+/* Adam / AdamW step t over n elements, as sg_adam_step (codelets/cpu/adam.h:
+ * the same formulas and order; the scalar coefficients are computed in
+ * double on the host and rounded to float once): p, m, v float (device) in
+ * place, g (n) in dt. The gradient multiplier is computed on the device
+ * from norm (device float[2], the SG_BUF_GRAD_NORM layout: 1 / loss scale,
+ * and DeepSpeed's clipping by (norm + 1e-6) / clip when that exceeds 1 and
+ * clip > 0), or 1 when norm is NULL; when overflow (device int32, may be
+ * NULL) is non-zero nothing changes (fp16 overflow: the step is skipped). */
+int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float *p,
+                    const void *g, sg_dtype dt, float *m, float *v, size_t n,
+                    const float *norm, const int32_t *overflow, double clip);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_CODELETS_CUDA_OPS_H */

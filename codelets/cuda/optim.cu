@@ -1,0 +1,184 @@
+/* optim.cu - the optimizer-side kernels on the GPU (codelets/cuda/cuda_ops.h):
+ * partials of the global gradient norm, the SG_BUF_GRAD_NORM result, and
+ * the Adam / AdamW step of codelets/cpu/adam.c (scalar variant: the same
+ * formulas in the same order, without FMA contraction).
+ *
+ * The gradient multiplier (1 / loss scale, clipping) depends on the norm,
+ * which is device memory computed by earlier work on the stream: the Adam
+ * kernel derives it on the device, in double as the CPU codelet does
+ * (codelets/starpu/optim_codelets.c, grad_multiplier), so the host never
+ * waits for the GPU.
+ */
+#include "codelets/cuda/cuda_compat.h"
+
+#include <math.h>
+
+#define THREADS 256
+/* Blocks of the norm kernel: each adds one double atomically, so a few per
+ * SM and no more. */
+#define NORM_MAX_BLOCKS 1024u
+
+#define GRID_STRIDE(i, n)                                                            \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);         \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- gradient norm ------------------------------------------------------------ */
+
+/* As sg_grad_norm_partial: squares summed in double. A square of a finite
+ * float (or bf16, f16) is finite in double and squares are >= 0, so the sum
+ * is NaN or Inf exactly when some x is: one test per block, not per element. */
+template <typename T>
+__global__ void k_grad_norm(double *sumsq, int32_t *nonfinite, const T *x, size_t n)
+{
+    __shared__ double redd[THREADS];
+    double s = 0.0;
+    GRID_STRIDE(i, n) {
+        double v = (double)sg_ld(x[i]);
+        s += v * v;
+    }
+    s = sg_block_sum_d(s, redd);
+    if (threadIdx.x == 0) {
+        atomicAdd(sumsq, s);
+        if (!isfinite(s))
+            *nonfinite = 1; // every writer stores the same value: a plain store suffices
+    }
+}
+
+int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
+                               const void *x, sg_dtype dt, size_t n)
+{
+    if (!cu || !sumsq || !nonfinite || (n && !x) ||
+        (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
+        return SG_EINVAL;
+    if (n == 0)
+        return SG_OK;
+    unsigned blocks = sg_cu_blocks(n, THREADS);
+    if (blocks > NORM_MAX_BLOCKS)
+        blocks = NORM_MAX_BLOCKS;
+    SG_CU_DISPATCH(dt, T,
+                   SG_LAUNCH(k_grad_norm<T>, blocks, THREADS, cu->stream, sumsq, nonfinite,
+                             (const T *)x, n));
+    return sg_cu_launch_status();
+}
+
+/* res = [sqrt(sumsq) / scale or +inf, 1 / scale]: sg_grad_norm_cpu's formula. */
+__global__ void k_grad_norm_finish(float *res, const double *sumsq, const int32_t *nonfinite,
+                                   const float *loss_scale)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    double scale = loss_scale ? (double)*loss_scale : 1.0;
+    res[0] = *nonfinite ? INFINITY : (float)(sqrt(*sumsq) / scale);
+    res[1] = (float)(1.0 / scale);
+}
+
+int sg_cu_grad_norm_finish(const sg_cu *cu, float *res, const double *sumsq,
+                           const int32_t *nonfinite, const float *loss_scale)
+{
+    if (!cu || !res || !sumsq || !nonfinite)
+        return SG_EINVAL;
+    SG_LAUNCH(k_grad_norm_finish, 1, 32, cu->stream, res, sumsq, nonfinite, loss_scale);
+    return sg_cu_launch_status();
+}
+
+/* ---- Adam ----------------------------------------------------------------------- */
+
+/* Per-call scalars: adam.c's adam_coef but the gradient multiplier, computed
+ * on the host in double and rounded to float once, exactly as adam_coef_init. */
+typedef struct adam_k {
+    float wd;    /* L2 coefficient (Adam mode), used when l2 != 0 */
+    float decay; /* 1 - lr*wd (AdamW mode), else 1 */
+    float b1, omb1, b2, omb2;
+    float bc2s;  /* sqrt(1 - b2^t), or 1 */
+    float nss;   /* -lr / (1 - b1^t): negative step size */
+    float eps;
+    int l2;
+    int skip;    /* skip_nonfinite */
+    double clip; /* DeepSpeed's gradient clipping, <= 0: none */
+} adam_k;
+
+/* Single roundings, never fused into an FMA (nvcc contracts a * b + c by
+ * default), and IEEE division and square root whatever the build's flags:
+ * the scalar CPU variant's results, bit for bit. */
+__device__ static inline float f_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ static inline float f_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ static inline float f_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ static inline float f_sqrt(float a) { return __fsqrt_rn(a); }
+
+/* The factor gradients are multiplied by, from norm = [norm, 1 / loss
+ * scale]: 1 / loss scale, times DeepSpeed's clipping coefficient
+ * clip / (norm + 1e-6) when (norm + 1e-6) / clip exceeds 1 (the CPU
+ * codelet's grad_multiplier). */
+__device__ static inline float grad_multiplier(const float *norm, double clip)
+{
+    double combined = 1.0 / (double)norm[1];
+    if (clip > 0) {
+        double f = ((double)norm[0] + 1e-6) / clip;
+        if (f > 1.0)
+            combined *= f;
+    }
+    return (float)(1.0 / combined);
+}
+
+template <typename T>
+__global__ void k_adam(adam_k c, float *p, const T *g, float *m, float *v, size_t n,
+                       const float *norm, const int32_t *overflow)
+{
+    if (overflow && *overflow) // fp16 overflow: the step is skipped
+        return;
+    float gs = norm ? grad_multiplier(norm, c.clip) : 1.0f; // the same on every thread
+    GRID_STRIDE(i, n) {
+        float pi = p[i];
+        float ge = f_mul(sg_ld(g[i]), gs);
+        if (c.skip && !isfinite(ge))
+            continue;
+        if (c.l2)
+            ge = f_add(ge, f_mul(c.wd, pi));
+        pi = f_mul(pi, c.decay);
+        float mi = f_add(f_mul(m[i], c.b1), f_mul(c.omb1, ge));
+        float vi = f_add(f_mul(v[i], c.b2), f_mul(f_mul(c.omb2, ge), ge));
+        float den = f_add(f_div(f_sqrt(vi), c.bc2s), c.eps);
+        pi = f_add(pi, f_mul(c.nss, f_div(mi, den)));
+        p[i] = pi;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float *p,
+                    const void *g, sg_dtype dt, float *m, float *v, size_t n,
+                    const float *norm, const int32_t *overflow, double clip)
+{
+    if (!cu || sg_adam_check_params(prm, NULL) || t < 1 || isnan(clip) ||
+        (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
+        return SG_EINVAL;
+    if (n == 0)
+        return SG_OK;
+    if (!p || !g || !m || !v)
+        return SG_EINVAL;
+    /* adam_coef_init's arithmetic, line for line */
+    double lr = prm->lr, wd = prm->weight_decay;
+    double b1 = prm->beta1, b2 = prm->beta2;
+    double bc1 = 1.0, bc2 = 1.0;
+    if (prm->bias_correction) {
+        bc1 = 1.0 - pow(b1, (double)t);
+        bc2 = 1.0 - pow(b2, (double)t);
+    }
+    adam_k c;
+    c.wd = prm->weight_decay;
+    c.l2 = !prm->adamw_mode && prm->weight_decay != 0.0f;
+    c.decay = prm->adamw_mode ? (float)(1.0 - lr * wd) : 1.0f;
+    c.b1 = prm->beta1;
+    c.omb1 = (float)(1.0 - b1);
+    c.b2 = prm->beta2;
+    c.omb2 = (float)(1.0 - b2);
+    c.bc2s = (float)sqrt(bc2);
+    c.nss = (float)(-(lr / bc1));
+    c.eps = prm->eps;
+    c.skip = prm->skip_nonfinite != 0;
+    c.clip = clip;
+    SG_CU_DISPATCH(dt, T,
+                   SG_LAUNCH(k_adam<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, c, p,
+                             (const T *)g, m, v, n, norm, overflow));
+    return sg_cu_launch_status();
+}
