@@ -1,0 +1,55 @@
+# train_lib.sh - helpers of the training tests (sourced by test_train.sh and
+# test_train_gpu.sh, which set BIN, PY and TMP first): TAP counting, small
+# DeepSpeed configs merged over a base, runs with their metrics, and loss
+# comparisons.
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+# A DeepSpeed config: ds NAME JSON-FRAGMENT (merged over the base).
+ds() {
+	"$PY" - "$TMP/$1.json" "$2" <<'PYEOF'
+import json, sys
+base = {
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95],
+                                              "weight_decay": 0.01}},
+    "gradient_clipping": 1.0, "zero_optimization": {"stage": 0},
+}
+def merge(a, b):
+    for k, v in b.items():
+        if isinstance(v, dict) and isinstance(a.get(k), dict):
+            merge(a[k], v)
+        else:
+            a[k] = v
+merge(base, json.loads(sys.argv[2]))
+json.dump(base, open(sys.argv[1], "w"))
+PYEOF
+}
+# train NAME DSNAME ARGS... : metrics in $TMP/NAME.jsonl, output in NAME.out/.err
+train() {
+	name=$1 cfg=$2
+	shift 2
+	"$BIN" run "$TMP/$cfg.json" --max_length 32 --steps 4 --metrics "$TMP/$name.jsonl" "$@" \
+		>"$TMP/$name.out" 2>"$TMP/$name.err"
+	echo $? >"$TMP/$name.rc"
+}
+tasks() { sed -n 's/.*graph \([0-9]*\) tasks.*/\1/p' "$TMP/$1.out"; }
+# differs A B: the two runs compiled different graphs (so "same losses" is not vacuous)
+differs() { [ -n "$(tasks "$1")" ] && [ -n "$(tasks "$2")" ] && [ "$(tasks "$1")" != "$(tasks "$2")" ]; }
+losses() { "$PY" -c 'import json,sys; print(" ".join(repr(json.loads(l)["loss"]) for l in open(sys.argv[1])))' "$TMP/$1.jsonl" 2>/dev/null; }
+same() { [ -s "$TMP/$1.jsonl" ] && [ "$(losses "$1")" = "$(losses "$2")" ]; }
+# close A B RTOL: every loss of A within RTOL of B's (same number of steps)
+close() {
+	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "$3" <<'PYEOF'
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+tol = float(sys.argv[3])
+assert len(a) == len(b) and len(a) > 0, (a, b)
+bad = [(x, y) for x, y in zip(a, b) if abs(x - y) > tol * abs(y)]
+assert not bad, bad
+PYEOF
+}
+
