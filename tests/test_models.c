@@ -24,6 +24,8 @@ static const struct {
     const char *name;
     int64_t total, active;
 } published[] = {
+    {"llama-3.2-1b", 1235814400LL, 0}, /* computed from the HF config (tied) */
+    {"llama-3.2-3b", 3212749824LL, 0},
     {"llama-3.1-8b", 8030261248LL, 0},
     {"qwen3-14b", 14768307200LL, 0},
     {"phi-4", 14659507200LL, 0},

@@ -116,16 +116,63 @@ void sg_f32_view_close(sg_f32_view *v, int store)
 
 #define MAX_PIECES 4096
 
-const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, float **copy)
+static int node_unit(const sg_task_ctx *c)
+{
+    return c->shared->graph->nodes[c->node].layer;
+}
+
+int sg_arg_gather_slots(const sg_task_ctx *c, int *pieces, int cap, int *dst)
+{
+    static const sg_buf_role piece = SG_BUF_PARAM_PIECE;
+    int unit = node_unit(c);
+    int n = sg_arg_collect(c, &piece, 1, unit, 0, pieces, cap);
+    *dst = sg_arg_find(c, SG_BUF_GATHERED, unit);
+    if (*dst < 0)
+        *dst = sg_arg_find(c, SG_BUF_PARAM_FULL, unit);
+    if (*dst < 0 || n == 0) {
+        sg_task_fail(c, SG_EINVAL, "no parameter pieces or target");
+        return 0;
+    }
+    return n;
+}
+
+int sg_arg_reduce_slots(const sg_task_ctx *c, int *pieces, int cap, int *src)
+{
+    static const sg_buf_role piece = SG_BUF_GRAD_PIECE;
+    int unit = node_unit(c);
+    int n = sg_arg_collect(c, &piece, 1, unit, 0, pieces, cap);
+    *src = sg_arg_find(c, SG_BUF_GRAD, unit);
+    if (*src < 0 || n == 0) {
+        sg_task_fail(c, SG_EINVAL, "no gradient or pieces");
+        return 0;
+    }
+    return n;
+}
+
+int sg_arg_param_source(const sg_task_ctx *c)
+{
+    int src = sg_arg_find(c, SG_BUF_PARAM_HOST, -2);
+    if (src < 0)
+        src = sg_arg_find(c, SG_BUF_MASTER, -2);
+    if (src < 0)
+        sg_task_fail(c, SG_EINVAL, "no host parameters");
+    return src;
+}
+
+int sg_arg_unit_param_slots(const sg_task_ctx *c, int unit, int *slots, int cap)
 {
     static const sg_buf_role whole[] = {SG_BUF_GATHERED, SG_BUF_PARAM_FULL};
     static const sg_buf_role piece = SG_BUF_PARAM_PIECE;
-    int slots[MAX_PIECES];
-    *copy = NULL;
     /* a gathered or full buffer holds the whole unit; pieces a part each */
     int n = sg_arg_collect(c, whole, 2, unit, 0, slots, 1);
-    if (n == 0)
-        n = sg_arg_collect(c, &piece, 1, unit, 0, slots, MAX_PIECES);
+    return n ? n : sg_arg_collect(c, &piece, 1, unit, 0, slots, cap);
+}
+
+const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, float **copy)
+{
+    int slots[MAX_PIECES];
+    *copy = NULL;
+    int n = sg_arg_unit_param_slots(c, unit, slots, MAX_PIECES);
     if (n == 0)
         return NULL;
     if (n == 1 && sg_arg_buffer(c, slots[0])->dtype == SG_F32)

@@ -21,6 +21,22 @@ int sg_arg_find(const sg_task_ctx *c, sg_buf_role role, int unit);
 int sg_arg_collect(const sg_task_ctx *c, const sg_buf_role *roles, int nroles, int unit,
                    int by_subgroup, int *out, int cap);
 
+/* The slot binding of the data-movement nodes, shared by their CPU and CUDA
+ * entry points. Each returns how many piece slots it wrote to `pieces`
+ * (sorted by unit offset, at most cap), or 0 after marking the task failed
+ * when a buffer is missing:
+ * - an all-gather: the unit's parameter pieces, *dst the gathered or full
+ *   buffer;
+ * - a reduction: the unit's gradient pieces, *src the unit's gradient. */
+int sg_arg_gather_slots(const sg_task_ctx *c, int *pieces, int cap, int *dst);
+int sg_arg_reduce_slots(const sg_task_ctx *c, int *pieces, int cap, int *src);
+/* A host-to-device node's source: the compute-dtype host copy, else the
+ * fp32 master; -1 (task marked failed) without either. */
+int sg_arg_param_source(const sg_task_ctx *c);
+/* The slots holding a unit's parameters: one gathered / full buffer, or
+ * its pieces by unit offset. Returns how many (0: none). */
+int sg_arg_unit_param_slots(const sg_task_ctx *c, int unit, int *slots, int cap);
+
 const sg_buffer *sg_arg_buffer(const sg_task_ctx *c, int slot);
 void *sg_arg_ptr(void *buffers[], int slot);
 /* 1 if the task writes the slot without reading it (the content is to be replaced). */

@@ -30,16 +30,10 @@ static void concat(const sg_task_ctx *c, void *buffers[], const int *slots, int 
 void sg_allgather_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int unit = c->shared->graph->nodes[c->node].layer;
-    int slots[MAX_SLOTS];
-    int n = sg_arg_collect(c, PARAM_PIECE, 1, unit, 0, slots, MAX_SLOTS);
-    int dst = sg_arg_find(c, SG_BUF_GATHERED, unit);
-    if (dst < 0)
-        dst = sg_arg_find(c, SG_BUF_PARAM_FULL, unit);
-    if (dst < 0 || n == 0) {
-        sg_task_fail(c, SG_EINVAL, "no parameter pieces or target");
+    int slots[MAX_SLOTS], dst;
+    int n = sg_arg_gather_slots(c, slots, MAX_SLOTS, &dst);
+    if (n == 0)
         return;
-    }
     concat(c, buffers, slots, n, sg_arg_ptr(buffers, dst));
 }
 
@@ -48,14 +42,10 @@ void sg_allgather_cpu(void *buffers[], void *arg)
 void sg_reduce_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int unit = c->shared->graph->nodes[c->node].layer;
-    int slots[MAX_SLOTS];
-    int n = sg_arg_collect(c, GRAD_PIECE, 1, unit, 0, slots, MAX_SLOTS);
-    int src = sg_arg_find(c, SG_BUF_GRAD, unit);
-    if (src < 0 || n == 0) {
-        sg_task_fail(c, SG_EINVAL, "no gradient or pieces");
+    int slots[MAX_SLOTS], src;
+    int n = sg_arg_reduce_slots(c, slots, MAX_SLOTS, &src);
+    if (n == 0)
         return;
-    }
     const sg_buffer *sb = sg_arg_buffer(c, src);
     const char *s = sg_arg_ptr(buffers, src);
     size_t esize = sg_dtype_size(sb->dtype);
@@ -120,14 +110,9 @@ static void scatter_params(const sg_task_ctx *c, void *buffers[], int src)
 void sg_h2d_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int src = sg_arg_find(c, SG_BUF_PARAM_HOST, -2);
-    if (src < 0)
-        src = sg_arg_find(c, SG_BUF_MASTER, -2);
-    if (src < 0) {
-        sg_task_fail(c, SG_EINVAL, "no host parameters");
-        return;
-    }
-    scatter_params(c, buffers, src);
+    int src = sg_arg_param_source(c);
+    if (src >= 0)
+        scatter_params(c, buffers, src);
 }
 
 /* Casts: host gradients to fp32, or the fp32 master to the compute dtype

@@ -23,7 +23,6 @@
 #define MAX_SLOTS 4096
 
 static const sg_buf_role PARAM_PIECE[] = {SG_BUF_PARAM_PIECE};
-static const sg_buf_role GRAD_PIECE[] = {SG_BUF_GRAD_PIECE};
 
 #ifdef SG_HAVE_NCCL
 static int nccl_type(sg_dtype dt, ncclDataType_t *t)
@@ -68,16 +67,10 @@ static int collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const vo
 void sg_allgather_cuda(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int unit = c->shared->graph->nodes[c->node].layer;
-    int slots[MAX_SLOTS];
-    int n = sg_arg_collect(c, PARAM_PIECE, 1, unit, 0, slots, MAX_SLOTS);
-    int dst = sg_arg_find(c, SG_BUF_GATHERED, unit);
-    if (dst < 0)
-        dst = sg_arg_find(c, SG_BUF_PARAM_FULL, unit);
-    if (dst < 0 || n == 0) {
-        sg_task_fail(c, SG_EINVAL, "no parameter pieces or target");
+    int slots[MAX_SLOTS], dst;
+    int n = sg_arg_gather_slots(c, slots, MAX_SLOTS, &dst);
+    if (n == 0)
         return;
-    }
     sg_cu cu = sg_cuda_task_cu();
     char *to = sg_arg_ptr(buffers, dst);
     for (int i = 0; i < n; i++) {
@@ -99,14 +92,10 @@ void sg_allgather_cuda(void *buffers[], void *arg)
 void sg_reduce_cuda(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int unit = c->shared->graph->nodes[c->node].layer;
-    int slots[MAX_SLOTS];
-    int n = sg_arg_collect(c, GRAD_PIECE, 1, unit, 0, slots, MAX_SLOTS);
-    int src = sg_arg_find(c, SG_BUF_GRAD, unit);
-    if (src < 0 || n == 0) {
-        sg_task_fail(c, SG_EINVAL, "no gradient or pieces");
+    int slots[MAX_SLOTS], src;
+    int n = sg_arg_reduce_slots(c, slots, MAX_SLOTS, &src);
+    if (n == 0)
         return;
-    }
     sg_cu cu = sg_cuda_task_cu();
     const sg_buffer *sb = sg_arg_buffer(c, src);
     const char *s = sg_arg_ptr(buffers, src);
@@ -157,13 +146,9 @@ static int scatter_params(const sg_task_ctx *c, void *buffers[], int src, const 
 void sg_h2d_cuda(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int src = sg_arg_find(c, SG_BUF_PARAM_HOST, -2);
+    int src = sg_arg_param_source(c);
     if (src < 0)
-        src = sg_arg_find(c, SG_BUF_MASTER, -2);
-    if (src < 0) {
-        sg_task_fail(c, SG_EINVAL, "no host parameters");
         return;
-    }
     sg_cu cu = sg_cuda_task_cu();
     int rc = scatter_params(c, buffers, src, &cu);
     if (rc)

@@ -46,13 +46,9 @@ static void *slot_ptr(cuda_unit_call *k, sg_buf_role role, int unit, int *bad)
  * itself, or its pieces copied end to end into *copy. */
 static const void *unit_params(cuda_unit_call *k, int unit, void **copy)
 {
-    static const sg_buf_role whole[] = {SG_BUF_GATHERED, SG_BUF_PARAM_FULL};
-    static const sg_buf_role piece = SG_BUF_PARAM_PIECE;
     int slots[MAX_PIECES];
     *copy = NULL;
-    int n = sg_arg_collect(k->c, whole, 2, unit, 0, slots, 1);
-    if (n == 0)
-        n = sg_arg_collect(k->c, &piece, 1, unit, 0, slots, MAX_PIECES);
+    int n = sg_arg_unit_param_slots(k->c, unit, slots, MAX_PIECES);
     if (n == 0)
         return NULL;
     size_t esize = sg_dtype_size(k->dt), total = 0;
