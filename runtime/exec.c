@@ -13,6 +13,7 @@
 
 #include "codelets/starpu/codelets.h"
 #include "runtime/binding.h"
+#include "runtime/starpu_info.h"
 #include "runtime/starpu_setup.h"
 #ifdef SG_STARPU_CUDA
 #include "runtime/exec_cuda.h"
@@ -70,6 +71,13 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "starpu_init failed (%d)", rc);
     x->started = 1;
     starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+    if (opt->ncuda > 0 && (int)starpu_cuda_worker_get_count() < opt->ncuda) {
+        char cuda[160];
+        sg_starpu_cuda_info(cuda, sizeof cuda);
+        return sg_error_set(err, SG_EINVAL, "ncuda %d: StarPU started %u CUDA workers (%s); "
+                            "use --ncuda 0 to run on CPU workers only", opt->ncuda,
+                            starpu_cuda_worker_get_count(), cuda);
+    }
     if (starpu_cpu_worker_get_count() == 0)
         return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
                                              "(ncpus %d)", opt->ncpus);

@@ -110,5 +110,13 @@ run cfg config "$SRC/configs/llama-3.1-8b-superoffload.json"
 ok "$(rc cfg)" "config on the SuperOffload run config"
 contains "$TMP/cfg.out" "sub-groups"; ok $? "config prints the sub-group layout"
 
+# the GPU side of the build, and a CUDA worker asked for where there is none
+contains "$TMP/version.out" "CUDA: "; ok $? "version says whether the build has CUDA"
+if grep -q "CUDA devices: 0\|CUDA: no" "$TMP/version.out"; then
+	run nogpu run --ncuda 1 --steps 1 --max_length 32
+	[ "$(rc nogpu)" -ne 0 ] && contains "$TMP/nogpu.err" "ncuda 1: StarPU started 0 CUDA workers"
+	ok $? "run --ncuda 1 without a CUDA device is refused, naming ncuda"
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]
