@@ -178,8 +178,11 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
 #ifdef SG_STARPU_CUDA
     if ((rc = sg_exec_cuda_init(&x->shared, err)))
         return rc;
-#endif
     x->have_cuda = starpu_cuda_worker_get_count() > 0;
+#else
+    /* no CUDA codelets in this build: CUDA workers (if StarPU has them) idle */
+    x->have_cuda = 0;
+#endif
     double share = spec->offload_optimizer ? opt->optimizer_cores_share : 0;
     if (sg_starpu_split_workers(&x->split, share, opt->sched))
         return sg_error_set(err, SG_ENOMEM, "out of memory");
