@@ -41,14 +41,15 @@ static int gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb, siz
     return st == CUBLAS_STATUS_SUCCESS ? SG_OK : SG_EIO;
 }
 
-/* y (N, out) += b (out) on every row. */
+/* y (N, out) = b (out) on every row: the GEMM then adds x W^T with beta 1,
+ * so the bias is added in fp32 before the one rounding of each output. */
 template <typename T>
-__global__ void add_bias_kernel(T *y, const T *b, size_t N, size_t out)
+__global__ void broadcast_bias_kernel(T *y, const T *b, size_t N, size_t out)
 {
     const size_t total = N * out;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x)
-        y[i] = sg_st<T>(sg_ld(y[i]) + sg_ld(b[i % out]));
+        y[i] = b[i % out];
 }
 
 /* work (chunks, out) = column sums of dy over each chunk of rows: one
@@ -92,13 +93,15 @@ int sg_cu_linear_forward(const sg_cu *cu, void *y, const void *x, const void *W,
 {
     if (!y || !x || !W || !fits_int(N, in, out) || in == 0)
         return SG_EINVAL;
-    int rc = gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, out, N, in, W, in, x, in, 0.0f, y, out, dt);
-    if (rc || !b || N == 0 || out == 0)
-        return rc;
-    SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(add_bias_kernel<T>, sg_cu_blocks(N * out, 256), 256, cu->stream,
-                             (T *)y, (const T *)b, N, out));
-    return sg_cu_launch_status();
+    if (b && N > 0 && out > 0) {
+        SG_CU_DISPATCH(dt, T,
+                       SG_LAUNCH(broadcast_bias_kernel<T>, sg_cu_blocks(N * out, 256), 256,
+                                 cu->stream, (T *)y, (const T *)b, N, out));
+        if (sg_cu_launch_status())
+            return SG_EIO;
+    }
+    return gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, out, N, in, W, in, x, in, b ? 1.0f : 0.0f, y, out,
+                dt);
 }
 
 static int bias_backward(const sg_cu *cu, void *db, const void *dy, sg_dtype dt, size_t N,
