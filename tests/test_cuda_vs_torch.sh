@@ -1,0 +1,33 @@
+#!/bin/sh
+# test_cuda_vs_torch.sh - every CUDA kernel of codelets/cuda/cuda_ops.h,
+# emulated on the CPU (tests/cuda_ops_dump_emu), against PyTorch's CPU
+# implementation of the same op (tests/torch_cuda_ops_ref.py, fp32
+# reference, f32 and bf16 storage, tolerances stated there): the plumbing
+# scripts/check_cuda_vs_torch.sh uses on a GPU machine, and a second check
+# of the kernels besides the CPU-kernel comparisons. Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+BUILD=${SG_BUILDDIR:-.}
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+DUMP=$BUILD/tests/cuda_ops_dump_emu
+if ! [ -x "$DUMP" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
+	echo "1..0 # SKIP needs $DUMP and python3 with torch and numpy"
+	exit 0
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_cuda_torch.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+for dt in f32 bf16; do
+	"$DUMP" "$TMP/d" --dtype "$dt" --seed 1 >"$TMP/$dt.dump.out" 2>&1
+	ok $? "emulated kernels dump their $dt outputs"
+	"$PY" "$SRC/tests/torch_cuda_ops_ref.py" "$TMP/d/$dt/manifest.json" --device cpu \
+		>"$TMP/$dt.out" 2>&1
+	rc=$?
+	grep -v ' PASS ' "$TMP/$dt.out" | sed 's/^/# /'
+	ok $rc "$dt: every op within its tolerance of PyTorch ($(tail -1 "$TMP/$dt.out"))"
+done
+echo "1..$n"
