@@ -27,22 +27,10 @@
 #define SG_ADAM_X86 0
 #endif
 
-/* Per-call scalars, computed in double and rounded once (as torch does with
- * its Python-float hyper-parameters). */
-typedef struct adam_coef {
-    float gs;     /* grad_scale */
-    float wd;     /* L2 coefficient (Adam mode), used when l2 != 0 */
-    float decay;  /* 1 - lr*wd (AdamW mode), else 1 */
-    float b1, omb1, b2, omb2;
-    float bc2s;   /* sqrt(1 - b2^t), or 1 */
-    float nss;    /* -lr / (1 - b1^t): negative step size */
-    float eps;
-    int l2;
-    int skip;     /* skip_nonfinite */
-} adam_coef;
+typedef sg_adam_coef adam_coef;
 
-static void adam_coef_init(adam_coef *c, const sg_adam_params *prm, int64_t t,
-                           float grad_scale)
+void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t,
+                       float grad_scale)
 {
     double lr = prm->lr, wd = prm->weight_decay;
     double b1 = prm->beta1, b2 = prm->beta2;
@@ -600,7 +588,7 @@ int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
     if (n == 0)
         return 0;
     adam_coef c;
-    adam_coef_init(&c, prm, t, grad_scale);
+    sg_adam_coef_init(&c, prm, t, grad_scale);
     step_for(isa)(&c, p, g, m, v, p_bf16, n);
     return 0;
 }
@@ -614,7 +602,7 @@ int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
     if (rc)
         return rc;
     adam_coef c;
-    adam_coef_init(&c, prm, t, grad_scale);
+    sg_adam_coef_init(&c, prm, t, grad_scale);
     /* beta = 0 forgets the old moment; a zero decay factor forgets p. */
     if (prm->beta1 == 0.0f || prm->beta2 == 0.0f || c.decay == 0.0f)
         return SG_EINVAL;
@@ -657,7 +645,7 @@ int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
     if (n == 0)
         return 0;
     adam_coef c;
-    adam_coef_init(&c, prm, t, grad_scale);
+    sg_adam_coef_init(&c, prm, t, grad_scale);
     step_fn fn = step_for(isa);
 
     /* Chunks of whole 64-byte lines (16 floats) so threads never share one. */

@@ -70,6 +70,24 @@ typedef struct sg_adam_params {
                       .bias_correction = 1, .skip_nonfinite = 0,               \
                       .isa = SG_ADAM_ISA_AUTO})
 
+/* The per-call scalars of a step, computed in double and rounded to float
+ * once (as torch does with its Python-float hyper-parameters); shared with
+ * the GPU kernel (codelets/cuda/optim.cu) so both use the same values. */
+typedef struct sg_adam_coef {
+    float gs;     /* grad_scale */
+    float wd;     /* L2 coefficient (Adam mode), used when l2 != 0 */
+    float decay;  /* 1 - lr*wd (AdamW mode), else 1 */
+    float b1, omb1, b2, omb2;
+    float bc2s;   /* sqrt(1 - b2^t), or 1 */
+    float nss;    /* -lr / (1 - b1^t): negative step size */
+    float eps;
+    int l2;
+    int skip;     /* skip_nonfinite */
+} sg_adam_coef;
+
+void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t,
+                       float grad_scale);
+
 /* Checks the hyper-parameters; on error fills err with the field and value. */
 int sg_adam_check_params(const sg_adam_params *prm, sg_error *err);
 

@@ -83,17 +83,11 @@ int sg_cu_grad_norm_finish(const sg_cu *cu, float *res, const double *sumsq,
 
 /* ---- Adam ----------------------------------------------------------------------- */
 
-/* Per-call scalars: adam.c's adam_coef but the gradient multiplier, computed
- * on the host in double and rounded to float once, exactly as adam_coef_init. */
+/* Per-call scalars: sg_adam_coef (computed on the host by adam.c's
+ * sg_adam_coef_init, the CPU kernel's own values; its gs is unused: the
+ * multiplier comes from the device) and the clipping threshold. */
 typedef struct adam_k {
-    float wd;    /* L2 coefficient (Adam mode), used when l2 != 0 */
-    float decay; /* 1 - lr*wd (AdamW mode), else 1 */
-    float b1, omb1, b2, omb2;
-    float bc2s;  /* sqrt(1 - b2^t), or 1 */
-    float nss;   /* -lr / (1 - b1^t): negative step size */
-    float eps;
-    int l2;
-    int skip;    /* skip_nonfinite */
+    sg_adam_coef c;
     double clip; /* DeepSpeed's gradient clipping, <= 0: none */
 } adam_k;
 
@@ -121,12 +115,13 @@ __device__ static inline float grad_multiplier(const float *norm, double clip)
 }
 
 template <typename T>
-__global__ void k_adam(adam_k c, float *p, const T *g, float *m, float *v, size_t n,
+__global__ void k_adam(adam_k k, float *p, const T *g, float *m, float *v, size_t n,
                        const float *norm, const int32_t *overflow)
 {
     if (overflow && *overflow) // fp16 overflow: the step is skipped
         return;
-    float gs = norm ? grad_multiplier(norm, c.clip) : 1.0f; // the same on every thread
+    const sg_adam_coef &c = k.c;
+    float gs = norm ? grad_multiplier(norm, k.clip) : 1.0f; // the same on every thread
     GRID_STRIDE(i, n) {
         float pi = p[i];
         float ge = f_mul(sg_ld(g[i]), gs);
@@ -156,26 +151,8 @@ int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float
         return SG_OK;
     if (!p || !g || !m || !v)
         return SG_EINVAL;
-    /* adam_coef_init's arithmetic, line for line */
-    double lr = prm->lr, wd = prm->weight_decay;
-    double b1 = prm->beta1, b2 = prm->beta2;
-    double bc1 = 1.0, bc2 = 1.0;
-    if (prm->bias_correction) {
-        bc1 = 1.0 - pow(b1, (double)t);
-        bc2 = 1.0 - pow(b2, (double)t);
-    }
     adam_k c;
-    c.wd = prm->weight_decay;
-    c.l2 = !prm->adamw_mode && prm->weight_decay != 0.0f;
-    c.decay = prm->adamw_mode ? (float)(1.0 - lr * wd) : 1.0f;
-    c.b1 = prm->beta1;
-    c.omb1 = (float)(1.0 - b1);
-    c.b2 = prm->beta2;
-    c.omb2 = (float)(1.0 - b2);
-    c.bc2s = (float)sqrt(bc2);
-    c.nss = (float)(-(lr / bc1));
-    c.eps = prm->eps;
-    c.skip = prm->skip_nonfinite != 0;
+    sg_adam_coef_init(&c.c, prm, t, 1.0f); /* the CPU kernel's own scalars */
     c.clip = clip;
     SG_CU_DISPATCH(dt, T,
                    SG_LAUNCH(k_adam<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, c, p,
