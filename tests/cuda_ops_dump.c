@@ -106,42 +106,11 @@ static sg_cu g_cu;
             die("%s returned %d (%s)", #expr, rc_, sg_cu_last_error());                \
     } while (0)
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p)
-        die("out of memory");
-    return p;
-}
-
 /* ---- dtypes ---------------------------------------------------------------------- */
 
 static size_t dt_size(sg_dtype dt)
 {
     return dt == SG_F32 ? 4 : 2;
-}
-
-static const char *dt_name(sg_dtype dt)
-{
-    return dt == SG_F32 ? "f32" : dt == SG_BF16 ? "bf16" : dt == SG_F16 ? "f16" : "?";
-}
-
-static uint16_t to16(float x, sg_dtype dt)
-{
-    return dt == SG_BF16 ? sg_f32_to_bf16(x) : sg_f32_to_f16(x);
-}
-
-static float from16(uint16_t h, sg_dtype dt)
-{
-    return dt == SG_BF16 ? sg_bf16_to_f32(h) : sg_f16_to_f32(h);
-}
-
-/* x (n) = the values dt holds of x (round to nearest even). */
-static void round_dt(float *x, size_t n, sg_dtype dt)
-{
-    if (dt != SG_F32)
-        for (size_t i = 0; i < n; i++)
-            x[i] = from16(to16(x[i], dt), dt);
 }
 
 /* ---- shapes ----------------------------------------------------------------------- */
@@ -263,7 +232,7 @@ static void case_begin(const char *op, const char *name, sg_dtype dt)
     g_c.obj = cJSON_CreateObject();
     cJSON_AddStringToObject(g_c.obj, "op", op);
     cJSON_AddStringToObject(g_c.obj, "case", name);
-    cJSON_AddStringToObject(g_c.obj, "dtype", dt_name(dt));
+    cJSON_AddStringToObject(g_c.obj, "dtype", sg_dtype_name(dt));
     cJSON_AddStringToObject(g_c.obj, "dir", g_c.rel);
     g_c.params = cJSON_AddObjectToObject(g_c.obj, "params");
     g_c.inputs = cJSON_AddObjectToObject(g_c.obj, "inputs");
@@ -387,7 +356,7 @@ static void *input(const char *name, float *x, dims s, sg_dtype dt)
 {
     size_t n = dims_n(s);
     round_dt(x, n, dt);
-    save_f32(g_c.inputs, name, x, s, dt_name(dt));
+    save_f32(g_c.inputs, name, x, s, sg_dtype_name(dt));
     return dev_put(x, n, dt);
 }
 
@@ -404,7 +373,7 @@ static int32_t *input_i32(const char *name, const int32_t *x, dims s)
 static void output(const char *name, const void *d, dims s, sg_dtype dt)
 {
     float *x = dev_get(d, dims_n(s), dt);
-    save_f32(g_c.outputs, name, x, s, dt_name(dt));
+    save_f32(g_c.outputs, name, x, s, sg_dtype_name(dt));
     free(x);
 }
 
@@ -437,7 +406,7 @@ static void case_end(void)
 static void case_cast(sg_dtype in_dt, sg_dtype out_dt, sg_dtype dt)
 {
     char name[64];
-    snprintf(name, sizeof name, "%s_to_%s", dt_name(in_dt), dt_name(out_dt));
+    snprintf(name, sizeof name, "%s_to_%s", sg_dtype_name(in_dt), sg_dtype_name(out_dt));
     case_begin("cast", name, dt);
     const size_t n = 4096;
     static const float edges[] = {
@@ -455,8 +424,8 @@ static void case_cast(sg_dtype in_dt, sg_dtype out_dt, sg_dtype dt)
     for (size_t i = 0; i < n; i++)
         x[i] = i < ne ? edges[i] : rng_normal() * (float)pow(10.0, 24.0 * rng_unit() - 12.0);
     param("n", (double)n);
-    param_str("from", dt_name(in_dt));
-    param_str("to", dt_name(out_dt));
+    param_str("from", sg_dtype_name(in_dt));
+    param_str("to", sg_dtype_name(out_dt));
     void *din = input("x", x, DIMS(n), in_dt);
     void *dout = dev_nan(n * dt_size(out_dt));
     CK(sg_cu_cast(&g_cu, dout, out_dt, din, in_dt, n));
@@ -903,12 +872,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_ops_dump: sg_cu_open: %s\n", sg_cu_last_error());
         return 2;
     }
-    snprintf(g_root, sizeof g_root, "%s/%s", dir, dt_name(dt));
+    snprintf(g_root, sizeof g_root, "%s/%s", dir, sg_dtype_name(dt));
     mkdir_p(g_root);
 
     cJSON *man = cJSON_CreateObject();
     cJSON_AddStringToObject(man, "format", "stepgraph-cuda-ops-dump 1");
-    cJSON_AddStringToObject(man, "dtype", dt_name(dt));
+    cJSON_AddStringToObject(man, "dtype", sg_dtype_name(dt));
     cJSON_AddNumberToObject(man, "seed", (double)g_seed);
     cJSON_AddBoolToObject(man, "emulated", sg_cu_is_emulated());
     cJSON_AddStringToObject(man, "files",
@@ -947,7 +916,7 @@ int main(int argc, char **argv)
     g_case = "manifest";
     write_file("manifest.json", text, strlen(text));
     printf("%s/manifest.json: %d cases, dtype %s, %s build\n", g_root,
-           cJSON_GetArraySize(g_cases), dt_name(dt),
+           cJSON_GetArraySize(g_cases), sg_dtype_name(dt),
            sg_cu_is_emulated() ? "emulated" : "CUDA");
     free(text);
     cJSON_Delete(man);

@@ -71,21 +71,6 @@ static const char *BIAS_WINDOW_JSON =
 
 /* ---- memory ------------------------------------------------------------------------ */
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        printf("Bail out! out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static float *alloc_f32(size_t n)
-{
-    return xmalloc(n * sizeof(float));
-}
-
 static float *zeros(size_t n)
 {
     float *p = alloc_f32(n);
@@ -97,13 +82,6 @@ static void fill_nan(float *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = NAN;
-}
-
-static float *dup_f32(const float *src, size_t n)
-{
-    float *p = alloc_f32(n);
-    memcpy(p, src, n * sizeof *p);
-    return p;
 }
 
 /* ---- one model and its buffers ------------------------------------------------------- */

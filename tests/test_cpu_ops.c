@@ -46,36 +46,11 @@ static char g_root[4096]; /* the temporary directory */
 
 
 
-static float *alloc_f32(size_t n)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p) {
-        printf("Bail out! out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static float *randn(size_t n, float scale)
 {
     float *p = alloc_f32(n);
     for (size_t i = 0; i < n; i++)
         p[i] = scale * rng_normal();
-    return p;
-}
-
-static float *nans(size_t n)
-{
-    float *p = alloc_f32(n);
-    for (size_t i = 0; i < n; i++)
-        p[i] = NAN;
-    return p;
-}
-
-static float *dup_f32(const float *src, size_t n)
-{
-    float *p = alloc_f32(n);
-    memcpy(p, src, n * sizeof *p);
     return p;
 }
 

@@ -71,24 +71,9 @@ static const acase CASES[] = {
 
 /* ---- host data in a dtype --------------------------------------------------------- */
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        printf("Bail out! out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static size_t dt_size(sg_dtype dt)
 {
     return dt == SG_F32 ? 4 : 2;
-}
-
-static const char *dt_name(sg_dtype dt)
-{
-    return dt == SG_F32 ? "f32" : dt == SG_BF16 ? "bf16" : "f16";
 }
 
 static float *randn(size_t n)
@@ -222,7 +207,7 @@ static void run_case(const sg_cu *cu, const acase *c)
     const size_t es = dt_size(dt);
     const double tol = dt == SG_F32 ? F32_TOL : dt == SG_BF16 ? BF16_TOL : F16_TOL;
     char name[160];
-    snprintf(name, sizeof name, "%s B=%zu T=%zu Hq=%zu Hkv=%zu D=%zu W=%zu", dt_name(dt), B, T,
+    snprintf(name, sizeof name, "%s B=%zu T=%zu Hq=%zu Hkv=%zu D=%zu W=%zu", sg_dtype_name(dt), B, T,
              Hq, Hkv, D, W);
 
     float *q = randn(nq), *k = randn(nk), *v = randn(nk), *dout = randn(nq);

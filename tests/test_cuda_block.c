@@ -84,27 +84,10 @@ static const char *WINDOW_JSON =
 
 /* ---- host memory and bf16 ------------------------------------------------------------ */
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        printf("Bail out! out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static float *zeros(size_t n)
 {
     float *p = xmalloc(n * sizeof *p);
     memset(p, 0, n * sizeof *p);
-    return p;
-}
-
-static float *dup_f32(const float *src, size_t n)
-{
-    float *p = xmalloc(n * sizeof *p);
-    memcpy(p, src, n * sizeof *p);
     return p;
 }
 
@@ -556,11 +539,6 @@ static void ref_free(ref *r)
     free(r->dembed1), free(r->dembed2);
 }
 
-static const char *dt_name(sg_dtype dt)
-{
-    return dt == SG_F32 ? "f32" : "bf16";
-}
-
 /* Per-tensor gradient errors of a unit (named by the model's tensor list). */
 static void grad_errors(const net *n, int u, const float *got, const float *want, worst *w)
 {
@@ -578,7 +556,7 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
 {
     const char *kind = u == 0 ? "embedding" : u <= n->L ? "layer" : "head";
     char tag[96];
-    snprintf(tag, sizeof tag, "%s %s unit %d (%s)", n->label, dt_name(dt), u, kind);
+    snprintf(tag, sizeof tag, "%s %s unit %d (%s)", n->label, sg_dtype_name(dt), u, kind);
     const size_t N = n->N, H = n->H, NH = N * H, V = n->V, VH = V * H;
     const int head = u == n->U - 1, tied = n->m.tie_word_embeddings;
     const size_t ns = sg_unit_saved_floats(&n->m, u, n->B, n->T);

@@ -56,20 +56,7 @@ static void bail(const char *what)
     exit(1);
 }
 
-static const char *dt_name(sg_dtype dt)
-{
-    return dt == SG_F32 ? "f32" : dt == SG_BF16 ? "bf16" : dt == SG_F16 ? "f16" : "?";
-}
-
 /* ---- host arrays ----------------------------------------------------------------- */
-
-static float *alloc_f32(size_t n)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p)
-        bail("out of memory");
-    return p;
-}
 
 static float *randn(size_t n, float scale)
 {
@@ -87,13 +74,6 @@ static float *filled(size_t n, float v)
     return p;
 }
 
-static float *dup_f32(const float *src, size_t n)
-{
-    float *p = alloc_f32(n);
-    memcpy(p, src, n * sizeof *p);
-    return p;
-}
-
 #define FREE(...)                                                                      \
     do {                                                                               \
         void *ps_[] = {__VA_ARGS__};                                                   \
@@ -106,24 +86,6 @@ static float *dup_f32(const float *src, size_t n)
 static size_t dt_size(sg_dtype dt)
 {
     return dt == SG_F32 ? 4 : 2;
-}
-
-static uint16_t to16(float x, sg_dtype dt)
-{
-    return dt == SG_BF16 ? sg_f32_to_bf16(x) : sg_f32_to_f16(x);
-}
-
-static float from16(uint16_t h, sg_dtype dt)
-{
-    return dt == SG_BF16 ? sg_bf16_to_f32(h) : sg_f16_to_f32(h);
-}
-
-/* The values dt can hold: what the GPU sees of x once stored in dt. */
-static void round_dt(float *x, size_t n, sg_dtype dt)
-{
-    if (dt != SG_F32)
-        for (size_t i = 0; i < n; i++)
-            x[i] = from16(to16(x[i], dt), dt);
 }
 
 /* ---- device buffers (freed together at the end of each section) ------------------ */
@@ -307,7 +269,7 @@ static int check_vals(const float *got, const float *want, const float *scale, s
                 worst = d / u;
         }
         good = bad == 0;
-        ok(good, "%s [%s]: max err %.2f ulps (limit %g), rel err %.2e", what, dt_name(dt),
+        ok(good, "%s [%s]: max err %.2f ulps (limit %g), rel err %.2e", what, sg_dtype_name(dt),
            worst, ulps, rel);
     }
     if (!good)
@@ -389,7 +351,7 @@ static void test_cast(void)
                 }
             }
             ok(bad == 0, "cast %s -> %s: %zu values as the CPU casts (RNE), %zu NaN stay NaN "
-               "(%zu differ)", dt_name(in_dt), dt_name(out_dt), n, nans, bad);
+               "(%zu differ)", sg_dtype_name(in_dt), sg_dtype_name(out_dt), n, nans, bad);
             free(hout);
         }
         FREE(hin, xin);
@@ -461,7 +423,7 @@ static void test_embedding(void)
             CALL(sg_cu_embedding_forward(&g_cu, dy, dtok, dtab, dt, N, V, C));
             float *got = get(dy, N * C, dt);
             ok(same_bits(got, want, N * C), "embedding N=%zu V=%zu C=%zu [%s]: forward = rows "
-               "of the table, bit-exact", N, V, C, dt_name(dt));
+               "of the table, bit-exact", N, V, C, sg_dtype_name(dt));
             /* ids -1 and V: their rows are left alone, the others written */
             put_into(dy, sentinel, N * C, dt);
             CALL(sg_cu_embedding_forward(&g_cu, dy, dbad, dtab, dt, N, V, C));
@@ -470,7 +432,7 @@ static void test_embedding(void)
             for (size_t c = 0; c < C; c++)
                 want[2 * C + c] = want[4 * C + c] = 7.0f;
             ok(same_bits(got, want, N * C), "embedding N=%zu [%s]: ids -1 and V are skipped",
-               N, dt_name(dt));
+               N, sg_dtype_name(dt));
 
             /* backward with the same bad ids: the CPU reference without them */
             size_t Nc = 0;
@@ -543,7 +505,7 @@ static void test_rmsnorm(void)
             CALL(sg_cu_rmsnorm_forward(&g_cu, dy2, NULL, dx_in, dw_in, dt, N, C, eps));
             float *got2 = get(dy2, NC, dt);
             ok(same_bits(got, got2, NC), "rmsnorm N=%zu C=%zu [%s]: rstd = NULL, same out", N,
-               C, dt_name(dt));
+               C, sg_dtype_name(dt));
 
             /* backward from the rstd the GPU saved (in dt) */
             float *want_dx = alloc_f32(NC), *want_dw = dup_f32(dw0, C);
@@ -568,7 +530,7 @@ static void test_rmsnorm(void)
             ok(same_bits(again, got_dw, C) && same_bits(again_dx, got_dx, NC) &&
                    same_bits(nodw_dx, got_dx, NC),
                "rmsnorm N=%zu C=%zu [%s]: repeated backward gives the same bits; dw = NULL "
-               "gives the same dx", N, C, dt_name(dt));
+               "gives the same dx", N, C, sg_dtype_name(dt));
             FREE(x, w, dout, dw0, want, want_r, got, got_r, got2, want_dx, want_dw, nans, got_dx,
                  got_dw, again, again_dx, nodw_dx);
             dev_free_all();
@@ -610,7 +572,7 @@ static void test_rope(void)
             CALL(sg_cu_rope_backward(&g_cu, ddy, ddy, dcs, dsn, dt, B, T, H, D));
             float *in1 = get(dx, n, dt), *in2 = get(ddy, n, dt);
             ok(same_bits(in1, got, n) && same_bits(in2, got_dx, n),
-               "rope D=%zu [%s]: in place gives the same bits", D, dt_name(dt));
+               "rope D=%zu [%s]: in place gives the same bits", D, sg_dtype_name(dt));
             FREE(cs, sn, x, dout, want, want_dx, got, got_dx, in1, in2);
             dev_free_all();
         }
@@ -697,7 +659,7 @@ static void test_cross_entropy(void)
             get_raw(&loss, dloss_g, sizeof loss);
             float *lse = get(dlse, N, dt);
             is_close(loss, want_loss, F32_TOL, "cross_entropy N=%zu V=%zu [%s]: mean loss %.6f "
-                     "over %lld targets", N, V, dt_name(dt), (double)loss, (long long)count);
+                     "over %lld targets", N, V, sg_dtype_name(dt), (double)loss, (long long)count);
             check_vals(lse, want_lse, NULL, N, dt, 1.0, "cross_entropy N=%zu V=%zu: lse", N, V);
 
             /* backward from the lse the GPU saved (in dt) */
@@ -732,7 +694,7 @@ static void test_cross_entropy(void)
             for (size_t i = 0; i < NV; i++)
                 nonzero += zero[i] != 0.0f;
             ok(loss == 0.0f && nonzero == 0, "cross_entropy N=%zu V=%zu [%s]: all ignored: "
-               "loss 0 (%g), dlogits 0 (%zu not)", N, V, dt_name(dt), (double)loss, nonzero);
+               "loss 0 (%g), dlogits 0 (%zu not)", N, V, sg_dtype_name(dt), (double)loss, nonzero);
             FREE(logits, tg, tg_c, ign, want_lse, lse, want_dl, want_dl2, nans, got, got2, zero);
             dev_free_all();
         }
@@ -775,8 +737,8 @@ static void test_grad_norm(void)
         get_raw(&sum, dsum, sizeof sum);
         get_raw(&nf, dnf, sizeof nf);
         is_close(sum, pa + pb, 1e-12, "grad_norm [%s]: sum of squares of %zu + %zu values",
-                 dt_name(dt), na, nb);
-        is_int(nf, 0, "grad_norm [%s]: finite: no flag", dt_name(dt));
+                 sg_dtype_name(dt), na, nb);
+        is_int(nf, 0, "grad_norm [%s]: finite: no flag", sg_dtype_name(dt));
 
         /* the SG_BUF_GRAD_NORM result, without and with a loss scale */
         float res[2], ls = 1024.0f;
@@ -784,13 +746,13 @@ static void test_grad_norm(void)
         CALL(sg_cu_grad_norm_finish(&g_cu, dres, dsum, dnf, NULL));
         get_raw(res, dres, sizeof res);
         ok(res[0] == (float)sqrt(sum) && res[1] == 1.0f,
-           "grad_norm [%s]: finish = [sqrt(sumsq), 1] (%g, %g)", dt_name(dt), (double)res[0],
+           "grad_norm [%s]: finish = [sqrt(sumsq), 1] (%g, %g)", sg_dtype_name(dt), (double)res[0],
            (double)res[1]);
         CALL(sg_cu_grad_norm_finish(&g_cu, dres, dsum, dnf, dls));
         get_raw(res, dres, sizeof res);
         ok(res[0] == (float)(sqrt(sum) / 1024.0) && res[1] == (float)(1.0 / 1024.0),
            "grad_norm [%s]: finish with loss scale 1024 = [sqrt(sumsq) / 1024, 1 / 1024]",
-           dt_name(dt));
+           sg_dtype_name(dt));
 
         /* NaN first, +Inf in the middle, -Inf last: the flag, and +inf as the norm */
         size_t pos[3] = {0, nb / 2, nb - 1};
@@ -811,7 +773,7 @@ static void test_grad_norm(void)
             flagged += nf == 1 && res[0] == INFINITY && res[1] == (float)(1.0 / 1024.0);
         }
         is_int(flagged, 3, "grad_norm [%s]: NaN, +Inf, -Inf set the flag, norm +inf",
-               dt_name(dt));
+               sg_dtype_name(dt));
         FREE(a, b);
         dev_free_all();
     }
@@ -915,7 +877,7 @@ static void test_adam(void)
                                                  : ep <= ADAM_TOL && em <= ADAM_TOL &&
                                                        ev <= ADAM_TOL);
                 ok(good, "adam %s, n=%zu, g %s, %d steps: p, m, v as the scalar CPU step "
-                   "(rel err %.1e %.1e %.1e; bit-identical: %s)", c->name, n, dt_name(dt),
+                   "(rel err %.1e %.1e %.1e; bit-identical: %s)", c->name, n, sg_dtype_name(dt),
                    steps, ep, em, ev, same ? "yes" : "no");
 
                 /* overflow flag set: nothing changes */
@@ -927,7 +889,7 @@ static void test_adam(void)
                 float *ov = get(dv, n, SG_F32);
                 ok(same_bits(op, gp, n) && same_bits(om, gm, n) && same_bits(ov, gv, n),
                    "adam %s, n=%zu, g %s: overflow flag set: p, m, v unchanged", c->name, n,
-                   dt_name(dt));
+                   sg_dtype_name(dt));
                 FREE(p, m, v, gp, gm, gv, op, om, ov);
                 dev_free_all();
             }

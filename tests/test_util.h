@@ -163,4 +163,59 @@ static inline void superoffload_spec(sg_step_spec *s, double ratio)
 }
 #endif
 
+/* ---- host buffers (a failed allocation ends the test: "Bail out!") ------- */
+
+static inline void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        printf("Bail out! out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static inline float *alloc_f32(size_t n)
+{
+    return (float *)xmalloc(n * sizeof(float));
+}
+
+static inline float *dup_f32(const float *src, size_t n)
+{
+    float *p = alloc_f32(n);
+    memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
+/* n floats, all NaN: outputs a kernel must overwrite. */
+static inline float *nans(size_t n)
+{
+    float *p = alloc_f32(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+#if defined(SG_CODELETS_CPU_OPS_H) && defined(SG_IR_H)
+/* x (n) = the values dtype dt can hold (round to nearest even): what a
+ * kernel sees of x once it is stored in dt. */
+/* fp32 <-> the bits of a 16-bit dtype (bf16 or f16). */
+static inline uint16_t to16(float x, sg_dtype dt)
+{
+    return dt == SG_BF16 ? sg_f32_to_bf16(x) : sg_f32_to_f16(x);
+}
+
+static inline float from16(uint16_t h, sg_dtype dt)
+{
+    return dt == SG_BF16 ? sg_bf16_to_f32(h) : sg_f16_to_f32(h);
+}
+
+static inline void round_dt(float *x, size_t n, sg_dtype dt)
+{
+    if (dt != SG_F32)
+        for (size_t i = 0; i < n; i++)
+            x[i] = from16(to16(x[i], dt), dt);
+}
+#endif
+
 #endif /* SG_TEST_UTIL_H */
