@@ -96,55 +96,48 @@ __device__ static inline void sg_atomic_add(sg_f16 *p, float x) { atomicAdd(p, _
 
 /* ---- block reductions (shared memory and __syncthreads only) -------------- */
 
-/* The sum / max over all threads of a 1-D block of at most 1024 threads;
- * every thread gets the result. Must be called by all threads of the block
- * (it synchronises); `red` is __shared__ scratch of blockDim.x floats,
- * reusable right after the call returns. */
-__device__ static inline float sg_block_sum(float v, float *red)
+/* op over the values of all threads of a 1-D block of at most 1024
+ * threads, combined as a pairwise tree in a fixed order (the result does not
+ * depend on timing); every thread gets the result. Must be called by all
+ * threads of the block (it synchronises); `red` is __shared__ scratch of
+ * blockDim.x values, reusable right after the call returns. */
+template <typename V, typename Op>
+__device__ static inline V sg_block_reduce(V v, V *red, Op op)
 {
     const unsigned tid = threadIdx.x, n = blockDim.x;
     red[tid] = v;
     __syncthreads();
     for (unsigned s = 1; s < n; s <<= 1) {
-        /* pairwise tree in a fixed order: the result does not depend on timing */
         if (tid % (2 * s) == 0 && tid + s < n)
-            red[tid] += red[tid + s];
+            red[tid] = op(red[tid], red[tid + s]);
         __syncthreads();
     }
-    float r = red[0];
+    V r = red[0];
     __syncthreads();
     return r;
+}
+
+struct sg_op_add {
+    template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
+};
+struct sg_op_max {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/* The block's sum or max (floats), and its sum in double (gradient norms). */
+__device__ static inline float sg_block_sum(float v, float *red)
+{
+    return sg_block_reduce(v, red, sg_op_add());
 }
 
 __device__ static inline float sg_block_max(float v, float *red)
 {
-    const unsigned tid = threadIdx.x, n = blockDim.x;
-    red[tid] = v;
-    __syncthreads();
-    for (unsigned s = 1; s < n; s <<= 1) {
-        if (tid % (2 * s) == 0 && tid + s < n)
-            red[tid] = fmaxf(red[tid], red[tid + s]);
-        __syncthreads();
-    }
-    float r = red[0];
-    __syncthreads();
-    return r;
+    return sg_block_reduce(v, red, sg_op_max());
 }
 
-/* Same in double (gradient norms). */
 __device__ static inline double sg_block_sum_d(double v, double *red)
 {
-    const unsigned tid = threadIdx.x, n = blockDim.x;
-    red[tid] = v;
-    __syncthreads();
-    for (unsigned s = 1; s < n; s <<= 1) {
-        if (tid % (2 * s) == 0 && tid + s < n)
-            red[tid] += red[tid + s];
-        __syncthreads();
-    }
-    double r = red[0];
-    __syncthreads();
-    return r;
+    return sg_block_reduce(v, red, sg_op_add());
 }
 
 #endif /* SG_CODELETS_CUDA_COMPAT_H */
