@@ -362,15 +362,7 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
 
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
 {
-    int nw = (int)starpu_worker_get_count();
-    int *is_gpu = calloc((size_t)(nw > 0 ? nw : 1), sizeof *is_gpu);
-    if (!is_gpu)
-        return SG_ENOMEM;
-    for (int w = 0; w < nw; w++)
-        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
-    int rc = sg_overlap_compute(x->graph, x->records, is_gpu, nw, out);
-    free(is_gpu);
-    return rc;
+    return sg_starpu_overlap(x->graph, x->records, out);
 }
 
 void sg_exec_worker_counts(int *ncpu, int *ncuda)

@@ -263,19 +263,6 @@ static int write_trace(const sim_state *st, const char *path, double t0_us, sg_e
     return rc;
 }
 
-static int step_stats(const sim_state *st, sg_overlap *out)
-{
-    int nw = (int)starpu_worker_get_count();
-    int *is_gpu = calloc((size_t)nw, sizeof *is_gpu);
-    if (!is_gpu)
-        return SG_ENOMEM;
-    for (int w = 0; w < nw; w++)
-        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
-    int rc = sg_overlap_compute(st->graph, st->records, is_gpu, nw, out);
-    free(is_gpu);
-    return rc;
-}
-
 /* CPU tasks expected to stream memory at once: the CPU optimizer tasks of a
  * step, at most one per CPU worker that may run them. */
 static int cpu_streams(const sg_graph *g, const sg_machine *m, double share)
@@ -325,7 +312,7 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
         res->ncpu = (int)starpu_cpu_worker_get_count();
         res->ncuda = st->ncuda;
         read_links(st, res);
-        if (step_stats(st, &res->stats))
+        if (sg_starpu_overlap(st->graph, st->records, &res->stats))
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
     if (!rc && opt->trace_path)

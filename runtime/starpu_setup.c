@@ -99,3 +99,16 @@ uint32_t sg_starpu_where(const sg_node *nd, int have_cuda)
         return nd->device == SG_DEV_CPU ? STARPU_CPU : STARPU_CUDA;
     }
 }
+
+int sg_starpu_overlap(const sg_graph *g, const sg_task_record *records, sg_overlap *out)
+{
+    int nw = (int)starpu_worker_get_count();
+    int *is_gpu = calloc((size_t)(nw > 0 ? nw : 1), sizeof *is_gpu);
+    if (!is_gpu)
+        return SG_ENOMEM;
+    for (int w = 0; w < nw; w++)
+        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
+    int rc = sg_overlap_compute(g, records, is_gpu, nw, out);
+    free(is_gpu);
+    return rc;
+}

@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "graph/ir.h"
+#include "runtime/overlap.h"
 
 /* SG_EINVAL naming the known policies if `name` is not one of StarPU's. */
 int sg_starpu_check_policy(const char *name, sg_error *err);
@@ -32,5 +33,9 @@ unsigned sg_starpu_ctx_for(const sg_sched_split *s, const sg_node *nd);
  * side; casts wherever the scheduler prefers. Native runs and simulations
  * use the same rule. */
 uint32_t sg_starpu_where(const sg_node *nd, int have_cuda);
+
+/* sg_overlap_compute over the running StarPU's workers (CUDA ones count as
+ * GPUs): one step's records, real or simulated. */
+int sg_starpu_overlap(const sg_graph *g, const sg_task_record *records, sg_overlap *out);
 
 #endif /* SG_STARPU_SETUP_H */

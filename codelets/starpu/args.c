@@ -193,6 +193,47 @@ const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit,
     return p;
 }
 
+void *sg_arg_subgroup_at(const sg_task_ctx *c, void *buffers[], int src, int piece)
+{
+    size_t esize = sg_dtype_size(sg_arg_buffer(c, src)->dtype);
+    return (char *)sg_arg_ptr(buffers, src) +
+           (size_t)sg_arg_buffer(c, piece)->subgroup_offset * esize;
+}
+
+int sg_arg_adam_group(const sg_task_ctx *c, void *buffers[], sg_adam_group *a)
+{
+    static const sg_buf_role grad = SG_BUF_GRAD_PIECE, param = SG_BUF_PARAM_PIECE;
+    a->n = sg_arg_collect(c, &grad, 1, -2, 1, a->grad, SG_ARG_MAX_SLOTS);
+    int np = sg_arg_collect(c, &param, 1, -2, 1, a->param, SG_ARG_MAX_SLOTS);
+    a->master = sg_arg_find(c, SG_BUF_MASTER, -2);
+    int mv = sg_arg_find(c, SG_BUF_MOMENTS, -2);
+    if (mv < 0 || (a->master < 0 && np != a->n)) {
+        sg_task_fail(c, SG_EINVAL, "missing Adam buffers");
+        return SG_EINVAL;
+    }
+    for (int i = 0; a->master < 0 && i < np; i++)
+        if (sg_arg_buffer(c, a->param[i])->dtype != SG_F32) {
+            sg_task_fail(c, SG_EINVAL, "parameters without an fp32 master must be fp32");
+            return SG_EINVAL;
+        }
+    a->m = sg_arg_ptr(buffers, mv);
+    a->v = a->m + (size_t)sg_arg_buffer(c, mv)->elems / 2;
+    return SG_OK;
+}
+
+float *sg_adam_group_params(const sg_adam_group *a, const sg_task_ctx *c, void *buffers[], int i)
+{
+    return a->master >= 0 ? sg_arg_subgroup_at(c, buffers, a->master, a->grad[i])
+                          : sg_arg_ptr(buffers, a->param[i]);
+}
+
+sg_adam_params sg_arg_adam_params(const sg_task_ctx *c)
+{
+    sg_adam_params prm = c->shared->step.adam;
+    prm.skip_nonfinite = c->shared->spec->compute_dtype == SG_F16;
+    return prm;
+}
+
 static _Thread_local float *scratch_mem;
 static _Thread_local size_t scratch_cap;
 

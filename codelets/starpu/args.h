@@ -37,6 +37,32 @@ int sg_arg_param_source(const sg_task_ctx *c);
  * its pieces by unit offset. Returns how many (0: none). */
 int sg_arg_unit_param_slots(const sg_task_ctx *c, int unit, int *slots, int cap);
 
+/* Where piece slot `piece` starts inside the sub-group-wide buffer in slot
+ * src (its subgroup_offset, in src's elements). */
+void *sg_arg_subgroup_at(const sg_task_ctx *c, void *buffers[], int src, int piece);
+
+#define SG_ARG_MAX_SLOTS 4096
+
+/* A sub-group whose Adam state stays with the compute (no offload, or
+ * SuperOffload's ratio < 1), bound by sg_arg_adam_group. */
+typedef struct sg_adam_group {
+    int n;                          /* gradient pieces */
+    int grad[SG_ARG_MAX_SLOTS];     /* their slots, by sub-group offset */
+    int param[SG_ARG_MAX_SLOTS];    /* without a master: the fp32 parameter piece of each */
+    int master;                     /* the fp32 master's slot, or -1 */
+    float *m, *v;                   /* exp_avg, exp_avg_sq of the whole sub-group */
+} sg_adam_group;
+
+/* Binds a device sub-group's Adam; SG_EINVAL (task marked failed) when a
+ * buffer is missing or parameters without a master are not fp32. */
+int sg_arg_adam_group(const sg_task_ctx *c, void *buffers[], sg_adam_group *a);
+/* The fp32 parameters gradient piece i updates: the master at the piece's
+ * offset, or its own parameter piece. */
+float *sg_adam_group_params(const sg_adam_group *a, const sg_task_ctx *c, void *buffers[], int i);
+/* The step's Adam hyper-parameters; fp16 gradients can overflow, so a step
+ * then leaves non-finite elements alone (and stays undoable). */
+sg_adam_params sg_arg_adam_params(const sg_task_ctx *c);
+
 const sg_buffer *sg_arg_buffer(const sg_task_ctx *c, int slot);
 void *sg_arg_ptr(void *buffers[], int slot);
 /* 1 if the task writes the slot without reading it (the content is to be replaced). */

@@ -92,11 +92,9 @@ static void scatter_params(const sg_task_ctx *c, void *buffers[], int src)
     int slots[MAX_SLOTS];
     int n = sg_arg_collect(c, PARAM_PIECE, 1, -2, 1, slots, MAX_SLOTS);
     const sg_buffer *sb = sg_arg_buffer(c, src);
-    const char *s = sg_arg_ptr(buffers, src);
-    size_t esize = sg_dtype_size(sb->dtype);
     for (int i = 0; i < n; i++) {
         const sg_buffer *pb = sg_arg_buffer(c, slots[i]);
-        const char *from = s + (size_t)pb->subgroup_offset * esize;
+        const char *from = sg_arg_subgroup_at(c, buffers, src, slots[i]);
         void *to = sg_arg_ptr(buffers, slots[i]);
         if (sb->dtype == pb->dtype)
             memcpy(to, from, bytes_of(pb));

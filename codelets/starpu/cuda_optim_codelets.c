@@ -10,10 +10,6 @@
 
 #include "codelets/starpu/cuda_task.h"
 
-#define MAX_SLOTS 4096
-
-static const sg_buf_role GRAD_PIECE[] = {SG_BUF_GRAD_PIECE};
-static const sg_buf_role PARAM_PIECE[] = {SG_BUF_PARAM_PIECE};
 
 static void *slot_or_null(const sg_task_ctx *c, void *buffers[], sg_buf_role role)
 {
@@ -56,33 +52,20 @@ void sg_grad_norm_cuda(void *buffers[], void *arg)
 void sg_adam_gpu_cuda(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
-    int gs[MAX_SLOTS], ps[MAX_SLOTS];
-    int n = sg_arg_collect(c, GRAD_PIECE, 1, -2, 1, gs, MAX_SLOTS);
-    int np = sg_arg_collect(c, PARAM_PIECE, 1, -2, 1, ps, MAX_SLOTS);
-    int master = sg_arg_find(c, SG_BUF_MASTER, -2), mv = sg_arg_find(c, SG_BUF_MOMENTS, -2);
-    if (mv < 0 || (master < 0 && np != n)) {
-        sg_task_fail(c, SG_EINVAL, "missing Adam buffers");
+    sg_adam_group a;
+    if (sg_arg_adam_group(c, buffers, &a))
         return;
-    }
     sg_cu cu = sg_cuda_task_cu();
-    size_t total = (size_t)sg_arg_buffer(c, mv)->elems / 2;
-    float *m = sg_arg_ptr(buffers, mv), *v = m + total;
-    sg_adam_params prm = c->shared->step.adam;
-    prm.skip_nonfinite = c->shared->spec->compute_dtype == SG_F16;
+    sg_adam_params prm = sg_arg_adam_params(c);
     const float *norm = slot_or_null(c, buffers, SG_BUF_GRAD_NORM);
     const int32_t *overflow = slot_or_null(c, buffers, SG_BUF_OVERFLOW);
-    for (int i = 0; i < n; i++) {
-        const sg_buffer *gb = sg_arg_buffer(c, gs[i]);
-        size_t off = (size_t)gb->subgroup_offset, len = (size_t)gb->elems;
-        if (master < 0 && sg_arg_buffer(c, ps[i])->dtype != SG_F32) {
-            sg_task_fail(c, SG_EINVAL, "parameters without an fp32 master must be fp32");
-            return;
-        }
-        float *p = master >= 0 ? (float *)sg_arg_ptr(buffers, master) + off
-                               : (float *)sg_arg_ptr(buffers, ps[i]);
-        int rc = sg_cu_adam_step(&cu, &prm, c->shared->step.t, p, sg_arg_ptr(buffers, gs[i]),
-                                 gb->dtype, m + off, v + off, len, norm, overflow,
-                                 c->shared->step.clip);
+    for (int i = 0; i < a.n; i++) {
+        const sg_buffer *gb = sg_arg_buffer(c, a.grad[i]);
+        size_t off = (size_t)gb->subgroup_offset;
+        int rc = sg_cu_adam_step(&cu, &prm, c->shared->step.t,
+                                 sg_adam_group_params(&a, c, buffers, i),
+                                 sg_arg_ptr(buffers, a.grad[i]), gb->dtype, a.m + off, a.v + off,
+                                 (size_t)gb->elems, norm, overflow, c->shared->step.clip);
         if (rc) {
             sg_cuda_task_fail(c, rc, "Adam step failed");
             return;

@@ -9,10 +9,6 @@
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 
-#define MAX_SLOTS 4096
-
-static const sg_buf_role GRAD_PIECE[] = {SG_BUF_GRAD_PIECE};
-static const sg_buf_role PARAM_PIECE[] = {SG_BUF_PARAM_PIECE};
 
 static float scalar_at(void *buffers[], int slot, float dflt)
 {
@@ -132,14 +128,6 @@ static int host_group_bind(const sg_task_ctx *c, void *buffers[], host_group *h)
     return SG_OK;
 }
 
-static sg_adam_params adam_params(const sg_task_ctx *c)
-{
-    sg_adam_params prm = c->shared->step.adam;
-    /* fp16 gradients can overflow: keep a speculative step undoable */
-    prm.skip_nonfinite = c->shared->spec->compute_dtype == SG_F16;
-    return prm;
-}
-
 void sg_adam_cpu_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
@@ -155,7 +143,7 @@ void sg_adam_cpu_cpu(void *buffers[], void *arg)
     } else if (step_checks(c, buffers, &mult)) {
         return; /* overflow: skip */
     }
-    sg_adam_params prm = adam_params(c);
+    sg_adam_params prm = sg_arg_adam_params(c);
     int rc = sg_adam_step(&prm, c->shared->step.t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
     if (rc)
         sg_task_fail(c, rc, "Adam step failed");
@@ -178,7 +166,7 @@ void sg_validate_cpu(void *buffers[], void *arg)
     int skip = step_checks(c, buffers, &mult);
     if (!skip && mult == spec_mult)
         return;
-    sg_adam_params prm = adam_params(c);
+    sg_adam_params prm = sg_arg_adam_params(c);
     int64_t t = c->shared->step.t;
     int rc = sg_adam_rollback(&prm, t, h.p, h.g, h.m, h.v, h.n, spec_mult);
     if (!rc && !skip)
@@ -197,28 +185,20 @@ void sg_adam_gpu_cpu(void *buffers[], void *arg)
     float mult = 1.0f;
     if (step_checks(c, buffers, &mult))
         return;
-    int gs[MAX_SLOTS], ps[MAX_SLOTS];
-    int n = sg_arg_collect(c, GRAD_PIECE, 1, -2, 1, gs, MAX_SLOTS);
-    int np = sg_arg_collect(c, PARAM_PIECE, 1, -2, 1, ps, MAX_SLOTS);
-    int master = sg_arg_find(c, SG_BUF_MASTER, -2), mv = sg_arg_find(c, SG_BUF_MOMENTS, -2);
-    if (mv < 0 || (master < 0 && np != n)) {
-        sg_task_fail(c, SG_EINVAL, "missing Adam buffers");
+    sg_adam_group a;
+    if (sg_arg_adam_group(c, buffers, &a))
         return;
-    }
-    size_t total = (size_t)sg_arg_buffer(c, mv)->elems / 2;
-    float *m = sg_arg_ptr(buffers, mv), *v = m + total;
-    sg_adam_params prm = adam_params(c);
-    for (int i = 0; i < n; i++) {
-        const sg_buffer *gb = sg_arg_buffer(c, gs[i]);
+    sg_adam_params prm = sg_arg_adam_params(c);
+    for (int i = 0; i < a.n; i++) {
+        const sg_buffer *gb = sg_arg_buffer(c, a.grad[i]);
         size_t off = (size_t)gb->subgroup_offset, len = (size_t)gb->elems;
-        float *p = master >= 0 ? (float *)sg_arg_ptr(buffers, master) + off
-                               : (float *)sg_arg_ptr(buffers, ps[i]);
         sg_f32_view g;
-        if (sg_f32_view_open(&g, sg_arg_ptr(buffers, gs[i]), gb->dtype, len, 1)) {
+        if (sg_f32_view_open(&g, sg_arg_ptr(buffers, a.grad[i]), gb->dtype, len, 1)) {
             sg_task_fail(c, SG_ENOMEM, "out of memory");
             return;
         }
-        int rc = sg_adam_step(&prm, c->shared->step.t, p, g.p, m + off, v + off, NULL, len, mult);
+        int rc = sg_adam_step(&prm, c->shared->step.t, sg_adam_group_params(&a, c, buffers, i),
+                              g.p, a.m + off, a.v + off, NULL, len, mult);
         sg_f32_view_close(&g, 0);
         if (rc) {
             sg_task_fail(c, rc, "Adam step failed");
