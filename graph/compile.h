@@ -1,7 +1,7 @@
 /* compile.h - the step compiler: (model, step settings) -> sg_graph.
  *
  * sg_step_spec holds what the compiler needs from a DeepSpeed config and the
- * run options (runtime/step_spec.c fills it from an sg_config); the graph
+ * run options (runtime/config/step_spec.c fills it from an sg_config); the graph
  * module does not know about JSON.
  *
  * Semantics (DeepSpeed's, see README "The step graph"):
@@ -25,7 +25,7 @@
 
 #include <stdint.h>
 
-#include "graph/error.h"
+#include "common/error.h"
 #include "graph/ir.h"
 #include "models/model.h"
 

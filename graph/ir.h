@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/error.h"
+#include "common/error.h"
 
 #define SG_IR_NAME_MAX 64
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/error.h"
+#include "common/error.h"
 
 #define SG_MODEL_NAME_MAX 64
 #define SG_TENSOR_NAME_MAX 96

@@ -289,7 +289,7 @@ fi
 
 printf '\nStarPU cost per task (tests/bench_task_overhead, %s CPU workers: %s tasks a round, median of 3 rounds;\n' \
 	"$THREADS" "$NTASKS"
-printf '  submitted like runtime/exec.c: history model, profiling, callback, name, priority)\n'
+printf '  submitted like runtime/exec/exec.c: history model, profiling, callback, name, priority)\n'
 printf '  %-6s %10s %10s %10s\n' sched "empty us" "chain us" "indep us"
 for s in "${sched_list[@]}"; do
 	ovh="$tmp/ovh-$s.out"

@@ -15,7 +15,7 @@
  *           previous one, so this is the latency of one dependency hop
  *   indep   task i W on its own 4-byte vector (registered beforehand): data
  *           bookkeeping without dependencies
- * By default the tasks are submitted like runtime/exec.c submit_node does:
+ * By default the tasks are submitted like runtime/exec/exec.c submit_node does:
  * a history-based performance model on the codelet (what the dm* schedulers
  * consult), profiling enabled, a name, a priority, a cl_arg that StarPU does
  * not free and a completion callback. --bare drops all of those (no model,
@@ -46,7 +46,7 @@ static void empty_cpu(void *buffers[], void *arg)
     (void)arg;
 }
 
-/* like runtime/exec.c record_task: read the task's profiling record */
+/* like runtime/exec/exec.c record_task: read the task's profiling record */
 static volatile double sink_us;
 static void on_done(void *arg)
 {

@@ -77,7 +77,7 @@
 #include "codelets/cpu/adam.h"
 #include "codelets/cpu/ops.h"
 #include "codelets/cuda/cuda_ops.h"
-#include "graph/error.h"
+#include "common/error.h"
 #include "tests/test_util.h"
 
 /* ---- failures ------------------------------------------------------------------- */

@@ -43,9 +43,9 @@
 #include <cblas.h>
 
 #include "codelets/cpu/block.h"
-#include "graph/error.h"
+#include "common/error.h"
 #include "models/model.h"
-#include "runtime/weights.h"
+#include "runtime/io/weights.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

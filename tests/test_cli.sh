@@ -118,5 +118,13 @@ if grep -q "CUDA devices: 0\|CUDA: no" "$TMP/version.out"; then
 	ok $? "run --ncuda 1 without a CUDA device is refused, naming ncuda"
 fi
 
+# A metrics file that cannot be written fails the run, naming the file
+# (/dev/full accepts the open and fails every write with ENOSPC).
+if [ -w /dev/full ]; then
+	run full run "$SRC/configs/default.json" --steps 2 --max_length 32 --metrics /dev/full
+	[ "$(rc full)" -ne 0 ] && contains "$TMP/full.err" "/dev/full"
+	ok $? "run with an unwritable --metrics file exits non-zero, naming the file"
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

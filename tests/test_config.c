@@ -1,4 +1,4 @@
-/* test_config.c - DeepSpeed config and run option loading (runtime/config.c).
+/* test_config.c - DeepSpeed config and run option loading (runtime/config/config.c).
  *
  * Shipped configs load with no warning; defaults are DeepSpeed's; the batch
  * rule; unknown keys warn; every file in tests/data/bad-configs/ fails with
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/config.h"
+#include "runtime/config/config.h"
 #include "tests/tap.h"
 
 static const char *srcdir = ".";

@@ -32,7 +32,7 @@
 #include <cblas.h>
 
 #include "codelets/cpu/ops.h"
-#include "graph/error.h"
+#include "common/error.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

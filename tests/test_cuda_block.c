@@ -46,7 +46,7 @@
 
 #include "codelets/cpu/block.h"
 #include "codelets/cuda/block_cuda.h"
-#include "graph/error.h"
+#include "common/error.h"
 #include "graph/ir.h"
 #include "models/model.h"
 #include "tests/tap.h"

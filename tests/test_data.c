@@ -1,4 +1,4 @@
-/* test_data.c - the data loader (runtime/data_loader.c): llm.c shards of
+/* test_data.c - the data loader (runtime/io/data_loader.c): llm.c shards of
  * both magics, windows and targets, shuffling (determinism, seeds, epochs),
  * exact resume, globs, data-parallel slices, text files, the default text,
  * and bad files whose messages name the file and the field.
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/data_loader.h"
+#include "runtime/io/data_loader.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

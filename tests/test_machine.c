@@ -8,7 +8,7 @@
 #include "graph/analysis.h"
 #include "graph/compile.h"
 #include "models/model.h"
-#include "runtime/machine.h"
+#include "runtime/config/machine.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

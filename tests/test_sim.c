@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/config.h"
-#include "runtime/config_override.h"
-#include "runtime/machine.h"
-#include "runtime/overlap.h"
-#include "runtime/sim_cost.h"
-#include "runtime/sim_fit.h"
-#include "runtime/sim_platform.h"
+#include "runtime/config/config.h"
+#include "runtime/config/config_override.h"
+#include "runtime/config/machine.h"
+#include "runtime/trace/overlap.h"
+#include "runtime/sim/sim_cost.h"
+#include "runtime/sim/sim_fit.h"
+#include "runtime/sim/sim_platform.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

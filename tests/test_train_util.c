@@ -1,7 +1,7 @@
 /* test_train_util.c - the small training-loop helpers: DeepSpeed's lr
- * schedules (runtime/lr_schedule.c), the fp16 loss scaler
- * (runtime/loss_scaler.c), the step log, summary and metrics JSONL
- * (runtime/step_log.c) and the Chrome trace writer (runtime/trace.c).
+ * schedules (runtime/train/lr_schedule.c), the fp16 loss scaler
+ * (runtime/train/loss_scaler.c), the step log, summary and metrics JSONL
+ * (runtime/train/step_log.c) and the Chrome trace writer (runtime/trace/trace.c).
  *
  * Expected values are worked out by hand from DeepSpeed's
  * deepspeed/runtime/lr_schedules.py and fp16/loss_scaler.py (the comments
@@ -18,11 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/config.h"
-#include "runtime/loss_scaler.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/step_log.h"
-#include "runtime/trace.h"
+#include "runtime/config/config.h"
+#include "runtime/train/loss_scaler.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/step_log.h"
+#include "runtime/trace/trace.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/tune_report.h"
+#include "runtime/tune/tune_report.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

@@ -1,5 +1,5 @@
-/* test_weights.c - safetensors (runtime/safetensors.c), weights and training
- * state (runtime/weights.c).
+/* test_weights.c - safetensors (runtime/io/safetensors.c), weights and training
+ * state (runtime/io/weights.c).
  *
  * fp32 <-> bf16/f16 conversions (every 16-bit pattern round-trips, ties go to
  * even); write/read round trips; interoperability with an independent
@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "models/model.h"
-#include "runtime/safetensors.h"
-#include "runtime/weights.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/weights.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 

@@ -40,7 +40,7 @@ generator seeded with --seed (their content does not change the speed).
 
 A timed step is zero_grad to the end of the optimizer step (with the CUDA
 device synchronized before and after); the figures cover the steps after
-the --warmup first ones. TFLOPS is stepgraph's estimate (runtime/step_log.c
+the --warmup first ones. TFLOPS is stepgraph's estimate (runtime/train/step_log.c
 sg_step_tflops, Megatron-LM's formula) 24 c B s L h^2 (1 + s/(6h) + V/(16 L h))
 per step with c = 4 with activation checkpointing, 3 without, divided by the
 mean step time; mfu = tflops / --peak as a fraction (0.40 = 40%).
@@ -130,7 +130,7 @@ def load_model_config(name):
 
 
 def step_flops(L, h, V, B, s, checkpointing):
-    """runtime/step_log.c sg_step_tflops times the step's seconds * 1e12."""
+    """runtime/train/step_log.c sg_step_tflops times the step's seconds * 1e12."""
     c = 4.0 if checkpointing else 3.0
     return 24.0 * c * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h))
 

@@ -11,16 +11,16 @@ Same workload as stepgraph's default run, step for step:
            embeddings), the layer math of tests/torch_model_ref.py (RMSNorm,
            rotary embedding, grouped-query attention with repeat_kv, SwiGLU)
            in an nn.Module with bias-free nn.Linear; fp32
-  weights  stepgraph's initialisation (runtime/weights.c sg_weights_init:
+  weights  stepgraph's initialisation (runtime/io/weights.c sg_weights_init:
            N(0, 0.02) from a counter-based splitmix64 keyed by seed and tensor
            name, RMSNorm gains 1), so both start from the same point
   data     the same text as byte tokens, cut into windows of T+1 bytes at
            multiples of T and visited in the same shuffled order
-           (runtime/data_loader.c: xoshiro256** Fisher-Yates, seed + epoch)
+           (runtime/io/data_loader.c: xoshiro256** Fisher-Yates, seed + epoch)
   update   torch.optim.AdamW(foreach=True), lr 1e-3, betas (0.9, 0.95),
            eps 1e-8, weight decay 0.01; stepgraph's WarmupLR (linear over 20
            steps, DeepSpeed's convention of lr 0 on the first update, see
-           runtime/lr_schedule.c) set on the param group before each step;
+           runtime/train/lr_schedule.c) set on the param group before each step;
            torch.nn.utils.clip_grad_norm_(1.0)
 Attention: torch 1.13 has no F.scaled_dot_product_attention (it came in 2.0),
 so it is the matmul-softmax attention with a causal mask from
@@ -83,7 +83,7 @@ M64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
 
 
-# ---- stepgraph's initialisation (runtime/weights.c) ----------------------------
+# ---- stepgraph's initialisation (runtime/io/weights.c) ----------------------------
 
 def mix64_np(z):
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -124,7 +124,7 @@ def sg_init(name, shape, seed, std=0.02):
     return torch.from_numpy(x[:n].astype(np.float32).reshape(shape))
 
 
-# ---- stepgraph's batches (runtime/data_loader.c) -------------------------------
+# ---- stepgraph's batches (runtime/io/data_loader.c) -------------------------------
 
 class Xoshiro:
     def __init__(self, seed):
@@ -276,7 +276,7 @@ class Decoder(torch.nn.Module):
 # ---- training ----------------------------------------------------------------
 
 def lr_at(update, lr, warmup):
-    """runtime/lr_schedule.c sg_lr_at (WarmupLR, linear, min 0) for update
+    """runtime/train/lr_schedule.c sg_lr_at (WarmupLR, linear, min 0) for update
     number `update` counted from 0."""
     it = update - 1
     if it < 0:

@@ -593,6 +593,22 @@ int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
     return 0;
 }
 
+float sg_adam_grad_multiplier(const float norm[2], double clip)
+{
+    double combined = 1.0 / (double)norm[1];
+    if (clip > 0) {
+        double f = ((double)norm[0] + 1e-6) / clip;
+        if (f > 1.0)
+            combined *= f;
+    }
+    return (float)(1.0 / combined);
+}
+
+int sg_adam_speculation_fails(const float norm[2], int overflow, double clip)
+{
+    return overflow || sg_adam_grad_multiplier(norm, clip) != norm[1];
+}
+
 int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
                      const float *g, float *m, float *v, size_t n,
                      float grad_scale)

@@ -27,7 +27,7 @@
  * particular alignment and n any value. On non-x86 machines only the scalar
  * variant exists (the compiler may still vectorise it).
  *
- * Functions return 0 or a negative SG_E* code (graph/error.h); they never
+ * Functions return 0 or a negative SG_E* code (common/error.h); they never
  * print or exit.
  */
 #ifndef SG_CODELETS_CPU_ADAM_H
@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/error.h"
+#include "common/error.h"
 
 typedef enum sg_adam_isa {
     SG_ADAM_ISA_AUTO = 0, /* $SG_ADAM_ISA if set, else the best this CPU has */
@@ -126,6 +126,19 @@ int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
 int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
                      const float *g, float *m, float *v, size_t n,
                      float grad_scale);
+
+/* The factor gradients are multiplied by before Adam, from the global norm
+ * buffer norm = [norm of the unscaled gradients, 1 / loss scale]: 1 / loss
+ * scale, times DeepSpeed's clipping coefficient clip / (norm + 1e-6) when
+ * (norm + 1e-6) / clip exceeds 1 (clip <= 0: no clipping). The CUDA kernel
+ * (codelets/cuda/optim.cu) computes the same on the device. */
+float sg_adam_grad_multiplier(const float norm[2], double clip);
+
+/* SuperOffload: whether a speculative step (taken with multiplier norm[1],
+ * unscaled and unclipped) must be undone, because of an fp16 overflow or
+ * because clipping changes the multiplier. The same for every sub-group of a
+ * step: the validation tasks apply it, the trainer counts rollbacks with it. */
+int sg_adam_speculation_fails(const float norm[2], int overflow, double clip);
 
 /* sg_adam_step split over nthreads POSIX threads (chunks of whole cache
  * lines). For benchmarks and callers outside StarPU; the result is

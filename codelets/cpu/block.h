@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/error.h"
+#include "common/error.h"
 #include "models/model.h"
 
 /* Refuses, with a message naming the model and the feature, a model the unit

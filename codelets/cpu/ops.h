@@ -13,7 +13,7 @@
  *   contents are ignored) and ACCUMULATES (+=) into weight gradients (dtable,
  *   dw, dW, db), so gradient accumulation over micro-batches needs no extra
  *   pass. Each declaration below says which is which.
- * - Functions return 0 (SG_OK) or a negative SG_E* code from graph/error.h:
+ * - Functions return 0 (SG_OK) or a negative SG_E* code from common/error.h:
  *   SG_EINVAL for bad sizes or out-of-range ids (then nothing is written),
  *   SG_ENOMEM when a small scratch buffer cannot be allocated.
  * - Output buffers must not overlap inputs unless a function says so.
@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/error.h"
+#include "common/error.h"
 
 /* ---- embedding ---------------------------------------------------------- */
 

@@ -14,7 +14,7 @@
 /* The C headers have no extern "C" of their own: include them first, under
  * C linkage, so that libsgcore's functions link from this C++ file. */
 extern "C" {
-#include "graph/error.h"
+#include "common/error.h"
 #include "graph/ir.h"
 #include "models/model.h"
 #include "codelets/cpu/adam.h"

@@ -30,7 +30,7 @@ extern "C" { /* the C headers below have no guards of their own */
 #endif
 
 #include "codelets/cpu/adam.h"
-#include "graph/error.h"
+#include "common/error.h"
 #include "graph/ir.h"
 
 /* Where work goes: a stream and a cuBLAS handle bound to it. StarPU's CUDA

@@ -18,7 +18,7 @@
 #endif
 
 #include "codelets/starpu/cuda_task.h"
-#include "runtime/exec_cuda.h"
+#include "runtime/exec/exec_cuda.h"
 
 #define MAX_SLOTS 4096
 

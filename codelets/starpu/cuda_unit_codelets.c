@@ -12,7 +12,7 @@
 
 #include "codelets/cuda/block_cuda.h"
 #include "codelets/starpu/cuda_task.h"
-#include "runtime/exec_cuda.h"
+#include "runtime/exec/exec_cuda.h"
 
 #define MAX_PIECES 4096
 

@@ -58,12 +58,10 @@ void sg_overflow_check_cpu(void *buffers[], void *arg)
         sg_task_fail(c, SG_EINVAL, "missing norm or overflow buffer");
         return;
     }
-    int overflow = !isfinite(scalar_at(buffers, in, 0.0f));
-    *(int32_t *)sg_arg_ptr(buffers, out) = overflow;
-    c->shared->adam_skipped = overflow;
+    *(int32_t *)sg_arg_ptr(buffers, out) = !isfinite(scalar_at(buffers, in, 0.0f));
 }
 
-/* DeepSpeed's dynamic loss scaling (runtime/loss_scaler.h). */
+/* DeepSpeed's dynamic loss scaling (runtime/train/loss_scaler.h). */
 void sg_loss_scale_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
@@ -82,19 +80,6 @@ void sg_loss_scale_cpu(void *buffers[], void *arg)
     *(float *)sg_arg_ptr(buffers, ls) = (float)c->shared->scaler->scale;
 }
 
-/* The factor gradients are multiplied by: 1/loss scale, and DeepSpeed's
- * clipping (coefficient (norm + 1e-6) / clip when that exceeds 1). */
-static float grad_multiplier(const float *norm_buf, double clip)
-{
-    double combined = 1.0 / (double)norm_buf[1];
-    if (clip > 0) {
-        double f = ((double)norm_buf[0] + 1e-6) / clip;
-        if (f > 1.0)
-            combined *= f;
-    }
-    return (float)(1.0 / combined);
-}
-
 /* Whether the step must be skipped (fp16 overflow), and the multiplier. */
 static int step_checks(const sg_task_ctx *c, void *buffers[], float *mult)
 {
@@ -102,7 +87,7 @@ static int step_checks(const sg_task_ctx *c, void *buffers[], float *mult)
     if (ov >= 0 && *(const int32_t *)sg_arg_ptr(buffers, ov))
         return 1;
     int nb = sg_arg_find(c, SG_BUF_GRAD_NORM, -2);
-    *mult = nb < 0 ? 1.0f : grad_multiplier(sg_arg_ptr(buffers, nb), c->shared->step.clip);
+    *mult = nb < 0 ? 1.0f : sg_adam_grad_multiplier(sg_arg_ptr(buffers, nb), c->shared->step.clip);
     return 0;
 }
 
@@ -164,7 +149,9 @@ void sg_validate_cpu(void *buffers[], void *arg)
     float spec_mult = norm[1]; /* what the speculative step used */
     float mult = spec_mult;
     int skip = step_checks(c, buffers, &mult);
-    if (!skip && mult == spec_mult)
+    int ov = sg_arg_find(c, SG_BUF_OVERFLOW, -2);
+    if (!sg_adam_speculation_fails(norm, ov >= 0 && *(const int32_t *)sg_arg_ptr(buffers, ov),
+                                   c->shared->step.clip))
         return;
     sg_adam_params prm = sg_arg_adam_params(c);
     int64_t t = c->shared->step.t;
@@ -173,7 +160,6 @@ void sg_validate_cpu(void *buffers[], void *arg)
         rc = sg_adam_step(&prm, t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
     if (rc)
         sg_task_fail(c, rc, "rollback failed");
-    __atomic_add_fetch(&c->shared->rollbacks, 1, __ATOMIC_RELAXED);
 }
 
 /* A sub-group whose state stays with the compute (no offload, or ratio < 1):

@@ -18,7 +18,7 @@
 #include "graph/compile.h"
 #include "graph/ir.h"
 #include "models/model.h"
-#include "runtime/loss_scaler.h"
+#include "runtime/train/loss_scaler.h"
 
 /* Settings of the optimizer step being run; written by the trainer between
  * steps (never while tasks run). */
@@ -34,7 +34,7 @@ typedef struct sg_task_record {
     double start_us, end_us;
 } sg_task_record;
 
-struct sg_cuda_state; /* runtime/exec_cuda.h: per-device state of CUDA workers */
+struct sg_cuda_state; /* runtime/exec/exec_cuda.h: per-device state of CUDA workers */
 
 typedef struct sg_exec_shared {
     const sg_model *model;
@@ -44,11 +44,10 @@ typedef struct sg_exec_shared {
     struct sg_cuda_state *cuda;    /* NULL without CUDA workers */
     sg_step_params step;
     sg_loss_scaler *scaler;        /* fp16: updated by the loss-scale task */
-    /* outcome of the step, written by tasks, read by the trainer after it */
-    int adam_skipped;              /* an overflow made the optimizer skip */
-    int rollbacks;                 /* SuperOffload sub-groups rolled back and redone */
-    sg_task_record *records;       /* per node, for the last step */
-    int failed;                    /* first failing task's code (set atomically) */
+    sg_task_record *records;       /* per node, for the last step (task callbacks) */
+    /* a task that fails says so here (set atomically, first one wins); what
+     * a step computed is read back from its buffers (exec.h) */
+    int failed;                    /* first failing task's code */
     char fail_msg[256];            /* and its message */
 } sg_exec_shared;
 

@@ -1,0 +1,73 @@
+/* atomic_file.c - temporary file + fsync + rename (see atomic_file.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "common/atomic_file.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err)
+{
+    memset(f, 0, sizeof *f);
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path ||
+        snprintf(f->tmp, sizeof f->tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof f->tmp)
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", path);
+    int fd = mkstemp(f->tmp);
+    if (fd < 0)
+        return sg_error_set(err, SG_EIO, "%s: cannot create a file there: %s", path,
+                            strerror(errno));
+    /* mkstemp creates 0600; give the file the mode a plain fopen would */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(f->tmp);
+        return sg_error_set(err, SG_EIO, "%s: %s", path, strerror(e));
+    }
+    f->fp = fdopen(fd, "w");
+    if (!f->fp) {
+        close(fd);
+        unlink(f->tmp);
+        return sg_error_set(err, SG_EIO, "%s: %s", path, strerror(errno));
+    }
+    return SG_OK;
+}
+
+int sg_atomic_commit(sg_atomic_file *f, sg_error *err)
+{
+    if (!f->fp)
+        return sg_error_set(err, SG_EINVAL, "%s: file is not open", f->path);
+    int bad = fflush(f->fp) != 0 || ferror(f->fp) || fsync(fileno(f->fp)) != 0;
+    int saved = errno;
+    if (fclose(f->fp) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    f->fp = NULL;
+    if (!bad && rename(f->tmp, f->path) != 0) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad) {
+        unlink(f->tmp);
+        f->tmp[0] = '\0';
+        return sg_error_set(err, SG_EIO, "%s: write failed: %s", f->path, strerror(saved));
+    }
+    f->tmp[0] = '\0';
+    return SG_OK;
+}
+
+void sg_atomic_abort(sg_atomic_file *f)
+{
+    if (f->fp) {
+        fclose(f->fp);
+        f->fp = NULL;
+    }
+    if (f->tmp[0]) {
+        unlink(f->tmp);
+        f->tmp[0] = '\0';
+    }
+}

@@ -1,0 +1,26 @@
+/* atomic_file.h - write a file under a temporary name, rename on success.
+ *
+ * A crash or an error never leaves a half-written file at the final path,
+ * and an existing file there is untouched until the new one is complete.
+ */
+#ifndef SG_ATOMIC_FILE_H
+#define SG_ATOMIC_FILE_H
+
+#include <stdio.h>
+
+#include "common/error.h"
+
+typedef struct sg_atomic_file {
+    FILE *fp;                 /* write here */
+    char path[4096];          /* final path */
+    char tmp[4096];           /* temporary path in the same directory */
+} sg_atomic_file;
+
+int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err);
+/* Flushes, syncs and renames to the final path. On failure the temporary
+ * file is removed and the final path is untouched. */
+int sg_atomic_commit(sg_atomic_file *f, sg_error *err);
+/* Discards the temporary file. Safe to call after commit or twice. */
+void sg_atomic_abort(sg_atomic_file *f);
+
+#endif /* SG_ATOMIC_FILE_H */

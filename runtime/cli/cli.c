@@ -1,0 +1,86 @@
+/* cli.c - the stepgraph command: dispatch, help, shared option parsing. */
+#define _POSIX_C_SOURCE 200809L
+#include "runtime/cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sg_autoconf.h"
+#include "common/atomic_file.h"
+#include "runtime/exec/starpu_info.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: stepgraph COMMAND [ARGS]\n"
+            "\n"
+            "Compiles one training step of a large language model, configured by a\n"
+            "DeepSpeed JSON config, into a task graph for StarPU.\n"
+            "\n"
+            "Commands:\n"
+            "  run [CONFIG]           train: run the step graph on StarPU every step\n"
+            "                         (default: configs/default.json, the tiny model)\n"
+            "  graph CONFIG [--format dot|svg|json] [-o FILE] [--summary]\n"
+            "                         compile the step graph and export it\n"
+            "  config CONFIG          check a config and print the resolved settings\n"
+            "  simulate CONFIG [--machine M] [--sched P]\n"
+            "                         predict the step on a machine model (StarPU-SimGrid)\n"
+            "  tune CONFIG --machines M,.. --sched P,.. [--vary KEY=LO:HI:STEP]...\n"
+            "                         simulate every combination; CSV, Markdown, SVG plot\n"
+            "  calibrate CONFIG --name NAME\n"
+            "                         run here until StarPU's models are calibrated and\n"
+            "                         save a machine model that simulate can use\n"
+            "  model info MODEL...    parameter counts and dimensions of a model\n"
+            "  model list             the shipped model descriptions\n"
+            "  version                versions of stepgraph and StarPU\n"
+            "\n"
+            "CONFIG is a DeepSpeed config as DeepSpeed reads it, or a run config: a JSON\n"
+            "object with \"deepspeed_config\" (path or inline object) and run options.\n"
+            "Run 'stepgraph COMMAND --help' for a command's options.\n");
+}
+
+static const char *const short_usage = "run 'stepgraph --help' for usage";
+
+static int cmd_version(void)
+{
+    char starpu[64];
+    sg_starpu_version(starpu, sizeof starpu);
+    printf("stepgraph %s (StarPU %s)\n", PACKAGE_VERSION, starpu);
+    char cuda[160];
+    sg_starpu_cuda_info(cuda, sizeof cuda);
+    printf("%s\n", cuda);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
+        return cmd_version();
+    if (!strcmp(cmd, "run"))
+        return sg_cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "graph"))
+        return sg_cmd_graph(argc - 2, argv + 2);
+    if (!strcmp(cmd, "model"))
+        return sg_cmd_model(argc - 2, argv + 2);
+    if (!strcmp(cmd, "config"))
+        return sg_cmd_config(argc - 2, argv + 2);
+    if (!strcmp(cmd, "simulate"))
+        return sg_cmd_simulate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "tune"))
+        return sg_cmd_tune(argc - 2, argv + 2);
+    if (!strcmp(cmd, "calibrate"))
+        return sg_cmd_calibrate(argc - 2, argv + 2);
+    fprintf(stderr, "stepgraph: unknown command '%s'; %s\n", cmd, short_usage);
+    return 2;
+}

@@ -1,0 +1,224 @@
+/* cli_args.c - option parsing shared by the stepgraph commands and by
+ * stepgraph-sim (cli.h). No StarPU here. */
+#define _POSIX_C_SOURCE 200809L
+#include "runtime/cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/atomic_file.h"
+
+#ifndef SG_SRC_CONFIGS_DIR
+#define SG_SRC_CONFIGS_DIR "configs"
+#endif
+#ifndef SG_PKGDATADIR
+#define SG_PKGDATADIR "/usr/local/share/stepgraph"
+#endif
+
+static const char *const run_flags_help =
+    "Run options (override the run config; also accepted with '-' for '_'):\n"
+    "  --model NAME|PATH           model description (models/NAME.json)\n"
+    "  --data PATH                 token shard (.bin) or text file\n"
+    "  --max_length N              sequence length in tokens\n"
+    "  --steps N                   optimizer steps to run\n"
+    "  --warmup_steps N            steps excluded from averages\n"
+    "  --bench_steps N             stop after N steps\n"
+    "  --log_interval N            print every N steps\n"
+    "  --activation_checkpointing  recompute layer activations in backward\n"
+    "  --seed N                    random seed\n"
+    "  --sched POLICY              StarPU scheduling policy (eager, lws, dmda, dmdas, ...)\n"
+    "  --machine NAME              machine model\n"
+    "  --dp_size N                 data-parallel size (ranks)\n"
+    "  --ncpus N, --ncuda N        StarPU worker counts\n"
+    "  --load PATH                 run: weights file, or checkpoint directory to resume\n"
+    "  --save DIR                  run: write a checkpoint there at the end\n"
+    "  --save_interval N           run: also every N steps\n"
+    "  --save_dtype f32|bf16       run: dtype of the saved weights\n"
+    "  --metrics FILE              run: JSONL metrics, one line per step\n"
+    "  --trace FILE                run: Chrome trace of the last step\n"
+    "  --numa_node N               run: bind CPU workers to NUMA node N's cores\n"
+    "  --bind_cores_to_rank        run: rank r binds to NUMA node r mod count\n"
+    "  --set KEY=VALUE             set a DeepSpeed config key (dotted path, JSON value),\n"
+    "                              e.g. --set offload_optimizer.ratio=0.8; repeatable\n";
+
+/* Boolean run options written as bare flags: they never take the next
+ * argument as their value. */
+static int is_switch(const char *name)
+{
+    static const char *const switches[] = {"activation_checkpointing", "bind_cores_to_rank"};
+    for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++) {
+        size_t i;
+        for (i = 0; switches[k][i] && (name[i] == switches[k][i] ||
+                                       (name[i] == '-' && switches[k][i] == '_')); i++)
+            ;
+        if (!switches[k][i] && !name[i])
+            return 1;
+    }
+    return 0;
+}
+
+void sg_cli_print_run_flags(void)
+{
+    fputs(run_flags_help, stdout);
+}
+
+void sg_default_config_path(char *buf, size_t n)
+{
+    const char *env = getenv("STEPGRAPH_CONFIGS_DIR");
+    struct stat st;
+    if (env && *env)
+        snprintf(buf, n, "%s/default.json", env);
+    else if (stat(SG_SRC_CONFIGS_DIR "/default.json", &st) == 0)
+        snprintf(buf, n, "%s", SG_SRC_CONFIGS_DIR "/default.json");
+    else
+        snprintf(buf, n, "%s", SG_PKGDATADIR "/configs/default.json");
+}
+
+/* "-5" is a value (a negative number), not an option */
+static int is_flag(const char *a)
+{
+    return a[0] == '-' && a[1] != '\0' && !(a[1] >= '0' && a[1] <= '9') && a[1] != '.';
+}
+
+static const sg_cli_opt *find_opt(const sg_cli_opt *opts, int nopts, const char *arg)
+{
+    for (int i = 0; i < nopts; i++) {
+        if (arg[1] == '-' && strcmp(arg + 2, opts[i].name) == 0)
+            return &opts[i];
+        if (arg[1] != '-' && opts[i].short_name && strcmp(arg + 1, opts[i].short_name) == 0)
+            return &opts[i];
+    }
+    return NULL;
+}
+
+int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts,
+                       sg_config *cfg, sg_error *err)
+{
+    return sg_cli_load_config_ex(argc, argv, opts, nopts, cfg, 1, err);
+}
+
+int sg_cli_load_config_ex(int argc, char **argv, const sg_cli_opt *opts, int nopts,
+                          sg_config *cfg, int print_warnings, sg_error *err)
+{
+    const char *config_path = NULL;
+    /* run-option overrides are applied after the file is loaded */
+    const char **keys = calloc((size_t)argc + 1, sizeof *keys);
+    const char **vals = calloc((size_t)argc + 1, sizeof *vals);
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    int nover = 0, nsets = 0, rc = SG_OK;
+    if (!keys || !vals || !sets) {
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!is_flag(a)) {
+            if (config_path) {
+                rc = sg_error_set(err, SG_EINVAL, "unexpected argument '%s' (CONFIG is '%s')", a,
+                                  config_path);
+                goto out;
+            }
+            config_path = a;
+            continue;
+        }
+        if (!strcmp(a, "--set")) {
+            if (i + 1 >= argc) {
+                rc = sg_error_set(err, SG_EINVAL, "option --set needs KEY=VALUE");
+                goto out;
+            }
+            sets[nsets++] = argv[++i];
+            continue;
+        }
+        const sg_cli_opt *o = find_opt(opts, nopts, a);
+        if (o) {
+            if (o->value) {
+                if (i + 1 >= argc) {
+                    rc = sg_error_set(err, SG_EINVAL, "option %s needs a value", a);
+                    goto out;
+                }
+                *o->value = argv[++i];
+            }
+            if (o->flag)
+                *o->flag = 1;
+            continue;
+        }
+        if (a[1] != '-') {
+            rc = sg_error_set(err, SG_EINVAL, "unknown option %s", a);
+            goto out;
+        }
+        keys[nover] = a + 2;
+        /* a run option without a value is a boolean switch */
+        if (i + 1 < argc && !is_flag(argv[i + 1]) && !is_switch(a + 2))
+            vals[nover++] = argv[++i];
+        else
+            vals[nover++] = "true";
+    }
+    if (!config_path) {
+        rc = sg_error_set(err, SG_EINVAL, "missing CONFIG (a DeepSpeed or run config file)");
+        goto out;
+    }
+    if ((rc = sg_config_load_with(config_path, sets, nsets, cfg, err)))
+        goto out;
+    for (int k = 0; k < nover; k++)
+        if ((rc = sg_run_option_set(&cfg->run, keys[k], vals[k], err)))
+            goto out;
+    if ((rc = sg_config_finalize(cfg, err)))
+        goto out;
+    for (int w = 0; print_warnings && w < cfg->warnings.count; w++)
+        fprintf(stderr, "stepgraph: warning: %s\n", cfg->warnings.msg[w]);
+out:
+    free(keys);
+    free(vals);
+    free(sets);
+    return rc;
+}
+
+int sg_cli_write_output(const char *path, sg_write_fn fn, void *ctx, sg_error *err)
+{
+    if (!path || strcmp(path, "-") == 0) {
+        int rc = fn(ctx, stdout);
+        if (fflush(stdout) != 0 || rc)
+            return sg_error_set(err, SG_EIO, "writing to standard output failed");
+        return SG_OK;
+    }
+    sg_atomic_file f;
+    int rc = sg_atomic_open(&f, path, err);
+    if (rc)
+        return rc;
+    if ((rc = fn(ctx, f.fp))) {
+        sg_atomic_abort(&f);
+        return sg_error_set(err, rc, "%s: write failed", path);
+    }
+    return sg_atomic_commit(&f, err);
+}
+
+
+int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts,
+                      const char **config, char **pass, int *npass)
+{
+    *config = NULL;
+    *npass = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!is_flag(a)) {
+            if (!*config)
+                *config = a;
+            continue;
+        }
+        const sg_cli_opt *o = find_opt(opts, nopts, a);
+        if (o) {
+            if (o->value && i + 1 < argc)
+                i++;
+            continue;
+        }
+        pass[(*npass)++] = argv[i];
+        int takes_value = !strcmp(a, "--set") ||
+                          (a[1] == '-' && i + 1 < argc && !is_flag(argv[i + 1]) &&
+                           !is_switch(a + 2));
+        if (takes_value && i + 1 < argc)
+            pass[(*npass)++] = argv[++i];
+    }
+    return SG_OK;
+}

@@ -1,0 +1,279 @@
+/* cmd_calibrate.c - `stepgraph calibrate`: train here long enough for
+ * StarPU to calibrate the history models of the sg_<kind> codelets, then
+ * save a machine model that `simulate` and `tune` use with those models. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/atomic_file.h"
+#include "runtime/cli/cli.h"
+#include "common/json_util.h"
+#include "runtime/config/machine.h"
+#include "runtime/sim/sim_platform.h"
+#include "runtime/train/train.h"
+
+static void calibrate_help(void)
+{
+    printf("usage: stepgraph calibrate [CONFIG] [--name NAME] [--out DIR] [--steps N]\n"
+           "                           [--base MACHINE] [run options]\n"
+           "\n"
+           "Trains CONFIG (default: the default job) on this machine for N steps (default\n"
+           "40) with StarPU recording how long every codelet takes (its history-based\n"
+           "performance models, STARPU_CALIBRATE=1), then writes DIR/NAME.json, a machine\n"
+           "model that `stepgraph simulate --machine DIR/NAME.json` runs on, and beside it\n"
+           "DIR/NAME.sampling, StarPU's sampling directory with those models and the\n"
+           "SimGrid platform. A calibrated machine simulates the step graphs whose task\n"
+           "sizes were run here (the same model and batch shape; other policies, ZeRO and\n"
+           "offload settings reuse the same tasks). The mean measured step time is saved\n"
+           "with it, to compare with what simulate predicts.\n"
+           "\n"
+           "  --name NAME      machine name (default: this host's name); letters, digits,\n"
+           "                   '-', '_' and '.'\n"
+           "  --out DIR        where to write (default: machines)\n"
+           "  --steps N        training steps (default 40; StarPU wants >= 10 runs of each\n"
+           "                   task size)\n"
+           "  --base MACHINE   machine model whose GPU figures to keep (needed when CUDA\n"
+           "                   workers ran; the CPU figures are measured or read here)\n"
+           "\n");
+    sg_cli_print_run_flags();
+}
+
+/* Single-core copy bandwidth, GB/s (bytes read + written), best of 3: what
+ * one CPU worker streams. */
+static double copy_bandwidth_gbs(void)
+{
+    size_t n = (size_t)128 << 20;
+    char *a = malloc(n), *b = malloc(n);
+    double best = 0;
+    if (a && b) {
+        memset(a, 1, n);
+        memset(b, 2, n);
+        for (int r = 0; r < 3; r++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            memcpy(b, a, n);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            if (s > 0 && 2.0 * (double)n / s / 1e9 > best)
+                best = 2.0 * (double)n / s / 1e9;
+        }
+    }
+    free(a);
+    free(b);
+    return best > 0 ? best : 1;
+}
+
+/* First "cpu MHz" of /proc/cpuinfo, in GHz (2 if unknown). */
+static double cpu_ghz(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    double mhz = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "cpu MHz", 7) && sscanf(strchr(line, ':') + 1, "%lf", &mhz) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return mhz > 0 ? mhz / 1000 : 2.0;
+}
+
+/* The machine file: CPU figures of this host, GPU figures of the base. */
+static cJSON *machine_json(const char *name, const sg_machine *base, const sg_train_result *res,
+                           const char *config, const char *sched, int steps)
+{
+    double bw = copy_bandwidth_gbs(), ghz = cpu_ghz();
+    double mem_gb = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 1e9;
+    char host[HOST_NAME_MAX + 1] = "?", when[64], line[512];
+    gethostname(host, sizeof host);
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "name", name);
+    snprintf(line, sizeof line, "Calibrated by stepgraph calibrate on %s (%s): %d CPU and %d CUDA "
+             "workers; task times are StarPU's history models in %s.sampling.", host, when,
+             res->workers_cpu, res->workers_cuda, name);
+    cJSON_AddStringToObject(root, "description", line);
+    cJSON *src = cJSON_AddArrayToObject(root, "sources");
+    cJSON_AddItemToArray(src, cJSON_CreateString(
+        "Task times: measured (StarPU history-based models, one per codelet sg_<kind>)."));
+    snprintf(line, sizeof line, "cpu.memory_bw_gbs and cpu.core_bw_gbs: one core's memcpy, "
+             "measured (%.1f GB/s); cpu.ghz from /proc/cpuinfo; fp32_flops_per_cycle assumed 32 "
+             "(two 8-wide FMA units). These only set task priorities here.", bw);
+    cJSON_AddItemToArray(src, cJSON_CreateString(line));
+    if (base) {
+        snprintf(line, sizeof line, "GPU, link and efficiency figures from the %s model.",
+                 base->name);
+        cJSON_AddItemToArray(src, cJSON_CreateString(line));
+    }
+    cJSON_AddNumberToObject(root, "nodes", 1);
+    cJSON *cpu = cJSON_AddObjectToObject(root, "cpu");
+    cJSON_AddNumberToObject(cpu, "cores", res->workers_cpu + res->workers_cuda);
+    cJSON_AddNumberToObject(cpu, "ghz", ghz);
+    cJSON_AddNumberToObject(cpu, "fp32_flops_per_cycle", 32);
+    cJSON_AddNumberToObject(cpu, "memory_gb", mem_gb);
+    cJSON_AddNumberToObject(cpu, "memory_bw_gbs", bw);
+    cJSON_AddNumberToObject(cpu, "core_bw_gbs", bw);
+    cJSON_AddNumberToObject(cpu, "numa_nodes", 1);
+    cJSON *gpu = cJSON_AddObjectToObject(root, "gpu");
+    cJSON_AddNumberToObject(gpu, "count", res->workers_cuda);
+    cJSON_AddStringToObject(gpu, "name", base ? base->gpu_name : "none");
+    cJSON_AddNumberToObject(gpu, "memory_gb", base ? base->gpu_memory_gb : 0);
+    cJSON_AddNumberToObject(gpu, "memory_bw_gbs", base ? base->gpu_memory_bw_gbs : 0);
+    cJSON *tf = cJSON_AddObjectToObject(gpu, "tflops");
+    cJSON_AddNumberToObject(tf, "bf16", base ? base->gpu_tflops_bf16 : 0);
+    cJSON_AddNumberToObject(tf, "fp16", base ? base->gpu_tflops_fp16 : 0);
+    cJSON_AddNumberToObject(tf, "fp32", base ? base->gpu_tflops_fp32 : 0);
+    cJSON *links = cJSON_AddObjectToObject(root, "links");
+    cJSON_AddNumberToObject(links, "h2d_gbs", base ? base->h2d_gbs : bw);
+    cJSON_AddNumberToObject(links, "d2h_gbs", base ? base->d2h_gbs : bw);
+    cJSON_AddNumberToObject(links, "latency_us", base ? base->latency_us : 1);
+    cJSON_AddNumberToObject(links, "gpu_gpu_gbs", base ? base->gpu_gpu_gbs : bw);
+    cJSON_AddBoolToObject(root, "unified_memory", base ? base->unified_memory : 0);
+    cJSON *eff = cJSON_AddObjectToObject(root, "efficiency");
+    for (int k = 0; k < SG_CLASS_COUNT; k++)
+        cJSON_AddNumberToObject(eff, sg_op_class_name((sg_op_class)k),
+                                base ? base->efficiency[k] : 0.7);
+    cJSON *cal = cJSON_AddObjectToObject(root, "calibration");
+    snprintf(line, sizeof line, "%s.sampling", name);
+    cJSON_AddStringToObject(cal, "sampling_dir", line);
+    cJSON_AddStringToObject(cal, "hostname", name);
+    cJSON_AddNumberToObject(cal, "measured_step_ms", res->mean_step_s * 1e3);
+    cJSON_AddStringToObject(cal, "sched", sched);
+    cJSON_AddStringToObject(cal, "config", config);
+    cJSON_AddNumberToObject(cal, "steps", steps);
+    return root;
+}
+
+static int write_json(const char *path, const cJSON *root, sg_error *err)
+{
+    char *text = cJSON_Print(root);
+    if (!text)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    sg_atomic_file af;
+    int rc = sg_atomic_open(&af, path, err);
+    if (!rc) {
+        fputs(text, af.fp);
+        fputc('\n', af.fp);
+        rc = sg_atomic_commit(&af, err);
+    }
+    free(text);
+    return rc;
+}
+
+static int calibrate(int argc, char **argv, sg_error *err)
+{
+    const char *name = NULL, *out = "machines", *steps = "40", *base_name = NULL;
+    sg_cli_opt opts[] = {
+        {"name", NULL, &name, NULL}, {"out", "o", &out, NULL},
+        {"steps", NULL, &steps, NULL}, {"base", NULL, &base_name, NULL},
+    };
+    char host[HOST_NAME_MAX + 1] = "localhost";
+    gethostname(host, sizeof host);
+    sg_config *cfg = calloc(1, sizeof *cfg);
+    sg_machine *base = calloc(1, sizeof *base);
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    int rc = (!cfg || !base || !args) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    char dflt[4096];
+    int n = 0;
+    if (!rc && (argc == 0 || argv[0][0] == '-')) {
+        sg_default_config_path(dflt, sizeof dflt);
+        args[n++] = dflt;
+    }
+    for (int i = 0; i < argc && args; i++)
+        args[n++] = argv[i];
+    if (!rc)
+        rc = sg_cli_load_config(n, args, opts, 4, cfg, err);
+    /* "--steps" is also a run option: here it is ours, set as the run's below */
+    char *end;
+    long nsteps = strtol(steps, &end, 10);
+    if (!rc && (*end || nsteps < 1 || nsteps > 100000))
+        rc = sg_error_set(err, SG_EINVAL, "--steps %s: expected a positive step count", steps);
+    if (!rc) {
+        cfg->run.steps = nsteps;
+        cfg->run.bench_steps = 0;
+        if (cfg->run.warmup_steps >= nsteps)
+            cfg->run.warmup_steps = nsteps / 4;
+    }
+    if (!name)
+        name = host;
+    if (!rc && !sg_is_simple_name(name))
+        rc = sg_error_set(err, SG_EINVAL, "--name %s: letters, digits, '-', '_' and '.' only",
+                          name);
+    char path[8300], sampling[4200], abs_sampling[PATH_MAX];
+    if (!rc && base_name) {
+        rc = sg_machine_resolve(base_name, path, sizeof path, err);
+        if (!rc)
+            rc = sg_machine_load(path, base, err);
+    }
+    if (!rc && mkdir(out, 0777) != 0 && errno != EEXIST)
+        rc = sg_error_set(err, SG_EIO, "--out %s: cannot create it (%s)", out, strerror(errno));
+    snprintf(sampling, sizeof sampling, "%s/%s.sampling", out, name);
+    if (!rc && mkdir(sampling, 0777) != 0 && errno != EEXIST)
+        rc = sg_error_set(err, SG_EIO, "%s: cannot create it (%s)", sampling, strerror(errno));
+    if (!rc && !realpath(sampling, abs_sampling))
+        rc = sg_error_set(err, SG_EIO, "%s: %s", sampling, strerror(errno));
+    sg_train_result res;
+    if (!rc) {
+        setenv("STARPU_PERF_MODEL_DIR", abs_sampling, 1);
+        setenv("STARPU_HOSTNAME", name, 1);
+        setenv("STARPU_CALIBRATE", "1", 1);
+        printf("calibrating %s: %ld steps, StarPU models in %s\n", name, nsteps, sampling);
+        rc = sg_train(cfg, &res, err);
+    }
+    if (!rc && res.workers_cuda > 0 && !base_name)
+        rc = sg_error_set(err, SG_EINVAL, "CUDA workers ran: name the GPU's figures with --base "
+                          "MACHINE (e.g. --base h100-pcie)");
+    cJSON *root = NULL;
+    if (!rc) {
+        root = machine_json(name, base_name ? base : NULL, &res, args[0], cfg->run.sched,
+                            (int)nsteps);
+        if (!root)
+            rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    }
+    /* the SimGrid platform: StarPU's own when it measured one (GPU
+     * machines), else the one of the model just written */
+    snprintf(path, sizeof path, "%s/bus/%s.platform.v4.xml", sampling, name);
+    if (!rc && access(path, R_OK) != 0) {
+        snprintf(path, sizeof path, "%s/%s.json", out, name);
+        rc = write_json(path, root, err);
+        sg_machine m;
+        if (!rc)
+            rc = sg_machine_load(path, &m, err);
+        if (!rc)
+            rc = sg_sim_write_platform(&m, sampling, name, err);
+    } else if (!rc) {
+        snprintf(path, sizeof path, "%s/%s.json", out, name);
+        rc = write_json(path, root, err);
+    }
+    if (!rc)
+        printf("machine model written to %s (measured step %.2f ms); simulate with\n"
+               "  stepgraph simulate %s --machine %s\n",
+               path, res.mean_step_s * 1e3, args[0], path);
+    cJSON_Delete(root);
+    free(cfg);
+    free(base);
+    free(args);
+    return rc;
+}
+
+int sg_cmd_calibrate(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            calibrate_help();
+            return 0;
+        }
+    sg_error err = {0};
+    int rc = calibrate(argc, argv, &err);
+    if (rc)
+        fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
+    return rc ? 1 : 0;
+}

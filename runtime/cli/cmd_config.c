@@ -1,0 +1,95 @@
+/* cmd_config.c - `stepgraph config`: check a config, print what it resolves to. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/compile.h"
+#include "runtime/cli/cli.h"
+#include "runtime/config/step_spec.h"
+
+static void config_help(void)
+{
+    printf("usage: stepgraph config CONFIG [run options]\n"
+           "\n"
+           "Checks a DeepSpeed or run config (errors name the JSON path and value;\n"
+           "unknown keys are warned about), applies DeepSpeed's batch rule, and prints\n"
+           "the resolved settings and the optimizer sub-group layout.\n\n");
+    sg_cli_print_run_flags();
+}
+
+static const char *offload_name(sg_offload_device d)
+{
+    return d == SG_OFFLOAD_CPU ? "cpu" : d == SG_OFFLOAD_NVME ? "nvme" : "none";
+}
+
+static void print_config(const sg_config *c, const sg_model *m, const sg_subgroup_layout *lay)
+{
+    const sg_ds_config *ds = &c->ds;
+    const sg_run_options *r = &c->run;
+    printf("deepspeed config: %s\n", c->ds_path[0] ? c->ds_path : "(inline)");
+    if (c->run_path[0])
+        printf("run config:       %s\n", c->run_path);
+    printf("batch:            train_batch_size %lld = micro %lld x accumulation %lld x dp %lld\n",
+           (long long)ds->train_batch_size, (long long)ds->train_micro_batch_size_per_gpu,
+           (long long)ds->gradient_accumulation_steps, (long long)r->dp_size);
+    printf("precision:        %s\n", ds->bf16.enabled ? "bf16 (fp32 master weights)"
+                                     : ds->fp16.enabled ? "fp16 (dynamic loss scaling)"
+                                                        : "fp32");
+    printf("optimizer:        %s lr %g betas (%g, %g) eps %g weight_decay %g\n",
+           ds->optimizer.type == SG_OPT_ADAMW ? "AdamW" : "Adam", ds->optimizer.lr,
+           ds->optimizer.beta1, ds->optimizer.beta2, ds->optimizer.eps,
+           ds->optimizer.weight_decay);
+    printf("gradient_clipping %g\n", ds->gradient_clipping);
+    printf("zero:             stage %lld, sub_group_size %lld, offload_optimizer %s "
+           "(ratio %g, super_offload %s, cpuadam_cores_perc %g)\n",
+           (long long)ds->zero.stage, (long long)ds->zero.sub_group_size,
+           offload_name(ds->zero.offload_optimizer.device), ds->zero.offload_optimizer.ratio,
+           ds->zero.offload_optimizer.super_offload ? "on" : "off",
+           ds->zero.offload_optimizer.cpuadam_cores_perc);
+    printf("model:            %s (%lld parameters)\n", m->name,
+           (long long)sg_model_total_params(m));
+    printf("run:              max_length %lld, steps %lld, warmup_steps %lld, bench_steps %lld, "
+           "log_interval %lld, seed %lld\n",
+           (long long)r->max_length, (long long)r->steps, (long long)r->warmup_steps,
+           (long long)r->bench_steps, (long long)r->log_interval, (long long)r->seed);
+    printf("                  activation_checkpointing %s, sched %s, data %s\n",
+           r->activation_checkpointing > 0 ? "on" : "off", r->sched,
+           r->data[0] ? r->data : "(default)");
+    printf("sub-groups:       %d of up to %lld elements over %lld rank parameters; "
+           "0..%d on the GPU, %d..%d on the CPU\n",
+           lay->nsubgroups, (long long)ds->zero.sub_group_size, (long long)lay->rank_params,
+           lay->first_cpu - 1, lay->first_cpu, lay->nsubgroups - 1);
+}
+
+int sg_cmd_config(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            config_help();
+            return 0;
+        }
+    sg_error err = {0};
+    sg_config *cfg = calloc(1, sizeof *cfg);
+    sg_model *m = calloc(1, sizeof *m);
+    int rc = (!cfg || !m) ? sg_error_set(&err, SG_ENOMEM, "out of memory") : SG_OK;
+    char path[4096];
+    sg_step_spec spec;
+    sg_subgroup_layout lay;
+    if (!rc)
+        rc = sg_cli_load_config(argc, argv, NULL, 0, cfg, &err);
+    if (!rc)
+        rc = sg_model_resolve(cfg->run.model, NULL, path, sizeof path, &err);
+    if (!rc)
+        rc = sg_model_load(path, m, &err);
+    if (!rc) {
+        sg_step_spec_from_config(cfg, &spec);
+        rc = sg_subgroup_layout_compute(m, &spec, &lay, &err);
+    }
+    if (!rc)
+        print_config(cfg, m, &lay);
+    else
+        fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
+    free(cfg);
+    free(m);
+    return rc ? 1 : 0;
+}

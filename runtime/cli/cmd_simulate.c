@@ -1,0 +1,187 @@
+/* cmd_simulate.c - `stepgraph simulate`: one step graph on StarPU-SimGrid. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/atomic_file.h"
+#include "runtime/cli/cli.h"
+#include "runtime/sim/sim_client.h"
+#include "runtime/train/step_log.h"
+
+static void simulate_help(void)
+{
+    printf("usage: stepgraph simulate CONFIG [--machine NAME|PATH] [--sched POLICY]\n"
+           "                          [--trace FILE] [--steps N] [--no-priorities]\n"
+           "                          [--set KEY=VALUE]... [run options]\n"
+           "\n"
+           "Builds the step graph of CONFIG, as `stepgraph run` would, and runs it under\n"
+           "StarPU's SimGrid simulation mode on a machine model (default: the config's\n"
+           "\"machine\", else gh200). Nothing is computed: task times come from the\n"
+           "machine's roofline (FLOPs over peak, bytes over bandwidth, derated by the\n"
+           "efficiencies the model file states) or, for a machine `stepgraph calibrate`\n"
+           "measured, from the history StarPU recorded there. StarPU moves data between\n"
+           "host and GPU memory over the modelled links as it would for real.\n"
+           "\n"
+           "Prints the predicted step time, TFLOPS (Megatron-LM formula, per GPU), GPU busy\n"
+           "share, the share of CPU Adam time hidden under GPU work, and bytes and time per\n"
+           "link direction. A step whose peak memory exceeds the machine's is reported as\n"
+           "not fitting, with the numbers, instead of a time.\n"
+           "\n"
+           "  --machine M      gh200, gh200x4 (one rank of four), mi300a, h100-pcie, or a\n"
+           "                   machine file (configs/machines/*.json; a calibrated one)\n"
+           "  --sched POLICY   StarPU policy (default: the config's \"sched\")\n"
+           "  --trace FILE     Chrome trace of the simulated step (same format as run)\n"
+           "  --steps N        steps simulated, the last one reported (default 2: the first\n"
+           "                   starts with every buffer at home)\n"
+           "  --no-priorities  all tasks priority 0 instead of their bottom level\n"
+           "  --json FILE      also write the result as JSON\n"
+           "\n");
+    sg_cli_print_run_flags();
+}
+
+static void print_links(const sg_sim_report *r)
+{
+    for (int l = SG_LINK_H2D; l < SG_LINK_COUNT; l++)
+        printf("  Link %-4s         %9.3f GB in %lld transfers, %.2f ms at the modelled bandwidth\n",
+               sg_link_dir_name((sg_link_dir)l), (double)r->link_bytes[l] * 1e-9,
+               (long long)r->link_transfers[l], r->link_s[l] * 1e3);
+}
+
+static void print_report(const sg_sim_machine *sm, const char *sched, int priorities,
+                         const sg_sim_point *pt, const sg_sim_report *r)
+{
+    const sg_machine *m = &sm->machine;
+    const sg_step_spec *s = &pt->spec;
+    printf("Simulated on %s (%d CPU + %d GPU workers per rank), %s, priorities %s, %s\n",
+           m->name, r->ncpu, r->ncuda, sched, priorities ? "on" : "off",
+           m->calibration_dir[0] ? "calibrated history models" : "roofline cost model");
+    printf("  %s, ZeRO-%d, %s, micro-batch %lld x accumulation %lld, seq %lld%s%s\n",
+           pt->model.name, s->zero_stage, sg_dtype_name(s->compute_dtype),
+           (long long)s->micro_batch, (long long)s->grad_accum, (long long)s->seq_len,
+           s->offload_optimizer ? ", optimizer offloaded" : "",
+           s->super_offload ? " (SuperOffload)" : "");
+    double tokens = (double)(s->micro_batch * s->grad_accum * s->seq_len);
+    printf("  Step time         %9.2f ms\n", r->step_s * 1e3);
+    printf("  Tokens/s          %9.1f per rank\n", tokens / r->step_s);
+    if (isfinite(r->tflops)) {
+        double peak = s->compute_dtype == SG_BF16 ? m->gpu_tflops_bf16
+                      : s->compute_dtype == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
+        printf("  TFLOPS            %9.2f per %s", r->tflops, m->gpu_count > 0 ? "GPU" : "rank");
+        if (m->gpu_count > 0)
+            printf(" (MFU %.1f%% of %.0f TFLOP/s)", 100 * r->tflops / peak, peak);
+        printf("\n");
+    }
+    if (r->ncuda > 0)
+        printf("  GPU busy          %9.1f %%\n", 100 * r->gpu_busy);
+    if (isfinite(r->adam_hidden) && r->ncuda > 0)
+        printf("  CPU Adam hidden   %9.1f %% of %.1f ms of CPU Adam under GPU work\n",
+               100 * r->adam_hidden, r->adam_cpu_s * 1e3);
+    if (m->gpu_count > 0 && !m->unified_memory)
+        printf("  Peak memory       GPU %.2f GB of %.1f, host %.2f GB of %.1f\n",
+               pt->fit.gpu_bytes * 1e-9, pt->fit.gpu_capacity * 1e-9, pt->fit.host_bytes * 1e-9,
+               pt->fit.host_capacity * 1e-9);
+    else
+        printf("  Peak memory       %.2f GB of %.1f GB of %s memory\n",
+               (pt->fit.gpu_bytes + pt->fit.host_bytes) * 1e-9, pt->fit.host_capacity * 1e-9,
+               m->unified_memory ? "unified" : "host");
+    print_links(r);
+}
+
+static int write_json(const char *path, const sg_sim_machine *sm, const char *sched,
+                      int priorities, const sg_sim_point *pt, const sg_sim_report *r,
+                      sg_error *err)
+{
+    sg_atomic_file af;
+    int rc = sg_atomic_open(&af, path, err);
+    if (rc)
+        return rc;
+    FILE *f = af.fp;
+    fprintf(f, "{\"machine\":\"%s\",\"sched\":\"%s\",\"priorities\":%s,\"fits\":%s",
+            sm->machine.name, sched, priorities ? "true" : "false", pt->fit.fits ? "true" : "false");
+    fprintf(f, ",\"gpu_peak_bytes\":%.0f,\"host_peak_bytes\":%.0f", pt->fit.gpu_bytes,
+            pt->fit.host_bytes);
+    if (r)
+        fprintf(f, ",\"step_s\":%.9g,\"tflops\":%.9g,\"gpu_busy\":%.9g,\"adam_hidden\":%.9g",
+                r->step_s, isfinite(r->tflops) ? r->tflops : -1, r->gpu_busy,
+                isfinite(r->adam_hidden) ? r->adam_hidden : -1);
+    else
+        fprintf(f, ",\"why\":\"%s\"", pt->fit.why);
+    fprintf(f, "}\n");
+    if (ferror(f)) {
+        sg_atomic_abort(&af);
+        return sg_error_set(err, SG_EIO, "%s: write failed", path);
+    }
+    return sg_atomic_commit(&af, err);
+}
+
+int sg_cmd_simulate(int argc, char **argv)
+{
+    const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "2", *json = NULL;
+    int no_prio = 0;
+    sg_cli_opt opts[] = {
+        {"machine", NULL, &machine, NULL}, {"sched", NULL, &sched, NULL},
+        {"trace", NULL, &trace, NULL},     {"steps", NULL, &steps, NULL},
+        {"json", NULL, &json, NULL},       {"no-priorities", NULL, NULL, &no_prio},
+    };
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            simulate_help();
+            return 0;
+        }
+    sg_error err = {0};
+    char **pass = calloc((size_t)argc + 1, sizeof *pass);
+    sg_sim_machine *sm = calloc(1, sizeof *sm);
+    sg_sim_point *pt = calloc(1, sizeof *pt);
+    sg_config *cfg = calloc(1, sizeof *cfg);
+    char workdir[4096] = "";
+    int npass = 0, rc = (!pass || !sm || !pt || !cfg) ? sg_error_set(&err, SG_ENOMEM, "out of memory")
+                                                      : SG_OK;
+    const char *config = NULL;
+    /* loads once here for the errors and the config's machine */
+    if (!rc)
+        rc = sg_cli_load_config(argc, argv, opts, 6, cfg, &err);
+    if (!rc)
+        sg_cli_split_args(argc, argv, opts, 6, &config, pass, &npass);
+    char *end;
+    long nsteps = strtol(steps, &end, 10);
+    if (!rc && (*end || nsteps < 1 || nsteps > 100))
+        rc = sg_error_set(&err, SG_EINVAL, "--steps %s: expected 1 to 100", steps);
+    if (!rc && !machine)
+        machine = cfg->run.machine[0] ? cfg->run.machine : "gh200";
+    if (!rc)
+        rc = sg_sim_workdir_make(workdir, sizeof workdir, &err);
+    if (!rc)
+        rc = sg_sim_machine_open(sm, machine, workdir, &err);
+    sg_sim_request rq = {.config = config, .args = pass, .nargs = npass, .sm = sm,
+                         .sched = sched, .priorities = !no_prio, .steps = (int)nsteps,
+                         .trace = trace};
+    if (!rc)
+        rc = sg_sim_prepare(&rq, 0, pt, &err);
+    if (!rc && !sched)
+        rq.sched = sched = pt->sched;
+    sg_sim_report rep;
+    if (!rc && !pt->fit.fits) {
+        printf("Does not fit on %s: %s\n", sm->machine.name, pt->fit.why);
+        if (json)
+            rc = write_json(json, sm, sched, !no_prio, pt, NULL, &err);
+    } else if (!rc) {
+        fprintf(stderr, "stepgraph: simulating %s on %s with %s...\n", pt->model.name,
+                sm->machine.name, sched);
+        rc = sg_sim_run_one(&rq, workdir, &rep, &err);
+        if (!rc)
+            print_report(sm, sched, !no_prio, pt, &rep);
+        if (!rc && trace)
+            printf("  Trace             %s\n", trace);
+        if (!rc && json)
+            rc = write_json(json, sm, sched, !no_prio, pt, &rep, &err);
+    }
+    if (rc)
+        fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
+    sg_sim_workdir_remove(workdir);
+    free(pass);
+    free(sm);
+    free(pt);
+    free(cfg);
+    return rc ? 1 : 0;
+}

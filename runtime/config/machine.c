@@ -1,0 +1,297 @@
+/* machine.c - machine model files -> sg_machine -> sg_cost_model. */
+#define _POSIX_C_SOURCE 200809L
+#include "runtime/config/machine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/json_util.h"
+
+#ifndef SG_SRC_MACHINES_DIR
+#define SG_SRC_MACHINES_DIR "configs/machines"
+#endif
+#ifndef SG_PKGDATADIR
+#define SG_PKGDATADIR "/usr/local/share/stepgraph"
+#endif
+
+static const char *const class_names[SG_CLASS_COUNT] = {
+    "gemm", "elementwise", "optimizer_cpu", "optimizer_gpu", "copy", "collective",
+};
+
+const char *sg_op_class_name(sg_op_class c)
+{
+    return (unsigned)c < SG_CLASS_COUNT ? class_names[c] : "?";
+}
+
+sg_op_class sg_op_kind_class(sg_op_kind k)
+{
+    switch (k) {
+    case SG_OP_FORWARD:
+    case SG_OP_RECOMPUTE:
+    case SG_OP_BACKWARD: return SG_CLASS_GEMM;
+    case SG_OP_ALLGATHER:
+    case SG_OP_REDUCE_SCATTER:
+    case SG_OP_ALLREDUCE: return SG_CLASS_COLLECTIVE;
+    case SG_OP_D2H:
+    case SG_OP_H2D: return SG_CLASS_COPY;
+    case SG_OP_ADAM_CPU: return SG_CLASS_OPTIMIZER_CPU;
+    case SG_OP_ADAM_GPU: return SG_CLASS_OPTIMIZER_GPU;
+    default: return SG_CLASS_ELEMENTWISE;
+    }
+}
+
+/* One numeric field of an object: required, > 0 unless allow_zero. */
+typedef struct num_field {
+    const char *key;
+    double *out;
+    int allow_zero;
+} num_field;
+
+static int read_fields(const sg_json_ctx *c, const cJSON *obj, const char *section,
+                       const num_field *f, int nf, const char *const *extra, int nextra)
+{
+    char path[128];
+    if (!cJSON_IsObject(obj))
+        return sg_json_type_error(c, obj, section, "an object");
+    for (int i = 0; i < nf; i++) {
+        snprintf(path, sizeof path, "%s.%s", section, f[i].key);
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, f[i].key);
+        if (!it)
+            return sg_json_error(c, SG_EINVAL, "%s is missing", path);
+        int rc = sg_json_num(c, it, path, f[i].key,
+                             SG_JSON_LO | (f[i].allow_zero ? 0 : SG_JSON_LO_OPEN), 0, 0, NULL,
+                             f[i].out);
+        if (rc)
+            return rc;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj)
+    {
+        int known = 0;
+        for (int i = 0; i < nf && !known; i++)
+            known = !strcmp(it->string, f[i].key);
+        for (int i = 0; i < nextra && !known; i++)
+            known = !strcmp(it->string, extra[i]);
+        if (!known)
+            return sg_json_error(c, SG_EINVAL, "%s.%s is an unknown key", section, it->string);
+    }
+    return SG_OK;
+}
+
+/* "calibration": written by `stepgraph calibrate`; the sampling directory is
+ * relative to the machine file. */
+static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine *m)
+{
+    if (!cal)
+        return SG_OK;
+    if (!cJSON_IsObject(cal))
+        return sg_json_type_error(c, cal, "calibration", "an object");
+    static const char *const keys[] = {"sampling_dir", "hostname", "measured_step_ms", "sched",
+                                       "config", "steps"};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cal)
+    {
+        int known = 0;
+        for (size_t i = 0; i < sizeof keys / sizeof *keys && !known; i++)
+            known = !strcmp(it->string, keys[i]);
+        if (!known)
+            return sg_json_error(c, SG_EINVAL, "calibration.%s is an unknown key", it->string);
+    }
+    int rc;
+    const cJSON *dir = cJSON_GetObjectItemCaseSensitive(cal, "sampling_dir");
+    const cJSON *host = cJSON_GetObjectItemCaseSensitive(cal, "hostname");
+    if (!dir || !host)
+        return sg_json_error(c, SG_EINVAL, "calibration: needs \"sampling_dir\" and \"hostname\"");
+    char rel[sizeof m->calibration_dir];
+    if ((rc = sg_json_str(c, dir, "calibration.sampling_dir", rel, sizeof rel)) ||
+        (rc = sg_json_str(c, host, "calibration.hostname", m->calibration_host,
+                          sizeof m->calibration_host)))
+        return rc;
+    if (sg_path_beside(c->origin, rel, m->calibration_dir, sizeof m->calibration_dir))
+        return sg_json_error(c, SG_EINVAL, "calibration.sampling_dir: path too long");
+    if (!sg_is_simple_name(m->calibration_host))
+        return sg_json_error(c, SG_EINVAL, "calibration.hostname \"%s\": letters, digits, "
+                                           "'-', '_' and '.' only", m->calibration_host);
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(cal, "measured_step_ms");
+    m->calibration_step_ms = 0;
+    if (ms && (rc = sg_json_num(c, ms, "calibration.measured_step_ms", "measured_step_ms",
+                                SG_JSON_LO | SG_JSON_LO_OPEN, 0, 0, NULL, &m->calibration_step_ms)))
+        return rc;
+    return SG_OK;
+}
+
+static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
+{
+    static const char *const top_keys[] = {"name", "description", "sources", "nodes", "cpu",
+                                           "gpu", "links", "unified_memory", "efficiency",
+                                           "calibration"};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root)
+    {
+        int known = 0;
+        for (size_t i = 0; i < sizeof top_keys / sizeof *top_keys && !known; i++)
+            known = !strcmp(it->string, top_keys[i]);
+        if (!known)
+            return sg_json_error(c, SG_EINVAL, "%s is an unknown key", it->string);
+    }
+    int rc;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
+    if (!name)
+        return sg_json_error(c, SG_EINVAL, "name is missing");
+    if ((rc = sg_json_str(c, name, "name", m->name, sizeof m->name)))
+        return rc;
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "sources");
+    if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) == 0)
+        return sg_json_error(c, SG_EINVAL, "sources: expected a non-empty array citing where "
+                                           "the figures come from");
+    int64_t v;
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
+    if (!nodes)
+        return sg_json_error(c, SG_EINVAL, "nodes is missing");
+    if ((rc = sg_json_int(c, nodes, "nodes", "nodes", SG_JSON_LO | SG_JSON_HI, 1, 4096, NULL, &v)))
+        return rc;
+    m->nodes = (int)v;
+
+    double cores, numa, gpus;
+    num_field cpu[] = {{"cores", &cores, 0},
+                       {"ghz", &m->cpu_ghz, 0},
+                       {"fp32_flops_per_cycle", &m->cpu_fp32_flops_per_cycle, 0},
+                       {"memory_gb", &m->cpu_memory_gb, 0},
+                       {"memory_bw_gbs", &m->cpu_memory_bw_gbs, 0},
+                       {"numa_nodes", &numa, 0}};
+    static const char *const cpu_extra[] = {"core_bw_gbs"};
+    const cJSON *cpu_obj = cJSON_GetObjectItemCaseSensitive(root, "cpu");
+    if ((rc = read_fields(c, cpu_obj, "cpu", cpu, 6, cpu_extra, 1)))
+        return rc;
+    const cJSON *cbw = cJSON_GetObjectItemCaseSensitive(cpu_obj, "core_bw_gbs");
+    m->cpu_core_bw_gbs = 0;
+    if (cbw && (rc = sg_json_num(c, cbw, "cpu.core_bw_gbs", "core_bw_gbs",
+                                 SG_JSON_LO | SG_JSON_LO_OPEN, 0, 0, NULL, &m->cpu_core_bw_gbs)))
+        return rc;
+    m->cpu_cores = (int)cores;
+    m->numa_nodes = (int)numa;
+    if (cores != m->cpu_cores || numa != m->numa_nodes)
+        return sg_json_error(c, SG_EINVAL, "cpu.cores and cpu.numa_nodes must be integers");
+
+    const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "gpu");
+    static const char *const gpu_extra[] = {"name", "tflops"};
+    /* a CPU-only machine (gpu.count 0) may give zero GPU figures */
+    num_field gf[] = {{"count", &gpus, 1},
+                      {"memory_gb", &m->gpu_memory_gb, 1},
+                      {"memory_bw_gbs", &m->gpu_memory_bw_gbs, 1}};
+    if ((rc = read_fields(c, gpu, "gpu", gf, 3, gpu_extra, 2)))
+        return rc;
+    m->gpu_count = (int)gpus;
+    if (gpus != m->gpu_count)
+        return sg_json_error(c, SG_EINVAL, "gpu.count must be an integer");
+    const cJSON *gname = cJSON_GetObjectItemCaseSensitive(gpu, "name");
+    if (gname && (rc = sg_json_str(c, gname, "gpu.name", m->gpu_name, sizeof m->gpu_name)))
+        return rc;
+    num_field tf[] = {{"bf16", &m->gpu_tflops_bf16, 1},
+                      {"fp16", &m->gpu_tflops_fp16, 1},
+                      {"fp32", &m->gpu_tflops_fp32, 1}};
+    if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(gpu, "tflops"), "gpu.tflops", tf, 3,
+                          NULL, 0)))
+        return rc;
+    if (m->gpu_count > 0 && (m->gpu_memory_gb <= 0 || m->gpu_memory_bw_gbs <= 0 ||
+                             m->gpu_tflops_bf16 <= 0 || m->gpu_tflops_fp16 <= 0 ||
+                             m->gpu_tflops_fp32 <= 0))
+        return sg_json_error(c, SG_EINVAL, "gpu: memory_gb, memory_bw_gbs and every tflops "
+                                           "figure must be above 0 when gpu.count is %d",
+                             m->gpu_count);
+
+    num_field lf[] = {{"h2d_gbs", &m->h2d_gbs, 0},
+                      {"d2h_gbs", &m->d2h_gbs, 0},
+                      {"latency_us", &m->latency_us, 1},
+                      {"gpu_gpu_gbs", &m->gpu_gpu_gbs, 0}};
+    if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(root, "links"), "links", lf, 4, NULL, 0)))
+        return rc;
+
+    const cJSON *um = cJSON_GetObjectItemCaseSensitive(root, "unified_memory");
+    m->unified_memory = 0;
+    if (um && (rc = sg_json_bool(c, um, "unified_memory", &m->unified_memory)))
+        return rc;
+
+    num_field ef[SG_CLASS_COUNT];
+    for (int k = 0; k < SG_CLASS_COUNT; k++)
+        ef[k] = (num_field){class_names[k], &m->efficiency[k], 0};
+    if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(root, "efficiency"), "efficiency", ef,
+                          SG_CLASS_COUNT, NULL, 0)))
+        return rc;
+    for (int k = 0; k < SG_CLASS_COUNT; k++)
+        if (m->efficiency[k] > 1.0)
+            return sg_json_error(c, SG_EINVAL, "efficiency.%s: %g is above 1 (a share of peak)",
+                                 class_names[k], m->efficiency[k]);
+    return parse_calibration(c, cJSON_GetObjectItemCaseSensitive(root, "calibration"), m);
+}
+
+int sg_machine_load(const char *path, sg_machine *out, sg_error *err)
+{
+    cJSON *root = NULL;
+    int rc = sg_json_load_object(path, &root, err);
+    sg_machine m;
+    memset(&m, 0, sizeof m);
+    if (!rc) {
+        sg_json_ctx c = {.origin = path, .prefix = "", .warn = NULL, .err = err};
+        rc = parse_machine(&c, root, &m);
+    }
+    if (!rc)
+        *out = m;
+    cJSON_Delete(root);
+    return rc;
+}
+
+static const char *machines_dir(void)
+{
+    const char *env = getenv("STEPGRAPH_MACHINES_DIR");
+    struct stat st;
+    if (env && *env)
+        return env;
+    if (stat(SG_SRC_MACHINES_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+        return SG_SRC_MACHINES_DIR;
+    return SG_PKGDATADIR "/machines";
+}
+
+int sg_machine_resolve(const char *name, char *out, size_t size, sg_error *err)
+{
+    size_t len = strlen(name);
+    int is_path = strchr(name, '/') || (len > 5 && !strcmp(name + len - 5, ".json"));
+    int n = is_path ? snprintf(out, size, "%s", name)
+                    : snprintf(out, size, "%s/%s.json", machines_dir(), name);
+    if (n < 0 || (size_t)n >= size)
+        return sg_error_set(err, SG_EINVAL, "machine %s: path too long", name);
+    struct stat st;
+    if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
+        return sg_error_set(err, SG_ENOENT, "machine %s: no file %s (shipped: gh200, gh200x4, "
+                            "mi300a, h100-pcie)", name, out);
+    return SG_OK;
+}
+
+void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm)
+{
+    memset(cm, 0, sizeof *cm);
+    cm->name = m->name;
+    double tflops = compute == SG_BF16 ? m->gpu_tflops_bf16
+                    : compute == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
+    cm->gpu_flops = tflops * 1e12;
+    cm->gpu_mem_bw = m->gpu_memory_bw_gbs * 1e9;
+    cm->cpu_flops = m->cpu_cores * m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle;
+    cm->cpu_mem_bw = m->cpu_memory_bw_gbs * 1e9;
+    cm->link_bw[SG_LINK_H2D] = m->h2d_gbs * 1e9;
+    cm->link_bw[SG_LINK_D2H] = m->d2h_gbs * 1e9;
+    cm->link_bw[SG_LINK_NET] = m->gpu_gpu_gbs * 1e9;
+    cm->link_latency = m->latency_us * 1e-6;
+    for (int k = 0; k < SG_OP_KIND_COUNT; k++)
+        cm->efficiency[k] = m->efficiency[sg_op_kind_class((sg_op_kind)k)];
+    if (m->gpu_count == 0) {
+        /* no GPU: "GPU" nodes run on one core of the CPU */
+        cm->gpu_flops = m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle;
+        cm->gpu_mem_bw = (m->cpu_core_bw_gbs > 0 ? m->cpu_core_bw_gbs
+                                                 : m->cpu_memory_bw_gbs / m->cpu_cores) * 1e9;
+    }
+    cm->gpu_mem_bytes = m->gpu_memory_gb * 1e9;
+    cm->host_mem_bytes = m->cpu_memory_gb * 1e9;
+    cm->unified_memory = m->unified_memory;
+}

@@ -1,0 +1,66 @@
+/* machine.h - machine models, one JSON file each under configs/machines/.
+ *
+ * A machine model states a node's CPU, GPU, memories and links with their
+ * public figures (each file cites its sources) and the efficiency each op
+ * class reaches. It becomes an sg_cost_model for the graph analysis (ideal
+ * machine critical path) and, later, the SimGrid platform and cost
+ * functions.
+ */
+#ifndef SG_MACHINE_H
+#define SG_MACHINE_H
+
+#include "graph/analysis.h"
+#include "common/error.h"
+#include "graph/ir.h"
+
+typedef enum sg_op_class {
+    SG_CLASS_GEMM,          /* forward / recompute / backward */
+    SG_CLASS_ELEMENTWISE,   /* casts, norms, checks, validation */
+    SG_CLASS_OPTIMIZER_CPU,
+    SG_CLASS_OPTIMIZER_GPU,
+    SG_CLASS_COPY,          /* host <-> device */
+    SG_CLASS_COLLECTIVE,
+    SG_CLASS_COUNT
+} sg_op_class;
+
+typedef struct sg_machine {
+    char name[64];
+    int nodes;                       /* superchips / ranks */
+    int cpu_cores;
+    double cpu_ghz;
+    double cpu_fp32_flops_per_cycle;
+    double cpu_memory_gb;
+    double cpu_memory_bw_gbs;
+    double cpu_core_bw_gbs;          /* one core streaming alone; 0 = not given */
+    int numa_nodes;
+    int gpu_count;                   /* per node */
+    char gpu_name[64];
+    double gpu_memory_gb;
+    double gpu_memory_bw_gbs;
+    double gpu_tflops_bf16, gpu_tflops_fp16, gpu_tflops_fp32;
+    double h2d_gbs, d2h_gbs, gpu_gpu_gbs, latency_us;
+    int unified_memory;
+    double efficiency[SG_CLASS_COUNT];
+    /* set for machines `stepgraph calibrate` measured: the StarPU sampling
+     * directory (history models of the sg_<kind> codelets) and the
+     * STARPU_HOSTNAME they were saved under; "" otherwise */
+    char calibration_dir[4096];
+    char calibration_host[64];
+    double calibration_step_ms;      /* mean step measured while calibrating, 0 = unknown */
+} sg_machine;
+
+/* Loads a machine model; errors name the file, the JSON path and value. */
+int sg_machine_load(const char *path, sg_machine *m, sg_error *err);
+
+/* A name ("gh200") or a path: names resolve to <machines dir>/<name>.json,
+ * the machines dir being $STEPGRAPH_MACHINES_DIR, the source tree's
+ * configs/machines, or the installed $(pkgdatadir)/machines. */
+int sg_machine_resolve(const char *name_or_path, char *out, size_t size, sg_error *err);
+
+/* Cost model for one rank of the machine, with GPU peak for the compute dtype. */
+void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm);
+
+sg_op_class sg_op_kind_class(sg_op_kind k);
+const char *sg_op_class_name(sg_op_class c);
+
+#endif /* SG_MACHINE_H */

@@ -1,0 +1,16 @@
+/* step_spec.h - maps a loaded config (DeepSpeed + run options) to the step
+ * compiler's sg_step_spec. */
+#ifndef SG_STEP_SPEC_H
+#define SG_STEP_SPEC_H
+
+#include "graph/compile.h"
+#include "runtime/config/config.h"
+
+/* cfg must have been finalized (sg_config_finalize). */
+void sg_step_spec_from_config(const sg_config *cfg, sg_step_spec *spec);
+
+/* Loads the model the run options name and compiles one step. */
+int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g,
+                           sg_error *err);
+
+#endif /* SG_STEP_SPEC_H */

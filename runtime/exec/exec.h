@@ -1,0 +1,89 @@
+/* exec.h - runs a compiled step graph on StarPU.
+ *
+ * Lowering: every IR buffer becomes a StarPU vector handle (persistent and
+ * host buffers in memory allocated with starpu_malloc, which pins it when
+ * CUDA workers exist; the others are allocated by StarPU where a task first
+ * writes them and invalidated after each step), and every node becomes one
+ * task of its kind's codelet (codelets/starpu/codelets.h), inserted in the
+ * IR's program order with the node's accesses, so StarPU infers exactly the
+ * graph's edges. Tasks are named after their node and carry its priority.
+ *
+ * One step = insert every task, wait for all. The trainer fills the token
+ * buffers before and reads losses and the norm after.
+ */
+#ifndef SG_EXEC_H
+#define SG_EXEC_H
+
+#include <stdint.h>
+
+#include "codelets/starpu/task_ctx.h"
+#include "common/error.h"
+#include "runtime/trace/overlap.h"
+#include "runtime/exec/lower.h"
+#include "runtime/exec/starpu_setup.h"
+#include "runtime/io/weights.h"
+
+typedef struct sg_exec_options {
+    const char *sched;             /* StarPU policy name */
+    int ncpus, ncuda;              /* -1: StarPU's default */
+    int numa_node;                 /* bind CPU workers to this node's cores; -1: StarPU's binding */
+    double optimizer_cores_share;  /* cpuadam_cores_perc: CPU workers reserved for
+                                      the optimizer's CPU tasks (0 = none) */
+} sg_exec_options;
+
+typedef struct sg_exec {
+    sg_exec_shared shared;
+    const sg_graph *graph;
+    sg_lowering low;               /* handles, tasks' cl_args, records, contexts */
+    void *codelets[SG_OP_KIND_COUNT]; /* struct starpu_codelet * per node kind */
+    int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
+    int started;                   /* starpu_init succeeded */
+    int have_cuda;                 /* CUDA workers exist: GPU nodes run there */
+    double step_start_us;          /* StarPU clock at the last step's start */
+    double step_seconds;           /* wall time of the last step */
+} sg_exec;
+
+/* Starts StarPU with the options and lowers the graph. */
+int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const sg_graph *g,
+                 const sg_exec_options *opt, sg_error *err);
+void sg_exec_shutdown(sg_exec *x);
+
+/* Writes the weights (and the Adam moments of st, zeros when st is NULL)
+ * into the persistent buffers that hold them: parameter pieces, full
+ * copies, fp32 masters, moments; and the fp16 loss scale. */
+int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st,
+                       double loss_scale, sg_error *err);
+/* Reads them back (weights from the fp32 masters where there are, else
+ * from the pieces). */
+int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err);
+
+/* Host access to buffer b between steps: its main-memory copy (NULL if
+ * StarPU refused), to be released with sg_exec_release. */
+void *sg_exec_acquire(sg_exec *x, int b, int write);
+void sg_exec_release(sg_exec *x, int b);
+
+/* Inputs (B*T) and targets (B*T) of micro-step mb. */
+int sg_exec_set_tokens(sg_exec *x, int mb, const int32_t *inputs, const int32_t *targets);
+
+/* Runs one step with the hyper-parameters in x->shared.step. Fails with the
+ * first failing task's message. */
+int sg_exec_run_step(sg_exec *x, sg_error *err);
+
+/* After a step: the loss of each micro-step (grad_accum floats) and the
+ * global norm of the unscaled gradients (inf after an fp16 overflow). */
+int sg_exec_losses(sg_exec *x, float *losses);
+double sg_exec_grad_norm(sg_exec *x);
+
+/* After a step, read back from its buffers: whether an fp16 overflow made
+ * the optimizer skip it, and how many SuperOffload sub-group steps were
+ * rolled back (and redone unless skipped). */
+int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks);
+
+/* Name of StarPU worker w ("CPU 0", "CUDA 0"). */
+const char *sg_exec_worker_name(int w, char *buf, size_t n);
+int sg_exec_worker_count(void);
+void sg_exec_worker_counts(int *ncpu, int *ncuda);
+/* GPU busy share and hidden CPU Adam time of the last step's task records. */
+int sg_exec_overlap(const sg_exec *x, sg_overlap *out);
+
+#endif /* SG_EXEC_H */

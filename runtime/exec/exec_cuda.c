@@ -1,0 +1,116 @@
+/* exec_cuda.c - per-device state of the CUDA workers (exec_cuda.h). Built
+ * only with CUDA; runtime/exec/exec.c calls these through the stubs below when
+ * CUDA is absent. */
+#include "runtime/exec/exec_cuda.h"
+
+#include <pthread.h>
+#include <starpu.h>
+#include <starpu_cublas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SG_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include "codelets/cuda/cuda_ops.h"
+
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void setup_fail(sg_cuda_state *st, int code, const char *what, int devid)
+{
+    pthread_mutex_lock(&setup_lock);
+    if (!st->failed) {
+        st->failed = code;
+        snprintf(st->msg, sizeof st->msg, "CUDA device %d: %s", devid, what);
+    }
+    pthread_mutex_unlock(&setup_lock);
+}
+
+/* Runs on each CUDA worker (several workers may share a device). */
+static void setup_worker(void *arg)
+{
+    sg_exec_shared *sh = arg;
+    sg_cuda_state *st = sh->cuda;
+    int devid = starpu_worker_get_devid(starpu_worker_get_id());
+    if (devid < 0 || devid >= SG_CUDA_MAX_DEVICES) {
+        setup_fail(st, SG_ENOTSUP, "more devices than stepgraph supports", devid);
+        return;
+    }
+    pthread_mutex_lock(&setup_lock);
+    sg_cuda_device *d = &st->dev[devid];
+    if (d->ready) {
+        pthread_mutex_unlock(&setup_lock);
+        return;
+    }
+    size_t bytes = sh->rope.T * sh->rope.half * sizeof(float);
+    d->cos_tab = sg_cu_malloc(bytes);
+    d->sin_tab = sg_cu_malloc(bytes);
+    int ok = d->cos_tab && d->sin_tab && !sg_cu_to_device(d->cos_tab, sh->rope.cos_tab, bytes) &&
+             !sg_cu_to_device(d->sin_tab, sh->rope.sin_tab, bytes);
+#ifdef SG_HAVE_NCCL
+    if (ok) {
+        ncclUniqueId id;
+        ncclComm_t comm;
+        ok = ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess;
+        if (ok)
+            d->nccl = comm;
+    }
+#endif
+    d->ready = ok;
+    pthread_mutex_unlock(&setup_lock);
+    if (!ok)
+        setup_fail(st, SG_EIO, "cannot set up the rotary tables or the NCCL communicator", devid);
+}
+
+static void teardown_worker(void *arg)
+{
+    sg_exec_shared *sh = arg;
+    int devid = starpu_worker_get_devid(starpu_worker_get_id());
+    if (devid < 0 || devid >= SG_CUDA_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&setup_lock);
+    sg_cuda_device *d = &sh->cuda->dev[devid];
+    sg_cu_free(d->cos_tab);
+    sg_cu_free(d->sin_tab);
+#ifdef SG_HAVE_NCCL
+    if (d->nccl)
+        ncclCommDestroy((ncclComm_t)d->nccl);
+#endif
+    memset(d, 0, sizeof *d);
+    pthread_mutex_unlock(&setup_lock);
+}
+
+int sg_exec_cuda_init(sg_exec_shared *sh, sg_error *err)
+{
+    sh->cuda = NULL;
+    if (starpu_cuda_worker_get_count() == 0)
+        return SG_OK;
+    sh->cuda = calloc(1, sizeof *sh->cuda);
+    if (!sh->cuda)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    starpu_cublas_init();
+    starpu_execute_on_each_worker(setup_worker, sh, STARPU_CUDA);
+    if (sh->cuda->failed)
+        return sg_error_set(err, sh->cuda->failed, "%s (%s)", sh->cuda->msg, sg_cu_last_error());
+    return SG_OK;
+}
+
+void sg_exec_cuda_shutdown(sg_exec_shared *sh)
+{
+    if (!sh->cuda)
+        return;
+    starpu_execute_on_each_worker(teardown_worker, sh, STARPU_CUDA);
+    starpu_cublas_shutdown();
+    free(sh->cuda);
+    sh->cuda = NULL;
+}
+
+const sg_cuda_device *sg_cuda_local_device(const sg_exec_shared *sh)
+{
+    int devid = starpu_worker_get_devid(starpu_worker_get_id());
+    if (!sh->cuda || devid < 0 || devid >= SG_CUDA_MAX_DEVICES || !sh->cuda->dev[devid].ready)
+        return NULL;
+    return &sh->cuda->dev[devid];
+}

@@ -1,0 +1,275 @@
+/* lower.c - the step graph as StarPU handles and tasks (lower.h). */
+#include "runtime/exec/lower.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/exec/starpu_include.h"
+
+#define HANDLE(l, b) ((starpu_data_handle_t)(l)->handles[b])
+
+/* elements of a buffer as a StarPU vector: at least one, below 2^32 */
+static int vector_elems(const sg_buffer *buf, uint32_t *n, sg_error *err)
+{
+    int64_t want = buf->elems > 0 ? buf->elems : 1;
+    *n = (uint32_t)want;
+    if ((int64_t)*n != want)
+        return sg_error_set(err, SG_ENOTSUP, "buffer %s has %lld elements (at most 2^32)",
+                            buf->name, (long long)buf->elems);
+    return SG_OK;
+}
+
+static unsigned first_cuda_node(void)
+{
+    int w = starpu_worker_get_by_type(STARPU_CUDA_WORKER, 0);
+    return w < 0 ? STARPU_MAIN_RAM : starpu_worker_get_memory_node((unsigned)w);
+}
+
+static int register_buffers(sg_lowering *l, sg_error *err)
+{
+    const sg_graph *g = l->graph;
+    size_t nb = (size_t)(g->nbuffers > 0 ? g->nbuffers : 1);
+    l->handles = calloc(nb, sizeof(void *));
+    l->memory = calloc(nb, sizeof(void *));
+    if (!l->handles || !l->memory)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    int simulated = l->target.memory == SG_LOWER_MEMORY_SIMULATED;
+    unsigned gpu_node = simulated && l->target.have_cuda ? first_cuda_node() : STARPU_MAIN_RAM;
+    /* simulated addresses, one range per home node, never dereferenced */
+    uintptr_t fake_next[2] = {(uintptr_t)1 << 24, (uintptr_t)1 << 24};
+    for (int b = 0; b < g->nbuffers; b++) {
+        const sg_buffer *buf = &g->buffers[b];
+        size_t esize = sg_dtype_size(buf->dtype);
+        uint32_t n;
+        int rc = vector_elems(buf, &n, err);
+        if (rc)
+            return rc;
+        starpu_data_handle_t h;
+        if (!buf->persistent && buf->space != SG_MEM_HOST) {
+            /* step-local: StarPU allocates it where it is first written */
+            starpu_vector_data_register(&h, -1, 0, n, esize);
+        } else if (simulated) {
+            int on_gpu = gpu_node != STARPU_MAIN_RAM && buf->space == SG_MEM_GPU;
+            starpu_vector_data_register(&h, on_gpu ? (int)gpu_node : STARPU_MAIN_RAM,
+                                        fake_next[on_gpu], n, esize);
+            fake_next[on_gpu] += ((uintptr_t)n * esize + 4095) & ~(uintptr_t)4095;
+        } else {
+            /* state and host buffers: our memory (pinned when a GPU is there) */
+            if (starpu_malloc(&l->memory[b], (size_t)n * esize))
+                return sg_error_set(err, SG_ENOMEM, "cannot allocate %s (%lld bytes)", buf->name,
+                                    (long long)buf->bytes);
+            memset(l->memory[b], 0, (size_t)n * esize);
+            starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)l->memory[b], n, esize);
+        }
+        starpu_data_set_name(h, buf->name);
+        l->handles[b] = h;
+    }
+    return SG_OK;
+}
+
+/* Per node: its accesses merged per buffer (a task lists a handle once). */
+static int build_contexts(sg_lowering *l, sg_exec_shared *shared, sg_error *err)
+{
+    const sg_graph *g = l->graph;
+    size_t total = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        total += (size_t)g->nodes[i].naccess;
+    size_t nnodes = g->nnodes > 0 ? (size_t)g->nnodes : 1;
+    l->ctx = calloc(nnodes, sizeof *l->ctx);
+    l->slot_buffer = malloc((total + 1) * sizeof(int));
+    l->slot_mode = malloc((total + 1) * sizeof(sg_access_mode));
+    l->records = calloc(nnodes, sizeof *l->records);
+    if (!l->ctx || !l->slot_buffer || !l->slot_mode || !l->records)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    size_t at = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const sg_node *nd = &g->nodes[i];
+        sg_task_ctx *c = &l->ctx[i];
+        c->shared = shared;
+        c->node = i;
+        c->slot_buffer = l->slot_buffer + at;
+        c->slot_mode = l->slot_mode + at;
+        for (int a = 0; a < nd->naccess; a++) {
+            int b = nd->access[a].buffer, s;
+            for (s = 0; s < c->nslots && c->slot_buffer[s] != b; s++)
+                ;
+            if (s == c->nslots) {
+                c->slot_buffer[s] = b;
+                c->slot_mode[s] = 0;
+                c->nslots++;
+            }
+            c->slot_mode[s] |= nd->access[a].mode;
+        }
+        at += (size_t)c->nslots;
+        l->records[i].worker = -1;
+    }
+    shared->records = l->records;
+    return SG_OK;
+}
+
+int sg_lower_init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
+                  const sg_lower_target *t, sg_error *err)
+{
+    memset(l, 0, sizeof *l);
+    l->graph = g;
+    l->target = *t;
+    int rc = register_buffers(l, err);
+    if (!rc)
+        rc = build_contexts(l, shared, err);
+    if (!rc && sg_starpu_split_workers(&l->split, t->optimizer_share, t->sched))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    return rc;
+}
+
+void sg_lower_free(sg_lowering *l)
+{
+    if (l->handles || l->memory)
+        starpu_task_wait_for_all();
+    const sg_graph *g = l->graph;
+    for (int b = 0; l->handles && b < g->nbuffers; b++) {
+        if (!l->handles[b])
+            continue;
+        if (l->target.memory == SG_LOWER_MEMORY_SIMULATED)
+            starpu_data_unregister_no_coherency(HANDLE(l, b));
+        else
+            starpu_data_unregister(HANDLE(l, b));
+    }
+    for (int b = 0; l->memory && b < g->nbuffers; b++)
+        if (l->memory[b])
+            starpu_free_noflag(l->memory[b], (size_t)(g->buffers[b].elems > 0
+                                                          ? g->buffers[b].elems : 1) *
+                                                 sg_dtype_size(g->buffers[b].dtype));
+    sg_starpu_split_free(&l->split);
+    free(l->handles);
+    free(l->memory);
+    free(l->ctx);
+    free(l->slot_buffer);
+    free(l->slot_mode);
+    free(l->records);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- one step ------------------------------------------------------------- */
+
+static void record_task(void *arg)
+{
+    const sg_task_ctx *c = arg;
+    struct starpu_task *t = starpu_task_get_current();
+    sg_task_record *r = &c->shared->records[c->node];
+    if (!t || !t->profiling_info)
+        return;
+    r->worker = t->profiling_info->workerid;
+    r->start_us = starpu_timing_timespec_to_us(&t->profiling_info->start_time);
+    r->end_us = starpu_timing_timespec_to_us(&t->profiling_info->end_time);
+}
+
+static enum starpu_data_access_mode starpu_mode(sg_access_mode m)
+{
+    return m == SG_R ? STARPU_R : m == SG_W ? STARPU_W : STARPU_RW;
+}
+
+static const char *mode_name(sg_access_mode m)
+{
+    return m == SG_R ? "R" : m == SG_W ? "W" : "RW";
+}
+
+static const char *where_name(uint32_t where)
+{
+    return where == (STARPU_CPU | STARPU_CUDA) ? "cpu|cuda" : where == STARPU_CUDA ? "cuda" : "cpu";
+}
+
+static const char *ctx_name(const sg_sched_split *s, unsigned ctx)
+{
+    if (!s->reserved)
+        return "all";
+    return ctx == s->optimizer_ctx ? "optimizer" : "compute";
+}
+
+/* One line per task of STEPGRAPH_TASK_LOG (lower.h). */
+static void log_task(FILE *f, const sg_lowering *l, int i, const struct starpu_codelet *cl,
+                     int priority, uint32_t where, unsigned ctx)
+{
+    const sg_node *nd = &l->graph->nodes[i];
+    const sg_task_ctx *c = &l->ctx[i];
+    fprintf(f, "%s\t%s\t%d\t%s\t%s\t", nd->name, cl->name ? cl->name : "?", priority,
+            where_name(where), ctx_name(&l->split, ctx));
+    for (int s = 0; s < c->nslots; s++)
+        fprintf(f, "%s%s:%s", s ? "," : "", l->graph->buffers[c->slot_buffer[s]].name,
+                mode_name(c->slot_mode[s]));
+    fputc('\n', f);
+}
+
+static int submit_node(sg_lowering *l, int i, struct starpu_data_descr *d, FILE *log,
+                       sg_error *err)
+{
+    const sg_node *nd = &l->graph->nodes[i];
+    sg_task_ctx *c = &l->ctx[i];
+    struct starpu_codelet *cl = l->target.codelets[nd->kind];
+    if (!cl)
+        return sg_error_set(err, SG_ENOTSUP, "no codelet for node kind %s (task %s)",
+                            sg_op_kind_name(nd->kind), nd->name);
+    for (int s = 0; s < c->nslots; s++) {
+        d[s].handle = HANDLE(l, c->slot_buffer[s]);
+        d[s].mode = starpu_mode(c->slot_mode[s]);
+    }
+    unsigned ctx = sg_starpu_ctx_for(&l->split, nd);
+    uint32_t where = sg_starpu_where(nd, l->target.have_cuda);
+    int priority = l->target.priorities ? (int)nd->priority : 0;
+    if (log)
+        log_task(log, l, i, cl, priority, where, ctx);
+    l->records[i].worker = -1;
+    int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, c->nslots,
+                                STARPU_CL_ARGS_NFREE, c, sizeof *c, STARPU_NAME, nd->name,
+                                STARPU_EXECUTE_WHERE, (unsigned long long)where,
+                                STARPU_PRIORITY, priority,
+                                STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c,
+                                STARPU_SCHED_CTX, ctx, 0);
+    if (rc)
+        return sg_error_set(err, SG_EINVAL, "cannot submit task %s (starpu_task_insert: %d)",
+                            nd->name, rc);
+    return SG_OK;
+}
+
+int sg_lower_kept_after_step(const sg_buffer *b)
+{
+    return b->persistent || b->role == SG_BUF_LOSS || b->role == SG_BUF_GRAD_NORM ||
+           b->role == SG_BUF_OVERFLOW;
+}
+
+static FILE *open_task_log(const sg_lowering *l, sg_error *err, int *rc)
+{
+    const char *path = getenv("STEPGRAPH_TASK_LOG");
+    *rc = SG_OK;
+    if (l->steps_submitted > 0 || !path || !*path)
+        return NULL;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        *rc = sg_error_set(err, SG_EIO, "STEPGRAPH_TASK_LOG %s: cannot write", path);
+    return f;
+}
+
+int sg_lower_submit_step(sg_lowering *l, sg_error *err)
+{
+    const sg_graph *g = l->graph;
+    int maxslots = 1;
+    for (int i = 0; i < g->nnodes; i++)
+        if (l->ctx[i].nslots > maxslots)
+            maxslots = l->ctx[i].nslots;
+    struct starpu_data_descr *d = malloc((size_t)maxslots * sizeof *d);
+    if (!d)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    int rc;
+    FILE *log = open_task_log(l, err, &rc);
+    for (int i = 0; i < g->nnodes && !rc; i++)
+        rc = submit_node(l, i, d, log, err);
+    free(d);
+    if (log && fclose(log) && !rc)
+        rc = sg_error_set(err, SG_EIO, "STEPGRAPH_TASK_LOG: write failed");
+    /* what was submitted must still be invalidated after it, failure or not */
+    for (int b = 0; b < g->nbuffers; b++)
+        if (!sg_lower_kept_after_step(&g->buffers[b]))
+            starpu_data_invalidate_submit(HANDLE(l, b));
+    l->steps_submitted++;
+    return rc;
+}

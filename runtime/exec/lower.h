@@ -1,0 +1,87 @@
+/* lower.h - the one lowering of a step graph to StarPU, used by real runs
+ * (exec.h) and by simulations (runtime/sim/sim_exec.h). It is compiled once
+ * per StarPU flavour (native into stepgraph, SimGrid into stepgraph-sim), so
+ * what is simulated is exactly what runs.
+ *
+ * Every IR buffer becomes a StarPU vector handle; every node one task of its
+ * kind's codelet, inserted in the IR's program order with the node's accesses
+ * merged per buffer, its name, its priority, where it may run and its
+ * scheduling context, so StarPU infers exactly the graph's edges. After the
+ * step's tasks, the step-local buffers the trainer does not read back are
+ * invalidated (their memory is freed on every node).
+ *
+ * What differs between a real and a simulated run is sg_lower_target and
+ * nothing else: the codelets (real kernels, or entry points SimGrid never
+ * calls with a cost model), where buffers that outlive a step live (pinned
+ * host memory, or fake addresses at their home memory node), whether GPU
+ * nodes go to CUDA workers, and whether priorities are passed.
+ *
+ * The environment variable STEPGRAPH_TASK_LOG=PATH makes the first step's
+ * submission write one line per task to PATH (name, codelet, priority,
+ * where, context, buffers with access modes): tests compare the lists of a
+ * real run and of a simulation.
+ *
+ * StarPU must be started before sg_lower_init.
+ */
+#ifndef SG_LOWER_H
+#define SG_LOWER_H
+
+#include <stdint.h>
+
+#include "codelets/starpu/task_ctx.h"
+#include "common/error.h"
+#include "graph/ir.h"
+#include "runtime/exec/starpu_setup.h"
+
+typedef enum sg_lower_memory {
+    /* buffers that outlive a step (persistent and host-side ones) in host
+     * memory from starpu_malloc, zeroed, pinned when CUDA workers exist */
+    SG_LOWER_MEMORY_REAL,
+    /* the same buffers registered at their home memory node (the first GPU
+     * for GPU-side persistent ones) at distinct addresses that SimGrid never
+     * dereferences */
+    SG_LOWER_MEMORY_SIMULATED,
+} sg_lower_memory;
+
+typedef struct sg_lower_target {
+    void *const *codelets;     /* struct starpu_codelet * per sg_op_kind */
+    sg_lower_memory memory;
+    int have_cuda;             /* GPU nodes run on CUDA workers */
+    int priorities;            /* pass the nodes' priorities (else all 0) */
+    const char *sched;         /* policy, for the optimizer/compute contexts */
+    double optimizer_share;    /* cpuadam_cores_perc of the CPU workers for the
+                                  optimizer's CPU tasks; 0 = one context */
+} sg_lower_target;
+
+typedef struct sg_lowering {
+    const sg_graph *graph;
+    sg_lower_target target;
+    void **handles;            /* starpu_data_handle_t per IR buffer */
+    void **memory;             /* real memory behind a handle, or NULL */
+    sg_task_ctx *ctx;          /* per node: the task's cl_arg */
+    int *slot_buffer;          /* storage behind ctx[].slot_buffer */
+    sg_access_mode *slot_mode;
+    sg_task_record *records;   /* per node: where and when it ran (last step) */
+    sg_sched_split split;      /* cpuadam_cores_perc scheduling contexts */
+    int64_t steps_submitted;
+} sg_lowering;
+
+/* Registers the graph's buffers and builds every node's cl_arg, pointing at
+ * `shared` (whose records pointer is set to the lowering's). */
+int sg_lower_init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
+                  const sg_lower_target *t, sg_error *err);
+
+/* Submits one step: every node's task in program order, then the
+ * invalidation of the step-local buffers (sg_lower_kept_after_step). Does not
+ * wait. */
+int sg_lower_submit_step(sg_lowering *l, sg_error *err);
+
+/* Whether buffer b keeps its value after a step: state, and what the trainer
+ * reads back (losses, gradient norm, overflow flag). */
+int sg_lower_kept_after_step(const sg_buffer *b);
+
+/* Waits for every task, unregisters the handles, frees the memory and the
+ * contexts. StarPU stays started. */
+void sg_lower_free(sg_lowering *l);
+
+#endif /* SG_LOWER_H */

@@ -1,0 +1,628 @@
+/* weights.c - fp32 parameters, initialisation, weights and training-state
+ * files (see weights.h). */
+#define _POSIX_C_SOURCE 200809L /* strdup with -std=c11 */
+
+#include "runtime/io/weights.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json_util.h" /* sg_config_warnings_add */
+
+#define ALIGN_FLOATS 16 /* 64 bytes: a cache line, and any SIMD width */
+#define LIST_MAX 3      /* names listed in a missing/extra message */
+
+/* ------------------------------------------------------------------------ */
+/* tensor lists and storage                                                  */
+
+/* Every tensor of m in unit order; *unit_out gets each tensor's unit. */
+static int model_tensors(const sg_model *m, sg_tensor_info **info_out, int **unit_out, int *n_out,
+                         sg_error *err)
+{
+    int nu = sg_model_num_units(m), n = 0;
+    for (int u = 0; u < nu; u++) {
+        int k = sg_model_unit_tensors(m, u, NULL, 0);
+        if (k < 0)
+            return sg_error_set(err, SG_EINVAL, "model %s: cannot list the tensors of unit %d",
+                                m->name, u);
+        n += k;
+    }
+    sg_tensor_info *info = calloc((size_t)(n > 0 ? n : 1), sizeof *info);
+    int *unit = calloc((size_t)(n > 0 ? n : 1), sizeof *unit);
+    if (!info || !unit) {
+        free(info);
+        free(unit);
+        return sg_error_set(err, SG_ENOMEM, "model %s: out of memory", m->name);
+    }
+    int at = 0;
+    for (int u = 0; u < nu; u++) {
+        int k = sg_model_unit_tensors(m, u, info + at, n - at);
+        for (int i = 0; i < k; i++)
+            unit[at + i] = u;
+        at += k;
+    }
+    *info_out = info;
+    *unit_out = unit;
+    *n_out = n;
+    return SG_OK;
+}
+
+static int64_t padded(int64_t numel)
+{
+    return (numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+}
+
+/* One zeroed block for `copies` arrays per tensor, each 64-byte aligned;
+ * calloc keeps untouched pages lazy for big models. */
+static float *alloc_block(const sg_tensor_info *info, int n, int copies, float ***ptrs,
+                          int64_t *numel_out)
+{
+    int64_t total = 0, numel = 0;
+    for (int i = 0; i < n; i++) {
+        total += padded(info[i].numel) * copies;
+        numel += info[i].numel;
+    }
+    float *block = calloc((size_t)total + ALIGN_FLOATS, sizeof(float));
+    if (!block)
+        return NULL;
+    uintptr_t a = ((uintptr_t)block + 63) & ~(uintptr_t)63;
+    float *p = (float *)a;
+    for (int c = 0; c < copies; c++) {
+        ptrs[c] = malloc((size_t)(n > 0 ? n : 1) * sizeof(float *));
+        if (!ptrs[c]) {
+            for (int k = 0; k < c; k++)
+                free(ptrs[k]);
+            free(block);
+            return NULL;
+        }
+    }
+    for (int c = 0; c < copies; c++)
+        for (int i = 0; i < n; i++) {
+            ptrs[c][i] = p;
+            p += padded(info[i].numel);
+        }
+    if (numel_out)
+        *numel_out = numel;
+    return block;
+}
+
+int sg_weights_alloc(sg_weights *w, const sg_model *m, sg_error *err)
+{
+    memset(w, 0, sizeof *w);
+    int rc = model_tensors(m, &w->info, &w->unit, &w->ntensors, err);
+    if (rc < 0)
+        return rc;
+    float **ptrs[1];
+    w->block = alloc_block(w->info, w->ntensors, 1, ptrs, &w->numel);
+    if (!w->block) {
+        int64_t total = sg_model_total_params(m);
+        sg_weights_free(w);
+        return sg_error_set(err, SG_ENOMEM, "model %s: out of memory for %lld fp32 weights",
+                            m->name, (long long)total);
+    }
+    w->data = ptrs[0];
+    return SG_OK;
+}
+
+void sg_weights_free(sg_weights *w)
+{
+    if (!w)
+        return;
+    free(w->info);
+    free(w->unit);
+    free(w->data);
+    free(w->block);
+    memset(w, 0, sizeof *w);
+}
+
+int sg_weights_find(const sg_weights *w, const char *name)
+{
+    for (int i = 0; i < w->ntensors; i++)
+        if (strcmp(w->info[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* initialisation                                                            */
+
+/* splitmix64's output function: the k-th output of splitmix64 seeded with
+ * s is mix64(s + (k + 1) * golden), so any element can be drawn directly. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+void sg_weights_init(sg_weights *w, uint64_t seed, double std)
+{
+    const uint64_t golden = 0x9e3779b97f4a7c15ull;
+    const double two_pi = 6.283185307179586476925286766559;
+    for (int i = 0; i < w->ntensors; i++) {
+        const sg_tensor_info *t = &w->info[i];
+        float *x = w->data[i];
+        int64_t n = t->numel;
+        if (ends_with(t->name, "norm.weight")) {          /* RMSNorm gains */
+            for (int64_t k = 0; k < n; k++)
+                x[k] = 1.0f;
+            continue;
+        }
+        if (ends_with(t->name, "bias")) {                  /* ".bias", "_bias" */
+            memset(x, 0, (size_t)n * sizeof *x);
+            continue;
+        }
+        uint64_t key = mix64(seed ^ fnv1a(t->name));
+        /* Box-Muller on pairs: elements 2j and 2j+1 from draws 2j and 2j+1. */
+        for (int64_t j = 0; 2 * j < n; j++) {
+            uint64_t a = mix64(key + (uint64_t)(2 * j + 1) * golden);
+            uint64_t b = mix64(key + (uint64_t)(2 * j + 2) * golden);
+            double u1 = (double)((a >> 11) + 1) * 0x1p-53;  /* (0, 1] */
+            double u2 = (double)(b >> 11) * 0x1p-53;        /* [0, 1) */
+            double r = sqrt(-2.0 * log(u1)) * std;
+            x[2 * j] = (float)(r * cos(two_pi * u2));
+            if (2 * j + 1 < n)
+                x[2 * j + 1] = (float)(r * sin(two_pi * u2));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* weights files                                                             */
+
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+}
+
+static int same_shape(const sg_st_tensor *t, const sg_tensor_info *want)
+{
+    if (t->ndim != want->ndim)
+        return 0;
+    for (int d = 0; d < want->ndim; d++)
+        if (t->shape[d] != want->shape[d])
+            return 0;
+    return 1;
+}
+
+/* "path: tensor: shape [a, b] in the file, expected [c, d]" */
+static int shape_error(const char *path, const char *name, const sg_st_tensor *t,
+                       const sg_tensor_info *want, sg_error *err)
+{
+    char got[160], exp[160];
+    shape_str(t->ndim, t->shape, got, sizeof got);
+    shape_str(want->ndim, want->shape, exp, sizeof exp);
+    return sg_error_set(err, SG_EINVAL, "%s: %s: shape %s in the file, expected %s", path, name,
+                        got, exp);
+}
+
+/* Appends up to LIST_MAX names, then "and N more". */
+typedef struct name_list {
+    char text[600];
+    int count;
+} name_list;
+
+static void list_add(name_list *l, const char *name)
+{
+    size_t n = strlen(l->text);
+    if (l->count < LIST_MAX && n < sizeof l->text)
+        snprintf(l->text + n, sizeof l->text - n, "%s%s", l->count ? ", " : "", name);
+    l->count++;
+}
+
+static void list_finish(name_list *l)
+{
+    size_t n = strlen(l->text);
+    if (l->count > LIST_MAX && n < sizeof l->text)
+        snprintf(l->text + n, sizeof l->text - n, " and %d more", l->count - LIST_MAX);
+}
+
+static int check_finite(const char *path, const char *name, const float *x, int64_t n,
+                        int nonneg, sg_error *err)
+{
+    for (int64_t k = 0; k < n; k++) {
+        if (!isfinite(x[k]))
+            return sg_error_set(err, SG_EINVAL, "%s: %s: non-finite value %g at index %lld",
+                                path, name, (double)x[k], (long long)k);
+        if (nonneg && x[k] < 0)
+            return sg_error_set(err, SG_EINVAL,
+                                "%s: %s: negative value %g at index %lld (a second moment is "
+                                ">= 0)", path, name, (double)x[k], (long long)k);
+    }
+    return SG_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int sg_weights_save(const sg_weights *w, const char *path, sg_st_dtype dtype,
+                    const sg_st_meta *meta, int nmeta, sg_error *err)
+{
+    sg_st_entry *e = calloc((size_t)(w->ntensors > 0 ? w->ntensors : 1), sizeof *e);
+    sg_st_meta *md = calloc((size_t)nmeta + 1, sizeof *md);
+    if (!e || !md) {
+        free(e);
+        free(md);
+        return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
+    }
+    for (int i = 0; i < w->ntensors; i++)
+        e[i] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_DTYPE_F32,
+                             .ndim = w->info[i].ndim, .shape = w->info[i].shape,
+                             .data = w->data[i]};
+    int has_format = 0;
+    for (int i = 0; i < nmeta; i++) {
+        md[i] = meta[i];
+        if (meta[i].key && strcmp(meta[i].key, "format") == 0)
+            has_format = 1;
+    }
+    int nm = nmeta;
+    if (!has_format) /* transformers refuses a file without it */
+        md[nm++] = (sg_st_meta){"format", "pt"};
+    int rc = sg_st_write(path, e, w->ntensors, md, nm, err);
+    free(e);
+    free(md);
+    return rc;
+}
+
+/* Model names sorted, for the "not in the model" check. */
+static const char **sorted_names(const sg_tensor_info *info, int n)
+{
+    const char **s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
+    if (!s)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        s[i] = info[i].name;
+    qsort(s, (size_t)n, sizeof *s, cmp_str);
+    return s;
+}
+
+static int in_sorted(const char **s, int n, const char *name)
+{
+    return bsearch(&name, s, (size_t)n, sizeof *s, cmp_str) != NULL;
+}
+
+int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
+                    sg_config_warnings *warn, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sg_st_file f;
+    int rc = sg_st_open(path, &f, err);
+    if (rc < 0)
+        return rc;
+    rc = sg_weights_alloc(out, m, err);
+    if (rc < 0) {
+        sg_st_close(&f);
+        return rc;
+    }
+
+    /* Shapes first (the most useful message), then missing, then extra. */
+    name_list missing = {{0}, 0}, extra = {{0}, 0};
+    for (int i = 0; i < out->ntensors && rc == SG_OK; i++) {
+        const sg_st_tensor *t = sg_st_find(&f, out->info[i].name);
+        if (!t)
+            list_add(&missing, out->info[i].name);
+        else if (!same_shape(t, &out->info[i]))
+            rc = shape_error(path, t->name, t, &out->info[i], err);
+    }
+    if (rc == SG_OK && missing.count) {
+        list_finish(&missing);
+        rc = sg_error_set(err, SG_EINVAL, "%s: %d tensor%s of model %s missing: %s", path,
+                          missing.count, missing.count > 1 ? "s" : "", m->name, missing.text);
+    }
+    const char **names = rc == SG_OK ? sorted_names(out->info, out->ntensors) : NULL;
+    if (rc == SG_OK && !names)
+        rc = sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
+    int ignored_head = 0;
+    for (int i = 0; i < f.ntensors && rc == SG_OK; i++) {
+        const char *nm = f.tensors[i].name;
+        if (in_sorted(names, out->ntensors, nm))
+            continue;
+        if (m->tie_word_embeddings && strcmp(nm, "lm_head.weight") == 0)
+            ignored_head = 1;
+        else
+            list_add(&extra, nm);
+    }
+    free(names);
+    if (rc == SG_OK && extra.count) {
+        list_finish(&extra);
+        rc = sg_error_set(err, SG_EINVAL, "%s: %d tensor%s not in model %s: %s", path,
+                          extra.count, extra.count > 1 ? "s" : "", m->name, extra.text);
+    }
+
+    for (int i = 0; i < out->ntensors && rc == SG_OK; i++) {
+        const sg_st_tensor *t = sg_st_find(&f, out->info[i].name);
+        sg_st_read_f32(t, out->data[i]);
+        rc = check_finite(path, t->name, out->data[i], t->numel, 0, err);
+    }
+    sg_st_close(&f);
+    if (rc < 0) {
+        sg_weights_free(out);
+        return rc;
+    }
+    if (ignored_head && warn) {
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "%s: lm_head.weight ignored: model %s ties it to model.embed_tokens.weight",
+                 path, m->name);
+        sg_config_warnings_add(warn, msg);
+    }
+    return SG_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* training state                                                            */
+
+int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err)
+{
+    memset(s, 0, sizeof *s);
+    int *unit = NULL;
+    int rc = model_tensors(m, &s->info, &unit, &s->ntensors, err);
+    free(unit);
+    if (rc < 0)
+        return rc;
+    float **ptrs[2];
+    s->block = alloc_block(s->info, s->ntensors, 2, ptrs, NULL);
+    if (!s->block) {
+        sg_train_state_free(s);
+        return sg_error_set(err, SG_ENOMEM, "model %s: out of memory for the Adam moments",
+                            m->name);
+    }
+    s->exp_avg = ptrs[0];
+    s->exp_avg_sq = ptrs[1];
+    s->loss_scale = 1.0;
+    return SG_OK;
+}
+
+void sg_train_state_free(sg_train_state *s)
+{
+    if (!s)
+        return;
+    free(s->info);
+    free(s->exp_avg);
+    free(s->exp_avg_sq);
+    free(s->block);
+    memset(s, 0, sizeof *s);
+}
+
+#define STATE_NAME_MAX (SG_TENSOR_NAME_MAX + 16)
+
+enum { META_FORMAT, META_VERSION, META_MODEL, META_STEP, META_LOSS_SCALE, META_EPOCH,
+       META_INDEX, META_WINDOWS, META_RNG, META_HASH, META_COUNT };
+
+static const char *const meta_keys[META_COUNT] = {
+    "stepgraph", "version", "model", "step", "loss_scale", "data_epoch",
+    "data_index", "data_windows", "rng_state", "config_hash",
+};
+
+int sg_train_state_save(const sg_train_state *s, const char *path, const char *model_name,
+                        sg_error *err)
+{
+    int n = 2 * s->ntensors;
+    sg_st_entry *e = calloc((size_t)(n > 0 ? n : 1), sizeof *e);
+    char (*names)[STATE_NAME_MAX] = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+    if (!e || !names) {
+        free(e);
+        free(names);
+        return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
+    }
+    for (int i = 0; i < s->ntensors; i++)
+        for (int k = 0; k < 2; k++) {
+            int j = 2 * i + k;
+            snprintf(names[j], STATE_NAME_MAX, "%s.%s", s->info[i].name,
+                     k ? "exp_avg_sq" : "exp_avg");
+            e[j] = (sg_st_entry){.name = names[j], .dtype = SG_DTYPE_F32,
+                                 .src_dtype = SG_DTYPE_F32, .ndim = s->info[i].ndim,
+                                 .shape = s->info[i].shape,
+                                 .data = k ? s->exp_avg_sq[i] : s->exp_avg[i]};
+        }
+    char v[META_COUNT][128];
+    snprintf(v[META_FORMAT], sizeof v[0], "train_state");
+    snprintf(v[META_VERSION], sizeof v[0], "%d", SG_TRAIN_STATE_VERSION);
+    snprintf(v[META_MODEL], sizeof v[0], "%s", model_name ? model_name : "");
+    snprintf(v[META_STEP], sizeof v[0], "%lld", (long long)s->step);
+    snprintf(v[META_LOSS_SCALE], sizeof v[0], "%.17g", s->loss_scale);
+    snprintf(v[META_EPOCH], sizeof v[0], "%" PRIu64, s->data.epoch);
+    snprintf(v[META_INDEX], sizeof v[0], "%" PRIu64, s->data.index);
+    snprintf(v[META_WINDOWS], sizeof v[0], "%" PRIu64, s->data.nwindows);
+    snprintf(v[META_RNG], sizeof v[0], "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
+             s->rng[0], s->rng[1], s->rng[2], s->rng[3]);
+    snprintf(v[META_HASH], sizeof v[0], "%016" PRIx64, s->config_hash);
+    sg_st_meta md[META_COUNT + 1];
+    for (int i = 0; i < META_COUNT; i++)
+        md[i] = (sg_st_meta){meta_keys[i], v[i]};
+    char adam[32];
+    snprintf(adam, sizeof adam, "%lld", (long long)s->adam_step);
+    md[META_COUNT] = (sg_st_meta){"adam_step", adam};
+    int rc = sg_st_write(path, e, n, md, META_COUNT + 1, err);
+    free(e);
+    free(names);
+    return rc;
+}
+
+/* Strict unsigned decimal (or hex with base 16): all of s, no sign. */
+static int parse_u64(const char *s, int base, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, base);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int meta_error(const char *path, const char *key, const char *value, const char *what,
+                      sg_error *err)
+{
+    if (!value)
+        return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s is missing (not a stepgraph "
+                            "training state?)", path, key);
+    return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s: \"%s\" is not %s", path, key,
+                        value, what);
+}
+
+static int parse_state_meta(const char *path, const sg_st_file *f, const sg_model *m,
+                            sg_train_state *s, sg_error *err)
+{
+    const char *v[META_COUNT];
+    for (int i = 0; i < META_COUNT; i++)
+        v[i] = sg_st_meta_get(f, meta_keys[i]);
+    uint64_t u;
+    if (!v[META_FORMAT] || strcmp(v[META_FORMAT], "train_state") != 0)
+        return meta_error(path, meta_keys[META_FORMAT], v[META_FORMAT], "\"train_state\"", err);
+    if (parse_u64(v[META_VERSION], 10, &u) || u != SG_TRAIN_STATE_VERSION)
+        return meta_error(path, meta_keys[META_VERSION], v[META_VERSION],
+                          "a version this program reads (1)", err);
+    if (!v[META_MODEL])
+        return meta_error(path, meta_keys[META_MODEL], NULL, "", err);
+    if (strcmp(v[META_MODEL], m->name) != 0)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: __metadata__.model: the state is for model \"%s\", not \"%s\"",
+                            path, v[META_MODEL], m->name);
+    if (parse_u64(v[META_STEP], 10, &u) || u > INT64_MAX)
+        return meta_error(path, meta_keys[META_STEP], v[META_STEP], "an integer >= 0", err);
+    s->step = (int64_t)u;
+    /* optional (files without it: no step was skipped) */
+    const char *adam = sg_st_meta_get(f, "adam_step");
+    if (adam && (parse_u64(adam, 10, &u) || u > (uint64_t)s->step))
+        return meta_error(path, "adam_step", adam, "an integer between 0 and step", err);
+    s->adam_step = adam ? (int64_t)u : s->step;
+    char *end = NULL;
+    double ls = v[META_LOSS_SCALE] ? strtod(v[META_LOSS_SCALE], &end) : 0;
+    if (!v[META_LOSS_SCALE] || !*v[META_LOSS_SCALE] || *end || !isfinite(ls) || ls <= 0)
+        return meta_error(path, meta_keys[META_LOSS_SCALE], v[META_LOSS_SCALE],
+                          "a finite number > 0", err);
+    s->loss_scale = ls;
+    uint64_t *dst[3] = {&s->data.epoch, &s->data.index, &s->data.nwindows};
+    for (int i = 0; i < 3; i++)
+        if (parse_u64(v[META_EPOCH + i], 10, dst[i]))
+            return meta_error(path, meta_keys[META_EPOCH + i], v[META_EPOCH + i],
+                              "an integer >= 0", err);
+    if (s->data.nwindows && s->data.index >= s->data.nwindows)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: __metadata__.data_index: %" PRIu64 " is not below data_windows "
+                            "%" PRIu64, path, s->data.index, s->data.nwindows);
+    const char *r = v[META_RNG];
+    int ok = r != NULL;
+    for (int i = 0; i < 4 && ok; i++) {
+        char part[32];
+        const char *comma = strchr(r, ',');
+        size_t len = comma ? (size_t)(comma - r) : strlen(r);
+        if ((i < 3) != (comma != NULL) || len == 0 || len > 16) {
+            ok = 0;
+            break;
+        }
+        memcpy(part, r, len);
+        part[len] = '\0';
+        ok = parse_u64(part, 16, &s->rng[i]) == 0;
+        r = comma ? comma + 1 : r + len;
+    }
+    if (!ok)
+        return meta_error(path, meta_keys[META_RNG], v[META_RNG],
+                          "four comma-separated hexadecimal 64-bit words", err);
+    if (!v[META_HASH] || strlen(v[META_HASH]) > 16 || parse_u64(v[META_HASH], 16, &s->config_hash))
+        return meta_error(path, meta_keys[META_HASH], v[META_HASH],
+                          "a hexadecimal 64-bit word", err);
+    return SG_OK;
+}
+
+int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sg_st_file f;
+    int rc = sg_st_open(path, &f, err);
+    if (rc < 0)
+        return rc;
+    rc = sg_train_state_alloc(out, m, err);
+    if (rc == SG_OK)
+        rc = parse_state_meta(path, &f, m, out, err);
+
+    /* Every moment: present, F32, the parameter's shape. */
+    name_list missing = {{0}, 0}, extra = {{0}, 0};
+    char nm[STATE_NAME_MAX];
+    for (int i = 0; i < out->ntensors && rc == SG_OK; i++)
+        for (int k = 0; k < 2 && rc == SG_OK; k++) {
+            snprintf(nm, sizeof nm, "%s.%s", out->info[i].name, k ? "exp_avg_sq" : "exp_avg");
+            const sg_st_tensor *t = sg_st_find(&f, nm);
+            if (!t)
+                list_add(&missing, nm);
+            else if (!same_shape(t, &out->info[i]))
+                rc = shape_error(path, nm, t, &out->info[i], err);
+            else if (t->dtype != SG_DTYPE_F32)
+                rc = sg_error_set(err, SG_EINVAL,
+                                  "%s: %s: dtype %s, expected F32 (Adam moments are fp32)", path,
+                                  nm, sg_st_dtype_name(t->dtype));
+        }
+    if (rc == SG_OK && missing.count) {
+        list_finish(&missing);
+        rc = sg_error_set(err, SG_EINVAL, "%s: %d optimizer tensor%s of model %s missing: %s",
+                          path, missing.count, missing.count > 1 ? "s" : "", m->name,
+                          missing.text);
+    }
+    /* Unknown tensors: each must be "<model tensor>.exp_avg[_sq]". */
+    const char **names = rc == SG_OK ? sorted_names(out->info, out->ntensors) : NULL;
+    if (rc == SG_OK && !names)
+        rc = sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
+    for (int i = 0; i < f.ntensors && rc == SG_OK; i++) {
+        const char *tn = f.tensors[i].name;
+        size_t len = strlen(tn);
+        int known = 0;
+        const char *suffixes[2] = {".exp_avg", ".exp_avg_sq"};
+        for (int k = 0; k < 2 && !known; k++) {
+            size_t sl = strlen(suffixes[k]);
+            if (len > sl && len - sl < sizeof nm && strcmp(tn + len - sl, suffixes[k]) == 0) {
+                memcpy(nm, tn, len - sl);
+                nm[len - sl] = '\0';
+                known = in_sorted(names, out->ntensors, nm);
+            }
+        }
+        if (!known)
+            list_add(&extra, tn);
+    }
+    free(names);
+    if (rc == SG_OK && extra.count) {
+        list_finish(&extra);
+        rc = sg_error_set(err, SG_EINVAL, "%s: %d tensor%s not in the optimizer state of model "
+                          "%s: %s", path, extra.count, extra.count > 1 ? "s" : "", m->name,
+                          extra.text);
+    }
+
+    for (int i = 0; i < out->ntensors && rc == SG_OK; i++)
+        for (int k = 0; k < 2 && rc == SG_OK; k++) {
+            snprintf(nm, sizeof nm, "%s.%s", out->info[i].name, k ? "exp_avg_sq" : "exp_avg");
+            const sg_st_tensor *t = sg_st_find(&f, nm);
+            float *dst = k ? out->exp_avg_sq[i] : out->exp_avg[i];
+            sg_st_read_f32(t, dst);
+            rc = check_finite(path, nm, dst, t->numel, k, err);
+        }
+    sg_st_close(&f);
+    if (rc < 0)
+        sg_train_state_free(out);
+    return rc;
+}

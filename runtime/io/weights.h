@@ -1,0 +1,108 @@
+/* weights.h - a model's parameters in fp32, their initialisation, and the
+ * weights and training-state files (safetensors).
+ *
+ * Tensors are those of models/model.h (sg_model_unit_tensors), unit by unit
+ * in packing order, with their Hugging Face names and shapes, so a weights
+ * file is what transformers' save_pretrained writes for the same
+ * architecture (tied models have no lm_head.weight) and loads with
+ * from_pretrained.
+ *
+ * Checkpoint = two files written next to each other, each atomically:
+ *   model.safetensors   the weights (F32 or BF16), metadata "format": "pt"
+ *                       plus what the caller adds (e.g. "step")
+ *   state.safetensors   Adam moments "<name>.exp_avg", "<name>.exp_avg_sq"
+ *                       (F32, the parameter's shape) and the metadata needed
+ *                       to resume exactly: step, loss scale, data position,
+ *                       RNG state, config hash, model name.
+ * A failed save leaves the previous file untouched. The trainer should put
+ * the same "step" in both and compare them on resume (sg_st_read_meta): the
+ * two renames are not one atomic operation.
+ */
+#ifndef SG_WEIGHTS_H
+#define SG_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "common/error.h"
+#include "models/model.h"
+#include "runtime/config/config.h"       /* sg_config_warnings */
+#include "runtime/io/data_loader.h"  /* sg_data_pos */
+#include "runtime/io/safetensors.h"
+
+/* Hugging Face Llama's initializer_range. */
+#define SG_INIT_STD 0.02
+
+typedef struct sg_weights {
+    int ntensors;
+    sg_tensor_info *info;     /* (ntensors) names and shapes, units in order */
+    int *unit;                /* (ntensors) graph unit of each tensor */
+    float **data;             /* data[i]: info[i].numel floats, 64-byte aligned */
+    float *block;             /* one allocation holding every tensor */
+    int64_t numel;            /* total floats */
+} sg_weights;
+
+/* Allocates zeroed fp32 tensors for every parameter of the model. */
+int sg_weights_alloc(sg_weights *w, const sg_model *m, sg_error *err);
+void sg_weights_free(sg_weights *w);
+
+/* Index of the tensor named name, or -1. */
+int sg_weights_find(const sg_weights *w, const char *name);
+
+/* Deterministic initialisation, as Hugging Face Llama's _init_weights:
+ * normal(0, std) for linear, embedding, router, expert and sink tensors,
+ * ones for norm weights ("...norm.weight"), zeros for biases. Element k of
+ * tensor NAME is a function of (seed, NAME, k) only, so the result does not
+ * depend on the order tensors are initialised in or on threads. */
+void sg_weights_init(sg_weights *w, uint64_t seed, double std);
+
+/* Writes every tensor as dtype (F32, BF16 or F16; fp32 values are rounded to
+ * nearest even). meta: extra __metadata__ pairs; "format": "pt" is added
+ * unless given. Atomic. */
+int sg_weights_save(const sg_weights *w, const char *path, sg_st_dtype dtype,
+                    const sg_st_meta *meta, int nmeta, sg_error *err);
+
+/* Loads a weights file written for model m into out (allocated here; freed
+ * with sg_weights_free, also left empty on error). Every tensor of the
+ * model must be present with its shape, F32/BF16/F16 (converted to fp32),
+ * finite; a tensor the model does not have is an error listing them, except
+ * lm_head.weight in a model with tied embeddings, which is ignored with a
+ * warning in warn (may be NULL). */
+int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
+                    sg_config_warnings *warn, sg_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Training state                                                            */
+
+#define SG_TRAIN_STATE_VERSION 1
+
+typedef struct sg_train_state {
+    int ntensors;
+    sg_tensor_info *info;     /* same order as sg_weights */
+    float **exp_avg;          /* Adam first moment, info[i].numel floats */
+    float **exp_avg_sq;       /* Adam second moment */
+    float *block;
+    int64_t step;             /* training steps done (skipped fp16 steps included) */
+    int64_t adam_step;        /* Adam updates applied (bias correction, lr schedule) */
+    double loss_scale;        /* fp16 dynamic loss scale (1 without) */
+    sg_data_pos data;         /* position of the next batch */
+    uint64_t rng[4];          /* the trainer's RNG state (dropout, ...) */
+    uint64_t config_hash;     /* of the run's config, to refuse another */
+} sg_train_state;
+
+/* Zeroed moments for every parameter of m; step 0, loss_scale 1. */
+int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err);
+void sg_train_state_free(sg_train_state *s);
+
+/* Atomic. model_name goes into the metadata and is checked on load. */
+int sg_train_state_save(const sg_train_state *s, const char *path,
+                        const char *model_name, sg_error *err);
+
+/* Loads and checks a state file against model m: every moment present as
+ * F32 with its parameter's shape (an error names the tensor), no unknown
+ * tensor, finite values, exp_avg_sq >= 0, every metadata field present and
+ * well-formed (an error names the key and the value), model name equal to
+ * m->name. The caller compares config_hash and step with its own. */
+int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out,
+                        sg_error *err);
+
+#endif /* SG_WEIGHTS_H */

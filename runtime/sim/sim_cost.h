@@ -1,0 +1,41 @@
+/* sim_cost.h - how long a graph node takes on one simulated worker.
+ *
+ * The roofline estimate for machines that were never measured: a node's time
+ * on one worker is the larger of its FLOPs over the worker's peak and its
+ * bytes over the worker's memory bandwidth, each derated by the efficiency
+ * the machine model states for the node's op class. A GPU worker is the
+ * whole GPU; a CPU worker is one core, whose bandwidth is the machine's
+ * memory bandwidth shared by the CPU tasks expected to stream at once
+ * (capped by what one core can draw alone, cpu.core_bw_gbs).
+ *
+ * Host/device copy nodes run where their destination is and StarPU moves
+ * their source over the modelled link (sim_platform.h), so their own time is
+ * only the link latency. Collectives at data-parallel size 1 are local
+ * copies; above, they add the ring traffic over the GPU-GPU link.
+ * SuperOffload's validation costs its keep path (it reads the norm); the
+ * rare rollback and redo is not modelled.
+ */
+#ifndef SG_SIM_COST_H
+#define SG_SIM_COST_H
+
+#include "graph/ir.h"
+#include "runtime/config/machine.h"
+
+typedef enum sg_sim_arch { SG_SIM_CPU, SG_SIM_GPU } sg_sim_arch;
+
+typedef struct sg_sim_costs {
+    const sg_machine *machine;
+    sg_dtype compute;            /* the GPU peak used for GEMM-class nodes */
+    int dp_size;
+    double cpu_core_bw;          /* B/s one CPU worker gets (see above) */
+} sg_sim_costs;
+
+/* cpu_streams: how many CPU tasks are expected to stream memory at once
+ * (the caller passes min(CPU optimizer tasks of a step, CPU workers)). */
+void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, int dp_size,
+                       int cpu_streams);
+
+/* Seconds node nd takes on one worker of architecture a. */
+double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a);
+
+#endif /* SG_SIM_COST_H */

@@ -1,0 +1,245 @@
+/* sim_exec.c - one step graph simulated by StarPU-SimGrid (sim_exec.h). */
+#include "runtime/sim/sim_exec.h"
+
+#include <math.h>
+#include "runtime/exec/starpu_include.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/exec/lower.h"
+#include "runtime/sim/sim_cost.h"
+#include "runtime/exec/starpu_setup.h"
+#include "runtime/trace/step_trace.h"
+
+/* Tasks' cl_args are the lowering's sg_task_ctx (lower.h), whose shared
+ * state is the first member of sim_state: the cost function finds the
+ * machine's costs through it. */
+typedef struct sim_state {
+    sg_exec_shared shared;        /* first: cl_arg->shared points here */
+    const sg_graph *graph;
+    const sg_machine *machine;
+    sg_sim_costs costs;
+    struct starpu_perfmodel models[SG_OP_KIND_COUNT];
+    struct starpu_codelet codelets[SG_OP_KIND_COUNT];
+    void *codelet_ptrs[SG_OP_KIND_COUNT];
+    char symbols[SG_OP_KIND_COUNT][48];
+    sg_lowering low;
+    int ncuda;
+} sim_state;
+
+/* SimGrid accounts for a task's time from its performance model and never
+ * calls its functions. */
+static void never_runs(void *buffers[], void *arg)
+{
+    (void)buffers;
+    (void)arg;
+}
+
+static double roofline_us(struct starpu_task *task, struct starpu_perfmodel_arch *arch,
+                          unsigned nimpl)
+{
+    (void)nimpl;
+    const sg_task_ctx *c = task->cl_arg;
+    const sim_state *st = (const sim_state *)c->shared;
+    sg_sim_arch a = arch->devices[0].type == STARPU_CUDA_WORKER ? SG_SIM_GPU : SG_SIM_CPU;
+    return 1e6 * sg_sim_node_seconds(&st->costs, &st->graph->nodes[c->node], a);
+}
+
+static void init_codelets(sim_state *st, int calibrated)
+{
+    for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
+        struct starpu_perfmodel *pm = &st->models[k];
+        struct starpu_codelet *cl = &st->codelets[k];
+        /* the symbols of the real codelets (codelets/starpu/codelets.c), so
+         * a calibrated machine's history models are found */
+        snprintf(st->symbols[k], sizeof st->symbols[k], "sg_%s", sg_op_kind_name((sg_op_kind)k));
+        memset(pm, 0, sizeof *pm);
+        pm->symbol = st->symbols[k];
+        if (calibrated) {
+            pm->type = STARPU_HISTORY_BASED;
+        } else {
+            pm->type = STARPU_PER_ARCH;
+            pm->arch_cost_function = roofline_us;
+        }
+        starpu_codelet_init(cl);
+        cl->cpu_funcs[0] = never_runs;
+        cl->cuda_funcs[0] = never_runs;
+        cl->cuda_flags[0] = STARPU_CUDA_ASYNC;
+        cl->nbuffers = STARPU_VARIABLE_NBUFFERS;
+        cl->model = pm;
+        cl->name = st->symbols[k];
+        st->codelet_ptrs[k] = cl;
+    }
+}
+
+static int start(sim_state *st, const sg_machine *m, const sg_sim_options *opt, sg_error *err)
+{
+    struct starpu_conf conf;
+    starpu_conf_init(&conf);
+    conf.sched_policy_name = opt->sched;
+    /* one core drives each GPU, as on the real machine */
+    conf.ncuda = m->gpu_count;
+    conf.ncpus = m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count : 1;
+    conf.nopencl = 0;
+    int rc = starpu_init(&conf);
+    if (rc)
+        return sg_error_set(err, SG_EINVAL, "starpu_init (SimGrid) failed (%d)", rc);
+    starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+    st->ncuda = (int)starpu_cuda_worker_get_count();
+    return SG_OK;
+}
+
+static int run_step(sim_state *st, double *seconds, sg_error *err)
+{
+    double t0 = starpu_timing_now();
+    int rc = sg_lower_submit_step(&st->low, err);
+    int wait_rc = starpu_task_wait_for_all();
+    *seconds = (starpu_timing_now() - t0) * 1e-6;
+    if (!rc && wait_rc)
+        rc = sg_error_set(err, SG_EINVAL, "starpu_task_wait_for_all failed (%d)", wait_rc);
+    return rc;
+}
+
+static void reset_bus_counters(void)
+{
+    for (int b = 0; b < starpu_bus_get_count(); b++)
+        starpu_bus_get_profiling_info(b, NULL);
+}
+
+static void read_links(const sim_state *st, sg_sim_result *res)
+{
+    const sg_machine *m = st->machine;
+    for (int b = 0; b < starpu_bus_get_count(); b++) {
+        struct starpu_profiling_bus_info info;
+        starpu_bus_get_profiling_info(b, &info);
+        int src = starpu_bus_get_src(b), dst = starpu_bus_get_dst(b);
+        int src_gpu = starpu_node_get_kind((unsigned)src) == STARPU_CUDA_RAM;
+        int dst_gpu = starpu_node_get_kind((unsigned)dst) == STARPU_CUDA_RAM;
+        sg_link_dir l = src_gpu && dst_gpu ? SG_LINK_NET
+                        : dst_gpu          ? SG_LINK_H2D
+                        : src_gpu          ? SG_LINK_D2H : SG_LINK_NONE;
+        if (l == SG_LINK_NONE)
+            continue;
+        double gbs = l == SG_LINK_H2D ? m->h2d_gbs : l == SG_LINK_D2H ? m->d2h_gbs : m->gpu_gpu_gbs;
+        res->link_bytes[l] += (int64_t)info.transferred_bytes;
+        res->link_transfers[l] += info.transfer_count;
+        res->link_s[l] += (double)info.transferred_bytes / (gbs * 1e9) +
+                          info.transfer_count * m->latency_us * 1e-6;
+    }
+}
+
+/* Copy nodes: when their source crossed the link, estimated as the bytes
+ * they read from the other side's memory at the link's bandwidth, ending as
+ * the task starts (StarPU fetches a task's data just before it runs unless
+ * it prefetched earlier). */
+static void link_spans(const sim_state *st, sg_task_record *spans)
+{
+    const sg_graph *g = st->graph;
+    const sg_machine *m = st->machine;
+    for (int i = 0; i < g->nnodes; i++) {
+        const sg_node *nd = &g->nodes[i];
+        const sg_task_record *r = &st->low.records[i];
+        spans[i].worker = -1;
+        if (!st->ncuda || r->worker < 0 || (nd->kind != SG_OP_D2H && nd->kind != SG_OP_H2D))
+            continue;
+        sg_mem_space from = nd->kind == SG_OP_D2H ? SG_MEM_GPU : SG_MEM_HOST;
+        double bytes = 0;
+        for (int a = 0; a < nd->naccess; a++)
+            if ((nd->access[a].mode & SG_R) && g->buffers[nd->access[a].buffer].space == from)
+                bytes += (double)g->buffers[nd->access[a].buffer].bytes;
+        double gbs = nd->kind == SG_OP_D2H ? m->d2h_gbs : m->h2d_gbs;
+        double us = m->latency_us + bytes / (gbs * 1e3);
+        spans[i] = (sg_task_record){r->worker, r->start_us - us, r->start_us};
+    }
+}
+
+static int write_trace(const sim_state *st, const char *path, double t0_us, sg_error *err)
+{
+    int nw = (int)starpu_worker_get_count();
+    char (*names)[64] = calloc((size_t)nw, sizeof *names);
+    const char **ptrs = calloc((size_t)nw, sizeof *ptrs);
+    sg_task_record *spans = calloc((size_t)(st->graph->nnodes + 1), sizeof *spans);
+    int rc = (!names || !ptrs || !spans) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    for (int w = 0; w < nw && !rc; w++) {
+        starpu_worker_get_name(w, names[w], sizeof names[w]);
+        ptrs[w] = names[w];
+    }
+    if (!rc) {
+        link_spans(st, spans);
+        sg_step_view v = {.graph = st->graph, .records = st->low.records, .nworkers = nw,
+                          .worker_names = ptrs, .t0_us = t0_us, .link_spans = spans};
+        rc = sg_step_trace_write(&v, path, err);
+    }
+    free(names);
+    free(ptrs);
+    free(spans);
+    return rc;
+}
+
+/* CPU tasks expected to stream memory at once: the CPU optimizer tasks of a
+ * step, at most one per CPU worker that may run them. */
+static int cpu_streams(const sg_graph *g, const sg_machine *m, double share)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        n += g->nodes[i].kind == SG_OP_ADAM_CPU;
+    int workers = m->cpu_cores - m->gpu_count;
+    if (share > 0 && (int)floor(share * workers + 1e-9) >= 1)
+        workers = (int)floor(share * workers + 1e-9);
+    return n < workers ? n : workers;
+}
+
+int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
+               const sg_sim_options *opt, sg_sim_result *res, sg_error *err)
+{
+    memset(res, 0, sizeof *res);
+    sim_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    st->graph = g;
+    st->machine = m;
+    sg_sim_costs_init(&st->costs, m, spec->compute_dtype, (int)spec->dp_size,
+                      cpu_streams(g, m, opt->optimizer_cores_share));
+    st->shared.spec = spec;
+    st->shared.graph = g;
+    init_codelets(st, m->calibration_dir[0] != '\0');
+    int rc = sg_starpu_check_policy(opt->sched, err);
+    int started = 0;
+    if (!rc && !(rc = start(st, m, opt, err)))
+        started = 1;
+    if (!rc) {
+        sg_lower_target target = {
+            .codelets = st->codelet_ptrs,
+            .memory = SG_LOWER_MEMORY_SIMULATED,
+            .have_cuda = st->ncuda > 0,
+            .priorities = opt->priorities,
+            .sched = opt->sched,
+            .optimizer_share = opt->optimizer_cores_share,
+        };
+        rc = sg_lower_init(&st->low, g, &st->shared, &target, err);
+    }
+    double t0 = 0;
+    for (int s = 0; s < opt->steps && !rc; s++) {
+        if (s == opt->steps - 1) {
+            reset_bus_counters();
+            t0 = starpu_timing_now();
+        }
+        rc = run_step(st, &res->step_s, err);
+    }
+    if (!rc) {
+        res->ncpu = (int)starpu_cpu_worker_get_count();
+        res->ncuda = st->ncuda;
+        read_links(st, res);
+        if (sg_starpu_overlap(st->graph, st->low.records, &res->stats))
+            rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    }
+    if (!rc && opt->trace_path)
+        rc = write_trace(st, opt->trace_path, t0, err);
+    if (started) {
+        sg_lower_free(&st->low);
+        starpu_shutdown();
+    }
+    free(st);
+    return rc;
+}

@@ -1,0 +1,50 @@
+/* sim_exec.h - the step graph on StarPU's SimGrid flavour (stepgraph-sim).
+ *
+ * The same lowering as a real run (exec.h): one handle per IR buffer, one
+ * task per node, inserted in program order with the node's accesses, name
+ * and priority, under the same policy and cpuadam_cores_perc contexts. What
+ * differs: nothing executes. Each kind's codelet has CPU and CUDA entry
+ * points that SimGrid never calls, and a performance model that says how
+ * long a task takes: the roofline cost (sim_cost.h) for modelled machines,
+ * or the history StarPU recorded on a calibrated one. Buffers that live
+ * across steps are registered at their home memory (host or GPU) without
+ * data; StarPU moves data between memories over the simulated links exactly
+ * as it would for real, so transfers, their contention and the GPU memory
+ * size are StarPU's and SimGrid's, not ours.
+ *
+ * Built only against StarPU configured with --enable-simgrid.
+ */
+#ifndef SG_SIM_EXEC_H
+#define SG_SIM_EXEC_H
+
+#include <stdint.h>
+
+#include "graph/compile.h"
+#include "common/error.h"
+#include "runtime/config/machine.h"
+#include "runtime/trace/overlap.h"
+
+typedef struct sg_sim_options {
+    const char *sched;
+    int priorities;               /* pass bottom levels as StarPU priorities */
+    int steps;                    /* simulated steps; the last one is reported */
+    double optimizer_cores_share; /* cpuadam_cores_perc (0 = one context) */
+    const char *trace_path;       /* Chrome trace of the last step, or NULL */
+} sg_sim_options;
+
+typedef struct sg_sim_result {
+    double step_s;                /* the last step, simulated seconds */
+    sg_overlap stats;
+    int ncpu, ncuda;              /* simulated workers */
+    int64_t link_bytes[SG_LINK_COUNT];
+    int64_t link_transfers[SG_LINK_COUNT];
+    double link_s[SG_LINK_COUNT]; /* bytes at the link's bandwidth + latency per transfer */
+} sg_sim_result;
+
+/* StarPU must not be started. Starts it (SimGrid reads the platform of
+ * $STARPU_HOSTNAME under $STARPU_PERF_MODEL_DIR, set by the caller), runs
+ * the steps and shuts it down. */
+int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
+               const sg_sim_options *opt, sg_sim_result *res, sg_error *err);
+
+#endif /* SG_SIM_EXEC_H */

@@ -1,0 +1,42 @@
+/* sim_fit.c - peak memory against the machine's capacities (sim_fit.h). */
+#include "runtime/sim/sim_fit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/analysis.h"
+
+int sg_sim_check_fit(const sg_graph *g, const sg_machine *m, sg_sim_fit *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t peak[SG_MEM_COUNT], persistent[SG_MEM_COUNT];
+    if (sg_graph_peak_memory(g, peak, persistent))
+        return SG_ENOMEM;
+    out->gpu_bytes = (double)peak[SG_MEM_GPU];
+    out->host_bytes = (double)peak[SG_MEM_HOST];
+    out->host_capacity = m->cpu_memory_gb * 1e9;
+    out->gpu_capacity = m->unified_memory ? out->host_capacity : m->gpu_memory_gb * 1e9;
+    out->fits = 1;
+    const double gb = 1e9;
+    if (m->gpu_count == 0 || m->unified_memory) {
+        double all = out->gpu_bytes + out->host_bytes;
+        if (all > out->host_capacity) {
+            out->fits = 0;
+            snprintf(out->why, sizeof out->why,
+                     "needs %.1f GB (GPU-side %.1f + host %.1f) in %s's %.1f GB of %s memory",
+                     all / gb, out->gpu_bytes / gb, out->host_bytes / gb, m->name,
+                     out->host_capacity / gb, m->unified_memory ? "unified" : "host");
+        }
+        return SG_OK;
+    }
+    if (out->gpu_bytes > out->gpu_capacity) {
+        out->fits = 0;
+        snprintf(out->why, sizeof out->why, "GPU peak %.1f GB > %.1f GB of GPU memory on %s",
+                 out->gpu_bytes / gb, out->gpu_capacity / gb, m->name);
+    } else if (out->host_bytes > out->host_capacity) {
+        out->fits = 0;
+        snprintf(out->why, sizeof out->why, "host peak %.1f GB > %.1f GB of host memory on %s",
+                 out->host_bytes / gb, out->host_capacity / gb, m->name);
+    }
+    return SG_OK;
+}

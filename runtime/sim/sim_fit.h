@@ -1,0 +1,22 @@
+/* sim_fit.h - does a step fit the machine's memory? The step's peak bytes
+ * per memory (graph analysis, nodes in program order) against the machine
+ * model's capacities: GPU memory and host memory, or one capacity for both
+ * on a unified-memory machine (MI300A); on a machine without GPU, every
+ * buffer is in host memory. */
+#ifndef SG_SIM_FIT_H
+#define SG_SIM_FIT_H
+
+#include "graph/ir.h"
+#include "runtime/config/machine.h"
+
+typedef struct sg_sim_fit {
+    int fits;
+    double gpu_bytes, host_bytes;          /* the step's peaks */
+    double gpu_capacity, host_capacity;    /* bytes; unified: both the one capacity */
+    char why[256];                         /* when it does not fit: the numbers */
+} sg_sim_fit;
+
+/* Returns 0 or SG_ENOMEM. */
+int sg_sim_check_fit(const sg_graph *g, const sg_machine *m, sg_sim_fit *out);
+
+#endif /* SG_SIM_FIT_H */

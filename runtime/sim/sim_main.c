@@ -1,0 +1,155 @@
+/* sim_main.c - stepgraph-sim: one simulation, run by `stepgraph simulate`
+ * and `stepgraph tune` (sim_client.h) with the SimGrid platform already
+ * written and STARPU_PERF_MODEL_DIR / STARPU_HOSTNAME set. It must be its
+ * own program: SimGrid loads the platform before main() and StarPU renames
+ * this file's main() to starpu_main() to run it as a simulated process.
+ *
+ *   stepgraph-sim CONFIG --machine PATH --sched NAME --result PATH
+ *                 [--steps N] [--no-priorities] [--trace PATH]
+ *                 [--set KEY=VALUE]... [run options]
+ *
+ * Writes one JSON object to --result (atomically); exits 1 with a one-line
+ * message on stderr on failure.
+ */
+#include <math.h>
+#include "runtime/exec/starpu_include.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/analysis.h"
+#include "common/atomic_file.h"
+#include "runtime/cli/cli.h"
+#include "runtime/config/machine.h"
+#include "runtime/sim/sim_exec.h"
+#include "runtime/train/step_log.h"
+#include "runtime/config/step_spec.h"
+
+typedef struct sim_args {
+    const char *machine, *sched, *result, *trace, *steps;
+    int no_priorities;
+} sim_args;
+
+static double step_tflops(const sg_model *m, const sg_step_spec *s, double seconds)
+{
+    if (m->num_experts > 0)
+        return NAN;
+    /* per rank: the batch this rank's GPU processes */
+    return sg_step_tflops(m->num_layers, m->hidden_size, m->vocab_size,
+                          s->micro_batch * s->grad_accum, s->seq_len,
+                          s->activation_checkpointing, seconds);
+}
+
+static void num(FILE *f, const char *key, double v, int comma)
+{
+    if (isfinite(v))
+        fprintf(f, "\"%s\":%.9g%s", key, v, comma ? "," : "");
+    else
+        fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
+}
+
+static int write_result(const char *path, const sim_args *a, const sg_machine *m,
+                        const sg_model *model, const sg_step_spec *spec,
+                        const sg_sim_result *r, sg_error *err)
+{
+    sg_atomic_file af;
+    int rc = sg_atomic_open(&af, path, err);
+    if (rc)
+        return rc;
+    FILE *f = af.fp;
+    fprintf(f, "{\"status\":\"ok\",\"machine\":\"%s\",\"sched\":\"%s\",\"priorities\":%s,",
+            m->name, a->sched, a->no_priorities ? "false" : "true");
+    fprintf(f, "\"calibrated\":%s,\"ncpu\":%d,\"ncuda\":%d,", m->calibration_dir[0] ? "true" : "false",
+            r->ncpu, r->ncuda);
+    num(f, "step_s", r->step_s, 1);
+    num(f, "tflops", step_tflops(model, spec, r->step_s), 1);
+    num(f, "gpu_busy", r->stats.gpu_busy, 1);
+    num(f, "adam_cpu_s", r->stats.adam_cpu_s, 1);
+    num(f, "adam_hidden", r->stats.adam_cpu_s > 0 ? r->stats.adam_hidden : NAN, 1);
+    fprintf(f, "\"busy_s\":{");
+    for (int d = 0; d < SG_DEV_COUNT; d++) {
+        num(f, sg_device_class_name((sg_device_class)d), r->stats.busy_s[d], d + 1 < SG_DEV_COUNT);
+    }
+    fprintf(f, "},\"links\":{");
+    for (int l = SG_LINK_H2D; l < SG_LINK_COUNT; l++)
+        fprintf(f, "\"%s\":{\"bytes\":%lld,\"transfers\":%lld,\"seconds\":%.9g}%s",
+                sg_link_dir_name((sg_link_dir)l), (long long)r->link_bytes[l],
+                (long long)r->link_transfers[l], r->link_s[l], l + 1 < SG_LINK_COUNT ? "," : "");
+    fprintf(f, "}}\n");
+    if (ferror(f)) {
+        sg_atomic_abort(&af);
+        return sg_error_set(err, SG_EIO, "%s: write failed", path);
+    }
+    return sg_atomic_commit(&af, err);
+}
+
+static int simulate(int argc, char **argv, sg_error *err)
+{
+    sim_args a = {.sched = NULL, .steps = "2"};
+    sg_cli_opt opts[] = {
+        {"machine", NULL, &a.machine, NULL}, {"sched", NULL, &a.sched, NULL},
+        {"result", NULL, &a.result, NULL},   {"trace", NULL, &a.trace, NULL},
+        {"steps", NULL, &a.steps, NULL},     {"no-priorities", NULL, NULL, &a.no_priorities},
+    };
+    sg_config *cfg = calloc(1, sizeof *cfg);
+    sg_model *model = calloc(1, sizeof *model);
+    sg_machine *m = calloc(1, sizeof *m);
+    sg_graph g;
+    sg_graph_init(&g);
+    int rc = (!cfg || !model || !m) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    if (!rc)
+        rc = sg_cli_load_config(argc, argv, opts, 6, cfg, err);
+    if (!rc && (!a.machine || !a.result))
+        rc = sg_error_set(err, SG_EINVAL, "stepgraph-sim needs --machine PATH and --result PATH");
+    char *end;
+    long steps = strtol(a.steps, &end, 10);
+    if (!rc && (*end || steps < 1 || steps > 100))
+        rc = sg_error_set(err, SG_EINVAL, "--steps %s: expected 1 to 100", a.steps);
+    if (!rc)
+        rc = sg_machine_load(a.machine, m, err);
+    if (!rc)
+        rc = sg_compile_from_config(cfg, model, &g, err);
+    sg_step_spec spec;
+    if (!rc) {
+        sg_step_spec_from_config(cfg, &spec);
+        /* the bottom levels `stepgraph run` uses on a machine without GPU
+         * (train.c), so that a calibrated CPU machine is simulated with the
+         * priorities it was measured with */
+        sg_cost_model cm;
+        if (m->gpu_count > 0)
+            sg_machine_cost_model(m, spec.compute_dtype, &cm);
+        else
+            sg_cost_model_gh200(&cm);
+        if (!a.no_priorities && sg_graph_set_priorities(&g, &cm))
+            rc = sg_error_set(err, SG_ENOMEM, "out of memory computing priorities");
+    }
+    if (!a.sched && cfg)
+        a.sched = cfg->run.sched;
+    sg_sim_result res;
+    if (!rc) {
+        sg_sim_options so = {.sched = a.sched, .priorities = !a.no_priorities, .steps = (int)steps,
+                             .optimizer_cores_share =
+                                 spec.offload_optimizer && cfg->ds.zero.offload_optimizer.super_offload
+                                     ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0,
+                             .trace_path = a.trace};
+        rc = sg_sim_run(m, &spec, &g, &so, &res, err);
+    }
+    if (!rc)
+        rc = write_result(a.result, &a, m, model, &spec, &res, err);
+    sg_graph_free(&g);
+    free(model);
+    free(cfg);
+    free(m);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    sg_error err = {0};
+    int rc = simulate(argc - 1, argv + 1, &err);
+    if (rc) {
+        fprintf(stderr, "stepgraph-sim: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* step_trace.c - Chrome trace of one step's records (step_trace.h). */
+#include "runtime/trace/step_trace.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "runtime/trace/trace.h"
+
+/* The record drawn for node i, and its lane: workers 0..W-1, then one lane
+ * per link direction. */
+static const sg_task_record *drawn(const sg_step_view *v, int i, int *lane)
+{
+    const sg_node *nd = &v->graph->nodes[i];
+    if (nd->device == SG_DEV_LINK) {
+        *lane = v->nworkers + (int)nd->link;
+        if (v->link_spans && v->link_spans[i].worker >= 0)
+            return &v->link_spans[i];
+    } else {
+        *lane = v->records[i].worker;
+    }
+    return &v->records[i];
+}
+
+static int write_lanes(sg_trace *t, const sg_step_view *v)
+{
+    int rc = SG_OK;
+    char label[80];
+    for (int w = 0; w < v->nworkers && !rc; w++)
+        rc = sg_trace_lane(t, w, v->worker_names[w], w);
+    for (int l = SG_LINK_H2D; l < SG_LINK_COUNT && !rc; l++) {
+        snprintf(label, sizeof label, "link %s", sg_link_dir_name((sg_link_dir)l));
+        rc = sg_trace_lane(t, v->nworkers + l, label, v->nworkers + l);
+    }
+    return rc;
+}
+
+static int write_event(sg_trace *t, const sg_step_view *v, int i)
+{
+    const sg_node *nd = &v->graph->nodes[i];
+    int lane, w = v->records[i].worker;
+    const sg_task_record *r = drawn(v, i, &lane);
+    char args[512];
+    snprintf(args, sizeof args,
+             "{\"node\":%d,\"kind\":\"%s\",\"layer\":%d,\"micro_step\":%d,\"subgroup\":%d,"
+             "\"device_class\":\"%s\",\"worker\":\"%s\",\"flops\":%.0f,\"bytes_read\":%lld,"
+             "\"bytes_written\":%lld}",
+             i, sg_op_kind_name(nd->kind), nd->layer, nd->micro_step, nd->subgroup,
+             sg_device_class_name(nd->device), w >= 0 && w < v->nworkers ? v->worker_names[w] : "?",
+             nd->flops, (long long)nd->bytes_read, (long long)nd->bytes_written);
+    return sg_trace_event(t, lane, nd->name, sg_op_kind_name(nd->kind), r->start_us - v->t0_us,
+                          r->end_us - r->start_us, args);
+}
+
+int sg_step_trace_write(const sg_step_view *v, const char *path, sg_error *err)
+{
+    const sg_graph *g = v->graph;
+    sg_trace t;
+    int rc = sg_trace_open(&t, path, err);
+    if (rc)
+        return rc;
+    rc = write_lanes(&t, v);
+    for (int i = 0; i < g->nnodes && !rc; i++)
+        if (v->records[i].worker >= 0)
+            rc = write_event(&t, v, i);
+    /* one arrow per dependency, from inside the producer to inside the consumer */
+    for (int e = 0; e < g->nedges && !rc; e++) {
+        int la, lb;
+        if (v->records[g->edges[e].from].worker < 0 || v->records[g->edges[e].to].worker < 0)
+            continue;
+        const sg_task_record *a = drawn(v, g->edges[e].from, &la);
+        const sg_task_record *b = drawn(v, g->edges[e].to, &lb);
+        double from = fmax(a->start_us, a->end_us - 0.001) - v->t0_us;
+        double to = fmin(b->end_us, b->start_us + 0.001) - v->t0_us;
+        rc = sg_trace_flow(&t, e, la, from, lb, to);
+    }
+    if (rc) {
+        sg_trace_abort(&t);
+        return sg_error_set(err, rc, "%s: cannot write the trace", path);
+    }
+    return sg_trace_close(&t, err);
+}

@@ -1,0 +1,27 @@
+/* step_trace.h - one step's task records as a Chrome trace: one lane per
+ * worker and per link direction, each task named after its graph node with
+ * its layer, kind, micro-step, sub-group and worker in its args, and a flow
+ * arrow per dependency. Pure C: real runs (timeline.h) and simulations
+ * (stepgraph-sim) both write through it, so the two files look alike. */
+#ifndef SG_STEP_TRACE_H
+#define SG_STEP_TRACE_H
+
+#include "codelets/starpu/task_ctx.h"
+#include "common/error.h"
+#include "graph/ir.h"
+
+typedef struct sg_step_view {
+    const sg_graph *graph;
+    const sg_task_record *records;     /* per node; worker -1 = did not run */
+    int nworkers;
+    const char *const *worker_names;   /* nworkers names ("CPU 0", "CUDA 0") */
+    double t0_us;                      /* step start on the records' clock */
+    /* optional, per node: when the data a copy node moves crossed its link
+     * (simulations draw these on the link lanes instead of the task) */
+    const sg_task_record *link_spans;
+} sg_step_view;
+
+/* Writes the step (atomically). */
+int sg_step_trace_write(const sg_step_view *v, const char *path, sg_error *err);
+
+#endif /* SG_STEP_TRACE_H */

@@ -1,0 +1,50 @@
+/* timeline.c - phase times and Chrome traces of a step (timeline.h). */
+#include "runtime/trace/timeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/trace/step_trace.h"
+
+static double *phase_of(const sg_node *nd, sg_phase_times *p)
+{
+    if (nd->device == SG_DEV_LINK)
+        return &p->transfer_s;
+    switch (nd->kind) {
+    case SG_OP_FORWARD:
+        return &p->forward_s;
+    case SG_OP_BACKWARD:
+    case SG_OP_RECOMPUTE:
+        return &p->backward_s;
+    default:
+        return &p->optimizer_s;
+    }
+}
+
+void sg_timeline_phases(const sg_exec *x, sg_phase_times *out)
+{
+    memset(out, 0, sizeof *out);
+    const sg_graph *g = x->graph;
+    for (int i = 0; i < g->nnodes; i++) {
+        const sg_task_record *r = &x->low.records[i];
+        if (r->worker >= 0)
+            *phase_of(&g->nodes[i], out) += (r->end_us - r->start_us) * 1e-6;
+    }
+}
+
+int sg_timeline_write_trace(const sg_exec *x, const char *path, sg_error *err)
+{
+    int nworkers = sg_exec_worker_count();
+    char (*names)[64] = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *names);
+    const char **ptrs = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *ptrs);
+    int rc = (!names || !ptrs) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    for (int w = 0; w < nworkers && !rc; w++)
+        ptrs[w] = sg_exec_worker_name(w, names[w], sizeof names[w]);
+    sg_step_view v = {.graph = x->graph, .records = x->low.records, .nworkers = nworkers,
+                      .worker_names = ptrs, .t0_us = x->step_start_us};
+    if (!rc)
+        rc = sg_step_trace_write(&v, path, err);
+    free(names);
+    free(ptrs);
+    return rc;
+}

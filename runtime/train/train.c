@@ -1,0 +1,421 @@
+/* train.c - the training loop of `stepgraph run` (train.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "runtime/train/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graph/analysis.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/io/data_loader.h"
+#include "runtime/exec/exec.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/step_log.h"
+#include "runtime/config/step_spec.h"
+#include "runtime/trace/timeline.h"
+
+typedef struct trainer {
+    const sg_config *cfg;
+    sg_model model;
+    sg_step_spec spec;
+    sg_graph graph;
+    sg_weights w;
+    sg_train_state st;
+    int resumed;
+    char data_path[SG_PATH_MAX];
+    sg_data_loader data;
+    int data_open;
+    sg_loss_scaler scaler;
+    sg_exec x;
+    int exec_started;
+    sg_metrics metrics;
+    int metrics_open;
+    int32_t *inputs, *targets;
+    float *losses;
+    sg_step_stats stats;
+    int64_t total_steps;
+    int64_t rollbacks;          /* SuperOffload sub-group steps undone, whole run */
+} trainer;
+
+/* ---- set-up ------------------------------------------------------------------ */
+
+/* Outputs written at the end are checked before training: a run must not
+ * lose its result to a directory that does not exist. */
+static int check_outputs(const sg_run_options *r, sg_error *err)
+{
+    if (r->save[0] && mkdir(r->save, 0777) && errno != EEXIST)
+        return sg_error_set(err, SG_EIO, "save: cannot create %s: %s", r->save, strerror(errno));
+    if (r->trace[0]) {
+        char dir[SG_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", r->trace);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        const char *d = slash ? (dir[0] ? dir : "/") : ".";
+        if (access(d, W_OK))
+            return sg_error_set(err, SG_EIO, "trace: cannot write in %s: %s", d, strerror(errno));
+    }
+    return SG_OK;
+}
+
+/* Graph-aware priorities: each task's bottom level (the longest path from it
+ * to the end of the step on an ideal machine, in microseconds), so that
+ * priority-aware policies (dmdas, prio, heteroprio...) run the critical path
+ * first. Relative sizes matter, not the machine: one GH200's roofline. */
+static int set_priorities(trainer *t, sg_error *err)
+{
+    sg_cost_model cm;
+    sg_cost_model_gh200(&cm);
+    if (sg_graph_set_priorities(&t->graph, &cm))
+        return sg_error_set(err, SG_ENOMEM, "out of memory computing priorities");
+    return SG_OK;
+}
+
+static int setup_graph(trainer *t, sg_error *err)
+{
+    sg_graph_init(&t->graph);
+    int rc = sg_compile_from_config(t->cfg, &t->model, &t->graph, err);
+    if (rc)
+        return rc;
+    sg_step_spec_from_config(t->cfg, &t->spec);
+    if ((rc = sg_unit_check_model(&t->model, err)))
+        return rc;
+    return set_priorities(t, err);
+}
+
+static int setup_weights(trainer *t, sg_error *err)
+{
+    const sg_run_options *r = &t->cfg->run;
+    sg_config_warnings warn = {0};
+    int rc;
+    if (r->load[0]) {
+        rc = sg_checkpoint_load(r->load, &t->model, &t->w, &t->st, &t->resumed, &warn, err);
+        for (int i = 0; i < warn.count; i++)
+            fprintf(stderr, "stepgraph: warning: %s\n", warn.msg[i]);
+        if (rc)
+            return rc;
+        if (t->resumed && t->st.config_hash != sg_config_resume_hash(t->cfg))
+            return sg_error_set(err, SG_EINVAL,
+                                "%s: this checkpoint was written by a run with another model, "
+                                "data, seed, sequence length, batch or precision; resuming "
+                                "exactly needs the same ones (load its model.safetensors to "
+                                "start a new run from its weights)", r->load);
+        return SG_OK;
+    }
+    if ((rc = sg_weights_alloc(&t->w, &t->model, err)) ||
+        (rc = sg_train_state_alloc(&t->st, &t->model, err)))
+        return rc;
+    sg_weights_init(&t->w, (uint64_t)r->seed, SG_INIT_STD);
+    return SG_OK;
+}
+
+static int setup_data(trainer *t, sg_error *err)
+{
+    const sg_run_options *r = &t->cfg->run;
+    int rc;
+    if (r->data[0])
+        snprintf(t->data_path, sizeof t->data_path, "%s", r->data);
+    else if ((rc = sg_data_default_text(t->data_path, sizeof t->data_path, err)))
+        return rc;
+    sg_data_opts o;
+    sg_data_opts_default(&o);
+    o.batch = t->spec.micro_batch;
+    o.seq_len = t->spec.seq_len;
+    o.vocab_size = t->model.vocab_size;
+    o.seed = (uint64_t)r->seed;
+    if ((rc = sg_data_open(&t->data, t->data_path, &o, err)))
+        return rc;
+    t->data_open = 1;
+    if (t->resumed && (rc = sg_data_seek(&t->data, t->st.data, err)))
+        return sg_error_prefix(err, "resuming from %s: ", r->load), rc;
+    size_t n = (size_t)(t->spec.micro_batch * t->spec.seq_len);
+    t->inputs = malloc(n * sizeof(int32_t));
+    t->targets = malloc(n * sizeof(int32_t));
+    t->losses = calloc((size_t)t->spec.grad_accum, sizeof(float));
+    if (!t->inputs || !t->targets || !t->losses)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    /* steps: as asked, else one pass over the data */
+    t->total_steps = r->steps > 0 ? r->steps : r->bench_steps;
+    if (t->total_steps == 0) {
+        int64_t per_step = t->spec.micro_batch * t->spec.grad_accum;
+        t->total_steps = (int64_t)(t->data.nwindows / (uint64_t)per_step);
+        if (t->total_steps < 1)
+            t->total_steps = 1;
+    }
+    return SG_OK;
+}
+
+static int setup_exec(trainer *t, sg_error *err)
+{
+    const sg_config *cfg = t->cfg;
+    sg_loss_scaler_init(&t->scaler, &cfg->ds);
+    if (t->resumed)
+        t->scaler.scale = t->st.loss_scale;
+    sg_exec_options opt = {
+        .sched = cfg->run.sched,
+        .ncpus = (int)cfg->run.ncpus,
+        .ncuda = (int)cfg->run.ncuda,
+        /* one process is rank 0: bind_cores_to_rank takes NUMA node 0 */
+        .numa_node = cfg->run.numa_node >= 0 ? (int)cfg->run.numa_node
+                                             : cfg->run.bind_cores_to_rank ? 0 : -1,
+        /* SuperOffload's key: the share of cores kept for CPU Adam */
+        .optimizer_cores_share = cfg->ds.zero.offload_optimizer.super_offload
+                                     ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
+    };
+    int rc = sg_exec_init(&t->x, &t->model, &t->spec, &t->graph, &opt, err);
+    t->exec_started = 1;
+    if (rc)
+        return rc;
+    t->x.shared.scaler = &t->scaler;
+    return sg_exec_load_state(&t->x, &t->w, &t->st, t->scaler.scale, err);
+}
+
+static void print_header(const trainer *t)
+{
+    const sg_config *cfg = t->cfg;
+    const sg_step_spec *s = &t->spec;
+    int64_t tokens = s->micro_batch * s->grad_accum * s->seq_len;
+    const char *dt = s->compute_dtype == SG_BF16 ? "bf16" : s->compute_dtype == SG_F16 ? "fp16"
+                                                                                      : "fp32";
+    printf("stepgraph run: %s, %lld parameters; sequence %lld, micro batch %lld x %lld "
+           "accumulation = %lld tokens per step\n",
+           t->model.name, (long long)sg_model_total_params(&t->model), (long long)s->seq_len,
+           (long long)s->micro_batch, (long long)s->grad_accum, (long long)tokens);
+    printf("  ZeRO stage %d, %s, optimizer %s%s%s, gradient clipping %g\n", s->zero_stage, dt,
+           s->offload_optimizer ? "offloaded to the CPU" : "with the parameters",
+           s->super_offload ? " (SuperOffload speculation)" : "",
+           s->activation_checkpointing ? ", activation checkpointing" : "", s->gradient_clipping);
+    printf("  StarPU %s: %d workers", cfg->run.sched, sg_exec_worker_count());
+    if (t->x.low.split.reserved)
+        printf(" (%d CPU reserved for the optimizer)", t->x.low.split.reserved);
+    if (t->x.bound_cores)
+        printf(", CPU workers bound to the %d cores of NUMA node %d", t->x.bound_cores,
+               cfg->run.numa_node >= 0 ? (int)cfg->run.numa_node : 0);
+    printf("; graph %d tasks, %d dependencies per step\n", t->graph.nnodes, t->graph.nedges);
+    printf("  data: %s (%llu tokens, %llu windows)\n", t->data_path,
+           (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows);
+    if (cfg->run.load[0])
+        printf("  %s %s at step %lld\n", t->resumed ? "resuming from" : "weights from",
+               cfg->run.load, (long long)t->st.step);
+    else
+        printf("  weights: random, seed %lld\n", (long long)cfg->run.seed);
+    printf("  %lld steps, log every %lld\n", (long long)t->total_steps,
+           (long long)cfg->run.log_interval);
+    fflush(stdout);
+}
+
+/* ---- one step ---------------------------------------------------------------- */
+
+static int feed_batches(trainer *t, sg_error *err)
+{
+    for (int mb = 0; mb < t->spec.grad_accum; mb++) {
+        int rc = sg_data_next(&t->data, t->inputs, t->targets, err);
+        if (rc)
+            return rc;
+        sg_exec_set_tokens(&t->x, mb, t->inputs, t->targets);
+    }
+    return SG_OK;
+}
+
+static void set_step_params(trainer *t)
+{
+    const sg_ds_config *ds = &t->cfg->ds;
+    sg_step_params *p = &t->x.shared.step;
+    p->adam = SG_ADAM_PARAMS_DEFAULT;
+    p->adam.lr = (float)sg_lr_at(ds, t->st.adam_step);
+    p->adam.beta1 = (float)ds->optimizer.beta1;
+    p->adam.beta2 = (float)ds->optimizer.beta2;
+    p->adam.eps = (float)ds->optimizer.eps;
+    p->adam.weight_decay = (float)ds->optimizer.weight_decay;
+    p->adam.adamw_mode = ds->optimizer.adam_w_mode;
+    p->t = t->st.adam_step + 1;
+    p->clip = ds->gradient_clipping;
+}
+
+static double step_tflops(const trainer *t, double seconds)
+{
+    if (t->model.num_experts > 0)
+        return NAN; /* the formula counts dense layers only */
+    const sg_step_spec *s = &t->spec;
+    return sg_step_tflops(t->model.num_layers, t->model.hidden_size, t->model.vocab_size,
+                          s->micro_batch * s->grad_accum * s->dp_size, s->seq_len,
+                          s->activation_checkpointing, seconds);
+}
+
+static int run_step(trainer *t, int64_t i, sg_error *err)
+{
+    const sg_run_options *r = &t->cfg->run;
+    int rc;
+    if ((rc = feed_batches(t, err)))
+        return rc;
+    set_step_params(t);
+    double lr = t->x.shared.step.adam.lr, scale = t->scaler.scale;
+    if ((rc = sg_exec_run_step(&t->x, err)))
+        return rc;
+    int skipped, rollbacks;
+    if (sg_exec_losses(&t->x, t->losses) || sg_exec_step_outcome(&t->x, &skipped, &rollbacks))
+        return sg_error_set(err, SG_EINVAL, "step %lld: cannot read the step's results back "
+                            "from StarPU", (long long)t->st.step + 1);
+    double loss = 0;
+    for (int mb = 0; mb < t->spec.grad_accum; mb++)
+        loss += t->losses[mb];
+    loss /= (double)t->spec.grad_accum;
+    t->rollbacks += rollbacks;
+    t->st.step++;
+    if (!skipped)
+        t->st.adam_step++;
+    double secs = t->x.step_seconds;
+    double tokens = (double)(t->spec.micro_batch * t->spec.grad_accum * t->spec.seq_len);
+    double tflops = step_tflops(t, secs);
+    sg_step_stats_add(&t->stats, t->st.step, secs, tokens, tflops, i < r->warmup_steps);
+    sg_phase_times ph;
+    sg_timeline_phases(&t->x, &ph);
+    if (t->metrics_open &&
+        sg_metrics_write_step(&t->metrics, t->st.step, loss, lr, sg_exec_grad_norm(&t->x), scale,
+                              secs, tokens / secs, tflops, skipped, &ph))
+        return sg_error_set(err, SG_EIO, "metrics %s: write failed at step %lld",
+                            t->cfg->run.metrics, (long long)t->st.step);
+    if (i == 0 || (i + 1) % r->log_interval == 0 || i + 1 == t->total_steps) {
+        char line[256];
+        sg_format_step_line(line, sizeof line, t->st.step, loss, secs * 1e3, tflops, tokens / secs);
+        printf("%s%s\n", line, skipped ? " | skipped (fp16 overflow)" : "");
+        if (t->cfg->ds.wall_clock_breakdown) {
+            sg_format_breakdown_line(line, sizeof line, &ph);
+            printf("  %s\n", line);
+        }
+        fflush(stdout);
+    }
+    if (!isfinite(loss))
+        return sg_error_set(err, SG_EINVAL, "step %lld: the loss is %g (diverged); lower the "
+                            "learning rate or enable gradient clipping", (long long)t->st.step,
+                            loss);
+    return SG_OK;
+}
+
+/* ---- checkpoints and the end --------------------------------------------- */
+
+static int save_checkpoint(trainer *t, sg_error *err)
+{
+    const sg_run_options *r = &t->cfg->run;
+    int rc = sg_exec_store_state(&t->x, &t->w, &t->st, err);
+    if (rc)
+        return rc;
+    t->st.loss_scale = t->scaler.scale;
+    t->st.data = sg_data_tell(&t->data);
+    t->st.config_hash = sg_config_resume_hash(t->cfg);
+    rc = sg_checkpoint_save(r->save, &t->w, &t->st, t->model.name,
+                            strcmp(r->save_dtype, "bf16") == 0 ? SG_DTYPE_BF16 : SG_DTYPE_F32, err);
+    if (!rc)
+        printf("saved checkpoint %s (step %lld)\n", r->save, (long long)t->st.step);
+    return rc;
+}
+
+static void print_summary(const trainer *t)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    sg_mem_peak peak = {"host (max RSS)", (int64_t)ru.ru_maxrss * 1024};
+    char buf[1024];
+    sg_step_stats_format_summary(&t->stats, &peak, 1, buf, sizeof buf);
+    fputs(buf, stdout);
+    if (t->spec.super_offload) {
+        sg_subgroup_layout lay;
+        sg_subgroup_layout_compute(&t->model, &t->spec, &lay, NULL);
+        printf("  SuperOffload: %lld of %lld speculative sub-group steps rolled back (clipping "
+               "or overflow)\n", (long long)t->rollbacks,
+               (long long)(lay.nsubgroups - lay.first_cpu) * (long long)t->stats.all.steps);
+    }
+    sg_overlap ov;
+    int ncpu, ncuda;
+    sg_exec_worker_counts(&ncpu, &ncuda);
+    if (ncuda > 0 && sg_exec_overlap(&t->x, &ov) == SG_OK) {
+        printf("  GPU: busy %.1f%% of the last step (%.1f ms)", 100.0 * ov.gpu_busy,
+               ov.span_s * 1e3);
+        if (ov.adam_cpu_s > 0)
+            printf("; CPU Adam %.1f ms, %.1f%% of it under GPU work", ov.adam_cpu_s * 1e3,
+                   100.0 * ov.adam_hidden);
+        putchar('\n');
+    }
+    fflush(stdout);
+}
+
+static void teardown(trainer *t)
+{
+    if (t->exec_started)
+        sg_exec_shutdown(&t->x);
+    if (t->metrics_open) {
+        /* still open only when the run already failed, with its own message */
+        sg_error e;
+        (void)sg_metrics_close(&t->metrics, &e);
+    }
+    if (t->data_open)
+        sg_data_close(&t->data);
+    sg_weights_free(&t->w);
+    sg_train_state_free(&t->st);
+    sg_graph_free(&t->graph);
+    free(t->inputs);
+    free(t->targets);
+    free(t->losses);
+}
+
+int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
+{
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    sg_step_stats_init(&t.stats);
+    memset(res, 0, sizeof *res);
+    const sg_run_options *r = &cfg->run;
+    int rc;
+    if ((rc = check_outputs(r, err)) || (rc = setup_graph(&t, err)) ||
+        (rc = setup_weights(&t, err)) ||
+        (rc = setup_data(&t, err)))
+        goto out;
+    if (r->metrics[0]) {
+        if ((rc = sg_metrics_open(&t.metrics, r->metrics, err)))
+            goto out;
+        t.metrics_open = 1;
+    }
+    if ((rc = setup_exec(&t, err)))
+        goto out;
+    print_header(&t);
+    for (int64_t i = 0; i < t.total_steps; i++) {
+        if ((rc = run_step(&t, i, err)))
+            goto out;
+        if (i == 0)
+            res->first_loss = t.losses[0];
+        res->steps++;
+        if (r->save[0] && r->save_interval > 0 && (i + 1) % r->save_interval == 0 &&
+            i + 1 < t.total_steps && (rc = save_checkpoint(&t, err)))
+            goto out;
+    }
+    res->last_step = t.st.step;
+    res->last_loss = t.losses[0];
+    print_summary(&t);
+    sg_step_summary sum;
+    sg_step_stats_summary(&t.stats, &sum);
+    res->mean_step_s = sum.mean_s;
+    res->tokens_per_s = sum.tokens_per_s;
+    sg_exec_worker_counts(&res->workers_cpu, &res->workers_cuda);
+    if (r->trace[0]) {
+        if ((rc = sg_timeline_write_trace(&t.x, r->trace, err)))
+            goto out;
+        printf("trace of step %lld written to %s\n", (long long)t.st.step, r->trace);
+    }
+    if (r->save[0] && (rc = save_checkpoint(&t, err)))
+        goto out;
+    if (t.metrics_open) {
+        /* the file is complete only once closed: a failure here fails the run */
+        t.metrics_open = 0;
+        rc = sg_metrics_close(&t.metrics, err);
+    }
+out:
+    teardown(&t);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* train.h - `stepgraph run`: the training loop.
+ *
+ * Per step: the next micro-batches from the data loader into the token
+ * buffers, the step's learning rate and Adam step number into the shared
+ * state, the whole step graph run on StarPU (exec.h), then the losses, the
+ * gradient norm and the step time read back and logged. Checkpoints,
+ * metrics and traces as the run options ask.
+ */
+#ifndef SG_TRAIN_H
+#define SG_TRAIN_H
+
+#include <stdint.h>
+
+#include "runtime/config/config.h"
+
+typedef struct sg_train_result {
+    int64_t steps;              /* steps run in this invocation */
+    int64_t last_step;          /* global step number of the last one */
+    double first_loss, last_loss;
+    double mean_step_s;         /* over non-warm-up steps */
+    double tokens_per_s;
+    int workers_cpu, workers_cuda;  /* StarPU workers of the run */
+} sg_train_result;
+
+/* cfg must be finalized. Prints the run's header, step lines and summary on
+ * stdout. */
+int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err);
+
+#endif /* SG_TRAIN_H */

@@ -1,0 +1,81 @@
+#!/bin/sh
+# test_lowering.sh - a real run and a simulation submit the same tasks.
+#
+# `stepgraph run` (native StarPU) and `stepgraph simulate` (stepgraph-sim,
+# StarPU-SimGrid) share one lowering (runtime/exec/lower.c). With
+# STEPGRAPH_TASK_LOG set, both write the first step's submission, one line
+# per task: name, codelet, priority, where, scheduling context, and the
+# buffers with their access modes. For several configs (ZeRO 0 and 3,
+# offload, SuperOffload, bf16, activation checkpointing) the two lists must
+# be identical, and must hold every node of the graph that `stepgraph graph
+# --format json` exports (read here with Python's json, independently).
+# Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+BIN=${SG_BUILDDIR:-.}/stepgraph
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
+	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
+	exit 0
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_lower.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+export STARPU_HOME="$TMP/starpu"
+mkdir -p "$STARPU_HOME"
+unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+
+# A machine like this one: two cores, no GPU, so both sides place tasks alike
+# and split cpuadam_cores_perc over the same number of CPU workers.
+"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/cpu2.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "cpu2"
+m["cpu"]["cores"] = 2
+m["gpu"]["count"] = 0
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+
+TINY="--model tiny-llama --max_length 64 --sched dmda --ncpus 2"
+# compare LABEL CONFIG [OPTIONS...]
+compare() {
+	label=$1 cfg=$2
+	shift 2
+	STEPGRAPH_TASK_LOG="$TMP/$label.run" "$BIN" run "$cfg" $TINY --steps 1 "$@" \
+		>"$TMP/$label.run.out" 2>&1
+	ok $? "$label: stepgraph run"
+	STEPGRAPH_TASK_LOG="$TMP/$label.sim" "$BIN" simulate "$cfg" $TINY --machine "$TMP/cpu2.json" \
+		"$@" >"$TMP/$label.sim.out" 2>&1
+	ok $? "$label: stepgraph simulate"
+	"$BIN" graph "$cfg" $TINY "$@" --format json -o "$TMP/$label.graph.json" >/dev/null 2>&1
+	ok $? "$label: stepgraph graph --format json"
+	cmp -s "$TMP/$label.run" "$TMP/$label.sim"
+	ok $? "$label: run and simulate submit the same task list ($(wc -l <"$TMP/$label.run") tasks)"
+	"$PY" - "$TMP/$label.graph.json" "$TMP/$label.run" <<'PYEOF'
+import json, sys
+g = json.load(open(sys.argv[1]))
+names = [n["name"] for n in g["nodes"]]
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])]
+assert len(rows) == len(names), (len(rows), len(names))
+assert [r[0] for r in rows] == names, "tasks not in the graph's program order"
+for r in rows:
+    assert len(r) == 6 and r[1].startswith("sg_"), r
+    assert r[5], "a task without buffers: %s" % r[0]
+PYEOF
+	ok $? "$label: one task per graph node, in program order, each with a codelet and buffers"
+}
+
+compare zero0 "$SRC/configs/default.json"
+compare zero3 "$SRC/configs/deepspeed/zero3.json"
+compare offload "$SRC/configs/deepspeed/zero-offload.json"
+compare superoffload "$SRC/configs/deepspeed/superoffload.json"
+compare bf16_ckpt "$SRC/configs/default.json" --set bf16.enabled=true --activation_checkpointing
+grep -q "sg_validate" "$TMP/superoffload.run" && grep -q "optimizer" "$TMP/superoffload.run"
+ok $? "SuperOffload's list has validation tasks and the optimizer context"
+grep -q "sg_recompute" "$TMP/bf16_ckpt.run"
+ok $? "activation checkpointing's list has recompute tasks"
+echo "1..$n"
