@@ -9,7 +9,7 @@
  */
 #include "graph/compile.h"
 
-#include "codelets/cpu/block.h"
+#include "models/unit_layout.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -445,7 +445,7 @@ static int declare_micro(compiler *c, int mb, micro_bufs *b)
                                              "dact.%d.mb%d", u, mb),
                                    SG_BUF_DACT, u, mb, -1);
         /* what the backward reads: logits and the final norm's output for the
-         * head, the block's internals for a layer (codelets/cpu/block.h) */
+         * head, the block's internals for a layer (models/unit_layout.h) */
         size_t saved = sg_unit_saved_floats(m, u, (size_t)c->s->micro_batch,
                                             (size_t)c->s->seq_len);
         b->inner[u] = saved == 0 ? -1

@@ -28,11 +28,7 @@ typedef struct sg_step_params {
     double clip;                   /* gradient_clipping, 0 = off */
 } sg_step_params;
 
-/* When and where a task ran (StarPU's profiling clock, microseconds). */
-typedef struct sg_task_record {
-    int worker;                    /* StarPU worker id, -1 if it did not run */
-    double start_us, end_us;
-} sg_task_record;
+#include "graph/task_record.h"
 
 struct sg_cuda_state; /* runtime/exec/exec_cuda.h: per-device state of CUDA workers */
 

@@ -1,9 +1,10 @@
 /* sim_exec.h - the step graph on StarPU's SimGrid flavour (stepgraph-sim).
  *
- * The same lowering as a real run (exec.h): one handle per IR buffer, one
- * task per node, inserted in program order with the node's accesses, name
- * and priority, under the same policy and cpuadam_cores_perc contexts. What
- * differs: nothing executes. Each kind's codelet has CPU and CUDA entry
+ * The lowering is a real run's own (runtime/exec/lower.h, the same source
+ * compiled against this flavour): one handle per IR buffer, one task per
+ * node, inserted in program order with the node's accesses, name and
+ * priority, under the same policy and cpuadam_cores_perc contexts. What
+ * differs is the lowering's target: nothing executes. Each kind's codelet has CPU and CUDA entry
  * points that SimGrid never calls, and a performance model that says how
  * long a task takes: the roofline cost (sim_cost.h) for modelled machines,
  * or the history StarPU recorded on a calibrated one. Buffers that live

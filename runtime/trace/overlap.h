@@ -4,7 +4,7 @@
 #ifndef SG_OVERLAP_H
 #define SG_OVERLAP_H
 
-#include "codelets/starpu/task_ctx.h"
+#include "graph/task_record.h"
 #include "graph/ir.h"
 
 typedef struct sg_overlap {

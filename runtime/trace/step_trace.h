@@ -6,7 +6,7 @@
 #ifndef SG_STEP_TRACE_H
 #define SG_STEP_TRACE_H
 
-#include "codelets/starpu/task_ctx.h"
+#include "graph/task_record.h"
 #include "common/error.h"
 #include "graph/ir.h"
 

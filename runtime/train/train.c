@@ -18,7 +18,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/step_log.h"
 #include "runtime/config/step_spec.h"
-#include "runtime/trace/timeline.h"
+#include "runtime/train/timeline.h"
 
 typedef struct trainer {
     const sg_config *cfg;

@@ -1,11 +1,6 @@
-/* block_layout.c - sizes and layouts of the unit functions of block.h: which
- * models they run, where each tensor sits in a unit's flat parameters, where
- * each saved activation sits in `saved`, and how much scratch they need.
- *
- * No BLAS here: this file is part of libsgcore, which the step compiler links
- * to size its buffers, also for models the CPU kernels cannot run.
- */
-#include "codelets/cpu/block.h"
+/* unit_layout.c - sizes and layouts of a unit's parameters, saved
+ * activations and scratch (unit_layout.h). */
+#include "models/unit_layout.h"
 
 #include <stdio.h>
 #include <string.h>

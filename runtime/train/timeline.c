@@ -1,5 +1,5 @@
 /* timeline.c - phase times and Chrome traces of a step (timeline.h). */
-#include "runtime/trace/timeline.h"
+#include "runtime/train/timeline.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,80 @@
+/* unit_layout.h - the memory layout of a graph unit (models/model.h: the
+ * embedding, a decoder layer, or the head): which models the unit kernels
+ * run, where each tensor sits in a unit's flat parameter vector, where each
+ * saved activation sits in its `saved` buffer, and how much scratch the
+ * kernels need. The step compiler (graph/compile.c) sizes its buffers with
+ * it; the kernels (codelets/cpu/block.h, codelets/cuda/) address them with
+ * it. Pure C, no BLAS: it also sizes models the kernels cannot run.
+ */
+#ifndef SG_MODELS_UNIT_LAYOUT_H
+#define SG_MODELS_UNIT_LAYOUT_H
+
+#include <stddef.h>
+
+#include "common/error.h"
+#include "models/model.h"
+
+/* Refuses, with a message naming the model and the feature, a model the unit
+ * functions cannot run (MoE, attention sinks, GPT-OSS). */
+int sg_unit_check_model(const sg_model *m, sg_error *err);
+
+/* Floats the forward of `unit` saves for its backward, for B sequences of T
+ * tokens (0 for the embedding). For a model sg_unit_check_model refuses (MoE:
+ * the step compiler still sizes its graph), an estimate of the same order. */
+size_t sg_unit_saved_floats(const sg_model *m, int unit, size_t B, size_t T);
+
+/* Floats of scratch memory sg_unit_forward and sg_unit_backward need for
+ * `unit` (the larger of the two; includes room for the saved activations
+ * when the forward is called with saved == NULL). */
+size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T);
+
+
+/* Where a unit's tensors sit in its flat parameter vector, in floats, found
+ * by walking sg_model_unit_tensors(); SG_NO_OFFSET for a tensor the model
+ * does not have (biases, QK-norm weights, the tied lm_head). */
+#define SG_NO_OFFSET ((size_t)-1)
+
+typedef struct sg_layer_param_offsets {
+    size_t ln1, wq, bq, wk, bk, wv, bv, wo, bo, q_norm, k_norm, ln2, wg, wu, wd;
+    size_t total;                /* floats of the unit */
+} sg_layer_param_offsets;
+
+typedef struct sg_head_param_offsets {
+    size_t norm, lm_head;        /* lm_head: SG_NO_OFFSET when tied */
+    size_t total;
+} sg_head_param_offsets;
+
+/* SG_EINVAL when `layer` (HF index) is out of range or a required tensor is
+ * missing from the list; SG_ENOTSUP for a model sg_unit_check_model refuses. */
+int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offsets *o);
+int sg_head_param_offsets_get(const sg_model *m, sg_head_param_offsets *o);
+
+/* A decoder layer's saved activations: offsets in floats from the start of
+ * `saved`, for N = B*T tokens, Q = heads*D, KV = kv_heads*D, F =
+ * intermediate_size. Big arrays first, then the per-row statistics, packed
+ * without gaps (every float of `saved` is written by the forward):
+ *   n1 (N, H)    input_layernorm(x)              h (N, H)   x + o_proj(att)
+ *   n2 (N, H)    post_attention_layernorm(h)
+ *   q (N, Q), k (N, KV)  after QK-norm and rope  v (N, KV)
+ *   att (N, Q)   attention output (o_proj input)
+ *   gate, up (N, F)  MLP projections (silu(gate) * up is recomputed)
+ *   qpre (N, Q), kpre (N, KV)  q, k before QK-norm (qk_norm only, else 0 long)
+ *   rstd1, rstd2 (N)  the two norms' 1/rms       lse (B, Hq, T) attention
+ *   rstdq (N*Hq), rstdk (N*Hkv)  QK-norm 1/rms (qk_norm only) */
+typedef struct sg_layer_saved_layout {
+    size_t n1, h, n2, q, k, v, att, gate, up, qpre, kpre;
+    size_t rstd1, rstd2, lse, rstdq, rstdk;
+    size_t total;
+} sg_layer_saved_layout;
+
+/* The head's saved activations:
+ *   n (N, H) = norm(x), logits (N, V), rstd (N), lse (N) of the logits. */
+typedef struct sg_head_saved_layout {
+    size_t n, logits, rstd, lse;
+    size_t total;
+} sg_head_saved_layout;
+
+void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layout *l);
+void sg_head_saved_layout_get(const sg_model *m, size_t N, sg_head_saved_layout *l);
+
+#endif /* SG_MODELS_UNIT_LAYOUT_H */
