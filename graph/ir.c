@@ -233,7 +233,7 @@ int sg_graph_check(const sg_graph *g, sg_error *err)
     return rc;
 }
 
-static int build_adjacency(const sg_graph *g, sg_adjacency *adj, int forward)
+int sg_graph_successors(const sg_graph *g, sg_adjacency *adj)
 {
     adj->offset = calloc((size_t)g->nnodes + 1, sizeof(int));
     adj->target = malloc((size_t)(g->nedges ? g->nedges : 1) * sizeof(int));
@@ -242,7 +242,7 @@ static int build_adjacency(const sg_graph *g, sg_adjacency *adj, int forward)
         return SG_ENOMEM;
     }
     for (int e = 0; e < g->nedges; e++)
-        adj->offset[(forward ? g->edges[e].from : g->edges[e].to) + 1]++;
+        adj->offset[g->edges[e].from + 1]++;
     for (int n = 0; n < g->nnodes; n++)
         adj->offset[n + 1] += adj->offset[n];
     int *fill = calloc((size_t)g->nnodes + 1, sizeof(int));
@@ -251,22 +251,11 @@ static int build_adjacency(const sg_graph *g, sg_adjacency *adj, int forward)
         return SG_ENOMEM;
     }
     for (int e = 0; e < g->nedges; e++) {
-        int src = forward ? g->edges[e].from : g->edges[e].to;
-        int dst = forward ? g->edges[e].to : g->edges[e].from;
-        adj->target[adj->offset[src] + fill[src]++] = dst;
+        int src = g->edges[e].from;
+        adj->target[adj->offset[src] + fill[src]++] = g->edges[e].to;
     }
     free(fill);
     return SG_OK;
-}
-
-int sg_graph_successors(const sg_graph *g, sg_adjacency *adj)
-{
-    return build_adjacency(g, adj, 1);
-}
-
-int sg_graph_predecessors(const sg_graph *g, sg_adjacency *adj)
-{
-    return build_adjacency(g, adj, 0);
 }
 
 void sg_adjacency_free(sg_adjacency *adj)

@@ -179,7 +179,6 @@ typedef struct sg_adjacency {
     int *target;                 /* nedges */
 } sg_adjacency;
 int sg_graph_successors(const sg_graph *g, sg_adjacency *adj);
-int sg_graph_predecessors(const sg_graph *g, sg_adjacency *adj);
 void sg_adjacency_free(sg_adjacency *adj);
 
 size_t sg_dtype_size(sg_dtype t);

@@ -47,25 +47,6 @@ size_t sg_st_dtype_size(sg_st_dtype dt)
     return dt == SG_DTYPE_F32 ? 4 : 2;
 }
 
-int sg_st_dtype_parse(const char *s, sg_st_dtype *out)
-{
-    static const struct {
-        const char *name;
-        sg_st_dtype dt;
-    } names[] = {
-        {"F32", SG_DTYPE_F32},  {"f32", SG_DTYPE_F32},   {"fp32", SG_DTYPE_F32},
-        {"float32", SG_DTYPE_F32}, {"BF16", SG_DTYPE_BF16}, {"bf16", SG_DTYPE_BF16},
-        {"bfloat16", SG_DTYPE_BF16}, {"F16", SG_DTYPE_F16}, {"f16", SG_DTYPE_F16},
-        {"fp16", SG_DTYPE_F16}, {"float16", SG_DTYPE_F16},
-    };
-    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(s, names[i].name) == 0) {
-            *out = names[i].dt;
-            return SG_OK;
-        }
-    return SG_EINVAL;
-}
-
 /* ------------------------------------------------------------------------ */
 /* reader                                                                    */
 

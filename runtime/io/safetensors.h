@@ -41,9 +41,6 @@ typedef enum sg_st_dtype {
 const char *sg_st_dtype_name(sg_st_dtype dt);
 /* Bytes per element: 4 or 2. */
 size_t sg_st_dtype_size(sg_st_dtype dt);
-/* Parses "F32"/"BF16"/"F16" (also lower case "f32", "bf16", "fp16"...).
- * Returns 0 or SG_EINVAL. */
-int sg_st_dtype_parse(const char *s, sg_st_dtype *out);
 
 /* Conversions between fp32 and bf16/f16 are the kernels' (codelets/cpu/ops.h). */
 #include "codelets/cpu/ops.h"
