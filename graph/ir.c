@@ -36,17 +36,6 @@ void sg_graph_free(sg_graph *g)
     sg_graph_init(g);
 }
 
-size_t sg_dtype_size(sg_dtype t)
-{
-    switch (t) {
-    case SG_BF16:
-    case SG_F16: return 2;
-    case SG_F32:
-    case SG_I32: return 4;
-    }
-    return 4;
-}
-
 int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
                         sg_dtype dtype, sg_mem_space space, int persistent)
 {
@@ -263,12 +252,6 @@ void sg_adjacency_free(sg_adjacency *adj)
     free(adj->offset);
     free(adj->target);
     adj->offset = adj->target = NULL;
-}
-
-const char *sg_dtype_name(sg_dtype t)
-{
-    static const char *const names[] = {"f32", "bf16", "f16", "i32"};
-    return (unsigned)t < 4 ? names[t] : "?";
 }
 
 const char *sg_op_kind_name(sg_op_kind k)
