@@ -36,17 +36,6 @@ void sg_graph_free(sg_graph *g)
     sg_graph_init(g);
 }
 
-size_t sg_dtype_size(sg_dtype t)
-{
-    switch (t) {
-    case SG_BF16:
-    case SG_F16: return 2;
-    case SG_F32:
-    case SG_I32: return 4;
-    }
-    return 4;
-}
-
 int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
                         sg_dtype dtype, sg_mem_space space, int persistent)
 {
@@ -233,7 +222,7 @@ int sg_graph_check(const sg_graph *g, sg_error *err)
     return rc;
 }
 
-static int build_adjacency(const sg_graph *g, sg_adjacency *adj, int forward)
+int sg_graph_successors(const sg_graph *g, sg_adjacency *adj)
 {
     adj->offset = calloc((size_t)g->nnodes + 1, sizeof(int));
     adj->target = malloc((size_t)(g->nedges ? g->nedges : 1) * sizeof(int));
@@ -242,7 +231,7 @@ static int build_adjacency(const sg_graph *g, sg_adjacency *adj, int forward)
         return SG_ENOMEM;
     }
     for (int e = 0; e < g->nedges; e++)
-        adj->offset[(forward ? g->edges[e].from : g->edges[e].to) + 1]++;
+        adj->offset[g->edges[e].from + 1]++;
     for (int n = 0; n < g->nnodes; n++)
         adj->offset[n + 1] += adj->offset[n];
     int *fill = calloc((size_t)g->nnodes + 1, sizeof(int));
@@ -251,22 +240,11 @@ static int build_adjacency(const sg_graph *g, sg_adjacency *adj, int forward)
         return SG_ENOMEM;
     }
     for (int e = 0; e < g->nedges; e++) {
-        int src = forward ? g->edges[e].from : g->edges[e].to;
-        int dst = forward ? g->edges[e].to : g->edges[e].from;
-        adj->target[adj->offset[src] + fill[src]++] = dst;
+        int src = g->edges[e].from;
+        adj->target[adj->offset[src] + fill[src]++] = g->edges[e].to;
     }
     free(fill);
     return SG_OK;
-}
-
-int sg_graph_successors(const sg_graph *g, sg_adjacency *adj)
-{
-    return build_adjacency(g, adj, 1);
-}
-
-int sg_graph_predecessors(const sg_graph *g, sg_adjacency *adj)
-{
-    return build_adjacency(g, adj, 0);
 }
 
 void sg_adjacency_free(sg_adjacency *adj)
@@ -274,12 +252,6 @@ void sg_adjacency_free(sg_adjacency *adj)
     free(adj->offset);
     free(adj->target);
     adj->offset = adj->target = NULL;
-}
-
-const char *sg_dtype_name(sg_dtype t)
-{
-    static const char *const names[] = {"f32", "bf16", "f16", "i32"};
-    return (unsigned)t < 4 ? names[t] : "?";
 }
 
 const char *sg_op_kind_name(sg_op_kind k)

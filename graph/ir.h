@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dtype.h" /* sg_dtype, sg_dtype_size, sg_dtype_name */
 #include "common/error.h"
 
 #define SG_IR_NAME_MAX 64
@@ -67,13 +68,6 @@ typedef enum sg_access_mode {
     SG_W = 2,
     SG_RW = 3,
 } sg_access_mode;
-
-typedef enum sg_dtype {
-    SG_F32,
-    SG_BF16,
-    SG_F16,
-    SG_I32,
-} sg_dtype;
 
 /* What a buffer holds: the executor binds a node's buffers to its
  * arguments by role (and unit / micro-step / sub-group), never by name. */
@@ -179,11 +173,8 @@ typedef struct sg_adjacency {
     int *target;                 /* nedges */
 } sg_adjacency;
 int sg_graph_successors(const sg_graph *g, sg_adjacency *adj);
-int sg_graph_predecessors(const sg_graph *g, sg_adjacency *adj);
 void sg_adjacency_free(sg_adjacency *adj);
 
-size_t sg_dtype_size(sg_dtype t);
-const char *sg_dtype_name(sg_dtype t);
 const char *sg_op_kind_name(sg_op_kind k);     /* "allgather", "forward", ... */
 const char *sg_device_class_name(sg_device_class d);
 const char *sg_link_dir_name(sg_link_dir l);

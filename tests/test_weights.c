@@ -99,10 +99,10 @@ static void test_roundtrip(void)
     float c[3] = {0.1f, -65520.0f, 5.96e-8f};
     int64_t sa[2] = {2, 3}, sb[1] = {4}, sc[3] = {1, 3, 1};
     sg_st_entry e[4] = {
-        {"layer.a", SG_DTYPE_F32, SG_DTYPE_F32, 2, sa, a},
-        {"layer.b", SG_DTYPE_BF16, SG_DTYPE_F32, 1, sb, b},
-        {"layer.c \"quoted\"", SG_DTYPE_F16, SG_DTYPE_F32, 3, sc, c},
-        {"scalar", SG_DTYPE_F32, SG_DTYPE_F32, 0, NULL, a},
+        {"layer.a", SG_F32, SG_F32, 2, sa, a},
+        {"layer.b", SG_BF16, SG_F32, 1, sb, b},
+        {"layer.c \"quoted\"", SG_F16, SG_F32, 3, sc, c},
+        {"scalar", SG_F32, SG_F32, 0, NULL, a},
     };
     sg_st_meta meta[2] = {{"step", "12"}, {"note", "line\nbreak \\ \"q\""}};
     sg_error err = {0};
@@ -122,8 +122,8 @@ static void test_roundtrip(void)
         sg_st_close(&f);
         return;
     }
-    ok(ta->dtype == SG_DTYPE_F32 && ta->ndim == 2 && ta->shape[0] == 2 && ta->shape[1] == 3 &&
-           tb->dtype == SG_DTYPE_BF16 && tb->ndim == 1 && tc->dtype == SG_DTYPE_F16 &&
+    ok(ta->dtype == SG_F32 && ta->ndim == 2 && ta->shape[0] == 2 && ta->shape[1] == 3 &&
+           tb->dtype == SG_BF16 && tb->ndim == 1 && tc->dtype == SG_F16 &&
            tc->ndim == 3 && tc->shape[1] == 3 && ts->ndim == 0 && ts->numel == 1,
        "dtypes and shapes");
     float ra[6], rb[4], rc3[3], rs[1];
@@ -146,6 +146,30 @@ static void test_roundtrip(void)
     ok(rc == 0 && strcmp(v, "12") == 0, "sg_st_read_meta reads one value");
     rc = sg_st_read_meta(tmp("rt.safetensors"), "nope", v, sizeof v, &err);
     ok(rc == SG_ENOENT && strstr(err.msg, "\"nope\""), "missing metadata key: %s", err.msg);
+}
+
+/* The tensor dtype is the IR's sg_dtype, which also has I32; the writer takes
+ * only what the reader opens, and names dtypes the safetensors way. */
+static void test_dtype_names(void)
+{
+    is_str(sg_st_dtype_name(SG_F32), "F32", "safetensors name of SG_F32");
+    is_str(sg_st_dtype_name(SG_BF16), "BF16", "safetensors name of SG_BF16");
+    is_str(sg_st_dtype_name(SG_F16), "F16", "safetensors name of SG_F16");
+    is_str(sg_dtype_name(SG_BF16), "bf16", "IR name of the same enum");
+    ok(sg_dtype_size(SG_F32) == 4 && sg_dtype_size(SG_BF16) == 2 && sg_dtype_size(SG_F16) == 2 &&
+           sg_dtype_size(SG_I32) == 4, "dtype sizes 4/2/2/4");
+    int32_t v[2] = {1, 2};
+    int64_t shape[1] = {2};
+    sg_st_entry e[2] = {
+        {"i", SG_I32, SG_I32, 1, shape, v},
+        {"j", SG_BF16, SG_I32, 1, shape, v},
+    };
+    for (int k = 0; k < 2; k++) {
+        sg_error err = {0};
+        int rc = sg_st_write(tmp("i32.safetensors"), &e[k], 1, NULL, 0, &err);
+        ok(rc == SG_ENOTSUP && strstr(err.msg, "I32") && access(tmp("i32.safetensors"), F_OK) != 0,
+           "I32 %s is refused, nothing written: %s", k ? "source" : "tensor", err.msg);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -208,8 +232,8 @@ static void test_python(const sg_weights *w)
 
     /* our files, read by python: tiny-llama in F32 and BF16 */
     sg_error e2 = {0};
-    int r1 = sg_weights_save(w, tmp("py32.safetensors"), SG_DTYPE_F32, NULL, 0, &e2);
-    int r2 = sg_weights_save(w, tmp("py16.safetensors"), SG_DTYPE_BF16, NULL, 0, &e2);
+    int r1 = sg_weights_save(w, tmp("py32.safetensors"), SG_F32, NULL, 0, &e2);
+    int r2 = sg_weights_save(w, tmp("py16.safetensors"), SG_BF16, NULL, 0, &e2);
     snprintf(args, sizeof args, "check '%s' '%s'", tmp("py32.safetensors"),
              tmp("py16.safetensors"));
     rc = r1 || r2 ? -1 : run_python(py, args);
@@ -374,7 +398,7 @@ static void test_save_load(const sg_model *m, const sg_weights *w)
 {
     sg_error err = {0};
     sg_st_meta meta[1] = {{"step", "0"}};
-    int rc = sg_weights_save(w, tmp("model.safetensors"), SG_DTYPE_F32, meta, 1, &err);
+    int rc = sg_weights_save(w, tmp("model.safetensors"), SG_F32, meta, 1, &err);
     is_int(rc, 0, "save tiny-llama F32 (%s)", err.msg);
     sg_weights r;
     sg_config_warnings warn = {0};
@@ -387,7 +411,7 @@ static void test_save_load(const sg_model *m, const sg_weights *w)
     rc = sg_st_read_meta(tmp("model.safetensors"), "format", fmt, sizeof fmt, &err);
     ok(rc == 0 && strcmp(fmt, "pt") == 0, "metadata format=pt (transformers needs it)");
 
-    rc = sg_weights_save(w, tmp("model-bf16.safetensors"), SG_DTYPE_BF16, NULL, 0, &err);
+    rc = sg_weights_save(w, tmp("model-bf16.safetensors"), SG_BF16, NULL, 0, &err);
     is_int(rc, 0, "save tiny-llama BF16 (%s)", err.msg);
     rc = sg_weights_load(tmp("model-bf16.safetensors"), m, &r, NULL, &err);
     int good = rc == 0;
@@ -415,7 +439,7 @@ static int save_mutated(const sg_weights *w, const char *path, mutation mu, sg_e
     int k = 0;
     for (int i = 0; i < n; i++) {
         const char *nm = w->info[i].name;
-        sg_st_entry x = {nm, SG_DTYPE_F32, SG_DTYPE_F32, w->info[i].ndim, w->info[i].shape,
+        sg_st_entry x = {nm, SG_F32, SG_F32, w->info[i].ndim, w->info[i].shape,
                          w->data[i]};
         if (mu == MUT_SHAPE && !strcmp(nm, "model.layers.3.mlp.up_proj.weight")) {
             x.shape = bad_shape;
@@ -429,12 +453,12 @@ static int save_mutated(const sg_weights *w, const char *path, mutation mu, sg_e
     static int64_t s4[1] = {4};
     static int64_t shead[2];
     if (mu == MUT_EXTRA)
-        e[k++] = (sg_st_entry){"model.layers.0.mlp.shared_expert.weight", SG_DTYPE_F32,
-                               SG_DTYPE_F32, 1, s4, extra};
+        e[k++] = (sg_st_entry){"model.layers.0.mlp.shared_expert.weight", SG_F32,
+                               SG_F32, 1, s4, extra};
     if (mu == MUT_HEAD) {
         shead[0] = w->info[0].shape[0];
         shead[1] = w->info[0].shape[1];
-        e[k++] = (sg_st_entry){"lm_head.weight", SG_DTYPE_F32, SG_DTYPE_F32, 2, shead, w->data[0]};
+        e[k++] = (sg_st_entry){"lm_head.weight", SG_F32, SG_F32, 2, shead, w->data[0]};
     }
     float saved = 0;
     int nf = n - 1; /* model.norm.weight */
@@ -535,7 +559,7 @@ static void test_failed_save(const sg_model *m, const sg_weights *w)
     int limited = setrlimit(RLIMIT_FSIZE, &lim) == 0;
     sg_weights w2 = *w;
     sg_error err = {0};
-    int rc = sg_weights_save(&w2, tmp("model.safetensors"), SG_DTYPE_F32, NULL, 0, &err);
+    int rc = sg_weights_save(&w2, tmp("model.safetensors"), SG_F32, NULL, 0, &err);
     setrlimit(RLIMIT_FSIZE, &old);
     if (!limited) {
         tap_skip(3, "cannot set a file size limit");
@@ -674,8 +698,8 @@ static void test_state(const sg_model *m)
         for (int j = 0; j < 2; j++, k++) {
             snprintf(names[k], sizeof names[k], "%s.%s", s.info[i].name,
                      j ? "exp_avg_sq" : "exp_avg");
-            e[k] = (sg_st_entry){names[k], i == 1 && j == 0 ? SG_DTYPE_BF16 : SG_DTYPE_F32,
-                                 SG_DTYPE_F32, s.info[i].ndim, s.info[i].shape,
+            e[k] = (sg_st_entry){names[k], i == 1 && j == 0 ? SG_BF16 : SG_F32,
+                                 SG_F32, s.info[i].ndim, s.info[i].shape,
                                  j ? s.exp_avg_sq[i] : s.exp_avg[i]};
         }
     sg_st_file f;
@@ -699,6 +723,7 @@ int main(void)
 
     test_conversions();
     test_roundtrip();
+    test_dtype_names();
     test_bad_safetensors();
 
     sg_model m;

@@ -65,7 +65,7 @@ static void step_scalar(const adam_coef *c, float *p, const float *g, float *m,
         float ge = g[i] * c->gs;
         if (c->skip && !isfinite(ge)) {
             if (pb)
-                pb[i] = sg_adam_to_bf16(pi);
+                pb[i] = sg_f32_to_bf16(pi);
             continue;
         }
         if (c->l2)
@@ -79,7 +79,7 @@ static void step_scalar(const adam_coef *c, float *p, const float *g, float *m,
         m[i] = mi;
         v[i] = vi;
         if (pb)
-            pb[i] = sg_adam_to_bf16(pi);
+            pb[i] = sg_f32_to_bf16(pi);
     }
 }
 

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dtype.h" /* sg_f32_to_bf16: the bf16 copy's rounding */
 #include "common/error.h"
 
 typedef enum sg_adam_isa {
@@ -160,16 +161,5 @@ const char *sg_adam_isa_name(sg_adam_isa isa);
 
 /* Parses "scalar", "avx2", "avx512" or "auto". */
 int sg_adam_isa_parse(const char *name, sg_adam_isa *out);
-
-/* fp32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN. The same
- * rounding as the fused output and as torch's .to(torch.bfloat16). */
-static inline uint16_t sg_adam_to_bf16(float x)
-{
-    union { float f; uint32_t u; } c = {.f = x};
-    if ((c.u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((c.u >> 16) | 0x40u);
-    c.u += 0x7fffu + ((c.u >> 16) & 1u);
-    return (uint16_t)(c.u >> 16);
-}
 
 #endif /* SG_CODELETS_CPU_ADAM_H */

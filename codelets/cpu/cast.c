@@ -22,15 +22,7 @@ static inline float bits_f32(uint32_t u)
     return x;
 }
 
-/* bfloat16 is the top half of an fp32: same exponent range, 7 mantissa bits. */
-uint16_t sg_f32_to_bf16(float x)
-{
-    uint32_t u = f32_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u)            // NaN: rounding could make it Inf
-        return (uint16_t)((u >> 16) | 0x0040u);      // quiet bit of bf16
-    u += 0x7fffu + ((u >> 16) & 1u);                 // RNE; a carry may reach Inf, as it should
-    return (uint16_t)(u >> 16);
-}
+/* fp32 -> bf16 is sg_f32_to_bf16, inline in common/dtype.h. */
 
 float sg_bf16_to_f32(uint16_t h)
 {

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dtype.h" /* sg_f32_to_bf16, inline */
 #include "common/error.h"
 
 /* ---- embedding ---------------------------------------------------------- */
@@ -163,7 +164,7 @@ int sg_cross_entropy_backward(float *dlogits, const float *logits, const float *
  * are rounded correctly; a NaN stays a NaN with its sign and the top bits of
  * its payload, made quiet (as x86's VCVTNEPS2BF16 / VCVTPS2PH do). To fp32:
  * exact, NaN payloads kept. */
-uint16_t sg_f32_to_bf16(float x);
+/* sg_f32_to_bf16(float) is inline in common/dtype.h (included above). */
 float sg_bf16_to_f32(uint16_t h);
 uint16_t sg_f32_to_f16(float x);
 float sg_f16_to_f32(uint16_t h);

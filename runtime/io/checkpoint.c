@@ -15,7 +15,7 @@ static void join(char *out, size_t n, const char *dir, const char *file)
 }
 
 int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
-                       const char *model_name, sg_st_dtype weights_dtype, sg_error *err)
+                       const char *model_name, sg_dtype weights_dtype, sg_error *err)
 {
     if (mkdir(dir, 0777) && errno != EEXIST)
         return sg_error_set(err, SG_EIO, "cannot create checkpoint directory %s: %s", dir,

@@ -14,7 +14,7 @@
 
 /* Creates dir if needed and writes both files. */
 int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
-                       const char *model_name, sg_st_dtype weights_dtype, sg_error *err);
+                       const char *model_name, sg_dtype weights_dtype, sg_error *err);
 
 /* path: a checkpoint directory (weights and training state: *resumed = 1)
  * or a weights file (*resumed = 0, st zeroed). w and st are allocated here. */

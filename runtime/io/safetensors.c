@@ -32,38 +32,15 @@
 /* ------------------------------------------------------------------------ */
 /* dtypes and conversions                                                    */
 
-const char *sg_st_dtype_name(sg_st_dtype dt)
+const char *sg_st_dtype_name(sg_dtype dt)
 {
     switch (dt) {
-    case SG_DTYPE_F32: return "F32";
-    case SG_DTYPE_BF16: return "BF16";
-    case SG_DTYPE_F16: return "F16";
+    case SG_F32: return "F32";
+    case SG_BF16: return "BF16";
+    case SG_F16: return "F16";
+    case SG_I32: return "I32";
     }
     return "?";
-}
-
-size_t sg_st_dtype_size(sg_st_dtype dt)
-{
-    return dt == SG_DTYPE_F32 ? 4 : 2;
-}
-
-int sg_st_dtype_parse(const char *s, sg_st_dtype *out)
-{
-    static const struct {
-        const char *name;
-        sg_st_dtype dt;
-    } names[] = {
-        {"F32", SG_DTYPE_F32},  {"f32", SG_DTYPE_F32},   {"fp32", SG_DTYPE_F32},
-        {"float32", SG_DTYPE_F32}, {"BF16", SG_DTYPE_BF16}, {"bf16", SG_DTYPE_BF16},
-        {"bfloat16", SG_DTYPE_BF16}, {"F16", SG_DTYPE_F16}, {"f16", SG_DTYPE_F16},
-        {"fp16", SG_DTYPE_F16}, {"float16", SG_DTYPE_F16},
-    };
-    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(s, names[i].name) == 0) {
-            *out = names[i].dt;
-            return SG_OK;
-        }
-    return SG_EINVAL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -170,11 +147,11 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
                             path, nm, sg_json_kind(dtype));
     const char *ds = dtype->valuestring;
     if (strcmp(ds, "F32") == 0)
-        t->dtype = SG_DTYPE_F32;
+        t->dtype = SG_F32;
     else if (strcmp(ds, "BF16") == 0)
-        t->dtype = SG_DTYPE_BF16;
+        t->dtype = SG_BF16;
     else if (strcmp(ds, "F16") == 0)
-        t->dtype = SG_DTYPE_F16;
+        t->dtype = SG_F16;
     else {
         for (size_t i = 0; i < sizeof unsupported_dtypes / sizeof unsupported_dtypes[0]; i++)
             if (strcmp(ds, unsupported_dtypes[i]) == 0)
@@ -235,7 +212,7 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": data_offsets [%llu, %llu] end before begin", path,
                             nm, (unsigned long long)t->begin, (unsigned long long)t->end);
-    uint64_t want = numel * sg_st_dtype_size(t->dtype);
+    uint64_t want = numel * sg_dtype_size(t->dtype);
     if (t->end - t->begin != want)
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": shape %s of %s needs %llu bytes but data_offsets "
@@ -499,16 +476,18 @@ void sg_st_read_f32(const sg_st_tensor *t, float *out)
     const unsigned char *p = t->data;
     size_t n = (size_t)t->numel;
     switch (t->dtype) {
-    case SG_DTYPE_F32:
+    case SG_F32:
         memcpy(out, p, n * 4);
         break;
-    case SG_DTYPE_BF16:
+    case SG_BF16:
         for (size_t i = 0; i < n; i++)
             out[i] = sg_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
         break;
-    case SG_DTYPE_F16:
+    case SG_F16:
         for (size_t i = 0; i < n; i++)
             out[i] = sg_f16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+        break;
+    case SG_I32: /* never opened: the reader refuses I32 tensors */
         break;
     }
 }
@@ -592,6 +571,11 @@ static void sb_json_str(strbuf *b, const char *s)
     sb_putn(b, "\"", 1);
 }
 
+static int st_dtype_supported(sg_dtype dt)
+{
+    return dt == SG_F32 || dt == SG_BF16 || dt == SG_F16;
+}
+
 static int check_entries(const char *path, const sg_st_entry *t, int n, const sg_st_meta *meta,
                          int nmeta, sg_error *err)
 {
@@ -607,7 +591,13 @@ static int check_entries(const char *path, const sg_st_entry *t, int n, const sg
             if (t[i].shape[d] < 0)
                 return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": shape[%d] = %lld < 0",
                                     path, nm, d, (long long)t[i].shape[d]);
-        if (t[i].dtype != t[i].src_dtype && t[i].src_dtype != SG_DTYPE_F32)
+        /* the reader's dtypes only, so whatever is written can be read back */
+        if (!st_dtype_supported(t[i].dtype) || !st_dtype_supported(t[i].src_dtype))
+            return sg_error_set(err, SG_ENOTSUP,
+                                "%s: tensor \"%s\": dtype %s from %s data is not supported "
+                                "(expected F32, BF16 or F16)", path, nm,
+                                sg_st_dtype_name(t[i].dtype), sg_st_dtype_name(t[i].src_dtype));
+        if (t[i].dtype != t[i].src_dtype && t[i].src_dtype != SG_F32)
             return sg_error_set(err, SG_ENOTSUP,
                                 "%s: tensor \"%s\": cannot convert %s data to %s", path, nm,
                                 sg_st_dtype_name(t[i].src_dtype), sg_st_dtype_name(t[i].dtype));
@@ -640,14 +630,14 @@ static int write_data(FILE *fp, const sg_st_entry *e)
 {
     size_t n = (size_t)entry_numel(e);
     if (e->dtype == e->src_dtype)
-        return n == 0 || fwrite(e->data, sg_st_dtype_size(e->dtype), n, fp) == n ? 0 : -1;
+        return n == 0 || fwrite(e->data, sg_dtype_size(e->dtype), n, fp) == n ? 0 : -1;
     const float *src = e->data;
     enum { CHUNK = 8192 };
     unsigned char buf[2 * CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         for (size_t k = 0; k < m; k++) {
-            uint16_t h = e->dtype == SG_DTYPE_BF16 ? sg_f32_to_bf16(src[i + k])
+            uint16_t h = e->dtype == SG_BF16 ? sg_f32_to_bf16(src[i + k])
                                                    : sg_f32_to_f16(src[i + k]);
             buf[2 * k] = (unsigned char)(h & 0xff);
             buf[2 * k + 1] = (unsigned char)(h >> 8);
@@ -689,7 +679,7 @@ int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta 
         sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", sg_st_dtype_name(t[i].dtype));
         for (int d = 0; d < t[i].ndim; d++)
             sb_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
-        uint64_t bytes = (uint64_t)entry_numel(&t[i]) * sg_st_dtype_size(t[i].dtype);
+        uint64_t bytes = (uint64_t)entry_numel(&t[i]) * sg_dtype_size(t[i].dtype);
         sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                   (unsigned long long)(off + bytes));
         off += bytes;

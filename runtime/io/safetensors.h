@@ -25,25 +25,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dtype.h"
 #include "common/error.h"
 
 #define SG_ST_MAX_DIMS 8
 /* Hugging Face's reader refuses headers over 100 MB; so does this one. */
 #define SG_ST_MAX_HEADER 100000000ull
 
-typedef enum sg_st_dtype {
-    SG_DTYPE_F32 = 0,
-    SG_DTYPE_BF16 = 1,
-    SG_DTYPE_F16 = 2,
-} sg_st_dtype;
+/* Tensors use common/dtype.h's sg_dtype; the reader and writer take SG_F32,
+ * SG_BF16 and SG_F16 (sizes: sg_dtype_size). */
 
-/* "F32", "BF16", "F16" (the safetensors spelling). */
-const char *sg_st_dtype_name(sg_st_dtype dt);
-/* Bytes per element: 4 or 2. */
-size_t sg_st_dtype_size(sg_st_dtype dt);
-/* Parses "F32"/"BF16"/"F16" (also lower case "f32", "bf16", "fp16"...).
- * Returns 0 or SG_EINVAL. */
-int sg_st_dtype_parse(const char *s, sg_st_dtype *out);
+/* "F32", "BF16", "F16", "I32" (the safetensors spelling). */
+const char *sg_st_dtype_name(sg_dtype dt);
 
 /* Conversions between fp32 and bf16/f16 are the kernels' (codelets/cpu/ops.h). */
 #include "codelets/cpu/ops.h"
@@ -51,7 +44,7 @@ int sg_st_dtype_parse(const char *s, sg_st_dtype *out);
 /* One tensor of an open file. */
 typedef struct sg_st_tensor {
     char *name;
-    sg_st_dtype dtype;
+    sg_dtype dtype;
     int ndim;
     int64_t shape[SG_ST_MAX_DIMS];
     int64_t numel;
@@ -95,8 +88,8 @@ void sg_st_read_f32(const sg_st_tensor *t, float *out);
  * conversions: same dtype, or F32 source to BF16/F16. */
 typedef struct sg_st_entry {
     const char *name;
-    sg_st_dtype dtype;               /* in the file */
-    sg_st_dtype src_dtype;           /* of data */
+    sg_dtype dtype;               /* in the file */
+    sg_dtype src_dtype;           /* of data */
     int ndim;
     const int64_t *shape;
     const void *data;

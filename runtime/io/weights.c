@@ -259,7 +259,7 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int sg_weights_save(const sg_weights *w, const char *path, sg_st_dtype dtype,
+int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
                     const sg_st_meta *meta, int nmeta, sg_error *err)
 {
     sg_st_entry *e = calloc((size_t)(w->ntensors > 0 ? w->ntensors : 1), sizeof *e);
@@ -270,7 +270,7 @@ int sg_weights_save(const sg_weights *w, const char *path, sg_st_dtype dtype,
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
     }
     for (int i = 0; i < w->ntensors; i++)
-        e[i] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_DTYPE_F32,
+        e[i] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_F32,
                              .ndim = w->info[i].ndim, .shape = w->info[i].shape,
                              .data = w->data[i]};
     int has_format = 0;
@@ -434,8 +434,8 @@ int sg_train_state_save(const sg_train_state *s, const char *path, const char *m
             int j = 2 * i + k;
             snprintf(names[j], STATE_NAME_MAX, "%s.%s", s->info[i].name,
                      k ? "exp_avg_sq" : "exp_avg");
-            e[j] = (sg_st_entry){.name = names[j], .dtype = SG_DTYPE_F32,
-                                 .src_dtype = SG_DTYPE_F32, .ndim = s->info[i].ndim,
+            e[j] = (sg_st_entry){.name = names[j], .dtype = SG_F32,
+                                 .src_dtype = SG_F32, .ndim = s->info[i].ndim,
                                  .shape = s->info[i].shape,
                                  .data = k ? s->exp_avg_sq[i] : s->exp_avg[i]};
         }
@@ -574,7 +574,7 @@ int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out
                 list_add(&missing, nm);
             else if (!same_shape(t, &out->info[i]))
                 rc = shape_error(path, nm, t, &out->info[i], err);
-            else if (t->dtype != SG_DTYPE_F32)
+            else if (t->dtype != SG_F32)
                 rc = sg_error_set(err, SG_EINVAL,
                                   "%s: %s: dtype %s, expected F32 (Adam moments are fp32)", path,
                                   nm, sg_st_dtype_name(t->dtype));

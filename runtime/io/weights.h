@@ -58,7 +58,7 @@ void sg_weights_init(sg_weights *w, uint64_t seed, double std);
 /* Writes every tensor as dtype (F32, BF16 or F16; fp32 values are rounded to
  * nearest even). meta: extra __metadata__ pairs; "format": "pt" is added
  * unless given. Atomic. */
-int sg_weights_save(const sg_weights *w, const char *path, sg_st_dtype dtype,
+int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
                     const sg_st_meta *meta, int nmeta, sg_error *err);
 
 /* Loads a weights file written for model m into out (allocated here; freed

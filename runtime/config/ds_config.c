@@ -1,0 +1,872 @@
+/* ds_config.c - the DeepSpeed JSON config: defaults, parsing and the
+ * cross-field checks (see ds_config.h).
+ *
+ * Semantics and defaults follow DeepSpeed 0.19.8 (deepspeed/runtime/config.py,
+ * zero/config.py, zero/offload_config.py, precision_config.py,
+ * lr_schedules.py, engine.py). docs/config-keys.md lists every key.
+ *
+ * Parsing is table-driven: each JSON object is walked key by key against a
+ * table of fields; a key not in the table is a warning naming its path, a
+ * wrong type or value is an error naming the path, the value and what was
+ * expected. Results go to a scratch copy that is committed only on success,
+ * so a failed load leaves the caller's config untouched.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "runtime/config/ds_config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/json_util.h"
+#include "runtime/config/run_options.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- defaults --------------------------------------------------------- */
+
+void sg_ds_config_defaults(sg_ds_config *ds)
+{
+    memset(ds, 0, sizeof *ds);
+    /* Batch sizes: 0 = not given; sg_config_finalize() derives them. */
+    ds->steps_per_print = 0; /* DeepSpeed >= 0.18: None, no progress lines */
+
+    /* With no "optimizer" section DeepSpeed uses the client's optimizer; the
+     * SuperOffload script passes DeepSpeedCPUAdam() with its defaults, which
+     * is AdamW-mode Adam with these values. */
+    ds->optimizer.given = 0;
+    ds->optimizer.type = SG_OPT_ADAMW;
+    ds->optimizer.lr = 1e-3;
+    ds->optimizer.beta1 = 0.9;
+    ds->optimizer.beta2 = 0.999;
+    ds->optimizer.eps = 1e-8;
+    ds->optimizer.weight_decay = 0.0; /* FusedAdam / DeepSpeedCPUAdam */
+    ds->optimizer.adam_w_mode = 1;    /* ADAM_W_MODE_DEFAULT = True */
+
+    ds->scheduler.type = SG_SCHED_NONE;
+    ds->scheduler.warmup_min_lr = 0.0;
+    ds->scheduler.warmup_max_lr = 1e-3;
+    ds->scheduler.warmup_num_steps = 1000;
+    ds->scheduler.total_num_steps = 0;
+    ds->scheduler.warmup_type = SG_WARMUP_LOG;
+
+    ds->gradient_clipping = 1.0; /* GRADIENT_CLIPPING_DEFAULT, 0 before 0.19.3 */
+
+    ds->fp16.enabled = 0;
+    ds->fp16.loss_scale = 0.0;
+    ds->fp16.loss_scale_window = 1000;
+    ds->fp16.hysteresis = 2;
+    ds->fp16.min_loss_scale = 1.0;
+    ds->fp16.initial_scale_power = 16;
+
+    ds->bf16.enabled = 0;
+
+    ds->zero.stage = 0;
+    ds->zero.overlap_comm = 0; /* None in DeepSpeed: true iff stage 3 */
+    ds->zero.contiguous_gradients = 1;
+    ds->zero.reduce_scatter = 1;
+    ds->zero.allgather_partitions = 1;
+    ds->zero.allgather_bucket_size = 500000000;
+    ds->zero.reduce_bucket_size = 500000000;
+    ds->zero.sub_group_size = 1000000000;
+    ds->zero.stage3_max_live_parameters = 1000000000;
+    ds->zero.stage3_max_reuse_distance = 1000000000;
+    ds->zero.stage3_prefetch_bucket_size = 50000000;
+    ds->zero.stage3_param_persistence_threshold = 100000;
+    ds->zero.stage3_gather_16bit_weights_on_model_save = 0;
+    ds->zero.offload_optimizer.device = SG_OFFLOAD_NONE;
+    ds->zero.offload_optimizer.pin_memory = 0;
+    ds->zero.offload_optimizer.ratio = 1.0;
+    ds->zero.offload_optimizer.super_offload = 0;
+    ds->zero.offload_optimizer.cpuadam_cores_perc = 0.8;
+    ds->zero.offload_param.device = SG_OFFLOAD_NONE;
+    ds->zero.offload_param.pin_memory = 0;
+
+    /* activation_checkpointing: all false, number_checkpoints None (0) */
+    ds->wall_clock_breakdown = 0;
+}
+
+/* ---- the table walker ------------------------------------------------- */
+
+typedef struct pstate {
+    sg_json_ctx c;
+    sg_ds_config *ds;
+    const char *bf16_key;       /* "bf16" or "bfloat16", for messages */
+    int bf16_present;           /* "bf16" given: "bfloat16" is ignored */
+    int warmup_max_lr_given;
+} pstate;
+
+typedef enum fkind {
+    F_INT, F_NUM, F_BOOL,                       /* stored at off */
+    X_BOOL, X_NUM, X_INT, X_STR, X_OBJ, X_ANY,  /* accepted, no effect */
+    F_FN,                                       /* handled by fn */
+} fkind;
+
+typedef int (*field_fn)(pstate *ps, const cJSON *item, const char *path);
+
+typedef struct field {
+    const char *name;
+    fkind kind;
+    size_t off;
+    unsigned flags;
+    double lo, hi;
+    const char *expect;
+    field_fn fn;
+} field;
+
+#define LO SG_JSON_LO
+#define HI SG_JSON_HI
+#define LO_OPEN SG_JSON_LO_OPEN
+#define POS (SG_JSON_LO | SG_JSON_LO_OPEN) /* > 0 */
+#define NONNEG SG_JSON_LO                  /* >= 0 */
+#define OFF(m) offsetof(sg_ds_config, m)
+#define FI(n, m, fl, lo, hi) { n, F_INT, OFF(m), fl, lo, hi, NULL, NULL }
+#define FIE(n, m, fl, lo, hi, e) { n, F_INT, OFF(m), fl, lo, hi, e, NULL }
+#define FD(n, m, fl, lo, hi) { n, F_NUM, OFF(m), fl, lo, hi, NULL, NULL }
+#define FB(n, m) { n, F_BOOL, OFF(m), 0, 0, 0, NULL, NULL }
+#define FX(n, k) { n, k, 0, 0, 0, 0, NULL, NULL }
+#define FF(n, f) { n, F_FN, 0, 0, 0, 0, NULL, f }
+
+static void join(char *buf, size_t size, const char *path, const char *key)
+{
+    if (path && *path)
+        snprintf(buf, size, "%s.%s", path, key);
+    else
+        snprintf(buf, size, "%s", key);
+}
+
+static const field *find_field(const field *tab, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(tab[i].name, key) == 0)
+            return &tab[i];
+    return NULL;
+}
+
+static void warn_unknown(const sg_json_ctx *c, const char *kp, const char *key,
+                         const char *const *names, size_t n, int top_level_ds)
+{
+    const char *s = sg_json_suggest(key, names, n);
+    if (s)
+        sg_json_warn(c, "unknown key %s%s ignored (did you mean %s?)", c->prefix, kp, s);
+    else if (top_level_ds && sg_run_option_is_key(key))
+        sg_json_warn(c, "unknown key %s%s ignored (a stepgraph run option: it belongs in a run "
+                     "config, next to \"deepspeed_config\")", c->prefix, kp);
+    else
+        sg_json_warn(c, "unknown key %s%s ignored", c->prefix, kp);
+}
+
+static int walk(pstate *ps, const cJSON *obj, const char *path,
+                const field *tab, size_t n)
+{
+    const char *names[128];
+    size_t nn = n < ARRAY_LEN(names) ? n : ARRAY_LEN(names);
+    for (size_t i = 0; i < nn; i++)
+        names[i] = tab[i].name;
+
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        const char *key = it->string ? it->string : "";
+        char kp[256];
+        join(kp, sizeof kp, path, key);
+        for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
+            if (prev->string && strcmp(prev->string, key) == 0) {
+                sg_json_warn(&ps->c, "key %s%s appears more than once; the last value is used",
+                             ps->c.prefix, kp);
+                break;
+            }
+        const field *f = find_field(tab, n, key);
+        if (!f) {
+            warn_unknown(&ps->c, kp, key, names, nn, path[0] == '\0');
+            continue;
+        }
+        /* null is Python's None: DeepSpeed then uses the default */
+        if (cJSON_IsNull(it))
+            continue;
+        int rc = SG_OK, b;
+        int64_t i64;
+        double d;
+        char *base = (char *)ps->ds;
+        switch (f->kind) {
+        case F_INT:
+            rc = sg_json_int(&ps->c, it, kp, f->name, f->flags, f->lo, f->hi, f->expect,
+                             (int64_t *)(void *)(base + f->off));
+            break;
+        case F_NUM:
+            rc = sg_json_num(&ps->c, it, kp, f->name, f->flags, f->lo, f->hi, f->expect,
+                             (double *)(void *)(base + f->off));
+            break;
+        case F_BOOL:
+            rc = sg_json_bool(&ps->c, it, kp, (int *)(void *)(base + f->off));
+            break;
+        case X_BOOL:
+            rc = sg_json_bool(&ps->c, it, kp, &b);
+            break;
+        case X_NUM:
+            rc = sg_json_num(&ps->c, it, kp, f->name, 0, 0, 0, NULL, &d);
+            break;
+        case X_INT:
+            rc = sg_json_int(&ps->c, it, kp, f->name, 0, 0, 0, NULL, &i64);
+            break;
+        case X_STR:
+            if (!cJSON_IsString(it))
+                rc = sg_json_type_error(&ps->c, it, kp, "a string");
+            break;
+        case X_OBJ:
+            if (!cJSON_IsObject(it))
+                rc = sg_json_type_error(&ps->c, it, kp, "an object");
+            break;
+        case X_ANY:
+            break;
+        case F_FN:
+            rc = f->fn(ps, it, kp);
+            break;
+        }
+        if (rc)
+            return rc;
+    }
+    return SG_OK;
+}
+
+static const cJSON *get_given(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return (it && !cJSON_IsNull(it)) ? it : NULL;
+}
+
+static int need_object(pstate *ps, const cJSON *it, const char *path)
+{
+    if (!cJSON_IsObject(it))
+        return sg_json_type_error(&ps->c, it, path, "an object");
+    return SG_OK;
+}
+
+static int h_skip(pstate *ps, const cJSON *it, const char *path)
+{
+    (void)ps;
+    (void)it;
+    (void)path;
+    return SG_OK;
+}
+
+/* Sections that change the step entirely when enabled (amp, elasticity,
+ * torch_autocast): accepted when off, refused when on. */
+static int h_enabled_unsupported(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    const cJSON *en = get_given(it, "enabled");
+    if (!en)
+        return SG_OK;
+    char kp[256];
+    join(kp, sizeof kp, path, "enabled");
+    int b;
+    if ((rc = sg_json_bool(&ps->c, en, kp, &b)))
+        return rc;
+    if (b)
+        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: true is not supported by stepgraph", kp);
+    return SG_OK;
+}
+
+/* ---- optimizer -------------------------------------------------------- */
+
+static int h_betas(pstate *ps, const cJSON *it, const char *path)
+{
+    const char *what = "an array of two numbers in [0, 1)";
+    if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2)
+        return sg_json_type_error(&ps->c, it, path, what);
+    double b[2];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *e = cJSON_GetArrayItem(it, i);
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0.0 && e->valuedouble < 1.0))
+            return sg_json_type_error(&ps->c, it, path, what);
+        b[i] = e->valuedouble;
+    }
+    ps->ds->optimizer.beta1 = b[0];
+    ps->ds->optimizer.beta2 = b[1];
+    return SG_OK;
+}
+
+static int h_bias_correction(pstate *ps, const cJSON *it, const char *path)
+{
+    int b, rc = sg_json_bool(&ps->c, it, path, &b);
+    if (rc)
+        return rc;
+    if (!b)
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: false is not supported by stepgraph (Adam always applies bias "
+                             "correction here)", path);
+    return SG_OK;
+}
+
+static int h_amsgrad(pstate *ps, const cJSON *it, const char *path)
+{
+    int b, rc = sg_json_bool(&ps->c, it, path, &b);
+    if (rc)
+        return rc;
+    if (b)
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: true is not supported by stepgraph (nor by DeepSpeed's FusedAdam "
+                             "and CPU Adam)", path);
+    return SG_OK;
+}
+
+static int h_max_grad_norm(pstate *ps, const cJSON *it, const char *path)
+{
+    (void)it;
+    return sg_json_error(&ps->c, SG_EINVAL,
+                         "%s: not supported as an optimizer parameter (as in DeepSpeed); use the "
+                         "top-level key \"gradient_clipping\"", path);
+}
+
+static const field opt_param_fields[] = {
+    FD("lr", optimizer.lr, NONNEG, 0, 0),
+    FF("betas", h_betas),
+    FD("eps", optimizer.eps, NONNEG, 0, 0),
+    FD("weight_decay", optimizer.weight_decay, NONNEG, 0, 0),
+    FB("adam_w_mode", optimizer.adam_w_mode),
+    FX("torch_adam", X_BOOL),           /* read in h_optimizer */
+    FF("bias_correction", h_bias_correction),
+    FF("amsgrad", h_amsgrad),
+    FF("max_grad_norm", h_max_grad_norm),
+    FX("fp32_optimizer_states", X_BOOL),
+    FX("foreach", X_BOOL),
+    FX("fused", X_BOOL),
+    FX("capturable", X_BOOL),
+};
+
+static int h_opt_params(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    return walk(ps, it, path, opt_param_fields, ARRAY_LEN(opt_param_fields));
+}
+
+static const field opt_fields[] = {
+    FF("type", h_skip), /* read first, in h_optimizer */
+    FF("params", h_opt_params),
+    FX("legacy_fusion", X_BOOL),
+};
+
+static int h_optimizer(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    sg_ds_config *ds = ps->ds;
+    char kp[256];
+    join(kp, sizeof kp, path, "type");
+    const cJSON *type = get_given(it, "type");
+    if (!type)
+        return sg_json_error(&ps->c, SG_EINVAL, "%s is required (\"Adam\" or \"AdamW\")", kp);
+    if (!cJSON_IsString(type))
+        return sg_json_type_error(&ps->c, type, kp, "a string (\"Adam\" or \"AdamW\")");
+    const char *t = type->valuestring;
+    /* DeepSpeed lower-cases the names of its own optimizers */
+    if (strcasecmp(t, "adam") == 0)
+        ds->optimizer.type = SG_OPT_ADAM;
+    else if (strcasecmp(t, "adamw") == 0)
+        ds->optimizer.type = SG_OPT_ADAMW;
+    else
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: \"%s\" is not supported by stepgraph (expected \"Adam\" or \"AdamW\")",
+                             kp, t);
+    ds->optimizer.given = 1;
+    if ((rc = walk(ps, it, path, opt_fields, ARRAY_LEN(opt_fields))))
+        return rc;
+
+    /* engine.py: the name "AdamW" forces decoupled weight decay; "Adam"
+     * follows adam_w_mode, whose default is True. */
+    if (ds->optimizer.type == SG_OPT_ADAMW)
+        ds->optimizer.adam_w_mode = 1;
+    /* weight_decay defaults to 0 (FusedAdam, DeepSpeedCPUAdam) except with
+     * torch_adam in AdamW mode, where torch.optim.AdamW's 0.01 applies. */
+    const cJSON *params = get_given(it, "params");
+    if (params && !get_given(params, "weight_decay")) {
+        const cJSON *ta = get_given(params, "torch_adam");
+        if (ta && cJSON_IsTrue(ta) && ds->optimizer.adam_w_mode)
+            ds->optimizer.weight_decay = 0.01;
+    }
+    return SG_OK;
+}
+
+/* ---- scheduler -------------------------------------------------------- */
+
+static int h_warmup_type(pstate *ps, const cJSON *it, const char *path)
+{
+    if (!cJSON_IsString(it))
+        return sg_json_type_error(&ps->c, it, path, "\"log\" or \"linear\"");
+    if (strcmp(it->valuestring, "log") == 0)
+        ps->ds->scheduler.warmup_type = SG_WARMUP_LOG;
+    else if (strcmp(it->valuestring, "linear") == 0)
+        ps->ds->scheduler.warmup_type = SG_WARMUP_LINEAR;
+    else {
+        char v[96];
+        sg_json_repr(it, v, sizeof v);
+        return sg_json_error(&ps->c, SG_EINVAL, "%s: %s is not valid (expected \"log\" or \"linear\")",
+                             path, v);
+    }
+    return SG_OK;
+}
+
+static int h_warmup_max_lr(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = sg_json_num(&ps->c, it, path, "warmup_max_lr", NONNEG, 0, 0, NULL,
+                         &ps->ds->scheduler.warmup_max_lr);
+    if (rc == SG_OK)
+        ps->warmup_max_lr_given = 1;
+    return rc;
+}
+
+static const field sched_param_fields[] = {
+    FD("warmup_min_lr", scheduler.warmup_min_lr, NONNEG, 0, 0),
+    FF("warmup_max_lr", h_warmup_max_lr),
+    FI("warmup_num_steps", scheduler.warmup_num_steps, POS, 0, 0),
+    FF("warmup_type", h_warmup_type),
+    FI("total_num_steps", scheduler.total_num_steps, POS, 0, 0),
+    FX("last_batch_iteration", X_INT),
+};
+
+static int h_sched_params(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    if ((rc = walk(ps, it, path, sched_param_fields, ARRAY_LEN(sched_param_fields))))
+        return rc;
+    sg_ds_config *ds = ps->ds;
+    if (ds->scheduler.type == SG_SCHED_WARMUP_LR && get_given(it, "total_num_steps")) {
+        char kp[256];
+        join(kp, sizeof kp, path, "total_num_steps");
+        sg_json_warn(&ps->c, "%s%s ignored: WarmupLR does not decay (DeepSpeed's WarmupLR "
+                     "rejects it; use WarmupDecayLR)", ps->c.prefix, kp);
+        ds->scheduler.total_num_steps = 0;
+    }
+    if (ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR && ds->scheduler.total_num_steps > 0 &&
+        ds->scheduler.total_num_steps < ds->scheduler.warmup_num_steps)
+        sg_json_warn(&ps->c, "%s%s.total_num_steps %lld is less than warmup_num_steps %lld",
+                     ps->c.prefix, path, (long long)ds->scheduler.total_num_steps,
+                     (long long)ds->scheduler.warmup_num_steps);
+    return SG_OK;
+}
+
+static const field sched_fields[] = {
+    FF("type", h_skip), /* read first, in h_scheduler */
+    FF("params", h_sched_params),
+};
+
+static int h_scheduler(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    char kp[256];
+    join(kp, sizeof kp, path, "type");
+    const cJSON *type = get_given(it, "type");
+    if (!type)
+        return sg_json_error(&ps->c, SG_EINVAL, "%s is required (\"WarmupLR\" or \"WarmupDecayLR\")", kp);
+    if (!cJSON_IsString(type))
+        return sg_json_type_error(&ps->c, type, kp, "a string (\"WarmupLR\" or \"WarmupDecayLR\")");
+    const char *t = type->valuestring;
+    if (strcmp(t, "WarmupLR") == 0)
+        ps->ds->scheduler.type = SG_SCHED_WARMUP_LR;
+    else if (strcmp(t, "WarmupDecayLR") == 0)
+        ps->ds->scheduler.type = SG_SCHED_WARMUP_DECAY_LR;
+    else if (strcasecmp(t, "WarmupLR") == 0 || strcasecmp(t, "WarmupDecayLR") == 0)
+        /* DeepSpeed looks the class up by its exact name */
+        return sg_json_error(&ps->c, SG_EINVAL,
+                             "%s: \"%s\" is not valid: scheduler names are case-sensitive (did you "
+                             "mean \"%s\"?)", kp, t,
+                             strcasecmp(t, "WarmupLR") == 0 ? "WarmupLR" : "WarmupDecayLR");
+    else
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: \"%s\" is not supported by stepgraph (expected \"WarmupLR\" or "
+                             "\"WarmupDecayLR\")", kp, t);
+    return walk(ps, it, path, sched_fields, ARRAY_LEN(sched_fields));
+}
+
+/* ---- precision -------------------------------------------------------- */
+
+static const field fp16_fields[] = {
+    FB("enabled", fp16.enabled),
+    FX("auto_cast", X_BOOL),
+    FD("loss_scale", fp16.loss_scale, NONNEG, 0, 0),
+    FI("initial_scale_power", fp16.initial_scale_power, LO | HI, 0, 63),
+    /* loss_scale_window and min_loss_scale matter only with dynamic loss
+     * scaling: sg_ds_config_check() checks them then, as precision_config.py does */
+    FI("loss_scale_window", fp16.loss_scale_window, 0, 0, 0),
+    FI("hysteresis", fp16.hysteresis, POS, 0, 0),
+    FX("consecutive_hysteresis", X_BOOL),
+    FD("min_loss_scale", fp16.min_loss_scale, 0, 0, 0),
+    FX("fp16_master_weights_and_grads", X_BOOL),
+};
+
+static int h_fp16(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    return walk(ps, it, path, fp16_fields, ARRAY_LEN(fp16_fields));
+}
+
+static const field bf16_fields[] = {
+    FB("enabled", bf16.enabled),
+    FX("immediate_grad_update", X_BOOL),
+    FX("check_grad_overflow", X_BOOL),
+    FX("bf16_master_weights_and_grads", X_BOOL),
+    FX("bf16_optimizer_states", X_BOOL),
+};
+
+static int h_bf16(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    return walk(ps, it, path, bf16_fields, ARRAY_LEN(bf16_fields));
+}
+
+/* "bfloat16" is DeepSpeed's older name, read only when "bf16" is absent. */
+static int h_bfloat16(pstate *ps, const cJSON *it, const char *path)
+{
+    if (ps->bf16_present) {
+        sg_json_warn(&ps->c, "%s%s ignored: \"bf16\" is given and takes precedence (as in DeepSpeed)",
+                     ps->c.prefix, path);
+        return SG_OK;
+    }
+    ps->bf16_key = "bfloat16";
+    return h_bf16(ps, it, path);
+}
+
+/* ---- zero_optimization ------------------------------------------------ */
+
+static int parse_device(pstate *ps, const cJSON *it, const char *path, sg_offload_device *out)
+{
+    if (!cJSON_IsString(it))
+        return sg_json_type_error(&ps->c, it, path, "\"cpu\", \"nvme\" or \"none\"");
+    const char *s = it->valuestring;
+    if (strcmp(s, "none") == 0)
+        *out = SG_OFFLOAD_NONE;
+    else if (strcmp(s, "cpu") == 0)
+        *out = SG_OFFLOAD_CPU;
+    else if (strcmp(s, "nvme") == 0)
+        *out = SG_OFFLOAD_NVME;
+    else {
+        char v[96];
+        sg_json_repr(it, v, sizeof v);
+        return sg_json_error(&ps->c, SG_EINVAL, "%s: %s is not valid (expected \"cpu\", \"nvme\" or \"none\")",
+                             path, v);
+    }
+    return SG_OK;
+}
+
+static int h_opt_device(pstate *ps, const cJSON *it, const char *path)
+{
+    sg_offload_device d;
+    int rc = parse_device(ps, it, path, &d);
+    if (rc)
+        return rc;
+    if (d == SG_OFFLOAD_NVME)
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: \"nvme\" is not supported by stepgraph (use \"cpu\" or \"none\")", path);
+    ps->ds->zero.offload_optimizer.device = d;
+    return SG_OK;
+}
+
+static int h_param_device(pstate *ps, const cJSON *it, const char *path)
+{
+    sg_offload_device d;
+    int rc = parse_device(ps, it, path, &d);
+    if (rc)
+        return rc;
+    if (d != SG_OFFLOAD_NONE)
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: \"%s\" is not supported by stepgraph (parameter offload; use \"none\")",
+                             path, it->valuestring);
+    ps->ds->zero.offload_param.device = d;
+    return SG_OK;
+}
+
+static const field offload_opt_fields[] = {
+    FF("device", h_opt_device),
+    FX("nvme_path", X_STR),
+    FX("buffer_count", X_INT),
+    FB("pin_memory", zero.offload_optimizer.pin_memory),
+    FX("pipeline_read", X_BOOL),
+    FX("pipeline_write", X_BOOL),
+    FX("fast_init", X_BOOL),
+    FD("ratio", zero.offload_optimizer.ratio, LO | HI, 0, 1),
+    FB("super_offload", zero.offload_optimizer.super_offload),
+    FX("convert_grad_on_cpu", X_BOOL),
+    FD("cpuadam_cores_perc", zero.offload_optimizer.cpuadam_cores_perc, LO | LO_OPEN | HI, 0, 1),
+};
+
+static int h_offload_opt(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    return walk(ps, it, path, offload_opt_fields, ARRAY_LEN(offload_opt_fields));
+}
+
+static const field offload_param_fields[] = {
+    FF("device", h_param_device),
+    FX("nvme_path", X_STR),
+    FX("buffer_count", X_INT),
+    FX("buffer_size", X_INT),
+    FX("max_in_cpu", X_INT),
+    FB("pin_memory", zero.offload_param.pin_memory),
+};
+
+static int h_offload_param(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    return walk(ps, it, path, offload_param_fields, ARRAY_LEN(offload_param_fields));
+}
+
+/* Deprecated "cpu_offload": true means offload_optimizer {"device": "cpu"}
+ * (pin_memory stays false, as DeepSpeed's new_param_fn builds it). */
+static int h_cpu_offload(pstate *ps, const cJSON *it, const char *path)
+{
+    int b, rc = sg_json_bool(&ps->c, it, path, &b);
+    if (rc == SG_OK && b)
+        ps->ds->zero.offload_optimizer.device = SG_OFFLOAD_CPU;
+    return rc;
+}
+
+static int h_cpu_offload_param(pstate *ps, const cJSON *it, const char *path)
+{
+    int b, rc = sg_json_bool(&ps->c, it, path, &b);
+    if (rc == SG_OK && b)
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: true is not supported by stepgraph (parameter offload)", path);
+    return rc;
+}
+
+static const field zero_fields[] = {
+    FIE("stage", zero.stage, LO | HI, 0, 3, "expected 0, 1, 2 or 3"),
+    FB("overlap_comm", zero.overlap_comm),
+    FB("contiguous_gradients", zero.contiguous_gradients),
+    FB("reduce_scatter", zero.reduce_scatter),
+    FB("allgather_partitions", zero.allgather_partitions),
+    FI("allgather_bucket_size", zero.allgather_bucket_size, POS, 0, 0),
+    FI("reduce_bucket_size", zero.reduce_bucket_size, POS, 0, 0),
+    FI("sub_group_size", zero.sub_group_size, POS, 0, 0),
+    /* pydantic aliases: both spellings are accepted by DeepSpeed */
+    FI("stage3_max_live_parameters", zero.stage3_max_live_parameters, NONNEG, 0, 0),
+    FI("max_live_parameters", zero.stage3_max_live_parameters, NONNEG, 0, 0),
+    FI("stage3_max_reuse_distance", zero.stage3_max_reuse_distance, NONNEG, 0, 0),
+    FI("max_reuse_distance", zero.stage3_max_reuse_distance, NONNEG, 0, 0),
+    FI("stage3_prefetch_bucket_size", zero.stage3_prefetch_bucket_size, NONNEG, 0, 0),
+    FI("prefetch_bucket_size", zero.stage3_prefetch_bucket_size, NONNEG, 0, 0),
+    FI("stage3_param_persistence_threshold", zero.stage3_param_persistence_threshold, NONNEG, 0, 0),
+    FI("param_persistence_threshold", zero.stage3_param_persistence_threshold, NONNEG, 0, 0),
+    FB("stage3_gather_16bit_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save),
+    FB("gather_16bit_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save),
+    FB("stage3_gather_fp16_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save),
+    FF("offload_optimizer", h_offload_opt),
+    FF("offload_param", h_offload_param),
+    FF("cpu_offload", h_cpu_offload),
+    FF("cpu_offload_param", h_cpu_offload_param),
+    FX("cpu_offload_use_pin_memory", X_BOOL), /* no effect in DeepSpeed either */
+    FX("round_robin_gradients", X_BOOL),
+    FX("load_from_fp32_weights", X_BOOL),
+    FX("elastic_checkpoint", X_BOOL),
+    FX("ignore_unused_parameters", X_BOOL),
+    FX("legacy_stage1", X_BOOL),
+    FX("use_multi_rank_bucket_allreduce", X_BOOL),
+    FX("stage3_model_persistence_threshold", X_INT),
+    FX("model_persistence_threshold", X_INT),
+    FX("stage3_module_granularity_threshold", X_INT),
+    FX("module_granularity_threshold", X_INT),
+    FX("stage3_use_all_reduce_for_fetch_params", X_BOOL),
+    FX("use_all_reduce_for_fetch_params", X_BOOL),
+    FX("stage3_allgather_sequential", X_BOOL),
+    FX("allgather_sequential", X_BOOL),
+    FX("stage3_partition_stream_chunk_size", X_INT),
+    FX("partition_stream_chunk_size", X_INT),
+    FX("memory_efficient_linear", X_BOOL),
+    FX("override_module_apply", X_BOOL),
+    FX("pipeline_loading_checkpoint", X_BOOL),
+    FX("log_trace_cache_warnings", X_BOOL),
+    FX("enable_sanity_checks", X_BOOL),
+    FX("zero_hpz_partition_size", X_INT),
+    FX("zero_quantized_weights", X_BOOL),
+    FX("zero_quantized_nontrainable_weights", X_BOOL),
+    FX("zero_quantized_gradients", X_BOOL),
+    FX("zeropp_loco_param", X_OBJ),
+    FX("mics_shard_size", X_INT),
+    FX("mics_hierarchical_params_gather", X_BOOL),
+    FX("save_muon_momentum_buffer_in_memory", X_BOOL),
+    FX("leaf_module", X_OBJ),
+};
+
+static int h_zero(pstate *ps, const cJSON *it, const char *path)
+{
+    sg_ds_config *ds = ps->ds;
+    if (cJSON_IsBool(it)) {
+        /* zero/config.py read_zero_config_deprecated: true means stage 1 */
+        ds->zero.stage = cJSON_IsTrue(it) ? 1 : 0;
+        sg_json_warn(&ps->c, "%s%s: %s is DeepSpeed's deprecated form, read as {\"stage\": %d}",
+                     ps->c.prefix, path, cJSON_IsTrue(it) ? "true" : "false", (int)ds->zero.stage);
+        return SG_OK;
+    }
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    if ((rc = walk(ps, it, path, zero_fields, ARRAY_LEN(zero_fields))))
+        return rc;
+    /* overlap_comm: None means true for stage 3, false otherwise */
+    if (!get_given(it, "overlap_comm"))
+        ds->zero.overlap_comm = ds->zero.stage == 3;
+    return SG_OK;
+}
+
+/* ---- activation_checkpointing ----------------------------------------- */
+
+/* number_checkpoints: an integer > 0; false or null (seen in real configs)
+ * mean "not set", as DeepSpeed's None. */
+static int h_num_ckpt(pstate *ps, const cJSON *it, const char *path)
+{
+    if (cJSON_IsFalse(it)) {
+        ps->ds->activation_checkpointing.number_checkpoints = 0;
+        return SG_OK;
+    }
+    return sg_json_int(&ps->c, it, path, "number_checkpoints", POS, 0, 0, NULL,
+                       &ps->ds->activation_checkpointing.number_checkpoints);
+}
+
+static const field act_fields[] = {
+    FB("partition_activations", activation_checkpointing.partition_activations),
+    FB("cpu_checkpointing", activation_checkpointing.cpu_checkpointing),
+    FB("contiguous_memory_optimization", activation_checkpointing.contiguous_memory_optimization),
+    FF("number_checkpoints", h_num_ckpt),
+    FB("synchronize_checkpoint_boundary", activation_checkpointing.synchronize_checkpoint_boundary),
+    FB("profile", activation_checkpointing.profile),
+};
+
+static int h_act(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    ps->ds->activation_checkpointing.given = 1;
+    return walk(ps, it, path, act_fields, ARRAY_LEN(act_fields));
+}
+
+/* ---- top level -------------------------------------------------------- */
+
+static const field top_fields[] = {
+    FI("train_batch_size", train_batch_size, POS, 0, 0),
+    FI("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu, POS, 0, 0),
+    FI("gradient_accumulation_steps", gradient_accumulation_steps, POS, 0, 0),
+    FI("steps_per_print", steps_per_print, POS, 0, 0),
+    FF("optimizer", h_optimizer),
+    FF("scheduler", h_scheduler),
+    FD("gradient_clipping", gradient_clipping, NONNEG, 0, 0),
+    FF("fp16", h_fp16),
+    FF("bf16", h_bf16),
+    FF("bfloat16", h_bfloat16),
+    FF("zero_optimization", h_zero),
+    FF("activation_checkpointing", h_act),
+    FB("wall_clock_breakdown", wall_clock_breakdown),
+    FF("amp", h_enabled_unsupported),
+    FF("elasticity", h_enabled_unsupported),
+    FF("torch_autocast", h_enabled_unsupported),
+    /* accepted, no effect on the compiled step (single process, or logging) */
+    FX("zero_allow_untested_optimizer", X_BOOL),
+    FX("zero_force_ds_cpu_optimizer", X_BOOL),
+    FX("prescale_gradients", X_BOOL),
+    FX("gradient_predivide_factor", X_NUM),
+    FX("communication_data_type", X_STR),
+    FX("seq_parallel_communication_data_type", X_STR),
+    FX("sparse_gradients", X_BOOL),
+    FX("disable_allgather", X_BOOL),
+    FX("dump_state", X_BOOL),
+    FX("memory_breakdown", X_BOOL),
+    FX("dataloader_drop_last", X_BOOL),
+    FX("vocabulary_size", X_INT),
+    FX("flops_profiler", X_OBJ),
+    FX("tensorboard", X_OBJ),
+    FX("wandb", X_OBJ),
+    FX("csv_monitor", X_OBJ),
+    FX("comet", X_OBJ),
+    FX("comms_logger", X_OBJ),
+    FX("checkpoint", X_OBJ),
+    FX("timers", X_OBJ),
+    FX("aio", X_OBJ),
+    FX("data_types", X_OBJ),
+};
+
+int sg_ds_config_is_top_key(const char *key)
+{
+    return find_field(top_fields, ARRAY_LEN(top_fields), key) != NULL;
+}
+
+int sg_ds_config_from_json(const cJSON *root, const sg_json_ctx *c, sg_ds_config *ds)
+{
+    pstate ps;
+    memset(&ps, 0, sizeof ps);
+    ps.c = *c;
+    ps.ds = ds;
+    ps.bf16_key = "bf16";
+    ps.bf16_present = get_given(root, "bf16") != NULL;
+    sg_ds_config_defaults(ds);
+
+    int rc = walk(&ps, root, "", top_fields, ARRAY_LEN(top_fields));
+    if (rc)
+        return rc;
+    if (ds->scheduler.type != SG_SCHED_NONE && !ps.warmup_max_lr_given)
+        /* lr_schedules.py: WarmupLR's default is the optimizer's lr;
+         * WarmupDecayLR's own default is 0.001. */
+        ds->scheduler.warmup_max_lr =
+            ds->scheduler.type == SG_SCHED_WARMUP_LR ? ds->optimizer.lr : 1e-3;
+    return sg_ds_config_check(c, ds, ps.bf16_key);
+}
+
+int sg_ds_config_parse(const char *json_text, const char *origin,
+                       sg_ds_config *ds, sg_config_warnings *warn,
+                       sg_error *err)
+{
+    if (!origin)
+        origin = "deepspeed config";
+    if (!json_text || !ds)
+        return sg_error_set(err, SG_EINVAL, "%s: no JSON text given", origin);
+    cJSON *root;
+    int rc = sg_json_parse(json_text, strlen(json_text), origin, &root, err);
+    if (rc)
+        return rc;
+    if (!cJSON_IsObject(root)) {
+        rc = sg_error_set(err, SG_EINVAL, "%s: expected a JSON object at the top level, got %s",
+                          origin, sg_json_kind(root));
+        cJSON_Delete(root);
+        return rc;
+    }
+    sg_ds_config tmp;
+    sg_config_warnings *wtmp = NULL;
+    if (warn) {
+        wtmp = malloc(sizeof *wtmp);
+        if (!wtmp) {
+            cJSON_Delete(root);
+            return sg_error_set(err, SG_ENOMEM, "%s: out of memory", origin);
+        }
+        *wtmp = *warn;
+    }
+    sg_json_ctx c = { origin, "", wtmp, err };
+    rc = sg_ds_config_from_json(root, &c, &tmp);
+    cJSON_Delete(root);
+    if (rc == SG_OK) {
+        *ds = tmp;
+        if (warn)
+            *warn = *wtmp;
+    }
+    free(wtmp);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* run_options.h - stepgraph run options.
+ *
+ * Run options (model, data, sequence length, steps, scheduler, workers...)
+ * come from a run config file (config.h) and/or CLI flags. Errors name the
+ * option and the value; unknown keys are reported as warnings.
+ */
+#ifndef SG_RUN_OPTIONS_H
+#define SG_RUN_OPTIONS_H
+
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define SG_PATH_MAX 1024
+#define SG_NAME_MAX 64
+
+struct cJSON;
+struct sg_json_ctx;
+
+typedef struct sg_run_options {
+    char model[SG_PATH_MAX];            /* model name or path; default "tiny-llama" */
+    char data[SG_PATH_MAX];             /* token shard (.bin) or text file; "" = default */
+    char sched[SG_NAME_MAX];            /* StarPU policy; default "dmdas" */
+    char machine[SG_NAME_MAX];          /* machine model for simulate/ideal timings */
+    int64_t max_length;                 /* sequence length, default 256 */
+    int64_t steps;                      /* training steps; 0 = use bench_steps */
+    int64_t warmup_steps;               /* excluded from averages, default 0 */
+    int64_t bench_steps;                /* stop after this many steps; 0 = none */
+    int64_t log_interval;               /* default: DeepSpeed steps_per_print */
+    int activation_checkpointing;       /* -1 = from DeepSpeed config */
+    int64_t seed;                       /* default 42 */
+    int64_t dp_size;                    /* data-parallel size, default 1 */
+    int64_t ncpus;                      /* CPU workers, -1 = StarPU default */
+    int64_t ncuda;                      /* CUDA workers, -1 = StarPU default */
+    char load[SG_PATH_MAX];             /* weights file, or checkpoint dir to resume; "" = init */
+    char save[SG_PATH_MAX];             /* checkpoint directory written by run; "" = none */
+    int64_t save_interval;              /* also save every N steps; 0 = at the end only */
+    char save_dtype[8];                 /* "f32" (default) or "bf16" weights */
+    char metrics[SG_PATH_MAX];          /* JSONL metrics file; "" = none */
+    char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
+    int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */
+    int bind_cores_to_rank;             /* DeepSpeed launcher style: rank r -> NUMA node r mod count */
+} sg_run_options;
+
+void sg_run_options_defaults(sg_run_options *run);
+
+/* Sets one run option from its name as written in a run config or as a CLI
+ * flag without dashes ("max_length", "seed", ...) and a string value. */
+int sg_run_option_set(sg_run_options *run, const char *key,
+                      const char *value, sg_error *err);
+
+/* Parses the run option keys of a run config object (all but
+ * "deepspeed_config") into run. */
+int sg_run_options_from_json(const struct cJSON *root, const struct sg_json_ctx *c,
+                             sg_run_options *run);
+
+/* 1 if key names a run option (for hints when one is written in a
+ * DeepSpeed config). */
+int sg_run_option_is_key(const char *key);
+
+/* Range checks of every option (a caller may have edited the struct);
+ * origin names the run config in messages. */
+int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error *err);
+
+#endif /* SG_RUN_OPTIONS_H */
