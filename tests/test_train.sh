@@ -103,7 +103,7 @@ ds fp16static '{"fp16": {"enabled": true, "loss_scale": 1e30}}'
 train f16all fp16static --steps 3 --save "$TMP/ck_f16"
 ds lr0 '{"optimizer": {"params": {"lr": 0}}}'
 train lr0 lr0 --steps 3 --save "$TMP/ck_lr0"
-"$PY" - "$TMP/ck_f16/model.safetensors" "$TMP/ck_lr0/model.safetensors" <<'PYEOF'
+"$PY" - "$TMP/ck_f16/step-00000003/model.safetensors" "$TMP/ck_lr0/step-00000003/model.safetensors" <<'PYEOF'
 import json, struct, sys
 def tensors(p):
     b = open(p, "rb").read()
@@ -118,15 +118,17 @@ ok $? "fp16 steps that all overflow leave the weights exactly as initialised"
 # ---- checkpoint and exact resume -------------------------------------------
 train full base --steps 6
 train half base --steps 3 --save "$TMP/ck"
-[ -f "$TMP/ck/model.safetensors" ] && [ -f "$TMP/ck/state.safetensors" ]; ok $? "--save writes model.safetensors and state.safetensors"
+[ "$(cat "$TMP/ck/latest")" = step-00000003 ] && [ -f "$TMP/ck/step-00000003/model.safetensors" ] &&
+	[ -f "$TMP/ck/step-00000003/state.safetensors" ]
+ok $? "--save writes step-00000003/{model,state}.safetensors and a latest file naming it"
 train rest base --steps 3 --load "$TMP/ck"
 ok "$(cat "$TMP/rest.rc")" "--load CHECKPOINT resumes"
 [ "$(losses full | cut -d' ' -f4-)" = "$(losses rest)" ]; ok $? "resumed steps 4-6 have the losses of the uninterrupted run, bit for bit"
 grep -q "^Step 4 |" "$TMP/rest.out"; ok $? "resumed run continues the step numbering"
 train other mb4 --steps 1 --load "$TMP/ck"
 grep -q "another model, data, seed" "$TMP/other.err"; ok $? "resuming with another batch size is refused with a reason"
-mkdir -p "$TMP/ckbad" && cp "$TMP/ck/model.safetensors" "$TMP/ckbad/"
-"$PY" - "$TMP/ck/state.safetensors" "$TMP/ckbad/state.safetensors" <<'PYEOF'
+mkdir -p "$TMP/ckbad" && cp "$TMP/ck/step-00000003/model.safetensors" "$TMP/ckbad/"
+"$PY" - "$TMP/ck/step-00000003/state.safetensors" "$TMP/ckbad/state.safetensors" <<'PYEOF'
 import json, struct, sys
 b = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
@@ -136,7 +138,7 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
 PYEOF
 train ckbad base --steps 1 --load "$TMP/ckbad"
 [ "$(cat "$TMP/ckbad.rc")" -ne 0 ] && grep -q "adam_step" "$TMP/ckbad.err"; ok $? "a training state with a bad adam_step is an error naming it"
-train fromw lr0 --steps 1 --load "$TMP/ck/model.safetensors"
+train fromw lr0 --steps 1 --load "$TMP/ck/step-00000003/model.safetensors"
 ok "$(cat "$TMP/fromw.rc")" "--load WEIGHTS starts a new run from saved weights"
 printf 'not a checkpoint' >"$TMP/bad.safetensors"
 train badw base --load "$TMP/bad.safetensors"

@@ -42,6 +42,7 @@ void sg_run_options_defaults(sg_run_options *run)
     run->ncpus = -1;
     run->ncuda = -1;
     snprintf(run->save_dtype, sizeof run->save_dtype, "%s", "f32");
+    run->save_keep = 2;
     run->numa_node = -1;
 }
 
@@ -76,6 +77,7 @@ static const ropt run_opts[] = {
     { "load", R_STR, ROFF(load), SG_PATH_MAX, 0, 0, 0, 0 },
     { "save", R_STR, ROFF(save), SG_PATH_MAX, 0, 0, 0, 0 },
     { "save_interval", R_INT, ROFF(save_interval), 0, 0, NONNEG, 0, 0 },
+    { "save_keep", R_INT, ROFF(save_keep), 0, 0, NONNEG, 0, 0 },
     { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0 },
     { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0 },
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },

@@ -35,6 +35,7 @@ typedef struct sg_run_options {
     char load[SG_PATH_MAX];             /* weights file, or checkpoint dir to resume; "" = init */
     char save[SG_PATH_MAX];             /* checkpoint directory written by run; "" = none */
     int64_t save_interval;              /* also save every N steps; 0 = at the end only */
+    int64_t save_keep;                  /* checkpoints kept in save (newest); 0 = all */
     char save_dtype[8];                 /* "f32" (default) or "bf16" weights */
     char metrics[SG_PATH_MAX];          /* JSONL metrics file; "" = none */
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */

@@ -2,33 +2,28 @@
 #define _POSIX_C_SOURCE 200809L
 #include "runtime/io/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-static void join(char *out, size_t n, const char *dir, const char *file)
-{
-    snprintf(out, n, "%s/%s", dir, file);
-}
+#include "common/atomic_file.h"
 
-int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
-                       const char *model_name, sg_dtype weights_dtype, sg_error *err)
+/* out = dir/file; -1 (out untouched) when it does not fit in n bytes. */
+static int join(char *out, size_t n, const char *dir, const char *file)
 {
-    if (mkdir(dir, 0777) && errno != EEXIST)
-        return sg_error_set(err, SG_EIO, "cannot create checkpoint directory %s: %s", dir,
-                            strerror(errno));
-    char path[SG_PATH_MAX + 32], step[32];
-    snprintf(step, sizeof step, "%" PRId64, st->step);
-    sg_st_meta meta[] = {{"step", step}, {"model", model_name}};
-    join(path, sizeof path, dir, "model.safetensors");
-    int rc = sg_weights_save(w, path, weights_dtype, meta, 2, err);
-    if (rc)
-        return rc;
-    join(path, sizeof path, dir, "state.safetensors");
-    return sg_train_state_save(st, path, model_name, err);
+    size_t a = strlen(dir), b = strlen(file);
+    if (a + 1 + b + 1 > n)
+        return -1;
+    memmove(out, dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, file, b + 1);
+    return 0;
 }
 
 static int is_dir(const char *path)
@@ -37,10 +32,208 @@ static int is_dir(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* fsync of a directory: its entries (a rename into it) reach the disk. */
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Removes a checkpoint directory: its plain files, then itself (a step
+ * directory holds nothing else). Best effort: what stays is a leftover the
+ * next save removes. */
+static void remove_step_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    char f[SG_PATH_MAX + 300];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !join(f, sizeof f, path, e->d_name))
+            unlink(f);
+    closedir(d);
+    rmdir(path);
+}
+
+/* The step of a directory name "step-N", or -1 for any other name. */
+static int64_t step_of(const char *name)
+{
+    if (strncmp(name, SG_CHECKPOINT_STEP_PREFIX, strlen(SG_CHECKPOINT_STEP_PREFIX)) != 0)
+        return -1;
+    const char *p = name + strlen(SG_CHECKPOINT_STEP_PREFIX);
+    if (*p < '0' || *p > '9' || strlen(p) > 18)
+        return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return -1;
+    return strtoll(p, NULL, 10);
+}
+
+/* After a switch to `current`: removes the leftovers of interrupted saves
+ * (".tmp-*" directories), step directories newer than `current` (renamed in
+ * but never switched to), and all but the keep_last newest others. */
+static void prune(const char *dir, int64_t current, int64_t keep_last)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    int64_t *steps = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    char path[SG_PATH_MAX + 300];
+    while ((e = readdir(d))) {
+        if (join(path, sizeof path, dir, e->d_name) || !is_dir(path))
+            continue;
+        int64_t s = step_of(e->d_name);
+        if (strncmp(e->d_name, SG_CHECKPOINT_TMP_PREFIX, strlen(SG_CHECKPOINT_TMP_PREFIX)) == 0 ||
+            s > current) {
+            remove_step_dir(path);
+        } else if (s >= 0 && s < current) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                int64_t *grown = realloc(steps, cap * sizeof *steps);
+                if (!grown)
+                    break;
+                steps = grown;
+            }
+            steps[n++] = s;
+        }
+    }
+    closedir(d);
+    /* keep the keep_last - 1 newest older ones beside the current one */
+    for (size_t i = 0; i < n && keep_last > 0; i++) {
+        int64_t newer = 0;
+        for (size_t j = 0; j < n; j++)
+            newer += steps[j] > steps[i];
+        if (newer + 1 >= keep_last) {
+            snprintf(path, sizeof path, "%s/" SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, dir, steps[i]);
+            remove_step_dir(path);
+        }
+    }
+    free(steps);
+}
+
+/* Writes the pointer file: the one rename that switches to a checkpoint. */
+static int write_latest(const char *dir, const char *tag, sg_error *err)
+{
+    char path[SG_PATH_MAX + 32];
+    if (join(path, sizeof path, dir, SG_CHECKPOINT_LATEST))
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+    sg_atomic_file f;
+    int rc = sg_atomic_open(&f, path, err);
+    if (rc)
+        return rc;
+    fprintf(f.fp, "%s\n", tag);
+    return sg_atomic_commit(&f, err);
+}
+
+static int save_files(const char *dir, const sg_weights *w, const sg_train_state *st,
+                      const char *model_name, sg_dtype weights_dtype, sg_error *err)
+{
+    char path[SG_PATH_MAX + 32], step[32];
+    snprintf(step, sizeof step, "%" PRId64, st->step);
+    sg_st_meta meta[] = {{"step", step}, {"model", model_name}};
+    if (join(path, sizeof path, dir, "model.safetensors"))
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+    int rc = sg_weights_save(w, path, weights_dtype, meta, 2, err);
+    if (rc)
+        return rc;
+    join(path, sizeof path, dir, "state.safetensors");
+    if ((rc = sg_train_state_save(st, path, model_name, err)))
+        return rc;
+    if (sync_dir(dir))
+        return sg_error_set(err, SG_EIO, "%s: cannot sync: %s", dir, strerror(errno));
+    return SG_OK;
+}
+
+int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
+                       const char *model_name, sg_dtype weights_dtype, int64_t keep_last,
+                       sg_error *err)
+{
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return sg_error_set(err, SG_EIO, "cannot create checkpoint directory %s: %s", dir,
+                            strerror(errno));
+    char tag[64], tmp[SG_PATH_MAX + 96], final[SG_PATH_MAX + 96], old[SG_PATH_MAX + 96];
+    snprintf(tag, sizeof tag, SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, st->step);
+    long pid = (long)getpid();
+    if (snprintf(tmp, sizeof tmp, "%s/" SG_CHECKPOINT_TMP_PREFIX "%s-%ld", dir, tag, pid) >=
+            (int)sizeof tmp ||
+        snprintf(old, sizeof old, "%s/" SG_CHECKPOINT_TMP_PREFIX "old-%s-%ld", dir, tag, pid) >=
+            (int)sizeof old ||
+        join(final, sizeof final, dir, tag))
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+    /* 1. the new checkpoint, complete and synced, beside the current one */
+    remove_step_dir(tmp);
+    if (mkdir(tmp, 0777))
+        return sg_error_set(err, SG_EIO, "cannot create %s: %s", tmp, strerror(errno));
+    int rc = save_files(tmp, w, st, model_name, weights_dtype, err);
+    /* 2. under its step's name (a same-step directory moves aside first) */
+    if (!rc && exists(final) && rename(final, old))
+        rc = sg_error_set(err, SG_EIO, "cannot move %s aside: %s", final, strerror(errno));
+    if (!rc && rename(tmp, final))
+        rc = sg_error_set(err, SG_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (!rc && sync_dir(dir))
+        rc = sg_error_set(err, SG_EIO, "%s: cannot sync: %s", dir, strerror(errno));
+    /* 3. the switch: one rename of the pointer file */
+    if (!rc)
+        rc = write_latest(dir, tag, err);
+    if (!rc && sync_dir(dir))
+        rc = sg_error_set(err, SG_EIO, "%s: cannot sync: %s", dir, strerror(errno));
+    if (rc) {
+        remove_step_dir(tmp);
+        return rc;
+    }
+    /* 4. only now the old ones go */
+    prune(dir, st->step, keep_last);
+    return SG_OK;
+}
+
+/* The checkpoint directory `dir` stands for: the one its pointer file names,
+ * or dir itself when it holds the files (a step directory, or a checkpoint
+ * written before the pointer existed). */
+static int resolve(const char *dir, char *out, size_t size, sg_error *err)
+{
+    char latest[SG_PATH_MAX + 32], tag[80] = "";
+    if (join(latest, sizeof latest, dir, SG_CHECKPOINT_LATEST))
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+    FILE *f = fopen(latest, "r");
+    if (!f) {
+        char model[SG_PATH_MAX + 32];
+        join(model, sizeof model, dir, "model.safetensors");
+        if (!exists(model))
+            return sg_error_set(err, SG_ENOENT, "%s: no checkpoint there (neither a `%s` file "
+                                "nor model.safetensors)", dir, SG_CHECKPOINT_LATEST);
+        snprintf(out, size, "%s", dir);
+        return SG_OK;
+    }
+    int ok = fgets(tag, sizeof tag, f) != NULL;
+    fclose(f);
+    tag[strcspn(tag, "\n")] = '\0';
+    if (!ok || step_of(tag) < 0)
+        return sg_error_set(err, SG_EINVAL, "%s: does not name a checkpoint (expected \"%s"
+                            "N\", found \"%.40s\")", latest, SG_CHECKPOINT_STEP_PREFIX, tag);
+    if (join(out, size, dir, tag))
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+    if (!is_dir(out))
+        return sg_error_set(err, SG_ENOENT, "%s names %s, which is missing", latest, out);
+    return SG_OK;
+}
+
 int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_train_state *st,
                        int *resumed, sg_config_warnings *warn, sg_error *err)
 {
-    char wpath[SG_PATH_MAX + 32], spath[SG_PATH_MAX + 32];
+    char dir[SG_PATH_MAX + 96], wpath[SG_PATH_MAX + 128], spath[SG_PATH_MAX + 128];
     *resumed = is_dir(path);
     if (!*resumed) {
         int rc = sg_weights_load(path, m, w, warn, err);
@@ -48,10 +241,12 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
             sg_weights_free(w);
         return rc;
     }
-    join(wpath, sizeof wpath, path, "model.safetensors");
-    join(spath, sizeof spath, path, "state.safetensors");
-    int rc = sg_weights_load(wpath, m, w, warn, err);
+    int rc = resolve(path, dir, sizeof dir, err);
     if (rc)
+        return rc;
+    join(wpath, sizeof wpath, dir, "model.safetensors");
+    join(spath, sizeof spath, dir, "state.safetensors");
+    if ((rc = sg_weights_load(wpath, m, w, warn, err)))
         return rc;
     if ((rc = sg_train_state_load(spath, m, st, err))) {
         sg_weights_free(w);
@@ -59,14 +254,15 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
     }
     char step[32] = "";
     sg_error ignored;
+    int64_t state_step = st->step;
     if (sg_st_read_meta(wpath, "step", step, sizeof step, &ignored) ||
-        strtoll(step, NULL, 10) != st->step) {
+        strtoll(step, NULL, 10) != state_step) {
         sg_weights_free(w);
         sg_train_state_free(st);
         return sg_error_set(err, SG_EINVAL,
                             "%s: the weights (step %s) and the training state (step %" PRId64
-                            ") are from different steps (a save was interrupted?)",
-                            path, step[0] ? step : "missing", st->step);
+                            ") are from different steps", dir, step[0] ? step : "missing",
+                            state_step);
     }
     return SG_OK;
 }

@@ -1,23 +1,42 @@
-/* checkpoint.h - a training checkpoint: a directory holding
- *   model.safetensors   the weights (Hugging Face names, F32 or BF16), with
- *                       __metadata__ "step"
- *   state.safetensors   Adam moments, step, loss scale, data position,
- *                       config hash (runtime/io/weights.h)
- * Each file is written to a temporary name and renamed; the weights carry
- * the same step as the state, and a resume refuses a pair that disagrees (a
- * crash between the two renames).
+/* checkpoint.h - crash-safe training checkpoints.
+ *
+ * A checkpoint directory DIR (run's --save) holds
+ *   latest              one line: the name of the current checkpoint
+ *   step-NNNNNNNN/      one checkpoint per kept step:
+ *     model.safetensors   the weights (Hugging Face names, F32 or BF16), with
+ *                         __metadata__ "step"
+ *     state.safetensors   Adam moments, step, loss scale, data position,
+ *                         config hash (runtime/io/weights.h)
+ * A save writes the new step directory completely (both files synced, the
+ * directory synced) under a temporary name ".tmp-*" beside the current one,
+ * renames it to its step's name, and then switches to it with one atomic
+ * rename of `latest` (written to a temporary file, synced, renamed, the
+ * directory synced). Only after the switch are older step directories
+ * removed (all but keep_last) with the leftovers of interrupted saves. A
+ * kill or a full disk at any moment leaves `latest` naming a complete
+ * checkpoint: the new one or the previous one.
  */
 #ifndef SG_CHECKPOINT_H
 #define SG_CHECKPOINT_H
 
 #include "runtime/io/weights.h"
 
-/* Creates dir if needed and writes both files. */
-int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
-                       const char *model_name, sg_dtype weights_dtype, sg_error *err);
+#define SG_CHECKPOINT_LATEST "latest"
+#define SG_CHECKPOINT_STEP_PREFIX "step-"
+#define SG_CHECKPOINT_TMP_PREFIX ".tmp-"
 
-/* path: a checkpoint directory (weights and training state: *resumed = 1)
- * or a weights file (*resumed = 0, st zeroed). w and st are allocated here. */
+/* Creates dir if needed and saves a checkpoint of st->step, keeping the
+ * keep_last newest (at least the new one; <= 0: keep all). On failure the
+ * previous checkpoint stays current and complete. */
+int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
+                       const char *model_name, sg_dtype weights_dtype, int64_t keep_last,
+                       sg_error *err);
+
+/* path: a checkpoint directory (the checkpoint `latest` names, or the files
+ * in path itself for a step directory or a directory saved before `latest`
+ * existed: weights and training state, *resumed = 1) or a weights file
+ * (*resumed = 0, st zeroed). w and st are allocated here. A pair of files
+ * from different steps is refused, naming both steps. */
 int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_train_state *st,
                        int *resumed, sg_config_warnings *warn, sg_error *err);
 

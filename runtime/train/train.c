@@ -310,9 +310,11 @@ static int save_checkpoint(trainer *t, sg_error *err)
     t->st.data = sg_data_tell(&t->data);
     t->st.config_hash = sg_config_resume_hash(t->cfg);
     rc = sg_checkpoint_save(r->save, &t->w, &t->st, t->model.name,
-                            strcmp(r->save_dtype, "bf16") == 0 ? SG_BF16 : SG_F32, err);
+                            strcmp(r->save_dtype, "bf16") == 0 ? SG_BF16 : SG_F32,
+                            r->save_keep, err);
     if (!rc)
-        printf("saved checkpoint %s (step %lld)\n", r->save, (long long)t->st.step);
+        printf("saved checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld\n", r->save,
+               (long long)t->st.step);
     return rc;
 }
 
