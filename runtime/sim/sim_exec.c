@@ -23,7 +23,6 @@ typedef struct sim_state {
     struct starpu_perfmodel models[SG_OP_KIND_COUNT];
     struct starpu_codelet codelets[SG_OP_KIND_COUNT];
     void *codelet_ptrs[SG_OP_KIND_COUNT];
-    char symbols[SG_OP_KIND_COUNT][48];
     sg_lowering low;
     int ncuda;
 } sim_state;
@@ -51,11 +50,11 @@ static void init_codelets(sim_state *st, int calibrated)
     for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
         struct starpu_perfmodel *pm = &st->models[k];
         struct starpu_codelet *cl = &st->codelets[k];
-        /* the symbols of the real codelets (codelets/starpu/codelets.c), so
-         * a calibrated machine's history models are found */
-        snprintf(st->symbols[k], sizeof st->symbols[k], "sg_%s", sg_op_kind_name((sg_op_kind)k));
+        /* the symbols of the real codelets (graph/op_kinds.h), so a
+         * calibrated machine's history models are found */
+        const char *symbol = sg_op_kind_info_of((sg_op_kind)k)->symbol;
         memset(pm, 0, sizeof *pm);
-        pm->symbol = st->symbols[k];
+        pm->symbol = symbol;
         if (calibrated) {
             pm->type = STARPU_HISTORY_BASED;
         } else {
@@ -68,7 +67,7 @@ static void init_codelets(sim_state *st, int calibrated)
         cl->cuda_flags[0] = STARPU_CUDA_ASYNC;
         cl->nbuffers = STARPU_VARIABLE_NBUFFERS;
         cl->model = pm;
-        cl->name = st->symbols[k];
+        cl->name = symbol;
         st->codelet_ptrs[k] = cl;
     }
 }
