@@ -1,7 +1,8 @@
 /* test_op_kinds.c - the table of node kinds (graph/op_kinds.h): complete and
  * consistent, names that round-trip, and each column against the rule it
  * documents, written out here independently of the table; and the step
- * compiler gives every node a device its kind allows. */
+ * compiler gives every node a device its kind allows and the link its kind
+ * uses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,9 +198,19 @@ static int devices_allowed(const sg_model *m, const sg_step_spec *s, const char 
     int good = 1;
     for (int n = 0; n < g.nnodes && good; n++) {
         const sg_node *nd = &g.nodes[n];
-        if (!(sg_op_kind_info_of(nd->kind)->devices & (1u << nd->device))) {
-            tap_diag("%s: %s is a %s node on %s", label, nd->name, sg_op_kind_name(nd->kind),
+        const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+        if (!(info->devices & (1u << nd->device))) {
+            tap_diag("%s: %s is a %s node on %s", label, nd->name, info->name,
                      sg_device_class_name(nd->device));
+            good = 0;
+        }
+        /* the simulator tells a copy's direction by its link */
+        sg_link_dir want = info->cost_class == SG_CLASS_COLLECTIVE ? SG_LINK_NET
+                           : !strcmp(info->name, "d2h")            ? SG_LINK_D2H
+                           : !strcmp(info->name, "h2d")            ? SG_LINK_H2D
+                                                                   : SG_LINK_NONE;
+        if (nd->link != want) {
+            tap_diag("%s: %s uses link %s", label, nd->name, sg_link_dir_name(nd->link));
             good = 0;
         }
     }
@@ -245,7 +256,8 @@ static void test_compiled(void)
                 }
     tap_diag("%d compiled cases", cases);
     ok(cases >= 20 && good == cases,
-       "compiled graphs: every node's device is one its kind's row allows");
+       "compiled graphs: every node's device is one its kind's row allows, and its link "
+       "the one its kind uses");
     free(m);
 }
 

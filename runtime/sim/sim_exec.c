@@ -128,7 +128,8 @@ static void read_links(const sim_state *st, sg_sim_result *res)
     }
 }
 
-/* Copy nodes: when their source crossed the link, estimated as the bytes
+/* Copy nodes (the copy cost class of graph/op_kinds.h; their link says
+ * which way): when their source crossed the link, estimated as the bytes
  * they read from the other side's memory at the link's bandwidth, ending as
  * the task starts (StarPU fetches a task's data just before it runs unless
  * it prefetched earlier). */
@@ -140,14 +141,15 @@ static void link_spans(const sim_state *st, sg_task_record *spans)
         const sg_node *nd = &g->nodes[i];
         const sg_task_record *r = &st->low.records[i];
         spans[i].worker = -1;
-        if (!st->ncuda || r->worker < 0 || (nd->kind != SG_OP_D2H && nd->kind != SG_OP_H2D))
+        if (!st->ncuda || r->worker < 0 || sg_op_kind_class(nd->kind) != SG_CLASS_COPY)
             continue;
-        sg_mem_space from = nd->kind == SG_OP_D2H ? SG_MEM_GPU : SG_MEM_HOST;
+        int d2h = nd->link == SG_LINK_D2H;
+        sg_mem_space from = d2h ? SG_MEM_GPU : SG_MEM_HOST;
         double bytes = 0;
         for (int a = 0; a < nd->naccess; a++)
             if ((nd->access[a].mode & SG_R) && g->buffers[nd->access[a].buffer].space == from)
                 bytes += (double)g->buffers[nd->access[a].buffer].bytes;
-        double gbs = nd->kind == SG_OP_D2H ? m->d2h_gbs : m->h2d_gbs;
+        double gbs = d2h ? m->d2h_gbs : m->h2d_gbs;
         double us = m->latency_us + bytes / (gbs * 1e3);
         spans[i] = (sg_task_record){r->worker, r->start_us - us, r->start_us};
     }
