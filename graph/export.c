@@ -7,17 +7,8 @@
 
 const char *sg_op_kind_color(sg_op_kind k)
 {
-    static const char *const colors[SG_OP_KIND_COUNT] = {
-        [SG_OP_ALLGATHER] = "#9ecae1",      [SG_OP_FORWARD] = "#a1d99b",
-        [SG_OP_RECOMPUTE] = "#d9f0a3",      [SG_OP_BACKWARD] = "#fdae6b",
-        [SG_OP_REDUCE_SCATTER] = "#6baed6", [SG_OP_ALLREDUCE] = "#4292c6",
-        [SG_OP_D2H] = "#c6dbef",            [SG_OP_CAST] = "#dadaeb",
-        [SG_OP_GRAD_NORM] = "#fc9272",      [SG_OP_OVERFLOW_CHECK] = "#fb6a4a",
-        [SG_OP_LOSS_SCALE] = "#ef3b2c",     [SG_OP_ADAM_CPU] = "#bcbddc",
-        [SG_OP_ADAM_GPU] = "#807dba",       [SG_OP_VALIDATE] = "#fdd0a2",
-        [SG_OP_H2D] = "#deebf7",
-    };
-    return (unsigned)k < SG_OP_KIND_COUNT ? colors[k] : "#ffffff";
+    const sg_op_kind_info *info = sg_op_kind_info_of(k);
+    return info ? info->color : "#ffffff";
 }
 
 /* The head is the unit with the largest index seen in the graph. */

@@ -254,16 +254,6 @@ void sg_adjacency_free(sg_adjacency *adj)
     adj->offset = adj->target = NULL;
 }
 
-const char *sg_op_kind_name(sg_op_kind k)
-{
-    static const char *const names[SG_OP_KIND_COUNT] = {
-        "allgather", "forward", "recompute", "backward", "reduce_scatter",
-        "allreduce", "d2h", "cast", "grad_norm", "overflow_check",
-        "loss_scale", "adam_cpu", "adam_gpu", "validate", "h2d",
-    };
-    return (unsigned)k < SG_OP_KIND_COUNT ? names[k] : "?";
-}
-
 const char *sg_device_class_name(sg_device_class d)
 {
     static const char *const names[SG_DEV_COUNT] = {"gpu", "cpu", "link"};

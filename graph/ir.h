@@ -17,35 +17,9 @@
 
 #include "common/dtype.h" /* sg_dtype, sg_dtype_size, sg_dtype_name */
 #include "common/error.h"
+#include "graph/op_kinds.h"   /* sg_op_kind, sg_device_class: the table of node kinds */
 
 #define SG_IR_NAME_MAX 64
-
-typedef enum sg_op_kind {
-    SG_OP_ALLGATHER,        /* gather a unit's parameter shards (stage 3; stage 1/2 after the step) */
-    SG_OP_FORWARD,          /* forward of one unit (embedding, layer, head + loss) */
-    SG_OP_RECOMPUTE,        /* activation checkpointing: forward again before backward */
-    SG_OP_BACKWARD,         /* backward of one unit: input gradient and weight gradients */
-    SG_OP_REDUCE_SCATTER,   /* stage >= 2: average gradients, keep this rank's shard */
-    SG_OP_ALLREDUCE,        /* stage 0/1: average gradients everywhere */
-    SG_OP_D2H,              /* device-to-host gradient copy of one optimizer sub-group */
-    SG_OP_CAST,             /* precision conversion (gradients to fp32, master to bf16/fp16) */
-    SG_OP_GRAD_NORM,        /* global gradient norm (clipping, logging, validation) */
-    SG_OP_OVERFLOW_CHECK,   /* fp16: inf/nan in gradients? */
-    SG_OP_LOSS_SCALE,       /* fp16: dynamic loss-scale update */
-    SG_OP_ADAM_CPU,         /* Adam on one sub-group on the CPU */
-    SG_OP_ADAM_GPU,         /* Adam on one sub-group that stays on the GPU */
-    SG_OP_VALIDATE,         /* SuperOffload: keep, roll back and redo, or skip a speculative step */
-    SG_OP_H2D,              /* host-to-device parameter copy of one sub-group */
-    SG_OP_KIND_COUNT
-} sg_op_kind;
-
-/* Where a node runs. */
-typedef enum sg_device_class {
-    SG_DEV_GPU,
-    SG_DEV_CPU,
-    SG_DEV_LINK,            /* a transfer or collective: occupies a link, not a core */
-    SG_DEV_COUNT
-} sg_device_class;
 
 /* Which link a LINK node uses. */
 typedef enum sg_link_dir {
@@ -175,7 +149,6 @@ typedef struct sg_adjacency {
 int sg_graph_successors(const sg_graph *g, sg_adjacency *adj);
 void sg_adjacency_free(sg_adjacency *adj);
 
-const char *sg_op_kind_name(sg_op_kind k);     /* "allgather", "forward", ... */
 const char *sg_device_class_name(sg_device_class d);
 const char *sg_link_dir_name(sg_link_dir l);
 const char *sg_mem_space_name(sg_mem_space m);

@@ -4,6 +4,9 @@
 #define SG_PERFMODEL(sym) \
     static struct starpu_perfmodel pm_##sym = {.type = STARPU_HISTORY_BASED, .symbol = "sg_" #sym}
 
+/* Every kind of graph/op_kinds.h has one codelet below, sg_<name>, whose
+ * name and performance-model symbol are the table's symbol column. */
+
 /* A codelet with a CPU implementation only. */
 #define SG_CODELET(sym, fn)                                                         \
     SG_PERFMODEL(sym);                                                              \
@@ -49,21 +52,9 @@ SG_CODELET2(h2d, sg_h2d_cpu, sg_h2d_cuda);
 struct starpu_codelet *sg_codelet_for(sg_op_kind kind)
 {
     static struct starpu_codelet *const table[SG_OP_KIND_COUNT] = {
-        [SG_OP_ALLGATHER] = &sg_allgather,
-        [SG_OP_FORWARD] = &sg_forward,
-        [SG_OP_RECOMPUTE] = &sg_recompute,
-        [SG_OP_BACKWARD] = &sg_backward,
-        [SG_OP_REDUCE_SCATTER] = &sg_reduce_scatter,
-        [SG_OP_ALLREDUCE] = &sg_allreduce,
-        [SG_OP_D2H] = &sg_d2h,
-        [SG_OP_CAST] = &sg_cast,
-        [SG_OP_GRAD_NORM] = &sg_grad_norm,
-        [SG_OP_OVERFLOW_CHECK] = &sg_overflow_check,
-        [SG_OP_LOSS_SCALE] = &sg_loss_scale,
-        [SG_OP_ADAM_CPU] = &sg_adam_cpu,
-        [SG_OP_ADAM_GPU] = &sg_adam_gpu,
-        [SG_OP_VALIDATE] = &sg_validate,
-        [SG_OP_H2D] = &sg_h2d,
+#define SG_CODELET_ENTRY_(id, nm, ...) [SG_OP_##id] = &sg_##nm,
+        SG_OP_KINDS(SG_CODELET_ENTRY_)
+#undef SG_CODELET_ENTRY_
     };
     return (unsigned)kind < SG_OP_KIND_COUNT ? table[kind] : NULL;
 }

@@ -21,9 +21,10 @@
 
 #include "graph/ir.h"
 
-extern struct starpu_codelet sg_allgather, sg_forward, sg_recompute, sg_backward,
-    sg_reduce_scatter, sg_allreduce, sg_d2h, sg_cast, sg_grad_norm, sg_overflow_check,
-    sg_loss_scale, sg_adam_cpu, sg_adam_gpu, sg_validate, sg_h2d;
+/* sg_allgather, sg_forward, ...: one per row of graph/op_kinds.h */
+#define SG_CODELET_DECL_(id, nm, ...) extern struct starpu_codelet sg_##nm;
+SG_OP_KINDS(SG_CODELET_DECL_)
+#undef SG_CODELET_DECL_
 
 /* The codelet of a node kind. */
 struct starpu_codelet *sg_codelet_for(sg_op_kind kind);

@@ -16,32 +16,6 @@
 #define SG_PKGDATADIR "/usr/local/share/stepgraph"
 #endif
 
-static const char *const class_names[SG_CLASS_COUNT] = {
-    "gemm", "elementwise", "optimizer_cpu", "optimizer_gpu", "copy", "collective",
-};
-
-const char *sg_op_class_name(sg_op_class c)
-{
-    return (unsigned)c < SG_CLASS_COUNT ? class_names[c] : "?";
-}
-
-sg_op_class sg_op_kind_class(sg_op_kind k)
-{
-    switch (k) {
-    case SG_OP_FORWARD:
-    case SG_OP_RECOMPUTE:
-    case SG_OP_BACKWARD: return SG_CLASS_GEMM;
-    case SG_OP_ALLGATHER:
-    case SG_OP_REDUCE_SCATTER:
-    case SG_OP_ALLREDUCE: return SG_CLASS_COLLECTIVE;
-    case SG_OP_D2H:
-    case SG_OP_H2D: return SG_CLASS_COPY;
-    case SG_OP_ADAM_CPU: return SG_CLASS_OPTIMIZER_CPU;
-    case SG_OP_ADAM_GPU: return SG_CLASS_OPTIMIZER_GPU;
-    default: return SG_CLASS_ELEMENTWISE;
-    }
-}
-
 /* One numeric field of an object: required, > 0 unless allow_zero. */
 typedef struct num_field {
     const char *key;
@@ -216,14 +190,14 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
 
     num_field ef[SG_CLASS_COUNT];
     for (int k = 0; k < SG_CLASS_COUNT; k++)
-        ef[k] = (num_field){class_names[k], &m->efficiency[k], 0};
+        ef[k] = (num_field){sg_op_class_name((sg_op_class)k), &m->efficiency[k], 0};
     if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(root, "efficiency"), "efficiency", ef,
                           SG_CLASS_COUNT, NULL, 0)))
         return rc;
     for (int k = 0; k < SG_CLASS_COUNT; k++)
         if (m->efficiency[k] > 1.0)
             return sg_json_error(c, SG_EINVAL, "efficiency.%s: %g is above 1 (a share of peak)",
-                                 class_names[k], m->efficiency[k]);
+                                 sg_op_class_name((sg_op_class)k), m->efficiency[k]);
     return parse_calibration(c, cJSON_GetObjectItemCaseSensitive(root, "calibration"), m);
 }
 

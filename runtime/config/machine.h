@@ -13,15 +13,7 @@
 #include "common/error.h"
 #include "graph/ir.h"
 
-typedef enum sg_op_class {
-    SG_CLASS_GEMM,          /* forward / recompute / backward */
-    SG_CLASS_ELEMENTWISE,   /* casts, norms, checks, validation */
-    SG_CLASS_OPTIMIZER_CPU,
-    SG_CLASS_OPTIMIZER_GPU,
-    SG_CLASS_COPY,          /* host <-> device */
-    SG_CLASS_COLLECTIVE,
-    SG_CLASS_COUNT
-} sg_op_class;
+/* sg_op_class, sg_op_kind_class() and sg_op_class_name(): graph/op_kinds.h */
 
 typedef struct sg_machine {
     char name[64];
@@ -59,8 +51,5 @@ int sg_machine_resolve(const char *name_or_path, char *out, size_t size, sg_erro
 
 /* Cost model for one rank of the machine, with GPU peak for the compute dtype. */
 void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm);
-
-sg_op_class sg_op_kind_class(sg_op_kind k);
-const char *sg_op_class_name(sg_op_class c);
 
 #endif /* SG_MACHINE_H */

@@ -69,10 +69,11 @@ void sg_starpu_split_free(sg_sched_split *s)
     s->reserved = 0;
 }
 
+/* CPU nodes of the kinds the table marks go to the optimizer's context. */
 static int optimizer_node(const sg_node *nd)
 {
-    return nd->device == SG_DEV_CPU &&
-           (nd->kind == SG_OP_ADAM_CPU || nd->kind == SG_OP_VALIDATE || nd->kind == SG_OP_CAST);
+    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+    return nd->device == SG_DEV_CPU && info && info->optimizer_ctx;
 }
 
 unsigned sg_starpu_ctx_for(const sg_sched_split *s, const sg_node *nd)
@@ -86,14 +87,13 @@ uint32_t sg_starpu_where(const sg_node *nd, int have_cuda)
 {
     if (!have_cuda)
         return STARPU_CPU;
-    switch (nd->kind) {
-    case SG_OP_D2H:
-    case SG_OP_OVERFLOW_CHECK:
-    case SG_OP_LOSS_SCALE:
+    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+    switch (info ? info->placement : SG_PLACE_NODE) {
+    case SG_PLACE_CPU:
         return STARPU_CPU;
-    case SG_OP_H2D:
+    case SG_PLACE_CUDA:
         return STARPU_CUDA;
-    case SG_OP_CAST:
+    case SG_PLACE_EITHER:
         return STARPU_CPU | STARPU_CUDA;
     default:
         return nd->device == SG_DEV_CPU ? STARPU_CPU : STARPU_CUDA;

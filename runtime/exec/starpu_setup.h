@@ -23,15 +23,16 @@ typedef struct sg_sched_split {
 int sg_starpu_split_workers(sg_sched_split *s, double share, const char *sched);
 void sg_starpu_split_free(sg_sched_split *s);
 
-/* The context node nd's task goes to. */
+/* The context node nd's task goes to: the optimizer's for CPU nodes of the
+ * kinds graph/op_kinds.h marks optimizer_ctx, when cores are reserved. */
 unsigned sg_starpu_ctx_for(const sg_sched_split *s, const sg_node *nd);
 
 /* Where a node's task may run (STARPU_CPU / STARPU_CUDA bits) on a machine
  * with or without CUDA workers: GPU work on the GPU; the optimizer's host
  * side and the host-state updates (overflow check, loss scale) on CPUs;
  * device-to-host copies on the CPU side, host-to-device ones on the GPU
- * side; casts wherever the scheduler prefers. Native runs and simulations
- * use the same rule. */
+ * side; casts wherever the scheduler prefers (the placement column of
+ * graph/op_kinds.h). Native runs and simulations use the same rule. */
 uint32_t sg_starpu_where(const sg_node *nd, int have_cuda);
 
 /* sg_overlap_compute over the running StarPU's workers (CUDA ones count as

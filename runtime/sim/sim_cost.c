@@ -52,10 +52,10 @@ double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch
     double bytes = (double)(nd->bytes_read + nd->bytes_written);
     if (cls == SG_CLASS_COPY)
         return m->latency_us * 1e-6;
-    /* SuperOffload's validation keeps the speculative step unless the norm
-     * says otherwise: it reads the norm only; a rollback and redo (rare,
-     * after clipping or an overflow) is not modelled */
-    if (nd->kind == SG_OP_VALIDATE)
+    /* kinds whose work is not modelled (SuperOffload's validation reads the
+     * norm only; a rollback and redo is rare) cost a task's overhead */
+    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+    if (info && info->cost_rule == SG_COST_OVERHEAD)
         return a == SG_SIM_GPU ? GPU_TASK_OVERHEAD_S : CPU_TASK_OVERHEAD_S;
     double flops_s, mem_s, overhead;
     if (a == SG_SIM_GPU) {

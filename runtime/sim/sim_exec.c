@@ -23,7 +23,6 @@ typedef struct sim_state {
     struct starpu_perfmodel models[SG_OP_KIND_COUNT];
     struct starpu_codelet codelets[SG_OP_KIND_COUNT];
     void *codelet_ptrs[SG_OP_KIND_COUNT];
-    char symbols[SG_OP_KIND_COUNT][48];
     sg_lowering low;
     int ncuda;
 } sim_state;
@@ -51,11 +50,11 @@ static void init_codelets(sim_state *st, int calibrated)
     for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
         struct starpu_perfmodel *pm = &st->models[k];
         struct starpu_codelet *cl = &st->codelets[k];
-        /* the symbols of the real codelets (codelets/starpu/codelets.c), so
-         * a calibrated machine's history models are found */
-        snprintf(st->symbols[k], sizeof st->symbols[k], "sg_%s", sg_op_kind_name((sg_op_kind)k));
+        /* the symbols of the real codelets (graph/op_kinds.h), so a
+         * calibrated machine's history models are found */
+        const char *symbol = sg_op_kind_info_of((sg_op_kind)k)->symbol;
         memset(pm, 0, sizeof *pm);
-        pm->symbol = st->symbols[k];
+        pm->symbol = symbol;
         if (calibrated) {
             pm->type = STARPU_HISTORY_BASED;
         } else {
@@ -68,7 +67,7 @@ static void init_codelets(sim_state *st, int calibrated)
         cl->cuda_flags[0] = STARPU_CUDA_ASYNC;
         cl->nbuffers = STARPU_VARIABLE_NBUFFERS;
         cl->model = pm;
-        cl->name = st->symbols[k];
+        cl->name = symbol;
         st->codelet_ptrs[k] = cl;
     }
 }
@@ -129,7 +128,8 @@ static void read_links(const sim_state *st, sg_sim_result *res)
     }
 }
 
-/* Copy nodes: when their source crossed the link, estimated as the bytes
+/* Copy nodes (the copy cost class of graph/op_kinds.h; their link says
+ * which way): when their source crossed the link, estimated as the bytes
  * they read from the other side's memory at the link's bandwidth, ending as
  * the task starts (StarPU fetches a task's data just before it runs unless
  * it prefetched earlier). */
@@ -141,14 +141,15 @@ static void link_spans(const sim_state *st, sg_task_record *spans)
         const sg_node *nd = &g->nodes[i];
         const sg_task_record *r = &st->low.records[i];
         spans[i].worker = -1;
-        if (!st->ncuda || r->worker < 0 || (nd->kind != SG_OP_D2H && nd->kind != SG_OP_H2D))
+        if (!st->ncuda || r->worker < 0 || sg_op_kind_class(nd->kind) != SG_CLASS_COPY)
             continue;
-        sg_mem_space from = nd->kind == SG_OP_D2H ? SG_MEM_GPU : SG_MEM_HOST;
+        int d2h = nd->link == SG_LINK_D2H;
+        sg_mem_space from = d2h ? SG_MEM_GPU : SG_MEM_HOST;
         double bytes = 0;
         for (int a = 0; a < nd->naccess; a++)
             if ((nd->access[a].mode & SG_R) && g->buffers[nd->access[a].buffer].space == from)
                 bytes += (double)g->buffers[nd->access[a].buffer].bytes;
-        double gbs = nd->kind == SG_OP_D2H ? m->d2h_gbs : m->h2d_gbs;
+        double gbs = d2h ? m->d2h_gbs : m->h2d_gbs;
         double us = m->latency_us + bytes / (gbs * 1e3);
         spans[i] = (sg_task_record){r->worker, r->start_us - us, r->start_us};
     }

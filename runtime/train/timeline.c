@@ -6,16 +6,17 @@
 
 #include "runtime/trace/step_trace.h"
 
+/* The phase column of graph/op_kinds.h. */
 static double *phase_of(const sg_node *nd, sg_phase_times *p)
 {
-    if (nd->device == SG_DEV_LINK)
-        return &p->transfer_s;
-    switch (nd->kind) {
-    case SG_OP_FORWARD:
+    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+    switch (info ? info->phase : SG_PHASE_OPTIMIZER) {
+    case SG_PHASE_FORWARD:
         return &p->forward_s;
-    case SG_OP_BACKWARD:
-    case SG_OP_RECOMPUTE:
+    case SG_PHASE_BACKWARD:
         return &p->backward_s;
+    case SG_PHASE_TRANSFER:
+        return &p->transfer_s;
     default:
         return &p->optimizer_s;
     }
