@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/error.h"
-#include "runtime/config/ds_config.h" /* sg_config_warnings */
+#include "common/warnings.h"
 
 /* Config files larger than this are refused before parsing. */
 #define SG_JSON_MAX_FILE (16u << 20)

@@ -27,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 say "building tests/bench_adam.c"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/graph/error.c \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/tests/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
 
 # torch: one fp32 parameter of N elements, AdamW(foreach=True), best of REPS

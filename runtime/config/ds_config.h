@@ -11,8 +11,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-
-#define SG_MAX_WARNINGS 64
+#include "common/warnings.h"
 
 struct cJSON;
 struct sg_json_ctx;
@@ -113,11 +112,6 @@ typedef struct sg_ds_config {
 
     int wall_clock_breakdown;
 } sg_ds_config;
-
-typedef struct sg_config_warnings {
-    int count;
-    char msg[SG_MAX_WARNINGS][256];
-} sg_config_warnings;
 
 void sg_ds_config_defaults(sg_ds_config *ds);
 
