@@ -87,6 +87,7 @@ typedef enum sg_buf_role {
     SG_BUF_GRAD_NORM,            /* [global norm of the unscaled gradients, 1/loss scale] */
     SG_BUF_OVERFLOW,             /* fp16: 1 if a gradient is not finite */
     SG_BUF_LOSS_SCALE,           /* fp16: the current loss scale */
+    SG_BUF_LOSS_SCALER_STATE,    /* fp16: the loss scaler's state (codelets/cpu/loss_scale.h) */
     SG_BUF_MASTER,               /* fp32 master parameters of a sub-group */
     SG_BUF_MOMENTS,              /* Adam exp_avg then exp_avg_sq of a sub-group */
     SG_BUF_GRAD_HOST,            /* a CPU sub-group's gradients on the host */

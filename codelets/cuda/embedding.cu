@@ -66,7 +66,8 @@ int sg_cu_embedding_forward(const sg_cu *cu, void *out, const int32_t *tokens, c
     if (rc)
         return rc < 0 ? rc : SG_OK;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_embedding_fwd<T>, sg_cu_row_blocks(N), sg_cu_row_threads(C), cu->stream,
+                   SG_LAUNCH(k_embedding_fwd<T>, sg_cu_row_blocks(N), sg_cu_row_threads(C),
+                             cu->stream,
                              (T *)out, tokens, (const T *)table, N, V, C));
     return sg_cu_launch_status();
 }
@@ -78,7 +79,8 @@ int sg_cu_embedding_backward(const sg_cu *cu, void *dtable, const int32_t *token
     if (rc)
         return rc < 0 ? rc : SG_OK;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_embedding_bwd<T>, sg_cu_row_blocks(N), sg_cu_row_threads(C), cu->stream,
+                   SG_LAUNCH(k_embedding_bwd<T>, sg_cu_row_blocks(N), sg_cu_row_threads(C),
+                             cu->stream,
                              (T *)dtable, tokens, (const T *)dout, N, V, C));
     return sg_cu_launch_status();
 }

@@ -53,7 +53,8 @@ static int rope(const sg_cu *cu, void *out, const void *x, const float *cos_tab,
     if (!out || !x || !cos_tab || !sin_tab)
         return SG_EINVAL;
     SG_CU_DISPATCH(dt, S,
-                   SG_LAUNCH(k_rope<S>, sg_cu_row_blocks(tokens), sg_cu_row_threads(per / 2), cu->stream,
+                   SG_LAUNCH(k_rope<S>, sg_cu_row_blocks(tokens), sg_cu_row_threads(per / 2),
+                             cu->stream,
                              (S *)out, (const S *)x, cos_tab, sin_tab, tokens, T,
                              (unsigned)H, (unsigned)(D / 2), sign));
     return sg_cu_launch_status();

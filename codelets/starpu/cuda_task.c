@@ -1,5 +1,5 @@
-/* cuda_task.c - helpers of the CUDA entry points (cuda_task.h). Empty in a
- * build without CUDA. */
+/* cuda_task.c - helpers of the CUDA entry points (cuda_task.h) and the
+ * worker's device state (cuda_state.h). Empty in a build without CUDA. */
 #include "codelets/starpu/codelets.h"
 
 #ifdef SG_STARPU_CUDA
@@ -10,7 +10,15 @@
 #endif
 
 #include "codelets/starpu/cuda_task.h"
-#include "runtime/exec/exec_cuda.h"
+#include "codelets/starpu/cuda_state.h"
+
+const sg_cuda_device *sg_cuda_local_device(const sg_exec_shared *sh)
+{
+    int devid = starpu_worker_get_devid(starpu_worker_get_id());
+    if (!sh->cuda || devid < 0 || devid >= SG_CUDA_MAX_DEVICES || !sh->cuda->dev[devid].ready)
+        return NULL;
+    return &sh->cuda->dev[devid];
+}
 
 #ifdef SG_HAVE_NCCL
 static int nccl_type(sg_dtype dt, ncclDataType_t *t)

@@ -172,7 +172,7 @@ void sg_backward_cpu(void *buffers[], void *arg)
 
 #include "codelets/cuda/block_cuda.h"
 #include "codelets/starpu/cuda_task.h"
-#include "runtime/exec/exec_cuda.h"
+#include "codelets/starpu/cuda_state.h"
 
 typedef struct cuda_unit_call {
     const sg_task_ctx *c;
