@@ -100,7 +100,7 @@ typedef struct compiler {
     int *sg_lowest_unit;       /* lowest unit a sub-group touches */
     int *sg_first_piece;       /* nsubgroups + 1 CSR over `sg_piece_idx` */
     int *sg_piece_idx;
-    int grad_norm, overflow, loss_scale;
+    int grad_norm, overflow, loss_scale, loss_scaler_state;
     int *sg_ghost, *sg_ghost32, *sg_master, *sg_moments, *sg_phost;
 } compiler;
 
@@ -349,12 +349,19 @@ static int declare_buffers(compiler *c)
 
     c->grad_norm = tag(c, buffer(c, 2, SG_F32, SG_MEM_GPU, 0, "grad_norm"),
                        SG_BUF_GRAD_NORM, -1, -1, -1);
-    c->overflow = c->loss_scale = -1;
+    c->overflow = c->loss_scale = c->loss_scaler_state = -1;
     if (c->cd == SG_F16) {
         c->overflow = tag(c, buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow"),
                           SG_BUF_OVERFLOW, -1, -1, -1);
         c->loss_scale = tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 1, "loss_scale"),
                             SG_BUF_LOSS_SCALE, -1, -1, -1);
+        /* the scaler's state (raw bytes of sg_loss_scaler_state), on the
+         * host where the update runs */
+        c->loss_scaler_state = tag(c, buffer(c, SG_LOSS_SCALER_STATE_I32, SG_I32, SG_MEM_HOST, 1,
+                                             "loss_scaler_state"),
+                                   SG_BUF_LOSS_SCALER_STATE, -1, -1, -1);
+        if (c->overflow < 0 || c->loss_scale < 0 || c->loss_scaler_state < 0)
+            return SG_ENOMEM;
     }
 
     /* optimizer state per sub-group */
@@ -744,7 +751,8 @@ static int emit_optimizer(compiler *c, access_list *l)
         if ((rc = node(c, l, SG_OP_OVERFLOW_CHECK, SG_DEV_GPU, -1, -1, -1, 1.0, SG_LINK_NONE, 0,
                        "overflow_check")) < 0)
             return rc;
-        if ((rc = al_push(l, c->overflow, SG_R)) || (rc = al_push(l, c->loss_scale, SG_RW)))
+        if ((rc = al_push(l, c->overflow, SG_R)) || (rc = al_push(l, c->loss_scale, SG_RW)) ||
+            (rc = al_push(l, c->loss_scaler_state, SG_RW)))
             return rc;
         if ((rc = node(c, l, SG_OP_LOSS_SCALE, SG_DEV_GPU, -1, -1, -1, 1.0, SG_LINK_NONE, 0,
                        "loss_scale_update")) < 0)

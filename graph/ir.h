@@ -55,6 +55,7 @@ typedef enum sg_buf_role {
     SG_BUF_GRAD_NORM,            /* [global norm of the unscaled gradients, 1/loss scale] */
     SG_BUF_OVERFLOW,             /* fp16: 1 if a gradient is not finite */
     SG_BUF_LOSS_SCALE,           /* fp16: the current loss scale */
+    SG_BUF_LOSS_SCALER_STATE,    /* fp16: the loss scaler's state (codelets/cpu/loss_scale.h) */
     SG_BUF_MASTER,               /* fp32 master parameters of a sub-group */
     SG_BUF_MOMENTS,              /* Adam exp_avg then exp_avg_sq of a sub-group */
     SG_BUF_GRAD_HOST,            /* a CPU sub-group's gradients on the host */
@@ -66,6 +67,10 @@ typedef enum sg_buf_role {
     SG_BUF_DACT,                 /* gradient of a unit's output */
     SG_BUF_SAVED,                /* activations a unit saves for its backward */
 } sg_buf_role;
+
+/* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of
+ * codelets/cpu/loss_scale.h's sg_loss_scaler_state (checked there). */
+#define SG_LOSS_SCALER_STATE_I32 8
 
 typedef struct sg_buffer {
     char name[SG_IR_NAME_MAX];   /* "param.3", "grad_host.7" */

@@ -782,7 +782,7 @@ static void test_grad_norm(void)
 
 /* ---- Adam ---------------------------------------------------------------------------- */
 
-/* optim_codelets.c's multiplier: 1 / loss scale, and DeepSpeed's clipping. */
+/* sg_adam_grad_multiplier (codelets/cpu/adam.h): 1 / loss scale, and DeepSpeed's clipping. */
 static float grad_multiplier(const float *norm, double clip)
 {
     double combined = 1.0 / (double)norm[1];

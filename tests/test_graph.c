@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codelets/cpu/loss_scale.h"
 #include "graph/analysis.h"
 #include "graph/compile.h"
 #include "graph/export.h"
@@ -314,6 +315,48 @@ static void test_semantics(const sg_model *m)
            "layout: stage 3 with dp 2 halves a unit's shard");
 }
 
+/* fp16: the loss scaler's state is one persistent host buffer, read and
+ * written by the loss-scale update only; bf16 has none. */
+static void test_loss_scaler_state(const sg_model *m)
+{
+    for (int prec = 0; prec < 2; prec++) {
+        sg_step_spec s;
+        sg_step_spec_defaults(&s);
+        s.compute_dtype = prec ? SG_F16 : SG_BF16;
+        s.micro_batch = 2;
+        s.seq_len = 64;
+        sg_graph g;
+        sg_graph_init(&g);
+        sg_error err = {0};
+        int rc = sg_compile_step(m, &s, &g, &err);
+        int nstate = 0, good = rc == 0, state = -1;
+        for (int b = 0; b < g.nbuffers; b++)
+            if (g.buffers[b].role == SG_BUF_LOSS_SCALER_STATE) {
+                const sg_buffer *buf = &g.buffers[b];
+                nstate++;
+                state = b;
+                good &= buf->persistent && buf->space == SG_MEM_HOST && buf->dtype == SG_I32 &&
+                        buf->elems == SG_LOSS_SCALER_STATE_I32 &&
+                        buf->bytes == (int64_t)sizeof(sg_loss_scaler_state);
+            }
+        int users = 0, rw_by_update = 0;
+        for (int n = 0; n < g.nnodes; n++)
+            for (int a = 0; a < g.nodes[n].naccess; a++)
+                if (state >= 0 && g.nodes[n].access[a].buffer == state) {
+                    users++;
+                    rw_by_update |= g.nodes[n].kind == SG_OP_LOSS_SCALE &&
+                                    g.nodes[n].access[a].mode == SG_RW;
+                }
+        if (prec)
+            ok(good && nstate == 1 && users == 1 && rw_by_update,
+               "fp16: one persistent host loss_scaler_state buffer (%d bytes), read and written "
+               "by the loss-scale update only", (int)sizeof(sg_loss_scaler_state));
+        else
+            ok(good && nstate == 0, "bf16: no loss-scaler state buffer");
+        sg_graph_free(&g);
+    }
+}
+
 static void test_superoffload_8b(void)
 {
     sg_model *m = calloc(1, sizeof *m);
@@ -439,6 +482,7 @@ int main(void)
     }
     test_grid(m);
     test_semantics(m);
+    test_loss_scaler_state(m);
     sg_model *q = calloc(1, sizeof *q);
     if (!load_model("tiny-qwen3", q)) /* untied head: a different tensor layout */
         test_grid(q);

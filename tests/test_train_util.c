@@ -1,7 +1,8 @@
 /* test_train_util.c - the small training-loop helpers: DeepSpeed's lr
  * schedules (runtime/train/lr_schedule.c), the fp16 loss scaler
- * (runtime/train/loss_scaler.c), the step log, summary and metrics JSONL
- * (runtime/train/step_log.c) and the Chrome trace writer (runtime/trace/trace.c).
+ * (codelets/cpu/loss_scale.c, set up by runtime/train/loss_scaler.c), the
+ * step log, summary and metrics JSONL (runtime/train/step_log.c) and the
+ * Chrome trace writer (runtime/trace/trace.c).
  *
  * Expected values are worked out by hand from DeepSpeed's
  * deepspeed/runtime/lr_schedules.py and fp16/loss_scaler.py (the comments
@@ -181,13 +182,13 @@ static sg_ds_config fp16(double static_scale, int64_t power, int64_t window, int
 }
 
 /* Runs the overflow sequence and compares the scale after each update. */
-static void scale_seq(sg_loss_scaler *s, const char *what, const int *ovf,
-                      const double *want, int n)
+static void scale_seq(sg_loss_scaler_state *s, const sg_loss_scaler_params *p,
+                      const char *what, const int *ovf, const double *want, int n)
 {
     int bad = -1;
     double got = 0;
     for (int i = 0; i < n; i++) {
-        sg_loss_scaler_update(s, ovf[i]);
+        sg_loss_scaler_update(s, p, ovf[i]);
         if (bad < 0 && s->scale != want[i]) {
             bad = i;
             got = s->scale;
@@ -199,32 +200,33 @@ static void scale_seq(sg_loss_scaler *s, const char *what, const int *ovf,
 
 static void test_loss_scaler(void)
 {
-    sg_loss_scaler s;
+    sg_loss_scaler_params p;
+    sg_loss_scaler_state s;
     sg_ds_config ds;
 
     /* no fp16 / bf16: scale 1, static */
     sg_ds_config_defaults(&ds);
     ds.bf16.enabled = 1;
-    sg_loss_scaler_init(&s, &ds);
-    sg_loss_scaler_update(&s, 1);
-    ok(s.scale == 1.0 && !sg_loss_scaler_is_dynamic(&s),
+    sg_loss_scaler_init(&p, &s, &ds);
+    sg_loss_scaler_update(&s, &p, 1);
+    ok(s.scale == 1.0 && !p.dynamic,
        "bf16: scale 1, not dynamic, overflow ignored");
 
     /* static */
     ds = fp16(128.0, 16, 1000, 2, 1.0);
-    sg_loss_scaler_init(&s, &ds);
+    sg_loss_scaler_init(&p, &s, &ds);
     int rc = 0;
     for (int i = 0; i < 5; i++)
-        rc |= sg_loss_scaler_update(&s, i % 2);
+        rc |= sg_loss_scaler_update(&s, &p, i % 2);
     for (int i = 0; i < 2000; i++)
-        rc |= sg_loss_scaler_update(&s, 0);
-    ok(s.scale == 128.0 && !sg_loss_scaler_is_dynamic(&s) && rc == 0,
+        rc |= sg_loss_scaler_update(&s, &p, 0);
+    ok(s.scale == 128.0 && !p.dynamic && rc == 0,
        "static loss_scale 128 never changes");
 
     /* dynamic: 2^4 = 16, window 3, hysteresis 2, min 1 */
     ds = fp16(0.0, 4, 3, 2, 1.0);
-    sg_loss_scaler_init(&s, &ds);
-    ok(sg_loss_scaler_is_dynamic(&s) && s.scale == 16.0 && s.cur_hysteresis == 2 &&
+    sg_loss_scaler_init(&p, &s, &ds);
+    ok(p.dynamic && s.scale == 16.0 && s.cur_hysteresis == 2 &&
            s.last_overflow_iter == -1,
        "dynamic: starts at 2^initial_scale_power with full hysteresis");
     {
@@ -235,7 +237,7 @@ static void test_loss_scaler(void)
          * it 11 overflow: hysteresis -> 1; it 12 clean; it 13 overflow: 8 */
         const int ovf[] = {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 0, 1};
         const double want[] = {16, 16, 16, 32, 32, 16, 8, 8, 8, 8, 16, 16, 16, 8};
-        scale_seq(&s, "dynamic: hysteresis, window growth and halving (14 updates)", ovf, want,
+        scale_seq(&s, &p, "dynamic: hysteresis, window growth and halving (14 updates)", ovf, want,
                   14);
         ok(s.cur_iter == 14 && s.last_overflow_iter == 13 && s.cur_hysteresis == 1,
            "dynamic: cur_iter, last_overflow_iter and cur_hysteresis follow DeepSpeed "
@@ -247,35 +249,35 @@ static void test_loss_scaler(void)
     /* growth every scale_window clean steps: window 2 from scale 1 grows at
      * it 2, 4, 6 (stable interval = it while nothing overflowed) */
     ds = fp16(0.0, 0, 2, 2, 1.0);
-    sg_loss_scaler_init(&s, &ds);
+    sg_loss_scaler_init(&p, &s, &ds);
     {
         const int ovf[] = {0, 0, 0, 0, 0, 0, 0};
         const double want[] = {1, 1, 2, 2, 4, 4, 8};
-        scale_seq(&s, "dynamic: first growth on the (window+1)-th clean step, then each window",
+        scale_seq(&s, &p, "dynamic: first growth on the (window+1)-th clean step, then each window",
                   ovf, want, 7);
     }
 
     /* min scale: hysteresis 1 halves at once; at min DeepSpeed raises */
     ds = fp16(0.0, 2, 1000, 1, 1.0);
-    sg_loss_scaler_init(&s, &ds);
+    sg_loss_scaler_init(&p, &s, &ds);
     {
         const int ovf[] = {1, 1};
         const double want[] = {2, 1};
-        scale_seq(&s, "hysteresis 1: each overflow halves, down to min_loss_scale", ovf, want,
+        scale_seq(&s, &p, "hysteresis 1: each overflow halves, down to min_loss_scale", ovf, want,
                   2);
-        rc = sg_loss_scaler_update(&s, 1);
+        rc = sg_loss_scaler_update(&s, &p, 1);
         ok(rc == SG_LOSS_SCALER_AT_MIN && s.scale == 1.0 && s.cur_iter == 2,
            "overflow at min_loss_scale: SG_LOSS_SCALER_AT_MIN, state unchanged");
-        ok(sg_loss_scaler_update(&s, 0) == 0, "a clean step at min scale is fine");
+        ok(sg_loss_scaler_update(&s, &p, 0) == 0, "a clean step at min scale is fine");
     }
     ds = fp16(0.0, 3, 1000, 1, 3.0);
-    sg_loss_scaler_init(&s, &ds);
+    sg_loss_scaler_init(&p, &s, &ds);
     {
         const int ovf[] = {1, 1};
         const double want[] = {4, 3};
-        scale_seq(&s, "a min_loss_scale that is not a power of 2 clamps (8 -> 4 -> 3)", ovf,
+        scale_seq(&s, &p, "a min_loss_scale that is not a power of 2 clamps (8 -> 4 -> 3)", ovf,
                   want, 2);
-        is_int(sg_loss_scaler_update(&s, 1), SG_LOSS_SCALER_AT_MIN,
+        is_int(sg_loss_scaler_update(&s, &p, 1), SG_LOSS_SCALER_AT_MIN,
                "and the next overflow is at the minimum");
     }
 
@@ -283,18 +285,18 @@ static void test_loss_scaler(void)
      * overflow / clean / overflow keeps the scale; without it the second
      * overflow halves */
     ds = fp16(0.0, 10, 100, 2, 1.0);
-    sg_loss_scaler_init(&s, &ds);
-    s.consecutive_hysteresis = 1;
+    sg_loss_scaler_init(&p, &s, &ds);
+    p.consecutive_hysteresis = 1;
     {
         const int ovf[] = {1, 0, 1, 1};
         const double want[] = {1024, 1024, 1024, 512};
-        scale_seq(&s, "consecutive_hysteresis: clean steps refill hysteresis", ovf, want, 4);
+        scale_seq(&s, &p, "consecutive_hysteresis: clean steps refill hysteresis", ovf, want, 4);
     }
-    sg_loss_scaler_init(&s, &ds);
+    sg_loss_scaler_init(&p, &s, &ds);
     {
         const int ovf[] = {1, 0, 1};
         const double want[] = {1024, 1024, 512};
-        scale_seq(&s, "default (no consecutive_hysteresis): clean steps do not refill", ovf,
+        scale_seq(&s, &p, "default (no consecutive_hysteresis): clean steps do not refill", ovf,
                   want, 3);
     }
 }

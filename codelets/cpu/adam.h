@@ -73,7 +73,7 @@ typedef struct sg_adam_params {
 
 /* The per-call scalars of a step, computed in double and rounded to float
  * once (as torch does with its Python-float hyper-parameters); shared with
- * the GPU kernel (codelets/cuda/optim.cu) so both use the same values. */
+ * the GPU kernel (codelets/cuda/adam.cu) so both use the same values. */
 typedef struct sg_adam_coef {
     float gs;     /* grad_scale */
     float wd;     /* L2 coefficient (Adam mode), used when l2 != 0 */
@@ -132,7 +132,7 @@ int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
  * buffer norm = [norm of the unscaled gradients, 1 / loss scale]: 1 / loss
  * scale, times DeepSpeed's clipping coefficient clip / (norm + 1e-6) when
  * (norm + 1e-6) / clip exceeds 1 (clip <= 0: no clipping). The CUDA kernel
- * (codelets/cuda/optim.cu) computes the same on the device. */
+ * (codelets/cuda/adam.cu) computes the same on the device. */
 float sg_adam_grad_multiplier(const float norm[2], double clip);
 
 /* SuperOffload: whether a speculative step (taken with multiplier norm[1],

@@ -2,8 +2,8 @@
  * layer, head) composed from the kernels of ops.h (see block.h).
  *
  * Layouts (parameter offsets, saved activations, scratch sizes) live in
- * block_layout.c; this file only computes. Scratch is carved in the order
- * block_layout.c sizes it, and every region is checked against
+ * models/unit_layout.c; this file only computes. Scratch is carved in the order
+ * models/unit_layout.c sizes it, and every region is checked against
  * sg_unit_scratch_floats. Everything runs on the calling thread in a fixed
  * order, so results are bit-reproducible when OpenBLAS is pinned to one
  * thread (see ops.h).

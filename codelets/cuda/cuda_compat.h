@@ -32,6 +32,8 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <stdint.h>
+
 #include "codelets/cuda/cuda_ops.h"
 
 typedef __nv_bfloat16 sg_bf16;
@@ -66,6 +68,37 @@ static inline unsigned sg_cu_blocks(size_t n, unsigned threads)
     if (b == 0)
         b = 1;
     return b > 65535u * 8u ? 65535u * 8u : (unsigned)b;
+}
+
+/* Grid-stride loop: i = this thread's first flat index, step = all threads
+ * of the grid. */
+#define SG_GRID_STRIDE(i, n)                                                         \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);         \
+         i += (size_t)gridDim.x * blockDim.x)
+
+#define SG_CU_MAX_ROW_BLOCKS (65535u * 8u)
+
+/* a * b without size_t overflow (sizes come from configs, not from us). */
+static inline int sg_cu_mul_ok(size_t a, size_t b, size_t *out)
+{
+    if (b && a > SIZE_MAX / b)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Threads of a block that strides over a row of C elements: a whole number
+ * of warps, no more than the row needs, at most 256. */
+static inline unsigned sg_cu_row_threads(size_t C)
+{
+    size_t t = (C + 31) / 32 * 32;
+    return t == 0 ? 32u : t > 256 ? 256u : (unsigned)t;
+}
+
+/* Blocks of a kernel with one block per row (grid-stride over N rows). */
+static inline unsigned sg_cu_row_blocks(size_t N)
+{
+    return N == 0 ? 1u : N > SG_CU_MAX_ROW_BLOCKS ? SG_CU_MAX_ROW_BLOCKS : (unsigned)N;
 }
 
 /* ---- element access: storage type T, math in float ------------------------ */

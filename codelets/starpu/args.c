@@ -261,3 +261,68 @@ void sg_task_fail(const sg_task_ctx *c, int code, const char *what)
         snprintf(sh->fail_msg, sizeof sh->fail_msg, "task %s: %s",
                  sh->graph->nodes[c->node].name, what);
 }
+
+void sg_arg_concat(const sg_task_ctx *c, void *buffers[], const int *slots, int n, char *dst)
+{
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)sg_arg_buffer(c, slots[i])->bytes;
+        memcpy(dst, sg_arg_ptr(buffers, slots[i]), bytes);
+        dst += bytes;
+    }
+}
+
+void sg_arg_scatter_params(const sg_task_ctx *c, void *buffers[], int src)
+{
+    static const sg_buf_role PARAM_PIECE[] = {SG_BUF_PARAM_PIECE};
+    int slots[SG_ARG_MAX_SLOTS];
+    int n = sg_arg_collect(c, PARAM_PIECE, 1, -2, 1, slots, SG_ARG_MAX_SLOTS);
+    const sg_buffer *sb = sg_arg_buffer(c, src);
+    for (int i = 0; i < n; i++) {
+        const sg_buffer *pb = sg_arg_buffer(c, slots[i]);
+        const char *from = sg_arg_subgroup_at(c, buffers, src, slots[i]);
+        void *to = sg_arg_ptr(buffers, slots[i]);
+        if (sb->dtype == pb->dtype)
+            memcpy(to, from, (size_t)pb->bytes);
+        else if (sb->dtype == SG_F32)
+            sg_f32_store(to, pb->dtype, (const float *)from, (size_t)pb->elems);
+        else
+            sg_task_fail(c, SG_EINVAL, "unsupported parameter conversion");
+    }
+}
+
+float sg_arg_scalar(void *buffers[], int slot, float dflt)
+{
+    return slot < 0 ? dflt : *(const float *)sg_arg_ptr(buffers, slot);
+}
+
+void *sg_arg_role_ptr(const sg_task_ctx *c, void *buffers[], sg_buf_role role)
+{
+    int s = sg_arg_find(c, role, -2);
+    return s < 0 ? NULL : sg_arg_ptr(buffers, s);
+}
+
+int sg_arg_step_checks(const sg_task_ctx *c, void *buffers[], float *mult)
+{
+    int ov = sg_arg_find(c, SG_BUF_OVERFLOW, -2);
+    if (ov >= 0 && *(const int32_t *)sg_arg_ptr(buffers, ov))
+        return 1;
+    int nb = sg_arg_find(c, SG_BUF_GRAD_NORM, -2);
+    *mult = nb < 0 ? 1.0f : sg_adam_grad_multiplier(sg_arg_ptr(buffers, nb), c->shared->step.clip);
+    return 0;
+}
+
+int sg_arg_host_group(const sg_task_ctx *c, void *buffers[], sg_host_group *h)
+{
+    int g = sg_arg_find(c, SG_BUF_GRAD_HOST_F32, -2);
+    if (g < 0)
+        g = sg_arg_find(c, SG_BUF_GRAD_HOST, -2);
+    int p = sg_arg_find(c, SG_BUF_MASTER, -2), mv = sg_arg_find(c, SG_BUF_MOMENTS, -2);
+    if (g < 0 || p < 0 || mv < 0 || sg_arg_buffer(c, g)->dtype != SG_F32)
+        return SG_EINVAL;
+    h->n = (size_t)sg_arg_buffer(c, p)->elems;
+    h->g = sg_arg_ptr(buffers, g);
+    h->p = sg_arg_ptr(buffers, p);
+    h->m = sg_arg_ptr(buffers, mv);
+    h->v = h->m + h->n;
+    return SG_OK;
+}

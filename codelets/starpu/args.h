@@ -43,6 +43,34 @@ void *sg_arg_subgroup_at(const sg_task_ctx *c, void *buffers[], int src, int pie
 
 #define SG_ARG_MAX_SLOTS 4096
 
+/* Copies the slots' contents end to end (in the order given) into dst. */
+void sg_arg_concat(const sg_task_ctx *c, void *buffers[], const int *slots, int n, char *dst);
+/* Scatters a sub-group's parameters (slot src: the fp32 master or the
+ * compute-dtype host copy) into its parameter pieces, converting to the
+ * pieces' dtype; marks the task failed on a conversion it cannot do. */
+void sg_arg_scatter_params(const sg_task_ctx *c, void *buffers[], int src);
+
+/* The first float of slot `slot`, or dflt when slot < 0. */
+float sg_arg_scalar(void *buffers[], int slot, float dflt);
+/* The data of the first slot holding `role` (any unit), or NULL. */
+void *sg_arg_role_ptr(const sg_task_ctx *c, void *buffers[], sg_buf_role role);
+
+/* Whether the optimizer must skip the step (fp16 overflow: 1); else 0 and
+ * *mult = the gradient multiplier (1 / loss scale, times the clipping
+ * coefficient). */
+int sg_arg_step_checks(const sg_task_ctx *c, void *buffers[], float *mult);
+
+/* A CPU sub-group (offloaded optimizer): fp32 gradients on the host, the
+ * fp32 master and the moments, n elements each. */
+typedef struct sg_host_group {
+    float *g, *p, *m, *v;
+    size_t n;
+} sg_host_group;
+
+/* Binds a CPU sub-group; SG_EINVAL when a buffer is missing or the
+ * gradients are not fp32 (the task is not marked failed). */
+int sg_arg_host_group(const sg_task_ctx *c, void *buffers[], sg_host_group *h);
+
 /* A sub-group whose Adam state stays with the compute (no offload, or
  * SuperOffload's ratio < 1), bound by sg_arg_adam_group. */
 typedef struct sg_adam_group {

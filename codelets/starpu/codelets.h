@@ -4,8 +4,13 @@
  * the dm* schedulers and by SimGrid). Buffers are variable in number; every
  * task's cl_arg is its node's sg_task_ctx (codelets/starpu/task_ctx.h).
  *
- * CPU entry points are below; the CUDA ones (codelets/starpu/cuda_*.c, on
- * the worker's stream with STARPU_CUDA_ASYNC) exist when stepgraph is built
+ * One file per node kind (or family sharing an entry point) holds its
+ * codelet struct, its CPU entry point and, under SG_STARPU_CUDA, its CUDA
+ * one: codelets/starpu/unit.c (forward, recompute, backward), allgather.c,
+ * reduce.c (reduce-scatter, all-reduce), d2h.c, h2d.c, cast.c, grad_norm.c,
+ * overflow_check.c, loss_scale.c, adam_cpu.c, adam_gpu.c, validate.c; the
+ * table of codelets by kind is codelets.c. The CUDA entry points (on the
+ * worker's stream with STARPU_CUDA_ASYNC) exist when stepgraph is built
  * with CUDA against a StarPU built with CUDA: SG_STARPU_CUDA is then 1.
  */
 #ifndef SG_CODELETS_H
@@ -28,6 +33,36 @@ SG_OP_KINDS(SG_CODELET_DECL_)
 
 /* The codelet of a node kind. */
 struct starpu_codelet *sg_codelet_for(sg_op_kind kind);
+
+/* Defining a codelet (in its kind's file). */
+#define SG_PERFMODEL(sym) \
+    static struct starpu_perfmodel pm_##sym = {.type = STARPU_HISTORY_BASED, .symbol = "sg_" #sym}
+
+/* A codelet with a CPU implementation only. */
+#define SG_CODELET(sym, fn)                                                         \
+    SG_PERFMODEL(sym);                                                              \
+    struct starpu_codelet sg_##sym = {.cpu_funcs = {fn},                            \
+                                      .cpu_funcs_name = {#fn},                      \
+                                      .nbuffers = STARPU_VARIABLE_NBUFFERS,         \
+                                      .model = &pm_##sym,                           \
+                                      .name = "sg_" #sym}
+
+/* A codelet with CPU and CUDA implementations (CPU only in a build without
+ * CUDA). The CUDA ones queue their work on the worker's stream and return:
+ * StarPU waits for the stream before the task counts as done. */
+#ifdef SG_STARPU_CUDA
+#define SG_CODELET2(sym, fn, cuda_fn)                                               \
+    SG_PERFMODEL(sym);                                                              \
+    struct starpu_codelet sg_##sym = {.cpu_funcs = {fn},                            \
+                                      .cpu_funcs_name = {#fn},                      \
+                                      .cuda_funcs = {cuda_fn},                      \
+                                      .cuda_flags = {STARPU_CUDA_ASYNC},            \
+                                      .nbuffers = STARPU_VARIABLE_NBUFFERS,         \
+                                      .model = &pm_##sym,                           \
+                                      .name = "sg_" #sym}
+#else
+#define SG_CODELET2(sym, fn, cuda_fn) SG_CODELET(sym, fn)
+#endif
 
 void sg_forward_cpu(void *buffers[], void *arg);
 void sg_recompute_cpu(void *buffers[], void *arg);

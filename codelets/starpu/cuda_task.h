@@ -1,11 +1,13 @@
 /* cuda_task.h - helpers shared by the CUDA entry points of the codelets
- * (codelets/starpu/cuda_*.c): the worker's stream and cuBLAS handle, and
- * stream-ordered scratch. Only built with SG_STARPU_CUDA. */
+ * (under SG_STARPU_CUDA in each kind's file): the worker's stream and cuBLAS
+ * handle, failure reports, collectives and the parameter scatter (the CUDA
+ * side of sg_arg_scatter_params). Only for SG_STARPU_CUDA code. */
 #ifndef SG_CODELETS_CUDA_TASK_H
 #define SG_CODELETS_CUDA_TASK_H
 
 #include <starpu.h>
 #include <starpu_cublas_v2.h>
+#include <stdio.h>
 
 #include "codelets/cuda/cuda_ops.h"
 #include "codelets/starpu/args.h"
@@ -27,5 +29,15 @@ static inline void sg_cuda_task_fail(const sg_task_ctx *c, int code, const char 
              code == SG_EIO ? sg_cu_last_error() : "");
     sg_task_fail(c, code, msg);
 }
+
+/* dst <- src (n elements of dt) through the local device's communicator:
+ * all-gather (`gather`) or sum-reduction; a plain device copy without
+ * NCCL. */
+int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src,
+                       size_t n, sg_dtype dt, int gather);
+
+/* A sub-group's parameters (slot src: fp32 master or compute-dtype copy, on
+ * the device) into its parameter pieces, converted to the pieces' dtype. */
+int sg_cuda_scatter_params(const sg_task_ctx *c, void *buffers[], int src, const sg_cu *cu);
 
 #endif /* SG_CODELETS_CUDA_TASK_H */

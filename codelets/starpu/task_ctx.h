@@ -15,10 +15,10 @@
 
 #include "codelets/cpu/adam.h"
 #include "codelets/cpu/block.h"
+#include "codelets/cpu/loss_scale.h"
 #include "graph/compile.h"
 #include "graph/ir.h"
 #include "models/model.h"
-#include "runtime/train/loss_scaler.h"
 
 /* Settings of the optimizer step being run; written by the trainer between
  * steps (never while tasks run). */
@@ -30,7 +30,7 @@ typedef struct sg_step_params {
 
 #include "graph/task_record.h"
 
-struct sg_cuda_state; /* runtime/exec/exec_cuda.h: per-device state of CUDA workers */
+struct sg_cuda_state; /* codelets/starpu/cuda_state.h: per-device state of CUDA workers */
 
 typedef struct sg_exec_shared {
     const sg_model *model;
@@ -39,7 +39,9 @@ typedef struct sg_exec_shared {
     sg_rope_cache rope;
     struct sg_cuda_state *cuda;    /* NULL without CUDA workers */
     sg_step_params step;
-    sg_loss_scaler *scaler;        /* fp16: updated by the loss-scale task */
+    /* fp16: the loss-scale update's parameters, set by the trainer before
+     * the first step; its state is a buffer (SG_BUF_LOSS_SCALER_STATE) */
+    sg_loss_scaler_params loss_scaler;
     sg_task_record *records;       /* per node, for the last step (task callbacks) */
     /* a task that fails says so here (set atomically, first one wins); what
      * a step computed is read back from its buffers (exec.h) */

@@ -191,6 +191,24 @@ int sg_exec_set_tokens(sg_exec *x, int mb, const int32_t *inputs, const int32_t 
     return SG_EINVAL;
 }
 
+int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s)
+{
+    const sg_graph *g = x->graph;
+    for (int b = 0; b < g->nbuffers; b++) {
+        if (g->buffers[b].role != SG_BUF_LOSS_SCALER_STATE)
+            continue;
+        if (g->buffers[b].bytes != (int64_t)sizeof *s)
+            return SG_EINVAL;
+        const void *p = sg_exec_acquire(x, b, 0);
+        if (!p)
+            return SG_EINVAL;
+        memcpy(s, p, sizeof *s);
+        sg_exec_release(x, b);
+        return 1;
+    }
+    return 0;
+}
+
 int sg_exec_losses(sg_exec *x, float *losses)
 {
     const sg_graph *g = x->graph;

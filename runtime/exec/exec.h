@@ -50,9 +50,10 @@ void sg_exec_shutdown(sg_exec *x);
 
 /* Writes the weights (and the Adam moments of st, zeros when st is NULL)
  * into the persistent buffers that hold them: parameter pieces, full
- * copies, fp32 masters, moments; and the fp16 loss scale. */
+ * copies, fp32 masters, moments; and, in an fp16 graph, the loss scaler's
+ * state and its scale (scale 1 when scaler is NULL). */
 int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st,
-                       double loss_scale, sg_error *err);
+                       const sg_loss_scaler_state *scaler, sg_error *err);
 /* Reads them back (weights from the fp32 masters where there are, else
  * from the pieces). */
 int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err);
@@ -78,6 +79,11 @@ double sg_exec_grad_norm(sg_exec *x);
  * the optimizer skip it, and how many SuperOffload sub-group steps were
  * rolled back (and redone unless skipped). */
 int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks);
+
+/* Between steps: the fp16 loss scaler's state, as the loss-scale tasks
+ * left it (the scale the next step uses). 1 with *s filled, 0 when the
+ * graph has none (not fp16), SG_EINVAL when StarPU refused the read. */
+int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s);
 
 /* Name of StarPU worker w ("CPU 0", "CUDA 0"). */
 const char *sg_exec_worker_name(int w, char *buf, size_t n);

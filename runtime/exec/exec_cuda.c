@@ -106,11 +106,3 @@ void sg_exec_cuda_shutdown(sg_exec_shared *sh)
     free(sh->cuda);
     sh->cuda = NULL;
 }
-
-const sg_cuda_device *sg_cuda_local_device(const sg_exec_shared *sh)
-{
-    int devid = starpu_worker_get_devid(starpu_worker_get_id());
-    if (!sh->cuda || devid < 0 || devid >= SG_CUDA_MAX_DEVICES || !sh->cuda->dev[devid].ready)
-        return NULL;
-    return &sh->cuda->dev[devid];
-}

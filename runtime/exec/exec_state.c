@@ -117,7 +117,7 @@ static int sets_alloc(state_sets *s, const sg_model *m)
 }
 
 /* Moves between the sets and the persistent buffers (load: sets -> buffers). */
-static int transfer(sg_exec *x, state_sets *s, int load, double loss_scale)
+static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_state *scaler)
 {
     const sg_graph *g = x->graph;
     /* masters hold the exact fp32 parameters: read them last on store so
@@ -130,8 +130,10 @@ static int transfer(sg_exec *x, state_sets *s, int load, double loss_scale)
                 continue;
             if (buf->role != SG_BUF_PARAM_PIECE && buf->role != SG_BUF_PARAM_FULL &&
                 buf->role != SG_BUF_MASTER && buf->role != SG_BUF_MOMENTS &&
-                buf->role != SG_BUF_LOSS_SCALE)
+                buf->role != SG_BUF_LOSS_SCALE && buf->role != SG_BUF_LOSS_SCALER_STATE)
                 continue;
+            if (!load && (buf->role == SG_BUF_LOSS_SCALE || buf->role == SG_BUF_LOSS_SCALER_STATE))
+                continue; /* the trainer reads the scaler (sg_exec_loss_scaler) */
             if (!load && buf->role == SG_BUF_PARAM_FULL)
                 continue; /* a copy of the pieces */
             void *p = sg_exec_acquire(x, b, load);
@@ -161,9 +163,12 @@ static int transfer(sg_exec *x, state_sets *s, int load, double loss_scale)
                 f.src = &s->v;
                 each_piece_of(g, buf->subgroup, fill_piece, &f);
                 break;
+            case SG_BUF_LOSS_SCALER_STATE:
+                if (scaler && buf->bytes == (int64_t)sizeof *scaler)
+                    memcpy(p, scaler, sizeof *scaler);
+                break;
             default: /* loss scale */
-                if (load)
-                    *(float *)p = (float)loss_scale;
+                *(float *)p = scaler ? (float)scaler->scale : 1.0f;
                 break;
             }
             sg_exec_release(x, b);
@@ -173,7 +178,7 @@ static int transfer(sg_exec *x, state_sets *s, int load, double loss_scale)
 }
 
 int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st,
-                       double loss_scale, sg_error *err)
+                       const sg_loss_scaler_state *scaler, sg_error *err)
 {
     state_sets s;
     if (sets_alloc(&s, x->shared.model))
@@ -183,7 +188,7 @@ int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st
         flat_copy(&s.m, st->ntensors, st->info, w->unit, st->exp_avg, 1);
         flat_copy(&s.v, st->ntensors, st->info, w->unit, st->exp_avg_sq, 1);
     }
-    transfer(x, &s, 1, loss_scale);
+    transfer(x, &s, 1, scaler);
     sets_free(&s);
     return SG_OK;
 }
@@ -193,7 +198,7 @@ int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error 
     state_sets s;
     if (sets_alloc(&s, x->shared.model))
         return sg_error_set(err, SG_ENOMEM, "out of memory reading the weights back");
-    transfer(x, &s, 0, 0.0);
+    transfer(x, &s, 0, NULL);
     flat_copy(&s.w, w->ntensors, w->info, w->unit, w->data, 0);
     if (st) {
         flat_copy(&s.m, st->ntensors, st->info, w->unit, st->exp_avg, 0);

@@ -15,6 +15,7 @@
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data_loader.h"
 #include "runtime/exec/exec.h"
+#include "runtime/train/loss_scaler.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/step_log.h"
 #include "runtime/config/step_spec.h"
@@ -31,7 +32,8 @@ typedef struct trainer {
     char data_path[SG_PATH_MAX];
     sg_data_loader data;
     int data_open;
-    sg_loss_scaler scaler;
+    sg_loss_scaler_params scaler_params;
+    sg_loss_scaler_state scaler;   /* the step's; read back from the exec after each step */
     sg_exec x;
     int exec_started;
     sg_metrics metrics;
@@ -154,7 +156,7 @@ static int setup_data(trainer *t, sg_error *err)
 static int setup_exec(trainer *t, sg_error *err)
 {
     const sg_config *cfg = t->cfg;
-    sg_loss_scaler_init(&t->scaler, &cfg->ds);
+    sg_loss_scaler_init(&t->scaler_params, &t->scaler, &cfg->ds);
     if (t->resumed)
         t->scaler.scale = t->st.loss_scale;
     sg_exec_options opt = {
@@ -172,8 +174,8 @@ static int setup_exec(trainer *t, sg_error *err)
     t->exec_started = 1;
     if (rc)
         return rc;
-    t->x.shared.scaler = &t->scaler;
-    return sg_exec_load_state(&t->x, &t->w, &t->st, t->scaler.scale, err);
+    t->x.shared.loss_scaler = t->scaler_params;
+    return sg_exec_load_state(&t->x, &t->w, &t->st, &t->scaler, err);
 }
 
 static void print_header(const trainer *t)
@@ -259,7 +261,8 @@ static int run_step(trainer *t, int64_t i, sg_error *err)
     if ((rc = sg_exec_run_step(&t->x, err)))
         return rc;
     int skipped, rollbacks;
-    if (sg_exec_losses(&t->x, t->losses) || sg_exec_step_outcome(&t->x, &skipped, &rollbacks))
+    if (sg_exec_losses(&t->x, t->losses) || sg_exec_step_outcome(&t->x, &skipped, &rollbacks) ||
+        sg_exec_loss_scaler(&t->x, &t->scaler) < 0)
         return sg_error_set(err, SG_EINVAL, "step %lld: cannot read the step's results back "
                             "from StarPU", (long long)t->st.step + 1);
     double loss = 0;

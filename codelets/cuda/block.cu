@@ -1,4 +1,4 @@
-/* block_cuda.cu - forward and backward of the graph units (embedding,
+/* block.cu - forward and backward of the graph units (embedding,
  * decoder layer, head) on the GPU, composed from the kernels of cuda_ops.h
  * (see block_cuda.h). The exact counterpart of codelets/cpu/block.c: the
  * same parameter offsets and saved-activation layout (block_layout.c, in

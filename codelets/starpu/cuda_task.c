@@ -1,0 +1,78 @@
+/* cuda_task.c - helpers of the CUDA entry points (cuda_task.h) and the
+ * worker's device state (cuda_state.h). Empty in a build without CUDA. */
+#include "codelets/starpu/codelets.h"
+
+#ifdef SG_STARPU_CUDA
+#include <stdio.h>
+
+#ifdef SG_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include "codelets/starpu/cuda_task.h"
+#include "codelets/starpu/cuda_state.h"
+
+const sg_cuda_device *sg_cuda_local_device(const sg_exec_shared *sh)
+{
+    int devid = starpu_worker_get_devid(starpu_worker_get_id());
+    if (!sh->cuda || devid < 0 || devid >= SG_CUDA_MAX_DEVICES || !sh->cuda->dev[devid].ready)
+        return NULL;
+    return &sh->cuda->dev[devid];
+}
+
+#ifdef SG_HAVE_NCCL
+static int nccl_type(sg_dtype dt, ncclDataType_t *t)
+{
+    switch (dt) {
+    case SG_F32: *t = ncclFloat32; return SG_OK;
+    case SG_F16: *t = ncclFloat16; return SG_OK;
+    case SG_BF16: *t = ncclBfloat16; return SG_OK;
+    case SG_I32: *t = ncclInt32; return SG_OK;
+    }
+    return SG_EINVAL;
+}
+
+static ncclComm_t local_comm(const sg_task_ctx *c)
+{
+    const sg_cuda_device *d = sg_cuda_local_device(c->shared);
+    return d ? (ncclComm_t)d->nccl : NULL;
+}
+#endif
+
+int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src,
+                       size_t n, sg_dtype dt, int gather)
+{
+#ifdef SG_HAVE_NCCL
+    ncclComm_t comm = local_comm(c);
+    ncclDataType_t t;
+    if (comm && nccl_type(dt, &t) == SG_OK) {
+        ncclResult_t r = gather ? ncclAllGather(src, dst, n, t, comm, (cudaStream_t)cu->stream)
+                                : ncclReduceScatter(src, dst, n, t, ncclSum, comm,
+                                                    (cudaStream_t)cu->stream);
+        return r == ncclSuccess ? SG_OK : SG_EIO;
+    }
+#else
+    (void)c;
+    (void)gather;
+#endif
+    return sg_cu_copy_async(cu, dst, src, n * sg_dtype_size(dt));
+}
+
+int sg_cuda_scatter_params(const sg_task_ctx *c, void *buffers[], int src, const sg_cu *cu)
+{
+    static const sg_buf_role PARAM_PIECE[] = {SG_BUF_PARAM_PIECE};
+    int slots[SG_ARG_MAX_SLOTS];
+    int n = sg_arg_collect(c, PARAM_PIECE, 1, -2, 1, slots, SG_ARG_MAX_SLOTS);
+    const sg_buffer *sb = sg_arg_buffer(c, src);
+    for (int i = 0; i < n; i++) {
+        const sg_buffer *pb = sg_arg_buffer(c, slots[i]);
+        int rc = sg_cu_cast(cu, sg_arg_ptr(buffers, slots[i]), pb->dtype,
+                            sg_arg_subgroup_at(c, buffers, src, slots[i]), sb->dtype,
+                            (size_t)pb->elems);
+        if (rc)
+            return rc;
+    }
+    return SG_OK;
+}
+
+#endif /* SG_STARPU_CUDA */

@@ -1,0 +1,21 @@
+/* d2h.c - the device-to-host codelet: a CPU sub-group's gradient pieces,
+ * end to end by sub-group offset, into its one host buffer. CPU only:
+ * StarPU brings the pieces over to main memory. */
+#include "codelets/starpu/args.h"
+#include "codelets/starpu/codelets.h"
+
+void sg_d2h_cpu(void *buffers[], void *arg)
+{
+    static const sg_buf_role GRAD_PIECE[] = {SG_BUF_GRAD_PIECE};
+    const sg_task_ctx *c = arg;
+    int slots[SG_ARG_MAX_SLOTS];
+    int n = sg_arg_collect(c, GRAD_PIECE, 1, -2, 1, slots, SG_ARG_MAX_SLOTS);
+    int dst = sg_arg_find(c, SG_BUF_GRAD_HOST, -2);
+    if (dst < 0 || n == 0) {
+        sg_task_fail(c, SG_EINVAL, "no gradient pieces or host buffer");
+        return;
+    }
+    sg_arg_concat(c, buffers, slots, n, sg_arg_ptr(buffers, dst));
+}
+
+SG_CODELET(d2h, sg_d2h_cpu);

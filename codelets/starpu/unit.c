@@ -1,0 +1,371 @@
+/* unit.c - the forward, recompute and backward codelets: one graph unit
+ * (embedding, decoder layer, head + loss) for one micro-batch.
+ *
+ * CPU: through codelets/cpu/block.h, in fp32 views of the buffers.
+ * CUDA: through codelets/cuda/block_cuda.h on the worker's stream; every
+ * tensor of the unit is in the compute dtype on the device (the step
+ * compiler stores parameters, activations, saved activations and gradients
+ * in it). */
+#include <string.h>
+
+#include "codelets/starpu/args.h"
+#include "codelets/starpu/codelets.h"
+
+typedef struct unit_call {
+    const sg_task_ctx *c;
+    void **buffers;
+    const sg_model *m;
+    int u, head;
+    size_t B, T, N;
+    sg_unit_io io;
+    float *param_copy, *embed_copy;
+    sg_f32_view views[6];
+    int store[6];
+    int nviews;
+} unit_call;
+
+/* An fp32 view of the slot holding `role` for `unit`; NULL when absent.
+ * load: read the contents; zero: start from zeros (a gradient written
+ * fresh); store: write back when the call ends. */
+static float *view(unit_call *k, sg_buf_role role, int unit, int load, int store)
+{
+    int s = sg_arg_find(k->c, role, unit);
+    if (s < 0 || k->nviews == 6)
+        return NULL;
+    const sg_buffer *b = sg_arg_buffer(k->c, s);
+    sg_f32_view *v = &k->views[k->nviews];
+    if (sg_f32_view_open(v, sg_arg_ptr(k->buffers, s), b->dtype, (size_t)b->elems, load))
+        return NULL;
+    k->store[k->nviews++] = store;
+    return v->p;
+}
+
+/* A weight gradient: accumulated into (RW) or written fresh (W). */
+static float *grad_view(unit_call *k, int unit)
+{
+    int s = sg_arg_find(k->c, SG_BUF_GRAD, unit);
+    if (s < 0)
+        return NULL;
+    int fresh = sg_arg_write_only(k->c, s);
+    float *p = view(k, SG_BUF_GRAD, unit, !fresh, 1);
+    if (p && fresh)
+        memset(p, 0, (size_t)sg_arg_buffer(k->c, s)->elems * sizeof(float));
+    return p;
+}
+
+static int call_begin(unit_call *k, const sg_task_ctx *c, void **buffers)
+{
+    memset(k, 0, sizeof *k);
+    const sg_exec_shared *sh = c->shared;
+    k->c = c;
+    k->buffers = buffers;
+    k->m = sh->model;
+    k->u = sh->graph->nodes[c->node].layer;
+    k->head = sg_model_num_units(k->m) - 1;
+    k->B = (size_t)sh->spec->micro_batch;
+    k->T = (size_t)sh->spec->seq_len;
+    k->N = k->B * k->T;
+    k->io.rope = &sh->rope;
+    k->io.params = sg_arg_unit_params(c, buffers, k->u, &k->param_copy);
+    if (!k->io.params)
+        return SG_ENOMEM;
+    if (k->u == k->head && k->m->tie_word_embeddings &&
+        !(k->io.embed = sg_arg_unit_params(c, buffers, 0, &k->embed_copy)))
+        return SG_ENOMEM;
+    int ts = sg_arg_find(c, SG_BUF_TOKENS, -2);
+    if (ts >= 0) {
+        const int32_t *tok = sg_arg_ptr(buffers, ts);
+        k->io.tokens = tok;
+        k->io.targets = tok + k->N;
+    }
+    k->io.scratch = sg_scratch(sg_unit_scratch_floats(k->m, k->u, k->B, k->T));
+    return k->io.scratch ? SG_OK : SG_ENOMEM;
+}
+
+static void call_end(unit_call *k, int rc)
+{
+    for (int i = 0; i < k->nviews; i++)
+        sg_f32_view_close(&k->views[i], rc == SG_OK && k->store[i]);
+    free(k->param_copy);
+    free(k->embed_copy);
+}
+
+static void forward(void *buffers[], void *arg, int recompute)
+{
+    const sg_task_ctx *c = arg;
+    unit_call k;
+    int rc = call_begin(&k, c, buffers);
+    if (rc == SG_OK && k.u > 0 && !(k.io.x = view(&k, SG_BUF_ACT, k.u - 1, 1, 0)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK && !recompute) {
+        if (k.u == k.head)
+            k.io.loss = view(&k, SG_BUF_LOSS, k.u, 0, 1);
+        else
+            k.io.y = view(&k, SG_BUF_ACT, k.u, 0, 1);
+        if (!k.io.loss && !k.io.y)
+            rc = SG_ENOMEM;
+    }
+    if (rc == SG_OK && sg_arg_find(c, SG_BUF_SAVED, k.u) >= 0 &&
+        !(k.io.saved = view(&k, SG_BUF_SAVED, k.u, 0, 1)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK)
+        rc = sg_unit_forward(k.m, k.u, k.B, k.T, &k.io);
+    call_end(&k, rc);
+    if (rc)
+        sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
+                                           : "invalid token id or size");
+}
+
+void sg_forward_cpu(void *buffers[], void *arg)
+{
+    forward(buffers, arg, 0);
+}
+
+void sg_recompute_cpu(void *buffers[], void *arg)
+{
+    forward(buffers, arg, 1);
+}
+
+/* d(loss)/d(micro-step loss): DeepSpeed divides by the accumulation steps
+ * and multiplies by the fp16 loss scale. */
+static float head_dloss(unit_call *k)
+{
+    double d = 1.0 / (double)k->c->shared->spec->grad_accum;
+    int s = sg_arg_find(k->c, SG_BUF_LOSS_SCALE, -2);
+    if (s >= 0)
+        d *= *(const float *)sg_arg_ptr(k->buffers, s);
+    return (float)d;
+}
+
+void sg_backward_cpu(void *buffers[], void *arg)
+{
+    const sg_task_ctx *c = arg;
+    unit_call k;
+    float *dy = NULL, *dx = NULL, *dparams = NULL, *dembed = NULL;
+    int rc = call_begin(&k, c, buffers);
+    if (rc == SG_OK && k.u > 0 && !(k.io.x = view(&k, SG_BUF_ACT, k.u - 1, 1, 0)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK && sg_arg_find(c, SG_BUF_SAVED, k.u) >= 0 &&
+        !(k.io.saved = view(&k, SG_BUF_SAVED, k.u, 1, 0)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK && k.u < k.head && !(dy = view(&k, SG_BUF_DACT, k.u, 1, 0)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK && k.u > 0 && !(dx = view(&k, SG_BUF_DACT, k.u - 1, 0, 1)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK && !(dparams = grad_view(&k, k.u)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK && k.u == k.head && k.m->tie_word_embeddings && !(dembed = grad_view(&k, 0)))
+        rc = SG_ENOMEM;
+    if (rc == SG_OK)
+        rc = sg_unit_backward(k.m, k.u, k.B, k.T, &k.io, dy,
+                              k.u == k.head ? head_dloss(&k) : 0.0f, dx, dparams, dembed);
+    call_end(&k, rc);
+    if (rc)
+        sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
+                                           : "invalid token id or size");
+}
+
+/* ---- CUDA ---------------------------------------------------------------- */
+
+#ifdef SG_STARPU_CUDA
+#include <stdio.h>
+
+#include "codelets/cuda/block_cuda.h"
+#include "codelets/starpu/cuda_task.h"
+#include "codelets/starpu/cuda_state.h"
+
+typedef struct cuda_unit_call {
+    const sg_task_ctx *c;
+    void **buffers;
+    const sg_model *m;
+    sg_cu cu;
+    int u, head;
+    size_t B, T, N;
+    sg_dtype dt;
+    sg_cu_unit_io io;
+    void *param_copy, *embed_copy; /* stream-ordered, freed at the end */
+} cuda_unit_call;
+
+/* The device pointer of the slot holding `role` for `unit` in the compute
+ * dtype, or NULL (absent, or stored in another dtype: *bad is set). */
+static void *cu_slot_ptr(cuda_unit_call *k, sg_buf_role role, int unit, int *bad)
+{
+    int s = sg_arg_find(k->c, role, unit);
+    if (s < 0)
+        return NULL;
+    if (sg_arg_buffer(k->c, s)->dtype != k->dt) {
+        *bad = 1;
+        return NULL;
+    }
+    return sg_arg_ptr(k->buffers, s);
+}
+
+/* A unit's parameters as one device array: the gathered / full buffer
+ * itself, or its pieces copied end to end into *copy. */
+static const void *cu_unit_params(cuda_unit_call *k, int unit, void **copy)
+{
+    int slots[SG_ARG_MAX_SLOTS];
+    *copy = NULL;
+    int n = sg_arg_unit_param_slots(k->c, unit, slots, SG_ARG_MAX_SLOTS);
+    if (n == 0)
+        return NULL;
+    size_t esize = sg_dtype_size(k->dt), total = 0;
+    for (int i = 0; i < n; i++) {
+        if (sg_arg_buffer(k->c, slots[i])->dtype != k->dt)
+            return NULL;
+        total += (size_t)sg_arg_buffer(k->c, slots[i])->elems;
+    }
+    if (n == 1)
+        return sg_arg_ptr(k->buffers, slots[0]);
+    char *p = sg_cu_malloc_async(&k->cu, total * esize);
+    if (!p)
+        return NULL;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)sg_arg_buffer(k->c, slots[i])->elems * esize;
+        sg_cu_copy_async(&k->cu, p + off, sg_arg_ptr(k->buffers, slots[i]), bytes);
+        off += bytes;
+    }
+    *copy = p;
+    return p;
+}
+
+static int cu_call_begin(cuda_unit_call *k, const sg_task_ctx *c, void **buffers)
+{
+    memset(k, 0, sizeof *k);
+    const sg_exec_shared *sh = c->shared;
+    const sg_cuda_device *dev = sg_cuda_local_device(sh);
+    if (!dev)
+        return SG_EIO;
+    k->c = c;
+    k->buffers = buffers;
+    k->cu = sg_cuda_task_cu();
+    k->m = sh->model;
+    k->u = sh->graph->nodes[c->node].layer;
+    k->head = sg_model_num_units(k->m) - 1;
+    k->B = (size_t)sh->spec->micro_batch;
+    k->T = (size_t)sh->spec->seq_len;
+    k->N = k->B * k->T;
+    k->dt = sh->spec->compute_dtype;
+    k->io.dt = k->dt;
+    k->io.cos_tab = dev->cos_tab;
+    k->io.sin_tab = dev->sin_tab;
+    if (!(k->io.params = cu_unit_params(k, k->u, &k->param_copy)))
+        return SG_EINVAL;
+    if (k->u == k->head && k->m->tie_word_embeddings &&
+        !(k->io.embed = cu_unit_params(k, 0, &k->embed_copy)))
+        return SG_EINVAL;
+    int ts = sg_arg_find(c, SG_BUF_TOKENS, -2);
+    if (ts >= 0) {
+        const int32_t *tok = sg_arg_ptr(buffers, ts); /* inputs then targets */
+        k->io.tokens = tok;
+        k->io.targets = tok + k->N;
+    }
+    k->io.scratch = sg_cu_malloc_async(&k->cu, sg_cu_unit_scratch_bytes(k->m, k->u, k->B, k->T,
+                                                                        k->dt));
+    return k->io.scratch ? SG_OK : SG_ENOMEM;
+}
+
+static void cu_call_end(cuda_unit_call *k)
+{
+    sg_cu_free_async(&k->cu, k->io.scratch);
+    sg_cu_free_async(&k->cu, k->param_copy);
+    sg_cu_free_async(&k->cu, k->embed_copy);
+}
+
+static void cu_report(const sg_task_ctx *c, int rc)
+{
+    if (rc)
+        sg_cuda_task_fail(c, rc, rc == SG_ENOMEM ? "device memory ran out"
+                                 : rc == SG_EIO ? "CUDA failed"
+                                                : "a buffer is missing or has another dtype");
+}
+
+static void cu_forward(void *buffers[], void *arg, int recompute)
+{
+    const sg_task_ctx *c = arg;
+    cuda_unit_call k;
+    int bad = 0;
+    int rc = cu_call_begin(&k, c, buffers);
+    if (rc == SG_OK && k.u > 0 && !(k.io.x = cu_slot_ptr(&k, SG_BUF_ACT, k.u - 1, &bad)))
+        rc = SG_EINVAL;
+    if (rc == SG_OK && !recompute) {
+        if (k.u == k.head) {
+            int s = sg_arg_find(c, SG_BUF_LOSS, k.u);
+            k.io.loss = s >= 0 ? sg_arg_ptr(buffers, s) : NULL;
+        } else {
+            k.io.y = cu_slot_ptr(&k, SG_BUF_ACT, k.u, &bad);
+        }
+        if (!k.io.loss && !k.io.y)
+            rc = SG_EINVAL;
+    }
+    if (rc == SG_OK)
+        k.io.saved = cu_slot_ptr(&k, SG_BUF_SAVED, k.u, &bad);
+    if (rc == SG_OK && bad)
+        rc = SG_EINVAL;
+    if (rc == SG_OK)
+        rc = sg_cu_unit_forward(&k.cu, k.m, k.u, k.B, k.T, &k.io);
+    cu_call_end(&k);
+    cu_report(c, rc);
+}
+
+void sg_forward_cuda(void *buffers[], void *arg)
+{
+    cu_forward(buffers, arg, 0);
+}
+
+void sg_recompute_cuda(void *buffers[], void *arg)
+{
+    cu_forward(buffers, arg, 1);
+}
+
+/* A weight gradient accumulated into (RW), or written fresh (W: zeroed
+ * first, as the CPU codelet does). */
+static void *cu_grad_ptr(cuda_unit_call *k, int unit, int *bad)
+{
+    int s = sg_arg_find(k->c, SG_BUF_GRAD, unit);
+    void *p = cu_slot_ptr(k, SG_BUF_GRAD, unit, bad);
+    if (p && sg_arg_write_only(k->c, s))
+        sg_cu_zero_async(&k->cu, p, (size_t)sg_arg_buffer(k->c, s)->bytes);
+    return p;
+}
+
+void sg_backward_cuda(void *buffers[], void *arg)
+{
+    const sg_task_ctx *c = arg;
+    cuda_unit_call k;
+    void *dy = NULL, *dx = NULL, *dparams = NULL, *dembed = NULL;
+    int bad = 0;
+    int rc = cu_call_begin(&k, c, buffers);
+    if (rc == SG_OK && k.u > 0 && !(k.io.x = cu_slot_ptr(&k, SG_BUF_ACT, k.u - 1, &bad)))
+        rc = SG_EINVAL;
+    if (rc == SG_OK)
+        k.io.saved = cu_slot_ptr(&k, SG_BUF_SAVED, k.u, &bad);
+    if (rc == SG_OK && k.u < k.head && !(dy = cu_slot_ptr(&k, SG_BUF_DACT, k.u, &bad)))
+        rc = SG_EINVAL;
+    if (rc == SG_OK && k.u > 0 && !(dx = cu_slot_ptr(&k, SG_BUF_DACT, k.u - 1, &bad)))
+        rc = SG_EINVAL;
+    if (rc == SG_OK && !(dparams = cu_grad_ptr(&k, k.u, &bad)))
+        rc = SG_EINVAL;
+    if (rc == SG_OK && k.u == k.head && k.m->tie_word_embeddings &&
+        !(dembed = cu_grad_ptr(&k, 0, &bad)))
+        rc = SG_EINVAL;
+    if (rc == SG_OK && bad)
+        rc = SG_EINVAL;
+    /* d(loss)/d(micro-step loss): 1 / accumulation steps, times the fp16
+     * loss scale, which stays on the device */
+    float dloss = (float)(1.0 / (double)c->shared->spec->grad_accum);
+    int ls = sg_arg_find(c, SG_BUF_LOSS_SCALE, -2);
+    const float *dloss_scale = ls >= 0 ? sg_arg_ptr(buffers, ls) : NULL;
+    if (rc == SG_OK)
+        rc = sg_cu_unit_backward(&k.cu, k.m, k.u, k.B, k.T, &k.io, dy, dloss, dloss_scale, dx,
+                                 dparams, dembed);
+    cu_call_end(&k);
+    cu_report(c, rc);
+}
+
+#endif /* SG_STARPU_CUDA */
+
+SG_CODELET2(forward, sg_forward_cpu, sg_forward_cuda);
+SG_CODELET2(recompute, sg_recompute_cpu, sg_recompute_cuda);
+SG_CODELET2(backward, sg_backward_cpu, sg_backward_cuda);
