@@ -361,7 +361,7 @@ static void test_superoffload_8b(void)
 {
     sg_model *m = calloc(1, sizeof *m);
     if (load_model("llama-3.1-8b", m)) {
-        tap_skip(5, "llama-3.1-8b.json missing");
+        tap_skip(8, "llama-3.1-8b.json missing");
         free(m);
         return;
     }
@@ -399,6 +399,31 @@ static void test_superoffload_8b(void)
     ok(sum.critical_path_s > 0.1 && sum.peak_bytes[SG_MEM_HOST] > sum.peak_bytes[SG_MEM_GPU],
        "llama-3.1-8b: critical path %.1f ms; host holds the optimizer state (%.1f GiB)",
        sum.critical_path_s * 1e3, sum.peak_bytes[SG_MEM_HOST] / 1073741824.0);
+    /* Priorities: every gradient copy toward the host (reduce-scatter, d2h)
+     * ranks above every compute node, so a sub-group's CPU Adam is not held
+     * back behind the rest of the backward; compute nodes keep bottom-level
+     * order (an earlier forward before a later one, backward before the
+     * host-to-device copies of the updated parameters). */
+    is_int(sg_graph_set_priorities(&g, &cm), 0, "llama-3.1-8b: priorities");
+    int64_t max_compute = INT64_MIN, min_feeder = INT64_MAX, fwd0 = -1, fwd_last = -1;
+    int feeders = 0;
+    for (int i = 0; i < g.nnodes; i++) {
+        const sg_node *nd = &g.nodes[i];
+        if (nd->kind == SG_OP_FORWARD || nd->kind == SG_OP_BACKWARD || nd->kind == SG_OP_RECOMPUTE)
+            max_compute = nd->priority > max_compute ? nd->priority : max_compute;
+        if (nd->kind == SG_OP_D2H) {
+            min_feeder = nd->priority < min_feeder ? nd->priority : min_feeder;
+            feeders++;
+        }
+        if (nd->kind == SG_OP_FORWARD) {
+            if (fwd0 < 0)
+                fwd0 = nd->priority;
+            fwd_last = nd->priority;
+        }
+    }
+    ok(feeders == 17 && min_feeder > max_compute,
+       "llama-3.1-8b: the %d gradient copies to the host rank above all compute", feeders);
+    ok(fwd0 > fwd_last, "llama-3.1-8b: the first forward ranks above the last (bottom levels)");
     sg_graph_free(&g);
     free(m);
 }
