@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "runtime/config/config.h"
+#include "runtime/train/speculation.h"
 #include "runtime/train/loss_scaler.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/step_log.h"
@@ -572,6 +573,40 @@ static void test_trace(void)
        err.msg);
 }
 
+/* The adaptive speculation rule, against its statement (speculation.h):
+ * stop when >= 4 of the last 8 steps would have rolled back, resume when
+ * <= 2 of the last 8 would have. */
+static void test_speculation(void)
+{
+    sg_speculation s = {0};
+    int modes[32], fails_seen[32];
+    /* three steps that would fail, then one more: the fourth stops it */
+    int pattern[] = {1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0};
+    int n = (int)(sizeof pattern / sizeof pattern[0]);
+    for (int i = 0; i < n; i++) {
+        modes[i] = sg_speculation_update(&s, pattern[i]);
+        int f = 0;
+        for (int j = i - 7 < 0 ? 0 : i - 7; j <= i; j++)
+            f += pattern[j];
+        fails_seen[i] = f;
+    }
+    /* the expected modes, by the rule stated above */
+    int expect = 0, ok_all = 1;
+    for (int i = 0; i < n; i++) {
+        if (!expect && fails_seen[i] >= 4)
+            expect = 1;
+        else if (expect && fails_seen[i] <= 2)
+            expect = 0;
+        ok_all &= modes[i] == expect;
+    }
+    ok(ok_all, "speculation: the modes of a 20-step pattern follow the stop/resume rule");
+    is_int(modes[3], 0, "speculation: 3 of 4 steps failing keeps speculating");
+    is_int(modes[4], 1, "speculation: the 4th failing step in the window stops it");
+    is_int(modes[8], 1, "speculation: 3 of the last 8 failing keeps waiting");
+    is_int(modes[9], 0, "speculation: 2 of the last 8 failing resumes it");
+    is_int(modes[17], 1, "speculation: four failing steps in a row stop it again");
+}
+
 int main(void)
 {
     if (make_test_dir(dir, sizeof dir, "sg-test-train-util"))
@@ -582,6 +617,7 @@ int main(void)
     test_summary();
     test_metrics();
     test_trace();
+    test_speculation();
     rm_tree(dir);
     return tap_done();
 }

@@ -157,6 +157,10 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
     if (strcmp(run.save_dtype, "f32") != 0 && strcmp(run.save_dtype, "bf16") != 0)
         return sg_error_set(err, SG_EINVAL, "%s: save_dtype \"%s\": expected \"f32\" or \"bf16\"",
                             run_origin, run.save_dtype);
+    if (strcmp(run.speculation, "always") != 0 && strcmp(run.speculation, "adaptive") != 0 &&
+        strcmp(run.speculation, "never") != 0)
+        return sg_error_set(err, SG_EINVAL, "%s: speculation \"%s\": expected \"always\", "
+                            "\"adaptive\" or \"never\"", run_origin, run.speculation);
     cfg->ds = ds;
     cfg->run = run;
     return SG_OK;

@@ -133,6 +133,8 @@ void sg_exec_shutdown(sg_exec *x)
 #ifdef SG_STARPU_CUDA
         sg_exec_cuda_shutdown(&x->shared);
 #endif
+        if (x->have_wait)
+            sg_lower_free(&x->wait_low);
         sg_lower_free(&x->low);
         starpu_shutdown();
     }
@@ -142,20 +144,62 @@ void sg_exec_shutdown(sg_exec *x)
 
 /* ---- one step ------------------------------------------------------------- */
 
+int sg_exec_add_waiting_graph(sg_exec *x, const sg_step_spec *spec, const sg_graph *g,
+                              sg_error *err)
+{
+    x->wait_shared = x->shared;
+    x->wait_shared.spec = spec;
+    x->wait_shared.graph = g;
+    sg_lower_target target = x->low.target;
+    int rc = sg_lower_init_sharing(&x->wait_low, g, &x->wait_shared, &target, &x->low, err);
+    x->have_wait = 1; /* freed at shutdown, also after a failure here */
+    return rc;
+}
+
+void sg_exec_wait_for_norm(sg_exec *x, int wait)
+{
+    x->waiting = wait && x->have_wait;
+}
+
+const sg_graph *sg_exec_last_graph(const sg_exec *x)
+{
+    return x->last_waited ? x->wait_low.graph : x->graph;
+}
+
+const sg_task_record *sg_exec_last_records(const sg_exec *x)
+{
+    return x->last_waited ? x->wait_low.records : x->low.records;
+}
+
 int sg_exec_run_step(sg_exec *x, sg_error *err)
 {
-    x->shared.failed = 0;
+    sg_exec_shared *sh = &x->shared;
+    sg_lowering *low = &x->low;
+    if (x->waiting) {
+        /* the trainer sets the main context's step parameters; the waiting
+         * graph's context is a copy with its own graph, spec and records */
+        const sg_step_spec *spec = x->wait_shared.spec;
+        const sg_graph *g = x->wait_shared.graph;
+        x->wait_shared = x->shared;
+        x->wait_shared.spec = spec;
+        x->wait_shared.graph = g;
+        x->wait_shared.records = x->wait_low.records;
+        sh = &x->wait_shared;
+        low = &x->wait_low;
+    }
+    x->last_waited = x->waiting;
+    sh->failed = 0;
     double t0 = now_seconds();
     x->step_start_us = starpu_timing_now();
-    int rc = sg_lower_submit_step(&x->low, err);
+    int rc = sg_lower_submit_step(low, err);
     int wait_rc = starpu_task_wait_for_all();
     x->step_seconds = now_seconds() - t0;
     if (rc)
         return rc;
     if (wait_rc)
         return sg_error_set(err, SG_EINVAL, "starpu_task_wait_for_all failed (%d)", wait_rc);
-    if (x->shared.failed)
-        return sg_error_set(err, x->shared.failed, "%s", x->shared.fail_msg);
+    if (sh->failed)
+        return sg_error_set(err, sh->failed, "%s", sh->fail_msg);
     return SG_OK;
 }
 
@@ -249,10 +293,10 @@ static int find_role(const sg_graph *g, sg_buf_role role)
     return -1;
 }
 
-int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks)
+int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks, int *spec_would_fail)
 {
-    const sg_graph *g = x->graph;
-    *skipped = *rollbacks = 0;
+    const sg_graph *g = x->graph, *ran = sg_exec_last_graph(x);
+    *skipped = *rollbacks = *spec_would_fail = 0;
     int ov = find_role(g, SG_BUF_OVERFLOW), nb = find_role(g, SG_BUF_GRAD_NORM);
     if (ov >= 0) {
         const int32_t *p = sg_exec_acquire(x, ov, 0);
@@ -261,17 +305,16 @@ int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks)
         *skipped = p[0] != 0;
         sg_exec_release(x, ov);
     }
-    int nvalidate = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        nvalidate += g->nodes[i].kind == SG_OP_VALIDATE;
-    if (nvalidate == 0 || nb < 0)
+    if (nb < 0)
         return SG_OK;
     const float *norm = sg_exec_acquire(x, nb, 0);
     if (!norm)
         return SG_EINVAL;
-    if (sg_adam_speculation_fails(norm, *skipped, x->shared.step.clip))
-        *rollbacks = nvalidate;
+    *spec_would_fail = sg_adam_speculation_fails(norm, *skipped, x->shared.step.clip);
     sg_exec_release(x, nb);
+    if (*spec_would_fail)
+        for (int i = 0; i < ran->nnodes; i++)
+            *rollbacks += ran->nodes[i].kind == SG_OP_VALIDATE;
     return SG_OK;
 }
 
@@ -288,7 +331,7 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
 
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
 {
-    return sg_starpu_overlap(x->graph, x->low.records, out);
+    return sg_starpu_overlap(sg_exec_last_graph(x), sg_exec_last_records(x), out);
 }
 
 void sg_exec_worker_counts(int *ncpu, int *ncuda)

@@ -35,6 +35,13 @@ typedef struct sg_exec {
     sg_exec_shared shared;
     const sg_graph *graph;
     sg_lowering low;               /* handles, tasks' cl_args, records, contexts */
+    /* SuperOffload's second graph, the step that waits for the gradient norm
+     * (sg_exec_add_waiting_graph): its lowering shares low's handles */
+    sg_lowering wait_low;
+    sg_exec_shared wait_shared;
+    int have_wait;
+    int waiting;                   /* the next step runs the waiting graph */
+    int last_waited;               /* the last step ran it */
     void *codelets[SG_OP_KIND_COUNT]; /* struct starpu_codelet * per node kind */
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int started;                   /* starpu_init succeeded */
@@ -47,6 +54,20 @@ typedef struct sg_exec {
 int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const sg_graph *g,
                  const sg_exec_options *opt, sg_error *err);
 void sg_exec_shutdown(sg_exec *x);
+
+/* SuperOffload, adaptive speculation: lowers g, the same step compiled
+ * with speculation off (spec->super_offload 0), beside the main graph and on
+ * the same state. */
+int sg_exec_add_waiting_graph(sg_exec *x, const sg_step_spec *spec, const sg_graph *g,
+                              sg_error *err);
+
+/* Which graph the next sg_exec_run_step runs: 0 the main one, 1 the waiting
+ * one (needs sg_exec_add_waiting_graph). */
+void sg_exec_wait_for_norm(sg_exec *x, int wait);
+
+/* The graph the last step ran and its task records. */
+const sg_graph *sg_exec_last_graph(const sg_exec *x);
+const sg_task_record *sg_exec_last_records(const sg_exec *x);
 
 /* Writes the weights (and the Adam moments of st, zeros when st is NULL)
  * into the persistent buffers that hold them: parameter pieces, full
@@ -76,9 +97,11 @@ int sg_exec_losses(sg_exec *x, float *losses);
 double sg_exec_grad_norm(sg_exec *x);
 
 /* After a step, read back from its buffers: whether an fp16 overflow made
- * the optimizer skip it, and how many SuperOffload sub-group steps were
- * rolled back (and redone unless skipped). */
-int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks);
+ * the optimizer skip it, how many SuperOffload sub-group steps were rolled
+ * back (and redone unless skipped), and whether a speculative step would
+ * have been rolled back (clipping fired, or an overflow), whichever graph
+ * ran. */
+int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks, int *spec_would_fail);
 
 /* Between steps: the fp16 loss scaler's state, as the loss-scale tasks
  * left it (the scale the next step uses). 1 with *s filled, 0 when the

@@ -26,13 +26,34 @@ static unsigned first_cuda_node(void)
     return w < 0 ? STARPU_MAIN_RAM : starpu_worker_get_memory_node((unsigned)w);
 }
 
-static int register_buffers(sg_lowering *l, sg_error *err)
+/* The handle of base's buffer that b can share, NULL if none is named alike;
+ * SG_EINVAL if one is named alike but differs. */
+static int shared_handle(const sg_lowering *base, const sg_buffer *b, void **h, sg_error *err)
+{
+    *h = NULL;
+    const sg_graph *bg = base->graph;
+    for (int i = 0; i < bg->nbuffers; i++) {
+        const sg_buffer *o = &bg->buffers[i];
+        if (strcmp(o->name, b->name) != 0)
+            continue;
+        if (o->elems != b->elems || o->dtype != b->dtype || o->space != b->space ||
+            o->persistent != b->persistent)
+            return sg_error_set(err, SG_EINVAL, "buffer %s differs between the two step graphs",
+                                b->name);
+        *h = base->handles[i];
+        return SG_OK;
+    }
+    return SG_OK;
+}
+
+static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *err)
 {
     const sg_graph *g = l->graph;
     size_t nb = (size_t)(g->nbuffers > 0 ? g->nbuffers : 1);
     l->handles = calloc(nb, sizeof(void *));
     l->memory = calloc(nb, sizeof(void *));
-    if (!l->handles || !l->memory)
+    l->owned = calloc(nb, 1);
+    if (!l->handles || !l->memory || !l->owned)
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     int simulated = l->target.memory == SG_LOWER_MEMORY_SIMULATED;
     unsigned gpu_node = simulated && l->target.have_cuda ? first_cuda_node() : STARPU_MAIN_RAM;
@@ -43,8 +64,12 @@ static int register_buffers(sg_lowering *l, sg_error *err)
         size_t esize = sg_dtype_size(buf->dtype);
         uint32_t n;
         int rc = vector_elems(buf, &n, err);
+        if (!rc && base)
+            rc = shared_handle(base, buf, &l->handles[b], err);
         if (rc)
             return rc;
+        if (l->handles[b])
+            continue;
         starpu_data_handle_t h;
         if (!buf->persistent && buf->space != SG_MEM_HOST) {
             /* step-local: StarPU allocates it where it is first written */
@@ -64,6 +89,7 @@ static int register_buffers(sg_lowering *l, sg_error *err)
         }
         starpu_data_set_name(h, buf->name);
         l->handles[b] = h;
+        l->owned[b] = 1;
     }
     return SG_OK;
 }
@@ -108,18 +134,33 @@ static int build_contexts(sg_lowering *l, sg_exec_shared *shared, sg_error *err)
     return SG_OK;
 }
 
-int sg_lower_init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
-                  const sg_lower_target *t, sg_error *err)
+static int init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
+                const sg_lower_target *t, const sg_lowering *base, sg_error *err)
 {
     memset(l, 0, sizeof *l);
     l->graph = g;
     l->target = *t;
-    int rc = register_buffers(l, err);
+    l->shares = base != NULL;
+    int rc = register_buffers(l, base, err);
     if (!rc)
         rc = build_contexts(l, shared, err);
-    if (!rc && sg_starpu_split_workers(&l->split, t->optimizer_share, t->sched))
+    if (!rc && base)
+        l->split = base->split; /* the same scheduling contexts */
+    else if (!rc && sg_starpu_split_workers(&l->split, t->optimizer_share, t->sched))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     return rc;
+}
+
+int sg_lower_init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
+                  const sg_lower_target *t, sg_error *err)
+{
+    return init(l, g, shared, t, NULL, err);
+}
+
+int sg_lower_init_sharing(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
+                          const sg_lower_target *t, const sg_lowering *base, sg_error *err)
+{
+    return init(l, g, shared, t, base, err);
 }
 
 void sg_lower_free(sg_lowering *l)
@@ -130,7 +171,7 @@ void sg_lower_free(sg_lowering *l)
         fprintf(stderr, "stepgraph: warning: starpu_task_wait_for_all failed at shutdown\n");
     const sg_graph *g = l->graph;
     for (int b = 0; l->handles && b < g->nbuffers; b++) {
-        if (!l->handles[b])
+        if (!l->handles[b] || !l->owned[b])
             continue;
         if (l->target.memory == SG_LOWER_MEMORY_SIMULATED)
             starpu_data_unregister_no_coherency(HANDLE(l, b));
@@ -142,9 +183,11 @@ void sg_lower_free(sg_lowering *l)
             starpu_free_noflag(l->memory[b], (size_t)(g->buffers[b].elems > 0
                                                           ? g->buffers[b].elems : 1) *
                                                  sg_dtype_size(g->buffers[b].dtype));
-    sg_starpu_split_free(&l->split);
+    if (!l->shares)
+        sg_starpu_split_free(&l->split);
     free(l->handles);
     free(l->memory);
+    free(l->owned);
     free(l->ctx);
     free(l->slot_buffer);
     free(l->slot_mode);
@@ -243,7 +286,7 @@ static FILE *open_task_log(const sg_lowering *l, sg_error *err, int *rc)
 {
     const char *path = getenv("STEPGRAPH_TASK_LOG");
     *rc = SG_OK;
-    if (l->steps_submitted > 0 || !path || !*path)
+    if (l->steps_submitted > 0 || l->shares || !path || !*path)
         return NULL;
     FILE *f = fopen(path, "w");
     if (!f)

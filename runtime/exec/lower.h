@@ -58,6 +58,8 @@ typedef struct sg_lowering {
     sg_lower_target target;
     void **handles;            /* starpu_data_handle_t per IR buffer */
     void **memory;             /* real memory behind a handle, or NULL */
+    char *owned;               /* 1: registered here; 0: another lowering's handle */
+    int shares;                /* this lowering borrows handles (sg_lower_init_sharing) */
     sg_task_ctx *ctx;          /* per node: the task's cl_arg */
     int *slot_buffer;          /* storage behind ctx[].slot_buffer */
     sg_access_mode *slot_mode;
@@ -70,6 +72,15 @@ typedef struct sg_lowering {
  * `shared` (whose records pointer is set to the lowering's). */
 int sg_lower_init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
                   const sg_lower_target *t, sg_error *err);
+
+/* The same for a second graph of the same run (SuperOffload's step that
+ * waits for the gradient norm instead of speculating): a buffer whose name,
+ * size, dtype, memory space and persistence match one of `base`'s uses
+ * base's handle, so both graphs work on the same state; the others are
+ * registered here; it uses base's scheduling contexts. Free it before base. SG_EINVAL if a same-named buffer
+ * differs. */
+int sg_lower_init_sharing(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
+                          const sg_lower_target *t, const sg_lowering *base, sg_error *err);
 
 /* Submits one step: every node's task in program order, then the
  * invalidation of the step-local buffers (sg_lower_kept_after_step). Does not

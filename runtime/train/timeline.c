@@ -25,9 +25,9 @@ static double *phase_of(const sg_node *nd, sg_phase_times *p)
 void sg_timeline_phases(const sg_exec *x, sg_phase_times *out)
 {
     memset(out, 0, sizeof *out);
-    const sg_graph *g = x->graph;
+    const sg_graph *g = sg_exec_last_graph(x);
     for (int i = 0; i < g->nnodes; i++) {
-        const sg_task_record *r = &x->low.records[i];
+        const sg_task_record *r = &sg_exec_last_records(x)[i];
         if (r->worker >= 0)
             *phase_of(&g->nodes[i], out) += (r->end_us - r->start_us) * 1e-6;
     }
@@ -41,7 +41,7 @@ int sg_timeline_write_trace(const sg_exec *x, const char *path, sg_error *err)
     int rc = (!names || !ptrs) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     for (int w = 0; w < nworkers && !rc; w++)
         ptrs[w] = sg_exec_worker_name(w, names[w], sizeof names[w]);
-    sg_step_view v = {.graph = x->graph, .records = x->low.records, .nworkers = nworkers,
+    sg_step_view v = {.graph = sg_exec_last_graph(x), .records = sg_exec_last_records(x), .nworkers = nworkers,
                       .worker_names = ptrs, .t0_us = x->step_start_us};
     if (!rc)
         rc = sg_step_trace_write(&v, path, err);

@@ -19,6 +19,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/step_log.h"
 #include "runtime/config/step_spec.h"
+#include "runtime/train/speculation.h"
 #include "runtime/train/timeline.h"
 
 typedef struct trainer {
@@ -26,6 +27,15 @@ typedef struct trainer {
     sg_model model;
     sg_step_spec spec;
     sg_graph graph;
+    /* SuperOffload with speculation "adaptive" or "never": the same step
+     * compiled without speculation, run while clipping keeps firing */
+    sg_step_spec wait_spec;
+    sg_graph wait_graph;
+    int adaptive;               /* choose per step; else wait_graph always runs */
+    int have_wait;
+    sg_speculation speculation; /* adaptive: the rule's state */
+    int waiting;                /* the next step waits for the norm */
+    int64_t waited_steps;
     sg_weights w;
     sg_train_state st;
     int resumed;
@@ -79,16 +89,48 @@ static int set_priorities(trainer *t, sg_error *err)
     return SG_OK;
 }
 
+/* The SuperOffload step without speculation: each CPU sub-group's Adam
+ * waits for the gradient norm and applies clipping at once. */
+static int setup_wait_graph(trainer *t, sg_error *err)
+{
+    const char *mode = t->cfg->run.speculation;
+    sg_graph_init(&t->wait_graph);
+    if (!t->spec.super_offload || strcmp(mode, "always") == 0)
+        return SG_OK;
+    t->wait_spec = t->spec;
+    t->wait_spec.super_offload = 0;
+    int rc = sg_compile_step(&t->model, &t->wait_spec, &t->wait_graph, err);
+    if (rc)
+        return sg_error_prefix(err, "speculation %s: ", mode), rc;
+    sg_cost_model cm;
+    sg_cost_model_gh200(&cm);
+    if (sg_graph_set_priorities(&t->wait_graph, &cm))
+        return sg_error_set(err, SG_ENOMEM, "out of memory computing priorities");
+    t->have_wait = 1;
+    t->adaptive = strcmp(mode, "adaptive") == 0;
+    t->waiting = !t->adaptive;
+    return SG_OK;
+}
+
 static int setup_graph(trainer *t, sg_error *err)
 {
     sg_graph_init(&t->graph);
+    sg_graph_init(&t->wait_graph);
     int rc = sg_compile_from_config(t->cfg, &t->model, &t->graph, err);
     if (rc)
         return rc;
     sg_step_spec_from_config(t->cfg, &t->spec);
-    if ((rc = sg_unit_check_model(&t->model, err)))
+    if ((rc = sg_unit_check_model(&t->model, err)) || (rc = set_priorities(t, err)))
         return rc;
-    return set_priorities(t, err);
+    return setup_wait_graph(t, err);
+}
+
+/* Adaptive speculation (speculation.h): the next step's mode. */
+static void update_speculation(trainer *t, int would_fail)
+{
+    int wait = sg_speculation_update(&t->speculation, would_fail);
+    if (t->adaptive)
+        t->waiting = wait;
 }
 
 static int setup_weights(trainer *t, sg_error *err)
@@ -172,6 +214,8 @@ static int setup_exec(trainer *t, sg_error *err)
     };
     int rc = sg_exec_init(&t->x, &t->model, &t->spec, &t->graph, &opt, err);
     t->exec_started = 1;
+    if (!rc && t->have_wait)
+        rc = sg_exec_add_waiting_graph(&t->x, &t->wait_spec, &t->wait_graph, err);
     if (rc)
         return rc;
     t->x.shared.loss_scaler = t->scaler_params;
@@ -258,10 +302,13 @@ static int run_step(trainer *t, int64_t i, sg_error *err)
         return rc;
     set_step_params(t);
     double lr = t->x.shared.step.adam.lr, scale = t->scaler.scale;
+    int waited = t->waiting;
+    sg_exec_wait_for_norm(&t->x, waited);
     if ((rc = sg_exec_run_step(&t->x, err)))
         return rc;
-    int skipped, rollbacks;
-    if (sg_exec_losses(&t->x, t->losses) || sg_exec_step_outcome(&t->x, &skipped, &rollbacks) ||
+    int skipped, rollbacks, would_fail;
+    if (sg_exec_losses(&t->x, t->losses) ||
+        sg_exec_step_outcome(&t->x, &skipped, &rollbacks, &would_fail) ||
         sg_exec_loss_scaler(&t->x, &t->scaler) < 0)
         return sg_error_set(err, SG_EINVAL, "step %lld: cannot read the step's results back "
                             "from StarPU", (long long)t->st.step + 1);
@@ -270,6 +317,8 @@ static int run_step(trainer *t, int64_t i, sg_error *err)
         loss += t->losses[mb];
     loss /= (double)t->spec.grad_accum;
     t->rollbacks += rollbacks;
+    t->waited_steps += waited;
+    update_speculation(t, would_fail);
     t->st.step++;
     if (!skipped)
         t->st.adam_step++;
@@ -287,7 +336,10 @@ static int run_step(trainer *t, int64_t i, sg_error *err)
     if (i == 0 || (i + 1) % r->log_interval == 0 || i + 1 == t->total_steps) {
         char line[256];
         sg_format_step_line(line, sizeof line, t->st.step, loss, secs * 1e3, tflops, tokens / secs);
-        printf("%s%s\n", line, skipped ? " | skipped (fp16 overflow)" : "");
+        /* SuperOffload: which graph ran, the speculative or the waiting one */
+        const char *mode = !t->spec.super_offload ? ""
+                           : waited ? " | waited for the norm" : " | speculative";
+        printf("%s%s%s\n", line, mode, skipped ? " | skipped (fp16 overflow)" : "");
         if (t->cfg->ds.wall_clock_breakdown) {
             sg_format_breakdown_line(line, sizeof line, &ph);
             printf("  %s\n", line);
@@ -332,9 +384,15 @@ static void print_summary(const trainer *t)
     if (t->spec.super_offload) {
         sg_subgroup_layout lay;
         sg_subgroup_layout_compute(&t->model, &t->spec, &lay, NULL);
+        int64_t speculative = t->stats.all.steps - t->waited_steps;
         printf("  SuperOffload: %lld of %lld speculative sub-group steps rolled back (clipping "
-               "or overflow)\n", (long long)t->rollbacks,
-               (long long)(lay.nsubgroups - lay.first_cpu) * (long long)t->stats.all.steps);
+               "or overflow)", (long long)t->rollbacks,
+               (long long)(lay.nsubgroups - lay.first_cpu) * (long long)speculative);
+        if (t->have_wait)
+            printf("; %lld of %lld steps waited for the gradient norm (speculation %s)",
+                   (long long)t->waited_steps, (long long)t->stats.all.steps,
+                   t->cfg->run.speculation);
+        putchar('\n');
     }
     sg_overlap ov;
     int ncpu, ncuda;
@@ -364,6 +422,7 @@ static void teardown(trainer *t)
     sg_weights_free(&t->w);
     sg_train_state_free(&t->st);
     sg_graph_free(&t->graph);
+    sg_graph_free(&t->wait_graph);
     free(t->inputs);
     free(t->targets);
     free(t->losses);
