@@ -72,15 +72,12 @@ int sg_cmd_config(int argc, char **argv)
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_model *m = calloc(1, sizeof *m);
     int rc = (!cfg || !m) ? sg_error_set(&err, SG_ENOMEM, "out of memory") : SG_OK;
-    char path[4096];
     sg_step_spec spec;
     sg_subgroup_layout lay;
     if (!rc)
         rc = sg_cli_load_config(argc, argv, NULL, 0, cfg, &err);
     if (!rc)
-        rc = sg_model_resolve(cfg->run.model, NULL, path, sizeof path, &err);
-    if (!rc)
-        rc = sg_model_load(path, m, &err);
+        rc = sg_config_load_model(cfg, m, &err);
     if (!rc) {
         sg_step_spec_from_config(cfg, &spec);
         rc = sg_subgroup_layout_compute(m, &spec, &lay, &err);

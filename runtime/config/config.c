@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "runtime/config/config_override.h"
+#include "runtime/config/machine.h"
 #include "common/json_util.h"
 
 /* ---- loading ---------------------------------------------------------- */
@@ -114,6 +115,29 @@ int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg
 
 /* ---- finalize --------------------------------------------------------- */
 
+/* The machine a config names must exist and load, whatever the command:
+ * `config` refuses what `graph` and `simulate` would. */
+static int check_machine(const char *machine, const char *origin, sg_error *err)
+{
+    if (!machine[0])
+        return SG_OK;
+    if (strcmp(machine, "auto") == 0)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: machine: \"auto\" is not supported: stepgraph does not detect the "
+                            "machine; name a machine model (gh200, gh200x4, mi300a, h100-pcie) or a "
+                            "machine file", origin);
+    char path[SG_PATH_MAX + 64];
+    int rc = sg_machine_resolve(machine, path, sizeof path, err);
+    if (rc)
+        return rc;
+    sg_machine *m = malloc(sizeof *m);
+    if (!m)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    rc = sg_machine_load(path, m, err);
+    free(m);
+    return rc;
+}
+
 int sg_config_finalize(sg_config *cfg, sg_error *err)
 {
     if (!cfg)
@@ -157,6 +181,8 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
     if (strcmp(run.save_dtype, "f32") != 0 && strcmp(run.save_dtype, "bf16") != 0)
         return sg_error_set(err, SG_EINVAL, "%s: save_dtype \"%s\": expected \"f32\" or \"bf16\"",
                             run_origin, run.save_dtype);
+    if ((rc = check_machine(run.machine, run_origin, err)))
+        return rc;
     cfg->ds = ds;
     cfg->run = run;
     return SG_OK;
