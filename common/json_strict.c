@@ -127,7 +127,7 @@ static int bad_utf8(checker *ck, size_t off)
 {
     const char *why = "";
     (void)utf8_seq(ck->t + off, ck->len - off, &why);
-    return fail_at(ck, off, "invalid UTF-8 (byte 0x%02X starts %s)", ck->t[off], why);
+    return fail_at(ck, off, "invalid UTF-8 at byte 0x%02X: %s", ck->t[off], why);
 }
 
 /* ---- tokens ----------------------------------------------------------- */
@@ -157,9 +157,11 @@ static int unexpected(checker *ck, const char *expected)
         size_t n = utf8_seq(ck->t + p, ck->len - p, &why);
         if (!n)
             return bad_utf8(ck, p);
-        return fail_at(ck, p, "unexpected non-ASCII character '%.*s' (expected %s; JSON "
-                       "whitespace is only space, tab, LF and CR)", (int)n, (const char *)ck->t + p,
-                       expected);
+        unsigned long cp = n == 2 ? (c & 0x1Fu) : n == 3 ? (c & 0x0Fu) : (c & 0x07u);
+        for (size_t i = 1; i < n; i++)
+            cp = (cp << 6) | (ck->t[p + i] & 0x3Fu);
+        return fail_at(ck, p, "unexpected character U+%04lX (expected %s; JSON whitespace is "
+                       "only space, tab, LF and CR)", cp, expected);
     }
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
         size_t e = p;
