@@ -129,6 +129,12 @@ for cmd in config graph; do
 		contains "$TMP/long.$cmd.err" "max_length 2048 is longer than the 1024 positions of model tiny-llama"
 	ok $? "$cmd refuses max_length 2048 > max_position_embeddings 1024"
 done
+for cmd in config graph; do
+	run "accum.$cmd" $cmd "$SRC/configs/default.json" --set gradient_accumulation_steps=5000 --set train_batch_size=5000
+done
+[ "$(rc accum.config)" -ne 0 ] && cmp -s "$TMP/accum.config.err" "$TMP/accum.graph.err" &&
+	contains "$TMP/accum.config.err" "at most 4096 micro-steps"
+ok $? "config applies the step compiler's checks, as graph does"
 run zero config "$SRC/tests/data/bad-configs/json-leading-zero.json"
 [ "$(rc zero)" -ne 0 ] && contains "$TMP/zero.err" "invalid JSON at line 2, column 39: number '01' has a leading zero"
 ok $? "config refuses a leading zero with line and column"

@@ -661,6 +661,17 @@ static void test_strict_inputs(void)
     ok(rc == SG_EINVAL && strstr(err.msg, "default.json: machine: \"auto\" is not supported"),
        "finalize refuses machine \"auto\"");
     rc = sg_config_load(src("configs/default.json"), cfg, &err);
+    cfg->run.max_length = 1 << 20;
+    cfg->ds.train_micro_batch_size_per_gpu = 4096;
+    cfg->ds.train_batch_size = 4096 * cfg->ds.gradient_accumulation_steps;
+    rc = sg_config_finalize(cfg, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "train_micro_batch_size_per_gpu 4096 x max_length "
+                                          "1048576 tokens per micro-batch is more than the data "
+                                          "loader reads"),
+       "finalize refuses a micro-batch the data loader would refuse");
+    if (rc != SG_EINVAL)
+        tap_diag("  %s", err.msg);
+    rc = sg_config_load(src("configs/default.json"), cfg, &err);
     snprintf(cfg->run.machine, sizeof cfg->run.machine, "nosuch");
     rc = sg_config_finalize(cfg, &err);
     ok(rc == SG_ENOENT && strstr(err.msg, "machine nosuch: no file"),

@@ -183,6 +183,15 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
                             run_origin, run.save_dtype);
     if ((rc = check_machine(run.machine, run_origin, err)))
         return rc;
+    /* the data loader's limits, so that config and graph refuse what run would */
+    if (ds.train_micro_batch_size_per_gpu > SG_MAX_LENGTH_MAX ||
+        ds.train_micro_batch_size_per_gpu * run.max_length > INT32_MAX)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: train_micro_batch_size_per_gpu %lld x max_length %lld tokens per "
+                            "micro-batch is more than the data loader reads (at most %d sequences "
+                            "and %d tokens)", ds_origin,
+                            (long long)ds.train_micro_batch_size_per_gpu,
+                            (long long)run.max_length, SG_MAX_LENGTH_MAX, INT32_MAX);
     cfg->ds = ds;
     cfg->run = run;
     return SG_OK;
