@@ -62,6 +62,38 @@ static int fail_at(checker *ck, size_t off, const char *fmt, ...)
                         ck->origin, line, col, what);
 }
 
+enum { SNIP_ASCII = 1, SNIP_DOTS = 2 };
+
+/* At most max bytes of s[0..n) for a message (one line), in out. With
+ * SNIP_ASCII it stops before a control byte or any byte above 0x7E (raw
+ * text around an error); without, control bytes show as '?' (a decoded
+ * key). Never cuts a UTF-8 character; with SNIP_DOTS, "..." marks a cut. */
+static const char *snippet(const unsigned char *s, size_t n, size_t max, unsigned how,
+                           char *out, size_t size)
+{
+    size_t i = 0;
+    if (max > size - 4)
+        max = size - 4;
+    if (how & SNIP_ASCII)
+        while (i < n && i < max && s[i] >= 0x20 && s[i] < 0x7F)
+            i++;
+    else
+        i = n < max ? n : max;
+    int cut = i == max && i < n;
+    if (cut)
+        while (i > 0 && (s[i] & 0xC0) == 0x80) /* back to a character boundary */
+            i--;
+    for (size_t j = 0; j < i; j++)
+        out[j] = s[j] < 0x20 || s[j] == 0x7F ? '?' : (char)s[j];
+    size_t k = i;
+    if ((how & SNIP_DOTS) && cut) {
+        memcpy(out + k, "...", 3);
+        k += 3;
+    }
+    out[k] = '\0';
+    return out;
+}
+
 /* ---- UTF-8 ------------------------------------------------------------ */
 
 /* Length of the UTF-8 sequence at s[0..n) (n >= 1), or 0 with *why. */
@@ -334,9 +366,11 @@ static int string(checker *ck, int record)
             return fail_at(ck, esc, "invalid escape: '\\' followed by byte 0x%02X", e);
         }
         unsigned cp;
-        if (hex4(ck, esc + 2, &cp))
-            return fail_at(ck, esc, "invalid escape '\\u%.4s' (\\u needs 4 hex digits)",
-                           (const char *)ck->t + esc + 2);
+        if (hex4(ck, esc + 2, &cp)) {
+            char near[16];
+            return fail_at(ck, esc, "invalid escape '\\u%s' (\\u needs 4 hex digits)",
+                           snippet(ck->t + esc + 2, ck->len - esc - 2, 4, SNIP_ASCII, near, sizeof near));
+        }
         ck->pos = esc + 6;
         if (cp == 0)
             return fail_at(ck, esc, "\\u0000 (NUL) inside a string: C strings cannot hold it, "
@@ -426,14 +460,14 @@ static int check_dups(checker *ck, size_t first)
     }
     if (best == (size_t)-1)
         return SG_OK;
-    const char *name = NULL;
+    char name[96] = "";
     for (size_t i = 0; i < n; i++)
         if (e[i].src_off == best)
-            name = e[i].s;
+            snippet((const unsigned char *)e[i].s, e[i].len, 80, SNIP_DOTS, name, sizeof name);
     int line, col;
     line_col(ck, first_of_best, &line, &col);
-    return fail_at(ck, best, "duplicate key \"%.80s\" (first at line %d, column %d; an object "
-                   "holds each key once)", name ? name : "", line, col);
+    return fail_at(ck, best, "duplicate key \"%s\" (first at line %d, column %d; an object "
+                   "holds each key once)", name, line, col);
 }
 
 static int object(checker *ck, int depth)
@@ -576,11 +610,14 @@ int sg_json_check_strict(const char *text, size_t len, unsigned flags, const cha
         skip_ws(&ck);
         if (ck.pos < ck.len) {
             unsigned char c = ck.t[ck.pos];
-            if (c < 0x20 || c >= 0x7F)
+            if (c < 0x20 || c >= 0x7F) {
                 rc = unexpected(&ck, "nothing after the JSON value");
-            else
-                rc = fail_at(&ck, ck.pos, "text after the end of the JSON value (near '%.20s')",
-                             text + ck.pos);
+            } else {
+                char near[32];
+                rc = fail_at(&ck, ck.pos, "text after the end of the JSON value (near '%s')",
+                             snippet(ck.t + ck.pos, ck.len - ck.pos, 20, SNIP_ASCII | SNIP_DOTS,
+                                     near, sizeof near));
+            }
         }
     }
     free(ck.keys);

@@ -131,7 +131,16 @@ static void test_invalid(void)
          "line 3, column 2: duplicate key \"a\" (first at line 1, column 2"},
         {"{\"x\": {\"s\": 1, \"t\": 2, \"s\": 3, \"t\": 4}}",
          "line 1, column 24: duplicate key \"s\""},
+        {"{\"a\\nb\": 1, \"a\\u000ab\": 2}", "line 1, column 13: duplicate key \"a?b\""},
+        {"{\"k\": {\"0123456789012345678901234567890123456789012345678901234567890123456789"
+         "0123456789\u00e9\": 1, \"0123456789012345678901234567890123456789012345678901234567890"
+         "1234567890123456789\u00e9\": 2}}",
+         "line 1, column 96: duplicate key \"01234567890123456789012345678901234567890123456789012345678901234567890"
+         "123456789...\" (first at line 1, column 8"},
         {"{\"a\": 1} x", "line 1, column 10: text after the end of the JSON value"},
+        {"{} \"abcdefghijklmnopqrstuvwxyz\"", "line 1, column 4: text after the end of the JSON value (near "
+                                            "'\"abcdefghijklmnopqrs...')"},
+        {"[\"\\u12\n4\"]", "line 1, column 3: invalid escape '\\u12' (\\u needs 4 hex digits)"},
         {"{\"a\": 1}{}", "line 1, column 9: text after the end of the JSON value"},
         {"[1, 2,]", "line 1, column 7: trailing comma before ']'"},
         {"{\"a\": 1,}", "line 1, column 9: trailing comma before '}'"},
