@@ -3,6 +3,8 @@
 
 #include "common/json_util.h"
 
+#include "common/json_strict.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -91,6 +93,12 @@ int sg_json_read_file(const char *path, char **text, size_t *len,
 int sg_json_parse(const char *text, size_t len, const char *origin,
                   cJSON **root, sg_error *err)
 {
+    return sg_json_parse_flags(text, len, origin, 0, root, err);
+}
+
+int sg_json_parse_flags(const char *text, size_t len, const char *origin, unsigned flags,
+                        cJSON **root, sg_error *err)
+{
     *root = NULL;
     const char *start = text;
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) /* UTF-8 BOM */
@@ -104,6 +112,11 @@ int sg_json_parse(const char *text, size_t len, const char *origin,
     if (slen != len)
         return sg_error_set(err, SG_EINVAL, "%s: invalid JSON: NUL byte at offset %zu",
                             origin, slen);
+    /* cJSON is lenient (01, 2., \uZZZZ, \u0000, bad UTF-8, repeated keys):
+     * only text that passes the strict check reaches it. */
+    int rc = sg_json_check_strict(text, len, flags, origin, err);
+    if (rc)
+        return rc;
 
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithOpts(start, &end, 1);

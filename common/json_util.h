@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/error.h"
+#include "common/json_strict.h"
 #include "common/warnings.h"
 
 /* Config files larger than this are refused before parsing. */
@@ -41,11 +42,16 @@ enum {
 int sg_json_read_file(const char *path, char **text, size_t *len,
                       sg_error *err);
 
-/* Parses text; on a syntax error the message gives line and column. An empty
- * (whitespace-only) text is an error of its own. A leading UTF-8 BOM is
- * skipped. */
+/* Parses text after the strict RFC 8259 check of json_strict.h (no leading
+ * zeros, bad escapes, \u0000, bad UTF-8, control bytes, repeated keys,
+ * nesting deeper than SG_JSON_MAX_DEPTH...); on an error the message gives
+ * line and column and says what is wrong. An empty (whitespace-only) text is
+ * an error of its own. A leading UTF-8 BOM is skipped. */
 int sg_json_parse(const char *text, size_t len, const char *origin,
                   cJSON **root, sg_error *err);
+/* The same with sg_json_check_strict flags (SG_JSON_DUP_KEYS_OK). */
+int sg_json_parse_flags(const char *text, size_t len, const char *origin, unsigned flags,
+                        cJSON **root, sg_error *err);
 
 /* Reads and parses a file that must hold a JSON object (errors name it). */
 int sg_json_load_object(const char *path, cJSON **root, sg_error *err);

@@ -4,6 +4,8 @@
 
 #include "models/model.h"
 
+#include "common/json_strict.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -512,6 +514,13 @@ int sg_model_parse(const char *json_text, const char *origin, sg_model *model,
     if (!json_text || !model)
         return sg_error_set(err, SG_EINVAL, "%s: no JSON text or no model", origin);
 
+    /* cJSON alone would read 01, 2., "\u0000" and repeated keys without a
+     * word: the strict check refuses them with line and column. */
+    int rc = sg_json_check_strict(json_text, strlen(json_text), 0, origin, err);
+    if (rc)
+        return rc;
+    if (strncmp(json_text, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 BOM, as for configs */
+        json_text += 3;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(json_text, &end, 1);
     if (!root) {
@@ -534,7 +543,6 @@ int sg_model_parse(const char *json_text, const char *origin, sg_model *model,
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", origin);
     }
     parser ps = {.origin = origin, .root = root, .err = err};
-    int rc;
     if (!cJSON_IsObject(root))
         rc = bad_value(&ps, "(top level)", root, "is not a JSON object");
     else

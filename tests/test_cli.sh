@@ -110,6 +110,42 @@ run cfg config "$SRC/configs/llama-3.1-8b-superoffload.json"
 ok "$(rc cfg)" "config on the SuperOffload run config"
 contains "$TMP/cfg.out" "sub-groups"; ok $? "config prints the sub-group layout"
 
+# strict inputs: `config` refuses what `run` and `graph` refuse, with the same message
+for f in run-max-length-huge run-machine-auto; do
+	for cmd in config graph run; do
+		run "$f.$cmd" $cmd "$SRC/tests/data/bad-configs/$f.json" --steps 1
+	done
+	[ "$(rc $f.config)" -ne 0 ] && [ "$(rc $f.graph)" -ne 0 ] && [ "$(rc $f.run)" -ne 0 ] &&
+		cmp -s "$TMP/$f.config.err" "$TMP/$f.graph.err" && cmp -s "$TMP/$f.config.err" "$TMP/$f.run.err"
+	ok $? "$f: config, graph and run all refuse it with one message"
+done
+contains "$TMP/run-max-length-huge.config.err" "max_length: 2147483648 is out of range (expected 0 < max_length <= 16777216)"
+ok $? "config names max_length 2147483648 and the limit"
+contains "$TMP/run-machine-auto.config.err" 'machine: "auto" is not supported'
+ok $? "config refuses machine \"auto\""
+for cmd in config graph; do
+	run "long.$cmd" $cmd "$SRC/configs/default.json" --max_length 2048
+	[ "$(rc long.$cmd)" -ne 0 ] &&
+		contains "$TMP/long.$cmd.err" "max_length 2048 is longer than the 1024 positions of model tiny-llama"
+	ok $? "$cmd refuses max_length 2048 > max_position_embeddings 1024"
+done
+for cmd in config graph; do
+	run "accum.$cmd" $cmd "$SRC/configs/default.json" --set gradient_accumulation_steps=5000 --set train_batch_size=5000
+done
+[ "$(rc accum.config)" -ne 0 ] && cmp -s "$TMP/accum.config.err" "$TMP/accum.graph.err" &&
+	contains "$TMP/accum.config.err" "at most 4096 micro-steps"
+ok $? "config applies the step compiler's checks, as graph does"
+run zero config "$SRC/tests/data/bad-configs/json-leading-zero.json"
+[ "$(rc zero)" -ne 0 ] && contains "$TMP/zero.err" "invalid JSON at line 2, column 39: number '01' has a leading zero"
+ok $? "config refuses a leading zero with line and column"
+run setzero config "$SRC/configs/default.json" --set train_micro_batch_size_per_gpu=01
+[ "$(rc setzero)" -ne 0 ] && contains "$TMP/setzero.err" "--set train_micro_batch_size_per_gpu=01: invalid JSON at line 1, column 1"
+ok $? "config refuses --set KEY=01"
+sed 's/"name": "tiny-llama"/"name": "tiny\\u0000junk"/' "$SRC/models/tiny-llama.json" >"$TMP/nul-model.json"
+run nulmodel model info "$TMP/nul-model.json"
+[ "$(rc nulmodel)" -ne 0 ] && contains "$TMP/nulmodel.err" "C strings cannot hold it"
+ok $? "model info refuses a name with \\u0000"
+
 # the GPU side of the build, and a CUDA worker asked for where there is none
 contains "$TMP/version.out" "CUDA: "; ok $? "version says whether the build has CUDA"
 if grep -q "CUDA devices: 0\|CUDA: no" "$TMP/version.out"; then

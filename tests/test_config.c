@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "runtime/config/config.h"
+#include "runtime/config/config_override.h"
+#include "runtime/config/step_spec.h"
 #include "tests/tap.h"
 
 static const char *srcdir = ".";
@@ -337,7 +339,7 @@ static void test_unknown_keys(void)
     if (!ok(rc == 0, "unknown keys are not errors"))
         tap_diag("  %s", err.msg);
     diag_warnings(&cfg->warnings);
-    is_int(cfg->warnings.count, 6, "unknown-keys.json: six warnings");
+    is_int(cfg->warnings.count, 5, "unknown-keys.json: five warnings");
     ok(has_warning(&cfg->warnings, "unknown key foo_bar ignored"), "warning names foo_bar");
     ok(has_warning(&cfg->warnings, "unknown key zero_optimization.stage3_foo ignored"),
        "warning names zero_optimization.stage3_foo");
@@ -348,9 +350,7 @@ static void test_unknown_keys(void)
        "a misspelt key gets a suggestion");
     ok(has_warning(&cfg->warnings, "unknown key model ignored (a stepgraph run option"),
        "a run option in a DeepSpeed config says where it belongs");
-    ok(has_warning(&cfg->warnings, "key steps_per_print appears more than once"),
-       "a duplicated key is reported");
-    is_int(cfg->ds.steps_per_print, 7, "the last duplicate wins, as in Python's json");
+    is_int(cfg->ds.steps_per_print, 7, "steps_per_print read");
     ok(starts_with(cfg->warnings.msg[0], src("tests/data/good-configs/unknown-keys.json")),
        "warnings start with the file name");
 
@@ -595,6 +595,118 @@ static void test_run_configs(void)
     free(cfg);
 }
 
+/* ---- strict inputs: --set values, checks every command shares ---------- */
+
+static void test_strict_inputs(void)
+{
+    sg_error err = {0};
+    cJSON *o = cJSON_CreateObject();
+    /* JSON values pass the strict check; bare words stay strings */
+    ok(sg_json_set_dotted(o, "a=1.5e3", &err) == 0 &&
+           cJSON_GetObjectItem(o, "a")->valuedouble == 1500,
+       "--set a=1.5e3: a number");
+    ok(sg_json_set_dotted(o, "b=true", &err) == 0 && cJSON_IsTrue(cJSON_GetObjectItem(o, "b")),
+       "--set b=true: a boolean");
+    ok(sg_json_set_dotted(o, "c=cpu", &err) == 0 &&
+           !strcmp(cJSON_GetObjectItem(o, "c")->valuestring, "cpu"),
+       "--set c=cpu: a bare string");
+    ok(sg_json_set_dotted(o, "d=\"caf\\u00e9\"", &err) == 0 &&
+           !strcmp(cJSON_GetObjectItem(o, "d")->valuestring, "caf\xc3\xa9"),
+       "--set d=\"caf\\u00e9\": a JSON string, escape decoded");
+    ok(sg_json_set_dotted(o, "e=[1, {}]", &err) == 0 && cJSON_IsArray(cJSON_GetObjectItem(o, "e")),
+       "--set e=[1, {}]: an array");
+    int rc = sg_json_set_dotted(o, "train_batch_size=01", &err);
+    ok(rc == SG_EINVAL, "--set train_batch_size=01: refused, not read as 1");
+    like(err.msg, "--set train_batch_size=01: invalid JSON at line 1, column 1: number '01' has a "
+                  "leading zero", "... naming the assignment, line and column");
+    like(err.msg, "needs JSON quotes", "... and how to write a string");
+    rc = sg_json_set_dotted(o, "gradient_clipping=2.", &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "number '2.' has no digits after '.'"),
+       "--set gradient_clipping=2.: refused");
+    rc = sg_json_set_dotted(o, "optimizer.type=\"AdamW\\u0000junk\"", &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "column 7: \\u0000 (NUL) inside a string"),
+       "--set with \\u0000 in a string: refused");
+    rc = sg_json_set_dotted(o, "x=1 2", &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "text after the end of the JSON value"),
+       "--set x=1 2: trailing text refused (cJSON alone reads 1)");
+    rc = sg_json_set_dotted(o, "x=ab\xc0\xaf", &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "invalid UTF-8 at byte 3"),
+       "--set with invalid UTF-8 in a bare string: refused");
+    ok(cJSON_GetObjectItem(o, "x") == NULL && cJSON_GetObjectItem(o, "train_batch_size") == NULL,
+       "refused assignments change nothing");
+    cJSON_Delete(o);
+
+    /* sg_config_load_with names the assignment */
+    sg_config *cfg = malloc(sizeof *cfg);
+    const char *sets[] = {"steps_per_print=007"};
+    rc = sg_config_load_with(src("configs/deepspeed/zero1.json"), sets, 1, cfg, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "--set steps_per_print=007: invalid JSON at line 1, "
+                                          "column 1: number '007' has a leading zero"),
+       "a bad --set value fails the config load");
+
+    /* checks `run` and `graph` apply, made in finalize so `config` applies them too */
+    rc = sg_config_load(src("configs/default.json"), cfg, &err);
+    ok(rc == 0, "default.json loads");
+    rc = sg_run_option_set(&cfg->run, "max_length", "2147483648", &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "--max_length: 2147483648 is out of range (expected 0 < "
+                                          "max_length <= 16777216)"),
+       "--max_length 2^31: refused (the data loader reads at most 2^24 tokens)");
+    cfg->run.max_length = (int64_t)1 << 31; /* as if a caller set it */
+    rc = sg_config_finalize(cfg, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "max_length: 2147483648 is out of range"),
+       "finalize refuses max_length 2^31");
+    rc = sg_config_load(src("configs/default.json"), cfg, &err);
+    snprintf(cfg->run.machine, sizeof cfg->run.machine, "auto");
+    rc = sg_config_finalize(cfg, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "default.json: machine: \"auto\" is not supported"),
+       "finalize refuses machine \"auto\"");
+    rc = sg_config_load(src("configs/default.json"), cfg, &err);
+    cfg->run.max_length = 1 << 20;
+    cfg->ds.train_micro_batch_size_per_gpu = 4096;
+    cfg->ds.train_batch_size = 4096 * cfg->ds.gradient_accumulation_steps;
+    rc = sg_config_finalize(cfg, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "train_micro_batch_size_per_gpu 4096 x max_length "
+                                          "1048576 tokens per micro-batch is more than the data "
+                                          "loader reads"),
+       "finalize refuses a micro-batch the data loader would refuse");
+    if (rc != SG_EINVAL)
+        tap_diag("  %s", err.msg);
+    rc = sg_config_load(src("configs/default.json"), cfg, &err);
+    snprintf(cfg->run.machine, sizeof cfg->run.machine, "nosuch");
+    rc = sg_config_finalize(cfg, &err);
+    ok(rc == SG_ENOENT && strstr(err.msg, "machine nosuch: no file"),
+       "finalize refuses a machine with no file");
+    rc = sg_config_load(src("configs/default.json"), cfg, &err);
+    snprintf(cfg->run.machine, sizeof cfg->run.machine, "mi300a");
+    rc = sg_config_finalize(cfg, &err);
+    if (!ok(rc == 0, "finalize accepts a shipped machine"))
+        tap_diag("  %s", err.msg);
+
+    /* the model must have as many positions as the sequence is long */
+    sg_model *m = malloc(sizeof *m);
+    rc = sg_config_load(src("configs/default.json"), cfg, &err);
+    if (rc == 0)
+        rc = sg_config_finalize(cfg, &err);
+    cfg->run.max_length = 1024;
+    rc = sg_config_load_model(cfg, m, &err);
+    if (!ok(rc == 0 && m->max_position_embeddings == 1024,
+            "max_length 1024 = max_position_embeddings of tiny-llama: fine"))
+        tap_diag("  %s", err.msg);
+    cfg->run.max_length = 1025;
+    rc = sg_config_load_model(cfg, m, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "default.json: max_length 1025 is longer than the 1024 "
+                                          "positions of model tiny-llama"),
+       "max_length 1025 > max_position_embeddings 1024: refused naming both");
+    sg_graph g;
+    sg_graph_init(&g);
+    rc = sg_compile_from_config(cfg, m, &g, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "max_length 1025 is longer than the 1024"),
+       "sg_compile_from_config (run, graph, simulate) refuses it too");
+    sg_graph_free(&g);
+    free(m);
+    free(cfg);
+}
+
 /* ---- CLI option strings ----------------------------------------------- */
 
 static void test_option_set(void)
@@ -633,7 +745,7 @@ static void test_option_set(void)
     is_str(err.msg, "--max_length: expected an integer, got \"abc\"", "... names the flag and value");
     rc = sg_run_option_set(&run, "max-length", "0", &err);
     ok(rc == SG_EINVAL, "max-length 0: error");
-    is_str(err.msg, "--max-length: 0 is out of range (expected max_length > 0)",
+    is_str(err.msg, "--max-length: 0 is out of range (expected 0 < max_length <= 16777216)",
            "... names the flag as written");
     rc = sg_run_option_set(&run, "max_length", "12x", &err);
     ok(rc == SG_EINVAL, "max_length 12x: error");
@@ -753,6 +865,7 @@ int main(void)
     test_bad_configs();
     test_run_configs();
     test_option_set();
+    test_strict_inputs();
     test_files();
     return tap_done();
 }

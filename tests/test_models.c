@@ -350,8 +350,10 @@ static const struct {
     {"rope-scaling-factor", "rope_scaling.factor: \"8\" is not a positive number"},
     {"too-large", "more than stepgraph counts"},
     {"not-object", "(top level): [1,2] is not a JSON object"},
-    {"invalid-json", "invalid-json.json:5:3: invalid JSON near"},
-    {"duplicate-key", "hidden_size: 256 repeats the key"},
+    {"invalid-json", "invalid-json.json: invalid JSON at line 5, column 3: unexpected '\"' "
+                     "(expected ',' or '}')"},
+    {"duplicate-key", "invalid JSON at line 15, column 3: duplicate key \"hidden_size\" "
+                      "(first at line 4, column 3"},
 };
 
 static void test_bad_files(void)
@@ -414,7 +416,7 @@ static void test_parse(void)
 
     rc = sg_model_parse("{\"name\": \"x\",\n  \"architecture\": }", "inline2", &m,
                         &err);
-    ok(rc == SG_EINVAL && strstr(err.msg, "inline2:2:"),
+    ok(rc == SG_EINVAL && strstr(err.msg, "inline2: invalid JSON at line 2, column 19"),
        "invalid inline JSON names origin and line");
     if (rc != SG_EINVAL)
         tap_diag("  %s", err.msg);
@@ -476,6 +478,56 @@ static void test_resolve(void)
        "sg_models_dir without the variable: %s", sg_models_dir());
 }
 
+/* The model parser runs the strict JSON check of common/json_strict.h. */
+static void test_strict_json(void)
+{
+    static const char *const head =
+        "{\"architecture\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 256,\n"
+        " \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-5, \"rope_theta\": 1e4,\n";
+    static const struct {
+        const char *tail, *want;
+    } cases[] = {
+        {" \"name\": \"ok\"}", NULL},
+        {" \"name\": \"caf\\u00e9\"}", NULL},
+        {" \"name\": \"tiny\\u0000junk\"}",
+         "m.json: invalid JSON at line 4, column 15: \\u0000 (NUL) inside a string"},
+        {" \"name\": \"x\", \"head_dim\": 016}",
+         "m.json: invalid JSON at line 4, column 27: number '016' has a leading zero"},
+        {" \"name\": \"x\", \"rope_theta\": 2.}",
+         "m.json: invalid JSON at line 4, column 29: number '2.' has no digits after '.'"},
+        {" \"name\": \"x\", \"rope_scaling\": {\"factor\": 8, \"factor\": 9}}",
+         "m.json: invalid JSON at line 4, column 45: duplicate key \"factor\""},
+        {" \"name\": \"t\\uZZZZ\"}", "m.json: invalid JSON at line 4, column 12: invalid escape"},
+        {" \"name\": \"\xc0\xae\"}", "m.json: invalid JSON at line 4, column 11: invalid UTF-8"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "%s%s", head, cases[i].tail);
+        sg_model m;
+        memset(&m, 0, sizeof m);
+        strcpy(m.name, "untouched");
+        sg_error err = {0};
+        int rc = sg_model_parse(text, "m.json", &m, &err);
+        if (!cases[i].want) {
+            if (!ok(rc == 0, "model text %s parses", cases[i].tail))
+                tap_diag("  %s", err.msg);
+            continue;
+        }
+        ok(rc == SG_EINVAL && strstr(err.msg, cases[i].want) && !strcmp(m.name, "untouched"),
+           "model text %s: refused with line and column, model untouched", cases[i].tail);
+        if (!strstr(err.msg, cases[i].want))
+            tap_diag("  got: %s", err.msg);
+    }
+    char text[1024];
+    snprintf(text, sizeof text, "\xef\xbb\xbf%s \"name\": \"bom\"}", head);
+    sg_model m;
+    sg_error err = {0};
+    int rc = sg_model_parse(text, "bom.json", &m, &err);
+    if (!ok(rc == 0 && !strcmp(m.name, "bom"), "a model file with a UTF-8 BOM parses, as configs do"))
+        tap_diag("  %s", err.msg);
+}
+
 int main(void)
 {
     const char *s = getenv("SG_SRCDIR");
@@ -489,6 +541,7 @@ int main(void)
     test_all_files();
     test_bad_files();
     test_parse();
+    test_strict_json();
     test_resolve();
     return tap_done();
 }

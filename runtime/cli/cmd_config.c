@@ -72,15 +72,17 @@ int sg_cmd_config(int argc, char **argv)
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_model *m = calloc(1, sizeof *m);
     int rc = (!cfg || !m) ? sg_error_set(&err, SG_ENOMEM, "out of memory") : SG_OK;
-    char path[4096];
     sg_step_spec spec;
     sg_subgroup_layout lay;
     if (!rc)
         rc = sg_cli_load_config(argc, argv, NULL, 0, cfg, &err);
+    /* compiled and dropped: the step compiler's checks (e.g. at most 4096
+     * micro-steps) are the ones graph, simulate and run apply */
+    sg_graph g;
+    sg_graph_init(&g);
     if (!rc)
-        rc = sg_model_resolve(cfg->run.model, NULL, path, sizeof path, &err);
-    if (!rc)
-        rc = sg_model_load(path, m, &err);
+        rc = sg_compile_from_config(cfg, m, &g, &err);
+    sg_graph_free(&g);
     if (!rc) {
         sg_step_spec_from_config(cfg, &spec);
         rc = sg_subgroup_layout_compute(m, &spec, &lay, &err);

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "runtime/config/config_override.h"
+#include "runtime/config/machine.h"
 #include "common/json_util.h"
 
 /* ---- loading ---------------------------------------------------------- */
@@ -114,6 +115,29 @@ int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg
 
 /* ---- finalize --------------------------------------------------------- */
 
+/* The machine a config names must exist and load, whatever the command:
+ * `config` refuses what `graph` and `simulate` would. */
+static int check_machine(const char *machine, const char *origin, sg_error *err)
+{
+    if (!machine[0])
+        return SG_OK;
+    if (strcmp(machine, "auto") == 0)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: machine: \"auto\" is not supported: stepgraph does not detect the "
+                            "machine; name a machine model (gh200, gh200x4, mi300a, h100-pcie) or a "
+                            "machine file", origin);
+    char path[SG_PATH_MAX + 64];
+    int rc = sg_machine_resolve(machine, path, sizeof path, err);
+    if (rc)
+        return rc;
+    sg_machine *m = malloc(sizeof *m);
+    if (!m)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    rc = sg_machine_load(path, m, err);
+    free(m);
+    return rc;
+}
+
 int sg_config_finalize(sg_config *cfg, sg_error *err)
 {
     if (!cfg)
@@ -161,6 +185,17 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
         strcmp(run.speculation, "never") != 0)
         return sg_error_set(err, SG_EINVAL, "%s: speculation \"%s\": expected \"always\", "
                             "\"adaptive\" or \"never\"", run_origin, run.speculation);
+    if ((rc = check_machine(run.machine, run_origin, err)))
+        return rc;
+    /* the data loader's limits, so that config and graph refuse what run would */
+    if (ds.train_micro_batch_size_per_gpu > SG_MAX_LENGTH_MAX ||
+        ds.train_micro_batch_size_per_gpu * run.max_length > INT32_MAX)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: train_micro_batch_size_per_gpu %lld x max_length %lld tokens per "
+                            "micro-batch is more than the data loader reads (at most %d sequences "
+                            "and %d tokens)", ds_origin,
+                            (long long)ds.train_micro_batch_size_per_gpu,
+                            (long long)run.max_length, SG_MAX_LENGTH_MAX, INT32_MAX);
     cfg->ds = ds;
     cfg->run = run;
     return SG_OK;

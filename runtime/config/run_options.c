@@ -65,7 +65,7 @@ static const ropt run_opts[] = {
     { "data", R_STR, ROFF(data), SG_PATH_MAX, 0, 0, 0, 0 },
     { "sched", R_STR, ROFF(sched), SG_NAME_MAX, 1, 0, 0, 0 },
     { "machine", R_STR, ROFF(machine), SG_NAME_MAX, 0, 0, 0, 0 },
-    { "max_length", R_INT, ROFF(max_length), 0, 0, POS, 0, 0 },
+    { "max_length", R_INT, ROFF(max_length), 0, 0, POS | SG_JSON_HI, 0, SG_MAX_LENGTH_MAX },
     { "steps", R_INT, ROFF(steps), 0, 0, NONNEG, 0, 0 },
     { "warmup_steps", R_INT, ROFF(warmup_steps), 0, 0, NONNEG, 0, 0 },
     { "bench_steps", R_INT, ROFF(bench_steps), 0, 0, NONNEG, 0, 0 },

@@ -13,6 +13,9 @@
 
 #define SG_PATH_MAX 1024
 #define SG_NAME_MAX 64
+/* Longest max_length: the data loader reads windows of at most this many
+ * tokens, so config, graph and simulate refuse what run would. */
+#define SG_MAX_LENGTH_MAX (1 << 24)
 
 struct cJSON;
 struct sg_json_ctx;

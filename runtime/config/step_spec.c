@@ -23,11 +23,26 @@ void sg_step_spec_from_config(const sg_config *cfg, sg_step_spec *s)
     s->max_reuse_distance = ds->zero.stage3_max_reuse_distance;
 }
 
-int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g, sg_error *err)
+int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err)
 {
     char path[SG_PATH_MAX];
     int rc = sg_model_resolve(cfg->run.model, NULL, path, sizeof path, err);
     if (rc || (rc = sg_model_load(path, model, err)))
+        return rc;
+    if (cfg->run.max_length > model->max_position_embeddings)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: max_length %lld is longer than the %lld positions of model %s "
+                            "(max_position_embeddings in %s)",
+                            cfg->run_path[0] ? cfg->run_path : "run options",
+                            (long long)cfg->run.max_length,
+                            (long long)model->max_position_embeddings, model->name, path);
+    return SG_OK;
+}
+
+int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g, sg_error *err)
+{
+    int rc = sg_config_load_model(cfg, model, err);
+    if (rc)
         return rc;
     sg_step_spec spec;
     sg_step_spec_from_config(cfg, &spec);

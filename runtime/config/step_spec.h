@@ -9,7 +9,11 @@
 /* cfg must have been finalized (sg_config_finalize). */
 void sg_step_spec_from_config(const sg_config *cfg, sg_step_spec *spec);
 
-/* Loads the model the run options name and compiles one step. */
+/* Loads the model the run options name; refuses a max_length longer than
+ * the model's max_position_embeddings (both numbers in the message). */
+int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err);
+
+/* Loads the model (sg_config_load_model) and compiles one step. */
 int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g,
                            sg_error *err);
 

@@ -327,7 +327,7 @@ static int parse_header(const char *path, const char *hdr, size_t hlen, sg_st_fi
         return sg_error_set(err, SG_EINVAL,
                             "%s: header does not start with '{' (not a safetensors file?)", path);
     cJSON *root = NULL;
-    int rc = sg_json_parse(hdr, hlen, origin, &root, err);
+    int rc = sg_json_parse_flags(hdr, hlen, origin, SG_JSON_DUP_KEYS_OK, &root, err);
     if (rc < 0)
         return rc;
     if (!cJSON_IsObject(root)) {
