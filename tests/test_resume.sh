@@ -96,6 +96,22 @@ PYEOF
 train fp16old fp16 --steps 11 --load "$TMP/ck_fp16old"
 [ "$(cat "$TMP/fp16old.rc")" -eq 0 ] && ! scales fp16_full fp16old 3 2>/dev/null
 ok $? "fp16: an older checkpoint (scale only) loads, and its counters' defaults change the run"
+# a hysteresis counter the config cannot produce is refused, naming it
+cp -r "$TMP/ck_fp16" "$TMP/ck_fp16hyst"
+"$PY" - "$TMP/ck_fp16hyst/$(cat "$TMP/ck_fp16hyst/latest")/state.safetensors" <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["loss_scaler_cur_hysteresis"] = "5"
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PYEOF
+train fp16hyst fp16 --steps 1 --load "$TMP/ck_fp16hyst"
+[ "$(cat "$TMP/fp16hyst.rc")" -ne 0 ] && grep -q "loss_scaler_cur_hysteresis 5 is above fp16.hysteresis 2" "$TMP/fp16hyst.err"
+ok $? "fp16: a checkpoint whose hysteresis counter exceeds fp16.hysteresis is refused, naming both"
 
 cp "$SRC/configs/deepspeed/zero-offload.json" "$TMP/zoff.json"
 resume zero_offload zoff 5 2
