@@ -29,6 +29,26 @@ fi
 
 . "$SRC/tests/train_lib.sh"
 
+# ---- the loss comparisons refuse what is not a finite number ---------------
+# (metrics files made here: two runs that both diverge must not compare equal)
+printf '{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.25}\n' >"$TMP/fin_a.jsonl"
+cp "$TMP/fin_a.jsonl" "$TMP/fin_b.jsonl"
+printf '{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.2500000000000004}\n' >"$TMP/fin_c.jsonl"
+printf '{"step": 1, "loss": 2.5}\n{"step": 2, "loss": null}\n' >"$TMP/nul_a.jsonl"
+printf '{"step": 1, "loss": NaN}\n{"step": 2, "loss": NaN}\n' >"$TMP/nan_a.jsonl"
+printf '{"step": 1, "loss": Infinity}\n{"step": 2, "loss": 1}\n' >"$TMP/inf_a.jsonl"
+for f in nul nan inf; do cp "$TMP/${f}_a.jsonl" "$TMP/${f}_b.jsonl"; done
+same fin_a fin_b && close fin_a fin_b 1e-5 && same_from fin_a fin_b 0 && close fin_c fin_a 1e-12
+ok $? "loss helpers: equal finite losses compare equal (and close), a 1-ulp difference is close"
+! same fin_c fin_a 2>/dev/null; ok $? "loss helpers: a 1-ulp difference is not the same bit for bit"
+bad=0
+for f in nul nan inf; do
+	same "${f}_a" "${f}_b" 2>/dev/null && bad=1
+	close "${f}_a" "${f}_b" 1e-5 2>/dev/null && bad=1
+	same_from "${f}_a" "${f}_b" 0 2>/dev/null && bad=1
+done
+[ $bad -eq 0 ]; ok $? "loss helpers: identical files with null (NaN), NaN or Infinity losses do not compare equal or close"
+
 # ---- scheduler and worker count: bit for bit -------------------------------
 ds base '{}'
 train ref base --sched eager --ncpus 1
@@ -123,7 +143,7 @@ train half base --steps 3 --save "$TMP/ck"
 ok $? "--save writes step-00000003/{model,state}.safetensors and a latest file naming it"
 train rest base --steps 3 --load "$TMP/ck"
 ok "$(cat "$TMP/rest.rc")" "--load CHECKPOINT resumes"
-[ "$(losses full | cut -d' ' -f4-)" = "$(losses rest)" ]; ok $? "resumed steps 4-6 have the losses of the uninterrupted run, bit for bit"
+same_from full rest 3; ok $? "resumed steps 4-6 have the losses of the uninterrupted run, bit for bit"
 grep -q "^Step 4 |" "$TMP/rest.out"; ok $? "resumed run continues the step numbering"
 train other mb4 --steps 1 --load "$TMP/ck"
 grep -q "another model, data, seed" "$TMP/other.err"; ok $? "resuming with another batch size is refused with a reason"

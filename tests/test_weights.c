@@ -655,7 +655,7 @@ static void test_state(const sg_model *m)
     s.loss_scale = -1;
     sg_train_state_save(&s, tmp("state-ls.safetensors"), m->name, &err);
     expect_state(tmp("state-ls.safetensors"), m, SG_EINVAL,
-                 "__metadata__.loss_scale: \"-1\" is not a finite number > 0", "negative loss scale");
+                 "__metadata__.loss_scale: \"-1\" is not a finite decimal number > 0", "negative loss scale");
     s.loss_scale = 1;
     s.data.index = 1000;
     sg_train_state_save(&s, tmp("state-idx.safetensors"), m->name, &err);
@@ -714,6 +714,176 @@ static void test_state(const sg_model *m)
     sg_train_state_free(&s);
 }
 
+
+/* Saves s to path with one metadata value replaced (value NULL: removed),
+ * as a hand-edited or older file would have it. */
+static void save_with_meta(const sg_train_state *s, const sg_model *m, const char *path,
+                           const char *key, const char *value)
+{
+    sg_error err = {0};
+    sg_train_state_save(s, tmp("state-base.safetensors"), m->name, &err);
+    sg_st_file f;
+    if (sg_st_open(tmp("state-base.safetensors"), &f, &err))
+        return;
+    sg_st_meta md[64];
+    int nmd = 0;
+    for (int i = 0; i < f.nmeta && nmd < 64; i++) {
+        if (strcmp(f.meta[i].key, key) == 0) {
+            if (value)
+                md[nmd++] = (sg_st_meta){key, value};
+        } else {
+            md[nmd++] = f.meta[i];
+        }
+    }
+    sg_st_entry *e = calloc((size_t)s->ntensors * 2, sizeof *e);
+    char (*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s->ntensors * 2, sizeof *names);
+    int k = 0;
+    for (int i = 0; i < s->ntensors; i++)
+        for (int j = 0; j < 2; j++, k++) {
+            snprintf(names[k], sizeof names[k], "%s.%s", s->info[i].name,
+                     j ? "exp_avg_sq" : "exp_avg");
+            e[k] = (sg_st_entry){names[k], SG_F32, SG_F32, s->info[i].ndim, s->info[i].shape,
+                                 j ? s->exp_avg_sq[i] : s->exp_avg[i]};
+        }
+    sg_st_write(path, e, k, md, nmd, &err);
+    sg_st_close(&f);
+    free(e);
+    free(names);
+}
+
+/* Every numeric metadata field parsed strictly: each bad value is refused
+ * naming the key and the value; the loss scaler's counters round-trip, and
+ * a file without them (older) loads with has_scaler_counters 0. */
+static void test_state_meta(const sg_model *m)
+{
+    sg_train_state s, r;
+    sg_error err = {0};
+    if (sg_train_state_alloc(&s, m, &err)) {
+        ok(0, "alloc (%s)", err.msg);
+        return;
+    }
+    fill_state(&s);
+    s.adam_step = 100;
+    s.scaler_cur_iter = 120;
+    s.scaler_last_overflow_iter = 117;
+    s.scaler_cur_hysteresis = 2;
+    const char *path = tmp("state-meta.safetensors");
+    int rc = sg_train_state_save(&s, path, m->name, &err);
+    rc = rc ? rc : sg_train_state_load(path, m, &r, &err);
+    is_int(rc, 0, "a state with loss scaler counters saves and loads (%s)", err.msg);
+    if (rc == 0) {
+        ok(r.has_scaler_counters && r.scaler_cur_iter == 120 &&
+               r.scaler_last_overflow_iter == 117 && r.scaler_cur_hysteresis == 2 &&
+               r.adam_step == 100 && r.loss_scale == 32768.0,
+           "loss scale, cur_iter, last_overflow_iter, cur_hysteresis restored");
+        sg_train_state_free(&r);
+    }
+    s.scaler_last_overflow_iter = -1;
+    rc = sg_train_state_save(&s, path, m->name, &err);
+    rc = rc ? rc : sg_train_state_load(path, m, &r, &err);
+    is_int(rc, 0, "last_overflow_iter -1 (no overflow yet) loads (%s)", err.msg);
+    if (rc == 0) {
+        ok(r.scaler_last_overflow_iter == -1, "last_overflow_iter -1 restored");
+        sg_train_state_free(&r);
+    }
+    s.scaler_last_overflow_iter = 117;
+
+    /* an older file: no counters, still loads, counters at their defaults */
+    save_with_meta(&s, m, tmp("state-old0.safetensors"), "loss_scaler_cur_iter", NULL);
+    /* state-base.safetensors (complete) without any of the three */
+    sg_st_file f;
+    int old_ok = 0;
+    if (sg_st_open(tmp("state-base.safetensors"), &f, &err) == 0) {
+        sg_st_meta md[64];
+        int nmd = 0;
+        for (int i = 0; i < f.nmeta && nmd < 64; i++)
+            if (strncmp(f.meta[i].key, "loss_scaler_", 12) != 0)
+                md[nmd++] = f.meta[i];
+        sg_st_entry *e = calloc((size_t)s.ntensors * 2, sizeof *e);
+        char (*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s.ntensors * 2, sizeof *names);
+        int k = 0;
+        for (int i = 0; i < s.ntensors; i++)
+            for (int j = 0; j < 2; j++, k++) {
+                snprintf(names[k], sizeof names[k], "%s.%s", s.info[i].name,
+                         j ? "exp_avg_sq" : "exp_avg");
+                e[k] = (sg_st_entry){names[k], SG_F32, SG_F32, s.info[i].ndim, s.info[i].shape,
+                                     j ? s.exp_avg_sq[i] : s.exp_avg[i]};
+            }
+        old_ok = sg_st_write(tmp("state-old.safetensors"), e, k, md, nmd, &err) == 0;
+        sg_st_close(&f);
+        free(e);
+        free(names);
+    }
+    rc = old_ok ? sg_train_state_load(tmp("state-old.safetensors"), m, &r, &err) : -1;
+    is_int(rc, 0, "a state without the scaler counters (older file) loads (%s)", err.msg);
+    if (rc == 0) {
+        ok(!r.has_scaler_counters && r.scaler_cur_iter == 0 &&
+               r.scaler_last_overflow_iter == -1 && r.scaler_cur_hysteresis == 1 &&
+               r.loss_scale == 32768.0,
+           "... with has_scaler_counters 0, the scale, and the default counters");
+        sg_train_state_free(&r);
+    }
+    expect_state(tmp("state-old0.safetensors"), m, SG_EINVAL,
+                 "__metadata__.loss_scaler_cur_iter is missing",
+                 "a state with only some of the scaler counters is refused");
+
+    static const struct { const char *key, *value, *what; } bad[] = {
+        {"step", "01", "step with a leading zero"},
+        {"step", "+5", "step with a sign"},
+        {"step", " 5", "step with a space"},
+        {"step", "0x10", "step in hexadecimal"},
+        {"step", "4611686018427387905", "step above 2^62"},
+        {"step", "18446744073709551615", "step 2^64-1"},
+        {"step", "", "empty step"},
+        {"adam_step", "007", "adam_step with leading zeros"},
+        {"version", "01", "version with a leading zero"},
+        {"loss_scale", "0x1p3", "loss_scale as a hexadecimal float"},
+        {"loss_scale", "inf", "loss_scale inf"},
+        {"loss_scale", "nan", "loss_scale nan"},
+        {"loss_scale", "0", "loss_scale 0"},
+        {"loss_scale", "-2", "negative loss_scale"},
+        {"loss_scale", "+2", "loss_scale with a sign"},
+        {"loss_scale", " 2", "loss_scale with a space"},
+        {"loss_scale", "1e999", "loss_scale overflowing a double"},
+        {"data_epoch", "18446744073709551615", "data_epoch 2^64-1"},
+        {"data_epoch", "4611686018427387905", "data_epoch above 2^62"},
+        {"data_epoch", "00", "data_epoch \"00\""},
+        {"data_index", "-1", "negative data_index"},
+        {"data_windows", "1e3", "data_windows in exponent notation"},
+        {"rng_state", "0x1,2,3,4", "rng_state words with 0x"},
+        {"config_hash", "0x0123456789abcde", "config_hash with 0x"},
+        {"config_hash", "123", "config_hash shorter than 16 hex digits"},
+        {"loss_scaler_cur_iter", "124", "loss_scaler_cur_iter above step"},
+        {"loss_scaler_cur_iter", "012", "loss_scaler_cur_iter with a leading zero"},
+        {"loss_scaler_last_overflow_iter", "120", "last_overflow_iter not below cur_iter"},
+        {"loss_scaler_last_overflow_iter", "-2", "last_overflow_iter -2"},
+        {"loss_scaler_last_overflow_iter", "-01", "last_overflow_iter \"-01\""},
+        {"loss_scaler_cur_hysteresis", "0", "cur_hysteresis 0"},
+        {"loss_scaler_cur_hysteresis", "4611686018427387905", "cur_hysteresis above 2^62"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char sub[160];
+        snprintf(sub, sizeof sub, "__metadata__.%s: \"%s\" is not", bad[i].key, bad[i].value);
+        save_with_meta(&s, m, tmp("state-bad.safetensors"), bad[i].key, bad[i].value);
+        expect_state(tmp("state-bad.safetensors"), m, SG_EINVAL, sub, bad[i].what);
+    }
+    /* the upper bounds themselves and plain decimals are accepted */
+    static const struct { const char *key, *value; } good[] = {
+        {"data_epoch", "4611686018427387904"}, {"loss_scale", "2."},
+        {"loss_scale", "9.7656250000000005e-04"}, {"loss_scale", "1E+20"},
+        {"config_hash", "0123456789ABCDEF"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        save_with_meta(&s, m, tmp("state-good.safetensors"), good[i].key, good[i].value);
+        rc = sg_train_state_load(tmp("state-good.safetensors"), m, &r, &err);
+        is_int(rc, 0, "%s \"%s\" is accepted (%s)", good[i].key, good[i].value,
+               rc ? err.msg : "ok");
+        if (rc == 0)
+            sg_train_state_free(&r);
+    }
+    sg_train_state_free(&s);
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(void)
@@ -735,6 +905,7 @@ int main(void)
         test_bad_weights(&m, &w);
         test_failed_save(&m, &w);
         test_state(&m);
+        test_state_meta(&m);
         sg_weights_free(&w);
     } else {
         ok(0, "tiny-llama model loads (SG_SRCDIR=%s)", srcdir());

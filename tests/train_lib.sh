@@ -39,17 +39,33 @@ tasks() { sed -n 's/.*graph \([0-9]*\) tasks.*/\1/p' "$TMP/$1.out"; }
 # differs A B: the two runs compiled different graphs (so "same losses" is not vacuous)
 differs() { [ -n "$(tasks "$1")" ] && [ -n "$(tasks "$2")" ] && [ "$(tasks "$1")" != "$(tasks "$2")" ]; }
 losses() { "$PY" -c 'import json,sys; print(" ".join(repr(json.loads(l)["loss"]) for l in open(sys.argv[1])))' "$TMP/$1.jsonl" 2>/dev/null; }
-same() { [ -s "$TMP/$1.jsonl" ] && [ "$(losses "$1")" = "$(losses "$2")" ]; }
-# close A B RTOL: every loss of A within RTOL of B's (same number of steps)
-close() {
-	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "$3" <<'PYEOF'
-import json, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+# losscmp A.jsonl B.jsonl RTOL SKIP: B's losses are A's from the (SKIP+1)-th
+# on, as many, every one a finite number (a NaN, an infinity or a null - how
+# the metrics write a NaN - fails even where both runs have it), equal
+# (RTOL 0: bit for bit, the metrics having 17 significant digits) or within
+# RTOL relative. Fails with the first difference on stderr.
+losscmp() {
+	"$PY" - "$1" "$2" "$3" "$4" <<'PYEOF'
+import json, math, sys
+def read(p):
+    out = []
+    for l in open(p):
+        x = json.loads(l)["loss"]
+        assert isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x), \
+            "%s: loss %r is not a finite number" % (p, x)
+        out.append(float(x))
+    return out
+a, b = read(sys.argv[1])[int(sys.argv[4]):], read(sys.argv[2])
 tol = float(sys.argv[3])
-assert len(a) == len(b) and len(a) > 0, (a, b)
-bad = [(x, y) for x, y in zip(a, b) if abs(x - y) > tol * abs(y)]
+assert len(a) == len(b) and len(a) > 0, ("different or no steps", a, b)
+bad = [(i, x, y) for i, (x, y) in enumerate(zip(a, b))
+       if (x != y if tol == 0 else abs(x - y) > tol * abs(x))]
 assert not bad, bad
 PYEOF
 }
-
+# same A B: the runs' losses are equal bit for bit and finite
+same() { losscmp "$TMP/$2.jsonl" "$TMP/$1.jsonl" 0 0; }
+# same_from A B K: B (a resumed run) has A's losses after A's first K steps
+same_from() { losscmp "$TMP/$1.jsonl" "$TMP/$2.jsonl" 0 "$3"; }
+# close A B RTOL: every loss of A within RTOL of B's (same number of steps, finite)
+close() { losscmp "$TMP/$2.jsonl" "$TMP/$1.jsonl" "$3" 0; }

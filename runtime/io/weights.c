@@ -394,6 +394,8 @@ int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err)
     s->exp_avg = ptrs[0];
     s->exp_avg_sq = ptrs[1];
     s->loss_scale = 1.0;
+    s->scaler_last_overflow_iter = -1;
+    s->scaler_cur_hysteresis = 1;
     return SG_OK;
 }
 
@@ -416,6 +418,12 @@ enum { META_FORMAT, META_VERSION, META_MODEL, META_STEP, META_LOSS_SCALE, META_E
 static const char *const meta_keys[META_COUNT] = {
     "stepgraph", "version", "model", "step", "loss_scale", "data_epoch",
     "data_index", "data_windows", "rng_state", "config_hash",
+};
+
+/* the loss scaler's counters (optional on load: older files lack them) */
+enum { NSCALER = 3 };
+static const char *const scaler_keys[NSCALER] = {
+    "loss_scaler_cur_iter", "loss_scaler_last_overflow_iter", "loss_scaler_cur_hysteresis",
 };
 
 int sg_train_state_save(const sg_train_state *s, const char *path, const char *model_name,
@@ -451,27 +459,95 @@ int sg_train_state_save(const sg_train_state *s, const char *path, const char *m
     snprintf(v[META_RNG], sizeof v[0], "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
              s->rng[0], s->rng[1], s->rng[2], s->rng[3]);
     snprintf(v[META_HASH], sizeof v[0], "%016" PRIx64, s->config_hash);
-    sg_st_meta md[META_COUNT + 1];
+    sg_st_meta md[META_COUNT + 1 + NSCALER];
     for (int i = 0; i < META_COUNT; i++)
         md[i] = (sg_st_meta){meta_keys[i], v[i]};
-    char adam[32];
+    char adam[32], sc[NSCALER][32];
     snprintf(adam, sizeof adam, "%lld", (long long)s->adam_step);
     md[META_COUNT] = (sg_st_meta){"adam_step", adam};
-    int rc = sg_st_write(path, e, n, md, META_COUNT + 1, err);
+    const int64_t scv[NSCALER] = {s->scaler_cur_iter, s->scaler_last_overflow_iter,
+                                  s->scaler_cur_hysteresis};
+    for (int i = 0; i < NSCALER; i++) {
+        snprintf(sc[i], sizeof sc[i], "%lld", (long long)scv[i]);
+        md[META_COUNT + 1 + i] = (sg_st_meta){scaler_keys[i], sc[i]};
+    }
+    int rc = sg_st_write(path, e, n, md, META_COUNT + 1 + NSCALER, err);
     free(e);
     free(names);
     return rc;
 }
 
-/* Strict unsigned decimal (or hex with base 16): all of s, no sign. */
-static int parse_u64(const char *s, int base, uint64_t *out)
+/* Counters and epochs stay far from int64_t's limit so that adding steps
+ * to them cannot overflow. */
+#define META_INT_MAX ((uint64_t)1 << 62)
+
+/* Strict decimal integer: digits only (no sign, space or "0x"), no leading
+ * zero except "0" itself, at most META_INT_MAX. */
+static int parse_dec(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+    if (!s || !*s || (s[0] == '0' && s[1]))
+        return -1;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > META_INT_MAX)
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Exactly 16 hexadecimal digits (what the writer prints), no "0x". */
+static int parse_hex64(const char *s, size_t len, uint64_t *out)
+{
+    if (!s || len != 16)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A finite decimal number > 0: digits [. digits] [e [sign] digits], no sign,
+ * hexadecimal float, inf or nan. */
+static int parse_pos_decimal(const char *s, double *out)
+{
+    if (!s)
+        return -1;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p)
         return -1;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, base);
-    if (errno || *end)
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v) || v <= 0)
         return -1;
     *out = v;
     return 0;
@@ -496,7 +572,7 @@ static int parse_state_meta(const char *path, const sg_st_file *f, const sg_mode
     uint64_t u;
     if (!v[META_FORMAT] || strcmp(v[META_FORMAT], "train_state") != 0)
         return meta_error(path, meta_keys[META_FORMAT], v[META_FORMAT], "\"train_state\"", err);
-    if (parse_u64(v[META_VERSION], 10, &u) || u != SG_TRAIN_STATE_VERSION)
+    if (parse_dec(v[META_VERSION], &u) || u != SG_TRAIN_STATE_VERSION)
         return meta_error(path, meta_keys[META_VERSION], v[META_VERSION],
                           "a version this program reads (1)", err);
     if (!v[META_MODEL])
@@ -505,25 +581,52 @@ static int parse_state_meta(const char *path, const sg_st_file *f, const sg_mode
         return sg_error_set(err, SG_EINVAL,
                             "%s: __metadata__.model: the state is for model \"%s\", not \"%s\"",
                             path, v[META_MODEL], m->name);
-    if (parse_u64(v[META_STEP], 10, &u) || u > INT64_MAX)
-        return meta_error(path, meta_keys[META_STEP], v[META_STEP], "an integer >= 0", err);
+    if (parse_dec(v[META_STEP], &u))
+        return meta_error(path, meta_keys[META_STEP], v[META_STEP],
+                          "an integer between 0 and 2^62 (decimal digits, no leading zero)", err);
     s->step = (int64_t)u;
     /* optional (files without it: no step was skipped) */
     const char *adam = sg_st_meta_get(f, "adam_step");
-    if (adam && (parse_u64(adam, 10, &u) || u > (uint64_t)s->step))
+    if (adam && (parse_dec(adam, &u) || u > (uint64_t)s->step))
         return meta_error(path, "adam_step", adam, "an integer between 0 and step", err);
     s->adam_step = adam ? (int64_t)u : s->step;
-    char *end = NULL;
-    double ls = v[META_LOSS_SCALE] ? strtod(v[META_LOSS_SCALE], &end) : 0;
-    if (!v[META_LOSS_SCALE] || !*v[META_LOSS_SCALE] || *end || !isfinite(ls) || ls <= 0)
+    double ls;
+    if (parse_pos_decimal(v[META_LOSS_SCALE], &ls))
         return meta_error(path, meta_keys[META_LOSS_SCALE], v[META_LOSS_SCALE],
-                          "a finite number > 0", err);
+                          "a finite decimal number > 0", err);
     s->loss_scale = ls;
+    /* the scaler's counters: all three or none (older files) */
+    const char *sv[NSCALER];
+    int nsc = 0;
+    for (int i = 0; i < NSCALER; i++)
+        nsc += (sv[i] = sg_st_meta_get(f, scaler_keys[i])) != NULL;
+    if (nsc && nsc < NSCALER)
+        for (int i = 0; i < NSCALER; i++)
+            if (!sv[i])
+                return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s is missing (the other "
+                                    "loss scaler counters are present)", path, scaler_keys[i]);
+    s->has_scaler_counters = nsc == NSCALER;
+    if (s->has_scaler_counters) {
+        if (parse_dec(sv[0], &u) || u > (uint64_t)s->step)
+            return meta_error(path, scaler_keys[0], sv[0], "an integer between 0 and step", err);
+        s->scaler_cur_iter = (int64_t)u;
+        if (strcmp(sv[1], "-1") == 0)
+            s->scaler_last_overflow_iter = -1;
+        else if (parse_dec(sv[1], &u) || u >= (uint64_t)s->scaler_cur_iter)
+            return meta_error(path, scaler_keys[1], sv[1],
+                              "-1 or an integer below loss_scaler_cur_iter", err);
+        else
+            s->scaler_last_overflow_iter = (int64_t)u;
+        if (parse_dec(sv[2], &u) || u < 1)
+            return meta_error(path, scaler_keys[2], sv[2], "an integer between 1 and 2^62", err);
+        s->scaler_cur_hysteresis = (int64_t)u;
+    }
     uint64_t *dst[3] = {&s->data.epoch, &s->data.index, &s->data.nwindows};
     for (int i = 0; i < 3; i++)
-        if (parse_u64(v[META_EPOCH + i], 10, dst[i]))
+        if (parse_dec(v[META_EPOCH + i], dst[i]))
             return meta_error(path, meta_keys[META_EPOCH + i], v[META_EPOCH + i],
-                              "an integer >= 0", err);
+                              "an integer between 0 and 2^62 (decimal digits, no leading zero)",
+                              err);
     if (s->data.nwindows && s->data.index >= s->data.nwindows)
         return sg_error_set(err, SG_EINVAL,
                             "%s: __metadata__.data_index: %" PRIu64 " is not below data_windows "
@@ -534,21 +637,21 @@ static int parse_state_meta(const char *path, const sg_st_file *f, const sg_mode
         char part[32];
         const char *comma = strchr(r, ',');
         size_t len = comma ? (size_t)(comma - r) : strlen(r);
-        if ((i < 3) != (comma != NULL) || len == 0 || len > 16) {
+        if ((i < 3) != (comma != NULL) || len > 16) {
             ok = 0;
             break;
         }
         memcpy(part, r, len);
         part[len] = '\0';
-        ok = parse_u64(part, 16, &s->rng[i]) == 0;
+        ok = parse_hex64(part, len, &s->rng[i]) == 0;
         r = comma ? comma + 1 : r + len;
     }
     if (!ok)
         return meta_error(path, meta_keys[META_RNG], v[META_RNG],
-                          "four comma-separated hexadecimal 64-bit words", err);
-    if (!v[META_HASH] || strlen(v[META_HASH]) > 16 || parse_u64(v[META_HASH], 16, &s->config_hash))
+                          "four comma-separated hexadecimal 64-bit words (16 hex digits each)", err);
+    if (!v[META_HASH] || parse_hex64(v[META_HASH], strlen(v[META_HASH]), &s->config_hash))
         return meta_error(path, meta_keys[META_HASH], v[META_HASH],
-                          "a hexadecimal 64-bit word", err);
+                          "a hexadecimal 64-bit word (16 hex digits)", err);
     return SG_OK;
 }
 

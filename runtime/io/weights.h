@@ -12,8 +12,9 @@
  *                       plus what the caller adds (e.g. "step")
  *   state.safetensors   Adam moments "<name>.exp_avg", "<name>.exp_avg_sq"
  *                       (F32, the parameter's shape) and the metadata needed
- *                       to resume exactly: step, loss scale, data position,
- *                       RNG state, config hash, model name.
+ *                       to resume exactly: step, the fp16 loss scaler's
+ *                       state (scale and counters), data position, RNG
+ *                       state, config hash, model name.
  * A failed save leaves the previous file untouched. The trainer should put
  * the same "step" in both and compare them on resume (sg_st_read_meta): the
  * two renames are not one atomic operation.
@@ -84,12 +85,21 @@ typedef struct sg_train_state {
     int64_t step;             /* training steps done (skipped fp16 steps included) */
     int64_t adam_step;        /* Adam updates applied (bias correction, lr schedule) */
     double loss_scale;        /* fp16 dynamic loss scale (1 without) */
+    /* the rest of the fp16 loss scaler's state (sg_loss_scaler_state in
+     * codelets/cpu/loss_scale.h), so a resumed run skips and rescales as the
+     * uninterrupted one does */
+    int64_t scaler_cur_iter;            /* scaler updates so far, <= step */
+    int64_t scaler_last_overflow_iter;  /* -1 before the first overflow, < cur_iter */
+    int64_t scaler_cur_hysteresis;      /* overflows still tolerated, >= 1 */
+    int has_scaler_counters;  /* load: the file has the three (older files: 0,
+                                 and the trainer keeps the config's defaults) */
     sg_data_pos data;         /* position of the next batch */
     uint64_t rng[4];          /* the trainer's RNG state (dropout, ...) */
     uint64_t config_hash;     /* of the run's config, to refuse another */
 } sg_train_state;
 
-/* Zeroed moments for every parameter of m; step 0, loss_scale 1. */
+/* Zeroed moments for every parameter of m; step 0, loss_scale 1, scaler
+ * counters 0, -1, 1. */
 int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free(sg_train_state *s);
 
@@ -101,7 +111,11 @@ int sg_train_state_save(const sg_train_state *s, const char *path,
  * F32 with its parameter's shape (an error names the tensor), no unknown
  * tensor, finite values, exp_avg_sq >= 0, every metadata field present and
  * well-formed (an error names the key and the value), model name equal to
- * m->name. The caller compares config_hash and step with its own. */
+ * m->name. Integers are plain decimal digits without leading zeros, at most
+ * 2^62 (last_overflow_iter may be -1); the loss scale a finite decimal > 0;
+ * hexadecimal words exactly 16 hex digits. adam_step and the three scaler
+ * counters are optional (files written before them), the counters all or
+ * none. The caller compares config_hash and step with its own. */
 int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out,
                         sg_error *err);
 

@@ -199,8 +199,22 @@ static int setup_exec(trainer *t, sg_error *err)
 {
     const sg_config *cfg = t->cfg;
     sg_loss_scaler_init(&t->scaler_params, &t->scaler, &cfg->ds);
-    if (t->resumed)
+    if (t->resumed) {
         t->scaler.scale = t->st.loss_scale;
+        /* older checkpoints have only the scale: the counters keep the
+         * config's first values */
+        if (t->st.has_scaler_counters) {
+            if (t->scaler_params.dynamic &&
+                t->st.scaler_cur_hysteresis > t->scaler_params.delayed_shift)
+                return sg_error_set(err, SG_EINVAL, "resuming from %s: loss_scaler_cur_hysteresis "
+                                    "%lld is above fp16.hysteresis %lld", cfg->run.load,
+                                    (long long)t->st.scaler_cur_hysteresis,
+                                    (long long)t->scaler_params.delayed_shift);
+            t->scaler.cur_iter = t->st.scaler_cur_iter;
+            t->scaler.last_overflow_iter = t->st.scaler_last_overflow_iter;
+            t->scaler.cur_hysteresis = t->st.scaler_cur_hysteresis;
+        }
+    }
     sg_exec_options opt = {
         .sched = cfg->run.sched,
         .ncpus = (int)cfg->run.ncpus,
@@ -362,6 +376,9 @@ static int save_checkpoint(trainer *t, sg_error *err)
     if (rc)
         return rc;
     t->st.loss_scale = t->scaler.scale;
+    t->st.scaler_cur_iter = t->scaler.cur_iter;
+    t->st.scaler_last_overflow_iter = t->scaler.last_overflow_iter;
+    t->st.scaler_cur_hysteresis = t->scaler.cur_hysteresis;
     t->st.data = sg_data_tell(&t->data);
     t->st.config_hash = sg_config_resume_hash(t->cfg);
     rc = sg_checkpoint_save(r->save, &t->w, &t->st, t->model.name,

@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""PyTorch reference for tests/test_train_vs_torch.sh: a few training steps
+of a whole Llama model, with torch's own AdamW, gradient-norm clipping and
+cross-entropy; the forward is tests/torch_model_ref.py's (plain torch ops
+after Hugging Face's modeling_llama.py).
+
+Usage:
+  torch_train_ref.py prepare DIR   writes DIR/model.json (odd sizes),
+      DIR/init.safetensors (the initial weights, F32, Hugging Face names) and
+      DIR/data.bin (an llm.c uint16 shard holding exactly B windows of T
+      tokens, so every step's batch is those B windows: the loader's
+      per-epoch permutation only reorders the rows)
+  torch_train_ref.py train DIR STEPS LR BETA1 BETA2 EPS WD CLIP
+      prints one loss per step (float64 model, computed before the step's
+      update), as the metrics of `stepgraph run` hold them
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_model_ref import Model  # noqa: E402
+
+B, T = 2, 16
+MODEL = {
+    "name": "odd-llama", "architecture": "llama",
+    "source": "tests/torch_train_ref.py: odd sizes (3 heads of 24, 1 KV head, vocab 97)",
+    "hidden_size": 72, "intermediate_size": 100, "num_hidden_layers": 2,
+    "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 24,
+    "vocab_size": 97, "max_position_embeddings": 64, "tie_word_embeddings": False,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "attention_bias": False,
+}
+
+
+def tensor_shapes(m):
+    H, F, V, D = m["hidden_size"], m["intermediate_size"], m["vocab_size"], m["head_dim"]
+    Hq, Hkv = m["num_attention_heads"], m["num_key_value_heads"]
+    out = [("model.embed_tokens.weight", (V, H))]
+    for l in range(m["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        out += [(p + "input_layernorm.weight", (H,)),
+                (p + "self_attn.q_proj.weight", (Hq * D, H)),
+                (p + "self_attn.k_proj.weight", (Hkv * D, H)),
+                (p + "self_attn.v_proj.weight", (Hkv * D, H)),
+                (p + "self_attn.o_proj.weight", (H, Hq * D)),
+                (p + "post_attention_layernorm.weight", (H,)),
+                (p + "mlp.gate_proj.weight", (F, H)),
+                (p + "mlp.up_proj.weight", (F, H)),
+                (p + "mlp.down_proj.weight", (H, F))]
+    out.append(("model.norm.weight", (H,)))
+    if not m["tie_word_embeddings"]:
+        out.append(("lm_head.weight", (V, H)))
+    return out
+
+
+def write_safetensors(path, tensors):
+    header, blobs, at = {}, [], 0
+    for name, a in tensors:
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    out = {}
+    for k, v in header.items():
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        b, e = v["data_offsets"]
+        out[k] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype="<f4").reshape(v["shape"])
+    return out
+
+
+def prepare(d):
+    rng = np.random.default_rng(1234)
+    json.dump(MODEL, open(os.path.join(d, "model.json"), "w"), indent=1)
+    tensors = []
+    for name, shape in tensor_shapes(MODEL):
+        if name.endswith("norm.weight"):   # around 1, not 1: the norms' gradients matter
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        else:
+            a = 0.05 * rng.standard_normal(shape)
+        tensors.append((name, a.astype(np.float32)))
+    write_safetensors(os.path.join(d, "init.safetensors"), tensors)
+    ntok = B * T + 1                        # B windows: tokens [i*T, i*T + T]
+    toks = rng.integers(0, MODEL["vocab_size"], ntok).astype("<u2")
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[0], hdr[1], hdr[2] = 20240520, 1, ntok
+    with open(os.path.join(d, "data.bin"), "wb") as f:
+        f.write(hdr.tobytes() + toks.tobytes())
+
+
+def train(d, steps, lr, b1, b2, eps, wd, clip):
+    torch.set_num_threads(1)
+    m = json.load(open(os.path.join(d, "model.json")))
+    w = read_safetensors(os.path.join(d, "init.safetensors"))
+    dtype = torch.float64
+    params = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in w.items()}
+    args = {"H": m["hidden_size"], "L": m["num_hidden_layers"],
+            "Hq": m["num_attention_heads"], "Hkv": m["num_key_value_heads"],
+            "D": m["head_dim"], "F": m["intermediate_size"], "V": m["vocab_size"],
+            "B": B, "T": T, "tie": int(m["tie_word_embeddings"]), "qk_norm": 0, "window": 0,
+            "eps": m["rms_norm_eps"], "theta": m["rope_theta"]}
+    model = Model(args, set(), params)
+    raw = open(os.path.join(d, "data.bin"), "rb").read()
+    toks = np.frombuffer(raw[1024:], dtype="<u2").astype(np.int64)
+    x = np.stack([toks[i * T:i * T + T] for i in range(B)])
+    y = np.stack([toks[i * T + 1:i * T + T + 1] for i in range(B)])
+    tokens, targets = torch.from_numpy(x.reshape(-1)), torch.from_numpy(y.reshape(-1))
+    # DeepSpeed's AdamW is torch's: decoupled weight decay on every parameter
+    opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=(b1, b2), eps=eps,
+                            weight_decay=wd)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss, _ = model.forward(tokens, targets, dtype)
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(list(params.values()), clip)
+        opt.step()
+        assert math.isfinite(loss.item())
+        print(repr(loss.item()))
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "prepare":
+        prepare(argv[2])
+    elif len(argv) == 10 and argv[1] == "train":
+        train(argv[2], int(argv[3]), *map(float, argv[4:]))
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
