@@ -4,7 +4,10 @@
 #
 #   scripts/sanitize.sh                 # configure (once), build, run; TAP results in
 #                                       # build-asan/tests/*.trs, summary last
-#   scripts/sanitize.sh tests/test_data # only these tests
+#   scripts/sanitize.sh tests/test_data # only these tests (no TSan run)
+#
+# By default also tests/test_adam under ThreadSanitizer (the threads of
+# sg_adam_step_parallel), as tests/test_adam_tsan.
 #
 # A VPATH build in ${ASAN_BUILD_DIR:-<repo>/build-asan}, from a copy of the
 # sources in build-asan/src (the tree itself is configured in place, and
@@ -59,7 +62,8 @@ fi
 [ -x "$REPO_ROOT/configure" ] || (cd "$REPO_ROOT" && autoreconf -fi)
 
 tests=("$@")
-[ "${#tests[@]}" -gt 0 ] || mapfile -t tests < <(default_tests)
+tsan=0
+[ "${#tests[@]}" -gt 0 ] || { mapfile -t tests < <(default_tests); tsan=1; }
 
 # The sources (tracked and new files, git's view; every file without git) and
 # the autotools outputs, mtimes kept so that make rebuilds only what changed.
@@ -105,7 +109,31 @@ if [ "$rc" != 0 ]; then
 	tail -40 make.log >&2
 	[ -f test-suite.log ] && cat test-suite.log >&2
 fi
+# ThreadSanitizer on the one multi-threaded kernel outside StarPU:
+# sg_adam_step_parallel (codelets/cpu/adam.c, pthreads), through
+# tests/test_adam, built directly with clang -fsanitize=thread; its TAP
+# results become tests/test_adam_tsan.trs.
+if [ "$tsan" = 1 ]; then
+	say "tests/test_adam under ThreadSanitizer"
+	mkdir -p tsan
+	if "$CC_" -std=gnu11 -O1 -g -fsanitize=thread -I"$REPO_ROOT" \
+		"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/cast.c \
+		"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c "$REPO_ROOT"/tests/test_adam.c \
+		-lm -lpthread -o tsan/test_adam >tsan/build.log 2>&1; then
+		TSAN_OPTIONS=halt_on_error=1:exitcode=66 SG_SRCDIR="$REPO_ROOT" \
+			"${SHELL:-/bin/sh}" src/build-aux/tap-driver.sh --test-name tests/test_adam_tsan \
+			--log-file tests/test_adam_tsan.log --trs-file tests/test_adam_tsan.trs \
+			--color-tests no --enable-hard-errors yes --expect-failure no -- tsan/test_adam \
+			>/dev/null 2>&1 || true
+		grep -q ':global-test-result: PASS' tests/test_adam_tsan.trs 2>/dev/null || {
+			rc=${rc/#0/1}
+			say "test_adam under TSan failed: $BUILD/tests/test_adam_tsan.log"
+		}
+	else
+		say "could not build test_adam with -fsanitize=thread ($BUILD/tsan/build.log); skipped"
+	fi
+fi
 cat tests/*.trs 2>/dev/null | awk '$1 == ":test-result:" {
 		if ($2 == "PASS") p++; else if ($2 == "SKIP") s++; else f++ }
-	END { printf "sanitize: %d passed, %d failed, %d skipped (ASan + UBSan)\n", p, f, s }' >&2
+	END { printf "sanitize: %d passed, %d failed, %d skipped (ASan + UBSan; TSan: test_adam_tsan)\n", p, f, s }' >&2
 exit "$rc"
