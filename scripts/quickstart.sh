@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # From a fresh clone to a result, as root on Debian 12:
 #   scripts/quickstart.sh run   set up, build, run the default job
-#   scripts/quickstart.sh test  set up, build, run `make check`; the last line is the summary
-#                               "N passed, N failed[, N skipped]"
+#   scripts/quickstart.sh test  set up, build, run `make check`, then the unit tests again
+#                               under ASan + UBSan (scripts/sanitize.sh); the last line is the
+#                               summary of both, "N passed, N failed[, N skipped]"
 # Options after the subcommand (e.g. --no-simgrid) are passed on to scripts/setup.sh.
 set -euo pipefail
 
@@ -85,10 +86,13 @@ summary_line() {
 	fi
 }
 
-# report_tests MAKE_CHECK_RC: print the summary as the last line; return non-zero on failure
+# report_tests MAKE_CHECK_RC: print the summary as the last line; return non-zero on failure.
+# Counts the main build's tests and the sanitizer build's (build-asan/tests).
 report_tests() {
-	local check_rc=$1 passed failed skipped ok=1
+	local check_rc=$1 passed failed skipped ok=1 p2 f2 s2
 	read -r passed failed skipped < <(tap_counts "$REPO_ROOT/tests")
+	read -r p2 f2 s2 < <(tap_counts "$REPO_ROOT/build-asan/tests")
+	passed=$((passed + p2)) failed=$((failed + f2)) skipped=$((skipped + s2))
 	[ "$check_rc" -eq 0 ] || ok=0
 	[ "$failed" -eq 0 ] || ok=0
 	if [ $((passed + failed)) -eq 0 ]; then
@@ -108,6 +112,12 @@ report_tests() {
 		else
 			say "no test-suite.log (make check rc=$check_rc)"
 		fi
+		log=build-asan/test-suite.log
+		if [ "$f2" -gt 0 ] && [ -f "$REPO_ROOT/$log" ]; then
+			echo "==================== $log (ASan + UBSan) ===================="
+			cat "$REPO_ROOT/$log"
+			echo "==================== end of $log ===================="
+		fi
 	fi
 	summary_line "$passed" "$failed" "$skipped"
 	[ "$ok" = 1 ]
@@ -123,11 +133,21 @@ cmd_run() {
 cmd_test() {
 	local rc=0
 	# Only this run's results count: not those of an earlier run or of removed tests.
-	find "$REPO_ROOT/tests" -name '*.trs' -delete 2>/dev/null || true
-	rm -f "$REPO_ROOT/tests/test-suite.log" "$REPO_ROOT/test-suite.log"
+	find "$REPO_ROOT/tests" "$REPO_ROOT/build-asan/tests" -name '*.trs' -delete 2>/dev/null || true
+	rm -f "$REPO_ROOT/tests/test-suite.log" "$REPO_ROOT/test-suite.log" \
+		"$REPO_ROOT/build-asan/test-suite.log"
 	if prepare "$@"; then
 		say "make -j$JOBS check"
 		make -j"$JOBS" check || rc=$?
+		# the pure-C unit tests again under ASan + UBSan (their results count too)
+		say "scripts/sanitize.sh"
+		local src=0
+		JOBS=$JOBS bash scripts/sanitize.sh || src=$?
+		if [ "$src" = 77 ]; then
+			say "sanitizer tests skipped: no clang with ASan/UBSan (scripts/setup.sh installs it)"
+		elif [ "$src" != 0 ] && [ "$rc" = 0 ]; then
+			rc=$src
+		fi
 	else
 		rc=1
 	fi

@@ -63,6 +63,8 @@ PACKAGES=(
 	libcjson-dev libhwloc-dev libnuma-dev libopenblas-dev libfxt-dev libsimgrid-dev
 	graphviz python3 python3-torch python3-numpy vim-runtime
 	dpkg-dev xz-utils ca-certificates
+	# scripts/fuzz.sh and scripts/sanitize.sh: libFuzzer, ASan and UBSan runtimes
+	clang libclang-rt-14-dev
 )
 
 # ---------------------------------------------------------------- CUDA detection
