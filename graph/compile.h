@@ -29,6 +29,15 @@
 #include "graph/ir.h"
 #include "models/model.h"
 
+/* Where the casts of mixed precision run (gradients to fp32 before a CPU
+ * Adam, the fp32 master back to the compute dtype). */
+typedef enum sg_cast_placement {
+    SG_CAST_AUTO,                       /* decided from the graph: link bytes against compute */
+    SG_CAST_CPU,
+    SG_CAST_GPU,
+    SG_CAST_SCHEDULER,                  /* the scheduling policy picks per task */
+} sg_cast_placement;
+
 typedef struct sg_step_spec {
     int zero_stage;                     /* 0..3 */
     int64_t dp_size;                    /* data-parallel ranks (>= 1) */
@@ -44,6 +53,10 @@ typedef struct sg_step_spec {
     double gradient_clipping;           /* 0 = off */
     int64_t param_persistence_threshold;/* stage 3: units below are never gathered */
     int64_t max_reuse_distance;         /* stage 3: keep gathered params if reused within */
+    /* tiles: 0 = untiled (one task per sub-group / per unit and micro-step) */
+    int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer chain */
+    int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step */
+    sg_cast_placement cast_placement;
 } sg_step_spec;
 
 /* Fills the DeepSpeed defaults (stage 0, f32, micro batch 1, sub-group 1e9...). */

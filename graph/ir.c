@@ -54,7 +54,7 @@ int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
     b->space = space;
     b->persistent = persistent;
     b->role = SG_BUF_OTHER;
-    b->unit = b->micro_step = b->subgroup = -1;
+    b->unit = b->micro_step = b->subgroup = b->tile = -1;
     return g->nbuffers++;
 }
 
@@ -84,6 +84,7 @@ int sg_graph_add_node(sg_graph *g, sg_op_kind kind, sg_device_class device,
     n->layer = layer;
     n->micro_step = -1;
     n->subgroup = -1;
+    n->tile = -1;
     n->flops = flops;
     va_list ap;
     va_start(ap, name_fmt);

@@ -82,7 +82,10 @@ typedef struct sg_buffer {
     sg_buf_role role;            /* SG_BUF_OTHER unless the compiler sets it */
     int unit, micro_step, subgroup; /* -1 where not applicable */
     int64_t unit_offset;         /* pieces: first element within the unit's parameters */
-    int64_t subgroup_offset;     /* pieces: first element within the sub-group */
+    int64_t subgroup_offset;     /* pieces and optimizer tiles: first element within the
+                                    sub-group */
+    int tile;                    /* tile index (a batch tile of a micro-step, or a chunk of a
+                                    CPU sub-group's optimizer chain); -1 when untiled */
 } sg_buffer;
 
 typedef struct sg_access {
@@ -97,6 +100,7 @@ typedef struct sg_node {
     int layer;                   /* unit index, or -1 for none */
     int micro_step;              /* or -1 */
     int subgroup;                /* optimizer sub-group, or -1 */
+    int tile;                    /* batch tile or optimizer chunk, -1 when untiled */
     sg_device_class device;
     sg_link_dir link;
     double flops;
