@@ -65,6 +65,8 @@ int main(void)
         {"unknown-key", "links.h2d_gbps"},
         {"missing-tflops", "gpu.tflops.bf16"},
         {"cores-fraction", "cpu.cores"},
+        {"cores-huge", "cpu.cores"},
+        {"gpu-count-huge", "gpu.count"},
         {"bool-string", "unified_memory"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

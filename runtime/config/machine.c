@@ -144,6 +144,10 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     if (cbw && (rc = sg_json_num(c, cbw, "cpu.core_bw_gbs", "core_bw_gbs",
                                  SG_JSON_LO | SG_JSON_LO_OPEN, 0, 0, NULL, &m->cpu_core_bw_gbs)))
         return rc;
+    /* range first: casting a double past INT_MAX to int is undefined */
+    if (!(cores >= 1 && cores <= 1048576) || !(numa >= 1 && numa <= 4096))
+        return sg_json_error(c, SG_EINVAL, "cpu.cores must be in [1, 1048576] and cpu.numa_nodes "
+                                           "in [1, 4096]");
     m->cpu_cores = (int)cores;
     m->numa_nodes = (int)numa;
     if (cores != m->cpu_cores || numa != m->numa_nodes)
@@ -157,6 +161,8 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
                       {"memory_bw_gbs", &m->gpu_memory_bw_gbs, 1}};
     if ((rc = read_fields(c, gpu, "gpu", gf, 3, gpu_extra, 2)))
         return rc;
+    if (!(gpus >= 0 && gpus <= 4096))
+        return sg_json_error(c, SG_EINVAL, "gpu.count must be in [0, 4096]");
     m->gpu_count = (int)gpus;
     if (gpus != m->gpu_count)
         return sg_json_error(c, SG_EINVAL, "gpu.count must be an integer");
