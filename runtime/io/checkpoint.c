@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "runtime/io/checkpoint.h"
 
+#include "runtime/io/hf_dir.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -234,6 +236,18 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
                        int *resumed, sg_config_warnings *warn, sg_error *err)
 {
     char dir[SG_PATH_MAX + 96], wpath[SG_PATH_MAX + 128], spath[SG_PATH_MAX + 128];
+    /* a Hugging Face model directory, or its config.json: weights to start from */
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t len = strlen(dir);
+    if (len >= 12 && strcmp(dir + len - 12, "/config.json") == 0)
+        dir[len - 12] = '\0';
+    if (is_dir(dir) && sg_hf_dir_is_model(dir)) {
+        *resumed = 0;
+        int rc = sg_weights_load_hf_dir(dir, m, w, warn, err);
+        if (!rc && (rc = sg_train_state_alloc(st, m, err)))
+            sg_weights_free(w);
+        return rc;
+    }
     *resumed = is_dir(path);
     if (!*resumed) {
         int rc = sg_weights_load(path, m, w, warn, err);

@@ -4,6 +4,8 @@
 
 #include "runtime/io/weights.h"
 
+#include "runtime/io/hf_dir.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -305,24 +307,19 @@ static int in_sorted(const char **s, int n, const char *name)
     return bsearch(&name, s, (size_t)n, sizeof *s, cmp_str) != NULL;
 }
 
-int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
-                    sg_config_warnings *warn, sg_error *err)
+/* Every tensor of model m from the files of set (one weights file, or the
+ * shards of a Hugging Face directory); path names them in messages. */
+static int load_from_set(const sg_st_set *set, const char *path, const sg_model *m,
+                         sg_weights *out, sg_config_warnings *warn, sg_error *err)
 {
-    memset(out, 0, sizeof *out);
-    sg_st_file f;
-    int rc = sg_st_open(path, &f, err);
+    int rc = sg_weights_alloc(out, m, err);
     if (rc < 0)
         return rc;
-    rc = sg_weights_alloc(out, m, err);
-    if (rc < 0) {
-        sg_st_close(&f);
-        return rc;
-    }
 
     /* Shapes first (the most useful message), then missing, then extra. */
     name_list missing = {{0}, 0}, extra = {{0}, 0};
     for (int i = 0; i < out->ntensors && rc == SG_OK; i++) {
-        const sg_st_tensor *t = sg_st_find(&f, out->info[i].name);
+        const sg_st_tensor *t = sg_st_set_find(set, out->info[i].name);
         if (!t)
             list_add(&missing, out->info[i].name);
         else if (!same_shape(t, &out->info[i]))
@@ -337,15 +334,16 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
     if (rc == SG_OK && !names)
         rc = sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
     int ignored_head = 0;
-    for (int i = 0; i < f.ntensors && rc == SG_OK; i++) {
-        const char *nm = f.tensors[i].name;
-        if (in_sorted(names, out->ntensors, nm))
-            continue;
-        if (m->tie_word_embeddings && strcmp(nm, "lm_head.weight") == 0)
-            ignored_head = 1;
-        else
-            list_add(&extra, nm);
-    }
+    for (int f = 0; f < set->nfiles && rc == SG_OK; f++)
+        for (int i = 0; i < set->files[f].ntensors; i++) {
+            const char *nm = set->files[f].tensors[i].name;
+            if (in_sorted(names, out->ntensors, nm))
+                continue;
+            if (m->tie_word_embeddings && strcmp(nm, "lm_head.weight") == 0)
+                ignored_head = 1;
+            else
+                list_add(&extra, nm);
+        }
     free(names);
     if (rc == SG_OK && extra.count) {
         list_finish(&extra);
@@ -354,11 +352,10 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
     }
 
     for (int i = 0; i < out->ntensors && rc == SG_OK; i++) {
-        const sg_st_tensor *t = sg_st_find(&f, out->info[i].name);
+        const sg_st_tensor *t = sg_st_set_find(set, out->info[i].name);
         sg_st_read_f32(t, out->data[i]);
         rc = check_finite(path, t->name, out->data[i], t->numel, 0, err);
     }
-    sg_st_close(&f);
     if (rc < 0) {
         sg_weights_free(out);
         return rc;
@@ -371,6 +368,33 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
         sg_config_warnings_add(warn, msg);
     }
     return SG_OK;
+}
+
+int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
+                    sg_config_warnings *warn, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sg_st_file f;
+    int rc = sg_st_open(path, &f, err);
+    if (rc < 0)
+        return rc;
+    sg_st_set set = {1, &f};
+    rc = load_from_set(&set, path, m, out, warn, err);
+    sg_st_close(&f);
+    return rc;
+}
+
+int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
+                           sg_config_warnings *warn, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sg_st_set set;
+    int rc = sg_hf_dir_open(dir, &set, err);
+    if (rc < 0)
+        return rc;
+    rc = load_from_set(&set, dir, m, out, warn, err);
+    sg_st_set_close(&set);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -71,6 +71,11 @@ int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
 int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
                     sg_config_warnings *warn, sg_error *err);
 
+/* The same from a Hugging Face model directory (runtime/io/hf_dir.h): one
+ * model.safetensors, or the shards its model.safetensors.index.json lists. */
+int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
+                           sg_config_warnings *warn, sg_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Training state                                                            */
 

@@ -119,6 +119,9 @@ static int setup_graph(trainer *t, sg_error *err)
     int rc = sg_compile_from_config(t->cfg, &t->model, &t->graph, err);
     if (rc)
         return rc;
+    if (t->model.hf_ignored_keys[0])
+        fprintf(stderr, "stepgraph: warning: model %s: config.json keys not used by stepgraph: "
+                "%s\n", t->cfg->run.model, t->model.hf_ignored_keys);
     sg_step_spec_from_config(t->cfg, &t->spec);
     if ((rc = sg_unit_check_model(&t->model, err)) || (rc = set_priorities(t, err)))
         return rc;
