@@ -226,3 +226,126 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", origin);
     return SG_OK;
 }
+
+/* ---- writing ------------------------------------------------------------- */
+
+static const char *class_of(sg_arch a)
+{
+    switch (a) {
+    case SG_ARCH_LLAMA: return "LlamaForCausalLM";
+    case SG_ARCH_QWEN3: return "Qwen3ForCausalLM";
+    case SG_ARCH_SEED_OSS: return "SeedOssForCausalLM";
+    case SG_ARCH_QWEN3_MOE: return "Qwen3MoeForCausalLM";
+    case SG_ARCH_GPT_OSS: return "GptOssForCausalLM";
+    }
+    return "";
+}
+
+static void add_int(cJSON *o, const char *k, int64_t v)
+{
+    cJSON_AddNumberToObject(o, k, (double)v);
+}
+
+static cJSON *rope_scaling_json(const sg_model *m)
+{
+    if (m->rope_scaling == 0)
+        return cJSON_CreateNull();
+    cJSON *rs = cJSON_CreateObject();
+    cJSON_AddNumberToObject(rs, "factor", m->rope_factor);
+    cJSON_AddNumberToObject(rs, "low_freq_factor", m->rope_low_freq_factor);
+    cJSON_AddNumberToObject(rs, "high_freq_factor", m->rope_high_freq_factor);
+    cJSON_AddNumberToObject(rs, "original_max_position_embeddings", m->rope_original_max_pos);
+    cJSON_AddStringToObject(rs, "rope_type", "llama3");
+    return rs;
+}
+
+static void add_moe(cJSON *o, const sg_model *m)
+{
+    int gpt = m->arch == SG_ARCH_GPT_OSS;
+    add_int(o, gpt ? "num_local_experts" : "num_experts", m->num_experts);
+    add_int(o, "num_experts_per_tok", m->experts_per_token);
+    if (gpt) {
+        add_int(o, "experts_per_token", m->experts_per_token);
+        add_int(o, "intermediate_size", m->moe_intermediate_size);
+        cJSON_AddNumberToObject(o, "swiglu_limit", 7.0);
+    } else {
+        add_int(o, "moe_intermediate_size", m->moe_intermediate_size);
+        cJSON_AddBoolToObject(o, "norm_topk_prob", 1);
+        add_int(o, "decoder_sparse_step", 1);
+        cJSON_AddItemToObject(o, "mlp_only_layers", cJSON_CreateArray());
+    }
+    cJSON_AddBoolToObject(o, "output_router_logits", 0);
+}
+
+static void add_attention_pattern(cJSON *o, const sg_model *m)
+{
+    int sliding = 0;
+    for (int64_t l = 0; l < m->num_layers; l++)
+        sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
+    if (m->arch != SG_ARCH_GPT_OSS) {
+        cJSON_AddBoolToObject(o, "use_sliding_window", 0);
+        cJSON_AddNullToObject(o, "sliding_window");
+        return;
+    }
+    add_int(o, "sliding_window", m->sliding_window);
+    cJSON *lt = cJSON_CreateArray();
+    for (int64_t l = 0; l < m->num_layers; l++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(m->layer_attn[l] == SG_ATTN_SLIDING
+                                                        ? "sliding_attention"
+                                                        : "full_attention"));
+    cJSON_AddItemToObject(o, "layer_types", lt);
+    (void)sliding;
+}
+
+int sg_hf_config_text(const sg_model *m, const char *torch_dtype, char **out, sg_error *err)
+{
+    *out = NULL;
+    if (m->rope_scaling < 0)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: its rope_scaling type is not one "
+                            "stepgraph can write to a config.json (llama3 only)", m->name);
+    int seed = m->arch == SG_ARCH_SEED_OSS, gpt = m->arch == SG_ARCH_GPT_OSS;
+    if (!seed && m->o_bias != m->qkv_bias)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: an o_proj bias %s q/k/v biases has no "
+                            "transformers config for architecture %s", m->name,
+                            m->o_bias ? "without" : "with", sg_arch_name(m->arch));
+    for (int64_t l = 0; !gpt && l < m->num_layers; l++)
+        if (m->layer_attn[l] == SG_ATTN_SLIDING)
+            return sg_error_set(err, SG_ENOTSUP, "model %s: sliding-window layers have no "
+                                "transformers config for architecture %s", m->name,
+                                sg_arch_name(m->arch));
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_CreateArray();
+    cJSON_AddItemToArray(arr, cJSON_CreateString(class_of(m->arch)));
+    cJSON_AddItemToObject(o, "architectures", arr);
+    cJSON_AddStringToObject(o, "_name_or_path", m->name);
+    cJSON_AddStringToObject(o, "model_type", sg_arch_name(m->arch));
+    cJSON_AddBoolToObject(o, "attention_bias", m->qkv_bias);
+    if (seed)
+        cJSON_AddBoolToObject(o, "attention_out_bias", m->o_bias);
+    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    add_int(o, "head_dim", m->head_dim);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    add_int(o, "hidden_size", m->hidden_size);
+    cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+    if (m->num_experts > 0)
+        add_moe(o, m);
+    else
+        add_int(o, "intermediate_size", m->intermediate_size);
+    if (m->arch == SG_ARCH_LLAMA || seed)
+        cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    add_int(o, "max_position_embeddings", m->max_position_embeddings);
+    add_int(o, "num_attention_heads", m->num_heads);
+    add_int(o, "num_hidden_layers", m->num_layers);
+    add_int(o, "num_key_value_heads", m->num_kv_heads);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", m->rms_norm_eps);
+    cJSON_AddItemToObject(o, "rope_scaling", rope_scaling_json(m));
+    cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
+    add_attention_pattern(o, m);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tie_word_embeddings);
+    cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
+    cJSON_AddBoolToObject(o, "use_cache", 1);
+    add_int(o, "vocab_size", m->vocab_size);
+    *out = cJSON_Print(o);
+    cJSON_Delete(o);
+    return *out ? SG_OK : sg_error_set(err, SG_ENOMEM, "model %s: out of memory", m->name);
+}

@@ -31,4 +31,15 @@ int sg_hf_config_detect(const struct cJSON *root);
 int sg_hf_config_normalize(struct cJSON *root, const char *origin, char *ignored,
                            size_t ignored_size, sg_error *err);
 
+struct sg_model;
+
+/* The config.json transformers would write for model m (what its
+ * from_pretrained reads back as the same architecture), with "torch_dtype"
+ * torch_dtype ("float32", "bfloat16"); reading it back with sg_model_parse
+ * gives m again. *out is malloc'ed text. Models transformers cannot express
+ * (an o_proj bias without q/k/v biases outside Seed-OSS, a rope_scaling type
+ * other than llama3) are refused. */
+int sg_hf_config_text(const struct sg_model *m, const char *torch_dtype, char **out,
+                      sg_error *err);
+
 #endif /* SG_HF_CONFIG_H */

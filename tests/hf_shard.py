@@ -4,6 +4,11 @@ transformers' save_pretrained shards them, from one safetensors file, with
 struct and json only (an independent writer for tests/test_hf_dir.sh).
 
   hf_shard.py IN.safetensors OUTDIR NSHARDS [MODE]
+  hf_shard.py --compare DIR FILE.safetensors MAX_SHARD_BYTES
+                 DIR's weights (index and shards, read as transformers
+                 does) hold exactly FILE's tensors, byte for byte, each
+                 once, every shard within MAX_SHARD_BYTES unless it holds
+                 one tensor; prints the shard count
 
 Tensors go to shards model-0000K-of-0000N.safetensors round-robin, listed by
 model.safetensors.index.json ({"metadata": {"total_size": B}, "weight_map":
@@ -49,7 +54,33 @@ def write(path, tensors):
             f.write(b)
 
 
+def compare(d, ref, limit):
+    with open(os.path.join(d, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    wmap = index["weight_map"]
+    want = {t[0]: t for t in read(ref)}
+    assert set(wmap) == set(want), "index and file list different tensors"
+    seen = {}
+    for shard in sorted(set(wmap.values())):
+        assert "/" not in shard, shard
+        tensors = read(os.path.join(d, shard))
+        size = sum(len(t[3]) for t in tensors)
+        assert size <= limit or len(tensors) == 1, "%s: %d bytes > %d" % (shard, size, limit)
+        for t in tensors:
+            assert t[0] not in seen, "%s twice" % t[0]
+            assert wmap[t[0]] == shard, "%s: index says %s, found in %s" % (t[0], wmap[t[0]], shard)
+            assert t == want[t[0]], "%s differs" % t[0]
+            seen[t[0]] = shard
+    assert set(seen) == set(want), "tensors missing from the shards"
+    total = sum(len(t[3]) for t in want.values())
+    assert index["metadata"]["total_size"] == total, "total_size"
+    print(len(set(wmap.values())))
+
+
 def main():
+    if sys.argv[1] == "--compare":
+        compare(sys.argv[2], sys.argv[3], int(float(sys.argv[4])))
+        return
     src, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     mode = sys.argv[4] if len(sys.argv) > 4 else ""
     tensors = read(src)

@@ -24,7 +24,7 @@ export STARPU_NCUDA=0
 HF=$SRC/tests/data/hf
 
 . "$SRC/tests/train_lib.sh"
-echo "1..19"
+echo "1..23"
 
 # 1-4: published totals, and the same description as the shipped file
 for pair in llama-3.1-8b:8,030,261,248 qwen3-14b:14,768,307,200 \
@@ -145,3 +145,38 @@ ok $? "an unsupported model_type: refused with the supported ones"
 mkdir -p "$TMP/empty"
 fails empty "no config.json" --model "$TMP/empty"
 ok $? "a directory without config.json: refused"
+
+# Saving: every checkpoint step directory is a Hugging Face model directory
+STEPDIR="$TMP/ck/$(cat "$TMP/ck/latest")"
+"$PY" - "$STEPDIR/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+want = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128,
+        "intermediate_size": 384, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 256,
+        "max_position_embeddings": 1024, "tie_word_embeddings": True, "rms_norm_eps": 1e-05,
+        "rope_theta": 10000.0, "rope_scaling": None, "attention_bias": False,
+        "hidden_act": "silu", "torch_dtype": "float32"}
+bad = {k: (c.get(k), v) for k, v in want.items() if c.get(k) != v}
+assert not bad, bad
+PYEOF
+ok $? "a checkpoint's step directory holds config.json in transformers' format (checked by an independent reader)"
+# sharded saves: the same bytes as one file, resumable, loadable as weights
+train one base --steps 2 --save "$TMP/one"
+train shards base --steps 2 --save "$TMP/shards" --save_shard_size 400000
+S1="$TMP/one/$(cat "$TMP/one/latest" 2>/dev/null)"
+SS="$TMP/shards/$(cat "$TMP/shards/latest" 2>/dev/null)"
+nsh=$("$PY" "$SRC/tests/hf_shard.py" --compare "$SS" "$S1/model.safetensors" 400000 2>"$TMP/cmp.err")
+[ $? -eq 0 ] && [ "${nsh:-0}" -gt 2 ] && ! [ -e "$SS/model.safetensors" ]
+ok $? "save_shard_size 400000: $nsh shards + index holding the one-file save's tensors byte for byte"
+[ -s "$TMP/cmp.err" ] && sed 's/^/# /' "$TMP/cmp.err" | tail -2
+train full4 base --steps 4
+train resumed base --steps 2 --load "$TMP/shards"
+[ "$(cat "$TMP/resumed.rc")" -eq 0 ] && grep -q "^Step 3 |" "$TMP/resumed.out" &&
+	losscmp "$TMP/full4.jsonl" "$TMP/resumed.jsonl" 0 2
+ok $? "a sharded checkpoint resumes: steps 3-4 as the uninterrupted run, bit for bit"
+train fromstep base --steps 2 --load "$SS/config.json"
+train fromfile base --steps 2 --load "$S1/model.safetensors"
+[ "$(cat "$TMP/fromstep.rc")" -eq 0 ] && grep -q "^Step 1 |" "$TMP/fromstep.out" &&
+	losscmp "$TMP/fromfile.jsonl" "$TMP/fromstep.jsonl" 0 0
+ok $? "load STEPDIR/config.json starts a new run from a sharded step's weights (as from the one file)"

@@ -38,6 +38,8 @@ static const char *const run_flags_help =
     "  --save_interval N           run: also every N steps\n"
     "  --save_keep N               run: keep the newest N checkpoints (default 2, 0 = all)\n"
     "  --save_dtype f32|bf16       run: dtype of the saved weights\n"
+    "  --save_shard_size BYTES     run: split saved weights into shards of at most BYTES\n"
+    "                              (e.g. 5e9) with an index, as save_pretrained; 0 = one file\n"
     "  --speculation MODE          run, SuperOffload: always (default), adaptive (wait for\n"
     "                              the gradient norm while clipping keeps firing), never\n"
     "  --metrics FILE              run: JSONL metrics, one line per step\n"

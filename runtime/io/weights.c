@@ -6,6 +6,7 @@
 
 #include "runtime/io/hf_dir.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file.h"
 #include "common/json_util.h" /* sg_config_warnings_add */
 
 #define ALIGN_FLOATS 16 /* 64 bytes: a cache line, and any SIMD width */
@@ -261,20 +263,23 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
-                    const sg_st_meta *meta, int nmeta, sg_error *err)
+/* Tensors first..first+count-1 of w into one safetensors file. */
+static int save_range(const sg_weights *w, int first, int count, const char *path,
+                      sg_dtype dtype, const sg_st_meta *meta, int nmeta, sg_error *err)
 {
-    sg_st_entry *e = calloc((size_t)(w->ntensors > 0 ? w->ntensors : 1), sizeof *e);
+    sg_st_entry *e = calloc((size_t)(count > 0 ? count : 1), sizeof *e);
     sg_st_meta *md = calloc((size_t)nmeta + 1, sizeof *md);
     if (!e || !md) {
         free(e);
         free(md);
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
     }
-    for (int i = 0; i < w->ntensors; i++)
-        e[i] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_F32,
+    for (int k = 0; k < count; k++) {
+        int i = first + k;
+        e[k] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_F32,
                              .ndim = w->info[i].ndim, .shape = w->info[i].shape,
                              .data = w->data[i]};
+    }
     int has_format = 0;
     for (int i = 0; i < nmeta; i++) {
         md[i] = meta[i];
@@ -284,9 +289,75 @@ int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
     int nm = nmeta;
     if (!has_format) /* transformers refuses a file without it */
         md[nm++] = (sg_st_meta){"format", "pt"};
-    int rc = sg_st_write(path, e, w->ntensors, md, nm, err);
+    int rc = sg_st_write(path, e, count, md, nm, err);
     free(e);
     free(md);
+    return rc;
+}
+
+int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
+                    const sg_st_meta *meta, int nmeta, sg_error *err)
+{
+    return save_range(w, 0, w->ntensors, path, dtype, meta, nmeta, err);
+}
+
+int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype,
+                       const sg_st_meta *meta, int nmeta, int64_t max_shard_bytes,
+                       sg_error *err)
+{
+    int64_t esize = (int64_t)sg_dtype_size(dtype), total = 0;
+    for (int i = 0; i < w->ntensors; i++)
+        total += w->info[i].numel * esize;
+    char path[4096];
+    if (max_shard_bytes <= 0 || total <= max_shard_bytes) {
+        if (snprintf(path, sizeof path, "%s/model.safetensors", dir) >= (int)sizeof path)
+            return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+        return save_range(w, 0, w->ntensors, path, dtype, meta, nmeta, err);
+    }
+    /* save_pretrained's split: tensors in order, a new shard when the next
+     * one would pass the limit (a larger tensor gets a shard of its own) */
+    int *shard_of = malloc((size_t)(w->ntensors > 0 ? w->ntensors : 1) * sizeof *shard_of);
+    if (!shard_of)
+        return sg_error_set(err, SG_ENOMEM, "%s: out of memory", dir);
+    int nshards = 0;
+    int64_t used = 0;
+    for (int i = 0; i < w->ntensors; i++) {
+        int64_t b = w->info[i].numel * esize;
+        if (nshards == 0 || (used > 0 && used + b > max_shard_bytes)) {
+            nshards++;
+            used = 0;
+        }
+        used += b;
+        shard_of[i] = nshards - 1;
+    }
+    int rc = SG_OK;
+    char name[64];
+    cJSON *index = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(index, "metadata");
+    cJSON *map = cJSON_AddObjectToObject(index, "weight_map");
+    cJSON_AddNumberToObject(md, "total_size", (double)total);
+    for (int s = 0, first = 0; s < nshards && rc == SG_OK; s++) {
+        int count = 0;
+        while (first + count < w->ntensors && shard_of[first + count] == s)
+            count++;
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+            rc = sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+        else
+            rc = save_range(w, first, count, path, dtype, meta, nmeta, err);
+        for (int k = 0; k < count; k++)
+            cJSON_AddStringToObject(map, w->info[first + k].name, name);
+        first += count;
+    }
+    free(shard_of);
+    char *text = rc == SG_OK ? cJSON_Print(index) : NULL;
+    cJSON_Delete(index);
+    if (rc == SG_OK && !text)
+        rc = sg_error_set(err, SG_ENOMEM, "%s: out of memory", dir);
+    if (rc == SG_OK) {
+        snprintf(path, sizeof path, "%s/%s", dir, SG_HF_INDEX);
+        rc = sg_atomic_write_text(path, text, err);
+    }
+    cJSON_free(text);
     return rc;
 }
 
@@ -307,11 +378,10 @@ static int in_sorted(const char **s, int n, const char *name)
     return bsearch(&name, s, (size_t)n, sizeof *s, cmp_str) != NULL;
 }
 
-/* Every tensor of model m from the files of set (one weights file, or the
- * shards of a Hugging Face directory); path names them in messages. */
-static int load_from_set(const sg_st_set *set, const char *path, const sg_model *m,
-                         sg_weights *out, sg_config_warnings *warn, sg_error *err)
+int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *m,
+                        sg_weights *out, sg_config_warnings *warn, sg_error *err)
 {
+    memset(out, 0, sizeof *out);
     int rc = sg_weights_alloc(out, m, err);
     if (rc < 0)
         return rc;
@@ -379,7 +449,7 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
     if (rc < 0)
         return rc;
     sg_st_set set = {1, &f};
-    rc = load_from_set(&set, path, m, out, warn, err);
+    rc = sg_weights_load_set(&set, path, m, out, warn, err);
     sg_st_close(&f);
     return rc;
 }
@@ -392,7 +462,7 @@ int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
     int rc = sg_hf_dir_open(dir, &set, err);
     if (rc < 0)
         return rc;
-    rc = load_from_set(&set, dir, m, out, warn, err);
+    rc = sg_weights_load_set(&set, dir, m, out, warn, err);
     sg_st_set_close(&set);
     return rc;
 }

@@ -384,9 +384,9 @@ static int save_checkpoint(trainer *t, sg_error *err)
     t->st.scaler_cur_hysteresis = t->scaler.cur_hysteresis;
     t->st.data = sg_data_tell(&t->data);
     t->st.config_hash = sg_config_resume_hash(t->cfg);
-    rc = sg_checkpoint_save(r->save, &t->w, &t->st, t->model.name,
+    rc = sg_checkpoint_save(r->save, &t->w, &t->st, &t->model,
                             strcmp(r->save_dtype, "bf16") == 0 ? SG_BF16 : SG_F32,
-                            r->save_keep, err);
+                            r->save_keep, r->save_shard_size, err);
     if (!rc)
         printf("saved checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld\n", r->save,
                (long long)t->st.step);
