@@ -19,7 +19,8 @@
 
 static const char *const run_flags_help =
     "Run options (override the run config; also accepted with '-' for '_'):\n"
-    "  --model NAME|PATH           model description (models/NAME.json)\n"
+    "  --model NAME|PATH|DIR       model description (models/NAME.json, a file, or a\n"
+    "                              Hugging Face model directory with config.json)\n"
     "  --data PATH                 token shard (.bin) or text file\n"
     "  --max_length N              sequence length in tokens\n"
     "  --steps N                   optimizer steps to run\n"
@@ -32,7 +33,8 @@ static const char *const run_flags_help =
     "  --machine NAME              machine model\n"
     "  --dp_size N                 data-parallel size (ranks)\n"
     "  --ncpus N, --ncuda N        StarPU worker counts\n"
-    "  --load PATH                 run: weights file, or checkpoint directory to resume\n"
+    "  --load PATH                 run: weights file or Hugging Face model directory to\n"
+    "                              start from, or checkpoint directory to resume\n"
     "  --save DIR                  run: write a checkpoint there at the end (crash-safe:\n"
     "                              DIR/latest names the current DIR/step-N)\n"
     "  --save_interval N           run: also every N steps\n"
