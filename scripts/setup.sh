@@ -67,6 +67,8 @@ PACKAGES=(
 	dpkg-dev xz-utils ca-certificates
 	# scripts/fuzz.sh and scripts/sanitize.sh: libFuzzer, ASan and UBSan runtimes
 	clang libclang-rt-14-dev
+	# tests/test_graph_html.sh: the graph page checked in a real (headless) browser
+	chromium
 )
 
 # ---------------------------------------------------------------- CUDA detection
