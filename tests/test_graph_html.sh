@@ -30,7 +30,7 @@ ok() {
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-echo "1..12"
+echo "1..16"
 CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
 
 # folding never loses a node (no browser needed)
@@ -60,6 +60,44 @@ ok $? "the default job's page with its trace is written"
 "$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/g8.json" -o "$TMP/bad.html" 2>"$TMP/bad.err"
 [ $? -ne 0 ] && grep -q "not a Chrome trace" "$TMP/bad.err" && ! [ -e "$TMP/bad.html" ]
 ok $? "a file that is not a trace is refused by name, and no page is written"
+
+# compare: two configs, and one config on two machines (no browser needed)
+Z0=$SRC/configs/deepspeed/zero0.json SO=$SRC/configs/deepspeed/superoffload.json
+"$BIN" compare "$Z0" "$SO" --model tiny-llama --max_length 64 -o "$TMP/cmp.html" 2>/dev/null &&
+	"$BIN" graph "$Z0" --model tiny-llama --max_length 64 --format json -o "$TMP/z0.json" 2>/dev/null &&
+	"$BIN" graph "$SO" --model tiny-llama --max_length 64 --format json -o "$TMP/so.json" 2>/dev/null &&
+	"$PY" - "$TMP/cmp.html" "$TMP/z0.json" "$TMP/so.json" <<'PYEOF'
+import json, re, sys
+page = open(sys.argv[1]).read()
+a, b = (json.load(open(p)) for p in sys.argv[2:4])
+row = re.search(r"<tr><th>tasks</th><td>(\d+)</td><td>(\d+)</td>", page)
+assert row and (int(row.group(1)), int(row.group(2))) == (len(a["nodes"]), len(b["nodes"])), row
+for kind in ("adam_cpu", "d2h", "h2d"):
+    want = sum(n["kind"] == kind for n in b["nodes"])
+    m = re.search(r"<tr><th>%s tasks</th><td>(\d+)</td><td>(\d+)</td>" % kind, page)
+    assert m and int(m.group(1)) == 0 and int(m.group(2)) == want, (kind, m and m.groups(), want)
+assert page.count("<svg") >= 2
+PYEOF
+ok $? "compare zero0 with SuperOffload: task counts per kind as each graph's JSON has them, both drawings"
+"$BIN" compare "$CFG8" --model llama-3.2-3b --machines gh200,mi300a -o "$TMP/cmp2.html" 2>/dev/null &&
+	"$PY" - "$TMP/cmp2.html" <<'PYEOF'
+import re, sys
+page = open(sys.argv[1]).read()
+assert "on gh200" in page and "on mi300a" in page
+m = re.search(r"<tr><th>lower bound \(ms\)</th><td>([\d.]+)</td><td>([\d.]+)</td>", page)
+assert m and float(m.group(1)) > 0 and m.group(1) != m.group(2), m and m.groups()
+PYEOF
+ok $? "compare one config on gh200 and mi300a: each machine's lower bound"
+"$BIN" run "$SRC/configs/default.json" --steps 2 --ncpus 1 --trace "$TMP/trace1.json" >/dev/null 2>&1
+"$BIN" compare "$SRC/configs/default.json" "$SRC/configs/default.json" \
+	--times "$TMP/trace.json,$TMP/trace1.json" -o "$TMP/cmp3.html" 2>/dev/null &&
+	[ "$(grep -c '<rect class="bar"' "$TMP/cmp3.html")" -eq "$("$PY" -c 'import json,sys
+print(sum(1 for f in sys.argv[1:] for e in json.load(open(f))["traceEvents"] if e.get("ph") == "X" and "node" in e.get("args", {})))' "$TMP/trace.json" "$TMP/trace1.json")" ] &&
+	grep -q "traced step (ms)" "$TMP/cmp3.html"
+ok $? "compare with two traces: both timelines on one axis (a bar per task of each)"
+"$BIN" compare "$Z0" -o "$TMP/c4.html" 2>"$TMP/c4.err"
+[ $? -ne 0 ] && grep -q "two machines" "$TMP/c4.err" && ! [ -e "$TMP/c4.html" ]
+ok $? "compare with one config and no second machine is refused, saying what is missing"
 
 if [ -z "$CHROMIUM" ]; then
 	for d in "8B page in Chromium" "search" "details" "critical path" "screenshot" "timeline" "timeline and critical path"; do

@@ -31,7 +31,7 @@ static const char page_css[] =
     "rect.sg-sel{stroke:#0060ff;stroke-width:3px}";
 
 /* The SVG element of a Graphviz file (its XML prolog and doctype left out). */
-static int inline_svg(FILE *out, const char *path, sg_error *err)
+int sg_html_inline_svg(FILE *out, const char *path, sg_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -122,7 +122,7 @@ static void write_script_safe(FILE *out, const char *text, size_t len)
     }
 }
 
-static void html_text(FILE *out, const char *s)
+void sg_html_text(FILE *out, const char *s)
 {
     for (; *s; s++)
         switch (*s) {
@@ -146,9 +146,9 @@ static void write_facts(FILE *out, const sg_html_page *p)
     if (p->times)
         fprintf(out, ", of which %.3f ms waiting", p->wait_s * 1e3);
     fputs(". Lower bound of the step on ", out);
-    html_text(out, p->s->cost_model_name ? p->s->cost_model_name : "the reference machine");
+    sg_html_text(out, p->s->cost_model_name ? p->s->cost_model_name : "the reference machine");
     fprintf(out, ": <b>%.3f ms</b>, set by ", p->bound_s * 1e3);
-    html_text(out, p->bound_by);
+    sg_html_text(out, p->bound_by);
     if (p->step_s > 0)
         fprintf(out, "; the traced step took %.3f ms, %.2fx that bound (meaningful when the "
                      "trace is of that machine: --machine NAME)",
@@ -176,9 +176,9 @@ int sg_render_html(const char *path, const sg_html_page *p, sg_error *err)
     FILE *out = f.fp;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stepgraph: ",
           out);
-    html_text(out, p->title);
+    sg_html_text(out, p->title);
     fprintf(out, "</title>\n<style>%s</style></head>\n<body>\n<header><h1>", page_css);
-    html_text(out, p->title);
+    sg_html_text(out, p->title);
     fputs("</h1>\n", out);
     write_facts(out, p);
     fputs("<div class=\"tools\"><input id=\"search\" placeholder=\"search tasks: name or kind "
@@ -188,10 +188,10 @@ int sg_render_html(const char *path, const sg_html_page *p, sg_error *err)
           "<span>wheel: zoom, drag: pan, click: details</span></div></header>\n"
           "<main><div id=\"graph\"><div id=\"svg-folded\" class=\"view\">\n",
           out);
-    rc = inline_svg(out, p->svg_folded, err);
+    rc = sg_html_inline_svg(out, p->svg_folded, err);
     if (!rc) {
         fputs("</div><div id=\"svg-full\" class=\"view\" hidden>\n", out);
-        rc = inline_svg(out, p->svg_full, err);
+        rc = sg_html_inline_svg(out, p->svg_full, err);
     }
     if (!rc) {
         fputs("</div></div><aside id=\"details\"><p>Click a task for its kind, device, FLOPs, "

@@ -7,6 +7,8 @@
 #ifndef SG_RENDER_HTML_H
 #define SG_RENDER_HTML_H
 
+#include <stdio.h>
+
 #include "common/error.h"
 #include "graph/analysis.h"
 #include "graph/fold.h"
@@ -30,5 +32,10 @@ typedef struct sg_html_page {
 } sg_html_page;
 
 int sg_render_html(const char *path, const sg_html_page *p, sg_error *err);
+
+/* Pieces for other pages: text with <, >, & and " escaped; the <svg> element
+ * of a Graphviz SVG file. */
+void sg_html_text(FILE *out, const char *s);
+int sg_html_inline_svg(FILE *out, const char *path, sg_error *err);
 
 #endif /* SG_RENDER_HTML_H */
