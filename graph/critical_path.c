@@ -37,8 +37,8 @@ int sg_critical_path_ideal(const sg_graph *g, const sg_cost_model *cm, int *ids,
     return rc;
 }
 
-int sg_critical_path_timed(const sg_graph *g, const double *start, const double *end, int *ids,
-                           int *n, double *wait_s)
+int sg_critical_path_timed(const sg_graph *g, const double *start, const double *end,
+                           const int *lane, int *ids, int *n, double *wait_s)
 {
     *n = 0;
     *wait_s = 0;
@@ -55,6 +55,12 @@ int sg_critical_path_timed(const sg_graph *g, const double *start, const double 
             if (g->edges[e].to == cur && end[g->edges[e].from] >= 0 &&
                 (best < 0 || end[g->edges[e].from] > end[best]))
                 best = g->edges[e].from;
+        /* the task before it on its worker or link, when that one ended later:
+         * then the task waited for the worker, not for its inputs */
+        for (int i = 0; lane && lane[cur] >= 0 && i < g->nnodes; i++)
+            if (i != cur && lane[i] == lane[cur] && end[i] >= 0 && end[i] <= start[cur] &&
+                (best < 0 || end[i] > end[best]))
+                best = i;
         if (best >= 0 && start[cur] > end[best])
             *wait_s += start[cur] - end[best];
         cur = best;

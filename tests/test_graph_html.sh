@@ -30,7 +30,7 @@ ok() {
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-echo "1..16"
+echo "1..18"
 CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
 
 # folding never loses a node (no browser needed)
@@ -98,6 +98,14 @@ ok $? "compare with two traces: both timelines on one axis (a bar per task of ea
 "$BIN" compare "$Z0" -o "$TMP/c4.html" 2>"$TMP/c4.err"
 [ $? -ne 0 ] && grep -q "two machines" "$TMP/c4.err" && ! [ -e "$TMP/c4.html" ]
 ok $? "compare with one config and no second machine is refused, saying what is missing"
+
+# reports: run and simulate write the page of the step they ran
+"$BIN" run "$SRC/configs/default.json" --steps 2 --report "$TMP/run.html" >/dev/null 2>&1 &&
+	grep -q "Critical path (executed)" "$TMP/run.html" && grep -q '"times":{"start"' "$TMP/run.html"
+ok $? "run --report: the page with the last step's times and executed critical path"
+"$BIN" simulate "$CFG8" --machine gh200 --report "$TMP/sim.html" >/dev/null 2>&1 &&
+	grep -q "Lower bound of the step on gh200" "$TMP/sim.html" && grep -q '"times":{"start"' "$TMP/sim.html"
+ok $? "simulate --report: the page of the simulated step, its bound on the simulated machine"
 
 if [ -z "$CHROMIUM" ]; then
 	for d in "8B page in Chromium" "search" "details" "critical path" "screenshot" "timeline" "timeline and critical path"; do

@@ -48,13 +48,21 @@ static void test_critical_paths(void)
     /* executed: the fast side ran late, the slow side early; "join" waited
      * 2 us after the fast side ended; "alone" ended before the join */
     double start[5] = {0, 1, 3, 10, 0}, end[5] = {1, 5, 8, 12, 9}, wait = 0;
-    sg_critical_path_timed(&g, start, end, ids, &n, &wait);
+    sg_critical_path_timed(&g, start, end, NULL, ids, &n, &wait);
     ok(n == 3 && ids[0] == 0 && ids[1] == 2 && ids[2] == 3,
        "executed: join <- the predecessor that ended last (the fast side, ended 8) <- first");
     ok(wait == 2.0 + 2.0, "executed: the waits are summed (join 10 - 8, fast side 3 - 1): %g", wait);
     end[3] = -1; /* the join did not run: the path ends at the last task that did */
-    sg_critical_path_timed(&g, start, end, ids, &n, &wait);
+    sg_critical_path_timed(&g, start, end, NULL, ids, &n, &wait);
     ok(n == 1 && ids[0] == 4, "executed: a node that did not run is left out");
+    /* one worker ran everything in the order first, alone, fast, slow, join:
+     * the join waited for the worker (slow side), and "alone" is on the path */
+    double s1[5] = {0, 12, 10, 20, 1}, e1[5] = {1, 20, 12, 21, 10};
+    int lane[5] = {0, 0, 0, 0, 0};
+    sg_critical_path_timed(&g, s1, e1, lane, ids, &n, &wait);
+    ok(n == 5 && ids[0] == 0 && ids[1] == 4 && ids[2] == 2 && ids[3] == 1 && ids[4] == 3 &&
+           wait == 0,
+       "executed on one worker: the chain goes through the worker's previous tasks, no wait");
     sg_graph_free(&g);
 }
 

@@ -68,36 +68,6 @@ static void graph_help(void)
     sg_cli_print_run_flags();
 }
 
-/* The page: both drawings (folded, full) rendered to temporary SVGs, then
- * inlined with the data. */
-static int export_html(const sg_graph_view *v, const char *title, const char *path,
-                       sg_error *err)
-{
-    char folded[4096], full[4096];
-    if (snprintf(folded, sizeof folded, "%s.folded.svg", path) >= (int)sizeof folded ||
-        snprintf(full, sizeof full, "%s.full.svg", path) >= (int)sizeof full)
-        return sg_error_set(err, SG_EINVAL, "%s: path too long", path);
-    sg_dot_style fst = v->style, ust = v->style;
-    fst.fold = &v->fold;
-    ust.fold = NULL;
-    int rc = sg_render_graph_svg(&v->g, &fst, folded, err);
-    if (!rc)
-        rc = sg_render_graph_svg(&v->g, &ust, full, err);
-    if (!rc) {
-        sg_html_page page = {.title = title, .g = &v->g, .s = &v->s, .fold = &v->fold,
-                             .svg_folded = folded, .svg_full = full,
-                             .times = v->have_times ? &v->times : NULL,
-                             .critical = v->critical, .ncritical = v->ncritical,
-                             .critical_kind = v->critical_kind, .critical_s = v->critical_s,
-                             .wait_s = v->wait_s, .step_s = v->step_s, .bound_s = v->bound_s,
-                             .bound_by = v->bound_by};
-        rc = sg_render_html(path, &page, err);
-    }
-    unlink(folded);
-    unlink(full);
-    return rc;
-}
-
 int sg_cmd_graph(int argc, char **argv)
 {
     const char *format = "dot", *output = NULL, *times_path = NULL;
@@ -150,7 +120,7 @@ int sg_cmd_graph(int argc, char **argv)
                 char title[2200];
                 snprintf(title, sizeof title, "%s: %s", v.model->name,
                          cfg->run_path[0] ? cfg->run_path : cfg->ds_path);
-                rc = export_html(&v, title, output, &err);
+                rc = sg_render_view_html(&v, title, output, &err);
             } else
                 rc = sg_cli_write_output(output, !strcmp(format, "json") ? write_json : write_dot,
                                          &o, &err);

@@ -1,14 +1,18 @@
 /* cmd_run.c - `stepgraph run`: train from a config. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/cli/cli.h"
+#include "runtime/cli/render_html.h"
 #include "runtime/train/train.h"
 
 static void run_help(void)
 {
-    printf("usage: stepgraph run [CONFIG] [--trace FILE] [--metrics FILE] [run options]\n"
+    printf("usage: stepgraph run [CONFIG] [--trace FILE] [--metrics FILE] [--report PAGE]\n"
+           "                     [run options]\n"
            "\n"
            "Trains the model with the DeepSpeed config CONFIG (default configs/default.json\n"
            "from the installed data: tiny-llama on a text from the vim-runtime package):\n"
@@ -21,6 +25,9 @@ static void run_help(void)
            "  --trace FILE     Chrome trace (Perfetto, chrome://tracing) of the last step:\n"
            "                   a lane per worker and per link direction, a slice per task\n"
            "  --metrics FILE   one JSON object per step (JSONL)\n"
+           "  --report PAGE    after the run, the step graph's page (as `graph --format\n"
+           "                   html --times`) with the last step's timeline and critical\n"
+           "                   path\n"
            "\n"
            "StarPU's own variables work as usual (STARPU_SCHED overrides --sched,\n"
            "STARPU_FXT_TRACE=1 with STARPU_FXT_PREFIX records an FxT trace).\n"
@@ -31,8 +38,10 @@ static void run_help(void)
 int sg_cmd_run(int argc, char **argv)
 {
     int help = 0;
+    const char *report = NULL;
     sg_cli_opt opts[] = {
         {"help", "h", NULL, &help},
+        {"report", NULL, &report, NULL},
     };
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -54,10 +63,26 @@ int sg_cmd_run(int argc, char **argv)
         argc++;
     }
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 1, cfg, &err);
+        rc = sg_cli_load_config(argc, argv, opts, 2, cfg, &err);
+    /* a report needs the trace: a temporary one unless --trace names it */
+    char tmp_trace[64] = "";
+    if (!rc && report && !cfg->run.trace[0]) {
+        int fd;
+        snprintf(tmp_trace, sizeof tmp_trace, "/tmp/stepgraph-trace-XXXXXX");
+        if ((fd = mkstemp(tmp_trace)) < 0)
+            rc = sg_error_set(&err, SG_EIO, "--report: cannot create a temporary trace file");
+        else {
+            close(fd);
+            snprintf(cfg->run.trace, sizeof cfg->run.trace, "%s", tmp_trace);
+        }
+    }
     sg_train_result res;
     if (!rc)
         rc = sg_train(cfg, &res, &err);
+    if (!rc && report && !(rc = sg_write_report(cfg, cfg->run.trace, report, &err)))
+        fprintf(stderr, "stepgraph: report written to %s\n", report);
+    if (tmp_trace[0])
+        unlink(tmp_trace);
     if (rc)
         fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
     free(cfg);

@@ -7,12 +7,14 @@
 #include "common/atomic_file.h"
 #include "runtime/cli/cli.h"
 #include "runtime/sim/sim_client.h"
+#include "runtime/cli/render_html.h"
 #include "runtime/train/step_log.h"
 
 static void simulate_help(void)
 {
     printf("usage: stepgraph simulate CONFIG [--machine NAME|PATH] [--sched POLICY]\n"
-           "                          [--trace FILE] [--steps N] [--no-priorities]\n"
+           "                          [--trace FILE] [--report PAGE] [--steps N]\n"
+           "                          [--no-priorities]\n"
            "                          [--set KEY=VALUE]... [run options]\n"
            "\n"
            "Builds the step graph of CONFIG, as `stepgraph run` would, and runs it under\n"
@@ -32,6 +34,9 @@ static void simulate_help(void)
            "                   machine file (configs/machines/*.json; a calibrated one)\n"
            "  --sched POLICY   StarPU policy (default: the config's \"sched\")\n"
            "  --trace FILE     Chrome trace of the simulated step (same format as run)\n"
+           "  --report PAGE    the step graph's page (as `graph --format html --times`) with\n"
+           "                   the simulated step's timeline and critical path, and the\n"
+           "                   lower bound on this machine\n"
            "  --steps N        steps simulated, the last one reported (default 2: the first\n"
            "                   starts with every buffer at home)\n"
            "  --no-priorities  all tasks priority 0 instead of their bottom level\n"
@@ -118,11 +123,13 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
 int sg_cmd_simulate(int argc, char **argv)
 {
     const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "2", *json = NULL;
+    const char *report = NULL;
     int no_prio = 0;
     sg_cli_opt opts[] = {
         {"machine", NULL, &machine, NULL}, {"sched", NULL, &sched, NULL},
         {"trace", NULL, &trace, NULL},     {"steps", NULL, &steps, NULL},
         {"json", NULL, &json, NULL},       {"no-priorities", NULL, NULL, &no_prio},
+        {"report", NULL, &report, NULL},
     };
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -140,9 +147,9 @@ int sg_cmd_simulate(int argc, char **argv)
     const char *config = NULL;
     /* loads once here for the errors and the config's machine */
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 6, cfg, &err);
+        rc = sg_cli_load_config(argc, argv, opts, 7, cfg, &err);
     if (!rc)
-        sg_cli_split_args(argc, argv, opts, 6, &config, pass, &npass);
+        sg_cli_split_args(argc, argv, opts, 7, &config, pass, &npass);
     char *end;
     long nsteps = strtol(steps, &end, 10);
     if (!rc && (*end || nsteps < 1 || nsteps > 100))
@@ -153,6 +160,12 @@ int sg_cmd_simulate(int argc, char **argv)
         rc = sg_sim_workdir_make(workdir, sizeof workdir, &err);
     if (!rc)
         rc = sg_sim_machine_open(sm, machine, workdir, &err);
+    /* a report needs the trace: one in the work directory unless --trace names it */
+    char tmp_trace[4200] = "";
+    if (!rc && report && !trace) {
+        snprintf(tmp_trace, sizeof tmp_trace, "%s/report-trace.json", workdir);
+        trace = tmp_trace;
+    }
     sg_sim_request rq = {.config = config, .args = pass, .nargs = npass, .sm = sm,
                          .sched = sched, .priorities = !no_prio, .steps = (int)nsteps,
                          .trace = trace};
@@ -175,6 +188,12 @@ int sg_cmd_simulate(int argc, char **argv)
             printf("  Trace             %s\n", trace);
         if (!rc && json)
             rc = write_json(json, sm, sched, !no_prio, pt, &rep, &err);
+        if (!rc && report) {
+            /* the page's cost figures are this machine's */
+            snprintf(cfg->run.machine, sizeof cfg->run.machine, "%s", machine);
+            if (!(rc = sg_write_report(cfg, trace, report, &err)))
+                printf("  Report            %s\n", report);
+        }
     }
     if (rc)
         fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));

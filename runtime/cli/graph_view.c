@@ -28,15 +28,17 @@ static int cost_model(const sg_config *cfg, sg_graph_view *v, sg_error *err)
     if (!cfg->run.machine[0])
         return SG_OK;
     char path[4096];
-    sg_machine machine;
     sg_step_spec spec;
     sg_step_spec_from_config(cfg, &spec);
-    int rc = sg_machine_resolve(cfg->run.machine, path, sizeof path, err);
+    v->mach = calloc(1, sizeof *v->mach);
+    int rc = v->mach ? sg_machine_resolve(cfg->run.machine, path, sizeof path, err)
+                     : sg_error_set(err, SG_ENOMEM, "out of memory");
     if (!rc)
-        rc = sg_machine_load(path, &machine, err);
+        rc = sg_machine_load(path, v->mach, err);
     if (!rc) {
-        sg_machine_cost_model(&machine, spec.compute_dtype, &v->cm);
-        snprintf(v->machine, sizeof v->machine, "%s", machine.name);
+        /* the cost model keeps pointers into the machine: it lives with the view */
+        sg_machine_cost_model(v->mach, spec.compute_dtype, &v->cm);
+        snprintf(v->machine, sizeof v->machine, "%s", v->mach->name);
     }
     return rc;
 }
@@ -46,7 +48,8 @@ static void executed_path(sg_graph_view *v)
 {
     const sg_trace_times *t = &v->times;
     heat_of(&v->g, t, v->heat);
-    sg_critical_path_timed(&v->g, t->start_us, t->end_us, v->critical, &v->ncritical, &v->wait_s);
+    sg_critical_path_timed(&v->g, t->start_us, t->end_us, t->lane, v->critical, &v->ncritical,
+                           &v->wait_s);
     v->wait_s *= 1e-6;
     double t0 = -1, t1 = -1;
     for (int i = 0; i < v->g.nnodes; i++)
@@ -113,5 +116,6 @@ void sg_graph_view_free(sg_graph_view *v)
     free(v->critical);
     free(v->critical_mask);
     free(v->model);
+    free(v->mach);
     memset(v, 0, sizeof *v);
 }

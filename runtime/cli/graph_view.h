@@ -17,6 +17,7 @@ typedef struct sg_graph_view {
     sg_model *model;
     sg_graph g;
     sg_cost_model cm;
+    struct sg_machine *mach;       /* NULL: the ideal GH200 */
     char machine[64];              /* the cost model's machine ("" = ideal GH200) */
     sg_summary s;
     sg_fold fold;                  /* empty when unfolded */

@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/atomic_file.h"
 #include "graph/export.h"
 #include "graph/op_kinds.h"
+#include "runtime/cli/cli.h"
+#include "runtime/cli/graph_view.h"
 
 extern const char sg_graph_page_js[]; /* graph_page_js.c, generated from graph_page.js */
 
@@ -208,4 +211,47 @@ int sg_render_html(const char *path, const sg_html_page *p, sg_error *err)
         return rc ? rc : sg_error_set(err, SG_EIO, "%s: write failed", path);
     }
     return sg_atomic_commit(&f, err);
+}
+
+int sg_render_view_html(const sg_graph_view *v, const char *title, const char *path,
+                        sg_error *err)
+{
+    char folded[4096], full[4096];
+    if (snprintf(folded, sizeof folded, "%s.folded.svg", path) >= (int)sizeof folded ||
+        snprintf(full, sizeof full, "%s.full.svg", path) >= (int)sizeof full)
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", path);
+    sg_dot_style fst = v->style, ust = v->style;
+    fst.fold = &v->fold;
+    ust.fold = NULL;
+    int rc = sg_render_graph_svg(&v->g, &fst, folded, err);
+    if (!rc)
+        rc = sg_render_graph_svg(&v->g, &ust, full, err);
+    if (!rc) {
+        sg_html_page page = {.title = title, .g = &v->g, .s = &v->s, .fold = &v->fold,
+                             .svg_folded = folded, .svg_full = full,
+                             .times = v->have_times ? &v->times : NULL,
+                             .critical = v->critical, .ncritical = v->ncritical,
+                             .critical_kind = v->critical_kind, .critical_s = v->critical_s,
+                             .wait_s = v->wait_s, .step_s = v->step_s, .bound_s = v->bound_s,
+                             .bound_by = v->bound_by};
+        rc = sg_render_html(path, &page, err);
+    }
+    unlink(folded);
+    unlink(full);
+    return rc;
+}
+
+int sg_write_report(const sg_config *cfg, const char *trace, const char *path, sg_error *err)
+{
+    sg_graph_view v;
+    int rc = sg_graph_view_build(cfg, 0, trace, &v, err);
+    if (rc)
+        return sg_error_prefix(err, "report %s: ", path), rc;
+    char title[2200];
+    snprintf(title, sizeof title, "%s: %s%s%s", v.model->name,
+             cfg->run_path[0] ? cfg->run_path : cfg->ds_path, v.machine[0] ? " on " : "",
+             v.machine);
+    rc = sg_render_view_html(&v, title, path, err);
+    sg_graph_view_free(&v);
+    return rc;
 }

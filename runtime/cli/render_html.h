@@ -33,6 +33,18 @@ typedef struct sg_html_page {
 
 int sg_render_html(const char *path, const sg_html_page *p, sg_error *err);
 
+/* The page of a graph view (runtime/cli/graph_view.h): its folded and full
+ * drawings rendered with Graphviz, then the page. */
+struct sg_graph_view;
+int sg_render_view_html(const struct sg_graph_view *v, const char *title, const char *path,
+                        sg_error *err);
+
+/* `run --report` / `simulate --report`: the page of cfg's step with the trace
+ * its run or simulation wrote. */
+struct sg_config;
+int sg_write_report(const struct sg_config *cfg, const char *trace, const char *path,
+                    sg_error *err);
+
 /* Pieces for other pages: text with <, >, & and " escaped; the <svg> element
  * of a Graphviz SVG file. */
 void sg_html_text(FILE *out, const char *s);
