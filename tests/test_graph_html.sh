@@ -30,7 +30,7 @@ ok() {
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-echo "1..18"
+echo "1..19"
 CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
 
 # folding never loses a node (no browser needed)
@@ -98,6 +98,26 @@ ok $? "compare with two traces: both timelines on one axis (a bar per task of ea
 "$BIN" compare "$Z0" -o "$TMP/c4.html" 2>"$TMP/c4.err"
 [ $? -ne 0 ] && grep -q "two machines" "$TMP/c4.err" && ! [ -e "$TMP/c4.html" ]
 ok $? "compare with one config and no second machine is refused, saying what is missing"
+
+# the Chrome trace's "critical path" lane: a chain in which each task follows
+# the one before it by a dependency (graph JSON) or on the same worker, ending
+# with the step's last task
+"$BIN" graph "$SRC/configs/default.json" --format json -o "$TMP/def.json" 2>/dev/null
+"$PY" - "$TMP/trace.json" "$TMP/def.json" <<'PYEOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+edges = set(map(tuple, json.load(open(sys.argv[2]))["edges"]))
+tasks = {e["args"]["node"]: e for e in ev if e.get("ph") == "X" and "node" in e.get("args", {})}
+path = sorted((e for e in ev if e.get("cat") == "critical path"), key=lambda e: e["args"]["position"])
+ids = [e["args"]["on_path"] for e in path]
+assert len(ids) > 3, ids
+for a, b in zip(ids, ids[1:]):
+    same_worker = tasks[a]["tid"] == tasks[b]["tid"] and tasks[a]["ts"] + tasks[a]["dur"] <= tasks[b]["ts"] + 1e-3
+    assert (a, b) in edges or same_worker, (a, b)
+last = max(tasks.values(), key=lambda e: e["ts"] + e["dur"])
+assert ids[-1] == last["args"]["node"], (ids[-1], last["args"]["node"])
+PYEOF
+ok $? "the trace's critical-path lane is a chain of dependencies and worker order ending with the last task"
 
 # reports: run and simulate write the page of the step they ran
 "$BIN" run "$SRC/configs/default.json" --steps 2 --report "$TMP/run.html" >/dev/null 2>&1 &&

@@ -3,6 +3,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "graph/critical_path.h"
 
 #include "runtime/trace/trace.h"
 
@@ -34,6 +37,46 @@ static int write_lanes(sg_trace *t, const sg_step_view *v)
     return rc;
 }
 
+/* The executed critical path (graph/critical_path.h) drawn again in a lane of
+ * its own, so that the chain that set the step's length reads left to right;
+ * those copies carry "on_path" instead of "node" (trace readers take the
+ * tasks from the worker lanes). */
+static int write_critical_lane(sg_trace *t, const sg_step_view *v)
+{
+    const sg_graph *g = v->graph;
+    int n = g->nnodes, rc = SG_OK;
+    double *start = malloc((size_t)(n > 0 ? n : 1) * sizeof *start);
+    double *end = malloc((size_t)(n > 0 ? n : 1) * sizeof *end);
+    int *lane = malloc((size_t)(n > 0 ? n : 1) * sizeof *lane);
+    int *path = malloc((size_t)(n > 0 ? n : 1) * sizeof *path);
+    if (!start || !end || !lane || !path)
+        rc = SG_ENOMEM;
+    for (int i = 0; !rc && i < n; i++) {
+        const sg_task_record *r = drawn(v, i, &lane[i]);
+        int ran = v->records[i].worker >= 0;
+        start[i] = ran ? r->start_us : -1;
+        end[i] = ran ? r->end_us : -1;
+    }
+    int np = 0;
+    double wait = 0;
+    if (!rc)
+        sg_critical_path_timed(g, start, end, lane, path, &np, &wait);
+    int cl = v->nworkers + SG_LINK_COUNT;
+    if (!rc && np)
+        rc = sg_trace_lane(t, cl, "critical path", cl);
+    for (int k = 0; !rc && k < np; k++) {
+        char args[96];
+        snprintf(args, sizeof args, "{\"on_path\":%d,\"position\":%d}", path[k], k);
+        rc = sg_trace_event(t, cl, g->nodes[path[k]].name, "critical path", start[path[k]] - v->t0_us,
+                            end[path[k]] - start[path[k]], args);
+    }
+    free(start);
+    free(end);
+    free(lane);
+    free(path);
+    return rc;
+}
+
 static int write_event(sg_trace *t, const sg_step_view *v, int i)
 {
     const sg_node *nd = &v->graph->nodes[i];
@@ -62,6 +105,8 @@ int sg_step_trace_write(const sg_step_view *v, const char *path, sg_error *err)
     for (int i = 0; i < g->nnodes && !rc; i++)
         if (v->records[i].worker >= 0)
             rc = write_event(&t, v, i);
+    if (!rc)
+        rc = write_critical_lane(&t, v);
     /* one arrow per dependency, from inside the producer to inside the consumer */
     for (int e = 0; e < g->nedges && !rc; e++) {
         int la, lb;

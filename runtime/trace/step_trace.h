@@ -1,7 +1,8 @@
 /* step_trace.h - one step's task records as a Chrome trace: one lane per
  * worker and per link direction, each task named after its graph node with
- * its layer, kind, micro-step, sub-group and worker in its args, and a flow
- * arrow per dependency. Pure C: real runs (timeline.h) and simulations
+ * its layer, kind, micro-step, sub-group and worker in its args, a flow
+ * arrow per dependency, and a last lane, "critical path", repeating the tasks
+ * of the executed critical path (graph/critical_path.h). Pure C: real runs (timeline.h) and simulations
  * (stepgraph-sim) both write through it, so the two files look alike. */
 #ifndef SG_STEP_TRACE_H
 #define SG_STEP_TRACE_H
