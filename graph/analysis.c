@@ -227,21 +227,24 @@ int sg_graph_set_priorities(sg_graph *g, const sg_cost_model *cm)
     return SG_OK;
 }
 
-double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const char **bound_by)
+double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const char **bound_by,
+                           const char **short_name)
 {
     struct {
-        const char *what;
+        const char *what, *brief;
         double sec;
     } part[] = {
-        {"GPU compute (every GPU task back to back at its roofline)", s->work_s[SG_DEV_GPU]},
-        {"CPU work (every CPU task back to back at the socket's roofline)", s->work_s[SG_DEV_CPU]},
-        {"the host-to-device link", cm->link_bw[SG_LINK_H2D] > 0
-                                        ? (double)s->link_bytes[SG_LINK_H2D] / cm->link_bw[SG_LINK_H2D]
-                                        : 0},
-        {"the device-to-host link", cm->link_bw[SG_LINK_D2H] > 0
-                                        ? (double)s->link_bytes[SG_LINK_D2H] / cm->link_bw[SG_LINK_D2H]
-                                        : 0},
-        {"the critical path (dependencies)", s->critical_path_s},
+        {"GPU compute (every GPU task back to back at its roofline)", "GPU compute",
+         s->work_s[SG_DEV_GPU]},
+        {"CPU work (every CPU task back to back at the socket's roofline)", "CPU work",
+         s->work_s[SG_DEV_CPU]},
+        {"the host-to-device link", "h2d link",
+         cm->link_bw[SG_LINK_H2D] > 0 ? (double)s->link_bytes[SG_LINK_H2D] / cm->link_bw[SG_LINK_H2D]
+                                      : 0},
+        {"the device-to-host link", "d2h link",
+         cm->link_bw[SG_LINK_D2H] > 0 ? (double)s->link_bytes[SG_LINK_D2H] / cm->link_bw[SG_LINK_D2H]
+                                      : 0},
+        {"the critical path (dependencies)", "critical path", s->critical_path_s},
     };
     int best = 0;
     for (int i = 1; i < (int)(sizeof part / sizeof *part); i++)
@@ -249,5 +252,7 @@ double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const c
             best = i;
     if (bound_by)
         *bound_by = part[best].what;
+    if (short_name)
+        *short_name = part[best].brief;
     return part[best].sec;
 }

@@ -209,6 +209,8 @@ int main(void)
     pts[5].tflops = 123.456789;
     pts[5].gpu_busy = 0.9123456;
     snprintf(pts[5].note, sizeof pts[5].note, "policy \"dmdas\", warm");
+    pts[5].bound_s = 0.0612345;
+    snprintf(pts[5].bound_by, sizeof pts[5].bound_by, "GPU compute");
     sg_tune_set a = {1, {"offload_optimizer.ratio"}, pts, n};
 
     int rc;
@@ -217,18 +219,18 @@ int main(void)
     is_int(rc, SG_OK, "csv: written");
     is_str(nth_line(csv, 0, line, sizeof line),
            "machine,sched,priorities,offload_optimizer.ratio,status,step_ms,tflops,gpu_busy,"
-           "adam_hidden,note",
+           "adam_hidden,bound_ms,bound_by,note",
            "csv: header");
     is_str(nth_line(csv, 6, line, sizeof line),
-           "gh200,dmdas,on,1,ok,95.1235,123.457,0.912346,0.5,\"policy \"\"dmdas\"\", warm\"",
+           "gh200,dmdas,on,1,ok,95.1235,123.457,0.912346,0.5,61.2345,GPU compute,\"policy \"\"dmdas\"\", warm\"",
            "csv: an ok row, note quoted with its quotes doubled");
     is_str(nth_line(csv, 1, line, sizeof line),
-           "gh200,dmdas,off,0.25,infeasible,,,,,\"needs 2.5 GiB more, of 96 GiB\"",
+           "gh200,dmdas,off,0.25,infeasible,,,,,,,\"needs 2.5 GiB more, of 96 GiB\"",
            "csv: an infeasible row has no figures and its comma stays in the quoted note");
     is_str(nth_line(csv, 22, line, sizeof line),
-           "mi300a,dmdas,on,0.25,failed,,,,,\"simulation failed: \"\"boom\"\"\"",
+           "mi300a,dmdas,on,0.25,failed,,,,,,,\"simulation failed: \"\"boom\"\"\"",
            "csv: a failed row");
-    is_str(nth_line(csv, 2, line, sizeof line), "gh200,dmdas,off,0.5,ok,108,100,0.8,0.5,\"\"",
+    is_str(nth_line(csv, 2, line, sizeof line), "gh200,dmdas,off,0.5,ok,108,100,0.8,0.5,,,\"\"",
            "csv: an empty note is still quoted");
     is_int(count(csv, "\n"), 37, "csv: header and 36 rows");
     free(csv);
@@ -259,8 +261,8 @@ int main(void)
          "markdown: best on mi300a");
     ok(md && strstr(md, "Best on gh200") < strstr(md, "Best on mi300a"),
        "markdown: machines in the order they appear");
-    like(md, "\n| gh200 | dmdas | on | 1 | ok | 95.12 | 123.5 | 91.2% | 50.0% | "
-             "policy \"dmdas\", warm |\n",
+    like(md, "\n| gh200 | dmdas | on | 1 | ok | 95.12 | 123.5 | 91.2% | 50.0% | 61.23 | "
+             "GPU compute | policy \"dmdas\", warm |\n",
          "markdown: a point's row");
     like(md, "\n| gh200 | dmdas | off | 0.25 | infeasible | - | - | - | - | ",
          "markdown: '-' for figures an infeasible point lacks");

@@ -55,23 +55,6 @@ static void print_links(const sg_sim_report *r)
                (long long)r->link_transfers[l], r->link_s[l] * 1e3);
 }
 
-/* The step's lower bound on the machine (graph/analysis.h): 0 when the graph
- * cannot be compiled again (it was, for the simulation). */
-static double lower_bound(const sg_sim_machine *sm, const sg_sim_point *pt, const char **by)
-{
-    sg_graph g;
-    sg_graph_init(&g);
-    sg_error err = {0};
-    sg_cost_model cm;
-    sg_summary s;
-    double bound = 0;
-    sg_machine_cost_model(&sm->machine, pt->spec.compute_dtype, &cm);
-    if (!sg_compile_step(&pt->model, &pt->spec, &g, &err) && !sg_summary_compute(&g, &cm, &s))
-        bound = sg_step_lower_bound(&s, &cm, by);
-    sg_graph_free(&g);
-    return bound;
-}
-
 static void print_report(const sg_sim_machine *sm, const char *sched, int priorities,
                          const sg_sim_point *pt, const sg_sim_report *r)
 {
@@ -88,7 +71,7 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     double tokens = (double)(s->micro_batch * s->grad_accum * s->seq_len);
     printf("  Step time         %9.2f ms\n", r->step_s * 1e3);
     const char *by = "";
-    double bound = lower_bound(sm, pt, &by);
+    double bound = sg_sim_point_lower_bound(pt, &sm->machine, &by, NULL);
     if (bound > 0)
         printf("  Lower bound       %9.2f ms, set by %s: the step is %.2fx it\n", bound * 1e3,
                by, r->step_s / bound);

@@ -232,6 +232,8 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     }
     int rc = SG_OK, prc = SG_OK;
+    double bound_s = 0;
+    const char *bound_by = "";
     sg_sim_point pt;
     sg_error perr = {0};
     while ((next < n || active > 0) && !rc) {
@@ -246,8 +248,11 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
             if (i == 0 || !same_config(t, i, i - 1)) {
                 memset(&perr, 0, sizeof perr);
                 prc = sg_sim_prepare(&rq, i == 0, &pt, &perr);
+                bound_s = prc ? 0 : sg_sim_point_lower_bound(&pt, &rq.sm->machine, NULL, &bound_by);
             }
             sg_tune_point *p = &t->set.points[i];
+            p->bound_s = bound_s;
+            snprintf(p->bound_by, sizeof p->bound_by, "%s", bound_s > 0 ? bound_by : "");
             if (prc) {
                 /* a knob value the config refuses is that point's failure */
                 p->status = SG_TUNE_FAILED;

@@ -99,7 +99,7 @@ int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path
     for (int i = 0; !rc && i < v->ncritical; i++)
         v->critical_mask[v->critical[i]] = 1;
     if (!rc) {
-        v->bound_s = sg_step_lower_bound(&v->s, &v->cm, &v->bound_by);
+        v->bound_s = sg_step_lower_bound(&v->s, &v->cm, &v->bound_by, NULL);
         v->style = (sg_dot_style){unfold ? NULL : &v->fold, v->heat, v->critical_mask};
     }
     if (rc)

@@ -319,3 +319,19 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
     free(cfg);
     return rc;
 }
+
+double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, const char **by,
+                                const char **short_name)
+{
+    sg_graph g;
+    sg_graph_init(&g);
+    sg_error err = {0};
+    sg_cost_model cm;
+    sg_summary s;
+    double bound = 0;
+    sg_machine_cost_model(m, pt->spec.compute_dtype, &cm);
+    if (!sg_compile_step(&pt->model, &pt->spec, &g, &err) && !sg_summary_compute(&g, &cm, &s))
+        bound = sg_step_lower_bound(&s, &cm, by, short_name);
+    sg_graph_free(&g);
+    return bound;
+}

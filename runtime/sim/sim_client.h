@@ -84,6 +84,11 @@ typedef struct sg_sim_point {
 int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt,
                    sg_error *err);
 
+/* The point's step lower bound on machine m (graph/analysis.h,
+ * sg_step_lower_bound), 0 if its graph does not compile. */
+double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, const char **by,
+                                const char **short_name);
+
 /* A fresh private directory under $TMPDIR (or /tmp); sg_sim_workdir_remove
  * deletes it with everything in it. */
 int sg_sim_workdir_make(char *out, size_t n, sg_error *err);

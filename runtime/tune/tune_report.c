@@ -162,7 +162,7 @@ int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
         fputc(',', out);
         csv_field(out, FIELD(s->keys[k]), 0);
     }
-    fputs(",status,step_ms,tflops,gpu_busy,adam_hidden,note\n", out);
+    fputs(",status,step_ms,tflops,gpu_busy,adam_hidden,bound_ms,bound_by,note\n", out);
     for (int i = 0; i < s->npoints; i++) {
         const sg_tune_point *p = &s->points[i];
         csv_field(out, FIELD(p->machine), 0);
@@ -180,6 +180,9 @@ int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
         } else {
             fputs(",,,,", out);
         }
+        csv_num(out, p->bound_s > 0 ? p->bound_s * 1e3 : NAN);
+        fputc(',', out);
+        csv_field(out, FIELD(p->bound_by), 0);
         fputc(',', out);
         csv_field(out, FIELD(p->note), 1);
         fputc('\n', out);
@@ -219,10 +222,11 @@ static void md_points(const sg_tune_set *s, FILE *out)
     fputs("### Simulated points\n\n| machine | sched | priorities ", out);
     for (int k = 0; k < s->nvary; k++)
         md_cell(out, FIELD(s->keys[k]));
-    fputs("| status | step (ms) | TFLOPS | GPU busy | Adam hidden | note |\n|---|---|---|", out);
+    fputs("| status | step (ms) | TFLOPS | GPU busy | Adam hidden | bound (ms) | bound by | note |\n"
+          "|---|---|---|", out);
     for (int k = 0; k < s->nvary; k++)
         fputs("---:|", out);
-    fputs("---|---:|---:|---:|---:|---|\n", out);
+    fputs("---|---:|---:|---:|---:|---:|---|---|\n", out);
     for (int i = 0; i < s->npoints; i++) {
         const sg_tune_point *p = &s->points[i];
         int okp = p->status == SG_TUNE_OK;
@@ -236,6 +240,8 @@ static void md_points(const sg_tune_set *s, FILE *out)
         md_num(out, okp, p->tflops, 1, "");
         md_num(out, okp, p->gpu_busy * 100.0, 1, "%");
         md_num(out, okp, p->adam_hidden * 100.0, 1, "%");
+        md_num(out, p->bound_s > 0, p->bound_s * 1e3, 2, "");
+        md_cell(out, FIELD(p->bound_by));
         md_cell(out, FIELD(p->note));
         fputs("|\n", out);
     }

@@ -32,6 +32,8 @@ typedef struct sg_tune_point {
     double tflops;                        /* model FLOPs of the step / step_s / 1e12 */
     double gpu_busy;                      /* share of the step the GPU workers computed, 0..1 */
     double adam_hidden;                   /* share of CPU Adam time under GPU work, 0..1 */
+    double bound_s;                       /* the step's lower bound on the machine, 0: unknown */
+    char bound_by[24];                    /* what sets it: "GPU compute", "h2d link"... */
 } sg_tune_point;
 
 typedef struct sg_tune_set {
@@ -46,7 +48,8 @@ typedef struct sg_tune_set {
 int sg_tune_best(const sg_tune_set *s, const char *machine);
 
 /* CSV with a header line:
- * machine,sched,priorities,<keys...>,status,step_ms,tflops,gpu_busy,adam_hidden,note
+ * machine,sched,priorities,<keys...>,status,step_ms,tflops,gpu_busy,adam_hidden,
+ * bound_ms,bound_by,note
  * (empty figures for points that are not OK; notes quoted). */
 int sg_tune_write_csv(const sg_tune_set *s, FILE *out);
 
