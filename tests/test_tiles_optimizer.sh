@@ -62,6 +62,13 @@ done
 differs so_ref so_dmda_2
 ok $? "the tile changes the graph ($(tasks so_ref) vs $(tasks so_dmda_2) tasks)"
 
+# -- adaptive speculation: two graphs on the same chunk handles; rollbacks counted per sub-group
+run ad_ref "$SO" --optimizer_tile 0 --steps 6 --speculation adaptive
+run ad_tiled "$SO" --optimizer_tile $TILE --steps 6 --speculation adaptive
+rolled() { grep -o 'SuperOffload: [0-9]* of [0-9]* speculative.*' "$TMP/$1.out"; }
+same ad_ref ad_tiled && [ -n "$(rolled ad_ref)" ] && [ "$(rolled ad_ref)" = "$(rolled ad_tiled)" ]
+ok $? "adaptive speculation: tiled losses bit-identical, same rollback summary ($(rolled ad_tiled | cut -c1-60))"
+
 # -- ZeRO-Offload (no speculation, bf16) and fp16 with loss scaling
 run off_ref "$OFF" --optimizer_tile 0
 run off_tiled "$OFF" --optimizer_tile $TILE
