@@ -130,7 +130,7 @@ typedef struct compiler {
     int *sg_first_piece;       /* nsubgroups + 1 CSR over `sg_piece_idx` */
     int *sg_piece_idx;
     int grad_norm, overflow, loss_scale, loss_scaler_state;
-    int *sg_ghost, *sg_ghost32, *sg_master, *sg_moments, *sg_phost;
+    int *sg_master, *sg_moments; /* per sub-group (an untiled one's; -1 when tiled) */
     /* the optimizer chain of every sub-group in chunks (optimizer tiles):
      * chunks of sub-group i are [sg_first_chunk[i], sg_first_chunk[i + 1]);
      * an untiled sub-group has one chunk (tile -1) over all its elements,
@@ -330,15 +330,10 @@ static int declare_buffers(compiler *c)
     c->unit_full = malloc(nu * sizeof(int));
     c->unit_gbuf = malloc(nu * sizeof(int));
     c->unit_grad = malloc(nu * sizeof(int));
-    int *sgbufs[] = {NULL, NULL, NULL, NULL, NULL};
-    for (int k = 0; k < 5; k++)
-        if (!(sgbufs[k] = malloc((size_t)(N + 1) * sizeof(int))))
-            return sg_error_set(c->err, SG_ENOMEM, "out of memory");
-    c->sg_ghost = sgbufs[0];
-    c->sg_ghost32 = sgbufs[1];
-    c->sg_master = sgbufs[2];
-    c->sg_moments = sgbufs[3];
-    c->sg_phost = sgbufs[4];
+    c->sg_master = malloc((size_t)(N + 1) * sizeof(int));
+    c->sg_moments = malloc((size_t)(N + 1) * sizeof(int));
+    if (!c->sg_master || !c->sg_moments)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
     if (!c->unit_gathered || !c->unit_kept || !c->unit_full || !c->unit_gbuf ||
         !c->unit_grad)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
@@ -412,13 +407,14 @@ static int declare_buffers(compiler *c)
             n += c->pieces[c->sg_piece_idx[p]].elems;
         int cpu = i >= c->lay.first_cpu;
         sg_mem_space sp = cpu ? SG_MEM_HOST : SG_MEM_GPU;
-        c->sg_ghost[i] = c->sg_ghost32[i] = c->sg_phost[i] = -1;
         c->sg_master[i] = -1;
         int64_t tile = cpu ? sg_optimizer_tile_for(s, n) : 0;
-        int nch = tile > 0 ? (int)((n + tile - 1) / tile) : 1;
-        if (nch > 1 && c->nchunks + nch > 4000000)
-            return sg_error_set(c->err, SG_EINVAL, "optimizer_tile %lld splits the optimizer "
-                                "into more than 4000000 chunks", (long long)tile);
+        int64_t nch64 = tile > 0 ? (n + tile - 1) / tile : 1;
+        if (nch64 > 1 && (int64_t)c->nchunks + nch64 > 1000000)
+            return sg_error_set(c->err, SG_EINVAL, "optimizer_tile %lld makes more than "
+                                "1000000 optimizer chunks (at most 1000000 supported)",
+                                (long long)tile);
+        int nch = (int)nch64;
         opt_chunk *nc = realloc(c->chunks, (size_t)(c->nchunks + nch) * sizeof *nc);
         if (!nc)
             return sg_error_set(c->err, SG_ENOMEM, "out of memory");
@@ -469,9 +465,6 @@ static int declare_buffers(compiler *c)
             const opt_chunk *ch = &c->chunks[c->nchunks - 1];
             c->sg_master[i] = ch->master;
             c->sg_moments[i] = ch->moments;
-            c->sg_ghost[i] = ch->ghost;
-            c->sg_ghost32[i] = ch->ghost32;
-            c->sg_phost[i] = ch->phost;
         } else {
             c->sg_moments[i] = -1;
         }
@@ -1010,11 +1003,8 @@ static void compiler_free(compiler *c)
     free(c->sg_lowest_unit);
     free(c->sg_first_piece);
     free(c->sg_piece_idx);
-    free(c->sg_ghost);
-    free(c->sg_ghost32);
     free(c->sg_master);
     free(c->sg_moments);
-    free(c->sg_phost);
     free(c->sg_first_chunk);
     free(c->chunks);
     free(c->cast_place);
