@@ -35,6 +35,12 @@ void sg_step_spec_defaults(sg_step_spec *s)
     s->cast_placement = SG_CAST_SCHEDULER;
 }
 
+static int64_t odd_multiple_of_512(int64_t t)
+{
+    t = (t + 511) / 512 * 512;
+    return t % 1024 == 0 ? t + 512 : t;
+}
+
 int64_t sg_optimizer_tile_auto(int64_t n, int64_t workers)
 {
     if (workers < 1)
@@ -42,9 +48,11 @@ int64_t sg_optimizer_tile_auto(int64_t n, int64_t workers)
     int64_t t = (n + workers - 1) / workers;
     if (t < SG_OPTIMIZER_TILE_MIN)
         t = SG_OPTIMIZER_TILE_MIN;
-    t = (t + 511) / 512 * 512;
-    if (t % 1024 == 0)
-        t += 512; /* an odd multiple of 512: m and v streams do not alias */
+    t = odd_multiple_of_512(t); /* m and v streams do not alias */
+    /* one chunk would be the whole sub-group, whose moments alias when n is
+     * a multiple of 1024 (Adam measured at half speed): two chunks */
+    if (t >= n && n % 1024 == 0 && n >= 2 * SG_OPTIMIZER_TILE_MIN)
+        t = odd_multiple_of_512((n + 1) / 2);
     return t;
 }
 
