@@ -135,6 +135,38 @@ assert set(g) == {("gpu", True)}, set(g)
 assert set(a) == {("cpu", True)}, set(a)
 PYEOF
 ok $? "graph JSON: casts free (scheduler), pinned to cpu, pinned to gpu; auto without a machine: cpu"
+# auto with machine figures: casts of 8B's sub-groups in 63 chunks on gh200's
+# 63 optimizer cores stay on the CPU; one core casting a whole tiny sub-group
+# (24 GB/s) loses to the GPU behind a 450 GB/s link; a slow-link machine keeps
+# the same casts on the CPU
+"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/slowlink.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "slowlink"
+m["links"]["h2d_gbs"] = m["links"]["d2h_gbs"] = 5
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+auto_graph() { # auto_graph LABEL CONFIG MACHINE ARGS...
+	l=$1 c=$2 m=$3
+	shift 3
+	"$BIN" graph "$c" --cast_placement auto --machine "$m" "$@" --format json \
+		-o "$TMP/g_auto_$l.json" >/dev/null 2>&1 || echo "graph $l failed" >&2
+}
+auto_graph 8b "$SRC/configs/llama-3.1-8b-superoffload.json" gh200
+auto_graph tiny "$SO" gh200 --model tiny-llama --max_length 32 $SG
+auto_graph tinyslow "$SO" "$TMP/slowlink.json" --model tiny-llama --max_length 32 $SG
+"$PY" - "$TMP" <<'PYEOF'
+import json, sys
+def casts(m):  # the casts of CPU sub-groups (a GPU sub-group's cast stays on the GPU)
+    g = json.load(open("%s/g_auto_%s.json" % (sys.argv[1], m)))
+    cpu = {n["subgroup"] for n in g["nodes"] if n["name"].startswith("adam_cpu.")}
+    return {(n["device"], n["pinned"]) for n in g["nodes"]
+            if n["name"].startswith("cast.") and n["subgroup"] in cpu}
+assert casts("8b") == {("cpu", True)}, casts("8b")
+assert casts("tiny") == {("gpu", True)}, casts("tiny")
+assert casts("tinyslow") == {("cpu", True)}, casts("tinyslow")
+PYEOF
+ok $? "cast_placement auto (machine figures): 8B on gh200 cpu, tiny on gh200 gpu, tiny behind a 5 GB/s link cpu"
 if [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ]; then
 	for pl in scheduler cpu gpu; do
 		STEPGRAPH_TASK_LOG="$TMP/sim_$pl.log" "$BIN" simulate "$SO" --model tiny-llama \

@@ -50,6 +50,10 @@ static void graph_help(void)
            "                         --machine NAME (configs/machines/NAME.json, with its\n"
            "                         efficiencies and memory capacities) or, without it,\n"
            "                         of one GH200 at 100%% of peak\n"
+           "\n"
+           "With --machine NAME the step is compiled for that machine, as simulate does:\n"
+           "optimizer_tile auto counts its CPU workers, cast_placement auto weighs its\n"
+           "link and memory bandwidths; without it, this host's CPUs and no figures.\n"
            "\n");
     sg_cli_print_run_flags();
 }
@@ -102,21 +106,26 @@ int sg_cmd_graph(int argc, char **argv)
         rc = sg_error_set(&err, SG_EINVAL, "--format %s: expected dot, svg or json", format);
     if (!rc && !strcmp(format, "svg") && (!output || !strcmp(output, "-")))
         rc = sg_error_set(&err, SG_EINVAL, "--format svg needs -o FILE");
-    if (!rc)
-        rc = sg_compile_from_config(cfg, model, &g, &err);
     sg_summary s;
     sg_cost_model cm;
     sg_machine machine;
+    int have_machine = 0;
     sg_cost_model_gh200(&cm);
     if (!rc && cfg->run.machine[0]) {
         char path[4096];
-        sg_step_spec spec;
-        sg_step_spec_from_config(cfg, &spec);
         rc = sg_machine_resolve(cfg->run.machine, path, sizeof path, &err);
         if (!rc)
             rc = sg_machine_load(path, &machine, &err);
-        if (!rc)
-            sg_machine_cost_model(&machine, spec.compute_dtype, &cm);
+        have_machine = !rc;
+    }
+    /* with a machine, the graph `simulate` would run there (optimizer tiles
+     * and cast placement resolved for it) */
+    if (!rc)
+        rc = sg_compile_for_machine(cfg, have_machine ? &machine : NULL, model, &g, &err);
+    if (!rc && have_machine) {
+        sg_step_spec spec;
+        sg_step_spec_for_machine(cfg, &machine, &spec);
+        sg_machine_cost_model(&machine, spec.compute_dtype, &cm);
     }
     if (!rc && sg_summary_compute(&g, &cm, &s))
         rc = sg_error_set(&err, SG_ENOMEM, "out of memory summarising the graph");
