@@ -84,6 +84,29 @@ run so_auto "$SO" --ncpus 2
 [ "$(tasks so_auto)" = "$(tasks so_ref)" ] && same so_ref so_auto
 ok $? "optimizer_tile auto on 2 workers keeps 200000-element sub-groups whole"
 
+# the auto rule on a bigger graph: 8B, sub-groups of 4e8, --ncpus 8 with
+# cpuadam_cores_perc 0.9 -> 7 optimizer workers -> ceil(4e8 / 7) rounded up to
+# an odd multiple of 512 (57143296 is even: + 512) = 57143808 elements, 7
+# chunks per full sub-group
+# (--machine "": the run config names gh200, whose 63 workers graph would count)
+"$BIN" graph "$SRC/configs/llama-3.1-8b-superoffload.json" --ncpus 8 --machine "" --format json \
+	-o "$TMP/g_8b.json" >/dev/null 2>&1
+"$PY" - "$TMP/g_8b.json" <<'PYEOF'
+import json, re, sys
+g = json.load(open(sys.argv[1]))
+sizes = {}
+for n in g["nodes"]:
+    m = re.fullmatch(r"adam_cpu\.sg(\d+)\.t(\d+)", n["name"])
+    if m:
+        master = [b for b in n["buffers"] if b["name"].startswith("master.")]
+        sizes.setdefault(int(m.group(1)), []).append(master[0]["bytes"] // 4)
+assert len(sizes) >= 10, sizes.keys()
+full = [v for v in sizes.values() if sum(v) == 400000000]
+assert full and all(len(v) == 7 and v[:6] == [57143808] * 6 for v in full), sizes
+assert 57143808 % 512 == 0 and 57143808 % 1024 != 0
+PYEOF
+ok $? "optimizer_tile auto: 7 workers cut 4e8-element sub-groups in 7 chunks of 57143808"
+
 # -- resuming with another tile size (the checkpoint does not know tiles)
 "$BIN" run "$SO" --model tiny-llama --max_length 32 --steps 2 $SG --optimizer_tile 0 \
 	--save "$TMP/ck_half" >"$TMP/half.out" 2>&1
