@@ -9,7 +9,8 @@
 # element-wise, so the tiled runs must give the untiled run's losses and
 # checkpoint files bit for bit, under every scheduling policy and with 1 or
 # 2 CPU workers; the losses must be finite (a diverging pair fails). Also:
-# the non-speculative ZeRO-Offload step (bf16) and fp16 with loss scaling;
+# the non-speculative ZeRO-Offload step (bf16), ZeRO-2 offload in fp32, fp16
+# with loss scaling, adaptive speculation (two graphs on the same handles);
 # a run resumed with another tile size continues as uninterrupted; the tile
 # changes the graph (task counts, .tK tasks in STEPGRAPH_TASK_LOG);
 # cast_placement cpu / gpu / scheduler change where the casts may run (graph
@@ -74,6 +75,10 @@ run off_ref "$OFF" --optimizer_tile 0
 run off_tiled "$OFF" --optimizer_tile $TILE
 same off_ref off_tiled && same_ck off_ref off_tiled && differs off_ref off_tiled
 ok $? "ZeRO-Offload bf16: tiled and untiled bit-identical (losses, checkpoint), graphs differ"
+run f32_ref "$OFF" --optimizer_tile 0 --set bf16.enabled=false --set zero_optimization.stage=2
+run f32_tiled "$OFF" --optimizer_tile $TILE --set bf16.enabled=false --set zero_optimization.stage=2
+same f32_ref f32_tiled && same_ck f32_ref f32_tiled && differs f32_ref f32_tiled
+ok $? "ZeRO-2 offload fp32 (h2d from the fp32 master chunks): tiled and untiled bit-identical"
 run fp16_ref "$FP16" --optimizer_tile 0
 run fp16_tiled "$FP16" --optimizer_tile 4097 --sched lws
 same fp16_ref fp16_tiled && same_ck fp16_ref fp16_tiled
