@@ -48,10 +48,6 @@ typedef struct sg_run_options {
     char optimizer_tile[24];            /* elements per chunk of a CPU sub-group's optimizer
                                            chain: "auto" (default), "0" = untiled, or N > 0 */
     char cast_placement[16];            /* "scheduler" (default), "cpu", "gpu" or "auto" */
-    /* not an option: CPU workers the graph is compiled for when set by a
-     * caller (> 0); else the machine model's, ncpus, or this host's CPUs
-     * (runtime/config/step_spec.c) */
-    int64_t machine_cpu_workers;
 } sg_run_options;
 
 void sg_run_options_defaults(sg_run_options *run);

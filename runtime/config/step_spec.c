@@ -13,8 +13,6 @@ static int64_t config_cpu_workers(const sg_config *cfg, const sg_machine *m)
 {
     if (m) /* the simulation's CPU workers (sim_exec.c) */
         return m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count : 1;
-    if (cfg->run.machine_cpu_workers > 0)
-        return cfg->run.machine_cpu_workers;
     if (cfg->run.ncpus >= 0)
         return cfg->run.ncpus;
     const char *env = getenv("STARPU_NCPU");
