@@ -32,6 +32,36 @@ void sg_step_spec_defaults(sg_step_spec *s)
     s->sub_group_size = 1000000000LL;        /* DeepSpeed default 1e9 */
     s->param_persistence_threshold = 100000; /* DeepSpeed default 1e5 */
     s->max_reuse_distance = 1000000000LL;    /* DeepSpeed default 1e9 */
+    s->cast_placement = SG_CAST_SCHEDULER;
+}
+
+static int64_t odd_multiple_of_512(int64_t t)
+{
+    t = (t + 511) / 512 * 512;
+    return t % 1024 == 0 ? t + 512 : t;
+}
+
+int64_t sg_optimizer_tile_auto(int64_t n, int64_t workers)
+{
+    if (workers < 1)
+        workers = 1;
+    int64_t t = (n + workers - 1) / workers;
+    if (t < SG_OPTIMIZER_TILE_MIN)
+        t = SG_OPTIMIZER_TILE_MIN;
+    t = odd_multiple_of_512(t); /* m and v streams do not alias */
+    /* one chunk would be the whole sub-group, whose moments alias when n is
+     * a multiple of 1024 (Adam measured at half speed): two chunks */
+    if (t >= n && n % 1024 == 0 && n >= 2 * SG_OPTIMIZER_TILE_MIN)
+        t = odd_multiple_of_512((n + 1) / 2);
+    return t;
+}
+
+int64_t sg_optimizer_tile_for(const sg_step_spec *s, int64_t n)
+{
+    int64_t t = s->optimizer_tile == SG_OPTIMIZER_TILE_AUTO
+                    ? sg_optimizer_tile_auto(n, s->optimizer_workers)
+                    : s->optimizer_tile;
+    return t > 0 && t < n ? t : 0;
 }
 
 int64_t sg_unit_shard_elems(const sg_model *m, const sg_step_spec *s, int unit)
@@ -78,6 +108,13 @@ typedef struct piece {
     int pbuf, gbuf;            /* parameter and gradient piece buffers */
 } piece;
 
+/* One chunk of a sub-group's optimizer chain and its host buffers (-1: none). */
+typedef struct opt_chunk {
+    int subgroup, tile;        /* tile: -1 for an untiled sub-group */
+    int64_t offset, elems;     /* elements [offset, offset + elems) of the sub-group */
+    int master, moments, ghost, ghost32, phost;
+} opt_chunk;
+
 typedef struct compiler {
     const sg_model *m;
     const sg_step_spec *s;
@@ -101,7 +138,15 @@ typedef struct compiler {
     int *sg_first_piece;       /* nsubgroups + 1 CSR over `sg_piece_idx` */
     int *sg_piece_idx;
     int grad_norm, overflow, loss_scale, loss_scaler_state;
-    int *sg_ghost, *sg_ghost32, *sg_master, *sg_moments, *sg_phost;
+    int *sg_master, *sg_moments; /* per sub-group (an untiled one's; -1 when tiled) */
+    /* the optimizer chain of every sub-group in chunks (optimizer tiles):
+     * chunks of sub-group i are [sg_first_chunk[i], sg_first_chunk[i + 1]);
+     * an untiled sub-group has one chunk (tile -1) over all its elements,
+     * whose buffers are the sub-group's (sg_master[i]...) */
+    int *sg_first_chunk;
+    opt_chunk *chunks;
+    int nchunks;
+    sg_cast_placement *cast_place; /* per sub-group: CPU, GPU or SCHEDULER (auto resolved) */
 } compiler;
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -293,15 +338,10 @@ static int declare_buffers(compiler *c)
     c->unit_full = malloc(nu * sizeof(int));
     c->unit_gbuf = malloc(nu * sizeof(int));
     c->unit_grad = malloc(nu * sizeof(int));
-    int *sgbufs[] = {NULL, NULL, NULL, NULL, NULL};
-    for (int k = 0; k < 5; k++)
-        if (!(sgbufs[k] = malloc((size_t)(N + 1) * sizeof(int))))
-            return sg_error_set(c->err, SG_ENOMEM, "out of memory");
-    c->sg_ghost = sgbufs[0];
-    c->sg_ghost32 = sgbufs[1];
-    c->sg_master = sgbufs[2];
-    c->sg_moments = sgbufs[3];
-    c->sg_phost = sgbufs[4];
+    c->sg_master = malloc((size_t)(N + 1) * sizeof(int));
+    c->sg_moments = malloc((size_t)(N + 1) * sizeof(int));
+    if (!c->sg_master || !c->sg_moments)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
     if (!c->unit_gathered || !c->unit_kept || !c->unit_full || !c->unit_gbuf ||
         !c->unit_grad)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
@@ -364,32 +404,80 @@ static int declare_buffers(compiler *c)
             return SG_ENOMEM;
     }
 
-    /* optimizer state per sub-group */
+    /* optimizer state per sub-group; a tiled CPU sub-group's host state is
+     * one buffer per chunk (sg_optimizer_tile_for) */
+    c->sg_first_chunk = calloc((size_t)N + 1, sizeof(int));
+    if (!c->sg_first_chunk)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
     for (int i = 0; i < N; i++) {
         int64_t n = 0;
         for (int p = c->sg_first_piece[i]; p < c->sg_first_piece[i + 1]; p++)
             n += c->pieces[c->sg_piece_idx[p]].elems;
         int cpu = i >= c->lay.first_cpu;
         sg_mem_space sp = cpu ? SG_MEM_HOST : SG_MEM_GPU;
-        c->sg_ghost[i] = c->sg_ghost32[i] = c->sg_phost[i] = -1;
         c->sg_master[i] = -1;
-        if (c->mixed || cpu)
-            c->sg_master[i] = tag(c, buffer(c, n, SG_F32, sp, 1, "master.sg%d", i),
-                                  SG_BUF_MASTER, -1, -1, i);
-        c->sg_moments[i] = tag(c, buffer(c, 2 * n, SG_F32, sp, 1, "adam_moments.sg%d", i),
-                               SG_BUF_MOMENTS, -1, -1, i);
-        if (cpu) {
-            c->sg_ghost[i] = tag(c, buffer(c, n, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d", i),
-                                 SG_BUF_GRAD_HOST, -1, -1, i);
-            if (c->mixed) {
-                c->sg_ghost32[i] = tag(c, buffer(c, n, SG_F32, SG_MEM_HOST, 0,
-                                                 "grad_host_f32.sg%d", i),
-                                       SG_BUF_GRAD_HOST_F32, -1, -1, i);
-                c->sg_phost[i] = tag(c, buffer(c, n, c->cd, SG_MEM_HOST, 0, "param_host.sg%d", i),
-                                     SG_BUF_PARAM_HOST, -1, -1, i);
+        int64_t tile = cpu ? sg_optimizer_tile_for(s, n) : 0;
+        int64_t nch64 = tile > 0 ? (n + tile - 1) / tile : 1;
+        if (nch64 > 1 && (int64_t)c->nchunks + nch64 > 1000000)
+            return sg_error_set(c->err, SG_EINVAL, "optimizer_tile %lld makes more than "
+                                "1000000 optimizer chunks (at most 1000000 supported)",
+                                (long long)tile);
+        int nch = (int)nch64;
+        opt_chunk *nc = realloc(c->chunks, (size_t)(c->nchunks + nch) * sizeof *nc);
+        if (!nc)
+            return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+        c->chunks = nc;
+        c->sg_first_chunk[i] = c->nchunks;
+        for (int k = 0; k < nch; k++) {
+            opt_chunk *ch = &c->chunks[c->nchunks++];
+            int tiled = nch > 1;
+            char sfx[24] = "";
+            if (tiled)
+                snprintf(sfx, sizeof sfx, ".t%d", k);
+            ch->subgroup = i;
+            ch->tile = tiled ? k : -1;
+            ch->offset = tiled ? (int64_t)k * tile : 0;
+            ch->elems = tiled ? (k == nch - 1 ? n - ch->offset : tile) : n;
+            int64_t e = ch->elems;
+            ch->master = ch->ghost = ch->ghost32 = ch->phost = -1;
+            if (c->mixed || cpu)
+                ch->master = tag(c, buffer(c, e, SG_F32, sp, 1, "master.sg%d%s", i, sfx),
+                                 SG_BUF_MASTER, -1, -1, i);
+            ch->moments = tag(c, buffer(c, 2 * e, SG_F32, sp, 1, "adam_moments.sg%d%s", i, sfx),
+                              SG_BUF_MOMENTS, -1, -1, i);
+            if (cpu) {
+                ch->ghost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d%s", i, sfx),
+                                SG_BUF_GRAD_HOST, -1, -1, i);
+                if (c->mixed) {
+                    ch->ghost32 = tag(c, buffer(c, e, SG_F32, SG_MEM_HOST, 0,
+                                                "grad_host_f32.sg%d%s", i, sfx),
+                                      SG_BUF_GRAD_HOST_F32, -1, -1, i);
+                    ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "param_host.sg%d%s", i,
+                                              sfx),
+                                    SG_BUF_PARAM_HOST, -1, -1, i);
+                }
+            }
+            if (ch->moments < 0 || ((c->mixed || cpu) && ch->master < 0) ||
+                (cpu && ch->ghost < 0) || (cpu && c->mixed && (ch->ghost32 < 0 || ch->phost < 0)))
+                return SG_ENOMEM;
+            int ids[] = {ch->master, ch->moments, ch->ghost, ch->ghost32, ch->phost};
+            for (size_t b = 0; b < sizeof ids / sizeof ids[0]; b++) {
+                if (ids[b] < 0)
+                    continue;
+                c->g->buffers[ids[b]].subgroup_offset = ch->offset;
+                c->g->buffers[ids[b]].tile = ch->tile;
             }
         }
+        /* an untiled sub-group's buffers are its chunk's */
+        if (nch == 1) {
+            const opt_chunk *ch = &c->chunks[c->nchunks - 1];
+            c->sg_master[i] = ch->master;
+            c->sg_moments[i] = ch->moments;
+        } else {
+            c->sg_moments[i] = -1;
+        }
     }
+    c->sg_first_chunk[N] = c->nchunks;
     return SG_OK;
 }
 
@@ -405,6 +493,41 @@ static int64_t collective_bytes(const compiler *c, int64_t elems, double factor)
 {
     double dp = (double)c->s->dp_size;
     return (int64_t)(factor * (double)elems * (double)sg_dtype_size(c->cd) * (dp - 1.0) / dp);
+}
+
+/* Cast placement per CPU sub-group (sg_step_spec.cast_placement). "auto"
+ * compares, for an n-element sub-group, the two placements' time as the
+ * graph lays them out: on the CPU the casts cost 12 bytes of memory traffic
+ * per element (bf16 read + fp32 write, fp32 read + bf16 write) on the
+ * optimizer's workers and add nothing to the link; on the GPU they cost the
+ * same traffic at GPU bandwidth, but the host buffers around them cross the
+ * link: the host gradients to the GPU and their fp32 copy back (2 + 4 bytes),
+ * the fp32 master to the GPU and the cast parameters back (4 + 2 bytes). The
+ * GPU wins only where 12 n / gpu_bw + 12 n / link_bw < 12 n / (cpu_bw * W);
+ * without cost figures (spec.cast_costs zero) the casts stay on the CPU. */
+static int resolve_cast_placement(compiler *c)
+{
+    int N = c->lay.nsubgroups;
+    c->cast_place = malloc((size_t)(N > 0 ? N : 1) * sizeof *c->cast_place);
+    if (!c->cast_place)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+    const sg_cast_costs *k = &c->s->cast_costs;
+    for (int i = 0; i < N; i++) {
+        sg_cast_placement pl = c->s->cast_placement;
+        if (pl == SG_CAST_AUTO) {
+            double workers = c->s->optimizer_workers > 0 ? (double)c->s->optimizer_workers : 1.0;
+            int64_t nch = c->sg_first_chunk[i + 1] - c->sg_first_chunk[i];
+            if ((double)nch < workers)
+                workers = (double)nch; /* an untiled sub-group's cast is one task */
+            double bytes = 12.0 * (double)subgroup_elems(c, i);
+            pl = SG_CAST_CPU;
+            if (k->cpu_worker_bw > 0 && k->gpu_bw > 0 && k->link_bw > 0 &&
+                bytes / k->gpu_bw + bytes / k->link_bw < bytes / (k->cpu_worker_bw * workers))
+                pl = SG_CAST_GPU;
+        }
+        c->cast_place[i] = pl;
+    }
+    return SG_OK;
 }
 
 /* ---- emitters ---------------------------------------------------------------- */
@@ -543,30 +666,100 @@ static int push_step_checks(compiler *c, access_list *l, int always_norm)
     return rc;
 }
 
-static int cpu_grad_buffer(const compiler *c, int i)
+static int chunk_grad_buffer(const compiler *c, const opt_chunk *ch)
 {
-    return c->mixed ? c->sg_ghost32[i] : c->sg_ghost[i];
+    return c->mixed ? ch->ghost32 : ch->ghost;
 }
 
-/* D2H copy of a CPU sub-group's gradients, and their cast to fp32. */
-static int emit_cpu_grad_copy(compiler *c, access_list *l, int i)
+/* "d2h.grad.sg3" for an untiled sub-group, "d2h.grad.sg3.t5" for chunk 5. */
+static void chunk_name(char *name, size_t size, const char *what, const opt_chunk *ch)
+{
+    if (ch->tile < 0)
+        snprintf(name, size, "%s.sg%d", what, ch->subgroup);
+    else
+        snprintf(name, size, "%s.sg%d.t%d", what, ch->subgroup, ch->tile);
+}
+
+/* The sub-group's gradient (grads) or parameter pieces that overlap chunk
+ * ch. A parameter piece the chunk covers whole is written (mode); one the
+ * chunk cuts is read-written, so the other chunks' parts of it survive. */
+static int push_chunk_pieces(compiler *c, access_list *l, const opt_chunk *ch, int grads,
+                             sg_access_mode mode)
+{
+    int rc;
+    int64_t lo = ch->offset, hi = ch->offset + ch->elems;
+    for (int p = c->sg_first_piece[ch->subgroup]; p < c->sg_first_piece[ch->subgroup + 1]; p++) {
+        const piece *pc = &c->pieces[c->sg_piece_idx[p]];
+        int64_t plo = pc->subgroup_offset, phi = plo + pc->elems;
+        if (phi <= lo || plo >= hi)
+            continue;
+        sg_access_mode m = mode;
+        if (mode == SG_W && (plo < lo || phi > hi))
+            m = SG_RW;
+        if ((rc = al_push(l, grads ? pc->gbuf : pc->pbuf, m)))
+            return rc;
+    }
+    return SG_OK;
+}
+
+/* Where the casts of CPU sub-group i run (cast_placement): the device, and
+ * whether StarPU must keep them there (else the scheduler picks). */
+static sg_device_class cast_device(const compiler *c, int i, int *pinned)
+{
+    sg_cast_placement pl = c->cast_place ? c->cast_place[i] : SG_CAST_SCHEDULER;
+    *pinned = pl == SG_CAST_CPU || pl == SG_CAST_GPU;
+    return pl == SG_CAST_GPU ? SG_DEV_GPU : SG_DEV_CPU;
+}
+
+static int cast_node(compiler *c, access_list *l, int i, const opt_chunk *ch, const char *what)
 {
     char name[SG_IR_NAME_MAX];
-    int64_t n = subgroup_elems(c, i);
+    int pinned;
+    sg_device_class dev = cast_device(c, i, &pinned);
+    chunk_name(name, sizeof name, what, ch);
+    int rc = node(c, l, SG_OP_CAST, dev, -1, -1, i, (double)ch->elems, SG_LINK_NONE, 0, name);
+    if (rc >= 0) {
+        c->g->nodes[rc].tile = ch->tile;
+        c->g->nodes[rc].pinned = pinned;
+    }
+    return rc;
+}
+
+/* Appends a node of chunk ch (its tile set). */
+static int chunk_node(compiler *c, access_list *l, const opt_chunk *ch, sg_op_kind kind,
+                      sg_device_class dev, double flops, sg_link_dir link, int64_t link_bytes,
+                      const char *what)
+{
+    char name[SG_IR_NAME_MAX];
+    chunk_name(name, sizeof name, what, ch);
+    int rc = node(c, l, kind, dev, -1, -1, ch->subgroup, flops, link, link_bytes, name);
+    if (rc >= 0)
+        c->g->nodes[rc].tile = ch->tile;
+    return rc;
+}
+
+#define FOR_CHUNKS(c, i, ch)                                                              \
+    for (const opt_chunk *ch = &(c)->chunks[(c)->sg_first_chunk[i]];                      \
+         ch < &(c)->chunks[(c)->sg_first_chunk[(i) + 1]]; ch++)
+
+/* D2H copy of a CPU sub-group's gradients, and their cast to fp32, per chunk. */
+static int emit_cpu_grad_copy(compiler *c, access_list *l, int i)
+{
     int rc;
-    if ((rc = push_subgroup_pieces(c, l, i, 1, SG_R)) || (rc = al_push(l, c->sg_ghost[i], SG_W)))
-        return rc;
-    snprintf(name, sizeof name, "d2h.grad.sg%d", i);
-    if ((rc = node(c, l, SG_OP_D2H, SG_DEV_LINK, -1, -1, i, 0.0, SG_LINK_D2H,
-                   n * (int64_t)sg_dtype_size(c->cd), name)) < 0)
-        return rc;
-    if (!c->mixed)
-        return SG_OK;
-    if ((rc = al_push(l, c->sg_ghost[i], SG_R)) || (rc = al_push(l, c->sg_ghost32[i], SG_W)))
-        return rc;
-    snprintf(name, sizeof name, "cast.grad.sg%d", i);
-    rc = node(c, l, SG_OP_CAST, SG_DEV_CPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name);
-    return rc < 0 ? rc : SG_OK;
+    FOR_CHUNKS(c, i, ch) {
+        if ((rc = push_chunk_pieces(c, l, ch, 1, SG_R)) || (rc = al_push(l, ch->ghost, SG_W)))
+            return rc;
+        if ((rc = chunk_node(c, l, ch, SG_OP_D2H, SG_DEV_LINK, 0.0, SG_LINK_D2H,
+                             ch->elems * (int64_t)sg_dtype_size(c->cd), "d2h.grad")) < 0)
+            return rc;
+        if (!c->mixed)
+            continue;
+        if ((rc = al_push(l, ch->ghost, SG_R)) || (rc = al_push(l, ch->ghost32, SG_W)))
+            return rc;
+        if ((rc = cast_node(c, l, i, ch, "cast.grad")) < 0)
+            return rc;
+    }
+    return SG_OK;
 }
 
 /* Adam FLOPs per element: moments, bias correction, sqrt, division, update. */
@@ -574,58 +767,59 @@ static int emit_cpu_grad_copy(compiler *c, access_list *l, int i)
 
 static int emit_cpu_adam(compiler *c, access_list *l, int i)
 {
-    char name[SG_IR_NAME_MAX];
     int rc;
     int spec = c->s->super_offload;
-    if ((rc = al_push(l, cpu_grad_buffer(c, i), SG_R)))
-        return rc;
-    /* a speculative step does not wait for the norm: validation fixes it up;
-     * with fp16 it unscales by the scale of this step, read before the
-     * loss-scale update writes the next one */
-    if (!spec && (rc = push_step_checks(c, l, 0)))
-        return rc;
-    if (spec && c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
-        return rc;
-    if ((rc = al_push(l, c->sg_master[i], SG_RW)) || (rc = al_push(l, c->sg_moments[i], SG_RW)))
-        return rc;
-    snprintf(name, sizeof name, "adam_cpu.sg%d", i);
-    rc = node(c, l, SG_OP_ADAM_CPU, SG_DEV_CPU, -1, -1, i,
-              ADAM_FLOPS_PER_ELEM * (double)subgroup_elems(c, i), SG_LINK_NONE, 0, name);
-    return rc < 0 ? rc : SG_OK;
+    FOR_CHUNKS(c, i, ch) {
+        if ((rc = al_push(l, chunk_grad_buffer(c, ch), SG_R)))
+            return rc;
+        /* a speculative step does not wait for the norm: validation fixes it up;
+         * with fp16 it unscales by the scale of this step, read before the
+         * loss-scale update writes the next one */
+        if (!spec && (rc = push_step_checks(c, l, 0)))
+            return rc;
+        if (spec && c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
+            return rc;
+        if ((rc = al_push(l, ch->master, SG_RW)) || (rc = al_push(l, ch->moments, SG_RW)))
+            return rc;
+        if ((rc = chunk_node(c, l, ch, SG_OP_ADAM_CPU, SG_DEV_CPU,
+                             ADAM_FLOPS_PER_ELEM * (double)ch->elems, SG_LINK_NONE, 0,
+                             "adam_cpu")) < 0)
+            return rc;
+    }
+    return SG_OK;
 }
 
 static int emit_cpu_finish(compiler *c, access_list *l, int i)
 {
-    char name[SG_IR_NAME_MAX];
-    int64_t n = subgroup_elems(c, i);
     int rc;
-    if (c->s->super_offload) {
-        /* a rollback inverts the step algebraically from the same gradient,
-         * as DeepSpeed's CPU Adam does: no copy of the state is kept */
-        if ((rc = push_step_checks(c, l, 1)) || (rc = al_push(l, cpu_grad_buffer(c, i), SG_R)) ||
-            (rc = al_push(l, c->sg_master[i], SG_RW)) ||
-            (rc = al_push(l, c->sg_moments[i], SG_RW)))
+    FOR_CHUNKS(c, i, ch) {
+        if (c->s->super_offload) {
+            /* a rollback inverts the step algebraically from the same gradient,
+             * as DeepSpeed's CPU Adam does: no copy of the state is kept; every
+             * chunk decides from the same global norm, element by element */
+            if ((rc = push_step_checks(c, l, 1)) ||
+                (rc = al_push(l, chunk_grad_buffer(c, ch), SG_R)) ||
+                (rc = al_push(l, ch->master, SG_RW)) || (rc = al_push(l, ch->moments, SG_RW)))
+                return rc;
+            if ((rc = chunk_node(c, l, ch, SG_OP_VALIDATE, SG_DEV_CPU, 2.0 * (double)ch->elems,
+                                 SG_LINK_NONE, 0, "validate")) < 0)
+                return rc;
+        }
+        int src = ch->master;
+        if (c->mixed) {
+            if ((rc = al_push(l, ch->master, SG_R)) || (rc = al_push(l, ch->phost, SG_W)))
+                return rc;
+            if ((rc = cast_node(c, l, i, ch, "cast.param")) < 0)
+                return rc;
+            src = ch->phost;
+        }
+        if ((rc = al_push(l, src, SG_R)) || (rc = push_chunk_pieces(c, l, ch, 0, SG_W)))
             return rc;
-        snprintf(name, sizeof name, "validate.sg%d", i);
-        if ((rc = node(c, l, SG_OP_VALIDATE, SG_DEV_CPU, -1, -1, i, 2.0 * (double)n,
-                       SG_LINK_NONE, 0, name)) < 0)
+        if ((rc = chunk_node(c, l, ch, SG_OP_H2D, SG_DEV_LINK, 0.0, SG_LINK_H2D,
+                             ch->elems * (int64_t)sg_dtype_size(c->cd), "h2d.param")) < 0)
             return rc;
     }
-    int src = c->sg_master[i];
-    if (c->mixed) {
-        if ((rc = al_push(l, c->sg_master[i], SG_R)) || (rc = al_push(l, c->sg_phost[i], SG_W)))
-            return rc;
-        snprintf(name, sizeof name, "cast.param.sg%d", i);
-        if ((rc = node(c, l, SG_OP_CAST, SG_DEV_CPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name)) < 0)
-            return rc;
-        src = c->sg_phost[i];
-    }
-    if ((rc = al_push(l, src, SG_R)) || (rc = push_subgroup_pieces(c, l, i, 0, SG_W)))
-        return rc;
-    snprintf(name, sizeof name, "h2d.param.sg%d", i);
-    rc = node(c, l, SG_OP_H2D, SG_DEV_LINK, -1, -1, i, 0.0, SG_LINK_H2D,
-              n * (int64_t)sg_dtype_size(c->cd), name);
-    return rc < 0 ? rc : SG_OK;
+    return SG_OK;
 }
 
 static int emit_gpu_adam(compiler *c, access_list *l, int i)
@@ -817,11 +1011,11 @@ static void compiler_free(compiler *c)
     free(c->sg_lowest_unit);
     free(c->sg_first_piece);
     free(c->sg_piece_idx);
-    free(c->sg_ghost);
-    free(c->sg_ghost32);
     free(c->sg_master);
     free(c->sg_moments);
-    free(c->sg_phost);
+    free(c->sg_first_chunk);
+    free(c->chunks);
+    free(c->cast_place);
 }
 
 int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_error *err)
@@ -845,7 +1039,7 @@ int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_er
         goto out;
     }
     if ((rc = sg_subgroup_layout_compute(m, s, &c.lay, err)) || (rc = build_pieces(&c)) ||
-        (rc = declare_buffers(&c)))
+        (rc = declare_buffers(&c)) || (rc = resolve_cast_placement(&c)))
         goto out;
     for (int mb = 0; mb < s->grad_accum; mb++) {
         if ((rc = declare_micro(&c, mb, &b)) || (rc = emit_forward(&c, &l, &b, mb)) ||

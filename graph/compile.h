@@ -38,6 +38,13 @@ typedef enum sg_cast_placement {
     SG_CAST_SCHEDULER,                  /* the scheduling policy picks per task */
 } sg_cast_placement;
 
+/* What cast_placement "auto" weighs (bytes per second; 0 = unknown, then
+ * the casts stay on the CPU): the host-device link one way, one CPU
+ * worker's memory bandwidth, the GPU's memory bandwidth. */
+typedef struct sg_cast_costs {
+    double link_bw, cpu_worker_bw, gpu_bw;
+} sg_cast_costs;
+
 typedef struct sg_step_spec {
     int zero_stage;                     /* 0..3 */
     int64_t dp_size;                    /* data-parallel ranks (>= 1) */
@@ -54,10 +61,27 @@ typedef struct sg_step_spec {
     int64_t param_persistence_threshold;/* stage 3: units below are never gathered */
     int64_t max_reuse_distance;         /* stage 3: keep gathered params if reused within */
     /* tiles: 0 = untiled (one task per sub-group / per unit and micro-step) */
-    int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer chain */
+    int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer
+                                           chain; SG_OPTIMIZER_TILE_AUTO: from the workers */
+    int64_t optimizer_workers;          /* CPU workers that run the optimizer (auto tiles) */
     int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step */
-    sg_cast_placement cast_placement;
+    sg_cast_placement cast_placement;   /* SG_CAST_SCHEDULER unless set */
+    sg_cast_costs cast_costs;           /* for SG_CAST_AUTO */
 } sg_step_spec;
+
+/* optimizer_tile "auto": ceil(n / optimizer_workers) elements per chunk of an
+ * n-element CPU sub-group, at least SG_OPTIMIZER_TILE_MIN, rounded up to an
+ * odd multiple of 512 (a multiple of 1024 lets the m and v streams of Adam
+ * alias in the caches, measured slower); where that leaves one chunk of n, a
+ * multiple of 1024 with n >= 2 SG_OPTIMIZER_TILE_MIN, two chunks instead
+ * (a 64M sub-group on one worker: 45% of the bandwidth bound whole, 88% in
+ * two chunks, tests/bench_adam_starpu.c). */
+#define SG_OPTIMIZER_TILE_AUTO (-1)
+#define SG_OPTIMIZER_TILE_MIN 262144
+int64_t sg_optimizer_tile_auto(int64_t n, int64_t workers);
+/* The chunk size the compiler uses for an n-element CPU sub-group: 0 when
+ * the sub-group stays one chunk (untiled, or a tile >= n). */
+int64_t sg_optimizer_tile_for(const sg_step_spec *spec, int64_t n);
 
 /* Fills the DeepSpeed defaults (stage 0, f32, micro batch 1, sub-group 1e9...). */
 void sg_step_spec_defaults(sg_step_spec *spec);

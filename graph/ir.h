@@ -110,6 +110,8 @@ typedef struct sg_node {
     int naccess;
     sg_access *access;
     int64_t priority;            /* filled by passes (bottom level); 0 by default */
+    int pinned;                  /* 1: runs on `device` only, whatever the kind's placement
+                                    (cast_placement cpu / gpu); 0 by default */
 } sg_node;
 
 typedef struct sg_edge {

@@ -7,7 +7,7 @@
 # per task: name, codelet, priority, where, scheduling context, and the
 # buffers with their access modes. For several configs (ZeRO 0 and 3,
 # offload, SuperOffload, bf16, activation checkpointing) the two lists must
-# be identical, and must hold every node of the graph that `stepgraph graph
+# be identical (also with optimizer tiles), and must hold every node of the graph that `stepgraph graph
 # --format json` exports (read here with Python's json, independently).
 # Prints TAP.
 set -u
@@ -74,8 +74,14 @@ compare zero3 "$SRC/configs/deepspeed/zero3.json"
 compare offload "$SRC/configs/deepspeed/zero-offload.json"
 compare superoffload "$SRC/configs/deepspeed/superoffload.json"
 compare bf16_ckpt "$SRC/configs/default.json" --set bf16.enabled=true --activation_checkpointing
+# optimizer tiles: chunks that cut the parameter pieces (read-written h2d)
+compare superoffload_tiled "$SRC/configs/deepspeed/superoffload.json" \
+	--set zero_optimization.sub_group_size=200000 --optimizer_tile 30001
 grep -q "sg_validate" "$TMP/superoffload.run" && grep -q "optimizer" "$TMP/superoffload.run"
 ok $? "SuperOffload's list has validation tasks and the optimizer context"
 grep -q "sg_recompute" "$TMP/bf16_ckpt.run"
 ok $? "activation checkpointing's list has recompute tasks"
+grep -q "^adam_cpu\.sg0\.t6	" "$TMP/superoffload_tiled.run" &&
+	grep -q "^h2d\.param\.sg1\.t0	.*param\.[0-9]*\.sg1:RW" "$TMP/superoffload_tiled.run"
+ok $? "the tiled list has chunk tasks, and an h2d that read-writes a piece it cuts"
 echo "1..$n"

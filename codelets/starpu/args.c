@@ -271,20 +271,63 @@ void sg_arg_concat(const sg_task_ctx *c, void *buffers[], const int *slots, int 
     }
 }
 
+int64_t sg_arg_overlap(const sg_task_ctx *c, int range, int piece, int64_t *range_at,
+                       int64_t *piece_at)
+{
+    const sg_buffer *rb = sg_arg_buffer(c, range), *pb = sg_arg_buffer(c, piece);
+    int64_t lo = rb->subgroup_offset > pb->subgroup_offset ? rb->subgroup_offset
+                                                           : pb->subgroup_offset;
+    int64_t rhi = rb->subgroup_offset + rb->elems, phi = pb->subgroup_offset + pb->elems;
+    int64_t hi = rhi < phi ? rhi : phi;
+    if (hi <= lo)
+        return 0;
+    *range_at = lo - rb->subgroup_offset;
+    *piece_at = lo - pb->subgroup_offset;
+    return hi - lo;
+}
+
+void sg_arg_gather_grads(const sg_task_ctx *c, void *buffers[], int dst)
+{
+    static const sg_buf_role GRAD_PIECE[] = {SG_BUF_GRAD_PIECE};
+    int slots[SG_ARG_MAX_SLOTS];
+    int n = sg_arg_collect(c, GRAD_PIECE, 1, -2, 1, slots, SG_ARG_MAX_SLOTS);
+    const sg_buffer *db = sg_arg_buffer(c, dst);
+    size_t es = sg_dtype_size(db->dtype);
+    int64_t covered = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t at, pat, len = sg_arg_overlap(c, dst, slots[i], &at, &pat);
+        if (len <= 0)
+            continue;
+        if (sg_arg_buffer(c, slots[i])->dtype != db->dtype) {
+            sg_task_fail(c, SG_EINVAL, "gradient piece and host buffer differ in dtype");
+            return;
+        }
+        memcpy((char *)sg_arg_ptr(buffers, dst) + (size_t)at * es,
+               (const char *)sg_arg_ptr(buffers, slots[i]) + (size_t)pat * es, (size_t)len * es);
+        covered += len;
+    }
+    if (covered != db->elems)
+        sg_task_fail(c, SG_EINVAL, "gradient pieces do not cover the host buffer");
+}
+
 void sg_arg_scatter_params(const sg_task_ctx *c, void *buffers[], int src)
 {
     static const sg_buf_role PARAM_PIECE[] = {SG_BUF_PARAM_PIECE};
     int slots[SG_ARG_MAX_SLOTS];
     int n = sg_arg_collect(c, PARAM_PIECE, 1, -2, 1, slots, SG_ARG_MAX_SLOTS);
     const sg_buffer *sb = sg_arg_buffer(c, src);
+    size_t ses = sg_dtype_size(sb->dtype);
     for (int i = 0; i < n; i++) {
         const sg_buffer *pb = sg_arg_buffer(c, slots[i]);
-        const char *from = sg_arg_subgroup_at(c, buffers, src, slots[i]);
-        void *to = sg_arg_ptr(buffers, slots[i]);
+        int64_t at, pat, len = sg_arg_overlap(c, src, slots[i], &at, &pat);
+        if (len <= 0)
+            continue;
+        const char *from = (const char *)sg_arg_ptr(buffers, src) + (size_t)at * ses;
+        char *to = (char *)sg_arg_ptr(buffers, slots[i]) + (size_t)pat * sg_dtype_size(pb->dtype);
         if (sb->dtype == pb->dtype)
-            memcpy(to, from, (size_t)pb->bytes);
+            memcpy(to, from, (size_t)len * ses);
         else if (sb->dtype == SG_F32)
-            sg_f32_store(to, pb->dtype, (const float *)from, (size_t)pb->elems);
+            sg_f32_store(to, pb->dtype, (const float *)from, (size_t)len);
         else
             sg_task_fail(c, SG_EINVAL, "unsupported parameter conversion");
     }

@@ -45,6 +45,15 @@ void *sg_arg_subgroup_at(const sg_task_ctx *c, void *buffers[], int src, int pie
 
 /* Copies the slots' contents end to end (in the order given) into dst. */
 void sg_arg_concat(const sg_task_ctx *c, void *buffers[], const int *slots, int n, char *dst);
+/* Elements shared by the sub-group ranges of slots `range` (a host buffer
+ * of a sub-group or of one of its optimizer chunks) and `piece` (a
+ * parameter or gradient piece): their count (0: disjoint) and where they
+ * start in each (*range_at, *piece_at), by subgroup_offset. */
+int64_t sg_arg_overlap(const sg_task_ctx *c, int range, int piece, int64_t *range_at,
+                       int64_t *piece_at);
+/* Copies the task's gradient pieces' parts that fall in slot dst's range
+ * into it (device-to-host copy of a sub-group or an optimizer chunk). */
+void sg_arg_gather_grads(const sg_task_ctx *c, void *buffers[], int dst);
 /* Scatters a sub-group's parameters (slot src: the fp32 master or the
  * compute-dtype host copy) into its parameter pieces, converting to the
  * pieces' dtype; marks the task failed on a conversion it cannot do. */

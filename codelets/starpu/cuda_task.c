@@ -66,9 +66,14 @@ int sg_cuda_scatter_params(const sg_task_ctx *c, void *buffers[], int src, const
     const sg_buffer *sb = sg_arg_buffer(c, src);
     for (int i = 0; i < n; i++) {
         const sg_buffer *pb = sg_arg_buffer(c, slots[i]);
-        int rc = sg_cu_cast(cu, sg_arg_ptr(buffers, slots[i]), pb->dtype,
-                            sg_arg_subgroup_at(c, buffers, src, slots[i]), sb->dtype,
-                            (size_t)pb->elems);
+        int64_t at, pat, len = sg_arg_overlap(c, src, slots[i], &at, &pat);
+        if (len <= 0)
+            continue;
+        int rc = sg_cu_cast(cu, (char *)sg_arg_ptr(buffers, slots[i]) +
+                                    (size_t)pat * sg_dtype_size(pb->dtype), pb->dtype,
+                            (const char *)sg_arg_ptr(buffers, src) +
+                                (size_t)at * sg_dtype_size(sb->dtype), sb->dtype,
+                            (size_t)len);
         if (rc)
             return rc;
     }

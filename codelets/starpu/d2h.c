@@ -1,6 +1,8 @@
 /* d2h.c - the device-to-host codelet: a CPU sub-group's gradient pieces,
- * end to end by sub-group offset, into its one host buffer. CPU only:
- * StarPU brings the pieces over to main memory. */
+ * end to end by sub-group offset, into its host buffer (the whole
+ * sub-group, or one chunk of it when the optimizer is tiled: the parts of
+ * the pieces in the chunk's range). CPU only: StarPU brings the pieces over
+ * to main memory. */
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 
@@ -15,7 +17,7 @@ void sg_d2h_cpu(void *buffers[], void *arg)
         sg_task_fail(c, SG_EINVAL, "no gradient pieces or host buffer");
         return;
     }
-    sg_arg_concat(c, buffers, slots, n, sg_arg_ptr(buffers, dst));
+    sg_arg_gather_grads(c, buffers, dst);
 }
 
 SG_CODELET(d2h, sg_d2h_cpu);

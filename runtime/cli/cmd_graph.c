@@ -64,6 +64,10 @@ static void graph_help(void)
            "                         --machine NAME (configs/machines/NAME.json, with its\n"
            "                         efficiencies and memory capacities) or, without it,\n"
            "                         of one GH200 at 100%% of peak\n"
+           "\n"
+           "With --machine NAME the step is compiled for that machine, as simulate does:\n"
+           "optimizer_tile auto counts its CPU workers, cast_placement auto weighs its\n"
+           "link and memory bandwidths; without it, this host's CPUs and no figures.\n"
            "\n");
     sg_cli_print_run_flags();
 }

@@ -82,7 +82,9 @@
     views.full.hidden = v !== "full";
     $("fold").textContent = v === "folded" ? "Unfold all units" : "Fold repeated units";
   }
-  $("fold").addEventListener("click", () => show(view === "folded" ? "full" : "folded"));
+  const hasFull = !!svgOf("full");
+  if (!hasFull) { $("fold").disabled = true; $("fold").title = "too many tasks to draw unfolded"; }
+  $("fold").addEventListener("click", () => show(view === "folded" && hasFull ? "full" : "folded"));
   $("reset").addEventListener("click", () => { const s = svgOf(view); setBox(s, home[view]); });
 
   // ---- critical path
@@ -165,7 +167,7 @@
       const g = e.target.closest("g.node");
       if (!g) return;
       if (g.id.startsWith("n")) { select(data.nodes[+g.id.slice(1)], false); return; }
-      if (g.id.startsWith("f")) {
+      if (g.id.startsWith("f") && hasFull) {
         // a folded group: show everything, its members found
         const gi = +g.id.slice(1);
         show("full");
@@ -206,7 +208,7 @@
   markCritical(true);
   // ---- the state in the URL hash: view=, search=, select=
   const params = new URLSearchParams(location.hash.slice(1));
-  show(params.get("view") === "full" ? "full" : "folded");
+  show(params.get("view") === "full" && hasFull ? "full" : "folded");
   if (params.get("search")) { $("search").value = params.get("search"); search(params.get("search")); }
   if (params.get("select") && byName.has(params.get("select"))) select(byName.get(params.get("select")), true);
   document.body.dataset.ready = "1";

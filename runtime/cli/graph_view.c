@@ -22,6 +22,8 @@ static void heat_of(const sg_graph *g, const sg_trace_times *t, double *heat)
                                   : 0;
 }
 
+/* The machine of cfg->run.machine, if any, and its cost model (else the
+ * ideal GH200's). */
 static int cost_model(const sg_config *cfg, sg_graph_view *v, sg_error *err)
 {
     sg_cost_model_gh200(&v->cm);
@@ -29,7 +31,6 @@ static int cost_model(const sg_config *cfg, sg_graph_view *v, sg_error *err)
         return SG_OK;
     char path[4096];
     sg_step_spec spec;
-    sg_step_spec_from_config(cfg, &spec);
     v->mach = calloc(1, sizeof *v->mach);
     int rc = v->mach ? sg_machine_resolve(cfg->run.machine, path, sizeof path, err)
                      : sg_error_set(err, SG_ENOMEM, "out of memory");
@@ -37,6 +38,7 @@ static int cost_model(const sg_config *cfg, sg_graph_view *v, sg_error *err)
         rc = sg_machine_load(path, v->mach, err);
     if (!rc) {
         /* the cost model keeps pointers into the machine: it lives with the view */
+        sg_step_spec_for_machine(cfg, v->mach, &spec);
         sg_machine_cost_model(v->mach, spec.compute_dtype, &v->cm);
         snprintf(v->machine, sizeof v->machine, "%s", v->mach->name);
     }
@@ -72,9 +74,11 @@ int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path
     v->model = calloc(1, sizeof *v->model);
     int rc = v->model ? SG_OK : sg_error_set(err, SG_ENOMEM, "out of memory");
     if (!rc)
-        rc = sg_compile_from_config(cfg, v->model, &v->g, err);
-    if (!rc)
         rc = cost_model(cfg, v, err);
+    /* with a machine, the graph `simulate` runs there (optimizer tiles and
+     * cast placement resolved for it) */
+    if (!rc)
+        rc = sg_compile_for_machine(cfg, v->mach, v->model, &v->g, err);
     if (!rc && sg_summary_compute(&v->g, &v->cm, &v->s))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory summarising the graph");
     if (!rc && !unfold && sg_fold_compute(&v->g, &v->fold))

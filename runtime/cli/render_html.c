@@ -194,7 +194,12 @@ int sg_render_html(const char *path, const sg_html_page *p, sg_error *err)
     rc = sg_html_inline_svg(out, p->svg_folded, err);
     if (!rc) {
         fputs("</div><div id=\"svg-full\" class=\"view\" hidden>\n", out);
-        rc = sg_html_inline_svg(out, p->svg_full, err);
+        if (p->svg_full)
+            rc = sg_html_inline_svg(out, p->svg_full, err);
+        else
+            fprintf(out, "<p id=\"no-full\">%d tasks are too many to draw unfolded (more than "
+                         "%d); search, the details and the timeline still cover every task.</p>",
+                    p->g->nnodes, SG_HTML_FULL_MAX);
     }
     if (!rc) {
         fputs("</div></div><aside id=\"details\"><p>Click a task for its kind, device, FLOPs, "
@@ -224,11 +229,13 @@ int sg_render_view_html(const sg_graph_view *v, const char *title, const char *p
     fst.fold = &v->fold;
     ust.fold = NULL;
     int rc = sg_render_graph_svg(&v->g, &fst, folded, err);
-    if (!rc)
+    /* Graphviz takes minutes past a few thousand nodes */
+    int draw_full = v->g.nnodes <= SG_HTML_FULL_MAX;
+    if (!rc && draw_full)
         rc = sg_render_graph_svg(&v->g, &ust, full, err);
     if (!rc) {
         sg_html_page page = {.title = title, .g = &v->g, .s = &v->s, .fold = &v->fold,
-                             .svg_folded = folded, .svg_full = full,
+                             .svg_folded = folded, .svg_full = draw_full ? full : NULL,
                              .times = v->have_times ? &v->times : NULL,
                              .critical = v->critical, .ncritical = v->ncritical,
                              .critical_kind = v->critical_kind, .critical_s = v->critical_s,
@@ -237,7 +244,8 @@ int sg_render_view_html(const sg_graph_view *v, const char *title, const char *p
         rc = sg_render_html(path, &page, err);
     }
     unlink(folded);
-    unlink(full);
+    if (draw_full)
+        unlink(full);
     return rc;
 }
 

@@ -15,12 +15,16 @@
 #include "graph/ir.h"
 #include "runtime/trace/trace_read.h"
 
+/* Past this many tasks the page has no unfolded drawing. */
+#define SG_HTML_FULL_MAX 2500
+
 typedef struct sg_html_page {
     const char *title;                 /* "llama-3.1-8b, configs/x.json" */
     const sg_graph *g;
     const sg_summary *s;
     const sg_fold *fold;
-    const char *svg_folded, *svg_full; /* Graphviz SVG files to inline */
+    const char *svg_folded, *svg_full; /* Graphviz SVG files to inline (svg_full may be
+                                          NULL: too many tasks to draw unfolded) */
     const sg_trace_times *times;       /* NULL without a trace */
     const int *critical;               /* node ids, first to last */
     int ncritical;

@@ -45,9 +45,12 @@ void sg_run_options_defaults(sg_run_options *run)
     run->save_keep = 2;
     snprintf(run->speculation, sizeof run->speculation, "%s", "always");
     run->numa_node = -1;
+    snprintf(run->optimizer_tile, sizeof run->optimizer_tile, "%s", "auto");
+    snprintf(run->cast_placement, sizeof run->cast_placement, "%s", "scheduler");
 }
 
-typedef enum rkind { R_STR, R_INT, R_BOOL } rkind;
+/* R_AUTO_INT: a string option that also accepts a JSON integer ("auto" or N) */
+typedef enum rkind { R_STR, R_INT, R_BOOL, R_AUTO_INT } rkind;
 
 typedef struct ropt {
     const char *name;
@@ -86,7 +89,47 @@ static const ropt run_opts[] = {
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
     { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0 },
     { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0 },
+    { "optimizer_tile", R_AUTO_INT, ROFF(optimizer_tile), 24, 1, 0, 0, 0 },
+    { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0 },
 };
+
+static int parse_int_text(const char *s, int64_t *out);
+
+int sg_run_optimizer_tile(const sg_run_options *run, int64_t *tile, sg_error *err)
+{
+    const char *v = run->optimizer_tile;
+    if (strcmp(v, "auto") == 0) {
+        *tile = -1;
+        return SG_OK;
+    }
+    int64_t n;
+    if (parse_int_text(v, &n) || n < 0 || n > ((int64_t)1 << 40))
+        return sg_error_set(err, SG_EINVAL, "optimizer_tile: expected \"auto\", 0 (untiled) or "
+                            "a positive element count up to 2^40, got \"%s\"", v);
+    *tile = n;
+    return SG_OK;
+}
+
+int sg_run_cast_placement(const sg_run_options *run, int *placement, sg_error *err)
+{
+    static const char *const names[] = {"auto", "cpu", "gpu", "scheduler"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(run->cast_placement, names[i]) == 0) {
+            *placement = i;
+            return SG_OK;
+        }
+    return sg_error_set(err, SG_EINVAL, "cast_placement: expected scheduler, cpu, gpu or auto, "
+                        "got \"%s\"", run->cast_placement);
+}
+
+/* The checks of the options whose values are words (run_opts rows above). */
+static int check_word_options(const sg_run_options *run, sg_error *err)
+{
+    int64_t tile;
+    int pl;
+    int rc = sg_run_optimizer_tile(run, &tile, err);
+    return rc ? rc : sg_run_cast_placement(run, &pl, err);
+}
 
 static const ropt *find_ropt(const char *key)
 {
@@ -152,6 +195,18 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
         case R_BOOL:
             rc = sg_json_bool(c, it, key, (int *)(void *)(base + o->off));
             break;
+        case R_AUTO_INT:
+            if (cJSON_IsNumber(it)) {
+                double d = it->valuedouble;
+                if (d != floor(d) || d < 0 || d > 1e15)
+                    rc = sg_json_error(c, SG_EINVAL, "%s: expected \"auto\" or an integer >= 0, "
+                                       "got %g", key, d);
+                else
+                    snprintf(base + o->off, o->size, "%lld", (long long)d);
+            } else {
+                rc = sg_json_str(c, it, key, base + o->off, o->size);
+            }
+            break;
         }
         if (rc)
             return rc;
@@ -206,7 +261,8 @@ int sg_run_option_set(sg_run_options *run, const char *key,
     }
     char *base = (char *)run;
     switch (o->kind) {
-    case R_STR: {
+    case R_STR:
+    case R_AUTO_INT: {
         if (!value)
             return sg_error_set(err, SG_EINVAL, "--%s: a value is required", key);
         size_t len = strlen(value);
@@ -216,7 +272,7 @@ int sg_run_option_set(sg_run_options *run, const char *key,
             return sg_error_set(err, SG_EINVAL, "--%s: value of %zu bytes is too long (at most %zu)",
                                 key, len, o->size - 1);
         memcpy(base + o->off, value, len + 1);
-        return SG_OK;
+        return check_word_options(run, err);
     }
     case R_INT: {
         int64_t v;
@@ -266,7 +322,7 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
                 return sg_error_set(err, SG_EINVAL, "%s: %s: %lld is out of range (%s)", origin,
                                     o->name, (long long)v, d);
             }
-        } else if (o->kind == R_STR) {
+        } else if (o->kind == R_STR || o->kind == R_AUTO_INT) {
             const char *s = base + o->off;
             if (memchr(s, '\0', o->size) == NULL)
                 return sg_error_set(err, SG_EINVAL, "%s: %s: string is not terminated", origin, o->name);
@@ -279,5 +335,7 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
         return sg_error_set(err, SG_EINVAL,
                             "%s: activation_checkpointing: %d is out of range (expected -1, 0 or 1)",
                             origin, run->activation_checkpointing);
+    if (check_word_options(run, err))
+        return sg_error_prefix(err, "%s: ", origin);
     return SG_OK;
 }

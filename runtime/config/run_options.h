@@ -46,6 +46,9 @@ typedef struct sg_run_options {
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
     int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */
     int bind_cores_to_rank;             /* DeepSpeed launcher style: rank r -> NUMA node r mod count */
+    char optimizer_tile[24];            /* elements per chunk of a CPU sub-group's optimizer
+                                           chain: "auto" (default), "0" = untiled, or N > 0 */
+    char cast_placement[16];            /* "scheduler" (default), "cpu", "gpu" or "auto" */
 } sg_run_options;
 
 void sg_run_options_defaults(sg_run_options *run);
@@ -63,6 +66,13 @@ int sg_run_options_from_json(const struct cJSON *root, const struct sg_json_ctx 
 /* 1 if key names a run option (for hints when one is written in a
  * DeepSpeed config). */
 int sg_run_option_is_key(const char *key);
+
+/* optimizer_tile as a number: the element count, 0 for untiled, -1 for
+ * "auto"; SG_EINVAL naming the option and value otherwise. */
+int sg_run_optimizer_tile(const sg_run_options *run, int64_t *tile, sg_error *err);
+/* cast_placement as an index: 0 auto, 1 cpu, 2 gpu, 3 scheduler (the order
+ * of graph/compile.h's sg_cast_placement); SG_EINVAL otherwise. */
+int sg_run_cast_placement(const sg_run_options *run, int *placement, sg_error *err);
 
 /* Range checks of every option (a caller may have edited the struct);
  * origin names the run config in messages. */

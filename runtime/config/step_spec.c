@@ -1,9 +1,78 @@
 /* step_spec.c - DeepSpeed config + run options -> step compiler input. */
 #include "runtime/config/step_spec.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* CPU workers StarPU will start for this config: the machine model's
+ * (simulate, tune), else ncpus, else STARPU_NCPU, else this host's online
+ * CPUs (StarPU's default). */
+static int64_t config_cpu_workers(const sg_config *cfg, const sg_machine *m)
+{
+    if (m) /* the simulation's CPU workers (sim_exec.c) */
+        return m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count : 1;
+    if (cfg->run.ncpus >= 0)
+        return cfg->run.ncpus;
+    const char *env = getenv("STARPU_NCPU");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 0)
+            return v;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+/* Optimizer tiles and cast placement (run options optimizer_tile,
+ * cast_placement). The optimizer's workers: with SuperOffload the
+ * cpuadam_cores_perc share reserved for it (starpu_setup.c's split), else
+ * every CPU worker. They depend on the config only, so the graph that
+ * waits for the norm (train.c) has the same chunks as the speculative one. */
+static void tiles_from_config(const sg_config *cfg, const sg_machine *m, sg_step_spec *s)
+{
+    sg_error ignored = {0};
+    int64_t tile = 0;
+    int pl = SG_CAST_SCHEDULER;
+    /* validated by sg_config_finalize */
+    if (sg_run_optimizer_tile(&cfg->run, &tile, &ignored))
+        tile = 0;
+    if (sg_run_cast_placement(&cfg->run, &pl, &ignored))
+        pl = SG_CAST_SCHEDULER;
+    s->optimizer_tile = tile < 0 ? SG_OPTIMIZER_TILE_AUTO : tile;
+    s->cast_placement = (sg_cast_placement)pl;
+    int64_t w = config_cpu_workers(cfg, m);
+    const sg_ds_config *ds = &cfg->ds;
+    if (ds->zero.offload_optimizer.super_offload) {
+        int64_t k = (int64_t)floor(ds->zero.offload_optimizer.cpuadam_cores_perc * (double)w + 1e-9);
+        if (k >= 1 && k < w)
+            w = k;
+    }
+    s->optimizer_workers = w > 0 ? w : 1;
+    /* what cast_placement auto weighs: the machine model's figures, at its
+     * elementwise efficiency; unknown (0) without a model */
+    memset(&s->cast_costs, 0, sizeof s->cast_costs);
+    if (m) {
+        double eff = m->efficiency[SG_CLASS_ELEMENTWISE] > 0 ? m->efficiency[SG_CLASS_ELEMENTWISE]
+                                                             : 1.0;
+        double core = m->cpu_core_bw_gbs > 0 ? m->cpu_core_bw_gbs
+                                             : m->cpu_memory_bw_gbs / (m->cpu_cores > 0
+                                                                           ? m->cpu_cores : 1);
+        double link = m->h2d_gbs < m->d2h_gbs ? m->h2d_gbs : m->d2h_gbs;
+        s->cast_costs.link_bw = link * 1e9;
+        s->cast_costs.cpu_worker_bw = core * eff * 1e9;
+        s->cast_costs.gpu_bw = m->gpu_count > 0 ? m->gpu_memory_bw_gbs * eff * 1e9 : 0;
+    }
+}
 
 void sg_step_spec_from_config(const sg_config *cfg, sg_step_spec *s)
+{
+    sg_step_spec_for_machine(cfg, NULL, s);
+}
+
+void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step_spec *s)
 {
     const sg_ds_config *ds = &cfg->ds;
     sg_step_spec_defaults(s);
@@ -21,6 +90,7 @@ void sg_step_spec_from_config(const sg_config *cfg, sg_step_spec *s)
     s->gradient_clipping = ds->gradient_clipping;
     s->param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;
     s->max_reuse_distance = ds->zero.stage3_max_reuse_distance;
+    tiles_from_config(cfg, m, s);
 }
 
 int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err)
@@ -41,11 +111,17 @@ int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err)
 
 int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g, sg_error *err)
 {
+    return sg_compile_for_machine(cfg, NULL, model, g, err);
+}
+
+int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *model,
+                           sg_graph *g, sg_error *err)
+{
     int rc = sg_config_load_model(cfg, model, err);
     if (rc)
         return rc;
     sg_step_spec spec;
-    sg_step_spec_from_config(cfg, &spec);
+    sg_step_spec_for_machine(cfg, m, &spec);
     rc = sg_compile_step(model, &spec, g, err);
     if (rc)
         sg_error_prefix(err, "compiling the step of %s: ", model->name);

@@ -314,7 +314,8 @@ int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks, int *spec_wou
     sg_exec_release(x, nb);
     if (*spec_would_fail)
         for (int i = 0; i < ran->nnodes; i++)
-            *rollbacks += ran->nodes[i].kind == SG_OP_VALIDATE;
+            /* one per sub-group: a tiled one has a validation per chunk */
+            *rollbacks += ran->nodes[i].kind == SG_OP_VALIDATE && ran->nodes[i].tile <= 0;
     return SG_OK;
 }
 

@@ -80,19 +80,27 @@ static void each_piece_of(const sg_graph *g, int sg, void (*fn)(const sg_buffer 
 
 typedef struct sg_fill {
     float *dst;
+    int64_t offset, elems;   /* the sub-group range dst holds (a chunk when tiled) */
     const unit_flat *src;
     int to_state;            /* 1: dst -> src (store); 0: src -> dst (load) */
 } sg_fill;
 
+/* The part of a piece inside the buffer's range; the checkpoint stays per
+ * tensor whatever the optimizer's chunks. */
 static void fill_piece(const sg_buffer *piece, void *ctx)
 {
     sg_fill *f = ctx;
-    float *d = f->dst + piece->subgroup_offset;
-    float *s = f->src->unit[piece->unit] + piece->unit_offset;
+    int64_t lo = piece->subgroup_offset > f->offset ? piece->subgroup_offset : f->offset;
+    int64_t phi = piece->subgroup_offset + piece->elems, fhi = f->offset + f->elems;
+    int64_t hi = phi < fhi ? phi : fhi;
+    if (hi <= lo)
+        return;
+    float *d = f->dst + (lo - f->offset);
+    float *s = f->src->unit[piece->unit] + piece->unit_offset + (lo - piece->subgroup_offset);
     if (f->to_state)
-        memcpy(s, d, (size_t)piece->elems * sizeof(float));
+        memcpy(s, d, (size_t)(hi - lo) * sizeof(float));
     else
-        memcpy(d, s, (size_t)piece->elems * sizeof(float));
+        memcpy(d, s, (size_t)(hi - lo) * sizeof(float));
 }
 
 typedef struct state_sets {
@@ -140,7 +148,9 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
             if (!p)
                 return SG_EINVAL;
             int64_t n2 = buf->elems / 2;
-            sg_fill f = {.dst = p, .to_state = !load};
+            sg_fill f = {.dst = p, .offset = buf->subgroup_offset,
+                         .elems = buf->role == SG_BUF_MOMENTS ? n2 : buf->elems,
+                         .to_state = !load};
             switch (buf->role) {
             case SG_BUF_PARAM_PIECE:
                 if (load)

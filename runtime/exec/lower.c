@@ -20,6 +20,12 @@ static int vector_elems(const sg_buffer *buf, uint32_t *n, sg_error *err)
     return SG_OK;
 }
 
+/* Bytes buffer b's data starts after its allocation: 0, 1, 2 or 3 KiB. */
+static size_t buffer_skew(int b)
+{
+    return (size_t)(b % 4) * 1024;
+}
+
 static unsigned first_cuda_node(void)
 {
     int w = starpu_worker_get_by_type(STARPU_CUDA_WORKER, 0);
@@ -80,12 +86,17 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
                                         fake_next[on_gpu], n, esize);
             fake_next[on_gpu] += ((uintptr_t)n * esize + 4095) & ~(uintptr_t)4095;
         } else {
-            /* state and host buffers: our memory (pinned when a GPU is there) */
-            if (starpu_malloc(&l->memory[b], (size_t)n * esize))
+            /* state and host buffers: our memory (pinned when a GPU is there),
+             * each at its own offset modulo 4 KiB so that the streams of a
+             * task over several buffers (Adam: p, g, m, v) do not alias in
+             * the caches */
+            size_t skew = buffer_skew(b);
+            if (starpu_malloc(&l->memory[b], (size_t)n * esize + skew))
                 return sg_error_set(err, SG_ENOMEM, "cannot allocate %s (%lld bytes)", buf->name,
                                     (long long)buf->bytes);
-            memset(l->memory[b], 0, (size_t)n * esize);
-            starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)l->memory[b], n, esize);
+            memset(l->memory[b], 0, (size_t)n * esize + skew);
+            starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)l->memory[b] + skew, n,
+                                        esize);
         }
         starpu_data_set_name(h, buf->name);
         l->handles[b] = h;
@@ -182,7 +193,8 @@ void sg_lower_free(sg_lowering *l)
         if (l->memory[b])
             starpu_free_noflag(l->memory[b], (size_t)(g->buffers[b].elems > 0
                                                           ? g->buffers[b].elems : 1) *
-                                                 sg_dtype_size(g->buffers[b].dtype));
+                                                 sg_dtype_size(g->buffers[b].dtype) +
+                                                 buffer_skew(b));
     if (!l->shares)
         sg_starpu_split_free(&l->split);
     free(l->handles);

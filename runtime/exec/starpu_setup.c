@@ -88,6 +88,8 @@ uint32_t sg_starpu_where(const sg_node *nd, int have_cuda)
     if (!have_cuda)
         return STARPU_CPU;
     const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+    if (nd->pinned) /* cast_placement cpu / gpu */
+        return nd->device == SG_DEV_CPU ? STARPU_CPU : STARPU_CUDA;
     switch (info ? info->placement : SG_PLACE_NODE) {
     case SG_PLACE_CPU:
         return STARPU_CPU;

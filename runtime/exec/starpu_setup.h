@@ -32,7 +32,9 @@ unsigned sg_starpu_ctx_for(const sg_sched_split *s, const sg_node *nd);
  * side and the host-state updates (overflow check, loss scale) on CPUs;
  * device-to-host copies on the CPU side, host-to-device ones on the GPU
  * side; casts wherever the scheduler prefers (the placement column of
- * graph/op_kinds.h). Native runs and simulations use the same rule. */
+ * graph/op_kinds.h), unless the node is pinned (sg_node.pinned: cast_placement
+ * cpu or gpu), then on its device only. Native runs and simulations use the
+ * same rule. */
 uint32_t sg_starpu_where(const sg_node *nd, int have_cuda);
 
 /* sg_overlap_compute over the running StarPU's workers (CUDA ones count as

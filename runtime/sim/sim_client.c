@@ -307,9 +307,9 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
         rc = sg_cli_load_config_ex(config_args(rq, argv), (char **)argv, NULL, 0, cfg,
                                    print_warnings, err);
     if (!rc)
-        rc = sg_compile_from_config(cfg, &pt->model, &g, err);
+        rc = sg_compile_for_machine(cfg, &rq->sm->machine, &pt->model, &g, err);
     if (!rc) {
-        sg_step_spec_from_config(cfg, &pt->spec);
+        sg_step_spec_for_machine(cfg, &rq->sm->machine, &pt->spec);
         snprintf(pt->sched, sizeof pt->sched, "%s", cfg->run.sched);
         if (sg_sim_check_fit(&g, &rq->sm->machine, &pt->fit))
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");

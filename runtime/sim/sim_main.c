@@ -108,10 +108,10 @@ static int simulate(int argc, char **argv, sg_error *err)
     if (!rc)
         rc = sg_machine_load(a.machine, m, err);
     if (!rc)
-        rc = sg_compile_from_config(cfg, model, &g, err);
+        rc = sg_compile_for_machine(cfg, m, model, &g, err);
     sg_step_spec spec;
     if (!rc) {
-        sg_step_spec_from_config(cfg, &spec);
+        sg_step_spec_for_machine(cfg, m, &spec);
         /* the bottom levels `stepgraph run` uses on a machine without GPU
          * (train.c), so that a calibrated CPU machine is simulated with the
          * priorities it was measured with */

@@ -65,8 +65,9 @@ static int write_critical_lane(sg_trace *t, const sg_step_view *v)
     if (!rc && np)
         rc = sg_trace_lane(t, cl, "critical path", cl);
     for (int k = 0; !rc && k < np; k++) {
-        char args[96];
-        snprintf(args, sizeof args, "{\"on_path\":%d,\"position\":%d}", path[k], k);
+        char args[128];
+        snprintf(args, sizeof args, "{\"on_path\":%d,\"position\":%d,\"kind\":\"%s\"}", path[k],
+                 k, sg_op_kind_name(g->nodes[path[k]].kind));
         rc = sg_trace_event(t, cl, g->nodes[path[k]].name, "critical path", start[path[k]] - v->t0_us,
                             end[path[k]] - start[path[k]], args);
     }

@@ -156,8 +156,8 @@ int sg_trace_times_read(const char *path, const sg_graph *g, sg_trace_times *t, 
         t->start_us[i] = t->end_us[i] = -1;
         t->lane[i] = -1;
     }
-    char *text;
-    size_t len;
+    char *text = NULL;
+    size_t len = 0;
     int rc = slurp(path, &text, &len, err);
     if (!rc)
         rc = sg_json_check_strict(text, len, 0, path, err);
