@@ -45,9 +45,11 @@ void sg_run_options_defaults(sg_run_options *run)
     run->save_keep = 2;
     snprintf(run->speculation, sizeof run->speculation, "%s", "always");
     run->numa_node = -1;
+    run->batch_tile = SG_TILE_AUTO;
 }
 
-typedef enum rkind { R_STR, R_INT, R_BOOL } rkind;
+/* R_AUTO_INT: "auto" (stored as SG_TILE_AUTO) or an integer in range */
+typedef enum rkind { R_STR, R_INT, R_BOOL, R_AUTO_INT } rkind;
 
 typedef struct ropt {
     const char *name;
@@ -85,6 +87,7 @@ static const ropt run_opts[] = {
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
     { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0 },
     { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0 },
+    { "batch_tile", R_AUTO_INT, ROFF(batch_tile), 0, 0, NONNEG, 0, 0 },
 };
 
 static const ropt *find_ropt(const char *key)
@@ -150,6 +153,16 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
             break;
         case R_BOOL:
             rc = sg_json_bool(c, it, key, (int *)(void *)(base + o->off));
+            break;
+        case R_AUTO_INT:
+            if (cJSON_IsString(it) && it->valuestring && !strcmp(it->valuestring, "auto"))
+                *(int64_t *)(void *)(base + o->off) = SG_TILE_AUTO;
+            else if (cJSON_IsString(it))
+                rc = sg_json_error(c, SG_EINVAL, "%s: expected \"auto\" or an integer, got \"%s\"",
+                                   key, it->valuestring ? it->valuestring : "");
+            else
+                rc = sg_json_int(c, it, key, key, o->flags, o->lo, o->hi, NULL,
+                                 (int64_t *)(void *)(base + o->off));
             break;
         }
         if (rc)
@@ -217,10 +230,19 @@ int sg_run_option_set(sg_run_options *run, const char *key,
         memcpy(base + o->off, value, len + 1);
         return SG_OK;
     }
+    case R_AUTO_INT:
     case R_INT: {
         int64_t v;
         if (!value)
-            return sg_error_set(err, SG_EINVAL, "--%s: a value is required (an integer)", key);
+            return sg_error_set(err, SG_EINVAL, "--%s: a value is required (%s)", key,
+                                o->kind == R_AUTO_INT ? "auto or an integer" : "an integer");
+        if (o->kind == R_AUTO_INT && !strcmp(value, "auto")) {
+            *(int64_t *)(void *)(base + o->off) = SG_TILE_AUTO;
+            return SG_OK;
+        }
+        if (parse_int_text(value, &v) && o->kind == R_AUTO_INT)
+            return sg_error_set(err, SG_EINVAL, "--%s: expected auto or an integer, got \"%s\"",
+                                key, value);
         if (parse_int_text(value, &v))
             return sg_error_set(err, SG_EINVAL, "--%s: expected an integer, got \"%s\"", key, value);
         if (!sg_json_in_range((double)v, o->flags, o->lo, o->hi)) {
@@ -257,8 +279,10 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
     const char *base = (const char *)run;
     for (size_t i = 0; i < ARRAY_LEN(run_opts); i++) {
         const ropt *o = &run_opts[i];
-        if (o->kind == R_INT) {
+        if (o->kind == R_INT || o->kind == R_AUTO_INT) {
             int64_t v = *(const int64_t *)(const void *)(base + o->off);
+            if (o->kind == R_AUTO_INT && v == SG_TILE_AUTO)
+                continue;
             if (!sg_json_in_range((double)v, o->flags, o->lo, o->hi)) {
                 char d[128];
                 ropt_expect(o, d, sizeof d);

@@ -45,7 +45,13 @@ typedef struct sg_run_options {
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
     int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */
     int bind_cores_to_rank;             /* DeepSpeed launcher style: rank r -> NUMA node r mod count */
+    int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step:
+                                           SG_TILE_AUTO (-1, the default), 0 = untiled, or
+                                           1..micro batch (step_spec.c resolves auto) */
 } sg_run_options;
+
+/* "auto" in an option that takes a tile size. */
+#define SG_TILE_AUTO (-1)
 
 void sg_run_options_defaults(sg_run_options *run);
 
