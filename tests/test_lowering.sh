@@ -6,7 +6,7 @@
 # STEPGRAPH_TASK_LOG set, both write the first step's submission, one line
 # per task: name, codelet, priority, where, scheduling context, and the
 # buffers with their access modes. For several configs (ZeRO 0 and 3,
-# offload, SuperOffload, bf16, activation checkpointing) the two lists must
+# offload, SuperOffload, bf16, activation checkpointing, batch tiles) the two lists must
 # be identical, and must hold every node of the graph that `stepgraph graph
 # --format json` exports (read here with Python's json, independently).
 # Prints TAP.
@@ -74,8 +74,13 @@ compare zero3 "$SRC/configs/deepspeed/zero3.json"
 compare offload "$SRC/configs/deepspeed/zero-offload.json"
 compare superoffload "$SRC/configs/deepspeed/superoffload.json"
 compare bf16_ckpt "$SRC/configs/default.json" --set bf16.enabled=true --activation_checkpointing
+compare tiles_ckpt "$SRC/configs/default.json" --set train_micro_batch_size_per_gpu=3 \
+	--batch_tile 2 --activation_checkpointing
 grep -q "sg_validate" "$TMP/superoffload.run" && grep -q "optimizer" "$TMP/superoffload.run"
 ok $? "SuperOffload's list has validation tasks and the optimizer context"
 grep -q "sg_recompute" "$TMP/bf16_ckpt.run"
 ok $? "activation checkpointing's list has recompute tasks"
+grep -q "^recompute\.layer0\.mb0\.t1	sg_recompute	" "$TMP/tiles_ckpt.run" &&
+	grep -q "^grad_sum\.embed\.mb3	sg_grad_sum	" "$TMP/tiles_ckpt.run"
+ok $? "batch tiles' list has per-tile recompute tasks and a grad_sum per unit and micro-step"
 echo "1..$n"
