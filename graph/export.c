@@ -181,6 +181,11 @@ int sg_export_json(const sg_graph *g, const sg_summary *s, FILE *out)
             fprintf(out, "%d", nd->subgroup);
         else
             fprintf(out, "null");
+        fprintf(out, ",\"tile\":");
+        if (nd->tile >= 0)
+            fprintf(out, "%d", nd->tile);
+        else
+            fprintf(out, "null");
         fprintf(out, ",\"device\":\"%s\",\"link\":", sg_device_class_name(nd->device));
         if (nd->link != SG_LINK_NONE)
             fprintf(out, "\"%s\"", sg_link_dir_name(nd->link));
