@@ -30,7 +30,7 @@ if ! "$BIN" run --help >/dev/null 2>&1; then
 fi
 
 . "$SRC/tests/train_lib.sh"
-echo "1..25"
+echo "1..28"
 
 ds mb4 '{"train_micro_batch_size_per_gpu": 4}'
 ds mb4x2 '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}'
@@ -97,6 +97,27 @@ same b_t2 b_t2e
 ok $? "bf16, tiles of 2: same bits on dmdas/2 workers and eager/1 worker (finite)"
 close b_t2 b_u 2e-2
 ok $? "bf16: tiled and untiled losses agree within 2e-2 relative (bf16 rounding of the sums)"
+
+# ---- resume: the tile size is not part of a checkpoint's identity ---------------
+train r_full2 mb4 $T10 --batch_tile 2 --sched eager --ncpus 2
+train r_a mb4 --steps 4 --ncuda 0 --batch_tile 2 --sched eager --ncpus 2 --save "$TMP/ck"
+train r_same mb4 --steps 6 --ncuda 0 --batch_tile 2 --sched eager --ncpus 2 --load "$TMP/ck"
+train r_other mb4 --steps 6 --ncuda 0 --batch_tile 1 --sched eager --ncpus 2 --load "$TMP/ck"
+same_from r_full2 r_same 4
+ok $? "saved at step 4 and resumed with the same tiles: steps 5-10 as uninterrupted, bit for bit"
+[ "$(cat "$TMP/r_other.rc")" = 0 ] && losscmp "$TMP/r_full2.jsonl" "$TMP/r_other.jsonl" 1e-5 4
+ok $? "resumed with another tile size (2 -> 1): accepted, steps 5-10 within 1e-5 of the tiles-of-2 run"
+STARPU_NCUDA=0 "$BIN" graph "$TMP/mb4.json" --max_length 32 --batch_tile 3 --format json \
+	-o "$TMP/g.json" >/dev/null 2>&1 && "$PY" - "$TMP/g.json" <<'PYEOF'
+import json, sys
+nodes = json.load(open(sys.argv[1]))["nodes"]
+fb = [n for n in nodes if n["kind"] in ("forward", "backward")]
+assert fb and all(n["tile"] in (0, 1) and n["device"] == "cpu" for n in fb), fb[:2]
+assert all(n["name"].endswith(".t%d" % n["tile"]) for n in fb)
+gs = [n for n in nodes if n["kind"] == "grad_sum"]
+assert len(gs) == len(fb) // 4 and all(n["tile"] is None for n in gs), len(gs)
+PYEOF
+ok $? "graph JSON: tiled forward/backward nodes carry their tile (.tN) on the CPU; one grad_sum per unit"
 
 # ---- the graph is tiled: task log ---------------------------------------------
 STEPGRAPH_TASK_LOG="$TMP/tasks.log" "$BIN" run "$TMP/mb4x2.json" --max_length 32 --steps 1 \
