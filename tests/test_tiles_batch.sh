@@ -3,11 +3,13 @@
 # recompute and backward of a micro-step split along the batch, the weight
 # gradients summed by grad_sum in tile order. With one tiling the losses are
 # the same bits under every scheduler and worker count; tiled and untiled
-# runs agree within 1e-5 relative over 10 steps (fp32; bf16 within its
-# rounding), with accumulation, ZeRO stage 2, activation checkpointing, a
-# tied and an untied head, and tiles of unequal size; the graph really is
-# tiled (.tN tasks and grad_sum in the task log, another task count); auto
-# follows the CPU worker count; bad values are refused with a message.
+# runs agree within 1e-5 relative over 10 steps (fp32; bf16 and fp16 with
+# ZeRO-3 offload within their rounding), with accumulation, ZeRO stage 2,
+# activation checkpointing, a tied and an untied head, and tiles of unequal
+# size; a checkpoint resumes with the same or another tile size; the graph
+# really is tiled (.tN tasks and grad_sum in the task log and the graph
+# JSON, another task count); auto follows the CPU worker count; bad values
+# are refused with a message.
 # Losses are compared from the metrics files. Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -30,7 +32,7 @@ if ! "$BIN" run --help >/dev/null 2>&1; then
 fi
 
 . "$SRC/tests/train_lib.sh"
-echo "1..28"
+echo "1..30"
 
 ds mb4 '{"train_micro_batch_size_per_gpu": 4}'
 ds mb4x2 '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}'
@@ -97,6 +99,17 @@ same b_t2 b_t2e
 ok $? "bf16, tiles of 2: same bits on dmdas/2 workers and eager/1 worker (finite)"
 close b_t2 b_u 2e-2
 ok $? "bf16: tiled and untiled losses agree within 2e-2 relative (bf16 rounding of the sums)"
+
+# ---- fp16, ZeRO-3 with the optimizer on the CPU ----------------------------------
+ds z3f16 '{"train_micro_batch_size_per_gpu": 4, "fp16": {"enabled": true},
+           "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}'
+train f_t2 z3f16 --steps 6 --ncuda 0 --batch_tile 2 --sched dmdas --ncpus 2
+train f_t2e z3f16 --steps 6 --ncuda 0 --batch_tile 2 --sched eager --ncpus 1
+train f_u z3f16 --steps 6 --ncuda 0 --batch_tile 0 --sched dmdas --ncpus 2
+same f_t2 f_t2e
+ok $? "fp16 (loss scaling), ZeRO-3, CPU optimizer, tiles of 2: same bits on dmdas/2 and eager/1"
+close f_t2 f_u 1e-2
+ok $? "fp16, ZeRO-3, CPU optimizer: tiled and untiled losses within 1e-2 relative (fp16 gradients)"
 
 # ---- resume: the tile size is not part of a checkpoint's identity ---------------
 train r_full2 mb4 $T10 --batch_tile 2 --sched eager --ncpus 2
