@@ -71,3 +71,16 @@ void sg_atomic_abort(sg_atomic_file *f)
         f->tmp[0] = '\0';
     }
 }
+
+int sg_atomic_write_text(const char *path, const char *text, sg_error *err)
+{
+    sg_atomic_file f;
+    int rc = sg_atomic_open(&f, path, err);
+    if (rc)
+        return rc;
+    if (fputs(text, f.fp) < 0 || fputc('\n', f.fp) == EOF) {
+        sg_atomic_abort(&f);
+        return sg_error_set(err, SG_EIO, "%s: write failed", path);
+    }
+    return sg_atomic_commit(&f, err);
+}

@@ -22,5 +22,7 @@ int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err);
 int sg_atomic_commit(sg_atomic_file *f, sg_error *err);
 /* Discards the temporary file. Safe to call after commit or twice. */
 void sg_atomic_abort(sg_atomic_file *f);
+/* Writes text (followed by a newline) to path atomically. */
+int sg_atomic_write_text(const char *path, const char *text, sg_error *err);
 
 #endif /* SG_ATOMIC_FILE_H */

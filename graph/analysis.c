@@ -226,3 +226,28 @@ int sg_graph_set_priorities(sg_graph *g, const sg_cost_model *cm)
     free(feeds_host);
     return SG_OK;
 }
+
+double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const char **bound_by)
+{
+    struct {
+        const char *what;
+        double sec;
+    } part[] = {
+        {"GPU compute (every GPU task back to back at its roofline)", s->work_s[SG_DEV_GPU]},
+        {"CPU work (every CPU task back to back at the socket's roofline)", s->work_s[SG_DEV_CPU]},
+        {"the host-to-device link", cm->link_bw[SG_LINK_H2D] > 0
+                                        ? (double)s->link_bytes[SG_LINK_H2D] / cm->link_bw[SG_LINK_H2D]
+                                        : 0},
+        {"the device-to-host link", cm->link_bw[SG_LINK_D2H] > 0
+                                        ? (double)s->link_bytes[SG_LINK_D2H] / cm->link_bw[SG_LINK_D2H]
+                                        : 0},
+        {"the critical path (dependencies)", s->critical_path_s},
+    };
+    int best = 0;
+    for (int i = 1; i < (int)(sizeof part / sizeof *part); i++)
+        if (part[i].sec > part[best].sec)
+            best = i;
+    if (bound_by)
+        *bound_by = part[best].what;
+    return part[best].sec;
+}

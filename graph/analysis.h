@@ -56,6 +56,12 @@ typedef struct sg_summary {
 
 int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s);
 
+/* A lower bound of the step on the cost model's machine (one GPU, its CPU
+ * socket, its links): the largest of the GPU tasks' ideal times summed, the
+ * CPU tasks' summed, each link direction's bytes over its bandwidth, and the
+ * ideal critical path. *bound_by names which. */
+double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const char **bound_by);
+
 /* Bottom level of every node: the longest path, in seconds on the ideal
  * machine, from the node's start to the end of the step (the node included).
  * out has g->nnodes entries. Returns 0 or SG_ENOMEM. */

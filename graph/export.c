@@ -56,7 +56,8 @@ static void human_flops(double f, char *buf, size_t n)
         snprintf(buf, n, "%.0f FLOP", f);
 }
 
-static void dot_node(const sg_graph *g, const sg_node *nd, FILE *out, const char *indent)
+static void dot_node(const sg_graph *g, const sg_node *nd, const sg_dot_style *st, FILE *out,
+                     const char *indent)
 {
     char fl[32], by[32];
     human_flops(nd->flops, fl, sizeof fl);
@@ -64,25 +65,67 @@ static void dot_node(const sg_graph *g, const sg_node *nd, FILE *out, const char
                                                    : nd->bytes_read + nd->bytes_written),
                 by, sizeof by);
     (void)g;
-    fprintf(out, "%sn%d [label=\"%s\\n%s | %s\", fillcolor=\"%s\"%s];\n", indent, nd->id,
-            nd->name, nd->device == SG_DEV_LINK ? sg_link_dir_name(nd->link) : fl, by,
-            sg_op_kind_color(nd->kind),
-            nd->device == SG_DEV_LINK ? ", shape=cds" : nd->device == SG_DEV_CPU ? ", shape=box3d" : "");
+    char fill[16];
+    double h = st && st->heat ? st->heat[nd->id] : -2;
+    if (h >= 0) /* measured: white (short) to red (long) */
+        snprintf(fill, sizeof fill, "#ff%02x%02x", (int)(255 * (1 - h)), (int)(255 * (1 - h)));
+    else
+        snprintf(fill, sizeof fill, "%s", h > -2 ? "#dddddd" : sg_op_kind_color(nd->kind));
+    int crit = st && st->critical && st->critical[nd->id];
+    fprintf(out, "%sn%d [id=\"n%d\", tooltip=\"%s\", label=\"%s\\n%s | %s\", fillcolor=\"%s\"%s%s];\n",
+            indent, nd->id, nd->id, nd->name, nd->name,
+            nd->device == SG_DEV_LINK ? sg_link_dir_name(nd->link) : fl, by, fill,
+            nd->device == SG_DEV_LINK ? ", shape=cds" : nd->device == SG_DEV_CPU ? ", shape=box3d" : "",
+            crit ? ", color=\"#d00000\", penwidth=3" : "");
+}
+
+static int cmp_edge(const void *a, const void *b)
+{
+    const sg_edge *x = a, *y = b;
+    return x->from != y->from ? (x->from > y->from) - (x->from < y->from)
+                              : (x->to > y->to) - (x->to < y->to);
+}
+
+/* An endpoint in the drawing: node n, or group G as -(G + 1). */
+static int drawn_as(const sg_fold *fold, int n)
+{
+    return fold && fold->group_of[n] >= 0 ? -(fold->group_of[n] + 1) : n;
+}
+
+static void dot_endpoint(FILE *out, int e)
+{
+    if (e >= 0)
+        fprintf(out, "n%d", e);
+    else
+        fprintf(out, "f%d", -e - 1);
 }
 
 int sg_export_dot(const sg_graph *g, FILE *out)
 {
+    return sg_export_dot_folded(g, NULL, out);
+}
+
+int sg_export_dot_folded(const sg_graph *g, const sg_fold *fold, FILE *out)
+{
+    sg_dot_style st = {.fold = fold};
+    return sg_export_dot_styled(g, &st, out);
+}
+
+int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
+{
+    const sg_fold *fold = st ? st->fold : NULL;
     int top = max_layer(g);
     fprintf(out, "digraph step {\n"
-                 "  graph [rankdir=TB, fontname=\"Helvetica\", compound=true, newrank=true];\n"
+                 "  graph [rankdir=%s, fontname=\"Helvetica\", compound=true, newrank=true];\n"
                  "  node [shape=box, style=\"filled,rounded\", fontname=\"Helvetica\", fontsize=10];\n"
-                 "  edge [color=\"#555555\", arrowsize=0.6];\n");
+                 "  edge [color=\"#555555\", arrowsize=0.6];\n",
+            fold ? "LR" : "TB");
     /* one cluster per unit, one for the optimizer and step-level nodes */
     for (int u = -1; u <= top; u++) {
         char lab[32];
         int any = 0;
         for (int n = 0; n < g->nnodes && !any; n++)
-            any = g->nodes[n].layer == u;
+            any = g->nodes[n].layer == u && drawn_as(fold, n) == n;
         if (!any)
             continue;
         if (u >= 0)
@@ -92,14 +135,42 @@ int sg_export_dot(const sg_graph *g, FILE *out)
         fprintf(out, "  subgraph cluster_%d {\n    label=\"%s\"; style=\"rounded\"; color=\"#999999\";\n",
                 u + 1, lab);
         for (int n = 0; n < g->nnodes; n++)
-            if (g->nodes[n].layer == u)
-                dot_node(g, &g->nodes[n], out, "    ");
+            if (g->nodes[n].layer == u && drawn_as(fold, n) == n)
+                dot_node(g, &g->nodes[n], st, out, "    ");
         fprintf(out, "  }\n");
     }
-    for (int e = 0; e < g->nedges; e++)
-        fprintf(out, "  n%d -> n%d;\n", g->edges[e].from, g->edges[e].to);
-    /* legend: the kinds present */
-    fprintf(out, "  subgraph cluster_legend {\n    label=\"kinds\"; style=\"rounded\";\n");
+    for (int gi = 0; fold && gi < fold->ngroups; gi++) {
+        int crit = 0;
+        for (int n = 0; st->critical && n < g->nnodes && !crit; n++)
+            crit = fold->group_of[n] == gi && st->critical[n];
+        fprintf(out, "  f%d [id=\"f%d\", shape=folder, fillcolor=\"#e8e8e8\", label=\"%s\", "
+                     "tooltip=\"%s\"%s];\n",
+                gi, gi, fold->groups[gi].label, fold->groups[gi].label,
+                crit ? ", color=\"#d00000\", penwidth=3" : "");
+    }
+    /* edges between what is drawn, once each, none inside a folded group */
+    sg_edge *es = malloc((size_t)(g->nedges > 0 ? g->nedges : 1) * sizeof *es);
+    if (!es)
+        return SG_ENOMEM;
+    int ne = 0;
+    for (int e = 0; e < g->nedges; e++) {
+        sg_edge d = {drawn_as(fold, g->edges[e].from), drawn_as(fold, g->edges[e].to)};
+        if (!(d.from < 0 && d.from == d.to))
+            es[ne++] = d;
+    }
+    qsort(es, (size_t)ne, sizeof *es, cmp_edge);
+    for (int e = 0; e < ne; e++) {
+        if (e > 0 && es[e].from == es[e - 1].from && es[e].to == es[e - 1].to)
+            continue;
+        fprintf(out, "  ");
+        dot_endpoint(out, es[e].from);
+        fprintf(out, " -> ");
+        dot_endpoint(out, es[e].to);
+        fprintf(out, ";\n");
+    }
+    free(es);
+    /* legend: the kinds present, the shapes */
+    fprintf(out, "  subgraph cluster_legend {\n    label=\"legend\"; style=\"rounded\";\n");
     int present[SG_OP_KIND_COUNT] = {0};
     for (int n = 0; n < g->nnodes; n++)
         present[g->nodes[n].kind] = 1;
@@ -107,11 +178,36 @@ int sg_export_dot(const sg_graph *g, FILE *out)
         if (present[k])
             fprintf(out, "    legend_%d [label=\"%s\", fillcolor=\"%s\"];\n", k,
                     sg_op_kind_name((sg_op_kind)k), sg_op_kind_color((sg_op_kind)k));
+    fprintf(out, "    legend_gpu [label=\"rounded box: GPU-side task\", fillcolor=white];\n"
+                 "    legend_cpu [label=\"3-D box: CPU task\", shape=box3d, fillcolor=white];\n"
+                 "    legend_link [label=\"arrow: copy on a link\", shape=cds, fillcolor=white];\n");
+    if (fold && fold->ngroups)
+        fprintf(out, "    legend_fold [label=\"folder: repeated units folded\", shape=folder, "
+                     "fillcolor=\"#e8e8e8\"];\n");
+    if (fold) {
+        /* left to right, the legend would stack in one tall rank: chain it */
+        const char *prev = NULL;
+        char names[SG_OP_KIND_COUNT + 4][24];
+        int nn = 0;
+        for (int k = 0; k < SG_OP_KIND_COUNT; k++)
+            if (present[k])
+                snprintf(names[nn++], sizeof names[0], "legend_%d", k);
+        snprintf(names[nn++], sizeof names[0], "legend_gpu");
+        snprintf(names[nn++], sizeof names[0], "legend_cpu");
+        snprintf(names[nn++], sizeof names[0], "legend_link");
+        if (fold->ngroups)
+            snprintf(names[nn++], sizeof names[0], "legend_fold");
+        for (int i = 0; i < nn; i++) {
+            if (prev)
+                fprintf(out, "    %s -> %s [style=invis];\n", prev, names[i]);
+            prev = names[i];
+        }
+    }
     fprintf(out, "  }\n}\n");
     return ferror(out) ? SG_EIO : SG_OK;
 }
 
-static void json_string(FILE *out, const char *s)
+void sg_json_write_string(FILE *out, const char *s)
 {
     fputc('"', out);
     for (; *s; s++) {
@@ -151,7 +247,7 @@ int sg_summary_json(const sg_summary *s, FILE *out)
     fprintf(out, "\"persistent_bytes\":{\"gpu\":%" PRId64 ",\"host\":%" PRId64 "},",
             s->persistent_bytes[SG_MEM_GPU], s->persistent_bytes[SG_MEM_HOST]);
     fprintf(out, "\"ideal_machine\":");
-    json_string(out, s->cost_model_name ? s->cost_model_name : "");
+    sg_json_write_string(out, s->cost_model_name ? s->cost_model_name : "");
     fprintf(out, ",\"critical_path_ms\":%.6f,\"critical_path_nodes\":%d,"
                  "\"work_ms\":{\"gpu\":%.6f,\"cpu\":%.6f,\"link\":%.6f}}",
             s->critical_path_s * 1e3, s->critical_path_nodes, s->work_s[SG_DEV_GPU] * 1e3,
@@ -165,7 +261,7 @@ int sg_export_json(const sg_graph *g, const sg_summary *s, FILE *out)
     for (int n = 0; n < g->nnodes; n++) {
         const sg_node *nd = &g->nodes[n];
         fprintf(out, "%s\n{\"id\":%d,\"name\":", n ? "," : "", nd->id);
-        json_string(out, nd->name);
+        sg_json_write_string(out, nd->name);
         fprintf(out, ",\"kind\":\"%s\",\"layer\":", sg_op_kind_name(nd->kind));
         if (nd->layer >= 0)
             fprintf(out, "%d", nd->layer);
@@ -198,7 +294,7 @@ int sg_export_json(const sg_graph *g, const sg_summary *s, FILE *out)
         for (int i = 0; i < nd->naccess; i++) {
             const sg_buffer *b = &g->buffers[nd->access[i].buffer];
             fprintf(out, "%s{\"name\":", i ? "," : "");
-            json_string(out, b->name);
+            sg_json_write_string(out, b->name);
             fprintf(out, ",\"mode\":\"%s\",\"bytes\":%" PRId64 ",\"space\":\"%s\",\"dtype\":\"%s\"}",
                     mode_name(nd->access[i].mode), b->bytes, sg_mem_space_name(b->space),
                     sg_dtype_name(b->dtype));

@@ -15,15 +15,33 @@
 #include <stdio.h>
 
 #include "graph/analysis.h"
+#include "graph/fold.h"
 #include "graph/ir.h"
 
 /* Human-readable names of units: "embed", "layer3", "head". */
 void sg_unit_label(const sg_graph *g, int unit, char *buf, size_t size);
 
 int sg_export_dot(const sg_graph *g, FILE *out);
+/* The same with fold's groups drawn as one box each (graph/fold.h), left to
+ * right; every node has the SVG id "nID", every group "fG". NULL = unfolded. */
+struct sg_fold;
+int sg_export_dot_folded(const sg_graph *g, const struct sg_fold *fold, FILE *out);
+
+/* How to draw: folding (NULL: none), a fill per node from measured times
+ * (heat[i] in [0, 1], white to red, < 0: not measured; NULL: colour by kind)
+ * and the critical path outlined (critical[i] != 0; NULL: none). */
+typedef struct sg_dot_style {
+    const struct sg_fold *fold;
+    const double *heat;
+    const unsigned char *critical;
+} sg_dot_style;
+int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out);
 int sg_export_json(const sg_graph *g, const sg_summary *s, FILE *out);
 int sg_summary_print(const sg_summary *s, FILE *out);
 int sg_summary_json(const sg_summary *s, FILE *out);
+
+/* s as a JSON string, quoted and escaped. */
+void sg_json_write_string(FILE *out, const char *s);
 
 /* Fill colour used for a kind in DOT (and the trace viewer legend). */
 const char *sg_op_kind_color(sg_op_kind k);

@@ -333,6 +333,24 @@ int sg_model_resolve(const char *name_or_path, const char *models_dir,
                   ends_with(name_or_path, ".json");
     if (!models_dir)
         models_dir = sg_models_dir();
+    struct stat dst;
+    if (stat(name_or_path, &dst) == 0 && S_ISDIR(dst.st_mode)) {
+        /* a Hugging Face model directory: its config.json */
+        size_t len = strlen(name_or_path);
+        int slash = len > 0 && name_or_path[len - 1] == '/';
+        int n = snprintf(out_path, out_size, "%s%sconfig.json", name_or_path, slash ? "" : "/");
+        if (n < 0 || (size_t)n >= out_size) {
+            out_path[0] = '\0';
+            return sg_error_set(err, SG_EINVAL, "model %s: path longer than %zu bytes",
+                                name_or_path, out_size - 1);
+        }
+        if (stat(out_path, &dst) == 0 && S_ISREG(dst.st_mode))
+            return 0;
+        if (is_path)
+            return sg_error_set(err, SG_ENOENT, "model directory %s: no config.json (a "
+                                "Hugging Face model directory holds one)", name_or_path);
+        /* a directory named like a shipped model: the name wins */
+    }
     int n = is_path ? snprintf(out_path, out_size, "%s", name_or_path)
                     : snprintf(out_path, out_size, "%s/%s.json", models_dir,
                                name_or_path);

@@ -66,6 +66,10 @@ typedef struct sg_model {
     /* Attention pattern */
     int64_t sliding_window;            /* tokens; 0 = none */
     sg_attn_kind layer_attn[SG_MODEL_MAX_LAYERS]; /* per HF layer index */
+    /* Read from a Hugging Face config.json (models/hf_config.h): its keys
+     * that stepgraph does not know, dropped (the commands warn) */
+    int from_hf_config;
+    char hf_ignored_keys[200];         /* comma-separated, "" when none */
 } sg_model;
 
 /* One parameter tensor with its Hugging Face name and shape (row-major, as
@@ -89,7 +93,9 @@ int sg_model_parse(const char *json_text, const char *origin, sg_model *model,
 
 /* Resolves a model name ("llama-3.1-8b") or a path to a model file: a string
  * containing '/' or ending in ".json" is a path; otherwise
- * <models_dir>/<name>.json. models_dir NULL means sg_models_dir(). */
+ * <models_dir>/<name>.json. A directory (a path, or an existing directory
+ * given by name) stands for its config.json: a Hugging Face model directory.
+ * models_dir NULL means sg_models_dir(). */
 int sg_model_resolve(const char *name_or_path, const char *models_dir,
                      char *out_path, size_t out_size, sg_error *err);
 

@@ -5,6 +5,7 @@
 #include "models/model.h"
 
 #include "common/json_strict.h"
+#include "models/hf_config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -545,8 +546,15 @@ int sg_model_parse(const char *json_text, const char *origin, sg_model *model,
     parser ps = {.origin = origin, .root = root, .err = err};
     if (!cJSON_IsObject(root))
         rc = bad_value(&ps, "(top level)", root, "is not a JSON object");
-    else
-        rc = parse_root(&ps, m);
+    else {
+        /* a transformers config.json: rewritten into a model description */
+        m->from_hf_config = sg_hf_config_detect(root);
+        rc = m->from_hf_config ? sg_hf_config_normalize(root, origin, m->hf_ignored_keys,
+                                                        sizeof m->hf_ignored_keys, err)
+                               : 0;
+        if (rc == 0)
+            rc = parse_root(&ps, m);
+    }
     if (rc == 0)
         *model = *m;
     free(m);

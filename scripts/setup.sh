@@ -5,7 +5,9 @@
 #        native  - CPU (+ CUDA when nvcc is found), FxT tracing
 #        simgrid - StarPU's SimGrid simulation mode
 #      each installed once into a cache prefix keyed by version, flavour and configure flags,
-#   3. .deps-build/env.sh in the repository root, to be sourced before ./configure.
+#   3. .deps-build/env.sh in the repository root, to be sourced before ./configure,
+#   4. best effort, the `tokenizers` package (PyPI) for scripts/tokenize.sh, in the
+#      virtual environment ~/.cache/stepgraph/venv-bench.
 #
 # Idempotent: a second run installs and builds nothing.
 #
@@ -61,10 +63,12 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 PACKAGES=(
 	build-essential autoconf automake libtool libltdl-dev pkg-config
 	libcjson-dev libhwloc-dev libnuma-dev libopenblas-dev libfxt-dev libsimgrid-dev
-	graphviz python3 python3-torch python3-numpy vim-runtime
+	graphviz python3 python3-torch python3-numpy python3-venv vim-runtime
 	dpkg-dev xz-utils ca-certificates
 	# scripts/fuzz.sh and scripts/sanitize.sh: libFuzzer, ASan and UBSan runtimes
 	clang libclang-rt-14-dev
+	# tests/test_graph_html.sh: the graph page checked in a real (headless) browser
+	chromium
 )
 
 # ---------------------------------------------------------------- CUDA detection
@@ -371,6 +375,22 @@ if [ "${#todo[@]}" -gt 0 ]; then
 			is_built "$SIMGRID_PREFIX" || build_flavour simgrid "$SIMGRID_PREFIX" "$WORK/src" "$WORK" "${SIMGRID_FLAGS[@]}" ;;
 		esac
 	done
+fi
+
+# ---------------------------------------------------------------- Python tools
+# scripts/tokenize.sh needs the `tokenizers` package, which Debian 12 does not
+# ship: it goes into the virtual environment the benchmarks and
+# scripts/check_hf_export.sh use. Best effort: without PyPI, setup goes on and
+# tokenize.sh tries again on first use (its tests are skipped meanwhile).
+TOOLS_VENV=${STEPGRAPH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stepgraph}/venv-bench
+if ! "$TOOLS_VENV/bin/python" -c 'import tokenizers' 2>/dev/null; then
+	log "Python tools: tokenizers from PyPI into $TOOLS_VENV"
+	if { [ -x "$TOOLS_VENV/bin/python" ] || python3 -m venv "$TOOLS_VENV"; } &&
+		timeout 300 "$TOOLS_VENV/bin/pip" install -q tokenizers; then
+		log "Python tools: tokenizers $("$TOOLS_VENV/bin/python" -c 'import tokenizers; print(tokenizers.__version__)')"
+	else
+		log "Python tools: could not install tokenizers (no PyPI?); scripts/tokenize.sh will try again"
+	fi
 fi
 
 # ---------------------------------------------------------------- env file

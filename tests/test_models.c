@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/hf_config.h"
 #include "models/model.h"
 #include "tests/tap.h"
 
@@ -528,6 +529,56 @@ static void test_strict_json(void)
         tap_diag("  %s", err.msg);
 }
 
+/* Every shipped model transformers can express: config.json written, read
+ * back, the same model (description, totals, attention pattern, rope). */
+static void test_hf_round_trip(void)
+{
+    static const char *const names[] = {"tiny-llama", "tiny-qwen3", "tiny-moe", "llama-3.1-8b",
+                                        "llama-3.2-1b", "qwen3-14b", "qwen3-30b-a3b",
+                                        "seed-oss-36b", "phi-4", "bench-3m"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s.json", models_dir, names[i]);
+        sg_model *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+        sg_error err = {0};
+        char *text = NULL, da[2048] = "", db[2048] = "";
+        int rc = sg_model_load(path, a, &err);
+        if (!rc)
+            rc = sg_hf_config_text(a, "float32", &text, &err);
+        if (!rc)
+            rc = sg_model_parse(text, "written config.json", b, &err);
+        if (rc)
+            tap_diag("%s", err.msg);
+        if (!rc) {
+            sg_model_format_info(a, da, sizeof da);
+            sg_model_format_info(b, db, sizeof db);
+        }
+        ok(!rc && b->from_hf_config && !b->hf_ignored_keys[0] && strcmp(da, db) == 0 &&
+               !strcmp(a->name, b->name) &&
+               sg_model_total_params(a) == sg_model_total_params(b) &&
+               !memcmp(a->layer_attn, b->layer_attn, sizeof a->layer_attn) &&
+               a->rope_scaling == b->rope_scaling && a->rope_factor == b->rope_factor &&
+               a->rope_theta == b->rope_theta && a->rms_norm_eps == b->rms_norm_eps &&
+               a->o_bias == b->o_bias && a->qkv_bias == b->qkv_bias,
+           "%s: the config.json stepgraph writes reads back as the same model", names[i]);
+        free(text);
+        free(a);
+        free(b);
+    }
+    /* gpt-oss's yarn rope scaling has no place in what stepgraph reads */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/gpt-oss-20b.json", models_dir);
+    sg_model *g = calloc(1, sizeof *g);
+    sg_error err = {0};
+    char *text = NULL;
+    ok(sg_model_load(path, g, &err) == 0 && sg_hf_config_text(g, "bfloat16", &text, &err) ==
+                                                 SG_ENOTSUP &&
+           strstr(err.msg, "rope_scaling"),
+       "gpt-oss-20b (yarn): writing its config.json is refused, naming rope_scaling");
+    free(text);
+    free(g);
+}
+
 int main(void)
 {
     const char *s = getenv("SG_SRCDIR");
@@ -543,5 +594,6 @@ int main(void)
     test_parse();
     test_strict_json();
     test_resolve();
+    test_hf_round_trip();
     return tap_done();
 }

@@ -22,8 +22,11 @@ static void usage(FILE *out)
             "Commands:\n"
             "  run [CONFIG]           train: run the step graph on StarPU every step\n"
             "                         (default: configs/default.json, the tiny model)\n"
-            "  graph CONFIG [--format dot|svg|json] [-o FILE] [--summary]\n"
-            "                         compile the step graph and export it\n"
+            "  graph CONFIG [--format dot|svg|json|html] [-o FILE] [--summary]\n"
+            "                         compile the step graph and export it (html: an\n"
+            "                         interactive page)\n"
+            "  compare A [B] -o PAGE.html [--machines M1,M2]\n"
+            "                         two configs, or one on two machines, side by side\n"
             "  config CONFIG          check a config and print the resolved settings\n"
             "  simulate CONFIG [--machine M] [--sched P]\n"
             "                         predict the step on a machine model (StarPU-SimGrid)\n"
@@ -71,6 +74,8 @@ int main(int argc, char **argv)
         return sg_cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "graph"))
         return sg_cmd_graph(argc - 2, argv + 2);
+    if (!strcmp(cmd, "compare"))
+        return sg_cmd_compare(argc - 2, argv + 2);
     if (!strcmp(cmd, "model"))
         return sg_cmd_model(argc - 2, argv + 2);
     if (!strcmp(cmd, "config"))

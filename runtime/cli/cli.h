@@ -38,6 +38,7 @@ void sg_cli_print_run_flags(void);
 
 int sg_cmd_run(int argc, char **argv);
 int sg_cmd_graph(int argc, char **argv);
+int sg_cmd_compare(int argc, char **argv);
 
 /* The default job's config: $STEPGRAPH_CONFIGS_DIR/default.json, else the
  * source tree's configs/default.json from a build tree, else the installed
@@ -56,5 +57,10 @@ int sg_cli_write_output(const char *path, sg_write_fn fn, void *ctx, sg_error *e
 
 /* Renders a DOT file to SVG with Graphviz's `dot`, atomically. */
 int sg_render_svg(const char *dot_path, const char *svg_path, sg_error *err);
+/* g drawn with style (graph/export.h) through Graphviz into path, atomically. */
+struct sg_graph;
+struct sg_dot_style;
+int sg_render_graph_svg(const struct sg_graph *g, const struct sg_dot_style *style,
+                        const char *path, sg_error *err);
 
 #endif /* SG_CLI_H */

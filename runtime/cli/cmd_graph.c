@@ -5,8 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "graph/analysis.h"
 #include "graph/export.h"
+#include "runtime/cli/graph_view.h"
+#include "runtime/cli/render_html.h"
 #include "common/atomic_file.h"
 #include "runtime/cli/cli.h"
 #include "runtime/config/machine.h"
@@ -15,11 +16,13 @@
 typedef struct graph_output {
     const sg_graph *g;
     const sg_summary *s;
+    const sg_dot_style *style;
 } graph_output;
 
 static int write_dot(void *ctx, FILE *out)
 {
-    return sg_export_dot(((graph_output *)ctx)->g, out);
+    graph_output *o = ctx;
+    return sg_export_dot_styled(o->g, o->style, out);
 }
 
 static int write_json(void *ctx, FILE *out)
@@ -35,15 +38,26 @@ static int write_summary(void *ctx, FILE *out)
 
 static void graph_help(void)
 {
-    printf("usage: stepgraph graph CONFIG [--format dot|svg|json] [-o FILE] [--summary] "
-           "[run options]\n"
+    printf("usage: stepgraph graph CONFIG [--format dot|svg|json|html] [-o FILE] [--unfold]\n"
+           "                      [--times TRACE] [--summary] [run options]\n"
            "\n"
            "Compiles one training step (DeepSpeed semantics: ZeRO stage, offload,\n"
            "SuperOffload, accumulation, checkpointing, precision) into its task graph.\n"
            "\n"
-           "  --format dot|svg|json  export format (default dot; svg needs Graphviz)\n"
+           "  --format FMT           dot (default), svg (Graphviz), json (every node and\n"
+           "                         edge), html (one self-contained page: pan and zoom,\n"
+           "                         search, fold and unfold, node details, the critical\n"
+           "                         path, the step's lower bound; with --times, a\n"
+           "                         timeline of the step linked to the graph)\n"
            "  -o, --output FILE      write there (atomically) instead of standard output;\n"
-           "                         required for svg\n"
+           "                         required for svg and html\n"
+           "  --unfold               dot/svg: draw every unit; by default repeated units\n"
+           "                         (decoder layers, optimizer sub-groups of one shape) fold\n"
+           "                         into one box each, the first of each shape drawn in full\n"
+           "  --times TRACE          a Chrome trace of this config's step (`run --trace` or\n"
+           "                         `simulate --trace`): svg/dot fill nodes from white to\n"
+           "                         red by measured time and outline the executed critical\n"
+           "                         path; html adds the timeline\n"
            "  --summary              print node counts per kind, FLOPs, bytes per link\n"
            "                         direction, peak memory and the critical path on an\n"
            "                         ideal machine: unlimited workers at the roofline of\n"
@@ -54,35 +68,46 @@ static void graph_help(void)
     sg_cli_print_run_flags();
 }
 
-/* DOT to a temporary file next to the output, then Graphviz. */
-static int export_svg(graph_output *o, const char *path, sg_error *err)
+/* The page: both drawings (folded, full) rendered to temporary SVGs, then
+ * inlined with the data. */
+static int export_html(const sg_graph_view *v, const char *title, const char *path,
+                       sg_error *err)
 {
-    char dot_path[4096];
-    if (snprintf(dot_path, sizeof dot_path, "%s.dot.XXXXXX", path) >= (int)sizeof dot_path)
+    char folded[4096], full[4096];
+    if (snprintf(folded, sizeof folded, "%s.folded.svg", path) >= (int)sizeof folded ||
+        snprintf(full, sizeof full, "%s.full.svg", path) >= (int)sizeof full)
         return sg_error_set(err, SG_EINVAL, "%s: path too long", path);
-    int fd = mkstemp(dot_path);
-    if (fd < 0)
-        return sg_error_set(err, SG_EIO, "%s: cannot create a temporary file", path);
-    FILE *f = fdopen(fd, "w");
-    int rc = f ? write_dot(o, f) : SG_EIO;
-    if (f && fclose(f) != 0)
-        rc = SG_EIO;
-    if (rc)
-        rc = sg_error_set(err, rc, "%s: cannot write the DOT file", dot_path);
-    else
-        rc = sg_render_svg(dot_path, path, err);
-    unlink(dot_path);
+    sg_dot_style fst = v->style, ust = v->style;
+    fst.fold = &v->fold;
+    ust.fold = NULL;
+    int rc = sg_render_graph_svg(&v->g, &fst, folded, err);
+    if (!rc)
+        rc = sg_render_graph_svg(&v->g, &ust, full, err);
+    if (!rc) {
+        sg_html_page page = {.title = title, .g = &v->g, .s = &v->s, .fold = &v->fold,
+                             .svg_folded = folded, .svg_full = full,
+                             .times = v->have_times ? &v->times : NULL,
+                             .critical = v->critical, .ncritical = v->ncritical,
+                             .critical_kind = v->critical_kind, .critical_s = v->critical_s,
+                             .wait_s = v->wait_s, .step_s = v->step_s, .bound_s = v->bound_s,
+                             .bound_by = v->bound_by};
+        rc = sg_render_html(path, &page, err);
+    }
+    unlink(folded);
+    unlink(full);
     return rc;
 }
 
 int sg_cmd_graph(int argc, char **argv)
 {
-    const char *format = "dot", *output = NULL;
-    int summary = 0, help = 0;
+    const char *format = "dot", *output = NULL, *times_path = NULL;
+    int summary = 0, help = 0, unfold = 0;
     sg_cli_opt opts[] = {
         {"format", NULL, &format, NULL},
         {"output", "o", &output, NULL},
         {"summary", NULL, NULL, &summary},
+        {"unfold", NULL, NULL, &unfold},
+        {"times", NULL, &times_path, NULL},
         {"help", "h", NULL, &help},
     };
     for (int i = 0; i < argc; i++)
@@ -92,60 +117,52 @@ int sg_cmd_graph(int argc, char **argv)
         }
     sg_error err = {0};
     sg_config *cfg = calloc(1, sizeof *cfg);
-    sg_model *model = calloc(1, sizeof *model);
-    sg_graph g;
-    sg_graph_init(&g);
-    int rc = (!cfg || !model) ? sg_error_set(&err, SG_ENOMEM, "out of memory") : SG_OK;
+    sg_graph_view v;
+    memset(&v, 0, sizeof v);
+    int built = 0;
+    int rc = !cfg ? sg_error_set(&err, SG_ENOMEM, "out of memory") : SG_OK;
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 4, cfg, &err);
-    if (!rc && strcmp(format, "dot") && strcmp(format, "svg") && strcmp(format, "json"))
-        rc = sg_error_set(&err, SG_EINVAL, "--format %s: expected dot, svg or json", format);
-    if (!rc && !strcmp(format, "svg") && (!output || !strcmp(output, "-")))
-        rc = sg_error_set(&err, SG_EINVAL, "--format svg needs -o FILE");
-    if (!rc)
-        rc = sg_compile_from_config(cfg, model, &g, &err);
-    sg_summary s;
-    sg_cost_model cm;
-    sg_machine machine;
-    sg_cost_model_gh200(&cm);
-    if (!rc && cfg->run.machine[0]) {
-        char path[4096];
-        sg_step_spec spec;
-        sg_step_spec_from_config(cfg, &spec);
-        rc = sg_machine_resolve(cfg->run.machine, path, sizeof path, &err);
-        if (!rc)
-            rc = sg_machine_load(path, &machine, &err);
-        if (!rc)
-            sg_machine_cost_model(&machine, spec.compute_dtype, &cm);
-    }
-    if (!rc && sg_summary_compute(&g, &cm, &s))
-        rc = sg_error_set(&err, SG_ENOMEM, "out of memory summarising the graph");
-    graph_output o = {&g, &s};
+        rc = sg_cli_load_config(argc, argv, opts, 6, cfg, &err);
+    if (!rc && strcmp(format, "dot") && strcmp(format, "svg") && strcmp(format, "json") &&
+        strcmp(format, "html"))
+        rc = sg_error_set(&err, SG_EINVAL, "--format %s: expected dot, svg, json or html", format);
+    if (!rc && (!strcmp(format, "svg") || !strcmp(format, "html")) && (!output || !strcmp(output, "-")))
+        rc = sg_error_set(&err, SG_EINVAL, "--format %s needs -o FILE", format);
+    /* the page always has both drawings: the view is folded for it */
+    if (!rc && !(rc = sg_graph_view_build(cfg, unfold && strcmp(format, "html"), times_path, &v,
+                                          &err)))
+        built = 1;
+    graph_output o = {&v.g, &v.s, &v.style};
     if (!rc) {
         int want_export = !summary || output || strcmp(format, "dot");
         if (summary) {
             printf("step graph of %s: %d units, ZeRO stage %lld, micro-batch %lld x %lld "
                    "accumulation, seq %lld\n",
-                   model->name, sg_model_num_units(model), (long long)cfg->ds.zero.stage,
+                   v.model->name, sg_model_num_units(v.model), (long long)cfg->ds.zero.stage,
                    (long long)cfg->ds.train_micro_batch_size_per_gpu,
                    (long long)cfg->ds.gradient_accumulation_steps, (long long)cfg->run.max_length);
             rc = sg_cli_write_output(NULL, write_summary, &o, &err);
         }
         if (!rc && want_export) {
             if (!strcmp(format, "svg"))
-                rc = export_svg(&o, output, &err);
-            else
+                rc = sg_render_graph_svg(&v.g, &v.style, output, &err);
+            else if (!strcmp(format, "html")) {
+                char title[2200];
+                snprintf(title, sizeof title, "%s: %s", v.model->name,
+                         cfg->run_path[0] ? cfg->run_path : cfg->ds_path);
+                rc = export_html(&v, title, output, &err);
+            } else
                 rc = sg_cli_write_output(output, !strcmp(format, "json") ? write_json : write_dot,
                                          &o, &err);
             if (!rc && output && strcmp(output, "-"))
-                fprintf(stderr, "stepgraph: wrote %s (%d nodes, %d edges)\n", output, g.nnodes,
-                        g.nedges);
+                fprintf(stderr, "stepgraph: wrote %s (%d nodes, %d edges)\n", output, v.g.nnodes,
+                        v.g.nedges);
         }
     }
     if (rc)
         fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
-    sg_graph_free(&g);
+    if (built)
+        sg_graph_view_free(&v);
     free(cfg);
-    free(model);
     return rc ? 1 : 0;
 }

@@ -13,8 +13,9 @@ static void model_help(void)
     printf("usage: stepgraph model info MODEL...   dimensions and parameter counts\n"
            "       stepgraph model list            shipped models with their totals\n"
            "\n"
-           "MODEL is a name from 'model list' (e.g. llama-3.1-8b) or a path to a model\n"
-           "JSON file. Models are looked up in %s\n"
+           "MODEL is a name from 'model list' (e.g. llama-3.1-8b), a path to a model\n"
+           "JSON file, or a Hugging Face model directory (or its config.json).\n"
+           "Models are looked up in %s\n"
            "(set STEPGRAPH_MODELS_DIR to use another directory).\n",
            sg_models_dir());
 }
@@ -23,7 +24,12 @@ static int load_named(const char *name, sg_model *m, sg_error *err)
 {
     char path[4096];
     int rc = sg_model_resolve(name, NULL, path, sizeof path, err);
-    return rc ? rc : sg_model_load(path, m, err);
+    if (rc || (rc = sg_model_load(path, m, err)))
+        return rc;
+    if (m->hf_ignored_keys[0])
+        fprintf(stderr, "stepgraph: warning: %s: keys not used by stepgraph: %s\n", path,
+                m->hf_ignored_keys);
+    return SG_OK;
 }
 
 static int name_cmp(const void *a, const void *b)

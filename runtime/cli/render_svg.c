@@ -1,12 +1,14 @@
 /* render_svg.c - DOT to SVG through Graphviz's `dot`, written atomically. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "graph/export.h"
 #include "runtime/cli/cli.h"
 
 int sg_render_svg(const char *dot_path, const char *svg_path, sg_error *err)
@@ -40,4 +42,25 @@ int sg_render_svg(const char *dot_path, const char *svg_path, sg_error *err)
                             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     }
     return sg_atomic_commit(&f, err);
+}
+
+int sg_render_graph_svg(const sg_graph *g, const sg_dot_style *style, const char *path,
+                        sg_error *err)
+{
+    char dot_path[4096];
+    if (snprintf(dot_path, sizeof dot_path, "%s.dot.XXXXXX", path) >= (int)sizeof dot_path)
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", path);
+    int fd = mkstemp(dot_path);
+    if (fd < 0)
+        return sg_error_set(err, SG_EIO, "%s: cannot create a temporary file", path);
+    FILE *f = fdopen(fd, "w");
+    int rc = f ? sg_export_dot_styled(g, style, f) : SG_EIO;
+    if (f && fclose(f) != 0)
+        rc = SG_EIO;
+    if (rc)
+        rc = sg_error_set(err, rc, "%s: cannot write the DOT file", dot_path);
+    else
+        rc = sg_render_svg(dot_path, path, err);
+    unlink(dot_path);
+    return rc;
 }

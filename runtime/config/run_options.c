@@ -82,6 +82,7 @@ static const ropt run_opts[] = {
     { "save_interval", R_INT, ROFF(save_interval), 0, 0, NONNEG, 0, 0 },
     { "save_keep", R_INT, ROFF(save_keep), 0, 0, NONNEG, 0, 0 },
     { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0 },
+    { "save_shard_size", R_INT, ROFF(save_shard_size), 0, 0, NONNEG, 0, 0 },
     { "speculation", R_STR, ROFF(speculation), 16, 1, 0, 0, 0 },
     { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0 },
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },

@@ -40,6 +40,7 @@ typedef struct sg_run_options {
     int64_t save_interval;              /* also save every N steps; 0 = at the end only */
     int64_t save_keep;                  /* checkpoints kept in save (newest); 0 = all */
     char save_dtype[8];                 /* "f32" (default) or "bf16" weights */
+    int64_t save_shard_size;            /* bytes per weights shard; 0 = one model.safetensors */
     char speculation[16];               /* SuperOffload: "always" (default), "adaptive", "never" */
     char metrics[SG_PATH_MAX];          /* JSONL metrics file; "" = none */
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */

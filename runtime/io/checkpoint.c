@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "runtime/io/checkpoint.h"
 
+#include "runtime/io/hf_dir.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/atomic_file.h"
+#include "models/hf_config.h"
 
 /* out = dir/file; -1 (out untouched) when it does not fit in n bytes. */
 static int join(char *out, size_t n, const char *dir, const char *file)
@@ -139,18 +144,28 @@ static int write_latest(const char *dir, const char *tag, sg_error *err)
 }
 
 static int save_files(const char *dir, const sg_weights *w, const sg_train_state *st,
-                      const char *model_name, sg_dtype weights_dtype, sg_error *err)
+                      const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes,
+                      sg_error *err)
 {
     char path[SG_PATH_MAX + 32], step[32];
     snprintf(step, sizeof step, "%" PRId64, st->step);
-    sg_st_meta meta[] = {{"step", step}, {"model", model_name}};
-    if (join(path, sizeof path, dir, "model.safetensors"))
-        return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
-    int rc = sg_weights_save(w, path, weights_dtype, meta, 2, err);
+    sg_st_meta meta[] = {{"step", step}, {"model", m->name}};
+    /* config.json beside the weights: the step directory is a Hugging Face
+     * model directory too */
+    char *config = NULL;
+    int rc = sg_hf_config_text(m, weights_dtype == SG_BF16 ? "bfloat16" : "float32", &config,
+                               err);
     if (rc)
+        return sg_error_prefix(err, "%s: config.json: ", dir), rc;
+    if (join(path, sizeof path, dir, "config.json"))
+        rc = sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+    else
+        rc = sg_atomic_write_text(path, config, err);
+    cJSON_free(config);
+    if (rc || (rc = sg_weights_save_hf(w, dir, weights_dtype, meta, 2, shard_bytes, err)))
         return rc;
     join(path, sizeof path, dir, "state.safetensors");
-    if ((rc = sg_train_state_save(st, path, model_name, err)))
+    if ((rc = sg_train_state_save(st, path, m->name, err)))
         return rc;
     if (sync_dir(dir))
         return sg_error_set(err, SG_EIO, "%s: cannot sync: %s", dir, strerror(errno));
@@ -158,8 +173,8 @@ static int save_files(const char *dir, const sg_weights *w, const sg_train_state
 }
 
 int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
-                       const char *model_name, sg_dtype weights_dtype, int64_t keep_last,
-                       sg_error *err)
+                       const sg_model *m, sg_dtype weights_dtype, int64_t keep_last,
+                       int64_t shard_bytes, sg_error *err)
 {
     if (mkdir(dir, 0777) && errno != EEXIST)
         return sg_error_set(err, SG_EIO, "cannot create checkpoint directory %s: %s", dir,
@@ -177,7 +192,7 @@ int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_stat
     remove_step_dir(tmp);
     if (mkdir(tmp, 0777))
         return sg_error_set(err, SG_EIO, "cannot create %s: %s", tmp, strerror(errno));
-    int rc = save_files(tmp, w, st, model_name, weights_dtype, err);
+    int rc = save_files(tmp, w, st, m, weights_dtype, shard_bytes, err);
     /* 2. under its step's name (a same-step directory moves aside first) */
     if (!rc && exists(final) && rename(final, old))
         rc = sg_error_set(err, SG_EIO, "cannot move %s aside: %s", final, strerror(errno));
@@ -234,6 +249,21 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
                        int *resumed, sg_config_warnings *warn, sg_error *err)
 {
     char dir[SG_PATH_MAX + 96], wpath[SG_PATH_MAX + 128], spath[SG_PATH_MAX + 128];
+    /* a Hugging Face model directory, or its config.json: weights to start from */
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t len = strlen(dir);
+    int config_named = len >= 12 && strcmp(dir + len - 12, "/config.json") == 0;
+    if (config_named)
+        dir[len - 12] = '\0';
+    /* DIR/config.json: that directory's weights, even in a checkpoint's step
+     * directory (to start a new run from them) */
+    if (is_dir(dir) && (config_named || sg_hf_dir_is_model(dir))) {
+        *resumed = 0;
+        int rc = sg_weights_load_hf_dir(dir, m, w, warn, err);
+        if (!rc && (rc = sg_train_state_alloc(st, m, err)))
+            sg_weights_free(w);
+        return rc;
+    }
     *resumed = is_dir(path);
     if (!*resumed) {
         int rc = sg_weights_load(path, m, w, warn, err);
@@ -244,25 +274,36 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
     int rc = resolve(path, dir, sizeof dir, err);
     if (rc)
         return rc;
-    join(wpath, sizeof wpath, dir, "model.safetensors");
     join(spath, sizeof spath, dir, "state.safetensors");
-    if ((rc = sg_weights_load(wpath, m, w, warn, err)))
+    /* the weights: model.safetensors, or shards and their index */
+    sg_st_set set;
+    if ((rc = sg_hf_dir_open(dir, &set, err)))
         return rc;
+    snprintf(wpath, sizeof wpath, "%s", set.nfiles == 1 ? set.files[0].path : dir);
+    if ((rc = sg_weights_load_set(&set, wpath, m, w, warn, err))) {
+        sg_st_set_close(&set);
+        return rc;
+    }
     if ((rc = sg_train_state_load(spath, m, st, err))) {
+        sg_st_set_close(&set);
         sg_weights_free(w);
         return rc;
     }
-    char step[32] = "";
-    sg_error ignored;
+    /* every weights file of the step is from the state's step */
     int64_t state_step = st->step;
-    if (sg_st_read_meta(wpath, "step", step, sizeof step, &ignored) ||
-        strtoll(step, NULL, 10) != state_step) {
+    const char *bad = NULL;
+    for (int i = 0; i < set.nfiles && !bad; i++) {
+        const char *step = sg_st_meta_get(&set.files[i], "step");
+        if (!step || strtoll(step, NULL, 10) != state_step)
+            bad = step ? step : "missing";
+    }
+    sg_st_set_close(&set);
+    if (bad) {
         sg_weights_free(w);
         sg_train_state_free(st);
         return sg_error_set(err, SG_EINVAL,
                             "%s: the weights (step %s) and the training state (step %" PRId64
-                            ") are from different steps", dir, step[0] ? step : "missing",
-                            state_step);
+                            ") are from different steps", dir, bad, state_step);
     }
     return SG_OK;
 }

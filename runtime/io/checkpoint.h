@@ -2,9 +2,13 @@
  *
  * A checkpoint directory DIR (run's --save) holds
  *   latest              one line: the name of the current checkpoint
- *   step-NNNNNNNN/      one checkpoint per kept step:
+ *   step-NNNNNNNN/      one checkpoint per kept step, also a Hugging Face
+ *                       model directory (transformers' from_pretrained loads it):
+ *     config.json         the model as transformers describes it
  *     model.safetensors   the weights (Hugging Face names, F32 or BF16), with
- *                         __metadata__ "step"
+ *                         __metadata__ "step"; or, past shard_bytes, the shards
+ *                         model-0000K-of-0000N.safetensors (each with "step")
+ *                         and model.safetensors.index.json
  *     state.safetensors   Adam moments, step, loss scale, data position,
  *                         config hash (runtime/io/weights.h)
  * A save writes the new step directory completely (both files synced, the
@@ -29,8 +33,8 @@
  * keep_last newest (at least the new one; <= 0: keep all). On failure the
  * previous checkpoint stays current and complete. */
 int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
-                       const char *model_name, sg_dtype weights_dtype, int64_t keep_last,
-                       sg_error *err);
+                       const sg_model *m, sg_dtype weights_dtype, int64_t keep_last,
+                       int64_t shard_bytes, sg_error *err);
 
 /* path: a checkpoint directory (the checkpoint `latest` names, or the files
  * in path itself for a step directory or a directory saved before `latest`

@@ -4,6 +4,9 @@
 
 #include "runtime/io/weights.h"
 
+#include "runtime/io/hf_dir.h"
+
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file.h"
 #include "common/json_util.h" /* sg_config_warnings_add */
 
 #define ALIGN_FLOATS 16 /* 64 bytes: a cache line, and any SIMD width */
@@ -259,20 +263,23 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
-                    const sg_st_meta *meta, int nmeta, sg_error *err)
+/* Tensors first..first+count-1 of w into one safetensors file. */
+static int save_range(const sg_weights *w, int first, int count, const char *path,
+                      sg_dtype dtype, const sg_st_meta *meta, int nmeta, sg_error *err)
 {
-    sg_st_entry *e = calloc((size_t)(w->ntensors > 0 ? w->ntensors : 1), sizeof *e);
+    sg_st_entry *e = calloc((size_t)(count > 0 ? count : 1), sizeof *e);
     sg_st_meta *md = calloc((size_t)nmeta + 1, sizeof *md);
     if (!e || !md) {
         free(e);
         free(md);
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
     }
-    for (int i = 0; i < w->ntensors; i++)
-        e[i] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_F32,
+    for (int k = 0; k < count; k++) {
+        int i = first + k;
+        e[k] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_F32,
                              .ndim = w->info[i].ndim, .shape = w->info[i].shape,
                              .data = w->data[i]};
+    }
     int has_format = 0;
     for (int i = 0; i < nmeta; i++) {
         md[i] = meta[i];
@@ -282,9 +289,75 @@ int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
     int nm = nmeta;
     if (!has_format) /* transformers refuses a file without it */
         md[nm++] = (sg_st_meta){"format", "pt"};
-    int rc = sg_st_write(path, e, w->ntensors, md, nm, err);
+    int rc = sg_st_write(path, e, count, md, nm, err);
     free(e);
     free(md);
+    return rc;
+}
+
+int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
+                    const sg_st_meta *meta, int nmeta, sg_error *err)
+{
+    return save_range(w, 0, w->ntensors, path, dtype, meta, nmeta, err);
+}
+
+int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype,
+                       const sg_st_meta *meta, int nmeta, int64_t max_shard_bytes,
+                       sg_error *err)
+{
+    int64_t esize = (int64_t)sg_dtype_size(dtype), total = 0;
+    for (int i = 0; i < w->ntensors; i++)
+        total += w->info[i].numel * esize;
+    char path[4096];
+    if (max_shard_bytes <= 0 || total <= max_shard_bytes) {
+        if (snprintf(path, sizeof path, "%s/model.safetensors", dir) >= (int)sizeof path)
+            return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+        return save_range(w, 0, w->ntensors, path, dtype, meta, nmeta, err);
+    }
+    /* save_pretrained's split: tensors in order, a new shard when the next
+     * one would pass the limit (a larger tensor gets a shard of its own) */
+    int *shard_of = malloc((size_t)(w->ntensors > 0 ? w->ntensors : 1) * sizeof *shard_of);
+    if (!shard_of)
+        return sg_error_set(err, SG_ENOMEM, "%s: out of memory", dir);
+    int nshards = 0;
+    int64_t used = 0;
+    for (int i = 0; i < w->ntensors; i++) {
+        int64_t b = w->info[i].numel * esize;
+        if (nshards == 0 || (used > 0 && used + b > max_shard_bytes)) {
+            nshards++;
+            used = 0;
+        }
+        used += b;
+        shard_of[i] = nshards - 1;
+    }
+    int rc = SG_OK;
+    char name[64];
+    cJSON *index = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(index, "metadata");
+    cJSON *map = cJSON_AddObjectToObject(index, "weight_map");
+    cJSON_AddNumberToObject(md, "total_size", (double)total);
+    for (int s = 0, first = 0; s < nshards && rc == SG_OK; s++) {
+        int count = 0;
+        while (first + count < w->ntensors && shard_of[first + count] == s)
+            count++;
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+            rc = sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+        else
+            rc = save_range(w, first, count, path, dtype, meta, nmeta, err);
+        for (int k = 0; k < count; k++)
+            cJSON_AddStringToObject(map, w->info[first + k].name, name);
+        first += count;
+    }
+    free(shard_of);
+    char *text = rc == SG_OK ? cJSON_Print(index) : NULL;
+    cJSON_Delete(index);
+    if (rc == SG_OK && !text)
+        rc = sg_error_set(err, SG_ENOMEM, "%s: out of memory", dir);
+    if (rc == SG_OK) {
+        snprintf(path, sizeof path, "%s/%s", dir, SG_HF_INDEX);
+        rc = sg_atomic_write_text(path, text, err);
+    }
+    cJSON_free(text);
     return rc;
 }
 
@@ -305,24 +378,18 @@ static int in_sorted(const char **s, int n, const char *name)
     return bsearch(&name, s, (size_t)n, sizeof *s, cmp_str) != NULL;
 }
 
-int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
-                    sg_config_warnings *warn, sg_error *err)
+int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *m,
+                        sg_weights *out, sg_config_warnings *warn, sg_error *err)
 {
     memset(out, 0, sizeof *out);
-    sg_st_file f;
-    int rc = sg_st_open(path, &f, err);
+    int rc = sg_weights_alloc(out, m, err);
     if (rc < 0)
         return rc;
-    rc = sg_weights_alloc(out, m, err);
-    if (rc < 0) {
-        sg_st_close(&f);
-        return rc;
-    }
 
     /* Shapes first (the most useful message), then missing, then extra. */
     name_list missing = {{0}, 0}, extra = {{0}, 0};
     for (int i = 0; i < out->ntensors && rc == SG_OK; i++) {
-        const sg_st_tensor *t = sg_st_find(&f, out->info[i].name);
+        const sg_st_tensor *t = sg_st_set_find(set, out->info[i].name);
         if (!t)
             list_add(&missing, out->info[i].name);
         else if (!same_shape(t, &out->info[i]))
@@ -337,15 +404,16 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
     if (rc == SG_OK && !names)
         rc = sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
     int ignored_head = 0;
-    for (int i = 0; i < f.ntensors && rc == SG_OK; i++) {
-        const char *nm = f.tensors[i].name;
-        if (in_sorted(names, out->ntensors, nm))
-            continue;
-        if (m->tie_word_embeddings && strcmp(nm, "lm_head.weight") == 0)
-            ignored_head = 1;
-        else
-            list_add(&extra, nm);
-    }
+    for (int f = 0; f < set->nfiles && rc == SG_OK; f++)
+        for (int i = 0; i < set->files[f].ntensors; i++) {
+            const char *nm = set->files[f].tensors[i].name;
+            if (in_sorted(names, out->ntensors, nm))
+                continue;
+            if (m->tie_word_embeddings && strcmp(nm, "lm_head.weight") == 0)
+                ignored_head = 1;
+            else
+                list_add(&extra, nm);
+        }
     free(names);
     if (rc == SG_OK && extra.count) {
         list_finish(&extra);
@@ -354,11 +422,10 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
     }
 
     for (int i = 0; i < out->ntensors && rc == SG_OK; i++) {
-        const sg_st_tensor *t = sg_st_find(&f, out->info[i].name);
+        const sg_st_tensor *t = sg_st_set_find(set, out->info[i].name);
         sg_st_read_f32(t, out->data[i]);
         rc = check_finite(path, t->name, out->data[i], t->numel, 0, err);
     }
-    sg_st_close(&f);
     if (rc < 0) {
         sg_weights_free(out);
         return rc;
@@ -371,6 +438,33 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
         sg_config_warnings_add(warn, msg);
     }
     return SG_OK;
+}
+
+int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
+                    sg_config_warnings *warn, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sg_st_file f;
+    int rc = sg_st_open(path, &f, err);
+    if (rc < 0)
+        return rc;
+    sg_st_set set = {1, &f};
+    rc = sg_weights_load_set(&set, path, m, out, warn, err);
+    sg_st_close(&f);
+    return rc;
+}
+
+int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
+                           sg_config_warnings *warn, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sg_st_set set;
+    int rc = sg_hf_dir_open(dir, &set, err);
+    if (rc < 0)
+        return rc;
+    rc = sg_weights_load_set(&set, dir, m, out, warn, err);
+    sg_st_set_close(&set);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -71,6 +71,27 @@ int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
 int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
                     sg_config_warnings *warn, sg_error *err);
 
+/* Writes the weights into directory dir as transformers' save_pretrained
+ * lays them out: one model.safetensors when they take at most
+ * max_shard_bytes (or max_shard_bytes <= 0), else shards
+ * model-0000K-of-0000N.safetensors of at most max_shard_bytes each (a larger
+ * tensor alone in its shard) and model.safetensors.index.json. Every file is
+ * written atomically; meta goes into each file. */
+int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype,
+                       const sg_st_meta *meta, int nmeta, int64_t max_shard_bytes,
+                       sg_error *err);
+
+/* The same from the files of set (one weights file, or the shards of a
+ * Hugging Face directory: runtime/io/hf_dir.h); path names them in messages. */
+struct sg_st_set;
+int sg_weights_load_set(const struct sg_st_set *set, const char *path, const sg_model *m,
+                        sg_weights *out, sg_config_warnings *warn, sg_error *err);
+
+/* The same from a Hugging Face model directory (runtime/io/hf_dir.h): one
+ * model.safetensors, or the shards its model.safetensors.index.json lists. */
+int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
+                           sg_config_warnings *warn, sg_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Training state                                                            */
 

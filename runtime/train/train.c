@@ -14,6 +14,7 @@
 #include "graph/analysis.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data_loader.h"
+#include "runtime/io/tokenizer_info.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/loss_scaler.h"
 #include "runtime/train/lr_schedule.h"
@@ -42,6 +43,8 @@ typedef struct trainer {
     char data_path[SG_PATH_MAX];
     sg_data_loader data;
     int data_open;
+    sg_tokenizer_info tokenizer;  /* who made the token shards, when they say */
+    int have_tokenizer;
     sg_loss_scaler_params scaler_params;
     sg_loss_scaler_state scaler;   /* the step's; read back from the exec after each step */
     sg_exec x;
@@ -119,6 +122,9 @@ static int setup_graph(trainer *t, sg_error *err)
     int rc = sg_compile_from_config(t->cfg, &t->model, &t->graph, err);
     if (rc)
         return rc;
+    if (t->model.hf_ignored_keys[0])
+        fprintf(stderr, "stepgraph: warning: model %s: config.json keys not used by stepgraph: "
+                "%s\n", t->cfg->run.model, t->model.hf_ignored_keys);
     sg_step_spec_from_config(t->cfg, &t->spec);
     if ((rc = sg_unit_check_model(&t->model, err)) || (rc = set_priorities(t, err)))
         return rc;
@@ -176,6 +182,16 @@ static int setup_data(trainer *t, sg_error *err)
     if ((rc = sg_data_open(&t->data, t->data_path, &o, err)))
         return rc;
     t->data_open = 1;
+    if (t->data.files[0].kind != SG_DATA_TEXT) {
+        if ((rc = sg_tokenizer_info_read(t->data.files[0].path, &t->tokenizer, err)) < 0)
+            return rc;
+        t->have_tokenizer = rc == 1;
+        if (t->have_tokenizer && t->tokenizer.vocab_size != t->model.vocab_size)
+            fprintf(stderr, "stepgraph: warning: %s: the shards were made by tokenizer %s with "
+                    "a vocabulary of %lld, model %s has %lld\n", t->tokenizer.path,
+                    t->tokenizer.tokenizer, (long long)t->tokenizer.vocab_size, t->model.name,
+                    (long long)t->model.vocab_size);
+    }
     if (t->resumed && (rc = sg_data_seek(&t->data, t->st.data, err)))
         return sg_error_prefix(err, "resuming from %s: ", r->load), rc;
     size_t n = (size_t)(t->spec.micro_batch * t->spec.seq_len);
@@ -260,6 +276,9 @@ static void print_header(const trainer *t)
     printf("; graph %d tasks, %d dependencies per step\n", t->graph.nnodes, t->graph.nedges);
     printf("  data: %s (%llu tokens, %llu windows)\n", t->data_path,
            (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows);
+    if (t->have_tokenizer)
+        printf("  tokens: from tokenizer %s (sha256 %.12s..., vocabulary %lld)\n",
+               t->tokenizer.tokenizer, t->tokenizer.sha256, (long long)t->tokenizer.vocab_size);
     if (cfg->run.load[0])
         printf("  %s %s at step %lld\n", t->resumed ? "resuming from" : "weights from",
                cfg->run.load, (long long)t->st.step);
@@ -381,9 +400,9 @@ static int save_checkpoint(trainer *t, sg_error *err)
     t->st.scaler_cur_hysteresis = t->scaler.cur_hysteresis;
     t->st.data = sg_data_tell(&t->data);
     t->st.config_hash = sg_config_resume_hash(t->cfg);
-    rc = sg_checkpoint_save(r->save, &t->w, &t->st, t->model.name,
+    rc = sg_checkpoint_save(r->save, &t->w, &t->st, &t->model,
                             strcmp(r->save_dtype, "bf16") == 0 ? SG_BF16 : SG_F32,
-                            r->save_keep, err);
+                            r->save_keep, r->save_shard_size, err);
     if (!rc)
         printf("saved checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld\n", r->save,
                (long long)t->st.step);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# DeepSpeed's CIFAR-10 config across stages and precisions, and SuperOffload's (README.md).
+. "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
+if ci; then steps=3 len=32; else steps=20 len=128; fi
+CIFAR=$EXAMPLE_DIR/cifar10_ds_config.json
+common=(--model tiny-llama --max_length $len --steps $steps --log_interval $steps)
+rows=()
+for stage in 0 1 2 3; do
+	for prec in fp32 bf16 fp16; do
+		case $prec in
+		fp32) set_prec=(--set bf16.enabled=false --set fp16.enabled=false) ;;
+		bf16) set_prec=() ;;
+		fp16) set_prec=(--set bf16.enabled=false --set fp16.enabled=true) ;;
+		esac
+		say "CIFAR-10 config: stage $stage, $prec"
+		"$STEPGRAPH" run "$CIFAR" "${common[@]}" --set zero_optimization.stage=$stage \
+			"${set_prec[@]}" --metrics "$OUT/cifar-stage$stage-$prec.jsonl"
+		rows+=("cifar-stage$stage-$prec")
+	done
+done
+say "SuperOffload's config"
+"$STEPGRAPH" run "$REPO_ROOT/configs/deepspeed/superoffload.json" "${common[@]}" \
+	--set zero_optimization.sub_group_size=150000 --metrics "$OUT/superoffload.jsonl"
+rows+=(superoffload)
+say "summary"
+"$PY" - "$OUT" "${rows[@]}" <<'PYEOF'
+import json, math, sys
+out, names = sys.argv[1], sys.argv[2:]
+print("%-22s %12s %12s %8s %10s" % ("run", "first loss", "last loss", "skipped", "tokens/s"))
+for n in names:
+    rows = [json.loads(l) for l in open("%s/%s.jsonl" % (out, n))]
+    assert rows and all(isinstance(r["loss"], float) and math.isfinite(r["loss"]) for r in rows), n
+    tps = sum(r["tokens_per_s"] for r in rows) / len(rows)
+    print("%-22s %12.6f %12.6f %8d %10.0f" % (n, rows[0]["loss"], rows[-1]["loss"],
+                                              sum(r["skipped"] for r in rows), tps))
+PYEOF

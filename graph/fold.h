@@ -1,0 +1,37 @@
+/* fold.h - repeated units of a step graph folded into one box each.
+ *
+ * An 8B model's step has 32 decoder layers with the same tasks and the same
+ * edges, and a SuperOffload step a dozen optimizer sub-groups with the same
+ * chain: drawn in full they make a picture no one can read. sg_fold_compute
+ * gives each unit (a node's `layer`) and each optimizer sub-group (nodes
+ * outside units, by `subgroup`) a shape: the list of its nodes in program
+ * order with kind, device, micro-step, name (unit and sub-group numbers
+ * blanked) and edge counts. The first unit (or sub-group) of each shape is
+ * drawn in full; the others of that shape fold into one group ("layers 2-31,
+ * same shape as layer1"). Every node is either drawn or in exactly one group.
+ */
+#ifndef SG_FOLD_H
+#define SG_FOLD_H
+
+#include "graph/ir.h"
+
+typedef struct sg_fold_group {
+    int is_subgroup;             /* optimizer sub-groups, else units */
+    int like;                    /* the unit or sub-group drawn in full */
+    int first, last, count;      /* members (units or sub-groups) */
+    int nodes;                   /* nodes folded into the group */
+    char label[224];             /* "units layer1-layer31 (31), same shape as layer0: 62 tasks" */
+} sg_fold_group;
+
+typedef struct sg_fold {
+    int nnodes;
+    int *group_of;               /* per node: -1 drawn, else its group */
+    int ngroups;
+    sg_fold_group *groups;
+} sg_fold;
+
+/* Computes the folding of g (finalized). SG_ENOMEM on allocation failure. */
+int sg_fold_compute(const sg_graph *g, sg_fold *f);
+void sg_fold_free(sg_fold *f);
+
+#endif /* SG_FOLD_H */

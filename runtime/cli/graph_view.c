@@ -1,0 +1,117 @@
+/* graph_view.c - a step graph with what its pictures show (graph_view.h). */
+#include "runtime/cli/graph_view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/critical_path.h"
+#include "runtime/config/machine.h"
+#include "runtime/config/step_spec.h"
+
+/* Heat per node from the trace's durations (the longest is 1). */
+static void heat_of(const sg_graph *g, const sg_trace_times *t, double *heat)
+{
+    double longest = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (t->end_us[i] >= 0 && t->end_us[i] - t->start_us[i] > longest)
+            longest = t->end_us[i] - t->start_us[i];
+    for (int i = 0; i < g->nnodes; i++)
+        heat[i] = t->end_us[i] < 0 ? -1
+                  : longest > 0   ? (t->end_us[i] - t->start_us[i]) / longest
+                                  : 0;
+}
+
+static int cost_model(const sg_config *cfg, sg_graph_view *v, sg_error *err)
+{
+    sg_cost_model_gh200(&v->cm);
+    if (!cfg->run.machine[0])
+        return SG_OK;
+    char path[4096];
+    sg_machine machine;
+    sg_step_spec spec;
+    sg_step_spec_from_config(cfg, &spec);
+    int rc = sg_machine_resolve(cfg->run.machine, path, sizeof path, err);
+    if (!rc)
+        rc = sg_machine_load(path, &machine, err);
+    if (!rc) {
+        sg_machine_cost_model(&machine, spec.compute_dtype, &v->cm);
+        snprintf(v->machine, sizeof v->machine, "%s", machine.name);
+    }
+    return rc;
+}
+
+/* The executed critical path from the trace, and the traced step's length. */
+static void executed_path(sg_graph_view *v)
+{
+    const sg_trace_times *t = &v->times;
+    heat_of(&v->g, t, v->heat);
+    sg_critical_path_timed(&v->g, t->start_us, t->end_us, v->critical, &v->ncritical, &v->wait_s);
+    v->wait_s *= 1e-6;
+    double t0 = -1, t1 = -1;
+    for (int i = 0; i < v->g.nnodes; i++)
+        if (t->end_us[i] >= 0) {
+            t0 = t0 < 0 || t->start_us[i] < t0 ? t->start_us[i] : t0;
+            t1 = t->end_us[i] > t1 ? t->end_us[i] : t1;
+        }
+    v->step_s = (t1 - t0) * 1e-6;
+    if (v->ncritical)
+        v->critical_s = (t->end_us[v->critical[v->ncritical - 1]] - t->start_us[v->critical[0]]) *
+                        1e-6;
+    v->critical_kind = "executed";
+}
+
+int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path,
+                        sg_graph_view *v, sg_error *err)
+{
+    memset(v, 0, sizeof *v);
+    sg_graph_init(&v->g);
+    v->model = calloc(1, sizeof *v->model);
+    int rc = v->model ? SG_OK : sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc)
+        rc = sg_compile_from_config(cfg, v->model, &v->g, err);
+    if (!rc)
+        rc = cost_model(cfg, v, err);
+    if (!rc && sg_summary_compute(&v->g, &v->cm, &v->s))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory summarising the graph");
+    if (!rc && !unfold && sg_fold_compute(&v->g, &v->fold))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory folding the graph");
+    if (!rc && times_path) {
+        rc = sg_trace_times_read(times_path, &v->g, &v->times, err);
+        v->have_times = !rc;
+    }
+    size_t nn = (size_t)(v->g.nnodes > 0 ? v->g.nnodes : 1);
+    if (!rc && (!(v->critical = malloc(nn * sizeof *v->critical)) ||
+                !(v->critical_mask = calloc(nn, 1)) ||
+                (v->have_times && !(v->heat = malloc(nn * sizeof *v->heat)))))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc && v->have_times)
+        executed_path(v);
+    else if (!rc && sg_critical_path_ideal(&v->g, &v->cm, v->critical, &v->ncritical))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    else if (!rc) {
+        v->critical_s = v->s.critical_path_s;
+        v->critical_kind = "ideal-machine";
+    }
+    for (int i = 0; !rc && i < v->ncritical; i++)
+        v->critical_mask[v->critical[i]] = 1;
+    if (!rc) {
+        v->bound_s = sg_step_lower_bound(&v->s, &v->cm, &v->bound_by);
+        v->style = (sg_dot_style){unfold ? NULL : &v->fold, v->heat, v->critical_mask};
+    }
+    if (rc)
+        sg_graph_view_free(v);
+    return rc;
+}
+
+void sg_graph_view_free(sg_graph_view *v)
+{
+    sg_graph_free(&v->g);
+    sg_fold_free(&v->fold);
+    sg_trace_times_free(&v->times);
+    free(v->heat);
+    free(v->critical);
+    free(v->critical_mask);
+    free(v->model);
+    memset(v, 0, sizeof *v);
+}

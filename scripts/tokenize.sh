@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# tokenize.sh - runs scripts/tokenize_data.py (text files -> llm.c token
+# shards with a Hugging Face tokenizer.json) in a virtual environment that
+# has the `tokenizers` package from PyPI: ~/.cache/stepgraph/venv-bench
+# (STEPGRAPH_TOKENIZE_VENV picks another), created on the first run. The
+# arguments are tokenize_data.py's (--help lists them), e.g.
+#   scripts/tokenize.sh --tokenizer DIR/tokenizer.json --out shards/ book.txt
+set -euo pipefail
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${STEPGRAPH_TOKENIZE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/stepgraph/venv-bench}
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import tokenizers' 2>/dev/null; then
+	echo "tokenize: setting up $VENV (tokenizers from PyPI)" >&2
+	[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" ||
+		{ echo "tokenize: python3 -m venv failed (apt-get install python3-venv)" >&2; exit 2; }
+	"$VENV/bin/pip" install -q tokenizers ||
+		{ echo "tokenize: cannot install tokenizers from PyPI" >&2; exit 2; }
+fi
+exec "$VENV/bin/python" "$REPO_ROOT/scripts/tokenize_data.py" "$@"

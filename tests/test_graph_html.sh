@@ -1,0 +1,141 @@
+#!/bin/sh
+# test_graph_html.sh - the graph views in a real browser: `stepgraph graph
+# --format html` pages (the 8B SuperOffload step, and the default job with a
+# trace) loaded by headless Chromium from Debian with no network, the DOM
+# after the page's script ran checked for the nodes, the folded groups, a
+# search's matches (counted independently from the graph JSON), the selected
+# node's details, the critical-path highlight and the timeline's bars (one per
+# traced task); a screenshot of the 8B page is kept in tests/artifacts/.
+# Folding never loses a node: the unfolded SVG has the JSON's nodes and edges.
+# Skipped without chromium (scripts/setup.sh installs it). Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+BUILD=${SG_BUILDDIR:-.}
+BIN=$BUILD/stepgraph
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+if ! [ -x "$PY" ] || ! [ -x "$BIN" ] || ! command -v dot >/dev/null; then
+	echo "1..0 # SKIP needs $BIN, python3 and Graphviz"
+	exit 0
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_html.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+export STARPU_HOME="$TMP/starpu"
+mkdir -p "$STARPU_HOME"
+unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
+export STARPU_NCUDA=0
+n=0
+ok() {
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+echo "1..16"
+CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
+
+# folding never loses a node (no browser needed)
+"$BIN" graph "$CFG8" --format json -o "$TMP/g8.json" 2>/dev/null
+"$BIN" graph "$CFG8" --unfold --format svg -o "$TMP/full.svg" 2>/dev/null
+"$BIN" graph "$CFG8" --unfold --format dot -o "$TMP/full.dot" 2>/dev/null
+"$PY" - "$TMP/g8.json" "$TMP/full.svg" "$TMP/full.dot" <<'PYEOF'
+import json, re, sys
+g = json.load(open(sys.argv[1]))
+svg = open(sys.argv[2]).read()
+dot = open(sys.argv[3]).read()
+ids = set(int(m) for m in re.findall(r'<g id="n(\d+)" class="node"', svg))
+assert ids == set(range(len(g["nodes"]))), (len(ids), len(g["nodes"]))
+edges = set((int(a), int(b)) for a, b in re.findall(r"^  n(\d+) -> n(\d+);$", dot, re.M))
+assert edges == set(map(tuple, g["edges"])), (len(edges), len(g["edges"]))
+PYEOF
+ok $? "unfolded: the SVG has every node of the graph JSON, the DOT every edge"
+
+"$BIN" graph "$CFG8" --format html -o "$TMP/g8.html" 2>"$TMP/g8.err"
+ok $? "the 8B SuperOffload page is written"
+! grep -Eq '(src|href)="(https?:)?//' "$TMP/g8.html"
+ok $? "the page is self-contained: nothing loaded from the network"
+
+"$BIN" run "$SRC/configs/default.json" --steps 2 --trace "$TMP/trace.json" >/dev/null 2>&1
+"$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/trace.json" -o "$TMP/def.html" 2>/dev/null
+ok $? "the default job's page with its trace is written"
+"$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/g8.json" -o "$TMP/bad.html" 2>"$TMP/bad.err"
+[ $? -ne 0 ] && grep -q "not a Chrome trace" "$TMP/bad.err" && ! [ -e "$TMP/bad.html" ]
+ok $? "a file that is not a trace is refused by name, and no page is written"
+
+# compare: two configs, and one config on two machines (no browser needed)
+Z0=$SRC/configs/deepspeed/zero0.json SO=$SRC/configs/deepspeed/superoffload.json
+"$BIN" compare "$Z0" "$SO" --model tiny-llama --max_length 64 -o "$TMP/cmp.html" 2>/dev/null &&
+	"$BIN" graph "$Z0" --model tiny-llama --max_length 64 --format json -o "$TMP/z0.json" 2>/dev/null &&
+	"$BIN" graph "$SO" --model tiny-llama --max_length 64 --format json -o "$TMP/so.json" 2>/dev/null &&
+	"$PY" - "$TMP/cmp.html" "$TMP/z0.json" "$TMP/so.json" <<'PYEOF'
+import json, re, sys
+page = open(sys.argv[1]).read()
+a, b = (json.load(open(p)) for p in sys.argv[2:4])
+row = re.search(r"<tr><th>tasks</th><td>(\d+)</td><td>(\d+)</td>", page)
+assert row and (int(row.group(1)), int(row.group(2))) == (len(a["nodes"]), len(b["nodes"])), row
+for kind in ("adam_cpu", "d2h", "h2d"):
+    want = sum(n["kind"] == kind for n in b["nodes"])
+    m = re.search(r"<tr><th>%s tasks</th><td>(\d+)</td><td>(\d+)</td>" % kind, page)
+    assert m and int(m.group(1)) == 0 and int(m.group(2)) == want, (kind, m and m.groups(), want)
+assert page.count("<svg") >= 2
+PYEOF
+ok $? "compare zero0 with SuperOffload: task counts per kind as each graph's JSON has them, both drawings"
+"$BIN" compare "$CFG8" --model llama-3.2-3b --machines gh200,mi300a -o "$TMP/cmp2.html" 2>/dev/null &&
+	"$PY" - "$TMP/cmp2.html" <<'PYEOF'
+import re, sys
+page = open(sys.argv[1]).read()
+assert "on gh200" in page and "on mi300a" in page
+m = re.search(r"<tr><th>lower bound \(ms\)</th><td>([\d.]+)</td><td>([\d.]+)</td>", page)
+assert m and float(m.group(1)) > 0 and m.group(1) != m.group(2), m and m.groups()
+PYEOF
+ok $? "compare one config on gh200 and mi300a: each machine's lower bound"
+"$BIN" run "$SRC/configs/default.json" --steps 2 --ncpus 1 --trace "$TMP/trace1.json" >/dev/null 2>&1
+"$BIN" compare "$SRC/configs/default.json" "$SRC/configs/default.json" \
+	--times "$TMP/trace.json,$TMP/trace1.json" -o "$TMP/cmp3.html" 2>/dev/null &&
+	[ "$(grep -c '<rect class="bar"' "$TMP/cmp3.html")" -eq "$("$PY" -c 'import json,sys
+print(sum(1 for f in sys.argv[1:] for e in json.load(open(f))["traceEvents"] if e.get("ph") == "X" and "node" in e.get("args", {})))' "$TMP/trace.json" "$TMP/trace1.json")" ] &&
+	grep -q "traced step (ms)" "$TMP/cmp3.html"
+ok $? "compare with two traces: both timelines on one axis (a bar per task of each)"
+"$BIN" compare "$Z0" -o "$TMP/c4.html" 2>"$TMP/c4.err"
+[ $? -ne 0 ] && grep -q "two machines" "$TMP/c4.err" && ! [ -e "$TMP/c4.html" ]
+ok $? "compare with one config and no second machine is refused, saying what is missing"
+
+if [ -z "$CHROMIUM" ]; then
+	for d in "8B page in Chromium" "search" "details" "critical path" "screenshot" "timeline" "timeline and critical path"; do
+		skip "$d: no chromium (scripts/setup.sh installs Debian's)"
+	done
+	exit 0
+fi
+browse() { # PAGE HASH OUT: the DOM after the script ran, offline
+	timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-extensions \
+		--no-first-run --virtual-time-budget=8000 --dump-dom "file://$1#$2" >"$3" 2>/dev/null
+}
+browse "$TMP/g8.html" "search=adam_cpu&select=grad_norm" "$TMP/g8.dom"
+"$PY" - "$TMP/g8.dom" "$TMP/g8.json" <<'PYEOF'
+import json, re, sys
+dom, g = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+assert 'data-ready="1"' in dom, "the script did not finish"
+folded = dom[dom.index('id="svg-folded"'):dom.index('id="svg-full"')]
+drawn = set(re.findall(r'<g id="n(\d+)" class="node', folded))
+groups = set(re.findall(r'<g id="f(\d+)" class="node', folded))
+assert 10 < len(drawn) < len(g["nodes"]) / 4 and len(groups) >= 2, (len(drawn), len(groups))
+PYEOF
+ok $? "Chromium runs the 8B page: a readable folded view (few nodes drawn, groups folded)"
+want=$("$PY" -c 'import json,sys; print(sum("adam_cpu" in n["name"] or n["kind"] == "adam_cpu" for n in json.load(open(sys.argv[1]))["nodes"]))' "$TMP/g8.json")
+grep -q "id=\"hits\">$want match" "$TMP/g8.dom"
+ok $? "search adam_cpu finds the $want tasks the graph JSON has"
+grep -q "<h2>grad_norm</h2>" "$TMP/g8.dom" && grep -q "<th>kind</th><td>grad_norm</td>" "$TMP/g8.dom"
+ok $? "selecting a node shows its details (kind, accesses, neighbours)"
+[ "$(grep -o 'sg-crit' "$TMP/g8.dom" | wc -l)" -gt 3 ]
+ok $? "the critical path is highlighted"
+mkdir -p "$BUILD/tests/artifacts"
+timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,1000 \
+	--virtual-time-budget=8000 --screenshot="$BUILD/tests/artifacts/graph-8b.png" "file://$TMP/g8.html" >/dev/null 2>&1
+[ "$(wc -c <"$BUILD/tests/artifacts/graph-8b.png" 2>/dev/null || echo 0)" -gt 20000 ]
+ok $? "a screenshot of the 8B page is kept: tests/artifacts/graph-8b.png"
+browse "$TMP/def.html" "view=full" "$TMP/def.dom"
+tasks=$("$PY" -c 'import json,sys; print(sum(1 for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and "node" in e.get("args", {})))' "$TMP/trace.json")
+bars=$(grep -Eo '<rect class="bar[^"]*" id="bar[0-9]+"' "$TMP/def.dom" | wc -l)
+[ "$bars" -eq "$tasks" ] && [ "$tasks" -gt 0 ]
+ok $? "the timeline has a bar for each of the trace's $tasks tasks"
+grep -q "Critical path (executed)" "$TMP/def.dom" && grep -Eq '<rect class="bar sg-crit" id="bar[0-9]+"' "$TMP/def.dom"
+ok $? "with a trace the executed critical path is marked, in the timeline too"
