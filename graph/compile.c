@@ -147,6 +147,11 @@ typedef struct compiler {
     opt_chunk *chunks;
     int nchunks;
     sg_cast_placement *cast_place; /* per sub-group: CPU, GPU or SCHEDULER (auto resolved) */
+    /* batch tiles (spec->batch_tile): ntiles per micro-step of tile_rows
+     * sequences each (the last may be shorter); ntiles = 1 when untiled */
+    int ntiles;
+    int64_t tile_rows;
+    int *grad_part;            /* units * ntiles: fp32 weight-gradient partial of (unit, tile) */
 } compiler;
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -261,11 +266,11 @@ static double attended_pairs(int64_t s, int64_t window)
     return w * (w + 1.0) / 2.0 + (S - w) * w;
 }
 
-/* Forward FLOPs of one unit for one micro-step. */
-static double unit_forward_flops(const compiler *c, int u)
+/* Forward FLOPs of one unit for `rows` sequences of a micro-step. */
+static double unit_forward_flops_rows(const compiler *c, int u, int64_t rows)
 {
     const sg_model *m = c->m;
-    double T = (double)c->tokens;
+    double T = (double)(rows * c->s->seq_len);
     if (u == 0)
         return 0.0; /* a gather of embedding rows */
     if (u == c->head)
@@ -274,7 +279,7 @@ static double unit_forward_flops(const compiler *c, int u)
                5.0 * T * (double)m->vocab_size;
     int layer = u - 1;
     int64_t window = m->layer_attn[layer] == SG_ATTN_SLIDING ? m->sliding_window : 0;
-    double attn = 4.0 * (double)c->s->micro_batch * (double)m->num_heads *
+    double attn = 4.0 * (double)rows * (double)m->num_heads *
                   (double)m->head_dim * attended_pairs(c->s->seq_len, window);
     return 2.0 * T * (double)sg_model_unit_active_params(m, u) + attn;
 }
@@ -551,6 +556,8 @@ static int emit_allgather(compiler *c, access_list *l, int u, int micro, const c
                 collective_bytes(c, pu, 1.0), name);
 }
 
+/* Buffers of one micro-step. Per unit and batch tile: index u * ntiles + t
+ * (t = 0 when untiled). */
 typedef struct micro_bufs {
     int *act;      /* act[u]: output of unit u (u = 0..L), act[head] = loss */
     int *inner;    /* saved activations per unit, or -1 */
@@ -558,59 +565,137 @@ typedef struct micro_bufs {
     int tokens;
 } micro_bufs;
 
+#define TI(c, u, t) ((u) * (c)->ntiles + (t))
+
+/* Sequences in batch tile t (the last tile takes what is left). */
+static int64_t tile_rows(const compiler *c, int t)
+{
+    if (c->ntiles == 1)
+        return c->s->micro_batch;
+    int64_t left = c->s->micro_batch - (int64_t)t * c->tile_rows;
+    return left < c->tile_rows ? left : c->tile_rows;
+}
+
+/* Tags a buffer of tile t (untiled: leaves tile at -1). */
+static int tile_tag(compiler *c, int id, int t)
+{
+    if (id >= 0 && c->ntiles > 1)
+        c->g->buffers[id].tile = t;
+    return id;
+}
+
+/* ".t3" for a tiled graph, "" otherwise: untiled names stay as they were. */
+static const char *tile_suffix(const compiler *c, int t, char *buf, size_t n)
+{
+    if (c->ntiles > 1)
+        snprintf(buf, n, ".t%d", t);
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
 static int declare_micro(compiler *c, int mb, micro_bufs *b)
 {
     const sg_model *m = c->m;
-    int64_t T = c->tokens;
-    b->tokens = tag(c, buffer(c, 2 * T, SG_I32, SG_MEM_HOST, 1, "tokens.mb%d", mb),
+    char sfx[16];
+    b->tokens = tag(c, buffer(c, 2 * c->tokens, SG_I32, SG_MEM_HOST, 1, "tokens.mb%d", mb),
                     SG_BUF_TOKENS, -1, mb, -1);
-    for (int u = 0; u < c->units; u++) {
-        int is_head = u == c->head;
-        b->act[u] = is_head
-            ? tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "loss.mb%d", mb), SG_BUF_LOSS, u, mb, -1)
-            : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "act.%d.mb%d", u, mb),
-                  SG_BUF_ACT, u, mb, -1);
-        b->dact[u] = is_head ? -1
-                             : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0,
-                                             "dact.%d.mb%d", u, mb),
-                                   SG_BUF_DACT, u, mb, -1);
-        /* what the backward reads: logits and the final norm's output for the
-         * head, the block's internals for a layer (models/unit_layout.h) */
-        size_t saved = sg_unit_saved_floats(m, u, (size_t)c->s->micro_batch,
-                                            (size_t)c->s->seq_len);
-        b->inner[u] = saved == 0 ? -1
-                                 : tag(c, buffer(c, (int64_t)saved, c->cd, SG_MEM_GPU, 0,
-                                                 "saved.%d.mb%d", u, mb),
-                                       SG_BUF_SAVED, u, mb, -1);
-        if (b->act[u] < 0 || (!is_head && b->dact[u] < 0))
-            return SG_ENOMEM;
-    }
+    for (int u = 0; u < c->units; u++)
+        for (int t = 0; t < c->ntiles; t++) {
+            int is_head = u == c->head;
+            int64_t rows = tile_rows(c, t), T = rows * c->s->seq_len;
+            int i = TI(c, u, t);
+            tile_suffix(c, t, sfx, sizeof sfx);
+            /* a tile's loss buffer holds its share of the micro-step's mean loss */
+            b->act[i] = is_head
+                ? tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "loss.mb%d%s", mb, sfx), SG_BUF_LOSS,
+                      u, mb, -1)
+                : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "act.%d.mb%d%s", u,
+                                mb, sfx),
+                      SG_BUF_ACT, u, mb, -1);
+            b->dact[i] = is_head ? -1
+                                 : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0,
+                                                 "dact.%d.mb%d%s", u, mb, sfx),
+                                       SG_BUF_DACT, u, mb, -1);
+            /* what the backward reads: logits and the final norm's output for the
+             * head, the block's internals for a layer (models/unit_layout.h) */
+            size_t saved = sg_unit_saved_floats(m, u, (size_t)rows, (size_t)c->s->seq_len);
+            b->inner[i] = saved == 0 ? -1
+                                     : tag(c, buffer(c, (int64_t)saved, c->cd, SG_MEM_GPU, 0,
+                                                     "saved.%d.mb%d%s", u, mb, sfx),
+                                           SG_BUF_SAVED, u, mb, -1);
+            if (b->act[i] < 0 || (!is_head && b->dact[i] < 0) ||
+                (saved > 0 && b->inner[i] < 0))
+                return SG_ENOMEM;
+            tile_tag(c, b->act[i], t);
+            tile_tag(c, b->dact[i], t);
+            tile_tag(c, b->inner[i], t);
+        }
     return SG_OK;
+}
+
+/* Tiled graphs: the fp32 weight-gradient partial of every (unit, tile),
+ * shared by the micro-steps (each micro-step's sum reads them before the
+ * next micro-step's backward overwrites them). */
+static int declare_grad_parts(compiler *c)
+{
+    if (c->ntiles == 1)
+        return SG_OK;
+    c->grad_part = malloc((size_t)c->units * (size_t)c->ntiles * sizeof(int));
+    if (!c->grad_part)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+    for (int u = 0; u < c->units; u++)
+        for (int t = 0; t < c->ntiles; t++) {
+            int id = tag(c, buffer(c, sg_model_unit_params(c->m, u), SG_F32, SG_MEM_GPU, 0,
+                                   "grad_part.%d.t%d", u, t),
+                         SG_BUF_GRAD_PART, u, -1, -1);
+            if (id < 0)
+                return SG_ENOMEM;
+            c->grad_part[TI(c, u, t)] = tile_tag(c, id, t);
+        }
+    return SG_OK;
+}
+
+/* Appends a node of batch tile t (untiled: as node() does; tiled: on the
+ * CPU, since tiles exist to spread a micro-step over CPU workers). */
+static int tile_node(compiler *c, access_list *l, sg_op_kind kind, int u, int mb, int t,
+                     double flops, const char *name)
+{
+    sg_device_class dev = c->ntiles > 1 ? SG_DEV_CPU : SG_DEV_GPU;
+    int id = node(c, l, kind, dev, u, mb, -1, flops, SG_LINK_NONE, 0, name);
+    if (id >= 0 && c->ntiles > 1)
+        c->g->nodes[id].tile = t;
+    return id;
 }
 
 static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
 {
-    char lab[24], name[SG_IR_NAME_MAX];
+    char lab[24], sfx[16], name[SG_IR_NAME_MAX];
     int rc;
     int ckpt = c->s->activation_checkpointing;
     for (int u = 0; u < c->units; u++) {
         if (c->unit_gathered[u] && (rc = emit_allgather(c, l, u, mb, "fwd")) < 0)
             return rc;
-        if ((rc = push_unit_params(c, l, u)))
-            return rc;
-        if ((rc = al_push(l, u == 0 ? b->tokens : b->act[u - 1], SG_R)))
-            return rc;
-        if (u == c->head && (rc = al_push(l, b->tokens, SG_R))) /* targets */
-            return rc;
-        if ((rc = al_push(l, b->act[u], SG_W)))
-            return rc;
-        /* a checkpointed layer keeps only its input; the head is never checkpointed */
-        if (b->inner[u] >= 0 && (!ckpt || u == c->head) && (rc = al_push(l, b->inner[u], SG_W)))
-            return rc;
-        snprintf(name, sizeof name, "fwd.%s.mb%d", unit_label(c, u, lab, sizeof lab), mb);
-        if ((rc = node(c, l, SG_OP_FORWARD, SG_DEV_GPU, u, mb, -1, unit_forward_flops(c, u),
-                       SG_LINK_NONE, 0, name)) < 0)
-            return rc;
+        for (int t = 0; t < c->ntiles; t++) {
+            int i = TI(c, u, t);
+            if ((rc = push_unit_params(c, l, u)))
+                return rc;
+            if ((rc = al_push(l, u == 0 ? b->tokens : b->act[TI(c, u - 1, t)], SG_R)))
+                return rc;
+            if (u == c->head && (rc = al_push(l, b->tokens, SG_R))) /* targets */
+                return rc;
+            if ((rc = al_push(l, b->act[i], SG_W)))
+                return rc;
+            /* a checkpointed layer keeps only its input; the head is never checkpointed */
+            if (b->inner[i] >= 0 && (!ckpt || u == c->head) &&
+                (rc = al_push(l, b->inner[i], SG_W)))
+                return rc;
+            snprintf(name, sizeof name, "fwd.%s.mb%d%s", unit_label(c, u, lab, sizeof lab), mb,
+                     tile_suffix(c, t, sfx, sizeof sfx));
+            if ((rc = tile_node(c, l, SG_OP_FORWARD, u, mb, t,
+                                unit_forward_flops_rows(c, u, tile_rows(c, t)), name)) < 0)
+                return rc;
+        }
     }
     return SG_OK;
 }
@@ -863,9 +948,53 @@ static int emit_ready_subgroups(compiler *c, access_list *l, int u)
     return SG_OK;
 }
 
-static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
+/* The weight-gradient accesses of unit u's backward (tile t). Untiled: its
+ * gradient buffer. Stage >= 2 reduces every micro-step, so the full
+ * gradient starts fresh; stage 0/1 accumulate into it. A tied head also
+ * writes the embedding's gradient, which the embedding's backward then adds
+ * to. Tiled: the (unit, tile) fp32 partials, written fresh (the embedding's
+ * tied partial is added to) and summed by grad_sum. */
+static int push_grad_writes(compiler *c, access_list *l, int u, int mb, int t)
+{
+    int rc;
+    int tied = c->m->tie_word_embeddings;
+    if (c->ntiles > 1) {
+        rc = al_push(l, c->grad_part[TI(c, u, t)], (u == 0 && tied) ? SG_RW : SG_W);
+        if (!rc && u == c->head && tied)
+            rc = al_push(l, c->grad_part[TI(c, 0, t)], SG_W);
+        return rc;
+    }
+    int accumulate = c->s->zero_stage < 2 && mb > 0;
+    if ((rc = al_push(l, c->unit_grad[u], (accumulate || (u == 0 && tied)) ? SG_RW : SG_W)))
+        return rc;
+    if (u == c->head && tied && (rc = al_push(l, c->unit_grad[0], accumulate ? SG_RW : SG_W)))
+        return rc;
+    return SG_OK;
+}
+
+/* Tiled graphs: unit u's gradient of micro-step mb is the sum of its tile
+ * partials, added in tile order (a fixed order: the same bits whatever the
+ * scheduler and the worker count), accumulated into the gradient as the
+ * untiled backward does. */
+static int emit_grad_sum(compiler *c, access_list *l, int u, int mb)
 {
     char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    for (int t = 0; t < c->ntiles; t++)
+        if ((rc = al_push(l, c->grad_part[TI(c, u, t)], SG_R)))
+            return rc;
+    int accumulate = c->s->zero_stage < 2 && mb > 0;
+    if ((rc = al_push(l, c->unit_grad[u], accumulate ? SG_RW : SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "grad_sum.%s.mb%d", unit_label(c, u, lab, sizeof lab), mb);
+    rc = node(c, l, SG_OP_GRAD_SUM, SG_DEV_CPU, u, mb, -1,
+              (double)c->ntiles * (double)sg_model_unit_params(c->m, u), SG_LINK_NONE, 0, name);
+    return rc < 0 ? rc : SG_OK;
+}
+
+static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
+{
+    char lab[24], sfx[16], name[SG_IR_NAME_MAX];
     int rc;
     int last = mb == c->s->grad_accum - 1;
     int ckpt = c->s->activation_checkpointing;
@@ -874,46 +1003,45 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
         if (c->unit_gathered[u] && !c->unit_kept[u] &&
             (rc = emit_allgather(c, l, u, mb, "bwd")) < 0)
             return rc;
-        if (ckpt && u > 0 && u < c->head) {
-            if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->act[u - 1], SG_R)) ||
-                (rc = al_push(l, b->inner[u], SG_W)))
+        for (int t = 0; t < c->ntiles; t++) {
+            int i = TI(c, u, t);
+            int64_t rows = tile_rows(c, t);
+            tile_suffix(c, t, sfx, sizeof sfx);
+            if (ckpt && u > 0 && u < c->head) {
+                if ((rc = push_unit_params(c, l, u)) ||
+                    (rc = al_push(l, b->act[TI(c, u - 1, t)], SG_R)) ||
+                    (rc = al_push(l, b->inner[i], SG_W)))
+                    return rc;
+                snprintf(name, sizeof name, "recompute.%s.mb%d%s", lab, mb, sfx);
+                if ((rc = tile_node(c, l, SG_OP_RECOMPUTE, u, mb, t,
+                                    unit_forward_flops_rows(c, u, rows), name)) < 0)
+                    return rc;
+            }
+            if ((rc = push_unit_params(c, l, u)))
                 return rc;
-            snprintf(name, sizeof name, "recompute.%s.mb%d", lab, mb);
-            if ((rc = node(c, l, SG_OP_RECOMPUTE, SG_DEV_GPU, u, mb, -1,
-                           unit_forward_flops(c, u), SG_LINK_NONE, 0, name)) < 0)
+            if ((rc = al_push(l, u == 0 ? b->tokens : b->act[TI(c, u - 1, t)], SG_R)))
+                return rc;
+            if (b->inner[i] >= 0 && (rc = al_push(l, b->inner[i], SG_R)))
+                return rc;
+            if (u == c->head) {
+                if ((rc = al_push(l, b->tokens, SG_R)) || (rc = al_push(l, b->act[i], SG_R)))
+                    return rc;
+                if (c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
+                    return rc;
+            } else if ((rc = al_push(l, b->dact[i], SG_R))) {
+                return rc;
+            }
+            if (u > 0 && (rc = al_push(l, b->dact[TI(c, u - 1, t)], SG_W)))
+                return rc;
+            if ((rc = push_grad_writes(c, l, u, mb, t)))
+                return rc;
+            double flops = u == 0 ? (double)(rows * c->s->seq_len) * (double)c->m->hidden_size
+                                  : 2.0 * unit_forward_flops_rows(c, u, rows);
+            snprintf(name, sizeof name, "bwd.%s.mb%d%s", lab, mb, sfx);
+            if ((rc = tile_node(c, l, SG_OP_BACKWARD, u, mb, t, flops, name)) < 0)
                 return rc;
         }
-        if ((rc = push_unit_params(c, l, u)))
-            return rc;
-        if ((rc = al_push(l, u == 0 ? b->tokens : b->act[u - 1], SG_R)))
-            return rc;
-        if (b->inner[u] >= 0 && (rc = al_push(l, b->inner[u], SG_R)))
-            return rc;
-        if (u == c->head) {
-            if ((rc = al_push(l, b->tokens, SG_R)) || (rc = al_push(l, b->act[u], SG_R)))
-                return rc;
-            if (c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
-                return rc;
-        } else if ((rc = al_push(l, b->dact[u], SG_R))) {
-            return rc;
-        }
-        if (u > 0 && (rc = al_push(l, b->dact[u - 1], SG_W)))
-            return rc;
-        /* stage >= 2 reduces every micro-step, so the full gradient starts
-         * fresh; stage 0/1 accumulate into it. A tied head also writes the
-         * embedding's gradient, which the embedding's backward then adds to. */
-        int accumulate = c->s->zero_stage < 2 && mb > 0;
-        int tied = c->m->tie_word_embeddings;
-        if ((rc = al_push(l, c->unit_grad[u], (accumulate || (u == 0 && tied)) ? SG_RW : SG_W)))
-            return rc;
-        if (u == c->head && tied &&
-            (rc = al_push(l, c->unit_grad[0], accumulate ? SG_RW : SG_W)))
-            return rc;
-        double flops = u == 0 ? (double)c->tokens * (double)c->m->hidden_size
-                              : 2.0 * unit_forward_flops(c, u);
-        snprintf(name, sizeof name, "bwd.%s.mb%d", lab, mb);
-        if ((rc = node(c, l, SG_OP_BACKWARD, SG_DEV_GPU, u, mb, -1, flops, SG_LINK_NONE, 0,
-                       name)) < 0)
+        if (c->ntiles > 1 && (rc = emit_grad_sum(c, l, u, mb)))
             return rc;
         if ((rc = emit_reduction(c, l, u, mb, last)) < 0)
             return rc;
@@ -996,6 +1124,15 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "compute dtype must be f32, bf16 or f16");
     if (sg_model_num_units(m) < 3)
         return sg_error_set(err, SG_EINVAL, "model %s has no layers", m->name);
+    if (s->batch_tile < 0 || s->batch_tile > s->micro_batch)
+        return sg_error_set(err, SG_EINVAL,
+                            "batch_tile %lld: expected 0 (untiled) to the micro batch %lld "
+                            "(train_micro_batch_size_per_gpu) sequences per tile",
+                            (long long)s->batch_tile, (long long)s->micro_batch);
+    if (s->batch_tile > 0 && (s->micro_batch + s->batch_tile - 1) / s->batch_tile > 4096)
+        return sg_error_set(err, SG_EINVAL, "batch_tile %lld splits the micro batch of %lld "
+                            "sequences into more than 4096 tiles",
+                            (long long)s->batch_tile, (long long)s->micro_batch);
     return SG_OK;
 }
 
@@ -1016,6 +1153,7 @@ static void compiler_free(compiler *c)
     free(c->sg_first_chunk);
     free(c->chunks);
     free(c->cast_place);
+    free(c->grad_part);
 }
 
 int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_error *err)
@@ -1029,17 +1167,24 @@ int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_er
     c.tokens = s->micro_batch * s->seq_len;
     c.cd = s->compute_dtype;
     c.mixed = c.cd != SG_F32;
+    c.ntiles = 1;
+    if (s->batch_tile > 0 && s->batch_tile < s->micro_batch) {
+        c.tile_rows = s->batch_tile;
+        c.ntiles = (int)((s->micro_batch + s->batch_tile - 1) / s->batch_tile);
+    }
+    size_t nslots = (size_t)c.units * (size_t)c.ntiles;
     access_list l = {0};
     micro_bufs b = {0};
-    b.act = malloc((size_t)c.units * sizeof(int));
-    b.inner = malloc((size_t)c.units * sizeof(int));
-    b.dact = malloc((size_t)c.units * sizeof(int));
+    b.act = malloc(nslots * sizeof(int));
+    b.inner = malloc(nslots * sizeof(int));
+    b.dact = malloc(nslots * sizeof(int));
     if (!b.act || !b.inner || !b.dact) {
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
         goto out;
     }
     if ((rc = sg_subgroup_layout_compute(m, s, &c.lay, err)) || (rc = build_pieces(&c)) ||
-        (rc = declare_buffers(&c)) || (rc = resolve_cast_placement(&c)))
+        (rc = declare_buffers(&c)) || (rc = resolve_cast_placement(&c)) ||
+        (rc = declare_grad_parts(&c)))
         goto out;
     for (int mb = 0; mb < s->grad_accum; mb++) {
         if ((rc = declare_micro(&c, mb, &b)) || (rc = emit_forward(&c, &l, &b, mb)) ||

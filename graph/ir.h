@@ -66,6 +66,7 @@ typedef enum sg_buf_role {
     SG_BUF_LOSS,                 /* mean loss of a micro-step */
     SG_BUF_DACT,                 /* gradient of a unit's output */
     SG_BUF_SAVED,                /* activations a unit saves for its backward */
+    SG_BUF_GRAD_PART,            /* batch tiles: fp32 weight-gradient partial of a unit's tile */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of

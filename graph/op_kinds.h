@@ -87,11 +87,15 @@ typedef enum sg_cost_rule {
     /* gather a unit's parameter shards (stage 3; stage 1/2 after the step) */                \
     X(ALLGATHER, allgather, SG_ON(LINK), TRANSFER, NODE, 0, COLLECTIVE, ROOFLINE, "#9ecae1")   \
     /* forward of one unit (embedding, layer, head + loss) */                                 \
-    X(FORWARD, forward, SG_ON(GPU), FORWARD, NODE, 0, GEMM, ROOFLINE, "#a1d99b")              \
+    X(FORWARD, forward, SG_ON(GPU) | SG_ON(CPU), FORWARD, NODE, 0, GEMM, ROOFLINE, "#a1d99b")              \
     /* activation checkpointing: forward again before backward */                            \
-    X(RECOMPUTE, recompute, SG_ON(GPU), BACKWARD, NODE, 0, GEMM, ROOFLINE, "#d9f0a3")         \
+    X(RECOMPUTE, recompute, SG_ON(GPU) | SG_ON(CPU), BACKWARD, NODE, 0, GEMM, ROOFLINE, "#d9f0a3")         \
     /* backward of one unit: input gradient and weight gradients */                           \
-    X(BACKWARD, backward, SG_ON(GPU), BACKWARD, NODE, 0, GEMM, ROOFLINE, "#fdae6b")           \
+    X(BACKWARD, backward, SG_ON(GPU) | SG_ON(CPU), BACKWARD, NODE, 0, GEMM, ROOFLINE, "#fdae6b")           \
+    /* batch tiles: a unit's weight gradient = its tiles' partials, added in */                \
+    /* tile order (into the accumulated gradient after the first micro-step) */                 \
+    X(GRAD_SUM, grad_sum, SG_ON(GPU) | SG_ON(CPU), BACKWARD, NODE, 0, ELEMENTWISE, ROOFLINE,   \
+      "#fdd49e")                                                                              \
     /* stage >= 2: average gradients, keep this rank's shard */                               \
     X(REDUCE_SCATTER, reduce_scatter, SG_ON(LINK), TRANSFER, NODE, 0, COLLECTIVE, ROOFLINE,   \
       "#6baed6")                                                                              \

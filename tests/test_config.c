@@ -783,6 +783,84 @@ static void test_option_set(void)
     ok(memcmp(&run, &before, sizeof run) == 0, "failed sets change nothing");
 }
 
+/* ---- batch tiles: the option and the rule of "auto" ------------------- */
+
+static void test_batch_tile(void)
+{
+    sg_run_options run;
+    sg_run_options_defaults(&run);
+    sg_error err;
+    ok(run.batch_tile == SG_TILE_AUTO, "batch_tile defaults to auto");
+    int rc = sg_run_option_set(&run, "batch_tile", "3", &err);
+    ok(rc == 0 && run.batch_tile == 3, "batch_tile 3");
+    rc = sg_run_option_set(&run, "batch-tile", "auto", &err);
+    ok(rc == 0 && run.batch_tile == SG_TILE_AUTO, "batch-tile auto");
+    rc = sg_run_option_set(&run, "batch_tile", "0", &err);
+    ok(rc == 0 && run.batch_tile == 0, "batch_tile 0 (untiled)");
+    sg_run_options before = run;
+    rc = sg_run_option_set(&run, "batch_tile", "-1", &err);
+    ok(rc == SG_EINVAL, "batch_tile -1: error (auto is written auto)");
+    like(err.msg, "expected batch_tile >= 0", "... range");
+    rc = sg_run_option_set(&run, "batch_tile", "Auto", &err);
+    ok(rc == SG_EINVAL, "batch_tile Auto: error");
+    is_str(err.msg, "--batch_tile: expected auto or an integer, got \"Auto\"", "... message");
+    rc = sg_run_option_set(&run, "batch_tile", NULL, &err);
+    ok(rc == SG_EINVAL, "batch_tile with no value: error");
+    ok(memcmp(&run, &before, sizeof run) == 0, "failed batch_tile sets change nothing");
+    run.batch_tile = -5;
+    ok(sg_run_options_check(&run, "x", &err) == SG_EINVAL, "check: batch_tile -5 is refused");
+    run.batch_tile = SG_TILE_AUTO;
+    ok(sg_run_options_check(&run, "x", &err) == SG_OK, "check: auto passes");
+
+    sg_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg)
+        return;
+    sg_run_options_defaults(&cfg->run);
+    /* tiles x micro-steps >= CPU workers; tile = ceil(B / tiles) */
+    static const struct {
+        int64_t B, A, W;
+        int cuda;
+        int64_t want;
+    } rows[] = {
+        {8, 1, 2, 0, 4}, {8, 1, 3, 0, 3}, {8, 1, 16, 0, 1}, {8, 2, 4, 0, 4},
+        {2, 4, 2, 0, 0}, {8, 1, 1, 0, 0}, {1, 1, 8, 0, 0}, {8, 1, 2, 1, 0}, {5, 1, 2, 0, 3},
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        cfg->ds.train_micro_batch_size_per_gpu = rows[i].B;
+        cfg->ds.gradient_accumulation_steps = rows[i].A;
+        int64_t got = sg_step_auto_batch_tile(cfg, rows[i].W, rows[i].cuda);
+        if (got != rows[i].want) {
+            tap_diag("B %lld A %lld workers %lld cuda %d: tile %lld, expected %lld",
+                     (long long)rows[i].B, (long long)rows[i].A, (long long)rows[i].W,
+                     rows[i].cuda, (long long)got, (long long)rows[i].want);
+            good = 0;
+        }
+    }
+    ok(good, "auto: untiled with CUDA or one worker, else min(B, ceil(workers / A)) tiles "
+             "of ceil(B / tiles)");
+    cfg->run.ncpus = 6;
+    ok(sg_step_cpu_workers(cfg, 72) == 6, "CPU workers: ncpus when set");
+    cfg->run.ncpus = -1;
+    ok(sg_step_cpu_workers(cfg, 72) == 72 && sg_step_cpu_workers(cfg, 0) >= 1,
+       "CPU workers: else the machine model's, else this host's (>= 1)");
+    cfg->run.ncuda = 0;
+    ok(sg_step_uses_cuda(cfg, 4) == 0, "CUDA: ncuda 0 says no, whatever the machine");
+    cfg->run.ncuda = -1;
+    ok(sg_step_uses_cuda(cfg, 4) == 1 && sg_step_uses_cuda(cfg, 0) == 0,
+       "CUDA: else the machine model's GPU count");
+    cfg->ds.train_micro_batch_size_per_gpu = 8;
+    cfg->ds.gradient_accumulation_steps = 1;
+    cfg->run.ncpus = 2;
+    cfg->run.ncuda = 0;
+    sg_config_resolve_tiles(cfg, 0, 0);
+    ok(cfg->run.batch_tile == 4, "resolve: auto becomes 4 for 2 workers and 8 x 1");
+    cfg->run.batch_tile = 0;
+    sg_config_resolve_tiles(cfg, 0, 0);
+    ok(cfg->run.batch_tile == 0, "resolve: a set value stays");
+    free(cfg);
+}
+
 /* ---- files and text --------------------------------------------------- */
 
 static void test_files(void)
@@ -865,6 +943,7 @@ int main(void)
     test_bad_configs();
     test_run_configs();
     test_option_set();
+    test_batch_tile();
     test_strict_inputs();
     test_files();
     return tap_done();

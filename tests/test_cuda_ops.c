@@ -386,6 +386,58 @@ static void test_add_into(void)
     dev_free_all();
 }
 
+/* ---- batch tiles: sum of gradient partials ------------------------------------------ */
+
+/* The same bits as the CPU kernel (fp32 partials added in order, then into
+ * the accumulated gradient), rounded once to the storage dtype. */
+static void test_grad_sum(void)
+{
+    const size_t n = 1000;
+    for (int k = 0; k < 2; k++)
+        for (int np = 1; np <= 3; np += 2)
+            for (int accumulate = 0; accumulate <= 1; accumulate++) {
+                sg_dtype dt = DTS[k];
+                float *parts[3], *dparts[3];
+                for (int t = 0; t < np; t++) {
+                    parts[t] = randn(n, 1.0f);
+                    dparts[t] = put(parts[t], n, SG_F32);
+                }
+                float *out = randn(n, 1.0f);
+                round_dt(out, n, dt);
+                void *dout = put(out, n, dt);
+                CALL(sg_cu_grad_sum(&g_cu, dout, dt, (const float *const *)dparts, np, n,
+                                    accumulate));
+                float *want = alloc_f32(n);
+                memcpy(want, out, n * sizeof *want);
+                if (sg_grad_partials_sum(want, (const float *const *)parts, np, n, accumulate))
+                    bail("sg_grad_partials_sum failed");
+                round_dt(want, n, dt);
+                float *got = get(dout, n, dt);
+                size_t bad = 0;
+                for (size_t i = 0; i < n; i++)
+                    bad += memcmp(&got[i], &want[i], sizeof got[i]) != 0;
+                ok(bad == 0, "grad_sum %s, %d partial(s)%s: the CPU kernel's bits (%zu of %zu "
+                   "differ)", sg_dtype_name(dt), np, accumulate ? ", accumulated" : "", bad, n);
+                for (int t = 0; t < np; t++)
+                    free(parts[t]);
+                FREE(out, want, got);
+            }
+    /* the order is the partials' order: (1e8 + 1) - 1e8 is 0 in fp32, then + 5 */
+    float big[1] = {1e8f}, one[1] = {1.0f}, neg[1] = {-1e8f}, five[1] = {5.0f};
+    const float *hp[3] = {big, one, neg};
+    const float *dp[3] = {put(big, 1, SG_F32), put(one, 1, SG_F32), put(neg, 1, SG_F32)};
+    void *dfive = put(five, 1, SG_F32);
+    CALL(sg_cu_grad_sum(&g_cu, dfive, SG_F32, dp, 3, 1, 1));
+    float *g5 = get(dfive, 1, SG_F32);
+    int crc = sg_grad_partials_sum(five, hp, 3, 1, 1);
+    ok(crc == SG_OK && five[0] == 5.0f && g5[0] == 5.0f,
+       "grad_sum adds the partials in the order given, then into the gradient: "
+       "CPU %g, GPU %g (5 expected)", five[0], g5[0]);
+    free(g5);
+    calls_ok("grad_sum");
+    dev_free_all();
+}
+
 /* ---- embedding --------------------------------------------------------------------- */
 
 static void test_embedding(void)
@@ -905,10 +957,14 @@ static void test_errors(void)
     int32_t *ib = dev_alloc(4096);
     double *db = dev_alloc(64);
     sg_adam_params prm = SG_ADAM_PARAMS_DEFAULT;
-    int r[18], i = 0;
+    int r[24], i = 0;
     r[i++] = sg_cu_cast(&g_cu, b, bad, b, SG_F32, 4);
     r[i++] = sg_cu_cast(&g_cu, b, SG_F32, b, bad, 4);
     r[i++] = sg_cu_add_into(&g_cu, b, b, bad, 4);
+    const float *parts[SG_CU_GRAD_SUM_MAX + 1];
+    for (int t = 0; t <= SG_CU_GRAD_SUM_MAX; t++)
+        parts[t] = b;
+    r[i++] = sg_cu_grad_sum(&g_cu, b, bad, parts, 2, 4, 0);
     r[i++] = sg_cu_embedding_forward(&g_cu, b, ib, b, bad, 2, 4, 4);
     r[i++] = sg_cu_embedding_backward(&g_cu, b, ib, b, bad, 2, 4, 4);
     r[i++] = sg_cu_rmsnorm_forward(&g_cu, b, b, b, b, bad, 2, 4, 1e-5f);
@@ -938,16 +994,20 @@ static void test_errors(void)
     prm.beta1 = 1.0f;
     r[i++] = sg_cu_adam_step(&g_cu, &prm, 1, b, b, SG_F32, b, b, 4, NULL, NULL, 0.0);
     prm.beta1 = 0.9f;
+    r[i++] = sg_cu_grad_sum(&g_cu, b, SG_F32, parts, 0, 4, 0);                   // no partial
+    r[i++] = sg_cu_grad_sum(&g_cu, b, SG_F32, parts, SG_CU_GRAD_SUM_MAX + 1, 4, 0); // too many
     nbad = 0;
     for (int j = 0; j < i; j++)
         nbad += r[j] != SG_EINVAL;
     ok(nbad == 0, "errors: C = 0, eps < 0, dw without work, odd D, V = 0, no work, t = 0, "
-       "beta1 = 1 give SG_EINVAL (%d of %d calls do not)", nbad, i);
+       "beta1 = 1, grad_sum of 0 or too many partials give SG_EINVAL (%d of %d calls do not)",
+       nbad, i);
 
     /* empty tensors: valid, nothing queued */
     i = 0;
     r[i++] = sg_cu_cast(&g_cu, NULL, SG_BF16, NULL, SG_F32, 0);
     r[i++] = sg_cu_add_into(&g_cu, NULL, NULL, SG_F32, 0);
+    r[i++] = sg_cu_grad_sum(&g_cu, NULL, SG_F32, parts, 1, 0, 1);
     r[i++] = sg_cu_embedding_forward(&g_cu, NULL, NULL, NULL, SG_F32, 0, 4, 4);
     r[i++] = sg_cu_embedding_backward(&g_cu, NULL, NULL, NULL, SG_F32, 0, 4, 4);
     r[i++] = sg_cu_rmsnorm_forward(&g_cu, NULL, NULL, NULL, NULL, SG_F32, 0, 4, 1e-5f);
@@ -982,6 +1042,7 @@ int main(void)
 
     test_cast();
     test_add_into();
+    test_grad_sum();
     test_embedding();
     test_rmsnorm();
     test_rope();

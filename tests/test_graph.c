@@ -105,11 +105,17 @@ static void expected_counts(const sg_model *m, const sg_step_spec *s, expect *e)
     int N = (int)((rank + s->sub_group_size - 1) / s->sub_group_size);
     int first = s->offload_optimizer ? (int)floor((1.0 - s->offload_ratio) * N + 1e-9) : N;
     int C = N - first, G = first, mixed = s->compute_dtype != SG_F32;
+    /* batch tiles: ceil(micro batch / tile) forward / backward tasks per unit
+     * and micro-step, and one grad_sum */
+    int T = s->batch_tile > 0 && s->batch_tile < s->micro_batch
+                ? (int)((s->micro_batch + s->batch_tile - 1) / s->batch_tile)
+                : 1;
     e->nsub = N;
     e->first_cpu = first;
-    e->count[SG_OP_FORWARD] = U * A;
-    e->count[SG_OP_BACKWARD] = U * A;
-    e->count[SG_OP_RECOMPUTE] = s->activation_checkpointing ? L * A : 0;
+    e->count[SG_OP_FORWARD] = U * A * T;
+    e->count[SG_OP_BACKWARD] = U * A * T;
+    e->count[SG_OP_RECOMPUTE] = s->activation_checkpointing ? L * A * T : 0;
+    e->count[SG_OP_GRAD_SUM] = T > 1 ? U * A : 0;
     e->count[SG_OP_ALLGATHER] = s->zero_stage == 3 ? A * (gathered + regathered)
                                 : (s->zero_stage >= 1 ? U : 0);
     e->count[SG_OP_REDUCE_SCATTER] = s->zero_stage >= 2 ? U * A : 0;
@@ -197,7 +203,8 @@ static void test_grid(const sg_model *m)
                 for (int accum = 1; accum <= 4; accum += 3)
                     for (int r = 0; r < 2; r++)
                         for (int prec = 0; prec < 3; prec++)
-                            for (int ckpt = 0; ckpt <= 1; ckpt++) {
+                            for (int ckpt = 0; ckpt <= 3; ckpt++) {
+                                int tiled = ckpt >= 2; /* two batch tiles of one sequence */
                                 if (offload && stage == 0)
                                     continue; /* refused, tested below */
                                 if (super && (!offload || stage != 3))
@@ -212,7 +219,8 @@ static void test_grid(const sg_model *m)
                                 s.grad_accum = accum;
                                 s.offload_ratio = ratios[r];
                                 s.compute_dtype = prec == 0 ? SG_F32 : prec == 1 ? SG_BF16 : SG_F16;
-                                s.activation_checkpointing = ckpt;
+                                s.activation_checkpointing = ckpt % 2;
+                                s.batch_tile = tiled;
                                 s.micro_batch = 2;
                                 s.seq_len = 64;
                                 s.sub_group_size = 150000;
@@ -221,15 +229,92 @@ static void test_grid(const sg_model *m)
                                 s.gradient_clipping = 1.0;
                                 char label[160];
                                 snprintf(label, sizeof label,
-                                         "stage %d offload %d super %d accum %d ratio %.1f %s ckpt %d",
+                                         "stage %d offload %d super %d accum %d ratio %.1f %s ckpt %d"
+                                         " tiles %d",
                                          stage, offload, super, accum, ratios[r],
-                                         sg_dtype_name(s.compute_dtype), ckpt);
+                                         sg_dtype_name(s.compute_dtype), ckpt % 2, tiled ? 2 : 1);
                                 cases++;
                                 passed += grid_case(m, &s, label);
                             }
     tap_diag("%d grid cases", cases);
     is_int(passed, cases, "grid: every case acyclic, reads after writes, counts per kind as expected");
-    ok(cases >= 80, "grid: covers stages 0-3 x offload x super_offload x accumulation x ratio");
+    ok(cases >= 160, "grid: covers stages 0-3 x offload x super_offload x accumulation x ratio "
+                     "x checkpointing x batch tiles");
+}
+
+/* Batch tiles: a micro-batch of 3 in tiles of 2 and 1 sequences. Each tile's
+ * chain is independent of the other's until grad_sum; buffers have the
+ * tile's rows; grad_sum reads every partial; bad tile sizes are refused. */
+static void test_batch_tiles(const sg_model *m)
+{
+    sg_step_spec s;
+    sg_step_spec_defaults(&s);
+    s.micro_batch = 3;
+    s.batch_tile = 2;
+    s.grad_accum = 2;
+    s.seq_len = 16;
+    s.activation_checkpointing = 1;
+    sg_graph g;
+    sg_graph_init(&g);
+    sg_error err = {0};
+    if (sg_compile_step(m, &s, &g, &err)) {
+        ok(0, "batch tiles: compile (%s)", err.msg);
+        sg_graph_free(&g);
+        return;
+    }
+    char *reach = malloc((size_t)g.nnodes);
+    int f0 = find_node(&g, "fwd.embed.mb0.t0"), f1 = find_node(&g, "fwd.embed.mb0.t1");
+    int h1 = find_node(&g, "fwd.head.mb0.t1"), b0 = find_node(&g, "bwd.embed.mb0.t0");
+    int s0 = find_node(&g, "grad_sum.layer0.mb0");
+    int good = reach && f0 >= 0 && f1 >= 0 && h1 >= 0 && b0 >= 0 && s0 >= 0;
+    if (good) {
+        reachable_from(&g, f0, reach);
+        good = !reach[h1] && reach[s0];
+        reachable_from(&g, f1, reach);
+        good = good && !reach[b0] && reach[s0];
+    }
+    ok(good, "batch tiles: tile 1's chain does not wait for tile 0's (nor the reverse); "
+             "both reach grad_sum");
+    int64_t H = m->hidden_size, rows_ok = 1, parts = 0;
+    for (int b = 0; b < g.nbuffers; b++) {
+        const sg_buffer *bf = &g.buffers[b];
+        if (bf->role == SG_BUF_ACT && bf->elems != (bf->tile == 0 ? 2 : 1) * 16 * H)
+            rows_ok = 0;
+        if (bf->role == SG_BUF_ACT && bf->tile < 0)
+            rows_ok = 0;
+        parts += bf->role == SG_BUF_GRAD_PART;
+    }
+    ok(rows_ok && parts == 2 * sg_model_num_units(m),
+       "batch tiles: activations hold their tile's rows (2 then 1 sequences), one fp32 partial "
+       "per unit and tile (%lld)", (long long)parts);
+    int sn = find_node(&g, "grad_sum.layer0.mb1"), order = sn >= 0;
+    if (order) {
+        const sg_node *nd = &g.nodes[sn];
+        int seen = 0;
+        for (int a = 0; a < nd->naccess; a++) {
+            const sg_buffer *bf = &g.buffers[nd->access[a].buffer];
+            if (bf->role == SG_BUF_GRAD_PART)
+                order = order && bf->tile == seen++ && nd->access[a].mode == SG_R;
+            else
+                order = order && bf->role == SG_BUF_GRAD && nd->access[a].mode == SG_RW;
+        }
+        order = order && seen == 2 && nd->device == SG_DEV_CPU;
+    }
+    ok(order, "batch tiles: grad_sum of micro-step 1 reads the partials in tile order and "
+              "accumulates into the gradient, on the CPU");
+    free(reach);
+    sg_graph_free(&g);
+
+    int refused = 0;
+    int64_t bad[] = {4, -1};
+    for (int i = 0; i < 2; i++) {
+        s.batch_tile = bad[i];
+        sg_graph_init(&g);
+        err.msg[0] = '\0';
+        refused += sg_compile_step(m, &s, &g, &err) == SG_EINVAL && strstr(err.msg, "batch_tile");
+        sg_graph_free(&g);
+    }
+    ok(refused == 2, "batch tiles: a tile larger than the micro batch or negative is refused");
 }
 
 static void test_semantics(const sg_model *m)
@@ -506,6 +591,7 @@ int main(void)
         return tap_done();
     }
     test_grid(m);
+    test_batch_tiles(m);
     test_semantics(m);
     test_loss_scaler_state(m);
     sg_model *q = calloc(1, sizeof *q);

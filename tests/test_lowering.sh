@@ -6,7 +6,7 @@
 # STEPGRAPH_TASK_LOG set, both write the first step's submission, one line
 # per task: name, codelet, priority, where, scheduling context, and the
 # buffers with their access modes. For several configs (ZeRO 0 and 3,
-# offload, SuperOffload, bf16, activation checkpointing) the two lists must
+# offload, SuperOffload, bf16, activation checkpointing, batch tiles) the two lists must
 # be identical (also with optimizer tiles), and must hold every node of the graph that `stepgraph graph
 # --format json` exports (read here with Python's json, independently).
 # Prints TAP.
@@ -77,6 +77,8 @@ compare bf16_ckpt "$SRC/configs/default.json" --set bf16.enabled=true --activati
 # optimizer tiles: chunks that cut the parameter pieces (read-written h2d)
 compare superoffload_tiled "$SRC/configs/deepspeed/superoffload.json" \
 	--set zero_optimization.sub_group_size=200000 --optimizer_tile 30001
+compare tiles_ckpt "$SRC/configs/default.json" --set train_micro_batch_size_per_gpu=3 \
+	--batch_tile 2 --activation_checkpointing
 grep -q "sg_validate" "$TMP/superoffload.run" && grep -q "optimizer" "$TMP/superoffload.run"
 ok $? "SuperOffload's list has validation tasks and the optimizer context"
 grep -q "sg_recompute" "$TMP/bf16_ckpt.run"
@@ -84,4 +86,7 @@ ok $? "activation checkpointing's list has recompute tasks"
 grep -q "^adam_cpu\.sg0\.t6	" "$TMP/superoffload_tiled.run" &&
 	grep -q "^h2d\.param\.sg1\.t0	.*param\.[0-9]*\.sg1:RW" "$TMP/superoffload_tiled.run"
 ok $? "the tiled list has chunk tasks, and an h2d that read-writes a piece it cuts"
+grep -q "^recompute\.layer0\.mb0\.t1	sg_recompute	" "$TMP/tiles_ckpt.run" &&
+	grep -q "^grad_sum\.embed\.mb3	sg_grad_sum	" "$TMP/tiles_ckpt.run"
+ok $? "batch tiles' list has per-tile recompute tasks and a grad_sum per unit and micro-step"
 echo "1..$n"

@@ -75,7 +75,7 @@ static void test_complete(void)
     }
     ok(good, "every kind has a row with a unique name, sg_<name> symbol, phase, placement, "
              "cost class, devices and a unique colour");
-    is_int(SG_OP_KIND_COUNT, 15, "15 kinds");
+    is_int(SG_OP_KIND_COUNT, 16, "16 kinds");
 
     sg_op_kind out = SG_OP_FORWARD;
     is_int(sg_op_kind_parse("no_such_kind", &out), SG_EINVAL, "parse: an unknown name is refused");
@@ -110,9 +110,12 @@ static void test_rules(void)
     static const char *const copy[] = {"d2h", "h2d", NULL};
     static const char *const cpu_only[] = {"d2h", "overflow_check", "loss_scale", NULL};
     static const char *const optimizer_ctx[] = {"adam_cpu", "validate", "cast", NULL};
-    static const char *const on_cpu[] = {"adam_cpu", "validate", "cast", NULL};
-    static const char *const on_gpu[] = {"forward", "recompute", "backward", "cast", "grad_norm",
-                                         "overflow_check", "loss_scale", "adam_gpu", NULL};
+    /* batch tiles put forward, recompute, backward and grad_sum nodes on CPUs */
+    static const char *const on_cpu[] = {"adam_cpu", "validate", "cast", "forward", "recompute",
+                                         "backward", "grad_sum", NULL};
+    static const char *const on_gpu[] = {"forward", "recompute", "backward", "grad_sum", "cast",
+                                         "grad_norm", "overflow_check", "loss_scale", "adam_gpu",
+                                         NULL};
     int place = 1, ctx = 1, phase = 1, cls = 1, dev = 1, rule = 1;
     for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
         const sg_op_kind_info *i = sg_op_kind_info_of((sg_op_kind)k);
@@ -136,7 +139,8 @@ static void test_rules(void)
         /* wall_clock_breakdown: transfers are the link nodes */
         sg_phase want_phase = link                              ? SG_PHASE_TRANSFER
                               : !strcmp(i->name, "forward")     ? SG_PHASE_FORWARD
-                              : !strcmp(i->name, "backward") || !strcmp(i->name, "recompute")
+                              : !strcmp(i->name, "backward") || !strcmp(i->name, "recompute") ||
+                                        !strcmp(i->name, "grad_sum")
                                   ? SG_PHASE_BACKWARD
                                   : SG_PHASE_OPTIMIZER;
         if (i->phase != want_phase) {
@@ -177,11 +181,12 @@ static void test_rules(void)
     ok(place, "placement: d2h, overflow_check, loss_scale CPU only; h2d CUDA; cast either; "
               "the rest by device");
     ok(ctx, "optimizer context: adam_cpu, validate and cast (their CPU nodes)");
-    ok(phase, "phases: forward; backward and recompute; transfers are the link kinds; "
+    ok(phase, "phases: forward; backward, recompute and grad_sum; transfers are the link kinds; "
               "the rest optimizer");
     ok(cls, "cost classes as the machine models' efficiencies expect");
     ok(rule, "only validate costs a task's overhead alone");
-    ok(dev, "devices: link kinds on links, adam_cpu and validate on CPUs, cast on either");
+    ok(dev, "devices: link kinds on links, adam_cpu and validate on CPUs; cast, forward, "
+            "recompute, backward and grad_sum on either");
 }
 
 /* Every node the compiler emits has a device its kind's row allows. */
@@ -230,7 +235,8 @@ static void test_compiled(void)
     for (int stage = 0; stage <= 3; stage++)
         for (int offload = 0; offload <= 1; offload++)
             for (int super = 0; super <= 1; super++)
-                for (int prec = 0; prec < 3; prec++) {
+                for (int prec = 0; prec < 6; prec++) {
+                    int tiled = prec >= 3; /* batch tiles: two of one sequence */
                     if ((offload && stage == 0) || (super && (!offload || stage != 3)))
                         continue;
                     sg_step_spec s;
@@ -241,7 +247,8 @@ static void test_compiled(void)
                     s.zero_stage = stage;
                     s.offload_optimizer = offload;
                     s.offload_ratio = offload ? 0.5 : 1.0;
-                    s.compute_dtype = prec == 0 ? SG_F32 : prec == 1 ? SG_BF16 : SG_F16;
+                    s.compute_dtype = prec % 3 == 0 ? SG_F32 : prec % 3 == 1 ? SG_BF16 : SG_F16;
+                    s.batch_tile = tiled;
                     s.activation_checkpointing = 1;
                     s.grad_accum = 2;
                     s.micro_batch = 2;
@@ -249,15 +256,16 @@ static void test_compiled(void)
                     s.sub_group_size = 150000;
                     s.param_persistence_threshold = 0;
                     char label[96];
-                    snprintf(label, sizeof label, "stage %d offload %d super %d %s", stage,
-                             offload, super, sg_dtype_name(s.compute_dtype));
+                    snprintf(label, sizeof label, "stage %d offload %d super %d %s%s", stage,
+                             offload, super, sg_dtype_name(s.compute_dtype),
+                             tiled ? " tiled" : "");
                     cases++;
                     good += devices_allowed(m, &s, label);
                 }
     tap_diag("%d compiled cases", cases);
-    ok(cases >= 20 && good == cases,
-       "compiled graphs: every node's device is one its kind's row allows, and its link "
-       "the one its kind uses");
+    ok(cases >= 40 && good == cases,
+       "compiled graphs (untiled and batch-tiled): every node's device is one its kind's row "
+       "allows, and its link the one its kind uses");
     free(m);
 }
 

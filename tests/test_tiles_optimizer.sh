@@ -34,7 +34,9 @@ unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
 SO="$SRC/configs/deepspeed/superoffload.json"
 OFF="$SRC/configs/deepspeed/zero-offload.json"
 FP16="$SRC/configs/deepspeed/zero3-offload-fp16.json"
-SG="--set zero_optimization.sub_group_size=200000"
+# batch tiles off: the runs compared differ in worker count, and batch_tile
+# auto tiles on 2 workers only (tests/test_tiles_batch.sh covers batch tiles)
+SG="--set zero_optimization.sub_group_size=200000 --batch_tile 0"
 TILE=30001
 # run NAME CONFIG ARGS...: tiny-llama, 3 steps; metrics NAME.jsonl, checkpoint ck_NAME
 run() {

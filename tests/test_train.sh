@@ -28,6 +28,10 @@ if ! "$BIN" run --help >/dev/null 2>&1; then
 fi
 
 . "$SRC/tests/train_lib.sh"
+# The bit-for-bit comparisons across worker counts are of one graph: batch
+# tiles off (batch_tile auto would tile on 2 workers and not on 1; tiles
+# are tested in tests/test_tiles_batch.sh)
+SG_BATCH_TILE=0
 
 # ---- the loss comparisons refuse what is not a finite number ---------------
 # (metrics files made here: two runs that both diverge must not compare equal)

@@ -6,7 +6,8 @@
 # `--load FILE.safetensors`) on the same batch; the reference is
 # tests/torch_train_ref.py: the forward written from the Llama formulas in
 # float64, and torch's own cross-entropy, backward, clip_grad_norm_ and
-# torch.optim.AdamW. Every loss within 1e-5 relative, and finite.
+# torch.optim.AdamW. Every loss within 1e-5 relative, and finite; untiled
+# and in batch tiles of one sequence (run option batch_tile).
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -46,7 +47,9 @@ ok $rc "stepgraph trains $STEPS steps from the python weights"
 "$PY" "$SRC/tests/torch_train_ref.py" train "$TMP" $STEPS $LR $B1 $B2 $EPS $WD $CLIP \
 	>"$TMP/torch.txt" 2>"$TMP/torch.err"
 ok $? "torch trains the same $STEPS steps"
-"$PY" - "$TMP/sg.jsonl" "$TMP/torch.txt" <<'PYEOF'
+# compare_torch METRICS LABEL: every loss within 1e-5 relative of PyTorch's
+compare_torch() {
+	"$PY" - "$1" "$TMP/torch.txt" <<'PYEOF'
 import json, math, sys
 sg = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 ref = [float(l) for l in open(sys.argv[2])]
@@ -58,5 +61,15 @@ for i, (a, b) in enumerate(zip(sg, ref)):
 bad = [(i + 1, a, b) for i, (a, b) in enumerate(zip(sg, ref)) if abs(a - b) > 1e-5 * abs(b)]
 assert not bad, bad
 PYEOF
-ok $? "every loss within 1e-5 relative of PyTorch's (AdamW, clipping, untied head, GQA 3:1)"
+	ok $? "$2: every loss within 1e-5 relative of PyTorch's (AdamW, clipping, untied head, GQA 3:1)"
+}
+compare_torch "$TMP/sg.jsonl" "untiled"
+# batch tiles: the micro-batch of 2 in two tiles of one sequence, on 2 CPU workers
+"$BIN" run "$TMP/ds.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+	--load "$TMP/init.safetensors" --steps $STEPS --ncpus 2 --batch_tile 1 \
+	--metrics "$TMP/sg_tiled.jsonl" >"$TMP/sg_tiled.out" 2>&1
+rc=$?
+ok $rc "stepgraph trains $STEPS steps in batch tiles of one sequence"
+[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/sg_tiled.out" | tail -5
+compare_torch "$TMP/sg_tiled.jsonl" "batch tiles of 1 sequence"
 echo "1..$n"

@@ -28,10 +28,12 @@ json.dump(base, open(sys.argv[1], "w"))
 PYEOF
 }
 # train NAME DSNAME ARGS... : metrics in $TMP/NAME.jsonl, output in NAME.out/.err
+# (SG_BATCH_TILE, when set, is the batch_tile of every run; ARGS may override it)
 train() {
 	name=$1 cfg=$2
 	shift 2
-	"$BIN" run "$TMP/$cfg.json" --max_length 32 --steps 4 --metrics "$TMP/$name.jsonl" "$@" \
+	"$BIN" run "$TMP/$cfg.json" --max_length 32 --steps 4 ${SG_BATCH_TILE:+--batch_tile "$SG_BATCH_TILE"} \
+		--metrics "$TMP/$name.jsonl" "$@" \
 		>"$TMP/$name.out" 2>"$TMP/$name.err"
 	echo $? >"$TMP/$name.rc"
 }

@@ -157,6 +157,15 @@ int sg_cross_entropy_backward(float *dlogits, const float *logits, const float *
                               const int32_t *targets, size_t N, size_t V, float dloss,
                               int64_t count);
 
+/* ---- batch tiles: weight-gradient sum ------------------------------------------ */
+
+/* out (n) = parts[0] + parts[1] + ... + parts[nparts - 1] (WRITES), or out +
+ * that sum when accumulate (ACCUMULATES). Per element, the partials are added
+ * in the order given, in fp32, and the sum is then added to out: the result
+ * does not depend on which partial was computed first. nparts >= 1. */
+int sg_grad_partials_sum(float *out, const float *const *parts, int nparts, size_t n,
+                         int accumulate);
+
 /* ---- casts ------------------------------------------------------------------- */
 
 /* fp32 <-> bfloat16 and IEEE binary16, bit patterns in uint16_t. From fp32:

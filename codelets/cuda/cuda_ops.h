@@ -75,6 +75,13 @@ int sg_cu_cast(const sg_cu *cu, void *out, sg_dtype out_dt, const void *in, sg_d
                size_t n);
 /* acc (n) += x (n). */
 int sg_cu_add_into(const sg_cu *cu, void *acc, const void *x, sg_dtype dt, size_t n);
+/* Batch tiles (sg_grad_partials_sum of ops.h): out (n, stored in dt) = the sum of the
+ * fp32 partials parts[0..nparts) (device pointers in a host array), added in
+ * that order in fp32, then added to out when accumulate; one rounding to dt
+ * per element. 1 <= nparts <= SG_CU_GRAD_SUM_MAX. */
+#define SG_CU_GRAD_SUM_MAX 64
+int sg_cu_grad_sum(const sg_cu *cu, void *out, sg_dtype dt, const float *const *parts, int nparts,
+                   size_t n, int accumulate);
 
 /* out (N, C) = table[tokens]; tokens (N) int32_t in [0, V) (checked on the
  * host by the caller: ids out of range are skipped by the kernel). */

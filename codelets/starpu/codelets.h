@@ -8,7 +8,8 @@
  * codelet struct, its CPU entry point and, under SG_STARPU_CUDA, its CUDA
  * one: codelets/starpu/unit.c (forward, recompute, backward), allgather.c,
  * reduce.c (reduce-scatter, all-reduce), d2h.c, h2d.c, cast.c, grad_norm.c,
- * overflow_check.c, loss_scale.c, adam_cpu.c, adam_gpu.c, validate.c; the
+ * overflow_check.c, loss_scale.c, adam_cpu.c, adam_gpu.c, validate.c, grad_sum.c
+ * (the sum of a unit's batch-tile gradient partials); the
  * table of codelets by kind is codelets.c. The CUDA entry points (on the
  * worker's stream with STARPU_CUDA_ASYNC) exist when stepgraph is built
  * with CUDA against a StarPU built with CUDA: SG_STARPU_CUDA is then 1.
@@ -78,6 +79,7 @@ void sg_loss_scale_cpu(void *buffers[], void *arg);
 void sg_adam_cpu_cpu(void *buffers[], void *arg);
 void sg_adam_gpu_cpu(void *buffers[], void *arg);
 void sg_validate_cpu(void *buffers[], void *arg);
+void sg_grad_sum_cpu(void *buffers[], void *arg);
 
 #ifdef SG_STARPU_CUDA
 void sg_forward_cuda(void *buffers[], void *arg);
@@ -89,6 +91,7 @@ void sg_h2d_cuda(void *buffers[], void *arg);
 void sg_cast_cuda(void *buffers[], void *arg);
 void sg_grad_norm_cuda(void *buffers[], void *arg);
 void sg_adam_gpu_cuda(void *buffers[], void *arg);
+void sg_grad_sum_cuda(void *buffers[], void *arg);
 #endif
 
 #endif /* SG_CODELETS_H */

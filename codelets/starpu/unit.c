@@ -1,5 +1,8 @@
 /* unit.c - the forward, recompute and backward codelets: one graph unit
- * (embedding, decoder layer, head + loss) for one micro-batch.
+ * (embedding, decoder layer, head + loss) for one micro-batch, or for one
+ * batch tile of it (a node with tile >= 0: rows [t * batch_tile, ...) of
+ * the micro-batch, its own activation buffers, its weight gradients in its
+ * own fp32 partials that grad_sum adds up; CPU only).
  *
  * CPU: through codelets/cpu/block.h, in fp32 views of the buffers.
  * CUDA: through codelets/cuda/block_cuda.h on the worker's stream; every
@@ -17,6 +20,8 @@ typedef struct unit_call {
     const sg_model *m;
     int u, head;
     size_t B, T, N;
+    int tile;                  /* batch tile, or -1 */
+    size_t r0, B_all;          /* the tile's first sequence, sequences in the micro-batch */
     sg_unit_io io;
     float *param_copy, *embed_copy;
     sg_f32_view views[6];
@@ -40,14 +45,16 @@ static float *view(unit_call *k, sg_buf_role role, int unit, int load, int store
     return v->p;
 }
 
-/* A weight gradient: accumulated into (RW) or written fresh (W). */
+/* A weight gradient: accumulated into (RW) or written fresh (W); a tile's
+ * fp32 partial in a tiled graph. */
 static float *grad_view(unit_call *k, int unit)
 {
-    int s = sg_arg_find(k->c, SG_BUF_GRAD, unit);
+    sg_buf_role role = k->tile >= 0 ? SG_BUF_GRAD_PART : SG_BUF_GRAD;
+    int s = sg_arg_find(k->c, role, unit);
     if (s < 0)
         return NULL;
     int fresh = sg_arg_write_only(k->c, s);
-    float *p = view(k, SG_BUF_GRAD, unit, !fresh, 1);
+    float *p = view(k, role, unit, !fresh, 1);
     if (p && fresh)
         memset(p, 0, (size_t)sg_arg_buffer(k->c, s)->elems * sizeof(float));
     return p;
@@ -62,8 +69,16 @@ static int call_begin(unit_call *k, const sg_task_ctx *c, void **buffers)
     k->m = sh->model;
     k->u = sh->graph->nodes[c->node].layer;
     k->head = sg_model_num_units(k->m) - 1;
-    k->B = (size_t)sh->spec->micro_batch;
+    k->B_all = k->B = (size_t)sh->spec->micro_batch;
     k->T = (size_t)sh->spec->seq_len;
+    k->tile = sh->graph->nodes[c->node].tile;
+    if (k->tile >= 0) {
+        size_t bt = (size_t)sh->spec->batch_tile;
+        k->r0 = (size_t)k->tile * bt;
+        if (bt == 0 || k->r0 >= k->B_all)
+            return SG_EINVAL;
+        k->B = k->B_all - k->r0 < bt ? k->B_all - k->r0 : bt;
+    }
     k->N = k->B * k->T;
     k->io.rope = &sh->rope;
     k->io.params = sg_arg_unit_params(c, buffers, k->u, &k->param_copy);
@@ -74,9 +89,9 @@ static int call_begin(unit_call *k, const sg_task_ctx *c, void **buffers)
         return SG_ENOMEM;
     int ts = sg_arg_find(c, SG_BUF_TOKENS, -2);
     if (ts >= 0) {
-        const int32_t *tok = sg_arg_ptr(buffers, ts);
-        k->io.tokens = tok;
-        k->io.targets = tok + k->N;
+        const int32_t *tok = sg_arg_ptr(buffers, ts); /* the micro-batch's inputs, targets */
+        k->io.tokens = tok + k->r0 * k->T;
+        k->io.targets = tok + k->B_all * k->T + k->r0 * k->T;
     }
     k->io.scratch = sg_scratch(sg_unit_scratch_floats(k->m, k->u, k->B, k->T));
     return k->io.scratch ? SG_OK : SG_ENOMEM;
@@ -88,6 +103,23 @@ static void call_end(unit_call *k, int rc)
         sg_f32_view_close(&k->views[i], rc == SG_OK && k->store[i]);
     free(k->param_copy);
     free(k->embed_copy);
+}
+
+/* A tile's share of the micro-step's loss: the loss is the mean over the
+ * micro-batch's targets (>= 0), so a tile's mean weighs its targets / all
+ * targets (0 when the micro-batch has none). 1 when untiled. */
+static double tile_share(const unit_call *k)
+{
+    if (k->tile < 0)
+        return 1.0;
+    const int32_t *all = k->io.targets - k->r0 * k->T;
+    int64_t mine = 0, total = 0;
+    for (size_t i = 0; i < k->B_all * k->T; i++) {
+        int valid = all[i] >= 0;
+        total += valid;
+        mine += valid && i >= k->r0 * k->T && i < (k->r0 + k->B) * k->T;
+    }
+    return total ? (double)mine / (double)total : 0.0;
 }
 
 static void forward(void *buffers[], void *arg, int recompute)
@@ -110,6 +142,8 @@ static void forward(void *buffers[], void *arg, int recompute)
         rc = SG_ENOMEM;
     if (rc == SG_OK)
         rc = sg_unit_forward(k.m, k.u, k.B, k.T, &k.io);
+    if (rc == SG_OK && k.io.loss && k.tile >= 0)
+        *k.io.loss = (float)((double)*k.io.loss * tile_share(&k));
     call_end(&k, rc);
     if (rc)
         sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
@@ -127,10 +161,10 @@ void sg_recompute_cpu(void *buffers[], void *arg)
 }
 
 /* d(loss)/d(micro-step loss): DeepSpeed divides by the accumulation steps
- * and multiplies by the fp16 loss scale. */
+ * and multiplies by the fp16 loss scale; a batch tile's by its share. */
 static float head_dloss(unit_call *k)
 {
-    double d = 1.0 / (double)k->c->shared->spec->grad_accum;
+    double d = tile_share(k) / (double)k->c->shared->spec->grad_accum;
     int s = sg_arg_find(k->c, SG_BUF_LOSS_SCALE, -2);
     if (s >= 0)
         d *= *(const float *)sg_arg_ptr(k->buffers, s);
@@ -248,6 +282,9 @@ static int cu_call_begin(cuda_unit_call *k, const sg_task_ctx *c, void **buffers
     k->N = k->B * k->T;
     k->dt = sh->spec->compute_dtype;
     k->io.dt = k->dt;
+    /* the compiler puts batch tiles on CPU workers */
+    if (sh->graph->nodes[c->node].tile >= 0)
+        return SG_ENOTSUP;
     k->io.cos_tab = dev->cos_tab;
     k->io.sin_tab = dev->sin_tab;
     if (!(k->io.params = cu_unit_params(k, k->u, &k->param_copy)))
@@ -277,6 +314,7 @@ static void cu_report(const sg_task_ctx *c, int rc)
 {
     if (rc)
         sg_cuda_task_fail(c, rc, rc == SG_ENOMEM ? "device memory ran out"
+                                 : rc == SG_ENOTSUP ? "a batch tile runs on CPU workers only"
                                  : rc == SG_EIO ? "CUDA failed"
                                                 : "a buffer is missing or has another dtype");
 }

@@ -55,6 +55,18 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
     printf("                  activation_checkpointing %s, sched %s, data %s\n",
            r->activation_checkpointing > 0 ? "on" : "off", r->sched,
            r->data[0] ? r->data : "(default)");
+    sg_step_spec st;
+    sg_step_spec_from_config(c, &st);
+    const sg_step_spec *spec = &st;
+    if (spec->batch_tile > 0 && spec->batch_tile < spec->micro_batch)
+        printf("batch tiles:      %lld sequences per tile, %lld tiles per micro-step "
+               "(batch_tile %s)\n",
+               (long long)spec->batch_tile,
+               (long long)((spec->micro_batch + spec->batch_tile - 1) / spec->batch_tile),
+               r->batch_tile == SG_TILE_AUTO ? "auto" : "set");
+    else
+        printf("batch tiles:      none (batch_tile %s)\n",
+               r->batch_tile == SG_TILE_AUTO ? "auto" : "0 or the micro batch");
     printf("sub-groups:       %d of up to %lld elements over %lld rank parameters; "
            "0..%d on the GPU, %d..%d on the CPU\n",
            lay->nsubgroups, (long long)ds->zero.sub_group_size, (long long)lay->rank_params,

@@ -47,10 +47,12 @@ void sg_run_options_defaults(sg_run_options *run)
     run->numa_node = -1;
     snprintf(run->optimizer_tile, sizeof run->optimizer_tile, "%s", "auto");
     snprintf(run->cast_placement, sizeof run->cast_placement, "%s", "scheduler");
+    run->batch_tile = SG_TILE_AUTO;
 }
 
-/* R_AUTO_INT: a string option that also accepts a JSON integer ("auto" or N) */
-typedef enum rkind { R_STR, R_INT, R_BOOL, R_AUTO_INT } rkind;
+/* R_AUTO_INT: a string option that also accepts a JSON integer ("auto" or N);
+ * R_TILE: an int64 option, "auto" (stored as SG_TILE_AUTO) or an integer in range */
+typedef enum rkind { R_STR, R_INT, R_BOOL, R_AUTO_INT, R_TILE } rkind;
 
 typedef struct ropt {
     const char *name;
@@ -91,6 +93,7 @@ static const ropt run_opts[] = {
     { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0 },
     { "optimizer_tile", R_AUTO_INT, ROFF(optimizer_tile), 24, 1, 0, 0, 0 },
     { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0 },
+    { "batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0 },
 };
 
 static int parse_int_text(const char *s, int64_t *out);
@@ -207,6 +210,16 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
                 rc = sg_json_str(c, it, key, base + o->off, o->size);
             }
             break;
+        case R_TILE:
+            if (cJSON_IsString(it) && it->valuestring && !strcmp(it->valuestring, "auto"))
+                *(int64_t *)(void *)(base + o->off) = SG_TILE_AUTO;
+            else if (cJSON_IsString(it))
+                rc = sg_json_error(c, SG_EINVAL, "%s: expected \"auto\" or an integer, got \"%s\"",
+                                   key, it->valuestring ? it->valuestring : "");
+            else
+                rc = sg_json_int(c, it, key, key, o->flags, o->lo, o->hi, NULL,
+                                 (int64_t *)(void *)(base + o->off));
+            break;
         }
         if (rc)
             return rc;
@@ -274,10 +287,19 @@ int sg_run_option_set(sg_run_options *run, const char *key,
         memcpy(base + o->off, value, len + 1);
         return check_word_options(run, err);
     }
+    case R_TILE:
     case R_INT: {
         int64_t v;
         if (!value)
-            return sg_error_set(err, SG_EINVAL, "--%s: a value is required (an integer)", key);
+            return sg_error_set(err, SG_EINVAL, "--%s: a value is required (%s)", key,
+                                o->kind == R_TILE ? "auto or an integer" : "an integer");
+        if (o->kind == R_TILE && !strcmp(value, "auto")) {
+            *(int64_t *)(void *)(base + o->off) = SG_TILE_AUTO;
+            return SG_OK;
+        }
+        if (parse_int_text(value, &v) && o->kind == R_TILE)
+            return sg_error_set(err, SG_EINVAL, "--%s: expected auto or an integer, got \"%s\"",
+                                key, value);
         if (parse_int_text(value, &v))
             return sg_error_set(err, SG_EINVAL, "--%s: expected an integer, got \"%s\"", key, value);
         if (!sg_json_in_range((double)v, o->flags, o->lo, o->hi)) {
@@ -314,8 +336,10 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
     const char *base = (const char *)run;
     for (size_t i = 0; i < ARRAY_LEN(run_opts); i++) {
         const ropt *o = &run_opts[i];
-        if (o->kind == R_INT) {
+        if (o->kind == R_INT || o->kind == R_TILE) {
             int64_t v = *(const int64_t *)(const void *)(base + o->off);
+            if (o->kind == R_TILE && v == SG_TILE_AUTO)
+                continue;
             if (!sg_json_in_range((double)v, o->flags, o->lo, o->hi)) {
                 char d[128];
                 ropt_expect(o, d, sizeof d);

@@ -49,7 +49,13 @@ typedef struct sg_run_options {
     char optimizer_tile[24];            /* elements per chunk of a CPU sub-group's optimizer
                                            chain: "auto" (default), "0" = untiled, or N > 0 */
     char cast_placement[16];            /* "scheduler" (default), "cpu", "gpu" or "auto" */
+    int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step:
+                                           SG_TILE_AUTO (-1, the default), 0 = untiled, or
+                                           1..micro batch (step_spec.c resolves auto) */
 } sg_run_options;
+
+/* "auto" in an option that takes a tile size. */
+#define SG_TILE_AUTO (-1)
 
 void sg_run_options_defaults(sg_run_options *run);
 

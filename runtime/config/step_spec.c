@@ -1,4 +1,5 @@
 /* step_spec.c - DeepSpeed config + run options -> step compiler input. */
+#define _POSIX_C_SOURCE 200809L
 #include "runtime/config/step_spec.h"
 
 #include <math.h>
@@ -6,24 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sg_autoconf.h"
+
 /* CPU workers StarPU will start for this config: the machine model's
  * (simulate, tune), else ncpus, else STARPU_NCPU, else this host's online
  * CPUs (StarPU's default). */
 static int64_t config_cpu_workers(const sg_config *cfg, const sg_machine *m)
 {
-    if (m) /* the simulation's CPU workers (sim_exec.c) */
-        return m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count : 1;
-    if (cfg->run.ncpus >= 0)
-        return cfg->run.ncpus;
-    const char *env = getenv("STARPU_NCPU");
-    if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end == '\0' && v >= 0)
-            return v;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? n : 1;
+    /* the simulation's CPU workers (sim_exec.c): a core per GPU drives it */
+    int64_t cores = m ? (m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count : 1) : 0;
+    return sg_step_cpu_workers(cfg, cores);
 }
 
 /* Optimizer tiles and cast placement (run options optimizer_tile,
@@ -91,6 +84,68 @@ void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step
     s->param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;
     s->max_reuse_distance = ds->zero.stage3_max_reuse_distance;
     tiles_from_config(cfg, m, s);
+    s->batch_tile = cfg->run.batch_tile == SG_TILE_AUTO
+                        ? sg_step_auto_batch_tile(cfg, config_cpu_workers(cfg, m),
+                                                  sg_step_uses_cuda(cfg, m ? m->gpu_count : -1))
+                        : cfg->run.batch_tile;
+}
+
+/* ---- worker counts and automatic tiles ---------------------------------------- */
+
+int64_t sg_step_cpu_workers(const sg_config *cfg, int64_t cores)
+{
+    if (cfg->run.ncpus >= 1)
+        return cfg->run.ncpus;
+    if (cores > 0)
+        return cores;
+    /* this host: STARPU_NCPU when set (StarPU honours it), else every CPU */
+    const char *env = getenv("STARPU_NCPU");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 1)
+            return v;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int64_t)n : 1;
+}
+
+int sg_step_uses_cuda(const sg_config *cfg, int gpus)
+{
+    if (cfg->run.ncuda >= 0)
+        return cfg->run.ncuda > 0;
+    if (gpus >= 0)
+        return gpus > 0;
+#ifdef SG_HAVE_CUDA
+    /* StarPU's default is every CUDA device: is there one? (the driver's
+     * device node, without starting CUDA) */
+    return access("/dev/nvidia0", F_OK) == 0;
+#else
+    return 0;
+#endif
+}
+
+int64_t sg_step_auto_batch_tile(const sg_config *cfg, int64_t cpu_workers, int cuda)
+{
+    int64_t B = cfg->ds.train_micro_batch_size_per_gpu;
+    int64_t A = cfg->ds.gradient_accumulation_steps;
+    if (cuda || B <= 1 || A < 1 || cpu_workers <= 1)
+        return 0;
+    /* tiles per micro-step: enough that tiles x micro-steps cover the CPU
+     * workers, at most one sequence per tile */
+    int64_t tiles = (cpu_workers + A - 1) / A;
+    if (tiles > B)
+        tiles = B;
+    if (tiles <= 1)
+        return 0;
+    return (B + tiles - 1) / tiles;
+}
+
+void sg_config_resolve_tiles(sg_config *cfg, int64_t cores, int gpus)
+{
+    if (cfg->run.batch_tile == SG_TILE_AUTO)
+        cfg->run.batch_tile = sg_step_auto_batch_tile(cfg, sg_step_cpu_workers(cfg, cores),
+                                                      sg_step_uses_cuda(cfg, gpus));
 }
 
 int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err)

@@ -15,6 +15,32 @@ void sg_step_spec_from_config(const sg_config *cfg, sg_step_spec *spec);
  * link and memory bandwidths (sg_cast_costs). */
 void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step_spec *spec);
 
+/* ---- worker counts and automatic tiles ----
+ * Tile options set to "auto" (SG_TILE_AUTO) are resolved from the workers
+ * the step will run on; sg_step_spec_from_config resolves them for this
+ * host, sg_config_resolve_tiles for a machine model (simulate, tune). */
+
+/* The CPU workers a step runs on: the ncpus run option when >= 1, else
+ * `cores` when > 0 (a machine model's CPU workers), else this host's online
+ * processors. The one rule every automatic tile size uses. */
+int64_t sg_step_cpu_workers(const sg_config *cfg, int64_t cores);
+
+/* Whether CUDA workers run the step: ncuda when set (>= 0), else gpus when
+ * >= 0 (a machine model's), else whether this host has a CUDA device (a
+ * build with CUDA and /dev/nvidia0 present). */
+int sg_step_uses_cuda(const sg_config *cfg, int gpus);
+
+/* batch_tile "auto": 0 (untiled) with CUDA workers (GPU tasks stay coarse)
+ * or one CPU worker; else tiles per micro-step = min(micro batch,
+ * ceil(cpu_workers / accumulation steps)), so that tiles x micro-steps >=
+ * CPU workers where the micro batch allows, and the tile size is
+ * ceil(micro batch / tiles) sequences (0 when that is one tile). */
+int64_t sg_step_auto_batch_tile(const sg_config *cfg, int64_t cpu_workers, int cuda);
+
+/* Replaces "auto" tile options in cfg by their value for a machine of
+ * `cores` CPU workers and `gpus` GPUs (see above for cores <= 0, gpus < 0). */
+void sg_config_resolve_tiles(sg_config *cfg, int64_t cores, int gpus);
+
 /* Loads the model the run options name; refuses a max_length longer than
  * the model's max_position_embeddings (both numbers in the message). */
 int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err);

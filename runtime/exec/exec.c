@@ -262,7 +262,13 @@ int sg_exec_losses(sg_exec *x, float *losses)
         float *p = sg_exec_acquire(x, b, 0);
         if (!p)
             return SG_EINVAL;
-        losses[g->buffers[b].micro_step] = p[0];
+        /* batch tiles: each holds its share of the micro-step's mean loss;
+         * they are declared in tile order, so the sum is in a fixed order */
+        const sg_buffer *lb = &g->buffers[b];
+        if (lb->tile <= 0)
+            losses[lb->micro_step] = p[0];
+        else
+            losses[lb->micro_step] += p[0];
         sg_exec_release(x, b);
     }
     return SG_OK;

@@ -91,7 +91,8 @@ int sg_exec_set_tokens(sg_exec *x, int mb, const int32_t *inputs, const int32_t 
  * first failing task's message. */
 int sg_exec_run_step(sg_exec *x, sg_error *err);
 
-/* After a step: the loss of each micro-step (grad_accum floats) and the
+/* After a step: the loss of each micro-step (grad_accum floats; with batch
+ * tiles, the sum of the tiles' shares in tile order) and the
  * global norm of the unscaled gradients (inf after an fp16 overflow). */
 int sg_exec_losses(sg_exec *x, float *losses);
 double sg_exec_grad_norm(sg_exec *x);

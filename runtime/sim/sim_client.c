@@ -306,6 +306,12 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
     if (!rc)
         rc = sg_cli_load_config_ex(config_args(rq, argv), (char **)argv, NULL, 0, cfg,
                                    print_warnings, err);
+    if (!rc) { /* "auto" tiles for the simulated machine's workers (sim_exec.c) */
+        const sg_machine *mm = &rq->sm->machine;
+        sg_config_resolve_tiles(cfg, mm->cpu_cores - mm->gpu_count > 0
+                                         ? mm->cpu_cores - mm->gpu_count : 1,
+                                mm->gpu_count);
+    }
     if (!rc)
         rc = sg_compile_for_machine(cfg, &rq->sm->machine, &pt->model, &g, err);
     if (!rc) {

@@ -107,6 +107,10 @@ static int simulate(int argc, char **argv, sg_error *err)
         rc = sg_error_set(err, SG_EINVAL, "--steps %s: expected 1 to 100", a.steps);
     if (!rc)
         rc = sg_machine_load(a.machine, m, err);
+    if (!rc) /* "auto" tiles for the simulated machine's workers (sim_exec.c) */
+        sg_config_resolve_tiles(cfg, m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count
+                                                                     : 1,
+                                m->gpu_count);
     if (!rc)
         rc = sg_compile_for_machine(cfg, m, model, &g, err);
     sg_step_spec spec;
