@@ -44,6 +44,8 @@ static const char *const run_flags_help =
     "                              (e.g. 5e9) with an index, as save_pretrained; 0 = one file\n"
     "  --speculation MODE          run, SuperOffload: always (default), adaptive (wait for\n"
     "                              the gradient norm while clipping keeps firing), never\n"
+    "  --lookahead N               run: steps in flight at once (default 2, 1 = wait for\n"
+    "                              each step before submitting the next; at most 8)\n"
     "  --metrics FILE              run: JSONL metrics, one line per step\n"
     "  --trace FILE                run: Chrome trace of the last step\n"
     "  --numa_node N               run: bind CPU workers to NUMA node N's cores\n"

@@ -92,7 +92,7 @@ static int start(sim_state *st, const sg_machine *m, const sg_sim_options *opt, 
 static int run_step(sim_state *st, double *seconds, sg_error *err)
 {
     double t0 = starpu_timing_now();
-    int rc = sg_lower_submit_step(&st->low, err);
+    int rc = sg_lower_submit_step(&st->low, 0, err);
     int wait_rc = starpu_task_wait_for_all();
     *seconds = (starpu_timing_now() - t0) * 1e-6;
     if (!rc && wait_rc)
