@@ -35,7 +35,12 @@ typedef struct trainer {
     int adaptive;               /* choose per step; else wait_graph always runs */
     int have_wait;
     sg_speculation speculation; /* adaptive: the rule's state */
-    int waiting;                /* the next step waits for the norm */
+    int waiting;                /* the rule's mode after the steps finished so far */
+    /* adaptive: the mode after n finished steps, at waiting_after[n % (SG_LOOKAHEAD_MAX + 1)];
+     * step j runs the mode known after step j - lookahead, the last one that
+     * has surely finished when it is submitted, so the choice does not
+     * depend on timing */
+    uint8_t waiting_after[SG_LOOKAHEAD_MAX + 1];
     int64_t waited_steps;
     sg_weights w;
     sg_train_state st;
@@ -117,6 +122,7 @@ static int setup_wait_graph(trainer *t, sg_error *err)
     t->have_wait = 1;
     t->adaptive = strcmp(mode, "adaptive") == 0;
     t->waiting = !t->adaptive;
+    t->waiting_after[0] = (uint8_t)t->waiting;
     return SG_OK;
 }
 
@@ -142,6 +148,14 @@ static void update_speculation(trainer *t, int would_fail)
     int wait = sg_speculation_update(&t->speculation, would_fail);
     if (t->adaptive)
         t->waiting = wait;
+    t->waiting_after[t->finished % (SG_LOOKAHEAD_MAX + 1)] = (uint8_t)t->waiting;
+}
+
+/* The mode of the step about to be submitted (waiting_after). */
+static int submit_waiting(const trainer *t)
+{
+    int64_t n = t->submitted - t->cfg->run.lookahead + 1;
+    return t->waiting_after[(n > 0 ? n : 0) % (SG_LOOKAHEAD_MAX + 1)];
 }
 
 static int setup_weights(trainer *t, sg_error *err)
@@ -350,8 +364,7 @@ static int submit_step(trainer *t, sg_error *err)
     sg_step_params params;
     if ((rc = set_step_params(t, &params, err)))
         return rc;
-    /* adaptive speculation sees the outcomes of the steps finished so far */
-    sg_exec_wait_for_norm(&t->x, t->waiting);
+    sg_exec_wait_for_norm(&t->x, submit_waiting(t));
     sg_step_params *p = sg_exec_begin_step(&t->x);
     if (!p)
         return sg_error_set(err, SG_EINVAL, "step %lld: too many steps in flight",
