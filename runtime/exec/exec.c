@@ -147,6 +147,12 @@ static void free_steps(sg_exec *x)
 /* Waits for every step in flight, results or not (shut-down, errors). */
 static void drain(sg_exec *x)
 {
+    if (x->steps && x->begun > x->submitted) {
+        /* begun, never submitted (its tokens failed): drop its own hold */
+        sg_exec_step *st = &x->steps[(x->begun - 1) % x->lookahead];
+        sg_lower_flight_release(&st->low->flight[(x->begun - 1) % x->lookahead]);
+        x->submitted = x->begun;
+    }
     for (int64_t k = x->finished; x->steps && k < x->begun; k++) {
         sg_exec_step *st = &x->steps[k % x->lookahead];
         if (st->low)
@@ -382,6 +388,7 @@ int sg_exec_finish_step(sg_exec *x, sg_error *err)
     x->cur = k;
     double from = st->submit_us > x->prev_end_us ? st->submit_us : x->prev_end_us;
     x->step_seconds = (fl->end_us - from) * 1e-6;
+    x->prev2_end_us = x->prev_end_us;
     x->prev_end_us = fl->end_us;
     x->step_start_us = st->submit_us;
     if (x->shared.failed)
@@ -510,6 +517,17 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
 
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
 {
+    if (x->lookahead > 1 && x->finished >= 2 && x->finished == x->submitted) {
+        const sg_graph *gs[64];
+        const sg_task_record *rs[64];
+        int n = 0;
+        for (int64_t j = x->finished - 1; j >= 0 && n < x->lookahead && n < 64; j--, n++) {
+            const sg_exec_step *st = &x->steps[j % x->lookahead];
+            gs[n] = st->low->graph;
+            rs[n] = st->low->flight[j % x->lookahead].records;
+        }
+        return sg_starpu_overlap_window(gs, rs, n, x->prev2_end_us, x->prev_end_us, out);
+    }
     return sg_starpu_overlap(sg_exec_last_graph(x), sg_exec_last_records(x), out);
 }
 

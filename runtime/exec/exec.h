@@ -66,6 +66,7 @@ typedef struct sg_exec {
     int64_t begun, submitted, finished; /* steps begun, submitted and finished */
     int cur;                       /* record of the last finished step, -1 before one */
     double prev_end_us;            /* StarPU clock at the end of the last finished step */
+    double prev2_end_us;           /* ... and of the one before it */
     /* buffers read back after each step (losses, norm, overflow, scaler
      * state) and token buffers, by IR index of the main graph */
     int nreadback, *readback;
@@ -167,7 +168,9 @@ int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s);
 const char *sg_exec_worker_name(int w, char *buf, size_t n);
 int sg_exec_worker_count(void);
 void sg_exec_worker_counts(int *ncpu, int *ncuda);
-/* GPU busy share and hidden CPU Adam time of the last step's task records. */
+/* GPU busy share and hidden CPU Adam time of the last step's task records;
+ * with steps in flight, of every task of the last `lookahead` steps within
+ * the interval between the last two step ends (sg_overlap_window). */
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out);
 
 #endif /* SG_EXEC_H */

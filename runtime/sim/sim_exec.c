@@ -15,6 +15,8 @@
 /* Tasks' cl_args are the lowering's sg_task_ctx (lower.h), whose shared
  * state is the first member of sim_state: the cost function finds the
  * machine's costs through it. */
+#define SG_SIM_MAX_LOOKAHEAD 64
+
 typedef struct sim_state {
     sg_exec_shared shared;        /* first: cl_arg->shared points here */
     const sg_graph *graph;
@@ -24,6 +26,7 @@ typedef struct sim_state {
     struct starpu_codelet codelets[SG_OP_KIND_COUNT];
     void *codelet_ptrs[SG_OP_KIND_COUNT];
     sg_lowering low;
+    const sg_task_record *last;   /* the last step's task records */
     int ncuda;
 } sim_state;
 
@@ -106,6 +109,43 @@ static void reset_bus_counters(void)
         starpu_bus_get_profiling_info(b, NULL);
 }
 
+/* Steps in flight, as `stepgraph run --lookahead L` submits them: step s is
+ * submitted once step s - L has ended. The last step is measured over the
+ * steady-state window from the previous step's end to its own (from its
+ * submission when it is the only one): its time, the links' bytes (counters
+ * reset at the window's start) and, in sg_sim_run, the overlap statistics
+ * of every task of the last L steps clipped to the window. */
+static int run_in_flight(sim_state *st, int steps, int L, double *seconds, double win[2],
+                         sg_error *err)
+{
+    int rc = SG_OK;
+    win[0] = win[1] = 0;
+    for (int s = 0; s < steps && !rc; s++) {
+        if (s >= L)
+            sg_lower_flight_wait(&st->low.flight[(s - L) % L]);
+        if (steps == 1) {
+            reset_bus_counters();
+            win[0] = starpu_timing_now();
+        }
+        rc = sg_lower_submit_step(&st->low, s % L, err);
+    }
+    if (!rc && steps >= 2) {
+        sg_lower_flight *prev = &st->low.flight[(steps - 2) % L];
+        sg_lower_flight_wait(prev);
+        reset_bus_counters();
+        win[0] = prev->end_us;
+    }
+    int wait_rc = starpu_task_wait_for_all();
+    for (int s = steps - L > 0 ? steps - L : 0; s < steps; s++)
+        sg_lower_flight_wait(&st->low.flight[s % L]);
+    st->last = st->low.flight[(steps - 1) % L].records;
+    win[1] = st->low.flight[(steps - 1) % L].end_us;
+    *seconds = (win[1] - win[0]) * 1e-6;
+    if (!rc && wait_rc)
+        rc = sg_error_set(err, SG_EINVAL, "starpu_task_wait_for_all failed (%d)", wait_rc);
+    return rc;
+}
+
 static void read_links(const sim_state *st, sg_sim_result *res)
 {
     const sg_machine *m = st->machine;
@@ -139,7 +179,7 @@ static void link_spans(const sim_state *st, sg_task_record *spans)
     const sg_machine *m = st->machine;
     for (int i = 0; i < g->nnodes; i++) {
         const sg_node *nd = &g->nodes[i];
-        const sg_task_record *r = &st->low.records[i];
+        const sg_task_record *r = &st->last[i];
         spans[i].worker = -1;
         if (!st->ncuda || r->worker < 0 || sg_op_kind_class(nd->kind) != SG_CLASS_COPY)
             continue;
@@ -168,7 +208,7 @@ static int write_trace(const sim_state *st, const char *path, double t0_us, sg_e
     }
     if (!rc) {
         link_spans(st, spans);
-        sg_step_view v = {.graph = st->graph, .records = st->low.records, .nworkers = nw,
+        sg_step_view v = {.graph = st->graph, .records = st->last, .nworkers = nw,
                           .worker_names = ptrs, .t0_us = t0_us, .link_spans = spans};
         rc = sg_step_trace_write(&v, path, err);
     }
@@ -217,11 +257,19 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
             .priorities = opt->priorities,
             .sched = opt->sched,
             .optimizer_share = opt->optimizer_cores_share,
+            .flights = opt->lookahead > 1 ? opt->lookahead : 1,
         };
         rc = sg_lower_init(&st->low, g, &st->shared, &target, err);
     }
     double t0 = 0;
-    for (int s = 0; s < opt->steps && !rc; s++) {
+    st->last = st->low.records;
+    double win[2] = {0, 0};
+    int L = opt->lookahead > 1 ? opt->lookahead : 1;
+    if (!rc && L > 1) {
+        rc = run_in_flight(st, opt->steps, L, &res->step_s, win, err);
+        t0 = win[0];
+    }
+    for (int s = 0; s < opt->steps && !rc && L == 1; s++) {
         if (s == opt->steps - 1) {
             reset_bus_counters();
             t0 = starpu_timing_now();
@@ -232,9 +280,27 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
         res->ncpu = (int)starpu_cpu_worker_get_count();
         res->ncuda = st->ncuda;
         read_links(st, res);
-        if (sg_starpu_overlap(st->graph, st->low.records, &res->stats))
+        int ov;
+        if (L > 1) {
+            const sg_graph *gs[SG_SIM_MAX_LOOKAHEAD];
+            const sg_task_record *rs[SG_SIM_MAX_LOOKAHEAD];
+            int n = L < opt->steps ? L : opt->steps;
+            for (int k = 0; k < n && k < SG_SIM_MAX_LOOKAHEAD; k++) {
+                gs[k] = st->graph;
+                rs[k] = st->low.flight[(opt->steps - 1 - k) % L].records;
+            }
+            ov = sg_starpu_overlap_window(gs, rs, n < SG_SIM_MAX_LOOKAHEAD ? n : SG_SIM_MAX_LOOKAHEAD,
+                                          win[0], win[1], &res->stats);
+        } else {
+            ov = sg_starpu_overlap(st->graph, st->last, &res->stats);
+        }
+        if (ov)
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
+    /* steps in flight: the last step's trace starts at its first task */
+    for (int i = 0; !rc && L > 1 && i < g->nnodes; i++)
+        if (st->last[i].worker >= 0 && st->last[i].start_us < t0)
+            t0 = st->last[i].start_us;
     if (!rc && opt->trace_path)
         rc = write_trace(st, opt->trace_path, t0, err);
     if (started) {
