@@ -110,36 +110,53 @@ static void reset_bus_counters(void)
 }
 
 /* Steps in flight, as `stepgraph run --lookahead L` submits them: step s is
- * submitted once step s - L has ended. The last step is measured over the
- * steady-state window from the previous step's end to its own (from its
+ * submitted once step s - L has ended. The last step is measured in steady
+ * state: one more step is submitted after it (as a longer run would), and
+ * the window runs from the previous step's end to its own (from its
  * submission when it is the only one): its time, the links' bytes (counters
- * reset at the window's start) and, in sg_sim_run, the overlap statistics
- * of every task of the last L steps clipped to the window. */
+ * reset and read at the window's ends) and, in sg_sim_run, the overlap
+ * statistics of every task of the last steps clipped to the window. */
+static void read_links(const sim_state *st, sg_sim_result *res);
+
 static int run_in_flight(sim_state *st, int steps, int L, double *seconds, double win[2],
-                         sg_error *err)
+                         sg_sim_result *res, sg_error *err)
 {
-    int rc = SG_OK;
+    int rc = SG_OK, total = steps + 1, mark = steps - 2, marked = 0;
     win[0] = win[1] = 0;
-    for (int s = 0; s < steps && !rc; s++) {
-        if (s >= L)
-            sg_lower_flight_wait(&st->low.flight[(s - L) % L]);
-        if (steps == 1) {
+    /* the window opens at the end of step mark (steps >= 2), caught where it
+     * is waited for, before its flight is reused */
+    for (int s = 0; s < total && !rc; s++) {
+        if (s >= L) {
+            sg_lower_flight *f = &st->low.flight[(s - L) % L];
+            sg_lower_flight_wait(f);
+            if (s - L == mark) {
+                reset_bus_counters();
+                win[0] = f->end_us;
+                marked = 1;
+            }
+        }
+        if (steps == 1 && s == 0) {
             reset_bus_counters();
             win[0] = starpu_timing_now();
         }
         rc = sg_lower_submit_step(&st->low, s % L, err);
     }
-    if (!rc && steps >= 2) {
-        sg_lower_flight *prev = &st->low.flight[(steps - 2) % L];
-        sg_lower_flight_wait(prev);
+    if (!rc && steps >= 2 && !marked) {
+        sg_lower_flight *f = &st->low.flight[mark % L];
+        sg_lower_flight_wait(f);
         reset_bus_counters();
-        win[0] = prev->end_us;
+        win[0] = f->end_us;
+    }
+    sg_lower_flight *last = &st->low.flight[(steps - 1) % L];
+    if (!rc) {
+        sg_lower_flight_wait(last);
+        read_links(st, res);
     }
     int wait_rc = starpu_task_wait_for_all();
-    for (int s = steps - L > 0 ? steps - L : 0; s < steps; s++)
+    for (int s = total - L > 0 ? total - L : 0; s < total; s++)
         sg_lower_flight_wait(&st->low.flight[s % L]);
-    st->last = st->low.flight[(steps - 1) % L].records;
-    win[1] = st->low.flight[(steps - 1) % L].end_us;
+    st->last = last->records;
+    win[1] = last->end_us;
     *seconds = (win[1] - win[0]) * 1e-6;
     if (!rc && wait_rc)
         rc = sg_error_set(err, SG_EINVAL, "starpu_task_wait_for_all failed (%d)", wait_rc);
@@ -266,7 +283,7 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     double win[2] = {0, 0};
     int L = opt->lookahead > 1 ? opt->lookahead : 1;
     if (!rc && L > 1) {
-        rc = run_in_flight(st, opt->steps, L, &res->step_s, win, err);
+        rc = run_in_flight(st, opt->steps, L, &res->step_s, win, res, err);
         t0 = win[0];
     }
     for (int s = 0; s < opt->steps && !rc && L == 1; s++) {
@@ -279,15 +296,17 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     if (!rc) {
         res->ncpu = (int)starpu_cpu_worker_get_count();
         res->ncuda = st->ncuda;
-        read_links(st, res);
+        if (L == 1)
+            read_links(st, res); /* run_in_flight read them at the window's end */
         int ov;
         if (L > 1) {
             const sg_graph *gs[SG_SIM_MAX_LOOKAHEAD];
             const sg_task_record *rs[SG_SIM_MAX_LOOKAHEAD];
-            int n = L < opt->steps ? L : opt->steps;
+            /* the last L steps submitted: the reported one, the one after it */
+            int total = opt->steps + 1, n = L < total ? L : total;
             for (int k = 0; k < n && k < SG_SIM_MAX_LOOKAHEAD; k++) {
                 gs[k] = st->graph;
-                rs[k] = st->low.flight[(opt->steps - 1 - k) % L].records;
+                rs[k] = st->low.flight[(total - 1 - k) % L].records;
             }
             ov = sg_starpu_overlap_window(gs, rs, n < SG_SIM_MAX_LOOKAHEAD ? n : SG_SIM_MAX_LOOKAHEAD,
                                           win[0], win[1], &res->stats);
