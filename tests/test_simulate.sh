@@ -53,6 +53,20 @@ ok $? "the report has step time, GPU busy, hidden Adam and links"
 "$BIN" simulate "$SO" $TINY --machine gh200 --sched dmdas >"$TMP/b.out" 2>/dev/null
 grep -v "^  Trace" "$TMP/a.out" | cmp -s - "$TMP/b.out"
 ok $? "the same inputs give the same prediction (deterministic)"
+# steps in flight (run option lookahead, default 2): the default is lookahead
+# 2; 1 and 3 simulate too, each with a step time and the links of one step
+"$BIN" simulate "$SO" $TINY --machine gh200 --sched dmdas --lookahead 2 >"$TMP/la2.out" 2>/dev/null
+cmp -s "$TMP/b.out" "$TMP/la2.out"
+ok $? "simulate's default is lookahead 2, as run's"
+"$BIN" simulate "$SO" $TINY --machine gh200 --sched dmdas --lookahead 1 >"$TMP/la1.out" 2>/dev/null
+la=$?
+"$BIN" simulate "$SO" $TINY --machine gh200 --sched dmdas --lookahead 3 --steps 5 >"$TMP/la3.out" 2>/dev/null ||
+	la=1
+for f in la1 la2 la3; do
+	awk '/Step time/ { t = $3 } /Link h2d/ { b = $3 } END { exit !(t > 0 && b > 0) }' "$TMP/$f.out" || la=1
+done
+[ $la -eq 0 ] && [ "$(awk '/Link h2d/ { print $3 }' "$TMP/la1.out")" = "$(awk '/Link h2d/ { print $3 }' "$TMP/la3.out")" ]
+ok $? "lookahead 1 and 3 simulate; the window between two step ends carries one step's host-to-device bytes"
 h2d=$(awk '/Link h2d/ { print $3 }' "$TMP/a.out")
 awk -v v="$h2d" 'BEGIN { exit !(v > 0) }'
 ok $? "offloaded parameters cross the host-to-device link ($h2d GB)"

@@ -9,6 +9,9 @@
 # non-speculative ZeRO-Offload step (the same config with super_offload off,
 # an independent path through the compiler); adaptive must stay within
 # rounding of it (a rollback is exact only to rounding); all losses finite.
+# With steps in flight (run option lookahead, default 2) step j runs the mode
+# known after step j - lookahead: one step later than with lookahead 1, the
+# same for every run whatever the timing.
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -35,6 +38,9 @@ for mode in always adaptive never; do
 	"$BIN" run "$SO" $RUN --speculation $mode --metrics "$TMP/$mode.jsonl" >"$TMP/$mode.out" 2>&1
 	ok $? "run with --speculation $mode"
 done
+"$BIN" run "$SO" $RUN --speculation adaptive --lookahead 1 --metrics "$TMP/adaptive1.jsonl" \
+	>"$TMP/adaptive1.out" 2>&1
+ok $? "run with --speculation adaptive --lookahead 1"
 "$BIN" run "$SO" $RUN --set zero_optimization.offload_optimizer.super_offload=false \
 	--metrics "$TMP/offload.jsonl" >"$TMP/offload.out" 2>&1
 ok $? "the same config without SuperOffload"
@@ -42,10 +48,14 @@ ok $? "the same config without SuperOffload"
 modes() { grep '^Step' "$TMP/$1.out" | sed 's/.*| \(speculative\|waited for the norm\).*/\1/' | tr '\n' ','; }
 [ "$(modes always)" = "$(printf 'speculative,%.0s' 1 2 3 4 5 6 7 8 9 10)" ]
 ok $? "always: every step line says speculative"
-[ "$(modes adaptive)" = "speculative,speculative,speculative,speculative,$(printf 'waited for the norm,%.0s' 1 2 3 4 5 6)" ]
-ok $? "adaptive: four speculative steps that all roll back, then it waits for the norm"
-grep -q "4 of 4 speculative sub-group steps rolled back.*6 of 10 steps waited" "$TMP/adaptive.out"
-ok $? "adaptive: the summary counts 4 rollbacks and 6 waiting steps"
+[ "$(modes adaptive1)" = "speculative,speculative,speculative,speculative,$(printf 'waited for the norm,%.0s' 1 2 3 4 5 6)" ]
+ok $? "adaptive, lookahead 1: four speculative steps that all roll back, then it waits for the norm"
+grep -q "4 of 4 speculative sub-group steps rolled back.*6 of 10 steps waited" "$TMP/adaptive1.out"
+ok $? "adaptive, lookahead 1: the summary counts 4 rollbacks and 6 waiting steps"
+[ "$(modes adaptive)" = "speculative,speculative,speculative,speculative,speculative,$(printf 'waited for the norm,%.0s' 1 2 3 4 5)" ]
+ok $? "adaptive, lookahead 2: the fifth step was submitted before the fourth's outcome was known"
+grep -q "5 of 5 speculative sub-group steps rolled back.*5 of 10 steps waited" "$TMP/adaptive.out"
+ok $? "adaptive, lookahead 2: the summary counts 5 rollbacks and 5 waiting steps"
 [ "$(modes never)" = "$(printf 'waited for the norm,%.0s' 1 2 3 4 5 6 7 8 9 10)" ]
 ok $? "never: every step waits for the norm"
 
@@ -65,6 +75,8 @@ compare never offload 0
 ok $? "never: losses bit-identical to the non-speculative ZeRO-Offload step, and finite"
 compare adaptive offload 1e-4
 ok $? "adaptive: losses within 1e-4 of the non-speculative step"
+compare adaptive1 offload 1e-4
+ok $? "adaptive, lookahead 1: losses within 1e-4 of the non-speculative step"
 compare always offload 1e-4
 ok $? "always: losses within 1e-4 of the non-speculative step (rollbacks are exact to rounding)"
 

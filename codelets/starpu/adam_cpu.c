@@ -23,7 +23,7 @@ void sg_adam_cpu_cpu(void *buffers[], void *arg)
         return; /* overflow: skip */
     }
     sg_adam_params prm = sg_arg_adam_params(c);
-    int rc = sg_adam_step(&prm, c->shared->step.t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
+    int rc = sg_adam_step(&prm, c->step->t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
     if (rc)
         sg_task_fail(c, rc, "Adam step failed");
 }

@@ -229,7 +229,7 @@ float *sg_adam_group_params(const sg_adam_group *a, const sg_task_ctx *c, void *
 
 sg_adam_params sg_arg_adam_params(const sg_task_ctx *c)
 {
-    sg_adam_params prm = c->shared->step.adam;
+    sg_adam_params prm = c->step->adam;
     prm.skip_nonfinite = c->shared->spec->compute_dtype == SG_F16;
     return prm;
 }
@@ -350,7 +350,7 @@ int sg_arg_step_checks(const sg_task_ctx *c, void *buffers[], float *mult)
     if (ov >= 0 && *(const int32_t *)sg_arg_ptr(buffers, ov))
         return 1;
     int nb = sg_arg_find(c, SG_BUF_GRAD_NORM, -2);
-    *mult = nb < 0 ? 1.0f : sg_adam_grad_multiplier(sg_arg_ptr(buffers, nb), c->shared->step.clip);
+    *mult = nb < 0 ? 1.0f : sg_adam_grad_multiplier(sg_arg_ptr(buffers, nb), c->step->clip);
     return 0;
 }
 

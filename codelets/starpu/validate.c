@@ -19,10 +19,10 @@ void sg_validate_cpu(void *buffers[], void *arg)
     int skip = sg_arg_step_checks(c, buffers, &mult);
     int ov = sg_arg_find(c, SG_BUF_OVERFLOW, -2);
     if (!sg_adam_speculation_fails(norm, ov >= 0 && *(const int32_t *)sg_arg_ptr(buffers, ov),
-                                   c->shared->step.clip))
+                                   c->step->clip))
         return;
     sg_adam_params prm = sg_arg_adam_params(c);
-    int64_t t = c->shared->step.t;
+    int64_t t = c->step->t;
     int rc = sg_adam_rollback(&prm, t, h.p, h.g, h.m, h.v, h.n, spec_mult);
     if (!rc && !skip)
         rc = sg_adam_step(&prm, t, h.p, h.g, h.m, h.v, NULL, h.n, mult);

@@ -52,6 +52,8 @@ static const char *const run_flags_help =
     "                              chain (default auto: from the optimizer's workers)\n"
     "  --cast_placement MODE       casts of CPU sub-groups: scheduler (default), cpu,\n"
     "                              gpu, auto (link bytes against cast time)\n"
+    "  --lookahead N               run: steps in flight at once (default 2, 1 = wait for\n"
+    "                              each step before submitting the next; at most 8)\n"
     "  --metrics FILE              run: JSONL metrics, one line per step\n"
     "  --trace FILE                run: Chrome trace of the last step\n"
     "  --numa_node N               run: bind CPU workers to NUMA node N's cores\n"

@@ -41,6 +41,9 @@ static void simulate_help(void)
            "                   lower bound on this machine\n"
            "  --steps N        steps simulated, the last one reported (default 2: the first\n"
            "                   starts with every buffer at home)\n"
+           "  --lookahead N    (run option) steps in flight at once, as run submits them\n"
+           "                   (default 2): the reported time is then the interval between\n"
+           "                   the last two step ends; 1 = the last step alone\n"
            "  --no-priorities  all tasks priority 0 instead of their bottom level\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");

@@ -44,6 +44,7 @@ void sg_run_options_defaults(sg_run_options *run)
     snprintf(run->save_dtype, sizeof run->save_dtype, "%s", "f32");
     run->save_keep = 2;
     snprintf(run->speculation, sizeof run->speculation, "%s", "always");
+    run->lookahead = 2;
     run->numa_node = -1;
     snprintf(run->optimizer_tile, sizeof run->optimizer_tile, "%s", "auto");
     snprintf(run->cast_placement, sizeof run->cast_placement, "%s", "scheduler");
@@ -87,6 +88,7 @@ static const ropt run_opts[] = {
     { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0 },
     { "save_shard_size", R_INT, ROFF(save_shard_size), 0, 0, NONNEG, 0, 0 },
     { "speculation", R_STR, ROFF(speculation), 16, 1, 0, 0, 0 },
+    { "lookahead", R_INT, ROFF(lookahead), 0, 0, LO | SG_JSON_HI, 1, SG_LOOKAHEAD_MAX },
     { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0 },
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
     { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0 },

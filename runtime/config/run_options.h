@@ -16,6 +16,8 @@
 /* Longest max_length: the data loader reads windows of at most this many
  * tokens, so config, graph and simulate refuse what run would. */
 #define SG_MAX_LENGTH_MAX (1 << 24)
+/* Most steps in flight (run option lookahead). */
+#define SG_LOOKAHEAD_MAX 8
 
 struct cJSON;
 struct sg_json_ctx;
@@ -42,6 +44,8 @@ typedef struct sg_run_options {
     char save_dtype[8];                 /* "f32" (default) or "bf16" weights */
     int64_t save_shard_size;            /* bytes per weights shard; 0 = one model.safetensors */
     char speculation[16];               /* SuperOffload: "always" (default), "adaptive", "never" */
+    int64_t lookahead;                  /* steps in flight at once, default 2; 1 = a barrier
+                                           after every step */
     char metrics[SG_PATH_MAX];          /* JSONL metrics file; "" = none */
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
     int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */

@@ -22,13 +22,6 @@
 
 #define H(x, b) ((starpu_data_handle_t)(x)->low.handles[b])
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
 {
     int rc = sg_starpu_check_policy(opt->sched, err);
@@ -85,6 +78,88 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     return SG_OK;
 }
 
+/* What each step reads back (read_back_role) and writes in (tokens), and
+ * one record per step in flight with room for both. */
+typedef struct sg_exec_io {
+    sg_exec *x;
+    int step;                      /* record in x->steps */
+    int index;                     /* in x->readback or x->token_buf */
+} sg_exec_io;
+
+static int read_back_role(sg_buf_role r)
+{
+    return r == SG_BUF_LOSS || r == SG_BUF_GRAD_NORM || r == SG_BUF_OVERFLOW ||
+           r == SG_BUF_LOSS_SCALER_STATE;
+}
+
+static int init_steps(sg_exec *x, sg_error *err)
+{
+    const sg_graph *g = x->graph;
+    int nb = g->nbuffers > 0 ? g->nbuffers : 1;
+    x->readback = calloc((size_t)nb, sizeof(int));
+    x->readback_off = calloc((size_t)nb, sizeof(size_t));
+    x->token_buf = calloc((size_t)nb, sizeof(int));
+    x->steps = calloc((size_t)x->lookahead, sizeof *x->steps);
+    if (!x->readback || !x->readback_off || !x->token_buf || !x->steps)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    x->token_elems = (size_t)(2 * x->shared.spec->micro_batch * x->shared.spec->seq_len);
+    for (int b = 0; b < g->nbuffers; b++) {
+        const sg_buffer *buf = &g->buffers[b];
+        if (read_back_role(buf->role)) {
+            x->readback_off[x->nreadback] = x->readback_bytes;
+            x->readback[x->nreadback++] = b;
+            x->readback_bytes += ((size_t)buf->bytes + 15) & ~(size_t)15;
+        } else if (buf->role == SG_BUF_TOKENS) {
+            if ((size_t)buf->elems != x->token_elems || buf->dtype != SG_I32)
+                return sg_error_set(err, SG_EINVAL, "token buffer %s: %lld elements, expected "
+                                    "%zu int32", buf->name, (long long)buf->elems,
+                                    x->token_elems);
+            x->token_buf[x->ntokens++] = b;
+        }
+    }
+    int nio = x->nreadback + x->ntokens;
+    for (int k = 0; k < x->lookahead; k++) {
+        sg_exec_step *st = &x->steps[k];
+        st->copy = calloc(x->readback_bytes + 1, 1);
+        st->tokens = calloc((size_t)x->ntokens * x->token_elems + 1, sizeof(int32_t));
+        st->io = calloc((size_t)nio + 1, sizeof *st->io);
+        if (!st->copy || !st->tokens || !st->io)
+            return sg_error_set(err, SG_ENOMEM, "out of memory");
+        for (int i = 0; i < nio; i++)
+            st->io[i] = (sg_exec_io){x, k, i < x->nreadback ? i : i - x->nreadback};
+    }
+    return SG_OK;
+}
+
+static void free_steps(sg_exec *x)
+{
+    for (int k = 0; x->steps && k < x->lookahead; k++) {
+        free(x->steps[k].copy);
+        free(x->steps[k].tokens);
+        free(x->steps[k].io);
+    }
+    free(x->steps);
+    free(x->readback);
+    free(x->readback_off);
+    free(x->token_buf);
+}
+
+/* Waits for every step in flight, results or not (shut-down, errors). */
+static void drain(sg_exec *x)
+{
+    if (x->steps && x->begun > x->submitted) {
+        /* begun, never submitted (its tokens failed): drop its own hold */
+        sg_exec_step *st = &x->steps[(x->begun - 1) % x->lookahead];
+        sg_lower_flight_release(&st->low->flight[(x->begun - 1) % x->lookahead]);
+        x->submitted = x->begun;
+    }
+    for (int64_t k = x->finished; x->steps && k < x->begun; k++) {
+        sg_exec_step *st = &x->steps[k % x->lookahead];
+        if (st->low)
+            sg_lower_flight_wait(&st->low->flight[k % x->lookahead]);
+    }
+}
+
 int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const sg_graph *g,
                  const sg_exec_options *opt, sg_error *err)
 {
@@ -121,13 +196,19 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
         .priorities = 1,
         .sched = opt->sched,
         .optimizer_share = spec->offload_optimizer ? opt->optimizer_cores_share : 0,
+        .flights = opt->lookahead > 0 ? opt->lookahead : 1,
     };
-    return sg_lower_init(&x->low, g, &x->shared, &target, err);
+    x->lookahead = target.flights;
+    x->cur = -1;
+    if ((rc = sg_lower_init(&x->low, g, &x->shared, &target, err)))
+        return rc;
+    return init_steps(x, err);
 }
 
 void sg_exec_shutdown(sg_exec *x)
 {
     if (x->started) {
+        drain(x);
         if (starpu_task_wait_for_all())
             fprintf(stderr, "stepgraph: warning: starpu_task_wait_for_all failed at shutdown\n");
 #ifdef SG_STARPU_CUDA
@@ -138,6 +219,7 @@ void sg_exec_shutdown(sg_exec *x)
         sg_lower_free(&x->low);
         starpu_shutdown();
     }
+    free_steps(x);
     sg_rope_cache_free(&x->shared.rope);
     memset(x, 0, sizeof *x);
 }
@@ -163,44 +245,169 @@ void sg_exec_wait_for_norm(sg_exec *x, int wait)
 
 const sg_graph *sg_exec_last_graph(const sg_exec *x)
 {
-    return x->last_waited ? x->wait_low.graph : x->graph;
+    return x->cur >= 0 && x->steps[x->cur].waited ? x->wait_low.graph : x->graph;
 }
 
 const sg_task_record *sg_exec_last_records(const sg_exec *x)
 {
-    return x->last_waited ? x->wait_low.records : x->low.records;
+    if (x->cur < 0)
+        return x->low.records;
+    return x->steps[x->cur].low->flight[x->cur].records;
 }
 
-int sg_exec_run_step(sg_exec *x, sg_error *err)
+const sg_step_params *sg_exec_last_params(const sg_exec *x)
 {
-    sg_exec_shared *sh = &x->shared;
-    sg_lowering *low = &x->low;
-    if (x->waiting) {
-        /* the trainer sets the main context's step parameters; the waiting
-         * graph's context is a copy with its own graph, spec and records */
-        const sg_step_spec *spec = x->wait_shared.spec;
-        const sg_graph *g = x->wait_shared.graph;
-        x->wait_shared = x->shared;
-        x->wait_shared.spec = spec;
-        x->wait_shared.graph = g;
-        x->wait_shared.records = x->wait_low.records;
-        sh = &x->wait_shared;
-        low = &x->wait_low;
+    int k = x->cur >= 0 ? x->cur : 0;
+    return &(x->steps[k].low ? x->steps[k].low : &x->low)->flight[k].params;
+}
+
+int sg_exec_in_flight(const sg_exec *x)
+{
+    return (int)(x->begun - x->finished);
+}
+
+sg_step_params *sg_exec_begin_step(sg_exec *x)
+{
+    if (x->begun != x->submitted || x->begun - x->finished >= x->lookahead)
+        return NULL;
+    int k = (int)(x->begun % x->lookahead);
+    sg_exec_step *st = &x->steps[k];
+    st->waited = x->waiting;
+    st->low = x->waiting ? &x->wait_low : &x->low;
+    x->begun++;
+    /* the step's own hold, dropped once all of it is submitted */
+    sg_lower_flight_hold(&st->low->flight[k]);
+    return &st->low->flight[k].params;
+}
+
+/* The step begun, not yet submitted. */
+static sg_exec_step *begun_step(sg_exec *x, int *k)
+{
+    if (x->begun == x->submitted)
+        return NULL;
+    *k = (int)((x->begun - 1) % x->lookahead);
+    return &x->steps[*k];
+}
+
+static void tokens_write(void *arg)
+{
+    sg_exec_io *io = arg;
+    sg_exec *x = io->x;
+    sg_exec_step *st = &x->steps[io->step];
+    starpu_data_handle_t h = H(x, x->token_buf[io->index]);
+    void *dst = starpu_data_handle_to_pointer(h, STARPU_MAIN_RAM);
+    memcpy(dst, st->tokens + (size_t)io->index * x->token_elems, x->token_elems * sizeof(int32_t));
+    starpu_data_release_on_node(h, STARPU_MAIN_RAM);
+    sg_lower_flight_release(&st->low->flight[io->step]);
+}
+
+int sg_exec_set_tokens(sg_exec *x, int mb, const int32_t *inputs, const int32_t *targets)
+{
+    int k;
+    sg_exec_step *st = begun_step(x, &k);
+    if (!st)
+        return SG_EINVAL;
+    const sg_graph *g = x->graph;
+    size_t n = x->token_elems / 2;
+    for (int i = 0; i < x->ntokens; i++) {
+        if (g->buffers[x->token_buf[i]].micro_step != mb)
+            continue;
+        int32_t *p = st->tokens + (size_t)i * x->token_elems;
+        memcpy(p, inputs, n * sizeof *p);
+        memcpy(p + n, targets, n * sizeof *p);
+        /* written once the previous step's readers are done with the buffer */
+        sg_exec_io *io = &st->io[x->nreadback + i];
+        sg_lower_flight_hold(&st->low->flight[k]);
+        if (starpu_data_acquire_on_node_cb(H(x, x->token_buf[i]), STARPU_MAIN_RAM, STARPU_W,
+                                           tokens_write, io)) {
+            sg_lower_flight_release(&st->low->flight[k]);
+            return SG_EINVAL;
+        }
+        return SG_OK;
     }
-    x->last_waited = x->waiting;
-    sh->failed = 0;
-    double t0 = now_seconds();
-    x->step_start_us = starpu_timing_now();
-    int rc = sg_lower_submit_step(low, err);
-    int wait_rc = starpu_task_wait_for_all();
-    x->step_seconds = now_seconds() - t0;
-    if (rc)
-        return rc;
-    if (wait_rc)
-        return sg_error_set(err, SG_EINVAL, "starpu_task_wait_for_all failed (%d)", wait_rc);
-    if (sh->failed)
-        return sg_error_set(err, sh->failed, "%s", sh->fail_msg);
+    return SG_EINVAL;
+}
+
+static void result_read(void *arg)
+{
+    sg_exec_io *io = arg;
+    sg_exec *x = io->x;
+    sg_exec_step *st = &x->steps[io->step];
+    int b = x->readback[io->index];
+    starpu_data_handle_t h = H(x, b);
+    const void *src = starpu_data_handle_to_pointer(h, STARPU_MAIN_RAM);
+    memcpy(st->copy + x->readback_off[io->index], src, (size_t)x->graph->buffers[b].bytes);
+    starpu_data_release_on_node(h, STARPU_MAIN_RAM);
+    sg_lower_flight_release(&st->low->flight[io->step]);
+}
+
+int sg_exec_submit_step(sg_exec *x, sg_error *err)
+{
+    int k;
+    sg_exec_step *st = begun_step(x, &k);
+    if (!st)
+        return sg_error_set(err, SG_EINVAL, "no step begun");
+    sg_lower_flight *fl = &st->low->flight[k];
+    fl->end_us = 0;
+    st->submit_us = starpu_timing_now();
+    x->submitted++;
+    int rc = sg_lower_submit_step(st->low, k, err);
+    /* the step's results, copied as soon as they are written and before the
+     * next step writes them again (StarPU's sequential consistency) */
+    memset(st->copy, 0, x->readback_bytes);
+    for (int i = 0; i < x->nreadback && !rc; i++) {
+        sg_lower_flight_hold(fl);
+        if (starpu_data_acquire_on_node_cb(H(x, x->readback[i]), STARPU_MAIN_RAM, STARPU_R,
+                                           result_read, &st->io[i])) {
+            sg_lower_flight_release(fl);
+            rc = sg_error_set(err, SG_EINVAL, "cannot read %s back from StarPU",
+                              x->graph->buffers[x->readback[i]].name);
+        }
+    }
+    sg_lower_flight_release(fl); /* sg_exec_begin_step's hold */
+    return rc;
+}
+
+int sg_exec_oldest_done(sg_exec *x)
+{
+    if (x->finished == x->submitted)
+        return 0;
+    int k = (int)(x->finished % x->lookahead);
+    return sg_lower_flight_done(&x->steps[k].low->flight[k]);
+}
+
+int sg_exec_finish_step(sg_exec *x, sg_error *err)
+{
+    if (x->finished == x->submitted)
+        return sg_error_set(err, SG_EINVAL, "no step in flight");
+    int k = (int)(x->finished % x->lookahead);
+    sg_exec_step *st = &x->steps[k];
+    sg_lower_flight *fl = &st->low->flight[k];
+    sg_lower_flight_wait(fl);
+    x->finished++;
+    x->cur = k;
+    double from = st->submit_us > x->prev_end_us ? st->submit_us : x->prev_end_us;
+    x->step_seconds = (fl->end_us - from) * 1e-6;
+    x->prev2_end_us = x->prev_end_us;
+    x->prev_end_us = fl->end_us;
+    x->step_start_us = st->submit_us;
+    if (x->shared.failed)
+        return sg_error_set(err, x->shared.failed, "%s", x->shared.fail_msg);
+    if (x->have_wait && x->wait_shared.failed)
+        return sg_error_set(err, x->wait_shared.failed, "%s", x->wait_shared.fail_msg);
     return SG_OK;
+}
+
+/* The copy of buffer b in the last finished step's record, NULL if b is not
+ * read back or no step has finished. */
+static const void *result_of(const sg_exec *x, int b)
+{
+    if (x->cur < 0)
+        return NULL;
+    for (int i = 0; i < x->nreadback; i++)
+        if (x->readback[i] == b)
+            return x->steps[x->cur].copy + x->readback_off[i];
+    return NULL;
 }
 
 /* ---- host access to buffers ---------------------------------------------- */
@@ -217,79 +424,6 @@ void sg_exec_release(sg_exec *x, int b)
     starpu_data_release(H(x, b));
 }
 
-int sg_exec_set_tokens(sg_exec *x, int mb, const int32_t *inputs, const int32_t *targets)
-{
-    const sg_graph *g = x->graph;
-    size_t n = (size_t)(x->shared.spec->micro_batch * x->shared.spec->seq_len);
-    for (int b = 0; b < g->nbuffers; b++) {
-        if (g->buffers[b].role != SG_BUF_TOKENS || g->buffers[b].micro_step != mb)
-            continue;
-        int32_t *p = sg_exec_acquire(x, b, 1);
-        if (!p)
-            return SG_EINVAL;
-        memcpy(p, inputs, n * sizeof *p);
-        memcpy(p + n, targets, n * sizeof *p);
-        sg_exec_release(x, b);
-        return SG_OK;
-    }
-    return SG_EINVAL;
-}
-
-int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s)
-{
-    const sg_graph *g = x->graph;
-    for (int b = 0; b < g->nbuffers; b++) {
-        if (g->buffers[b].role != SG_BUF_LOSS_SCALER_STATE)
-            continue;
-        if (g->buffers[b].bytes != (int64_t)sizeof *s)
-            return SG_EINVAL;
-        const void *p = sg_exec_acquire(x, b, 0);
-        if (!p)
-            return SG_EINVAL;
-        memcpy(s, p, sizeof *s);
-        sg_exec_release(x, b);
-        return 1;
-    }
-    return 0;
-}
-
-int sg_exec_losses(sg_exec *x, float *losses)
-{
-    const sg_graph *g = x->graph;
-    for (int b = 0; b < g->nbuffers; b++) {
-        if (g->buffers[b].role != SG_BUF_LOSS)
-            continue;
-        float *p = sg_exec_acquire(x, b, 0);
-        if (!p)
-            return SG_EINVAL;
-        /* batch tiles: each holds its share of the micro-step's mean loss;
-         * they are declared in tile order, so the sum is in a fixed order */
-        const sg_buffer *lb = &g->buffers[b];
-        if (lb->tile <= 0)
-            losses[lb->micro_step] = p[0];
-        else
-            losses[lb->micro_step] += p[0];
-        sg_exec_release(x, b);
-    }
-    return SG_OK;
-}
-
-double sg_exec_grad_norm(sg_exec *x)
-{
-    const sg_graph *g = x->graph;
-    for (int b = 0; b < g->nbuffers; b++) {
-        if (g->buffers[b].role != SG_BUF_GRAD_NORM)
-            continue;
-        float *p = sg_exec_acquire(x, b, 0);
-        if (!p)
-            return NAN;
-        double v = p[0];
-        sg_exec_release(x, b);
-        return v;
-    }
-    return NAN;
-}
-
 /* The first buffer of a role, or -1 if the graph has none. */
 static int find_role(const sg_graph *g, sg_buf_role role)
 {
@@ -299,25 +433,77 @@ static int find_role(const sg_graph *g, sg_buf_role role)
     return -1;
 }
 
+int sg_exec_wait_overflow(sg_exec *x, int *skipped)
+{
+    *skipped = 0;
+    int ov = find_role(x->graph, SG_BUF_OVERFLOW);
+    if (ov < 0)
+        return SG_OK;
+    /* ordered after the last submitted step's writer, before the next's */
+    const int32_t *p = sg_exec_acquire(x, ov, 0);
+    if (!p)
+        return SG_EINVAL;
+    *skipped = p[0] != 0;
+    sg_exec_release(x, ov);
+    return SG_OK;
+}
+
+int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s)
+{
+    int b = find_role(x->graph, SG_BUF_LOSS_SCALER_STATE);
+    if (b < 0)
+        return 0;
+    const void *p = result_of(x, b);
+    if (!p || x->graph->buffers[b].bytes != (int64_t)sizeof *s)
+        return SG_EINVAL;
+    memcpy(s, p, sizeof *s);
+    return 1;
+}
+
+int sg_exec_losses(sg_exec *x, float *losses)
+{
+    const sg_graph *g = x->graph;
+    for (int b = 0; b < g->nbuffers; b++) {
+        if (g->buffers[b].role != SG_BUF_LOSS)
+            continue;
+        const float *p = result_of(x, b);
+        if (!p)
+            return SG_EINVAL;
+        /* batch tiles: each holds its share of the micro-step's mean loss;
+         * they are declared in tile order, so the sum is in a fixed order */
+        const sg_buffer *lb = &g->buffers[b];
+        if (lb->tile <= 0)
+            losses[lb->micro_step] = p[0];
+        else
+            losses[lb->micro_step] += p[0];
+    }
+    return SG_OK;
+}
+
+double sg_exec_grad_norm(sg_exec *x)
+{
+    int b = find_role(x->graph, SG_BUF_GRAD_NORM);
+    const float *p = b >= 0 ? result_of(x, b) : NULL;
+    return p ? p[0] : NAN;
+}
+
 int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks, int *spec_would_fail)
 {
     const sg_graph *g = x->graph, *ran = sg_exec_last_graph(x);
     *skipped = *rollbacks = *spec_would_fail = 0;
     int ov = find_role(g, SG_BUF_OVERFLOW), nb = find_role(g, SG_BUF_GRAD_NORM);
     if (ov >= 0) {
-        const int32_t *p = sg_exec_acquire(x, ov, 0);
+        const int32_t *p = result_of(x, ov);
         if (!p)
             return SG_EINVAL;
         *skipped = p[0] != 0;
-        sg_exec_release(x, ov);
     }
     if (nb < 0)
         return SG_OK;
-    const float *norm = sg_exec_acquire(x, nb, 0);
+    const float *norm = result_of(x, nb);
     if (!norm)
         return SG_EINVAL;
-    *spec_would_fail = sg_adam_speculation_fails(norm, *skipped, x->shared.step.clip);
-    sg_exec_release(x, nb);
+    *spec_would_fail = sg_adam_speculation_fails(norm, *skipped, sg_exec_last_params(x)->clip);
     if (*spec_would_fail)
         for (int i = 0; i < ran->nnodes; i++)
             /* one per sub-group: a tiled one has a validation per chunk */
@@ -338,6 +524,17 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
 
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
 {
+    if (x->lookahead > 1 && x->finished >= 2 && x->finished == x->submitted) {
+        const sg_graph *gs[64];
+        const sg_task_record *rs[64];
+        int n = 0;
+        for (int64_t j = x->finished - 1; j >= 0 && n < x->lookahead && n < 64; j--, n++) {
+            const sg_exec_step *st = &x->steps[j % x->lookahead];
+            gs[n] = st->low->graph;
+            rs[n] = st->low->flight[j % x->lookahead].records;
+        }
+        return sg_starpu_overlap_window(gs, rs, n, x->prev2_end_us, x->prev_end_us, out);
+    }
     return sg_starpu_overlap(sg_exec_last_graph(x), sg_exec_last_records(x), out);
 }
 

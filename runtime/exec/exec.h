@@ -8,8 +8,16 @@
  * IR's program order with the node's accesses, so StarPU infers exactly the
  * graph's edges. Tasks are named after their node and carry its priority.
  *
- * One step = insert every task, wait for all. The trainer fills the token
- * buffers before and reads losses and the norm after.
+ * Steps in flight (run option lookahead): the trainer begins a step (its
+ * hyper-parameters, its graph), stages its tokens, and submits it without
+ * waiting for the steps before it, up to `lookahead` steps at once. Tokens
+ * reach their buffers by asynchronous writes that StarPU orders after the
+ * previous step's readers; right after a step's tasks, asynchronous reads
+ * copy its losses, gradient norm, overflow flag and loss scaler state into
+ * the step's own record, ordered before the next step's writers. Finishing
+ * a step waits for that step only (its tasks and those copies) and makes
+ * its results the ones the read functions below return. There is no global
+ * wait between steps.
  */
 #ifndef SG_EXEC_H
 #define SG_EXEC_H
@@ -29,7 +37,18 @@ typedef struct sg_exec_options {
     int numa_node;                 /* bind CPU workers to this node's cores; -1: StarPU's binding */
     double optimizer_cores_share;  /* cpuadam_cores_perc: CPU workers reserved for
                                       the optimizer's CPU tasks (0 = none) */
+    int lookahead;                 /* steps in flight at most; 0 = 1 */
 } sg_exec_options;
+
+/* A step in flight, as the exec sees it. */
+typedef struct sg_exec_step {
+    sg_lowering *low;              /* the graph it runs: the main or the waiting one */
+    int waited;                    /* it is the waiting one */
+    double submit_us;              /* StarPU clock when its submission began */
+    unsigned char *copy;           /* its read-back buffers' values (sg_exec.readback) */
+    int32_t *tokens;               /* its staged tokens, per token buffer */
+    struct sg_exec_io *io;         /* arguments of its asynchronous reads and writes */
+} sg_exec_step;
 
 typedef struct sg_exec {
     sg_exec_shared shared;
@@ -41,13 +60,28 @@ typedef struct sg_exec {
     sg_exec_shared wait_shared;
     int have_wait;
     int waiting;                   /* the next step runs the waiting graph */
-    int last_waited;               /* the last step ran it */
+    /* steps in flight: a ring of `lookahead` records, step k in k % lookahead */
+    int lookahead;
+    sg_exec_step *steps;
+    int64_t begun, submitted, finished; /* steps begun, submitted and finished */
+    int cur;                       /* record of the last finished step, -1 before one */
+    double prev_end_us;            /* StarPU clock at the end of the last finished step */
+    double prev2_end_us;           /* ... and of the one before it */
+    /* buffers read back after each step (losses, norm, overflow, scaler
+     * state) and token buffers, by IR index of the main graph */
+    int nreadback, *readback;
+    size_t *readback_off, readback_bytes;
+    int ntokens, *token_buf;
+    size_t token_elems;            /* int32 per token buffer */
     void *codelets[SG_OP_KIND_COUNT]; /* struct starpu_codelet * per node kind */
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int started;                   /* starpu_init succeeded */
     int have_cuda;                 /* CUDA workers exist: GPU nodes run there */
-    double step_start_us;          /* StarPU clock at the last step's start */
-    double step_seconds;           /* wall time of the last step */
+    double step_start_us;          /* StarPU clock at the last finished step's submission */
+    /* time of the last finished step: from the later of its submission and
+     * the previous step's end, to its end (with steps in flight, the
+     * interval between consecutive step ends) */
+    double step_seconds;
 } sg_exec;
 
 /* Starts StarPU with the options and lowers the graph. */
@@ -61,11 +95,11 @@ void sg_exec_shutdown(sg_exec *x);
 int sg_exec_add_waiting_graph(sg_exec *x, const sg_step_spec *spec, const sg_graph *g,
                               sg_error *err);
 
-/* Which graph the next sg_exec_run_step runs: 0 the main one, 1 the waiting
+/* Which graph the next step begun runs: 0 the main one, 1 the waiting
  * one (needs sg_exec_add_waiting_graph). */
 void sg_exec_wait_for_norm(sg_exec *x, int wait);
 
-/* The graph the last step ran and its task records. */
+/* The graph the last finished step ran and its task records. */
 const sg_graph *sg_exec_last_graph(const sg_exec *x);
 const sg_task_record *sg_exec_last_records(const sg_exec *x);
 
@@ -79,33 +113,55 @@ int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st
  * from the pieces). */
 int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err);
 
-/* Host access to buffer b between steps: its main-memory copy (NULL if
- * StarPU refused), to be released with sg_exec_release. */
+/* Host access to buffer b: its main-memory copy once the tasks submitted
+ * before have finished with it (NULL if StarPU refused), to be released with
+ * sg_exec_release. */
 void *sg_exec_acquire(sg_exec *x, int b, int write);
 void sg_exec_release(sg_exec *x, int b);
 
-/* Inputs (B*T) and targets (B*T) of micro-step mb. */
+/* Steps in flight. sg_exec_begin_step starts the next step (needs fewer
+ * than lookahead in flight: finish the oldest first) on the graph chosen by
+ * sg_exec_wait_for_norm and returns its hyper-parameters to fill;
+ * sg_exec_set_tokens stages its inputs (B*T) and targets (B*T) of micro-step
+ * mb; sg_exec_submit_step submits its tasks and the reads of its results,
+ * without waiting. A submission that fails leaves the step in flight (drain
+ * with sg_exec_shutdown). */
+int sg_exec_in_flight(const sg_exec *x);
+sg_step_params *sg_exec_begin_step(sg_exec *x);
 int sg_exec_set_tokens(sg_exec *x, int mb, const int32_t *inputs, const int32_t *targets);
+int sg_exec_submit_step(sg_exec *x, sg_error *err);
 
-/* Runs one step with the hyper-parameters in x->shared.step. Fails with the
+/* Whether the oldest step in flight has ended, without waiting. */
+int sg_exec_oldest_done(sg_exec *x);
+
+/* Waits for the oldest step in flight (its tasks and result reads, not the
+ * steps after it) and makes its results the ones read below. Fails with the
  * first failing task's message. */
-int sg_exec_run_step(sg_exec *x, sg_error *err);
+int sg_exec_finish_step(sg_exec *x, sg_error *err);
 
-/* After a step: the loss of each micro-step (grad_accum floats; with batch
- * tiles, the sum of the tiles' shares in tile order) and the
- * global norm of the unscaled gradients (inf after an fp16 overflow). */
+/* fp16: waits until the last submitted step's overflow check has run and
+ * says whether the optimizer skips that step (0 without an overflow flag);
+ * SG_EINVAL when StarPU refused the read. The next step's lr and Adam step
+ * number depend on it. */
+int sg_exec_wait_overflow(sg_exec *x, int *skipped);
+
+/* After sg_exec_finish_step, that step's: loss of each micro-step
+ * (grad_accum floats; with batch tiles, the sum of the tiles' shares in tile
+ * order) and global norm of the unscaled gradients (inf after
+ * an fp16 overflow); its hyper-parameters. */
 int sg_exec_losses(sg_exec *x, float *losses);
 double sg_exec_grad_norm(sg_exec *x);
+const sg_step_params *sg_exec_last_params(const sg_exec *x);
 
-/* After a step, read back from its buffers: whether an fp16 overflow made
+/* After sg_exec_finish_step, read back from that step's buffers: whether an fp16 overflow made
  * the optimizer skip it, how many SuperOffload sub-group steps were rolled
  * back (and redone unless skipped), and whether a speculative step would
  * have been rolled back (clipping fired, or an overflow), whichever graph
  * ran. */
 int sg_exec_step_outcome(sg_exec *x, int *skipped, int *rollbacks, int *spec_would_fail);
 
-/* Between steps: the fp16 loss scaler's state, as the loss-scale tasks
- * left it (the scale the next step uses). 1 with *s filled, 0 when the
+/* After sg_exec_finish_step: the fp16 loss scaler's state, as that step's
+ * loss-scale tasks left it (the scale the step after it uses). 1 with *s filled, 0 when the
  * graph has none (not fp16), SG_EINVAL when StarPU refused the read. */
 int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s);
 
@@ -113,7 +169,9 @@ int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s);
 const char *sg_exec_worker_name(int w, char *buf, size_t n);
 int sg_exec_worker_count(void);
 void sg_exec_worker_counts(int *ncpu, int *ncuda);
-/* GPU busy share and hidden CPU Adam time of the last step's task records. */
+/* GPU busy share and hidden CPU Adam time of the last step's task records;
+ * with steps in flight, of every task of the last `lookahead` steps within
+ * the interval between the last two step ends (sg_overlap_window). */
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out);
 
 #endif /* SG_EXEC_H */

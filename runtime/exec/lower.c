@@ -105,7 +105,49 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
     return SG_OK;
 }
 
-/* Per node: its accesses merged per buffer (a task lists a handle once). */
+/* Steps in flight: their locks, condition variables and records. */
+static int init_flights(sg_lowering *l, size_t nnodes, sg_error *err)
+{
+    l->nflights = l->target.flights > 0 ? l->target.flights : 1;
+    l->flight = calloc((size_t)l->nflights, sizeof *l->flight);
+    l->records = calloc(nnodes * (size_t)l->nflights, sizeof *l->records);
+    if (!l->flight || !l->records)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    for (int f = 0; f < l->nflights; f++) {
+        sg_lower_flight *fl = &l->flight[f];
+        fl->records = l->records + (size_t)f * nnodes;
+        starpu_pthread_mutex_t *m = malloc(sizeof *m);
+        starpu_pthread_cond_t *cv = malloc(sizeof *cv);
+        if (!m || !cv) {
+            free(m);
+            free(cv);
+            return sg_error_set(err, SG_ENOMEM, "out of memory");
+        }
+        starpu_pthread_mutex_init(m, NULL);
+        starpu_pthread_cond_init(cv, NULL);
+        fl->lock = m;
+        fl->cond = cv;
+        for (size_t i = 0; i < nnodes; i++)
+            fl->records[i].worker = -1;
+    }
+    return SG_OK;
+}
+
+static void free_flights(sg_lowering *l)
+{
+    for (int f = 0; l->flight && f < l->nflights; f++) {
+        if (l->flight[f].lock) {
+            starpu_pthread_mutex_destroy(l->flight[f].lock);
+            starpu_pthread_cond_destroy(l->flight[f].cond);
+        }
+        free(l->flight[f].lock);
+        free(l->flight[f].cond);
+    }
+    free(l->flight);
+}
+
+/* Per node: its accesses merged per buffer (a task lists a handle once);
+ * one context per node and flight, alike but for the step they point at. */
 static int build_contexts(sg_lowering *l, sg_exec_shared *shared, sg_error *err)
 {
     const sg_graph *g = l->graph;
@@ -113,11 +155,13 @@ static int build_contexts(sg_lowering *l, sg_exec_shared *shared, sg_error *err)
     for (int i = 0; i < g->nnodes; i++)
         total += (size_t)g->nodes[i].naccess;
     size_t nnodes = g->nnodes > 0 ? (size_t)g->nnodes : 1;
-    l->ctx = calloc(nnodes, sizeof *l->ctx);
+    int rc = init_flights(l, nnodes, err);
+    if (rc)
+        return rc;
+    l->ctx = calloc(nnodes * (size_t)l->nflights, sizeof *l->ctx);
     l->slot_buffer = malloc((total + 1) * sizeof(int));
     l->slot_mode = malloc((total + 1) * sizeof(sg_access_mode));
-    l->records = calloc(nnodes, sizeof *l->records);
-    if (!l->ctx || !l->slot_buffer || !l->slot_mode || !l->records)
+    if (!l->ctx || !l->slot_buffer || !l->slot_mode)
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     size_t at = 0;
     for (int i = 0; i < g->nnodes; i++) {
@@ -139,9 +183,15 @@ static int build_contexts(sg_lowering *l, sg_exec_shared *shared, sg_error *err)
             c->slot_mode[s] |= nd->access[a].mode;
         }
         at += (size_t)c->nslots;
-        l->records[i].worker = -1;
     }
-    shared->records = l->records;
+    for (int f = 0; f < l->nflights; f++)
+        for (size_t i = 0; i < (size_t)g->nnodes; i++) {
+            sg_task_ctx *c = &l->ctx[(size_t)f * nnodes + i];
+            *c = l->ctx[i];
+            c->step = &l->flight[f].params;
+            c->records = l->flight[f].records;
+            c->flight = &l->flight[f];
+        }
     return SG_OK;
 }
 
@@ -200,6 +250,7 @@ void sg_lower_free(sg_lowering *l)
     free(l->handles);
     free(l->memory);
     free(l->owned);
+    free_flights(l);
     free(l->ctx);
     free(l->slot_buffer);
     free(l->slot_mode);
@@ -209,16 +260,51 @@ void sg_lower_free(sg_lowering *l)
 
 /* ---- one step ------------------------------------------------------------- */
 
+void sg_lower_flight_hold(sg_lower_flight *f)
+{
+    starpu_pthread_mutex_lock(f->lock);
+    f->pending++;
+    starpu_pthread_mutex_unlock(f->lock);
+}
+
+void sg_lower_flight_release(sg_lower_flight *f)
+{
+    starpu_pthread_mutex_lock(f->lock);
+    if (--f->pending == 0) {
+        f->end_us = starpu_timing_now();
+        starpu_pthread_cond_broadcast(f->cond);
+    }
+    starpu_pthread_mutex_unlock(f->lock);
+}
+
+void sg_lower_flight_wait(sg_lower_flight *f)
+{
+    starpu_pthread_mutex_lock(f->lock);
+    while (f->pending > 0)
+        starpu_pthread_cond_wait(f->cond, f->lock);
+    starpu_pthread_mutex_unlock(f->lock);
+}
+
+int sg_lower_flight_done(sg_lower_flight *f)
+{
+    starpu_pthread_mutex_lock(f->lock);
+    int done = f->pending == 0;
+    starpu_pthread_mutex_unlock(f->lock);
+    return done;
+}
+
+/* Task callback: the task's record, then one task fewer in its step. */
 static void record_task(void *arg)
 {
     const sg_task_ctx *c = arg;
     struct starpu_task *t = starpu_task_get_current();
-    sg_task_record *r = &c->shared->records[c->node];
-    if (!t || !t->profiling_info)
-        return;
-    r->worker = t->profiling_info->workerid;
-    r->start_us = starpu_timing_timespec_to_us(&t->profiling_info->start_time);
-    r->end_us = starpu_timing_timespec_to_us(&t->profiling_info->end_time);
+    sg_task_record *r = &c->records[c->node];
+    if (t && t->profiling_info) {
+        r->worker = t->profiling_info->workerid;
+        r->start_us = starpu_timing_timespec_to_us(&t->profiling_info->start_time);
+        r->end_us = starpu_timing_timespec_to_us(&t->profiling_info->end_time);
+    }
+    sg_lower_flight_release(c->flight);
 }
 
 static enum starpu_data_access_mode starpu_mode(sg_access_mode m)
@@ -257,11 +343,11 @@ static void log_task(FILE *f, const sg_lowering *l, int i, const struct starpu_c
     fputc('\n', f);
 }
 
-static int submit_node(sg_lowering *l, int i, struct starpu_data_descr *d, FILE *log,
+static int submit_node(sg_lowering *l, int f, int i, struct starpu_data_descr *d, FILE *log,
                        sg_error *err)
 {
     const sg_node *nd = &l->graph->nodes[i];
-    sg_task_ctx *c = &l->ctx[i];
+    sg_task_ctx *c = &l->ctx[(size_t)f * (size_t)l->graph->nnodes + (size_t)i];
     struct starpu_codelet *cl = l->target.codelets[nd->kind];
     if (!cl)
         return sg_error_set(err, SG_ENOTSUP, "no codelet for node kind %s (task %s)",
@@ -275,13 +361,16 @@ static int submit_node(sg_lowering *l, int i, struct starpu_data_descr *d, FILE 
     int priority = l->target.priorities ? (int)nd->priority : 0;
     if (log)
         log_task(log, l, i, cl, priority, where, ctx);
-    l->records[i].worker = -1;
+    c->records[i].worker = -1;
+    sg_lower_flight_hold(c->flight); /* released by the task's callback */
     int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, c->nslots,
                                 STARPU_CL_ARGS_NFREE, c, sizeof *c, STARPU_NAME, nd->name,
                                 STARPU_EXECUTE_WHERE, (unsigned long long)where,
                                 STARPU_PRIORITY, priority,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c,
                                 STARPU_SCHED_CTX, ctx, 0);
+    if (rc)
+        sg_lower_flight_release(c->flight);
     if (rc)
         return sg_error_set(err, SG_EINVAL, "cannot submit task %s (starpu_task_insert: %d)",
                             nd->name, rc);
@@ -306,9 +395,13 @@ static FILE *open_task_log(const sg_lowering *l, sg_error *err, int *rc)
     return f;
 }
 
-int sg_lower_submit_step(sg_lowering *l, sg_error *err)
+int sg_lower_submit_step(sg_lowering *l, int f, sg_error *err)
 {
     const sg_graph *g = l->graph;
+    if (f < 0 || f >= l->nflights)
+        return sg_error_set(err, SG_EINVAL, "flight %d of %d", f, l->nflights);
+    sg_lower_flight *fl = &l->flight[f];
+    sg_lower_flight_hold(fl); /* the step cannot end before all is submitted */
     int maxslots = 1;
     for (int i = 0; i < g->nnodes; i++)
         if (l->ctx[i].nslots > maxslots)
@@ -319,7 +412,7 @@ int sg_lower_submit_step(sg_lowering *l, sg_error *err)
     int rc;
     FILE *log = open_task_log(l, err, &rc);
     for (int i = 0; i < g->nnodes && !rc; i++)
-        rc = submit_node(l, i, d, log, err);
+        rc = submit_node(l, f, i, d, log, err);
     free(d);
     if (log && fclose(log) && !rc)
         rc = sg_error_set(err, SG_EIO, "STEPGRAPH_TASK_LOG: write failed");
@@ -328,5 +421,6 @@ int sg_lower_submit_step(sg_lowering *l, sg_error *err)
         if (!sg_lower_kept_after_step(&g->buffers[b]))
             starpu_data_invalidate_submit(HANDLE(l, b));
     l->steps_submitted++;
+    sg_lower_flight_release(fl);
     return rc;
 }

@@ -16,6 +16,14 @@
  * host memory, or fake addresses at their home memory node), whether GPU
  * nodes go to CUDA workers, and whether priorities are passed.
  *
+ * Steps in flight: the lowering keeps `flights` copies of every node's task
+ * context (sg_lower_flight), one per step that may be in flight at once
+ * (run option lookahead). A step is submitted into one flight: its tasks
+ * read that flight's hyper-parameters and write that flight's task records,
+ * and the flight counts the step's unfinished tasks, so the caller can wait
+ * for one step without waiting for all (sg_lower_flight_wait). The caller
+ * must not submit into a flight whose previous step has not ended.
+ *
  * The environment variable STEPGRAPH_TASK_LOG=PATH makes the first step's
  * submission write one line per task to PATH (name, codelet, priority,
  * where, context, buffers with access modes): tests compare the lists of a
@@ -51,7 +59,18 @@ typedef struct sg_lower_target {
     const char *sched;         /* policy, for the optimizer/compute contexts */
     double optimizer_share;    /* cpuadam_cores_perc of the CPU workers for the
                                   optimizer's CPU tasks; 0 = one context */
+    int flights;               /* steps in flight at most (lookahead); 0 = 1 */
 } sg_lower_target;
+
+/* One step in flight: its hyper-parameters, its task records and how many of
+ * its tasks (and of the caller's holds) have not finished. */
+typedef struct sg_lower_flight {
+    sg_step_params params;     /* read by the step's tasks; set before submitting */
+    sg_task_record *records;   /* per node, filled by the task callbacks */
+    int pending;               /* unfinished tasks and holds (under lock) */
+    double end_us;             /* StarPU clock when pending last fell to 0 */
+    void *lock, *cond;         /* starpu_pthread_mutex_t, starpu_pthread_cond_t */
+} sg_lower_flight;
 
 typedef struct sg_lowering {
     const sg_graph *graph;
@@ -60,10 +79,13 @@ typedef struct sg_lowering {
     void **memory;             /* real memory behind a handle, or NULL */
     char *owned;               /* 1: registered here; 0: another lowering's handle */
     int shares;                /* this lowering borrows handles (sg_lower_init_sharing) */
-    sg_task_ctx *ctx;          /* per node: the task's cl_arg */
+    sg_task_ctx *ctx;          /* per flight, per node: the task's cl_arg */
     int *slot_buffer;          /* storage behind ctx[].slot_buffer */
     sg_access_mode *slot_mode;
-    sg_task_record *records;   /* per node: where and when it ran (last step) */
+    sg_task_record *records;   /* per flight, per node: where and when it ran; flight
+                                  0's first (what a one-step caller reads) */
+    sg_lower_flight *flight;   /* target.flights of them */
+    int nflights;
     sg_sched_split split;      /* cpuadam_cores_perc scheduling contexts */
     int64_t steps_submitted;
 } sg_lowering;
@@ -82,10 +104,20 @@ int sg_lower_init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
 int sg_lower_init_sharing(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
                           const sg_lower_target *t, const sg_lowering *base, sg_error *err);
 
-/* Submits one step: every node's task in program order, then the
+/* Submits one step into flight f (0 <= f < l->nflights, whose previous step
+ * has ended; its params set): every node's task in program order, then the
  * invalidation of the step-local buffers (sg_lower_kept_after_step). Does not
  * wait. */
-int sg_lower_submit_step(sg_lowering *l, sg_error *err);
+int sg_lower_submit_step(sg_lowering *l, int f, sg_error *err);
+
+/* A hold keeps a flight from ending (the caller's own asynchronous work of
+ * that step: token writes, result reads); release drops it (callable from a
+ * StarPU callback). wait blocks until every task and hold of the flight has
+ * finished; done says whether they have, without waiting. */
+void sg_lower_flight_hold(sg_lower_flight *f);
+void sg_lower_flight_release(sg_lower_flight *f);
+void sg_lower_flight_wait(sg_lower_flight *f);
+int sg_lower_flight_done(sg_lower_flight *f);
 
 /* Whether buffer b keeps its value after a step: state, and what the trainer
  * reads back (losses, gradient norm, overflow flag). */

@@ -114,3 +114,17 @@ int sg_starpu_overlap(const sg_graph *g, const sg_task_record *records, sg_overl
     free(is_gpu);
     return rc;
 }
+
+int sg_starpu_overlap_window(const sg_graph *const *graphs, const sg_task_record *const *records,
+                             int nsteps, double a_us, double b_us, sg_overlap *out)
+{
+    int nw = (int)starpu_worker_get_count();
+    int *is_gpu = calloc((size_t)(nw > 0 ? nw : 1), sizeof *is_gpu);
+    if (!is_gpu)
+        return SG_ENOMEM;
+    for (int w = 0; w < nw; w++)
+        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
+    int rc = sg_overlap_window(graphs, records, nsteps, is_gpu, nw, a_us, b_us, out);
+    free(is_gpu);
+    return rc;
+}

@@ -40,5 +40,8 @@ uint32_t sg_starpu_where(const sg_node *nd, int have_cuda);
 /* sg_overlap_compute over the running StarPU's workers (CUDA ones count as
  * GPUs): one step's records, real or simulated. */
 int sg_starpu_overlap(const sg_graph *g, const sg_task_record *records, sg_overlap *out);
+/* sg_overlap_window likewise (steps in flight). */
+int sg_starpu_overlap_window(const sg_graph *const *graphs, const sg_task_record *const *records,
+                             int nsteps, double a_us, double b_us, sg_overlap *out);
 
 #endif /* SG_STARPU_SETUP_H */

@@ -15,6 +15,8 @@
 /* Tasks' cl_args are the lowering's sg_task_ctx (lower.h), whose shared
  * state is the first member of sim_state: the cost function finds the
  * machine's costs through it. */
+#define SG_SIM_MAX_LOOKAHEAD 64
+
 typedef struct sim_state {
     sg_exec_shared shared;        /* first: cl_arg->shared points here */
     const sg_graph *graph;
@@ -24,6 +26,7 @@ typedef struct sim_state {
     struct starpu_codelet codelets[SG_OP_KIND_COUNT];
     void *codelet_ptrs[SG_OP_KIND_COUNT];
     sg_lowering low;
+    const sg_task_record *last;   /* the last step's task records */
     int ncuda;
 } sim_state;
 
@@ -92,7 +95,7 @@ static int start(sim_state *st, const sg_machine *m, const sg_sim_options *opt, 
 static int run_step(sim_state *st, double *seconds, sg_error *err)
 {
     double t0 = starpu_timing_now();
-    int rc = sg_lower_submit_step(&st->low, err);
+    int rc = sg_lower_submit_step(&st->low, 0, err);
     int wait_rc = starpu_task_wait_for_all();
     *seconds = (starpu_timing_now() - t0) * 1e-6;
     if (!rc && wait_rc)
@@ -104,6 +107,60 @@ static void reset_bus_counters(void)
 {
     for (int b = 0; b < starpu_bus_get_count(); b++)
         starpu_bus_get_profiling_info(b, NULL);
+}
+
+/* Steps in flight, as `stepgraph run --lookahead L` submits them: step s is
+ * submitted once step s - L has ended. The last step is measured in steady
+ * state: one more step is submitted after it (as a longer run would), and
+ * the window runs from the previous step's end to its own (from its
+ * submission when it is the only one): its time, the links' bytes (counters
+ * reset and read at the window's ends) and, in sg_sim_run, the overlap
+ * statistics of every task of the last steps clipped to the window. */
+static void read_links(const sim_state *st, sg_sim_result *res);
+
+static int run_in_flight(sim_state *st, int steps, int L, double *seconds, double win[2],
+                         sg_sim_result *res, sg_error *err)
+{
+    int rc = SG_OK, total = steps + 1, mark = steps - 2, marked = 0;
+    win[0] = win[1] = 0;
+    /* the window opens at the end of step mark (steps >= 2), caught where it
+     * is waited for, before its flight is reused */
+    for (int s = 0; s < total && !rc; s++) {
+        if (s >= L) {
+            sg_lower_flight *f = &st->low.flight[(s - L) % L];
+            sg_lower_flight_wait(f);
+            if (s - L == mark) {
+                reset_bus_counters();
+                win[0] = f->end_us;
+                marked = 1;
+            }
+        }
+        if (steps == 1 && s == 0) {
+            reset_bus_counters();
+            win[0] = starpu_timing_now();
+        }
+        rc = sg_lower_submit_step(&st->low, s % L, err);
+    }
+    if (!rc && steps >= 2 && !marked) {
+        sg_lower_flight *f = &st->low.flight[mark % L];
+        sg_lower_flight_wait(f);
+        reset_bus_counters();
+        win[0] = f->end_us;
+    }
+    sg_lower_flight *last = &st->low.flight[(steps - 1) % L];
+    if (!rc) {
+        sg_lower_flight_wait(last);
+        read_links(st, res);
+    }
+    int wait_rc = starpu_task_wait_for_all();
+    for (int s = total - L > 0 ? total - L : 0; s < total; s++)
+        sg_lower_flight_wait(&st->low.flight[s % L]);
+    st->last = last->records;
+    win[1] = last->end_us;
+    *seconds = (win[1] - win[0]) * 1e-6;
+    if (!rc && wait_rc)
+        rc = sg_error_set(err, SG_EINVAL, "starpu_task_wait_for_all failed (%d)", wait_rc);
+    return rc;
 }
 
 static void read_links(const sim_state *st, sg_sim_result *res)
@@ -139,7 +196,7 @@ static void link_spans(const sim_state *st, sg_task_record *spans)
     const sg_machine *m = st->machine;
     for (int i = 0; i < g->nnodes; i++) {
         const sg_node *nd = &g->nodes[i];
-        const sg_task_record *r = &st->low.records[i];
+        const sg_task_record *r = &st->last[i];
         spans[i].worker = -1;
         if (!st->ncuda || r->worker < 0 || sg_op_kind_class(nd->kind) != SG_CLASS_COPY)
             continue;
@@ -168,7 +225,7 @@ static int write_trace(const sim_state *st, const char *path, double t0_us, sg_e
     }
     if (!rc) {
         link_spans(st, spans);
-        sg_step_view v = {.graph = st->graph, .records = st->low.records, .nworkers = nw,
+        sg_step_view v = {.graph = st->graph, .records = st->last, .nworkers = nw,
                           .worker_names = ptrs, .t0_us = t0_us, .link_spans = spans};
         rc = sg_step_trace_write(&v, path, err);
     }
@@ -217,11 +274,19 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
             .priorities = opt->priorities,
             .sched = opt->sched,
             .optimizer_share = opt->optimizer_cores_share,
+            .flights = opt->lookahead > 1 ? opt->lookahead : 1,
         };
         rc = sg_lower_init(&st->low, g, &st->shared, &target, err);
     }
     double t0 = 0;
-    for (int s = 0; s < opt->steps && !rc; s++) {
+    st->last = st->low.records;
+    double win[2] = {0, 0};
+    int L = opt->lookahead > 1 ? opt->lookahead : 1;
+    if (!rc && L > 1) {
+        rc = run_in_flight(st, opt->steps, L, &res->step_s, win, res, err);
+        t0 = win[0];
+    }
+    for (int s = 0; s < opt->steps && !rc && L == 1; s++) {
         if (s == opt->steps - 1) {
             reset_bus_counters();
             t0 = starpu_timing_now();
@@ -231,10 +296,30 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     if (!rc) {
         res->ncpu = (int)starpu_cpu_worker_get_count();
         res->ncuda = st->ncuda;
-        read_links(st, res);
-        if (sg_starpu_overlap(st->graph, st->low.records, &res->stats))
+        if (L == 1)
+            read_links(st, res); /* run_in_flight read them at the window's end */
+        int ov;
+        if (L > 1) {
+            const sg_graph *gs[SG_SIM_MAX_LOOKAHEAD];
+            const sg_task_record *rs[SG_SIM_MAX_LOOKAHEAD];
+            /* the last L steps submitted: the reported one, the one after it */
+            int total = opt->steps + 1, n = L < total ? L : total;
+            for (int k = 0; k < n && k < SG_SIM_MAX_LOOKAHEAD; k++) {
+                gs[k] = st->graph;
+                rs[k] = st->low.flight[(total - 1 - k) % L].records;
+            }
+            ov = sg_starpu_overlap_window(gs, rs, n < SG_SIM_MAX_LOOKAHEAD ? n : SG_SIM_MAX_LOOKAHEAD,
+                                          win[0], win[1], &res->stats);
+        } else {
+            ov = sg_starpu_overlap(st->graph, st->last, &res->stats);
+        }
+        if (ov)
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
+    /* steps in flight: the last step's trace starts at its first task */
+    for (int i = 0; !rc && L > 1 && i < g->nnodes; i++)
+        if (st->last[i].worker >= 0 && st->last[i].start_us < t0)
+            t0 = st->last[i].start_us;
     if (!rc && opt->trace_path)
         rc = write_trace(st, opt->trace_path, t0, err);
     if (started) {

@@ -29,12 +29,16 @@ typedef struct sg_sim_options {
     const char *sched;
     int priorities;               /* pass bottom levels as StarPU priorities */
     int steps;                    /* simulated steps; the last one is reported */
+    int lookahead;                /* steps in flight at once, as run's option; 0 or 1 =
+                                     wait for each step before submitting the next */
     double optimizer_cores_share; /* cpuadam_cores_perc (0 = one context) */
     const char *trace_path;       /* Chrome trace of the last step, or NULL */
 } sg_sim_options;
 
 typedef struct sg_sim_result {
-    double step_s;                /* the last step, simulated seconds */
+    double step_s;                /* the last step, simulated seconds: with lookahead 1
+                                     from its submission to its end; with steps in
+                                     flight from the previous step's end to its end */
     sg_overlap stats;
     int ncpu, ncuda;              /* simulated workers */
     int64_t link_bytes[SG_LINK_COUNT];

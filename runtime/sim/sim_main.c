@@ -132,6 +132,7 @@ static int simulate(int argc, char **argv, sg_error *err)
     sg_sim_result res;
     if (!rc) {
         sg_sim_options so = {.sched = a.sched, .priorities = !a.no_priorities, .steps = (int)steps,
+                             .lookahead = (int)cfg->run.lookahead,
                              .optimizer_cores_share =
                                  spec.offload_optimizer && cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0,

@@ -97,3 +97,72 @@ int sg_overlap_compute(const sg_graph *g, const sg_task_record *records, const i
     free(one);
     return SG_OK;
 }
+
+/* A record clipped to [a, b): 0 if nothing of it is left. */
+static int clip(const sg_task_record *r, double a, double b, span *out)
+{
+    if (r->worker < 0)
+        return 0;
+    out->a = fmax(a, r->start_us);
+    out->b = fmin(b, r->end_us);
+    return out->b > out->a;
+}
+
+int sg_overlap_window(const sg_graph *const *graphs, const sg_task_record *const *records,
+                      int nsteps, const int *is_gpu, int nworkers, double a_us, double b_us,
+                      sg_overlap *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t n = 1;
+    for (int s = 0; s < nsteps; s++)
+        n += (size_t)graphs[s]->nnodes;
+    span *all = malloc(n * sizeof *all), *one = malloc(n * sizeof *one);
+    if (!all || !one) {
+        free(all);
+        free(one);
+        return SG_ENOMEM;
+    }
+    if (!(b_us > a_us))
+        goto done;
+    out->span_s = (b_us - a_us) * 1e-6;
+    int nall = 0, ngpu = 0;
+    double busy = 0;
+    span c;
+    for (int s = 0; s < nsteps; s++)
+        for (int i = 0; i < graphs[s]->nnodes; i++) {
+            const sg_task_record *r = &records[s][i];
+            if (!clip(r, a_us, b_us, &c))
+                continue;
+            out->busy_s[graphs[s]->nodes[i].device] += (c.b - c.a) * 1e-6;
+            if (r->worker < nworkers && is_gpu[r->worker])
+                all[nall++] = c;
+        }
+    for (int w = 0; w < nworkers; w++) {
+        if (!is_gpu[w])
+            continue;
+        int k = 0;
+        for (int s = 0; s < nsteps; s++)
+            for (int i = 0; i < graphs[s]->nnodes; i++)
+                if (records[s][i].worker == w && clip(&records[s][i], a_us, b_us, &c))
+                    one[k++] = c;
+        busy += total(one, merge(one, k));
+        ngpu++;
+    }
+    if (ngpu)
+        out->gpu_busy = busy / (ngpu * (b_us - a_us));
+    nall = merge(all, nall);
+    double hidden = 0;
+    for (int s = 0; s < nsteps; s++)
+        for (int i = 0; i < graphs[s]->nnodes; i++) {
+            if (graphs[s]->nodes[i].kind != SG_OP_ADAM_CPU || !clip(&records[s][i], a_us, b_us, &c))
+                continue;
+            out->adam_cpu_s += (c.b - c.a) * 1e-6;
+            hidden += overlap(all, nall, c.a, c.b) * 1e-6;
+        }
+    if (out->adam_cpu_s > 0)
+        out->adam_hidden = hidden / out->adam_cpu_s;
+done:
+    free(all);
+    free(one);
+    return SG_OK;
+}

@@ -20,4 +20,13 @@ typedef struct sg_overlap {
 int sg_overlap_compute(const sg_graph *g, const sg_task_record *records, const int *is_gpu,
                           int nworkers, sg_overlap *out);
 
+/* The same over a window [a_us, b_us) of a run with steps in flight (the
+ * interval between two step ends): the records of nsteps steps (graphs[s],
+ * records[s]), every task clipped to the window; span_s is the window. In
+ * steady state this is one step's share of the machine, CPU Adam hidden
+ * under the GPU work of whichever step. */
+int sg_overlap_window(const sg_graph *const *graphs, const sg_task_record *const *records,
+                      int nsteps, const int *is_gpu, int nworkers, double a_us, double b_us,
+                      sg_overlap *out);
+
 #endif /* SG_OVERLAP_H */

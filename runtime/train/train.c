@@ -35,7 +35,12 @@ typedef struct trainer {
     int adaptive;               /* choose per step; else wait_graph always runs */
     int have_wait;
     sg_speculation speculation; /* adaptive: the rule's state */
-    int waiting;                /* the next step waits for the norm */
+    int waiting;                /* the rule's mode after the steps finished so far */
+    /* adaptive: the mode after n finished steps, at waiting_after[n % (SG_LOOKAHEAD_MAX + 1)];
+     * step j runs the mode known after step j - lookahead, the last one that
+     * has surely finished when it is submitted, so the choice does not
+     * depend on timing */
+    uint8_t waiting_after[SG_LOOKAHEAD_MAX + 1];
     int64_t waited_steps;
     sg_weights w;
     sg_train_state st;
@@ -56,6 +61,11 @@ typedef struct trainer {
     sg_step_stats stats;
     int64_t total_steps;
     int64_t rollbacks;          /* SuperOffload sub-group steps undone, whole run */
+    /* submission side, ahead of st by the steps in flight */
+    int64_t submitted;          /* steps submitted */
+    int64_t submit_adam_step;   /* Adam steps done before the next submitted one */
+    int advance_pending;        /* the last submitted step's skip is not known yet */
+    int64_t finished;           /* steps finished (logged) */
 } trainer;
 
 /* ---- set-up ------------------------------------------------------------------ */
@@ -112,6 +122,7 @@ static int setup_wait_graph(trainer *t, sg_error *err)
     t->have_wait = 1;
     t->adaptive = strcmp(mode, "adaptive") == 0;
     t->waiting = !t->adaptive;
+    t->waiting_after[0] = (uint8_t)t->waiting;
     return SG_OK;
 }
 
@@ -137,6 +148,14 @@ static void update_speculation(trainer *t, int would_fail)
     int wait = sg_speculation_update(&t->speculation, would_fail);
     if (t->adaptive)
         t->waiting = wait;
+    t->waiting_after[t->finished % (SG_LOOKAHEAD_MAX + 1)] = (uint8_t)t->waiting;
+}
+
+/* The mode of the step about to be submitted (waiting_after). */
+static int submit_waiting(const trainer *t)
+{
+    int64_t n = t->submitted - t->cfg->run.lookahead + 1;
+    return t->waiting_after[(n > 0 ? n : 0) % (SG_LOOKAHEAD_MAX + 1)];
 }
 
 static int setup_weights(trainer *t, sg_error *err)
@@ -241,6 +260,7 @@ static int setup_exec(trainer *t, sg_error *err)
         /* SuperOffload's key: the share of cores kept for CPU Adam */
         .optimizer_cores_share = cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
+        .lookahead = (int)cfg->run.lookahead,
     };
     int rc = sg_exec_init(&t->x, &t->model, &t->spec, &t->graph, &opt, err);
     t->exec_started = 1;
@@ -249,6 +269,8 @@ static int setup_exec(trainer *t, sg_error *err)
     if (rc)
         return rc;
     t->x.shared.loss_scaler = t->scaler_params;
+    t->x.wait_shared.loss_scaler = t->scaler_params;
+    t->submit_adam_step = t->st.adam_step;
     return sg_exec_load_state(&t->x, &t->w, &t->st, &t->scaler, err);
 }
 
@@ -286,6 +308,10 @@ static void print_header(const trainer *t)
         printf("  weights: random, seed %lld\n", (long long)cfg->run.seed);
     printf("  %lld steps, log every %lld\n", (long long)t->total_steps,
            (long long)cfg->run.log_interval);
+    if (cfg->run.lookahead > 1)
+        printf("  lookahead %lld: up to %lld steps in flight; Time = from the later of a step's "
+               "submission and the previous step's end to its end\n",
+               (long long)cfg->run.lookahead, (long long)cfg->run.lookahead);
     fflush(stdout);
 }
 
@@ -297,24 +323,58 @@ static int feed_batches(trainer *t, sg_error *err)
         int rc = sg_data_next(&t->data, t->inputs, t->targets, err);
         if (rc)
             return rc;
-        sg_exec_set_tokens(&t->x, mb, t->inputs, t->targets);
+        if (sg_exec_set_tokens(&t->x, mb, t->inputs, t->targets))
+            return sg_error_set(err, SG_EINVAL, "step %lld: cannot write micro-batch %d's "
+                                "tokens", (long long)t->submitted + 1, mb);
     }
     return SG_OK;
 }
 
-static void set_step_params(trainer *t)
+/* The hyper-parameters of the step about to be submitted: they depend on
+ * how many Adam steps the steps before it made, so in fp16 on whether the
+ * last one was skipped for an overflow (known once its overflow check ran,
+ * before its optimizer tail: the tail still overlaps this step). */
+static int set_step_params(trainer *t, sg_step_params *p, sg_error *err)
 {
+    if (t->advance_pending) {
+        int skipped;
+        if (sg_exec_wait_overflow(&t->x, &skipped))
+            return sg_error_set(err, SG_EINVAL, "step %lld: cannot read the overflow flag back "
+                                "from StarPU", (long long)t->submitted);
+        t->submit_adam_step += !skipped;
+        t->advance_pending = 0;
+    }
     const sg_ds_config *ds = &t->cfg->ds;
-    sg_step_params *p = &t->x.shared.step;
     p->adam = SG_ADAM_PARAMS_DEFAULT;
-    p->adam.lr = (float)sg_lr_at(ds, t->st.adam_step);
+    p->adam.lr = (float)sg_lr_at(ds, t->submit_adam_step);
     p->adam.beta1 = (float)ds->optimizer.beta1;
     p->adam.beta2 = (float)ds->optimizer.beta2;
     p->adam.eps = (float)ds->optimizer.eps;
     p->adam.weight_decay = (float)ds->optimizer.weight_decay;
     p->adam.adamw_mode = ds->optimizer.adam_w_mode;
-    p->t = t->st.adam_step + 1;
+    p->t = t->submit_adam_step + 1;
     p->clip = ds->gradient_clipping;
+    return SG_OK;
+}
+
+/* Submits the next step without waiting for the ones in flight. */
+static int submit_step(trainer *t, sg_error *err)
+{
+    int rc;
+    sg_step_params params;
+    if ((rc = set_step_params(t, &params, err)))
+        return rc;
+    sg_exec_wait_for_norm(&t->x, submit_waiting(t));
+    sg_step_params *p = sg_exec_begin_step(&t->x);
+    if (!p)
+        return sg_error_set(err, SG_EINVAL, "step %lld: too many steps in flight",
+                            (long long)t->submitted + 1);
+    *p = params;
+    if ((rc = feed_batches(t, err)) || (rc = sg_exec_submit_step(&t->x, err)))
+        return rc;
+    t->submitted++;
+    t->advance_pending = 1;
+    return SG_OK;
 }
 
 static double step_tflops(const trainer *t, double seconds)
@@ -327,18 +387,17 @@ static double step_tflops(const trainer *t, double seconds)
                           s->activation_checkpointing, seconds);
 }
 
-static int run_step(trainer *t, int64_t i, sg_error *err)
+/* Waits for the oldest step in flight, then reads, logs and checks it. */
+static int finish_step(trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
+    int64_t i = t->finished;
     int rc;
-    if ((rc = feed_batches(t, err)))
+    if ((rc = sg_exec_finish_step(&t->x, err)))
         return rc;
-    set_step_params(t);
-    double lr = t->x.shared.step.adam.lr, scale = t->scaler.scale;
-    int waited = t->waiting;
-    sg_exec_wait_for_norm(&t->x, waited);
-    if ((rc = sg_exec_run_step(&t->x, err)))
-        return rc;
+    t->finished++;
+    double lr = sg_exec_last_params(&t->x)->adam.lr, scale = t->scaler.scale;
+    int waited = sg_exec_last_graph(&t->x) != t->x.graph;
     int skipped, rollbacks, would_fail;
     if (sg_exec_losses(&t->x, t->losses) ||
         sg_exec_step_outcome(&t->x, &skipped, &rollbacks, &would_fail) ||
@@ -464,6 +523,17 @@ static void teardown(trainer *t)
     free(t->losses);
 }
 
+static int finish_one(trainer *t, sg_train_result *res, sg_error *err)
+{
+    int rc = finish_step(t, err);
+    if (rc)
+        return rc;
+    if (res->steps == 0)
+        res->first_loss = t->losses[0];
+    res->steps++;
+    return SG_OK;
+}
+
 int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
 {
     trainer t;
@@ -485,16 +555,29 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
     if ((rc = setup_exec(&t, err)))
         goto out;
     print_header(&t);
+    /* up to `lookahead` steps in flight; finished (logged) in order. A
+     * checkpoint, the trace and the end wait for every step in flight. */
     for (int64_t i = 0; i < t.total_steps; i++) {
-        if ((rc = run_step(&t, i, err)))
+        while (sg_exec_in_flight(&t.x) >= (int)r->lookahead)
+            if ((rc = finish_one(&t, res, err)))
+                goto out;
+        if ((rc = submit_step(&t, err)))
             goto out;
-        if (i == 0)
-            res->first_loss = t.losses[0];
-        res->steps++;
+        while (sg_exec_in_flight(&t.x) > 0 && sg_exec_oldest_done(&t.x))
+            if ((rc = finish_one(&t, res, err)))
+                goto out;
         if (r->save[0] && r->save_interval > 0 && (i + 1) % r->save_interval == 0 &&
-            i + 1 < t.total_steps && (rc = save_checkpoint(&t, err)))
-            goto out;
+            i + 1 < t.total_steps) {
+            while (sg_exec_in_flight(&t.x) > 0)
+                if ((rc = finish_one(&t, res, err)))
+                    goto out;
+            if ((rc = save_checkpoint(&t, err)))
+                goto out;
+        }
     }
+    while (sg_exec_in_flight(&t.x) > 0)
+        if ((rc = finish_one(&t, res, err)))
+            goto out;
     res->last_step = t.st.step;
     res->last_loss = t.losses[0];
     print_summary(&t);
