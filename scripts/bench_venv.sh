@@ -1,3 +1,5 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2034  # BENCH_* are read by the scripts that source this file
 # bench_venv.sh - the benchmark-only Python environment of scripts/bench_train.sh
 # and scripts/bench_adam.sh: PyTorch 2.x from PyPI (the build a user gets
 # with `pip install torch`), DeepSpeed (for DeepSpeedCPUAdam, JIT-built with
@@ -157,7 +159,7 @@ bench_venv_setup() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -eu
 	case "${1:-}" in -h | --help)
-		sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
+		sed -n '3,/^$/s/^# \{0,1\}//p' "$0"
 		exit 0 ;;
 	esac
 	bench_venv_setup

@@ -5,7 +5,7 @@ PyTorch, timed on the same cores: the yardstick of scripts/bench_train.sh.
 Usage: torch_train_bench.py [--threads N] [--steps S] [--warmup W]
                             [--model models/tiny-llama.json] [--data TEXT]
                             [--seq 256] [--micro-batch 4] [--accum 1] [--seed 42]
-                            [--compile] [--eager-attention]
+                            [--compile] [--eager-attention] [--losses FILE]
 
 Same workload as stepgraph's run, step for step:
   model    the decoder of the model file (Llama block, tied embeddings as
@@ -47,7 +47,8 @@ optimizer step (the batch is built beforehand, as stepgraph's step time also
 leaves out reading the batch); the figures cover the steps after the W
 warm-up steps, like stepgraph's summary.
 
-Prints the loss of every 10th step to stderr and, on stdout, one line:
+Prints the loss of every 10th step to stderr (--losses FILE: every step's, to
+FILE) and, on stdout, one line:
   torch_train torch=V threads=N steps=S warmup=W tokens_per_s=X
       mean_step_ms=Y median_step_ms=M min_step_ms=Z first_loss=A last_loss=B attention=KIND
       micro_batch=MB accum=GA compile=no|yes|failed
@@ -78,6 +79,8 @@ def parse_args(argv):
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--eager-attention", action="store_true",
                     help="matmul-softmax attention even when SDPA exists")
+    ap.add_argument("--losses", metavar="FILE",
+                    help="write every step's loss there, one a line (full precision)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup_lr_steps", type=int, default=20)
@@ -384,6 +387,11 @@ def main():
         if i == 0 or (i + 1) % 10 == 0 or i + 1 == a.steps:
             print("Step %d | Loss: %.4f | Time: %.2f ms" % (i + 1, losses[-1], times[-1] * 1e3),
                   file=sys.stderr)
+    if a.losses:
+        tmp = a.losses + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("".join("%r\n" % x for x in losses))
+        os.replace(tmp, a.losses)
     timed = times[a.warmup:]
     mean = sum(timed) / len(timed)
     median = sorted(timed)[len(timed) // 2]
