@@ -13,7 +13,8 @@
 #
 #   peers   {PyTorch 2.x from PyPI, Debian's torch 1.13} x PEER_THREADS (default
 #           1,2, capped at nproc) x {eager, torch.compile (PyPI only)}, each with
-#           its BLAS/OpenMP pools sized to its thread count; PyTorch 2.x uses
+#           its BLAS (OpenBLAS / MKL) on as many threads and, for more than one
+#           thread, also on 1 (torch's own pool keeping T); PyTorch 2.x uses
 #           scaled dot-product attention (is_causal), torch 1.13 the
 #           matmul-softmax attention (it has no SDPA). The PyPI torch lives in
 #           ~/.cache/stepgraph/venv-bench, created or reused by
@@ -254,26 +255,32 @@ print("" if v is None else v)' "$1" "$2"
 
 # peer_label VARIANT (src:threads:mode)
 peer_label() {
-	local src t m
-	IFS=: read -r src t m <<<"$1"
+	local src t m b blas
+	IFS=: read -r src t m b <<<"$1"
+	blas=""
+	[ "$b" = blas1 ] && blas=", BLAS 1"
 	if [ "$src" = deb ]; then
-		printf 'torch %s (Debian), %s thread(s), %s' "$DEB_TORCH" "$t" "$m"
+		printf 'torch %s (Debian), %s thread(s)%s, %s' "$DEB_TORCH" "$t" "$blas" "$m"
 	else
-		printf 'torch %s (PyPI), %s thread(s), %s' "$PYPI_TORCH" "$t" "$m"
+		printf 'torch %s (PyPI), %s thread(s)%s, %s' "$PYPI_TORCH" "$t" "$blas" "$m"
 	fi
 }
 
 run_peer() { # SPLIT VARIANT ROUND
-	local sp=$1 v=$2 r=$3 src t m py key
-	IFS=: read -r src t m <<<"$v"
-	key="$sp-peer-$src-$t-$m"
+	local sp=$1 v=$2 r=$3 src t m b py key
+	IFS=: read -r src t m b <<<"$v"
+	key="$sp-peer-$src-$t-$m${b:+-$b}"
+	# BLAS threads: by default torch_train_bench.py sizes every pool to --threads;
+	# blas1 keeps torch's intra-op pool at T and the BLAS (OpenBLAS / MKL) on one thread
+	local blasenv=(-u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS)
+	[ "$b" = blas1 ] && blasenv=(OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1)
 	if [ "$src" = deb ]; then py=$PY; else py=$BENCH_PY; fi
 	local extra=()
 	[ "$m" = compile ] && extra=(--compile)
 	say "round $r, split $sp: $(peer_label "$v"), $STEPS steps"
 	mark "$key.r$r.0"
 	# torch_train_bench.py sizes the BLAS/OpenMP pools to --threads before importing torch
-	env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS "$py" tests/torch_train_bench.py \
+	env -u OMP_NUM_THREADS "${blasenv[@]}" "$py" tests/torch_train_bench.py \
 		--model "$MODEL_FILE" --seq "$SEQ" --micro-batch "${MB[$sp]}" --accum "${GA[$sp]}" \
 		--threads "$t" --steps "$STEPS" --warmup "$WARMUP" --seed "$SEED" "${extra[@]}" \
 		>"$tmp/$key.r$r.out" 2>"$tmp/$key.r$r.err" || {
@@ -313,13 +320,19 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 	DEB_TORCH=n/a PYPI_TORCH=n/a
 	if "$PY" -c 'import torch, numpy' 2>/dev/null; then
 		DEB_TORCH=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-		for t in "${pt[@]}"; do peers+=("deb:$t:eager"); done
+		for t in "${pt[@]}"; do
+			peers+=("deb:$t:eager")
+			if [ "$t" -gt 1 ]; then peers+=("deb:$t:eager:blas1"); fi
+		done
 	else
 		say "no torch (or numpy) in $PY: no Debian torch rows"
 	fi
 	if [ -n "$BENCH_PY" ]; then
 		PYPI_TORCH=$("$BENCH_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-		for t in "${pt[@]}"; do peers+=("pypi:$t:eager" "pypi:$t:compile"); done
+		for t in "${pt[@]}"; do
+			peers+=("pypi:$t:eager" "pypi:$t:compile")
+			if [ "$t" -gt 1 ]; then peers+=("pypi:$t:eager:blas1" "pypi:$t:compile:blas1"); fi
+		done
 	else
 		say "no PyPI torch 2.x (see bench_venv above): no PyPI torch rows"
 	fi
@@ -347,8 +360,8 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 		# stepgraph's step-1 loss (round 1 of the first policy) is the reference of the loss check
 		sg_l1=$(jsonl_stats "$tmp/$sp-sg-${sched_list[0]}-fresh.r1.jsonl" | awk '{ print $2 }')
 		for v in "${peers[@]}"; do
-			IFS=: read -r src t m <<<"$v"
-			key="$sp-peer-$src-$t-$m"
+			IFS=: read -r src t m bl <<<"$v"
+			key="$sp-peer-$src-$t-$m${bl:+-$bl}"
 			b=$(best "$key" torch)
 			if [ -z "$b" ]; then
 				printf '  %-46s %10s\n' "$(peer_label "$v")" "n/a (failed)"
