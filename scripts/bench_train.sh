@@ -354,7 +354,7 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 		printf '\nsplit %s: %s, %s micro-batch(es) of %s x %s tokens (global batch %s), fp32 AdamW, %s steps, the first %s left out\n' \
 			"$sp" "$(basename "$MODEL_FILE" .json)" "${GA[$sp]}" "${MB[$sp]}" "$SEQ" "$g" "$STEPS" "$WARMUP"
 		printf '  each row: the best of %s round(s) (highest tokens/s); "rounds ms": the range of the rounds'"'"' mean step times\n' "$ROUNDS"
-		printf '  %-46s %10s %9s %10s %11s %7s %9s %s\n' "configuration" "tokens/s" "mean ms" "median ms" \
+		printf '  %-52s %10s %9s %10s %11s %7s %9s %s\n' "configuration" "tokens/s" "mean ms" "median ms" \
 			"rounds ms" "others" "loss 1" "note"
 		local best_peer="" best_peer_tok=0 best_sg="" best_sg_tok=0 sg_l1="" key b o tok wo note
 		# stepgraph's step-1 loss (round 1 of the first policy) is the reference of the loss check
@@ -364,7 +364,7 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 			key="$sp-peer-$src-$t-$m${bl:+-$bl}"
 			b=$(best "$key" torch)
 			if [ -z "$b" ]; then
-				printf '  %-46s %10s\n' "$(peer_label "$v")" "n/a (failed)"
+				printf '  %-52s %10s\n' "$(peer_label "$v")" "n/a (failed)"
 				continue
 			fi
 			o="$tmp/$key.r$b.out"
@@ -380,7 +380,7 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 				note="$note LOSS MISMATCH with stepgraph's $sg_l1"
 				bad_loss=1
 			fi
-			printf '  %-46s %10.1f %9.2f %10.2f %11s %6s%% %9s %s\n' "$(peer_label "$v")" "$tok" \
+			printf '  %-52s %10.1f %9.2f %10.2f %11s %6s%% %9s %s\n' "$(peer_label "$v")" "$tok" \
 				"$(field mean_step_ms "$o")" "$(field median_step_ms "$o")" "$(spread "$key" torch)" \
 				"$wo" "$l1" "$note"
 			if awk -v a="$tok" -v b="$best_peer_tok" 'BEGIN { exit !(a > b) }'; then
@@ -403,7 +403,7 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 					note="LOSS MISMATCH with $sg_l1"
 					bad_loss=1
 				fi
-				printf '  %-46s %10.1f %9.2f %10.2f %11s %6s%% %9s %s\n' \
+				printf '  %-52s %10.1f %9.2f %10.2f %11s %6s%% %9s %s\n' \
 					"stepgraph, sched $s, $run, $THREADS worker(s)" "$tok" \
 					"$(summary_field mean "$o")" "$med" "$(spread "$key" sg)" "$wo" "$l0" "$note"
 				if awk -v a="$tok" -v b="$best_sg_tok" 'BEGIN { exit !(a > b) }'; then
