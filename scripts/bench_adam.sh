@@ -1,19 +1,53 @@
 #!/usr/bin/env bash
-# bench_adam.sh - CPU Adam: stepgraph's sg_adam_step against torch.optim.AdamW
-# (foreach=True) on the same thread counts, and against this machine's memory
-# bandwidth bound (28 bytes per fp32 parameter), in one run.
+# bench_adam.sh - CPU Adam: stepgraph's sg_adam_step against the CPU AdamW a user
+# would otherwise run, on the same thread counts, and against this machine's
+# memory bandwidth bound (28 bytes per fp32 parameter), in one run.
 #
 #   scripts/bench_adam.sh                    # N = 64M parameters, 1 and 2 threads
 #   N=16e6 THREADS=1,2,4 REPS=5 scripts/bench_adam.sh
+#   BENCH_OFFLINE=1 scripts/bench_adam.sh    # no PyPI: only what is installed
+#
+# Peers (a column each; "best peer" and "ours/best" compare with the fastest):
+#   torch 1.13 foreach   Debian's python3-torch ($SYSTEM_PYTHON, default
+#                        /usr/bin/python3): torch.optim.AdamW(foreach=True)
+#   torch 2.x foreach    PyTorch 2.x from PyPI in the benchmark environment
+#   torch 2.x fused      (scripts/bench_venv.sh, ~/.cache/stepgraph/venv-bench):
+#                        AdamW(foreach=True) and AdamW(fused=True)
+#   DeepSpeedCPUAdam     deepspeed.ops.adam.DeepSpeedCPUAdam(adamw_mode=True) from
+#                        the same environment; its cpu_adam extension is
+#                        JIT-built with ninja on first use (minutes, cached in
+#                        ~/.cache/torch_extensions); a failed build shows why and n/a
+# All use lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01 on one fp32
+# parameter of N elements with a gradient. Each peer runs in its own process
+# per thread count, one at a time, with OMP_NUM_THREADS, MKL_NUM_THREADS and
+# OPENBLAS_NUM_THREADS set to T before import and torch.set_num_threads(T)
+# (DeepSpeed's cpu_adam parallelises with OpenMP, `#pragma omp parallel for`
+# in its own libgomp, so OMP_NUM_THREADS is what sizes it), and reports the
+# best of REPS steps after one warm-up step (which allocates the moments).
+#
+# Environment: N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
+# SG_ADAM_ISA=scalar|avx2|avx512 (the variant of the main column), and those of
+# scripts/bench_venv.sh (BENCH_VENV, BENCH_OFFLINE=1, BENCH_NO_VENV=1, ...).
+# When PyPI cannot be reached and the environment does not exist yet, the PyPI
+# columns show n/a.
 #
 # Builds tests/bench_adam.c with ${CC:-gcc} into a temporary directory, times
-# torch with $SYSTEM_PYTHON (default /usr/bin/python3, where Debian's
-# python3-torch lives; its column shows n/a without torch), then prints the
-# table. SG_ADAM_ISA=scalar|avx2|avx512 picks the variant for the main column.
-# About 30 s on 2 cores with the defaults; needs ~2.5 GB of memory.
+# the peers, then sg_adam, and prints the table. About 1 min on 2 cores with
+# the defaults once the environment exists; needs ~2.5 GB of memory.
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"
+	exit 0
+	;;
+"") ;;
+*)
+	printf 'bench_adam: no arguments (environment variables only, see --help)\n' >&2
+	exit 2
+	;;
+esac
 N=${N:-67108864}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-5}
@@ -21,6 +55,16 @@ PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 CC=${CC:-gcc}
 
 say() { printf 'bench_adam: %s\n' "$*" >&2; }
+case "$THREADS" in '' | *[!0-9,]* | ,* | *, | *,,*)
+	say "THREADS must be a comma list of thread counts (got '$THREADS')"
+	exit 2
+	;;
+esac
+case "$REPS" in '' | *[!0-9]* | 0)
+	say "REPS must be a positive integer (got '$REPS')"
+	exit 2
+	;;
+esac
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,48 +74,91 @@ say "building tests/bench_adam.c"
 	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/tests/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
 
-# torch: one fp32 parameter of N elements, AdamW(foreach=True), best of REPS
-# steps after one warm-up step (which allocates exp_avg and exp_avg_sq).
-torch_arg=""
-if "$PY" -c 'import torch' 2>/dev/null; then
-	say "timing torch.optim.AdamW(foreach=True) with $PY"
-	torch_arg=$("$PY" - "$N" "$THREADS" "$REPS" <<'EOF'
+# One peer at one thread count, in its own process: prints the best seconds per step.
+cat >"$tmp/peer_adam.py" <<'PYEOF'
 import inspect, sys, time
+kind, n, t, reps = sys.argv[1], int(float(sys.argv[2])), int(sys.argv[3]), int(sys.argv[4])
 import torch
-n, threads, reps = int(float(sys.argv[1])), sys.argv[2], int(sys.argv[3])
-kw = {"foreach": True}
-if "fused" in inspect.signature(torch.optim.AdamW.__init__).parameters:
-    kw["fused"] = False
-out = []
-for t in (int(x) for x in threads.split(",")):
-    torch.set_num_threads(t)
-    if torch.get_num_threads() != t:
-        sys.exit("torch.set_num_threads(%d) gave %d" % (t, torch.get_num_threads()))
-    torch.manual_seed(0)
-    p = torch.nn.Parameter(torch.rand(n) - 0.5)
-    p.grad = torch.rand(n) - 0.5
-    opt = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, **kw)
+torch.set_num_threads(t)
+if torch.get_num_threads() != t:
+    sys.exit("torch.set_num_threads(%d) gave %d" % (t, torch.get_num_threads()))
+torch.manual_seed(0)
+p = torch.nn.Parameter(torch.rand(n) - 0.5)
+p.grad = torch.rand(n) - 0.5
+hp = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+if kind == "deepspeed":
+    from deepspeed.ops.adam import DeepSpeedCPUAdam
+    opt = DeepSpeedCPUAdam([p], adamw_mode=True, **hp)
+else:
+    params = inspect.signature(torch.optim.AdamW.__init__).parameters
+    if kind == "fused":
+        if "fused" not in params:
+            sys.exit("torch %s has no AdamW(fused=...)" % torch.__version__)
+        kw = {"fused": True}
+    else:
+        kw = {"foreach": True}
+        if "fused" in params:
+            kw["fused"] = False
+    opt = torch.optim.AdamW([p], **hp, **kw)
+opt.step()
+best = float("inf")
+for _ in range(reps):
+    t0 = time.perf_counter()
     opt.step()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        opt.step()
-        best = min(best, time.perf_counter() - t0)
-    out.append("%d:%.6f" % (t, best))
-    print("torch %s, %d thread(s): %.3f s per step" % (torch.__version__, t, best),
-          file=sys.stderr)
-    del opt, p
-print(",".join(out))
-EOF
-)
-	torch_arg="--torch $torch_arg"
+    best = min(best, time.perf_counter() - t0)
+if not bool(torch.isfinite(p).all()):
+    sys.exit("non-finite parameters after the steps")
+print("peer_seconds=%.6f" % best)  # DeepSpeed logs to stdout too
+PYEOF
+
+# time_peer LABEL PYTHON KIND: "T:SECONDS,..." over THREADS (0 where it failed)
+time_peer() {
+	local label=$1 py=$2 kind=$3 out="" t s tl
+	IFS=, read -r -a tl <<<"$THREADS"
+	for t in "${tl[@]}"; do
+		say "timing $label, $t thread(s)"
+		if s=$(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
+			"$py" "$tmp/peer_adam.py" "$kind" "$N" "$t" "$REPS" 2>"$tmp/peer.err" |
+			sed -n 's/^peer_seconds=//p') && [ -n "$s" ]; then
+			say "  $label, $t thread(s): $s s per step"
+		else
+			say "  $label failed, n/a: $(grep -v 'WARNING' "$tmp/peer.err" | tail -n 4 | tr '\n' ' ')"
+			s=0
+		fi
+		out="$out${out:+,}$t:$s"
+	done
+	printf '%s' "$out"
+}
+
+peer_args=()
+if "$PY" -c 'import torch' 2>/dev/null; then
+	sys_torch=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+	peer_args+=(--peer "torch $sys_torch foreach=$(time_peer "Debian torch $sys_torch AdamW(foreach)" "$PY" foreach)")
 else
-	say "no torch in $PY: the torch column shows n/a"
+	say "no torch in $PY: its column shows n/a"
+	peer_args+=(--peer "Debian torch foreach=")
+fi
+
+# shellcheck source=scripts/bench_venv.sh
+. "$REPO_ROOT/scripts/bench_venv.sh"
+bench_venv_setup
+if [ -n "$BENCH_PY" ]; then
+	vt=$("$BENCH_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+	peer_args+=(--peer "torch $vt foreach=$(time_peer "PyPI torch $vt AdamW(foreach)" "$BENCH_PY" foreach)")
+	peer_args+=(--peer "torch $vt fused=$(time_peer "PyPI torch $vt AdamW(fused)" "$BENCH_PY" fused)")
+else
+	peer_args+=(--peer "PyPI torch foreach=" --peer "PyPI torch fused=")
+fi
+if [ "$BENCH_HAVE_DS" = 1 ]; then
+	say "DeepSpeedCPUAdam: the first use JIT-builds its cpu_adam extension (minutes; then cached)"
+	peer_args+=(--peer "DeepSpeedCPUAdam=$(time_peer DeepSpeedCPUAdam "$BENCH_PY" deepspeed)")
+else
+	say "no DeepSpeed in the benchmark environment: its column shows n/a"
+	peer_args+=(--peer "DeepSpeedCPUAdam=")
 fi
 
 say "timing sg_adam and the memory kernels"
-# shellcheck disable=SC2086
-"$tmp/bench_adam" --n "$N" --threads "$THREADS" --reps "$REPS" $torch_arg
+"$tmp/bench_adam" --n "$N" --threads "$THREADS" --reps "$REPS" "${peer_args[@]}"
 printf '\nreproduce: N=%s THREADS=%s REPS=%s scripts/bench_adam.sh   (on %s, %s CPUs: %s)\n' \
 	"$N" "$THREADS" "$REPS" "$(uname -m)" "$(nproc)" \
 	"$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //')"

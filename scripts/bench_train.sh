@@ -1,8 +1,42 @@
 #!/usr/bin/env bash
-# bench_train.sh - `stepgraph run` on the default job (tiny-llama, sequence 256,
-# 4 micro-steps of 1 sequence, fp32, AdamW, clipping 1.0) against the same training step in
-# plain PyTorch on the same cores, with StarPU's own cost per task to put the
-# step time in context.
+# bench_train.sh - `stepgraph run` against the same training step in PyTorch on
+# the same cores. Two modes:
+#
+# MODE=bench-3m (the benchmark of issue 12): models/bench-3m.json (3.3M
+# parameters, hidden 256, 4 layers, untied head), sequence 256, global batch 8
+# split as 8 x 1 and as 2 x 4 (configs/bench-3m.json with
+# configs/deepspeed/bench-3m-8x1.json and bench-3m-2x4.json), fp32 AdamW,
+# against the best PyTorch a user would run:
+#
+#   MODE=bench-3m scripts/bench_train.sh                 # both splits, ~15 min on 2 cores
+#   MODE=bench-3m SPLITS=2x4 STEPS=30 ROUNDS=2 scripts/bench_train.sh
+#
+#   peers   {PyTorch 2.x from PyPI, Debian's torch 1.13} x PEER_THREADS (default
+#           1,2, capped at nproc) x {eager, torch.compile (PyPI only)}, each with
+#           its BLAS (OpenBLAS / MKL) on as many threads and, for more than one
+#           thread, also on 1 (torch's own pool keeping T); PyTorch 2.x uses
+#           scaled dot-product attention (is_causal), torch 1.13 the
+#           matmul-softmax attention (it has no SDPA). The PyPI torch lives in
+#           ~/.cache/stepgraph/venv-bench, created or reused by
+#           scripts/bench_venv.sh (never a dependency of stepgraph itself;
+#           BENCH_OFFLINE=1 installs nothing, without PyPI its rows are absent).
+#           Peers run one process at a time, never more threads than cores.
+#   stepgraph  each policy of SCHEDS (default lws,dmdas), fresh and calibrated
+#           (see below), on THREADS CPU workers (default nproc).
+#   checks  every row's step-1 loss must match stepgraph's (same initial
+#           weights and batches, tests/torch_train_bench.py), else the script
+#           fails after the tables (LOSS MISMATCH).
+#   prints  per split a table (tokens/s, mean / median / rounds ms, others),
+#           the best peer by name and stepgraph's best policy / the best peer;
+#           then a summary and the command that reproduces the run.
+#   defaults STEPS=20 WARMUP=5 ROUNDS=1 (torch.compile's build falls in the
+#           warm-up steps); CONFIG=configs/bench-3m.json (its model,
+#           max_length and seed; the split sets the DeepSpeed config).
+#
+# MODE=default (the default): the default job (configs/default.json: tiny-llama,
+# sequence 256, 4 micro-steps of 1 sequence, fp32, AdamW, clipping 1.0) against
+# Debian's torch, with StarPU's own cost per task to put the step time in
+# context:
 #
 #   scripts/bench_train.sh                          # lws and dmdas, nproc workers, 40 steps
 #   SCHEDS=eager,lws,dmda,dmdas scripts/bench_train.sh
@@ -28,23 +62,56 @@
 # hypervisor, as steal) took during that run; contention on the host that the
 # guest does not see as steal shows only as a wide range.
 #
+# Environment: MODE, STEPS, WARMUP, THREADS, SCHEDS, ROUNDS, CONFIG,
+# SYSTEM_PYTHON; MODE=default: NTASKS; MODE=bench-3m: SPLITS (default 8x1,2x4),
+# PEER_THREADS (default 1,2) and scripts/bench_venv.sh's BENCH_VENV,
+# BENCH_OFFLINE, BENCH_NO_VENV, TORCH_INDEX_URL.
 # Builds only through `make tests/bench_task_overhead stepgraph` (the tree must
 # be configured). $SYSTEM_PYTHON (default /usr/bin/python3, Debian's
-# python3-torch) runs the torch side; without torch its rows show n/a.
+# python3-torch) runs the Debian torch side; without torch its rows show n/a.
 # STARPU_SCHED is ignored here (SCHEDS picks the policy); STARPU_SILENT
 # defaults to 0 so that StarPU's calibration messages can be counted.
-# About 70 s with the defaults on 2 cores, 30 s more per extra policy.
+# MODE=default: about 70 s with the defaults on 2 cores, 30 s more per extra policy.
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-STEPS=${STEPS:-40}
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"
+	exit 0
+	;;
+"") ;;
+*)
+	printf 'bench_train: no arguments (environment variables only, see --help)\n' >&2
+	exit 2
+	;;
+esac
+MODE=${MODE:-default}
+case "$MODE" in
+default)
+	STEPS=${STEPS:-40}
+	ROUNDS=${ROUNDS:-2}
+	CONFIG=${CONFIG:-$REPO_ROOT/configs/default.json}
+	;;
+bench-3m)
+	STEPS=${STEPS:-20}
+	ROUNDS=${ROUNDS:-1}
+	CONFIG=${CONFIG:-$REPO_ROOT/configs/bench-3m.json}
+	SPLITS=${SPLITS:-8x1,2x4}
+	PEER_THREADS=${PEER_THREADS:-1,2}
+	;;
+*)
+	printf 'bench_train: MODE must be default or bench-3m (got %s)\n' "$MODE" >&2
+	exit 2
+	;;
+esac
 WARMUP=${WARMUP:-5}
 THREADS=${THREADS:-$(nproc 2>/dev/null || echo 2)}
 SCHEDS=${SCHEDS:-lws,dmdas}
-ROUNDS=${ROUNDS:-2}
 NTASKS=${NTASKS:-20000}
-CONFIG=${CONFIG:-$REPO_ROOT/configs/default.json}
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+[ -f "$CONFIG" ] || { printf 'bench_train: CONFIG %s: no such file\n' "$CONFIG" >&2; exit 2; }
+CONFIG=$(cd "$(dirname "$CONFIG")" && pwd)/$(basename "$CONFIG")
 
 say() { printf 'bench_train: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -61,8 +128,28 @@ IFS=, read -r -a sched_list <<<"$SCHEDS"
 
 NCPU=$(nproc 2>/dev/null || echo 1)
 cpu_name=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //')
-printf 'reproduce: STEPS=%s WARMUP=%s THREADS=%s SCHEDS=%s ROUNDS=%s NTASKS=%s scripts/bench_train.sh   (on %s, %s CPUs: %s)\n\n' \
-	"$STEPS" "$WARMUP" "$THREADS" "$SCHEDS" "$ROUNDS" "$NTASKS" "$(uname -m)" "$NCPU" "${cpu_name:-?}"
+if [ "$MODE" = bench-3m ]; then
+	IFS=, read -r -a _pt <<<"$PEER_THREADS"
+	[ "${#_pt[@]}" -ge 1 ] || die "PEER_THREADS is empty"
+	_keep=""
+	for t in "${_pt[@]}"; do
+		case "$t" in '' | *[!0-9]* | 0) die "PEER_THREADS must list thread counts >= 1 (got '$PEER_THREADS')" ;; esac
+		if [ "$t" -gt "$NCPU" ]; then
+			say "PEER_THREADS: $t > $NCPU CPUs left out (a peer never oversubscribes the cores)"
+		else
+			_keep="$_keep${_keep:+,}$t"
+		fi
+	done
+	[ -n "$_keep" ] || die "PEER_THREADS: no thread count <= $NCPU"
+	PEER_THREADS=$_keep
+	case "$SPLITS" in '' | *[!0-9x,]*) die "SPLITS must be a comma list such as 8x1,2x4 (got '$SPLITS')" ;; esac
+	REPRODUCE=$(printf 'reproduce: MODE=bench-3m SPLITS=%s STEPS=%s WARMUP=%s THREADS=%s PEER_THREADS=%s SCHEDS=%s ROUNDS=%s scripts/bench_train.sh   (on %s, %s CPUs: %s)' \
+		"$SPLITS" "$STEPS" "$WARMUP" "$THREADS" "$PEER_THREADS" "$SCHEDS" "$ROUNDS" "$(uname -m)" "$NCPU" "${cpu_name:-?}")
+else
+	REPRODUCE=$(printf 'reproduce: STEPS=%s WARMUP=%s THREADS=%s SCHEDS=%s ROUNDS=%s NTASKS=%s scripts/bench_train.sh   (on %s, %s CPUs: %s)' \
+		"$STEPS" "$WARMUP" "$THREADS" "$SCHEDS" "$ROUNDS" "$NTASKS" "$(uname -m)" "$NCPU" "${cpu_name:-?}")
+fi
+printf '%s\n\n' "$REPRODUCE"
 
 cd "$REPO_ROOT"
 [ -f Makefile ] || die "no Makefile in $REPO_ROOT: configure first (scripts/quickstart.sh)"
@@ -135,6 +222,7 @@ best() {
 	local r b="" bt=-1 t
 	for ((r = 1; r <= ROUNDS; r++)); do
 		if [ "$2" = torch ]; then t=$(field tokens_per_s "$tmp/$1.r$r.out"); else t=$(summary_field tok "$tmp/$1.r$r.out"); fi
+		[ -n "$t" ] || continue # a failed run
 		if awk -v a="$t" -v b="$bt" 'BEGIN { exit !(a > b) }'; then
 			b=$r
 			bt=$t
@@ -155,6 +243,199 @@ worst_others() {
 	for ((r = 1; r <= ROUNDS; r++)); do cat "$tmp/$1.r$r.others"; echo; done |
 		sort -n | tail -n1
 }
+
+# ---- MODE=bench-3m: the issue-12 target, stepgraph against the best PyTorch -------------
+
+# cfg_get FILE KEY: a top-level value of a JSON file (empty when absent)
+cfg_get() {
+	"$JSON_PY" -c 'import json, sys
+v = json.load(open(sys.argv[1])).get(sys.argv[2])
+print("" if v is None else v)' "$1" "$2"
+}
+
+# peer_label VARIANT (src:threads:mode)
+peer_label() {
+	local src t m b blas
+	IFS=: read -r src t m b <<<"$1"
+	blas=""
+	[ "$b" = blas1 ] && blas=", BLAS 1"
+	if [ "$src" = deb ]; then
+		printf 'torch %s (Debian), %s thread(s)%s, %s' "$DEB_TORCH" "$t" "$blas" "$m"
+	else
+		printf 'torch %s (PyPI), %s thread(s)%s, %s' "$PYPI_TORCH" "$t" "$blas" "$m"
+	fi
+}
+
+run_peer() { # SPLIT VARIANT ROUND
+	local sp=$1 v=$2 r=$3 src t m b py key
+	IFS=: read -r src t m b <<<"$v"
+	key="$sp-peer-$src-$t-$m${b:+-$b}"
+	# BLAS threads: by default torch_train_bench.py sizes every pool to --threads;
+	# blas1 keeps torch's intra-op pool at T and the BLAS (OpenBLAS / MKL) on one thread
+	local blasenv=(-u OPENBLAS_NUM_THREADS -u MKL_NUM_THREADS)
+	[ "$b" = blas1 ] && blasenv=(OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1)
+	if [ "$src" = deb ]; then py=$PY; else py=$BENCH_PY; fi
+	local extra=()
+	[ "$m" = compile ] && extra=(--compile)
+	say "round $r, split $sp: $(peer_label "$v"), $STEPS steps"
+	mark "$key.r$r.0"
+	# torch_train_bench.py sizes the BLAS/OpenMP pools to --threads before importing torch
+	env -u OMP_NUM_THREADS "${blasenv[@]}" "$py" tests/torch_train_bench.py \
+		--model "$MODEL_FILE" --seq "$SEQ" --micro-batch "${MB[$sp]}" --accum "${GA[$sp]}" \
+		--threads "$t" --steps "$STEPS" --warmup "$WARMUP" --seed "$SEED" "${extra[@]}" \
+		>"$tmp/$key.r$r.out" 2>"$tmp/$key.r$r.err" || {
+		say "$(peer_label "$v") failed (its row shows n/a):"
+		tail -n 5 "$tmp/$key.r$r.err" >&2
+	}
+	mark "$key.r$r.1"
+	others "$key.r$r" >"$tmp/$key.r$r.others"
+}
+
+bench3m_main() {
+	local sp s v r
+	IFS=, read -r -a split_list <<<"$SPLITS"
+	declare -gA MB GA
+	for sp in "${split_list[@]}"; do
+		local ds="$REPO_ROOT/configs/deepspeed/bench-3m-$sp.json"
+		[ -f "$ds" ] || die "split $sp: no $ds (SPLITS takes 8x1 and 2x4)"
+		MB[$sp]=$(cfg_get "$ds" train_micro_batch_size_per_gpu)
+		GA[$sp]=$(cfg_get "$ds" gradient_accumulation_steps)
+		# the run config with this split's DeepSpeed config
+		"$JSON_PY" -c 'import json, sys
+c = json.load(open(sys.argv[1])); c["deepspeed_config"] = sys.argv[2]
+json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.json"
+	done
+	SEQ=$(cfg_get "$CONFIG" max_length)
+	SEED=$(cfg_get "$CONFIG" seed)
+	SEED=${SEED:-42}
+	local model
+	model=$(cfg_get "$CONFIG" model)
+	MODEL_FILE="$REPO_ROOT/models/$model.json"
+	[ -f "$MODEL_FILE" ] || MODEL_FILE=$model
+	[ -f "$MODEL_FILE" ] || die "model '$model' of $CONFIG: no models/$model.json"
+
+	# the peers: {Debian torch, PyPI torch} x PEER_THREADS x {eager, compile (PyPI only)}
+	local peers=() pt
+	IFS=, read -r -a pt <<<"$PEER_THREADS"
+	DEB_TORCH=n/a PYPI_TORCH=n/a
+	if "$PY" -c 'import torch, numpy' 2>/dev/null; then
+		DEB_TORCH=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+		for t in "${pt[@]}"; do
+			peers+=("deb:$t:eager")
+			if [ "$t" -gt 1 ]; then peers+=("deb:$t:eager:blas1"); fi
+		done
+	else
+		say "no torch (or numpy) in $PY: no Debian torch rows"
+	fi
+	if [ -n "$BENCH_PY" ]; then
+		PYPI_TORCH=$("$BENCH_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+		for t in "${pt[@]}"; do
+			peers+=("pypi:$t:eager" "pypi:$t:compile")
+			if [ "$t" -gt 1 ]; then peers+=("pypi:$t:eager:blas1" "pypi:$t:compile:blas1"); fi
+		done
+	else
+		say "no PyPI torch 2.x (see bench_venv above): no PyPI torch rows"
+	fi
+
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for sp in "${split_list[@]}"; do
+			for v in "${peers[@]}"; do run_peer "$sp" "$v" "$r"; done
+			for s in "${sched_list[@]}"; do
+				CONFIG="$tmp/run-$sp.json" run_sg "$s" fresh "$r" "$sp-"
+				CONFIG="$tmp/run-$sp.json" run_sg "$s" calibrated "$r" "$sp-"
+			done
+		done
+	done
+
+	# ---- tables, one per split
+	local worst=0 bad_loss=0 summary=()
+	for sp in "${split_list[@]}"; do
+		local g=$((MB[$sp] * GA[$sp]))
+		printf '\nsplit %s: %s, %s micro-batch(es) of %s x %s tokens (global batch %s), fp32 AdamW, %s steps, the first %s left out\n' \
+			"$sp" "$(basename "$MODEL_FILE" .json)" "${GA[$sp]}" "${MB[$sp]}" "$SEQ" "$g" "$STEPS" "$WARMUP"
+		printf '  each row: the best of %s round(s) (highest tokens/s); "rounds ms": the range of the rounds'"'"' mean step times\n' "$ROUNDS"
+		printf '  %-52s %10s %9s %10s %11s %7s %9s %s\n' "configuration" "tokens/s" "mean ms" "median ms" \
+			"rounds ms" "others" "loss 1" "note"
+		local best_peer="" best_peer_tok=0 best_sg="" best_sg_tok=0 sg_l1="" key b o tok wo note
+		# stepgraph's step-1 loss (round 1 of the first policy) is the reference of the loss check
+		sg_l1=$(jsonl_stats "$tmp/$sp-sg-${sched_list[0]}-fresh.r1.jsonl" | awk '{ print $2 }')
+		for v in "${peers[@]}"; do
+			IFS=: read -r src t m bl <<<"$v"
+			key="$sp-peer-$src-$t-$m${bl:+-$bl}"
+			b=$(best "$key" torch)
+			if [ -z "$b" ]; then
+				printf '  %-52s %10s\n' "$(peer_label "$v")" "n/a (failed)"
+				continue
+			fi
+			o="$tmp/$key.r$b.out"
+			tok=$(field tokens_per_s "$o")
+			wo=$(worst_others "$key")
+			[ "$wo" -gt "$worst" ] && worst=$wo
+			note=""
+			[ "$m" = compile ] && [ "$(field compile "$o")" != yes ] && note="torch.compile failed: eager"
+			local l1
+			l1=$(field first_loss "$o")
+			if ! awk -v a="$l1" -v b="$sg_l1" 'BEGIN { d = a - b; if (d < 0) d = -d
+				exit !(a == a + 0 && b == b + 0 && d <= 2e-3 && a > 0 && a < 1e30) }'; then
+				note="$note LOSS MISMATCH with stepgraph's $sg_l1"
+				bad_loss=1
+			fi
+			printf '  %-52s %10.1f %9.2f %10.2f %11s %6s%% %9s %s\n' "$(peer_label "$v")" "$tok" \
+				"$(field mean_step_ms "$o")" "$(field median_step_ms "$o")" "$(spread "$key" torch)" \
+				"$wo" "$l1" "$note"
+			if awk -v a="$tok" -v b="$best_peer_tok" 'BEGIN { exit !(a > b) }'; then
+				best_peer_tok=$tok
+				best_peer=$(peer_label "$v")
+			fi
+		done
+		for s in "${sched_list[@]}"; do
+			for run in fresh calibrated; do
+				key="$sp-sg-$s-$run"
+				b=$(best "$key" sg)
+				o="$tmp/$key.r$b.out"
+				tok=$(summary_field tok "$o")
+				read -r med l0 _ < <(jsonl_stats "$tmp/$key.r$b.jsonl")
+				wo=$(worst_others "$key")
+				[ "$wo" -gt "$worst" ] && worst=$wo
+				note=""
+				if ! awk -v a="$l0" -v b="$sg_l1" 'BEGIN { d = a - b; if (d < 0) d = -d
+					exit !(a == a + 0 && d <= 2e-3 && a > 0 && a < 1e30) }'; then
+					note="LOSS MISMATCH with $sg_l1"
+					bad_loss=1
+				fi
+				printf '  %-52s %10.1f %9.2f %10.2f %11s %6s%% %9s %s\n' \
+					"stepgraph, sched $s, $run, $THREADS worker(s)" "$tok" \
+					"$(summary_field mean "$o")" "$med" "$(spread "$key" sg)" "$wo" "$l0" "$note"
+				if awk -v a="$tok" -v b="$best_sg_tok" 'BEGIN { exit !(a > b) }'; then
+					best_sg_tok=$tok
+					best_sg="sched $s, $run"
+				fi
+			done
+		done
+		if [ -n "$best_peer" ]; then
+			local x
+			x=$(awk -v a="$best_sg_tok" -v b="$best_peer_tok" 'BEGIN { printf "%.2f", a / b }')
+			printf '  best peer: %s, %.1f tokens/s; stepgraph (%s) %.1f tokens/s: %sx the best peer\n' \
+				"$best_peer" "$best_peer_tok" "$best_sg" "$best_sg_tok" "$x"
+			summary+=("$(printf '  %-5s stepgraph %9.1f tokens/s (%s)  best peer %9.1f tokens/s (%s)  stepgraph / best peer %sx' \
+				"$sp" "$best_sg_tok" "$best_sg" "$best_peer_tok" "$best_peer" "$x")")
+		else
+			printf '  no peer measured: stepgraph (%s) %.1f tokens/s, ratio n/a\n' "$best_sg" "$best_sg_tok"
+			summary+=("$(printf '  %-5s stepgraph %9.1f tokens/s (%s)  best peer n/a' "$sp" "$best_sg_tok" "$best_sg")")
+		fi
+	done
+	printf '\nsummary (each split: stepgraph'"'"'s best policy against the fastest peer measured in this run)\n'
+	printf '%s\n' "${summary[@]}"
+	printf '  (others: the largest share of the %s CPUs that other processes or the hypervisor took during a round of that row)\n' "$NCPU"
+	if [ "$worst" -ge 10 ]; then
+		printf '  WARNING: up to %s%% of the machine went to other work during a run: those figures are skewed\n' "$worst"
+	fi
+	printf '\n%s\n' "$REPRODUCE"
+	if [ "$bad_loss" = 1 ]; then
+		die "a step-1 loss differs from stepgraph's: the runs do not train the same thing (rows marked LOSS MISMATCH)"
+	fi
+}
+
 
 # ---- the runs, ROUNDS times ------------------------------------------------------
 
@@ -181,9 +462,9 @@ run_torch() { # VARIANT ROUND
 	others "$key.r$r" >"$tmp/$key.r$r.others"
 }
 
-run_sg() { # SCHED RUN ROUND (RUN fresh starts a new STARPU_HOME)
-	local s=$1 run=$2 r=$3 key="sg-$1-$2"
-	local home="$tmp/starpu-home-$s-r$r"
+run_sg() { # SCHED RUN ROUND [KEY-PREFIX] (RUN fresh starts a new STARPU_HOME)
+	local s=$1 run=$2 r=$3 pre=${4:-}
+	local key="${pre}sg-$1-$2" home="$tmp/starpu-home-$pre$s-r$r"
 	[ "$run" = fresh ] && rm -rf "$home" && mkdir -p "$home"
 	say "round $r: stepgraph run, sched $s, $run, $STEPS steps on $THREADS CPU worker(s)"
 	mark "$key.r$r.0"
@@ -197,6 +478,16 @@ run_sg() { # SCHED RUN ROUND (RUN fresh starts a new STARPU_HOME)
 	mark "$key.r$r.1"
 	others "$key.r$r" >"$tmp/$key.r$r.others"
 }
+
+if [ "$MODE" = bench-3m ]; then
+	JSON_PY=$PY
+	"$JSON_PY" -c 'import json' 2>/dev/null || JSON_PY=python3
+	# shellcheck source=scripts/bench_venv.sh
+	. "$REPO_ROOT/scripts/bench_venv.sh"
+	bench_venv_setup
+	bench3m_main
+	exit 0
+fi
 
 for ((r = 1; r <= ROUNDS; r++)); do
 	if [ "$torch_ok" = 1 ]; then

@@ -1,10 +1,18 @@
 /* bench_adam.c - parameters per second of sg_adam_step (codelets/cpu/adam.c)
  * on N fp32 parameters, against the memory-bandwidth bound of this machine
- * and against torch's AdamW when its timings are given. Run through
- * scripts/bench_adam.sh, which times torch in the same run and passes
- * --torch; not a test (timings are never asserted).
+ * and against other optimizers (peers) whose timings are given. Run through
+ * scripts/bench_adam.sh, which times the peers (torch.optim.AdamW,
+ * DeepSpeedCPUAdam) in the same run and passes them with --peer; not a test
+ * (timings are never asserted).
  *
- * Usage: bench_adam [--n N] [--threads 1,2] [--reps R] [--torch T:SECONDS,...]
+ * Usage: bench_adam [--n N] [--threads 1,2] [--reps R]
+ *                   [--peer 'NAME=T:SECONDS,...']... [--torch T:SECONDS,...]
+ *
+ * --peer adds a column NAME (at most 6 peers) with the peer's seconds per step
+ * of N parameters at T threads ("n/a" when a thread count is missing or the
+ * seconds are 0); --torch T:S,... is --peer 'torch AdamW foreach=T:S,...'.
+ * The "best peer" column is the fastest peer at that thread count and
+ * "ours/best" sg_adam's parameters per second over it.
  *
  * Every figure is the best of R rounds (STREAM's convention), after one
  * warm-up round; a round times every kernel and variant once. fp32 Adam moves 28 bytes per parameter: reads p, g, m, v (16 B),
@@ -155,11 +163,53 @@ static int parse_list(const char *s, int *out, int max)
     return k;
 }
 
+#define MAXPEER 6
+
+typedef struct peer {
+    char name[64];
+    double s[MAXT + 1]; /* seconds per step at T threads, 0 = not measured */
+} peer;
+
+/* NAME=T:SECONDS,... (or T:SECONDS,... with name given); 0 or -1 on bad input */
+static int parse_peer(const char *val, const char *name, peer *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    const char *s = val;
+    if (!name) {
+        const char *eq = strchr(val, '=');
+        if (!eq || eq == val || (size_t)(eq - val) >= sizeof pr->name)
+            return -1;
+        memcpy(pr->name, val, (size_t)(eq - val));
+        s = eq + 1;
+    } else {
+        snprintf(pr->name, sizeof pr->name, "%s", name);
+    }
+    for (const char *c = pr->name; *c; c++)
+        if (*c == '|' || *c == '\n')
+            return -1;
+    while (*s) {
+        char *end;
+        long t = strtol(s, &end, 10);
+        if (end == s || *end != ':' || t < 1 || t > MAXT)
+            return -1;
+        const char *num = end + 1;
+        double v = strtod(num, &end);
+        if (end == num || !(v >= 0) || isinf(v))
+            return -1;
+        pr->s[t] = v;
+        if (*end && *end != ',')
+            return -1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     size_t n = (size_t)64 << 20;
     int threads[8] = {1, 2}, nthr = 2, reps = 5;
-    double torch_s[MAXT + 1] = {0};
+    static peer peers[MAXPEER];
+    int npeer = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!val) {
@@ -175,21 +225,21 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(a, "--reps") == 0) {
             reps = atoi(val);
-        } else if (strcmp(a, "--torch") == 0) {
-            /* T:SECONDS,... as printed by the torch timing in bench_adam.sh */
-            for (const char *s = val; *s;) {
-                char *end;
-                long t = strtol(s, &end, 10);
-                if (*end != ':' || t < 1 || t > MAXT) {
-                    fprintf(stderr, "bench_adam: --torch %s: expected T:SECONDS,...\n", val);
-                    return 2;
-                }
-                torch_s[t] = strtod(end + 1, &end);
-                s = *end == ',' ? end + 1 : end;
+        } else if (strcmp(a, "--torch") == 0 || strcmp(a, "--peer") == 0) {
+            int torch = strcmp(a, "--torch") == 0;
+            if (npeer == MAXPEER) {
+                fprintf(stderr, "bench_adam: at most %d peers\n", MAXPEER);
+                return 2;
             }
+            if (parse_peer(val, torch ? "torch AdamW foreach" : NULL, &peers[npeer])) {
+                fprintf(stderr, "bench_adam: %s %s: expected %sT:SECONDS,...\n", a, val,
+                        torch ? "" : "NAME=");
+                return 2;
+            }
+            npeer++;
         } else {
             fprintf(stderr, "usage: bench_adam [--n N] [--threads 1,2] [--reps R] "
-                            "[--torch T:SECONDS,...]\n");
+                            "[--peer 'NAME=T:SECONDS,...']... [--torch T:SECONDS,...]\n");
             return 2;
         }
     }
@@ -266,20 +316,30 @@ int main(int argc, char **argv)
                                   ? (double)n / best[3 + k] : NAN;
     }
 
-    printf("\n| threads | sg_adam %-6s | torch AdamW foreach | bound (28 B/param) "
-           "| ours/torch | ours/bound | other variants |\n",
-           sg_adam_isa_name(auto_isa));
-    printf("|---|---|---|---|---|---|---|\n");
+    printf("\n| threads | sg_adam %s |", sg_adam_isa_name(auto_isa));
+    for (int k = 0; k < npeer; k++)
+        printf(" %s |", peers[k].name);
+    printf(" best peer | ours/best | bound (28 B/param) | ours/bound | other variants |\n|---|---|");
+    for (int k = 0; k < npeer; k++)
+        printf("---|");
+    printf("---|---|---|---|---|\n");
     for (int ti = 0; ti < nthr; ti++) {
         int t = threads[ti];
         int ka = auto_isa == SG_ADAM_ISA_AVX512 ? 0 : auto_isa == SG_ADAM_ISA_AVX2 ? 1 : 2;
-        double ours = ours_pps[ti][ka];
-        char tcol[64] = "n/a", rcol[32] = "n/a", other[128] = "";
-        if (torch_s[t] > 0) {
-            double tp = (double)n / torch_s[t];
-            snprintf(tcol, sizeof tcol, "%.0f M/s", tp / 1e6);
-            snprintf(rcol, sizeof rcol, "%.2fx", ours / tp);
+        double ours = ours_pps[ti][ka], best_pps = 0;
+        int best = -1;
+        printf("| %d | %.0f M/s |", t, ours / 1e6);
+        for (int k = 0; k < npeer; k++) {
+            if (peers[k].s[t] > 0) {
+                double pp = (double)n / peers[k].s[t];
+                printf(" %.0f M/s |", pp / 1e6);
+                if (pp > best_pps)
+                    best_pps = pp, best = k;
+            } else {
+                printf(" n/a |");
+            }
         }
+        char other[128] = "";
         size_t len = 0;
         for (int k = 0; k < 3; k++)
             if (k != ka && !isnan(ours_pps[ti][k]))
@@ -287,8 +347,11 @@ int main(int argc, char **argv)
                                         "%s%s %.0f M/s", len ? ", " : "",
                                         sg_adam_isa_name(isas[k]),
                                         ours_pps[ti][k] / 1e6);
-        printf("| %d | %.0f M/s | %s | %.0f M/s | %s | %.0f%% | %s |\n", t,
-               ours / 1e6, tcol, bound_pps[ti] / 1e6, rcol,
+        if (best >= 0)
+            printf(" %s | %.2fx |", peers[best].name, ours / best_pps);
+        else
+            printf(" n/a | n/a |");
+        printf(" %.0f M/s | %.0f%% | %s |\n", bound_pps[ti] / 1e6,
                100.0 * ours / bound_pps[ti], other);
     }
     for (int k = 0; k < 4; k++)

@@ -4,13 +4,21 @@ PyTorch, timed on the same cores: the yardstick of scripts/bench_train.sh.
 
 Usage: torch_train_bench.py [--threads N] [--steps S] [--warmup W]
                             [--model models/tiny-llama.json] [--data TEXT]
-                            [--seq 256] [--batch 4] [--seed 42]
+                            [--seq 256] [--micro-batch 4] [--accum 1] [--seed 42]
+                            [--compile] [--eager-attention] [--losses FILE]
 
-Same workload as stepgraph's default run, step for step:
-  model    the decoder of models/tiny-llama.json (Llama block, tied
-           embeddings), the layer math of tests/torch_model_ref.py (RMSNorm,
-           rotary embedding, grouped-query attention with repeat_kv, SwiGLU)
-           in an nn.Module with bias-free nn.Linear; fp32
+Same workload as stepgraph's run, step for step:
+  model    the decoder of the model file (Llama block, tied embeddings as
+           tiny-llama or a separate lm_head as bench-3m), the layer math of
+           tests/torch_model_ref.py (RMSNorm, rotary embedding, grouped-query
+           attention with repeat_kv, SwiGLU) in an nn.Module with bias-free
+           nn.Linear; fp32
+  batch    --accum micro-batches of --micro-batch sequences per optimizer step
+           (DeepSpeed's train_micro_batch_size_per_gpu x
+           gradient_accumulation_steps): each micro-batch's mean loss / accum is
+           back-propagated, the gradients add up, then one clipped update; the
+           loss shown is the mean over the micro-batches, as stepgraph's.
+           --batch B is --micro-batch B --accum 1 (the old spelling)
   weights  stepgraph's initialisation (runtime/io/weights.c sg_weights_init:
            N(0, 0.02) from a counter-based splitmix64 keyed by seed and tensor
            name, RMSNorm gains 1), so both start from the same point
@@ -24,7 +32,12 @@ Same workload as stepgraph's default run, step for step:
            torch.nn.utils.clip_grad_norm_(1.0)
 Attention: torch 1.13 has no F.scaled_dot_product_attention (it came in 2.0),
 so it is the matmul-softmax attention with a causal mask from
-torch_model_ref.py, what a 1.13 user writes; with torch >= 2.0 SDPA is used.
+torch_model_ref.py, what a 1.13 user writes; with torch >= 2.0 SDPA
+(is_causal=True) is used unless --eager-attention.
+--compile: the model goes through torch.compile (torch >= 2, the inductor
+backend: C++ kernels built with the system compiler during the first steps,
+which the warm-up steps leave out); when it fails the run goes on in eager
+mode and the output line says compile=failed.
 
 Threads: torch.set_num_threads(N), and OPENBLAS_NUM_THREADS / OMP_NUM_THREADS
 are set to N before torch is imported (Debian's torch does its matrix
@@ -34,9 +47,11 @@ optimizer step (the batch is built beforehand, as stepgraph's step time also
 leaves out reading the batch); the figures cover the steps after the W
 warm-up steps, like stepgraph's summary.
 
-Prints the loss of every 10th step to stderr and, on stdout, one line:
+Prints the loss of every 10th step to stderr (--losses FILE: every step's, to
+FILE) and, on stdout, one line:
   torch_train torch=V threads=N steps=S warmup=W tokens_per_s=X
       mean_step_ms=Y median_step_ms=M min_step_ms=Z first_loss=A last_loss=B attention=KIND
+      micro_batch=MB accum=GA compile=no|yes|failed
 """
 import argparse
 import json
@@ -57,13 +72,26 @@ def parse_args(argv):
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "tiny-llama.json"))
     ap.add_argument("--data", default="/usr/share/vim/vim90/doc/version8.txt")
     ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=None,
+                    help="sequences per step in one micro-batch (= --micro-batch B --accum 1)")
+    ap.add_argument("--micro-batch", type=int, default=None)
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--eager-attention", action="store_true",
+                    help="matmul-softmax attention even when SDPA exists")
+    ap.add_argument("--losses", metavar="FILE",
+                    help="write every step's loss there, one a line (full precision)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup_lr_steps", type=int, default=20)
     a = ap.parse_args(argv)
     if a.threads < 1 or a.steps < 1 or a.warmup < 0 or a.warmup >= a.steps:
         ap.error("need threads >= 1, steps >= 1 and 0 <= warmup < steps")
+    if a.batch is not None and a.micro_batch is not None:
+        ap.error("give --batch or --micro-batch, not both")
+    a.micro_batch = a.batch if a.batch is not None else (a.micro_batch or 4)
+    if a.micro_batch < 1 or a.accum < 1 or a.seq < 1:
+        ap.error("need --micro-batch >= 1, --accum >= 1 and --seq >= 1")
     return a
 
 
@@ -195,7 +223,7 @@ class Batches:
 
 # ---- the model -------------------------------------------------------------------
 
-HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
+HAVE_SDPA = hasattr(F, "scaled_dot_product_attention") and not ARGS.eager_attention
 
 
 class Layer(torch.nn.Module):
@@ -239,10 +267,14 @@ class Decoder(torch.nn.Module):
         Hq, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
         D = cfg.get("head_dim") or H // Hq
         eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
-        if not cfg.get("tie_word_embeddings") or cfg.get("architecture") != "llama":
-            raise SystemExit("torch_train_bench.py: only tied-embedding Llama models")
+        if cfg.get("architecture") != "llama":
+            raise SystemExit("torch_train_bench.py: only Llama models (got %r)" %
+                             cfg.get("architecture"))
         self.eps = eps
+        self.tied = bool(cfg.get("tie_word_embeddings"))
         self.embed_tokens = torch.nn.Embedding(V, H)
+        # untied (bench-3m): lm_head is its own weight, initialised under its own name
+        self.lm_head = None if self.tied else torch.nn.Linear(H, V, bias=False)
         self.layers = torch.nn.ModuleList(
             Layer(H, Hq, Hkv, D, cfg["intermediate_size"], eps)
             for _ in range(cfg["num_hidden_layers"]))
@@ -264,12 +296,15 @@ class Decoder(torch.nn.Module):
             for s in ("gate_proj", "up_proj", "down_proj"):
                 yield p + f"mlp.{s}.weight", getattr(ly, s).weight
         yield "model.norm.weight", self.norm
+        if self.lm_head is not None:
+            yield "lm_head.weight", self.lm_head.weight
 
     def forward(self, tokens, targets):
         x = self.embed_tokens(tokens)
         for ly in self.layers:
             x = ly(x, self.cos, self.sin)
-        logits = rms_norm(x, self.norm, self.eps) @ self.embed_tokens.weight.t()
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        logits = rms_norm(x, self.norm, self.eps) @ head.t()
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
@@ -299,36 +334,74 @@ def main():
     nparams = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.01, foreach=True)
-    data = Batches(a.data, a.batch, a.seq, a.seed)
-    batches = [data.next() for _ in range(a.steps)]
+    # The loader hands out micro-batches in order, so accum draws of micro_batch
+    # sequences are the same sequences as one draw of micro_batch x accum.
+    data = Batches(a.data, a.micro_batch, a.seq, a.seed)
+    batches = [[data.next() for _ in range(a.accum)] for _ in range(a.steps)]
     kind = "sdpa" if HAVE_SDPA else "matmul-softmax"
-    print("torch %s, %d thread(s), %s: %d parameters, batch %d x %d, %s attention" %
-          (torch.__version__, a.threads, os.path.basename(a.model), nparams, a.batch, a.seq,
-           kind), file=sys.stderr)
+    fwd, compiled = model, "no"
+    if a.compile:
+        if not hasattr(torch, "compile"):
+            print("torch %s has no torch.compile: eager mode" % torch.__version__,
+                  file=sys.stderr)
+            compiled = "failed"
+        else:
+            fwd, compiled = torch.compile(model), "yes"
+    print("torch %s, %d thread(s), %s: %d parameters, %d micro-batch(es) of %d x %d, "
+          "%s attention, compile %s" %
+          (torch.__version__, a.threads, os.path.basename(a.model), nparams, a.accum,
+           a.micro_batch, a.seq, kind, compiled), file=sys.stderr)
+
+    def step(mb):
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for x, y in mb:
+            loss = fwd(x, y)
+            (loss / a.accum).backward()
+            total += loss.item()
+        return total / a.accum
+
     times, losses = [], []
-    for i, (x, y) in enumerate(batches):
+    for i, mb in enumerate(batches):
         for g in opt.param_groups:
             g["lr"] = lr_at(i, a.lr, a.warmup_lr_steps)
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
-        loss.backward()
+        if i == 0 and compiled == "yes":
+            # torch.compile builds on the first call: fall back to eager if it cannot
+            try:
+                loss = step(mb)
+            except Exception as e:  # noqa: BLE001 - any compiler failure
+                print("torch.compile failed (%s: %s): eager mode" %
+                      (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else ""),
+                      file=sys.stderr)
+                fwd, compiled = model, "failed"
+                loss = step(mb)
+        else:
+            loss = step(mb)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
+        losses.append(loss)
+        if not math.isfinite(loss):
+            sys.exit("torch_train_bench.py: loss %r at step %d" % (loss, i + 1))
         if i == 0 or (i + 1) % 10 == 0 or i + 1 == a.steps:
             print("Step %d | Loss: %.4f | Time: %.2f ms" % (i + 1, losses[-1], times[-1] * 1e3),
                   file=sys.stderr)
+    if a.losses:
+        tmp = a.losses + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("".join("%r\n" % x for x in losses))
+        os.replace(tmp, a.losses)
     timed = times[a.warmup:]
     mean = sum(timed) / len(timed)
     median = sorted(timed)[len(timed) // 2]
-    tokens = a.batch * a.seq
+    tokens = a.micro_batch * a.accum * a.seq
     print("torch_train torch=%s threads=%d steps=%d warmup=%d tokens_per_s=%.1f "
           "mean_step_ms=%.3f median_step_ms=%.3f min_step_ms=%.3f first_loss=%.4f "
-          "last_loss=%.4f attention=%s" %
+          "last_loss=%.4f attention=%s micro_batch=%d accum=%d compile=%s" %
           (torch.__version__, a.threads, a.steps, a.warmup, tokens / mean, mean * 1e3,
-           median * 1e3, min(timed) * 1e3, losses[0], losses[-1], kind))
+           median * 1e3, min(timed) * 1e3, losses[0], losses[-1], kind, a.micro_batch,
+           a.accum, compiled))
     return 0
 
 
