@@ -39,8 +39,9 @@ static void simulate_help(void)
            "  --report PAGE    the step graph's page (as `graph --format html --times`) with\n"
            "                   the simulated step's timeline and critical path, and the\n"
            "                   lower bound on this machine\n"
-           "  --steps N        steps simulated, the last one reported (default 2: the first\n"
-           "                   starts with every buffer at home)\n"
+           "  --steps N        steps simulated, the last one reported (default 3: the first\n"
+           "                   starts with every buffer at home, and with two steps in\n"
+           "                   flight the second still carries that start)\n"
            "  --lookahead N    (run option) steps in flight at once, as run submits them\n"
            "                   (default 2): the reported time is then the interval between\n"
            "                   the last two step ends; 1 = the last step alone\n"
@@ -132,7 +133,7 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
 
 int sg_cmd_simulate(int argc, char **argv)
 {
-    const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "2", *json = NULL;
+    const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "3", *json = NULL;
     const char *report = NULL;
     int no_prio = 0;
     sg_cli_opt opts[] = {

@@ -41,7 +41,7 @@ static void tune_help(void)
            "                     on / off: one setting for all\n"
            "  --out PREFIX       output files (default tune)\n"
            "  --jobs N           simulations at once (default: the CPU count)\n"
-           "  --steps N          steps per simulation (default 2, the last reported)\n"
+           "  --steps N          steps per simulation (default 3, the last reported)\n"
            "\n", SG_TUNE_MAX_VARY);
     sg_cli_print_run_flags();
 }
@@ -339,7 +339,7 @@ static int write_file(const char *prefix, const char *ext, int (*fn)(const sg_tu
 static int tune(tune_run *t, int argc, char **argv, sg_error *err)
 {
     const char *machines = "gh200,mi300a", *scheds = "eager,lws,dmda,dmdas,heteroprio";
-    const char *prio = "both", *out = "tune", *jobs_s = NULL, *steps = "2";
+    const char *prio = "both", *out = "tune", *jobs_s = NULL, *steps = "3";
     sg_cli_opt opts[] = {
         {"machines", NULL, &machines, NULL}, {"sched", NULL, &scheds, NULL},
         {"priorities", NULL, &prio, NULL},   {"out", "o", &out, NULL},

@@ -102,14 +102,22 @@ uint32_t sg_starpu_where(const sg_node *nd, int have_cuda)
     }
 }
 
+/* is_gpu[w] for every StarPU worker (malloc'ed; NULL when out of memory). */
+static int *gpu_worker_mask(int *nw)
+{
+    *nw = (int)starpu_worker_get_count();
+    int *is_gpu = calloc((size_t)(*nw > 0 ? *nw : 1), sizeof *is_gpu);
+    for (int w = 0; is_gpu && w < *nw; w++)
+        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
+    return is_gpu;
+}
+
 int sg_starpu_overlap(const sg_graph *g, const sg_task_record *records, sg_overlap *out)
 {
-    int nw = (int)starpu_worker_get_count();
-    int *is_gpu = calloc((size_t)(nw > 0 ? nw : 1), sizeof *is_gpu);
+    int nw;
+    int *is_gpu = gpu_worker_mask(&nw);
     if (!is_gpu)
         return SG_ENOMEM;
-    for (int w = 0; w < nw; w++)
-        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
     int rc = sg_overlap_compute(g, records, is_gpu, nw, out);
     free(is_gpu);
     return rc;
@@ -118,12 +126,10 @@ int sg_starpu_overlap(const sg_graph *g, const sg_task_record *records, sg_overl
 int sg_starpu_overlap_window(const sg_graph *const *graphs, const sg_task_record *const *records,
                              int nsteps, double a_us, double b_us, sg_overlap *out)
 {
-    int nw = (int)starpu_worker_get_count();
-    int *is_gpu = calloc((size_t)(nw > 0 ? nw : 1), sizeof *is_gpu);
+    int nw;
+    int *is_gpu = gpu_worker_mask(&nw);
     if (!is_gpu)
         return SG_ENOMEM;
-    for (int w = 0; w < nw; w++)
-        is_gpu[w] = starpu_worker_get_type(w) == STARPU_CUDA_WORKER;
     int rc = sg_overlap_window(graphs, records, nsteps, is_gpu, nw, a_us, b_us, out);
     free(is_gpu);
     return rc;
