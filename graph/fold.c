@@ -12,18 +12,23 @@
 
 /* A member: a unit (key = layer) or a sub-group outside units. */
 typedef struct member {
-    int is_subgroup, key;
+    int is_subgroup;
+    int64_t key;
     char *shape;                 /* malloc'ed signature */
     int nodes;
     int cls;                     /* index of the first member with the same shape */
 } member;
 
-/* name with the digits after "layer" and "sg" blanked: fwd.layer#.mb0 */
+/* name with the digits after "layer", "sg" and ".t" blanked: fwd.layer#.mb0,
+ * adam_cpu.sg#.t# */
 static void normalise(const char *name, char *out, size_t size)
 {
     size_t j = 0;
     for (size_t i = 0; name[i] && j + 1 < size;) {
-        int tok = !strncmp(name + i, "layer", 5) ? 5 : !strncmp(name + i, "sg", 2) ? 2 : 0;
+        int tok = !strncmp(name + i, "layer", 5) ? 5
+                  : !strncmp(name + i, "sg", 2) ? 2
+                  : !strncmp(name + i, ".t", 2) ? 2
+                                                : 0;
         if (tok && name[i + tok] >= '0' && name[i + tok] <= '9') {
             for (int k = 0; k < tok && j + 1 < size; k++)
                 out[j++] = name[i + k];
@@ -39,11 +44,17 @@ static void normalise(const char *name, char *out, size_t size)
     out[j] = '\0';
 }
 
-static int member_of(const sg_node *n, int *is_subgroup, int *key)
+static int member_of(const sg_node *n, int *is_subgroup, int64_t *key)
 {
     if (n->layer >= 0) {
         *is_subgroup = 0;
         *key = n->layer;
+        return 1;
+    }
+    if (n->subgroup >= 0 && n->tile >= 0) {
+        /* a chunk of a CPU sub-group's optimizer chain (optimizer tiles) */
+        *is_subgroup = SG_FOLD_CHUNK;
+        *key = (int64_t)n->subgroup * SG_FOLD_CHUNK_KEY + n->tile;
         return 1;
     }
     if (n->subgroup >= 0) {
@@ -89,7 +100,8 @@ int sg_fold_compute(const sg_graph *g, sg_fold *f)
      * or a neighbour does not change its shape */
     for (int e = 0; rc == SG_OK && e < g->nedges; e++) {
         const sg_node *a = &g->nodes[g->edges[e].from], *b = &g->nodes[g->edges[e].to];
-        int sa, ka, sb, kb;
+        int sa, sb;
+        int64_t ka, kb;
         if (member_of(a, &sa, &ka) && member_of(b, &sb, &kb) && sa == sb && ka == kb) {
             outdeg[g->edges[e].from]++;
             indeg[g->edges[e].to]++;
@@ -100,7 +112,8 @@ int sg_fold_compute(const sg_graph *g, sg_fold *f)
         const sg_node *n = &g->nodes[i];
         f->group_of[i] = -1;
         mem_of[i] = -1;
-        int sub, key;
+        int sub;
+        int64_t key;
         if (!member_of(n, &sub, &key))
             continue;
         int k = 0;
@@ -162,18 +175,29 @@ int sg_fold_compute(const sg_graph *g, sg_fold *f)
             f->group_of[i] = group_of_member[mem_of[i]];
     for (int gi = 0; rc == SG_OK && gi < f->ngroups; gi++) {
         sg_fold_group *gr = &f->groups[gi];
-        char a[32], b[32], like[32];
+        char a[32], b[32], like[48];
+        if (gr->is_subgroup == SG_FOLD_CHUNK) {
+            snprintf(a, sizeof a, "sg%d.t%d", (int)(gr->first / SG_FOLD_CHUNK_KEY),
+                     (int)(gr->first % SG_FOLD_CHUNK_KEY));
+            snprintf(b, sizeof b, "sg%d.t%d", (int)(gr->last / SG_FOLD_CHUNK_KEY),
+                     (int)(gr->last % SG_FOLD_CHUNK_KEY));
+            snprintf(like, sizeof like, "chunk sg%d.t%d", (int)(gr->like / SG_FOLD_CHUNK_KEY),
+                     (int)(gr->like % SG_FOLD_CHUNK_KEY));
+            snprintf(gr->label, sizeof gr->label, "%d optimizer chunks between %s and %s, same "
+                     "shape as %s: %d tasks", gr->count, a, b, like, gr->nodes);
+            continue;
+        }
         if (gr->is_subgroup) {
-            snprintf(a, sizeof a, "%d", gr->first);
-            snprintf(b, sizeof b, "%d", gr->last);
-            snprintf(like, sizeof like, "sub-group %d", gr->like);
+            snprintf(a, sizeof a, "%d", (int)gr->first);
+            snprintf(b, sizeof b, "%d", (int)gr->last);
+            snprintf(like, sizeof like, "sub-group %d", (int)gr->like);
         } else {
-            sg_unit_label(g, gr->first, a, sizeof a);
-            sg_unit_label(g, gr->last, b, sizeof b);
-            sg_unit_label(g, gr->like, like, sizeof like);
+            sg_unit_label(g, (int)gr->first, a, sizeof a);
+            sg_unit_label(g, (int)gr->last, b, sizeof b);
+            sg_unit_label(g, (int)gr->like, like, sizeof like);
         }
         const char *what = gr->is_subgroup ? "sub-group" : "unit";
-        int stride = gr->count > 1 ? (gr->last - gr->first) / (gr->count - 1) : 1;
+        int stride = gr->count > 1 ? (int)((gr->last - gr->first) / (gr->count - 1)) : 1;
         int regular = gr->count > 1 && stride * (gr->count - 1) == gr->last - gr->first;
         if (gr->count == 1)
             snprintf(gr->label, sizeof gr->label, "%s %s, same shape as %s: %d tasks", what, a,

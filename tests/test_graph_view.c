@@ -124,11 +124,11 @@ static void test_fold_8b(void)
             continue;
         char from[32], to[32], want[SG_IR_NAME_MAX + 32];
         sg_unit_label(&g, g.nodes[i].layer, from, sizeof from);
-        sg_unit_label(&g, f.groups[gi].like, to, sizeof to);
+        sg_unit_label(&g, (int)f.groups[gi].like, to, sizeof to);
         rename_unit(g.nodes[i].name, from, to, want, sizeof want);
         int twin = 0;
         for (int j = 0; j < g.nnodes && !twin; j++)
-            twin = g.nodes[j].layer == f.groups[gi].like && !strcmp(g.nodes[j].name, want) &&
+            twin = g.nodes[j].layer == (int)f.groups[gi].like && !strcmp(g.nodes[j].name, want) &&
                    g.nodes[j].kind == g.nodes[i].kind && g.nodes[j].device == g.nodes[i].device;
         bad += !twin;
     }
@@ -153,6 +153,26 @@ static void test_fold_8b(void)
        missing);
     free(dot);
     sg_fold_free(&f);
+    sg_graph_free(&g);
+
+    /* with optimizer tiles (63 chunks per CPU sub-group, as `auto` gives on
+     * gh200) the chunks fold too */
+    s.optimizer_tile = 6349312;
+    sg_graph_init(&g);
+    rc = sg_compile_step(m, &s, &g, &err);
+    rc = rc ? rc : sg_fold_compute(&g, &f);
+    drawn = in_groups = 0;
+    for (int i = 0; !rc && i < g.nnodes; i++)
+        drawn += f.group_of[i] < 0;
+    for (int gi = 0; !rc && gi < f.ngroups; gi++)
+        in_groups += f.groups[gi].nodes;
+    int chunk_group = 0;
+    for (int gi = 0; !rc && gi < f.ngroups; gi++)
+        chunk_group |= f.groups[gi].is_subgroup == SG_FOLD_CHUNK && f.groups[gi].count > 100;
+    ok(!rc && g.nnodes > 3000 && drawn + in_groups == g.nnodes && drawn < 120 && chunk_group,
+       "tiled: %d nodes, %d drawn, the optimizer chunks folded into groups", g.nnodes, drawn);
+    if (!rc)
+        sg_fold_free(&f);
     sg_graph_free(&g);
     free(m);
 }
