@@ -170,4 +170,11 @@ ok $? "simulate runs on the calibrated machine with its history models"
 ms=$(step_ms "$TMP/cs.out")
 awk -v v="$ms" 'BEGIN { exit !(v > 0) }'
 ok $? "and predicts a step time ($ms ms)"
+# a knob of words: cast placement on a tiny SuperOffload step
+"$BIN" tune "$SRC/configs/deepspeed/superoffload.json" --model tiny-llama --max_length 64 \
+	--machines gh200 --sched dmda --priorities on --vary cast_placement=cpu,gpu \
+	--out "$TMP/cp" >"$TMP/cp.out" 2>&1 &&
+	grep -q "^gh200,dmda,on,cpu,ok," "$TMP/cp.csv" && grep -q "^gh200,dmda,on,gpu,ok," "$TMP/cp.csv" &&
+	grep -q "^Best on gh200: dmda, priorities on, cast_placement=\(cpu\|gpu\): " "$TMP/cp.md"
+ok $? "tune --vary cast_placement=cpu,gpu: a point per word, the best setting named by its word"
 echo "1..$n"

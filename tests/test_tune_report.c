@@ -211,7 +211,7 @@ int main(void)
     snprintf(pts[5].note, sizeof pts[5].note, "policy \"dmdas\", warm");
     pts[5].bound_s = 0.0612345;
     snprintf(pts[5].bound_by, sizeof pts[5].bound_by, "GPU compute");
-    sg_tune_set a = {1, {"offload_optimizer.ratio"}, pts, n};
+    sg_tune_set a = {.nvary = 1, .keys = {"offload_optimizer.ratio"}, .points = pts, .npoints = n};
 
     int rc;
     char line[512];
@@ -249,7 +249,7 @@ int main(void)
         point("m1", "dmdas", 1, 0, SG_TUNE_OK, 40, ""),
         point("m2", "eager", 1, 0, SG_TUNE_INFEASIBLE, 5, "needs 8 GiB more"),
     };
-    sg_tune_set b = {0, {{0}}, bp, 7};
+    sg_tune_set b = {.nvary = 0, .keys = {{0}}, .points = bp, .npoints = 7};
     is_int(sg_tune_best(&b, "m1"), 2, "best: a tie goes to the earlier point");
     is_int(sg_tune_best(&b, "m2"), -1, "best: -1 when every point is infeasible");
 
@@ -293,7 +293,7 @@ int main(void)
         point("a<&>b", "x\"y'z", 1, 2, SG_TUNE_OK, 12, ""),
         point("a<&>b", "lws", 1, 3, SG_TUNE_INFEASIBLE, 1, ""),
     };
-    sg_tune_set e = {1, {"k<1>"}, ep, 3};
+    sg_tune_set e = {.nvary = 1, .keys = {"k<1>"}, .points = ep, .npoints = 3};
     svg = capture(sg_tune_write_svg, &e, &rc);
     ok(svg_framed(svg) && xml_well_formed(svg), "svg: special characters keep it well formed");
     like(svg, "a&lt;&amp;&gt;b", "svg: machine name escaped");
@@ -309,12 +309,12 @@ int main(void)
            "svg: m2's two policies marked infeasible");
     free(svg);
 
-    sg_tune_set none = {1, {"ratio"}, bp + 4, 1};
+    sg_tune_set none = {.nvary = 1, .keys = {"ratio"}, .points = bp + 4, .npoints = 1};
     svg = capture(sg_tune_write_svg, &none, &rc);
     ok(rc == SG_OK && svg_framed(svg) && xml_well_formed(svg), "svg: no feasible point, still valid");
     like(svg, "no feasible point", "... and says so");
     free(svg);
-    sg_tune_set empty = {1, {"ratio"}, NULL, 0};
+    sg_tune_set empty = {.nvary = 1, .keys = {"ratio"}, .points = NULL, .npoints = 0};
     svg = capture(sg_tune_write_svg, &empty, &rc);
     ok(rc == SG_OK && svg_framed(svg) && xml_well_formed(svg) && strstr(svg, "no feasible point"),
        "svg: no point at all, still valid");
@@ -354,5 +354,25 @@ int main(void)
     log = capture_progress(half_end, 2, 0, "x", 1);
     is_str(log, "", "progress: nothing when the total is 0");
     free(log);
+    /* a knob of words: the points hold indices, the reports the words */
+    sg_tune_point wp[] = {
+        point("gh200", "dmda", 1, 0, SG_TUNE_OK, 1540, ""),
+        point("gh200", "dmda", 1, 1, SG_TUNE_OK, 3217, ""),
+    };
+    sg_tune_set w = {.nvary = 1, .keys = {"cast_placement"}, .points = wp, .npoints = 2};
+    w.nwords[0] = 2;
+    snprintf(w.words[0][0], sizeof w.words[0][0], "cpu");
+    snprintf(w.words[0][1], sizeof w.words[0][1], "gpu");
+    char *wcsv = capture(sg_tune_write_csv, &w, &rc), *wmd = capture(sg_tune_write_markdown, &w, &rc);
+    char *wsvg = capture(sg_tune_write_svg, &w, &rc);
+    ok(wcsv && strstr(wcsv, "\ngh200,dmda,on,cpu,ok,1540,") && strstr(wcsv, "\ngh200,dmda,on,gpu,ok,3217,"),
+       "words: the CSV writes each point's word");
+    like(wmd, "Best on gh200: dmda, priorities on, cast_placement=cpu: 1540.00 ms",
+         "words: the best setting names the word");
+    ok(wsvg && strstr(wsvg, ">cpu</text>") && strstr(wsvg, ">gpu</text>"),
+       "words: the plot labels its axis with the words");
+    free(wcsv);
+    free(wmd);
+    free(wsvg);
     return tap_done();
 }

@@ -35,7 +35,10 @@ static void tune_help(void)
            "  --sched LIST       policies (default eager,lws,dmda,dmdas,heteroprio)\n"
            "  --vary KEY=SPEC    a DeepSpeed key (dotted, e.g. offload_optimizer.ratio,\n"
            "                     zero_optimization.sub_group_size) or a run option\n"
-           "                     (max_length...): LO:HI:STEP (inclusive) or a list; up to %d\n"
+           "                     (max_length, optimizer_tile, lookahead...): LO:HI:STEP\n"
+           "                     (inclusive) or a list of numbers or of words\n"
+           "                     (cast_placement=cpu,gpu,auto; optimizer_tile=auto,0); up\n"
+           "                     to %d\n"
            "  --priorities MODE  both (default): priority-aware policies (dmdas, prio,\n"
            "                     heteroprio...) with and without bottom-level priorities;\n"
            "                     on / off: one setting for all\n"
@@ -59,8 +62,10 @@ static int split_list(char *copy, const char **out, int max)
 typedef struct knob {
     char key[64];
     int is_run_option;           /* passed as --key value, else --set key=value */
-    double values[MAX_VALUES];
+    double values[MAX_VALUES];   /* numbers, or for a word knob the words' indices */
     int nvalues;
+    int nwords;                  /* > 0: the values are words (cast_placement=cpu,gpu) */
+    char words[SG_TUNE_MAX_WORDS][24];
 } knob;
 
 static int parse_vary(const char *spec, knob *k, sg_error *err)
@@ -89,12 +94,28 @@ static int parse_vary(const char *spec, knob *k, sg_error *err)
     snprintf(copy, sizeof copy, "%s", v);
     const char *items[MAX_VALUES];
     int n = split_list(copy, items, MAX_VALUES);
+    /* numbers, or else words (a run option such as cast_placement, or "auto") */
+    int words = 0;
     for (int i = 0; i < n; i++) {
         char *end;
-        k->values[i] = strtod(items[i], &end);
-        if (*end || end == items[i])
-            return sg_error_set(err, SG_EINVAL, "--vary %s: \"%s\" is not a number", spec, items[i]);
+        strtod(items[i], &end);
+        words |= *end || end == items[i];
     }
+    if (words && n > SG_TUNE_MAX_WORDS)
+        return sg_error_set(err, SG_EINVAL, "--vary %s: more than %d words", spec,
+                            SG_TUNE_MAX_WORDS);
+    for (int i = 0; i < n; i++) {
+        if (words) {
+            if (!items[i][0] || strlen(items[i]) >= sizeof k->words[i])
+                return sg_error_set(err, SG_EINVAL, "--vary %s: \"%s\": a value of 1 to %zu "
+                                    "characters", spec, items[i], sizeof k->words[i] - 1);
+            snprintf(k->words[i], sizeof k->words[i], "%s", items[i]);
+            k->values[i] = i;
+        } else {
+            k->values[i] = strtod(items[i], NULL);
+        }
+    }
+    k->nwords = words ? n : 0;
     k->nvalues = n;
     if (!n)
         return sg_error_set(err, SG_EINVAL, "--vary %s: no values", spec);
@@ -108,7 +129,10 @@ static void classify_knob(knob *k)
     sg_error ignored = {0};
     sg_run_options_defaults(&scratch);
     char value[32];
-    snprintf(value, sizeof value, "%.10g", k->values[0]);
+    if (k->nwords)
+        snprintf(value, sizeof value, "%s", k->words[0]);
+    else
+        snprintf(value, sizeof value, "%.10g", k->values[0]);
     k->is_run_option = !strchr(k->key, '.') &&
                        sg_run_option_set(&scratch, k->key, value, &ignored) == SG_OK;
 }
@@ -163,8 +187,12 @@ static int build_points(tune_run *t, const char *const *scheds, int nscheds, con
                         const knob *kb = &t->knobs[k];
                         p->vary[k] = kb->values[rest % kb->nvalues];
                         rest /= kb->nvalues;
-                        snprintf(t->set_args[i][k], sizeof t->set_args[i][k], "%s=%.10g",
-                                 kb->key, p->vary[k]);
+                        if (kb->nwords)
+                            snprintf(t->set_args[i][k], sizeof t->set_args[i][k], "%s=%s",
+                                     kb->key, kb->words[(int)p->vary[k]]);
+                        else
+                            snprintf(t->set_args[i][k], sizeof t->set_args[i][k], "%s=%.10g",
+                                     kb->key, p->vary[k]);
                     }
                 }
     return SG_OK;
@@ -382,6 +410,9 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
     for (int k = 0; k < t->nknobs; k++) {
         classify_knob(&t->knobs[k]);
         snprintf(t->set.keys[k], sizeof t->set.keys[k], "%s", t->knobs[k].key);
+        t->set.nwords[k] = t->knobs[k].nwords;
+        for (int w = 0; w < t->knobs[k].nwords; w++)
+            snprintf(t->set.words[k][w], sizeof t->set.words[k][w], "%s", t->knobs[k].words[w]);
     }
     t->set.nvary = t->nknobs;
     char mcopy[1024], scopy[1024], workdir[4096] = "";

@@ -152,6 +152,16 @@ static void csv_num(FILE *out, double v)
         fprintf(out, "%.6g", v);
 }
 
+/* A knob's value as written: its word, or the number. */
+static void vary_text(const sg_tune_set *s, int k, double v, char *buf, size_t size)
+{
+    int w = (int)v;
+    if (s->nwords[k] > 0 && w >= 0 && w < s->nwords[k] && w == v)
+        snprintf(buf, size, "%.*s", (int)sizeof s->words[k][w], s->words[k][w]);
+    else
+        snprintf(buf, size, "%.6g", v);
+}
+
 int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
 {
     int rc = check_set(s, out);
@@ -169,8 +179,11 @@ int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
         fputc(',', out);
         csv_field(out, FIELD(p->sched), 0);
         fputs(p->priorities ? ",on" : ",off", out);
-        for (int k = 0; k < s->nvary; k++)
-            fprintf(out, ",%.6g", p->vary[k]);
+        for (int k = 0; k < s->nvary; k++) {
+            char v[32];
+            vary_text(s, k, p->vary[k], v, sizeof v);
+            fprintf(out, ",%s", v);
+        }
         fprintf(out, ",%s", status_name(p->status));
         if (p->status == SG_TUNE_OK) {
             csv_num(out, p->step_s * 1e3);
@@ -233,8 +246,11 @@ static void md_points(const sg_tune_set *s, FILE *out)
         md_cell(out, FIELD(p->machine));
         md_cell(out, FIELD(p->sched));
         fprintf(out, "| %s ", p->priorities ? "on" : "off");
-        for (int k = 0; k < s->nvary; k++)
-            fprintf(out, "| %.6g ", p->vary[k]);
+        for (int k = 0; k < s->nvary; k++) {
+            char v[32];
+            vary_text(s, k, p->vary[k], v, sizeof v);
+            fprintf(out, "| %s ", v);
+        }
         fprintf(out, "| %s ", status_name(p->status));
         md_num(out, okp, p->step_s * 1e3, 2, "");
         md_num(out, okp, p->tflops, 1, "");
@@ -263,8 +279,11 @@ static void md_best(const sg_tune_set *s, const tune_index *ix, FILE *out)
         const sg_tune_point *p = &s->points[b];
         fprintf(out, "%.*s, priorities %s", (int)strnlen(FIELD(p->sched)), p->sched,
                 p->priorities ? "on" : "off");
-        for (int k = 0; k < s->nvary; k++)
-            fprintf(out, ", %.*s=%.6g", (int)strnlen(FIELD(s->keys[k])), s->keys[k], p->vary[k]);
+        for (int k = 0; k < s->nvary; k++) {
+            char v[32];
+            vary_text(s, k, p->vary[k], v, sizeof v);
+            fprintf(out, ", %.*s=%s", (int)strnlen(FIELD(s->keys[k])), s->keys[k], v);
+        }
         fprintf(out, ": %.2f ms\n", p->step_s * 1e3);
     }
 }
@@ -527,9 +546,17 @@ static int svg_knob_panel(const sg_tune_set *s, const tune_index *ix, int k, int
     panel_frame(out, &pn, FIELD(first->machine), FIELD(s->keys[k]), ymax);
     double t[20];
     int nt = axis_ticks(&pn.x, t);
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < nt && !s->nwords[k]; i++)
         fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
                 sx(&pn, t[i]), pn.py1 + 16, t[i]);
+    for (int j = 0; j < nv && s->nwords[k]; j++) { /* a word knob: its words at its values */
+        char v[32];
+        vary_text(s, k, vals[j], v, sizeof v);
+        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", sx(&pn, vals[j]),
+                pn.py1 + 16);
+        xml_text(out, v, sizeof v);
+        fputs("</text>\n", out);
+    }
     for (int c = 0; c < ix->npol; c++) {
         const double *bc = &best[(size_t)c * n];
         const char *col = palette[c % NPALETTE];
@@ -552,7 +579,11 @@ static int svg_knob_panel(const sg_tune_set *s, const tune_index *ix, int k, int
             xml_text(out, sched, sizeof first->sched);
             fputs(", ", out);
             xml_text(out, FIELD(s->keys[k]));
-            fprintf(out, "=%.6g: %.2f ms</title></circle>\n", vals[j], bc[j]);
+            char v[32];
+            vary_text(s, k, vals[j], v, sizeof v);
+            fputc('=', out);
+            xml_text(out, v, sizeof v);
+            fprintf(out, ": %.2f ms</title></circle>\n", bc[j]);
         }
     }
     for (int j = 0; j < nv; j++)

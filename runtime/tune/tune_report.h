@@ -13,6 +13,7 @@
 #include "common/error.h"
 
 #define SG_TUNE_MAX_VARY 4
+#define SG_TUNE_MAX_WORDS 16          /* values of a knob that takes words */
 
 typedef enum sg_tune_status {
     SG_TUNE_OK,           /* simulated: the figures are set */
@@ -41,6 +42,10 @@ typedef struct sg_tune_set {
     char keys[SG_TUNE_MAX_VARY][64];      /* "offload_optimizer.ratio" */
     sg_tune_point *points;
     int npoints;
+    /* a knob whose values are words (cast_placement=cpu,gpu,auto): nwords[k] > 0,
+     * and a point's vary[k] is the index of its word */
+    int nwords[SG_TUNE_MAX_VARY];
+    char words[SG_TUNE_MAX_VARY][SG_TUNE_MAX_WORDS][24];
 } sg_tune_set;
 
 /* Index of the fastest feasible point of `machine`, or -1 if none is. Ties
