@@ -9,21 +9,13 @@
 # Folding never loses a node: the unfolded SVG has the JSON's nodes and edges.
 # Skipped without chromium (scripts/setup.sh installs it). Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BUILD=${SG_BUILDDIR:-.}
-BIN=$BUILD/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+SG_TEST_NAME=html
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ] || ! command -v dot >/dev/null; then
-	echo "1..0 # SKIP needs $BIN, python3 and Graphviz"
+if ! command -v dot >/dev/null; then
+	echo "1..0 # SKIP needs Graphviz"
 	exit 0
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_html.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
 n=0
 ok() {
 	n=$((n + 1))

@@ -8,19 +8,8 @@
 # train bit for bit as the one file they were cut from; broken directories
 # and configs get errors that name the problem. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_hf.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
+SG_TEST_NAME=hf
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 HF=$SRC/tests/data/hf
 
 . "$SRC/tests/train_lib.sh"

@@ -11,20 +11,8 @@
 # timing; a diverging run still stops with its message. Every loss compared
 # must be a finite number (train_lib.sh's losscmp). Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_lookahead.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
-# CPU numerics are compared bit for bit: no CUDA worker even on a GPU machine
-export STARPU_NCUDA=0
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
+SG_TEST_NAME=lookahead
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
 

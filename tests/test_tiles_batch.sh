@@ -12,20 +12,8 @@
 # are refused with a message.
 # Losses are compared from the metrics files. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_tiles.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"   # perfmodels of this test only
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-# CPU numerics are compared bit for bit: no CUDA worker even on a GPU machine
-export STARPU_NCUDA=0
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
+SG_TEST_NAME=tiles
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 if ! "$BIN" run --help >/dev/null 2>&1; then
 	echo "1..0 # SKIP stepgraph run unavailable"
 	exit 0
