@@ -783,6 +783,31 @@ static void test_option_set(void)
     ok(memcmp(&run, &before, sizeof run) == 0, "failed sets change nothing");
 }
 
+/* ---- optimizer tiles: the same int64 "auto or N" option as batch_tile -- */
+
+static void test_optimizer_tile(void)
+{
+    sg_run_options run;
+    sg_run_options_defaults(&run);
+    sg_error err;
+    ok(run.optimizer_tile == SG_TILE_AUTO, "optimizer_tile defaults to auto");
+    int rc = sg_run_option_set(&run, "optimizer-tile", "4e3", &err);
+    ok(rc == 0 && run.optimizer_tile == 4000, "optimizer-tile 4e3 is 4000 elements");
+    rc = sg_run_option_set(&run, "optimizer_tile", "0", &err);
+    ok(rc == 0 && run.optimizer_tile == 0, "optimizer_tile 0 (untiled)");
+    rc = sg_run_option_set(&run, "optimizer_tile", "auto", &err);
+    ok(rc == 0 && run.optimizer_tile == SG_TILE_AUTO, "optimizer_tile auto");
+    sg_run_options before = run;
+    rc = sg_run_option_set(&run, "optimizer_tile", "1099511627777", &err);
+    ok(rc == SG_EINVAL, "optimizer_tile 2^40 + 1: error");
+    like(err.msg, "optimizer_tile <= 1099511627776", "... names the upper bound");
+    rc = sg_run_option_set(&run, "optimizer_tile", "0x10", &err);
+    ok(rc == SG_EINVAL, "optimizer_tile 0x10: error (no hex)");
+    ok(memcmp(&run, &before, sizeof run) == 0, "failed optimizer_tile sets change nothing");
+    run.optimizer_tile = -7;
+    ok(sg_run_options_check(&run, "x", &err) == SG_EINVAL, "check: optimizer_tile -7 is refused");
+}
+
 /* ---- batch tiles: the option and the rule of "auto" ------------------- */
 
 static void test_batch_tile(void)
@@ -943,6 +968,7 @@ int main(void)
     test_bad_configs();
     test_run_configs();
     test_option_set();
+    test_optimizer_tile();
     test_batch_tile();
     test_strict_inputs();
     test_files();

@@ -220,9 +220,9 @@ bad() { # bad EXPECTED-TEXT ARGS...
 	"$BIN" graph "$SO" --model tiny-llama "$@" >"$TMP/bad.out" 2>&1
 	[ $? -ne 0 ] && grep -q "$want" "$TMP/bad.out"
 }
-bad 'optimizer_tile.*"-3"' --optimizer_tile -3
+bad 'optimizer_tile.*-3 is out of range' --optimizer_tile -3
 ok $? "optimizer_tile -3 is refused, naming the option and value"
-bad 'optimizer_tile.*"lots"' --optimizer-tile lots
+bad 'optimizer.tile.*"lots"' --optimizer-tile lots
 ok $? "--optimizer-tile lots is refused, naming the option and value"
 bad 'cast_placement.*"sideways"' --cast_placement sideways
 ok $? "cast_placement sideways is refused, naming the option and value"

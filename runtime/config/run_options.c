@@ -46,14 +46,14 @@ void sg_run_options_defaults(sg_run_options *run)
     snprintf(run->speculation, sizeof run->speculation, "%s", "always");
     run->lookahead = 2;
     run->numa_node = -1;
-    snprintf(run->optimizer_tile, sizeof run->optimizer_tile, "%s", "auto");
+    run->optimizer_tile = SG_TILE_AUTO;
     snprintf(run->cast_placement, sizeof run->cast_placement, "%s", "scheduler");
     run->batch_tile = SG_TILE_AUTO;
 }
 
-/* R_AUTO_INT: a string option that also accepts a JSON integer ("auto" or N);
- * R_TILE: an int64 option, "auto" (stored as SG_TILE_AUTO) or an integer in range */
-typedef enum rkind { R_STR, R_INT, R_BOOL, R_AUTO_INT, R_TILE } rkind;
+/* R_TILE: an int64 option, "auto" (stored as SG_TILE_AUTO) or an integer in
+ * range, given as a JSON number or string or on the command line */
+typedef enum rkind { R_STR, R_INT, R_BOOL, R_TILE } rkind;
 
 typedef struct ropt {
     const char *name;
@@ -93,25 +93,35 @@ static const ropt run_opts[] = {
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
     { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0 },
     { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0 },
-    { "optimizer_tile", R_AUTO_INT, ROFF(optimizer_tile), 24, 1, 0, 0, 0 },
+    { "optimizer_tile", R_TILE, ROFF(optimizer_tile), 0, 0, NONNEG | SG_JSON_HI, 0,
+      (double)((int64_t)1 << 40) },
     { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0 },
     { "batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0 },
 };
 
 static int parse_int_text(const char *s, int64_t *out);
+static void ropt_expect(const ropt *o, char *buf, size_t size);
 
-int sg_run_optimizer_tile(const sg_run_options *run, int64_t *tile, sg_error *err)
+/* A tile option written as a JSON string: "auto" or an integer in range
+ * ("4096", "4e3"). */
+static int tile_from_json_text(const sg_json_ctx *c, const cJSON *it, const ropt *o, int64_t *out)
 {
-    const char *v = run->optimizer_tile;
-    if (strcmp(v, "auto") == 0) {
-        *tile = -1;
+    const char *v = it->valuestring ? it->valuestring : "";
+    int64_t n;
+    if (!strcmp(v, "auto")) {
+        *out = SG_TILE_AUTO;
         return SG_OK;
     }
-    int64_t n;
-    if (parse_int_text(v, &n) || n < 0 || n > ((int64_t)1 << 40))
-        return sg_error_set(err, SG_EINVAL, "optimizer_tile: expected \"auto\", 0 (untiled) or "
-                            "a positive element count up to 2^40, got \"%s\"", v);
-    *tile = n;
+    if (parse_int_text(v, &n))
+        return sg_json_error(c, SG_EINVAL, "%s: expected \"auto\" or an integer, got \"%s\"",
+                             o->name, v);
+    if (!sg_json_in_range((double)n, o->flags, o->lo, o->hi)) {
+        char d[128];
+        ropt_expect(o, d, sizeof d);
+        return sg_json_error(c, SG_EINVAL, "%s: %lld is out of range (%s)", o->name,
+                             (long long)n, d);
+    }
+    *out = n;
     return SG_OK;
 }
 
@@ -130,10 +140,8 @@ int sg_run_cast_placement(const sg_run_options *run, int *placement, sg_error *e
 /* The checks of the options whose values are words (run_opts rows above). */
 static int check_word_options(const sg_run_options *run, sg_error *err)
 {
-    int64_t tile;
     int pl;
-    int rc = sg_run_optimizer_tile(run, &tile, err);
-    return rc ? rc : sg_run_cast_placement(run, &pl, err);
+    return sg_run_cast_placement(run, &pl, err);
 }
 
 static const ropt *find_ropt(const char *key)
@@ -200,24 +208,9 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
         case R_BOOL:
             rc = sg_json_bool(c, it, key, (int *)(void *)(base + o->off));
             break;
-        case R_AUTO_INT:
-            if (cJSON_IsNumber(it)) {
-                double d = it->valuedouble;
-                if (d != floor(d) || d < 0 || d > 1e15)
-                    rc = sg_json_error(c, SG_EINVAL, "%s: expected \"auto\" or an integer >= 0, "
-                                       "got %g", key, d);
-                else
-                    snprintf(base + o->off, o->size, "%lld", (long long)d);
-            } else {
-                rc = sg_json_str(c, it, key, base + o->off, o->size);
-            }
-            break;
         case R_TILE:
-            if (cJSON_IsString(it) && it->valuestring && !strcmp(it->valuestring, "auto"))
-                *(int64_t *)(void *)(base + o->off) = SG_TILE_AUTO;
-            else if (cJSON_IsString(it))
-                rc = sg_json_error(c, SG_EINVAL, "%s: expected \"auto\" or an integer, got \"%s\"",
-                                   key, it->valuestring ? it->valuestring : "");
+            if (cJSON_IsString(it))
+                rc = tile_from_json_text(c, it, o, (int64_t *)(void *)(base + o->off));
             else
                 rc = sg_json_int(c, it, key, key, o->flags, o->lo, o->hi, NULL,
                                  (int64_t *)(void *)(base + o->off));
@@ -276,8 +269,7 @@ int sg_run_option_set(sg_run_options *run, const char *key,
     }
     char *base = (char *)run;
     switch (o->kind) {
-    case R_STR:
-    case R_AUTO_INT: {
+    case R_STR: {
         if (!value)
             return sg_error_set(err, SG_EINVAL, "--%s: a value is required", key);
         size_t len = strlen(value);
@@ -348,7 +340,7 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
                 return sg_error_set(err, SG_EINVAL, "%s: %s: %lld is out of range (%s)", origin,
                                     o->name, (long long)v, d);
             }
-        } else if (o->kind == R_STR || o->kind == R_AUTO_INT) {
+        } else if (o->kind == R_STR) {
             const char *s = base + o->off;
             if (memchr(s, '\0', o->size) == NULL)
                 return sg_error_set(err, SG_EINVAL, "%s: %s: string is not terminated", origin, o->name);

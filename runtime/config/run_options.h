@@ -50,15 +50,16 @@ typedef struct sg_run_options {
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
     int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */
     int bind_cores_to_rank;             /* DeepSpeed launcher style: rank r -> NUMA node r mod count */
-    char optimizer_tile[24];            /* elements per chunk of a CPU sub-group's optimizer
-                                           chain: "auto" (default), "0" = untiled, or N > 0 */
+    int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer
+                                           chain: SG_TILE_AUTO (the default), 0 = untiled,
+                                           or N > 0 (step_spec.c resolves auto) */
     char cast_placement[16];            /* "scheduler" (default), "cpu", "gpu" or "auto" */
     int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step:
                                            SG_TILE_AUTO (-1, the default), 0 = untiled, or
                                            1..micro batch (step_spec.c resolves auto) */
 } sg_run_options;
 
-/* "auto" in an option that takes a tile size. */
+/* "auto" in an option that takes a tile size (batch_tile, optimizer_tile). */
 #define SG_TILE_AUTO (-1)
 
 void sg_run_options_defaults(sg_run_options *run);
@@ -77,9 +78,6 @@ int sg_run_options_from_json(const struct cJSON *root, const struct sg_json_ctx 
  * DeepSpeed config). */
 int sg_run_option_is_key(const char *key);
 
-/* optimizer_tile as a number: the element count, 0 for untiled, -1 for
- * "auto"; SG_EINVAL naming the option and value otherwise. */
-int sg_run_optimizer_tile(const sg_run_options *run, int64_t *tile, sg_error *err);
 /* cast_placement as an index: 0 auto, 1 cpu, 2 gpu, 3 scheduler (the order
  * of graph/compile.h's sg_cast_placement); SG_EINVAL otherwise. */
 int sg_run_cast_placement(const sg_run_options *run, int *placement, sg_error *err);

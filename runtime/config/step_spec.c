@@ -27,14 +27,12 @@ static int64_t config_cpu_workers(const sg_config *cfg, const sg_machine *m)
 static void tiles_from_config(const sg_config *cfg, const sg_machine *m, sg_step_spec *s)
 {
     sg_error ignored = {0};
-    int64_t tile = 0;
+    int64_t tile = cfg->run.optimizer_tile;
     int pl = SG_CAST_SCHEDULER;
     /* validated by sg_config_finalize */
-    if (sg_run_optimizer_tile(&cfg->run, &tile, &ignored))
-        tile = 0;
     if (sg_run_cast_placement(&cfg->run, &pl, &ignored))
         pl = SG_CAST_SCHEDULER;
-    s->optimizer_tile = tile < 0 ? SG_OPTIMIZER_TILE_AUTO : tile;
+    s->optimizer_tile = tile == SG_TILE_AUTO ? SG_OPTIMIZER_TILE_AUTO : tile;
     s->cast_placement = (sg_cast_placement)pl;
     int64_t w = config_cpu_workers(cfg, m);
     const sg_ds_config *ds = &cfg->ds;
