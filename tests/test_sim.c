@@ -1,8 +1,9 @@
 /* test_sim.c - the pure-C parts of the simulation: the SimGrid platform and
  * bus files written from a machine model, the roofline cost per worker, the
  * memory-fit check, --set overrides of a DeepSpeed config, the overlap
- * statistics of a step's records, and the machine-model keys for
- * calibrated machines. */
+ * statistics of a step's records, the machine-model keys for
+ * calibrated machines, and the dynamic bandwidth shares (max-min fair
+ * shares worked out by hand). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "runtime/sim/sim_cost.h"
 #include "runtime/sim/sim_fit.h"
 #include "runtime/sim/sim_platform.h"
+#include "runtime/sim/sim_share.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 
@@ -118,6 +120,62 @@ static void test_cost(void)
     sg_sim_costs_init(&c, &m, SG_BF16, 4, 16);
     ok(sg_sim_node_seconds(&c, &ag, SG_SIM_GPU) > dp1 + 0.002,
        "a collective over 4 ranks adds the NVLink traffic");
+}
+
+/* The demand a node states and the static cost agree: one stream at the
+ * core's cap takes what sg_sim_node_seconds says with one stream. */
+static void test_demand(void)
+{
+    sg_machine m = gh200();
+    sg_sim_costs c;
+    sg_sim_costs_init(&c, &m, SG_BF16, 1, 1);
+    sg_node adam = node(SG_OP_ADAM_CPU, 1e6, 16000000000LL);
+    sg_sim_demand d;
+    sg_sim_node_demand(&c, &adam, SG_SIM_CPU, &d);
+    is_close(d.alone_bw, 30e9, 1e-12, "a Grace core alone draws its 30 GB/s");
+    is_close(d.bytes, 16e9 / 0.7, 1e-12, "bytes derated by the optimizer's efficiency");
+    is_close(d.fixed_s + fmax(d.compute_s, d.bytes / d.alone_bw),
+             sg_sim_node_seconds(&c, &adam, SG_SIM_CPU), 1e-12,
+             "alone, the shared model's time is the static one's");
+    sg_node copy = node(SG_OP_H2D, 0, 1 << 30);
+    sg_sim_node_demand(&c, &copy, SG_SIM_GPU, &d);
+    ok(d.bytes == 0 && d.compute_s == 0, "a copy task streams nothing itself");
+}
+
+static void test_share(void)
+{
+    double cap[3] = {2, 10, 10}, out[3];
+    double given = sg_bw_water_fill(10, cap, out, 3);
+    ok(out[0] == 2 && out[1] == 4 && out[2] == 4 && given == 10,
+       "water filling: the capped stream keeps 2, the others split the 8 left");
+    double small[2] = {1, 1};
+    given = sg_bw_water_fill(10, small, out, 2);
+    ok(out[0] == 1 && out[1] == 1 && given == 2, "demands below the capacity are all met");
+    ok(sg_bw_water_fill(10, cap, out, 0) == 0, "no stream, nothing given");
+
+    /* a socket of 20 GB/s, cores that draw 10 alone */
+    sg_bw_pool socket = {20, 0};
+    sg_bw_stream s4[4] = {{1, 10, 0}, {1, 10, 0}, {1, 10, 0}, {1, 10, 0}};
+    sg_bw_share(&socket, s4, 4);
+    ok(s4[0].rate == 5 && s4[3].rate == 5, "four cores on a 20 GB/s socket: 5 each");
+    sg_bw_share(&socket, s4, 2);
+    ok(s4[0].rate == 10 && s4[1].rate == 10, "two cores: each at its own 10");
+    s4[0].cap = 2; /* compute-bound: needs only 2 */
+    sg_bw_share(&socket, s4, 4);
+    ok(s4[0].rate == 2 && s4[1].rate == 6 && s4[2].rate == 6 && s4[3].rate == 6,
+       "a compute-bound task leaves what it does not need to the others");
+
+    /* unified memory: HBM of 100, the CPU side limited to 30 */
+    sg_bw_pool hbm = {100, 30};
+    sg_bw_stream u[4] = {{0, 100, 0}, {1, 20, 0}, {1, 20, 0}, {1, 20, 0}};
+    sg_bw_share(&hbm, u, 4);
+    ok(u[0].rate == 70 && u[1].rate == 10 && u[2].rate == 10 && u[3].rate == 10,
+       "unified: the CPU side gets its limit 30 (10 per core), the GPU the other 70");
+    sg_bw_share(&hbm, u, 1);
+    ok(u[0].rate == 100, "the GPU alone gets the whole HBM");
+    sg_bw_stream two_gpu[2] = {{0, 100, 0}, {0, 100, 0}};
+    sg_bw_share(&hbm, two_gpu, 2);
+    ok(two_gpu[0].rate == 50 && two_gpu[1].rate == 50, "two GPU streams halve it");
 }
 
 static void test_fit(void)
@@ -230,6 +288,8 @@ int main(void)
 {
     test_platform();
     test_cost();
+    test_demand();
+    test_share();
     test_fit();
     test_set();
     test_overlap();

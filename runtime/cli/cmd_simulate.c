@@ -16,7 +16,7 @@ static void simulate_help(void)
 {
     printf("usage: stepgraph simulate CONFIG [--machine NAME|PATH] [--sched POLICY]\n"
            "                          [--trace FILE] [--report PAGE] [--steps N]\n"
-           "                          [--no-priorities]\n"
+           "                          [--no-priorities] [--bandwidth shared|static]\n"
            "                          [--set KEY=VALUE]... [run options]\n"
            "\n"
            "Builds the step graph of CONFIG, as `stepgraph run` would, and runs it under\n"
@@ -46,6 +46,12 @@ static void simulate_help(void)
            "                   (default 2): the reported time is then the interval between\n"
            "                   the last two step ends; 1 = the last step alone\n"
            "  --no-priorities  all tasks priority 0 instead of their bottom level\n"
+           "  --bandwidth B    shared (default): memory-bound tasks running at once share\n"
+           "                   their memory's bandwidth as they start and end (CPU tasks\n"
+           "                   the socket's; on unified memory CPU and GPU tasks the\n"
+           "                   HBM); static: each CPU task gets a fixed share (the socket\n"
+           "                   over the CPU Adam tasks expected at once); a calibrated\n"
+           "                   machine's measured times are used as they are\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");
     sg_cli_print_run_flags();
@@ -66,7 +72,9 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     const sg_step_spec *s = &pt->spec;
     printf("Simulated on %s (%d CPU + %d GPU workers per rank), %s, priorities %s, %s\n",
            m->name, r->ncpu, r->ncuda, sched, priorities ? "on" : "off",
-           m->calibration_dir[0] ? "calibrated history models" : "roofline cost model");
+           m->calibration_dir[0] ? "calibrated history models"
+           : r->static_bandwidth ? "roofline cost model (static bandwidth share)"
+                                 : "roofline cost model (shared bandwidth)");
     printf("  %s, ZeRO-%d, %s, micro-batch %lld x accumulation %lld, seq %lld%s%s\n",
            pt->model.name, s->zero_stage, sg_dtype_name(s->compute_dtype),
            (long long)s->micro_batch, (long long)s->grad_accum, (long long)s->seq_len,
@@ -134,13 +142,13 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
 int sg_cmd_simulate(int argc, char **argv)
 {
     const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "3", *json = NULL;
-    const char *report = NULL;
+    const char *report = NULL, *bandwidth = "shared";
     int no_prio = 0;
     sg_cli_opt opts[] = {
         {"machine", NULL, &machine, NULL}, {"sched", NULL, &sched, NULL},
         {"trace", NULL, &trace, NULL},     {"steps", NULL, &steps, NULL},
         {"json", NULL, &json, NULL},       {"no-priorities", NULL, NULL, &no_prio},
-        {"report", NULL, &report, NULL},
+        {"report", NULL, &report, NULL},   {"bandwidth", NULL, &bandwidth, NULL},
     };
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -158,9 +166,11 @@ int sg_cmd_simulate(int argc, char **argv)
     const char *config = NULL;
     /* loads once here for the errors and the config's machine */
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 7, cfg, &err);
+        rc = sg_cli_load_config(argc, argv, opts, 8, cfg, &err);
     if (!rc)
-        sg_cli_split_args(argc, argv, opts, 7, &config, pass, &npass);
+        sg_cli_split_args(argc, argv, opts, 8, &config, pass, &npass);
+    if (!rc && strcmp(bandwidth, "shared") && strcmp(bandwidth, "static"))
+        rc = sg_error_set(&err, SG_EINVAL, "--bandwidth %s: expected shared or static", bandwidth);
     char *end;
     long nsteps = strtol(steps, &end, 10);
     if (!rc && (*end || nsteps < 1 || nsteps > 100))
@@ -179,7 +189,7 @@ int sg_cmd_simulate(int argc, char **argv)
     }
     sg_sim_request rq = {.config = config, .args = pass, .nargs = npass, .sm = sm,
                          .sched = sched, .priorities = !no_prio, .steps = (int)nsteps,
-                         .trace = trace};
+                         .trace = trace, .static_bandwidth = !strcmp(bandwidth, "static")};
     if (!rc)
         rc = sg_sim_prepare(&rq, 0, pt, &err);
     if (!rc && !sched)

@@ -40,6 +40,7 @@ typedef struct sg_sim_request {
     const sg_sim_machine *sm;
     const char *sched;           /* NULL: the config's */
     int priorities;
+    int static_bandwidth;        /* 1: sim_exec.h's fixed share of the socket */
     int steps;                   /* 0: stepgraph-sim's default */
     const char *trace;           /* or NULL */
 } sg_sim_request;
@@ -48,6 +49,7 @@ typedef struct sg_sim_report {
     double step_s, tflops, gpu_busy, adam_cpu_s, adam_hidden;   /* NAN when absent */
     double busy_s[SG_DEV_COUNT];
     int ncpu, ncuda;
+    int static_bandwidth;        /* the run's bandwidth model (its request's) */
     int64_t link_bytes[SG_LINK_COUNT], link_transfers[SG_LINK_COUNT];
     double link_s[SG_LINK_COUNT];
 } sg_sim_report;

@@ -44,31 +44,44 @@ static double collective_seconds(const sg_sim_costs *c, const sg_node *nd)
            (double)nd->link_bytes / (m->gpu_gpu_gbs * 1e9 * eff);
 }
 
-double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a)
+void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
+                        sg_sim_demand *d)
 {
     const sg_machine *m = c->machine;
     sg_op_class cls = sg_op_kind_class(nd->kind);
     double eff = m->efficiency[cls];
-    double bytes = (double)(nd->bytes_read + nd->bytes_written);
-    if (cls == SG_CLASS_COPY)
-        return m->latency_us * 1e-6;
+    *d = (sg_sim_demand){0, 0, 0, 1};
+    if (cls == SG_CLASS_COPY) {
+        d->fixed_s = m->latency_us * 1e-6;
+        return;
+    }
     /* kinds whose work is not modelled (SuperOffload's validation reads the
      * norm only; a rollback and redo is rare) cost a task's overhead */
     const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
-    if (info && info->cost_rule == SG_COST_OVERHEAD)
-        return a == SG_SIM_GPU ? GPU_TASK_OVERHEAD_S : CPU_TASK_OVERHEAD_S;
-    double flops_s, mem_s, overhead;
-    if (a == SG_SIM_GPU) {
-        flops_s = nd->flops / (gpu_peak(c, nd) * eff);
-        mem_s = bytes / (m->gpu_memory_bw_gbs * 1e9 * eff);
-        overhead = GPU_TASK_OVERHEAD_S;
-    } else {
-        flops_s = nd->flops / (m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle * eff);
-        mem_s = bytes / (c->cpu_core_bw * eff);
-        overhead = CPU_TASK_OVERHEAD_S;
+    if (info && info->cost_rule == SG_COST_OVERHEAD) {
+        d->fixed_s = a == SG_SIM_GPU ? GPU_TASK_OVERHEAD_S : CPU_TASK_OVERHEAD_S;
+        return;
     }
-    double t = fmax(flops_s, mem_s) + overhead;
+    d->bytes = (double)(nd->bytes_read + nd->bytes_written) / eff;
+    if (a == SG_SIM_GPU) {
+        d->compute_s = nd->flops / (gpu_peak(c, nd) * eff);
+        d->alone_bw = m->gpu_memory_bw_gbs * 1e9;
+        d->fixed_s = GPU_TASK_OVERHEAD_S;
+    } else {
+        d->compute_s = nd->flops / (m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle * eff);
+        d->alone_bw = (m->cpu_core_bw_gbs > 0 && m->cpu_core_bw_gbs < m->cpu_memory_bw_gbs
+                           ? m->cpu_core_bw_gbs : m->cpu_memory_bw_gbs) * 1e9;
+        d->fixed_s = CPU_TASK_OVERHEAD_S;
+    }
     if (cls == SG_CLASS_COLLECTIVE)
-        t += collective_seconds(c, nd);
-    return t;
+        d->fixed_s += collective_seconds(c, nd);
+}
+
+double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a)
+{
+    sg_sim_demand d;
+    sg_sim_node_demand(c, nd, a, &d);
+    /* a CPU task's bandwidth: the static share of the socket (sg_sim_costs_init) */
+    double bw = a == SG_SIM_GPU ? d.alone_bw : c->cpu_core_bw;
+    return d.fixed_s + fmax(d.compute_s, d.bytes / bw);
 }

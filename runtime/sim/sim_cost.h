@@ -38,4 +38,21 @@ void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, i
 /* Seconds node nd takes on one worker of architecture a. */
 double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a);
 
+/* What a node asks of its worker, for the dynamic bandwidth share
+ * (sim_share.h): its time is fixed_s + max(compute_s, bytes / rate) when it
+ * streams at a constant rate. bytes are derated by the op class's
+ * efficiency (bytes / efficiency at the memory's raw bandwidth), so at
+ * rate = alone_bw the time is sg_sim_node_seconds's with one stream. Copy
+ * and overhead-only kinds have bytes = compute_s = 0. */
+typedef struct sg_sim_demand {
+    double fixed_s;    /* launch overhead, latency, collective traffic */
+    double compute_s;  /* FLOPs at the worker's peak x efficiency */
+    double bytes;      /* bytes streamed / efficiency */
+    double alone_bw;   /* bytes/s the worker draws alone: a CPU core's
+                          core_bw_gbs (or the socket's), the GPU's HBM */
+} sg_sim_demand;
+
+void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
+                        sg_sim_demand *d);
+
 #endif /* SG_SIM_COST_H */

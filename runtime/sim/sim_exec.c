@@ -9,6 +9,7 @@
 
 #include "runtime/exec/lower.h"
 #include "runtime/sim/sim_cost.h"
+#include "runtime/sim/sim_share.h"
 #include "runtime/exec/starpu_setup.h"
 #include "runtime/trace/step_trace.h"
 
@@ -28,6 +29,12 @@ typedef struct sim_state {
     sg_lowering low;
     const sg_task_record *last;   /* the last step's task records */
     int ncuda;
+    /* the dynamic bandwidth share (sim_share.h): the streams running now */
+    int shared_bw;
+    sg_bw_pool pool;
+    sg_bw_stream **active;
+    sg_bw_stream *scratch;
+    int nactive, maxactive;
 } sim_state;
 
 /* SimGrid accounts for a task's time from its performance model and never
@@ -46,6 +53,79 @@ static double roofline_us(struct starpu_task *task, struct starpu_perfmodel_arch
     const sim_state *st = (const sim_state *)c->shared;
     sg_sim_arch a = arch->devices[0].type == STARPU_CUDA_WORKER ? SG_SIM_GPU : SG_SIM_CPU;
     return 1e6 * sg_sim_node_seconds(&st->costs, &st->graph->nodes[c->node], a);
+}
+
+/* ---- the dynamic bandwidth share ----------------------------------------
+ * With it, a roofline task's codelet function runs in simulated time
+ * (STARPU_CODELET_SIMGRID_EXECUTE) and advances the clock with starpu_sleep
+ * in slices: each slice streams at the task's current share of its memory's
+ * bandwidth, recomputed when a slice ends, so a task slows down while others
+ * stream beside it and speeds up when they end. A slice is at most an
+ * eighth of the task's time alone, so a change of the share is seen within
+ * that. SimGrid runs one simulated thread at a time: the list of streams
+ * needs no lock. */
+#define SHARE_SLICES 8
+
+static void share_rates(sim_state *st)
+{
+    for (int i = 0; i < st->nactive; i++)
+        st->scratch[i] = *st->active[i];
+    sg_bw_share(&st->pool, st->scratch, st->nactive);
+    for (int i = 0; i < st->nactive; i++)
+        st->active[i]->rate = st->scratch[i].rate;
+}
+
+static void stream_join(sim_state *st, sg_bw_stream *s)
+{
+    if (st->nactive < st->maxactive)
+        st->active[st->nactive++] = s;
+    share_rates(st);
+}
+
+static void stream_leave(sim_state *st, const sg_bw_stream *s)
+{
+    for (int i = 0; i < st->nactive; i++)
+        if (st->active[i] == s) {
+            st->active[i] = st->active[--st->nactive];
+            break;
+        }
+    share_rates(st);
+}
+
+static void stream_task(void *buffers[], void *arg)
+{
+    (void)buffers;
+    const sg_task_ctx *c = arg;
+    sim_state *st = (sim_state *)c->shared;
+    const sg_node *nd = &st->graph->nodes[c->node];
+    sg_sim_arch a = starpu_worker_get_type(starpu_worker_get_id()) == STARPU_CUDA_WORKER
+                        ? SG_SIM_GPU : SG_SIM_CPU;
+    sg_sim_demand d;
+    sg_sim_node_demand(&st->costs, nd, a, &d);
+    if (d.bytes <= 0) {
+        starpu_sleep((float)(d.fixed_s + d.compute_s));
+        return;
+    }
+    /* it draws at most what its compute rate consumes */
+    sg_bw_stream s = {.cpu = a == SG_SIM_CPU, .cap = d.alone_bw, .rate = d.alone_bw};
+    if (d.compute_s > 0 && d.bytes / d.compute_s < s.cap)
+        s.cap = d.bytes / d.compute_s;
+    double alone_s = d.bytes / s.cap, slice = alone_s / SHARE_SLICES, left = d.bytes;
+    stream_join(st, &s);
+    while (left > 0) {
+        double rate = s.rate > 0 ? s.rate : s.cap * 1e-6;
+        double dt = left / rate;
+        if (dt > slice * 1.0001) {
+            dt = slice;
+            left -= rate * dt;
+        } else {
+            left = 0;
+        }
+        starpu_sleep((float)dt);
+        share_rates(st);
+    }
+    stream_leave(st, &s);
+    starpu_sleep((float)d.fixed_s);
 }
 
 static void init_codelets(sim_state *st, int calibrated)
@@ -68,6 +148,16 @@ static void init_codelets(sim_state *st, int calibrated)
         cl->cpu_funcs[0] = never_runs;
         cl->cuda_funcs[0] = never_runs;
         cl->cuda_flags[0] = STARPU_CUDA_ASYNC;
+        if (st->shared_bw && !calibrated) {
+            /* CPU tasks stream from the socket; on unified memory GPU tasks
+             * from the same pool (run synchronously, so they stream too) */
+            cl->flags |= STARPU_CODELET_SIMGRID_EXECUTE;
+            cl->cpu_funcs[0] = stream_task;
+            if (st->machine->unified_memory) {
+                cl->cuda_funcs[0] = stream_task;
+                cl->cuda_flags[0] = 0;
+            }
+        }
         cl->nbuffers = STARPU_VARIABLE_NBUFFERS;
         cl->model = pm;
         cl->name = symbol;
@@ -261,11 +351,22 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
                       cpu_streams(g, m, opt->optimizer_cores_share));
     st->shared.spec = spec;
     st->shared.graph = g;
+    st->shared_bw = !opt->static_bandwidth;
+    st->pool = m->unified_memory
+                   ? (sg_bw_pool){m->gpu_memory_bw_gbs * 1e9, m->cpu_memory_bw_gbs * 1e9}
+                   : (sg_bw_pool){m->cpu_memory_bw_gbs * 1e9, 0};
     init_codelets(st, m->calibration_dir[0] != '\0');
     int rc = sg_starpu_check_policy(opt->sched, err);
     int started = 0;
     if (!rc && !(rc = start(st, m, opt, err)))
         started = 1;
+    if (!rc) {
+        st->maxactive = (int)starpu_worker_get_count();
+        st->active = calloc((size_t)st->maxactive + 1, sizeof *st->active);
+        st->scratch = calloc((size_t)st->maxactive + 1, sizeof *st->scratch);
+        if (!st->active || !st->scratch)
+            rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    }
     if (!rc) {
         sg_lower_target target = {
             .codelets = st->codelet_ptrs,
@@ -326,6 +427,8 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
         sg_lower_free(&st->low);
         starpu_shutdown();
     }
+    free(st->active);
+    free(st->scratch);
     free(st);
     return rc;
 }

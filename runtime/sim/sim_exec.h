@@ -33,6 +33,9 @@ typedef struct sg_sim_options {
                                      wait for each step before submitting the next */
     double optimizer_cores_share; /* cpuadam_cores_perc (0 = one context) */
     const char *trace_path;       /* Chrome trace of the last step, or NULL */
+    int static_bandwidth;         /* 1: a CPU task's bandwidth is a fixed share of the
+                                     socket (sim_cost.h); 0: shared among the tasks
+                                     streaming at the moment (sim_share.h) */
 } sg_sim_options;
 
 typedef struct sg_sim_result {
