@@ -13,7 +13,15 @@
 #    (default 40 steps, the first 10 excluded) with StarPU reading the same
 #    models (so dmda/dmdas schedule with calibrated estimates, as the simulation
 #    does), and its mean step time; the median over rounds is the measurement.
-# 3. `stepgraph simulate CONFIG --machine <calibrated> --sched P`: the prediction.
+# 3. `stepgraph simulate CONFIG --machine <calibrated> --sched P`: the prediction
+#    from the history (in-sample: the same task sizes ran in the calibration),
+#    and with `--cost fitted` (the per-kind fit of that history).
+# 4. Out-of-sample: for each variant in OOS (';'-separated extra options on
+#    CONFIG, default: another sequence length, a larger micro-batch, another
+#    model, ZeRO-3 with the optimizer offloaded), the same measurement and
+#    `simulate --cost fitted` on the machine calibrated on CONFIG alone. The
+#    runs use a copy of the calibration's models, so what they record never
+#    reaches the calibrated machine.
 # error = (predicted - measured) / measured.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,6 +31,7 @@ SCHEDS=${SCHEDS:-eager,lws,dmda,dmdas}
 STEPS=${STEPS:-40}
 CAL_STEPS=${CAL_STEPS:-60}
 ROUNDS=${ROUNDS:-3}
+OOS=${OOS:---max_length 512;--set train_micro_batch_size_per_gpu=2;--model tiny-qwen3;--set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu}
 work=$(mktemp -d "${TMPDIR:-/tmp}/sg-fidelity.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 name=fidelity-host
@@ -30,26 +39,52 @@ echo "calibrating ($CAL_STEPS steps of $CONFIG)..." >&2
 "$BIN" calibrate "$CONFIG" --name "$name" --out "$work" --steps "$CAL_STEPS" >"$work/cal.log" 2>&1 ||
 	{ cat "$work/cal.log" >&2; exit 1; }
 machine="$work/$name.json"
-export STARPU_PERF_MODEL_DIR="$work/$name.sampling" STARPU_HOSTNAME="$name"
+cp -r "$work/$name.sampling" "$work/runs.sampling"
 declare -A runs
 IFS=, read -r -a scheds <<<"$SCHEDS"
-for r in $(seq "$ROUNDS"); do
+IFS=';' read -r -a variants <<<"$OOS"
+# measure KEY ARGS...: ROUNDS interleaved runs per policy into runs[KEY/policy]
+measure() {
+	local key=$1 r s ms
+	shift
+	for r in $(seq "$ROUNDS"); do
+		for s in "${scheds[@]}"; do
+			echo "round $r: run $s ${*:-(calibrated config)}..." >&2
+			ms=$(STARPU_PERF_MODEL_DIR="$work/runs.sampling" STARPU_HOSTNAME="$name" \
+				STARPU_HOME="$work/runs.sampling" "$BIN" run "$CONFIG" "$@" --steps "$STEPS" \
+				--warmup_steps 10 --sched "$s" 2>&1 | awk '/Step time: mean/ {print $4}')
+			runs[$key/$s]="${runs[$key/$s]:-} $ms"
+		done
+	done
+}
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+err() { awk -v p="$1" -v m="$2" 'BEGIN { if (p > 0 && m > 0) printf "%+.1f%%", 100 * (p - m) / m; else print "n/a" }'; }
+sim() { "$BIN" simulate "$CONFIG" --machine "$machine" "$@" 2>/dev/null | awk '/Step time/ {print $3}'; }
+
+measure in
+printf '## In-sample (calibrated and measured on %s)\n\n' "$CONFIG"
+printf '| policy | measured step (ms, median of %s) | rounds | history (ms) | error | fitted (ms) | error |\n' "$ROUNDS"
+printf '|---|---:|---|---:|---:|---:|---:|\n'
+for s in "${scheds[@]}"; do
+	h=$(sim --sched "$s")
+	f=$(sim --sched "$s" --cost fitted)
+	med=$(median "${runs[in/$s]}")
+	printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$med" "$(echo ${runs[in/$s]} | tr ' ' ',')" \
+		"$h" "$(err "$h" "$med")" "$f" "$(err "$f" "$med")"
+done
+printf '\n## Out-of-sample (calibrated on %s only; simulate --cost fitted)\n\n' "$CONFIG"
+printf '| variant | policy | measured step (ms, median of %s) | rounds | fitted (ms) | error |\n' "$ROUNDS"
+printf '|---|---|---:|---|---:|---:|\n'
+for i in "${!variants[@]}"; do
+	# shellcheck disable=SC2086
+	measure "v$i" ${variants[$i]}
 	for s in "${scheds[@]}"; do
-		echo "round $r: run $s..." >&2
-		ms=$("$BIN" run "$CONFIG" --steps "$STEPS" --warmup_steps 10 --sched "$s" 2>&1 |
-			awk '/Step time: mean/ {print $4}')
-		runs[$s]="${runs[$s]:-} $ms"
+		# shellcheck disable=SC2086
+		f=$(sim ${variants[$i]} --sched "$s" --cost fitted)
+		med=$(median "${runs[v$i/$s]}")
+		printf '| `%s` | %s | %s | %s | %s | %s |\n' "${variants[$i]}" "$s" "$med" \
+			"$(echo ${runs[v$i/$s]} | tr ' ' ',')" "$f" "$(err "$f" "$med")"
 	done
 done
-unset STARPU_PERF_MODEL_DIR STARPU_HOSTNAME
-printf '| policy | measured step (ms, median of %s) | rounds | simulated (ms) | error |\n' "$ROUNDS"
-printf '|---|---:|---|---:|---:|\n'
-for s in "${scheds[@]}"; do
-	sim=$("$BIN" simulate "$CONFIG" --machine "$machine" --sched "$s" 2>/dev/null |
-		awk '/Step time/ {print $3}')
-	med=$(tr ' ' '\n' <<<"${runs[$s]}" | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-	err=$(awk -v p="$sim" -v m="$med" 'BEGIN {printf "%+.1f%%", 100 * (p - m) / m}')
-	printf '| %s | %s | %s | %s | %s |\n' "$s" "$med" "$(echo ${runs[$s]} | tr ' ' ',')" "$sim" "$err"
-done
 echo
-echo "reproduce: SCHEDS=$SCHEDS STEPS=$STEPS CAL_STEPS=$CAL_STEPS ROUNDS=$ROUNDS CONFIG=$CONFIG scripts/bench_sim_fidelity.sh"
+echo "reproduce: SCHEDS=$SCHEDS STEPS=$STEPS CAL_STEPS=$CAL_STEPS ROUNDS=$ROUNDS CONFIG=$CONFIG OOS='$OOS' scripts/bench_sim_fidelity.sh"

@@ -17,6 +17,7 @@
 #include "runtime/sim/sim_cost.h"
 #include "runtime/sim/sim_fit.h"
 #include "runtime/sim/sim_platform.h"
+#include "runtime/sim/sim_costfit.h"
 #include "runtime/sim/sim_share.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
@@ -178,6 +179,34 @@ static void test_share(void)
     ok(two_gpu[0].rate == 50 && two_gpu[1].rate == 50, "two GPU streams halve it");
 }
 
+/* Per-kind fits of measured task times: known coefficients come back, and
+ * they never go negative. */
+static void test_costfit(void)
+{
+    sg_cost_sample s[4];
+    double gf[4] = {0.5, 2, 8, 1}, gb[4] = {0.1, 0.1, 0.4, 3};
+    for (int i = 0; i < 4; i++) /* 5 us + 2 us per GFLOP + 3 us per GB */
+        s[i] = (sg_cost_sample){gf[i] * 1e9, gb[i] * 1e9, 5 + 2 * gf[i] + 3 * gb[i], 10};
+    sg_cost_fit f;
+    ok(sg_cost_fit_samples(s, 4, &f) == 0 && f.valid, "four task sizes fit");
+    is_close(f.overhead_us, 5, 1e-9, "the overhead comes back");
+    is_close(f.us_per_gflop, 2, 1e-9, "the cost per GFLOP comes back");
+    is_close(f.us_per_gb, 3, 1e-9, "the cost per GB comes back");
+    is_close(sg_cost_fit_us(&f, 100e9, 1e9), 5 + 200 + 3, 1e-9,
+             "and extrapolates to a size 12x larger than any measured");
+    ok(f.max_rel_err < 1e-9, "exact data, no error");
+    /* time falling with bytes: the best fit with coefficients >= 0 */
+    for (int i = 0; i < 4; i++)
+        s[i] = (sg_cost_sample){gf[i] * 1e9, gb[i] * 1e9, 50 + 10 * gf[i] - 5 * gb[i], 1};
+    ok(sg_cost_fit_samples(s, 4, &f) == 0 && f.overhead_us >= 0 && f.us_per_gflop >= 0 &&
+           f.us_per_gb >= 0, "no negative coefficient");
+    sg_cost_sample one = {1e9, 1e6, 40, 3};
+    ok(sg_cost_fit_samples(&one, 1, &f) == 0 && fabs(sg_cost_fit_us(&f, 1e9, 1e6) - 40) < 1e-9,
+       "one size: its time is reproduced");
+    sg_cost_sample none = {1e9, 1e6, 0, 3};
+    ok(sg_cost_fit_samples(&none, 1, &f) == SG_EINVAL && !f.valid, "no positive time: no fit");
+}
+
 static void test_fit(void)
 {
     sg_machine m = gh200();
@@ -290,6 +319,7 @@ int main(void)
     test_cost();
     test_demand();
     test_share();
+    test_costfit();
     test_fit();
     test_set();
     test_overlap();

@@ -199,6 +199,20 @@ ok $? "simulate runs on the calibrated machine with its history models"
 ms=$(step_ms "$TMP/cs.out")
 awk -v v="$ms" 'BEGIN { exit !(v > 0) }'
 ok $? "and predicts a step time ($ms ms)"
+# out of sample: a sequence length the calibration never ran, from the fit of
+# its history (--cost fitted), against a real run of it (loose bounds: this
+# runs beside other tests; the benchmark has the tight figures)
+"$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/cihost.json" --cost fitted \
+	>"$TMP/oos.out" 2>&1 && grep -q "task times fitted on its history" "$TMP/oos.out"
+ok $? "simulate --cost fitted predicts a sequence length the calibration did not run"
+pred=$(step_ms "$TMP/oos.out")
+meas=$("$BIN" run "$DEF" --max_length 128 --steps 12 --warmup_steps 4 2>&1 |
+	awk '/Step time: mean/ {print $4}')
+awk -v p="$pred" -v m="$meas" 'BEGIN { exit !(p > 0 && m > 0 && p > 0.25 * m && p < 4 * m) }'
+ok $? "out of sample: predicted $pred ms, measured $meas ms (within 0.25x-4x)"
+"$BIN" simulate "$DEF" --cost guess >"$TMP/badcost.out" 2>&1
+[ $? -ne 0 ] && grep -q "cost guess: expected history or fitted" "$TMP/badcost.out"
+ok $? "--cost guess is refused"
 # a knob of words: cast placement on a tiny SuperOffload step
 "$BIN" tune "$SRC/configs/deepspeed/superoffload.json" --model tiny-llama --max_length 64 \
 	--machines gh200 --sched dmda --priorities on --vary cast_placement=cpu,gpu \

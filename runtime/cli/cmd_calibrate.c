@@ -223,6 +223,10 @@ static int calibrate(int argc, char **argv, sg_error *err)
     sg_train_result res;
     if (!rc) {
         setenv("STARPU_PERF_MODEL_DIR", abs_sampling, 1);
+        /* StarPU also reads (and then saves back to) the models under
+         * $STARPU_HOME/.starpu/sampling: a name equal to this host's would
+         * find older ones there and leave the sampling directory empty */
+        setenv("STARPU_HOME", abs_sampling, 1);
         setenv("STARPU_HOSTNAME", name, 1);
         setenv("STARPU_CALIBRATE", "1", 1);
         printf("calibrating %s: %ld steps, StarPU models in %s\n", name, nsteps, sampling);

@@ -17,6 +17,7 @@ static void simulate_help(void)
     printf("usage: stepgraph simulate CONFIG [--machine NAME|PATH] [--sched POLICY]\n"
            "                          [--trace FILE] [--report PAGE] [--steps N]\n"
            "                          [--no-priorities] [--bandwidth shared|static]\n"
+           "                          [--cost history|fitted]\n"
            "                          [--set KEY=VALUE]... [run options]\n"
            "\n"
            "Builds the step graph of CONFIG, as `stepgraph run` would, and runs it under\n"
@@ -52,6 +53,10 @@ static void simulate_help(void)
            "                   HBM); static: each CPU task gets a fixed share (the socket\n"
            "                   over the CPU Adam tasks expected at once); a calibrated\n"
            "                   machine's measured times are used as they are\n"
+           "  --cost C         on a calibrated machine: history (default), StarPU's\n"
+           "                   measured mean per task size (only sizes that ran there), or\n"
+           "                   fitted, per kind overhead + FLOPs + bytes fitted on that\n"
+           "                   history, for other models, batches and sequence lengths\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");
     sg_cli_print_run_flags();
@@ -72,7 +77,9 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     const sg_step_spec *s = &pt->spec;
     printf("Simulated on %s (%d CPU + %d GPU workers per rank), %s, priorities %s, %s\n",
            m->name, r->ncpu, r->ncuda, sched, priorities ? "on" : "off",
-           m->calibration_dir[0] ? "calibrated history models"
+           m->calibration_dir[0] ? (!strcmp(r->cost, "fitted")
+                                        ? "calibrated, task times fitted on its history"
+                                        : "calibrated history models")
            : r->static_bandwidth ? "roofline cost model (static bandwidth share)"
                                  : "roofline cost model (shared bandwidth)");
     printf("  %s, ZeRO-%d, %s, micro-batch %lld x accumulation %lld, seq %lld%s%s\n",
@@ -142,13 +149,14 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
 int sg_cmd_simulate(int argc, char **argv)
 {
     const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "3", *json = NULL;
-    const char *report = NULL, *bandwidth = "shared";
+    const char *report = NULL, *bandwidth = "shared", *cost = "history";
     int no_prio = 0;
     sg_cli_opt opts[] = {
         {"machine", NULL, &machine, NULL}, {"sched", NULL, &sched, NULL},
         {"trace", NULL, &trace, NULL},     {"steps", NULL, &steps, NULL},
         {"json", NULL, &json, NULL},       {"no-priorities", NULL, NULL, &no_prio},
         {"report", NULL, &report, NULL},   {"bandwidth", NULL, &bandwidth, NULL},
+        {"cost", NULL, &cost, NULL},
     };
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -166,11 +174,13 @@ int sg_cmd_simulate(int argc, char **argv)
     const char *config = NULL;
     /* loads once here for the errors and the config's machine */
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 8, cfg, &err);
+        rc = sg_cli_load_config(argc, argv, opts, 9, cfg, &err);
     if (!rc)
-        sg_cli_split_args(argc, argv, opts, 8, &config, pass, &npass);
+        sg_cli_split_args(argc, argv, opts, 9, &config, pass, &npass);
     if (!rc && strcmp(bandwidth, "shared") && strcmp(bandwidth, "static"))
         rc = sg_error_set(&err, SG_EINVAL, "--bandwidth %s: expected shared or static", bandwidth);
+    if (!rc && strcmp(cost, "history") && strcmp(cost, "fitted"))
+        rc = sg_error_set(&err, SG_EINVAL, "--cost %s: expected history or fitted", cost);
     char *end;
     long nsteps = strtol(steps, &end, 10);
     if (!rc && (*end || nsteps < 1 || nsteps > 100))
@@ -189,7 +199,8 @@ int sg_cmd_simulate(int argc, char **argv)
     }
     sg_sim_request rq = {.config = config, .args = pass, .nargs = npass, .sm = sm,
                          .sched = sched, .priorities = !no_prio, .steps = (int)nsteps,
-                         .trace = trace, .static_bandwidth = !strcmp(bandwidth, "static")};
+                         .trace = trace, .static_bandwidth = !strcmp(bandwidth, "static"),
+                         .fitted_costs = !strcmp(cost, "fitted")};
     if (!rc)
         rc = sg_sim_prepare(&rq, 0, pt, &err);
     if (!rc && !sched)

@@ -169,6 +169,8 @@ int sg_sim_start(const sg_sim_request *rq, const char *workdir, int tag, sg_sim_
         argv[n++] = "--no-priorities";
     if (rq->static_bandwidth)
         argv[n++] = "--static-bandwidth";
+    if (rq->fitted_costs)
+        argv[n++] = "--fitted-costs";
     if (rq->steps > 0) {
         argv[n++] = "--steps";
         argv[n++] = steps;
@@ -244,6 +246,8 @@ static int parse_result(const char *path, sg_sim_report *rep, sg_error *err)
     rep->ncuda = (int)num_or_nan(root, "ncuda");
     const cJSON *bw = cJSON_GetObjectItemCaseSensitive(root, "bandwidth");
     rep->static_bandwidth = cJSON_IsString(bw) && !strcmp(bw->valuestring, "static");
+    const cJSON *cost = cJSON_GetObjectItemCaseSensitive(root, "cost");
+    snprintf(rep->cost, sizeof rep->cost, "%s", cJSON_IsString(cost) ? cost->valuestring : "?");
     const cJSON *busy = cJSON_GetObjectItemCaseSensitive(root, "busy_s");
     for (int d = 0; d < SG_DEV_COUNT; d++)
         rep->busy_s[d] = num_or_nan(busy, sg_device_class_name((sg_device_class)d));

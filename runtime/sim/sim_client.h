@@ -41,6 +41,7 @@ typedef struct sg_sim_request {
     const char *sched;           /* NULL: the config's */
     int priorities;
     int static_bandwidth;        /* 1: sim_exec.h's fixed share of the socket */
+    int fitted_costs;            /* 1: a calibrated machine's fitted history */
     int steps;                   /* 0: stepgraph-sim's default */
     const char *trace;           /* or NULL */
 } sg_sim_request;
@@ -50,6 +51,7 @@ typedef struct sg_sim_report {
     double busy_s[SG_DEV_COUNT];
     int ncpu, ncuda;
     int static_bandwidth;        /* the run's bandwidth model (its request's) */
+    char cost[16];               /* "roofline", "history" or "fitted" */
     int64_t link_bytes[SG_LINK_COUNT], link_transfers[SG_LINK_COUNT];
     double link_s[SG_LINK_COUNT];
 } sg_sim_report;

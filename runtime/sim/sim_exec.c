@@ -9,6 +9,7 @@
 
 #include "runtime/exec/lower.h"
 #include "runtime/sim/sim_cost.h"
+#include "runtime/sim/sim_history.h"
 #include "runtime/sim/sim_share.h"
 #include "runtime/exec/starpu_setup.h"
 #include "runtime/trace/step_trace.h"
@@ -35,6 +36,9 @@ typedef struct sim_state {
     sg_bw_stream **active;
     sg_bw_stream *scratch;
     int nactive, maxactive;
+    /* --cost fitted on a calibrated machine: the CPU history fitted per kind */
+    int fitted;
+    sg_cost_fit fits[SG_OP_KIND_COUNT];
 } sim_state;
 
 /* SimGrid accounts for a task's time from its performance model and never
@@ -128,6 +132,30 @@ static void stream_task(void *buffers[], void *arg)
     starpu_sleep((float)d.fixed_s);
 }
 
+/* The bytes of the data a node accesses: StarPU's size of a task (the sum
+ * of its handles' sizes), what the fit was made on. */
+static double node_data_bytes(const sg_graph *g, const sg_node *nd)
+{
+    double b = 0;
+    for (int i = 0; i < nd->naccess; i++)
+        b += (double)g->buffers[nd->access[i].buffer].bytes;
+    return b;
+}
+
+/* A calibrated machine's CPU tasks from the fit of its history, whatever
+ * their size; GPU tasks and kinds without a fit from the roofline. */
+static double fitted_us(struct starpu_task *task, struct starpu_perfmodel_arch *arch,
+                        unsigned nimpl)
+{
+    const sg_task_ctx *c = task->cl_arg;
+    const sim_state *st = (const sim_state *)c->shared;
+    const sg_node *nd = &st->graph->nodes[c->node];
+    const sg_cost_fit *f = &st->fits[nd->kind];
+    if (arch->devices[0].type != STARPU_CPU_WORKER || !f->valid)
+        return roofline_us(task, arch, nimpl);
+    return sg_cost_fit_us(f, nd->flops, node_data_bytes(st->graph, nd));
+}
+
 static void init_codelets(sim_state *st, int calibrated)
 {
     for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
@@ -138,7 +166,10 @@ static void init_codelets(sim_state *st, int calibrated)
         const char *symbol = sg_op_kind_info_of((sg_op_kind)k)->symbol;
         memset(pm, 0, sizeof *pm);
         pm->symbol = symbol;
-        if (calibrated) {
+        if (calibrated && st->fitted) {
+            pm->type = STARPU_PER_ARCH;
+            pm->arch_cost_function = fitted_us;
+        } else if (calibrated) {
             pm->type = STARPU_HISTORY_BASED;
         } else {
             pm->type = STARPU_PER_ARCH;
@@ -352,6 +383,7 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     st->shared.spec = spec;
     st->shared.graph = g;
     st->shared_bw = !opt->static_bandwidth;
+    st->fitted = opt->fitted_costs && m->calibration_dir[0] != '\0';
     st->pool = m->unified_memory
                    ? (sg_bw_pool){m->gpu_memory_bw_gbs * 1e9, m->cpu_memory_bw_gbs * 1e9}
                    : (sg_bw_pool){m->cpu_memory_bw_gbs * 1e9, 0};
@@ -366,6 +398,15 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
         st->scratch = calloc((size_t)st->maxactive + 1, sizeof *st->scratch);
         if (!st->active || !st->scratch)
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    }
+    if (!rc && st->fitted) {
+        sg_sim_history_fit_cpu(st->fits);
+        int any = 0;
+        for (int k = 0; k < SG_OP_KIND_COUNT; k++)
+            any |= st->fits[k].valid;
+        if (!any)
+            rc = sg_error_set(err, SG_EINVAL, "--cost fitted: %s has no CPU task history to fit "
+                              "(calibrate it again)", m->name);
     }
     if (!rc) {
         sg_lower_target target = {

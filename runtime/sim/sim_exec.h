@@ -36,6 +36,8 @@ typedef struct sg_sim_options {
     int static_bandwidth;         /* 1: a CPU task's bandwidth is a fixed share of the
                                      socket (sim_cost.h); 0: shared among the tasks
                                      streaming at the moment (sim_share.h) */
+    int fitted_costs;             /* calibrated machine: CPU task times from the fit of
+                                     its history (sim_costfit.h), not the history */
 } sg_sim_options;
 
 typedef struct sg_sim_result {

@@ -5,7 +5,8 @@
  * this file's main() to starpu_main() to run it as a simulated process.
  *
  *   stepgraph-sim CONFIG --machine PATH --sched NAME --result PATH
- *                 [--steps N] [--no-priorities] [--static-bandwidth] [--trace PATH]
+ *                 [--steps N] [--no-priorities] [--static-bandwidth] [--fitted-costs]
+ *                 [--trace PATH]
  *                 [--set KEY=VALUE]... [run options]
  *
  * Writes one JSON object to --result (atomically); exits 1 with a one-line
@@ -27,7 +28,7 @@
 
 typedef struct sim_args {
     const char *machine, *sched, *result, *trace, *steps;
-    int no_priorities, static_bandwidth;
+    int no_priorities, static_bandwidth, fitted_costs;
 } sim_args;
 
 static double step_tflops(const sg_model *m, const sg_step_spec *s, double seconds)
@@ -58,8 +59,9 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
         return rc;
     FILE *f = af.fp;
     fprintf(f, "{\"status\":\"ok\",\"machine\":\"%s\",\"sched\":\"%s\",\"priorities\":%s,"
-            "\"bandwidth\":\"%s\",", m->name, a->sched, a->no_priorities ? "false" : "true",
-            a->static_bandwidth ? "static" : "shared");
+            "\"bandwidth\":\"%s\",\"cost\":\"%s\",", m->name, a->sched,
+            a->no_priorities ? "false" : "true", a->static_bandwidth ? "static" : "shared",
+            !m->calibration_dir[0] ? "roofline" : a->fitted_costs ? "fitted" : "history");
     fprintf(f, "\"calibrated\":%s,\"ncpu\":%d,\"ncuda\":%d,", m->calibration_dir[0] ? "true" : "false",
             r->ncpu, r->ncuda);
     num(f, "step_s", r->step_s, 1);
@@ -92,6 +94,7 @@ static int simulate(int argc, char **argv, sg_error *err)
         {"result", NULL, &a.result, NULL},   {"trace", NULL, &a.trace, NULL},
         {"steps", NULL, &a.steps, NULL},     {"no-priorities", NULL, NULL, &a.no_priorities},
         {"static-bandwidth", NULL, NULL, &a.static_bandwidth},
+        {"fitted-costs", NULL, NULL, &a.fitted_costs},
     };
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_model *model = calloc(1, sizeof *model);
@@ -100,7 +103,7 @@ static int simulate(int argc, char **argv, sg_error *err)
     sg_graph_init(&g);
     int rc = (!cfg || !model || !m) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 7, cfg, err);
+        rc = sg_cli_load_config(argc, argv, opts, 8, cfg, err);
     if (!rc && (!a.machine || !a.result))
         rc = sg_error_set(err, SG_EINVAL, "stepgraph-sim needs --machine PATH and --result PATH");
     char *end;
@@ -138,7 +141,8 @@ static int simulate(int argc, char **argv, sg_error *err)
                              .optimizer_cores_share =
                                  spec.offload_optimizer && cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0,
-                             .trace_path = a.trace, .static_bandwidth = a.static_bandwidth};
+                             .trace_path = a.trace, .static_bandwidth = a.static_bandwidth,
+                             .fitted_costs = a.fitted_costs};
         rc = sg_sim_run(m, &spec, &g, &so, &res, err);
     }
     if (!rc)
