@@ -202,7 +202,7 @@ static int dot_legend(const sg_graph *g, const sg_dot_style *st, FILE *out, char
     snprintf(nm[n++], sizeof nm[0], "legend");
     fprintf(out, "  legend [shape=plaintext, fontsize=13, label=\"legend: fill = where a task "
                  "runs%s,\\nshape = its phase, [kind] in its label\"];\n",
-            st && st->where ? " (from the trace)" : "");
+            st && st->heat ? " (from the trace)" : "");
     for (int w = 0; w < SG_WHERE_COUNT; w++)
         if (place[w]) {
             snprintf(nm[n++], sizeof nm[0], "legend_%s", sg_where_name((sg_where)w));
@@ -357,7 +357,7 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
         bands[b] = 0, first_row[b] = l.nrows;
     for (int k = 0; k < l.nsorted; k++) {
         int e = l.sorted[k];
-        bands[l.band[e]] = 1;
+        bands[l.band[e]] |= e < g->nnodes; /* not for folded units alone */
         first_row[l.band[e]] = l.row[e] < first_row[l.band[e]] ? l.row[e] : first_row[l.band[e]];
     }
     for (int b = 0; b < SG_BAND_COUNT; b++)

@@ -22,7 +22,7 @@ ok() {
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-echo "1..19"
+echo "1..20"
 CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
 
 # folding never loses a node (no browser needed)
@@ -49,6 +49,27 @@ ok $? "unfolded: the SVG has every node of the graph JSON, the DOT every edge"
 ok $? "the 8B SuperOffload page is written"
 ! grep -Eq '(src|href)="(https?:)?//' "$TMP/g8.html"
 ok $? "the page is self-contained: nothing loaded from the network"
+
+# colour = where a task runs: the page's data and its drawing agree with the
+# graph JSON's devices (CPU Adam on a CPU worker, backward on a GPU, copies on
+# their link), and the drawing's legend names each fill it uses
+"$PY" - "$TMP/g8.html" "$TMP/g8.json" <<'PYEOF'
+import html, json, re, sys
+page, g = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+data = json.loads(re.search(r'<script type="application/json" id="sg-data">(.*?)</script>', page, re.S).group(1).replace("<\\/", "</"))
+want = {"adam_cpu": "cpu", "backward": "gpu", "d2h": "d2h", "h2d": "h2d", "reduce_scatter": "net"}
+for n, w in zip(g["nodes"], data["where"]):
+    if n["kind"] in want:
+        assert w == want[n["kind"]], (n["name"], w)
+folded = page[page.index('id="svg-folded"'):page.index('id="svg-full"')]
+legend = dict((html.unescape(m.group(2)), m.group(1)) for m in re.finditer(r'<title>legend_\w+</title>\n<path fill="([^"]+)"[^>]*/>\n<text[^>]*>([^<]+)</text>', folded))
+for kind, w in want.items():
+    n = next(n for n in g["nodes"] if n["kind"] == kind)
+    m = re.search(r'<g id="n%d" class="node">.*?<(?:path|polygon) fill="([^"]+)"' % n["id"], folded, re.S)
+    if m:  # drawn (not folded): filled with the colour the legend gives its place
+        assert m.group(1) == data["places"][w]["color"] == legend[data["places"][w]["label"]], (kind, m.group(1))
+PYEOF
+ok $? "colour = where a task runs: page data, drawing and legend agree (CPU Adam, GPU backward, links)"
 
 "$BIN" run "$SRC/configs/default.json" --steps 2 --trace "$TMP/trace.json" >/dev/null 2>&1
 "$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/trace.json" -o "$TMP/def.html" 2>/dev/null
