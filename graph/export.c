@@ -426,8 +426,9 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
     }
     qsort(cells, (size_t)nc, sizeof *cells, cmp_cell_row);
     for (int k = 1; k < nc; k++)
-        if (cells[k].row == cells[k - 1].row)
-            grid_edge(out, es, ne, &cells[k - 1], &cells[k], ", weight=4");
+        if (cells[k].row == cells[k - 1].row) /* the headers' row heaviest: long edges pass over */
+            grid_edge(out, es, ne, &cells[k - 1], &cells[k],
+                      cells[k].row < 0 ? ", weight=50" : ", weight=4");
     fprintf(out, "}\n");
     free(legend);
     free(cells);

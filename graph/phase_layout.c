@@ -162,18 +162,87 @@ int sg_phase_layout_compute(const sg_graph *g, const sg_fold *fold, const unsign
     for (int u = 0; u <= maxlayer; u++)
         if (unit_col[u] == 0)
             unit_col[u] = nunit++;
-    /* outside units: depth in the chain of drawn endpoints outside units,
-     * counting only edges forward in program order (folding may close cycles) */
+    /* outside units, chains: a sub-group's (or an optimizer chunk's) tasks,
+     * the step's own checks, each folded sub-group alone; a task's depth in
+     * its chain (edges forward in program order: folding may close cycles)
+     * is its column from the chain's start */
+    int *chain = malloc(sz * sizeof *chain);
+    int *chain_first = malloc(sz * sizeof *chain_first); /* per chain: its first node */
+    int *chain_w = calloc(sz, sizeof *chain_w), *chain_band = calloc(sz, sizeof *chain_band);
+    int *chain_base = malloc(sz * sizeof *chain_base);
+    if (!chain || !chain_first || !chain_w || !chain_band || !chain_base) {
+        rc = SG_ENOMEM;
+        goto out_chain;
+    }
+    int nchain = 0;
+    for (int e = 0; e < ne; e++) {
+        chain[e] = -1;
+        if (l->order[e] < 0 || unit[e] >= 0)
+            continue;
+        /* the chain of e: the same (sub-group, tile) as an endpoint before it */
+        const sg_node *n = e < nn ? &g->nodes[e] : NULL;
+        for (int j = 0; n && j < e && chain[e] < 0; j++)
+            if (chain[j] >= 0 && j < nn && g->nodes[j].subgroup == n->subgroup &&
+                g->nodes[j].tile == n->tile)
+                chain[e] = chain[j];
+        if (chain[e] < 0) {
+            chain_first[nchain] = l->order[e];
+            chain[e] = nchain++;
+        } else if (l->order[e] < chain_first[chain[e]]) {
+            chain_first[chain[e]] = l->order[e];
+        }
+    }
     int np = 0;
     for (int k = 0; k < g->nedges; k++) {
         int a = end_of[g->edges[k].from], b = end_of[g->edges[k].to];
-        if (a != b && unit[a] < 0 && unit[b] < 0 && l->order[a] < l->order[b])
+        if (a != b && chain[a] >= 0 && chain[a] == chain[b] && l->order[a] < l->order[b])
             pairs[np++] = (pair){a, b, l->order[a]};
     }
     qsort(pairs, (size_t)np, sizeof *pairs, cmp_pair);
     for (int k = 0; k < np; k++)
         if (depth[pairs[k].from] + 1 > depth[pairs[k].to])
             depth[pairs[k].to] = depth[pairs[k].from] + 1;
+    for (int e = 0; e < ne; e++)
+        if (chain[e] >= 0) {
+            if (depth[e] + 1 > chain_w[chain[e]])
+                chain_w[chain[e]] = depth[e] + 1;
+            if (l->band[e] > chain_band[chain[e]])
+                chain_band[chain[e]] = l->band[e];
+        }
+    /* chains packed left to right in program order, one cursor per band (the
+     * GPU side and the host side both start at the first column), wrapping
+     * at the units' width: a wrapped chain goes on a row under the others */
+    {
+        pair *byfirst = malloc((size_t)(nchain > 0 ? nchain : 1) * sizeof *byfirst);
+        if (!byfirst) {
+            rc = SG_ENOMEM;
+            goto out_chain;
+        }
+        for (int c = 0; c < nchain; c++)
+            byfirst[c] = (pair){c, 0, chain_first[c]};
+        qsort(byfirst, (size_t)nchain, sizeof *byfirst, cmp_pair);
+        int cursor[SG_BAND_COUNT] = {0};
+        for (int k = 0; k < nchain; k++) {
+            int c = byfirst[k].from, b = chain_band[c];
+            int width = nunit > chain_w[c] ? nunit : chain_w[c];
+            if (cursor[b] > 0 && cursor[b] + chain_w[c] > width)
+                cursor[b] = 0;
+            chain_base[c] = cursor[b];
+            cursor[b] += chain_w[c];
+        }
+        free(byfirst);
+    }
+    for (int e = 0; e < ne; e++)
+        if (chain[e] >= 0)
+            depth[e] += chain_base[chain[e]];
+out_chain:
+    free(chain);
+    free(chain_first);
+    free(chain_w);
+    free(chain_band);
+    free(chain_base);
+    if (rc)
+        goto out;
     l->ncols = nunit;
     for (int e = 0; e < ne; e++) {
         if (l->order[e] < 0)

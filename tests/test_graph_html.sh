@@ -22,7 +22,7 @@ ok() {
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-echo "1..20"
+echo "1..21"
 CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
 
 # folding never loses a node (no browser needed)
@@ -74,6 +74,24 @@ ok $? "colour = where a task runs: page data, drawing and legend agree (CPU Adam
 "$BIN" run "$SRC/configs/default.json" --steps 2 --trace "$TMP/trace.json" >/dev/null 2>&1
 "$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/trace.json" -o "$TMP/def.html" 2>/dev/null
 ok $? "the default job's page with its trace is written"
+# with a trace, "where it ran" is the trace's worker: this run had CPU
+# workers only, so tasks planned for the GPU are coloured as CPU tasks
+"$PY" - "$TMP/def.html" "$TMP/trace.json" <<'PYEOF'
+import json, re, sys
+page = open(sys.argv[1]).read()
+data = json.loads(re.search(r'<script type="application/json" id="sg-data">(.*?)</script>', page, re.S).group(1).replace("<\\/", "</"))
+ev = json.load(open(sys.argv[2]))["traceEvents"]
+lanes = {e["tid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+ran = {e["args"]["node"]: lanes[e["tid"]] for e in ev if e.get("ph") == "X" and "node" in e.get("args", {})}
+checked = 0
+for i, n in enumerate(data["graph"]["nodes"]):
+    lane = ran.get(i, "")
+    if n["device"] != "link" and lane.startswith("CPU"):
+        assert data["where"][i] == "cpu", (n["name"], lane, data["where"][i])
+        checked += n["device"] == "gpu"
+assert checked > 10, checked
+PYEOF
+ok $? "with a trace each task is coloured by the worker it ran on (GPU-planned tasks that ran on CPUs: cpu)"
 "$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/g8.json" -o "$TMP/bad.html" 2>"$TMP/bad.err"
 [ $? -ne 0 ] && grep -q "not a Chrome trace" "$TMP/bad.err" && ! [ -e "$TMP/bad.html" ]
 ok $? "a file that is not a trace is refused by name, and no page is written"

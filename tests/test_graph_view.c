@@ -88,7 +88,7 @@ static void test_fold_8b(void)
 {
     sg_model *m = calloc(1, sizeof *m);
     if (load_model("llama-3.1-8b", m)) {
-        tap_skip(5, "no llama-3.1-8b model");
+        tap_skip(7, "no llama-3.1-8b model");
         free(m);
         return;
     }
@@ -105,7 +105,7 @@ static void test_fold_8b(void)
     rc = rc ? rc : sg_fold_compute(&g, &f);
     if (!ok(rc == 0, "the 8B SuperOffload step compiles and folds")) {
         tap_diag("%s", err.msg);
-        tap_skip(4, "the 8B step did not compile");
+        tap_skip(6, "the 8B step did not compile");
         free(m);
         return;
     }
@@ -155,7 +155,53 @@ static void test_fold_8b(void)
     }
     ok(missing == 0, "the folded DOT draws every node or the group holding it (%d missing)",
        missing);
+    /* ... and places each in exactly one column (rank) of the grid */
+    int bad_rank = 0;
+    for (int i = 0; i < g.nnodes; i++) {
+        char key[48];
+        if (f.group_of[i] < 0)
+            snprintf(key, sizeof key, " n%d;", i);
+        else
+            snprintf(key, sizeof key, " f%d;", f.group_of[i]);
+        int found = 0;
+        for (const char *p = strstr(dot, "{ rank=same;"); p; p = strstr(p + 1, "{ rank=same;")) {
+            const char *end = strchr(p, '}');
+            const char *k = strstr(p, key);
+            found += k && k < end;
+        }
+        bad_rank += found != 1;
+    }
+    ok(bad_rank == 0, "the folded DOT puts every drawn node or group in one column (%d not)",
+       bad_rank);
     free(dot);
+    /* the phases of the 8B step: a unit's forward and backward share its
+     * column, forward rows above backward ones, the copies on the link lane,
+     * the CPU Adam below it, every optimizer row under every unit row */
+    sg_phase_layout pl;
+    sg_phase_layout_compute(&g, &f, NULL, &pl);
+    int bad_phase = 0, max_unit_row = -1, min_opt_row = 1 << 30;
+    for (int i = 0; i < g.nnodes; i++) {
+        const sg_node *a = &g.nodes[i];
+        if (f.group_of[i] >= 0)
+            continue;
+        if (a->layer >= 0 && pl.row[i] > max_unit_row)
+            max_unit_row = pl.row[i];
+        if (a->layer < 0 && pl.row[i] < min_opt_row)
+            min_opt_row = pl.row[i];
+        if ((a->kind == SG_OP_D2H || a->kind == SG_OP_H2D) && pl.band[i] != SG_BAND_LINK)
+            bad_phase++;
+        if (a->kind == SG_OP_ADAM_CPU && pl.band[i] != SG_BAND_OPT_CPU)
+            bad_phase++;
+        for (int j = 0; a->kind == SG_OP_FORWARD && j < g.nnodes; j++)
+            if (f.group_of[j] < 0 && g.nodes[j].kind == SG_OP_BACKWARD &&
+                g.nodes[j].layer == a->layer)
+                bad_phase += pl.col[j] != pl.col[i] || pl.row[j] <= pl.row[i];
+    }
+    ok(bad_phase == 0 && max_unit_row < min_opt_row && pl.ncols < 12,
+       "8B layout: forward over backward in each unit's column, copies on the link lane, CPU "
+       "Adam on the host side, the optimizer under the units, %d columns (%d misplaced)",
+       pl.ncols, bad_phase);
+    sg_phase_layout_free(&pl);
     sg_fold_free(&f);
     sg_graph_free(&g);
 
