@@ -186,8 +186,9 @@ ok $? "Chromium runs the 8B page: a readable folded view (few nodes drawn, group
 want=$("$PY" -c 'import json,sys; print(sum("adam_cpu" in n["name"] or n["kind"] == "adam_cpu" for n in json.load(open(sys.argv[1]))["nodes"]))' "$TMP/g8.json")
 grep -q "id=\"hits\">$want match" "$TMP/g8.dom"
 ok $? "search adam_cpu finds the $want tasks the graph JSON has"
-grep -q "<h2>grad_norm</h2>" "$TMP/g8.dom" && grep -q "<th>kind</th><td>grad_norm</td>" "$TMP/g8.dom"
-ok $? "selecting a node shows its details (kind, accesses, neighbours)"
+grep -q "<h2>grad_norm</h2>" "$TMP/g8.dom" && grep -q "<th>kind</th><td>grad_norm</td>" "$TMP/g8.dom" &&
+	grep -q "<th>runs on</th><td>GPU worker</td>" "$TMP/g8.dom"
+ok $? "selecting a node shows its details (kind, where it runs, accesses, neighbours)"
 [ "$(grep -o 'sg-crit' "$TMP/g8.dom" | wc -l)" -gt 3 ]
 ok $? "the critical path is highlighted"
 mkdir -p "$BUILD/tests/artifacts"
