@@ -249,6 +249,10 @@ static int dot_legend(const sg_graph *g, const sg_dot_style *st, FILE *out, char
     return n;
 }
 
+/* Past this many cells (columns x rows) the grid's empty cells are not
+ * filled with invisible points. */
+#define SG_DOT_GRID_FILL_MAX 4000
+
 /* A cell of the picture's grid: a drawn endpoint (id >= 0), a header or a
  * legend item (id -1). */
 typedef struct cell {
@@ -297,7 +301,12 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
     sg_phase_layout l;
     if (sg_phase_layout_compute(g, fold, st ? st->where : NULL, &l))
         return SG_ENOMEM;
-    size_t ncell_max = (size_t)l.nsorted + (size_t)l.ncols + SG_BAND_COUNT + 32;
+    /* an invisible point in every empty cell keeps the rows straight, up to
+     * a size past which Graphviz would take minutes anyway */
+    size_t grid = (size_t)(l.ncols + 1) * (size_t)(l.nrows + 1);
+    int fill_grid = grid <= SG_DOT_GRID_FILL_MAX;
+    size_t ncell_max = (size_t)l.nsorted + (size_t)l.ncols + SG_BAND_COUNT + 32 +
+                       (fill_grid ? grid : 0);
     sg_edge *es = malloc((size_t)(g->nedges > 0 ? g->nedges : 1) * sizeof *es);
     cell *cells = calloc(ncell_max, sizeof *cells);
     char (*legend)[16] = NULL;
@@ -371,6 +380,31 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
                          "fontcolor=\"#555555\"];\n",
                     b, band_label[b]);
         }
+    if (fill_grid) {
+        /* cells (col, row), col -1 the band labels, row -1 the headers */
+        unsigned char *used = calloc(grid, 1);
+        if (!used) {
+            free(es);
+            free(cells);
+            sg_phase_layout_free(&l);
+            return SG_ENOMEM;
+        }
+        for (int k = 0; k < nc; k++)
+            used[(size_t)(cells[k].col + 1) * (size_t)(l.nrows + 1) + (size_t)(cells[k].row + 1)] = 1;
+        for (int col = -1; col < l.ncols; col++)
+            for (int row = -1; row < l.nrows; row++) {
+                if (used[(size_t)(col + 1) * (size_t)(l.nrows + 1) + (size_t)(row + 1)] ||
+                    (col < 0 && row < 0))
+                    continue;
+                cell *c = &cells[nc++];
+                snprintf(c->name, sizeof c->name, "p%d_%d", col + 1, row + 1);
+                c->id = -1;
+                c->col = col;
+                c->row = row;
+                fprintf(out, "  %s [shape=point, style=invis, width=0.01, label=\"\"];\n", c->name);
+            }
+        free(used);
+    }
     /* the legend: rows under the drawing, item i in column i % ncols */
     int nlegend = dot_legend(g, st, out, &legend);
     for (int i = 0; i < nlegend; i++) {
@@ -428,7 +462,7 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
     for (int k = 1; k < nc; k++)
         if (cells[k].row == cells[k - 1].row) /* the headers' row heaviest: long edges pass over */
             grid_edge(out, es, ne, &cells[k - 1], &cells[k],
-                      cells[k].row < 0 ? ", weight=50" : ", weight=4");
+                      cells[k].row < 0 ? ", weight=50" : ", weight=30");
     fprintf(out, "}\n");
     free(legend);
     free(cells);
