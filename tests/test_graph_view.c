@@ -428,6 +428,16 @@ static void test_places_and_phases(void)
        "with a trace: a task not in it is dashed; the legend explains the red share");
     free(dot);
     sg_graph_free(&g);
+
+    /* an empty graph still exports (a legend, nothing else) */
+    sg_graph_init(&g);
+    sg_error err = {0};
+    sg_graph_finalize(&g, &err);
+    sg_dot_style none = {0};
+    dot = dot_of(&g, &none);
+    ok(dot && strstr(dot, "digraph step {") && strstr(dot, "}\n"), "an empty graph exports");
+    free(dot);
+    sg_graph_free(&g);
 }
 
 int main(void)
