@@ -17,6 +17,7 @@
 #include "graph/analysis.h"
 #include "graph/fold.h"
 #include "graph/ir.h"
+#include "graph/phase_layout.h"
 
 /* Human-readable names of units: "embed", "layer3", "head". */
 void sg_unit_label(const sg_graph *g, int unit, char *buf, size_t size);
@@ -27,13 +28,19 @@ int sg_export_dot(const sg_graph *g, FILE *out);
 struct sg_fold;
 int sg_export_dot_folded(const sg_graph *g, const struct sg_fold *fold, FILE *out);
 
-/* How to draw: folding (NULL: none), a fill per node from measured times
- * (heat[i] in [0, 1], white to red, < 0: not measured; NULL: colour by kind)
- * and the critical path outlined (critical[i] != 0; NULL: none). */
+/* How to draw (graph/phase_layout.h has the grid and the places): folding
+ * (NULL: none); measured times as a red share of each node's width, from the
+ * left (heat[i] in [0, 1], the longest task 1; < 0: not in the trace, drawn
+ * dashed; NULL: no times); the critical path outlined (critical[i] != 0;
+ * NULL: none); where each node ran (sg_where values; NULL: the planned
+ * place). Fill = where a node runs, shape = its phase (forward, backward,
+ * optimizer, transfer), its kind written in its label as "[kind]"; the
+ * legend explains both. */
 typedef struct sg_dot_style {
     const struct sg_fold *fold;
     const double *heat;
     const unsigned char *critical;
+    const unsigned char *where;
 } sg_dot_style;
 int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out);
 int sg_export_json(const sg_graph *g, const sg_summary *s, FILE *out);

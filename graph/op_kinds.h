@@ -4,7 +4,7 @@
  * SG_OP_KINDS: its name, the step phase its time counts in, the devices the
  * compiler may give its nodes, where StarPU may run it, whether it belongs to
  * the optimizer's scheduling context, the cost class the machine models'
- * efficiencies and the roofline use, and its colour in DOT and traces. The
+ * efficiencies and the roofline use, and its own colour. The
  * IR, the exporters, placement (runtime/exec/starpu_setup.c), the cost models
  * (runtime/config/machine.c, runtime/sim/sim_cost.c), the timeline phases and
  * the codelet table (codelets/starpu/codelets.c) read it. Adding a kind is a
@@ -81,7 +81,8 @@ typedef enum sg_cost_rule {
  *                  when cores are reserved for it
  *   cost_class     SG_CLASS_<cost_class>
  *   cost_rule      SG_COST_<cost_rule>
- *   colour         fill colour in DOT exports
+ *   colour         the kind's colour (sg_op_kind_color); pictures fill nodes
+ *                  by where they run instead (graph/phase_layout.h)
  */
 #define SG_OP_KINDS(X)                                                                        \
     /* gather a unit's parameter shards (stage 3; stage 1/2 after the step) */                \

@@ -68,7 +68,8 @@ else
 fi
 run dot graph "$SRC/configs/default.json"
 contains "$TMP/dot.out" "digraph step"; ok $? "DOT on standard output by default"
-contains "$TMP/dot.out" "cluster_"; ok $? "DOT is clustered per layer"
+contains "$TMP/dot.out" "rank=same" && contains "$TMP/dot.out" 'label="layer0", shape=plaintext'
+ok $? "DOT is laid out with a column (rank) per layer, headed by its name"
 
 # run options override the config
 run seq128 graph "$SRC/configs/default.json" --format json --max_length 128 -o "$TMP/s128.json"

@@ -22,7 +22,7 @@ ok() {
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-echo "1..19"
+echo "1..21"
 CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
 
 # folding never loses a node (no browser needed)
@@ -37,7 +37,9 @@ svg = open(sys.argv[2]).read()
 dot = open(sys.argv[3]).read()
 ids = set(int(m) for m in re.findall(r'<g id="n(\d+)" class="node"', svg))
 assert ids == set(range(len(g["nodes"]))), (len(ids), len(g["nodes"]))
-edges = set((int(a), int(b)) for a, b in re.findall(r"^  n(\d+) -> n(\d+);$", dot, re.M))
+# an edge against the phase grid is written reversed, drawn back (dir=back)
+edges = set((int(a), int(b)) if not back else (int(b), int(a))
+            for a, b, back in re.findall(r"^  n(\d+) -> n(\d+)( \[dir=back\])?;$", dot, re.M))
 assert edges == set(map(tuple, g["edges"])), (len(edges), len(g["edges"]))
 PYEOF
 ok $? "unfolded: the SVG has every node of the graph JSON, the DOT every edge"
@@ -48,9 +50,48 @@ ok $? "the 8B SuperOffload page is written"
 ! grep -Eq '(src|href)="(https?:)?//' "$TMP/g8.html"
 ok $? "the page is self-contained: nothing loaded from the network"
 
+# colour = where a task runs: the page's data and its drawing agree with the
+# graph JSON's devices (CPU Adam on a CPU worker, backward on a GPU, copies on
+# their link), and the drawing's legend names each fill it uses
+"$PY" - "$TMP/g8.html" "$TMP/g8.json" <<'PYEOF'
+import html, json, re, sys
+page, g = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+data = json.loads(re.search(r'<script type="application/json" id="sg-data">(.*?)</script>', page, re.S).group(1).replace("<\\/", "</"))
+want = {"adam_cpu": "cpu", "backward": "gpu", "d2h": "d2h", "h2d": "h2d", "reduce_scatter": "net"}
+for n, w in zip(g["nodes"], data["where"]):
+    if n["kind"] in want:
+        assert w == want[n["kind"]], (n["name"], w)
+folded = page[page.index('id="svg-folded"'):page.index('id="svg-full"')]
+legend = dict((html.unescape(m.group(2)), m.group(1)) for m in re.finditer(r'<title>legend_\w+</title>\n<path fill="([^"]+)"[^>]*/>\n<text[^>]*>([^<]+)</text>', folded))
+for kind, w in want.items():
+    n = next(n for n in g["nodes"] if n["kind"] == kind)
+    m = re.search(r'<g id="n%d" class="node">.*?<(?:path|polygon) fill="([^"]+)"' % n["id"], folded, re.S)
+    if m:  # drawn (not folded): filled with the colour the legend gives its place
+        assert m.group(1) == data["places"][w]["color"] == legend[data["places"][w]["label"]], (kind, m.group(1))
+PYEOF
+ok $? "colour = where a task runs: page data, drawing and legend agree (CPU Adam, GPU backward, links)"
+
 "$BIN" run "$SRC/configs/default.json" --steps 2 --trace "$TMP/trace.json" >/dev/null 2>&1
 "$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/trace.json" -o "$TMP/def.html" 2>/dev/null
 ok $? "the default job's page with its trace is written"
+# with a trace, "where it ran" is the trace's worker: this run had CPU
+# workers only, so tasks planned for the GPU are coloured as CPU tasks
+"$PY" - "$TMP/def.html" "$TMP/trace.json" <<'PYEOF'
+import json, re, sys
+page = open(sys.argv[1]).read()
+data = json.loads(re.search(r'<script type="application/json" id="sg-data">(.*?)</script>', page, re.S).group(1).replace("<\\/", "</"))
+ev = json.load(open(sys.argv[2]))["traceEvents"]
+lanes = {e["tid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+ran = {e["args"]["node"]: lanes[e["tid"]] for e in ev if e.get("ph") == "X" and "node" in e.get("args", {})}
+checked = 0
+for i, n in enumerate(data["graph"]["nodes"]):
+    lane = ran.get(i, "")
+    if n["device"] != "link" and lane.startswith("CPU"):
+        assert data["where"][i] == "cpu", (n["name"], lane, data["where"][i])
+        checked += n["device"] == "gpu"
+assert checked > 10, checked
+PYEOF
+ok $? "with a trace each task is coloured by the worker it ran on (GPU-planned tasks that ran on CPUs: cpu)"
 "$BIN" graph "$SRC/configs/default.json" --format html --times "$TMP/g8.json" -o "$TMP/bad.html" 2>"$TMP/bad.err"
 [ $? -ne 0 ] && grep -q "not a Chrome trace" "$TMP/bad.err" && ! [ -e "$TMP/bad.html" ]
 ok $? "a file that is not a trace is refused by name, and no page is written"
@@ -145,8 +186,9 @@ ok $? "Chromium runs the 8B page: a readable folded view (few nodes drawn, group
 want=$("$PY" -c 'import json,sys; print(sum("adam_cpu" in n["name"] or n["kind"] == "adam_cpu" for n in json.load(open(sys.argv[1]))["nodes"]))' "$TMP/g8.json")
 grep -q "id=\"hits\">$want match" "$TMP/g8.dom"
 ok $? "search adam_cpu finds the $want tasks the graph JSON has"
-grep -q "<h2>grad_norm</h2>" "$TMP/g8.dom" && grep -q "<th>kind</th><td>grad_norm</td>" "$TMP/g8.dom"
-ok $? "selecting a node shows its details (kind, accesses, neighbours)"
+grep -q "<h2>grad_norm</h2>" "$TMP/g8.dom" && grep -q "<th>kind</th><td>grad_norm</td>" "$TMP/g8.dom" &&
+	grep -q "<th>runs on</th><td>GPU worker</td>" "$TMP/g8.dom"
+ok $? "selecting a node shows its details (kind, where it runs, accesses, neighbours)"
 [ "$(grep -o 'sg-crit' "$TMP/g8.dom" | wc -l)" -gt 3 ]
 ok $? "the critical path is highlighted"
 mkdir -p "$BUILD/tests/artifacts"

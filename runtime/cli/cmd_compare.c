@@ -165,7 +165,7 @@ static void timelines(FILE *out, const side *A, const side *B)
             fprintf(out, "<rect class=\"bar\" x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" "
                          "height=\"%.0f\" fill=\"%s\"><title>%c: %s</title></rect>\n",
                     x, (base + v->times.lane[i]) * L + 3, w < 1 ? 1 : w, L - 6,
-                    sg_op_kind_color(v->g.nodes[i].kind), 'A' + k, v->g.nodes[i].name);
+                    sg_where_color((sg_where)v->where[i]), 'A' + k, v->g.nodes[i].name);
         }
         base += v->times.nlanes;
         fprintf(out, "<line x1=\"0\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" stroke=\"#888\"/>\n", W,

@@ -8,7 +8,8 @@
 (function () {
   const raw = JSON.parse(document.getElementById("sg-data").textContent);
   const nodes = raw.graph.nodes.map((n, i) => Object.assign({}, n, {
-    unit: n.layer, group: raw.group_of[i], preds: [], succs: [], color: raw.colors[n.kind] || "#ccc",
+    unit: n.layer, group: raw.group_of[i], preds: [], succs: [], where: raw.where[i],
+    color: (raw.places[raw.where[i]] || {}).color || "#ccc",
   }));
   raw.graph.edges.forEach(([a, b]) => { nodes[a].succs.push(b); nodes[b].preds.push(a); });
   if (raw.times)
@@ -145,6 +146,7 @@
     let h = "<h2>" + n.name + "</h2><table>" +
       "<tr><th>kind</th><td>" + n.kind + "</td></tr>" +
       "<tr><th>device</th><td>" + n.device + (n.link ? " (" + n.link + ")" : "") + "</td></tr>" +
+      "<tr><th>" + (n.end_us !== undefined ? "ran on" : "runs on") + "</th><td>" + raw.places[n.where].label + "</td></tr>" +
       "<tr><th>unit</th><td>" + (n.unit === null ? "-" : n.unit) + "</td></tr>" +
       "<tr><th>FLOPs</th><td>" + fmt(n.flops, "FLOP") + "</td></tr>" +
       "<tr><th>bytes</th><td>" + fmt(n.bytes, "B") + (n.link_bytes ? ", " + fmt(n.link_bytes, "B") + " on the link" : "") + "</td></tr>";

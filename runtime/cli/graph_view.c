@@ -22,6 +22,21 @@ static void heat_of(const sg_graph *g, const sg_trace_times *t, double *heat)
                                   : 0;
 }
 
+/* Where each node runs: planned (graph/phase_layout.h), or the kind of worker
+ * its trace lane names for a task that ran on one (links keep their lane). */
+static void places_of(const sg_graph *g, const sg_trace_times *t, unsigned char *where)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        where[i] = (unsigned char)sg_where_planned(&g->nodes[i]);
+        if (!t || g->nodes[i].device == SG_DEV_LINK || t->end_us[i] < 0 || t->lane[i] < 0 ||
+            t->lane[i] >= t->nlanes)
+            continue;
+        int w = sg_where_of_lane(t->lane_names[t->lane[i]]);
+        if (w == SG_WHERE_CPU || w == SG_WHERE_GPU)
+            where[i] = (unsigned char)w;
+    }
+}
+
 /* The machine of cfg->run.machine, if any, and its cost model (else the
  * ideal GH200's). */
 static int cost_model(const sg_config *cfg, sg_graph_view *v, sg_error *err)
@@ -89,9 +104,11 @@ int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path
     }
     size_t nn = (size_t)(v->g.nnodes > 0 ? v->g.nnodes : 1);
     if (!rc && (!(v->critical = malloc(nn * sizeof *v->critical)) ||
-                !(v->critical_mask = calloc(nn, 1)) ||
+                !(v->critical_mask = calloc(nn, 1)) || !(v->where = malloc(nn)) ||
                 (v->have_times && !(v->heat = malloc(nn * sizeof *v->heat)))))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc)
+        places_of(&v->g, v->have_times ? &v->times : NULL, v->where);
     if (!rc && v->have_times)
         executed_path(v);
     else if (!rc && sg_critical_path_ideal(&v->g, &v->cm, v->critical, &v->ncritical))
@@ -104,7 +121,8 @@ int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path
         v->critical_mask[v->critical[i]] = 1;
     if (!rc) {
         v->bound_s = sg_step_lower_bound(&v->s, &v->cm, &v->bound_by, NULL);
-        v->style = (sg_dot_style){unfold ? NULL : &v->fold, v->heat, v->critical_mask};
+        v->style = (sg_dot_style){unfold ? NULL : &v->fold, v->heat, v->critical_mask,
+                                  v->where};
     }
     if (rc)
         sg_graph_view_free(v);
@@ -119,6 +137,7 @@ void sg_graph_view_free(sg_graph_view *v)
     free(v->heat);
     free(v->critical);
     free(v->critical_mask);
+    free(v->where);
     free(v->model);
     free(v->mach);
     memset(v, 0, sizeof *v);

@@ -84,10 +84,19 @@ static int write_data(FILE *out, const sg_html_page *p)
         fputs(gi ? "," : "", out);
         sg_json_write_string(out, p->fold->groups[gi].label);
     }
-    fputs("],\"colors\":{", out);
-    for (int k = 0; k < SG_OP_KIND_COUNT; k++)
-        fprintf(out, "%s\"%s\":\"%s\"", k ? "," : "", sg_op_kind_name((sg_op_kind)k),
-                sg_op_kind_color((sg_op_kind)k));
+    /* where each task runs (ran, with a trace): the fill of the drawings */
+    fputs("],\"where\":[", out);
+    for (int i = 0; i < p->g->nnodes; i++)
+        fprintf(out, "%s\"%s\"", i ? "," : "",
+                sg_where_name(p->where ? (sg_where)p->where[i]
+                                       : sg_where_planned(&p->g->nodes[i])));
+    fputs("],\"places\":{", out);
+    for (int w = 0; w < SG_WHERE_COUNT; w++) {
+        fprintf(out, "%s\"%s\":{\"color\":\"%s\",\"label\":", w ? "," : "",
+                sg_where_name((sg_where)w), sg_where_color((sg_where)w));
+        sg_json_write_string(out, sg_where_label((sg_where)w));
+        fputs("}", out);
+    }
     fprintf(out, "},\"critical\":{\"kind\":\"%s\",\"ms\":%.6f,\"wait_ms\":%.6f,\"nodes\":[",
             p->critical_kind, p->critical_s * 1e3, p->wait_s * 1e3);
     for (int i = 0; i < p->ncritical; i++)
@@ -236,7 +245,7 @@ int sg_render_view_html(const sg_graph_view *v, const char *title, const char *p
     if (!rc) {
         sg_html_page page = {.title = title, .g = &v->g, .s = &v->s, .fold = &v->fold,
                              .svg_folded = folded, .svg_full = draw_full ? full : NULL,
-                             .times = v->have_times ? &v->times : NULL,
+                             .times = v->have_times ? &v->times : NULL, .where = v->where,
                              .critical = v->critical, .ncritical = v->ncritical,
                              .critical_kind = v->critical_kind, .critical_s = v->critical_s,
                              .wait_s = v->wait_s, .step_s = v->step_s, .bound_s = v->bound_s,

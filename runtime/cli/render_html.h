@@ -26,6 +26,7 @@ typedef struct sg_html_page {
     const char *svg_folded, *svg_full; /* Graphviz SVG files to inline (svg_full may be
                                           NULL: too many tasks to draw unfolded) */
     const sg_trace_times *times;       /* NULL without a trace */
+    const unsigned char *where;        /* per node, sg_where (NULL: planned places) */
     const int *critical;               /* node ids, first to last */
     int ncritical;
     const char *critical_kind;         /* "executed" or "ideal-machine" */
