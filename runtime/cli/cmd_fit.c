@@ -189,12 +189,19 @@ int sg_cmd_fit(int argc, char **argv)
                                   "written", out_path);
         } else {
             const sg_fit_point *b = &r.points[r.best];
+            char mem[160];
+            if (mach->unified_memory || mach->gpu_count == 0) /* one memory holds both */
+                snprintf(mem, sizeof mem, "GPU-side %.1f + host %.1f of %.1f GiB of %s memory",
+                         b->gpu_bytes / GIB, b->host_bytes / GIB, b->host_capacity / GIB,
+                         mach->unified_memory ? "unified" : "host");
+            else
+                snprintf(mem, sizeof mem, "GPU %.1f of %.1f GiB, host %.1f of %.1f GiB",
+                         b->gpu_bytes / GIB, b->gpu_capacity / GIB, b->host_bytes / GIB,
+                         b->host_capacity / GIB);
             printf("largest that fits: llama-scaled-h%lld-l%lld, %.2f B parameters (hidden "
-                   "%lld, %lld layers%s), GPU %.1f of %.1f GiB, host %.1f of %.1f GiB, step "
-                   "bound %.0f ms\n", (long long)b->hidden, (long long)b->layers,
-                   (double)b->params / 1e9, (long long)b->hidden, (long long)b->layers,
-                   b->on_rule ? "" : ", fewer than the rule's", b->gpu_bytes / GIB,
-                   b->gpu_capacity / GIB, b->host_bytes / GIB, b->host_capacity / GIB,
+                   "%lld, %lld layers%s), %s, step bound %.0f ms\n", (long long)b->hidden,
+                   (long long)b->layers, (double)b->params / 1e9, (long long)b->hidden,
+                   (long long)b->layers, b->on_rule ? "" : ", fewer than the rule's", mem,
                    b->bound_s * 1e3);
             if (r.hit_max)
                 printf("the widest candidate searched fits: raise --max-hidden to look "
