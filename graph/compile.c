@@ -1035,8 +1035,11 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
                 return rc;
             if ((rc = push_grad_writes(c, l, u, mb, t)))
                 return rc;
-            double flops = u == 0 ? (double)(rows * c->s->seq_len) * (double)c->m->hidden_size
-                                  : 2.0 * unit_forward_flops_rows(c, u, rows);
+            /* the head's backward also recomputes its logits, a chunk at a time
+             * (models/unit_layout.h): one more forward's worth */
+            double flops = u == 0       ? (double)(rows * c->s->seq_len) * (double)c->m->hidden_size
+                           : u == c->head ? 3.0 * unit_forward_flops_rows(c, u, rows)
+                                          : 2.0 * unit_forward_flops_rows(c, u, rows);
             snprintf(name, sizeof name, "bwd.%s.mb%d%s", lab, mb, sfx);
             if ((rc = tile_node(c, l, SG_OP_BACKWARD, u, mb, t, flops, name)) < 0)
                 return rc;

@@ -70,6 +70,10 @@ typedef struct sg_model {
      * that stepgraph does not know, dropped (the commands warn) */
     int from_hf_config;
     char hf_ignored_keys[200];         /* comma-separated, "" when none */
+    /* Not from the model file: the run option head_chunk_tokens
+     * (runtime/config/step_spec.c sets it), tokens per chunk of the head's
+     * logits; <= 0 = auto (models/unit_layout.h sg_head_chunk_tokens) */
+    int64_t head_chunk_tokens;
 } sg_model;
 
 /* One parameter tensor with its Hugging Face name and shape (row-major, as

@@ -151,13 +151,28 @@ void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layou
 
 void sg_head_saved_layout_get(const sg_model *m, size_t N, sg_head_saved_layout *l)
 {
-    const size_t H = (size_t)m->hidden_size, V = (size_t)m->vocab_size;
+    const size_t H = (size_t)m->hidden_size;
     size_t at = 0;
     l->n = take(&at, N * H);
-    l->logits = take(&at, N * V);
     l->rstd = take(&at, N);
     l->lse = take(&at, N);
     l->total = at;
+}
+
+size_t sg_head_chunk_tokens(const sg_model *m, size_t N)
+{
+    if (N == 0)
+        return 0;
+    size_t c;
+    if (m->head_chunk_tokens > 0) {
+        c = (size_t)m->head_chunk_tokens;
+    } else {
+        const size_t row = (size_t)(m->vocab_size > 0 ? m->vocab_size : 1) * sizeof(float);
+        c = SG_HEAD_CHUNK_BUDGET_BYTES / row;
+    }
+    if (c < 1)
+        c = 1;
+    return c < N ? c : N;
 }
 
 /* Width of the MLP a token goes through: top-k experts for MoE. */
@@ -234,14 +249,17 @@ static size_t layer_backward_scratch(const sg_model *m, size_t N)
     return mlp > attn ? mlp : attn;
 }
 
-/* Forward: the saved activations (when saved == NULL). Backward: dlogits
- * (N, V), dn (N, H). */
+/* Forward: the saved activations (when saved == NULL), then one chunk's
+ * logits (C, V). Backward: one chunk's logits, recomputed and turned into
+ * dlogits in place (C, V), and dn (N, H). C = sg_head_chunk_tokens. */
 static size_t head_scratch(const sg_model *m, size_t N)
 {
     sg_head_saved_layout h;
     sg_head_saved_layout_get(m, N, &h);
-    size_t bwd = N * (size_t)m->vocab_size + N * (size_t)m->hidden_size;
-    return h.total > bwd ? h.total : bwd;
+    const size_t CV = sg_head_chunk_tokens(m, N) * (size_t)m->vocab_size;
+    size_t fwd = h.total + CV;
+    size_t bwd = CV + N * (size_t)m->hidden_size;
+    return fwd > bwd ? fwd : bwd;
 }
 
 size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T)

@@ -68,11 +68,26 @@ typedef struct sg_layer_saved_layout {
 } sg_layer_saved_layout;
 
 /* The head's saved activations:
- *   n (N, H) = norm(x), logits (N, V), rstd (N), lse (N) of the logits. */
+ *   n (N, H) = norm(x), rstd (N), lse (N) of the logits.
+ * No logits: the head works on chunks of sg_head_chunk_tokens tokens. The
+ * forward computes one chunk's logits (C, V) in scratch, takes their
+ * log-sum-exp and loss, and moves on; the backward recomputes them chunk by
+ * chunk from n, turns them into dlogits in place and accumulates dW and dn
+ * (as Cut Cross-Entropy does). Memory is O(N H + C V) instead of O(N V);
+ * the price is one more (N, H) x (H, V) product in the backward. */
 typedef struct sg_head_saved_layout {
-    size_t n, logits, rstd, lse;
+    size_t n, rstd, lse;
     size_t total;
 } sg_head_saved_layout;
+
+/* Budget of one chunk's fp32 logits when head_chunk_tokens is auto. */
+#define SG_HEAD_CHUNK_BUDGET_BYTES ((size_t)256 << 20)
+
+/* Tokens per chunk of the head for N tokens: m->head_chunk_tokens when > 0,
+ * else auto: as many as keep C x V x 4 bytes within
+ * SG_HEAD_CHUNK_BUDGET_BYTES (at least 1); never more than N (0 for N = 0).
+ * GPT-OSS (V = 201,088): 333 tokens; Llama 3 (V = 128,256): 523. */
+size_t sg_head_chunk_tokens(const sg_model *m, size_t N);
 
 void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layout *l);
 void sg_head_saved_layout_get(const sg_model *m, size_t N, sg_head_saved_layout *l);

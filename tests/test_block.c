@@ -178,7 +178,8 @@ static void random_batch(net *n)
 }
 
 /* Loads the model (from models/ or inline JSON), makes its weights and batch. */
-static int net_init(net *n, const char *label, const char *json, size_t B, size_t T)
+static int net_init(net *n, const char *label, const char *json, size_t B, size_t T,
+                    int64_t head_chunk)
 {
     memset(n, 0, sizeof *n);
     n->label = label;
@@ -194,6 +195,7 @@ static int net_init(net *n, const char *label, const char *json, size_t B, size_
     }
     sg_weights_init(&n->w, SEED, 0.1);
     randomise_norms_and_biases(&n->w);
+    n->m.head_chunk_tokens = head_chunk; /* 0: auto (the whole batch for these vocabularies) */
     n->B = B, n->T = T, n->N = B * T, n->H = (size_t)n->m.hidden_size;
     n->L = (int)n->m.num_layers;
     n->U = n->L + 2;
@@ -603,6 +605,94 @@ static void check_errors(net *n)
     free(z);
 }
 
+/* The head over chunks of C tokens against one chunk of all N (the
+ * unchunked math): loss, dx, the norm and lm_head gradients, the tied
+ * embedding's, within 1e-6 (max|diff| / max|ref|) for chunk sizes that do
+ * and do not divide N; and the head's memory shrinks with the chunk. */
+typedef struct head_run {
+    float loss;
+    float *dx, *dhead, *dembed;
+    int rc;
+} head_run;
+
+static head_run run_head(const net *n, int64_t chunk)
+{
+    const int u = n->U - 1;
+    const size_t NH = n->N * n->H, V = (size_t)n->m.vocab_size;
+    sg_model m = n->m;
+    m.head_chunk_tokens = chunk;
+    float *saved = alloc_f32(sg_unit_saved_floats(&m, u, n->B, n->T));
+    size_t ns = sg_unit_scratch_floats(&m, u, n->B, n->T);
+    float *scratch = alloc_f32(ns);
+    fill_nan(scratch, ns);
+    head_run r = {.dx = alloc_f32(NH), .dhead = zeros(n->nparams[u]),
+                  .dembed = n->m.tie_word_embeddings ? zeros(V * n->H) : NULL};
+    fill_nan(r.dx, NH);
+    sg_unit_io io = {
+        .params = n->params[u],
+        .embed = n->m.tie_word_embeddings ? n->params[0] : NULL,
+        .targets = n->targets,
+        .x = n->hid[n->L],
+        .loss = &r.loss,
+        .saved = saved,
+        .scratch = scratch,
+    };
+    r.rc = sg_unit_forward(&m, u, n->B, n->T, &io);
+    fill_nan(scratch, ns);
+    if (!r.rc)
+        r.rc = sg_unit_backward(&m, u, n->B, n->T, &io, NULL, 0.75f, r.dx, r.dhead, r.dembed);
+    free(saved);
+    free(scratch);
+    return r;
+}
+
+static double rel_err_f(const float *got, const float *want, size_t len)
+{
+    double maxdiff = 0.0, maxref = 0.0;
+    for (size_t i = 0; i < len; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= maxdiff))
+            maxdiff = isnan(d) ? INFINITY : d;
+        maxref = fabs((double)want[i]) > maxref ? fabs((double)want[i]) : maxref;
+    }
+    return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}
+
+static void check_head_chunks(net *n)
+{
+    const int u = n->U - 1;
+    const size_t NH = n->N * n->H, V = (size_t)n->m.vocab_size;
+    head_run ref = run_head(n, (int64_t)n->N);
+    const int64_t chunks[] = {1, 3, 7, (int64_t)n->N - 1, (int64_t)n->N + 5};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        head_run r = run_head(n, chunks[k]);
+        double el = fabs((double)r.loss - (double)ref.loss) / fabs((double)ref.loss);
+        double ex = rel_err_f(r.dx, ref.dx, NH);
+        double eh = rel_err_f(r.dhead, ref.dhead, n->nparams[u]);
+        double ee = r.dembed ? rel_err_f(r.dembed, ref.dembed, V * n->H) : 0.0;
+        double worst = fmax(fmax(el, ex), fmax(eh, ee));
+        ok(r.rc == 0 && ref.rc == 0 && worst <= 1e-6,
+           "%s: head in chunks of %lld of %zu tokens = unchunked (loss %.7f vs %.7f; rel err "
+           "loss %.1e dx %.1e dW %.1e dembed %.1e)", n->label, (long long)chunks[k], n->N,
+           r.loss, ref.loss, el, ex, eh, ee);
+        free(r.dx), free(r.dhead), free(r.dembed);
+    }
+    free(ref.dx), free(ref.dhead), free(ref.dembed);
+
+    sg_model whole = n->m, three = n->m;
+    whole.head_chunk_tokens = (int64_t)n->N;
+    three.head_chunk_tokens = 3;
+    size_t sw = sg_unit_scratch_floats(&whole, u, n->B, n->T);
+    size_t s3 = sg_unit_scratch_floats(&three, u, n->B, n->T);
+    /* backward: C V + N H; forward (checkpointing): N H + 2 N + C V */
+    size_t want3 = n->N * n->H + 2 * n->N + 3 * V;
+    is_int((long long)s3, (long long)want3, "%s: head scratch with chunks of 3 = N H + 2 N + "
+           "3 V = %zu (whole batch: %zu)", n->label, want3, sw);
+    is_int((long long)sg_unit_saved_floats(&three, u, n->B, n->T),
+           (long long)sg_unit_saved_floats(&whole, u, n->B, n->T),
+           "%s: saved does not depend on the chunk", n->label);
+}
+
 /* sg_unit_check_model and the sizes, for models the kernels refuse too. */
 static void check_sizes(void)
 {
@@ -626,15 +716,15 @@ static void check_sizes(void)
     ok(sg_unit_scratch_floats(&moe, 1, B, T) >= sg_unit_saved_floats(&moe, 1, B, T),
        "tiny-moe layer: scratch estimate covers the saved estimate");
     is_int(sg_unit_saved_floats(&moe, 0, B, T), 0, "tiny-moe embedding: nothing saved");
-    is_int(sg_unit_saved_floats(&moe, 5, B, T), N * (H + 256 + 2),
-           "tiny-moe head: n, logits, rstd, lse");
+    is_int(sg_unit_saved_floats(&moe, 5, B, T), N * (H + 2),
+           "tiny-moe head: n, rstd, lse (no logits)");
 
     const size_t F = 384;
     is_int(sg_unit_saved_floats(&llama, 0, B, T), 0, "tiny-llama embedding: nothing saved");
     is_int(sg_unit_scratch_floats(&llama, 0, B, T), 0, "tiny-llama embedding: no scratch");
     is_int(sg_unit_saved_floats(&llama, 2, B, T), N * (3 * H + 2 * q + 2 * kv + 2 * F + 2 + 4),
            "tiny-llama layer: n1 h n2 q k v att gate up rstd1 rstd2 lse");
-    is_int(sg_unit_saved_floats(&llama, 5, B, T), N * (H + 256 + 2), "tiny-llama head");
+    is_int(sg_unit_saved_floats(&llama, 5, B, T), N * (H + 2), "tiny-llama head: n, rstd, lse");
     is_int(sg_unit_saved_floats(&llama, 6, B, T), 0, "unit out of range: 0");
     ok(sg_unit_scratch_floats(&llama, 1, B, T) >= sg_unit_saved_floats(&llama, 1, B, T) + N * F,
        "tiny-llama layer scratch holds saved + silu(gate) * up");
@@ -697,14 +787,16 @@ int main(void)
     static const struct {
         const char *label, *json;
         size_t B, T;
+        int64_t head_chunk; /* tokens per chunk of the head's logits; 0 auto */
     } cases[NCASES] = {
-        {"tiny-llama", NULL, 2, 24},
-        {"tiny-qwen3", NULL, 2, 24},
-        {"tiny-bias-window", NULL, 2, 70},
+        {"tiny-llama", NULL, 2, 24, 5},        /* 48 tokens: 9 chunks of 5 and one of 3 */
+        {"tiny-qwen3", NULL, 2, 24, 0},        /* auto: one chunk of 48 */
+        {"tiny-bias-window", NULL, 2, 70, 3},  /* 140 tokens: 46 chunks of 3 and one of 2 */
     };
     for (int c = 0; c < NCASES; c++) {
         const char *json = c == 2 ? BIAS_WINDOW_JSON : cases[c].json;
-        int rc = net_init(&g_nets[c], cases[c].label, json, cases[c].B, cases[c].T);
+        int rc = net_init(&g_nets[c], cases[c].label, json, cases[c].B, cases[c].T,
+                          cases[c].head_chunk);
         ok(rc == 0, "%s: model, weights and batch ready", cases[c].label);
         if (rc == 0)
             write_inputs(&g_nets[c]);
@@ -725,6 +817,7 @@ int main(void)
         check_checkpointing(n);
         check_accumulation(n);
         check_errors(n);
+        check_head_chunks(n);
         tap_diag("%s: worst relative error against torch %.2e", n->label, g_worst[c]);
     }
     check_sizes();

@@ -31,7 +31,8 @@
  * fills saved bit-identically; a second backward accumulates into dparams
  * (compared with the CPU's second backward) and dx is written (NaN-filled
  * before); the head's dloss_scale; all targets ignored (loss 0, dx 0);
- * error returns and sizes.
+ * error returns and sizes. The head runs a second time in chunks of 3
+ * tokens (models/unit_layout.h sg_head_chunk_tokens) on both sides.
  *
  * Without a CUDA device the program skips ("1..0 # SKIP"); the emulated
  * build (libsgcudaemu.a) always has one.
@@ -382,7 +383,7 @@ typedef struct saved_region {
 
 static int saved_regions(const net *n, int u, saved_region *r)
 {
-    const size_t N = n->N, H = n->H, V = n->V, F = (size_t)n->m.intermediate_size;
+    const size_t N = n->N, H = n->H, F = (size_t)n->m.intermediate_size;
     const size_t Hq = (size_t)n->m.num_heads, Hkv = (size_t)n->m.num_kv_heads;
     const size_t D = (size_t)n->m.head_dim, Q = Hq * D, KV = Hkv * D;
     const size_t qk = n->m.qk_norm ? 1 : 0;
@@ -391,7 +392,6 @@ static int saved_regions(const net *n, int u, saved_region *r)
         sg_head_saved_layout h;
         sg_head_saved_layout_get(&n->m, N, &h);
         r[k++] = (saved_region){"n", h.n, N * H};
-        r[k++] = (saved_region){"logits", h.logits, N * V};
         r[k++] = (saved_region){"rstd", h.rstd, N};
         r[k++] = (saved_region){"lse", h.lse, N};
         return k;
@@ -928,6 +928,20 @@ int main(void)
                 run_unit(&n, u, dts[k], &in, &cu);
             inputs_free(&n, &in);
         }
+        /* the head again in chunks of 3 of the 32 tokens (the last one 2) on
+         * both sides: the GPU's chunk loop, its smaller scratch (guards) and
+         * its per-chunk bf16 dW accumulation against the CPU */
+        char chunked[64];
+        snprintf(chunked, sizeof chunked, "%s head_chunk_tokens 3", cases[c].label);
+        n.label = chunked;
+        n.m.head_chunk_tokens = 3;
+        for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+            inputs in = inputs_for(&n, dts[k]);
+            run_unit(&n, n.U - 1, dts[k], &in, &cu);
+            inputs_free(&n, &in);
+        }
+        n.m.head_chunk_tokens = 0;
+        n.label = cases[c].label;
         check_errors(&n, &cu);
         check_sizes(&n);
         net_free(&n);

@@ -735,6 +735,39 @@ static void test_cross_entropy(void)
                        "cross_entropy N=%zu V=%zu: in place, dloss_scale %g", N, V,
                        (double)scale);
 
+            /* the pieces the chunked head calls (rows + mean, weight + backward_rows)
+             * over chunks of 3 rows: the same bits as the whole calls */
+            {
+                const size_t es = dt_size(dt), C = 3;
+                float *work2 = dev_alloc(sg_cu_cross_entropy_work_floats(N) * sizeof(float));
+                void *dlse2 = dev_alloc(N * es), *ddl3 = put(nans, NV, dt);
+                float *dloss2 = dev_alloc(sizeof(float)), *g = dev_alloc(sizeof(float));
+                for (size_t r = 0; r < N; r += C) {
+                    size_t nc = N - r < C ? N - r : C;
+                    CALL(sg_cu_cross_entropy_rows(&g_cu, work2 + r, (char *)dlse2 + r * es,
+                                                  (const char *)dl + r * V * es,
+                                                  (const int32_t *)dtg + r, dt, nc, V));
+                }
+                CALL(sg_cu_cross_entropy_mean(&g_cu, dloss2, work2, dtg, N, V));
+                CALL(sg_cu_cross_entropy_weight(&g_cu, g, dtg, N, V, dloss, NULL));
+                for (size_t r = 0; r < N; r += C) {
+                    size_t nc = N - r < C ? N - r : C;
+                    CALL(sg_cu_cross_entropy_backward_rows(
+                        &g_cu, (char *)ddl3 + r * V * es, (const char *)dl + r * V * es,
+                        (const char *)dlse + r * es, (const int32_t *)dtg + r, dt, nc, V, g));
+                }
+                float loss2;
+                get_raw(&loss2, dloss2, sizeof loss2);
+                float *lse2 = get(dlse2, N, dt), *got3 = get(ddl3, NV, dt);
+                ok(memcmp(&loss2, &loss, sizeof loss) == 0 &&
+                       memcmp(lse2, lse, N * sizeof *lse) == 0 &&
+                       memcmp(got3, got, NV * sizeof *got) == 0,
+                   "cross_entropy N=%zu V=%zu [%s]: in chunks of 3 rows (rows, mean, weight, "
+                   "backward_rows): loss, lse and dlogits bit-identical", N, V,
+                   sg_dtype_name(dt));
+                FREE(lse2, got3);
+            }
+
             /* every target ignored (-1, and one V): loss 0, zero gradient */
             put_into(ddl, nans, NV, dt);
             CALL(sg_cu_cross_entropy_forward(&g_cu, dloss_g, NULL, dl, dign, dt, N, V, work));

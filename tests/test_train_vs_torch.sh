@@ -6,8 +6,9 @@
 # `--load FILE.safetensors`) on the same batch; the reference is
 # tests/torch_train_ref.py: the forward written from the Llama formulas in
 # float64, and torch's own cross-entropy, backward, clip_grad_norm_ and
-# torch.optim.AdamW. Every loss within 1e-5 relative, and finite; untiled
-# and in batch tiles of one sequence (run option batch_tile).
+# torch.optim.AdamW. Every loss within 1e-5 relative, and finite; untiled,
+# in batch tiles of one sequence (run option batch_tile), and with the loss
+# head in chunks of 3 tokens (run option head_chunk_tokens).
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -72,4 +73,12 @@ rc=$?
 ok $rc "stepgraph trains $STEPS steps in batch tiles of one sequence"
 [ $rc -eq 0 ] || sed 's/^/# /' "$TMP/sg_tiled.out" | tail -5
 compare_torch "$TMP/sg_tiled.jsonl" "batch tiles of 1 sequence"
+# the loss head in chunks of 3 tokens (32 per micro-batch: 10 chunks of 3, one of 2)
+"$BIN" run "$TMP/ds.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+	--load "$TMP/init.safetensors" --steps $STEPS --ncpus 1 --head_chunk_tokens 3 \
+	--metrics "$TMP/sg_chunked.jsonl" >"$TMP/sg_chunked.out" 2>&1
+rc=$?
+ok $rc "stepgraph trains $STEPS steps with head_chunk_tokens 3"
+[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/sg_chunked.out" | tail -5
+compare_torch "$TMP/sg_chunked.jsonl" "head in chunks of 3 tokens"
 echo "1..$n"

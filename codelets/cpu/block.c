@@ -383,7 +383,8 @@ typedef struct head_ctx {
     dims d;
     sg_head_param_offsets o;
     const float *norm_w, *W;   /* (H), (V, H): lm_head or the tied embedding */
-    float *n, *logits, *rstd, *lse;
+    float *n, *rstd, *lse;
+    size_t C;                  /* tokens per chunk of logits (sg_head_chunk_tokens) */
 } head_ctx;
 
 static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
@@ -401,13 +402,20 @@ static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
     sg_head_saved_layout l;
     sg_head_saved_layout_get(m, c->d.N, &l);
     c->n = saved + l.n;
-    c->logits = saved + l.logits;
     c->rstd = saved + l.rstd;
     c->lse = saved + l.lse;
+    c->C = sg_head_chunk_tokens(m, c->d.N);
     return 0;
 }
 
-/* loss = mean cross-entropy(norm(x) @ W^T, targets). */
+/* Rows of the chunk starting at row r. */
+static size_t chunk_rows(const head_ctx *c, size_t r)
+{
+    return c->d.N - r < c->C ? c->d.N - r : c->C;
+}
+
+/* loss = mean cross-entropy(norm(x) @ W^T, targets), chunk by chunk: the
+ * logits of C tokens at a time live in scratch; only their lse is kept. */
 static int head_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io)
 {
     if (!io->saved && !io->loss)
@@ -419,13 +427,20 @@ static int head_forward(const sg_model *m, int unit, size_t B, size_t T, const s
     head_ctx c;
     TRY(head_ctx_init(&c, m, B, T, io, saved));
     const dims *d = &c.d;
+    float *logits = carve(&s, c.C * d->V); // (C, V)
+    if (!logits)
+        return SG_EINVAL;
     TRY(sg_rmsnorm_forward(c.n, c.rstd, io->x, c.norm_w, d->N, d->H, d->eps));
-    TRY(sg_linear_forward(c.logits, c.n, c.W, NULL, d->N, d->H, d->V)); // (N, V)
-    float loss;
-    int64_t count;
-    TRY(sg_cross_entropy_forward(&loss, &count, c.lse, c.logits, io->targets, d->N, d->V));
+    double total = 0.0; // summed in row order across chunks, as one unchunked call
+    int64_t count = 0;
+    for (size_t r = 0; r < d->N; r += c.C) {
+        const size_t nc = chunk_rows(&c, r);
+        TRY(sg_linear_forward(logits, c.n + r * d->H, c.W, NULL, nc, d->H, d->V)); // (nc, V)
+        TRY(sg_cross_entropy_rows(&total, &count, c.lse + r, logits, io->targets + r, nc,
+                                  d->V));
+    }
     if (io->loss)
-        *io->loss = loss;
+        *io->loss = count ? (float)(total / (double)count) : 0.0f;
     return 0;
 }
 
@@ -437,6 +452,8 @@ static int64_t count_targets(const int32_t *targets, size_t N)
     return n;
 }
 
+/* Per chunk: logits recomputed from the saved n, dlogits in their place,
+ * dW += dlogits^T n, dn rows = dlogits W. Then the norm's backward. */
 static int head_backward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io,
                          float dloss, float *dx, float *dparams, float *dembed)
 {
@@ -446,15 +463,20 @@ static int head_backward(const sg_model *m, int unit, size_t B, size_t T, const 
     TRY(head_ctx_init(&c, m, B, T, io, io->saved));
     const dims *d = &c.d;
     arena s = arena_of(m, unit, B, T, io->scratch);
-    float *dlogits = carve(&s, d->N * d->V); // (N, V): saved logits stay read-only
-    float *dn = carve(&s, d->N * d->H);      // (N, H)
-    if (!dlogits || !dn)
+    float *logits = carve(&s, c.C * d->V); // (C, V): logits, then dlogits in place
+    float *dn = carve(&s, d->N * d->H);    // (N, H)
+    if (!logits || !dn)
         return SG_EINVAL;
-    int64_t count = count_targets(io->targets, d->N);
-    TRY(sg_cross_entropy_backward(dlogits, c.logits, c.lse, io->targets, d->N, d->V, dloss,
-                                  count));
+    const int64_t count = count_targets(io->targets, d->N); // the mean's divisor, all chunks
     float *dW = m->tie_word_embeddings ? dembed : dparams + c.o.lm_head; // (V, H) +=
-    TRY(sg_linear_backward(dn, dW, NULL, dlogits, c.n, c.W, d->N, d->H, d->V));
+    for (size_t r = 0; r < d->N; r += c.C) {
+        const size_t nc = chunk_rows(&c, r);
+        const float *n = c.n + r * d->H; // (nc, H)
+        TRY(sg_linear_forward(logits, n, c.W, NULL, nc, d->H, d->V)); // (nc, V)
+        TRY(sg_cross_entropy_backward(logits, logits, c.lse + r, io->targets + r, nc, d->V,
+                                      dloss, count));
+        TRY(sg_linear_backward(dn + r * d->H, dW, NULL, logits, n, c.W, nc, d->H, d->V));
+    }
     return sg_rmsnorm_backward(dx, dparams + c.o.norm, dn, io->x, c.norm_w, c.rstd, d->N,
                                d->H);
 }

@@ -20,7 +20,11 @@
  * (sg_unit_check_model says so).
  *
  * The head: n = norm(x); logits = n @ W^T (W = lm_head, or the embedding
- * table when tied); loss = mean cross-entropy over the targets >= 0.
+ * table when tied); loss = mean cross-entropy over the targets >= 0. The
+ * logits never exist whole: forward and backward work on chunks of
+ * sg_head_chunk_tokens(m, N) tokens (models/unit_layout.h), the backward
+ * recomputing each chunk's logits from the saved n; model->head_chunk_tokens
+ * picks the chunk (the same math whatever it is, to rounding).
  *
  * Saved activations: the forward writes into `saved` what the backward
  * needs (sg_unit_saved_floats; every float of it, layout below); with

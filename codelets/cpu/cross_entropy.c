@@ -25,13 +25,13 @@ static double row_lse(const float *restrict row, size_t V)
     return (double)mx + log(sum);
 }
 
-int sg_cross_entropy_forward(float *loss, int64_t *count, float *lse, const float *logits,
-                             const int32_t *targets, size_t N, size_t V)
+int sg_cross_entropy_rows(double *total, int64_t *count, float *lse, const float *logits,
+                          const int32_t *targets, size_t N, size_t V)
 {
-    if (V == 0 || check_targets(targets, N, V))
+    if (V == 0 || !total || !count || check_targets(targets, N, V))
         return SG_EINVAL;
-    double total = 0.0;
-    int64_t cnt = 0;
+    double tot = *total;
+    int64_t cnt = *count;
     for (size_t n = 0; n < N; n++) {
         const float *row = logits + n * V; // (V)
         double l = row_lse(row, V);
@@ -39,9 +39,22 @@ int sg_cross_entropy_forward(float *loss, int64_t *count, float *lse, const floa
             lse[n] = (float)l;
         if (targets[n] < 0)
             continue;
-        total += l - (double)row[targets[n]]; // -log softmax[target]
+        tot += l - (double)row[targets[n]]; // -log softmax[target]
         cnt++;
     }
+    *total = tot;
+    *count = cnt;
+    return SG_OK;
+}
+
+int sg_cross_entropy_forward(float *loss, int64_t *count, float *lse, const float *logits,
+                             const int32_t *targets, size_t N, size_t V)
+{
+    double total = 0.0;
+    int64_t cnt = 0;
+    int rc = sg_cross_entropy_rows(&total, &cnt, lse, logits, targets, N, V);
+    if (rc)
+        return rc;
     *loss = cnt ? (float)(total / (double)cnt) : 0.0f;
     *count = cnt;
     return SG_OK;

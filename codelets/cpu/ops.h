@@ -148,6 +148,15 @@ int sg_linear_backward(float *dx, float *dW, float *db, const float *dy, const f
 int sg_cross_entropy_forward(float *loss, int64_t *count, float *lse, const float *logits,
                              const int32_t *targets, size_t N, size_t V);
 
+/* The same over a chunk of rows, for a caller that sees the logits a chunk
+ * at a time (the head, block.c): *total += the chunk's per-token losses
+ * (double, row order), *count += its targets >= 0, lse (N) as above. Chunks
+ * fed in row order give the sums of one call over all the rows, bit for bit
+ * (sg_cross_entropy_forward is this with total = count = 0, then
+ * total / count). */
+int sg_cross_entropy_rows(double *total, int64_t *count, float *lse, const float *logits,
+                          const int32_t *targets, size_t N, size_t V);
+
 /* dlogits (N, V) = (softmax(logits) - onehot(target)) * dloss / count: WRITES;
  * rows of ignored tokens, and everything when count = 0, are zero. count is
  * the divisor (normally the forward's count; a caller averaging over several

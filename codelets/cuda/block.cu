@@ -187,39 +187,41 @@ static attn_bwd_plan plan_attn_bwd(const sg_model *m, const dims *d)
 }
 
 /* Head forward: the saved activations (saved == NULL), a device float for
- * the loss when the caller wants none (the kernel always writes one), the
- * cross-entropy's fp32 work. */
+ * the loss when the caller wants none (the kernel always writes one), one
+ * chunk's logits (C, V) (C = sg_head_chunk_tokens), the cross-entropy's
+ * fp32 work (the row losses of all N tokens). */
 typedef struct head_fwd_plan {
-    size_t saved, loss, work, end;
+    size_t saved, loss, logits, work, end;
 } head_fwd_plan;
 
-static head_fwd_plan plan_head_fwd(const dims *d, size_t saved_elems, int saved_here,
+static head_fwd_plan plan_head_fwd(const dims *d, size_t C, size_t saved_elems, int saved_here,
                                    int loss_here)
 {
     head_fwd_plan p;
     size_t at = 0;
     p.saved = saved_here ? put(&at, saved_elems * d->es) : SG_NO_OFFSET;
     p.loss = loss_here ? put(&at, sizeof(float)) : SG_NO_OFFSET;
+    p.logits = put(&at, C * d->V * d->es);
     p.work = put(&at, sg_cu_cross_entropy_work_floats(d->N) * sizeof(float));
     p.end = at;
     return p;
 }
 
-/* Head backward: dlogits (N, V) (the saved logits stay read-only), dn (N,
- * H), work for the cross-entropy and the norm's dw. */
+/* Head backward: one chunk's logits, recomputed and turned into dlogits in
+ * place (C, V), dn (N, H), the loss weight (1 float, kept while the chunks
+ * run), work for the norm's dw. */
 typedef struct head_bwd_plan {
-    size_t dlogits, dn, work, end;
+    size_t logits, dn, weight, work, end;
 } head_bwd_plan;
 
-static head_bwd_plan plan_head_bwd(const dims *d)
+static head_bwd_plan plan_head_bwd(const dims *d, size_t C)
 {
     head_bwd_plan p;
     size_t at = 0;
-    p.dlogits = put(&at, d->N * d->V * d->es);
+    p.logits = put(&at, C * d->V * d->es);
     p.dn = put(&at, d->N * d->H * d->es);
-    p.work = put(&at, max2(sg_cu_cross_entropy_work_floats(d->N),
-                           sg_cu_rmsnorm_backward_work_floats(d->N, d->H)) *
-                          sizeof(float));
+    p.weight = put(&at, sizeof(float));
+    p.work = put(&at, sg_cu_rmsnorm_backward_work_floats(d->N, d->H) * sizeof(float));
     p.end = at;
     return p;
 }
@@ -250,7 +252,8 @@ size_t sg_cu_unit_scratch_bytes(const sg_model *m, int unit, size_t B, size_t T,
     }
     sg_head_saved_layout h;
     sg_head_saved_layout_get(m, N, &h);
-    return max2(plan_head_fwd(&d, h.total, 1, 1).end, plan_head_bwd(&d).end);
+    const size_t C = sg_head_chunk_tokens(m, N);
+    return max2(plan_head_fwd(&d, C, h.total, 1, 1).end, plan_head_bwd(&d, C).end);
 }
 
 /* ---- embedding (unit 0) ---------------------------------------------------------- */
@@ -532,7 +535,8 @@ typedef struct head_ctx {
     dims d;
     sg_head_param_offsets o;
     const void *norm_w, *W;    /* (H), (V, H): lm_head or the tied embedding */
-    void *n, *logits, *rstd, *lse;
+    void *n, *rstd, *lse;
+    size_t C;                  /* tokens per chunk of logits (sg_head_chunk_tokens) */
 } head_ctx;
 
 static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
@@ -550,13 +554,21 @@ static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
     sg_head_saved_layout l;
     sg_head_saved_layout_get(m, c->d.N, &l);
     c->n = mat_(saved, l.n, es);
-    c->logits = mat_(saved, l.logits, es);
     c->rstd = mat_(saved, l.rstd, es);
     c->lse = mat_(saved, l.lse, es);
+    c->C = sg_head_chunk_tokens(m, c->d.N);
     return 0;
 }
 
-/* loss = mean cross-entropy(norm(x) @ W^T, targets). */
+/* Rows of the chunk starting at row r. */
+static size_t chunk_rows(const head_ctx *c, size_t r)
+{
+    return c->d.N - r < c->C ? c->d.N - r : c->C;
+}
+
+/* loss = mean cross-entropy(norm(x) @ W^T, targets), chunk by chunk: one
+ * chunk's logits at a time in scratch; the row losses of every chunk go to
+ * `work` and one kernel takes their mean at the end, as unchunked. */
 static int head_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
                         const sg_cu_unit_io *io)
 {
@@ -567,7 +579,8 @@ static int head_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
     dims d0 = dims_of(m, B, T, io->dt);
     sg_head_saved_layout l;
     sg_head_saved_layout_get(m, B * T, &l);
-    head_fwd_plan p = plan_head_fwd(&d0, l.total, io->saved == NULL, io->loss == NULL);
+    head_fwd_plan p = plan_head_fwd(&d0, sg_head_chunk_tokens(m, d0.N), l.total,
+                                    io->saved == NULL, io->loss == NULL);
     if (p.end > sg_cu_unit_scratch_bytes(m, unit, B, T, io->dt))
         return SG_EINVAL;
     void *saved = io->saved ? io->saved : region(io->scratch, p.saved); // checkpointing
@@ -575,12 +588,21 @@ static int head_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
     TRY(head_ctx_init(&c, m, B, T, io, saved));
     const dims *d = &c.d;
     float *loss = io->loss ? io->loss : (float *)region(io->scratch, p.loss);
+    void *logits = region(io->scratch, p.logits); // (C, V)
+    float *row_loss = (float *)region(io->scratch, p.work); // (N)
     TRY(sg_cu_rmsnorm_forward(cu, c.n, c.rstd, io->x, c.norm_w, d->dt, d->N, d->H, d->eps));
-    TRY(sg_cu_linear_forward(cu, c.logits, c.n, c.W, NULL, d->dt, d->N, d->H, d->V)); // (N, V)
-    return sg_cu_cross_entropy_forward(cu, loss, c.lse, c.logits, io->targets, d->dt, d->N,
-                                       d->V, (float *)region(io->scratch, p.work));
+    for (size_t r = 0; r < d->N; r += c.C) {
+        const size_t nc = chunk_rows(&c, r);
+        TRY(sg_cu_linear_forward(cu, logits, cat_(c.n, r * d->H, d->es), c.W, NULL, d->dt, nc,
+                                 d->H, d->V)); // (nc, V)
+        TRY(sg_cu_cross_entropy_rows(cu, row_loss + r, mat_(c.lse, r, d->es), logits,
+                                     io->targets + r, d->dt, nc, d->V));
+    }
+    return sg_cu_cross_entropy_mean(cu, loss, row_loss, io->targets, d->N, d->V);
 }
 
+/* Per chunk: logits recomputed from the saved n, dlogits in their place,
+ * dW += dlogits^T n, dn rows = dlogits W; then the norm's backward. */
 static int head_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
                          const sg_cu_unit_io *io, float dloss, const float *dloss_scale,
                          void *dx, void *dparams, void *dembed)
@@ -590,18 +612,25 @@ static int head_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B,
     head_ctx c;
     TRY(head_ctx_init(&c, m, B, T, io, io->saved));
     const dims *d = &c.d;
-    head_bwd_plan p = plan_head_bwd(d);
+    head_bwd_plan p = plan_head_bwd(d, c.C);
     if (p.end > sg_cu_unit_scratch_bytes(m, unit, B, T, io->dt))
         return SG_EINVAL;
-    void *dlogits = region(io->scratch, p.dlogits); // (N, V)
-    void *dn = region(io->scratch, p.dn);           // (N, H)
+    void *logits = region(io->scratch, p.logits); // (C, V), then dlogits in place
+    void *dn = region(io->scratch, p.dn);         // (N, H)
+    float *g = (float *)region(io->scratch, p.weight);
     float *work = (float *)region(io->scratch, p.work);
-    // the divisor (the targets >= 0) is counted on the device, as the forward's mean
-    TRY(sg_cu_cross_entropy_backward(cu, dlogits, c.logits, c.lse, io->targets, d->dt, d->N,
-                                     d->V, dloss, dloss_scale, work));
+    // the divisor (the targets >= 0 of all chunks) is counted on the device, as the forward's
+    TRY(sg_cu_cross_entropy_weight(cu, g, io->targets, d->N, d->V, dloss, dloss_scale));
     void *dW = m->tie_word_embeddings ? dembed : mat_(dparams, c.o.lm_head, d->es); // (V, H) +=
-    TRY(sg_cu_linear_backward(cu, dn, dW, NULL, dlogits, c.n, c.W, d->dt, d->N, d->H, d->V,
-                              NULL));
+    for (size_t r = 0; r < d->N; r += c.C) {
+        const size_t nc = chunk_rows(&c, r);
+        const void *n = cat_(c.n, r * d->H, d->es); // (nc, H)
+        TRY(sg_cu_linear_forward(cu, logits, n, c.W, NULL, d->dt, nc, d->H, d->V)); // (nc, V)
+        TRY(sg_cu_cross_entropy_backward_rows(cu, logits, logits, cat_(c.lse, r, d->es),
+                                              io->targets + r, d->dt, nc, d->V, g));
+        TRY(sg_cu_linear_backward(cu, mat_(dn, r * d->H, d->es), dW, NULL, logits, n, c.W,
+                                  d->dt, nc, d->H, d->V, NULL));
+    }
     return sg_cu_rmsnorm_backward(cu, dx, mat_(dparams, c.o.norm, d->es), dn, io->x, c.norm_w,
                                   c.rstd, d->dt, d->N, d->H, work);
 }

@@ -12,6 +12,8 @@
  * device: the loss does not depend on timing.
  * Backward: one block computes the per-token weight dloss * scale / count,
  * then one block per row writes (softmax - onehot) * weight.
+ * Both are also callable in pieces (rows, then mean; weight, then rows), so
+ * the head (block.cu) can feed them its logits a chunk of tokens at a time.
  */
 #include "codelets/cuda/cuda_compat.h"
 
@@ -106,22 +108,48 @@ size_t sg_cu_cross_entropy_work_floats(size_t N)
     return N + 1; // forward: the row losses (N); backward: the weight (1)
 }
 
+static int dt_ok(sg_dtype dt)
+{
+    return dt == SG_F32 || dt == SG_BF16 || dt == SG_F16;
+}
+
+int sg_cu_cross_entropy_rows(const sg_cu *cu, float *row_loss, void *lse, const void *logits,
+                             const int32_t *targets, sg_dtype dt, size_t N, size_t V)
+{
+    size_t nv;
+    if (!cu || V == 0 || !mul_ok(N, V, &nv) || !dt_ok(dt))
+        return SG_EINVAL;
+    if (N == 0)
+        return SG_OK;
+    if (!row_loss || !logits || !targets)
+        return SG_EINVAL;
+    SG_CU_DISPATCH(dt, T,
+                   SG_LAUNCH(k_ce_rows<T>, row_blocks(N), THREADS, cu->stream, row_loss,
+                             (T *)lse, (const T *)logits, targets, N, V));
+    return sg_cu_launch_status();
+}
+
+int sg_cu_cross_entropy_mean(const sg_cu *cu, float *loss, const float *row_loss,
+                             const int32_t *targets, size_t N, size_t V)
+{
+    if (!cu || V == 0 || !loss || (N && (!row_loss || !targets)))
+        return SG_EINVAL;
+    /* N = 0 still writes the loss (0, as the CPU) */
+    SG_LAUNCH(k_ce_mean, 1, THREADS, cu->stream, loss, row_loss, targets, N, V);
+    return sg_cu_launch_status();
+}
+
 int sg_cu_cross_entropy_forward(const sg_cu *cu, float *loss, void *lse, const void *logits,
                                 const int32_t *targets, sg_dtype dt, size_t N, size_t V,
                                 float *work)
 {
     size_t nv;
-    if (!cu || V == 0 || !mul_ok(N, V, &nv) || !loss || !work ||
-        (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
+    if (!cu || V == 0 || !mul_ok(N, V, &nv) || !loss || !work || !dt_ok(dt))
         return SG_EINVAL;
     if (N && (!logits || !targets))
         return SG_EINVAL;
-    SG_CU_DISPATCH(dt, T,
-                   if (N) SG_LAUNCH(k_ce_rows<T>, row_blocks(N), THREADS, cu->stream, work,
-                                    (T *)lse, (const T *)logits, targets, N, V));
-    /* N = 0 still writes the loss (0, as the CPU) */
-    SG_LAUNCH(k_ce_mean, 1, THREADS, cu->stream, loss, (const float *)work, targets, N, V);
-    return sg_cu_launch_status();
+    int rc = sg_cu_cross_entropy_rows(cu, work, lse, logits, targets, dt, N, V);
+    return rc ? rc : sg_cu_cross_entropy_mean(cu, loss, work, targets, N, V);
 }
 
 /* ---- backward ----------------------------------------------------------------- */
@@ -165,21 +193,45 @@ __global__ void k_ce_bwd(T *dlogits, const T *logits, const T *lse, const int32_
     }
 }
 
+int sg_cu_cross_entropy_weight(const sg_cu *cu, float *g, const int32_t *targets, size_t N,
+                               size_t V, float dloss, const float *dloss_scale)
+{
+    if (!cu || V == 0 || !g || (N && !targets))
+        return SG_EINVAL;
+    SG_LAUNCH(k_ce_weight, 1, THREADS, cu->stream, g, targets, N, V, dloss, dloss_scale);
+    return sg_cu_launch_status();
+}
+
+int sg_cu_cross_entropy_backward_rows(const sg_cu *cu, void *dlogits, const void *logits,
+                                      const void *lse, const int32_t *targets, sg_dtype dt,
+                                      size_t N, size_t V, const float *g)
+{
+    size_t nv;
+    if (!cu || V == 0 || !mul_ok(N, V, &nv) || !dt_ok(dt))
+        return SG_EINVAL;
+    if (N == 0)
+        return SG_OK;
+    if (!dlogits || !logits || !lse || !targets || !g)
+        return SG_EINVAL;
+    SG_CU_DISPATCH(dt, T,
+                   SG_LAUNCH(k_ce_bwd<T>, row_blocks(N), THREADS, cu->stream, (T *)dlogits,
+                             (const T *)logits, (const T *)lse, targets, N, V, g));
+    return sg_cu_launch_status();
+}
+
 int sg_cu_cross_entropy_backward(const sg_cu *cu, void *dlogits, const void *logits,
                                  const void *lse, const int32_t *targets, sg_dtype dt, size_t N,
                                  size_t V, float dloss, const float *dloss_scale, float *work)
 {
     size_t nv;
-    if (!cu || V == 0 || !mul_ok(N, V, &nv) || (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
+    if (!cu || V == 0 || !mul_ok(N, V, &nv) || !dt_ok(dt))
         return SG_EINVAL;
     if (N == 0)
         return SG_OK;
     if (!dlogits || !logits || !lse || !targets || !work)
         return SG_EINVAL;
-    SG_LAUNCH(k_ce_weight, 1, THREADS, cu->stream, work, targets, N, V, dloss, dloss_scale);
-    SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_ce_bwd<T>, row_blocks(N), THREADS, cu->stream, (T *)dlogits,
-                             (const T *)logits, (const T *)lse, targets, N, V,
-                             (const float *)work));
-    return sg_cu_launch_status();
+    int rc = sg_cu_cross_entropy_weight(cu, work, targets, N, V, dloss, dloss_scale);
+    return rc ? rc
+              : sg_cu_cross_entropy_backward_rows(cu, dlogits, logits, lse, targets, dt, N, V,
+                                                  work);
 }

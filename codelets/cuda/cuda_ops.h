@@ -171,6 +171,25 @@ int sg_cu_cross_entropy_backward(const sg_cu *cu, void *dlogits, const void *log
                                  size_t V, float dloss, const float *dloss_scale, float *work);
 size_t sg_cu_cross_entropy_work_floats(size_t N);
 
+/* The two calls above in pieces, for logits seen a chunk of rows at a time
+ * (the head, block.cu): _rows writes row_loss (N) (lse - logit[target], 0
+ * for ignored rows) and lse (N) in dt for rows [0, N) of a chunk; _mean
+ * writes *loss = sum of row_loss (N) / count of the targets (N) >= 0 (the
+ * whole micro-batch's). _weight writes *g = dloss * (*dloss_scale or 1) /
+ * count (device float); _backward_rows writes the chunk's dlogits (N, V)
+ * from its logits, lse and targets with that weight (dlogits may equal
+ * logits). forward = rows + mean, backward = weight + backward_rows: the
+ * pieces give the same bits as one call. */
+int sg_cu_cross_entropy_rows(const sg_cu *cu, float *row_loss, void *lse, const void *logits,
+                             const int32_t *targets, sg_dtype dt, size_t N, size_t V);
+int sg_cu_cross_entropy_mean(const sg_cu *cu, float *loss, const float *row_loss,
+                             const int32_t *targets, size_t N, size_t V);
+int sg_cu_cross_entropy_weight(const sg_cu *cu, float *g, const int32_t *targets, size_t N,
+                               size_t V, float dloss, const float *dloss_scale);
+int sg_cu_cross_entropy_backward_rows(const sg_cu *cu, void *dlogits, const void *logits,
+                                      const void *lse, const int32_t *targets, sg_dtype dt,
+                                      size_t N, size_t V, const float *g);
+
 /* ---- optimizer-side ---------------------------------------------------------- */
 
 /* One partial of the gradient norm: sumsq (device double) += sum of x^2 in

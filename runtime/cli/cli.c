@@ -35,6 +35,9 @@ static void usage(FILE *out)
             "  calibrate CONFIG --name NAME\n"
             "                         run here until StarPU's models are calibrated and\n"
             "                         save a machine model that simulate can use\n"
+            "  fit CONFIG --machine M [--family llama]\n"
+            "                         the largest model of a family whose step fits the\n"
+            "                         machine's GPU and host memory\n"
             "  model info MODEL...    parameter counts and dimensions of a model\n"
             "  model list             the shipped model descriptions\n"
             "  version                versions of stepgraph and StarPU\n"
@@ -86,6 +89,8 @@ int main(int argc, char **argv)
         return sg_cmd_tune(argc - 2, argv + 2);
     if (!strcmp(cmd, "calibrate"))
         return sg_cmd_calibrate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "fit"))
+        return sg_cmd_fit(argc - 2, argv + 2);
     fprintf(stderr, "stepgraph: unknown command '%s'; %s\n", cmd, short_usage);
     return 2;
 }

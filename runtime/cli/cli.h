@@ -49,6 +49,7 @@ int sg_cmd_config(int argc, char **argv);
 int sg_cmd_simulate(int argc, char **argv);
 int sg_cmd_tune(int argc, char **argv);
 int sg_cmd_calibrate(int argc, char **argv);
+int sg_cmd_fit(int argc, char **argv);
 
 /* Writes `text`-producing callbacks to a file atomically, or to stdout when
  * path is NULL or "-". */

@@ -49,6 +49,7 @@ void sg_run_options_defaults(sg_run_options *run)
     run->optimizer_tile = SG_TILE_AUTO;
     snprintf(run->cast_placement, sizeof run->cast_placement, "%s", "scheduler");
     run->batch_tile = SG_TILE_AUTO;
+    run->head_chunk_tokens = SG_TILE_AUTO;
 }
 
 /* R_TILE: an int64 option, "auto" (stored as SG_TILE_AUTO) or an integer in
@@ -97,6 +98,7 @@ static const ropt run_opts[] = {
       (double)((int64_t)1 << 40) },
     { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0 },
     { "batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0 },
+    { "head_chunk_tokens", R_TILE, ROFF(head_chunk_tokens), 0, 0, LO, 1, 0 },
 };
 
 static int parse_int_text(const char *s, int64_t *out);

@@ -57,6 +57,9 @@ typedef struct sg_run_options {
     int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step:
                                            SG_TILE_AUTO (-1, the default), 0 = untiled, or
                                            1..micro batch (step_spec.c resolves auto) */
+    int64_t head_chunk_tokens;          /* tokens per chunk of the head's logits: SG_TILE_AUTO
+                                           (-1, the default: chunk x vocab x 4 bytes within
+                                           256 MiB) or N >= 1 (models/unit_layout.h) */
 } sg_run_options;
 
 /* "auto" in an option that takes a tile size (batch_tile, optimizer_tile). */

@@ -152,6 +152,8 @@ int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err)
     int rc = sg_model_resolve(cfg->run.model, NULL, path, sizeof path, err);
     if (rc || (rc = sg_model_load(path, model, err)))
         return rc;
+    /* a run option the head kernels and the buffer sizes read from the model */
+    model->head_chunk_tokens = cfg->run.head_chunk_tokens > 0 ? cfg->run.head_chunk_tokens : 0;
     if (cfg->run.max_length > model->max_position_embeddings)
         return sg_error_set(err, SG_EINVAL,
                             "%s: max_length %lld is longer than the %lld positions of model %s "

@@ -1,0 +1,204 @@
+/* fit_search.c - the largest model that fits a machine (fit_search.h). */
+#include "runtime/tune/fit_search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/analysis.h"
+#include "graph/compile.h"
+#include "models/model_family.h"
+#include "runtime/config/step_spec.h"
+#include "runtime/sim/sim_fit.h"
+#include "runtime/train/step_log.h"
+
+typedef struct search {
+    const sg_config *cfg;
+    const sg_machine *mach;
+    const sg_model *tmpl;
+    sg_step_spec spec;
+    sg_cost_model cm;
+    sg_model *m;                   /* the candidate (a large struct: on the heap) */
+    sg_fit_progress_fn progress;
+    void *ctx;
+    sg_fit_result *r;
+    sg_error *err;
+} search;
+
+static int push(sg_fit_result *r, const sg_fit_point *p, sg_error *err)
+{
+    if (r->npoints == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 16;
+        sg_fit_point *q = realloc(r->points, (size_t)cap * sizeof *q);
+        if (!q)
+            return sg_error_set(err, SG_ENOMEM, "out of memory");
+        r->points = q;
+        r->cap = cap;
+    }
+    r->points[r->npoints++] = *p;
+    return SG_OK;
+}
+
+/* Compiles the candidate (hidden, layers; layers 0 = the rule's) and fills
+ * *idx with its point's index (a candidate already seen is not redone). */
+static int evaluate(search *s, int64_t hidden, int64_t layers, int *idx)
+{
+    int64_t L = layers ? layers : sg_llama_layers_for(hidden);
+    for (int i = 0; i < s->r->npoints; i++)
+        if (s->r->points[i].hidden == hidden && s->r->points[i].layers == L) {
+            *idx = i;
+            return SG_OK;
+        }
+    int rc = sg_llama_scaled(s->tmpl, hidden, L, s->m, s->err);
+    if (rc)
+        return rc;
+    sg_fit_point p;
+    memset(&p, 0, sizeof p);
+    p.hidden = hidden;
+    p.layers = L;
+    p.on_rule = L == sg_llama_layers_for(hidden);
+    p.params = sg_model_total_params(s->m);
+    p.tflops = NAN;
+    sg_graph g;
+    sg_graph_init(&g);
+    rc = sg_compile_step(s->m, &s->spec, &g, s->err);
+    if (rc) {
+        sg_error_prefix(s->err, "compiling the step of %s: ", s->m->name);
+        sg_graph_free(&g);
+        return rc;
+    }
+    sg_sim_fit fit;
+    sg_summary sum;
+    if (sg_sim_check_fit(&g, s->mach, &fit) || sg_summary_compute(&g, &s->cm, &sum)) {
+        sg_graph_free(&g);
+        return sg_error_set(s->err, SG_ENOMEM, "out of memory summarising %s", s->m->name);
+    }
+    sg_graph_free(&g);
+    p.fits = fit.fits;
+    p.gpu_bytes = fit.gpu_bytes;
+    p.host_bytes = fit.host_bytes;
+    p.gpu_capacity = fit.gpu_capacity;
+    p.host_capacity = fit.host_capacity;
+    snprintf(p.why, sizeof p.why, "%s", fit.why);
+    p.bound_s = sg_step_lower_bound(&sum, &s->cm, NULL, &p.bound_by);
+    /* per rank: the sequences this rank's GPU processes, as the step log */
+    p.tflops = sg_step_tflops(L, hidden, s->m->vocab_size,
+                              s->spec.micro_batch * s->spec.grad_accum, s->spec.seq_len,
+                              s->spec.activation_checkpointing, p.bound_s);
+    if ((rc = push(s->r, &p, s->err)))
+        return rc;
+    *idx = s->r->npoints - 1;
+    if (s->progress)
+        s->progress(&s->r->points[*idx], s->ctx);
+    return SG_OK;
+}
+
+static int check_args(const char *family, const sg_model *tmpl, int64_t lo, int64_t hi,
+                      sg_error *err)
+{
+    if (!family || strcmp(family, "llama"))
+        return sg_error_set(err, SG_EINVAL, "--family %s: unknown model family (known: llama)",
+                            family ? family : "(none)");
+    if (!tmpl)
+        return sg_error_set(err, SG_EINVAL, "fit: no template model");
+    const char *which[2] = {"--min-hidden", "--max-hidden"};
+    int64_t v[2] = {lo, hi};
+    for (int i = 0; i < 2; i++)
+        if (v[i] < SG_LLAMA_MIN_HIDDEN || v[i] > SG_LLAMA_MAX_HIDDEN ||
+            v[i] % SG_LLAMA_WIDTH_STEP)
+            return sg_error_set(err, SG_EINVAL, "%s %lld: expected a multiple of %d from %d "
+                                "to %d", which[i], (long long)v[i], SG_LLAMA_WIDTH_STEP,
+                                SG_LLAMA_MIN_HIDDEN, SG_LLAMA_MAX_HIDDEN);
+    if (lo > hi)
+        return sg_error_set(err, SG_EINVAL, "--min-hidden %lld is larger than --max-hidden "
+                            "%lld", (long long)lo, (long long)hi);
+    return SG_OK;
+}
+
+/* The search proper: widths, then layers at the first width that does not fit. */
+static int run_search(search *s, int64_t lo_h, int64_t hi_h)
+{
+    sg_fit_result *r = s->r;
+    const int64_t step = SG_LLAMA_WIDTH_STEP;
+    int i, rc;
+    int64_t fit_h = 0, nofit_h = 0; /* widest known to fit, narrowest known not to */
+    if ((rc = evaluate(s, lo_h, 0, &i)))
+        return rc;
+    if (r->points[i].fits) {
+        fit_h = lo_h;
+        r->best_on_rule = i;
+        if ((rc = evaluate(s, hi_h, 0, &i)))
+            return rc;
+        if (r->points[i].fits) {
+            r->best_on_rule = r->best = i;
+            r->hit_max = 1;
+            return SG_OK;
+        }
+        nofit_h = hi_h;
+        while (nofit_h - fit_h > step) {
+            int64_t mid = fit_h + (nofit_h - fit_h) / step / 2 * step;
+            if ((rc = evaluate(s, mid, 0, &i)))
+                return rc;
+            if (r->points[i].fits) {
+                fit_h = mid;
+                r->best_on_rule = i;
+            } else {
+                nofit_h = mid;
+            }
+        }
+    } else {
+        nofit_h = lo_h;
+    }
+    r->best = r->best_on_rule;
+    /* fewer layers at the first width that does not fit */
+    int64_t yes = 0, no = sg_llama_layers_for(nofit_h);
+    int yes_i = -1;
+    while (no - yes > 1) {
+        int64_t mid = yes + (no - yes) / 2;
+        if ((rc = evaluate(s, nofit_h, mid, &i)))
+            return rc;
+        if (r->points[i].fits) {
+            yes = mid;
+            yes_i = i;
+        } else {
+            no = mid;
+        }
+    }
+    if (yes_i >= 0 && (r->best < 0 || r->points[yes_i].params > r->points[r->best].params))
+        r->best = yes_i;
+    return SG_OK;
+}
+
+int sg_fit_search(const sg_config *cfg, const sg_machine *mach, const char *family,
+                  const sg_model *tmpl, int64_t min_hidden, int64_t max_hidden,
+                  sg_fit_progress_fn progress, void *ctx, sg_fit_result *out, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->best = out->best_on_rule = -1;
+    int rc = check_args(family, tmpl, min_hidden, max_hidden, err);
+    if (rc)
+        return rc;
+    if (!cfg || !mach)
+        return sg_error_set(err, SG_EINVAL, "fit: no config or no machine");
+    search s = {.cfg = cfg, .mach = mach, .tmpl = tmpl, .progress = progress, .ctx = ctx,
+                .r = out, .err = err};
+    sg_step_spec_for_machine(cfg, mach, &s.spec);
+    sg_machine_cost_model(mach, s.spec.compute_dtype, &s.cm);
+    s.m = malloc(sizeof *s.m);
+    if (!s.m)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    rc = run_search(&s, min_hidden, max_hidden);
+    free(s.m);
+    if (rc)
+        sg_fit_result_free(out);
+    return rc;
+}
+
+void sg_fit_result_free(sg_fit_result *r)
+{
+    if (!r)
+        return;
+    free(r->points);
+    memset(r, 0, sizeof *r);
+    r->best = r->best_on_rule = -1;
+}
