@@ -563,6 +563,7 @@ typedef struct micro_bufs {
     int *inner;    /* saved activations per unit, or -1 */
     int *dact;     /* gradient w.r.t. act[u] */
     int tokens;
+    int moe_stats; /* MoE: the router statistics of the micro-step, else -1 */
 } micro_bufs;
 
 #define TI(c, u, t) ((u) * (c)->ntiles + (t))
@@ -593,6 +594,8 @@ static const char *tile_suffix(const compiler *c, int t, char *buf, size_t n)
         buf[0] = '\0';
     return buf;
 }
+
+static int declare_moe_stats(compiler *c, int mb, micro_bufs *b);
 
 static int declare_micro(compiler *c, int mb, micro_bufs *b)
 {
@@ -631,7 +634,7 @@ static int declare_micro(compiler *c, int mb, micro_bufs *b)
             tile_tag(c, b->dact[i], t);
             tile_tag(c, b->inner[i], t);
         }
-    return SG_OK;
+    return declare_moe_stats(c, mb, b);
 }
 
 /* Tiled graphs: the fp32 weight-gradient partial of every (unit, tile),
@@ -668,6 +671,35 @@ static int tile_node(compiler *c, access_list *l, sg_op_kind kind, int u, int mb
     return id;
 }
 
+/* ---- mixture of experts ---------------------------------------------------- */
+
+/* MoE models: one small fp32 buffer per micro-step where the layers' forwards
+ * add their router statistics (layer 1 writes it, the others add to it, in
+ * layer order as the forward already is), which the head's forward reads to
+ * add the load-balancing loss (transformers' load_balancing_loss_func pools
+ * the routers of every layer) and every layer's backward reads for that
+ * loss's gradient. */
+static int declare_moe_stats(compiler *c, int mb, micro_bufs *b)
+{
+    b->moe_stats = -1;
+    size_t n = sg_moe_stats_floats(c->m);
+    if (n == 0)
+        return SG_OK;
+    b->moe_stats = tag(c, buffer(c, (int64_t)n, SG_F32, SG_MEM_GPU, 0, "moe_stats.mb%d", mb),
+                       SG_BUF_MOE_STATS, -1, mb, -1);
+    return b->moe_stats < 0 ? SG_ENOMEM : SG_OK;
+}
+
+/* The statistics access of unit u's forward (not a recompute's) or backward. */
+static int push_moe_stats(compiler *c, access_list *l, const micro_bufs *b, int u, int fwd)
+{
+    if (b->moe_stats < 0 || u == 0)
+        return SG_OK;
+    if (u == c->head)
+        return fwd ? al_push(l, b->moe_stats, SG_R) : SG_OK;
+    return al_push(l, b->moe_stats, !fwd ? SG_R : u == 1 ? SG_W : SG_RW);
+}
+
 static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
 {
     char lab[24], sfx[16], name[SG_IR_NAME_MAX];
@@ -689,6 +721,8 @@ static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
             /* a checkpointed layer keeps only its input; the head is never checkpointed */
             if (b->inner[i] >= 0 && (!ckpt || u == c->head) &&
                 (rc = al_push(l, b->inner[i], SG_W)))
+                return rc;
+            if ((rc = push_moe_stats(c, l, b, u, 1)))
                 return rc;
             snprintf(name, sizeof name, "fwd.%s.mb%d%s", unit_label(c, u, lab, sizeof lab), mb,
                      tile_suffix(c, t, sfx, sizeof sfx));
@@ -1033,6 +1067,8 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             }
             if (u > 0 && (rc = al_push(l, b->dact[TI(c, u - 1, t)], SG_W)))
                 return rc;
+            if ((rc = push_moe_stats(c, l, b, u, 0)))
+                return rc;
             if ((rc = push_grad_writes(c, l, u, mb, t)))
                 return rc;
             /* the head's backward also recomputes its logits, a chunk at a time
@@ -1132,6 +1168,11 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
                             "batch_tile %lld: expected 0 (untiled) to the micro batch %lld "
                             "(train_micro_batch_size_per_gpu) sequences per tile",
                             (long long)s->batch_tile, (long long)s->micro_batch);
+    if (s->batch_tile > 0 && s->batch_tile < s->micro_batch && m->num_experts > 0)
+        return sg_error_set(err, SG_ENOTSUP, "batch_tile %lld: model %s is a mixture of "
+                            "experts, whose load-balancing loss pools the whole micro batch; "
+                            "batch tiles are not supported for it (use batch_tile 0)",
+                            (long long)s->batch_tile, m->name);
     if (s->batch_tile > 0 && (s->micro_batch + s->batch_tile - 1) / s->batch_tile > 4096)
         return sg_error_set(err, SG_EINVAL, "batch_tile %lld splits the micro batch of %lld "
                             "sequences into more than 4096 tiles",

@@ -67,6 +67,8 @@ typedef enum sg_buf_role {
     SG_BUF_DACT,                 /* gradient of a unit's output */
     SG_BUF_SAVED,                /* activations a unit saves for its backward */
     SG_BUF_GRAD_PART,            /* batch tiles: fp32 weight-gradient partial of a unit's tile */
+    SG_BUF_MOE_STATS,            /* MoE: a micro-step's router statistics (models/unit_layout.h
+                                    sg_moe_stats_floats) for the load-balancing loss */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of

@@ -63,6 +63,8 @@ typedef struct sg_model {
     int64_t moe_intermediate_size;     /* per expert */
     int expert_bias;                   /* experts' projections have biases (gpt-oss) */
     int router_bias;
+    int norm_topk_prob;                /* qwen3_moe: top-k weights renormalised to sum 1 */
+    double router_aux_loss_coef;       /* load-balancing loss weight; 0 = none */
     /* Attention pattern */
     int64_t sliding_window;            /* tokens; 0 = none */
     sg_attn_kind layer_attn[SG_MODEL_MAX_LAYERS]; /* per HF layer index */

@@ -50,6 +50,7 @@ static const char *const known_keys[] = {
     "rope_theta", "rope_scaling", "attention_bias", "o_proj_bias",
     "num_experts", "num_local_experts", "num_experts_per_tok",
     "moe_intermediate_size", "sliding_window", "layer_types",
+    "norm_topk_prob", "router_aux_loss_coef",
 };
 #define N_KNOWN_KEYS (sizeof known_keys / sizeof known_keys[0])
 
@@ -279,12 +280,35 @@ static int parse_arch(parser *ps, sg_arch *out)
                      "seed_oss, qwen3_moe, gpt_oss");
 }
 
+/* The router's options. norm_topk_prob defaults to true (what Qwen3-30B-A3B
+ * publishes; transformers' Qwen3MoeConfig class default is false, so
+ * models/hf_config.c writes the value a config.json implies).
+ * router_aux_loss_coef defaults to 0.001, Qwen3MoeConfig's default; 0 trains
+ * without the load-balancing loss. */
+static int parse_router(parser *ps, sg_model *m)
+{
+    int rc = get_bool(ps, "norm_topk_prob", 1, &m->norm_topk_prob);
+    if (rc < 0)
+        return rc;
+    m->router_aux_loss_coef = 0.001;
+    const cJSON *it = get(ps, "router_aux_loss_coef");
+    if (it) {
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+            return bad_value(ps, "router_aux_loss_coef", it, "is not a number");
+        if (it->valuedouble < 0)
+            return bad_value(ps, "router_aux_loss_coef", it, "is negative");
+        m->router_aux_loss_coef = it->valuedouble;
+    }
+    return 0;
+}
+
 static int parse_moe(parser *ps, sg_model *m)
 {
     const char *moe_keys[] = {"num_experts", "num_local_experts",
-                              "num_experts_per_tok", "moe_intermediate_size"};
+                              "num_experts_per_tok", "moe_intermediate_size",
+                              "norm_topk_prob", "router_aux_loss_coef"};
     if (!is_moe_arch(m->arch)) {
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 6; i++) {
             const cJSON *it = get(ps, moe_keys[i]);
             if (it)
                 return bad_value(ps, moe_keys[i], it, "applies only to the "
@@ -335,7 +359,7 @@ static int parse_moe(parser *ps, sg_model *m)
     /* Every layer is MoE (no mlp_only_layers): qwen3_moe's intermediate_size
      * sizes dense layers that these models do not have. */
     m->intermediate_size = 0;
-    return 0;
+    return parse_router(ps, m);
 }
 
 static int parse_layer_types(parser *ps, sg_model *m)

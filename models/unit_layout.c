@@ -3,10 +3,8 @@
 #include "models/unit_layout.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
-/* Tensors of a dense layer: 4 norms, 7 projections, 4 biases. */
-#define LAYER_TENSORS_MAX 16
 
 /* ---- which models ------------------------------------------------------- */
 
@@ -15,13 +13,27 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
     if (!m)
         return sg_error_set(err, SG_EINVAL, "unit kernels: no model");
     if (m->arch == SG_ARCH_GPT_OSS)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: architecture %s (MoE, attention "
-                            "sinks) is not supported by the CPU unit kernels", m->name,
+        return sg_error_set(err, SG_ENOTSUP, "model %s: architecture %s (its router, clamped "
+                            "SwiGLU experts with biases, attention sinks) is not supported by "
+                            "the CPU unit kernels (qwen3_moe is)", m->name,
                             sg_arch_name(m->arch));
-    if (m->num_experts > 0)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: mixture of experts (num_experts "
-                            "%lld) is not supported by the CPU unit kernels", m->name,
-                            (long long)m->num_experts);
+    if (m->num_experts > 0) {
+        if (m->arch != SG_ARCH_QWEN3_MOE)
+            return sg_error_set(err, SG_ENOTSUP, "model %s: mixture of experts in "
+                                "architecture %s is not supported by the CPU unit kernels "
+                                "(qwen3_moe is)", m->name, sg_arch_name(m->arch));
+        if (m->experts_per_token < 1 || m->experts_per_token > m->num_experts)
+            return sg_error_set(err, SG_EINVAL, "model %s: num_experts_per_tok %lld is not "
+                                "between 1 and num_experts %lld", m->name,
+                                (long long)m->experts_per_token, (long long)m->num_experts);
+        if (m->moe_intermediate_size <= 0)
+            return sg_error_set(err, SG_EINVAL, "model %s: no expert width "
+                                "(moe_intermediate_size %lld)", m->name,
+                                (long long)m->moe_intermediate_size);
+        if (m->expert_bias || m->router_bias)
+            return sg_error_set(err, SG_ENOTSUP, "model %s: router or expert biases are not "
+                                "supported by the CPU unit kernels", m->name);
+    }
     if (m->attention_sinks)
         return sg_error_set(err, SG_ENOTSUP, "model %s: attention sinks are not "
                             "supported by the CPU unit kernels", m->name);
@@ -29,7 +41,7 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
         return sg_error_set(err, SG_ENOTSUP, "model %s: head_dim %lld is not even "
                             "(rotary embedding pairs its halves)", m->name,
                             (long long)m->head_dim);
-    if (m->intermediate_size <= 0)
+    if (m->num_experts == 0 && m->intermediate_size <= 0)
         return sg_error_set(err, SG_ENOTSUP, "model %s: no dense MLP (intermediate_size "
                             "%lld)", m->name, (long long)m->intermediate_size);
     if (m->rope_scaling < 0)
@@ -61,6 +73,33 @@ static size_t total_floats(const sg_tensor_info *t, int n)
     return s;
 }
 
+/* qwen3_moe: the router and expert e's projections, each expert's three
+ * tensors one after the other with the same stride (checked name by name). */
+static int moe_offsets(const sg_model *m, int layer, const sg_tensor_info *t, int n,
+                       sg_layer_param_offsets *o)
+{
+    char name[SG_TENSOR_NAME_MAX];
+    o->router = find_offset(t, n, ".mlp.gate.weight");
+    const size_t IH = (size_t)m->moe_intermediate_size * (size_t)m->hidden_size;
+    o->ex_stride = 3 * IH;
+    for (int64_t e = 0; e < m->num_experts; e++) {
+        static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
+        for (int j = 0; j < 3; j++) {
+            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%lld.%s.weight", layer,
+                     (long long)e, proj[j]);
+            size_t off = find_offset(t, n, name);
+            if (e == 0 && j == 0)
+                o->ex_wg = off;
+            if (off == SG_NO_OFFSET || o->ex_wg == SG_NO_OFFSET ||
+                off != o->ex_wg + (size_t)e * o->ex_stride + (size_t)j * IH)
+                return SG_EINVAL;
+        }
+    }
+    o->ex_wu = o->ex_wg + IH;
+    o->ex_wd = o->ex_wg + 2 * IH;
+    return o->router == SG_NO_OFFSET ? SG_EINVAL : 0;
+}
+
 int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offsets *o)
 {
     int rc = sg_unit_check_model(m, NULL);
@@ -68,10 +107,14 @@ int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offs
         return rc;
     if (layer < 0 || layer >= m->num_layers)
         return SG_EINVAL;
-    sg_tensor_info t[LAYER_TENSORS_MAX];
-    int n = sg_model_unit_tensors(m, layer + 1, t, LAYER_TENSORS_MAX);
+    int n = sg_model_unit_tensors(m, layer + 1, NULL, 0);
     if (n < 0)
         return n;
+    sg_tensor_info *t = malloc((size_t)(n > 0 ? n : 1) * sizeof *t);
+    if (!t)
+        return SG_ENOMEM;
+    n = sg_model_unit_tensors(m, layer + 1, t, n);
+    rc = n < 0 ? n : 0;
     o->ln1 = find_offset(t, n, ".input_layernorm.weight");
     o->wq = find_offset(t, n, ".self_attn.q_proj.weight");
     o->bq = find_offset(t, n, ".self_attn.q_proj.bias");
@@ -84,11 +127,24 @@ int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offs
     o->q_norm = find_offset(t, n, ".self_attn.q_norm.weight");
     o->k_norm = find_offset(t, n, ".self_attn.k_norm.weight");
     o->ln2 = find_offset(t, n, ".post_attention_layernorm.weight");
-    o->wg = find_offset(t, n, ".mlp.gate_proj.weight");
-    o->wu = find_offset(t, n, ".mlp.up_proj.weight");
-    o->wd = find_offset(t, n, ".mlp.down_proj.weight");
+    o->router = o->ex_wg = o->ex_wu = o->ex_wd = SG_NO_OFFSET;
+    o->ex_stride = 0;
+    if (m->num_experts > 0) {
+        o->wg = o->wu = o->wd = SG_NO_OFFSET;
+        if (!rc)
+            rc = moe_offsets(m, layer, t, n, o);
+    } else {
+        o->wg = find_offset(t, n, ".mlp.gate_proj.weight");
+        o->wu = find_offset(t, n, ".mlp.up_proj.weight");
+        o->wd = find_offset(t, n, ".mlp.down_proj.weight");
+        if (o->wg == SG_NO_OFFSET || o->wu == SG_NO_OFFSET || o->wd == SG_NO_OFFSET)
+            rc = SG_EINVAL;
+    }
     o->total = total_floats(t, n);
-    const size_t need[] = {o->ln1, o->wq, o->wk, o->wv, o->wo, o->ln2, o->wg, o->wu, o->wd};
+    free(t);
+    if (rc)
+        return rc;
+    const size_t need[] = {o->ln1, o->wq, o->wk, o->wv, o->wo, o->ln2};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (need[i] == SG_NO_OFFSET)
             return SG_EINVAL;
@@ -127,7 +183,11 @@ void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layou
 {
     const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
     const size_t Hq = (size_t)m->num_heads, Hkv = (size_t)m->num_kv_heads;
-    const size_t Q = Hq * D, KV = Hkv * D, F = (size_t)m->intermediate_size;
+    const size_t Q = Hq * D, KV = Hkv * D;
+    /* MoE: gate and up of each (token, top-k slot), (N, k, I_moe) */
+    const size_t moe = m->num_experts > 0 ? 1 : 0, E = (size_t)m->num_experts;
+    const size_t K = (size_t)m->experts_per_token;
+    const size_t F = moe ? K * (size_t)m->moe_intermediate_size : (size_t)m->intermediate_size;
     const size_t qk = m->qk_norm ? 1 : 0;
     size_t at = 0;
     l->n1 = take(&at, N * H);
@@ -141,11 +201,14 @@ void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layou
     l->up = take(&at, N * F);
     l->qpre = take(&at, qk * N * Q);
     l->kpre = take(&at, qk * N * KV);
+    l->probs = take(&at, moe * N * E);
     l->rstd1 = take(&at, N);
     l->rstd2 = take(&at, N);
     l->lse = take(&at, N * Hq);
     l->rstdq = take(&at, qk * N * Hq);
     l->rstdk = take(&at, qk * N * Hkv);
+    l->sel = take(&at, moe * N * K);
+    l->topw = take(&at, moe * N * K);
     l->total = at;
 }
 
@@ -233,7 +296,28 @@ static size_t layer_forward_scratch(const sg_model *m, size_t N)
 {
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, N, &l);
-    return l.total + N * (size_t)m->intermediate_size;
+    return l.total + (m->num_experts > 0 ? sg_moe_forward_scratch_floats(m, N)
+                                         : N * (size_t)m->intermediate_size);
+}
+
+/* MoE forward (codelets/cpu/moe.c carves it in this order): router logits
+ * (N, E); one expert's rows: x (N, H), gate, up, act (N, I), out (N, H); the
+ * expert output of every (token, slot) (N, k, H). */
+size_t sg_moe_forward_scratch_floats(const sg_model *m, size_t N)
+{
+    const size_t H = (size_t)m->hidden_size, I = (size_t)m->moe_intermediate_size;
+    const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
+    return N * E + 2 * N * H + 3 * N * I + N * K * H;
+}
+
+/* MoE backward (same): dweights (N, k), dprobs / dlogits (N, E), dn2 of
+ * every (token, slot) (N, k, H); one expert's rows: x, out, dout, dx, tmp
+ * (N, H), gate, up, act, dact, dup (N, I); dn2 (N, H). */
+size_t sg_moe_backward_scratch_floats(const sg_model *m, size_t N)
+{
+    const size_t H = (size_t)m->hidden_size, I = (size_t)m->moe_intermediate_size;
+    const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
+    return N * K + N * E + N * K * H + 5 * N * H + 5 * N * I + N * H;
 }
 
 /* Backward, two phases sharing the same space:
@@ -244,7 +328,8 @@ static size_t layer_backward_scratch(const sg_model *m, size_t N)
     const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
     const size_t Q = (size_t)m->num_heads * D, KV = (size_t)m->num_kv_heads * D;
     const size_t F = (size_t)m->intermediate_size;
-    size_t mlp = 3 * N * F + 2 * N * H;
+    size_t mlp = m->num_experts > 0 ? sg_moe_backward_scratch_floats(m, N)
+                                    : 3 * N * F + 2 * N * H;
     size_t attn = 2 * N * Q + (m->qk_norm ? 3 : 2) * N * KV + 2 * N * H;
     return mlp > attn ? mlp : attn;
 }
@@ -278,4 +363,9 @@ size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T)
     default:
         return 0;
     }
+}
+
+size_t sg_moe_stats_floats(const sg_model *m)
+{
+    return m && m->num_experts > 0 ? 2 * (size_t)m->num_experts : 0;
 }

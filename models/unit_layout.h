@@ -15,7 +15,8 @@
 #include "models/model.h"
 
 /* Refuses, with a message naming the model and the feature, a model the unit
- * functions cannot run (MoE, attention sinks, GPT-OSS). */
+ * functions cannot run (GPT-OSS, attention sinks, MoE other than qwen3_moe,
+ * router or expert biases). */
 int sg_unit_check_model(const sg_model *m, sg_error *err);
 
 /* Floats the forward of `unit` saves for its backward, for B sequences of T
@@ -36,6 +37,10 @@ size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T);
 
 typedef struct sg_layer_param_offsets {
     size_t ln1, wq, bq, wk, bk, wv, bv, wo, bo, q_norm, k_norm, ln2, wg, wu, wd;
+    /* qwen3_moe (else SG_NO_OFFSET, wg / wu / wd are then SG_NO_OFFSET): the
+     * router (E, H) and expert 0's gate_proj, up_proj (I, H), down_proj (H, I);
+     * expert e's are ex_stride * e floats further */
+    size_t router, ex_wg, ex_wu, ex_wd, ex_stride;
     size_t total;                /* floats of the unit */
 } sg_layer_param_offsets;
 
@@ -60,10 +65,16 @@ int sg_head_param_offsets_get(const sg_model *m, sg_head_param_offsets *o);
  *   gate, up (N, F)  MLP projections (silu(gate) * up is recomputed)
  *   qpre (N, Q), kpre (N, KV)  q, k before QK-norm (qk_norm only, else 0 long)
  *   rstd1, rstd2 (N)  the two norms' 1/rms       lse (B, Hq, T) attention
- *   rstdq (N*Hq), rstdk (N*Hkv)  QK-norm 1/rms (qk_norm only) */
+ *   rstdq (N*Hq), rstdk (N*Hkv)  QK-norm 1/rms (qk_norm only)
+ * Mixture of experts (qwen3_moe; 0 long otherwise), with k = top-k and I =
+ * moe_intermediate_size:
+ *   gate, up (N, k, I)  each (token, slot)'s expert projections
+ *   probs (N, E)  the router's softmax (fp32)
+ *   sel (N, k)    the chosen experts, as floats (exact below 2^24)
+ *   topw (N, k)   their weights (renormalised when norm_topk_prob) */
 typedef struct sg_layer_saved_layout {
-    size_t n1, h, n2, q, k, v, att, gate, up, qpre, kpre;
-    size_t rstd1, rstd2, lse, rstdq, rstdk;
+    size_t n1, h, n2, q, k, v, att, gate, up, qpre, kpre, probs;
+    size_t rstd1, rstd2, lse, rstdq, rstdk, sel, topw;
     size_t total;
 } sg_layer_saved_layout;
 
@@ -88,6 +99,16 @@ typedef struct sg_head_saved_layout {
  * SG_HEAD_CHUNK_BUDGET_BYTES (at least 1); never more than N (0 for N = 0).
  * GPT-OSS (V = 201,088): 333 tokens; Llama 3 (V = 128,256): 523. */
 size_t sg_head_chunk_tokens(const sg_model *m, size_t N);
+
+/* Scratch floats of the MoE MLP's forward and backward for N tokens
+ * (codelets/cpu/moe.c); part of sg_unit_scratch_floats. */
+size_t sg_moe_forward_scratch_floats(const sg_model *m, size_t N);
+size_t sg_moe_backward_scratch_floats(const sg_model *m, size_t N);
+
+/* Floats of the MoE statistics buffer a micro-step's layers share for the
+ * load-balancing loss: per expert, its top-k picks then its router
+ * probabilities, summed over tokens and layers (2 E; 0 for a dense model). */
+size_t sg_moe_stats_floats(const sg_model *m);
 
 void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layout *l);
 void sg_head_saved_layout_get(const sg_model *m, size_t N, sg_head_saved_layout *l);

@@ -150,9 +150,12 @@ static int embed_backward(const dims *d, const sg_unit_io *io, const float *dy, 
 typedef struct layer_act {
     float *n1, *h, *n2, *q, *k, *v, *att, *gate, *up, *qpre, *kpre;
     float *rstd1, *rstd2, *lse, *rstdq, *rstdk;
+    float *probs, *sel, *topw;  /* MoE only, else NULL */
 } layer_act;
 
 typedef struct layer_ctx {
+    const sg_model *m;
+    int unit;
     dims d;
     size_t window;             /* keys a query sees; 0: all earlier ones */
     sg_layer_param_offsets o;  /* into params and dparams */
@@ -161,8 +164,12 @@ typedef struct layer_ctx {
     const float *cos_tab, *sin_tab;
 } layer_ctx;
 
-static void layer_act_at(layer_act *a, float *base, const sg_layer_saved_layout *l, int qk)
+static void layer_act_at(layer_act *a, float *base, const sg_layer_saved_layout *l, int qk,
+                         int moe)
 {
+    a->probs = moe ? base + l->probs : NULL;
+    a->sel = moe ? base + l->sel : NULL;
+    a->topw = moe ? base + l->topw : NULL;
     a->n1 = base + l->n1;
     a->h = base + l->h;
     a->n2 = base + l->n2;
@@ -190,6 +197,8 @@ static int layer_ctx_init(layer_ctx *c, const sg_model *m, int unit, size_t B, s
         r->half * 2 != (size_t)m->head_dim)
         return SG_EINVAL;
     TRY(sg_layer_param_offsets_get(m, unit - 1, &c->o));
+    c->m = m;
+    c->unit = unit;
     c->d = dims_of(m, B, T);
     c->window = m->layer_attn[unit - 1] == SG_ATTN_SLIDING ? (size_t)m->sliding_window : 0;
     c->p = io->params;
@@ -254,6 +263,103 @@ static int mlp_forward(const layer_ctx *c, float *y, arena *s)
     return 0;
 }
 
+/* ---- mixture-of-experts MLP (qwen3_moe; codelets/cpu/moe.c) ------------------------ */
+
+/* Expert e's weights in the unit's parameters or gradient. */
+static const float *expert_w(const layer_ctx *c, const float *base, size_t off, size_t e)
+{
+    return base + off + e * c->o.ex_stride;
+}
+
+/* y = h + sum_j topw_j expert_{sel_j}(n2), n2 = post_attention_layernorm(h);
+ * the router's picks and probabilities added to the micro-step's `stats`
+ * (written fresh by the first layer). y NULL (recompute): the saved
+ * activations only, stats untouched. Experts run one after the other on
+ * their exact slot lists. */
+static int moe_forward(const layer_ctx *c, float *y, float *stats, arena *s)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    const size_t E = (size_t)c->m->num_experts, K = (size_t)c->m->experts_per_token;
+    const size_t I = (size_t)c->m->moe_intermediate_size, N = d->N, H = d->H;
+    TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), N, H, d->eps));
+    float *logits = carve(s, N * E), *ex = carve(s, 2 * N * H + 3 * N * I);
+    float *out_s = y ? carve(s, N * K * H) : NULL;
+    if (!logits || !ex || (y && !out_s))
+        return SG_EINVAL;
+    TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router, N,
+                              H, E, K, c->m->norm_topk_prob));
+    int32_t *slots = malloc(N * K * sizeof *slots);
+    if (!slots)
+        return SG_ENOMEM;
+    int rc = 0;
+    for (size_t e = 0; e < E && rc == 0; e++) {
+        size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
+        rc = sg_moe_expert_forward(a->gate, a->up, out_s, a->n2, slots, n,
+                                   expert_w(c, c->p, o->ex_wg, e),
+                                   expert_w(c, c->p, o->ex_wu, e),
+                                   expert_w(c, c->p, o->ex_wd, e), H, I, K, ex);
+    }
+    free(slots);
+    TRY(rc);
+    if (!y)
+        return 0;
+    if (stats) {
+        if (c->unit == 1)
+            memset(stats, 0, sg_moe_stats_floats(c->m) * sizeof *stats);
+        TRY(sg_moe_stats_add(stats, a->probs, a->sel, N, E, K));
+    }
+    return sg_moe_combine_forward(y, a->h, out_s, a->topw, N, H, K);
+}
+
+/* MoE half of the backward: dx = dh = dy + d(post_attention_layernorm)(d n2),
+ * d n2 = the experts' slots summed in slot order + the router's share. The
+ * load-balancing loss adds dloss * coef * E * picks_e / (L N)^2 to d probs
+ * (picks of every layer: stats is the micro-step's, complete after the
+ * forward). */
+static int moe_backward(const layer_ctx *c, const float *dy, float *dx, float *g,
+                        const float *stats, float dloss, arena *s)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    const sg_model *m = c->m;
+    const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
+    const size_t I = (size_t)m->moe_intermediate_size, N = d->N, H = d->H;
+    float *dtopw = carve(s, N * K), *dlogits = carve(s, N * E), *dx_s = carve(s, N * K * H);
+    float *ex = carve(s, 5 * N * H + 5 * N * I), *dn2 = carve(s, N * H);
+    if (!dtopw || !dlogits || !dx_s || !ex || !dn2)
+        return SG_EINVAL;
+    int32_t *slots = malloc(N * K * sizeof *slots);
+    if (!slots)
+        return SG_ENOMEM;
+    int rc = 0;
+    for (size_t e = 0; e < E && rc == 0; e++) {
+        size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
+        rc = sg_moe_expert_backward(dx_s, dtopw, mptr(g, o->ex_wg + e * o->ex_stride),
+                                    mptr(g, o->ex_wu + e * o->ex_stride),
+                                    mptr(g, o->ex_wd + e * o->ex_stride), dy, a->n2, a->gate,
+                                    a->up, a->topw, slots, n, expert_w(c, c->p, o->ex_wg, e),
+                                    expert_w(c, c->p, o->ex_wu, e),
+                                    expert_w(c, c->p, o->ex_wd, e), H, I, K, ex);
+    }
+    free(slots);
+    TRY(rc);
+    TRY(sg_moe_slots_sum(dn2, dx_s, N, H, K));
+    const double LN = (double)m->num_layers * (double)N;
+    const double aux_scale = (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN);
+    float *tmp = ex; // the experts' scratch is dead
+    TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs, a->sel,
+                               a->topw, stats, stats ? aux_scale : 0.0, a->n2,
+                               c->p + o->router, N, H, E, K, m->norm_topk_prob));
+    add_into(dn2, tmp, N * H);
+    TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, N,
+                            H));
+    add_into(dx, dy, N * H); // residual
+    return 0;
+}
+
 static int layer_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io)
 {
     if (!io->y && !io->saved)
@@ -266,9 +372,10 @@ static int layer_forward(const sg_model *m, int unit, size_t B, size_t T, const 
     float *saved = io->saved ? io->saved : carve(&s, l.total); // checkpointing: in scratch
     if (!saved)
         return SG_EINVAL;
-    layer_act_at(&c.a, saved, &l, m->qk_norm);
+    layer_act_at(&c.a, saved, &l, m->qk_norm, m->num_experts > 0);
     TRY(attn_forward(&c, io->x));
-    return mlp_forward(&c, io->y, &s);
+    return m->num_experts > 0 ? moe_forward(&c, io->y, io->moe_stats, &s)
+                              : mlp_forward(&c, io->y, &s);
 }
 
 /* MLP half: dx = dh = dy + d(post_attention_layernorm)(d(mlp)(dy)). */
@@ -362,7 +469,8 @@ static int attn_backward(const layer_ctx *c, const float *x, float *dx, float *g
 }
 
 static int layer_backward(const sg_model *m, int unit, size_t B, size_t T,
-                          const sg_unit_io *io, const float *dy, float *dx, float *dparams)
+                          const sg_unit_io *io, const float *dy, float dloss, float *dx,
+                          float *dparams)
 {
     if (!io->saved || !dy || !dx || !dparams || dx == dy)
         return SG_EINVAL;
@@ -370,9 +478,12 @@ static int layer_backward(const sg_model *m, int unit, size_t B, size_t T,
     TRY(layer_ctx_init(&c, m, unit, B, T, io));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, c.d.N, &l);
-    layer_act_at(&c.a, io->saved, &l, m->qk_norm);
+    layer_act_at(&c.a, io->saved, &l, m->qk_norm, m->num_experts > 0);
     arena s = arena_of(m, unit, B, T, io->scratch);
-    TRY(mlp_backward(&c, dy, dx, dparams, &s));
+    if (m->num_experts > 0)
+        TRY(moe_backward(&c, dy, dx, dparams, io->moe_stats, dloss, &s));
+    else
+        TRY(mlp_backward(&c, dy, dx, dparams, &s));
     s.used = 0; // the attention half reuses the MLP half's scratch
     return attn_backward(&c, io->x, dx, dparams, &s);
 }
@@ -439,8 +550,14 @@ static int head_forward(const sg_model *m, int unit, size_t B, size_t T, const s
         TRY(sg_cross_entropy_rows(&total, &count, c.lse + r, logits, io->targets + r, nc,
                                   d->V));
     }
-    if (io->loss)
-        *io->loss = count ? (float)(total / (double)count) : 0.0f;
+    if (io->loss) {
+        double loss = count ? total / (double)count : 0.0;
+        if (io->moe_stats && m->num_experts > 0) // the router's load-balancing loss
+            loss += m->router_aux_loss_coef *
+                    sg_moe_aux_loss(io->moe_stats, (size_t)m->num_experts,
+                                    (size_t)m->num_layers, d->N);
+        *io->loss = (float)loss;
+    }
     return 0;
 }
 
@@ -519,6 +636,6 @@ int sg_unit_backward(const sg_model *m, int unit, size_t B, size_t T, const sg_u
         return embed_backward(&d, io, dy, dparams);
     }
     if (kind == 1)
-        return layer_backward(m, unit, B, T, io, dy, dx, dparams);
+        return layer_backward(m, unit, B, T, io, dy, dloss, dx, dparams);
     return head_backward(m, unit, B, T, io, dloss, dx, dparams, dembed);
 }

@@ -16,8 +16,11 @@
  * q/k/v and o biases, QK-norm (Qwen3: RMSNorm over head_dim with q_norm /
  * k_norm) and a sliding window where model->layer_attn says so (a query at
  * t sees keys t - sliding_window + 1 .. t, as transformers'
- * sliding_window_overlay). MoE layers and attention sinks are not supported
- * (sg_unit_check_model says so).
+ * sliding_window_overlay). A qwen3_moe layer replaces the MLP by
+ * Qwen3MoeSparseMoeBlock (codelets/cpu/moe.c): router, top-k experts, their
+ * weighted sum, and the load-balancing loss (io->moe_stats) that the head
+ * adds to the loss, scaled by router_aux_loss_coef. GPT-OSS and attention
+ * sinks are not supported (sg_unit_check_model says so).
  *
  * The head: n = norm(x); logits = n @ W^T (W = lm_head, or the embedding
  * table when tied); loss = mean cross-entropy over the targets >= 0. The
@@ -74,6 +77,11 @@ typedef struct sg_unit_io {
     float *saved;                 /* sg_unit_saved_floats, or NULL (checkpointing) */
     float *scratch;               /* sg_unit_scratch_floats */
     const sg_rope_cache *rope;    /* layers */
+    float *moe_stats;             /* MoE (sg_moe_stats_floats): the micro-step's router
+                                     statistics for the load-balancing loss; the forward
+                                     of layer 1 writes it, later layers add to it, the
+                                     head's forward and the layers' backward read it.
+                                     NULL: no load-balancing loss */
 } sg_unit_io;
 
 int sg_unit_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io);
@@ -83,7 +91,8 @@ int sg_unit_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_un
  * forward):
  * - dy (B*T, H): gradient of the unit's output (embedding, layers); for the
  *   head, dloss is the gradient of io->loss (1 / accumulation steps, times
- *   the fp16 loss scale) and dy is unused;
+ *   the fp16 loss scale) and dy is unused; an MoE layer also uses dloss, for
+ *   the load-balancing term of the loss (with io->moe_stats);
  * - dx (B*T, H): gradient of the input x, WRITTEN (layers, head; NULL for the
  *   embedding);
  * - dparams (the unit's flat layout): ACCUMULATED (+=);

@@ -175,6 +175,69 @@ int sg_cross_entropy_backward(float *dlogits, const float *logits, const float *
 int sg_grad_partials_sum(float *out, const float *const *parts, int nparts, size_t n,
                          int accumulate);
 
+/* ---- mixture of experts (Qwen3-MoE; moe.c states the formulas) ------------------ */
+
+/* Router: logits (N, E) = x (N, H) @ Wr^T (Wr (E, H)), into the caller's
+ * `logits` scratch; probs (N, E) = their softmax (fp32); sel (N, k) = the k
+ * most probable experts per token, in descending order, ties to the lowest
+ * index (stored as floats, exact: E <= 2^24); topw (N, k) = their
+ * probabilities, divided by their sum when norm_topk_prob. All WRITE. */
+int sg_moe_router_forward(float *probs, float *sel, float *topw, float *logits, const float *x,
+                          const float *Wr, size_t N, size_t H, size_t E, size_t K,
+                          int norm_topk_prob);
+
+/* The load-balancing statistics: stats (2E) ACCUMULATES, stats[e] += picks of
+ * expert e in any slot, stats[E + e] += sum over tokens of probs[., e]. */
+int sg_moe_stats_add(float *stats, const float *probs, const float *sel, size_t N, size_t E,
+                     size_t K);
+
+/* transformers' load_balancing_loss_func over L layers of N tokens from the
+ * summed stats: E * sum_e (picks_e / (L N)) * (probs_e / (L N)). Not scaled
+ * by router_aux_loss_coef. */
+double sg_moe_aux_loss(const float *stats, size_t E, size_t L, size_t N);
+
+/* Router backward. dtopw (N, k): gradient of topw. stats (2E, all layers)
+ * and aux_scale = d loss / d aux-loss-sum-term: d loss / d probs[n, e] gets
+ * aux_scale * stats[e] (stats NULL or aux_scale 0: no aux loss). dlogits
+ * (N, E): scratch, WRITTEN. dx (N, H): the router's share of d x, WRITES;
+ * dWr (E, H) ACCUMULATES. */
+int sg_moe_router_backward(float *dx, float *dWr, float *dlogits, const float *dtopw,
+                           const float *probs, const float *sel, const float *topw,
+                           const float *stats, double aux_scale, const float *x,
+                           const float *Wr, size_t N, size_t H, size_t E, size_t K,
+                           int norm_topk_prob);
+
+/* slots (at most N k) = the slots s = n k + j with sel[s] == e, in token
+ * order (WRITES); returns their count. */
+size_t sg_moe_expert_slots(int32_t *slots, const float *sel, size_t N, size_t K, size_t e);
+
+/* One expert on its n slots: for each slot s, row x[s / K] (x (N, H)) goes
+ * through gate, up (Wg, Wu (I, H)) and down (Wd (H, I)). Writes gate_s[s],
+ * up_s[s] (N k, I) and out_s[s] (N k, H) of its slots only; out_s NULL (a
+ * recompute): gate and up only. scratch: n (2H + 3I) floats. */
+int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
+                          const int32_t *slots, size_t n, const float *Wg, const float *Wu,
+                          const float *Wd, size_t H, size_t I, size_t K, float *scratch);
+
+/* y (N, H) = h + sum over slots j (in order) of topw[n, j] * out_s[n, j]:
+ * WRITES (the residual h included). */
+int sg_moe_combine_forward(float *y, const float *h, const float *out_s, const float *topw,
+                           size_t N, size_t H, size_t K);
+
+/* Backward of one expert and of its share of the combine, from dy (N, H) the
+ * gradient of y: for its slots, dtopw[s] = dy[n] . out[s] and dx_s[s] (N k,
+ * H) = d x through the expert, weighted by topw[s] (both WRITE, its slots
+ * only); dWg, dWu, dWd ACCUMULATE. The expert's output is recomputed.
+ * scratch: n (5H + 5I) floats. */
+int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, float *dWd,
+                           const float *dy, const float *x, const float *gate_s,
+                           const float *up_s, const float *topw, const int32_t *slots, size_t n,
+                           const float *Wg, const float *Wu, const float *Wd, size_t H,
+                           size_t I, size_t K, float *scratch);
+
+/* dx (N, H) = sum over slots j (in order) of dx_s[n, j]: WRITES. */
+int sg_moe_slots_sum(float *dx, const float *dx_s, size_t N, size_t H, size_t K);
+
 /* ---- casts ------------------------------------------------------------------- */
 
 /* fp32 <-> bfloat16 and IEEE binary16, bit patterns in uint16_t. From fp32:

@@ -242,7 +242,8 @@ size_t sg_cu_unit_scratch_bytes(const sg_model *m, int unit, size_t B, size_t T,
     const size_t N = B * T;
     dims d = dims_of(m, B, T, dt);
     if (kind == 1) {
-        if (sg_unit_check_model(m, NULL)) /* refused (MoE): the CPU estimate, in dt */
+        if (m->num_experts > 0 || sg_unit_check_model(m, NULL)) /* refused (MoE): the CPU
+                                                                    estimate, in dt */
             return sg_unit_scratch_floats(m, unit, B, T) * d.es;
         sg_layer_saved_layout l;
         sg_layer_saved_layout_get(m, N, &l);
@@ -647,7 +648,8 @@ static int unit_kind(const sg_cu *cu, const sg_model *m, int unit, size_t B, siz
     if (kind < 0)
         return SG_EINVAL;
     if (kind == 1) {
-        int rc = sg_unit_check_model(m, NULL);
+        /* MoE layers have CPU kernels only (codelets/cpu/moe.c) */
+        int rc = m->num_experts > 0 ? SG_ENOTSUP : sg_unit_check_model(m, NULL);
         if (rc < 0)
             return rc;
     }

@@ -13,7 +13,8 @@
  *   *dloss_scale (a device float, the fp16 loss scale) when that is given;
  * - scratch is device memory of sg_cu_unit_scratch_bytes();
  * - calls are asynchronous (stream-ordered); errors are SG_EINVAL (sizes,
- *   missing buffers), SG_ENOTSUP (a model sg_unit_check_model refuses) or
+ *   missing buffers), SG_ENOTSUP (a model sg_unit_check_model refuses, or an MoE
+ *   layer: those have CPU kernels only) or
  *   SG_EIO (a launch failed).
  */
 #ifndef SG_CODELETS_CUDA_BLOCK_H

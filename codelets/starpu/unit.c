@@ -24,8 +24,8 @@ typedef struct unit_call {
     size_t r0, B_all;          /* the tile's first sequence, sequences in the micro-batch */
     sg_unit_io io;
     float *param_copy, *embed_copy;
-    sg_f32_view views[6];
-    int store[6];
+    sg_f32_view views[8];
+    int store[8];
     int nviews;
 } unit_call;
 
@@ -35,7 +35,7 @@ typedef struct unit_call {
 static float *view(unit_call *k, sg_buf_role role, int unit, int load, int store)
 {
     int s = sg_arg_find(k->c, role, unit);
-    if (s < 0 || k->nviews == 6)
+    if (s < 0 || k->nviews == 8)
         return NULL;
     const sg_buffer *b = sg_arg_buffer(k->c, s);
     sg_f32_view *v = &k->views[k->nviews];
@@ -122,6 +122,19 @@ static double tile_share(const unit_call *k)
     return total ? (double)mine / (double)total : 0.0;
 }
 
+/* MoE: the micro-step's router statistics (unit.c's caller, the compiler,
+ * gives them to the layers' forward and backward and the head's forward).
+ * A layer's forward writes (layer 1) or adds to them; the others read. */
+static int moe_stats_view(unit_call *k, int fwd)
+{
+    int s = sg_arg_find(k->c, SG_BUF_MOE_STATS, -2);
+    if (s < 0)
+        return SG_OK;
+    int writes = fwd && k->u != k->head;
+    k->io.moe_stats = view(k, SG_BUF_MOE_STATS, -1, !sg_arg_write_only(k->c, s), writes);
+    return k->io.moe_stats ? SG_OK : SG_ENOMEM;
+}
+
 static void forward(void *buffers[], void *arg, int recompute)
 {
     const sg_task_ctx *c = arg;
@@ -140,6 +153,8 @@ static void forward(void *buffers[], void *arg, int recompute)
     if (rc == SG_OK && sg_arg_find(c, SG_BUF_SAVED, k.u) >= 0 &&
         !(k.io.saved = view(&k, SG_BUF_SAVED, k.u, 0, 1)))
         rc = SG_ENOMEM;
+    if (rc == SG_OK && !recompute)
+        rc = moe_stats_view(&k, 1);
     if (rc == SG_OK)
         rc = sg_unit_forward(k.m, k.u, k.B, k.T, &k.io);
     if (rc == SG_OK && k.io.loss && k.tile >= 0)
@@ -191,8 +206,12 @@ void sg_backward_cpu(void *buffers[], void *arg)
     if (rc == SG_OK && k.u == k.head && k.m->tie_word_embeddings && !(dembed = grad_view(&k, 0)))
         rc = SG_ENOMEM;
     if (rc == SG_OK)
+        rc = moe_stats_view(&k, 0);
+    /* an MoE layer needs d(loss) too, for the load-balancing loss's gradient */
+    if (rc == SG_OK)
         rc = sg_unit_backward(k.m, k.u, k.B, k.T, &k.io, dy,
-                              k.u == k.head ? head_dloss(&k) : 0.0f, dx, dparams, dembed);
+                              k.u == k.head || k.io.moe_stats ? head_dloss(&k) : 0.0f, dx,
+                              dparams, dembed);
     call_end(&k, rc);
     if (rc)
         sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"

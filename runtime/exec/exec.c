@@ -72,6 +72,12 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
                             "use --ncuda 0 to run on CPU workers only", opt->ncuda,
                             starpu_cuda_worker_get_count(), cuda);
     }
+    if (x->shared.model && x->shared.model->num_experts > 0 &&
+        starpu_cuda_worker_get_count() > 0)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: mixture-of-experts layers have CPU "
+                            "kernels only (no CUDA kernels yet); StarPU started %u CUDA "
+                            "workers: use --ncuda 0", x->shared.model->name,
+                            starpu_cuda_worker_get_count());
     if (starpu_cpu_worker_get_count() == 0)
         return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
                                              "(ncpus %d)", opt->ncpus);
