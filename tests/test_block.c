@@ -8,6 +8,12 @@
  *   tiny-bias-window  inline: Llama with q/k/v/o biases, 4 query heads on 1
  *                     kv head, a sliding window on layers 0 and 2, T = 70
  *                     (more than one attention tile)
+ *   tiny-moe          models/tiny-moe.json: Qwen3-MoE, top 2 of 8 experts,
+ *                     renormalised top-k weights, load-balancing loss (its
+ *                     coefficient raised to 0.05 so that its gradient shows)
+ *   tiny-moe-plain    inline: Qwen3-MoE, top 3 of 5, not renormalised, tied
+ * (the MoE layers' router statistics pass from unit to unit as the graph
+ * passes them, io->moe_stats).
  * tests/torch_model_ref.py computes the same step in plain torch ops (float64
  * autograd on the same fp32 weights, so the reference error is negligible)
  * and the test compares the loss, every unit's output, the gradient of every
@@ -51,10 +57,20 @@
 
 
 #define TOL 1e-5
-#define NCASES 3
+#define NCASES 5
 #define SEED 20240611u
 
 static char g_root[4096]; /* the temporary directory */
+
+/* Qwen3-MoE without renormalised top-k weights, top 3 of 5 experts, odd sizes. */
+static const char *MOE_PLAIN_JSON =
+    "{\"name\": \"tiny-moe-plain\", \"architecture\": \"qwen3_moe\",\n"
+    " \"hidden_size\": 48, \"moe_intermediate_size\": 40, \"num_hidden_layers\": 2,\n"
+    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 24,\n"
+    " \"vocab_size\": 61, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-6,\n"
+    " \"rope_theta\": 10000.0, \"tie_word_embeddings\": true, \"num_experts\": 5,\n"
+    " \"num_experts_per_tok\": 3, \"norm_topk_prob\": false,\n"
+    " \"router_aux_loss_coef\": 0.05}\n";
 
 static const char *BIAS_WINDOW_JSON =
     "{\"name\": \"tiny-bias-window\", \"architecture\": \"llama\",\n"
@@ -102,6 +118,7 @@ typedef struct net {
     float **hid, **dhid;      /* (L+1) outputs of units 0..L and their gradients (N, H) */
     float loss;
     int32_t *tokens, *targets;
+    float *moe_stats;         /* MoE: the router statistics (sg_moe_stats_floats), else NULL */
     sg_rope_cache rope;
     char dir[4200];
     int ready;                /* everything above is set up */
@@ -156,6 +173,10 @@ static void alloc_buffers(net *n)
         n->nscratch = s > n->nscratch ? s : n->nscratch;
     }
     n->scratch = alloc_f32(n->nscratch);
+    size_t ns = sg_moe_stats_floats(&n->m);
+    n->moe_stats = ns ? alloc_f32(ns) : NULL;
+    if (ns)
+        fill_nan(n->moe_stats, ns); /* layer 1 writes it fresh */
     n->hid = xmalloc((n->L + 1) * sizeof *n->hid);
     n->dhid = xmalloc((n->L + 1) * sizeof *n->dhid);
     for (int l = 0; l <= n->L; l++) {
@@ -238,6 +259,12 @@ static void write_model_txt(const net *n)
                        (long long)m->vocab_size, n->B, n->T, m->tie_word_embeddings,
                        m->qk_norm, (long long)m->sliding_window, m->rms_norm_eps,
                        m->rope_theta);
+    if (m->num_experts > 0)
+        len += snprintf(buf + len, sizeof buf - (size_t)len,
+                        "E %lld\nK %lld\nFm %lld\nnorm_topk %d\naux_coef %.17g\n",
+                        (long long)m->num_experts, (long long)m->experts_per_token,
+                        (long long)m->moe_intermediate_size, m->norm_topk_prob,
+                        m->router_aux_loss_coef);
     for (int l = 0; l < n->L; l++)
         if (m->layer_attn[l] == SG_ATTN_SLIDING)
             len += snprintf(buf + len, sizeof buf - (size_t)len, "sliding %d\n", l);
@@ -309,6 +336,7 @@ static sg_unit_io io_for(net *n, int u, float *y, float *saved)
         .saved = saved,
         .scratch = n->scratch,
         .rope = &n->rope,
+        .moe_stats = n->moe_stats,
     };
     return io;
 }
@@ -696,25 +724,42 @@ static void check_head_chunks(net *n)
 /* sg_unit_check_model and the sizes, for models the kernels refuse too. */
 static void check_sizes(void)
 {
-    sg_model moe, llama;
-    if (load_model("tiny-moe", &moe) || load_model("tiny-llama", &llama)) {
-        ok(0, "tiny-moe and tiny-llama load");
+    sg_model moe, llama, oss;
+    if (load_model("tiny-moe", &moe) || load_model("tiny-llama", &llama) ||
+        load_model("gpt-oss-20b", &oss)) {
+        ok(0, "tiny-moe, tiny-llama and gpt-oss-20b load");
         return;
     }
     sg_error err = {0};
-    int rc = sg_unit_check_model(&moe, &err);
-    ok(rc == SG_ENOTSUP, "sg_unit_check_model refuses tiny-moe (rc %d)", rc);
-    like(err.msg, "tiny-moe", "the message names the model");
-    like(err.msg, "expert", "the message names the feature");
+    is_int(sg_unit_check_model(&moe, &err), 0, "sg_unit_check_model accepts tiny-moe");
+    int rc = sg_unit_check_model(&oss, &err);
+    ok(rc == SG_ENOTSUP, "sg_unit_check_model refuses gpt-oss-20b (rc %d)", rc);
+    like(err.msg, "gpt-oss-20b", "the message names the model");
+    like(err.msg, "sinks", "the message names what is missing");
+    sg_error_clear(&err);
+    sg_model bad = moe;
+    bad.experts_per_token = 9;
+    rc = sg_unit_check_model(&bad, &err);
+    ok(rc == SG_EINVAL, "top 9 of 8 experts refused (rc %d)", rc);
+    like(err.msg, "num_experts_per_tok 9", "the message names the key and the value");
+    sg_error_clear(&err);
+    bad = moe;
+    bad.moe_intermediate_size = 0;
+    rc = sg_unit_check_model(&bad, &err);
+    ok(rc == SG_EINVAL, "an expert width of 0 refused (rc %d)", rc);
+    like(err.msg, "moe_intermediate_size", "the message names the key");
     sg_error_clear(&err);
     is_int(sg_unit_check_model(&llama, &err), 0, "sg_unit_check_model accepts tiny-llama");
 
     const size_t B = 2, T = 16, N = B * T;
-    const size_t H = 128, q = 4 * 32, kv = 2 * 32, mlp = 2 * 192, E = 4;
-    is_int(sg_unit_saved_floats(&moe, 1, B, T), N * (4 * H + 2 * q + 2 * kv + 3 * mlp + E),
-           "tiny-moe layer: saved estimate N (4H + 2q + 2kv + 3 k I_moe + E)");
-    ok(sg_unit_scratch_floats(&moe, 1, B, T) >= sg_unit_saved_floats(&moe, 1, B, T),
-       "tiny-moe layer: scratch estimate covers the saved estimate");
+    const size_t H = 128, q = 4 * 32, kv = 2 * 32, E = 8, K = 2, FM = 192;
+    /* n1 h n2 q k v att, gate up per slot, qpre kpre, probs; rstd1 rstd2 lse
+     * (4 heads) rstdq (4) rstdk (2), sel topw */
+    is_int(sg_unit_saved_floats(&moe, 1, B, T),
+           N * (3 * H + 2 * q + 2 * kv + 2 * K * FM + q + kv + E + 2 + 4 + 4 + 2 + 2 * K),
+           "tiny-moe layer: saved N (3H + 2q + 2kv + 2 k I + qpre + kpre + E + stats + 2k)");
+    is_int(sg_moe_stats_floats(&moe), 2 * E, "tiny-moe: 2 E floats of router statistics");
+    is_int(sg_moe_stats_floats(&llama), 0, "tiny-llama: no router statistics");
     is_int(sg_unit_saved_floats(&moe, 0, B, T), 0, "tiny-moe embedding: nothing saved");
     is_int(sg_unit_saved_floats(&moe, 5, B, T), N * (H + 2),
            "tiny-moe head: n, rstd, lse (no logits)");
@@ -730,8 +775,8 @@ static void check_sizes(void)
        "tiny-llama layer scratch holds saved + silu(gate) * up");
 
     sg_unit_io io = {0};
-    rc = sg_unit_forward(&moe, 1, B, T, &io);
-    ok(rc == SG_ENOTSUP, "sg_unit_forward on a tiny-moe layer: SG_ENOTSUP (rc %d)", rc);
+    rc = sg_unit_forward(&oss, 1, B, T, &io);
+    ok(rc == SG_ENOTSUP, "sg_unit_forward on a gpt-oss-20b layer: SG_ENOTSUP (rc %d)", rc);
 }
 
 /* ---- running the reference ---------------------------------------------------------- */
@@ -766,6 +811,7 @@ static void net_free(net *n)
         free(n->hid[l]), free(n->dhid[l]);
     free(n->params), free(n->nparams), free(n->grads), free(n->saved), free(n->nsaved);
     free(n->hid), free(n->dhid), free(n->scratch), free(n->tokens), free(n->targets);
+    free(n->moe_stats);
     sg_rope_cache_free(&n->rope);
     sg_weights_free(&n->w);
 }
@@ -792,11 +838,17 @@ int main(void)
         {"tiny-llama", NULL, 2, 24, 5},        /* 48 tokens: 9 chunks of 5 and one of 3 */
         {"tiny-qwen3", NULL, 2, 24, 0},        /* auto: one chunk of 48 */
         {"tiny-bias-window", NULL, 2, 70, 3},  /* 140 tokens: 46 chunks of 3 and one of 2 */
+        {"tiny-moe", NULL, 2, 24, 0},          /* Qwen3-MoE: 8 experts, top 2, renormalised */
+        {"tiny-moe-plain", NULL, 2, 20, 7},    /* top 3 of 5, not renormalised, tied */
     };
     for (int c = 0; c < NCASES; c++) {
-        const char *json = c == 2 ? BIAS_WINDOW_JSON : cases[c].json;
+        const char *json = c == 2 ? BIAS_WINDOW_JSON : c == 4 ? MOE_PLAIN_JSON : cases[c].json;
         int rc = net_init(&g_nets[c], cases[c].label, json, cases[c].B, cases[c].T,
                           cases[c].head_chunk);
+        /* a load-balancing loss large enough for its gradient to show (the
+         * shipped 0.001 would hide an error in it below the tolerance) */
+        if (rc == 0 && c == 3)
+            g_nets[c].m.router_aux_loss_coef = 0.05;
         ok(rc == 0, "%s: model, weights and batch ready", cases[c].label);
         if (rc == 0)
             write_inputs(&g_nets[c]);

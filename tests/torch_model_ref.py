@@ -1,8 +1,14 @@
 #!/usr/bin/python3
 """PyTorch reference for tests/test_block.c: a whole decoder-only model
 (embedding, Llama / Qwen3 decoder layers, final norm, head, cross-entropy),
-written with plain torch ops after Hugging Face's modeling_llama.py and
-modeling_qwen3.py (transformers is not needed).
+written with plain torch ops after Hugging Face's modeling_llama.py,
+modeling_qwen3.py and modeling_qwen3_moe.py (transformers is not needed).
+Qwen3-MoE layers (model.txt has "E" > 0): Qwen3MoeSparseMoeBlock's router
+(softmax in fp32 precision or better, torch.topk, optional renormalisation),
+one SwiGLU MLP per expert applied to the tokens that picked it, and
+load_balancing_loss_func over the router logits of every layer, concatenated,
+added to the loss times router_aux_loss_coef (as Qwen3MoeForCausalLM does
+with output_router_logits).
 
 Usage: torch_model_ref.py DIR [DIR ...]
 
@@ -14,7 +20,8 @@ Each DIR holds what the C test wrote (raw little-endian files):
   tokens.i32, targets.i32   (B*T); a negative target is ignored
 and receives, computed in `dtype` (float64 unless model.txt says float32)
 with autograd:
-  loss.f64     the mean cross-entropy over the non-ignored targets
+  loss.f64     the mean cross-entropy over the non-ignored targets (+ the MoE
+               auxiliary loss)
   grads.f64    d loss / d parameter, concatenated in the order of params.f32
   hidden.f64   the output of each unit but the head: embedding, layers 1..L,
                (L+1, B*T, H)
@@ -109,6 +116,12 @@ class Model:
         self.eps, self.theta = float(args["eps"]), float(args["theta"])
         self.sliding = sliding
         self.p = params
+        self.E = int(args.get("E", 0))
+        if self.E:
+            self.K, self.Fm = g("K"), g("Fm")
+            self.norm_topk = g("norm_topk")
+            self.aux_coef = float(args["aux_coef"])
+        self.router_logits = []
 
     def w(self, name):
         return self.p.get(name)
@@ -134,9 +147,42 @@ class Model:
         att = attention(q, k, v.transpose(1, 2), window)
         h = x + self.linear(att, pre + "self_attn.o_proj")
         n2 = rms_norm(h, self.w(pre + "post_attention_layernorm.weight"), self.eps)
+        if self.E:
+            return h + self.moe(n2, pre)
         gate = self.linear(n2, pre + "mlp.gate_proj")
         up = self.linear(n2, pre + "mlp.up_proj")
         return h + self.linear(torch.nn.functional.silu(gate) * up, pre + "mlp.down_proj")
+
+    def moe(self, x, pre):
+        # Qwen3MoeSparseMoeBlock: route each token to its top-k experts
+        xs = x.reshape(-1, self.H)                                  # (N, H)
+        logits = self.linear(xs, pre + "mlp.gate")                  # (N, E)
+        self.router_logits.append(logits)
+        probs = torch.softmax(logits, dim=-1)
+        weights, selected = torch.topk(probs, self.K, dim=-1)       # (N, K)
+        if self.norm_topk:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(xs)
+        for e in range(self.E):
+            tok, slot = torch.where(selected == e)
+            if tok.numel() == 0:
+                continue
+            xe = xs[tok]
+            ep = pre + f"mlp.experts.{e}."
+            ye = self.linear(torch.nn.functional.silu(self.linear(xe, ep + "gate_proj")) *
+                             self.linear(xe, ep + "up_proj"), ep + "down_proj")
+            out = out.index_add(0, tok, ye * weights[tok, slot, None])
+        return out.view_as(x)
+
+    def aux_loss(self):
+        # load_balancing_loss_func: every layer's router logits concatenated
+        logits = torch.cat(self.router_logits, dim=0)               # (L N, E)
+        probs = torch.softmax(logits, dim=-1)
+        _, selected = torch.topk(probs, self.K, dim=-1)
+        mask = torch.nn.functional.one_hot(selected, self.E).to(probs.dtype)  # (L N, K, E)
+        tokens_per_expert = mask.mean(dim=0)                        # (K, E)
+        prob_per_expert = probs.mean(dim=0)                         # (E)
+        return self.E * (tokens_per_expert * prob_per_expert.unsqueeze(0)).sum()
 
     def forward(self, tokens, targets, dtype):
         table = self.w("model.embed_tokens.weight").view(self.V, self.H)
@@ -152,6 +198,8 @@ class Model:
         W = table if self.tie else self.w("lm_head.weight").view(self.V, self.H)
         logits = (n @ W.t()).view(-1, self.V)
         loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-100)
+        if self.E and self.aux_coef:
+            loss = loss + self.aux_coef * self.aux_loss()
         return loss, hidden
 
 
@@ -171,8 +219,10 @@ def run(d):
     loss, hidden = model.forward(tokens, targets, dtype)
     loss.backward()
     save(d, "loss.f64", [loss.item()])
-    save(d, "grads.f64", np.concatenate([params[n].grad.double().numpy().ravel()
-                                         for n in names]))
+    # an expert no token picked has no gradient: zeros
+    save(d, "grads.f64", np.concatenate([
+        (params[n].grad.double().numpy() if params[n].grad is not None
+         else np.zeros(params[n].numel())).ravel() for n in names]))
     save(d, "hidden.f64", np.stack([h.detach().double().numpy() for h in hidden]))
     save(d, "dhidden.f64", np.stack([h.grad.double().numpy() for h in hidden]))
 

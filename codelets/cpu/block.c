@@ -282,9 +282,9 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, arena *s)
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
     const size_t E = (size_t)c->m->num_experts, K = (size_t)c->m->experts_per_token;
-    const size_t I = (size_t)c->m->moe_intermediate_size, N = d->N, H = d->H;
+    const size_t F = (size_t)c->m->moe_intermediate_size, N = d->N, H = d->H;
     TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), N, H, d->eps));
-    float *logits = carve(s, N * E), *ex = carve(s, 2 * N * H + 3 * N * I);
+    float *logits = carve(s, N * E), *ex = carve(s, 2 * N * H + 3 * N * F);
     float *out_s = y ? carve(s, N * K * H) : NULL;
     if (!logits || !ex || (y && !out_s))
         return SG_EINVAL;
@@ -299,7 +299,7 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, arena *s)
         rc = sg_moe_expert_forward(a->gate, a->up, out_s, a->n2, slots, n,
                                    expert_w(c, c->p, o->ex_wg, e),
                                    expert_w(c, c->p, o->ex_wu, e),
-                                   expert_w(c, c->p, o->ex_wd, e), H, I, K, ex);
+                                   expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
     }
     free(slots);
     TRY(rc);
@@ -326,9 +326,9 @@ static int moe_backward(const layer_ctx *c, const float *dy, float *dx, float *g
     const sg_layer_param_offsets *o = &c->o;
     const sg_model *m = c->m;
     const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
-    const size_t I = (size_t)m->moe_intermediate_size, N = d->N, H = d->H;
+    const size_t F = (size_t)m->moe_intermediate_size, N = d->N, H = d->H;
     float *dtopw = carve(s, N * K), *dlogits = carve(s, N * E), *dx_s = carve(s, N * K * H);
-    float *ex = carve(s, 5 * N * H + 5 * N * I), *dn2 = carve(s, N * H);
+    float *ex = carve(s, 5 * N * H + 5 * N * F), *dn2 = carve(s, N * H);
     if (!dtopw || !dlogits || !dx_s || !ex || !dn2)
         return SG_EINVAL;
     int32_t *slots = malloc(N * K * sizeof *slots);
@@ -342,7 +342,7 @@ static int moe_backward(const layer_ctx *c, const float *dy, float *dx, float *g
                                     mptr(g, o->ex_wd + e * o->ex_stride), dy, a->n2, a->gate,
                                     a->up, a->topw, slots, n, expert_w(c, c->p, o->ex_wg, e),
                                     expert_w(c, c->p, o->ex_wu, e),
-                                    expert_w(c, c->p, o->ex_wd, e), H, I, K, ex);
+                                    expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
     }
     free(slots);
     TRY(rc);

@@ -171,24 +171,24 @@ static void scatter(float *dst, const float *rows, const int32_t *slots, size_t 
 
 int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
                           const int32_t *slots, size_t n, const float *Wg, const float *Wu,
-                          const float *Wd, size_t H, size_t I, size_t K, float *scratch)
+                          const float *Wd, size_t H, size_t F, size_t K, float *scratch)
 {
     if (!gate_s || !up_s || !x || !slots || !Wg || !Wu || !scratch || K == 0)
         return SG_EINVAL;
     if (n == 0)
         return 0;
-    float *xe = scratch, *g = xe + n * H, *u = g + n * I, *act = u + n * I, *o = act + n * I;
+    float *xe = scratch, *g = xe + n * H, *u = g + n * F, *act = u + n * F, *o = act + n * F;
     gather(xe, x, slots, n, H, K);                          // (n, H)
-    TRY(sg_linear_forward(g, xe, Wg, NULL, n, H, I));       // (n, I)
-    TRY(sg_linear_forward(u, xe, Wu, NULL, n, H, I));       // (n, I)
-    scatter(gate_s, g, slots, n, I);
-    scatter(up_s, u, slots, n, I);
+    TRY(sg_linear_forward(g, xe, Wg, NULL, n, H, F));       // (n, F)
+    TRY(sg_linear_forward(u, xe, Wu, NULL, n, H, F));       // (n, F)
+    scatter(gate_s, g, slots, n, F);
+    scatter(up_s, u, slots, n, F);
     if (!out_s) // recompute: what is saved only
         return 0;
     if (!Wd)
         return SG_EINVAL;
-    TRY(sg_swiglu_forward(act, g, u, n, I));
-    TRY(sg_linear_forward(o, act, Wd, NULL, n, I, H));      // (n, H)
+    TRY(sg_swiglu_forward(act, g, u, n, F));
+    TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));      // (n, H)
     scatter(out_s, o, slots, n, H);
     return 0;
 }
@@ -214,7 +214,7 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
                            const float *dy, const float *x, const float *gate_s,
                            const float *up_s, const float *topw, const int32_t *slots, size_t n,
                            const float *Wg, const float *Wu, const float *Wd, size_t H,
-                           size_t I, size_t K, float *scratch)
+                           size_t F, size_t K, float *scratch)
 {
     if (!dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wg || !Wu ||
         !Wd || !scratch || K == 0)
@@ -222,13 +222,13 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
     if (n == 0)
         return 0;
     float *xe = scratch, *o = xe + n * H, *dout = o + n * H, *dxe = dout + n * H;
-    float *tmp = dxe + n * H, *g = tmp + n * H, *u = g + n * I, *act = u + n * I;
-    float *dact = act + n * I, *dup = dact + n * I;
+    float *tmp = dxe + n * H, *g = tmp + n * H, *u = g + n * F, *act = u + n * F;
+    float *dact = act + n * F, *dup = dact + n * F;
     gather(xe, x, slots, n, H, K);
-    gather(g, gate_s, slots, n, I, 1);
-    gather(u, up_s, slots, n, I, 1);
-    TRY(sg_swiglu_forward(act, g, u, n, I));              // recomputed
-    TRY(sg_linear_forward(o, act, Wd, NULL, n, I, H));    // the expert's output, recomputed
+    gather(g, gate_s, slots, n, F, 1);
+    gather(u, up_s, slots, n, F, 1);
+    TRY(sg_swiglu_forward(act, g, u, n, F));              // recomputed
+    TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));    // the expert's output, recomputed
     for (size_t r = 0; r < n; r++) {
         const size_t s = (size_t)slots[r];
         const float *dyr = dy + s / K * H, *orow = o + r * H;
@@ -239,11 +239,11 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
         }
         dtopw[s] = d;
     }
-    TRY(sg_linear_backward(dact, dWd, NULL, dout, act, Wd, n, I, H));
+    TRY(sg_linear_backward(dact, dWd, NULL, dout, act, Wd, n, F, H));
     float *dgate = act; // act is dead
-    TRY(sg_swiglu_backward(dgate, dup, dact, g, u, n, I));
-    TRY(sg_linear_backward(dxe, dWg, NULL, dgate, xe, Wg, n, H, I));
-    TRY(sg_linear_backward(tmp, dWu, NULL, dup, xe, Wu, n, H, I));
+    TRY(sg_swiglu_backward(dgate, dup, dact, g, u, n, F));
+    TRY(sg_linear_backward(dxe, dWg, NULL, dgate, xe, Wg, n, H, F));
+    TRY(sg_linear_backward(tmp, dWu, NULL, dup, xe, Wu, n, H, F));
     for (size_t i = 0; i < n * H; i++)
         dxe[i] += tmp[i];
     scatter(dx_s, dxe, slots, n, H);

@@ -212,12 +212,12 @@ int sg_moe_router_backward(float *dx, float *dWr, float *dlogits, const float *d
 size_t sg_moe_expert_slots(int32_t *slots, const float *sel, size_t N, size_t K, size_t e);
 
 /* One expert on its n slots: for each slot s, row x[s / K] (x (N, H)) goes
- * through gate, up (Wg, Wu (I, H)) and down (Wd (H, I)). Writes gate_s[s],
- * up_s[s] (N k, I) and out_s[s] (N k, H) of its slots only; out_s NULL (a
+ * through gate, up (Wg, Wu (F, H)) and down (Wd (H, F)). Writes gate_s[s],
+ * up_s[s] (N k, F) and out_s[s] (N k, H) of its slots only; out_s NULL (a
  * recompute): gate and up only. scratch: n (2H + 3I) floats. */
 int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
                           const int32_t *slots, size_t n, const float *Wg, const float *Wu,
-                          const float *Wd, size_t H, size_t I, size_t K, float *scratch);
+                          const float *Wd, size_t H, size_t F, size_t K, float *scratch);
 
 /* y (N, H) = h + sum over slots j (in order) of topw[n, j] * out_s[n, j]:
  * WRITES (the residual h included). */
@@ -233,7 +233,7 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
                            const float *dy, const float *x, const float *gate_s,
                            const float *up_s, const float *topw, const int32_t *slots, size_t n,
                            const float *Wg, const float *Wu, const float *Wd, size_t H,
-                           size_t I, size_t K, float *scratch);
+                           size_t F, size_t K, float *scratch);
 
 /* dx (N, H) = sum over slots j (in order) of dx_s[n, j]: WRITES. */
 int sg_moe_slots_sum(float *dx, const float *dx_s, size_t N, size_t H, size_t K);
