@@ -1168,7 +1168,8 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
                             "batch_tile %lld: expected 0 (untiled) to the micro batch %lld "
                             "(train_micro_batch_size_per_gpu) sequences per tile",
                             (long long)s->batch_tile, (long long)s->micro_batch);
-    if (s->batch_tile > 0 && s->batch_tile < s->micro_batch && m->num_experts > 0)
+    if (s->batch_tile > 0 && s->batch_tile < s->micro_batch && m->num_experts > 0 &&
+        !s->batch_tile_auto)
         return sg_error_set(err, SG_ENOTSUP, "batch_tile %lld: model %s is a mixture of "
                             "experts, whose load-balancing loss pools the whole micro batch; "
                             "batch tiles are not supported for it (use batch_tile 0)",
@@ -1212,7 +1213,9 @@ int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_er
     c.cd = s->compute_dtype;
     c.mixed = c.cd != SG_F32;
     c.ntiles = 1;
-    if (s->batch_tile > 0 && s->batch_tile < s->micro_batch) {
+    /* MoE: untiled (the load-balancing loss pools the micro batch; an explicit
+     * batch_tile is refused by check_spec) */
+    if (s->batch_tile > 0 && s->batch_tile < s->micro_batch && m->num_experts == 0) {
         c.tile_rows = s->batch_tile;
         c.ntiles = (int)((s->micro_batch + s->batch_tile - 1) / s->batch_tile);
     }

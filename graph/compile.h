@@ -65,6 +65,9 @@ typedef struct sg_step_spec {
                                            chain; SG_OPTIMIZER_TILE_AUTO: from the workers */
     int64_t optimizer_workers;          /* CPU workers that run the optimizer (auto tiles) */
     int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step */
+    int batch_tile_auto;                /* batch_tile was chosen automatically: a model that
+                                           cannot be tiled (MoE) compiles untiled instead of
+                                           being refused */
     sg_cast_placement cast_placement;   /* SG_CAST_SCHEDULER unless set */
     sg_cast_costs cast_costs;           /* for SG_CAST_AUTO */
 } sg_step_spec;

@@ -185,6 +185,7 @@ class Model:
         return self.E * (tokens_per_expert * prob_per_expert.unsqueeze(0)).sum()
 
     def forward(self, tokens, targets, dtype):
+        self.router_logits = []
         table = self.w("model.embed_tokens.weight").view(self.V, self.H)
         x = table[tokens].view(self.B, self.T, self.H)
         hidden = [x]

@@ -5,7 +5,9 @@ cross-entropy; the forward is tests/torch_model_ref.py's (plain torch ops
 after Hugging Face's modeling_llama.py).
 
 Usage:
-  torch_train_ref.py prepare DIR   writes DIR/model.json (odd sizes),
+  torch_train_ref.py prepare DIR [moe]   writes DIR/model.json (odd sizes;
+      "moe": a Qwen3-MoE model, top 2 of 6 experts, renormalised, with a
+      load-balancing loss of weight 0.05),
       DIR/init.safetensors (the initial weights, F32, Hugging Face names) and
       DIR/data.bin (an llm.c uint16 shard holding exactly B windows of T
       tokens, so every step's batch is those B windows: the loader's
@@ -35,10 +37,36 @@ MODEL = {
     "vocab_size": 97, "max_position_embeddings": 64, "tie_word_embeddings": False,
     "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "attention_bias": False,
 }
+MOE_MODEL = {
+    "name": "odd-moe", "architecture": "qwen3_moe",
+    "source": "tests/torch_train_ref.py: odd sizes, top 2 of 6 experts of width 40",
+    "hidden_size": 72, "moe_intermediate_size": 40, "num_hidden_layers": 2,
+    "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 24,
+    "vocab_size": 97, "max_position_embeddings": 64, "tie_word_embeddings": False,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "attention_bias": False,
+    "num_experts": 6, "num_experts_per_tok": 2, "norm_topk_prob": True,
+    "router_aux_loss_coef": 0.05,
+}
+
+
+def mlp_shapes(m, p):
+    H = m["hidden_size"]
+    if "num_experts" not in m:
+        F = m["intermediate_size"]
+        return [(p + "mlp.gate_proj.weight", (F, H)), (p + "mlp.up_proj.weight", (F, H)),
+                (p + "mlp.down_proj.weight", (H, F))]
+    E, F = m["num_experts"], m["moe_intermediate_size"]
+    out = [(p + "mlp.gate.weight", (E, H))]
+    for e in range(E):
+        q = p + f"mlp.experts.{e}."
+        out += [(q + "gate_proj.weight", (F, H)), (q + "up_proj.weight", (F, H)),
+                (q + "down_proj.weight", (H, F))]
+    return out
 
 
 def tensor_shapes(m):
-    H, F, V, D = m["hidden_size"], m["intermediate_size"], m["vocab_size"], m["head_dim"]
+    H, V, D = m["hidden_size"], m["vocab_size"], m["head_dim"]
+    moe = "num_experts" in m
     Hq, Hkv = m["num_attention_heads"], m["num_key_value_heads"]
     out = [("model.embed_tokens.weight", (V, H))]
     for l in range(m["num_hidden_layers"]):
@@ -47,11 +75,10 @@ def tensor_shapes(m):
                 (p + "self_attn.q_proj.weight", (Hq * D, H)),
                 (p + "self_attn.k_proj.weight", (Hkv * D, H)),
                 (p + "self_attn.v_proj.weight", (Hkv * D, H)),
-                (p + "self_attn.o_proj.weight", (H, Hq * D)),
-                (p + "post_attention_layernorm.weight", (H,)),
-                (p + "mlp.gate_proj.weight", (F, H)),
-                (p + "mlp.up_proj.weight", (F, H)),
-                (p + "mlp.down_proj.weight", (H, F))]
+                (p + "self_attn.o_proj.weight", (H, Hq * D))]
+        if moe:  # Qwen3: QK-norm (the loader's order: after the projections)
+            out += [(p + "self_attn.q_norm.weight", (D,)), (p + "self_attn.k_norm.weight", (D,))]
+        out += [(p + "post_attention_layernorm.weight", (H,))] + mlp_shapes(m, p)
     out.append(("model.norm.weight", (H,)))
     if not m["tie_word_embeddings"]:
         out.append(("lm_head.weight", (V, H)))
@@ -85,11 +112,12 @@ def read_safetensors(path):
     return out
 
 
-def prepare(d):
+def prepare(d, moe=False):
     rng = np.random.default_rng(1234)
-    json.dump(MODEL, open(os.path.join(d, "model.json"), "w"), indent=1)
+    model = MOE_MODEL if moe else MODEL
+    json.dump(model, open(os.path.join(d, "model.json"), "w"), indent=1)
     tensors = []
-    for name, shape in tensor_shapes(MODEL):
+    for name, shape in tensor_shapes(model):
         if name.endswith("norm.weight"):   # around 1, not 1: the norms' gradients matter
             a = 1.0 + 0.1 * rng.standard_normal(shape)
         else:
@@ -112,9 +140,13 @@ def train(d, steps, lr, b1, b2, eps, wd, clip):
     params = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in w.items()}
     args = {"H": m["hidden_size"], "L": m["num_hidden_layers"],
             "Hq": m["num_attention_heads"], "Hkv": m["num_key_value_heads"],
-            "D": m["head_dim"], "F": m["intermediate_size"], "V": m["vocab_size"],
+            "D": m["head_dim"], "F": m.get("intermediate_size", 0), "V": m["vocab_size"],
             "B": B, "T": T, "tie": int(m["tie_word_embeddings"]), "qk_norm": 0, "window": 0,
             "eps": m["rms_norm_eps"], "theta": m["rope_theta"]}
+    if "num_experts" in m:
+        args.update({"F": 0, "qk_norm": 1, "E": m["num_experts"], "K": m["num_experts_per_tok"],
+                     "Fm": m["moe_intermediate_size"], "norm_topk": int(m["norm_topk_prob"]),
+                     "aux_coef": m["router_aux_loss_coef"]})
     model = Model(args, set(), params)
     raw = open(os.path.join(d, "data.bin"), "rb").read()
     toks = np.frombuffer(raw[1024:], dtype="<u2").astype(np.int64)
@@ -128,6 +160,9 @@ def train(d, steps, lr, b1, b2, eps, wd, clip):
         opt.zero_grad()
         loss, _ = model.forward(tokens, targets, dtype)
         loss.backward()
+        for p in params.values():  # an expert no token picked: a zero gradient, as DeepSpeed
+            if p.grad is None:     # (weight decay and Adam's moments still apply)
+                p.grad = torch.zeros_like(p)
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(list(params.values()), clip)
         opt.step()
@@ -136,8 +171,8 @@ def train(d, steps, lr, b1, b2, eps, wd, clip):
 
 
 def main(argv):
-    if len(argv) == 3 and argv[1] == "prepare":
-        prepare(argv[2])
+    if len(argv) in (3, 4) and argv[1] == "prepare":
+        prepare(argv[2], len(argv) == 4 and argv[3] == "moe")
     elif len(argv) == 10 and argv[1] == "train":
         train(argv[2], int(argv[3]), *map(float, argv[4:]))
     else:

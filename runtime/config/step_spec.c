@@ -82,6 +82,7 @@ void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step
     s->param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;
     s->max_reuse_distance = ds->zero.stage3_max_reuse_distance;
     tiles_from_config(cfg, m, s);
+    s->batch_tile_auto = cfg->run.batch_tile == SG_TILE_AUTO;
     s->batch_tile = cfg->run.batch_tile == SG_TILE_AUTO
                         ? sg_step_auto_batch_tile(cfg, config_cpu_workers(cfg, m),
                                                   sg_step_uses_cuda(cfg, m ? m->gpu_count : -1))
