@@ -109,9 +109,13 @@ static int check_math_keys(const cJSON *root, const char *arch, const char *orig
             !(cJSON_IsNumber(v) && v->valuedouble == 1.0))
             return bad(origin, "decoder_sparse_step", v, "is not supported (1: every layer "
                        "sparse)", err);
-        if ((v = get(root, "norm_topk_prob")) && !cJSON_IsTrue(v))
-            return bad(origin, "norm_topk_prob", v, "is not supported (the top-k router "
-                       "probabilities are renormalised)", err);
+        if ((v = get(root, "norm_topk_prob")) && !cJSON_IsBool(v))
+            return bad(origin, "norm_topk_prob", v, "is not true or false", err);
+        if ((v = get(root, "output_router_logits")) && !cJSON_IsBool(v))
+            return bad(origin, "output_router_logits", v, "is not true or false", err);
+        if ((v = get(root, "router_aux_loss_coef")) &&
+            !(cJSON_IsNumber(v) && v->valuedouble >= 0))
+            return bad(origin, "router_aux_loss_coef", v, "is not a number >= 0", err);
     }
     if (strcmp(arch, "gpt_oss") == 0) {
         if ((v = get(root, "swiglu_limit")) &&
@@ -203,6 +207,21 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
 
     char name[SG_MODEL_NAME_MAX];
     model_name(root, origin, name, sizeof name);
+    /* qwen3_moe's router as transformers trains it: Qwen3MoeConfig defaults
+     * norm_topk_prob to false, and Qwen3MoeForCausalLM adds the load-balancing
+     * loss only with output_router_logits (router_aux_loss_coef defaults to
+     * 0.001); stepgraph's model file says both explicitly */
+    int moe_router = strcmp(arch, "qwen3_moe") == 0;
+    int norm_topk = 0;
+    double aux_coef = 0.0;
+    if (moe_router) {
+        const cJSON *v = get(root, "norm_topk_prob");
+        norm_topk = v && cJSON_IsTrue(v);
+        if ((v = get(root, "output_router_logits")) && cJSON_IsTrue(v)) {
+            const cJSON *c = get(root, "router_aux_loss_coef");
+            aux_coef = c ? c->valuedouble : 0.001;
+        }
+    }
 
     cJSON *it = root->child;
     while (it) {
@@ -222,7 +241,9 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
     }
     if (!cJSON_AddStringToObject(root, "name", name) ||
         !cJSON_AddStringToObject(root, "architecture", arch) ||
-        (o_bias >= 0 && !cJSON_AddBoolToObject(root, "o_proj_bias", o_bias)))
+        (o_bias >= 0 && !cJSON_AddBoolToObject(root, "o_proj_bias", o_bias)) ||
+        (moe_router && (!cJSON_AddBoolToObject(root, "norm_topk_prob", norm_topk) ||
+                        !cJSON_AddNumberToObject(root, "router_aux_loss_coef", aux_coef))))
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", origin);
     return SG_OK;
 }
@@ -270,9 +291,13 @@ static void add_moe(cJSON *o, const sg_model *m)
         cJSON_AddNumberToObject(o, "swiglu_limit", 7.0);
     } else {
         add_int(o, "moe_intermediate_size", m->moe_intermediate_size);
-        cJSON_AddBoolToObject(o, "norm_topk_prob", 1);
+        cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk_prob);
         add_int(o, "decoder_sparse_step", 1);
         cJSON_AddItemToObject(o, "mlp_only_layers", cJSON_CreateArray());
+        /* transformers adds the load-balancing loss only with output_router_logits */
+        cJSON_AddNumberToObject(o, "router_aux_loss_coef", m->router_aux_loss_coef);
+        cJSON_AddBoolToObject(o, "output_router_logits", m->router_aux_loss_coef > 0);
+        return;
     }
     cJSON_AddBoolToObject(o, "output_router_logits", 0);
 }

@@ -453,10 +453,12 @@ int sg_model_format_info(const sg_model *m, char *buf, size_t size)
             (long long)(L - n_sliding),
             m->layer_attn[0] == SG_ATTN_SLIDING ? "sliding" : "full");
     if (m->num_experts)
-        out(&o, "mlp         MoE: %lld experts, top %lld, expert width %lld%s\n",
+        out(&o, "mlp         MoE: %lld experts, top %lld%s, expert width %lld%s; "
+            "load-balancing loss x %g\n",
             (long long)m->num_experts, (long long)m->experts_per_token,
+            m->norm_topk_prob ? " (weights renormalised)" : "",
             (long long)m->moe_intermediate_size,
-            m->expert_bias ? ", router and expert biases" : "");
+            m->expert_bias ? ", router and expert biases" : "", m->router_aux_loss_coef);
     else
         out(&o, "mlp         SwiGLU, intermediate %lld\n",
             (long long)m->intermediate_size);

@@ -752,7 +752,7 @@ static void check_sizes(void)
     is_int(sg_unit_check_model(&llama, &err), 0, "sg_unit_check_model accepts tiny-llama");
 
     const size_t B = 2, T = 16, N = B * T;
-    const size_t H = 128, q = 4 * 32, kv = 2 * 32, E = 8, K = 2, FM = 192;
+    const size_t H = 128, q = 4 * 32, kv = 2 * 32, E = 8, K = 2, FM = 128;
     /* n1 h n2 q k v att, gate up per slot, qpre kpre, probs; rstd1 rstd2 lse
      * (4 heads) rstdq (4) rstdk (2), sel topw */
     is_int(sg_unit_saved_floats(&moe, 1, B, T),
