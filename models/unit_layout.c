@@ -369,3 +369,37 @@ size_t sg_moe_stats_floats(const sg_model *m)
 {
     return m && m->num_experts > 0 ? 2 * (size_t)m->num_experts : 0;
 }
+
+/* ---- experts as tasks ------------------------------------------------------ */
+
+int sg_moe_groups(const sg_model *m)
+{
+    if (!m || m->num_experts <= 0)
+        return 0;
+    return m->num_experts < SG_MOE_MAX_GROUPS ? (int)m->num_experts : SG_MOE_MAX_GROUPS;
+}
+
+int sg_moe_group_experts(const sg_model *m)
+{
+    int g = sg_moe_groups(m);
+    return g ? (int)((m->num_experts + g - 1) / g) : 0;
+}
+
+size_t sg_moe_group_cap(const sg_model *m, size_t N)
+{
+    size_t ge = (size_t)sg_moe_group_experts(m), k = (size_t)m->experts_per_token;
+    return N * (ge < k ? ge : k);
+}
+
+size_t sg_moe_group_act_floats(const sg_model *m, size_t N)
+{
+    const size_t I = (size_t)m->moe_intermediate_size, H = (size_t)m->hidden_size;
+    return sg_moe_group_cap(m, N) * (2 * I + H);
+}
+
+size_t sg_moe_group_grad_floats(const sg_model *m, size_t N)
+{
+    const size_t I = (size_t)m->moe_intermediate_size, H = (size_t)m->hidden_size;
+    return sg_moe_group_cap(m, N) * (H + 1) +
+           (size_t)sg_moe_group_experts(m) * 3 * I * H;
+}

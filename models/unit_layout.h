@@ -105,6 +105,23 @@ size_t sg_head_chunk_tokens(const sg_model *m, size_t N);
 size_t sg_moe_forward_scratch_floats(const sg_model *m, size_t N);
 size_t sg_moe_backward_scratch_floats(const sg_model *m, size_t N);
 
+/* Experts as tasks: a MoE layer's experts run in sg_moe_groups() tasks of
+ * sg_moe_group_experts() consecutive experts each (the last may hold fewer):
+ * at most SG_MOE_MAX_GROUPS, so a layer's tasks stay in the 1-10 ms range a
+ * StarPU task should have and the workers of one socket all get work.
+ * Group g's slots are those of its experts, expert by expert, each in token
+ * order; a group has at most N min(experts, k) of them (capacity: every
+ * token could pick it; exact token counts vary per batch).
+ * Its forward buffer: gate, up (cap, I), out (cap, H), rows in slot order.
+ * Its backward buffer: dx (cap, H), dweight (cap), then its experts' weight
+ * gradients (experts x 3 I H, the unit's layout). */
+#define SG_MOE_MAX_GROUPS 8
+int sg_moe_groups(const sg_model *m);
+int sg_moe_group_experts(const sg_model *m);
+size_t sg_moe_group_cap(const sg_model *m, size_t N);
+size_t sg_moe_group_act_floats(const sg_model *m, size_t N);
+size_t sg_moe_group_grad_floats(const sg_model *m, size_t N);
+
 /* Floats of the MoE statistics buffer a micro-step's layers share for the
  * load-balancing loss: per expert, its top-k picks then its router
  * probabilities, summed over tokens and layers (2 E; 0 for a dense model). */

@@ -271,12 +271,22 @@ static const float *expert_w(const layer_ctx *c, const float *base, size_t off, 
     return base + off + e * c->o.ex_stride;
 }
 
+/* Row pointers of every slot in a slot-indexed (N k, C) array. */
+static const float **slot_rows(const float *base, size_t NK, size_t C)
+{
+    const float **p = malloc((NK ? NK : 1) * sizeof *p);
+    for (size_t i = 0; p && i < NK; i++)
+        p[i] = base + i * C;
+    return p;
+}
+
 /* y = h + sum_j topw_j expert_{sel_j}(n2), n2 = post_attention_layernorm(h);
  * the router's picks and probabilities added to the micro-step's `stats`
  * (written fresh by the first layer). y NULL (recompute): the saved
  * activations only, stats untouched. Experts run one after the other on
- * their exact slot lists. */
-static int moe_forward(const layer_ctx *c, float *y, float *stats, arena *s)
+ * their exact slot lists. split (experts as tasks): the router and the
+ * statistics only; the expert and combine tasks do the rest. */
+static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, arena *s)
 {
     const dims *d = &c->d;
     const layer_act *a = &c->a;
@@ -290,13 +300,20 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, arena *s)
         return SG_EINVAL;
     TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router, N,
                               H, E, K, c->m->norm_topk_prob));
+    if ((y || split) && stats) {
+        if (c->unit == 1)
+            memset(stats, 0, sg_moe_stats_floats(c->m) * sizeof *stats);
+        TRY(sg_moe_stats_add(stats, a->probs, a->sel, N, E, K));
+    }
+    if (split)
+        return 0;
     int32_t *slots = malloc(N * K * sizeof *slots);
     if (!slots)
         return SG_ENOMEM;
     int rc = 0;
     for (size_t e = 0; e < E && rc == 0; e++) {
         size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
-        rc = sg_moe_expert_forward(a->gate, a->up, out_s, a->n2, slots, n,
+        rc = sg_moe_expert_forward(a->gate, a->up, out_s, a->n2, slots, slots, n,
                                    expert_w(c, c->p, o->ex_wg, e),
                                    expert_w(c, c->p, o->ex_wu, e),
                                    expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
@@ -305,48 +322,64 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, arena *s)
     TRY(rc);
     if (!y)
         return 0;
-    if (stats) {
-        if (c->unit == 1)
-            memset(stats, 0, sg_moe_stats_floats(c->m) * sizeof *stats);
-        TRY(sg_moe_stats_add(stats, a->probs, a->sel, N, E, K));
-    }
-    return sg_moe_combine_forward(y, a->h, out_s, a->topw, N, H, K);
+    const float **outs = slot_rows(out_s, N * K, H);
+    if (!outs)
+        return SG_ENOMEM;
+    rc = sg_moe_combine_forward(y, a->h, outs, a->topw, N, H, K);
+    free(outs);
+    return rc;
 }
 
 /* MoE half of the backward: dx = dh = dy + d(post_attention_layernorm)(d n2),
  * d n2 = the experts' slots summed in slot order + the router's share. The
  * load-balancing loss adds dloss * coef * E * picks_e / (L N)^2 to d probs
  * (picks of every layer: stats is the micro-step's, complete after the
- * forward). */
-static int moe_backward(const layer_ctx *c, const float *dy, float *dx, float *g,
-                        const float *stats, float dloss, arena *s)
+ * forward). io->moe_split: the experts' backward tasks have computed d n2's
+ * expert share and d topw (io->moe_dn2, io->moe_dtopw) and the experts'
+ * weight gradients. */
+static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *dy, float *dx,
+                        float *g, float dloss, arena *s)
 {
     const dims *d = &c->d;
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
     const sg_model *m = c->m;
+    const float *stats = io->moe_stats;
     const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
     const size_t F = (size_t)m->moe_intermediate_size, N = d->N, H = d->H;
     float *dtopw = carve(s, N * K), *dlogits = carve(s, N * E), *dx_s = carve(s, N * K * H);
     float *ex = carve(s, 5 * N * H + 5 * N * F), *dn2 = carve(s, N * H);
     if (!dtopw || !dlogits || !dx_s || !ex || !dn2)
         return SG_EINVAL;
-    int32_t *slots = malloc(N * K * sizeof *slots);
-    if (!slots)
-        return SG_ENOMEM;
-    int rc = 0;
-    for (size_t e = 0; e < E && rc == 0; e++) {
-        size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
-        rc = sg_moe_expert_backward(dx_s, dtopw, mptr(g, o->ex_wg + e * o->ex_stride),
-                                    mptr(g, o->ex_wu + e * o->ex_stride),
-                                    mptr(g, o->ex_wd + e * o->ex_stride), dy, a->n2, a->gate,
-                                    a->up, a->topw, slots, n, expert_w(c, c->p, o->ex_wg, e),
-                                    expert_w(c, c->p, o->ex_wu, e),
-                                    expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
+    if (io->moe_split) {
+        if (!io->moe_dn2 || !io->moe_dtopw)
+            return SG_EINVAL;
+        memcpy(dn2, io->moe_dn2, N * H * sizeof *dn2);
+        memcpy(dtopw, io->moe_dtopw, N * K * sizeof *dtopw);
+    } else {
+        int32_t *slots = malloc(N * K * sizeof *slots);
+        if (!slots)
+            return SG_ENOMEM;
+        int rc = 0;
+        for (size_t e = 0; e < E && rc == 0; e++) {
+            size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
+            rc = sg_moe_expert_backward(dx_s, dtopw, mptr(g, o->ex_wg + e * o->ex_stride),
+                                        mptr(g, o->ex_wu + e * o->ex_stride),
+                                        mptr(g, o->ex_wd + e * o->ex_stride), dy, a->n2,
+                                        a->gate, a->up, a->topw, slots, slots, n,
+                                        expert_w(c, c->p, o->ex_wg, e),
+                                        expert_w(c, c->p, o->ex_wu, e),
+                                        expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
+        }
+        free(slots);
+        TRY(rc);
+        const float **rows = slot_rows(dx_s, N * K, H);
+        if (!rows)
+            return SG_ENOMEM;
+        rc = sg_moe_slots_sum(dn2, rows, N, H, K);
+        free(rows);
+        TRY(rc);
     }
-    free(slots);
-    TRY(rc);
-    TRY(sg_moe_slots_sum(dn2, dx_s, N, H, K));
     const double LN = (double)m->num_layers * (double)N;
     const double aux_scale = (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN);
     float *tmp = ex; // the experts' scratch is dead
@@ -362,7 +395,7 @@ static int moe_backward(const layer_ctx *c, const float *dy, float *dx, float *g
 
 static int layer_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io)
 {
-    if (!io->y && !io->saved)
+    if ((!io->y && !io->saved) || (io->moe_split && !io->saved))
         return SG_EINVAL;
     layer_ctx c;
     TRY(layer_ctx_init(&c, m, unit, B, T, io));
@@ -374,7 +407,7 @@ static int layer_forward(const sg_model *m, int unit, size_t B, size_t T, const 
         return SG_EINVAL;
     layer_act_at(&c.a, saved, &l, m->qk_norm, m->num_experts > 0);
     TRY(attn_forward(&c, io->x));
-    return m->num_experts > 0 ? moe_forward(&c, io->y, io->moe_stats, &s)
+    return m->num_experts > 0 ? moe_forward(&c, io->y, io->moe_stats, io->moe_split, &s)
                               : mlp_forward(&c, io->y, &s);
 }
 
@@ -481,7 +514,7 @@ static int layer_backward(const sg_model *m, int unit, size_t B, size_t T,
     layer_act_at(&c.a, io->saved, &l, m->qk_norm, m->num_experts > 0);
     arena s = arena_of(m, unit, B, T, io->scratch);
     if (m->num_experts > 0)
-        TRY(moe_backward(&c, dy, dx, dparams, io->moe_stats, dloss, &s));
+        TRY(moe_backward(&c, io, dy, dx, dparams, dloss, &s));
     else
         TRY(mlp_backward(&c, dy, dx, dparams, &s));
     s.used = 0; // the attention half reuses the MLP half's scratch

@@ -82,6 +82,12 @@ typedef struct sg_unit_io {
                                      of layer 1 writes it, later layers add to it, the
                                      head's forward and the layers' backward read it.
                                      NULL: no load-balancing loss */
+    /* MoE experts as tasks (codelets/starpu/moe.c): the layer's forward
+     * stops after the router (saved and moe_stats written, y untouched); its
+     * backward takes the experts' share of d n2 (N, H) and d topw (N, k) from
+     * the expert tasks, which also compute the experts' weight gradients */
+    int moe_split;
+    const float *moe_dn2, *moe_dtopw;
 } sg_unit_io;
 
 int sg_unit_forward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io);

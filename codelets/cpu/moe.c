@@ -155,23 +155,26 @@ size_t sg_moe_expert_slots(int32_t *slots, const float *sel, size_t N, size_t K,
     return c;
 }
 
-/* rows (n, C) = src[slot / K or slot] for each of the n slots */
-static void gather(float *rows, const float *src, const int32_t *slots, size_t n, size_t C,
+/* rows (n, C) = src[idx / div] for each of the n entries (idx NULL: rows
+ * 0..n-1 of src) */
+static void gather(float *rows, const float *src, const int32_t *idx, size_t n, size_t C,
                    size_t div)
 {
     for (size_t r = 0; r < n; r++)
-        memcpy(rows + r * C, src + (size_t)slots[r] / div * C, C * sizeof *rows);
+        memcpy(rows + r * C, src + (idx ? (size_t)idx[r] / div : r) * C, C * sizeof *rows);
 }
 
-static void scatter(float *dst, const float *rows, const int32_t *slots, size_t n, size_t C)
+/* dst[idx[r]] = rows[r] (idx NULL: dst rows 0..n-1) */
+static void scatter(float *dst, const float *rows, const int32_t *idx, size_t n, size_t C)
 {
     for (size_t r = 0; r < n; r++)
-        memcpy(dst + (size_t)slots[r] * C, rows + r * C, C * sizeof *rows);
+        memcpy(dst + (idx ? (size_t)idx[r] : r) * C, rows + r * C, C * sizeof *rows);
 }
 
 int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
-                          const int32_t *slots, size_t n, const float *Wg, const float *Wu,
-                          const float *Wd, size_t H, size_t F, size_t K, float *scratch)
+                          const int32_t *slots, const int32_t *rows, size_t n, const float *Wg,
+                          const float *Wu, const float *Wd, size_t H, size_t F, size_t K,
+                          float *scratch)
 {
     if (!gate_s || !up_s || !x || !slots || !Wg || !Wu || !scratch || K == 0)
         return SG_EINVAL;
@@ -181,28 +184,28 @@ int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float 
     gather(xe, x, slots, n, H, K);                          // (n, H)
     TRY(sg_linear_forward(g, xe, Wg, NULL, n, H, F));       // (n, F)
     TRY(sg_linear_forward(u, xe, Wu, NULL, n, H, F));       // (n, F)
-    scatter(gate_s, g, slots, n, F);
-    scatter(up_s, u, slots, n, F);
+    scatter(gate_s, g, rows, n, F);
+    scatter(up_s, u, rows, n, F);
     if (!out_s) // recompute: what is saved only
         return 0;
     if (!Wd)
         return SG_EINVAL;
     TRY(sg_swiglu_forward(act, g, u, n, F));
     TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));      // (n, H)
-    scatter(out_s, o, slots, n, H);
+    scatter(out_s, o, rows, n, H);
     return 0;
 }
 
-int sg_moe_combine_forward(float *y, const float *h, const float *out_s, const float *topw,
-                           size_t N, size_t H, size_t K)
+int sg_moe_combine_forward(float *y, const float *h, const float *const *outs,
+                           const float *topw, size_t N, size_t H, size_t K)
 {
-    if (!y || !h || !out_s || !topw)
+    if (!y || !h || !outs || !topw)
         return SG_EINVAL;
     for (size_t t = 0; t < N; t++) {
         float *yr = y + t * H;
         memcpy(yr, h + t * H, H * sizeof *yr);
         for (size_t j = 0; j < K; j++) { // slot order
-            const float w = topw[t * K + j], *o = out_s + (t * K + j) * H;
+            const float w = topw[t * K + j], *o = outs[t * K + j];
             for (size_t i = 0; i < H; i++)
                 yr[i] += w * o[i];
         }
@@ -212,9 +215,9 @@ int sg_moe_combine_forward(float *y, const float *h, const float *out_s, const f
 
 int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, float *dWd,
                            const float *dy, const float *x, const float *gate_s,
-                           const float *up_s, const float *topw, const int32_t *slots, size_t n,
-                           const float *Wg, const float *Wu, const float *Wd, size_t H,
-                           size_t F, size_t K, float *scratch)
+                           const float *up_s, const float *topw, const int32_t *slots,
+                           const int32_t *rows, size_t n, const float *Wg, const float *Wu,
+                           const float *Wd, size_t H, size_t F, size_t K, float *scratch)
 {
     if (!dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wg || !Wu ||
         !Wd || !scratch || K == 0)
@@ -225,8 +228,8 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
     float *tmp = dxe + n * H, *g = tmp + n * H, *u = g + n * F, *act = u + n * F;
     float *dact = act + n * F, *dup = dact + n * F;
     gather(xe, x, slots, n, H, K);
-    gather(g, gate_s, slots, n, F, 1);
-    gather(u, up_s, slots, n, F, 1);
+    gather(g, gate_s, rows, n, F, 1);
+    gather(u, up_s, rows, n, F, 1);
     TRY(sg_swiglu_forward(act, g, u, n, F));              // recomputed
     TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));    // the expert's output, recomputed
     for (size_t r = 0; r < n; r++) {
@@ -237,7 +240,7 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
             d += dyr[i] * orow[i];
             dout[r * H + i] = topw[s] * dyr[i];
         }
-        dtopw[s] = d;
+        dtopw[rows ? (size_t)rows[r] : r] = d;
     }
     TRY(sg_linear_backward(dact, dWd, NULL, dout, act, Wd, n, F, H));
     float *dgate = act; // act is dead
@@ -246,19 +249,19 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
     TRY(sg_linear_backward(tmp, dWu, NULL, dup, xe, Wu, n, H, F));
     for (size_t i = 0; i < n * H; i++)
         dxe[i] += tmp[i];
-    scatter(dx_s, dxe, slots, n, H);
+    scatter(dx_s, dxe, rows, n, H);
     return 0;
 }
 
-int sg_moe_slots_sum(float *dx, const float *dx_s, size_t N, size_t H, size_t K)
+int sg_moe_slots_sum(float *dx, const float *const *dx_s, size_t N, size_t H, size_t K)
 {
     if (!dx || !dx_s)
         return SG_EINVAL;
     for (size_t t = 0; t < N; t++) {
         float *d = dx + t * H;
-        memcpy(d, dx_s + t * K * H, H * sizeof *d);
+        memcpy(d, dx_s[t * K], H * sizeof *d);
         for (size_t j = 1; j < K; j++) { // slot order
-            const float *s = dx_s + (t * K + j) * H;
+            const float *s = dx_s[t * K + j];
             for (size_t i = 0; i < H; i++)
                 d[i] += s[i];
         }

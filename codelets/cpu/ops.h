@@ -211,32 +211,37 @@ int sg_moe_router_backward(float *dx, float *dWr, float *dlogits, const float *d
  * order (WRITES); returns their count. */
 size_t sg_moe_expert_slots(int32_t *slots, const float *sel, size_t N, size_t K, size_t e);
 
-/* One expert on its n slots: for each slot s, row x[s / K] (x (N, H)) goes
- * through gate, up (Wg, Wu (F, H)) and down (Wd (H, F)). Writes gate_s[s],
- * up_s[s] (N k, F) and out_s[s] (N k, H) of its slots only; out_s NULL (a
- * recompute): gate and up only. scratch: n (2H + 3I) floats. */
+/* One expert on its n slots: for each slot s = slots[r], row x[s / K] (x
+ * (N, H)) goes through gate, up (Wg, Wu (F, H)) and down (Wd (H, F)). Writes
+ * row rows[r] (rows NULL: row r) of gate_s, up_s (., F) and out_s (., H),
+ * those rows only; out_s NULL (a recompute): gate and up only. scratch: n
+ * (2H + 3F) floats. */
 int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
-                          const int32_t *slots, size_t n, const float *Wg, const float *Wu,
-                          const float *Wd, size_t H, size_t F, size_t K, float *scratch);
+                          const int32_t *slots, const int32_t *rows, size_t n, const float *Wg,
+                          const float *Wu, const float *Wd, size_t H, size_t F, size_t K,
+                          float *scratch);
 
-/* y (N, H) = h + sum over slots j (in order) of topw[n, j] * out_s[n, j]:
- * WRITES (the residual h included). */
-int sg_moe_combine_forward(float *y, const float *h, const float *out_s, const float *topw,
-                           size_t N, size_t H, size_t K);
+/* y (N, H) = h + sum over slots j (in order) of topw[n, j] * outs[n k + j]
+ * (outs: the (H) output row of every slot): WRITES (the residual h
+ * included). */
+int sg_moe_combine_forward(float *y, const float *h, const float *const *outs,
+                           const float *topw, size_t N, size_t H, size_t K);
 
 /* Backward of one expert and of its share of the combine, from dy (N, H) the
- * gradient of y: for its slots, dtopw[s] = dy[n] . out[s] and dx_s[s] (N k,
- * H) = d x through the expert, weighted by topw[s] (both WRITE, its slots
- * only); dWg, dWu, dWd ACCUMULATE. The expert's output is recomputed.
- * scratch: n (5H + 5I) floats. */
+ * gradient of y: for its slot s = slots[r] (token s / K, weight topw[s]),
+ * with gate and up read at row rows[r] (rows NULL: row r) of gate_s, up_s:
+ * dtopw[row] = dy[n] . out and dx_s[row] (., H) = d x through the expert
+ * times topw[s] (both WRITE, its rows only); dWg, dWu, dWd ACCUMULATE. The
+ * expert's output is recomputed. scratch: n (5H + 5F) floats. */
 int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, float *dWd,
                            const float *dy, const float *x, const float *gate_s,
-                           const float *up_s, const float *topw, const int32_t *slots, size_t n,
-                           const float *Wg, const float *Wu, const float *Wd, size_t H,
-                           size_t F, size_t K, float *scratch);
+                           const float *up_s, const float *topw, const int32_t *slots,
+                           const int32_t *rows, size_t n, const float *Wg, const float *Wu,
+                           const float *Wd, size_t H, size_t F, size_t K, float *scratch);
 
-/* dx (N, H) = sum over slots j (in order) of dx_s[n, j]: WRITES. */
-int sg_moe_slots_sum(float *dx, const float *dx_s, size_t N, size_t H, size_t K);
+/* dx (N, H) = sum over slots j (in order) of the row dx_s[n k + j] (the (H)
+ * row of every slot): WRITES. */
+int sg_moe_slots_sum(float *dx, const float *const *dx_s, size_t N, size_t H, size_t K);
 
 /* ---- casts ------------------------------------------------------------------- */
 
