@@ -564,6 +564,7 @@ typedef struct micro_bufs {
     int *dact;     /* gradient w.r.t. act[u] */
     int tokens;
     int moe_stats; /* MoE: the router statistics of the micro-step, else -1 */
+    int *moe_act, *moe_grad; /* MoE: [u * groups + g] each group's buffers, or NULL */
 } micro_bufs;
 
 #define TI(c, u, t) ((u) * (c)->ntiles + (t))
@@ -687,7 +688,113 @@ static int declare_moe_stats(compiler *c, int mb, micro_bufs *b)
         return SG_OK;
     b->moe_stats = tag(c, buffer(c, (int64_t)n, SG_F32, SG_MEM_GPU, 0, "moe_stats.mb%d", mb),
                        SG_BUF_MOE_STATS, -1, mb, -1);
-    return b->moe_stats < 0 ? SG_ENOMEM : SG_OK;
+    if (b->moe_stats < 0)
+        return SG_ENOMEM;
+    /* experts as tasks: each group of experts of a layer has an activation
+     * buffer (forward to combine and backward) and a gradient buffer (its
+     * backward to the layer's), fp32, sized for every token (models/unit_layout.h) */
+    const int G = sg_moe_groups(c->m);
+    const size_t N = (size_t)c->tokens;
+    if (!b->moe_act)
+        b->moe_act = calloc((size_t)c->units * (size_t)G, sizeof(int));
+    if (!b->moe_grad)
+        b->moe_grad = calloc((size_t)c->units * (size_t)G, sizeof(int));
+    if (!b->moe_act || !b->moe_grad)
+        return SG_ENOMEM;
+    for (int u = 1; u < c->head; u++)
+        for (int g = 0; g < G; g++) {
+            int a = tag(c, buffer(c, (int64_t)sg_moe_group_act_floats(c->m, N), SG_F32,
+                                  SG_MEM_GPU, 0, "moe_act.%d.g%d.mb%d", u, g, mb),
+                        SG_BUF_MOE_ACT, u, mb, g);
+            int d = tag(c, buffer(c, (int64_t)sg_moe_group_grad_floats(c->m, N), SG_F32,
+                                  SG_MEM_GPU, 0, "moe_grad.%d.g%d.mb%d", u, g, mb),
+                        SG_BUF_MOE_GRAD, u, mb, g);
+            if (a < 0 || d < 0)
+                return SG_ENOMEM;
+            b->moe_act[u * G + g] = a;
+            b->moe_grad[u * G + g] = d;
+        }
+    return SG_OK;
+}
+
+/* A decoder layer of a MoE model: its experts are tasks of their own. */
+static int moe_layer(const compiler *c, int u)
+{
+    return c->m->num_experts > 0 && u > 0 && u < c->head;
+}
+
+/* FLOPs of one group of experts' forward: its share of the expert MLPs. */
+static double moe_group_flops(const compiler *c)
+{
+    const sg_model *m = c->m;
+    return 2.0 * (double)c->tokens * (double)m->experts_per_token * 3.0 *
+           (double)m->moe_intermediate_size * (double)m->hidden_size / sg_moe_groups(m);
+}
+
+/* After a MoE layer's forward (attention, router): one task per group of
+ * experts, then the combine that writes the layer's output. */
+static int emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    const int G = sg_moe_groups(c->m);
+    int rc;
+    unit_label(c, u, lab, sizeof lab);
+    for (int g = 0; g < G; g++) {
+        if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)) ||
+            (rc = al_push(l, b->moe_act[u * G + g], SG_W)))
+            return rc;
+        snprintf(name, sizeof name, "moe_expert.%s.g%d.mb%d", lab, g, mb);
+        if ((rc = node(c, l, SG_OP_MOE_EXPERT, SG_DEV_GPU, u, mb, -1, moe_group_flops(c),
+                       SG_LINK_NONE, 0, name)) < 0)
+            return rc;
+    }
+    if ((rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)))
+        return rc;
+    for (int g = 0; g < G; g++)
+        if ((rc = al_push(l, b->moe_act[u * G + g], SG_R)))
+            return rc;
+    if ((rc = al_push(l, b->act[TI(c, u, 0)], SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "moe_combine.%s.mb%d", lab, mb);
+    rc = node(c, l, SG_OP_MOE_COMBINE, SG_DEV_GPU, u, mb, -1,
+              2.0 * (double)c->tokens * (double)c->m->experts_per_token *
+                  (double)c->m->hidden_size,
+              SG_LINK_NONE, 0, name);
+    return rc < 0 ? rc : SG_OK;
+}
+
+/* Before a MoE layer's backward: each group of experts' backward (from the
+ * layer's output gradient) into its gradient buffer. */
+static int emit_moe_backward(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    const int G = sg_moe_groups(c->m);
+    int rc;
+    unit_label(c, u, lab, sizeof lab);
+    for (int g = 0; g < G; g++) {
+        if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)) ||
+            (rc = al_push(l, b->moe_act[u * G + g], SG_R)) ||
+            (rc = al_push(l, b->dact[TI(c, u, 0)], SG_R)) ||
+            (rc = al_push(l, b->moe_grad[u * G + g], SG_W)))
+            return rc;
+        snprintf(name, sizeof name, "moe_expert_bwd.%s.g%d.mb%d", lab, g, mb);
+        if ((rc = node(c, l, SG_OP_MOE_EXPERT_BWD, SG_DEV_GPU, u, mb, -1,
+                       2.0 * moe_group_flops(c), SG_LINK_NONE, 0, name)) < 0)
+            return rc;
+    }
+    return SG_OK;
+}
+
+/* The layer's backward reads every group's gradients. */
+static int push_moe_grads(compiler *c, access_list *l, const micro_bufs *b, int u)
+{
+    if (!moe_layer(c, u))
+        return SG_OK;
+    const int G = sg_moe_groups(c->m);
+    int rc = SG_OK;
+    for (int g = 0; g < G && !rc; g++)
+        rc = al_push(l, b->moe_grad[u * G + g], SG_R);
+    return rc;
 }
 
 /* The statistics access of unit u's forward (not a recompute's) or backward. */
@@ -716,10 +823,12 @@ static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
                 return rc;
             if (u == c->head && (rc = al_push(l, b->tokens, SG_R))) /* targets */
                 return rc;
-            if ((rc = al_push(l, b->act[i], SG_W)))
+            /* a MoE layer's output is its combine task's */
+            if (!moe_layer(c, u) && (rc = al_push(l, b->act[i], SG_W)))
                 return rc;
-            /* a checkpointed layer keeps only its input; the head is never checkpointed */
-            if (b->inner[i] >= 0 && (!ckpt || u == c->head) &&
+            /* a checkpointed layer keeps only its input; the head is never checkpointed,
+             * nor a MoE layer (its expert tasks read what it saves) */
+            if (b->inner[i] >= 0 && (!ckpt || u == c->head || moe_layer(c, u)) &&
                 (rc = al_push(l, b->inner[i], SG_W)))
                 return rc;
             if ((rc = push_moe_stats(c, l, b, u, 1)))
@@ -728,6 +837,8 @@ static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
                      tile_suffix(c, t, sfx, sizeof sfx));
             if ((rc = tile_node(c, l, SG_OP_FORWARD, u, mb, t,
                                 unit_forward_flops_rows(c, u, tile_rows(c, t)), name)) < 0)
+                return rc;
+            if (moe_layer(c, u) && (rc = emit_moe_forward(c, l, b, u, mb)))
                 return rc;
         }
     }
@@ -1041,7 +1152,9 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             int i = TI(c, u, t);
             int64_t rows = tile_rows(c, t);
             tile_suffix(c, t, sfx, sizeof sfx);
-            if (ckpt && u > 0 && u < c->head) {
+            if (moe_layer(c, u) && (rc = emit_moe_backward(c, l, b, u, mb)))
+                return rc;
+            if (ckpt && u > 0 && u < c->head && !moe_layer(c, u)) {
                 if ((rc = push_unit_params(c, l, u)) ||
                     (rc = al_push(l, b->act[TI(c, u - 1, t)], SG_R)) ||
                     (rc = al_push(l, b->inner[i], SG_W)))
@@ -1067,7 +1180,7 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             }
             if (u > 0 && (rc = al_push(l, b->dact[TI(c, u - 1, t)], SG_W)))
                 return rc;
-            if ((rc = push_moe_stats(c, l, b, u, 0)))
+            if ((rc = push_moe_stats(c, l, b, u, 0)) || (rc = push_moe_grads(c, l, b, u)))
                 return rc;
             if ((rc = push_grad_writes(c, l, u, mb, t)))
                 return rc;
@@ -1248,6 +1361,8 @@ out:
     free(b.act);
     free(b.inner);
     free(b.dact);
+    free(b.moe_act);
+    free(b.moe_grad);
     compiler_free(&c);
     return rc;
 }

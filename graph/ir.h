@@ -69,6 +69,8 @@ typedef enum sg_buf_role {
     SG_BUF_GRAD_PART,            /* batch tiles: fp32 weight-gradient partial of a unit's tile */
     SG_BUF_MOE_STATS,            /* MoE: a micro-step's router statistics (models/unit_layout.h
                                     sg_moe_stats_floats) for the load-balancing loss */
+    SG_BUF_MOE_ACT,              /* MoE: a group of experts' activations (subgroup = group) */
+    SG_BUF_MOE_GRAD,             /* MoE: a group of experts' gradients (subgroup = group) */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of

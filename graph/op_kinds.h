@@ -93,6 +93,15 @@ typedef enum sg_cost_rule {
     X(RECOMPUTE, recompute, SG_ON(GPU) | SG_ON(CPU), BACKWARD, NODE, 0, GEMM, ROOFLINE, "#d9f0a3")         \
     /* backward of one unit: input gradient and weight gradients */                           \
     X(BACKWARD, backward, SG_ON(GPU) | SG_ON(CPU), BACKWARD, NODE, 0, GEMM, ROOFLINE, "#fdae6b")           \
+    /* MoE: one group of a layer's experts on the tokens that picked them */                   \
+    X(MOE_EXPERT, moe_expert, SG_ON(GPU) | SG_ON(CPU), FORWARD, NODE, 0, GEMM, ROOFLINE,       \
+      "#74c476")                                                                              \
+    /* MoE: a layer's output = input + the experts' outputs, weighted */                        \
+    X(MOE_COMBINE, moe_combine, SG_ON(GPU) | SG_ON(CPU), FORWARD, NODE, 0, ELEMENTWISE,        \
+      ROOFLINE, "#c7e9c0")                                                                    \
+    /* MoE: backward of one group of experts (and of its share of the combine) */              \
+    X(MOE_EXPERT_BWD, moe_expert_bwd, SG_ON(GPU) | SG_ON(CPU), BACKWARD, NODE, 0, GEMM,        \
+      ROOFLINE, "#fd8d3c")                                                                    \
     /* batch tiles: a unit's weight gradient = its tiles' partials, added in */                \
     /* tile order (into the accumulated gradient after the first micro-step) */                 \
     X(GRAD_SUM, grad_sum, SG_ON(GPU) | SG_ON(CPU), BACKWARD, NODE, 0, ELEMENTWISE, ROOFLINE,   \

@@ -74,6 +74,29 @@ PYEOF
 ok $? "tiny-moe learns (the mean loss of the last 5 steps is 0.3 below the first 5's)"
 grep -q "TFLOPS: n/a" "$TMP/learn.out"; ok $? "the step line prints TFLOPS n/a for MoE"
 
+# ---- experts as tasks ---------------------------------------------------------------
+STEPGRAPH_TASK_LOG="$TMP/tasks.txt" "$BIN" run "$TMP/base.json" --model tiny-moe --steps 1 \
+	--max_length 16 --ncpus 2 >"$TMP/tasks.out" 2>&1
+ok $? "tiny-moe runs with its task list logged"
+"$PY" - "$TMP/tasks.txt" <<'PYEOF'
+import collections, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+kinds = collections.Counter(r[1] for r in rows)
+# 4 layers x 8 groups of one expert each, one combine per layer
+want = {"sg_moe_expert": 32, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4}
+got = {k: kinds.get(k, 0) for k in want}
+print("# task kinds:", dict(kinds))
+assert got == want, (got, want)
+# a group's forward writes its own buffer and reads the layer's saved activations;
+# the combine (not the layer's forward) writes the layer's output
+acc = {r[0]: dict(a.rsplit(":", 1) for a in r[5].split(",")) for r in rows}
+assert acc["moe_expert.layer1.g3.mb0"].get("moe_act.2.g3.mb0") == "W", acc["moe_expert.layer1.g3.mb0"]
+assert acc["moe_combine.layer1.mb0"].get("act.2.mb0") == "W"
+assert "act.2.mb0" not in acc["fwd.layer1.mb0"]
+assert all(acc["bwd.layer1.mb0"].get("moe_grad.2.g%d.mb0" % g) == "R" for g in range(8))
+PYEOF
+ok $? "a MoE layer is a forward (attention, router), 8 expert tasks and a combine; its backward 8 expert tasks and the layer's"
+
 # ---- bit-identical across schedulers and worker counts ---------------------------
 ds acc '{"gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}'
 for s in eager lws dmda dmdas; do

@@ -75,7 +75,7 @@ static void test_complete(void)
     }
     ok(good, "every kind has a row with a unique name, sg_<name> symbol, phase, placement, "
              "cost class, devices and a unique colour");
-    is_int(SG_OP_KIND_COUNT, 16, "16 kinds");
+    is_int(SG_OP_KIND_COUNT, 19, "19 kinds");
 
     sg_op_kind out = SG_OP_FORWARD;
     is_int(sg_op_kind_parse("no_such_kind", &out), SG_EINVAL, "parse: an unknown name is refused");
@@ -105,17 +105,21 @@ static void test_complete(void)
 /* The documented rules, by kind name. */
 static void test_rules(void)
 {
-    static const char *const gemm[] = {"forward", "recompute", "backward", NULL};
+    static const char *const gemm[] = {"forward", "recompute", "backward", "moe_expert",
+                                       "moe_expert_bwd", NULL};
     static const char *const collective[] = {"allgather", "reduce_scatter", "allreduce", NULL};
     static const char *const copy[] = {"d2h", "h2d", NULL};
     static const char *const cpu_only[] = {"d2h", "overflow_check", "loss_scale", NULL};
     static const char *const optimizer_ctx[] = {"adam_cpu", "validate", "cast", NULL};
     /* batch tiles put forward, recompute, backward and grad_sum nodes on CPUs */
     static const char *const on_cpu[] = {"adam_cpu", "validate", "cast", "forward", "recompute",
-                                         "backward", "grad_sum", NULL};
+                                         "backward", "grad_sum", "moe_expert", "moe_combine",
+                                         "moe_expert_bwd", NULL};
+    /* the MoE kinds may sit on GPUs in graphs and simulations (a real run
+     * with CUDA workers refuses MoE models: no CUDA kernels yet) */
     static const char *const on_gpu[] = {"forward", "recompute", "backward", "grad_sum", "cast",
                                          "grad_norm", "overflow_check", "loss_scale", "adam_gpu",
-                                         NULL};
+                                         "moe_expert", "moe_combine", "moe_expert_bwd", NULL};
     int place = 1, ctx = 1, phase = 1, cls = 1, dev = 1, rule = 1;
     for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
         const sg_op_kind_info *i = sg_op_kind_info_of((sg_op_kind)k);
@@ -138,9 +142,12 @@ static void test_rules(void)
 
         /* wall_clock_breakdown: transfers are the link nodes */
         sg_phase want_phase = link                              ? SG_PHASE_TRANSFER
-                              : !strcmp(i->name, "forward")     ? SG_PHASE_FORWARD
+                              : !strcmp(i->name, "forward") || !strcmp(i->name, "moe_expert") ||
+                                        !strcmp(i->name, "moe_combine")
+                                  ? SG_PHASE_FORWARD
                               : !strcmp(i->name, "backward") || !strcmp(i->name, "recompute") ||
-                                        !strcmp(i->name, "grad_sum")
+                                        !strcmp(i->name, "grad_sum") ||
+                                        !strcmp(i->name, "moe_expert_bwd")
                                   ? SG_PHASE_BACKWARD
                                   : SG_PHASE_OPTIMIZER;
         if (i->phase != want_phase) {
@@ -181,12 +188,12 @@ static void test_rules(void)
     ok(place, "placement: d2h, overflow_check, loss_scale CPU only; h2d CUDA; cast either; "
               "the rest by device");
     ok(ctx, "optimizer context: adam_cpu, validate and cast (their CPU nodes)");
-    ok(phase, "phases: forward; backward, recompute and grad_sum; transfers are the link kinds; "
-              "the rest optimizer");
+    ok(phase, "phases: forward, moe_expert and moe_combine; backward, recompute, grad_sum and "
+              "moe_expert_bwd; transfers are the link kinds; the rest optimizer");
     ok(cls, "cost classes as the machine models' efficiencies expect");
     ok(rule, "only validate costs a task's overhead alone");
     ok(dev, "devices: link kinds on links, adam_cpu and validate on CPUs; cast, forward, "
-            "recompute, backward and grad_sum on either");
+            "recompute, backward, grad_sum and the MoE kinds on either");
 }
 
 /* Every node the compiler emits has a device its kind's row allows. */

@@ -13,6 +13,7 @@
 
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
+#include "codelets/starpu/moe.h"
 
 typedef struct unit_call {
     const sg_task_ctx *c;
@@ -80,6 +81,8 @@ static int call_begin(unit_call *k, const sg_task_ctx *c, void **buffers)
         k->B = k->B_all - k->r0 < bt ? k->B_all - k->r0 : bt;
     }
     k->N = k->B * k->T;
+    /* MoE layers: experts and combine are tasks of their own (moe.c) */
+    k->io.moe_split = k->m->num_experts > 0 && k->u > 0 && k->u < k->head;
     k->io.rope = &sh->rope;
     k->io.params = sg_arg_unit_params(c, buffers, k->u, &k->param_copy);
     if (!k->io.params)
@@ -145,9 +148,9 @@ static void forward(void *buffers[], void *arg, int recompute)
     if (rc == SG_OK && !recompute) {
         if (k.u == k.head)
             k.io.loss = view(&k, SG_BUF_LOSS, k.u, 0, 1);
-        else
+        else if (!k.io.moe_split) /* a MoE layer's output: the combine task */
             k.io.y = view(&k, SG_BUF_ACT, k.u, 0, 1);
-        if (!k.io.loss && !k.io.y)
+        if (!k.io.loss && !k.io.y && !k.io.moe_split)
             rc = SG_ENOMEM;
     }
     if (rc == SG_OK && sg_arg_find(c, SG_BUF_SAVED, k.u) >= 0 &&
@@ -207,11 +210,27 @@ void sg_backward_cpu(void *buffers[], void *arg)
         rc = SG_ENOMEM;
     if (rc == SG_OK)
         rc = moe_stats_view(&k, 0);
+    /* MoE: the expert tasks' results */
+    float *moe_dn2 = NULL, *moe_dtopw = NULL;
+    sg_moe_grads moe_grads = {0};
+    if (rc == SG_OK && k.io.moe_split) {
+        moe_dn2 = malloc(k.N * (size_t)k.m->hidden_size * sizeof *moe_dn2);
+        moe_dtopw = malloc(k.N * (size_t)k.m->experts_per_token * sizeof *moe_dtopw);
+        rc = !moe_dn2 || !moe_dtopw || !k.io.saved ? SG_ENOMEM
+             : sg_moe_gather_backward(c, buffers, k.m, k.u, k.N, k.io.saved, moe_dn2,
+                                      moe_dtopw, &moe_grads);
+        k.io.moe_dn2 = moe_dn2;
+        k.io.moe_dtopw = moe_dtopw;
+    }
     /* an MoE layer needs d(loss) too, for the load-balancing loss's gradient */
     if (rc == SG_OK)
         rc = sg_unit_backward(k.m, k.u, k.B, k.T, &k.io, dy,
                               k.u == k.head || k.io.moe_stats ? head_dloss(&k) : 0.0f, dx,
                               dparams, dembed);
+    if (rc == SG_OK && k.io.moe_split)
+        rc = sg_moe_add_expert_grads(k.m, k.u, &moe_grads, dparams);
+    free(moe_dn2);
+    free(moe_dtopw);
     call_end(&k, rc);
     if (rc)
         sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
