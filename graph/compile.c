@@ -281,7 +281,11 @@ static double unit_forward_flops_rows(const compiler *c, int u, int64_t rows)
     int64_t window = m->layer_attn[layer] == SG_ATTN_SLIDING ? m->sliding_window : 0;
     double attn = 4.0 * (double)rows * (double)m->num_heads *
                   (double)m->head_dim * attended_pairs(c->s->seq_len, window);
-    return 2.0 * T * (double)sg_model_unit_active_params(m, u) + attn;
+    double experts = m->num_experts > 0 /* tasks of their own (emit_moe_forward) */
+                         ? 2.0 * T * (double)m->experts_per_token * 3.0 *
+                               (double)m->moe_intermediate_size * (double)m->hidden_size
+                         : 0.0;
+    return 2.0 * T * (double)sg_model_unit_active_params(m, u) - experts + attn;
 }
 
 /* ---- set-up: pieces, buffers ---------------------------------------------- */

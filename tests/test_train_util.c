@@ -315,6 +315,15 @@ static void test_step_lines(void)
     ok(isnan(sg_step_tflops(2, 64, 128, 4, 32, 0, 0.0)) &&
            isnan(sg_step_tflops(0, 64, 128, 4, 32, 0, 1.0)),
        "TFLOPS: NAN for zero time or a zero size");
+    /* active parameters: c B s (2 P + 4 s q L), P = 1e6 - 1e5 embedding rows */
+    is_close(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 0, 0.5), 1.394982912e-3,
+             1e-12, "Active TFLOPS: 3 B s (2 P + 4 s q L), the input embedding left out");
+    is_close(sg_step_active_tflops(1000000, 100000, 1, 2, 64, 4, 32, 0, 0.5), 1.548582912e-3,
+             1e-12, "Active TFLOPS: a tied embedding counts (it is the head's matrix)");
+    is_close(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 1, 0.5), 1.859977216e-3,
+             1e-12, "Active TFLOPS: activation checkpointing (c = 4)");
+    ok(isnan(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 0, 0.0)),
+       "Active TFLOPS: NAN for zero time");
 
     char buf[512];
     int n = sg_format_step_line(buf, sizeof buf, 12, 4.51234, 153.2149, 0.0123, 6684.23);

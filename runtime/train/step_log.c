@@ -20,6 +20,20 @@ double sg_step_tflops(int64_t layers, int64_t hidden, int64_t vocab, int64_t bat
     return flops / (seconds * 1e12);
 }
 
+double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int tied,
+                             int64_t layers, int64_t q_width, int64_t batch_seqs,
+                             int64_t seq_len, int checkpointing, double seconds)
+{
+    if (!(seconds > 0.0) || active_params <= 0 || layers <= 0 || q_width <= 0 ||
+        batch_seqs <= 0 || seq_len <= 0)
+        return NAN;
+    double P = (double)active_params - (tied ? 0.0 : (double)embed_params);
+    double s = (double)seq_len, c = checkpointing ? 4.0 : 3.0;
+    double flops = c * (double)batch_seqs * s *
+                   (2.0 * P + 4.0 * s * (double)q_width * (double)layers);
+    return flops / (seconds * 1e12);
+}
+
 /* snprintf into a buffer piece by piece; len counts what the whole text
  * needs even once the buffer is full. */
 typedef struct sbuf {

@@ -33,6 +33,19 @@
 double sg_step_tflops(int64_t layers, int64_t hidden, int64_t vocab, int64_t batch_seqs,
                       int64_t seq_len, int checkpointing, double seconds);
 
+/* The active-parameter estimate, for MoE models (a separate, labelled figure
+ * of the step line: "Active TFLOPS"):
+ *   flops = c B s (2 P + 4 s q L)
+ *   P = the parameters a token multiplies by (sg_model_active_params: top-k
+ *       experts, router, attention, norms, head; less the input embedding,
+ *       a lookup, unless tied to the head), q = query width (heads x
+ *       head_dim), c, B, s, L as above (causal attention counted whole, as
+ *       Megatron's formula does).
+ * Returns flops / (seconds * 1e12), or NAN as above. */
+double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int tied,
+                             int64_t layers, int64_t q_width, int64_t batch_seqs,
+                             int64_t seq_len, int checkpointing, double seconds);
+
 /* --- lines -------------------------------------------------------------- */
 
 /* Per-phase wall times of one step, seconds (NAN = not measured). */

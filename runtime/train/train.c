@@ -387,6 +387,20 @@ static double step_tflops(const trainer *t, double seconds)
                           s->activation_checkpointing, seconds);
 }
 
+/* MoE: the active-parameter estimate (NAN for dense models). */
+static double step_active_tflops(const trainer *t, double seconds)
+{
+    const sg_model *m = &t->model;
+    if (m->num_experts <= 0)
+        return NAN;
+    const sg_step_spec *s = &t->spec;
+    return sg_step_active_tflops(sg_model_active_params(m), sg_model_unit_params(m, 0),
+                                 m->tie_word_embeddings, m->num_layers,
+                                 m->num_heads * m->head_dim,
+                                 s->micro_batch * s->grad_accum * s->dp_size, s->seq_len,
+                                 s->activation_checkpointing, seconds);
+}
+
 /* Waits for the oldest step in flight, then reads, logs and checks it. */
 static int finish_step(trainer *t, sg_error *err)
 {
@@ -428,10 +442,15 @@ static int finish_step(trainer *t, sg_error *err)
     if (i == 0 || (i + 1) % r->log_interval == 0 || i + 1 == t->total_steps) {
         char line[256];
         sg_format_step_line(line, sizeof line, t->st.step, loss, secs * 1e3, tflops, tokens / secs);
+        /* MoE: TFLOPS is n/a; the active-parameter figure, labelled */
+        char active[48] = "";
+        double atf = step_active_tflops(t, secs);
+        if (isfinite(atf))
+            snprintf(active, sizeof active, " | Active TFLOPS: %.2f", atf);
         /* SuperOffload: which graph ran, the speculative or the waiting one */
         const char *mode = !t->spec.super_offload ? ""
                            : waited ? " | waited for the norm" : " | speculative";
-        printf("%s%s%s\n", line, mode, skipped ? " | skipped (fp16 overflow)" : "");
+        printf("%s%s%s%s\n", line, active, mode, skipped ? " | skipped (fp16 overflow)" : "");
         if (t->cfg->ds.wall_clock_breakdown) {
             sg_format_breakdown_line(line, sizeof line, &ph);
             printf("  %s\n", line);
