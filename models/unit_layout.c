@@ -184,10 +184,11 @@ void sg_layer_saved_layout_get(const sg_model *m, size_t N, sg_layer_saved_layou
     const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
     const size_t Hq = (size_t)m->num_heads, Hkv = (size_t)m->num_kv_heads;
     const size_t Q = Hq * D, KV = Hkv * D;
-    /* MoE: gate and up of each (token, top-k slot), (N, k, I_moe) */
+    /* MoE: no gate and up here: the expert tasks keep their own (and the
+     * one-task path of codelets/cpu/block.c recomputes them) */
     const size_t moe = m->num_experts > 0 ? 1 : 0, E = (size_t)m->num_experts;
     const size_t K = (size_t)m->experts_per_token;
-    const size_t F = moe ? K * (size_t)m->moe_intermediate_size : (size_t)m->intermediate_size;
+    const size_t F = moe ? 0 : (size_t)m->intermediate_size;
     const size_t qk = m->qk_norm ? 1 : 0;
     size_t at = 0;
     l->n1 = take(&at, N * H);
@@ -300,24 +301,25 @@ static size_t layer_forward_scratch(const sg_model *m, size_t N)
                                          : N * (size_t)m->intermediate_size);
 }
 
-/* MoE forward (codelets/cpu/moe.c carves it in this order): router logits
+/* MoE forward (codelets/cpu/block.c carves it in this order): router logits
  * (N, E); one expert's rows: x (N, H), gate, up, act (N, I), out (N, H); the
- * expert output of every (token, slot) (N, k, H). */
+ * expert output, gate and up of every (token, slot) (N, k, H + 2 I). */
 size_t sg_moe_forward_scratch_floats(const sg_model *m, size_t N)
 {
     const size_t H = (size_t)m->hidden_size, I = (size_t)m->moe_intermediate_size;
     const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
-    return N * E + 2 * N * H + 3 * N * I + N * K * H;
+    return N * E + 2 * N * H + 3 * N * I + N * K * (H + 2 * I);
 }
 
 /* MoE backward (same): dweights (N, k), dprobs / dlogits (N, E), dn2 of
  * every (token, slot) (N, k, H); one expert's rows: x, out, dout, dx, tmp
- * (N, H), gate, up, act, dact, dup (N, I); dn2 (N, H). */
+ * (N, H), gate, up, act, dact, dup (N, I); dn2 (N, H); gate and up of every
+ * slot, recomputed (N, k, 2 I). */
 size_t sg_moe_backward_scratch_floats(const sg_model *m, size_t N)
 {
     const size_t H = (size_t)m->hidden_size, I = (size_t)m->moe_intermediate_size;
     const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
-    return N * K + N * E + N * K * H + 5 * N * H + 5 * N * I + N * H;
+    return N * K + N * E + N * K * H + 5 * N * H + 5 * N * I + N * H + 2 * N * K * I;
 }
 
 /* Backward, two phases sharing the same space:

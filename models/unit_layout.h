@@ -66,9 +66,8 @@ int sg_head_param_offsets_get(const sg_model *m, sg_head_param_offsets *o);
  *   qpre (N, Q), kpre (N, KV)  q, k before QK-norm (qk_norm only, else 0 long)
  *   rstd1, rstd2 (N)  the two norms' 1/rms       lse (B, Hq, T) attention
  *   rstdq (N*Hq), rstdk (N*Hkv)  QK-norm 1/rms (qk_norm only)
- * Mixture of experts (qwen3_moe; 0 long otherwise), with k = top-k and I =
- * moe_intermediate_size:
- *   gate, up (N, k, I)  each (token, slot)'s expert projections
+ * Mixture of experts (qwen3_moe; 0 long otherwise), with k = top-k:
+ *   gate, up      0 long (the expert tasks keep their own)
  *   probs (N, E)  the router's softmax (fp32)
  *   sel (N, k)    the chosen experts, as floats (exact below 2^24)
  *   topw (N, k)   their weights (renormalised when norm_topk_prob) */

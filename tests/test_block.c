@@ -753,11 +753,13 @@ static void check_sizes(void)
 
     const size_t B = 2, T = 16, N = B * T;
     const size_t H = 128, q = 4 * 32, kv = 2 * 32, E = 8, K = 2, FM = 128;
-    /* n1 h n2 q k v att, gate up per slot, qpre kpre, probs; rstd1 rstd2 lse
-     * (4 heads) rstdq (4) rstdk (2), sel topw */
+    /* n1 h n2 q k v att, qpre kpre, probs; rstd1 rstd2 lse (4 heads) rstdq (4)
+     * rstdk (2), sel topw; no expert activations (the expert tasks keep them) */
     is_int(sg_unit_saved_floats(&moe, 1, B, T),
-           N * (3 * H + 2 * q + 2 * kv + 2 * K * FM + q + kv + E + 2 + 4 + 4 + 2 + 2 * K),
-           "tiny-moe layer: saved N (3H + 2q + 2kv + 2 k I + qpre + kpre + E + stats + 2k)");
+           N * (3 * H + 2 * q + 2 * kv + q + kv + E + 2 + 4 + 4 + 2 + 2 * K),
+           "tiny-moe layer: saved N (3H + 2q + 2kv + qpre + kpre + E + stats + 2k)");
+    ok(sg_unit_scratch_floats(&moe, 1, B, T) >= N * K * (H + 2 * FM),
+       "tiny-moe layer: scratch holds every slot's expert output, gate and up");
     is_int(sg_moe_stats_floats(&moe), 2 * E, "tiny-moe: 2 E floats of router statistics");
     is_int(sg_moe_stats_floats(&llama), 0, "tiny-llama: no router statistics");
     is_int(sg_unit_saved_floats(&moe, 0, B, T), 0, "tiny-moe embedding: nothing saved");

@@ -6,7 +6,8 @@
 # STEPGRAPH_TASK_LOG set, both write the first step's submission, one line
 # per task: name, codelet, priority, where, scheduling context, and the
 # buffers with their access modes. For several configs (ZeRO 0 and 3,
-# offload, SuperOffload, bf16, activation checkpointing, batch tiles) the two lists must
+# offload, SuperOffload, bf16, activation checkpointing, batch tiles, a
+# mixture-of-experts model with its expert tasks) the two lists must
 # be identical (also with optimizer tiles), and must hold every node of the graph that `stepgraph graph
 # --format json` exports (read here with Python's json, independently).
 # Prints TAP.
@@ -79,6 +80,12 @@ compare superoffload_tiled "$SRC/configs/deepspeed/superoffload.json" \
 	--set zero_optimization.sub_group_size=200000 --optimizer_tile 30001
 compare tiles_ckpt "$SRC/configs/default.json" --set train_micro_batch_size_per_gpu=3 \
 	--batch_tile 2 --activation_checkpointing
+# mixture of experts: expert and combine tasks (the later --model wins)
+compare moe_zero3 "$SRC/configs/deepspeed/zero3.json" --model tiny-moe --max_length 32
+grep -q "^moe_expert\.layer0\.g7\.mb0	sg_moe_expert	" "$TMP/moe_zero3.run" &&
+	grep -q "^moe_combine\.layer3\.mb0	sg_moe_combine	" "$TMP/moe_zero3.run" &&
+	grep -q "^moe_expert_bwd\.layer2\.g0\.mb0	sg_moe_expert_bwd	" "$TMP/moe_zero3.run"
+ok $? "a MoE model's list has expert, combine and expert-backward tasks"
 grep -q "sg_validate" "$TMP/superoffload.run" && grep -q "optimizer" "$TMP/superoffload.run"
 ok $? "SuperOffload's list has validation tasks and the optimizer context"
 grep -q "sg_recompute" "$TMP/bf16_ckpt.run"

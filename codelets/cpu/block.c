@@ -283,8 +283,9 @@ static const float **slot_rows(const float *base, size_t NK, size_t C)
 /* y = h + sum_j topw_j expert_{sel_j}(n2), n2 = post_attention_layernorm(h);
  * the router's picks and probabilities added to the micro-step's `stats`
  * (written fresh by the first layer). y NULL (recompute): the saved
- * activations only, stats untouched. Experts run one after the other on
- * their exact slot lists. split (experts as tasks): the router and the
+ * activations only (the router's), stats untouched. Experts run one after
+ * the other on their exact slot lists; their gate and up are not saved (the
+ * backward recomputes them). split (experts as tasks): the router and the
  * statistics only; the expert and combine tasks do the rest. */
 static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, arena *s)
 {
@@ -295,8 +296,8 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
     const size_t F = (size_t)c->m->moe_intermediate_size, N = d->N, H = d->H;
     TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), N, H, d->eps));
     float *logits = carve(s, N * E), *ex = carve(s, 2 * N * H + 3 * N * F);
-    float *out_s = y ? carve(s, N * K * H) : NULL;
-    if (!logits || !ex || (y && !out_s))
+    float *out_s = carve(s, N * K * H), *gate = carve(s, N * K * F), *up = carve(s, N * K * F);
+    if (!logits || !ex || !out_s || !gate || !up)
         return SG_EINVAL;
     TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router, N,
                               H, E, K, c->m->norm_topk_prob));
@@ -305,7 +306,7 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
             memset(stats, 0, sg_moe_stats_floats(c->m) * sizeof *stats);
         TRY(sg_moe_stats_add(stats, a->probs, a->sel, N, E, K));
     }
-    if (split)
+    if (split || !y) /* the expert tasks, or a recompute: nothing more is saved */
         return 0;
     int32_t *slots = malloc(N * K * sizeof *slots);
     if (!slots)
@@ -313,15 +314,13 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
     int rc = 0;
     for (size_t e = 0; e < E && rc == 0; e++) {
         size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
-        rc = sg_moe_expert_forward(a->gate, a->up, out_s, a->n2, slots, slots, n,
+        rc = sg_moe_expert_forward(gate, up, out_s, a->n2, slots, slots, n,
                                    expert_w(c, c->p, o->ex_wg, e),
                                    expert_w(c, c->p, o->ex_wu, e),
                                    expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
     }
     free(slots);
     TRY(rc);
-    if (!y)
-        return 0;
     const float **outs = slot_rows(out_s, N * K, H);
     if (!outs)
         return SG_ENOMEM;
@@ -349,7 +348,8 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
     const size_t F = (size_t)m->moe_intermediate_size, N = d->N, H = d->H;
     float *dtopw = carve(s, N * K), *dlogits = carve(s, N * E), *dx_s = carve(s, N * K * H);
     float *ex = carve(s, 5 * N * H + 5 * N * F), *dn2 = carve(s, N * H);
-    if (!dtopw || !dlogits || !dx_s || !ex || !dn2)
+    float *gate = carve(s, N * K * F), *up = carve(s, N * K * F);
+    if (!dtopw || !dlogits || !dx_s || !ex || !dn2 || !gate || !up)
         return SG_EINVAL;
     if (io->moe_split) {
         if (!io->moe_dn2 || !io->moe_dtopw)
@@ -363,10 +363,16 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
         int rc = 0;
         for (size_t e = 0; e < E && rc == 0; e++) {
             size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
+            /* gate and up are not saved: recomputed */
+            rc = sg_moe_expert_forward(gate, up, NULL, a->n2, slots, slots, n,
+                                       expert_w(c, c->p, o->ex_wg, e),
+                                       expert_w(c, c->p, o->ex_wu, e), NULL, H, F, K, ex);
+            if (rc)
+                break;
             rc = sg_moe_expert_backward(dx_s, dtopw, mptr(g, o->ex_wg + e * o->ex_stride),
                                         mptr(g, o->ex_wu + e * o->ex_stride),
                                         mptr(g, o->ex_wd + e * o->ex_stride), dy, a->n2,
-                                        a->gate, a->up, a->topw, slots, slots, n,
+                                        gate, up, a->topw, slots, slots, n,
                                         expert_w(c, c->p, o->ex_wg, e),
                                         expert_w(c, c->p, o->ex_wu, e),
                                         expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
