@@ -266,6 +266,20 @@ static double attended_pairs(int64_t s, int64_t window)
     return w * (w + 1.0) / 2.0 + (S - w) * w;
 }
 
+/* Forward FLOPs of one unit's attention (scores and their weighted sum of
+ * values) for `rows` sequences: the part quadratic in the sequence length;
+ * 0 for the embedding and the head. */
+static double unit_attention_flops_rows(const compiler *c, int u, int64_t rows)
+{
+    const sg_model *m = c->m;
+    if (u == 0 || u == c->head)
+        return 0.0;
+    int layer = u - 1;
+    int64_t window = m->layer_attn[layer] == SG_ATTN_SLIDING ? m->sliding_window : 0;
+    return 4.0 * (double)rows * (double)m->num_heads * (double)m->head_dim *
+           attended_pairs(c->s->seq_len, window);
+}
+
 /* Forward FLOPs of one unit for `rows` sequences of a micro-step. */
 static double unit_forward_flops_rows(const compiler *c, int u, int64_t rows)
 {
@@ -277,11 +291,8 @@ static double unit_forward_flops_rows(const compiler *c, int u, int64_t rows)
         /* logits (T, V) = x (T, H) @ W^T, then softmax cross-entropy */
         return 2.0 * T * (double)m->hidden_size * (double)m->vocab_size +
                5.0 * T * (double)m->vocab_size;
-    int layer = u - 1;
-    int64_t window = m->layer_attn[layer] == SG_ATTN_SLIDING ? m->sliding_window : 0;
-    double attn = 4.0 * (double)rows * (double)m->num_heads *
-                  (double)m->head_dim * attended_pairs(c->s->seq_len, window);
-    return 2.0 * T * (double)sg_model_unit_active_params(m, u) + attn;
+    return 2.0 * T * (double)sg_model_unit_active_params(m, u) +
+           unit_attention_flops_rows(c, u, rows);
 }
 
 /* ---- set-up: pieces, buffers ---------------------------------------------- */
@@ -665,6 +676,9 @@ static int tile_node(compiler *c, access_list *l, sg_op_kind kind, int u, int mb
     int id = node(c, l, kind, dev, u, mb, -1, flops, SG_LINK_NONE, 0, name);
     if (id >= 0 && c->ntiles > 1)
         c->g->nodes[id].tile = t;
+    if (id >= 0) /* the backward computes the attention's products twice over */
+        c->g->nodes[id].attention_flops = (kind == SG_OP_BACKWARD ? 2.0 : 1.0) *
+                                          unit_attention_flops_rows(c, u, tile_rows(c, t));
     return id;
 }
 

@@ -105,6 +105,8 @@ typedef struct sg_node {
     sg_device_class device;
     sg_link_dir link;
     double flops;
+    double attention_flops;      /* the part of flops in a unit's attention (quadratic
+                                    in the sequence length); 0 for other nodes */
     int64_t bytes_read;          /* derived from the accesses */
     int64_t bytes_written;
     int64_t link_bytes;          /* bytes that cross the node's link (collectives: per rank) */

@@ -538,6 +538,11 @@ int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
     return sg_starpu_overlap(sg_exec_last_graph(x), sg_exec_last_records(x), out);
 }
 
+int sg_exec_worker_is_cpu(int w)
+{
+    return w >= 0 && starpu_worker_get_type(w) == STARPU_CPU_WORKER;
+}
+
 void sg_exec_worker_counts(int *ncpu, int *ncuda)
 {
     *ncpu = (int)starpu_cpu_worker_get_count();

@@ -168,6 +168,8 @@ int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s);
 /* Name of StarPU worker w ("CPU 0", "CUDA 0"). */
 const char *sg_exec_worker_name(int w, char *buf, size_t n);
 int sg_exec_worker_count(void);
+/* 1 if StarPU worker w is a CPU worker. */
+int sg_exec_worker_is_cpu(int w);
 void sg_exec_worker_counts(int *ncpu, int *ncuda);
 /* GPU busy share and hidden CPU Adam time of the last step's task records;
  * with steps in flight, of every task of the last `lookahead` steps within

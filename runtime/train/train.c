@@ -17,6 +17,7 @@
 #include "runtime/io/tokenizer_info.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/loss_scaler.h"
+#include "runtime/train/node_times.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/step_log.h"
 #include "runtime/config/step_spec.h"
@@ -54,6 +55,7 @@ typedef struct trainer {
     sg_loss_scaler_state scaler;   /* the step's; read back from the exec after each step */
     sg_exec x;
     int exec_started;
+    sg_node_times node_times;      /* cfg->node_times: CPU task times per node */
     sg_metrics metrics;
     int metrics_open;
     int32_t *inputs, *targets;
@@ -410,6 +412,9 @@ static int finish_step(trainer *t, sg_error *err)
     loss /= (double)t->spec.grad_accum;
     t->rollbacks += rollbacks;
     t->waited_steps += waited;
+    if (!waited && i >= r->warmup_steps)
+        sg_node_times_add(&t->node_times, &t->graph, sg_exec_last_records(&t->x),
+                          sg_exec_worker_is_cpu);
     update_speculation(t, would_fail);
     t->st.step++;
     if (!skipped)
@@ -505,6 +510,7 @@ static void print_summary(const trainer *t)
 
 static void teardown(trainer *t)
 {
+    sg_node_times_free(&t->node_times);
     if (t->exec_started)
         sg_exec_shutdown(&t->x);
     if (t->metrics_open) {
@@ -554,6 +560,10 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
     }
     if ((rc = setup_exec(&t, err)))
         goto out;
+    if (cfg->node_times[0] && sg_node_times_init(&t.node_times, t.graph.nnodes)) {
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+        goto out;
+    }
     print_header(&t);
     /* up to `lookahead` steps in flight; finished (logged) in order. A
      * checkpoint, the trace and the end wait for every step in flight. */
@@ -592,6 +602,9 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
         printf("trace of step %lld written to %s\n", (long long)t.st.step, r->trace);
     }
     if (r->save[0] && (rc = save_checkpoint(&t, err)))
+        goto out;
+    if (cfg->node_times[0] &&
+        (rc = sg_node_times_write(&t.node_times, &t.graph, cfg->node_times, err)))
         goto out;
     if (t.metrics_open) {
         /* the file is complete only once closed: a failure here fails the run */
