@@ -127,7 +127,7 @@ static void expected_counts(const sg_model *m, const sg_step_spec *s, expect *e)
     e->count[SG_OP_ADAM_CPU] = C;
     e->count[SG_OP_ADAM_GPU] = G;
     e->count[SG_OP_VALIDATE] = s->super_offload ? C : 0;
-    e->count[SG_OP_GRAD_NORM] = 1;
+    e->count[SG_OP_GRAD_NORM] = 1 + U; /* the norm, and one partial per unit (norm_part) */
     e->count[SG_OP_OVERFLOW_CHECK] = s->compute_dtype == SG_F16;
     e->count[SG_OP_LOSS_SCALE] = s->compute_dtype == SG_F16;
 }
