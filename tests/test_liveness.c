@@ -1,12 +1,17 @@
 /* test_liveness.c - graph/liveness.h and the planned peak on hand-built
  * graphs, whose peaks are worked out by hand below (the grid check that a
  * value dies only after its last reader is in test_graph.c). */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph/analysis.h"
+#include "graph/compile.h"
 #include "graph/ir.h"
 #include "graph/liveness.h"
+#include "models/model.h"
 #include "tests/tap.h"
+#include "tests/test_util.h"
 
 static int add(sg_graph *g, const char *name, int64_t elems, sg_mem_space sp, int persistent)
 {
@@ -42,9 +47,87 @@ static unsigned dies_mask(const sg_liveness *lv, int b)
     return m;
 }
 
+/* Checkpointing keeps only what recompute needs: compiled for llama-3.1-8b
+ * with SuperOffload's settings (bf16, ZeRO-3, seq 4096, batch 4), at the
+ * first backward node every layer's output is live and no layer's
+ * internals are; the layers' outputs add up to hidden_size x 2 bytes per
+ * layer per token (README, "Memory"). Without checkpointing every layer's
+ * internals are live there too. */
+static void test_checkpoint_keeps(void)
+{
+    sg_model *m = calloc(1, sizeof *m);
+    if (!m || load_model("llama-3.1-8b", m)) {
+        tap_skip(3, "llama-3.1-8b.json missing");
+        free(m);
+        return;
+    }
+    for (int ckpt = 1; ckpt >= 0; ckpt--) {
+        sg_step_spec s;
+        sg_step_spec_defaults(&s);
+        s.zero_stage = 3;
+        s.offload_optimizer = 1;
+        s.super_offload = 1;
+        s.offload_ratio = 0.9;
+        s.compute_dtype = SG_BF16;
+        s.sub_group_size = 400000000;
+        s.activation_checkpointing = ckpt;
+        s.seq_len = 4096;
+        s.micro_batch = 4;
+        sg_graph g;
+        sg_graph_init(&g);
+        sg_error err = {0};
+        sg_liveness lv;
+        int L = sg_model_num_units(m) - 2;
+        if (sg_compile_step(m, &s, &g, &err) || sg_graph_liveness(&g, &lv)) {
+            tap_diag("compile: %s", err.msg);
+            tap_skip(ckpt ? 2 : 1, "compile failed");
+            sg_graph_free(&g);
+            continue;
+        }
+        char *live = calloc((size_t)g.nbuffers, 1);
+        int first_bwd = -1;
+        for (int n = 0; n < g.nnodes && first_bwd < 0; n++) {
+            for (int k = lv.born_offset[n]; k < lv.born_offset[n + 1]; k++)
+                live[lv.born[k]] = 1;
+            if (g.nodes[n].kind == SG_OP_BACKWARD)
+                first_bwd = n;
+            else
+                for (int k = lv.dies_offset[n]; k < lv.dies_offset[n + 1]; k++)
+                    live[lv.dies[k]] = 0;
+        }
+        int64_t act = 0;
+        int nact = 0, nsaved = 0;
+        for (int b = 0; b < g.nbuffers; b++) {
+            const sg_buffer *buf = &g.buffers[b];
+            if (!live[b] || buf->unit < 1 || buf->unit > L)
+                continue;
+            if (buf->role == SG_BUF_ACT) {
+                act += buf->bytes;
+                nact++;
+            }
+            nsaved += buf->role == SG_BUF_SAVED;
+        }
+        int64_t tokens = s.seq_len * s.micro_batch;
+        if (ckpt) {
+            is_int(nsaved, 0, "checkpointing: no layer's internals live at the first backward");
+            ok(nact == L && act == (int64_t)L * tokens * m->hidden_size * 2,
+               "checkpointing: each of the %d layers keeps its output, %lld bytes per layer per "
+               "token (hidden %lld x 2)", L, (long long)(nact ? act / nact / tokens : 0),
+               (long long)m->hidden_size);
+        } else {
+            is_int(nsaved, L, "without checkpointing every layer's internals are live there");
+        }
+        free(live);
+        sg_liveness_free(&lv);
+        sg_graph_free(&g);
+    }
+    free(m);
+}
+
 int main(void)
 {
-    tap_plan(12);
+    tap_plan(15);
+    test_checkpoint_keeps();
     sg_graph g;
 
     /* A chain: a, b, c are 400 bytes each, p 1000 bytes of state.
