@@ -1049,8 +1049,14 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             int64_t rows = tile_rows(c, t);
             tile_suffix(c, t, sfx, sizeof sfx);
             if (ckpt && u > 0 && u < c->head) {
+                /* the recompute also reads the gradient of the layer's output
+                 * (the codelet does not use it): it waits for the backward
+                 * above, as PyTorch's checkpointing recomputes a layer when
+                 * its backward is reached, so the scheduler cannot recompute
+                 * every layer ahead and hold all their internals at once */
                 if ((rc = push_unit_params(c, l, u)) ||
                     (rc = al_push(l, b->act[TI(c, u - 1, t)], SG_R)) ||
+                    (rc = al_push(l, b->dact[i], SG_R)) ||
                     (rc = al_push(l, b->inner[i], SG_W)))
                     return rc;
                 snprintf(name, sizeof name, "recompute.%s.mb%d%s", lab, mb, sfx);
