@@ -75,10 +75,15 @@ int sg_graph_bottom_levels(const sg_graph *g, const sg_cost_model *cm, double *o
  * first. Returns 0 or SG_ENOMEM. */
 int sg_graph_set_priorities(sg_graph *g, const sg_cost_model *cm);
 
-/* Peak bytes live per memory space when the nodes run in program order: a
- * persistent buffer is always live; another lives from a write that starts a
- * new value (W) to its last access before the next such write. */
+/* Peak bytes live per memory space when the nodes run in program order,
+ * with the liveness of graph/liveness.h (the rule the execution follows): a
+ * persistent buffer is always live; another value lives from the node that
+ * starts it to the node it dies after, both included. */
 int sg_graph_peak_memory(const sg_graph *g, int64_t peak[SG_MEM_COUNT],
                          int64_t persistent[SG_MEM_COUNT]);
+
+/* The same when one memory holds both spaces (a CPU-only run, where StarPU
+ * keeps the GPU-space buffers in main RAM too). */
+int sg_graph_peak_memory_one_space(const sg_graph *g, int64_t *peak, int64_t *persistent);
 
 #endif /* SG_ANALYSIS_H */

@@ -152,6 +152,7 @@ typedef struct compiler {
     int ntiles;
     int64_t tile_rows;
     int *grad_part;            /* units * ntiles: fp32 weight-gradient partial of (unit, tile) */
+    int *unit_norm_part;       /* per unit: its pieces' partials of the gradient norm, or -1 */
 } compiler;
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -405,6 +406,20 @@ static int declare_buffers(compiler *c)
 
     c->grad_norm = tag(c, buffer(c, 2, SG_F32, SG_MEM_GPU, 0, "grad_norm"),
                        SG_BUF_GRAD_NORM, -1, -1, -1);
+    /* each unit's pieces' partials of the norm, taken right after the unit's
+     * last reduction so that its gradient pieces need not wait for the norm */
+    c->unit_norm_part = malloc(nu * sizeof(int));
+    if (!c->unit_norm_part)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+    for (int u = 0; u < c->units; u++) {
+        int np = c->unit_first_piece[u + 1] - c->unit_first_piece[u];
+        c->unit_norm_part[u] = -1;
+        if (np > 0 && (c->unit_norm_part[u] = tag(c, buffer(c, (int64_t)np * SG_NORM_PART_F32,
+                                                            SG_F32, SG_MEM_GPU, 0,
+                                                            "norm_part.%d", u),
+                                                  SG_BUF_NORM_PART, u, -1, -1)) < 0)
+            return SG_ENOMEM;
+    }
     c->overflow = c->loss_scale = c->loss_scaler_state = -1;
     if (c->cd == SG_F16) {
         c->overflow = tag(c, buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow"),
@@ -947,6 +962,32 @@ static int emit_gpu_adam(compiler *c, access_list *l, int i)
     return rc < 0 ? rc : SG_OK;
 }
 
+/* The partial of the gradient norm over unit u's pieces, once their
+ * gradients are final (after the last micro-step's reduction): the norm then
+ * reads 16 bytes per piece instead of every piece at the end of the step, so
+ * a piece can die after its copy to the host. The pieces are read in piece
+ * order and the norm adds the partials in that order: the same sums as one
+ * pass over the pieces. */
+static int emit_norm_part(compiler *c, access_list *l, int u)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    if (c->unit_norm_part[u] < 0)
+        return SG_OK;
+    int64_t n = 0;
+    for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++) {
+        if ((rc = al_push(l, c->pieces[p].gbuf, SG_R)))
+            return rc;
+        n += c->pieces[p].elems;
+    }
+    if ((rc = al_push(l, c->unit_norm_part[u], SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "norm_part.%s", unit_label(c, u, lab, sizeof lab));
+    rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, u, -1, -1, 2.0 * (double)n, SG_LINK_NONE, 0,
+              name);
+    return rc < 0 ? rc : SG_OK;
+}
+
 /* CPU sub-groups whose gradients became final when unit u was reduced. */
 static int emit_ready_subgroups(compiler *c, access_list *l, int u)
 {
@@ -1022,8 +1063,14 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             int64_t rows = tile_rows(c, t);
             tile_suffix(c, t, sfx, sizeof sfx);
             if (ckpt && u > 0 && u < c->head) {
+                /* the recompute also reads the gradient of the layer's output
+                 * (the codelet does not use it): it waits for the backward
+                 * above, as PyTorch's checkpointing recomputes a layer when
+                 * its backward is reached, so the scheduler cannot recompute
+                 * every layer ahead and hold all their internals at once */
                 if ((rc = push_unit_params(c, l, u)) ||
                     (rc = al_push(l, b->act[TI(c, u - 1, t)], SG_R)) ||
+                    (rc = al_push(l, b->dact[i], SG_R)) ||
                     (rc = al_push(l, b->inner[i], SG_W)))
                     return rc;
                 snprintf(name, sizeof name, "recompute.%s.mb%d%s", lab, mb, sfx);
@@ -1062,7 +1109,7 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             return rc;
         if ((rc = emit_reduction(c, l, u, mb, last)) < 0)
             return rc;
-        if (last && (rc = emit_ready_subgroups(c, l, u)))
+        if (last && ((rc = emit_norm_part(c, l, u)) || (rc = emit_ready_subgroups(c, l, u))))
             return rc;
     }
     return SG_OK;
@@ -1071,9 +1118,10 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
 static int emit_optimizer(compiler *c, access_list *l)
 {
     int rc;
-    /* global gradient norm over this rank's shard (ranks combine partial norms) */
-    for (int p = 0; p < c->npieces; p++)
-        if ((rc = al_push(l, c->pieces[p].gbuf, SG_R)))
+    /* global gradient norm over this rank's shard (ranks combine partial
+     * norms): the units' partials in unit order, which is piece order */
+    for (int u = 0; u < c->units; u++)
+        if (c->unit_norm_part[u] >= 0 && (rc = al_push(l, c->unit_norm_part[u], SG_R)))
             return rc;
     /* fp16: the norm is of the unscaled gradients, so it reads the scale
      * they were computed with (before this step's update of it) */
@@ -1082,7 +1130,7 @@ static int emit_optimizer(compiler *c, access_list *l)
     if ((rc = al_push(l, c->grad_norm, SG_W)))
         return rc;
     if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1,
-                   2.0 * (double)c->lay.rank_params, SG_LINK_NONE, 0, "grad_norm")) < 0)
+                   (double)c->npieces, SG_LINK_NONE, 0, "grad_norm")) < 0)
         return rc;
     if (c->overflow >= 0) {
         if ((rc = al_push(l, c->grad_norm, SG_R)) || (rc = al_push(l, c->overflow, SG_W)))
@@ -1171,6 +1219,7 @@ static void compiler_free(compiler *c)
     free(c->chunks);
     free(c->cast_place);
     free(c->grad_part);
+    free(c->unit_norm_part);
 }
 
 int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_error *err)

@@ -67,11 +67,17 @@ typedef enum sg_buf_role {
     SG_BUF_DACT,                 /* gradient of a unit's output */
     SG_BUF_SAVED,                /* activations a unit saves for its backward */
     SG_BUF_GRAD_PART,            /* batch tiles: fp32 weight-gradient partial of a unit's tile */
+    SG_BUF_NORM_PART,            /* per gradient piece of a unit, in piece order, 16 bytes:
+                                    [sum of squares (double), non-finite flag (int32), pad]
+                                    (SG_NORM_PART_F32 f32 elements per piece) */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of
  * codelets/cpu/loss_scale.h's sg_loss_scaler_state (checked there). */
 #define SG_LOSS_SCALER_STATE_I32 8
+
+/* f32 elements of one piece's entry in an SG_BUF_NORM_PART buffer (16 bytes) */
+#define SG_NORM_PART_F32 4
 
 typedef struct sg_buffer {
     char name[SG_IR_NAME_MAX];   /* "param.3", "grad_host.7" */

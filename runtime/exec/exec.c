@@ -522,6 +522,24 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
     return buf;
 }
 
+static void flight_peaks(const sg_lowering *l, int64_t *host, int64_t *gpu)
+{
+    for (int f = 0; l->flight && f < l->nflights; f++) {
+        if (l->flight[f].peak_host > *host)
+            *host = l->flight[f].peak_host;
+        if (l->flight[f].peak_gpu > *gpu)
+            *gpu = l->flight[f].peak_gpu;
+    }
+}
+
+void sg_exec_memory_peak(const sg_exec *x, int64_t *host, int64_t *gpu)
+{
+    *host = *gpu = 0;
+    flight_peaks(&x->low, host, gpu);
+    if (x->have_wait)
+        flight_peaks(&x->wait_low, host, gpu);
+}
+
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
 {
     if (x->lookahead > 1 && x->finished >= 2 && x->finished == x->submitted) {

@@ -176,4 +176,10 @@ void sg_exec_worker_counts(int *ncpu, int *ncuda);
  * the interval between the last two step ends (sg_overlap_window). */
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out);
 
+/* The most memory StarPU counted as used at the end of a task, over every
+ * step run so far: host (CPU memory nodes: the state we allocate and the
+ * step-local buffers StarPU allocates) and GPU (the busiest), in bytes
+ * (sg_lower_memory_used). Call when no step is in flight. */
+void sg_exec_memory_peak(const sg_exec *x, int64_t *host, int64_t *gpu);
+
 #endif /* SG_EXEC_H */

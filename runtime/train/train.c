@@ -473,6 +473,51 @@ static int save_checkpoint(trainer *t, sg_error *err)
     return rc;
 }
 
+/* The plan's peak for what StarPU counts on one side: CPU-only, one memory
+ * holds both spaces; with a GPU, the host also holds the home copy of every
+ * GPU-space state buffer. The larger of the two graphs when there are two. */
+static void planned_peaks(const sg_graph *g, int ncuda, int64_t *host, int64_t *gpu)
+{
+    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers;
+    *host = *gpu = 0;
+    if (ncuda == 0) {
+        if (sg_graph_peak_memory_one_space(g, &one, &one_pers) == SG_OK)
+            *host = one;
+        return;
+    }
+    if (sg_graph_peak_memory(g, peak, pers) == SG_OK) {
+        *host = peak[SG_MEM_HOST] + pers[SG_MEM_GPU];
+        *gpu = peak[SG_MEM_GPU];
+    }
+}
+
+static void print_mem_line(const char *what, int64_t measured, int64_t planned)
+{
+    printf("  peak memory, %s: measured %.1f MiB, planned %.1f MiB (%+.1f%%)\n", what,
+           measured / 1048576.0, planned / 1048576.0,
+           planned > 0 ? 100.0 * ((double)measured - (double)planned) / (double)planned : 0.0);
+}
+
+/* StarPU's count of the memory it manages (sg_exec_memory_peak) next to the
+ * plan's (sg_graph_peak_memory, the same liveness). */
+static void print_memory(const trainer *t, int ncuda)
+{
+    int64_t host, gpu, ph, pg, wh = 0, wg = 0;
+    sg_exec_memory_peak(&t->x, &host, &gpu);
+    planned_peaks(&t->graph, ncuda, &ph, &pg);
+    if (t->have_wait)
+        planned_peaks(&t->wait_graph, ncuda, &wh, &wg);
+    ph = wh > ph ? wh : ph;
+    pg = wg > pg ? wg : pg;
+    print_mem_line(ncuda ? "host" : "host (one memory: the GPU-space buffers live in RAM)", host,
+                   ph);
+    if (ncuda)
+        print_mem_line("gpu", gpu, pg);
+    if (t->cfg->run.lookahead > 1)
+        printf("  (lookahead %lld: steps overlap, the plan is of one step)\n",
+               (long long)t->cfg->run.lookahead);
+}
+
 static void print_summary(const trainer *t)
 {
     struct rusage ru;
@@ -497,6 +542,7 @@ static void print_summary(const trainer *t)
     sg_overlap ov;
     int ncpu, ncuda;
     sg_exec_worker_counts(&ncpu, &ncuda);
+    print_memory(t, ncuda);
     if (ncuda > 0 && sg_exec_overlap(&t->x, &ov) == SG_OK) {
         printf("  GPU: busy %.1f%% of the last step (%.1f ms)", 100.0 * ov.gpu_busy,
                ov.span_s * 1e3);
