@@ -49,6 +49,9 @@ typedef struct sg_summary {
     double critical_path_s;                 /* on the ideal machine */
     int critical_path_nodes;
     double work_s[SG_DEV_COUNT];            /* sum of ideal node times per class */
+    double fixed_work_s[SG_DEV_COUNT];      /* the same without the nodes the scheduler may
+                                               place on either side (casts unless pinned):
+                                               what the lower bound may count */
     const char *cost_model_name;
     double capacity_bytes[SG_MEM_COUNT];    /* of the cost model's machine, 0 = unknown */
     int unified_memory;
