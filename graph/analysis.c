@@ -1,6 +1,8 @@
 /* analysis.c - counts, link bytes, peak memory and critical path of a graph. */
 #include "graph/analysis.h"
 
+#include "graph/liveness.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,12 @@ static double roofline_seconds(const sg_cost_model *cm, const sg_node *n)
 
 double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n)
 {
+    /* kinds whose accesses are only dependencies (SuperOffload's validation
+     * reads the norm; the sub-group it lists is rewritten only on a rare
+     * rollback) cost what the simulator charges them: next to nothing */
+    const sg_op_kind_info *info = sg_op_kind_info_of(n->kind);
+    if (info && info->cost_rule == SG_COST_OVERHEAD)
+        return 0.0;
     double eff = cm->efficiency[n->kind];
     return roofline_seconds(cm, n) / (eff > 0 ? eff : 1.0);
 }
@@ -66,66 +74,53 @@ int sg_graph_bottom_levels(const sg_graph *g, const sg_cost_model *cm, double *o
     return SG_OK;
 }
 
+/* Peak of the live bytes per space (merge: one space holding both) with
+ * the liveness of liveness.h: a value counts from the node it is born at to
+ * the node it dies after, both included. */
+static int peak_sweep(const sg_graph *g, int merge, int64_t peak[SG_MEM_COUNT],
+                      int64_t persistent[SG_MEM_COUNT])
+{
+    sg_liveness lv;
+    if (sg_graph_liveness(g, &lv))
+        return SG_ENOMEM;
+    for (int s = 0; s < SG_MEM_COUNT; s++)
+        peak[s] = persistent[s] = 0;
+    for (int b = 0; b < g->nbuffers; b++)
+        if (g->buffers[b].persistent)
+            persistent[merge ? 0 : g->buffers[b].space] += g->buffers[b].bytes;
+    int64_t live[SG_MEM_COUNT] = {0}, best[SG_MEM_COUNT] = {0};
+    for (int n = 0; n < g->nnodes; n++) {
+        for (int k = lv.born_offset[n]; k < lv.born_offset[n + 1]; k++) {
+            const sg_buffer *buf = &g->buffers[lv.born[k]];
+            int s = merge ? 0 : buf->space;
+            live[s] += buf->bytes;
+            if (live[s] > best[s])
+                best[s] = live[s];
+        }
+        for (int k = lv.dies_offset[n]; k < lv.dies_offset[n + 1]; k++) {
+            const sg_buffer *buf = &g->buffers[lv.dies[k]];
+            live[merge ? 0 : buf->space] -= buf->bytes;
+        }
+    }
+    for (int s = 0; s < SG_MEM_COUNT; s++)
+        peak[s] = persistent[s] + best[s];
+    sg_liveness_free(&lv);
+    return SG_OK;
+}
+
 int sg_graph_peak_memory(const sg_graph *g, int64_t peak[SG_MEM_COUNT],
                          int64_t persistent[SG_MEM_COUNT])
 {
-    int nb = g->nbuffers, nn = g->nnodes;
-    /* delta[n] per space: bytes that become live at node n (+) and die
-     * after node n (-) */
-    int64_t *delta = calloc((size_t)(nn + 1) * SG_MEM_COUNT, sizeof(int64_t));
-    int *start = malloc((size_t)(nb ? nb : 1) * sizeof(int));
-    int *last = malloc((size_t)(nb ? nb : 1) * sizeof(int));
-    if (!delta || !start || !last) {
-        free(delta);
-        free(start);
-        free(last);
-        return SG_ENOMEM;
-    }
-    for (int b = 0; b < nb; b++)
-        start[b] = last[b] = -1;
-    for (int s = 0; s < SG_MEM_COUNT; s++)
-        peak[s] = persistent[s] = 0;
-    for (int b = 0; b < nb; b++)
-        if (g->buffers[b].persistent)
-            persistent[g->buffers[b].space] += g->buffers[b].bytes;
+    return peak_sweep(g, 0, peak, persistent);
+}
 
-    for (int n = 0; n < nn; n++) {
-        const sg_node *node = &g->nodes[n];
-        for (int i = 0; i < node->naccess; i++) {
-            int b = node->access[i].buffer;
-            const sg_buffer *buf = &g->buffers[b];
-            if (buf->persistent)
-                continue;
-            int space = buf->space;
-            if (node->access[i].mode == SG_W && start[b] >= 0 && last[b] < n) {
-                /* a new value: the old one died after its last access */
-                delta[(size_t)(last[b] + 1) * SG_MEM_COUNT + space] -= buf->bytes;
-                start[b] = -1;
-            }
-            if (start[b] < 0) {
-                start[b] = n;
-                delta[(size_t)n * SG_MEM_COUNT + space] += buf->bytes;
-            }
-            last[b] = n;
-        }
-    }
-    for (int b = 0; b < nb; b++)
-        if (start[b] >= 0)
-            delta[(size_t)(last[b] + 1) * SG_MEM_COUNT + g->buffers[b].space] -=
-                g->buffers[b].bytes;
-    for (int s = 0; s < SG_MEM_COUNT; s++) {
-        int64_t live = 0, best = 0;
-        for (int n = 0; n <= nn; n++) {
-            live += delta[(size_t)n * SG_MEM_COUNT + s];
-            if (live > best)
-                best = live;
-        }
-        peak[s] = persistent[s] + best;
-    }
-    free(delta);
-    free(start);
-    free(last);
-    return SG_OK;
+int sg_graph_peak_memory_one_space(const sg_graph *g, int64_t *peak, int64_t *persistent)
+{
+    int64_t p[SG_MEM_COUNT], q[SG_MEM_COUNT];
+    int rc = peak_sweep(g, 1, p, q);
+    *peak = p[0];
+    *persistent = q[0];
+    return rc;
 }
 
 int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s)
@@ -144,7 +139,11 @@ int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s
         s->flops_total += node->flops;
         s->flops_by_device[node->device] += node->flops;
         s->link_bytes[node->link] += node->link_bytes;
-        s->work_s[node->device] += sg_node_ideal_seconds(cm, node);
+        double sec = sg_node_ideal_seconds(cm, node);
+        s->work_s[node->device] += sec;
+        const sg_op_kind_info *info = sg_op_kind_info_of(node->kind);
+        if (node->pinned || !info || info->placement != SG_PLACE_EITHER)
+            s->fixed_work_s[node->device] += sec;
     }
     if (sg_graph_peak_memory(g, s->peak_bytes, s->persistent_bytes))
         return SG_ENOMEM;
@@ -234,10 +233,11 @@ double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const c
         const char *what, *brief;
         double sec;
     } part[] = {
+        /* tasks the scheduler may place on either side count on neither */
         {"GPU compute (every GPU task back to back at its roofline)", "GPU compute",
-         s->work_s[SG_DEV_GPU]},
+         s->fixed_work_s[SG_DEV_GPU]},
         {"CPU work (every CPU task back to back at the socket's roofline)", "CPU work",
-         s->work_s[SG_DEV_CPU]},
+         s->fixed_work_s[SG_DEV_CPU]},
         {"the host-to-device link", "h2d link",
          cm->link_bw[SG_LINK_H2D] > 0 ? (double)s->link_bytes[SG_LINK_H2D] / cm->link_bw[SG_LINK_H2D]
                                       : 0},

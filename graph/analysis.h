@@ -49,6 +49,9 @@ typedef struct sg_summary {
     double critical_path_s;                 /* on the ideal machine */
     int critical_path_nodes;
     double work_s[SG_DEV_COUNT];            /* sum of ideal node times per class */
+    double fixed_work_s[SG_DEV_COUNT];      /* the same without the nodes the scheduler may
+                                               place on either side (casts unless pinned):
+                                               what the lower bound may count */
     const char *cost_model_name;
     double capacity_bytes[SG_MEM_COUNT];    /* of the cost model's machine, 0 = unknown */
     int unified_memory;
@@ -75,10 +78,15 @@ int sg_graph_bottom_levels(const sg_graph *g, const sg_cost_model *cm, double *o
  * first. Returns 0 or SG_ENOMEM. */
 int sg_graph_set_priorities(sg_graph *g, const sg_cost_model *cm);
 
-/* Peak bytes live per memory space when the nodes run in program order: a
- * persistent buffer is always live; another lives from a write that starts a
- * new value (W) to its last access before the next such write. */
+/* Peak bytes live per memory space when the nodes run in program order,
+ * with the liveness of graph/liveness.h (the rule the execution follows): a
+ * persistent buffer is always live; another value lives from the node that
+ * starts it to the node it dies after, both included. */
 int sg_graph_peak_memory(const sg_graph *g, int64_t peak[SG_MEM_COUNT],
                          int64_t persistent[SG_MEM_COUNT]);
+
+/* The same when one memory holds both spaces (a CPU-only run, where StarPU
+ * keeps the GPU-space buffers in main RAM too). */
+int sg_graph_peak_memory_one_space(const sg_graph *g, int64_t *peak, int64_t *persistent);
 
 #endif /* SG_ANALYSIS_H */

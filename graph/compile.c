@@ -152,6 +152,7 @@ typedef struct compiler {
     int ntiles;
     int64_t tile_rows;
     int *grad_part;            /* units * ntiles: fp32 weight-gradient partial of (unit, tile) */
+    int *unit_norm_part;       /* per unit: its pieces' partials of the gradient norm, or -1 */
 } compiler;
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -266,6 +267,20 @@ static double attended_pairs(int64_t s, int64_t window)
     return w * (w + 1.0) / 2.0 + (S - w) * w;
 }
 
+/* Forward FLOPs of one unit's attention (scores and their weighted sum of
+ * values) for `rows` sequences: the part quadratic in the sequence length;
+ * 0 for the embedding and the head. */
+static double unit_attention_flops_rows(const compiler *c, int u, int64_t rows)
+{
+    const sg_model *m = c->m;
+    if (u == 0 || u == c->head)
+        return 0.0;
+    int layer = u - 1;
+    int64_t window = m->layer_attn[layer] == SG_ATTN_SLIDING ? m->sliding_window : 0;
+    return 4.0 * (double)rows * (double)m->num_heads * (double)m->head_dim *
+           attended_pairs(c->s->seq_len, window);
+}
+
 /* Forward FLOPs of one unit for `rows` sequences of a micro-step. */
 static double unit_forward_flops_rows(const compiler *c, int u, int64_t rows)
 {
@@ -277,15 +292,12 @@ static double unit_forward_flops_rows(const compiler *c, int u, int64_t rows)
         /* logits (T, V) = x (T, H) @ W^T, then softmax cross-entropy */
         return 2.0 * T * (double)m->hidden_size * (double)m->vocab_size +
                5.0 * T * (double)m->vocab_size;
-    int layer = u - 1;
-    int64_t window = m->layer_attn[layer] == SG_ATTN_SLIDING ? m->sliding_window : 0;
-    double attn = 4.0 * (double)rows * (double)m->num_heads *
-                  (double)m->head_dim * attended_pairs(c->s->seq_len, window);
     double experts = m->num_experts > 0 /* tasks of their own (emit_moe_forward) */
                          ? 2.0 * T * (double)m->experts_per_token * 3.0 *
                                (double)m->moe_intermediate_size * (double)m->hidden_size
                          : 0.0;
-    return 2.0 * T * (double)sg_model_unit_active_params(m, u) - experts + attn;
+    return 2.0 * T * (double)sg_model_unit_active_params(m, u) - experts +
+           unit_attention_flops_rows(c, u, rows);
 }
 
 /* ---- set-up: pieces, buffers ---------------------------------------------- */
@@ -398,6 +410,20 @@ static int declare_buffers(compiler *c)
 
     c->grad_norm = tag(c, buffer(c, 2, SG_F32, SG_MEM_GPU, 0, "grad_norm"),
                        SG_BUF_GRAD_NORM, -1, -1, -1);
+    /* each unit's pieces' partials of the norm, taken right after the unit's
+     * last reduction so that its gradient pieces need not wait for the norm */
+    c->unit_norm_part = malloc(nu * sizeof(int));
+    if (!c->unit_norm_part)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+    for (int u = 0; u < c->units; u++) {
+        int np = c->unit_first_piece[u + 1] - c->unit_first_piece[u];
+        c->unit_norm_part[u] = -1;
+        if (np > 0 && (c->unit_norm_part[u] = tag(c, buffer(c, (int64_t)np * SG_NORM_PART_F32,
+                                                            SG_F32, SG_MEM_GPU, 0,
+                                                            "norm_part.%d", u),
+                                                  SG_BUF_NORM_PART, u, -1, -1)) < 0)
+            return SG_ENOMEM;
+    }
     c->overflow = c->loss_scale = c->loss_scaler_state = -1;
     if (c->cd == SG_F16) {
         c->overflow = tag(c, buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow"),
@@ -673,6 +699,9 @@ static int tile_node(compiler *c, access_list *l, sg_op_kind kind, int u, int mb
     int id = node(c, l, kind, dev, u, mb, -1, flops, SG_LINK_NONE, 0, name);
     if (id >= 0 && c->ntiles > 1)
         c->g->nodes[id].tile = t;
+    if (id >= 0) /* the backward computes the attention's products twice over */
+        c->g->nodes[id].attention_flops = (kind == SG_OP_BACKWARD ? 2.0 : 1.0) *
+                                          unit_attention_flops_rows(c, u, tile_rows(c, t));
     return id;
 }
 
@@ -1082,6 +1111,32 @@ static int emit_gpu_adam(compiler *c, access_list *l, int i)
     return rc < 0 ? rc : SG_OK;
 }
 
+/* The partial of the gradient norm over unit u's pieces, once their
+ * gradients are final (after the last micro-step's reduction): the norm then
+ * reads 16 bytes per piece instead of every piece at the end of the step, so
+ * a piece can die after its copy to the host. The pieces are read in piece
+ * order and the norm adds the partials in that order: the same sums as one
+ * pass over the pieces. */
+static int emit_norm_part(compiler *c, access_list *l, int u)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    if (c->unit_norm_part[u] < 0)
+        return SG_OK;
+    int64_t n = 0;
+    for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++) {
+        if ((rc = al_push(l, c->pieces[p].gbuf, SG_R)))
+            return rc;
+        n += c->pieces[p].elems;
+    }
+    if ((rc = al_push(l, c->unit_norm_part[u], SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "norm_part.%s", unit_label(c, u, lab, sizeof lab));
+    rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, u, -1, -1, 2.0 * (double)n, SG_LINK_NONE, 0,
+              name);
+    return rc < 0 ? rc : SG_OK;
+}
+
 /* CPU sub-groups whose gradients became final when unit u was reduced. */
 static int emit_ready_subgroups(compiler *c, access_list *l, int u)
 {
@@ -1159,8 +1214,14 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             if (moe_layer(c, u) && (rc = emit_moe_backward(c, l, b, u, mb)))
                 return rc;
             if (ckpt && u > 0 && u < c->head && !moe_layer(c, u)) {
+                /* the recompute also reads the gradient of the layer's output
+                 * (the codelet does not use it): it waits for the backward
+                 * above, as PyTorch's checkpointing recomputes a layer when
+                 * its backward is reached, so the scheduler cannot recompute
+                 * every layer ahead and hold all their internals at once */
                 if ((rc = push_unit_params(c, l, u)) ||
                     (rc = al_push(l, b->act[TI(c, u - 1, t)], SG_R)) ||
+                    (rc = al_push(l, b->dact[i], SG_R)) ||
                     (rc = al_push(l, b->inner[i], SG_W)))
                     return rc;
                 snprintf(name, sizeof name, "recompute.%s.mb%d%s", lab, mb, sfx);
@@ -1201,7 +1262,7 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             return rc;
         if ((rc = emit_reduction(c, l, u, mb, last)) < 0)
             return rc;
-        if (last && (rc = emit_ready_subgroups(c, l, u)))
+        if (last && ((rc = emit_norm_part(c, l, u)) || (rc = emit_ready_subgroups(c, l, u))))
             return rc;
     }
     return SG_OK;
@@ -1210,9 +1271,10 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
 static int emit_optimizer(compiler *c, access_list *l)
 {
     int rc;
-    /* global gradient norm over this rank's shard (ranks combine partial norms) */
-    for (int p = 0; p < c->npieces; p++)
-        if ((rc = al_push(l, c->pieces[p].gbuf, SG_R)))
+    /* global gradient norm over this rank's shard (ranks combine partial
+     * norms): the units' partials in unit order, which is piece order */
+    for (int u = 0; u < c->units; u++)
+        if (c->unit_norm_part[u] >= 0 && (rc = al_push(l, c->unit_norm_part[u], SG_R)))
             return rc;
     /* fp16: the norm is of the unscaled gradients, so it reads the scale
      * they were computed with (before this step's update of it) */
@@ -1221,7 +1283,7 @@ static int emit_optimizer(compiler *c, access_list *l)
     if ((rc = al_push(l, c->grad_norm, SG_W)))
         return rc;
     if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1,
-                   2.0 * (double)c->lay.rank_params, SG_LINK_NONE, 0, "grad_norm")) < 0)
+                   (double)c->npieces, SG_LINK_NONE, 0, "grad_norm")) < 0)
         return rc;
     if (c->overflow >= 0) {
         if ((rc = al_push(l, c->grad_norm, SG_R)) || (rc = al_push(l, c->overflow, SG_W)))
@@ -1316,6 +1378,7 @@ static void compiler_free(compiler *c)
     free(c->chunks);
     free(c->cast_place);
     free(c->grad_part);
+    free(c->unit_norm_part);
 }
 
 int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_error *err)

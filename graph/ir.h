@@ -71,11 +71,17 @@ typedef enum sg_buf_role {
                                     sg_moe_stats_floats) for the load-balancing loss */
     SG_BUF_MOE_ACT,              /* MoE: a group of experts' activations (subgroup = group) */
     SG_BUF_MOE_GRAD,             /* MoE: a group of experts' gradients (subgroup = group) */
+    SG_BUF_NORM_PART,            /* per gradient piece of a unit, in piece order, 16 bytes:
+                                    [sum of squares (double), non-finite flag (int32), pad]
+                                    (SG_NORM_PART_F32 f32 elements per piece) */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of
  * codelets/cpu/loss_scale.h's sg_loss_scaler_state (checked there). */
 #define SG_LOSS_SCALER_STATE_I32 8
+
+/* f32 elements of one piece's entry in an SG_BUF_NORM_PART buffer (16 bytes) */
+#define SG_NORM_PART_F32 4
 
 typedef struct sg_buffer {
     char name[SG_IR_NAME_MAX];   /* "param.3", "grad_host.7" */
@@ -109,6 +115,8 @@ typedef struct sg_node {
     sg_device_class device;
     sg_link_dir link;
     double flops;
+    double attention_flops;      /* the part of flops in a unit's attention (quadratic
+                                    in the sequence length); 0 for other nodes */
     int64_t bytes_read;          /* derived from the accesses */
     int64_t bytes_written;
     int64_t link_bytes;          /* bytes that cross the node's link (collectives: per rank) */

@@ -68,6 +68,8 @@ static int band_of(const sg_node *n, sg_where w, int gathers_fwd)
         return gathers_fwd ? SG_BAND_GATHER_FWD : SG_BAND_GATHER_BWD;
     if (n->device == SG_DEV_LINK)
         return n->link == SG_LINK_NET ? SG_BAND_REDUCE : SG_BAND_LINK;
+    if (n->kind == SG_OP_GRAD_NORM && n->layer >= 0)
+        return SG_BAND_REDUCE; /* a unit's norm partial, after its reductions */
     const sg_op_kind_info *info = sg_op_kind_info_of(n->kind);
     sg_phase ph = info ? info->phase : SG_PHASE_OPTIMIZER;
     if (ph == SG_PHASE_FORWARD)

@@ -157,8 +157,8 @@ if [ -f .deps-build/env.sh ]; then
 	# shellcheck disable=SC1091
 	. .deps-build/env.sh
 fi
-say "make tests/bench_task_overhead stepgraph"
-make -s tests/bench_task_overhead stepgraph >&2
+say "make tests/bench_task_overhead tests/bench_sgemm stepgraph"
+make -s tests/bench_task_overhead tests/bench_sgemm stepgraph >&2
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -417,6 +417,7 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 			x=$(awk -v a="$best_sg_tok" -v b="$best_peer_tok" 'BEGIN { printf "%.2f", a / b }')
 			printf '  best peer: %s, %.1f tokens/s; stepgraph (%s) %.1f tokens/s: %sx the best peer\n' \
 				"$best_peer" "$best_peer_tok" "$best_sg" "$best_sg_tok" "$x"
+			gemm_context "$sp" "$best_sg_tok" "$best_peer_tok"
 			summary+=("$(printf '  %-5s stepgraph %9.1f tokens/s (%s)  best peer %9.1f tokens/s (%s)  stepgraph / best peer %sx' \
 				"$sp" "$best_sg_tok" "$best_sg" "$best_peer_tok" "$best_peer" "$x")")
 		else
@@ -436,6 +437,23 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 	fi
 }
 
+
+# gemm_context SPLIT STEPGRAPH_TOK PEER_TOK: the FLOP rates against the
+# machine's GEMM bound (THREADS cores x one core's sgemm on the step's MLP
+# product, tests/bench_sgemm): how far any implementation could go
+gemm_context() {
+	local sum flops tokens gf
+	sum=$(./stepgraph graph "$tmp/run-$1.json" --summary 2>/dev/null)
+	flops=$(awk '/^FLOPs:/ { u = $3; print $2 * (u == "TFLOP" ? 1e12 : u == "GFLOP" ? 1e9 : u == "MFLOP" ? 1e6 : 1) }' <<<"$sum")
+	tokens=$(sed -n 's/.*micro-batch \([0-9]*\) x \([0-9]*\) accumulation, seq \([0-9]*\).*/\1 \2 \3/p' <<<"$sum" |
+		awk '{ print $1 * $2 * $3 }')
+	gf=$(OPENBLAS_NUM_THREADS=1 ./tests/bench_sgemm $((8 * 256)) 688 256 2 | awk '{ print $5 }')
+	[ -n "$flops" ] && [ -n "$tokens" ] && [ -n "$gf" ] || return 0
+	awk -v f="$flops" -v t="$tokens" -v g="$gf" -v n="$THREADS" -v a="$2" -v b="$3" 'BEGIN {
+		bound = g * n; sg = a * f / t / 1e9; pe = b * f / t / 1e9
+		printf "  GEMM bound: %.2f GFLOP per step of %d tokens; one core'"'"'s sgemm %.1f GFLOP/s, %.1f on %d cores; stepgraph %.1f GFLOP/s (%.0f%% of it), best peer %.1f (%.0f%%); 1.5x the best peer would be %.1f (%.0f%%)\n", f / 1e9, t, g, bound, n, sg, 100 * sg / bound, pe, 100 * pe / bound, 1.5 * pe, 150 * pe / bound
+	}'
+}
 
 # ---- the runs, ROUNDS times ------------------------------------------------------
 

@@ -859,6 +859,24 @@ static void test_grad_norm(void)
         }
         is_int(flagged, 3, "grad_norm [%s]: NaN, +Inf, -Inf set the flag, norm +inf",
                sg_dtype_name(dt));
+
+        /* piece partials (SG_BUF_NORM_PART: a double, an int32, padding),
+         * added in order onto what is there: ((1 + pa) + pb) + pa exactly,
+         * the flag of the one flagged entry */
+        struct {
+            double s;
+            int32_t nf, pad;
+        } parts[3] = {{pa, 0, 0}, {pb, 1, 0}, {pa, 0, 0}};
+        double one = 1.0;
+        put_raw_into(dsum, &one, sizeof one);
+        put_raw_into(dnf, &izero, sizeof izero);
+        void *dparts = put_raw(parts, sizeof parts);
+        CALL(sg_cu_grad_norm_add_parts(&g_cu, dsum, dnf, dparts, 3));
+        get_raw(&sum, dsum, sizeof sum);
+        get_raw(&nf, dnf, sizeof nf);
+        ok(sum == ((1.0 + pa) + pb) + pa && nf == 1,
+           "grad_norm [%s]: add_parts adds the partials in order, ORs the flags",
+           sg_dtype_name(dt));
         FREE(a, b);
         dev_free_all();
     }

@@ -14,6 +14,7 @@
 #include "graph/compile.h"
 #include "graph/export.h"
 #include "graph/ir.h"
+#include "graph/liveness.h"
 #include "models/model.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
@@ -126,7 +127,7 @@ static void expected_counts(const sg_model *m, const sg_step_spec *s, expect *e)
     e->count[SG_OP_ADAM_CPU] = C;
     e->count[SG_OP_ADAM_GPU] = G;
     e->count[SG_OP_VALIDATE] = s->super_offload ? C : 0;
-    e->count[SG_OP_GRAD_NORM] = 1;
+    e->count[SG_OP_GRAD_NORM] = 1 + U; /* the norm, and one partial per unit (norm_part) */
     e->count[SG_OP_OVERFLOW_CHECK] = s->compute_dtype == SG_F16;
     e->count[SG_OP_LOSS_SCALE] = s->compute_dtype == SG_F16;
 }
@@ -148,6 +149,96 @@ static int find_node(const sg_graph *g, const char *name)
         if (!strcmp(g->nodes[n].name, name))
             return n;
     return -1;
+}
+
+/* Mode of buffer b at node n, merged over the node's accesses (0: none). */
+static int mode_at(const sg_node *nd, int b)
+{
+    int m = 0;
+    for (int i = 0; i < nd->naccess; i++)
+        if (nd->access[i].buffer == b)
+            m |= nd->access[i].mode;
+    return m;
+}
+
+/* Liveness (graph/liveness.h), checked against the accesses directly: a
+ * value dies only after a node that accesses it, and the next node that
+ * touches the buffer, if any, overwrites it without reading it (so no
+ * reader comes after the death); every step-local value does die after
+ * the buffer's last access; the state and what the host reads after the
+ * step never die; births and deaths pair up. */
+static int liveness_case(const sg_graph *g, const char *label)
+{
+    sg_liveness lv;
+    if (sg_graph_liveness(g, &lv)) {
+        tap_diag("%s: liveness: out of memory", label);
+        return 0;
+    }
+    int good = 1;
+    int *lastacc = malloc((size_t)g->nbuffers * sizeof(int));
+    int *deaths = calloc((size_t)g->nbuffers, sizeof(int)), *births = calloc((size_t)g->nbuffers, sizeof(int));
+    for (int b = 0; b < g->nbuffers; b++)
+        lastacc[b] = -1;
+    for (int n = 0; n < g->nnodes; n++)
+        for (int i = 0; i < g->nodes[n].naccess; i++)
+            lastacc[g->nodes[n].access[i].buffer] = n;
+    for (int n = 0; n < g->nnodes && good; n++) {
+        for (int k = lv.born_offset[n]; k < lv.born_offset[n + 1]; k++)
+            births[lv.born[k]]++;
+        for (int k = lv.dies_offset[n]; k < lv.dies_offset[n + 1] && good; k++) {
+            int b = lv.dies[k];
+            deaths[b]++;
+            if (!mode_at(&g->nodes[n], b)) {
+                tap_diag("%s: %s dies after %s, which does not access it", label,
+                         g->buffers[b].name, g->nodes[n].name);
+                good = 0;
+            }
+            if (sg_buffer_outlives_step(&g->buffers[b])) {
+                tap_diag("%s: %s dies but outlives the step", label, g->buffers[b].name);
+                good = 0;
+            }
+            for (int n2 = n + 1; n2 < g->nnodes && good; n2++) {
+                int m = mode_at(&g->nodes[n2], b);
+                if (!m)
+                    continue;
+                if (m != SG_W) {
+                    tap_diag("%s: %s dies after %s but %s reads it later", label,
+                             g->buffers[b].name, g->nodes[n].name, g->nodes[n2].name);
+                    good = 0;
+                }
+                break;
+            }
+        }
+    }
+    for (int b = 0; b < g->nbuffers && good; b++) {
+        const sg_buffer *buf = &g->buffers[b];
+        if (buf->persistent || lastacc[b] < 0) {
+            if (births[b] || deaths[b]) {
+                tap_diag("%s: %s is persistent or unused but has a value", label, buf->name);
+                good = 0;
+            }
+            continue;
+        }
+        int out = sg_buffer_outlives_step(buf);
+        if (births[b] < 1 || (out ? deaths[b] != 0 : deaths[b] != births[b])) {
+            tap_diag("%s: %s born %d times, dies %d times", label, buf->name, births[b], deaths[b]);
+            good = 0;
+        }
+        /* the last access ends the last value */
+        int found = 0;
+        for (int k = lv.dies_offset[lastacc[b]]; k < lv.dies_offset[lastacc[b] + 1]; k++)
+            found |= lv.dies[k] == b;
+        if (!out && !found) {
+            tap_diag("%s: %s does not die after its last access %s", label, buf->name,
+                     g->nodes[lastacc[b]].name);
+            good = 0;
+        }
+    }
+    free(lastacc);
+    free(deaths);
+    free(births);
+    sg_liveness_free(&lv);
+    return good;
 }
 
 static int grid_case(const sg_model *m, const sg_step_spec *s, const char *label)
@@ -183,6 +274,8 @@ static int grid_case(const sg_model *m, const sg_step_spec *s, const char *label
             good = 0;
         }
     }
+    if (good && !liveness_case(&g, label))
+        good = 0;
     /* without offload nothing crosses the host link */
     for (int n = 0; good && !s->offload_optimizer && n < g.nnodes; n++)
         if (g.nodes[n].link == SG_LINK_H2D || g.nodes[n].link == SG_LINK_D2H) {
@@ -237,7 +330,8 @@ static void test_grid(const sg_model *m)
                                 passed += grid_case(m, &s, label);
                             }
     tap_diag("%d grid cases", cases);
-    is_int(passed, cases, "grid: every case acyclic, reads after writes, counts per kind as expected");
+    is_int(passed, cases, "grid: every case acyclic, reads after writes, counts per kind as "
+                          "expected, every step-local value dies after its last reader");
     ok(cases >= 160, "grid: covers stages 0-3 x offload x super_offload x accumulation x ratio "
                      "x checkpointing x batch tiles");
 }

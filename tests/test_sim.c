@@ -179,32 +179,75 @@ static void test_share(void)
     ok(two_gpu[0].rate == 50 && two_gpu[1].rate == 50, "two GPU streams halve it");
 }
 
-/* Per-kind fits of measured task times: known coefficients come back, and
- * they never go negative. */
+/* Per-kind fits of measured task times: known coefficients come back, they
+ * never go negative, and the node-times file is read and checked. */
 static void test_costfit(void)
 {
-    sg_cost_sample s[4];
-    double gf[4] = {0.5, 2, 8, 1}, gb[4] = {0.1, 0.1, 0.4, 3};
-    for (int i = 0; i < 4; i++) /* 5 us + 2 us per GFLOP + 3 us per GB */
-        s[i] = (sg_cost_sample){gf[i] * 1e9, gb[i] * 1e9, 5 + 2 * gf[i] + 3 * gb[i], 10};
+    sg_cost_sample s[5];
+    /* matmul GFLOP, attention GFLOP, GB */
+    double gf[5] = {0.5, 2, 8, 1, 3}, ga[5] = {0, 0.5, 0.1, 2, 0}, gb[5] = {0.1, 0.1, 0.4, 3, 1};
+    for (int i = 0; i < 5; i++) /* 5 us + 2 us/GFLOP + 7 us/attention GFLOP + 3 us/GB */
+        s[i] = (sg_cost_sample){(gf[i] + ga[i]) * 1e9, ga[i] * 1e9, gb[i] * 1e9,
+                                5 + 2 * gf[i] + 7 * ga[i] + 3 * gb[i], 10};
     sg_cost_fit f;
-    ok(sg_cost_fit_samples(s, 4, &f) == 0 && f.valid, "four task sizes fit");
+    ok(sg_cost_fit_samples(s, 5, &f) == 0 && f.valid, "five task sizes fit");
     is_close(f.overhead_us, 5, 1e-9, "the overhead comes back");
-    is_close(f.us_per_gflop, 2, 1e-9, "the cost per GFLOP comes back");
+    is_close(f.us_per_gflop, 2, 1e-9, "the cost per matmul GFLOP comes back");
+    is_close(f.us_per_attention_gflop, 7, 1e-9, "the cost per attention GFLOP comes back");
     is_close(f.us_per_gb, 3, 1e-9, "the cost per GB comes back");
-    is_close(sg_cost_fit_us(&f, 100e9, 1e9), 5 + 200 + 3, 1e-9,
+    is_close(sg_cost_fit_us(&f, 120e9, 20e9, 1e9), 5 + 200 + 140 + 3, 1e-9,
              "and extrapolates to a size 12x larger than any measured");
     ok(f.max_rel_err < 1e-9, "exact data, no error");
-    /* time falling with bytes: the best fit with coefficients >= 0 */
-    for (int i = 0; i < 4; i++)
-        s[i] = (sg_cost_sample){gf[i] * 1e9, gb[i] * 1e9, 50 + 10 * gf[i] - 5 * gb[i], 1};
-    ok(sg_cost_fit_samples(s, 4, &f) == 0 && f.overhead_us >= 0 && f.us_per_gflop >= 0 &&
-           f.us_per_gb >= 0, "no negative coefficient");
-    sg_cost_sample one = {1e9, 1e6, 40, 3};
-    ok(sg_cost_fit_samples(&one, 1, &f) == 0 && fabs(sg_cost_fit_us(&f, 1e9, 1e6) - 40) < 1e-9,
+    for (int i = 0; i < 5; i++) /* time falling with bytes */
+        s[i].us = 50 + 10 * gf[i] - 5 * gb[i];
+    ok(sg_cost_fit_samples(s, 5, &f) == 0 && f.overhead_us >= 0 && f.us_per_gflop >= 0 &&
+           f.us_per_attention_gflop >= 0 && f.us_per_gb >= 0, "no negative coefficient");
+    sg_cost_sample one = {1e9, 0, 1e6, 40, 3};
+    ok(sg_cost_fit_samples(&one, 1, &f) == 0 && fabs(sg_cost_fit_us(&f, 1e9, 0, 1e6) - 40) < 1e-9,
        "one size: its time is reproduced");
-    sg_cost_sample none = {1e9, 1e6, 0, 3};
+    sg_cost_sample none = {1e9, 0, 1e6, 0, 3};
     ok(sg_cost_fit_samples(&none, 1, &f) == SG_EINVAL && !f.valid, "no positive time: no fit");
+
+    /* the file calibrate writes */
+    char dir[] = "/tmp/sg_costfit.XXXXXX", path[64];
+    if (!mkdtemp(dir))
+        return;
+    snprintf(path, sizeof path, "%s/node_times.csv", dir);
+    FILE *fp = fopen(path, "w");
+    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+          "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10\n"
+          "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10\n"
+          "fwd.layer2.mb0,forward,6e9,1e9,1e8,44.3,10\n"
+          "adam.sg0,adam_cpu,1e6,0,1e9,500,4\n", fp);
+    fclose(fp);
+    sg_cost_fit fits[SG_OP_KIND_COUNT];
+    sg_error err = {0};
+    ok(sg_cost_fits_load(path, fits, &err) == 0, "a node-times file loads");
+    ok(fits[SG_OP_FORWARD].valid && fits[SG_OP_ADAM_CPU].valid && !fits[SG_OP_BACKWARD].valid,
+       "a fit per kind in it, none for kinds it lacks");
+    /* 4.3 us + 5 us per matmul GFLOP, 15 per attention GFLOP */
+    is_close(sg_cost_fit_us(&fits[SG_OP_FORWARD], 8e9, 0, 1e8), 4.3 + 5 * 8, 1e-6,
+             "forward: 5 us per matmul GFLOP from three layers");
+    is_close(sg_cost_fit_us(&fits[SG_OP_FORWARD], 8e9, 2e9, 1e8), 4.3 + 5 * 6 + 15 * 2, 1e-6,
+             "and 15 us per attention GFLOP");
+    fp = fopen(path, "w");
+    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+          "fwd.layer0.mb0,forward,2e9,3e9,1e8,14.3,10\n", fp);
+    fclose(fp);
+    ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "attention FLOPs above the FLOPs: refused");
+    like(err.msg, "line 2", "... naming the line");
+    fp = fopen(path, "w");
+    fputs("name,kind,flops\nx,forward,1\n", fp);
+    fclose(fp);
+    ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "a wrong header: refused");
+    fp = fopen(path, "w");
+    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+          "x,teleport,1,0,1,1,1\n", fp);
+    fclose(fp);
+    ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "an unknown kind: refused");
+    remove(path);
+    ok(sg_cost_fits_load(path, fits, &err) == SG_EIO, "a missing file: refused");
+    rmdir(dir);
 }
 
 static void test_fit(void)

@@ -200,16 +200,23 @@ ms=$(step_ms "$TMP/cs.out")
 awk -v v="$ms" 'BEGIN { exit !(v > 0) }'
 ok $? "and predicts a step time ($ms ms)"
 # out of sample: a sequence length the calibration never ran, from the fit of
-# its history (--cost fitted), against a real run of it (loose bounds: this
-# runs beside other tests; the benchmark has the tight figures)
+# its node times (--cost fitted), against a real run of it. Small steps carry
+# per-step costs the simulation leaves out and this test runs beside others,
+# so the check is that the fit predicts the new length about as well as the
+# history predicts the calibrated one (ratios within 2x of each other); the
+# benchmark has the tight figures
 "$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/cihost.json" --cost fitted \
-	>"$TMP/oos.out" 2>&1 && grep -q "task times fitted on its history" "$TMP/oos.out"
+	>"$TMP/oos.out" 2>&1 && grep -q "task times fitted on its" "$TMP/oos.out"
 ok $? "simulate --cost fitted predicts a sequence length the calibration did not run"
 pred=$(step_ms "$TMP/oos.out")
 meas=$("$BIN" run "$DEF" --max_length 128 --steps 12 --warmup_steps 4 2>&1 |
 	awk '/Step time: mean/ {print $4}')
-awk -v p="$pred" -v m="$meas" 'BEGIN { exit !(p > 0 && m > 0 && p > 0.25 * m && p < 4 * m) }'
-ok $? "out of sample: predicted $pred ms, measured $meas ms (within 0.25x-4x)"
+meas_in=$("$BIN" run "$DEF" --max_length 64 --steps 12 --warmup_steps 4 2>&1 |
+	awk '/Step time: mean/ {print $4}')
+awk -v p="$pred" -v m="$meas" -v pi="$ms" -v mi="$meas_in" 'BEGIN {
+	if (!(p > 0 && m > 0 && pi > 0 && mi > 0)) exit 1
+	r = (p / m) / (pi / mi); exit !(r > 0.5 && r < 2) }'
+ok $? "out of sample: predicted $pred ms, measured $meas ms at 128 tokens; in sample $ms against $meas_in ms at 64"
 "$BIN" simulate "$DEF" --cost guess >"$TMP/badcost.out" 2>&1
 [ $? -ne 0 ] && grep -q "cost guess: expected history or fitted" "$TMP/badcost.out"
 ok $? "--cost guess is refused"

@@ -203,6 +203,11 @@ int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinit
  * SG_BUF_GRAD_NORM layout. */
 int sg_cu_grad_norm_finish(const sg_cu *cu, float *res, const double *sumsq,
                            const int32_t *nonfinite, const float *loss_scale);
+/* Adds n piece partials (device, 16 bytes each: a double sum of squares,
+ * then an int32 flag; the SG_BUF_NORM_PART layout) to sumsq and nonfinite,
+ * one after the other in order (one thread: the same sums as the CPU). */
+int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
+                              const void *parts, size_t n);
 
 /* Adam / AdamW step t over n elements, as sg_adam_step (codelets/cpu/adam.h:
  * the same formulas and order; the scalar coefficients are computed in

@@ -51,6 +51,34 @@ int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinit
     return sg_cu_launch_status();
 }
 
+/* The partials in order, by one thread: sg_grad_norm_cpu's sums. */
+__global__ void k_grad_norm_add_parts(double *sumsq, int32_t *nonfinite, const double *parts,
+                                      size_t n)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    double s = *sumsq;
+    int32_t nf = *nonfinite;
+    for (size_t k = 0; k < n; k++) {
+        s += parts[2 * k];
+        nf |= *(const int32_t *)&parts[2 * k + 1];
+    }
+    *sumsq = s;
+    *nonfinite = nf;
+}
+
+int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
+                              const void *parts, size_t n)
+{
+    if (!cu || !sumsq || !nonfinite || (n && !parts))
+        return SG_EINVAL;
+    if (n == 0)
+        return SG_OK;
+    SG_LAUNCH(k_grad_norm_add_parts, 1, 32, cu->stream, sumsq, nonfinite,
+              (const double *)parts, n);
+    return sg_cu_launch_status();
+}
+
 /* res = [sqrt(sumsq) / scale or +inf, 1 / scale]: sg_grad_norm_cpu's formula. */
 __global__ void k_grad_norm_finish(float *res, const double *sumsq, const int32_t *nonfinite,
                                    const float *loss_scale)

@@ -2,25 +2,78 @@
  * SG_BUF_GRAD_NORM layout: [norm of the unscaled gradients (inf if one is
  * not finite), 1 / the loss scale they carry]. Partial sums over the
  * gradient pieces in slot (program) order, so the result does not depend on
- * which worker runs it. */
+ * which worker runs it. A node without the norm buffer (norm_part.<unit>,
+ * graph/compile.c) only takes its pieces' partials into an SG_BUF_NORM_PART
+ * buffer, which the norm node then adds in order. */
 #include <math.h>
 
 #include "codelets/cpu/ops.h"
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 
+/* One entry of an SG_BUF_NORM_PART buffer: the layout the CUDA kernels use
+ * (a double, then an int32 at the next double). */
+typedef struct norm_entry {
+    double sumsq;
+    int32_t nonfinite, pad;
+} norm_entry;
+
+/* A node without the norm buffer takes the partials: the k-th gradient
+ * piece's goes to entry k of the norm-part buffer. */
+static void partials_cpu(const sg_task_ctx *c, void *buffers[])
+{
+    int out = sg_arg_find(c, SG_BUF_NORM_PART, -2);
+    if (out < 0) {
+        sg_task_fail(c, SG_EINVAL, "no norm buffer and no norm-part buffer");
+        return;
+    }
+    norm_entry *e = sg_arg_ptr(buffers, out);
+    int64_t cap = sg_arg_buffer(c, out)->elems / SG_NORM_PART_F32, k = 0;
+    for (int i = 0; i < c->nslots; i++) { /* slot (piece) order */
+        const sg_buffer *b = sg_arg_buffer(c, i);
+        if (b->role != SG_BUF_GRAD_PIECE)
+            continue;
+        if (k >= cap) {
+            sg_task_fail(c, SG_EINVAL, "more gradient pieces than norm-part entries");
+            return;
+        }
+        sg_f32_view v;
+        if (sg_f32_view_open(&v, sg_arg_ptr(buffers, i), b->dtype, (size_t)b->elems, 1)) {
+            sg_task_fail(c, SG_ENOMEM, "out of memory");
+            return;
+        }
+        int nf;
+        sg_grad_norm_partial(&e[k].sumsq, &nf, v.p, (size_t)b->elems);
+        sg_f32_view_close(&v, 0);
+        e[k].nonfinite = nf;
+        e[k].pad = 0;
+        k++;
+    }
+}
+
 void sg_grad_norm_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
     int out = sg_arg_find(c, SG_BUF_GRAD_NORM, -2);
     if (out < 0) {
-        sg_task_fail(c, SG_EINVAL, "no norm buffer");
+        partials_cpu(c, buffers);
         return;
     }
+    /* partials added in slot (program) order: a gradient piece's computed
+     * here, or those a norm-part node took (the same values, so the same
+     * sum) */
     double sumsq = 0.0;
     int nonfinite = 0;
-    for (int i = 0; i < c->nslots; i++) { /* slot (program) order */
+    for (int i = 0; i < c->nslots; i++) {
         const sg_buffer *b = sg_arg_buffer(c, i);
+        if (b->role == SG_BUF_NORM_PART) {
+            const norm_entry *e = sg_arg_ptr(buffers, i);
+            for (int64_t k = 0; k < b->elems / SG_NORM_PART_F32; k++) {
+                sumsq += e[k].sumsq;
+                nonfinite |= e[k].nonfinite;
+            }
+            continue;
+        }
         if (b->role != SG_BUF_GRAD_PIECE)
             continue;
         sg_f32_view v;
@@ -44,12 +97,41 @@ void sg_grad_norm_cpu(void *buffers[], void *arg)
 #ifdef SG_STARPU_CUDA
 #include "codelets/starpu/cuda_task.h"
 
+/* As partials_cpu: entry k of the norm-part buffer takes the k-th piece's
+ * partial (zeroed, then accumulated). */
+static void partials_cuda(const sg_task_ctx *c, void *buffers[])
+{
+    int out = sg_arg_find(c, SG_BUF_NORM_PART, -2);
+    if (out < 0) {
+        sg_task_fail(c, SG_EINVAL, "no norm buffer and no norm-part buffer");
+        return;
+    }
+    sg_cu cu = sg_cuda_task_cu();
+    double *e = sg_arg_ptr(buffers, out);
+    int64_t cap = sg_arg_buffer(c, out)->elems / SG_NORM_PART_F32, k = 0;
+    int rc = sg_cu_zero_async(&cu, e, (size_t)cap * 2 * sizeof(double));
+    for (int i = 0; i < c->nslots && !rc; i++) {
+        const sg_buffer *b = sg_arg_buffer(c, i);
+        if (b->role != SG_BUF_GRAD_PIECE)
+            continue;
+        if (k >= cap) {
+            rc = SG_EINVAL;
+            break;
+        }
+        rc = sg_cu_grad_norm_accumulate(&cu, &e[2 * k], (int32_t *)&e[2 * k + 1],
+                                        sg_arg_ptr(buffers, i), b->dtype, (size_t)b->elems);
+        k++;
+    }
+    if (rc)
+        sg_cuda_task_fail(c, rc, "gradient norm partials failed");
+}
+
 void sg_grad_norm_cuda(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
     float *res = sg_arg_role_ptr(c, buffers, SG_BUF_GRAD_NORM);
     if (!res) {
-        sg_task_fail(c, SG_EINVAL, "no norm buffer");
+        partials_cuda(c, buffers);
         return;
     }
     sg_cu cu = sg_cuda_task_cu();
@@ -62,6 +144,9 @@ void sg_grad_norm_cuda(void *buffers[], void *arg)
         if (b->role == SG_BUF_GRAD_PIECE)
             rc = sg_cu_grad_norm_accumulate(&cu, acc, nonfinite, sg_arg_ptr(buffers, i), b->dtype,
                                             (size_t)b->elems);
+        else if (b->role == SG_BUF_NORM_PART)
+            rc = sg_cu_grad_norm_add_parts(&cu, acc, nonfinite, sg_arg_ptr(buffers, i),
+                                           (size_t)(b->elems / SG_NORM_PART_F32));
     }
     if (!rc)
         rc = sg_cu_grad_norm_finish(&cu, res, acc, nonfinite,

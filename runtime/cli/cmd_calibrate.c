@@ -29,11 +29,13 @@ static void calibrate_help(void)
            "40) with StarPU recording how long every codelet takes (its history-based\n"
            "performance models, STARPU_CALIBRATE=1), then writes DIR/NAME.json, a machine\n"
            "model that `stepgraph simulate --machine DIR/NAME.json` runs on, and beside it\n"
-           "DIR/NAME.sampling, StarPU's sampling directory with those models and the\n"
-           "SimGrid platform. A calibrated machine simulates the step graphs whose task\n"
+           "DIR/NAME.sampling, StarPU's sampling directory with those models, the\n"
+           "SimGrid platform and node_times.csv (every node's mean CPU task time with its\n"
+           "FLOPs and bytes). A calibrated machine simulates the step graphs whose task\n"
            "sizes were run here (the same model and batch shape; other policies, ZeRO and\n"
-           "offload settings reuse the same tasks). The mean measured step time is saved\n"
-           "with it, to compare with what simulate predicts.\n"
+           "offload settings reuse the same tasks), and with `simulate --cost fitted`\n"
+           "other sizes, from per-kind fits of node_times.csv. The mean measured step time\n"
+           "is saved with it, to compare with what simulate predicts.\n"
            "\n"
            "  --name NAME      machine name (default: this host's name); letters, digits,\n"
            "                   '-', '_' and '.'\n"
@@ -229,6 +231,14 @@ static int calibrate(int argc, char **argv, sg_error *err)
         setenv("STARPU_HOME", abs_sampling, 1);
         setenv("STARPU_HOSTNAME", name, 1);
         setenv("STARPU_CALIBRATE", "1", 1);
+        /* every node's CPU task time, for simulate --cost fitted */
+        if (strlen(abs_sampling) + sizeof "/node_times.csv" > sizeof cfg->node_times)
+            rc = sg_error_set(err, SG_EINVAL, "%s: path too long", abs_sampling);
+        else
+            snprintf(cfg->node_times, sizeof cfg->node_times, "%.*s/node_times.csv",
+                     (int)(sizeof cfg->node_times - sizeof "/node_times.csv"), abs_sampling);
+    }
+    if (!rc) {
         printf("calibrating %s: %ld steps, StarPU models in %s\n", name, nsteps, sampling);
         rc = sg_train(cfg, &res, err);
     }

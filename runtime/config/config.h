@@ -23,6 +23,9 @@ typedef struct sg_config {
     char ds_path[SG_PATH_MAX];          /* "" for inline */
     char run_path[SG_PATH_MAX];         /* "" when CONFIG was a DeepSpeed file */
     sg_config_warnings warnings;
+    /* set by `stepgraph calibrate`, not an option: where sg_train writes
+     * the CPU task time of every node (runtime/train/node_times.h); "" = no */
+    char node_times[SG_PATH_MAX];
 } sg_config;
 
 /* Loads CONFIG (run config or DeepSpeed config, see above) into cfg, after

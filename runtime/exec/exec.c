@@ -528,6 +528,24 @@ const char *sg_exec_worker_name(int w, char *buf, size_t n)
     return buf;
 }
 
+static void flight_peaks(const sg_lowering *l, int64_t *host, int64_t *gpu)
+{
+    for (int f = 0; l->flight && f < l->nflights; f++) {
+        if (l->flight[f].peak_host > *host)
+            *host = l->flight[f].peak_host;
+        if (l->flight[f].peak_gpu > *gpu)
+            *gpu = l->flight[f].peak_gpu;
+    }
+}
+
+void sg_exec_memory_peak(const sg_exec *x, int64_t *host, int64_t *gpu)
+{
+    *host = *gpu = 0;
+    flight_peaks(&x->low, host, gpu);
+    if (x->have_wait)
+        flight_peaks(&x->wait_low, host, gpu);
+}
+
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
 {
     if (x->lookahead > 1 && x->finished >= 2 && x->finished == x->submitted) {
@@ -542,6 +560,11 @@ int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
         return sg_starpu_overlap_window(gs, rs, n, x->prev2_end_us, x->prev_end_us, out);
     }
     return sg_starpu_overlap(sg_exec_last_graph(x), sg_exec_last_records(x), out);
+}
+
+int sg_exec_worker_is_cpu(int w)
+{
+    return w >= 0 && starpu_worker_get_type(w) == STARPU_CPU_WORKER;
 }
 
 void sg_exec_worker_counts(int *ncpu, int *ncuda)

@@ -168,10 +168,18 @@ int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s);
 /* Name of StarPU worker w ("CPU 0", "CUDA 0"). */
 const char *sg_exec_worker_name(int w, char *buf, size_t n);
 int sg_exec_worker_count(void);
+/* 1 if StarPU worker w is a CPU worker. */
+int sg_exec_worker_is_cpu(int w);
 void sg_exec_worker_counts(int *ncpu, int *ncuda);
 /* GPU busy share and hidden CPU Adam time of the last step's task records;
  * with steps in flight, of every task of the last `lookahead` steps within
  * the interval between the last two step ends (sg_overlap_window). */
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out);
+
+/* The most memory StarPU counted as used at the end of a task, over every
+ * step run so far: host (CPU memory nodes: the state we allocate and the
+ * step-local buffers StarPU allocates) and GPU (the busiest), in bytes
+ * (sg_lower_memory_used). Call when no step is in flight. */
+void sg_exec_memory_peak(const sg_exec *x, int64_t *host, int64_t *gpu);
 
 #endif /* SG_EXEC_H */

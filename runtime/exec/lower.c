@@ -8,6 +8,7 @@
 #include "runtime/exec/starpu_include.h"
 
 #define HANDLE(l, b) ((starpu_data_handle_t)(l)->handles[b])
+#define OUR_MALLOC_FLAGS (STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT)
 
 /* elements of a buffer as a StarPU vector: at least one, below 2^32 */
 static int vector_elems(const sg_buffer *buf, uint32_t *n, sg_error *err)
@@ -77,8 +78,9 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
         if (l->handles[b])
             continue;
         starpu_data_handle_t h;
-        if (!buf->persistent && buf->space != SG_MEM_HOST) {
-            /* step-local: StarPU allocates it where it is first written */
+        if (!buf->persistent && (buf->space != SG_MEM_HOST || !simulated)) {
+            /* step-local: StarPU allocates it where it is first written and
+             * frees it when the value dies (sg_graph_liveness) */
             starpu_vector_data_register(&h, -1, 0, n, esize);
         } else if (simulated) {
             int on_gpu = gpu_node != STARPU_MAIN_RAM && buf->space == SG_MEM_GPU;
@@ -91,7 +93,9 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
              * task over several buffers (Adam: p, g, m, v) do not alias in
              * the caches */
             size_t skew = buffer_skew(b);
-            if (starpu_malloc(&l->memory[b], (size_t)n * esize + skew))
+            /* counted in StarPU's used memory (STARPU_MALLOC_COUNT), so the
+             * measured peak (sg_lower_memory_used) covers the state too */
+            if (starpu_malloc_flags(&l->memory[b], (size_t)n * esize + skew, OUR_MALLOC_FLAGS))
                 return sg_error_set(err, SG_ENOMEM, "cannot allocate %s (%lld bytes)", buf->name,
                                     (long long)buf->bytes);
             memset(l->memory[b], 0, (size_t)n * esize + skew);
@@ -205,6 +209,8 @@ static int init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
     int rc = register_buffers(l, base, err);
     if (!rc)
         rc = build_contexts(l, shared, err);
+    if (!rc && sg_graph_liveness(g, &l->live))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     if (!rc && base)
         l->split = base->split; /* the same scheduling contexts */
     else if (!rc && sg_starpu_split_workers(&l->split, t->optimizer_share, t->sched))
@@ -241,10 +247,10 @@ void sg_lower_free(sg_lowering *l)
     }
     for (int b = 0; l->memory && b < g->nbuffers; b++)
         if (l->memory[b])
-            starpu_free_noflag(l->memory[b], (size_t)(g->buffers[b].elems > 0
-                                                          ? g->buffers[b].elems : 1) *
-                                                 sg_dtype_size(g->buffers[b].dtype) +
-                                                 buffer_skew(b));
+            starpu_free_flags(l->memory[b], (size_t)(g->buffers[b].elems > 0
+                                                         ? g->buffers[b].elems : 1) *
+                                                sg_dtype_size(g->buffers[b].dtype) +
+                                                buffer_skew(b), OUR_MALLOC_FLAGS);
     if (!l->shares)
         sg_starpu_split_free(&l->split);
     free(l->handles);
@@ -255,6 +261,7 @@ void sg_lower_free(sg_lowering *l)
     free(l->slot_buffer);
     free(l->slot_mode);
     free(l->records);
+    sg_liveness_free(&l->live);
     memset(l, 0, sizeof *l);
 }
 
@@ -293,10 +300,34 @@ int sg_lower_flight_done(sg_lower_flight *f)
     return done;
 }
 
-/* Task callback: the task's record, then one task fewer in its step. */
+void sg_lower_memory_used(int64_t *host, int64_t *gpu)
+{
+    *host = *gpu = 0;
+    unsigned nodes = starpu_memory_nodes_get_count();
+    for (unsigned m = 0; m < nodes; m++) {
+        int64_t used = (int64_t)starpu_memory_get_used(m);
+        enum starpu_node_kind k = starpu_node_get_kind(m);
+        if (k == STARPU_CPU_RAM)
+            *host += used;
+        else if (k == STARPU_CUDA_RAM && used > *gpu)
+            *gpu = used; /* the busiest GPU */
+    }
+}
+
+/* Task callback: the task's record, then one task fewer in its step. The
+ * memory StarPU holds is sampled here: a task's outputs are allocated
+ * before it runs and its dead inputs invalidated after it ends. */
 static void record_task(void *arg)
 {
     const sg_task_ctx *c = arg;
+    int64_t host, gpu;
+    sg_lower_memory_used(&host, &gpu);
+    starpu_pthread_mutex_lock(c->flight->lock);
+    if (host > c->flight->peak_host)
+        c->flight->peak_host = host;
+    if (gpu > c->flight->peak_gpu)
+        c->flight->peak_gpu = gpu;
+    starpu_pthread_mutex_unlock(c->flight->lock);
     struct starpu_task *t = starpu_task_get_current();
     sg_task_record *r = &c->records[c->node];
     if (t && t->profiling_info) {
@@ -367,7 +398,7 @@ static int submit_node(sg_lowering *l, int f, int i, struct starpu_data_descr *d
                                 STARPU_CL_ARGS_NFREE, c, sizeof *c, STARPU_NAME, nd->name,
                                 STARPU_EXECUTE_WHERE, (unsigned long long)where,
                                 STARPU_PRIORITY, priority,
-                                /* recorded in the history models: calibrate fits on it */
+                                /* for StarPU's statistics and history entries */
                                 STARPU_FLOPS, (double)nd->flops,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c,
                                 STARPU_SCHED_CTX, ctx, 0);
@@ -381,8 +412,24 @@ static int submit_node(sg_lowering *l, int f, int i, struct starpu_data_descr *d
 
 int sg_lower_kept_after_step(const sg_buffer *b)
 {
-    return b->persistent || b->role == SG_BUF_LOSS || b->role == SG_BUF_GRAD_NORM ||
-           b->role == SG_BUF_OVERFLOW;
+    return sg_buffer_outlives_step(b);
+}
+
+/* The values that die after node i: invalidated now, so that StarPU frees
+ * them once node i has run (an invalidation is ordered like a write: after
+ * the readers before it, before the writer of the next value). */
+static void invalidate_dead(sg_lowering *l, int i)
+{
+    if (!l->live.dies_offset)
+        return;
+    for (int k = l->live.dies_offset[i]; k < l->live.dies_offset[i + 1]; k++)
+        starpu_data_invalidate_submit(HANDLE(l, l->live.dies[k]));
+}
+
+static int liveness_enabled(void)
+{
+    const char *v = getenv("STEPGRAPH_LIVENESS");
+    return !(v && strcmp(v, "0") == 0);
 }
 
 static FILE *open_task_log(const sg_lowering *l, sg_error *err, int *rc)
@@ -413,15 +460,23 @@ int sg_lower_submit_step(sg_lowering *l, int f, sg_error *err)
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     int rc;
     FILE *log = open_task_log(l, err, &rc);
-    for (int i = 0; i < g->nnodes && !rc; i++)
+    /* STEPGRAPH_LIVENESS=0: every step-local buffer lives to the end of
+     * the step, as before liveness (a check that results do not change) */
+    int early = liveness_enabled();
+    for (int i = 0; i < g->nnodes && !rc; i++) {
         rc = submit_node(l, f, i, d, log, err);
+        if (!rc && early)
+            invalidate_dead(l, i);
+    }
     free(d);
     if (log && fclose(log) && !rc)
         rc = sg_error_set(err, SG_EIO, "STEPGRAPH_TASK_LOG: write failed");
-    /* what was submitted must still be invalidated after it, failure or not */
-    for (int b = 0; b < g->nbuffers; b++)
-        if (!sg_lower_kept_after_step(&g->buffers[b]))
-            starpu_data_invalidate_submit(HANDLE(l, b));
+    /* what was submitted must still be invalidated after it, failure or
+     * not: all of it when a submission failed half-way or liveness is off */
+    if (rc || !early)
+        for (int b = 0; b < g->nbuffers; b++)
+            if (!sg_lower_kept_after_step(&g->buffers[b]))
+                starpu_data_invalidate_submit(HANDLE(l, b));
     l->steps_submitted++;
     sg_lower_flight_release(fl);
     return rc;

@@ -39,6 +39,7 @@
 #include "codelets/starpu/task_ctx.h"
 #include "common/error.h"
 #include "graph/ir.h"
+#include "graph/liveness.h"
 #include "runtime/exec/starpu_setup.h"
 
 typedef enum sg_lower_memory {
@@ -69,6 +70,8 @@ typedef struct sg_lower_flight {
     sg_task_record *records;   /* per node, filled by the task callbacks */
     int pending;               /* unfinished tasks and holds (under lock) */
     double end_us;             /* StarPU clock when pending last fell to 0 */
+    int64_t peak_host, peak_gpu; /* most StarPU-counted bytes seen at a task's end
+                                    (sg_lower_memory_used), under lock */
     void *lock, *cond;         /* starpu_pthread_mutex_t, starpu_pthread_cond_t */
 } sg_lower_flight;
 
@@ -88,6 +91,7 @@ typedef struct sg_lowering {
     int nflights;
     sg_sched_split split;      /* cpuadam_cores_perc scheduling contexts */
     int64_t steps_submitted;
+    sg_liveness live;          /* when each step-local value dies (graph/liveness.h) */
 } sg_lowering;
 
 /* Registers the graph's buffers and builds every node's cl_arg, pointing at
@@ -105,8 +109,11 @@ int sg_lower_init_sharing(sg_lowering *l, const sg_graph *g, sg_exec_shared *sha
                           const sg_lower_target *t, const sg_lowering *base, sg_error *err);
 
 /* Submits one step into flight f (0 <= f < l->nflights, whose previous step
- * has ended; its params set): every node's task in program order, then the
- * invalidation of the step-local buffers (sg_lower_kept_after_step). Does not
+ * has ended; its params set): every node's task in program order, each
+ * followed by the invalidation of the step-local values that die after it
+ * (graph/liveness.h), so StarPU frees a buffer right after its last use, as
+ * the plan's peak (sg_graph_peak_memory) assumes. STEPGRAPH_LIVENESS=0 in the
+ * environment invalidates them all at the end of the step instead. Does not
  * wait. */
 int sg_lower_submit_step(sg_lowering *l, int f, sg_error *err);
 
@@ -120,8 +127,14 @@ void sg_lower_flight_wait(sg_lower_flight *f);
 int sg_lower_flight_done(sg_lower_flight *f);
 
 /* Whether buffer b keeps its value after a step: state, and what the trainer
- * reads back (losses, gradient norm, overflow flag). */
+ * reads back (losses, gradient norm, overflow flag): sg_buffer_outlives_step. */
 int sg_lower_kept_after_step(const sg_buffer *b);
+
+/* Bytes StarPU counts as used now: summed over the CPU memory nodes (data
+ * it allocated, and our buffers, allocated with STARPU_MALLOC_COUNT), and
+ * on the busiest GPU. Each flight keeps the most seen at a task's end
+ * (peak_host, peak_gpu). */
+void sg_lower_memory_used(int64_t *host, int64_t *gpu);
 
 /* Waits for every task, unregisters the handles, frees the memory and the
  * contexts. StarPU stays started. */

@@ -2,17 +2,21 @@
  * (sim_costfit.h). */
 #include "runtime/sim/sim_costfit.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 
-#define NTERMS 3 /* overhead, per GFLOP, per GB */
+#define NTERMS SG_COST_TERMS /* overhead, matmul GFLOP, attention GFLOP, GB */
 
 static void terms(const sg_cost_sample *s, double x[NTERMS])
 {
     x[0] = 1;
-    x[1] = s->flops * 1e-9;
-    x[2] = s->bytes * 1e-9;
+    x[1] = (s->flops - s->attention_flops) * 1e-9;
+    x[2] = s->attention_flops * 1e-9;
+    x[3] = s->bytes * 1e-9;
 }
 
 /* Solves the k x k system a c = b in place (Gauss with partial pivoting).
@@ -51,7 +55,7 @@ static int solve(double a[NTERMS][NTERMS], double b[NTERMS], int k)
 }
 
 /* Least squares on the relative error with the terms in mask; coef gets
- * all three (0 for terms left out). Returns the weighted squared relative
+ * all of them (0 for terms left out). Returns the weighted squared relative
  * residual, or INFINITY when singular or a coefficient is negative. */
 static double fit_subset(const sg_cost_sample *s, int n, unsigned mask, double coef[NTERMS])
 {
@@ -104,31 +108,132 @@ int sg_cost_fit_samples(const sg_cost_sample *s, int n, sg_cost_fit *out)
         return SG_EINVAL;
     double best = INFINITY, coef[NTERMS], best_coef[NTERMS] = {0};
     /* fewer terms first: with as good a fit, the simpler one stays */
-    static const unsigned masks[] = {1, 2, 4, 3, 5, 6, 7};
-    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
-        double r = fit_subset(s, n, masks[m], coef);
-        if (r < best * (1 - 1e-9)) {
-            best = r;
-            memcpy(best_coef, coef, sizeof coef);
+    for (int nterms = 1; nterms <= NTERMS; nterms++)
+        for (unsigned mask = 1; mask < (1u << NTERMS); mask++) {
+            if (__builtin_popcount(mask) != nterms)
+                continue;
+            double r = fit_subset(s, n, mask, coef);
+            if (r < best * (1 - 1e-9) - 1e-300) {
+                best = r;
+                memcpy(best_coef, coef, sizeof coef);
+            }
         }
-    }
     if (!isfinite(best))
         return SG_EINVAL;
     out->valid = 1;
     out->overhead_us = best_coef[0];
     out->us_per_gflop = best_coef[1];
-    out->us_per_gb = best_coef[2];
+    out->us_per_attention_gflop = best_coef[2];
+    out->us_per_gb = best_coef[3];
     out->points = used;
     for (int i = 0; i < n; i++)
         if (s[i].us > 0) {
-            double e = fabs(sg_cost_fit_us(out, s[i].flops, s[i].bytes) - s[i].us) / s[i].us;
+            double e = fabs(sg_cost_fit_us(out, s[i].flops, s[i].attention_flops, s[i].bytes) -
+                            s[i].us) / s[i].us;
             if (e > out->max_rel_err)
                 out->max_rel_err = e;
         }
     return SG_OK;
 }
 
-double sg_cost_fit_us(const sg_cost_fit *f, double flops, double bytes)
+double sg_cost_fit_us(const sg_cost_fit *f, double flops, double attention_flops, double bytes)
 {
-    return f->overhead_us + flops * 1e-9 * f->us_per_gflop + bytes * 1e-9 * f->us_per_gb;
+    return f->overhead_us + (flops - attention_flops) * 1e-9 * f->us_per_gflop +
+           attention_flops * 1e-9 * f->us_per_attention_gflop + bytes * 1e-9 * f->us_per_gb;
+}
+
+double sg_cost_fit_node_us(const sg_cost_fit *f, const sg_node *nd)
+{
+    return sg_cost_fit_us(f, nd->flops, nd->attention_flops,
+                          (double)(nd->bytes_read + nd->bytes_written));
+}
+
+/* ---- the node-times file ------------------------------------------------- */
+
+#define MAX_LINE 1024
+
+/* One data line: name,kind,flops,attention_flops,bytes,mean_us,samples. */
+static int parse_line(char *line, sg_op_kind *kind, sg_cost_sample *smp)
+{
+    char *field[7];
+    int n = 0;
+    for (char *p = line; n < 7; n++) {
+        field[n] = p;
+        char *comma = strchr(p, ',');
+        if (!comma) {
+            n++;
+            break;
+        }
+        *comma = '\0';
+        p = comma + 1;
+    }
+    if (n != 7 || sg_op_kind_parse(field[1], kind))
+        return -1;
+    double v[5];
+    for (int i = 0; i < 5; i++) {
+        char *end;
+        v[i] = strtod(field[2 + i], &end);
+        while (*end == '\n' || *end == '\r')
+            end++;
+        if (end == field[2 + i] || *end || !isfinite(v[i]) || v[i] < 0)
+            return -1;
+    }
+    if (v[1] > v[0])
+        return -1; /* attention FLOPs are part of the FLOPs */
+    *smp = (sg_cost_sample){v[0], v[1], v[2], v[3], v[4]};
+    return 0;
+}
+
+int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_OP_KIND_COUNT], sg_error *err)
+{
+    memset(fits, 0, sizeof(sg_cost_fit) * SG_OP_KIND_COUNT);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return sg_error_set(err, SG_EIO, "%s: cannot open (%s); calibrate the machine again",
+                            path, strerror(errno));
+    sg_cost_sample *smp[SG_OP_KIND_COUNT] = {0};
+    int count[SG_OP_KIND_COUNT] = {0}, cap[SG_OP_KIND_COUNT] = {0};
+    char line[MAX_LINE];
+    int rc = SG_OK, lineno = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (lineno == 1) {
+            if (strncmp(line, "name,kind,flops,attention_flops,bytes,mean_us,samples", 53))
+                rc = sg_error_set(err, SG_EINVAL, "%s: line 1: not a node-times header", path);
+            continue;
+        }
+        sg_op_kind k;
+        sg_cost_sample s;
+        if (!strchr(line, '\n') && !feof(f))
+            rc = sg_error_set(err, SG_EINVAL, "%s: line %d: longer than %d characters", path,
+                              lineno, MAX_LINE - 1);
+        else if (parse_line(line, &k, &s))
+            rc = sg_error_set(err, SG_EINVAL, "%s: line %d: expected name,kind,flops,"
+                              "attention_flops,bytes,mean_us,samples with a node kind and "
+                              "numbers >= 0", path, lineno);
+        if (rc)
+            break;
+        if (count[k] == cap[k]) {
+            int nc = cap[k] ? 2 * cap[k] : 16;
+            sg_cost_sample *g = realloc(smp[k], (size_t)nc * sizeof *g);
+            if (!g) {
+                rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+                break;
+            }
+            smp[k] = g;
+            cap[k] = nc;
+        }
+        smp[k][count[k]++] = s;
+    }
+    if (!rc && ferror(f))
+        rc = sg_error_set(err, SG_EIO, "%s: read failed", path);
+    if (!rc && lineno == 0)
+        rc = sg_error_set(err, SG_EINVAL, "%s: empty", path);
+    fclose(f);
+    for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
+        if (!rc && count[k] > 0)
+            sg_cost_fit_samples(smp[k], count[k], &fits[k]);
+        free(smp[k]);
+    }
+    return rc;
 }

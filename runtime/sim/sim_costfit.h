@@ -2,36 +2,40 @@
  * sizes that never ran there.
  *
  * StarPU's history models keep one mean time per task size (footprint), so
- * a calibrated machine can only simulate the sizes it ran. Fitted per node
- * kind on the CPU workers' history:
+ * a calibrated machine can only simulate the sizes it ran. `stepgraph
+ * calibrate` also saves every node's mean CPU task time with its FLOPs and
+ * bytes (runtime/train/node_times.h); fitted per node kind,
  *
- *     time = overhead + FLOPs x us_per_gflop + bytes x us_per_gb
+ *     time = overhead + matmul GFLOPs x us_per_gflop
+ *                     + attention GFLOPs x us_per_attention_gflop + GB x us_per_gb
  *
- * where FLOPs is the node's count (given to StarPU with each task) and bytes
- * the size StarPU records for the task (the sum of its handles' sizes).
- * The FLOPs of a unit mix matrix products and attention, whose cost per
- * FLOP differs and whose share grows with the sequence length: a fit made
- * at one length predicts another less well (README, simulation fidelity). The coefficients are non-negative: the fit
- * tries every subset of the three terms by weighted least squares on the
- * relative error (each size weighted by its sample count) and keeps the
- * best one whose coefficients are all >= 0. stepgraph-sim fits a calibrated
- * machine's history (sim_history.h) for `simulate --cost fitted`.
+ * it predicts other sizes. Attention FLOPs (quadratic in the sequence
+ * length) have their own coefficient: their cost per FLOP differs from the
+ * matrix products' and their share moves with the sequence length. The
+ * coefficients are non-negative: the fit tries every subset of the terms by
+ * least squares on the relative error (each node weighted by its samples)
+ * and keeps the best whose coefficients are all >= 0, the smaller subset on
+ * a tie.
  */
 #ifndef SG_SIM_COSTFIT_H
 #define SG_SIM_COSTFIT_H
 
 #include "common/error.h"
+#include "graph/ir.h"
 #include "graph/op_kinds.h"
 
+#define SG_COST_TERMS 4
+
 typedef struct sg_cost_sample {
-    double flops, bytes, us; /* one task size: its FLOPs, data bytes, mean time */
-    double weight;           /* samples behind the mean */
+    double flops, attention_flops, bytes; /* attention_flops is part of flops */
+    double us;                            /* mean time */
+    double weight;                        /* samples behind the mean */
 } sg_cost_sample;
 
 typedef struct sg_cost_fit {
     int valid;
-    double overhead_us, us_per_gflop, us_per_gb;
-    int points;              /* task sizes it was fitted on */
+    double overhead_us, us_per_gflop, us_per_attention_gflop, us_per_gb;
+    int points;              /* samples (nodes) it was fitted on */
     double max_rel_err;      /* worst |fit - mean| / mean over them */
 } sg_cost_fit;
 
@@ -39,7 +43,13 @@ typedef struct sg_cost_fit {
  * has a positive time. */
 int sg_cost_fit_samples(const sg_cost_sample *s, int n, sg_cost_fit *out);
 
-/* The fitted time in microseconds. */
-double sg_cost_fit_us(const sg_cost_fit *f, double flops, double bytes);
+/* The fitted time of a node, in microseconds. */
+double sg_cost_fit_us(const sg_cost_fit *f, double flops, double attention_flops, double bytes);
+double sg_cost_fit_node_us(const sg_cost_fit *f, const sg_node *nd);
+
+/* Reads a node-times file (node_times.h) and fits every kind in it; kinds
+ * not in it stay invalid. SG_EIO / SG_EINVAL naming the file and line when
+ * it cannot be read or a line is malformed. */
+int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_OP_KIND_COUNT], sg_error *err);
 
 #endif /* SG_SIM_COSTFIT_H */

@@ -9,7 +9,7 @@
 
 #include "runtime/exec/lower.h"
 #include "runtime/sim/sim_cost.h"
-#include "runtime/sim/sim_history.h"
+#include "runtime/sim/sim_costfit.h"
 #include "runtime/sim/sim_share.h"
 #include "runtime/exec/starpu_setup.h"
 #include "runtime/trace/step_trace.h"
@@ -132,17 +132,7 @@ static void stream_task(void *buffers[], void *arg)
     starpu_sleep((float)d.fixed_s);
 }
 
-/* The bytes of the data a node accesses: StarPU's size of a task (the sum
- * of its handles' sizes), what the fit was made on. */
-static double node_data_bytes(const sg_graph *g, const sg_node *nd)
-{
-    double b = 0;
-    for (int i = 0; i < nd->naccess; i++)
-        b += (double)g->buffers[nd->access[i].buffer].bytes;
-    return b;
-}
-
-/* A calibrated machine's CPU tasks from the fit of its history, whatever
+/* A calibrated machine's CPU tasks from the fit of its node times, whatever
  * their size; GPU tasks and kinds without a fit from the roofline. */
 static double fitted_us(struct starpu_task *task, struct starpu_perfmodel_arch *arch,
                         unsigned nimpl)
@@ -153,7 +143,7 @@ static double fitted_us(struct starpu_task *task, struct starpu_perfmodel_arch *
     const sg_cost_fit *f = &st->fits[nd->kind];
     if (arch->devices[0].type != STARPU_CPU_WORKER || !f->valid)
         return roofline_us(task, arch, nimpl);
-    return sg_cost_fit_us(f, nd->flops, node_data_bytes(st->graph, nd));
+    return sg_cost_fit_node_us(f, nd);
 }
 
 static void init_codelets(sim_state *st, int calibrated)
@@ -400,13 +390,14 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
     if (!rc && st->fitted) {
-        sg_sim_history_fit_cpu(st->fits);
+        char path[sizeof m->calibration_dir + 32];
+        snprintf(path, sizeof path, "%s/node_times.csv", m->calibration_dir);
+        rc = sg_cost_fits_load(path, st->fits, err);
         int any = 0;
-        for (int k = 0; k < SG_OP_KIND_COUNT; k++)
+        for (int k = 0; !rc && k < SG_OP_KIND_COUNT; k++)
             any |= st->fits[k].valid;
-        if (!any)
-            rc = sg_error_set(err, SG_EINVAL, "--cost fitted: %s has no CPU task history to fit "
-                              "(calibrate it again)", m->name);
+        if (!rc && !any)
+            rc = sg_error_set(err, SG_EINVAL, "--cost fitted: %s holds no CPU task time", path);
     }
     if (!rc) {
         sg_lower_target target = {

@@ -17,6 +17,7 @@
 #include "runtime/io/tokenizer_info.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/loss_scaler.h"
+#include "runtime/train/node_times.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/step_log.h"
 #include "runtime/config/step_spec.h"
@@ -54,6 +55,7 @@ typedef struct trainer {
     sg_loss_scaler_state scaler;   /* the step's; read back from the exec after each step */
     sg_exec x;
     int exec_started;
+    sg_node_times node_times;      /* cfg->node_times: CPU task times per node */
     sg_metrics metrics;
     int metrics_open;
     int32_t *inputs, *targets;
@@ -424,6 +426,9 @@ static int finish_step(trainer *t, sg_error *err)
     loss /= (double)t->spec.grad_accum;
     t->rollbacks += rollbacks;
     t->waited_steps += waited;
+    if (!waited && i >= r->warmup_steps)
+        sg_node_times_add(&t->node_times, &t->graph, sg_exec_last_records(&t->x),
+                          sg_exec_worker_is_cpu);
     update_speculation(t, would_fail);
     t->st.step++;
     if (!skipped)
@@ -487,6 +492,51 @@ static int save_checkpoint(trainer *t, sg_error *err)
     return rc;
 }
 
+/* The plan's peak for what StarPU counts on one side: CPU-only, one memory
+ * holds both spaces; with a GPU, the host also holds the home copy of every
+ * GPU-space state buffer. The larger of the two graphs when there are two. */
+static void planned_peaks(const sg_graph *g, int ncuda, int64_t *host, int64_t *gpu)
+{
+    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers;
+    *host = *gpu = 0;
+    if (ncuda == 0) {
+        if (sg_graph_peak_memory_one_space(g, &one, &one_pers) == SG_OK)
+            *host = one;
+        return;
+    }
+    if (sg_graph_peak_memory(g, peak, pers) == SG_OK) {
+        *host = peak[SG_MEM_HOST] + pers[SG_MEM_GPU];
+        *gpu = peak[SG_MEM_GPU];
+    }
+}
+
+static void print_mem_line(const char *what, int64_t measured, int64_t planned)
+{
+    printf("  peak memory, %s: measured %.1f MiB, planned %.1f MiB (%+.1f%%)\n", what,
+           measured / 1048576.0, planned / 1048576.0,
+           planned > 0 ? 100.0 * ((double)measured - (double)planned) / (double)planned : 0.0);
+}
+
+/* StarPU's count of the memory it manages (sg_exec_memory_peak) next to the
+ * plan's (sg_graph_peak_memory, the same liveness). */
+static void print_memory(const trainer *t, int ncuda)
+{
+    int64_t host, gpu, ph, pg, wh = 0, wg = 0;
+    sg_exec_memory_peak(&t->x, &host, &gpu);
+    planned_peaks(&t->graph, ncuda, &ph, &pg);
+    if (t->have_wait)
+        planned_peaks(&t->wait_graph, ncuda, &wh, &wg);
+    ph = wh > ph ? wh : ph;
+    pg = wg > pg ? wg : pg;
+    print_mem_line(ncuda ? "host" : "host (one memory: the GPU-space buffers live in RAM)", host,
+                   ph);
+    if (ncuda)
+        print_mem_line("gpu", gpu, pg);
+    if (t->cfg->run.lookahead > 1)
+        printf("  (lookahead %lld: steps overlap, the plan is of one step)\n",
+               (long long)t->cfg->run.lookahead);
+}
+
 static void print_summary(const trainer *t)
 {
     struct rusage ru;
@@ -511,6 +561,7 @@ static void print_summary(const trainer *t)
     sg_overlap ov;
     int ncpu, ncuda;
     sg_exec_worker_counts(&ncpu, &ncuda);
+    print_memory(t, ncuda);
     if (ncuda > 0 && sg_exec_overlap(&t->x, &ov) == SG_OK) {
         printf("  GPU: busy %.1f%% of the last step (%.1f ms)", 100.0 * ov.gpu_busy,
                ov.span_s * 1e3);
@@ -524,6 +575,7 @@ static void print_summary(const trainer *t)
 
 static void teardown(trainer *t)
 {
+    sg_node_times_free(&t->node_times);
     if (t->exec_started)
         sg_exec_shutdown(&t->x);
     if (t->metrics_open) {
@@ -573,6 +625,10 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
     }
     if ((rc = setup_exec(&t, err)))
         goto out;
+    if (cfg->node_times[0] && sg_node_times_init(&t.node_times, t.graph.nnodes)) {
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+        goto out;
+    }
     print_header(&t);
     /* up to `lookahead` steps in flight; finished (logged) in order. A
      * checkpoint, the trace and the end wait for every step in flight. */
@@ -611,6 +667,9 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
         printf("trace of step %lld written to %s\n", (long long)t.st.step, r->trace);
     }
     if (r->save[0] && (rc = save_checkpoint(&t, err)))
+        goto out;
+    if (cfg->node_times[0] &&
+        (rc = sg_node_times_write(&t.node_times, &t.graph, cfg->node_times, err)))
         goto out;
     if (t.metrics_open) {
         /* the file is complete only once closed: a failure here fails the run */

@@ -1,0 +1,212 @@
+/* test_liveness.c - graph/liveness.h and the planned peak on hand-built
+ * graphs, whose peaks are worked out by hand below (the grid check that a
+ * value dies only after its last reader is in test_graph.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/analysis.h"
+#include "graph/compile.h"
+#include "graph/ir.h"
+#include "graph/liveness.h"
+#include "models/model.h"
+#include "tests/tap.h"
+#include "tests/test_util.h"
+
+static int add(sg_graph *g, const char *name, int64_t elems, sg_mem_space sp, int persistent)
+{
+    return sg_graph_add_buffer(g, name, elems, SG_F32, sp, persistent);
+}
+
+/* one node with up to three accesses (mode 0 ends the list) */
+static void op(sg_graph *g, const char *name, int b0, sg_access_mode m0, int b1,
+               sg_access_mode m1, int b2, sg_access_mode m2)
+{
+    sg_access a[3] = {{b0, m0}, {b1, m1}, {b2, m2}};
+    int n = m0 ? (m1 ? (m2 ? 3 : 2) : 1) : 0;
+    sg_graph_add_node(g, SG_OP_FORWARD, SG_DEV_GPU, 0, 0, a, n, "%s", name);
+}
+
+static int64_t gpu_peak(sg_graph *g)
+{
+    sg_error err = {0};
+    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT];
+    if (sg_graph_finalize(g, &err) || sg_graph_peak_memory(g, peak, pers))
+        return -1;
+    return peak[SG_MEM_GPU];
+}
+
+/* dies_after(lv, b): the nodes value(s) of b die after, as a bit mask */
+static unsigned dies_mask(const sg_liveness *lv, int b)
+{
+    unsigned m = 0;
+    for (int n = 0; n < lv->nnodes; n++)
+        for (int k = lv->dies_offset[n]; k < lv->dies_offset[n + 1]; k++)
+            if (lv->dies[k] == b)
+                m |= 1u << n;
+    return m;
+}
+
+/* Checkpointing keeps only what recompute needs: compiled for llama-3.1-8b
+ * with SuperOffload's settings (bf16, ZeRO-3, seq 4096, batch 4), at the
+ * first backward node every layer's output is live and no layer's
+ * internals are; the layers' outputs add up to hidden_size x 2 bytes per
+ * layer per token (README, "Memory"). Without checkpointing every layer's
+ * internals are live there too. */
+static void test_checkpoint_keeps(void)
+{
+    sg_model *m = calloc(1, sizeof *m);
+    if (!m || load_model("llama-3.1-8b", m)) {
+        tap_skip(3, "llama-3.1-8b.json missing");
+        free(m);
+        return;
+    }
+    for (int ckpt = 1; ckpt >= 0; ckpt--) {
+        sg_step_spec s;
+        sg_step_spec_defaults(&s);
+        s.zero_stage = 3;
+        s.offload_optimizer = 1;
+        s.super_offload = 1;
+        s.offload_ratio = 0.9;
+        s.compute_dtype = SG_BF16;
+        s.sub_group_size = 400000000;
+        s.activation_checkpointing = ckpt;
+        s.seq_len = 4096;
+        s.micro_batch = 4;
+        sg_graph g;
+        sg_graph_init(&g);
+        sg_error err = {0};
+        sg_liveness lv;
+        int L = sg_model_num_units(m) - 2;
+        if (sg_compile_step(m, &s, &g, &err) || sg_graph_liveness(&g, &lv)) {
+            tap_diag("compile: %s", err.msg);
+            tap_skip(ckpt ? 2 : 1, "compile failed");
+            sg_graph_free(&g);
+            continue;
+        }
+        char *live = calloc((size_t)g.nbuffers, 1);
+        int first_bwd = -1;
+        for (int n = 0; n < g.nnodes && first_bwd < 0; n++) {
+            for (int k = lv.born_offset[n]; k < lv.born_offset[n + 1]; k++)
+                live[lv.born[k]] = 1;
+            if (g.nodes[n].kind == SG_OP_BACKWARD)
+                first_bwd = n;
+            else
+                for (int k = lv.dies_offset[n]; k < lv.dies_offset[n + 1]; k++)
+                    live[lv.dies[k]] = 0;
+        }
+        int64_t act = 0;
+        int nact = 0, nsaved = 0;
+        for (int b = 0; b < g.nbuffers; b++) {
+            const sg_buffer *buf = &g.buffers[b];
+            if (!live[b] || buf->unit < 1 || buf->unit > L)
+                continue;
+            if (buf->role == SG_BUF_ACT) {
+                act += buf->bytes;
+                nact++;
+            }
+            nsaved += buf->role == SG_BUF_SAVED;
+        }
+        int64_t tokens = s.seq_len * s.micro_batch;
+        if (ckpt) {
+            is_int(nsaved, 0, "checkpointing: no layer's internals live at the first backward");
+            ok(nact == L && act == (int64_t)L * tokens * m->hidden_size * 2,
+               "checkpointing: each of the %d layers keeps its output, %lld bytes per layer per "
+               "token (hidden %lld x 2)", L, (long long)(nact ? act / nact / tokens : 0),
+               (long long)m->hidden_size);
+        } else {
+            is_int(nsaved, L, "without checkpointing every layer's internals are live there");
+        }
+        free(live);
+        sg_liveness_free(&lv);
+        sg_graph_free(&g);
+    }
+    free(m);
+}
+
+int main(void)
+{
+    tap_plan(15);
+    test_checkpoint_keeps();
+    sg_graph g;
+
+    /* A chain: a, b, c are 400 bytes each, p 1000 bytes of state.
+     *   n0 W a; n1 R a W b; n2 R b W c; n3 R c W a (a new value); n4 R a
+     * live after each node: a | a b | b c | c a | a  -> 800 + 1000 */
+    sg_graph_init(&g);
+    int a = add(&g, "a", 100, SG_MEM_GPU, 0), b = add(&g, "b", 100, SG_MEM_GPU, 0);
+    int c = add(&g, "c", 100, SG_MEM_GPU, 0), p = add(&g, "p", 250, SG_MEM_GPU, 1);
+    op(&g, "n0", a, SG_W, p, SG_R, 0, 0);
+    op(&g, "n1", a, SG_R, b, SG_W, 0, 0);
+    op(&g, "n2", b, SG_R, c, SG_W, 0, 0);
+    op(&g, "n3", c, SG_R, a, SG_W, 0, 0);
+    op(&g, "n4", a, SG_R, 0, 0, 0, 0);
+    is_int(gpu_peak(&g), 1800, "chain: two values of 400 bytes at a time, plus 1000 of state");
+    sg_liveness lv;
+    is_int(sg_graph_liveness(&g, &lv), 0, "liveness computed");
+    is_int(dies_mask(&lv, a), (1 << 1) | (1 << 4), "a's first value dies after n1, its second after n4");
+    is_int(dies_mask(&lv, b), 1 << 2, "b dies after its reader n2");
+    is_int(dies_mask(&lv, p), 0, "state never dies");
+    sg_liveness_free(&lv);
+    sg_graph_free(&g);
+
+    /* A late reader holds a value: the same chain where n3 also reads a's
+     * first value (as the gradient norm read every gradient piece at the
+     * end): a lives n0..n3, so at n2 a, b, c are live -> 1200 + 1000. Move
+     * that read to n1 and the peak falls back to 800 + 1000. */
+    for (int late = 1; late >= 0; late--) {
+        sg_graph_init(&g);
+        a = add(&g, "a", 100, SG_MEM_GPU, 0);
+        b = add(&g, "b", 100, SG_MEM_GPU, 0);
+        c = add(&g, "c", 100, SG_MEM_GPU, 0);
+        p = add(&g, "p", 250, SG_MEM_GPU, 1);
+        op(&g, "n0", a, SG_W, p, SG_R, 0, 0);
+        op(&g, "n1", a, SG_R, b, SG_W, 0, 0);
+        op(&g, "n2", b, SG_R, c, SG_W, 0, 0);
+        op(&g, "n3", c, SG_R, late ? a : c, SG_R, 0, 0);
+        is_int(gpu_peak(&g), late ? 2200 : 1800,
+               late ? "a late reader keeps a third buffer live" : "reading early frees it");
+        sg_graph_free(&g);
+    }
+
+    /* Read-write continues a value; a node listing a buffer as R and W
+     * (merged RW) too: n0 W a; n1 RW a; n2 R a + W a; n3 W b; n4 R b
+     * -> a lives n0..n2, b n3..n4: one 400-byte buffer at a time. */
+    sg_graph_init(&g);
+    a = add(&g, "a", 100, SG_MEM_GPU, 0);
+    b = add(&g, "b", 100, SG_MEM_GPU, 0);
+    op(&g, "n0", a, SG_W, 0, 0, 0, 0);
+    op(&g, "n1", a, SG_RW, 0, 0, 0, 0);
+    op(&g, "n2", a, SG_R, a, SG_W, 0, 0);
+    op(&g, "n3", b, SG_W, 0, 0, 0, 0);
+    op(&g, "n4", b, SG_R, 0, 0, 0, 0);
+    is_int(gpu_peak(&g), 400, "read-write keeps one value; buffers after it reuse the room");
+    sg_graph_liveness(&g, &lv);
+    is_int(dies_mask(&lv, a), 1 << 2, "a dies once, after n2 (R and W on one node continue it)");
+    sg_liveness_free(&lv);
+    sg_graph_free(&g);
+
+    /* What the host reads after the step (a loss) never dies; spaces add up
+     * in one memory: n0 W g (GPU 400); n1 R g W h (host 200) W l (loss 4,
+     * host); n2 R h.  GPU peak 400; host peak 204 (h + loss); one space:
+     * at n1 g, h and l are live -> 604. */
+    sg_graph_init(&g);
+    int gb = add(&g, "g", 100, SG_MEM_GPU, 0), hb = add(&g, "h", 50, SG_MEM_HOST, 0);
+    int lb = add(&g, "loss", 1, SG_MEM_HOST, 0);
+    g.buffers[lb].role = SG_BUF_LOSS;
+    op(&g, "n0", gb, SG_W, 0, 0, 0, 0);
+    op(&g, "n1", gb, SG_R, hb, SG_W, lb, SG_W);
+    op(&g, "n2", hb, SG_R, 0, 0, 0, 0);
+    sg_error err = {0};
+    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one = 0, one_pers = 0;
+    sg_graph_finalize(&g, &err);
+    sg_graph_peak_memory(&g, peak, pers);
+    is_int(peak[SG_MEM_HOST], 204, "host peak: the host buffer and the loss");
+    sg_graph_peak_memory_one_space(&g, &one, &one_pers);
+    is_int(one, 604, "one memory: GPU and host values live together at n1");
+    sg_graph_liveness(&g, &lv);
+    is_int(dies_mask(&lv, lb), 0, "the loss outlives the step");
+    sg_liveness_free(&lv);
+    sg_graph_free(&g);
+    return tap_done();
+}
