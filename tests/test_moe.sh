@@ -117,6 +117,18 @@ for s in eager lws dmda dmdas; do
 	done
 done
 
+# ---- ZeRO-3 with the optimizer offloaded, bf16: expert parameters in sub-groups ---------
+ds z3off '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 300000, "offload_optimizer": {"device": "cpu"}}}'
+train z3off z3off --model tiny-moe --steps 12 --ncpus 2
+ok "$(cat "$TMP/z3off.rc")" "tiny-moe trains under ZeRO-3 with CPU offload in bf16 (expert parameters in sub-groups)"
+"$PY" - "$TMP/z3off.jsonl" <<'PYEOF'
+import json, math, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+assert len(a) == 12 and all(math.isfinite(x) for x in a), a
+assert sum(a[-3:]) / 3 < sum(a[:3]) / 3 - 0.2, a
+PYEOF
+ok $? "its loss is finite and falls"
+
 # ---- refusals ---------------------------------------------------------------------------
 # bad_model NAME JSON-FRAGMENT EXPECTED: a tiny-moe copy with the fragment merged
 # (null removes a key) is refused by `stepgraph run` with EXPECTED in the message
