@@ -10,6 +10,9 @@
 # - results are bit-identical (every loss, and the checkpoint) under the
 #   eager, lws, dmda and dmdas schedulers with 1 and 2 CPU workers, with
 #   gradient accumulation and activation checkpointing;
+# - experts are tasks: 8 expert groups and a combine per layer forward, 8
+#   expert backward tasks per layer backward (the task list);
+# - ZeRO-3 with CPU offload in bf16 trains (expert parameters in sub-groups);
 # - bad MoE configurations are refused with a message naming the problem.
 # Prints TAP.
 set -u
