@@ -10,6 +10,9 @@
 # - results are bit-identical (every loss, and the checkpoint) under the
 #   eager, lws, dmda and dmdas schedulers with 1 and 2 CPU workers, with
 #   gradient accumulation and activation checkpointing;
+# - experts are tasks: 8 expert groups and a combine per layer forward, 8
+#   expert backward tasks per layer backward (the task list);
+# - ZeRO-3 with CPU offload in bf16 trains (expert parameters in sub-groups);
 # - bad MoE configurations are refused with a message naming the problem.
 # Prints TAP.
 set -u
@@ -116,6 +119,18 @@ for s in eager lws dmda dmdas; do
 		ok $? "tiny-moe under $s with $c CPU workers: losses and weights bit-identical to eager on 1"
 	done
 done
+
+# ---- ZeRO-3 with the optimizer offloaded, bf16: expert parameters in sub-groups ---------
+ds z3off '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 300000, "offload_optimizer": {"device": "cpu"}}}'
+train z3off z3off --model tiny-moe --steps 12 --ncpus 2
+ok "$(cat "$TMP/z3off.rc")" "tiny-moe trains under ZeRO-3 with CPU offload in bf16 (expert parameters in sub-groups)"
+"$PY" - "$TMP/z3off.jsonl" <<'PYEOF'
+import json, math, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+assert len(a) == 12 and all(math.isfinite(x) for x in a), a
+assert sum(a[-3:]) / 3 < sum(a[:3]) / 3 - 0.2, a
+PYEOF
+ok $? "its loss is finite and falls"
 
 # ---- refusals ---------------------------------------------------------------------------
 # bad_model NAME JSON-FRAGMENT EXPECTED: a tiny-moe copy with the fragment merged
