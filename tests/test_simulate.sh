@@ -203,7 +203,7 @@ ok $? "and predicts a step time ($ms ms)"
 # its node times (--cost fitted), against a real run of it. Small steps carry
 # per-step costs the simulation leaves out and this test runs beside others,
 # so the check is that the fit predicts the new length about as well as the
-# history predicts the calibrated one (ratios within 2x of each other); the
+# history predicts the calibrated one (ratios within 3x of each other); the
 # benchmark has the tight figures
 "$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/cihost.json" --cost fitted \
 	>"$TMP/oos.out" 2>&1 && grep -q "task times fitted on its" "$TMP/oos.out"
@@ -215,7 +215,7 @@ meas_in=$("$BIN" run "$DEF" --max_length 64 --steps 12 --warmup_steps 4 2>&1 |
 	awk '/Step time: mean/ {print $4}')
 awk -v p="$pred" -v m="$meas" -v pi="$ms" -v mi="$meas_in" 'BEGIN {
 	if (!(p > 0 && m > 0 && pi > 0 && mi > 0)) exit 1
-	r = (p / m) / (pi / mi); exit !(r > 0.5 && r < 2) }'
+	r = (p / m) / (pi / mi); exit !(r > 1 / 3 && r < 3) }'
 ok $? "out of sample: predicted $pred ms, measured $meas ms at 128 tokens; in sample $ms against $meas_in ms at 64"
 "$BIN" simulate "$DEF" --cost guess >"$TMP/badcost.out" 2>&1
 [ $? -ne 0 ] && grep -q "cost guess: expected history or fitted" "$TMP/badcost.out"
