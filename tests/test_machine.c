@@ -31,7 +31,7 @@ static double critical_path(const sg_graph *g, const sg_cost_model *cm)
 int main(void)
 {
     static const char *const shipped[] = {"gh200",   "gh200-480gb", "gh200-120gb", "gh200x2",
-                                          "gh200x4", "mi300a",      "mi300ax4",    "h100-pcie"};
+                                          "gh200x4", "mi300a",      "mi300ax2",    "mi300ax4", "h100-pcie"};
     const int nshipped = (int)(sizeof shipped / sizeof *shipped);
     sg_machine m;
     sg_error err = {0};
@@ -76,7 +76,7 @@ int main(void)
     static const struct {
         const char *file;
         int nodes;
-    } multi[] = {{"gh200x2", 2}, {"gh200x4", 4}, {"mi300ax4", 4}};
+    } multi[] = {{"gh200x2", 2}, {"gh200x4", 4}, {"mi300ax2", 2}, {"mi300ax4", 4}};
     for (size_t i = 0; i < sizeof multi / sizeof *multi; i++) {
         char rel[128];
         snprintf(rel, sizeof rel, "configs/machines/%s.json", multi[i].file);

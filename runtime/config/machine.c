@@ -324,7 +324,7 @@ int sg_machine_resolve(const char *name, char *out, size_t size, sg_error *err)
     struct stat st;
     if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
         return sg_error_set(err, SG_ENOENT, "machine %s: no file %s (shipped: gh200 (= "
-                            "gh200-480gb), gh200-120gb, gh200x2, gh200x4, mi300a, mi300ax4, "
+                            "gh200-480gb), gh200-120gb, gh200x2, gh200x4, mi300a, mi300ax2, mi300ax4, "
                             "h100-pcie)", name, out);
     return SG_OK;
 }
