@@ -17,8 +17,10 @@
 # sub-group size, the StarPU policy and where the casts run. Writes into DIR
 # (default gh200-vs-mi300a/): 3b.{csv,md,svg}, 8b-2ranks.{csv,md,svg} (tune's
 # outputs) and summary.md (best setting per machine among the points whose step
-# is not below their lower bound, its step, the bound and what sets it). About 6 minutes on 2 cores; --quick (1 step per point,
-# dmda, two ratios, ~30 s) is what tests/test_gh200_vs_mi300a.sh runs.
+# is not below their lower bound, its step, the bound and what sets it).
+# 120 points, 18 CPU-minutes: about 10 min on 2 idle cores. --quick (1 step per
+# point, dmda, two ratios: 10 points, ~20 s) is what
+# tests/test_gh200_vs_mi300a.sh runs.
 set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${BIN:-$SRC/stepgraph}
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--quick) QUICK=1 ;;
 	--out) OUT=$2; shift ;;
 	--jobs) JOBS=$2; shift ;;
-	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	-h | --help) sed -n "2,23p" "$0"; exit 0 ;;
 	*) echo "gh200_vs_mi300a.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
