@@ -30,7 +30,7 @@ typedef struct num_field {
 /* Plausibility bounds (see num_field). */
 #define SG_MAX_GHZ 10.0              /* a CPU core's clock */
 #define SG_MAX_FLOPS_PER_CYCLE 1024.0 /* FP32 FLOP per core per cycle */
-#define SG_MAX_MEMORY_GB 65536.0     /* 64 TB per node or device */
+#define SG_MAX_MEMORY_GB 1e7         /* 10 PB: a size in bytes is far above it */
 #define SG_MAX_BW_GBS 100000.0       /* 100 TB/s: any memory or link */
 #define SG_MAX_CPU_BW_GBS 20000.0    /* one node's CPU memory */
 #define SG_MAX_CORE_BW_GBS 1000.0    /* one core streaming alone */
