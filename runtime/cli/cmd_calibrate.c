@@ -127,7 +127,9 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     cJSON *gpu = cJSON_AddObjectToObject(root, "gpu");
     cJSON_AddNumberToObject(gpu, "count", res->workers_cuda);
     cJSON_AddStringToObject(gpu, "name", base ? base->gpu_name : "none");
-    cJSON_AddNumberToObject(gpu, "memory_gb", base ? base->gpu_memory_gb : 0);
+    /* unified memory: the GPU's memory is this host's one pool */
+    int unified = base && base->unified_memory;
+    cJSON_AddNumberToObject(gpu, "memory_gb", unified ? mem_gb : base ? base->gpu_memory_gb : 0);
     cJSON_AddNumberToObject(gpu, "memory_bw_gbs", base ? base->gpu_memory_bw_gbs : 0);
     cJSON *tf = cJSON_AddObjectToObject(gpu, "tflops");
     cJSON_AddNumberToObject(tf, "bf16", base ? base->gpu_tflops_bf16 : 0);
@@ -138,7 +140,13 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     cJSON_AddNumberToObject(links, "d2h_gbs", base ? base->d2h_gbs : bw);
     cJSON_AddNumberToObject(links, "latency_us", base ? base->latency_us : 1);
     cJSON_AddNumberToObject(links, "gpu_gpu_gbs", base ? base->gpu_gpu_gbs : bw);
-    cJSON_AddBoolToObject(root, "unified_memory", base ? base->unified_memory : 0);
+    if (res->workers_cuda > 1) /* the loader wants several devices' link named */
+        cJSON_AddStringToObject(links, "interconnect",
+                                base && base->interconnect[0] ? base->interconnect
+                                : "not measured: gpu_gpu_gbs is an assumed figure");
+    cJSON_AddBoolToObject(root, "unified_memory", unified);
+    if (unified)
+        cJSON_AddNumberToObject(root, "shared_memory_bw_gbs", base->shared_memory_bw_gbs);
     cJSON *eff = cJSON_AddObjectToObject(root, "efficiency");
     for (int k = 0; k < SG_CLASS_COUNT; k++)
         cJSON_AddNumberToObject(eff, sg_op_class_name((sg_op_class)k),

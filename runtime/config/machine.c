@@ -16,12 +16,26 @@
 #define SG_PKGDATADIR "/usr/local/share/stepgraph"
 #endif
 
-/* One numeric field of an object: required, > 0 unless allow_zero. */
+/* One numeric field of an object: required, > 0 unless allow_zero, and at
+ * most hi: a plausibility bound per device or node, generous enough for
+ * hardware years ahead, that catches a figure in the wrong unit (MB/s for
+ * GB/s, FLOP/s for TFLOP/s) or a typo. */
 typedef struct num_field {
     const char *key;
     double *out;
     int allow_zero;
+    double hi;
 } num_field;
+
+/* Plausibility bounds (see num_field). */
+#define SG_MAX_GHZ 10.0              /* a CPU core's clock */
+#define SG_MAX_FLOPS_PER_CYCLE 1024.0 /* FP32 FLOP per core per cycle */
+#define SG_MAX_MEMORY_GB 1e7         /* 10 PB: a size in bytes is far above it */
+#define SG_MAX_BW_GBS 100000.0       /* 100 TB/s: any memory or link */
+#define SG_MAX_CPU_BW_GBS 20000.0    /* one node's CPU memory */
+#define SG_MAX_CORE_BW_GBS 1000.0    /* one core streaming alone */
+#define SG_MAX_TFLOPS 100000.0       /* 100 PFLOP/s per device */
+#define SG_MAX_LATENCY_US 1e6        /* one second */
 
 static int read_fields(const sg_json_ctx *c, const cJSON *obj, const char *section,
                        const num_field *f, int nf, const char *const *extra, int nextra)
@@ -35,8 +49,9 @@ static int read_fields(const sg_json_ctx *c, const cJSON *obj, const char *secti
         if (!it)
             return sg_json_error(c, SG_EINVAL, "%s is missing", path);
         int rc = sg_json_num(c, it, path, f[i].key,
-                             SG_JSON_LO | (f[i].allow_zero ? 0 : SG_JSON_LO_OPEN), 0, 0, NULL,
-                             f[i].out);
+                             SG_JSON_LO | (f[i].allow_zero ? 0 : SG_JSON_LO_OPEN) |
+                                 (f[i].hi > 0 ? SG_JSON_HI : 0),
+                             0, f[i].hi, NULL, f[i].out);
         if (rc)
             return rc;
     }
@@ -96,11 +111,53 @@ static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine 
     return SG_OK;
 }
 
+/* A unified-memory machine (MI300A): CPU and GPU allocate from one pool
+ * whose bandwidth they share. The file states that bandwidth, and both
+ * memory_gb figures are the one pool, so that the fit check (graph
+ * --summary, simulate) counts GPU and host bytes against it once. */
+static int check_unified(const sg_json_ctx *c, const cJSON *sbw, sg_machine *m)
+{
+    m->shared_memory_bw_gbs = 0;
+    if (!m->unified_memory) {
+        if (sbw)
+            return sg_json_error(c, SG_EINVAL, "shared_memory_bw_gbs is given but "
+                                               "unified_memory is not true: it is the bandwidth "
+                                               "of the one memory CPU and GPU share");
+        return SG_OK;
+    }
+    if (!sbw)
+        return sg_json_error(c, SG_EINVAL, "shared_memory_bw_gbs is missing: unified_memory is "
+                                           "true, so CPU and GPU share one memory and the file "
+                                           "must give its bandwidth (GB/s)");
+    int rc = sg_json_num(c, sbw, "shared_memory_bw_gbs", "shared_memory_bw_gbs",
+                         SG_JSON_LO | SG_JSON_LO_OPEN | SG_JSON_HI, 0, SG_MAX_BW_GBS, NULL,
+                         &m->shared_memory_bw_gbs);
+    if (rc)
+        return rc;
+    if (m->gpu_count < 1)
+        return sg_json_error(c, SG_EINVAL, "unified_memory: true needs a GPU (gpu.count is 0)");
+    if (m->gpu_memory_gb != m->cpu_memory_gb)
+        return sg_json_error(c, SG_EINVAL, "gpu.memory_gb %g differs from cpu.memory_gb %g: on a "
+                                           "unified-memory machine both are the one shared pool",
+                             m->gpu_memory_gb, m->cpu_memory_gb);
+    if (m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs ||
+        m->gpu_memory_bw_gbs > m->shared_memory_bw_gbs)
+        return sg_json_error(c, SG_EINVAL, "shared_memory_bw_gbs %g GB/s is below what the %s "
+                                           "alone draws (%s %g GB/s): the shared memory bounds both",
+                             m->shared_memory_bw_gbs,
+                             m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs ? "CPU" : "GPU",
+                             m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs
+                                 ? "cpu.memory_bw_gbs" : "gpu.memory_bw_gbs",
+                             m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs
+                                 ? m->cpu_memory_bw_gbs : m->gpu_memory_bw_gbs);
+    return SG_OK;
+}
+
 static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
 {
     static const char *const top_keys[] = {"name", "description", "sources", "nodes", "cpu",
-                                           "gpu", "links", "unified_memory", "efficiency",
-                                           "calibration"};
+                                           "gpu", "links", "unified_memory",
+                                           "shared_memory_bw_gbs", "efficiency", "calibration"};
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
@@ -129,12 +186,13 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     m->nodes = (int)v;
 
     double cores, numa, gpus;
-    num_field cpu[] = {{"cores", &cores, 0},
-                       {"ghz", &m->cpu_ghz, 0},
-                       {"fp32_flops_per_cycle", &m->cpu_fp32_flops_per_cycle, 0},
-                       {"memory_gb", &m->cpu_memory_gb, 0},
-                       {"memory_bw_gbs", &m->cpu_memory_bw_gbs, 0},
-                       {"numa_nodes", &numa, 0}};
+    num_field cpu[] = {{"cores", &cores, 0, 0},
+                       {"ghz", &m->cpu_ghz, 0, SG_MAX_GHZ},
+                       {"fp32_flops_per_cycle", &m->cpu_fp32_flops_per_cycle, 0,
+                        SG_MAX_FLOPS_PER_CYCLE},
+                       {"memory_gb", &m->cpu_memory_gb, 0, SG_MAX_MEMORY_GB},
+                       {"memory_bw_gbs", &m->cpu_memory_bw_gbs, 0, SG_MAX_CPU_BW_GBS},
+                       {"numa_nodes", &numa, 0, 0}};
     static const char *const cpu_extra[] = {"core_bw_gbs"};
     const cJSON *cpu_obj = cJSON_GetObjectItemCaseSensitive(root, "cpu");
     if ((rc = read_fields(c, cpu_obj, "cpu", cpu, 6, cpu_extra, 1)))
@@ -142,8 +200,13 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     const cJSON *cbw = cJSON_GetObjectItemCaseSensitive(cpu_obj, "core_bw_gbs");
     m->cpu_core_bw_gbs = 0;
     if (cbw && (rc = sg_json_num(c, cbw, "cpu.core_bw_gbs", "core_bw_gbs",
-                                 SG_JSON_LO | SG_JSON_LO_OPEN, 0, 0, NULL, &m->cpu_core_bw_gbs)))
+                                 SG_JSON_LO | SG_JSON_LO_OPEN | SG_JSON_HI, 0, SG_MAX_CORE_BW_GBS,
+                                 NULL, &m->cpu_core_bw_gbs)))
         return rc;
+    if (m->cpu_core_bw_gbs > m->cpu_memory_bw_gbs)
+        return sg_json_error(c, SG_EINVAL, "cpu.core_bw_gbs: %g GB/s for one core is above "
+                                           "cpu.memory_bw_gbs %g GB/s for the whole CPU",
+                             m->cpu_core_bw_gbs, m->cpu_memory_bw_gbs);
     /* range first: casting a double past INT_MAX to int is undefined */
     if (!(cores >= 1 && cores <= 1048576) || !(numa >= 1 && numa <= 4096))
         return sg_json_error(c, SG_EINVAL, "cpu.cores must be in [1, 1048576] and cpu.numa_nodes "
@@ -156,9 +219,9 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "gpu");
     static const char *const gpu_extra[] = {"name", "tflops"};
     /* a CPU-only machine (gpu.count 0) may give zero GPU figures */
-    num_field gf[] = {{"count", &gpus, 1},
-                      {"memory_gb", &m->gpu_memory_gb, 1},
-                      {"memory_bw_gbs", &m->gpu_memory_bw_gbs, 1}};
+    num_field gf[] = {{"count", &gpus, 1, 0},
+                      {"memory_gb", &m->gpu_memory_gb, 1, SG_MAX_MEMORY_GB},
+                      {"memory_bw_gbs", &m->gpu_memory_bw_gbs, 1, SG_MAX_BW_GBS}};
     if ((rc = read_fields(c, gpu, "gpu", gf, 3, gpu_extra, 2)))
         return rc;
     if (!(gpus >= 0 && gpus <= 4096))
@@ -169,9 +232,9 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     const cJSON *gname = cJSON_GetObjectItemCaseSensitive(gpu, "name");
     if (gname && (rc = sg_json_str(c, gname, "gpu.name", m->gpu_name, sizeof m->gpu_name)))
         return rc;
-    num_field tf[] = {{"bf16", &m->gpu_tflops_bf16, 1},
-                      {"fp16", &m->gpu_tflops_fp16, 1},
-                      {"fp32", &m->gpu_tflops_fp32, 1}};
+    num_field tf[] = {{"bf16", &m->gpu_tflops_bf16, 1, SG_MAX_TFLOPS},
+                      {"fp16", &m->gpu_tflops_fp16, 1, SG_MAX_TFLOPS},
+                      {"fp32", &m->gpu_tflops_fp32, 1, SG_MAX_TFLOPS}};
     if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(gpu, "tflops"), "gpu.tflops", tf, 3,
                           NULL, 0)))
         return rc;
@@ -182,21 +245,37 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
                                            "figure must be above 0 when gpu.count is %d",
                              m->gpu_count);
 
-    num_field lf[] = {{"h2d_gbs", &m->h2d_gbs, 0},
-                      {"d2h_gbs", &m->d2h_gbs, 0},
-                      {"latency_us", &m->latency_us, 1},
-                      {"gpu_gpu_gbs", &m->gpu_gpu_gbs, 0}};
-    if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(root, "links"), "links", lf, 4, NULL, 0)))
+    num_field lf[] = {{"h2d_gbs", &m->h2d_gbs, 0, SG_MAX_BW_GBS},
+                      {"d2h_gbs", &m->d2h_gbs, 0, SG_MAX_BW_GBS},
+                      {"latency_us", &m->latency_us, 1, SG_MAX_LATENCY_US},
+                      {"gpu_gpu_gbs", &m->gpu_gpu_gbs, 0, SG_MAX_BW_GBS}};
+    static const char *const links_extra[] = {"interconnect"};
+    const cJSON *links = cJSON_GetObjectItemCaseSensitive(root, "links");
+    if ((rc = read_fields(c, links, "links", lf, 4, links_extra, 1)))
         return rc;
+    const cJSON *ic = cJSON_GetObjectItemCaseSensitive(links, "interconnect");
+    if (ic && (rc = sg_json_str(c, ic, "links.interconnect", m->interconnect,
+                                sizeof m->interconnect)))
+        return rc;
+    /* several devices talk over a fabric the file must name, so that
+     * links.gpu_gpu_gbs is a figure for a known link, not a placeholder */
+    if ((long long)m->nodes * (m->gpu_count > 0 ? m->gpu_count : 1) > 1 && !m->interconnect[0])
+        return sg_json_error(c, SG_EINVAL, "links.interconnect is missing: a machine of %d "
+                                           "node%s x %d GPU%s must name the link between its "
+                                           "devices (links.gpu_gpu_gbs is its bandwidth)",
+                             m->nodes, m->nodes == 1 ? "" : "s", m->gpu_count,
+                             m->gpu_count == 1 ? "" : "s");
 
     const cJSON *um = cJSON_GetObjectItemCaseSensitive(root, "unified_memory");
     m->unified_memory = 0;
     if (um && (rc = sg_json_bool(c, um, "unified_memory", &m->unified_memory)))
         return rc;
+    if ((rc = check_unified(c, cJSON_GetObjectItemCaseSensitive(root, "shared_memory_bw_gbs"), m)))
+        return rc;
 
     num_field ef[SG_CLASS_COUNT];
     for (int k = 0; k < SG_CLASS_COUNT; k++)
-        ef[k] = (num_field){sg_op_class_name((sg_op_class)k), &m->efficiency[k], 0};
+        ef[k] = (num_field){sg_op_class_name((sg_op_class)k), &m->efficiency[k], 0, 0};
     if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(root, "efficiency"), "efficiency", ef,
                           SG_CLASS_COUNT, NULL, 0)))
         return rc;
@@ -244,8 +323,9 @@ int sg_machine_resolve(const char *name, char *out, size_t size, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "machine %s: path too long", name);
     struct stat st;
     if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
-        return sg_error_set(err, SG_ENOENT, "machine %s: no file %s (shipped: gh200, gh200x4, "
-                            "mi300a, h100-pcie)", name, out);
+        return sg_error_set(err, SG_ENOENT, "machine %s: no file %s (shipped: gh200 (= "
+                            "gh200-480gb), gh200-120gb, gh200x2, gh200x4, mi300a, mi300ax2, mi300ax4, "
+                            "h100-pcie)", name, out);
     return SG_OK;
 }
 

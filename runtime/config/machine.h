@@ -31,7 +31,11 @@ typedef struct sg_machine {
     double gpu_memory_bw_gbs;
     double gpu_tflops_bf16, gpu_tflops_fp16, gpu_tflops_fp32;
     double h2d_gbs, d2h_gbs, gpu_gpu_gbs, latency_us;
+    char interconnect[128];          /* links.interconnect: the fabric between devices;
+                                      * required when nodes x gpu.count > 1 */
     int unified_memory;
+    double shared_memory_bw_gbs;     /* unified memory: the one pool's bandwidth (GB/s),
+                                      * shared by CPU and GPU; 0 otherwise */
     double efficiency[SG_CLASS_COUNT];
     /* set for machines `stepgraph calibrate` measured: the StarPU sampling
      * directory (history models of the sg_<kind> codelets) and the

@@ -325,6 +325,17 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
     if (!rc) {
         sg_step_spec_for_machine(cfg, &rq->sm->machine, &pt->spec);
         snprintf(pt->sched, sizeof pt->sched, "%s", cfg->run.sched);
+        /* one rank per GPU (or per node without GPU): more ranks than the
+         * machine has would cost collectives on links it does not have */
+        const sg_machine *mm = &rq->sm->machine;
+        long long ranks = (long long)mm->nodes * (mm->gpu_count > 0 ? mm->gpu_count : 1);
+        if (pt->spec.dp_size > ranks)
+            rc = sg_error_set(err, SG_EINVAL, "dp_size %lld on %s: the machine has %lld rank%s "
+                              "(nodes x gpu.count); pick a machine with more (e.g. gh200x4, "
+                              "mi300ax4)", (long long)pt->spec.dp_size, mm->name, ranks,
+                              ranks == 1 ? "" : "s");
+    }
+    if (!rc) {
         if (sg_sim_check_fit(&g, &rq->sm->machine, &pt->fit))
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
