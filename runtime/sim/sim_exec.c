@@ -375,7 +375,9 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     st->shared_bw = !opt->static_bandwidth;
     st->fitted = opt->fitted_costs && m->calibration_dir[0] != '\0';
     st->pool = m->unified_memory
-                   ? (sg_bw_pool){m->gpu_memory_bw_gbs * 1e9, m->cpu_memory_bw_gbs * 1e9}
+                   ? (sg_bw_pool){(m->shared_memory_bw_gbs > 0 ? m->shared_memory_bw_gbs
+                                                                : m->gpu_memory_bw_gbs) * 1e9,
+                                  m->cpu_memory_bw_gbs * 1e9}
                    : (sg_bw_pool){m->cpu_memory_bw_gbs * 1e9, 0};
     init_codelets(st, m->calibration_dir[0] != '\0');
     int rc = sg_starpu_check_policy(opt->sched, err);
