@@ -15,12 +15,6 @@
 
 #include "codelets/cpu/ops.h"
 
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ < 0)                                                                       \
-            return rc_;                                                                    \
-    } while (0)
 
 /* ---- rotary tables --------------------------------------------------------- */
 
@@ -196,7 +190,7 @@ static int layer_ctx_init(layer_ctx *c, const sg_model *m, int unit, size_t B, s
     if (!io->params || !io->x || !r || !r->cos_tab || !r->sin_tab || r->T < T ||
         r->half * 2 != (size_t)m->head_dim)
         return SG_EINVAL;
-    TRY(sg_layer_param_offsets_get(m, unit - 1, &c->o));
+    SG_TRY(sg_layer_param_offsets_get(m, unit - 1, &c->o));
     c->m = m;
     c->unit = unit;
     c->d = dims_of(m, B, T);
@@ -215,10 +209,10 @@ static int project_rope(const layer_ctx *c, float *out, float *pre, float *rstd,
     const dims *d = &c->d;
     const int qk = norm_w != SG_NO_OFFSET;
     float *lin = qk ? pre : out; // (N, heads*D)
-    TRY(sg_linear_forward(lin, c->a.n1, cptr(c->p, w), cptr(c->p, b), d->N, d->H,
+    SG_TRY(sg_linear_forward(lin, c->a.n1, cptr(c->p, w), cptr(c->p, b), d->N, d->H,
                           heads * d->D));
     if (qk) // RMSNorm over each head's D values
-        TRY(sg_rmsnorm_forward(out, rstd, pre, cptr(c->p, norm_w), d->N * heads, d->D,
+        SG_TRY(sg_rmsnorm_forward(out, rstd, pre, cptr(c->p, norm_w), d->N * heads, d->D,
                                d->eps));
     return sg_rope_forward(out, out, c->cos_tab, c->sin_tab, d->B, d->T, heads, d->D);
 }
@@ -229,14 +223,14 @@ static int attn_forward(const layer_ctx *c, const float *x)
     const dims *d = &c->d;
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
-    TRY(sg_rmsnorm_forward(a->n1, a->rstd1, x, cptr(c->p, o->ln1), d->N, d->H, d->eps));
-    TRY(project_rope(c, a->q, a->qpre, a->rstdq, o->wq, o->bq, o->q_norm, d->Hq));
-    TRY(project_rope(c, a->k, a->kpre, a->rstdk, o->wk, o->bk, o->k_norm, d->Hkv));
-    TRY(sg_linear_forward(a->v, a->n1, cptr(c->p, o->wv), cptr(c->p, o->bv), d->N, d->H,
+    SG_TRY(sg_rmsnorm_forward(a->n1, a->rstd1, x, cptr(c->p, o->ln1), d->N, d->H, d->eps));
+    SG_TRY(project_rope(c, a->q, a->qpre, a->rstdq, o->wq, o->bq, o->q_norm, d->Hq));
+    SG_TRY(project_rope(c, a->k, a->kpre, a->rstdk, o->wk, o->bk, o->k_norm, d->Hkv));
+    SG_TRY(sg_linear_forward(a->v, a->n1, cptr(c->p, o->wv), cptr(c->p, o->bv), d->N, d->H,
                           d->KV));
-    TRY(sg_attention_forward(a->att, a->lse, a->q, a->k, a->v, d->B, d->T, d->Hq, d->Hkv,
+    SG_TRY(sg_attention_forward(a->att, a->lse, a->q, a->k, a->v, d->B, d->T, d->Hq, d->Hkv,
                              d->D, c->window));
-    TRY(sg_linear_forward(a->h, a->att, cptr(c->p, o->wo), cptr(c->p, o->bo), d->N, d->Q,
+    SG_TRY(sg_linear_forward(a->h, a->att, cptr(c->p, o->wo), cptr(c->p, o->bo), d->N, d->Q,
                           d->H));
     add_into(a->h, x, d->N * d->H); // residual
     return 0;
@@ -249,16 +243,16 @@ static int mlp_forward(const layer_ctx *c, float *y, arena *s)
     const dims *d = &c->d;
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
-    TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), d->N, d->H, d->eps));
-    TRY(sg_linear_forward(a->gate, a->n2, cptr(c->p, o->wg), NULL, d->N, d->H, d->F));
-    TRY(sg_linear_forward(a->up, a->n2, cptr(c->p, o->wu), NULL, d->N, d->H, d->F));
+    SG_TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), d->N, d->H, d->eps));
+    SG_TRY(sg_linear_forward(a->gate, a->n2, cptr(c->p, o->wg), NULL, d->N, d->H, d->F));
+    SG_TRY(sg_linear_forward(a->up, a->n2, cptr(c->p, o->wu), NULL, d->N, d->H, d->F));
     if (!y)
         return 0;
     float *act = carve(s, d->N * d->F); // (N, F)
     if (!act)
         return SG_EINVAL;
-    TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F));
-    TRY(sg_linear_forward(y, act, cptr(c->p, o->wd), NULL, d->N, d->F, d->H));
+    SG_TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F));
+    SG_TRY(sg_linear_forward(y, act, cptr(c->p, o->wd), NULL, d->N, d->F, d->H));
     add_into(y, a->h, d->N * d->H); // residual
     return 0;
 }
@@ -294,17 +288,17 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
     const sg_layer_param_offsets *o = &c->o;
     const size_t E = (size_t)c->m->num_experts, K = (size_t)c->m->experts_per_token;
     const size_t F = (size_t)c->m->moe_intermediate_size, N = d->N, H = d->H;
-    TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), N, H, d->eps));
+    SG_TRY(sg_rmsnorm_forward(a->n2, a->rstd2, a->h, cptr(c->p, o->ln2), N, H, d->eps));
     float *logits = carve(s, N * E), *ex = carve(s, 2 * N * H + 3 * N * F);
     float *out_s = carve(s, N * K * H), *gate = carve(s, N * K * F), *up = carve(s, N * K * F);
     if (!logits || !ex || !out_s || !gate || !up)
         return SG_EINVAL;
-    TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router, N,
+    SG_TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router, N,
                               H, E, K, c->m->norm_topk_prob));
     if ((y || split) && stats) {
         if (c->unit == 1)
             memset(stats, 0, sg_moe_stats_floats(c->m) * sizeof *stats);
-        TRY(sg_moe_stats_add(stats, a->probs, a->sel, N, E, K));
+        SG_TRY(sg_moe_stats_add(stats, a->probs, a->sel, N, E, K));
     }
     if (split || !y) /* the expert tasks, or a recompute: nothing more is saved */
         return 0;
@@ -320,7 +314,7 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
                                    expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
     }
     free(slots);
-    TRY(rc);
+    SG_TRY(rc);
     const float **outs = slot_rows(out_s, N * K, H);
     if (!outs)
         return SG_ENOMEM;
@@ -378,22 +372,22 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
                                         expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
         }
         free(slots);
-        TRY(rc);
+        SG_TRY(rc);
         const float **rows = slot_rows(dx_s, N * K, H);
         if (!rows)
             return SG_ENOMEM;
         rc = sg_moe_slots_sum(dn2, rows, N, H, K);
         free(rows);
-        TRY(rc);
+        SG_TRY(rc);
     }
     const double LN = (double)m->num_layers * (double)N;
     const double aux_scale = (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN);
     float *tmp = ex; // the experts' scratch is dead
-    TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs, a->sel,
+    SG_TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs, a->sel,
                                a->topw, stats, stats ? aux_scale : 0.0, a->n2,
                                c->p + o->router, N, H, E, K, m->norm_topk_prob));
     add_into(dn2, tmp, N * H);
-    TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, N,
+    SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, N,
                             H));
     add_into(dx, dy, N * H); // residual
     return 0;
@@ -404,7 +398,7 @@ static int layer_forward(const sg_model *m, int unit, size_t B, size_t T, const 
     if ((!io->y && !io->saved) || (io->moe_split && !io->saved))
         return SG_EINVAL;
     layer_ctx c;
-    TRY(layer_ctx_init(&c, m, unit, B, T, io));
+    SG_TRY(layer_ctx_init(&c, m, unit, B, T, io));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, c.d.N, &l);
     arena s = arena_of(m, unit, B, T, io->scratch);
@@ -412,7 +406,7 @@ static int layer_forward(const sg_model *m, int unit, size_t B, size_t T, const 
     if (!saved)
         return SG_EINVAL;
     layer_act_at(&c.a, saved, &l, m->qk_norm, m->num_experts > 0);
-    TRY(attn_forward(&c, io->x));
+    SG_TRY(attn_forward(&c, io->x));
     return m->num_experts > 0 ? moe_forward(&c, io->y, io->moe_stats, io->moe_split, &s)
                               : mlp_forward(&c, io->y, &s);
 }
@@ -428,17 +422,17 @@ static int mlp_backward(const layer_ctx *c, const float *dy, float *dx, float *g
     float *dn2 = carve(s, NH), *tmp = carve(s, NH);                       // (N, H)
     if (!act || !dact || !dup || !dn2 || !tmp)
         return SG_EINVAL;
-    TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F)); // recomputed, not saved
-    TRY(sg_linear_backward(dact, mptr(g, o->wd), NULL, dy, act, cptr(c->p, o->wd), d->N,
+    SG_TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F)); // recomputed, not saved
+    SG_TRY(sg_linear_backward(dact, mptr(g, o->wd), NULL, dy, act, cptr(c->p, o->wd), d->N,
                            d->F, d->H));
     float *dgate = act; // act is dead: dgate takes its place
-    TRY(sg_swiglu_backward(dgate, dup, dact, a->gate, a->up, d->N, d->F));
-    TRY(sg_linear_backward(dn2, mptr(g, o->wg), NULL, dgate, a->n2, cptr(c->p, o->wg), d->N,
+    SG_TRY(sg_swiglu_backward(dgate, dup, dact, a->gate, a->up, d->N, d->F));
+    SG_TRY(sg_linear_backward(dn2, mptr(g, o->wg), NULL, dgate, a->n2, cptr(c->p, o->wg), d->N,
                            d->H, d->F));
-    TRY(sg_linear_backward(tmp, mptr(g, o->wu), NULL, dup, a->n2, cptr(c->p, o->wu), d->N,
+    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wu), NULL, dup, a->n2, cptr(c->p, o->wu), d->N,
                            d->H, d->F));
     add_into(dn2, tmp, NH);
-    TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2,
+    SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2,
                             d->N, d->H));
     add_into(dx, dy, NH); // residual
     return 0;
@@ -465,12 +459,12 @@ static int qkv_backward(const layer_ctx *c, float *dn1, float *tmp, const float 
     const dims *d = &c->d;
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
-    TRY(sg_linear_backward(dn1, mptr(g, o->wq), mptr(g, o->bq), dq, a->n1, cptr(c->p, o->wq),
+    SG_TRY(sg_linear_backward(dn1, mptr(g, o->wq), mptr(g, o->bq), dq, a->n1, cptr(c->p, o->wq),
                            d->N, d->H, d->Q));
-    TRY(sg_linear_backward(tmp, mptr(g, o->wk), mptr(g, o->bk), dk, a->n1,
+    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wk), mptr(g, o->bk), dk, a->n1,
                            cptr(c->p, o->wk), d->N, d->H, d->KV));
     add_into(dn1, tmp, d->N * d->H);
-    TRY(sg_linear_backward(tmp, mptr(g, o->wv), mptr(g, o->bv), dv, a->n1,
+    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wv), mptr(g, o->bv), dv, a->n1,
                            cptr(c->p, o->wv), d->N, d->H, d->KV));
     add_into(dn1, tmp, d->N * d->H);
     return 0;
@@ -490,18 +484,18 @@ static int attn_backward(const layer_ctx *c, const float *x, float *dx, float *g
     float *dn1 = carve(s, NH), *tmp = carve(s, NH);           // (N, H)
     if (!datt || !dq || !dk || !dv || !dkpre || !dn1 || !tmp)
         return SG_EINVAL;
-    TRY(sg_linear_backward(datt, mptr(g, o->wo), mptr(g, o->bo), dx, a->att,
+    SG_TRY(sg_linear_backward(datt, mptr(g, o->wo), mptr(g, o->bo), dx, a->att,
                            cptr(c->p, o->wo), d->N, d->Q, d->H));
-    TRY(sg_attention_backward(dq, dk, dv, datt, a->q, a->k, a->v, a->att, a->lse, d->B, d->T,
+    SG_TRY(sg_attention_backward(dq, dk, dv, datt, a->q, a->k, a->v, a->att, a->lse, d->B, d->T,
                               d->Hq, d->Hkv, d->D, c->window));
     int rc = 0;
     float *dqpre = datt; // datt is dead: dq before QK-norm takes its place
     const float *dqin = unrope(c, dq, dqpre, a->qpre, a->rstdq, g, o->q_norm, d->Hq, &rc);
-    TRY(rc);
+    SG_TRY(rc);
     const float *dkin = unrope(c, dk, dkpre, a->kpre, a->rstdk, g, o->k_norm, d->Hkv, &rc);
-    TRY(rc);
-    TRY(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g));
-    TRY(sg_rmsnorm_backward(tmp, mptr(g, o->ln1), dn1, x, cptr(c->p, o->ln1), a->rstd1,
+    SG_TRY(rc);
+    SG_TRY(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g));
+    SG_TRY(sg_rmsnorm_backward(tmp, mptr(g, o->ln1), dn1, x, cptr(c->p, o->ln1), a->rstd1,
                             d->N, d->H));
     add_into(dx, tmp, NH); // residual
     return 0;
@@ -514,15 +508,15 @@ static int layer_backward(const sg_model *m, int unit, size_t B, size_t T,
     if (!io->saved || !dy || !dx || !dparams || dx == dy)
         return SG_EINVAL;
     layer_ctx c;
-    TRY(layer_ctx_init(&c, m, unit, B, T, io));
+    SG_TRY(layer_ctx_init(&c, m, unit, B, T, io));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, c.d.N, &l);
     layer_act_at(&c.a, io->saved, &l, m->qk_norm, m->num_experts > 0);
     arena s = arena_of(m, unit, B, T, io->scratch);
     if (m->num_experts > 0)
-        TRY(moe_backward(&c, io, dy, dx, dparams, dloss, &s));
+        SG_TRY(moe_backward(&c, io, dy, dx, dparams, dloss, &s));
     else
-        TRY(mlp_backward(&c, dy, dx, dparams, &s));
+        SG_TRY(mlp_backward(&c, dy, dx, dparams, &s));
     s.used = 0; // the attention half reuses the MLP half's scratch
     return attn_backward(&c, io->x, dx, dparams, &s);
 }
@@ -544,9 +538,9 @@ static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
         return SG_EINVAL;
     if (m->tie_word_embeddings && !io->embed)
         return SG_EINVAL;
-    TRY(sg_head_param_offsets_get(m, &c->o));
+    SG_TRY(sg_head_param_offsets_get(m, &c->o));
     c->d = dims_of(m, B, T);
-    TRY(check_ids(io->targets, c->d.N, c->d.V, 1));
+    SG_TRY(check_ids(io->targets, c->d.N, c->d.V, 1));
     c->norm_w = io->params + c->o.norm;
     c->W = m->tie_word_embeddings ? io->embed : io->params + c->o.lm_head;
     sg_head_saved_layout l;
@@ -575,18 +569,18 @@ static int head_forward(const sg_model *m, int unit, size_t B, size_t T, const s
     sg_head_saved_layout_get(m, B * T, &l);
     float *saved = io->saved ? io->saved : carve(&s, l.total); // checkpointing: in scratch
     head_ctx c;
-    TRY(head_ctx_init(&c, m, B, T, io, saved));
+    SG_TRY(head_ctx_init(&c, m, B, T, io, saved));
     const dims *d = &c.d;
     float *logits = carve(&s, c.C * d->V); // (C, V)
     if (!logits)
         return SG_EINVAL;
-    TRY(sg_rmsnorm_forward(c.n, c.rstd, io->x, c.norm_w, d->N, d->H, d->eps));
+    SG_TRY(sg_rmsnorm_forward(c.n, c.rstd, io->x, c.norm_w, d->N, d->H, d->eps));
     double total = 0.0; // summed in row order across chunks, as one unchunked call
     int64_t count = 0;
     for (size_t r = 0; r < d->N; r += c.C) {
         const size_t nc = chunk_rows(&c, r);
-        TRY(sg_linear_forward(logits, c.n + r * d->H, c.W, NULL, nc, d->H, d->V)); // (nc, V)
-        TRY(sg_cross_entropy_rows(&total, &count, c.lse + r, logits, io->targets + r, nc,
+        SG_TRY(sg_linear_forward(logits, c.n + r * d->H, c.W, NULL, nc, d->H, d->V)); // (nc, V)
+        SG_TRY(sg_cross_entropy_rows(&total, &count, c.lse + r, logits, io->targets + r, nc,
                                   d->V));
     }
     if (io->loss) {
@@ -616,7 +610,7 @@ static int head_backward(const sg_model *m, int unit, size_t B, size_t T, const 
     if (!dx || !dparams || (m->tie_word_embeddings && !dembed))
         return SG_EINVAL;
     head_ctx c;
-    TRY(head_ctx_init(&c, m, B, T, io, io->saved));
+    SG_TRY(head_ctx_init(&c, m, B, T, io, io->saved));
     const dims *d = &c.d;
     arena s = arena_of(m, unit, B, T, io->scratch);
     float *logits = carve(&s, c.C * d->V); // (C, V): logits, then dlogits in place
@@ -628,10 +622,10 @@ static int head_backward(const sg_model *m, int unit, size_t B, size_t T, const 
     for (size_t r = 0; r < d->N; r += c.C) {
         const size_t nc = chunk_rows(&c, r);
         const float *n = c.n + r * d->H; // (nc, H)
-        TRY(sg_linear_forward(logits, n, c.W, NULL, nc, d->H, d->V)); // (nc, V)
-        TRY(sg_cross_entropy_backward(logits, logits, c.lse + r, io->targets + r, nc, d->V,
+        SG_TRY(sg_linear_forward(logits, n, c.W, NULL, nc, d->H, d->V)); // (nc, V)
+        SG_TRY(sg_cross_entropy_backward(logits, logits, c.lse + r, io->targets + r, nc, d->V,
                                       dloss, count));
-        TRY(sg_linear_backward(dn + r * d->H, dW, NULL, logits, n, c.W, nc, d->H, d->V));
+        SG_TRY(sg_linear_backward(dn + r * d->H, dW, NULL, logits, n, c.W, nc, d->H, d->V));
     }
     return sg_rmsnorm_backward(dx, dparams + c.o.norm, dn, io->x, c.norm_w, c.rstd, d->N,
                                d->H);

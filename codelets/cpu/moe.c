@@ -28,12 +28,6 @@
 
 #include "codelets/cpu/ops.h"
 
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ < 0)                                                                       \
-            return rc_;                                                                    \
-    } while (0)
 
 /* ---- router ------------------------------------------------------------------ */
 
@@ -44,7 +38,7 @@ int sg_moe_router_forward(float *probs, float *sel, float *topw, float *logits, 
     if (!probs || !sel || !topw || !logits || !x || !Wr || E == 0 || K == 0 || K > E ||
         E > (1u << 24))
         return SG_EINVAL;
-    TRY(sg_linear_forward(logits, x, Wr, NULL, N, H, E)); // (N, E)
+    SG_TRY(sg_linear_forward(logits, x, Wr, NULL, N, H, E)); // (N, E)
     for (size_t n = 0; n < N; n++) {
         const float *l = logits + n * E;
         float *p = probs + n * E;
@@ -182,16 +176,16 @@ int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float 
         return 0;
     float *xe = scratch, *g = xe + n * H, *u = g + n * F, *act = u + n * F, *o = act + n * F;
     gather(xe, x, slots, n, H, K);                          // (n, H)
-    TRY(sg_linear_forward(g, xe, Wg, NULL, n, H, F));       // (n, F)
-    TRY(sg_linear_forward(u, xe, Wu, NULL, n, H, F));       // (n, F)
+    SG_TRY(sg_linear_forward(g, xe, Wg, NULL, n, H, F));       // (n, F)
+    SG_TRY(sg_linear_forward(u, xe, Wu, NULL, n, H, F));       // (n, F)
     scatter(gate_s, g, rows, n, F);
     scatter(up_s, u, rows, n, F);
     if (!out_s) // recompute: what is saved only
         return 0;
     if (!Wd)
         return SG_EINVAL;
-    TRY(sg_swiglu_forward(act, g, u, n, F));
-    TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));      // (n, H)
+    SG_TRY(sg_swiglu_forward(act, g, u, n, F));
+    SG_TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));      // (n, H)
     scatter(out_s, o, rows, n, H);
     return 0;
 }
@@ -230,8 +224,8 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
     gather(xe, x, slots, n, H, K);
     gather(g, gate_s, rows, n, F, 1);
     gather(u, up_s, rows, n, F, 1);
-    TRY(sg_swiglu_forward(act, g, u, n, F));              // recomputed
-    TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));    // the expert's output, recomputed
+    SG_TRY(sg_swiglu_forward(act, g, u, n, F));              // recomputed
+    SG_TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));    // the expert's output, recomputed
     for (size_t r = 0; r < n; r++) {
         const size_t s = (size_t)slots[r];
         const float *dyr = dy + s / K * H, *orow = o + r * H;
@@ -242,11 +236,11 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
         }
         dtopw[rows ? (size_t)rows[r] : r] = d;
     }
-    TRY(sg_linear_backward(dact, dWd, NULL, dout, act, Wd, n, F, H));
+    SG_TRY(sg_linear_backward(dact, dWd, NULL, dout, act, Wd, n, F, H));
     float *dgate = act; // act is dead
-    TRY(sg_swiglu_backward(dgate, dup, dact, g, u, n, F));
-    TRY(sg_linear_backward(dxe, dWg, NULL, dgate, xe, Wg, n, H, F));
-    TRY(sg_linear_backward(tmp, dWu, NULL, dup, xe, Wu, n, H, F));
+    SG_TRY(sg_swiglu_backward(dgate, dup, dact, g, u, n, F));
+    SG_TRY(sg_linear_backward(dxe, dWg, NULL, dgate, xe, Wg, n, H, F));
+    SG_TRY(sg_linear_backward(tmp, dWu, NULL, dup, xe, Wu, n, H, F));
     for (size_t i = 0; i < n * H; i++)
         dxe[i] += tmp[i];
     scatter(dx_s, dxe, rows, n, H);

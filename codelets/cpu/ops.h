@@ -35,6 +35,14 @@
 #include "common/dtype.h" /* sg_f32_to_bf16, inline */
 #include "common/error.h"
 
+/* In the composed kernels (block.c, moe.c): return a failing op's code. */
+#define SG_TRY(call)                                                                       \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        if (rc_ < 0)                                                                       \
+            return rc_;                                                                    \
+    } while (0)
+
 /* ---- embedding ---------------------------------------------------------- */
 
 /* out (N, C) = table[tokens] with table (V, C) and tokens (N).
