@@ -217,6 +217,9 @@ awk -v p="$pred" -v m="$meas" -v pi="$ms" -v mi="$meas_in" 'BEGIN {
 	if (!(p > 0 && m > 0 && pi > 0 && mi > 0)) exit 1
 	r = (p / m) / (pi / mi); exit !(r > 1 / 3 && r < 3) }'
 ok $? "out of sample: predicted $pred ms, measured $meas ms at 128 tokens; in sample $ms against $meas_in ms at 64"
+"$BIN" simulate "$DEF" --machine gh200 --cost fitted >"$TMP/nofit.out" 2>&1
+[ $? -ne 0 ] && grep -q "cost fitted: gh200 is a modelled machine" "$TMP/nofit.out"
+ok $? "--cost fitted on a modelled machine is refused"
 "$BIN" simulate "$DEF" --cost guess >"$TMP/badcost.out" 2>&1
 [ $? -ne 0 ] && grep -q "cost guess: expected history or fitted" "$TMP/badcost.out"
 ok $? "--cost guess is refused"

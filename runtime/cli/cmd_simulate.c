@@ -193,6 +193,10 @@ int sg_cmd_simulate(int argc, char **argv)
         rc = sg_sim_workdir_make(workdir, sizeof workdir, &err);
     if (!rc)
         rc = sg_sim_machine_open(sm, machine, workdir, &err);
+    if (!rc && !strcmp(cost, "fitted") && !sm->machine.calibration_dir[0])
+        rc = sg_error_set(&err, SG_EINVAL, "--cost fitted: %s is a modelled machine (roofline "
+                          "costs); it needs one that `stepgraph calibrate` measured",
+                          sm->machine.name);
     /* a report needs the trace: one in the work directory unless --trace names it */
     char tmp_trace[4200] = "";
     if (!rc && report && !trace) {
