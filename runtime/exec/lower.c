@@ -398,8 +398,6 @@ static int submit_node(sg_lowering *l, int f, int i, struct starpu_data_descr *d
                                 STARPU_CL_ARGS_NFREE, c, sizeof *c, STARPU_NAME, nd->name,
                                 STARPU_EXECUTE_WHERE, (unsigned long long)where,
                                 STARPU_PRIORITY, priority,
-                                /* for StarPU's statistics and history entries */
-                                STARPU_FLOPS, (double)nd->flops,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c,
                                 STARPU_SCHED_CTX, ctx, 0);
     if (rc)

@@ -63,10 +63,10 @@ static double roofline_us(struct starpu_task *task, struct starpu_perfmodel_arch
  * With it, a roofline task's codelet function runs in simulated time
  * (STARPU_CODELET_SIMGRID_EXECUTE) and advances the clock with starpu_sleep
  * in slices: each slice streams at the task's current share of its memory's
- * bandwidth, recomputed when a slice ends, so a task slows down while others
- * stream beside it and speeds up when they end. A slice is at most an
- * eighth of the task's time alone, so a change of the share is seen within
- * that. SimGrid runs one simulated thread at a time: the list of streams
+ * bandwidth (every stream's share is recomputed whenever one starts or
+ * ends), so a task slows down while others stream beside it and speeds up
+ * when they end. A sleeping task sees a new share at its next slice; a
+ * slice is at most an eighth of the task's time alone. SimGrid runs one simulated thread at a time: the list of streams
  * needs no lock. */
 #define SHARE_SLICES 8
 
@@ -125,8 +125,7 @@ static void stream_task(void *buffers[], void *arg)
         } else {
             left = 0;
         }
-        starpu_sleep((float)dt);
-        share_rates(st);
+        starpu_sleep((float)dt); /* joins and leaves meanwhile updated s.rate */
     }
     stream_leave(st, &s);
     starpu_sleep((float)d.fixed_s);
