@@ -57,8 +57,9 @@ static void simulate_help(void)
            "                   machine's measured times are used as they are\n"
            "  --cost C         on a calibrated machine: history (default), StarPU's\n"
            "                   measured mean per task size (only sizes that ran there), or\n"
-           "                   fitted, per kind overhead + FLOPs + bytes fitted on that\n"
-           "                   history, for other models, batches and sequence lengths\n"
+           "                   fitted: per kind, overhead + matmul and attention FLOPs +\n"
+           "                   bytes fitted on the node times calibrate saved, for other\n"
+           "                   models, batches and sequence lengths\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");
     sg_cli_print_run_flags();
@@ -80,7 +81,7 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     printf("Simulated on %s (%d CPU + %d GPU workers per rank), %s, priorities %s, %s\n",
            m->name, r->ncpu, r->ncuda, sched, priorities ? "on" : "off",
            m->calibration_dir[0] ? (!strcmp(r->cost, "fitted")
-                                        ? "calibrated, task times fitted on its history"
+                                        ? "calibrated, task times fitted on its node times"
                                         : "calibrated history models")
            : r->static_bandwidth ? "roofline cost model (static bandwidth share)"
                                  : "roofline cost model (shared bandwidth)");
