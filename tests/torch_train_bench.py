@@ -47,13 +47,26 @@ optimizer step (the batch is built beforehand, as stepgraph's step time also
 leaves out reading the batch); the figures cover the steps after the W
 warm-up steps, like stepgraph's summary.
 
+Data parallel (--dist ddp|fsdp, launched by torchrun: `python -m
+torch.distributed.run --nproc_per_node N tests/torch_train_bench.py --dist ddp
+--threads 1 ...`): the gloo backend; the global batch of a step is N x accum x
+micro-batch sequences, the loader's draws of micro_batch sequences in order,
+draw k*N + r going to rank r at micro-step k (stepgraph's order, docs/ranks.md);
+the loss shown is the mean over every rank's micro-batches. ddp:
+DistributedDataParallel, gradients all-reduced once per step (no_sync on the
+micro-steps before the last); fsdp: FSDP2's fully_shard on every layer and the
+root (parameters, gradients and optimizer state sharded, ZeRO-3), gradient sync
+on the last micro-step only (torch >= 2.4). Only rank 0 prints.
+--bind-rank pins rank r to the r-th allowed core (one core per rank).
+
 Prints the loss of every 10th step to stderr (--losses FILE: every step's, to
 FILE) and, on stdout, one line:
-  torch_train torch=V threads=N steps=S warmup=W tokens_per_s=X
+  torch_train torch=V dist=none|ddp|fsdp ranks=N threads=N steps=S warmup=W tokens_per_s=X
       mean_step_ms=Y median_step_ms=M min_step_ms=Z first_loss=A last_loss=B attention=KIND
       micro_batch=MB accum=GA compile=no|yes|failed
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -82,6 +95,10 @@ def parse_args(argv):
     ap.add_argument("--losses", metavar="FILE",
                     help="write every step's loss there, one a line (full precision)")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--dist", choices=("none", "ddp", "fsdp"), default="none",
+                    help="data-parallel over the ranks torchrun started (gloo)")
+    ap.add_argument("--bind-rank", action="store_true",
+                    help="--dist: pin rank r to the r-th core this process may use")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup_lr_steps", type=int, default=20)
     a = ap.parse_args(argv)
@@ -323,6 +340,14 @@ def lr_at(update, lr, warmup):
 def main():
     a = ARGS
     torch.set_num_threads(a.threads)
+    world, rank = 1, 0
+    if a.dist != "none":
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if a.bind_rank:
+            cores = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cores[rank % len(cores)]})
     if torch.get_num_threads() != a.threads:
         sys.exit("torch.set_num_threads(%d) gave %d" % (a.threads, torch.get_num_threads()))
     with open(a.model) as f:
@@ -332,12 +357,25 @@ def main():
         for name, p in model.hf_named_parameters():
             p.copy_(sg_init(name, tuple(p.shape), a.seed))
     nparams = sum(p.numel() for p in model.parameters())
+    if a.dist == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    elif a.dist == "fsdp":
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:
+            sys.exit("torch_train_bench.py: --dist fsdp needs FSDP2 (torch >= 2.4), torch %s" %
+                     torch.__version__)
+        for ly in model.layers:
+            fully_shard(ly)
+        fully_shard(model)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.01, foreach=True)
     # The loader hands out micro-batches in order, so accum draws of micro_batch
     # sequences are the same sequences as one draw of micro_batch x accum.
     data = Batches(a.data, a.micro_batch, a.seq, a.seed)
-    batches = [[data.next() for _ in range(a.accum)] for _ in range(a.steps)]
+    # micro-step k of rank r: draw k * world + r of the step's world x accum draws
+    batches = [[[data.next() for _ in range(world)][rank] for _ in range(a.accum)]
+                for _ in range(a.steps)]
     kind = "sdpa" if HAVE_SDPA else "matmul-softmax"
     fwd, compiled = model, "no"
     if a.compile:
@@ -347,19 +385,31 @@ def main():
             compiled = "failed"
         else:
             fwd, compiled = torch.compile(model), "yes"
+    if rank:
+        sys.stderr = open(os.devnull, "w")
     print("torch %s, %d thread(s), %s: %d parameters, %d micro-batch(es) of %d x %d, "
           "%s attention, compile %s" %
           (torch.__version__, a.threads, os.path.basename(a.model), nparams, a.accum,
            a.micro_batch, a.seq, kind, compiled), file=sys.stderr)
 
+    def sync_grads(on):
+        if a.dist == "ddp":
+            return contextlib.nullcontext() if on else model.no_sync()
+        if a.dist == "fsdp":
+            model.set_requires_gradient_sync(on)
+        return contextlib.nullcontext()
+
     def step(mb):
         opt.zero_grad(set_to_none=True)
-        total = 0.0
-        for x, y in mb:
-            loss = fwd(x, y)
-            (loss / a.accum).backward()
-            total += loss.item()
-        return total / a.accum
+        total = torch.zeros(())
+        for k, (x, y) in enumerate(mb):
+            with sync_grads(k + 1 == len(mb)):
+                loss = fwd(x, y)
+                (loss / a.accum).backward()
+            total += loss.detach()
+        if world > 1:
+            dist.all_reduce(total)
+        return total.item() / (a.accum * world)
 
     times, losses = [], []
     for i, mb in enumerate(batches):
@@ -387,6 +437,10 @@ def main():
         if i == 0 or (i + 1) % 10 == 0 or i + 1 == a.steps:
             print("Step %d | Loss: %.4f | Time: %.2f ms" % (i + 1, losses[-1], times[-1] * 1e3),
                   file=sys.stderr)
+    if world > 1:
+        dist.destroy_process_group()
+        if rank:
+            return 0
     if a.losses:
         tmp = a.losses + ".tmp"
         with open(tmp, "w") as f:
@@ -395,11 +449,11 @@ def main():
     timed = times[a.warmup:]
     mean = sum(timed) / len(timed)
     median = sorted(timed)[len(timed) // 2]
-    tokens = a.micro_batch * a.accum * a.seq
-    print("torch_train torch=%s threads=%d steps=%d warmup=%d tokens_per_s=%.1f "
+    tokens = a.micro_batch * a.accum * a.seq * world
+    print("torch_train torch=%s dist=%s ranks=%d threads=%d steps=%d warmup=%d tokens_per_s=%.1f "
           "mean_step_ms=%.3f median_step_ms=%.3f min_step_ms=%.3f first_loss=%.4f "
           "last_loss=%.4f attention=%s micro_batch=%d accum=%d compile=%s" %
-          (torch.__version__, a.threads, a.steps, a.warmup, tokens / mean, mean * 1e3,
+          (torch.__version__, a.dist, world, a.threads, a.steps, a.warmup, tokens / mean, mean * 1e3,
            median * 1e3, min(timed) * 1e3, losses[0], losses[-1], kind, a.micro_batch,
            a.accum, compiled))
     return 0
