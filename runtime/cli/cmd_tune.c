@@ -260,7 +260,7 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     }
     int rc = SG_OK, prc = SG_OK;
-    double bound_s = 0;
+    double bound_s = 0, tokens = 0;
     const char *bound_by = "";
     sg_sim_point pt;
     sg_error perr = {0};
@@ -277,9 +277,13 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
                 memset(&perr, 0, sizeof perr);
                 prc = sg_sim_prepare(&rq, i == 0, &pt, &perr);
                 bound_s = prc ? 0 : sg_sim_point_lower_bound(&pt, &rq.sm->machine, NULL, &bound_by);
+                tokens = prc ? 0
+                             : (double)pt.spec.dp_size * (double)pt.spec.micro_batch *
+                                   (double)pt.spec.grad_accum * (double)pt.spec.seq_len;
             }
             sg_tune_point *p = &t->set.points[i];
             p->bound_s = bound_s;
+            p->tokens = tokens;
             snprintf(p->bound_by, sizeof p->bound_by, "%s", bound_s > 0 ? bound_by : "");
             if (prc) {
                 /* a knob value the config refuses is that point's failure */

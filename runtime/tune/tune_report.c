@@ -91,6 +91,21 @@ static void index_free(tune_index *ix)
     free(ix->mach);
 }
 
+/* Seconds per token of a point (per step where its tokens are unknown):
+ * what "fastest" means when a knob changes the tokens of a step. */
+static double time_cost(const sg_tune_set *s, const sg_tune_point *p)
+{
+    for (int i = 0; i < s->npoints; i++)
+        if (!(s->points[i].tokens > 0))
+            return p->step_s;
+    return p->step_s / p->tokens;
+}
+
+static double tokens_per_s(const sg_tune_point *p)
+{
+    return p->tokens > 0 && p->step_s > 0 ? p->tokens / p->step_s : NAN;
+}
+
 /* Fastest feasible point of machine m, policy k (-1: any) and priorities
  * prio (-1: either), or -1; ties go to the earlier point. */
 static int best_where(const sg_tune_set *s, const tune_index *ix, int m, int k, int prio)
@@ -101,7 +116,7 @@ static int best_where(const sg_tune_set *s, const tune_index *ix, int m, int k, 
         if (ix->mach[i] != m || (k >= 0 && ix->pol[i] != k) || !feasible(p) ||
             (prio >= 0 && !p->priorities != !prio))
             continue;
-        if (best < 0 || p->step_s < s->points[best].step_s)
+        if (best < 0 || time_cost(s, p) < time_cost(s, &s->points[best]))
             best = i;
     }
     return best;
@@ -116,7 +131,7 @@ int sg_tune_best(const sg_tune_set *s, const char *machine)
         const sg_tune_point *p = &s->points[i];
         if (!feasible(p) || !same_name(FIELD(p->machine), machine))
             continue;
-        if (best < 0 || p->step_s < s->points[best].step_s)
+        if (best < 0 || time_cost(s, p) < time_cost(s, &s->points[best]))
             best = i;
     }
     return best;
@@ -172,7 +187,8 @@ int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
         fputc(',', out);
         csv_field(out, FIELD(s->keys[k]), 0);
     }
-    fputs(",status,step_ms,tflops,gpu_busy,adam_hidden,bound_ms,bound_by,note\n", out);
+    fputs(",status,step_ms,tflops,tokens_per_s,gpu_busy,adam_hidden,bound_ms,bound_by,note\n",
+          out);
     for (int i = 0; i < s->npoints; i++) {
         const sg_tune_point *p = &s->points[i];
         csv_field(out, FIELD(p->machine), 0);
@@ -188,10 +204,11 @@ int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
         if (p->status == SG_TUNE_OK) {
             csv_num(out, p->step_s * 1e3);
             csv_num(out, p->tflops);
+            csv_num(out, tokens_per_s(p));
             csv_num(out, p->gpu_busy);
             csv_num(out, p->adam_hidden);
         } else {
-            fputs(",,,,", out);
+            fputs(",,,,,", out);
         }
         csv_num(out, p->bound_s > 0 ? p->bound_s * 1e3 : NAN);
         fputc(',', out);
@@ -235,11 +252,11 @@ static void md_points(const sg_tune_set *s, FILE *out)
     fputs("### Simulated points\n\n| machine | sched | priorities ", out);
     for (int k = 0; k < s->nvary; k++)
         md_cell(out, FIELD(s->keys[k]));
-    fputs("| status | step (ms) | TFLOPS | GPU busy | Adam hidden | bound (ms) | bound by | note |\n"
-          "|---|---|---|", out);
+    fputs("| status | step (ms) | TFLOPS | tokens/s | GPU busy | Adam hidden | bound (ms) | "
+          "bound by | note |\n|---|---|---|", out);
     for (int k = 0; k < s->nvary; k++)
         fputs("---:|", out);
-    fputs("---|---:|---:|---:|---:|---:|---|---|\n", out);
+    fputs("---|---:|---:|---:|---:|---:|---:|---|---|\n", out);
     for (int i = 0; i < s->npoints; i++) {
         const sg_tune_point *p = &s->points[i];
         int okp = p->status == SG_TUNE_OK;
@@ -254,6 +271,7 @@ static void md_points(const sg_tune_set *s, FILE *out)
         fprintf(out, "| %s ", status_name(p->status));
         md_num(out, okp, p->step_s * 1e3, 2, "");
         md_num(out, okp, p->tflops, 1, "");
+        md_num(out, okp, tokens_per_s(p), 0, "");
         md_num(out, okp, p->gpu_busy * 100.0, 1, "%");
         md_num(out, okp, p->adam_hidden * 100.0, 1, "%");
         md_num(out, p->bound_s > 0, p->bound_s * 1e3, 2, "");
@@ -284,7 +302,10 @@ static void md_best(const sg_tune_set *s, const tune_index *ix, FILE *out)
             vary_text(s, k, p->vary[k], v, sizeof v);
             fprintf(out, ", %.*s=%s", (int)strnlen(FIELD(s->keys[k])), s->keys[k], v);
         }
-        fprintf(out, ": %.2f ms\n", p->step_s * 1e3);
+        fprintf(out, ": %.2f ms", p->step_s * 1e3);
+        if (isfinite(tokens_per_s(p)))
+            fprintf(out, ", %.0f tokens/s", tokens_per_s(p));
+        fputc('\n', out);
     }
 }
 

@@ -31,6 +31,8 @@ typedef struct sg_tune_point {
     char note[256];
     double step_s;                        /* predicted step time, seconds */
     double tflops;                        /* model FLOPs of the step / step_s / 1e12 */
+    double tokens;                        /* tokens per step over every rank (dp x micro x
+                                           * accumulation x sequence); 0: unknown */
     double gpu_busy;                      /* share of the step the GPU workers computed, 0..1 */
     double adam_hidden;                   /* share of CPU Adam time under GPU work, 0..1 */
     double bound_s;                       /* the step's lower bound on the machine, 0: unknown */
@@ -48,8 +50,10 @@ typedef struct sg_tune_set {
     char words[SG_TUNE_MAX_VARY][SG_TUNE_MAX_WORDS][24];
 } sg_tune_set;
 
-/* Index of the fastest feasible point of `machine`, or -1 if none is. Ties
- * go to the earlier point. */
+/* Index of the fastest feasible point of `machine`, or -1 if none is: the
+ * most tokens per second where points know their tokens per step (so that
+ * knobs that change the work of a step, dp_size or max_length, compare
+ * fairly), else the shortest step. Ties go to the earlier point. */
 int sg_tune_best(const sg_tune_set *s, const char *machine);
 
 /* CSV with a header line:
