@@ -141,7 +141,7 @@ ok $? "tune's plot is an SVG with lines"
 "$BIN" tune "$SRC/configs/llama-3.1-8b-superoffload.json" --machines mi300a --sched eager \
 	--out "$TMP/inf" >"$TMP/inf.out" 2>&1
 ok $? "tune with a point that does not fit"
-grep -q "^mi300a,eager,on,infeasible,,,,,[0-9.]*,[A-Za-z0-9 ]*,\"needs" "$TMP/inf.csv" && grep -q "none fits" "$TMP/inf.md"
+grep -q "^mi300a,eager,on,infeasible,,,,,,[0-9.]*,[A-Za-z0-9 ]*,\"needs" "$TMP/inf.csv" && grep -q "none fits" "$TMP/inf.md"
 ok $? "the point is marked infeasible with the numbers"
 
 # --- bad input -------------------------------------------------------------------
