@@ -1,11 +1,13 @@
-/* moe.c - the experts of a Qwen3-MoE layer as tasks of their own (CPU):
+/* moe.c - the experts of a Qwen3-MoE or GPT-OSS layer as tasks of their own (CPU):
  *   moe_expert      a group of experts' forward on the tokens that picked them
  *   moe_combine     the layer's output: input + the weighted expert outputs
  *   moe_expert_bwd  a group of experts' backward (and its share of the combine)
  * The layer's forward task (unit.c) runs attention and the router; its
  * backward task gathers the groups' results (unit.c, sg_moe_gather_backward)
  * and runs the router's and attention's backward. The kernels are those of
- * codelets/cpu/moe.c.
+ * codelets/cpu/moe.c (qwen3_moe) and codelets/cpu/gpt_oss.c (gpt_oss: an
+ * expert's gradient in the group's buffer is its slices of the four fused
+ * tensors one after the other, scattered back by sg_moe_add_expert_grads).
  *
  * Group g holds experts [g G, g G + G) (models/unit_layout.h); its slots are
  * its experts', expert by expert, each in token order, rows of its buffers in
