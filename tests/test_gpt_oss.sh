@@ -17,6 +17,8 @@
 # - results are bit-identical (every loss, and the checkpoint) under the eager,
 #   lws, dmda and dmdas schedulers with 1 and 2 CPU workers, with gradient
 #   accumulation, ZeRO 2 and activation checkpointing;
+# - ZeRO-3 with CPU offload in bf16 trains (the fused expert tensors split
+#   across optimizer sub-groups);
 # - bad GPT-OSS configurations and weights files (top k over the experts, a
 #   missing router or sinks tensor) are refused with a message naming them;
 # - `stepgraph model info gpt-oss-20b` describes the router and the clamps.
@@ -184,6 +186,18 @@ for s in eager lws dmda dmdas; do
 		ok $? "tiny-gpt-oss under $s with $c CPU workers: losses and weights bit-identical to eager on 1"
 	done
 done
+
+# ---- ZeRO-3 with the optimizer offloaded, bf16: the fused expert tensors in sub-groups ------
+ds z3off '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 30000, "offload_optimizer": {"device": "cpu"}}}'
+train z3off z3off --model tiny-gpt-oss --steps 12 --ncpus 2
+ok "$(cat "$TMP/z3off.rc")" "tiny-gpt-oss trains under ZeRO-3 with CPU offload in bf16 (sub-groups of 30,000)"
+"$PY" - "$TMP/z3off.jsonl" <<'PYEOF'
+import json, math, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+assert len(a) == 12 and all(math.isfinite(x) for x in a), a
+assert sum(a[-3:]) / 3 < sum(a[:3]) / 3 - 0.2, a
+PYEOF
+ok $? "its loss is finite and falls"
 
 # ---- refusals and description -----------------------------------------------------------
 bad_model() { # NAME JSON-FRAGMENT EXPECTED DESCRIPTION (null removes a key)
