@@ -286,7 +286,8 @@ static size_t active_mlp_width(const sg_model *m)
                : (size_t)m->intermediate_size;
 }
 
-/* Per token, for a layer sg_unit_check_model refuses (MoE): four H-wide
+/* Per token, for a layer sg_unit_check_model refuses (e.g. an MoE
+ * architecture without kernels, a model with an odd head_dim): four H-wide
  * activations (n1, h, n2, the router input), q and the attention output, k
  * and v, three MLP-wide ones per active expert width (gate, up, their
  * product) and the router logits. Only an estimate for the step compiler's

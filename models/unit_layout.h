@@ -20,8 +20,9 @@
 int sg_unit_check_model(const sg_model *m, sg_error *err);
 
 /* Floats the forward of `unit` saves for its backward, for B sequences of T
- * tokens (0 for the embedding). For a model sg_unit_check_model refuses (MoE:
- * the step compiler still sizes its graph), an estimate of the same order. */
+ * tokens (0 for the embedding). For a model sg_unit_check_model refuses (the
+ * step compiler still sizes its graph, e.g. for `graph` or `simulate`), an
+ * estimate of the same order. */
 size_t sg_unit_saved_floats(const sg_model *m, int unit, size_t B, size_t T);
 
 /* Floats of scratch memory sg_unit_forward and sg_unit_backward need for
