@@ -170,10 +170,12 @@ void sg_moe_expert_cpu(void *buffers[], void *arg)
                 rc = SG_EINVAL;
                 break;
             }
-            if (k.m->arch == SG_ARCH_GPT_OSS)
+            if (k.m->arch == SG_ARCH_GPT_OSS) {
                 rc = oss_forward(&k, e, gate + row * k.F, up + row * k.F, out + row * k.H, n2,
                                  slots, n, scratch);
-            else
+                row += n;
+                continue;
+            }
             rc = sg_moe_expert_forward(gate + row * k.F, up + row * k.F, out + row * k.H, n2,
                                        slots, NULL, n, weight(&k, k.o.ex_wg, e),
                                        weight(&k, k.o.ex_wu, e), weight(&k, k.o.ex_wd, e), k.H,
