@@ -211,15 +211,15 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
      * norm_topk_prob to false, and Qwen3MoeForCausalLM adds the load-balancing
      * loss only with output_router_logits (router_aux_loss_coef defaults to
      * 0.001); stepgraph's model file says both explicitly */
-    int moe_router = strcmp(arch, "qwen3_moe") == 0;
+    int moe_router = strcmp(arch, "qwen3_moe") == 0, oss = strcmp(arch, "gpt_oss") == 0;
     int norm_topk = 0;
     double aux_coef = 0.0;
-    if (moe_router) {
+    if (moe_router || oss) { /* GptOssConfig: the same rule, coefficient 0.9 by default */
         const cJSON *v = get(root, "norm_topk_prob");
         norm_topk = v && cJSON_IsTrue(v);
         if ((v = get(root, "output_router_logits")) && cJSON_IsTrue(v)) {
             const cJSON *c = get(root, "router_aux_loss_coef");
-            aux_coef = c ? c->valuedouble : 0.001;
+            aux_coef = c ? c->valuedouble : oss ? 0.9 : 0.001;
         }
     }
 
@@ -242,8 +242,8 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
     if (!cJSON_AddStringToObject(root, "name", name) ||
         !cJSON_AddStringToObject(root, "architecture", arch) ||
         (o_bias >= 0 && !cJSON_AddBoolToObject(root, "o_proj_bias", o_bias)) ||
-        (moe_router && (!cJSON_AddBoolToObject(root, "norm_topk_prob", norm_topk) ||
-                        !cJSON_AddNumberToObject(root, "router_aux_loss_coef", aux_coef))))
+        (moe_router && !cJSON_AddBoolToObject(root, "norm_topk_prob", norm_topk)) ||
+        ((moe_router || oss) && !cJSON_AddNumberToObject(root, "router_aux_loss_coef", aux_coef)))
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", origin);
     return SG_OK;
 }
@@ -272,6 +272,16 @@ static cJSON *rope_scaling_json(const sg_model *m)
     if (m->rope_scaling == 0)
         return cJSON_CreateNull();
     cJSON *rs = cJSON_CreateObject();
+    if (m->rope_scaling == 2) {
+        cJSON_AddNumberToObject(rs, "factor", m->rope_factor);
+        cJSON_AddNumberToObject(rs, "beta_fast", m->rope_beta_fast);
+        cJSON_AddNumberToObject(rs, "beta_slow", m->rope_beta_slow);
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", m->rope_original_max_pos);
+        cJSON_AddNumberToObject(rs, "attention_factor", m->rope_attention_factor);
+        cJSON_AddBoolToObject(rs, "truncate", m->rope_truncate);
+        cJSON_AddStringToObject(rs, "rope_type", "yarn");
+        return rs;
+    }
     cJSON_AddNumberToObject(rs, "factor", m->rope_factor);
     cJSON_AddNumberToObject(rs, "low_freq_factor", m->rope_low_freq_factor);
     cJSON_AddNumberToObject(rs, "high_freq_factor", m->rope_high_freq_factor);
@@ -299,7 +309,9 @@ static void add_moe(cJSON *o, const sg_model *m)
         cJSON_AddBoolToObject(o, "output_router_logits", m->router_aux_loss_coef > 0);
         return;
     }
-    cJSON_AddBoolToObject(o, "output_router_logits", 0);
+    /* gpt_oss: the same rule as qwen3_moe */
+    cJSON_AddNumberToObject(o, "router_aux_loss_coef", m->router_aux_loss_coef);
+    cJSON_AddBoolToObject(o, "output_router_logits", m->router_aux_loss_coef > 0);
 }
 
 static void add_attention_pattern(cJSON *o, const sg_model *m)

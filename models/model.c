@@ -456,9 +456,14 @@ int sg_model_format_info(const sg_model *m, char *buf, size_t size)
         out(&o, "mlp         MoE: %lld experts, top %lld%s, expert width %lld%s; "
             "load-balancing loss x %g\n",
             (long long)m->num_experts, (long long)m->experts_per_token,
-            m->norm_topk_prob ? " (weights renormalised)" : "",
+            m->arch == SG_ARCH_GPT_OSS ? " (softmax over the top-k logits)"
+            : m->norm_topk_prob        ? " (weights renormalised)"
+                                       : "",
             (long long)m->moe_intermediate_size,
-            m->expert_bias ? ", router and expert biases" : "", m->router_aux_loss_coef);
+            m->arch == SG_ARCH_GPT_OSS ? ", router and expert biases, clamped SwiGLU (limit 7)"
+            : m->expert_bias           ? ", router and expert biases"
+                                       : "",
+            m->router_aux_loss_coef);
     else
         out(&o, "mlp         SwiGLU, intermediate %lld\n",
             (long long)m->intermediate_size);

@@ -48,11 +48,14 @@ typedef struct sg_model {
     int tie_word_embeddings;           /* lm_head shares embed_tokens */
     double rms_norm_eps;
     double rope_theta;
-    /* rope_scaling: "llama3" (Llama 3.1/3.3) is applied; other types are
-     * refused by the executor (codelets/cpu/block.h) */
-    int rope_scaling;                  /* 0 none, 1 llama3, -1 another type */
+    /* rope_scaling: "llama3" (Llama 3.1/3.3) and "yarn" (GPT-OSS) are
+     * applied; other types are refused by the executor (codelets/cpu/block.h) */
+    int rope_scaling;                  /* 0 none, 1 llama3, 2 yarn, -1 another type */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     double rope_original_max_pos;
+    double rope_beta_fast, rope_beta_slow;  /* yarn: 32, 1 by default */
+    double rope_attention_factor;      /* yarn: cos, sin scale (0.1 ln factor + 1) */
+    int rope_truncate;                 /* yarn: correction range floored/ceiled (1) */
     int qkv_bias;                      /* q/k/v projections have biases */
     int o_bias;                        /* o_proj has a bias */
     int qk_norm;                       /* RMSNorm over head_dim on q and k */

@@ -241,7 +241,7 @@ static int check_rope_scaling(parser *ps, sg_model *m)
     }
     static const char *const num_keys[] = {
         "factor", "original_max_position_embeddings", "low_freq_factor",
-        "high_freq_factor", "beta_fast", "beta_slow"};
+        "high_freq_factor", "beta_fast", "beta_slow", "attention_factor"};
     for (size_t i = 0; i < sizeof num_keys / sizeof num_keys[0]; i++) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, num_keys[i]);
         if (t && (!cJSON_IsNumber(t) || !(t->valuedouble > 0))) {
@@ -255,11 +255,35 @@ static int check_rope_scaling(parser *ps, sg_model *m)
         type = cJSON_GetObjectItemCaseSensitive(rs, "type");
     if (type && strcmp(type->valuestring, "default") == 0)
         return 0;
-    m->rope_scaling = type && strcmp(type->valuestring, "llama3") == 0 ? 1 : -1;
+    const int yarn = type && strcmp(type->valuestring, "yarn") == 0;
+    m->rope_scaling = type && strcmp(type->valuestring, "llama3") == 0 ? 1 : yarn ? 2 : -1;
     m->rope_factor = num_or(rs, "factor", 8.0);
     m->rope_low_freq_factor = num_or(rs, "low_freq_factor", 1.0);
     m->rope_high_freq_factor = num_or(rs, "high_freq_factor", 4.0);
     m->rope_original_max_pos = num_or(rs, "original_max_position_embeddings", 8192.0);
+    if (yarn) { /* transformers' _compute_yarn_parameters and its defaults */
+        const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
+        if (tr && !cJSON_IsBool(tr))
+            return bad_value(ps, "rope_scaling.truncate", tr, "is not true or false");
+        static const char *const deepseek[] = {"mscale", "mscale_all_dim"};
+        for (int i = 0; i < 2; i++) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, deepseek[i]);
+            if (t) {
+                char key[64];
+                snprintf(key, sizeof key, "rope_scaling.%s", deepseek[i]);
+                return bad_value(ps, key, t, "is not supported (yarn without mscale only)");
+            }
+        }
+        m->rope_factor = num_or(rs, "factor", 1.0);
+        m->rope_beta_fast = num_or(rs, "beta_fast", 32.0);
+        m->rope_beta_slow = num_or(rs, "beta_slow", 1.0);
+        m->rope_original_max_pos = num_or(rs, "original_max_position_embeddings",
+                                          (double)m->max_position_embeddings);
+        m->rope_truncate = tr ? cJSON_IsTrue(tr) : 1;
+        m->rope_attention_factor =
+            num_or(rs, "attention_factor",
+                   m->rope_factor > 1.0 ? 0.1 * log(m->rope_factor) + 1.0 : 1.0);
+    }
     return 0;
 }
 

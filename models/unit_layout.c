@@ -12,16 +12,15 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
 {
     if (!m)
         return sg_error_set(err, SG_EINVAL, "unit kernels: no model");
-    if (m->arch == SG_ARCH_GPT_OSS)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: architecture %s (its router, clamped "
-                            "SwiGLU experts with biases, attention sinks) is not supported by "
-                            "the CPU unit kernels (qwen3_moe is)", m->name,
-                            sg_arch_name(m->arch));
+    const int oss = m->arch == SG_ARCH_GPT_OSS;
+    if (oss && m->num_experts <= 0)
+        return sg_error_set(err, SG_EINVAL, "model %s: gpt_oss without experts "
+                            "(num_local_experts)", m->name);
     if (m->num_experts > 0) {
-        if (m->arch != SG_ARCH_QWEN3_MOE)
+        if (m->arch != SG_ARCH_QWEN3_MOE && !oss)
             return sg_error_set(err, SG_ENOTSUP, "model %s: mixture of experts in "
                                 "architecture %s is not supported by the CPU unit kernels "
-                                "(qwen3_moe is)", m->name, sg_arch_name(m->arch));
+                                "(qwen3_moe and gpt_oss are)", m->name, sg_arch_name(m->arch));
         if (m->experts_per_token < 1 || m->experts_per_token > m->num_experts)
             return sg_error_set(err, SG_EINVAL, "model %s: num_experts_per_tok %lld is not "
                                 "between 1 and num_experts %lld", m->name,
@@ -30,13 +29,18 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
             return sg_error_set(err, SG_EINVAL, "model %s: no expert width "
                                 "(moe_intermediate_size %lld)", m->name,
                                 (long long)m->moe_intermediate_size);
-        if (m->expert_bias || m->router_bias)
-            return sg_error_set(err, SG_ENOTSUP, "model %s: router or expert biases are not "
-                                "supported by the CPU unit kernels", m->name);
+        /* gpt_oss has both biases (transformers' GptOssTopKRouter and
+         * GptOssExperts); qwen3_moe has neither */
+        if (!oss && (m->expert_bias || m->router_bias))
+            return sg_error_set(err, SG_ENOTSUP, "model %s: router or expert biases are only "
+                                "supported for gpt_oss", m->name);
+        if (oss && !(m->expert_bias && m->router_bias))
+            return sg_error_set(err, SG_ENOTSUP, "model %s: gpt_oss without router and "
+                                "expert biases is not supported", m->name);
     }
-    if (m->attention_sinks)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: attention sinks are not "
-                            "supported by the CPU unit kernels", m->name);
+    if (m->attention_sinks && !oss)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: attention sinks are only supported "
+                            "for gpt_oss", m->name);
     if (m->head_dim <= 0 || m->head_dim % 2)
         return sg_error_set(err, SG_ENOTSUP, "model %s: head_dim %lld is not even "
                             "(rotary embedding pairs its halves)", m->name,
@@ -46,7 +50,8 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
                             "%lld)", m->name, (long long)m->intermediate_size);
     if (m->rope_scaling < 0)
         return sg_error_set(err, SG_ENOTSUP, "model %s: rope_scaling types other than "
-                            "\"llama3\" are not supported by the CPU unit kernels", m->name);
+                            "\"llama3\" and \"yarn\" are not supported by the CPU unit "
+                            "kernels", m->name);
     return 0;
 }
 
@@ -100,6 +105,35 @@ static int moe_offsets(const sg_model *m, int layer, const sg_tensor_info *t, in
     return o->router == SG_NO_OFFSET ? SG_EINVAL : 0;
 }
 
+/* gpt_oss: the router (weight and bias) and the four fused expert tensors,
+ * each required (a weights file without one is refused before this). */
+static int oss_offsets(const sg_model *m, const sg_tensor_info *t, int n,
+                       sg_layer_param_offsets *o)
+{
+    o->router = find_offset(t, n, ".mlp.router.weight");
+    o->router_b = find_offset(t, n, ".mlp.router.bias");
+    o->ex_gu = find_offset(t, n, ".mlp.experts.gate_up_proj");
+    o->ex_gub = find_offset(t, n, ".mlp.experts.gate_up_proj_bias");
+    o->ex_dn = find_offset(t, n, ".mlp.experts.down_proj");
+    o->ex_dnb = find_offset(t, n, ".mlp.experts.down_proj_bias");
+    const size_t need[] = {o->router, o->router_b, o->ex_gu, o->ex_gub, o->ex_dn, o->ex_dnb};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (need[i] == SG_NO_OFFSET)
+            return SG_EINVAL;
+    (void)m;
+    return 0;
+}
+
+void sg_oss_expert_offsets(const sg_model *m, const sg_layer_param_offsets *o, size_t e,
+                           size_t off[4])
+{
+    const size_t I = (size_t)m->moe_intermediate_size, H = (size_t)m->hidden_size;
+    off[0] = o->ex_gu + e * H * 2 * I;
+    off[1] = o->ex_gub + e * 2 * I;
+    off[2] = o->ex_dn + e * I * H;
+    off[3] = o->ex_dnb + e * H;
+}
+
 int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offsets *o)
 {
     int rc = sg_unit_check_model(m, NULL);
@@ -127,12 +161,15 @@ int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offs
     o->q_norm = find_offset(t, n, ".self_attn.q_norm.weight");
     o->k_norm = find_offset(t, n, ".self_attn.k_norm.weight");
     o->ln2 = find_offset(t, n, ".post_attention_layernorm.weight");
+    o->sinks = find_offset(t, n, ".self_attn.sinks");
     o->router = o->ex_wg = o->ex_wu = o->ex_wd = SG_NO_OFFSET;
+    o->router_b = o->ex_gu = o->ex_gub = o->ex_dn = o->ex_dnb = SG_NO_OFFSET;
     o->ex_stride = 0;
     if (m->num_experts > 0) {
         o->wg = o->wu = o->wd = SG_NO_OFFSET;
         if (!rc)
-            rc = moe_offsets(m, layer, t, n, o);
+            rc = m->arch == SG_ARCH_GPT_OSS ? oss_offsets(m, t, n, o)
+                                            : moe_offsets(m, layer, t, n, o);
     } else {
         o->wg = find_offset(t, n, ".mlp.gate_proj.weight");
         o->wu = find_offset(t, n, ".mlp.up_proj.weight");
@@ -149,6 +186,8 @@ int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offs
         if (need[i] == SG_NO_OFFSET)
             return SG_EINVAL;
     if (m->qk_norm && (o->q_norm == SG_NO_OFFSET || o->k_norm == SG_NO_OFFSET))
+        return SG_EINVAL;
+    if (m->attention_sinks && o->sinks == SG_NO_OFFSET)
         return SG_EINVAL;
     return 0;
 }
@@ -247,7 +286,8 @@ static size_t active_mlp_width(const sg_model *m)
                : (size_t)m->intermediate_size;
 }
 
-/* Per token, for a layer sg_unit_check_model refuses (MoE): four H-wide
+/* Per token, for a layer sg_unit_check_model refuses (e.g. an MoE
+ * architecture without kernels, a model with an odd head_dim): four H-wide
  * activations (n1, h, n2, the router input), q and the attention output, k
  * and v, three MLP-wide ones per active expert width (gate, up, their
  * product) and the router logits. Only an estimate for the step compiler's
@@ -401,7 +441,13 @@ size_t sg_moe_group_act_floats(const sg_model *m, size_t N)
 
 size_t sg_moe_group_grad_floats(const sg_model *m, size_t N)
 {
-    const size_t I = (size_t)m->moe_intermediate_size, H = (size_t)m->hidden_size;
+    const size_t H = (size_t)m->hidden_size;
     return sg_moe_group_cap(m, N) * (H + 1) +
-           (size_t)sg_moe_group_experts(m) * 3 * I * H;
+           (size_t)sg_moe_group_experts(m) * sg_moe_expert_floats(m);
+}
+
+size_t sg_moe_expert_floats(const sg_model *m)
+{
+    const size_t I = (size_t)m->moe_intermediate_size, H = (size_t)m->hidden_size;
+    return 3 * I * H + (m->arch == SG_ARCH_GPT_OSS ? 2 * I + H : 0);
 }

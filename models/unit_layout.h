@@ -15,13 +15,14 @@
 #include "models/model.h"
 
 /* Refuses, with a message naming the model and the feature, a model the unit
- * functions cannot run (GPT-OSS, attention sinks, MoE other than qwen3_moe,
- * router or expert biases). */
+ * functions cannot run (MoE other than qwen3_moe and gpt_oss, biases or
+ * attention sinks outside gpt_oss, rope_scaling other than llama3 and yarn). */
 int sg_unit_check_model(const sg_model *m, sg_error *err);
 
 /* Floats the forward of `unit` saves for its backward, for B sequences of T
- * tokens (0 for the embedding). For a model sg_unit_check_model refuses (MoE:
- * the step compiler still sizes its graph), an estimate of the same order. */
+ * tokens (0 for the embedding). For a model sg_unit_check_model refuses (the
+ * step compiler still sizes its graph, e.g. for `graph` or `simulate`), an
+ * estimate of the same order. */
 size_t sg_unit_saved_floats(const sg_model *m, int unit, size_t B, size_t T);
 
 /* Floats of scratch memory sg_unit_forward and sg_unit_backward need for
@@ -41,6 +42,13 @@ typedef struct sg_layer_param_offsets {
      * router (E, H) and expert 0's gate_proj, up_proj (I, H), down_proj (H, I);
      * expert e's are ex_stride * e floats further */
     size_t router, ex_wg, ex_wu, ex_wd, ex_stride;
+    /* gpt_oss (else SG_NO_OFFSET): the router's bias (E), the attention sinks
+     * (heads), and the fused expert tensors of transformers' GptOssExperts:
+     * gate_up_proj (E, H, 2 I), gate_up_proj_bias (E, 2 I), down_proj
+     * (E, I, H), down_proj_bias (E, H); expert e's slice of each is e times
+     * its per-expert size further (ex_wg .. ex_wd and ex_stride are then
+     * SG_NO_OFFSET and 0) */
+    size_t router_b, sinks, ex_gu, ex_gub, ex_dn, ex_dnb;
     size_t total;                /* floats of the unit */
 } sg_layer_param_offsets;
 
@@ -48,6 +56,12 @@ typedef struct sg_head_param_offsets {
     size_t norm, lm_head;        /* lm_head: SG_NO_OFFSET when tied */
     size_t total;
 } sg_head_param_offsets;
+
+/* gpt_oss: where expert e's slices of the fused tensors start (floats into
+ * the unit's parameters or gradient): off[0] gate_up_proj (H, 2 I), off[1]
+ * its bias (2 I), off[2] down_proj (I, H), off[3] its bias (H). */
+void sg_oss_expert_offsets(const sg_model *m, const sg_layer_param_offsets *o, size_t e,
+                           size_t off[4]);
 
 /* SG_EINVAL when `layer` (HF index) is out of range or a required tensor is
  * missing from the list; SG_ENOTSUP for a model sg_unit_check_model refuses. */
@@ -113,13 +127,20 @@ size_t sg_moe_backward_scratch_floats(const sg_model *m, size_t N);
  * token could pick it; exact token counts vary per batch).
  * Its forward buffer: gate, up (cap, I), out (cap, H), rows in slot order.
  * Its backward buffer: dx (cap, H), dweight (cap), then its experts' weight
- * gradients (experts x 3 I H, the unit's layout). */
+ * gradients (experts x sg_moe_expert_floats). */
 #define SG_MOE_MAX_GROUPS 8
 int sg_moe_groups(const sg_model *m);
 int sg_moe_group_experts(const sg_model *m);
 size_t sg_moe_group_cap(const sg_model *m, size_t N);
 size_t sg_moe_group_act_floats(const sg_model *m, size_t N);
 size_t sg_moe_group_grad_floats(const sg_model *m, size_t N);
+
+/* Floats of one expert's parameters (and of its gradient in a group's
+ * backward buffer): qwen3_moe 3 I H (gate_proj, up_proj, down_proj, the
+ * unit's layout); gpt_oss 3 I H + 2 I + H, laid out gate_up (H, 2 I),
+ * gate_up bias (2 I), down (I, H), down bias (H) (its slices of the fused
+ * tensors, gathered). */
+size_t sg_moe_expert_floats(const sg_model *m);
 
 /* Floats of the MoE statistics buffer a micro-step's layers share for the
  * load-balancing loss: per expert, its top-k picks then its router

@@ -12,6 +12,11 @@
  *                     renormalised top-k weights, load-balancing loss (its
  *                     coefficient raised to 0.05 so that its gradient shows)
  *   tiny-moe-plain    inline: Qwen3-MoE, top 3 of 5, not renormalised, tied
+ *   tiny-gpt-oss      models/tiny-gpt-oss.json: GPT-OSS, top 2 of 8 experts,
+ *                     router and expert biases, attention sinks, sliding
+ *                     (window 4) and full layers at T = 20, YaRN; its
+ *                     gate_up biases drawn wide (std 4) so that both clamps
+ *                     of its SwiGLU cut some values, sinks of std 1
  * (the MoE layers' router statistics pass from unit to unit as the graph
  * passes them, io->moe_stats).
  * tests/torch_model_ref.py computes the same step in plain torch ops (float64
@@ -57,7 +62,7 @@
 
 
 #define TOL 1e-5
-#define NCASES 5
+#define NCASES 6
 #define SEED 20240611u
 
 static char g_root[4096]; /* the temporary directory */
@@ -151,11 +156,18 @@ static void randomise_norms_and_biases(sg_weights *w)
         const char *name = w->info[i].name;
         size_t len = strlen(name);
         int is_norm = strstr(name, "norm.weight") != NULL;
-        int is_bias = len > 5 && strcmp(name + len - 5, ".bias") == 0;
+        int is_bias = len > 5 && (strcmp(name + len - 5, ".bias") == 0 ||
+                                  strcmp(name + len - 5, "_bias") == 0);
+        /* gpt_oss: gate_up biases wide enough that gate > 7 and |up| > 7
+         * happen (the clamps); sinks of the order of the scores */
+        float bias_std = strstr(name, "gate_up_proj_bias") ? 4.0f : 0.1f;
+        int is_sink = len > 6 && strcmp(name + len - 6, ".sinks") == 0;
         for (int64_t k = 0; is_norm && k < w->info[i].numel; k++)
             w->data[i][k] = 1.0f + 0.2f * rng_normal();
         for (int64_t k = 0; is_bias && k < w->info[i].numel; k++)
-            w->data[i][k] = 0.1f * rng_normal();
+            w->data[i][k] = bias_std * rng_normal();
+        for (int64_t k = 0; is_sink && k < w->info[i].numel; k++)
+            w->data[i][k] = rng_normal();
     }
 }
 
@@ -265,6 +277,14 @@ static void write_model_txt(const net *n)
                         (long long)m->num_experts, (long long)m->experts_per_token,
                         (long long)m->moe_intermediate_size, m->norm_topk_prob,
                         m->router_aux_loss_coef);
+    if (m->arch == SG_ARCH_GPT_OSS)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "arch gpt_oss\n");
+    if (m->rope_scaling == 2)
+        len += snprintf(buf + len, sizeof buf - (size_t)len,
+                        "yarn_factor %.17g\nyarn_beta_fast %.17g\nyarn_beta_slow %.17g\n"
+                        "yarn_orig_max %.17g\nyarn_truncate %d\nyarn_att_factor %.17g\n",
+                        m->rope_factor, m->rope_beta_fast, m->rope_beta_slow,
+                        m->rope_original_max_pos, m->rope_truncate, m->rope_attention_factor);
     for (int l = 0; l < n->L; l++)
         if (m->layer_attn[l] == SG_ATTN_SLIDING)
             len += snprintf(buf + len, sizeof buf - (size_t)len, "sliding %d\n", l);
@@ -732,10 +752,18 @@ static void check_sizes(void)
     }
     sg_error err = {0};
     is_int(sg_unit_check_model(&moe, &err), 0, "sg_unit_check_model accepts tiny-moe");
-    int rc = sg_unit_check_model(&oss, &err);
-    ok(rc == SG_ENOTSUP, "sg_unit_check_model refuses gpt-oss-20b (rc %d)", rc);
-    like(err.msg, "gpt-oss-20b", "the message names the model");
-    like(err.msg, "sinks", "the message names what is missing");
+    is_int(sg_unit_check_model(&oss, &err), 0, "sg_unit_check_model accepts gpt-oss-20b");
+    sg_model dense_sinks = llama;
+    dense_sinks.attention_sinks = 1;
+    int rc = sg_unit_check_model(&dense_sinks, &err);
+    ok(rc == SG_ENOTSUP, "attention sinks outside gpt_oss refused (rc %d)", rc);
+    like(err.msg, "sinks", "the message names what is refused");
+    sg_error_clear(&err);
+    sg_model oss_bad = oss;
+    oss_bad.experts_per_token = 33;
+    rc = sg_unit_check_model(&oss_bad, &err);
+    ok(rc == SG_EINVAL, "gpt-oss-20b with top 33 of 32 experts refused (rc %d)", rc);
+    like(err.msg, "num_experts_per_tok 33", "the message names the key and the value");
     sg_error_clear(&err);
     sg_model bad = moe;
     bad.experts_per_token = 9;
@@ -777,8 +805,9 @@ static void check_sizes(void)
        "tiny-llama layer scratch holds saved + silu(gate) * up");
 
     sg_unit_io io = {0};
-    rc = sg_unit_forward(&oss, 1, B, T, &io);
-    ok(rc == SG_ENOTSUP, "sg_unit_forward on a gpt-oss-20b layer: SG_ENOTSUP (rc %d)", rc);
+    rc = sg_unit_forward(&dense_sinks, 1, B, T, &io);
+    ok(rc == SG_ENOTSUP, "sg_unit_forward on a layer with sinks outside gpt_oss: SG_ENOTSUP "
+       "(rc %d)", rc);
 }
 
 /* ---- running the reference ---------------------------------------------------------- */
@@ -842,6 +871,7 @@ int main(void)
         {"tiny-bias-window", NULL, 2, 70, 3},  /* 140 tokens: 46 chunks of 3 and one of 2 */
         {"tiny-moe", NULL, 2, 24, 0},          /* Qwen3-MoE: 8 experts, top 2, renormalised */
         {"tiny-moe-plain", NULL, 2, 20, 7},    /* top 3 of 5, not renormalised, tied */
+        {"tiny-gpt-oss", NULL, 2, 20, 0},      /* GPT-OSS: sinks, window 4, clamps, YaRN */
     };
     for (int c = 0; c < NCASES; c++) {
         const char *json = c == 2 ? BIAS_WINDOW_JSON : c == 4 ? MOE_PLAIN_JSON : cases[c].json;
@@ -849,7 +879,7 @@ int main(void)
                           cases[c].head_chunk);
         /* a load-balancing loss large enough for its gradient to show (the
          * shipped 0.001 would hide an error in it below the tolerance) */
-        if (rc == 0 && c == 3)
+        if (rc == 0 && (c == 3 || c == 5))
             g_nets[c].m.router_aux_loss_coef = 0.05;
         ok(rc == 0, "%s: model, weights and batch ready", cases[c].label);
         if (rc == 0)

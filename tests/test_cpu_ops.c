@@ -379,6 +379,26 @@ static void check_rope_table(tcase *c)
     FREE(want_cos, want_sin, cs, sn);
 }
 
+/* YaRN (GPT-OSS) against the published formula written in the reference. */
+static void check_rope_table_yarn(tcase *c)
+{
+    size_t n = c->T * (c->D / 2);
+    int truncate = strstr(c->name, "trunc") != NULL;
+    float *want_cos = get_f32(c, "cos", n), *want_sin = get_f32(c, "sin", n);
+    float *cs = nans(n), *sn = nans(n);
+    const double att = 0.1 * log(32.0) + 1.0;
+    int rc = sg_rope_table_yarn(c->T, c->D, c->theta, 32.0, 32.0, 1.0, 4096.0, truncate, att,
+                                cs, sn);
+    is_int(rc, 0, "%s: returns 0", c->name);
+    cmp_f32(cs, want_cos, n, 1e-6, "%s: cos (T=%zu, D=%zu)", c->name, c->T, c->D);
+    cmp_f32(sn, want_sin, n, 1e-6, "%s: sin", c->name);
+    float dummy[2];
+    ok(sg_rope_table_yarn(4, 8, 1e4, 32.0, 32.0, 1.0, 4096.0, 0, 0.0, dummy, dummy) ==
+           SG_EINVAL,
+       "%s: an attention factor of 0 gives SG_EINVAL", c->name);
+    FREE(want_cos, want_sin, cs, sn);
+}
+
 static void prep_rope_table(void)
 {
     tcase *c = new_case("rope_table", "rope_table", check_rope_table,
@@ -396,6 +416,15 @@ static void prep_rope_table(void)
     add_arg(c, "low", 1.0);
     add_arg(c, "high", 4.0);
     add_arg(c, "orig", 8192.0);
+    /* GPT-OSS-20B's YaRN (D 64, theta 1.5e5, factor 32, original context
+     * 4096): the ramp runs over dimensions 8 to 17, truncated or not */
+    for (int tr = 0; tr < 2; tr++) {
+        c = new_case("rope_table_yarn", tr ? "rope_table_yarn_trunc" : "rope_table_yarn",
+                     check_rope_table_yarn, (tcase){.T = 300, .D = 64, .theta = 150000.0});
+        add_arg(c, "factor", 32.0);
+        add_arg(c, "orig", 4096.0);
+        add_arg(c, "truncate", tr);
+    }
 }
 
 static void check_rope(tcase *c)

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv() with -std=c11 */
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -535,7 +536,8 @@ static void test_hf_round_trip(void)
 {
     static const char *const names[] = {"tiny-llama", "tiny-qwen3", "tiny-moe", "llama-3.1-8b",
                                         "llama-3.2-1b", "qwen3-14b", "qwen3-30b-a3b",
-                                        "seed-oss-36b", "phi-4", "bench-3m"};
+                                        "seed-oss-36b", "phi-4", "bench-3m", "gpt-oss-20b",
+                                        "tiny-gpt-oss"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/%s.json", models_dir, names[i]);
@@ -565,18 +567,27 @@ static void test_hf_round_trip(void)
         free(a);
         free(b);
     }
-    /* gpt-oss's yarn rope scaling has no place in what stepgraph reads */
+    /* gpt-oss's yarn rope scaling: every parameter of it reads back */
     char path[1200];
     snprintf(path, sizeof path, "%s/gpt-oss-20b.json", models_dir);
-    sg_model *g = calloc(1, sizeof *g);
+    sg_model *g = calloc(1, sizeof *g), *h = calloc(1, sizeof *h);
     sg_error err = {0};
     char *text = NULL;
-    ok(sg_model_load(path, g, &err) == 0 && sg_hf_config_text(g, "bfloat16", &text, &err) ==
-                                                 SG_ENOTSUP &&
-           strstr(err.msg, "rope_scaling"),
-       "gpt-oss-20b (yarn): writing its config.json is refused, naming rope_scaling");
+    int rc = sg_model_load(path, g, &err);
+    if (!rc)
+        rc = sg_hf_config_text(g, "bfloat16", &text, &err);
+    if (!rc)
+        rc = sg_model_parse(text, "written config.json", h, &err);
+    ok(!rc && g->rope_scaling == 2 && h->rope_scaling == 2 && h->rope_factor == 32.0 &&
+           h->rope_beta_fast == 32.0 && h->rope_beta_slow == 1.0 &&
+           h->rope_original_max_pos == 4096.0 && h->rope_truncate == 0 &&
+           h->rope_attention_factor == g->rope_attention_factor &&
+           fabs(g->rope_attention_factor - (0.1 * log(32.0) + 1.0)) < 1e-12,
+       "gpt-oss-20b (yarn): its config.json reads back with factor, betas, original context, "
+       "truncate and attention factor");
     free(text);
     free(g);
+    free(h);
 }
 
 int main(void)

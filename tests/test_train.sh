@@ -188,8 +188,15 @@ a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 assert all(math.isfinite(x) for x in a) and a[-1] < a[0], a
 PYEOF
 ok $? "bf16 with ZeRO-3 offload trains (finite, falling loss)"
-train moe base --model gpt-oss-20b
-grep -q "not supported" "$TMP/moe.err"; ok $? "a GPT-OSS model is refused with a message"
+"$PY" - "$SRC/models/tiny-llama.json" "$TMP/longrope.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["rope_scaling"] = {"rope_type": "longrope", "factor": 2.0}
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+train longrope base --model "$TMP/longrope.json"
+grep -q "rope_scaling types other than .*not supported" "$TMP/longrope.err"
+ok $? "a model the kernels cannot run (rope_scaling longrope) is refused with a message"
 train badsched base --sched nosuch
 grep -q 'unknown StarPU policy "nosuch"' "$TMP/badsched.err"; ok $? "an unknown scheduler is refused, listing the policies"
 

@@ -10,6 +10,18 @@ load_balancing_loss_func over the router logits of every layer, concatenated,
 added to the loss times router_aux_loss_coef (as Qwen3MoeForCausalLM does
 with output_router_logits).
 
+GPT-OSS layers (model.txt has "arch gpt_oss"), after the published formulas
+of transformers' modeling_gpt_oss.py (restated, not its code): q/k/v/o with
+biases; the attention softmax over the scaled scores plus one learned sink
+logit per head, the sink's column dropped after it; sliding-window layers;
+rotary tables with YaRN (modeling_rope_utils' _compute_yarn_parameters:
+ramp between interpolated and extrapolated frequencies, cos and sin times
+the attention factor); GptOssTopKRouter: a linear with bias, top-k on the
+logits, softmax over the k; GptOssExperts: gate_up = x @ W + b with gate and
+up the even and odd columns, gate clamped above at 7, up to [-7, 7], out =
+((up + 1) * gate * sigmoid(1.702 gate)) @ W_down + b_down; the
+load-balancing loss on the raw router logits as for Qwen3-MoE.
+
 Usage: torch_model_ref.py DIR [DIR ...]
 
 Each DIR holds what the C test wrote (raw little-endian files):
@@ -79,6 +91,27 @@ def rope_tables(T, D, theta, dtype):
     return (torch.from_numpy(np.cos(emb)).to(dtype), torch.from_numpy(np.sin(emb)).to(dtype))
 
 
+def yarn_tables(T, D, theta, factor, beta_fast, beta_slow, orig_max, truncate, att_factor, dtype):
+    # the published YaRN formulas (float64 here)
+    import math
+    def corr_dim(rot):
+        return D * math.log(orig_max / (rot * 2 * math.pi)) / (2 * math.log(theta))
+    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, D - 1)
+    if low == high:
+        high += 0.001
+    extra = theta ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+    inter = extra / factor
+    ramp = np.clip((np.arange(D // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    inv = inter * ramp + extra * (1 - ramp)
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    emb = np.concatenate([ang, ang], axis=-1)
+    return (torch.from_numpy(np.cos(emb) * att_factor).to(dtype),
+            torch.from_numpy(np.sin(emb) * att_factor).to(dtype))
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -88,8 +121,9 @@ def apply_rope(x, cos, sin):  # x (B, heads, T, D), cos/sin (T, D)
     return x * cos + rotate_half(x) * sin
 
 
-def attention(q, k, v, window):
-    # eager_attention_forward: q (B, Hq, T, D), k, v (B, Hkv, T, D)
+def attention(q, k, v, window, sinks=None):
+    # eager_attention_forward: q (B, Hq, T, D), k, v (B, Hkv, T, D); sinks
+    # (Hq): GPT-OSS's extra softmax column per head, dropped after it
     B, Hq, T, D = q.shape
     rep = Hq // k.shape[1]
     k = k.repeat_interleave(rep, dim=1)                        # repeat_kv
@@ -101,7 +135,11 @@ def attention(q, k, v, window):
     if window > 0:  # transformers' sliding_window_overlay: kv_idx > q_idx - window
         allowed = allowed & (j > i - window)
     s = s.masked_fill(~allowed, float("-inf"))
-    p = torch.softmax(s, dim=-1)
+    if sinks is not None:
+        col = sinks.view(1, Hq, 1, 1).expand(B, Hq, T, 1)
+        p = torch.softmax(torch.cat([s, col], dim=-1), dim=-1)[..., :-1]
+    else:
+        p = torch.softmax(s, dim=-1)
     return (p @ v).transpose(1, 2).reshape(B, T, Hq * D)
 
 
@@ -122,6 +160,13 @@ class Model:
             self.norm_topk = g("norm_topk")
             self.aux_coef = float(args["aux_coef"])
         self.router_logits = []
+        self.clamped = [0, 0, 0]  # GPT-OSS: gate values cut, up values cut, of
+        self.oss = args.get("arch") == "gpt_oss"
+        self.yarn = None
+        if "yarn_factor" in args:
+            self.yarn = tuple(float(args[k]) for k in (
+                "yarn_factor", "yarn_beta_fast", "yarn_beta_slow", "yarn_orig_max",
+                "yarn_truncate", "yarn_att_factor"))
 
     def w(self, name):
         return self.p.get(name)
@@ -144,9 +189,11 @@ class Model:
         q = apply_rope(q.transpose(1, 2), cos, sin)
         k = apply_rope(k.transpose(1, 2), cos, sin)
         window = self.window if l in self.sliding else 0
-        att = attention(q, k, v.transpose(1, 2), window)
+        att = attention(q, k, v.transpose(1, 2), window, self.w(pre + "self_attn.sinks"))
         h = x + self.linear(att, pre + "self_attn.o_proj")
         n2 = rms_norm(h, self.w(pre + "post_attention_layernorm.weight"), self.eps)
+        if self.E and self.oss:
+            return h + self.oss_moe(n2, pre)
         if self.E:
             return h + self.moe(n2, pre)
         gate = self.linear(n2, pre + "mlp.gate_proj")
@@ -174,6 +221,33 @@ class Model:
             out = out.index_add(0, tok, ye * weights[tok, slot, None])
         return out.view_as(x)
 
+    def oss_moe(self, x, pre):
+        # GptOssMLP: router with bias, top-k on the logits, softmax over the k
+        xs = x.reshape(-1, self.H)
+        logits = self.linear(xs, pre + "mlp.router")                # (N, E)
+        self.router_logits.append(logits)
+        top, selected = torch.topk(logits, self.K, dim=-1)
+        weights = torch.softmax(top, dim=-1)                        # (N, K)
+        gu_w = self.w(pre + "mlp.experts.gate_up_proj").view(self.E, self.H, 2 * self.Fm)
+        gu_b = self.w(pre + "mlp.experts.gate_up_proj_bias").view(self.E, 2 * self.Fm)
+        dn_w = self.w(pre + "mlp.experts.down_proj").view(self.E, self.Fm, self.H)
+        dn_b = self.w(pre + "mlp.experts.down_proj_bias").view(self.E, self.H)
+        out = torch.zeros_like(xs)
+        for e in range(self.E):
+            tok, slot = torch.where(selected == e)
+            if tok.numel() == 0:
+                continue
+            gu = xs[tok] @ gu_w[e] + gu_b[e]
+            gate, up = gu[:, 0::2], gu[:, 1::2]
+            self.clamped[0] += int((gate > 7.0).sum())
+            self.clamped[1] += int((up.abs() > 7.0).sum())
+            self.clamped[2] += gate.numel()
+            gate = gate.clamp(max=7.0)
+            up = up.clamp(min=-7.0, max=7.0)
+            y = ((up + 1) * (gate * torch.sigmoid(1.702 * gate))) @ dn_w[e] + dn_b[e]
+            out = out.index_add(0, tok, y * weights[tok, slot, None])
+        return out.view_as(x)
+
     def aux_loss(self):
         # load_balancing_loss_func: every layer's router logits concatenated
         logits = torch.cat(self.router_logits, dim=0)               # (L N, E)
@@ -189,7 +263,11 @@ class Model:
         table = self.w("model.embed_tokens.weight").view(self.V, self.H)
         x = table[tokens].view(self.B, self.T, self.H)
         hidden = [x]
-        cos, sin = rope_tables(self.T, self.D, self.theta, dtype)
+        if self.yarn:
+            f, bf, bs, om, tr, af = self.yarn
+            cos, sin = yarn_tables(self.T, self.D, self.theta, f, bf, bs, om, tr != 0, af, dtype)
+        else:
+            cos, sin = rope_tables(self.T, self.D, self.theta, dtype)
         for l in range(self.L):
             x = self.layer(x, l, cos, sin)
             hidden.append(x)

@@ -131,6 +131,30 @@ def op_rope_table(c):
     c.save("sin", sin)
 
 
+def op_rope_table_yarn(c):
+    # transformers' _compute_yarn_parameters, restated: a ramp between the
+    # interpolated (/ factor) and extrapolated frequencies over the dimensions
+    # that turn beta_fast .. beta_slow times over the original context, and
+    # cos, sin times the attention factor 0.1 ln(factor) + 1
+    T, D, theta, factor = c.i("T"), c.i("D"), c.f("theta"), c.f("factor")
+    orig, truncate = c.f("orig"), c.i("truncate")
+    def corr_dim(rot):
+        return D * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
+    low, high = corr_dim(32.0), corr_dim(1.0)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, D - 1)
+    if low == high:
+        high += 0.001
+    extra = inv_freq_default(D, theta)
+    ramp = np.clip((np.arange(D // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    inv = extra / factor * ramp + extra * (1 - ramp)
+    att = 0.1 * math.log(factor) + 1.0
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    c.save("cos", (np.cos(ang) * att).astype(np.float32))
+    c.save("sin", (np.sin(ang) * att).astype(np.float32))
+
+
 def rotate_half(x):
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)

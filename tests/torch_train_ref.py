@@ -5,13 +5,20 @@ cross-entropy; the forward is tests/torch_model_ref.py's (plain torch ops
 after Hugging Face's modeling_llama.py).
 
 Usage:
-  torch_train_ref.py prepare DIR [moe]   writes DIR/model.json (odd sizes;
-      "moe": a Qwen3-MoE model, top 2 of 6 experts, renormalised, with a
-      load-balancing loss of weight 0.05),
+  torch_train_ref.py prepare DIR [moe|gptoss]   writes DIR/model.json (odd
+      sizes; "moe": a Qwen3-MoE model, top 2 of 6 experts, renormalised, with
+      a load-balancing loss of weight 0.05; "gptoss": a GPT-OSS model, top 2
+      of 6 experts, biases, sinks, a sliding layer (window 5) then a full one,
+      YaRN, the same loss weight, its gate_up biases wide enough for the
+      SwiGLU clamps to cut),
       DIR/init.safetensors (the initial weights, F32, Hugging Face names) and
       DIR/data.bin (an llm.c uint16 shard holding exactly B windows of T
       tokens, so every step's batch is those B windows: the loader's
       per-epoch permutation only reorders the rows)
+  torch_train_ref.py grads DIR
+      writes DIR/grads.npz: d loss / d every parameter at the initial
+      weights on the same batch (float64), and DIR/clamps.npz: how many
+      GPT-OSS gate and up values the SwiGLU clamps cut, of how many
   torch_train_ref.py train DIR STEPS LR BETA1 BETA2 EPS WD CLIP
       prints one loss per step (float64 model, computed before the step's
       update), as the metrics of `stepgraph run` hold them
@@ -47,6 +54,35 @@ MOE_MODEL = {
     "num_experts": 6, "num_experts_per_tok": 2, "norm_topk_prob": True,
     "router_aux_loss_coef": 0.05,
 }
+OSS_MODEL = {
+    "name": "odd-gpt-oss", "architecture": "gpt_oss",
+    "source": "tests/torch_train_ref.py: odd sizes, top 2 of 6 experts of width 40",
+    "hidden_size": 72, "moe_intermediate_size": 40, "num_hidden_layers": 2,
+    "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 24,
+    "vocab_size": 97, "max_position_embeddings": 64, "tie_word_embeddings": False,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "attention_bias": True,
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                     "original_max_position_embeddings": 8, "truncate": False},
+    "num_local_experts": 6, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.05,
+    "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"],
+}
+
+
+def oss_layer_shapes(m, p):
+    H, D, E, F = m["hidden_size"], m["head_dim"], m["num_local_experts"], m["moe_intermediate_size"]
+    Hq, Hkv = m["num_attention_heads"], m["num_key_value_heads"]
+    return [(p + "input_layernorm.weight", (H,)),
+            (p + "self_attn.q_proj.weight", (Hq * D, H)), (p + "self_attn.q_proj.bias", (Hq * D,)),
+            (p + "self_attn.k_proj.weight", (Hkv * D, H)), (p + "self_attn.k_proj.bias", (Hkv * D,)),
+            (p + "self_attn.v_proj.weight", (Hkv * D, H)), (p + "self_attn.v_proj.bias", (Hkv * D,)),
+            (p + "self_attn.o_proj.weight", (H, Hq * D)), (p + "self_attn.o_proj.bias", (H,)),
+            (p + "self_attn.sinks", (Hq,)),
+            (p + "post_attention_layernorm.weight", (H,)),
+            (p + "mlp.router.weight", (E, H)), (p + "mlp.router.bias", (E,)),
+            (p + "mlp.experts.gate_up_proj", (E, H, 2 * F)),
+            (p + "mlp.experts.gate_up_proj_bias", (E, 2 * F)),
+            (p + "mlp.experts.down_proj", (E, F, H)),
+            (p + "mlp.experts.down_proj_bias", (E, H))]
 
 
 def mlp_shapes(m, p):
@@ -71,6 +107,9 @@ def tensor_shapes(m):
     out = [("model.embed_tokens.weight", (V, H))]
     for l in range(m["num_hidden_layers"]):
         p = f"model.layers.{l}."
+        if m["architecture"] == "gpt_oss":
+            out += oss_layer_shapes(m, p)
+            continue
         out += [(p + "input_layernorm.weight", (H,)),
                 (p + "self_attn.q_proj.weight", (Hq * D, H)),
                 (p + "self_attn.k_proj.weight", (Hkv * D, H)),
@@ -112,14 +151,18 @@ def read_safetensors(path):
     return out
 
 
-def prepare(d, moe=False):
+def prepare(d, kind=""):
     rng = np.random.default_rng(1234)
-    model = MOE_MODEL if moe else MODEL
+    model = {"moe": MOE_MODEL, "gptoss": OSS_MODEL}.get(kind, MODEL)
     json.dump(model, open(os.path.join(d, "model.json"), "w"), indent=1)
     tensors = []
     for name, shape in tensor_shapes(model):
         if name.endswith("norm.weight"):   # around 1, not 1: the norms' gradients matter
             a = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith("gate_up_proj_bias"):  # some gate > 7, some |up| > 7: the clamps
+            a = 4.0 * rng.standard_normal(shape)
+        elif name.endswith("sinks"):
+            a = rng.standard_normal(shape)
         else:
             a = 0.05 * rng.standard_normal(shape)
         tensors.append((name, a.astype(np.float32)))
@@ -132,7 +175,7 @@ def prepare(d, moe=False):
         f.write(hdr.tobytes() + toks.tobytes())
 
 
-def train(d, steps, lr, b1, b2, eps, wd, clip):
+def setup(d):
     torch.set_num_threads(1)
     m = json.load(open(os.path.join(d, "model.json")))
     w = read_safetensors(os.path.join(d, "init.safetensors"))
@@ -147,12 +190,41 @@ def train(d, steps, lr, b1, b2, eps, wd, clip):
         args.update({"F": 0, "qk_norm": 1, "E": m["num_experts"], "K": m["num_experts_per_tok"],
                      "Fm": m["moe_intermediate_size"], "norm_topk": int(m["norm_topk_prob"]),
                      "aux_coef": m["router_aux_loss_coef"]})
-    model = Model(args, set(), params)
+    sliding = set()
+    if m["architecture"] == "gpt_oss":
+        rs = m["rope_scaling"]
+        factor = rs["factor"]
+        args.update({"F": 0, "qk_norm": 0, "E": m["num_local_experts"],
+                     "K": m["num_experts_per_tok"], "Fm": m["moe_intermediate_size"],
+                     "norm_topk": 0, "aux_coef": m["router_aux_loss_coef"], "arch": "gpt_oss",
+                     "window": m["sliding_window"], "yarn_factor": factor,
+                     "yarn_beta_fast": rs["beta_fast"], "yarn_beta_slow": rs["beta_slow"],
+                     "yarn_orig_max": rs["original_max_position_embeddings"],
+                     "yarn_truncate": int(rs["truncate"]),
+                     "yarn_att_factor": 0.1 * math.log(factor) + 1.0})
+        sliding = {l for l, t in enumerate(m["layer_types"]) if t == "sliding_attention"}
+    model = Model(args, sliding, params)
     raw = open(os.path.join(d, "data.bin"), "rb").read()
     toks = np.frombuffer(raw[1024:], dtype="<u2").astype(np.int64)
     x = np.stack([toks[i * T:i * T + T] for i in range(B)])
     y = np.stack([toks[i * T + 1:i * T + T + 1] for i in range(B)])
     tokens, targets = torch.from_numpy(x.reshape(-1)), torch.from_numpy(y.reshape(-1))
+    return model, params, tokens, targets, dtype
+
+
+def grads(d):
+    model, params, tokens, targets, dtype = setup(d)
+    loss, _ = model.forward(tokens, targets, dtype)
+    loss.backward()
+    np.savez(os.path.join(d, "clamps.npz"), gate=model.clamped[0], up=model.clamped[1],
+             total=model.clamped[2])
+    np.savez(os.path.join(d, "grads.npz"),
+             **{k: (p.grad if p.grad is not None else torch.zeros_like(p)).numpy()
+                for k, p in params.items()})
+
+
+def train(d, steps, lr, b1, b2, eps, wd, clip):
+    model, params, tokens, targets, dtype = setup(d)
     # DeepSpeed's AdamW is torch's: decoupled weight decay on every parameter
     opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=(b1, b2), eps=eps,
                             weight_decay=wd)
@@ -172,7 +244,9 @@ def train(d, steps, lr, b1, b2, eps, wd, clip):
 
 def main(argv):
     if len(argv) in (3, 4) and argv[1] == "prepare":
-        prepare(argv[2], len(argv) == 4 and argv[3] == "moe")
+        prepare(argv[2], argv[3] if len(argv) == 4 else "")
+    elif len(argv) == 3 and argv[1] == "grads":
+        grads(argv[2])
     elif len(argv) == 10 and argv[1] == "train":
         train(argv[2], int(argv[3]), *map(float, argv[4:]))
     else:

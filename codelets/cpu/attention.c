@@ -216,3 +216,56 @@ int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
     free(P);
     return SG_OK;
 }
+
+/* ---- attention sinks (GPT-OSS) ---------------------------------------------- */
+
+/* transformers' GptOssAttention (eager_attention_forward): the scaled scores
+ * of a query get one more column, the head's sink logit; the softmax runs
+ * over all of them and the sink's column is dropped, so the weights of the
+ * keys sum to 1 - exp(sink - lse'). From the plain attention's out and lse
+ * that is a rescaling: lse' = log(exp(lse) + exp(sink)), out *= exp(lse -
+ * lse'). */
+int sg_attention_sinks_forward(float *out, float *lse, const float *sinks, size_t B,
+                               size_t T, size_t Hq, size_t D)
+{
+    if (!out || !lse || !sinks)
+        return SG_EINVAL;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < Hq; h++) {
+            float *lseb = lse + (b * Hq + h) * T; // (T)
+            const double sk = sinks[h];
+            for (size_t t = 0; t < T; t++) {
+                const double l = lseb[t], m = l > sk ? l : sk;
+                const double l2 = m + log(exp(l - m) + exp(sk - m));
+                const float r = (float)exp(l - l2);
+                float *o = out + ((b * T + t) * Hq + h) * D;
+                for (size_t d = 0; d < D; d++)
+                    o[d] *= r;
+                lseb[t] = (float)l2;
+            }
+        }
+    return SG_OK;
+}
+
+/* d loss / d sink_h = sum over queries of P_sink (dP_sink - delta), dP_sink
+ * = 0 (no value), delta = dout . out. */
+int sg_attention_sinks_backward(float *dsinks, const float *dout, const float *out,
+                                const float *lse, const float *sinks, size_t B, size_t T,
+                                size_t Hq, size_t D)
+{
+    if (!dsinks || !dout || !out || !lse || !sinks)
+        return SG_EINVAL;
+    for (size_t h = 0; h < Hq; h++) {
+        double acc = 0.0; // (b, t) order
+        for (size_t b = 0; b < B; b++)
+            for (size_t t = 0; t < T; t++) {
+                const size_t off = ((b * T + t) * Hq + h) * D;
+                double delta = 0.0;
+                for (size_t d = 0; d < D; d++)
+                    delta += (double)dout[off + d] * out[off + d];
+                acc -= exp((double)sinks[h] - lse[(b * Hq + h) * T + t]) * delta;
+            }
+        dsinks[h] += (float)acc;
+    }
+    return SG_OK;
+}

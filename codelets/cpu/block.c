@@ -31,6 +31,11 @@ int sg_rope_cache_init(sg_rope_cache *rc, const sg_model *m, size_t T)
                                                             m->rope_low_freq_factor,
                                                             m->rope_high_freq_factor,
                                                             m->rope_original_max_pos, c, s)
+              : m->rope_scaling == 2 ? sg_rope_table_yarn(T, D, m->rope_theta, m->rope_factor,
+                                                          m->rope_beta_fast, m->rope_beta_slow,
+                                                          m->rope_original_max_pos,
+                                                          m->rope_truncate,
+                                                          m->rope_attention_factor, c, s)
                                      : sg_rope_table(T, D, m->rope_theta, c, s);
     if (rc_ < 0) {
         free(c);
@@ -230,6 +235,9 @@ static int attn_forward(const layer_ctx *c, const float *x)
                           d->KV));
     SG_TRY(sg_attention_forward(a->att, a->lse, a->q, a->k, a->v, d->B, d->T, d->Hq, d->Hkv,
                              d->D, c->window));
+    if (o->sinks != SG_NO_OFFSET) // gpt_oss: att and lse with the sinks' column
+        SG_TRY(sg_attention_sinks_forward(a->att, a->lse, c->p + o->sinks, d->B, d->T, d->Hq,
+                                          d->D));
     SG_TRY(sg_linear_forward(a->h, a->att, cptr(c->p, o->wo), cptr(c->p, o->bo), d->N, d->Q,
                           d->H));
     add_into(a->h, x, d->N * d->H); // residual
@@ -265,6 +273,25 @@ static const float *expert_w(const layer_ctx *c, const float *base, size_t off, 
     return base + off + e * c->o.ex_stride;
 }
 
+/* One expert's forward on its slots: qwen3_moe's or gpt_oss's. */
+static int expert_forward(const layer_ctx *c, size_t e, float *gate, float *up, float *out_s,
+                          const int32_t *slots, size_t n, float *ex)
+{
+    const sg_layer_param_offsets *o = &c->o;
+    const size_t H = c->d.H, F = (size_t)c->m->moe_intermediate_size;
+    const size_t K = (size_t)c->m->experts_per_token;
+    if (c->m->arch == SG_ARCH_GPT_OSS) {
+        size_t off[4];
+        sg_oss_expert_offsets(c->m, o, e, off);
+        return sg_moe_oss_expert_forward(gate, up, out_s, c->a.n2, slots, slots, n,
+                                         c->p + off[0], c->p + off[1], c->p + off[2],
+                                         c->p + off[3], H, F, K, ex);
+    }
+    return sg_moe_expert_forward(gate, up, out_s, c->a.n2, slots, slots, n,
+                                 expert_w(c, c->p, o->ex_wg, e), expert_w(c, c->p, o->ex_wu, e),
+                                 out_s ? expert_w(c, c->p, o->ex_wd, e) : NULL, H, F, K, ex);
+}
+
 /* Row pointers of every slot in a slot-indexed (N k, C) array. */
 static const float **slot_rows(const float *base, size_t NK, size_t C)
 {
@@ -293,8 +320,12 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
     float *out_s = carve(s, N * K * H), *gate = carve(s, N * K * F), *up = carve(s, N * K * F);
     if (!logits || !ex || !out_s || !gate || !up)
         return SG_EINVAL;
-    SG_TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router, N,
-                              H, E, K, c->m->norm_topk_prob));
+    if (c->m->arch == SG_ARCH_GPT_OSS)
+        SG_TRY(sg_moe_oss_router_forward(a->probs, a->sel, a->topw, logits, a->n2,
+                                         c->p + o->router, c->p + o->router_b, N, H, E, K));
+    else
+        SG_TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router,
+                                     N, H, E, K, c->m->norm_topk_prob));
     if ((y || split) && stats) {
         if (c->unit == 1)
             memset(stats, 0, sg_moe_stats_floats(c->m) * sizeof *stats);
@@ -308,10 +339,7 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
     int rc = 0;
     for (size_t e = 0; e < E && rc == 0; e++) {
         size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
-        rc = sg_moe_expert_forward(gate, up, out_s, a->n2, slots, slots, n,
-                                   expert_w(c, c->p, o->ex_wg, e),
-                                   expert_w(c, c->p, o->ex_wu, e),
-                                   expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
+        rc = expert_forward(c, e, gate, up, out_s, slots, n, ex);
     }
     free(slots);
     SG_TRY(rc);
@@ -358,11 +386,19 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
         for (size_t e = 0; e < E && rc == 0; e++) {
             size_t n = sg_moe_expert_slots(slots, a->sel, N, K, e);
             /* gate and up are not saved: recomputed */
-            rc = sg_moe_expert_forward(gate, up, NULL, a->n2, slots, slots, n,
-                                       expert_w(c, c->p, o->ex_wg, e),
-                                       expert_w(c, c->p, o->ex_wu, e), NULL, H, F, K, ex);
+            rc = expert_forward(c, e, gate, up, NULL, slots, n, ex);
             if (rc)
                 break;
+            if (m->arch == SG_ARCH_GPT_OSS) {
+                size_t off[4];
+                sg_oss_expert_offsets(m, o, e, off);
+                rc = sg_moe_oss_expert_backward(dx_s, dtopw, mptr(g, off[0]), mptr(g, off[1]),
+                                                mptr(g, off[2]), mptr(g, off[3]), dy, a->n2,
+                                                gate, up, a->topw, slots, slots, n,
+                                                c->p + off[0], c->p + off[2], c->p + off[3], H,
+                                                F, K, ex);
+                continue;
+            }
             rc = sg_moe_expert_backward(dx_s, dtopw, mptr(g, o->ex_wg + e * o->ex_stride),
                                         mptr(g, o->ex_wu + e * o->ex_stride),
                                         mptr(g, o->ex_wd + e * o->ex_stride), dy, a->n2,
@@ -383,9 +419,15 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
     const double LN = (double)m->num_layers * (double)N;
     const double aux_scale = (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN);
     float *tmp = ex; // the experts' scratch is dead
-    SG_TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs, a->sel,
-                               a->topw, stats, stats ? aux_scale : 0.0, a->n2,
-                               c->p + o->router, N, H, E, K, m->norm_topk_prob));
+    if (m->arch == SG_ARCH_GPT_OSS)
+        SG_TRY(sg_moe_oss_router_backward(tmp, mptr(g, o->router), mptr(g, o->router_b),
+                                          dlogits, dtopw, a->probs, a->sel, a->topw, stats,
+                                          stats ? aux_scale : 0.0, a->n2, c->p + o->router, N,
+                                          H, E, K));
+    else
+        SG_TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs,
+                                      a->sel, a->topw, stats, stats ? aux_scale : 0.0, a->n2,
+                                      c->p + o->router, N, H, E, K, m->norm_topk_prob));
     add_into(dn2, tmp, N * H);
     SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, N,
                             H));
@@ -486,6 +528,9 @@ static int attn_backward(const layer_ctx *c, const float *x, float *dx, float *g
         return SG_EINVAL;
     SG_TRY(sg_linear_backward(datt, mptr(g, o->wo), mptr(g, o->bo), dx, a->att,
                            cptr(c->p, o->wo), d->N, d->Q, d->H));
+    if (o->sinks != SG_NO_OFFSET)
+        SG_TRY(sg_attention_sinks_backward(mptr(g, o->sinks), datt, a->att, a->lse,
+                                           c->p + o->sinks, d->B, d->T, d->Hq, d->D));
     SG_TRY(sg_attention_backward(dq, dk, dv, datt, a->q, a->k, a->v, a->att, a->lse, d->B, d->T,
                               d->Hq, d->Hkv, d->D, c->window));
     int rc = 0;

@@ -19,8 +19,12 @@
  * sliding_window_overlay). A qwen3_moe layer replaces the MLP by
  * Qwen3MoeSparseMoeBlock (codelets/cpu/moe.c): router, top-k experts, their
  * weighted sum, and the load-balancing loss (io->moe_stats) that the head
- * adds to the loss, scaled by router_aux_loss_coef. GPT-OSS and attention
- * sinks are not supported (sg_unit_check_model says so).
+ * adds to the loss, scaled by router_aux_loss_coef. A gpt_oss layer has
+ * q/k/v/o biases, learned attention sinks (one logit per query head, an
+ * extra softmax column dropped after it: codelets/cpu/attention.c), sliding
+ * and full layers as layer_types says, and GptOssMLP: a router with a bias,
+ * top-k on the logits, softmax over the k, clamped SwiGLU experts with
+ * biases (codelets/cpu/gpt_oss.c).
  *
  * The head: n = norm(x); logits = n @ W^T (W = lm_head, or the embedding
  * table when tied); loss = mean cross-entropy over the targets >= 0. The
@@ -54,8 +58,8 @@
 #include "models/unit_layout.h"
 
 /* Rotary tables for positions 0..T-1 (built once per run) from
- * model->rope_theta, without frequency scaling: sg_model keeps no
- * rope_scaling fields (Llama 3.1's "llama3" scaling is not applied). */
+ * model->rope_theta and its rope_scaling: none, "llama3" (Llama 3.1) or
+ * "yarn" (GPT-OSS; cos and sin carry its attention factor). */
 typedef struct sg_rope_cache {
     size_t T, half;              /* positions, head_dim / 2 */
     float *cos_tab, *sin_tab;    /* (T, half) */

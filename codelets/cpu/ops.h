@@ -86,6 +86,15 @@ int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
                          double low_freq_factor, double high_freq_factor,
                          double orig_max_pos, float *cos_tab, float *sin_tab);
 
+/* Same with YaRN (rope_scaling type "yarn", GPT-OSS): frequencies blended
+ * between theta^(-2i/D) and theta^(-2i/D) / factor by a linear ramp over the
+ * dimensions between those that turn beta_fast and beta_slow times over
+ * orig_max_pos (bounds floored / ceiled when truncate), and cos, sin
+ * multiplied by attention_factor (rope.c states the formulas). */
+int sg_rope_table_yarn(size_t T, size_t D, double theta, double factor, double beta_fast,
+                       double beta_slow, double orig_max_pos, int truncate,
+                       double attention_factor, float *cos_tab, float *sin_tab);
+
 /* Hugging Face "rotate_half" convention (Llama, Qwen3): element i of a head
  * is paired with element i + D/2, for i < D/2:
  *   out[i]       = x[i] cos - x[i + D/2] sin
@@ -250,6 +259,75 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
 /* dx (N, H) = sum over slots j (in order) of the row dx_s[n k + j] (the (H)
  * row of every slot): WRITES. */
 int sg_moe_slots_sum(float *dx, const float *const *dx_s, size_t N, size_t H, size_t K);
+
+/* ---- GPT-OSS: router, clamped SwiGLU experts, attention sinks (moe.c, attention.c) --- */
+
+/* transformers' GptOssExperts constants: swiglu_limit (models/hf_config.c
+ * refuses another) and the sigmoid's alpha (not a config key). */
+#define SG_OSS_SWIGLU_LIMIT 7.0f
+#define SG_OSS_SWIGLU_ALPHA 1.702f
+
+/* GptOssTopKRouter: logits (N, E) = x Wr^T + br (scratch); sel (N, k) = the
+ * k largest logits, descending, ties to the lowest index; topw (N, k) =
+ * softmax over those k logits; probs (N, E) = softmax over all E logits (not
+ * used by the layer: the load-balancing loss reads it). All WRITE. */
+int sg_moe_oss_router_forward(float *probs, float *sel, float *topw, float *logits,
+                              const float *x, const float *Wr, const float *br, size_t N,
+                              size_t H, size_t E, size_t K);
+
+/* Its backward: dlogits[sel_j] = topw_j (dtopw_j - sum_i topw_i dtopw_i),
+ * plus the load-balancing term through probs as sg_moe_router_backward;
+ * dx (N, H) WRITES, dWr (E, H) and dbr (E) ACCUMULATE. */
+int sg_moe_oss_router_backward(float *dx, float *dWr, float *dbr, float *dlogits,
+                               const float *dtopw, const float *probs, const float *sel,
+                               const float *topw, const float *stats, double aux_scale,
+                               const float *x, const float *Wr, size_t N, size_t H, size_t E,
+                               size_t K);
+
+/* h (N, F) = (clamp(up, -l, l) + 1) * g sigmoid(alpha g), g = min(gate, l),
+ * l = SG_OSS_SWIGLU_LIMIT, alpha = SG_OSS_SWIGLU_ALPHA. */
+int sg_oss_glu_forward(float *h, const float *gate, const float *up, size_t N, size_t F);
+
+/* dgate, dup (N, F) WRITE; zero where the clamp cut (gate > l; up outside
+ * [-l, l]: torch.clamp's gradient passes at the bounds themselves). dgate
+ * may equal gate and dup may equal up (in place). */
+int sg_oss_glu_backward(float *dgate, float *dup, const float *dh, const float *gate,
+                        const float *up, size_t N, size_t F);
+
+/* One GPT-OSS expert on its n slots (as sg_moe_expert_forward): gu (n, 2F)
+ * = x Wgu + bgu with Wgu (H, 2F) in the fused tensor's (in, out) layout and
+ * gate, up its even and odd columns (interleaved); out = glu(gate, up) Wd +
+ * bd with Wd (F, H). gate_s, up_s get gate and up before the clamps. scratch:
+ * n (2H + 3F) floats. */
+int sg_moe_oss_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
+                              const int32_t *slots, const int32_t *rows, size_t n,
+                              const float *Wgu, const float *bgu, const float *Wd,
+                              const float *bd, size_t H, size_t F, size_t K, float *scratch);
+
+/* Its backward (as sg_moe_expert_backward): dtopw, dx_s WRITE (their rows);
+ * dWgu (H, 2F), dbgu (2F), dWd (F, H), dbd (H) ACCUMULATE. scratch: n (5H +
+ * 5F) floats. */
+int sg_moe_oss_expert_backward(float *dx_s, float *dtopw, float *dWgu, float *dbgu,
+                               float *dWd, float *dbd, const float *dy, const float *x,
+                               const float *gate_s, const float *up_s, const float *topw,
+                               const int32_t *slots, const int32_t *rows, size_t n,
+                               const float *Wgu, const float *Wd, const float *bd, size_t H,
+                               size_t F, size_t K, float *scratch);
+
+/* Attention sinks (GptOssAttention): one learned logit per query head joins
+ * every query's softmax as an extra column, dropped after it (its value is
+ * nothing). From sg_attention_forward's out (B, T, Hq, D) and lse (B, Hq, T),
+ * in place: lse' = log(exp(lse) + exp(sink_h)), out *= exp(lse - lse'). */
+int sg_attention_sinks_forward(float *out, float *lse, const float *sinks, size_t B,
+                               size_t T, size_t Hq, size_t D);
+
+/* dsinks (Hq) ACCUMULATES -sum over (b, t) of exp(sink_h - lse') (dout . out),
+ * with out and lse those of sg_attention_sinks_forward. sg_attention_backward
+ * given the same out and lse' computes dq, dk and dv with the sinks (the
+ * sink column has no value, so delta = dout . out is unchanged). */
+int sg_attention_sinks_backward(float *dsinks, const float *dout, const float *out,
+                                const float *lse, const float *sinks, size_t B, size_t T,
+                                size_t Hq, size_t D);
 
 /* ---- casts ------------------------------------------------------------------- */
 

@@ -71,6 +71,51 @@ int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
     return SG_OK;
 }
 
+/* transformers' _compute_yarn_parameters (modeling_rope_utils.py), restated:
+ *   extrapolated f_i = theta^(-2i/D), interpolated f_i / factor;
+ *   d(r) = D ln(orig_max_pos / (2 pi r)) / (2 ln theta) (the dimension that
+ *   turns r times over the original context); low = d(beta_fast), high =
+ *   d(beta_slow), floored / ceiled when `truncate`, clipped to [0, D - 1];
+ *   ramp_i = clamp((i - low) / (high - low), 0, 1) (high += 0.001 when equal);
+ *   f_i = interpolated ramp_i + extrapolated (1 - ramp_i);
+ *   cos and sin are multiplied by attention_factor (the caller's: transformers
+ *   defaults it to 0.1 ln(factor) + 1 for factor > 1, else 1). */
+int sg_rope_table_yarn(size_t T, size_t D, double theta, double factor, double beta_fast,
+                       double beta_slow, double orig_max_pos, int truncate,
+                       double attention_factor, float *cos_, float *sin_)
+{
+    if (D == 0 || D % 2 || D > ROPE_MAX_D || !(theta > 1.0) || !(factor > 0.0) ||
+        !(beta_fast > 0.0) || !(beta_slow > 0.0) || !(orig_max_pos > 0.0) ||
+        !(attention_factor > 0.0))
+        return SG_EINVAL;
+    const size_t half = D / 2;
+    const double dd = (double)D;
+    double low = dd * log(orig_max_pos / (beta_fast * 2.0 * SG_PI)) / (2.0 * log(theta));
+    double high = dd * log(orig_max_pos / (beta_slow * 2.0 * SG_PI)) / (2.0 * log(theta));
+    if (truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    low = low > 0.0 ? low : 0.0;
+    high = high < dd - 1.0 ? high : dd - 1.0;
+    if (low == high)
+        high += 0.001;
+    double inv_freq[ROPE_MAX_D / 2]; // (D/2)
+    for (size_t i = 0; i < half; i++) {
+        const double extra = pow(theta, -(double)(2 * i) / dd), inter = extra / factor;
+        double ramp = ((double)i - low) / (high - low);
+        ramp = ramp < 0.0 ? 0.0 : ramp > 1.0 ? 1.0 : ramp;
+        inv_freq[i] = inter * ramp + extra * (1.0 - ramp);
+    }
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < half; i++) {
+            const double a = (double)t * inv_freq[i];
+            cos_[t * half + i] = (float)(cos(a) * attention_factor);
+            sin_[t * half + i] = (float)(sin(a) * attention_factor);
+        }
+    return SG_OK;
+}
+
 /* Rotates every head of x (B, T, H, D) by sign * angle(t, i). */
 static int rotate(float *out, const float *x, const float *cos_, const float *sin_,
                   size_t B, size_t T, size_t H, size_t D, float sign)

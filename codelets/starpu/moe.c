@@ -1,11 +1,13 @@
-/* moe.c - the experts of a Qwen3-MoE layer as tasks of their own (CPU):
+/* moe.c - the experts of a Qwen3-MoE or GPT-OSS layer as tasks of their own (CPU):
  *   moe_expert      a group of experts' forward on the tokens that picked them
  *   moe_combine     the layer's output: input + the weighted expert outputs
  *   moe_expert_bwd  a group of experts' backward (and its share of the combine)
  * The layer's forward task (unit.c) runs attention and the router; its
  * backward task gathers the groups' results (unit.c, sg_moe_gather_backward)
  * and runs the router's and attention's backward. The kernels are those of
- * codelets/cpu/moe.c.
+ * codelets/cpu/moe.c (qwen3_moe) and codelets/cpu/gpt_oss.c (gpt_oss: an
+ * expert's gradient in the group's buffer is its slices of the four fused
+ * tensors one after the other, scattered back by sg_moe_add_expert_grads).
  *
  * Group g holds experts [g G, g G + G) (models/unit_layout.h); its slots are
  * its experts', expert by expert, each in token order, rows of its buffers in
@@ -129,6 +131,17 @@ static const float *weight(const moe_call *k, size_t off, size_t e)
     return k->params + off + e * k->o.ex_stride;
 }
 
+/* gpt_oss: expert e's forward (its slices of the fused tensors). */
+static int oss_forward(const moe_call *k, size_t e, float *gate, float *up, float *out,
+                       const float *n2, const int32_t *slots, size_t n, float *scratch)
+{
+    size_t off[4];
+    sg_oss_expert_offsets(k->m, &k->o, e, off);
+    const float *p = k->params;
+    return sg_moe_oss_expert_forward(gate, up, out, n2, slots, NULL, n, p + off[0], p + off[1],
+                                     p + off[2], p + off[3], k->H, k->F, k->K, scratch);
+}
+
 /* ---- forward ------------------------------------------------------------------ */
 
 void sg_moe_expert_cpu(void *buffers[], void *arg)
@@ -156,6 +169,12 @@ void sg_moe_expert_cpu(void *buffers[], void *arg)
             if (row + n > k.cap) {
                 rc = SG_EINVAL;
                 break;
+            }
+            if (k.m->arch == SG_ARCH_GPT_OSS) {
+                rc = oss_forward(&k, e, gate + row * k.F, up + row * k.F, out + row * k.H, n2,
+                                 slots, n, scratch);
+                row += n;
+                continue;
             }
             rc = sg_moe_expert_forward(gate + row * k.F, up + row * k.F, out + row * k.H, n2,
                                        slots, NULL, n, weight(&k, k.o.ex_wg, e),
@@ -229,7 +248,7 @@ void sg_moe_expert_bwd_cpu(void *buffers[], void *arg)
     if (rc == SG_OK && (!slots || !scratch))
         rc = SG_ENOMEM;
     if (rc == SG_OK) {
-        const size_t HF3 = 3 * k.F * k.H;
+        const size_t HF3 = sg_moe_expert_floats(k.m); /* one expert's gradient */
         const float *gate = act, *up = act + k.cap * k.F;
         float *dx = grad, *dtopw = grad + k.cap * k.H, *dw = dtopw + k.cap;
         size_t e0, e1, row = 0;
@@ -244,6 +263,18 @@ void sg_moe_expert_bwd_cpu(void *buffers[], void *arg)
                 break;
             }
             float *w = dw + (e - e0) * HF3;
+            if (k.m->arch == SG_ARCH_GPT_OSS) { /* gate_up, its bias, down, its bias */
+                size_t off[4];
+                sg_oss_expert_offsets(k.m, &k.o, e, off);
+                float *dgu = w, *dgub = dgu + 2 * k.F * k.H, *ddn = dgub + 2 * k.F;
+                rc = sg_moe_oss_expert_backward(dx + row * k.H, dtopw + row, dgu, dgub, ddn,
+                                                ddn + k.F * k.H, k.dy.p, n2, gate + row * k.F,
+                                                up + row * k.F, topw, slots, NULL, n,
+                                                k.params + off[0], k.params + off[2],
+                                                k.params + off[3], k.H, k.F, k.K, scratch);
+                row += n;
+                continue;
+            }
             rc = sg_moe_expert_backward(dx + row * k.H, dtopw + row, w, w + k.F * k.H,
                                         w + 2 * k.F * k.H, k.dy.p, n2, gate + row * k.F,
                                         up + row * k.F, topw, slots, NULL, n,
@@ -309,6 +340,22 @@ int sg_moe_add_expert_grads(const sg_model *m, int u, const sg_moe_grads *grads,
     for (int i = 0; i < grads->n; i++) {
         size_t e0, e1;
         group_experts(m, grads->group[i], &e0, &e1);
+        if (m->arch == SG_ARCH_GPT_OSS) { /* each expert's four slices, scattered */
+            const size_t I = (size_t)m->moe_intermediate_size, H = (size_t)m->hidden_size;
+            const size_t len[4] = {2 * I * H, 2 * I, I * H, H};
+            const float *w = grads->w[i];
+            for (size_t e = e0; e < e1; e++) {
+                size_t off[4];
+                sg_oss_expert_offsets(m, &o, e, off);
+                for (int t = 0; t < 4; t++) {
+                    float *d = dparams + off[t];
+                    for (size_t j = 0; j < len[t]; j++)
+                        d[j] += w[j];
+                    w += len[t];
+                }
+            }
+            continue;
+        }
         /* the group's experts are consecutive in the unit's layout */
         size_t n = (e1 - e0) * o.ex_stride;
         float *d = dparams + o.ex_wg + e0 * o.ex_stride;
