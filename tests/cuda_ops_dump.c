@@ -815,6 +815,213 @@ static void case_adam(sg_dtype dt, int adamw)
     case_end();
 }
 
+/* ---- mixture of experts (f32 run only) ----------------------------------------------- */
+
+/* A whole MoE MLP through the kernels of moe.cu, as a layer runs it: router,
+ * statistics and aux loss, every expert's slot list, the experts (one group
+ * holding all experts: rows expert by expert), combine; then with dy the
+ * experts' backward, the slot sum, dtopw back in slot order, the router's
+ * backward (with the load-balancing term, coefficient `coef`, one layer) and
+ * dx = the router's dx + the experts'. oss: GPT-OSS (router bias, fused
+ * interleaved gate_up with biases, clamped GLU), else Qwen3-MoE. */
+static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, const char *name)
+{
+    const size_t N = 48, H = 32, F = 24, E = 8, K = oss ? 4 : 2;
+    case_begin(oss ? "moe_oss" : "moe", name, dt);
+    param("N", (double)N);
+    param("H", (double)H);
+    param("F", (double)F);
+    param("E", (double)E);
+    param("K", (double)K);
+    param("norm_topk_prob", norm);
+    param("aux_coef", coef);
+    const size_t es = dt_size(dt), NK = N * K;
+    float *x = randn(N * H, 1.0f), *h = randn(N * H, 1.0f), *dy = randn(N * H, 1.0f);
+    float *Wr = randn(E * H, 0.3f), *br = randn(E, 0.5f);
+    void *dx_in = input("x", x, DIMS(N, H), dt);
+    void *dh = input("h", h, DIMS(N, H), dt);
+    void *ddy = input("dy", dy, DIMS(N, H), dt);
+    void *dWr = input("Wr", Wr, DIMS(E, H), dt);
+    void *dbr = oss ? input("br", br, DIMS(E), dt) : NULL;
+    /* expert weights, expert-major; Qwen3: Wg, Wu (E, F, H), Wd (E, H, F);
+     * GPT-OSS: gate_up (E, H, 2F), its bias (E, 2F), down (E, F, H), bias (E, H) */
+    float *w1 = randn(E * 2 * F * H, wscale), *b1 = randn(E * 2 * F, 0.5f);
+    float *w2 = randn(E * F * H, oss ? 0.2f : 0.2f), *b2 = randn(E * H, 0.5f);
+    void *dw1, *db1 = NULL, *dw1b = NULL, *dw2, *db2 = NULL;
+    if (oss) {
+        dw1 = input("gate_up", w1, DIMS(E, H, 2 * F), dt);
+        db1 = input("gate_up_bias", b1, DIMS(E, 2 * F), dt);
+        dw2 = input("down", w2, DIMS(E, F, H), dt);
+        db2 = input("down_bias", b2, DIMS(E, H), dt);
+    } else {
+        dw1 = input("Wg", w1, DIMS(E, F, H), dt);
+        dw1b = input("Wu", w1 + E * F * H, DIMS(E, F, H), dt);
+        dw2 = input("Wd", w2, DIMS(E, H, F), dt);
+    }
+    float *probs = dev_nan(N * E * 4), *sel = dev_nan(NK * 4), *topw = dev_nan(NK * 4);
+    void *logits = dev_nan(N * E * es), *y = dev_nan(N * H * es);
+    float *zs = zeros(2 * E), *stats = dev_put(zs, 2 * E, SG_F32), *aux = dev_nan(4);
+    free(zs);
+    int32_t *slots = dev_nan(NK * 4), *counts = dev_nan(E * 4);
+    void *gate = dev_nan(NK * F * es), *up = dev_nan(NK * F * es), *outs = dev_nan(NK * H * es);
+    const void **ptrs = dev_nan(NK * sizeof(void *));
+    void *work = dev_nan(sg_cu_moe_expert_work_bytes(N, H, F, dt));
+    if (oss)
+        CK(sg_cu_moe_oss_router_forward(&g_cu, probs, sel, topw, logits, dx_in, dWr, dbr, dt, N,
+                                        H, E, K));
+    else
+        CK(sg_cu_moe_router_forward(&g_cu, probs, sel, topw, logits, dx_in, dWr, dt, N, H, E, K,
+                                    norm));
+    CK(sg_cu_moe_stats_add(&g_cu, stats, probs, sel, N, E, K));
+    CK(sg_cu_moe_aux_loss(&g_cu, aux, stats, E, 1, N));
+    CK(sg_cu_moe_expert_slots(&g_cu, slots, counts, sel, N, K, 0, E));
+    int32_t cnt[8];
+    get_raw(cnt, counts, sizeof cnt);
+    size_t off[9] = {0};
+    for (size_t e = 0; e < E; e++)
+        off[e + 1] = off[e] + (size_t)cnt[e];
+    if (off[E] != NK)
+        die("the slot counts add up to %zu, not N K = %zu", off[E], NK);
+    for (size_t e = 0; e < E; e++) {
+        const size_t r = off[e], n = (size_t)cnt[e];
+        char *g = (char *)gate + r * F * es, *u = (char *)up + r * F * es;
+        char *o = (char *)outs + r * H * es;
+        if (oss)
+            CK(sg_cu_moe_oss_expert_forward(&g_cu, g, u, o, dx_in, slots + r, NULL, n,
+                                            (char *)dw1 + e * H * 2 * F * es,
+                                            (char *)db1 + e * 2 * F * es,
+                                            (char *)dw2 + e * F * H * es,
+                                            (char *)db2 + e * H * es, dt, H, F, K, work));
+        else
+            CK(sg_cu_moe_expert_forward(&g_cu, g, u, o, dx_in, slots + r, NULL, n,
+                                        (char *)dw1 + e * F * H * es,
+                                        (char *)dw1b + e * F * H * es,
+                                        (char *)dw2 + e * H * F * es, dt, H, F, K, work));
+    }
+    CK(sg_cu_moe_slot_rows(&g_cu, ptrs, slots, NK, outs, H * es));
+    CK(sg_cu_moe_combine_forward(&g_cu, y, dh, (const void *const *)ptrs, topw, dt, N, H, K));
+    /* backward */
+    void *dxs = dev_nan(NK * H * es), *dxe = dev_nan(N * H * es), *dx = dev_nan(N * H * es);
+    float *dtopw_rows = dev_nan(NK * 4), *dtopw = dev_nan(NK * 4);
+    float *z1 = zeros(E * 2 * F * H), *z2 = zeros(E * F * H);
+    void *gw1 = dev_put(z1, E * 2 * F * H, dt), *gw2 = dev_put(z2, E * F * H, dt);
+    void *gb1 = dev_put(z1, E * 2 * F, dt), *gb2 = dev_put(z2, E * H, dt);
+    void *gWr = dev_put(z1, E * H, dt), *gbr = dev_put(z1, E, dt);
+    void *dlogits = dev_nan(N * E * es);
+    for (size_t e = 0; e < E; e++) {
+        const size_t r = off[e], n = (size_t)cnt[e];
+        const char *g = (char *)gate + r * F * es, *u = (char *)up + r * F * es;
+        char *dxr = (char *)dxs + r * H * es;
+        if (oss)
+            CK(sg_cu_moe_oss_expert_backward(
+                &g_cu, dxr, dtopw_rows + r, (char *)gw1 + e * H * 2 * F * es,
+                (char *)gb1 + e * 2 * F * es, (char *)gw2 + e * F * H * es,
+                (char *)gb2 + e * H * es, ddy, dx_in, g, u, topw, slots + r, NULL, n,
+                (char *)dw1 + e * H * 2 * F * es, (char *)dw2 + e * F * H * es,
+                (char *)db2 + e * H * es, dt, H, F, K, work));
+        else
+            CK(sg_cu_moe_expert_backward(
+                &g_cu, dxr, dtopw_rows + r, (char *)gw1 + e * F * H * es,
+                (char *)gw1 + (E + e) * F * H * es, (char *)gw2 + e * H * F * es, ddy, dx_in, g,
+                u, topw, slots + r, NULL, n, (char *)dw1 + e * F * H * es,
+                (char *)dw1b + e * F * H * es, (char *)dw2 + e * H * F * es, dt, H, F, K,
+                work));
+    }
+    CK(sg_cu_moe_slot_rows(&g_cu, ptrs, slots, NK, dxs, H * es));
+    CK(sg_cu_moe_slots_sum(&g_cu, dxe, (const void *const *)ptrs, dt, N, H, K));
+    CK(sg_cu_moe_scatter_slots(&g_cu, dtopw, dtopw_rows, slots, NK));
+    const double aux_scale = (double)coef * (double)E / ((double)N * (double)N);
+    float *rwork = dev_nan(sg_cu_moe_router_backward_work_floats(N, E) * 4);
+    if (oss)
+        CK(sg_cu_moe_oss_router_backward(&g_cu, dx, gWr, gbr, dlogits, dtopw, probs, sel, topw,
+                                         coef ? stats : NULL, aux_scale, dx_in, dWr, dt, N, H,
+                                         E, K, rwork));
+    else
+        CK(sg_cu_moe_router_backward(&g_cu, dx, gWr, dlogits, dtopw, probs, sel, topw,
+                                     coef ? stats : NULL, aux_scale, dx_in, dWr, dt, N, H, E, K,
+                                     norm, rwork));
+    CK(sg_cu_add_into(&g_cu, dx, dxe, dt, N * H));
+    output("logits", logits, DIMS(N, E), dt);
+    output("probs", probs, DIMS(N, E), SG_F32);
+    output("sel", sel, DIMS(N, K), SG_F32);
+    output("topw", topw, DIMS(N, K), SG_F32);
+    output("aux", aux, DIMS(1), SG_F32);
+    output("y", y, DIMS(N, H), dt);
+    output("dlogits", dlogits, DIMS(N, E), dt);
+    output("dx", dx, DIMS(N, H), dt);
+    output("dWr", gWr, DIMS(E, H), dt);
+    if (oss) {
+        output("dbr", gbr, DIMS(E), dt);
+        output("dgate_up", gw1, DIMS(E, H, 2 * F), dt);
+        output("dgate_up_bias", gb1, DIMS(E, 2 * F), dt);
+        output("ddown", gw2, DIMS(E, F, H), dt);
+        output("ddown_bias", gb2, DIMS(E, H), dt);
+    } else {
+        output("dWg", gw1, DIMS(E, F, H), dt);
+        output("dWu", (char *)gw1 + E * F * H * es, DIMS(E, F, H), dt);
+        output("dWd", gw2, DIMS(E, H, F), dt);
+    }
+    free(x);
+    free(h);
+    free(dy);
+    free(Wr);
+    free(br);
+    free(w1);
+    free(b1);
+    free(w2);
+    free(b2);
+    free(z1);
+    free(z2);
+    case_end();
+}
+
+/* Attention with GPT-OSS sinks (f32 run only): the flash kernels, then the
+ * sinks' rescaling; backward through the same kernels on the rescaled out and
+ * lse, and the sinks' gradient. */
+static void case_attention_sinks(sg_dtype dt, size_t window, const char *name)
+{
+    const size_t B = 2, T = 64, Hq = 4, Hkv = 2, D = 32;
+    case_begin("attention_sinks", name, dt);
+    param("B", (double)B);
+    param("T", (double)T);
+    param("Hq", (double)Hq);
+    param("Hkv", (double)Hkv);
+    param("D", (double)D);
+    param("window", (double)window);
+    const size_t nq = B * T * Hq * D, nk = B * T * Hkv * D, nl = B * Hq * T;
+    const size_t es = dt_size(dt);
+    float *q = randn(nq, 1.0f), *k = randn(nk, 1.0f), *v = randn(nk, 1.0f);
+    float *dout = randn(nq, 1.0f), *sinks = randn(Hq, 1.5f), *z = zeros(Hq);
+    void *dq_in = input("q", q, DIMS(B, T, Hq, D), dt);
+    void *dk_in = input("k", k, DIMS(B, T, Hkv, D), dt);
+    void *dv_in = input("v", v, DIMS(B, T, Hkv, D), dt);
+    void *dsk = input("sinks", sinks, DIMS(Hq), dt);
+    void *ddout = input("dout", dout, DIMS(B, T, Hq, D), dt);
+    void *dout_o = dev_nan(nq * es), *dlse = dev_nan(nl * es);
+    void *ddq = dev_nan(nq * es), *ddk = dev_nan(nk * es), *ddv = dev_nan(nk * es);
+    void *dds = dev_put(z, Hq, dt);
+    float *work = dev_nan(sg_cu_attention_backward_work_floats(B, T, Hq, Hkv, D) * sizeof(float));
+    CK(sg_cu_attention_forward(&g_cu, dout_o, dlse, dq_in, dk_in, dv_in, dt, B, T, Hq, Hkv, D,
+                               window));
+    CK(sg_cu_attention_sinks_forward(&g_cu, dout_o, dlse, dsk, dt, B, T, Hq, D));
+    CK(sg_cu_attention_backward(&g_cu, ddq, ddk, ddv, ddout, dq_in, dk_in, dv_in, dout_o, dlse,
+                                dt, B, T, Hq, Hkv, D, window, work));
+    CK(sg_cu_attention_sinks_backward(&g_cu, dds, ddout, dout_o, dlse, dsk, dt, B, T, Hq, D));
+    output("out", dout_o, DIMS(B, T, Hq, D), dt);
+    output("lse", dlse, DIMS(B, Hq, T), dt);
+    output("dq", ddq, DIMS(B, T, Hq, D), dt);
+    output("dk", ddk, DIMS(B, T, Hkv, D), dt);
+    output("dv", ddv, DIMS(B, T, Hkv, D), dt);
+    output("dsinks", dds, DIMS(Hq), dt);
+    free(q);
+    free(k);
+    free(v);
+    free(dout);
+    free(sinks);
+    free(z);
+    case_end();
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -909,6 +1116,13 @@ int main(int argc, char **argv)
     case_grad_norm(dt, 1);
     case_adam(dt, 1);
     case_adam(dt, 0);
+    if (dt == SG_F32) { /* the router's picks are discrete: compared in fp32 only */
+        case_moe(dt, 0, 1, 0.01f, 0.3f, "N48_H32_F24_E8_K2_norm_aux");
+        case_moe(dt, 0, 0, 0.0f, 0.3f, "N48_H32_F24_E8_K2");
+        case_moe(dt, 1, 0, 0.02f, 0.9f, "N48_H32_F24_E8_K4_aux_clamps");
+        case_attention_sinks(dt, 0, "B2_T64_Hq4_Hkv2_D32");
+        case_attention_sinks(dt, 16, "B2_T64_Hq4_Hkv2_D32_W16");
+    }
 
     char *text = cJSON_Print(man);
     if (!text)

@@ -159,6 +159,18 @@ TOLS = {
     ("adam", "v"): (F32, F32),
     ("adam", "update"): (1e-3, 1e-3),
 }
+# mixture of experts and attention sinks: dumped in the f32 run only (the
+# router's picks are discrete, a bf16 rounding could flip one); 1e-5 for every
+# output and gradient, the picks exactly
+for _op, _outs in (("moe", ("logits", "probs", "topw", "aux", "y", "dlogits", "dx", "dWr",
+                            "dWg", "dWu", "dWd")),
+                   ("moe_oss", ("logits", "probs", "topw", "aux", "y", "dlogits", "dx", "dWr",
+                                "dbr", "dgate_up", "dgate_up_bias", "ddown", "ddown_bias")),
+                   ("attention_sinks", ("out", "lse", "dq", "dk", "dv", "dsinks"))):
+    for _o in _outs:
+        TOLS[(_op, _o)] = (F32, None)
+TOLS[("moe", "sel")] = (EXACT, None)
+TOLS[("moe_oss", "sel")] = (EXACT, None)
 
 
 def tolerance(op, out, dtype, mode, params):
@@ -488,6 +500,118 @@ def op_adam(c):
 def got_adam_update(c):
     return c.arr("p", "outputs").astype(np.float64) - c.arr("p0").astype(np.float64)
 
+
+
+# ---- mixture of experts and attention sinks (fp32; written from Hugging Face's
+# modeling_qwen3_moe.py and modeling_gpt_oss.py, not from the kernels) ----------
+
+
+def load_balancing_loss(probs, sel, E):
+    """transformers' load_balancing_loss_func for one layer, no attention mask:
+    E * sum over (k, e) of mean(one_hot(sel)) * mean(probs)."""
+    expert_mask = F.one_hot(sel, E).float()            # (N, K, E)
+    tokens_per_expert = expert_mask.mean(dim=0)        # (K, E)
+    router_prob_per_expert = probs.mean(dim=0)         # (E)
+    return (tokens_per_expert * router_prob_per_expert.unsqueeze(0)).sum() * E
+
+
+def moe_layer(c, oss):
+    N, H, F_, E, K = (int(c.p[k]) for k in ("N", "H", "F", "E", "K"))
+    f32 = torch.float32
+    x = c.t("x", grad=True, dtype=f32)
+    h, dy = c.t("h", dtype=f32), c.t("dy", dtype=f32)
+    Wr = c.t("Wr", grad=True, dtype=f32)
+    params = {"Wr": Wr}
+    if oss:  # GptOssTopKRouter: linear with bias, top-k of the logits, softmax over them
+        br = c.t("br", grad=True, dtype=f32)
+        params["br"] = br
+        logits = F.linear(x, Wr, br)
+        top_v, sel = torch.topk(logits, K, dim=-1)
+        topw = torch.softmax(top_v, dim=1, dtype=f32)
+        probs = torch.softmax(logits, dim=-1, dtype=f32)
+        for n in ("gate_up", "gate_up_bias", "down", "down_bias"):
+            params[n] = c.t(n, grad=True, dtype=f32)
+    else:    # Qwen3MoeSparseMoeBlock: softmax, top-k, optional renormalisation
+        logits = F.linear(x, Wr)
+        probs = torch.softmax(logits, dim=1, dtype=f32)
+        topw, sel = torch.topk(probs, K, dim=-1)
+        if int(c.p["norm_topk_prob"]):
+            topw = topw / topw.sum(dim=-1, keepdim=True)
+        for n in ("Wg", "Wu", "Wd"):
+            params[n] = c.t(n, grad=True, dtype=f32)
+    logits.retain_grad()
+    y = h.clone()
+    limit, alpha = 7.0, 1.702
+    cut_gate = cut_up = 0
+    for e in range(E):
+        tok, slot = torch.where(sel == e)
+        if tok.numel() == 0:
+            continue
+        xe = x[tok]
+        if oss:  # GptOssExperts
+            gu = xe @ params["gate_up"][e] + params["gate_up_bias"][e]
+            gate, up = gu[..., ::2], gu[..., 1::2]
+            cut_gate += int((gate > limit).sum())
+            cut_up += int((up.abs() > limit).sum())
+            gate = gate.clamp(min=None, max=limit)
+            up = up.clamp(min=-limit, max=limit)
+            glu = gate * torch.sigmoid(gate * alpha)
+            oe = ((up + 1) * glu) @ params["down"][e] + params["down_bias"][e]
+        else:    # Qwen3MoeMLP
+            oe = F.linear(F.silu(F.linear(xe, params["Wg"][e])) * F.linear(xe, params["Wu"][e]),
+                          params["Wd"][e])
+        y = y.index_add(0, tok, oe * topw[tok, slot, None])
+    if oss and (cut_gate == 0 or cut_up == 0):
+        raise ValueError("the clamps cut nothing (gate > 7: %d, |up| > 7: %d): the case "
+                         "does not test them" % (cut_gate, cut_up))
+    aux = load_balancing_loss(probs, sel, E)
+    loss = (y * dy).sum() + float(c.p["aux_coef"]) * aux
+    loss.backward()
+    res = {"logits": logits, "probs": probs, "sel": sel.float(), "topw": topw, "aux": aux,
+           "y": y, "dlogits": logits.grad, "dx": x.grad}
+    for n, t in params.items():
+        res["d" + n] = t.grad
+    impl = "fp32 %s from HF formulas, autograd" % ("GptOssMLP" if oss else
+                                                   "Qwen3MoeSparseMoeBlock")
+    if oss:
+        impl += "; clamps cut %d gate, %d up values" % (cut_gate, cut_up)
+    return {k: v.detach() for k, v in res.items()}, impl
+
+
+def op_moe(c):
+    return moe_layer(c, False)
+
+
+def op_moe_oss(c):
+    return moe_layer(c, True)
+
+
+def op_attention_sinks(c):
+    """GptOssAttention's eager_attention_forward: the sink logit of each head
+    as an extra softmax column, dropped before P V."""
+    T, Hq, Hkv, D, W = (int(c.p[k]) for k in ("T", "Hq", "Hkv", "D", "window"))
+    rep = Hq // Hkv
+    f32 = torch.float32
+    q, k, v = (c.t(n, grad=True, dtype=f32) for n in ("q", "k", "v"))
+    sinks = c.t("sinks", grad=True, dtype=f32)
+    qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    kh, vh = kh.repeat_interleave(rep, dim=1), vh.repeat_interleave(rep, dim=1)
+    vis = window_mask(T, W if W < T else 0, q.device)
+    s = torch.matmul(qh, kh.transpose(2, 3)) * (D ** -0.5)
+    s = s.masked_fill(~vis, float("-inf"))
+    B = q.shape[0]
+    col = sinks.reshape(1, -1, 1, 1).expand(B, -1, T, 1)
+    comb = torch.cat([s, col], dim=-1)
+    lse = torch.logsumexp(comb, dim=-1)
+    comb = comb - comb.max(dim=-1, keepdim=True).values
+    p = torch.softmax(comb, dim=-1, dtype=f32)[..., :-1]
+    out = torch.matmul(p, vh).transpose(1, 2)
+    out.backward(c.t("dout", dtype=f32))
+    if float(sinks.grad.abs().max()) == 0.0:
+        raise ValueError("the sinks' gradient is zero: the case does not test it")
+    res = {"out": out, "lse": lse, "dq": q.grad, "dk": k.grad, "dv": v.grad,
+           "dsinks": sinks.grad}
+    return {kk: vv.detach() for kk, vv in res.items()}, "fp32 HF GPT-OSS eager attention"
 
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
 # references that are not outputs of the kernel: how to make the kernel's side

@@ -671,3 +671,80 @@ extern "C" size_t sg_cu_attention_backward_work_floats(size_t B, size_t T, size_
     (void)Hkv;
     return B * Hq * T + B * T * Hq * D;
 }
+
+/* ---- attention sinks (GPT-OSS) ------------------------------------------------- */
+
+/* One thread per (b, t, h) row: the sink column joins the softmax, so lse'
+ * = log(exp(lse) + exp(sink)) and the row's weights shrink by exp(lse -
+ * lse') (as sg_attention_sinks_forward, in double). */
+template <typename T>
+__global__ void k_sinks_fwd(T *out, T *lse, const T *sinks, size_t B, size_t T_, size_t Hq,
+                            size_t D)
+{
+    SG_GRID_STRIDE(i, B * T_ * Hq) {
+        const size_t h = i % Hq, t = i / Hq % T_, b = i / (Hq * T_);
+        T *lp = lse + (b * Hq + h) * T_ + t;
+        const double l = sg_ld(*lp), sk = sg_ld(sinks[h]), m = l > sk ? l : sk;
+        const double l2 = m + log(exp(l - m) + exp(sk - m));
+        const float r = (float)exp(l - l2);
+        T *o = out + i * D;
+        for (size_t d = 0; d < D; d++)
+            o[d] = sg_st<T>(sg_ld(o[d]) * r);
+        *lp = sg_st<T>((float)l2);
+    }
+}
+
+/* One block per head: dsinks[h] += -sum over (b, t) of exp(sink - lse')
+ * (dout . out); the threads take rows in turn, then a tree sum in double. */
+template <typename T>
+__global__ void k_sinks_bwd(T *dsinks, const T *dout, const T *out, const T *lse,
+                            const T *sinks, size_t B, size_t T_, size_t Hq, size_t D)
+{
+    __shared__ double red[ATT_THREADS];
+    const size_t h = blockIdx.x;
+    const double sk = sg_ld(sinks[h]);
+    double acc = 0.0;
+    for (size_t r = threadIdx.x; r < B * T_; r += blockDim.x) {
+        const size_t b = r / T_, t = r % T_;
+        const size_t off = ((b * T_ + t) * Hq + h) * D;
+        double delta = 0.0;
+        for (size_t d = 0; d < D; d++)
+            delta += (double)sg_ld(dout[off + d]) * sg_ld(out[off + d]);
+        acc -= exp(sk - (double)sg_ld(lse[(b * Hq + h) * T_ + t])) * delta;
+    }
+    acc = sg_block_sum_d(acc, red);
+    if (threadIdx.x == 0)
+        dsinks[h] = sg_st<T>(sg_ld(dsinks[h]) + (float)acc);
+}
+
+int sg_cu_attention_sinks_forward(const sg_cu *cu, void *out, void *lse, const void *sinks,
+                                  sg_dtype dt, size_t B, size_t T, size_t Hq, size_t D)
+{
+    size_t rows;
+    if (!cu || !out || !lse || !sinks || !sg_cu_mul_ok(B, T, &rows) ||
+        !sg_cu_mul_ok(rows, Hq, &rows) || D == 0)
+        return SG_EINVAL;
+    if (rows == 0)
+        return SG_OK;
+    SG_CU_DISPATCH(dt, E,
+                   SG_LAUNCH(k_sinks_fwd<E>, sg_cu_blocks(rows, ATT_THREADS), ATT_THREADS,
+                             cu->stream, (E *)out, (E *)lse, (const E *)sinks, B, T, Hq, D));
+    return sg_cu_launch_status();
+}
+
+int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *dout,
+                                   const void *out, const void *lse, const void *sinks,
+                                   sg_dtype dt, size_t B, size_t T, size_t Hq, size_t D)
+{
+    size_t rows;
+    if (!cu || !dsinks || !dout || !out || !lse || !sinks || !sg_cu_mul_ok(B, T, &rows) ||
+        !sg_cu_mul_ok(rows, Hq, &rows) || D == 0 || Hq > 65535u * 8u)
+        return SG_EINVAL;
+    if (rows == 0)
+        return SG_OK;
+    SG_CU_DISPATCH(dt, E,
+                   SG_LAUNCH(k_sinks_bwd<E>, (unsigned)Hq, ATT_THREADS, cu->stream,
+                             (E *)dsinks, (const E *)dout, (const E *)out, (const E *)lse,
+                             (const E *)sinks, B, T, Hq, D));
+    return sg_cu_launch_status();
+}

@@ -151,6 +151,123 @@ int sg_cu_attention_backward(const sg_cu *cu, void *dq, void *dk, void *dv, cons
                              size_t Hkv, size_t D, size_t window, float *work);
 size_t sg_cu_attention_backward_work_floats(size_t B, size_t T, size_t Hq, size_t Hkv, size_t D);
 
+/* Attention sinks (GPT-OSS), as sg_attention_sinks_forward / _backward of
+ * codelets/cpu/ops.h, after sg_cu_attention_forward: out (B, T, Hq, D) and
+ * lse (B, Hq, T) in place (lse' = log(exp(lse) + exp(sink_h)), out *=
+ * exp(lse - lse')); sinks (Hq) in dt. sg_cu_attention_backward given that
+ * out and lse' gives dq, dk, dv with the sinks; dsinks (Hq, dt) ACCUMULATES
+ * -sum over (b, t) of exp(sink_h - lse') (dout . out), summed in double in a
+ * fixed order (one block per head). */
+int sg_cu_attention_sinks_forward(const sg_cu *cu, void *out, void *lse, const void *sinks,
+                                  sg_dtype dt, size_t B, size_t T, size_t Hq, size_t D);
+int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *dout,
+                                   const void *out, const void *lse, const void *sinks,
+                                   sg_dtype dt, size_t B, size_t T, size_t Hq, size_t D);
+
+/* ---- mixture of experts (moe.cu; codelets/cpu/moe.c and gpt_oss.c state ---
+ * the formulas; these are the same operations on the device) --------------
+ * Router state is float whatever dt: probs (N, E), sel (N, K: expert indices
+ * as floats), topw, dtopw (N, K), stats (2 E: picks, then probability sums).
+ * Logits and dlogits (N, E), x, weights, activations are in dt. Slot lists
+ * and counts are device int32. An expert's n comes from the host (cuBLAS
+ * sizes): copy the counts of sg_cu_moe_expert_slots back first. */
+
+/* Qwen3-MoE router (sg_moe_router_forward): logits = x Wr^T, probs =
+ * softmax, sel/topw = top-k (ties to the lowest index), renormalised when
+ * norm_topk_prob. All WRITE. */
+int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
+                             void *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
+                             size_t H, size_t E, size_t K, int norm_topk_prob);
+/* GPT-OSS router (sg_moe_oss_router_forward): logits = x Wr^T + br, top-k of
+ * the logits, topw = softmax over the k selected; probs = full softmax. */
+int sg_cu_moe_oss_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
+                                 void *logits, const void *x, const void *Wr, const void *br,
+                                 sg_dtype dt, size_t N, size_t H, size_t E, size_t K);
+/* Their backward (sg_moe_router_backward, sg_moe_oss_router_backward): dx (N,
+ * H) and dlogits WRITE; dWr (E, H), dbr (E) ACCUMULATE (may be NULL). stats
+ * may be NULL (no load-balancing term); aux_scale = coef E / (L N)^2 (the
+ * derivative of the aux loss by a probability, per pick). `work`: device
+ * scratch of sg_cu_moe_router_backward_work_floats(N, E) floats. */
+int sg_cu_moe_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dlogits,
+                              const float *dtopw, const float *probs, const float *sel,
+                              const float *topw, const float *stats, double aux_scale,
+                              const void *x, const void *Wr, sg_dtype dt, size_t N, size_t H,
+                              size_t E, size_t K, int norm_topk_prob, float *work);
+int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr,
+                                  void *dlogits, const float *dtopw, const float *probs,
+                                  const float *sel, const float *topw, const float *stats,
+                                  double aux_scale, const void *x, const void *Wr, sg_dtype dt,
+                                  size_t N, size_t H, size_t E, size_t K, float *work);
+size_t sg_cu_moe_router_backward_work_floats(size_t N, size_t E);
+/* stats (2 E) += [picks of each expert, sum of its probs] (token order, in
+ * double); *loss (device float) = E sum_e (stats_e / (L N)) (stats_{E+e} /
+ * (L N)): the load-balancing loss (sg_moe_aux_loss) without its coefficient. */
+int sg_cu_moe_stats_add(const sg_cu *cu, float *stats, const float *probs, const float *sel,
+                        size_t N, size_t E, size_t K);
+int sg_cu_moe_aux_loss(const sg_cu *cu, float *loss, const float *stats, size_t E, size_t L,
+                       size_t N);
+/* The slots s (= n K + j, sel[s] == e) of experts [e0, e1), expert by expert,
+ * each in token order (sg_moe_expert_slots per expert, concatenated): slots
+ * (at most N K), counts (e1 - e0) WRITE. */
+int sg_cu_moe_expert_slots(const sg_cu *cu, int32_t *slots, int32_t *counts, const float *sel,
+                           size_t N, size_t K, size_t e0, size_t e1);
+/* One expert on its n slots (sg_moe_expert_forward): gather x rows slots[r] /
+ * K, gate = xe Wg^T, up = xe Wu^T (Wg, Wu (F, H)), out = (silu(gate) up) Wd^T
+ * (Wd (H, F)); gate_s, up_s (F) and out_s (H) rows rows[r] (rows NULL: r).
+ * out_s NULL: gate and up only (recompute). `work`: device scratch of
+ * sg_cu_moe_expert_work_bytes(n, H, F, dt) bytes (either family, either
+ * direction). */
+int sg_cu_moe_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s,
+                             const void *x, const int32_t *slots, const int32_t *rows, size_t n,
+                             const void *Wg, const void *Wu, const void *Wd, sg_dtype dt,
+                             size_t H, size_t F, size_t K, void *work);
+/* Its backward (sg_moe_expert_backward): dx_s (H) and dtopw rows WRITE; dWg,
+ * dWu, dWd ACCUMULATE (may be NULL). dy (N, H) is the layer output's
+ * gradient; topw (N K) float. */
+int sg_cu_moe_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *dWg, void *dWu,
+                              void *dWd, const void *dy, const void *x, const void *gate_s,
+                              const void *up_s, const float *topw, const int32_t *slots,
+                              const int32_t *rows, size_t n, const void *Wg, const void *Wu,
+                              const void *Wd, sg_dtype dt, size_t H, size_t F, size_t K,
+                              void *work);
+size_t sg_cu_moe_expert_work_bytes(size_t n, size_t H, size_t F, sg_dtype dt);
+/* GPT-OSS's clamped GLU (sg_oss_glu_forward / _backward): h = (clamp(up) +
+ * 1) g sigmoid(1.702 g), g = min(gate, 7); no gradient where a clamp cut. */
+int sg_cu_oss_glu_forward(const sg_cu *cu, void *h, const void *gate, const void *up,
+                          sg_dtype dt, size_t N, size_t F);
+int sg_cu_oss_glu_backward(const sg_cu *cu, void *dgate, void *dup, const void *dh,
+                           const void *gate, const void *up, sg_dtype dt, size_t N, size_t F);
+/* One GPT-OSS expert (sg_moe_oss_expert_forward / _backward): gu = xe Wgu +
+ * bgu with Wgu (H, 2F) (in, out), gate/up its even/odd columns; out =
+ * glu(gate, up) Wd + bd with Wd (F, H). gate_s, up_s get gate and up before
+ * the clamps. Backward: dx_s, dtopw rows WRITE; dWgu, dbgu, dWd, dbd
+ * ACCUMULATE (may be NULL). `work` as for sg_cu_moe_expert_forward. */
+int sg_cu_moe_oss_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s,
+                                 const void *x, const int32_t *slots, const int32_t *rows,
+                                 size_t n, const void *Wgu, const void *bgu, const void *Wd,
+                                 const void *bd, sg_dtype dt, size_t H, size_t F, size_t K,
+                                 void *work);
+int sg_cu_moe_oss_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *dWgu,
+                                  void *dbgu, void *dWd, void *dbd, const void *dy,
+                                  const void *x, const void *gate_s, const void *up_s,
+                                  const float *topw, const int32_t *slots, const int32_t *rows,
+                                  size_t n, const void *Wgu, const void *Wd, const void *bd,
+                                  sg_dtype dt, size_t H, size_t F, size_t K, void *work);
+/* ptrs[slots[r]] = base + r row_bytes for r < n (device array of N K
+ * pointers): which row of which group buffer holds each slot. */
+int sg_cu_moe_slot_rows(const sg_cu *cu, const void **ptrs, const int32_t *slots, size_t n,
+                        const void *base, size_t row_bytes);
+/* y (N, H) = h + sum_j topw[t K + j] outs[t K + j] (slot order;
+ * sg_moe_combine_forward); dx (N, H) = sum_j dx_s[t K + j] (slot order;
+ * sg_moe_slots_sum). outs, dx_s: device arrays of N K row pointers (dt). */
+int sg_cu_moe_combine_forward(const sg_cu *cu, void *y, const void *h, const void *const *outs,
+                              const float *topw, sg_dtype dt, size_t N, size_t H, size_t K);
+int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_dtype dt,
+                        size_t N, size_t H, size_t K);
+/* dst[slots[r]] = src[r], n floats (a group's dtopw rows back in slot order). */
+int sg_cu_moe_scatter_slots(const sg_cu *cu, float *dst, const float *src,
+                            const int32_t *slots, size_t n);
+
 /* ---- cross-entropy ------------------------------------------------------- */
 
 /* As sg_cross_entropy_forward: *loss (device float) = mean over the targets
