@@ -116,7 +116,8 @@ static void test_rules(void)
                                          "backward", "grad_sum", "moe_expert", "moe_combine",
                                          "moe_expert_bwd", NULL};
     /* the MoE kinds may sit on GPUs in graphs and simulations (a real run
-     * with CUDA workers refuses MoE models: no CUDA kernels yet) */
+     * with CUDA workers refuses MoE models: the kernels exist, the CUDA
+     * codelets do not yet) */
     static const char *const on_gpu[] = {"forward", "recompute", "backward", "grad_sum", "cast",
                                          "grad_norm", "overflow_check", "loss_scale", "adam_gpu",
                                          "moe_expert", "moe_combine", "moe_expert_bwd", NULL};
