@@ -55,6 +55,17 @@
  *                  norm (computed on the device by the grad_norm kernels);
  *                  Adam with L2 (lr 3e-3, wd 0.1) step t=1 from zero state,
  *                  no norm: p, m, v
+ *   moe            Qwen3-MoE layer, N=48, H=32, F=24, E=8, top 2: router,
+ *                  statistics, aux loss, slot lists, experts, combine, and
+ *                  the backward with dy (aux coefficient 0.01 with
+ *                  norm_topk_prob; 0 without, experts writing slot-indexed
+ *                  rows): logits, probs, sel, topw, aux, y, dlogits, dx, dWr,
+ *                  dWg, dWu, dWd
+ *   moe_oss        GPT-OSS layer (f32 run only), top 4, gate_up weights large
+ *                  enough that both clamps cut; the same outputs with dbr,
+ *                  dgate_up, dgate_up_bias, ddown, ddown_bias
+ *   attention_sinks B=2, T=64, Hq=4, Hkv=2, D=32, window 0 and 16, sinks
+ *                  N(0, 1.5^2) (f32 run only): out, lse; dq, dk, dv, dsinks
  * Outputs start as NaN on the device (so an element a kernel skips shows).
  * The real-GPU build (linked with libsgcuda.a) and the emulated one (with
  * libsgcudaemu.a) write the same files; the manifest says which ran.
@@ -823,8 +834,11 @@ static void case_adam(sg_dtype dt, int adamw)
  * experts' backward, the slot sum, dtopw back in slot order, the router's
  * backward (with the load-balancing term, coefficient `coef`, one layer) and
  * dx = the router's dx + the experts'. oss: GPT-OSS (router bias, fused
- * interleaved gate_up with biases, clamped GLU), else Qwen3-MoE. */
-static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, const char *name)
+ * interleaved gate_up with biases, clamped GLU), else Qwen3-MoE. by_slot:
+ * the experts write slot-indexed rows (rows = their slots, as
+ * codelets/cpu/block.c does) instead of a group's consecutive rows. */
+static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, int by_slot,
+                     const char *name)
 {
     const size_t N = 48, H = 32, F = 24, E = 8, K = oss ? 4 : 2;
     case_begin(oss ? "moe_oss" : "moe", name, dt);
@@ -835,6 +849,7 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, c
     param("K", (double)K);
     param("norm_topk_prob", norm);
     param("aux_coef", coef);
+    param("by_slot", by_slot);
     const size_t es = dt_size(dt), NK = N * K;
     float *x = randn(N * H, 1.0f), *h = randn(N * H, 1.0f), *dy = randn(N * H, 1.0f);
     float *Wr = randn(E * H, 0.3f), *br = randn(E, 0.5f);
@@ -875,30 +890,36 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, c
     CK(sg_cu_moe_stats_add(&g_cu, stats, probs, sel, N, E, K));
     CK(sg_cu_moe_aux_loss(&g_cu, aux, stats, E, 1, N));
     CK(sg_cu_moe_expert_slots(&g_cu, slots, counts, sel, N, K, 0, E));
-    int32_t cnt[8];
+    int32_t cnt[8], iota[8 * 48];
     get_raw(cnt, counts, sizeof cnt);
+    for (size_t i = 0; i < NK; i++)
+        iota[i] = (int32_t)i;
+    int32_t *diota = put_raw(iota, NK * sizeof *iota);
+    /* expert e's rows: its slots (by_slot) or the group's rows off[e].. */
+#define ROWS_AT(r) (by_slot ? slots + (r) : NULL)
+#define ROW0(r) (by_slot ? 0 : (r))
     size_t off[9] = {0};
     for (size_t e = 0; e < E; e++)
         off[e + 1] = off[e] + (size_t)cnt[e];
     if (off[E] != NK)
         die("the slot counts add up to %zu, not N K = %zu", off[E], NK);
     for (size_t e = 0; e < E; e++) {
-        const size_t r = off[e], n = (size_t)cnt[e];
-        char *g = (char *)gate + r * F * es, *u = (char *)up + r * F * es;
-        char *o = (char *)outs + r * H * es;
+        const size_t r = off[e], n = (size_t)cnt[e], r0 = ROW0(r);
+        char *g = (char *)gate + r0 * F * es, *u = (char *)up + r0 * F * es;
+        char *o = (char *)outs + r0 * H * es;
         if (oss)
-            CK(sg_cu_moe_oss_expert_forward(&g_cu, g, u, o, dx_in, slots + r, NULL, n,
+            CK(sg_cu_moe_oss_expert_forward(&g_cu, g, u, o, dx_in, slots + r, ROWS_AT(r), n,
                                             (char *)dw1 + e * H * 2 * F * es,
                                             (char *)db1 + e * 2 * F * es,
                                             (char *)dw2 + e * F * H * es,
                                             (char *)db2 + e * H * es, dt, H, F, K, work));
         else
-            CK(sg_cu_moe_expert_forward(&g_cu, g, u, o, dx_in, slots + r, NULL, n,
+            CK(sg_cu_moe_expert_forward(&g_cu, g, u, o, dx_in, slots + r, ROWS_AT(r), n,
                                         (char *)dw1 + e * F * H * es,
                                         (char *)dw1b + e * F * H * es,
                                         (char *)dw2 + e * H * F * es, dt, H, F, K, work));
     }
-    CK(sg_cu_moe_slot_rows(&g_cu, ptrs, slots, NK, outs, H * es));
+    CK(sg_cu_moe_slot_rows(&g_cu, ptrs, by_slot ? diota : slots, NK, outs, H * es));
     CK(sg_cu_moe_combine_forward(&g_cu, y, dh, (const void *const *)ptrs, topw, dt, N, H, K));
     /* backward */
     void *dxs = dev_nan(NK * H * es), *dxe = dev_nan(N * H * es), *dx = dev_nan(N * H * es);
@@ -909,27 +930,30 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, c
     void *gWr = dev_put(z1, E * H, dt), *gbr = dev_put(z1, E, dt);
     void *dlogits = dev_nan(N * E * es);
     for (size_t e = 0; e < E; e++) {
-        const size_t r = off[e], n = (size_t)cnt[e];
-        const char *g = (char *)gate + r * F * es, *u = (char *)up + r * F * es;
-        char *dxr = (char *)dxs + r * H * es;
+        const size_t r = off[e], n = (size_t)cnt[e], r0 = ROW0(r);
+        const char *g = (char *)gate + r0 * F * es, *u = (char *)up + r0 * F * es;
+        char *dxr = (char *)dxs + r0 * H * es;
         if (oss)
             CK(sg_cu_moe_oss_expert_backward(
-                &g_cu, dxr, dtopw_rows + r, (char *)gw1 + e * H * 2 * F * es,
+                &g_cu, dxr, (by_slot ? dtopw : dtopw_rows) + r0, (char *)gw1 + e * H * 2 * F * es,
                 (char *)gb1 + e * 2 * F * es, (char *)gw2 + e * F * H * es,
-                (char *)gb2 + e * H * es, ddy, dx_in, g, u, topw, slots + r, NULL, n,
+                (char *)gb2 + e * H * es, ddy, dx_in, g, u, topw, slots + r, ROWS_AT(r), n,
                 (char *)dw1 + e * H * 2 * F * es, (char *)dw2 + e * F * H * es,
                 (char *)db2 + e * H * es, dt, H, F, K, work));
         else
             CK(sg_cu_moe_expert_backward(
-                &g_cu, dxr, dtopw_rows + r, (char *)gw1 + e * F * H * es,
+                &g_cu, dxr, (by_slot ? dtopw : dtopw_rows) + r0, (char *)gw1 + e * F * H * es,
                 (char *)gw1 + (E + e) * F * H * es, (char *)gw2 + e * H * F * es, ddy, dx_in, g,
-                u, topw, slots + r, NULL, n, (char *)dw1 + e * F * H * es,
+                u, topw, slots + r, ROWS_AT(r), n, (char *)dw1 + e * F * H * es,
                 (char *)dw1b + e * F * H * es, (char *)dw2 + e * H * F * es, dt, H, F, K,
                 work));
     }
-    CK(sg_cu_moe_slot_rows(&g_cu, ptrs, slots, NK, dxs, H * es));
+#undef ROWS_AT
+#undef ROW0
+    CK(sg_cu_moe_slot_rows(&g_cu, ptrs, by_slot ? diota : slots, NK, dxs, H * es));
     CK(sg_cu_moe_slots_sum(&g_cu, dxe, (const void *const *)ptrs, dt, N, H, K));
-    CK(sg_cu_moe_scatter_slots(&g_cu, dtopw, dtopw_rows, slots, NK));
+    if (!by_slot)
+        CK(sg_cu_moe_scatter_slots(&g_cu, dtopw, dtopw_rows, slots, NK));
     const double aux_scale = (double)coef * (double)E / ((double)N * (double)N);
     float *rwork = dev_nan(sg_cu_moe_router_backward_work_floats(N, E) * 4);
     if (oss)
@@ -1116,10 +1140,14 @@ int main(int argc, char **argv)
     case_grad_norm(dt, 1);
     case_adam(dt, 1);
     case_adam(dt, 0);
-    if (dt == SG_F32) { /* the router's picks are discrete: compared in fp32 only */
-        case_moe(dt, 0, 1, 0.01f, 0.3f, "N48_H32_F24_E8_K2_norm_aux");
-        case_moe(dt, 0, 0, 0.0f, 0.3f, "N48_H32_F24_E8_K2");
-        case_moe(dt, 1, 0, 0.02f, 0.9f, "N48_H32_F24_E8_K4_aux_clamps");
+    case_moe(dt, 0, 1, 0.01f, 0.3f, 0, "N48_H32_F24_E8_K2_norm_aux");
+    case_moe(dt, 0, 0, 0.0f, 0.3f, 1, "N48_H32_F24_E8_K2_by_slot");
+    /* GPT-OSS and sinks in fp32 only: in bf16 a clamped value within an ulp of
+     * 7 flips between cut (no gradient) and not, a near-tie of logits can flip
+     * a pick, and dsinks reads the bf16 lse (see torch_cuda_ops_ref.py) */
+    if (dt == SG_F32) {
+        case_moe(dt, 1, 0, 0.02f, 0.9f, 0, "N48_H32_F24_E8_K4_aux_clamps");
+        case_moe(dt, 1, 0, 0.0f, 0.9f, 1, "N48_H32_F24_E8_K4_clamps_by_slot");
         case_attention_sinks(dt, 0, "B2_T64_Hq4_Hkv2_D32");
         case_attention_sinks(dt, 16, "B2_T64_Hq4_Hkv2_D32_W16");
     }
