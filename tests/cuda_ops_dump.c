@@ -958,12 +958,12 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, i
     float *rwork = dev_nan(sg_cu_moe_router_backward_work_floats(N, E) * 4);
     if (oss)
         CK(sg_cu_moe_oss_router_backward(&g_cu, dx, gWr, gbr, dlogits, dtopw, probs, sel, topw,
-                                         coef ? stats : NULL, aux_scale, dx_in, dWr, dt, N, H,
-                                         E, K, rwork));
+                                         coef ? stats : NULL, aux_scale, NULL, dx_in, dWr, dt,
+                                         N, H, E, K, rwork));
     else
         CK(sg_cu_moe_router_backward(&g_cu, dx, gWr, dlogits, dtopw, probs, sel, topw,
-                                     coef ? stats : NULL, aux_scale, dx_in, dWr, dt, N, H, E, K,
-                                     norm, rwork));
+                                     coef ? stats : NULL, aux_scale, NULL, dx_in, dWr, dt, N, H,
+                                     E, K, norm, rwork));
     CK(sg_cu_add_into(&g_cu, dx, dxe, dt, N * H));
     output("logits", logits, DIMS(N, E), dt);
     output("probs", probs, DIMS(N, E), SG_F32);

@@ -2,11 +2,21 @@
  * CPU units of codelets/cpu/block.h (themselves checked against PyTorch by
  * test_block.c).
  *
- * Three tiny models, inline, covering what test_block.c covers:
+ * Five tiny models, inline, covering what test_block.c covers:
  *   cu-llama   Llama, GQA (4 query heads on 2), untied head
  *   cu-qwen3   Qwen3 QK-norm with q/k/v/o biases, query width 2H, untied
  *   cu-window  Llama, 4 query heads on 1, sliding window 5 on layer 0 (T =
  *              16 > 5), full attention on layer 1, tied embeddings
+ *   cu-moe     Qwen3-MoE, 4 experts, top 2, norm_topk_prob, aux loss 0.01
+ *   cu-gpt-oss GPT-OSS, 4 experts, top 2, router and expert biases, q/k/v/o
+ *              biases, attention sinks, sliding window 5 then full, YaRN,
+ *              aux loss 0.02
+ * The MoE layers run their experts inside the unit (io->moe_split 0), with
+ * router statistics (io->moe_stats) that start from the same random values
+ * on both sides, so the head's load-balancing loss and the routers'
+ * load-balancing gradient are compared too; the statistics after a
+ * layer's forward are compared as well. MoE layers have no recompute (their
+ * expert tasks read saved), so the checkpointing checks skip them.
  * For each model, in f32 and in bf16, every unit (embedding, both layers,
  * head) runs forward and backward on the GPU and on the CPU on the same
  * inputs: random parameters (norm weights around 1, biases around 0), a
@@ -82,6 +92,25 @@ static const char *WINDOW_JSON =
     " \"vocab_size\": 80, \"max_position_embeddings\": 64,\n"
     " \"tie_word_embeddings\": true, \"rms_norm_eps\": 1e-5, \"rope_theta\": 500000.0,\n"
     " \"sliding_window\": 5, \"layer_types\": [\"sliding_attention\", \"full_attention\"]}";
+
+static const char *MOE_JSON =
+    "{\"name\": \"cu-moe\", \"architecture\": \"qwen3_moe\",\n"
+    " \"hidden_size\": 32, \"moe_intermediate_size\": 24, \"num_hidden_layers\": 2,\n"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,\n"
+    " \"vocab_size\": 64, \"max_position_embeddings\": 64, \"num_experts\": 4,\n"
+    " \"num_experts_per_tok\": 2, \"norm_topk_prob\": true, \"router_aux_loss_coef\": 0.01,\n"
+    " \"tie_word_embeddings\": false, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0}";
+
+static const char *GPT_OSS_JSON =
+    "{\"name\": \"cu-gpt-oss\", \"architecture\": \"gpt_oss\",\n"
+    " \"hidden_size\": 32, \"moe_intermediate_size\": 24, \"num_hidden_layers\": 2,\n"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,\n"
+    " \"vocab_size\": 64, \"max_position_embeddings\": 64, \"attention_bias\": true,\n"
+    " \"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"router_aux_loss_coef\": 0.02,\n"
+    " \"sliding_window\": 5, \"layer_types\": [\"sliding_attention\", \"full_attention\"],\n"
+    " \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_fast\": 32.0,\n"
+    " \"beta_slow\": 1.0, \"original_max_position_embeddings\": 8, \"truncate\": false},\n"
+    " \"tie_word_embeddings\": false, \"rms_norm_eps\": 1e-5, \"rope_theta\": 150000.0}";
 
 /* ---- host memory and bf16 ------------------------------------------------------------ */
 
@@ -297,6 +326,8 @@ typedef struct net {
     size_t *nparams;
     int32_t *tokens, *targets;
     float *x, *dy;            /* (N, H) input of layers and head, output gradient */
+    float *stats;             /* MoE: the router statistics every unit starts from */
+    size_t nstats;
     sg_rope_cache rope;
 } net;
 
@@ -361,6 +392,15 @@ static int net_init(net *n, const char *label, const char *json)
         n->x[i] = rng_normal();
         n->dy[i] = 0.1f * rng_normal();
     }
+    if (n->m.num_experts > 0) { /* picks (whole numbers), then probability sums */
+        const size_t E = (size_t)n->m.num_experts;
+        n->nstats = sg_moe_stats_floats(&n->m);
+        n->stats = zeros(n->nstats);
+        for (size_t e = 0; e < E; e++) {
+            n->stats[e] = (float)(1 + rng_u64() % 40);
+            n->stats[E + e] = (float)(1.0 + 20.0 * rng_unit());
+        }
+    }
     return 0;
 }
 
@@ -369,7 +409,7 @@ static void net_free(net *n)
     for (int u = 0; u < n->U; u++)
         free(n->params[u]);
     free(n->params), free(n->nparams), free(n->tokens), free(n->targets);
-    free(n->x), free(n->dy);
+    free(n->x), free(n->dy), free(n->stats);
     sg_rope_cache_free(&n->rope);
 }
 
@@ -383,7 +423,8 @@ typedef struct saved_region {
 
 static int saved_regions(const net *n, int u, saved_region *r)
 {
-    const size_t N = n->N, H = n->H, F = (size_t)n->m.intermediate_size;
+    const size_t N = n->N, H = n->H;
+    const size_t F = n->m.num_experts > 0 ? 0 : (size_t)n->m.intermediate_size;
     const size_t Hq = (size_t)n->m.num_heads, Hkv = (size_t)n->m.num_kv_heads;
     const size_t D = (size_t)n->m.head_dim, Q = Hq * D, KV = Hkv * D;
     const size_t qk = n->m.qk_norm ? 1 : 0;
@@ -414,6 +455,12 @@ static int saved_regions(const net *n, int u, saved_region *r)
     r[k++] = (saved_region){"lse", l.lse, N * Hq};
     r[k++] = (saved_region){"rstdq", l.rstdq, qk * N * Hq};
     r[k++] = (saved_region){"rstdk", l.rstdk, qk * N * Hkv};
+    if (n->m.num_experts > 0) {
+        const size_t E = (size_t)n->m.num_experts, K = (size_t)n->m.experts_per_token;
+        r[k++] = (saved_region){"probs", l.probs, N * E};
+        r[k++] = (saved_region){"sel", l.sel, N * K};
+        r[k++] = (saved_region){"topw", l.topw, N * K};
+    }
     return k;
 }
 
@@ -455,7 +502,7 @@ typedef struct dev {
     size_t es;
     void *params, *embed, *x, *dy, *y, *saved, *scratch, *dx, *grads, *dembed;
     int32_t *tokens, *targets;
-    float *loss, *cos_tab, *sin_tab, *scale;
+    float *loss, *cos_tab, *sin_tab, *scale, *stats;
     size_t saved_bytes, scratch_bytes;
 } dev;
 
@@ -475,6 +522,7 @@ static sg_cu_unit_io dev_io(const net *n, int u, const dev *d, void *y, void *sa
     io.scratch = d->scratch;
     io.cos_tab = d->cos_tab;
     io.sin_tab = d->sin_tab;
+    io.moe_stats = d->stats;
     return io;
 }
 
@@ -482,7 +530,7 @@ static void dev_free(dev *d)
 {
     void *all[] = {d->params, d->embed, d->x,      d->dy,      d->y,       d->saved,
                    d->scratch, d->dx,   d->grads,  d->dembed,  d->tokens,  d->targets,
-                   d->loss,   d->cos_tab, d->sin_tab, d->scale};
+                   d->loss,   d->cos_tab, d->sin_tab, d->scale, d->stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             sg_cu_free(all[i]);
@@ -492,6 +540,7 @@ static void dev_free(dev *d)
  * gradients after the first in grads1, after the second in grads2). */
 typedef struct ref {
     float *y, *saved, loss, *dx, *grads1, *grads2, *dembed1, *dembed2;
+    float *stats; /* MoE: after the forward */
     int rc;
 } ref;
 
@@ -516,8 +565,10 @@ static ref cpu_unit(const net *n, int u, const inputs *in)
         .saved = ns ? r.saved : NULL,
         .scratch = scratch,
         .rope = &n->rope,
+        .moe_stats = n->stats ? dup_f32(n->stats, n->nstats) : NULL,
     };
     r.rc = sg_unit_forward(&n->m, u, n->B, n->T, &io);
+    r.stats = io.moe_stats;
     r.dx = u >= 1 ? zeros(NH) : NULL;
     float *g = zeros(n->nparams[u]), *de = head && tied ? zeros(VH) : NULL;
     const float *dy = u <= n->L ? in->dy : NULL;
@@ -536,7 +587,7 @@ static ref cpu_unit(const net *n, int u, const inputs *in)
 static void ref_free(ref *r)
 {
     free(r->y), free(r->saved), free(r->dx), free(r->grads1), free(r->grads2);
-    free(r->dembed1), free(r->dembed2);
+    free(r->dembed1), free(r->dembed2), free(r->stats);
 }
 
 /* Per-tensor gradient errors of a unit (named by the model's tensor list). */
@@ -595,6 +646,10 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
     dev_fill(d.grads, 0, np * d.es);
     d.dembed = dev_alloc(VH * d.es);
     dev_fill(d.dembed, 0, VH * d.es);
+    if (n->stats) {
+        d.stats = dev_alloc(n->nstats * sizeof(float));
+        to_dev(d.stats, n->stats, n->nstats * sizeof(float));
+    }
 
     /* forward */
     void *y = u <= n->L ? d.y : NULL;
@@ -608,6 +663,14 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
         check_err(dt, 0, rel_err(gy, r.y, NH), "%s: output y", tag);
         free(gy);
     }
+    if (n->stats && u >= 1 && u <= n->L) {
+        float *gs = xmalloc(n->nstats * sizeof *gs);
+        to_host(gs, d.stats, n->nstats * sizeof *gs);
+        check_err(dt, 0, rel_err(gs, r.stats, n->nstats),
+                  "%s: router statistics after the forward (%s)", tag,
+                  u == 1 ? "written fresh" : "added");
+        free(gs);
+    }
     float loss = NAN;
     if (head) {
         to_host(&loss, d.loss, sizeof loss);
@@ -618,7 +681,7 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
     if (ns) {
         float *gs = dev_download(d.saved, ns, dt);
         ok(all_finite(gs, ns), "%s: every element of saved written (NaN-filled before)", tag);
-        saved_region reg[16];
+        saved_region reg[24];
         int nr = saved_regions(n, u, reg);
         worst w = {0, ""};
         size_t covered = 0;
@@ -690,8 +753,9 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
         free(dx2);
     }
 
-    /* checkpointing: forward with saved = NULL, then the recompute */
-    if (ns) {
+    /* checkpointing: forward with saved = NULL, then the recompute (not
+     * for MoE layers: their expert tasks read saved, they have no recompute) */
+    if (ns && !(n->m.num_experts > 0 && u >= 1 && u <= n->L)) {
         void *y2 = y ? dev_alloc(NH * d.es) : NULL;
         dev_fill(d.scratch, 0xFF, d.scratch_bytes);
         if (head)
@@ -761,6 +825,7 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
         to_dev(d.targets, none, N * sizeof(int32_t));
         free(none);
         io = dev_io(n, u, &d, NULL, d.saved);
+        io.moe_stats = NULL; /* MoE: no load-balancing term, the loss is the cross-entropy's */
         rc = sg_cu_unit_forward(cu, &n->m, u, n->B, n->T, &io);
         dev_fill(dx, 0xFF, NH * d.es);
         int rc2 = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &io, NULL, 1.0f, NULL, dx,
@@ -878,6 +943,8 @@ static void check_sizes(const net *n)
            "%s: unit L+2: no scratch", n->label);
 }
 
+/* tiny-moe's layers run on the GPU now (cu-moe above); without buffers they
+ * are refused, not crashed on. */
 static void check_refused(const sg_cu *cu)
 {
     sg_model moe;
@@ -889,12 +956,12 @@ static void check_refused(const sg_cu *cu)
     memset(&io, 0, sizeof io);
     io.dt = SG_F32;
     int rc = sg_cu_unit_forward(cu, &moe, 1, 2, 8, &io);
-    is_int(rc, SG_ENOTSUP, "a tiny-moe layer forward: SG_ENOTSUP");
+    is_int(rc, SG_EINVAL, "a tiny-moe layer forward without buffers: SG_EINVAL");
     rc = sg_cu_unit_backward(cu, &moe, 1, 2, 8, &io, NULL, 1.0f, NULL, NULL, NULL, NULL);
-    is_int(rc, SG_ENOTSUP, "a tiny-moe layer backward: SG_ENOTSUP");
+    is_int(rc, SG_EINVAL, "a tiny-moe layer backward without buffers: SG_EINVAL");
     ok(sg_cu_unit_scratch_bytes(&moe, 1, 2, 8, SG_BF16) >=
            sg_unit_saved_floats(&moe, 1, 2, 8) * 2,
-       "tiny-moe layer: a scratch estimate all the same");
+       "tiny-moe layer: the scratch holds its saved activations in bf16");
 }
 
 int main(void)
@@ -915,7 +982,9 @@ int main(void)
 
     const struct {
         const char *label, *json;
-    } cases[] = {{"cu-llama", LLAMA_JSON}, {"cu-qwen3", QWEN3_JSON}, {"cu-window", WINDOW_JSON}};
+    } cases[] = {{"cu-llama", LLAMA_JSON},   {"cu-qwen3", QWEN3_JSON},
+                 {"cu-window", WINDOW_JSON}, {"cu-moe", MOE_JSON},
+                 {"cu-gpt-oss", GPT_OSS_JSON}};
     const sg_dtype dts[] = {SG_F32, SG_BF16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         net n;

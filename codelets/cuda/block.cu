@@ -24,6 +24,7 @@ extern "C" {
 #include "codelets/cuda/block_cuda.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TRY(call)                                                                          \
@@ -186,6 +187,51 @@ static attn_bwd_plan plan_attn_bwd(const sg_model *m, const dims *d)
     return p;
 }
 
+/* MoE layer (moe.cu), forward after the saved activations: the router's
+ * logits (N, E) in dt and its fp32 state (probs (N, E), sel, topw (N k)),
+ * the slot lists and counts, every slot's gate, up (F) and output (H) rows
+ * (experts one after the other, each on its own consecutive rows), the slot
+ * row pointers, one expert's work. Backward: the fp32 router state read back
+ * from saved, dtopw and the experts' dtopw rows, dlogits, slots, counts,
+ * gate, up, the experts' dx rows, row pointers, dn2, tmp (N, H), one
+ * expert's work, the router's work and the norm's. */
+typedef struct moe_plan {
+    size_t logits, probs, sel, topw, slots, counts, gate, up, outs, ptrs, ex;
+    size_t dtopw, dtopw_rows, dlogits, dxs, dn2, tmp, rwork, nwork, end;
+} moe_plan;
+
+static moe_plan plan_moe(const sg_model *m, const dims *d, size_t at, int bwd)
+{
+    moe_plan p;
+    memset(&p, 0xff, sizeof p); // SG_NO_OFFSET everywhere
+    const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token;
+    const size_t F = (size_t)m->moe_intermediate_size, N = d->N, NK = N * K, es = d->es;
+    p.probs = put(&at, N * E * sizeof(float));
+    p.sel = put(&at, NK * sizeof(float));
+    p.topw = put(&at, NK * sizeof(float));
+    p.slots = put(&at, NK * sizeof(int32_t));
+    p.counts = put(&at, E * sizeof(int32_t));
+    p.gate = put(&at, NK * F * es);
+    p.up = put(&at, NK * F * es);
+    p.ptrs = put(&at, NK * sizeof(void *));
+    p.ex = put(&at, sg_cu_moe_expert_work_bytes(N, d->H, F, d->dt));
+    if (!bwd) {
+        p.logits = put(&at, N * E * es);
+        p.outs = put(&at, NK * d->H * es);
+    } else {
+        p.dtopw = put(&at, NK * sizeof(float));
+        p.dtopw_rows = put(&at, NK * sizeof(float));
+        p.dlogits = put(&at, N * E * es);
+        p.dxs = put(&at, NK * d->H * es);
+        p.dn2 = put(&at, N * d->H * es);
+        p.tmp = put(&at, N * d->H * es);
+        p.rwork = put(&at, sg_cu_moe_router_backward_work_floats(N, E) * sizeof(float));
+        p.nwork = put(&at, sg_cu_rmsnorm_backward_work_floats(N, d->H) * sizeof(float));
+    }
+    p.end = at;
+    return p;
+}
+
 /* Head forward: the saved activations (saved == NULL), a device float for
  * the loss when the caller wants none (the kernel always writes one), one
  * chunk's logits (C, V) (C = sg_head_chunk_tokens), the cross-entropy's
@@ -242,13 +288,17 @@ size_t sg_cu_unit_scratch_bytes(const sg_model *m, int unit, size_t B, size_t T,
     const size_t N = B * T;
     dims d = dims_of(m, B, T, dt);
     if (kind == 1) {
-        if (m->num_experts > 0 || sg_unit_check_model(m, NULL)) /* refused (MoE): the CPU
-                                                                    estimate, in dt */
+        if (sg_unit_check_model(m, NULL)) /* refused: the CPU estimate, in dt */
             return sg_unit_scratch_floats(m, unit, B, T) * d.es;
         sg_layer_saved_layout l;
         sg_layer_saved_layout_get(m, N, &l);
-        size_t f = plan_layer_fwd(&d, l.total, 1, 1).end;
+        layer_fwd_plan pf = plan_layer_fwd(&d, l.total, 1, 1);
+        size_t f = pf.end;
         size_t b = max2(plan_mlp_bwd(&d).end, plan_attn_bwd(m, &d).end);
+        if (m->num_experts > 0) {
+            f = max2(f, plan_moe(m, &d, pf.end, 0).end);
+            b = max2(b, plan_moe(m, &d, 0, 1).end);
+        }
         return max2(f, b);
     }
     sg_head_saved_layout h;
@@ -283,6 +333,7 @@ static int embed_backward(const sg_cu *cu, const dims *d, const sg_cu_unit_io *i
 typedef struct layer_act {
     void *n1, *h, *n2, *q, *k, *v, *att, *gate, *up, *qpre, *kpre;
     void *rstd1, *rstd2, *lse, *rstdq, *rstdk;
+    void *probs, *sel, *topw; /* MoE router state (dt), else NULL */
 } layer_act;
 
 typedef struct layer_ctx {
@@ -293,10 +344,12 @@ typedef struct layer_ctx {
     const void *p;             /* the unit's parameters (dt) */
     layer_act a;
     const float *cos_tab, *sin_tab;
+    const sg_model *m;
+    int unit;
 } layer_ctx;
 
 static void layer_act_at(layer_act *a, void *base, const sg_layer_saved_layout *l, int qk,
-                         size_t es)
+                         int moe, size_t es)
 {
     a->n1 = mat_(base, l->n1, es);
     a->h = mat_(base, l->h, es);
@@ -314,6 +367,9 @@ static void layer_act_at(layer_act *a, void *base, const sg_layer_saved_layout *
     a->kpre = qk ? mat_(base, l->kpre, es) : NULL;
     a->rstdq = qk ? mat_(base, l->rstdq, es) : NULL;
     a->rstdk = qk ? mat_(base, l->rstdk, es) : NULL;
+    a->probs = moe ? mat_(base, l->probs, es) : NULL;
+    a->sel = moe ? mat_(base, l->sel, es) : NULL;
+    a->topw = moe ? mat_(base, l->topw, es) : NULL;
 }
 
 /* Fills everything but the activation pointers. */
@@ -329,6 +385,8 @@ static int layer_ctx_init(layer_ctx *c, const sg_cu *cu, const sg_model *m, int 
     c->p = io->params;
     c->cos_tab = io->cos_tab;
     c->sin_tab = io->sin_tab;
+    c->m = m;
+    c->unit = unit;
     return 0;
 }
 
@@ -368,6 +426,9 @@ static int attn_forward(const layer_ctx *c, const void *x)
                              d->H, d->KV));
     TRY(sg_cu_attention_forward(c->cu, a->att, a->lse, a->q, a->k, a->v, d->dt, d->B, d->T,
                                 d->Hq, d->Hkv, d->D, c->window));
+    if (o->sinks != SG_NO_OFFSET) // gpt_oss: att and lse with the sinks' column
+        TRY(sg_cu_attention_sinks_forward(c->cu, a->att, a->lse, lp(c, o->sinks), d->dt, d->B,
+                                          d->T, d->Hq, d->D));
     TRY(sg_cu_linear_forward(c->cu, a->h, a->att, lp(c, o->wo), lp(c, o->bo), d->dt, d->N,
                              d->Q, d->H));
     return sg_cu_add_into(c->cu, a->h, x, d->dt, d->N * d->H); // residual
@@ -394,6 +455,194 @@ static int mlp_forward(const layer_ctx *c, void *y, void *act)
     return sg_cu_add_into(c->cu, y, a->h, d->dt, d->N * d->H); // residual
 }
 
+/* ---- mixture-of-experts MLP (qwen3_moe, gpt_oss; moe.cu) ----------------------------- */
+
+/* Expert e's slot lists of all experts, their counts copied to the host
+ * (waits for the stream), and each expert's first row (rows expert by
+ * expert, as codelets/starpu/moe.c lays out a group). */
+static int moe_slots(const layer_ctx *c, const float *sel, int32_t *slots, int32_t *counts,
+                     size_t *first)
+{
+    const size_t E = (size_t)c->m->num_experts, K = (size_t)c->m->experts_per_token;
+    TRY(sg_cu_moe_expert_slots(c->cu, slots, counts, sel, c->d.N, K, 0, E));
+    int32_t *h = (int32_t *)malloc(E * sizeof *h);
+    if (!h)
+        return SG_ENOMEM;
+    int rc = sg_cu_sync(c->cu) ? SG_EIO : sg_cu_to_host(h, counts, E * sizeof *h);
+    first[0] = 0;
+    for (size_t e = 0; rc == 0 && e < E; e++)
+        first[e + 1] = first[e] + (size_t)h[e];
+    free(h);
+    if (rc == 0 && first[E] != c->d.N * K)
+        rc = SG_EIO; /* every slot picks one expert: a count is wrong */
+    return rc;
+}
+
+/* Expert e's forward on its n slots at rows [r, r + n) of gate, up, out (out
+ * NULL: gate and up only). */
+static int expert_forward(const layer_ctx *c, size_t e, const int32_t *slots, size_t r,
+                          size_t n, void *gate, void *up, void *out, void *ex)
+{
+    const sg_model *m = c->m;
+    const sg_layer_param_offsets *o = &c->o;
+    const dims *d = &c->d;
+    const size_t F = (size_t)m->moe_intermediate_size, K = (size_t)m->experts_per_token;
+    void *g = mat_(gate, r * F, d->es), *u = mat_(up, r * F, d->es);
+    void *os = out ? mat_(out, r * d->H, d->es) : NULL;
+    if (m->arch == SG_ARCH_GPT_OSS) {
+        size_t off[4];
+        sg_oss_expert_offsets(m, o, e, off);
+        return sg_cu_moe_oss_expert_forward(c->cu, g, u, os, c->a.n2, slots + r, NULL, n,
+                                            lp(c, off[0]), lp(c, off[1]), lp(c, off[2]),
+                                            lp(c, off[3]), d->dt, d->H, F, K, ex);
+    }
+    const size_t s = e * o->ex_stride;
+    return sg_cu_moe_expert_forward(c->cu, g, u, os, c->a.n2, slots + r, NULL, n,
+                                    lp(c, o->ex_wg + s), lp(c, o->ex_wu + s),
+                                    lp(c, o->ex_wd + s), d->dt, d->H, F, K, ex);
+}
+
+/* y = h + sum_j topw_j expert_{sel_j}(n2), n2 = post_attention_layernorm(h)
+ * (block.c's moe_forward): the router's state saved (in dt), its picks added
+ * to stats (written fresh by layer 1) when y or split; split (experts as
+ * tasks) or y NULL (recompute): the router only. */
+static int moe_forward(const layer_ctx *c, void *y, float *stats, int split, void *scratch,
+                       size_t at)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    const sg_model *m = c->m;
+    const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token, N = d->N;
+    const size_t NK = N * K;
+    moe_plan p = plan_moe(m, d, at, 0);
+    float *probs = (float *)region(scratch, p.probs), *sel = (float *)region(scratch, p.sel);
+    float *topw = (float *)region(scratch, p.topw);
+    TRY(sg_cu_rmsnorm_forward(c->cu, a->n2, a->rstd2, a->h, lp(c, o->ln2), d->dt, N, d->H,
+                              d->eps));
+    void *logits = region(scratch, p.logits);
+    if (m->arch == SG_ARCH_GPT_OSS)
+        TRY(sg_cu_moe_oss_router_forward(c->cu, probs, sel, topw, logits, a->n2,
+                                         lp(c, o->router), lp(c, o->router_b), d->dt, N, d->H,
+                                         E, K));
+    else
+        TRY(sg_cu_moe_router_forward(c->cu, probs, sel, topw, logits, a->n2, lp(c, o->router),
+                                     d->dt, N, d->H, E, K, m->norm_topk_prob));
+    TRY(sg_cu_cast(c->cu, a->probs, d->dt, probs, SG_F32, N * E));
+    TRY(sg_cu_cast(c->cu, a->sel, d->dt, sel, SG_F32, NK));
+    TRY(sg_cu_cast(c->cu, a->topw, d->dt, topw, SG_F32, NK));
+    if ((y || split) && stats) {
+        if (c->unit == 1)
+            TRY(sg_cu_zero_async(c->cu, stats, sg_moe_stats_floats(m) * sizeof(float)));
+        TRY(sg_cu_moe_stats_add(c->cu, stats, probs, sel, N, E, K));
+    }
+    if (split || !y)
+        return 0;
+    int32_t *slots = (int32_t *)region(scratch, p.slots);
+    size_t *first = (size_t *)malloc((E + 1) * sizeof *first);
+    if (!first)
+        return SG_ENOMEM;
+    int rc = moe_slots(c, sel, slots, (int32_t *)region(scratch, p.counts), first);
+    void *gate = region(scratch, p.gate), *up = region(scratch, p.up);
+    void *outs = region(scratch, p.outs), *ex = region(scratch, p.ex);
+    for (size_t e = 0; e < E && rc == 0; e++)
+        rc = expert_forward(c, e, slots, first[e], first[e + 1] - first[e], gate, up, outs, ex);
+    free(first);
+    TRY(rc);
+    const void **ptrs = (const void **)region(scratch, p.ptrs);
+    TRY(sg_cu_moe_slot_rows(c->cu, ptrs, slots, NK, outs, d->H * d->es));
+    return sg_cu_moe_combine_forward(c->cu, y, a->h, (const void *const *)ptrs, topw, d->dt, N,
+                                     d->H, K);
+}
+
+/* MoE half of the backward (block.c's moe_backward): dx = dh = dy +
+ * d(post_attention_layernorm)(d n2), d n2 = the experts' slots summed in
+ * slot order (or io->moe_dn2 when split) + the router's share, with the
+ * load-balancing term dloss (*dloss_scale) coef E picks_e / (L N)^2. */
+static int moe_backward(const layer_ctx *c, const sg_cu_unit_io *io, const void *dy, void *dx,
+                        void *g, float dloss, const float *dloss_scale, void *scratch)
+{
+    const dims *d = &c->d;
+    const layer_act *a = &c->a;
+    const sg_layer_param_offsets *o = &c->o;
+    const sg_model *m = c->m;
+    const size_t E = (size_t)m->num_experts, K = (size_t)m->experts_per_token, N = d->N;
+    const size_t F = (size_t)m->moe_intermediate_size, H = d->H, NK = N * K, es = d->es;
+    moe_plan p = plan_moe(m, d, 0, 1);
+    float *probs = (float *)region(scratch, p.probs), *sel = (float *)region(scratch, p.sel);
+    float *topw = (float *)region(scratch, p.topw), *dtopw = (float *)region(scratch, p.dtopw);
+    void *dn2 = region(scratch, p.dn2), *tmp = region(scratch, p.tmp);
+    TRY(sg_cu_cast(c->cu, probs, SG_F32, a->probs, d->dt, N * E));
+    TRY(sg_cu_cast(c->cu, sel, SG_F32, a->sel, d->dt, NK));
+    TRY(sg_cu_cast(c->cu, topw, SG_F32, a->topw, d->dt, NK));
+    if (io->moe_split) {
+        if (!io->moe_dn2 || !io->moe_dtopw)
+            return SG_EINVAL;
+        TRY(sg_cu_copy_async(c->cu, dn2, io->moe_dn2, N * H * es));
+        TRY(sg_cu_copy_async(c->cu, dtopw, io->moe_dtopw, NK * sizeof(float)));
+    } else {
+        int32_t *slots = (int32_t *)region(scratch, p.slots);
+        size_t *first = (size_t *)malloc((E + 1) * sizeof *first);
+        if (!first)
+            return SG_ENOMEM;
+        int rc = moe_slots(c, sel, slots, (int32_t *)region(scratch, p.counts), first);
+        void *gate = region(scratch, p.gate), *up = region(scratch, p.up);
+        void *dxs = region(scratch, p.dxs), *ex = region(scratch, p.ex);
+        float *dtr = (float *)region(scratch, p.dtopw_rows);
+        for (size_t e = 0; e < E && rc == 0; e++) {
+            const size_t r = first[e], n = first[e + 1] - first[e];
+            /* gate and up are not saved: recomputed */
+            rc = expert_forward(c, e, slots, r, n, gate, up, NULL, ex);
+            if (rc)
+                break;
+            const void *ge = cat_(gate, r * F, es), *ue = cat_(up, r * F, es);
+            void *dxr = mat_(dxs, r * H, es);
+            if (m->arch == SG_ARCH_GPT_OSS) {
+                size_t off[4];
+                sg_oss_expert_offsets(m, o, e, off);
+                rc = sg_cu_moe_oss_expert_backward(
+                    c->cu, dxr, dtr + r, mat_(g, off[0], es), mat_(g, off[1], es),
+                    mat_(g, off[2], es), mat_(g, off[3], es), dy, a->n2, ge, ue, topw,
+                    slots + r, NULL, n, lp(c, off[0]), lp(c, off[2]), lp(c, off[3]), d->dt, H,
+                    F, K, ex);
+                continue;
+            }
+            const size_t s = e * o->ex_stride;
+            rc = sg_cu_moe_expert_backward(c->cu, dxr, dtr + r, mat_(g, o->ex_wg + s, es),
+                                           mat_(g, o->ex_wu + s, es), mat_(g, o->ex_wd + s, es),
+                                           dy, a->n2, ge, ue, topw, slots + r, NULL, n,
+                                           lp(c, o->ex_wg + s), lp(c, o->ex_wu + s),
+                                           lp(c, o->ex_wd + s), d->dt, H, F, K, ex);
+        }
+        free(first);
+        TRY(rc);
+        const void **ptrs = (const void **)region(scratch, p.ptrs);
+        TRY(sg_cu_moe_slot_rows(c->cu, ptrs, slots, NK, dxs, H * es));
+        TRY(sg_cu_moe_slots_sum(c->cu, dn2, (const void *const *)ptrs, d->dt, N, H, K));
+        TRY(sg_cu_moe_scatter_slots(c->cu, dtopw, dtr, slots, NK));
+    }
+    const float *stats = io->moe_stats;
+    const double LN = (double)m->num_layers * (double)N;
+    const double aux = stats ? (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN)
+                             : 0.0;
+    void *dlogits = region(scratch, p.dlogits);
+    float *rwork = (float *)region(scratch, p.rwork);
+    if (m->arch == SG_ARCH_GPT_OSS)
+        TRY(sg_cu_moe_oss_router_backward(c->cu, tmp, mat_(g, o->router, es),
+                                          mat_(g, o->router_b, es), dlogits, dtopw, probs, sel,
+                                          topw, stats, aux, dloss_scale, a->n2,
+                                          lp(c, o->router), d->dt, N, H, E, K, rwork));
+    else
+        TRY(sg_cu_moe_router_backward(c->cu, tmp, mat_(g, o->router, es), dlogits, dtopw,
+                                      probs, sel, topw, stats, aux, dloss_scale, a->n2,
+                                      lp(c, o->router), d->dt, N, H, E, K, m->norm_topk_prob,
+                                      rwork));
+    TRY(sg_cu_add_into(c->cu, dn2, tmp, d->dt, N * H));
+    TRY(sg_cu_rmsnorm_backward(c->cu, dx, mat_(g, o->ln2, es), dn2, a->h, lp(c, o->ln2),
+                               a->rstd2, d->dt, N, H, (float *)region(scratch, p.nwork)));
+    return sg_cu_add_into(c->cu, dx, dy, d->dt, N * H); // residual
+}
+
 static int layer_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
                          const sg_cu_unit_io *io)
 {
@@ -409,8 +658,15 @@ static int layer_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B,
     if (p.end > 0 && !io->scratch) /* the recompute into saved needs none */
         return SG_EINVAL;
     void *saved = io->saved ? io->saved : region(io->scratch, p.saved); // checkpointing
-    layer_act_at(&c.a, saved, &l, m->qk_norm, c.d.es);
+    layer_act_at(&c.a, saved, &l, m->qk_norm, m->num_experts > 0, c.d.es);
     TRY(attn_forward(&c, io->x));
+    if (m->num_experts > 0) {
+        if (io->moe_split && !io->saved)
+            return SG_EINVAL;
+        if (!io->scratch)
+            return SG_EINVAL; /* the router's logits and state live there */
+        return moe_forward(&c, io->y, io->moe_stats, io->moe_split, io->scratch, p.end);
+    }
     return mlp_forward(&c, io->y, region(io->scratch, p.act));
 }
 
@@ -497,6 +753,9 @@ static int attn_backward(const layer_ctx *c, const sg_model *m, const void *x, v
     float *ow = o->bo != SG_NO_OFFSET ? work : NULL;
     TRY(sg_cu_linear_backward(c->cu, datt, mat_(g, o->wo, es), mat_(g, o->bo, es), dx, a->att,
                               lp(c, o->wo), d->dt, d->N, d->Q, d->H, ow));
+    if (o->sinks != SG_NO_OFFSET)
+        TRY(sg_cu_attention_sinks_backward(c->cu, mat_(g, o->sinks, es), datt, a->att, a->lse,
+                                           lp(c, o->sinks), d->dt, d->B, d->T, d->Hq, d->D));
     TRY(sg_cu_attention_backward(c->cu, dq, dk, dv, datt, a->q, a->k, a->v, a->att, a->lse,
                                  d->dt, d->B, d->T, d->Hq, d->Hkv, d->D, c->window, work));
     int rc = 0;
@@ -513,7 +772,8 @@ static int attn_backward(const layer_ctx *c, const sg_model *m, const void *x, v
 }
 
 static int layer_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
-                          const sg_cu_unit_io *io, const void *dy, void *dx, void *dparams)
+                          const sg_cu_unit_io *io, const void *dy, float dloss,
+                          const float *dloss_scale, void *dx, void *dparams)
 {
     if (!io->saved || !io->scratch || !dy || !dx || !dparams || dx == dy)
         return SG_EINVAL;
@@ -521,11 +781,15 @@ static int layer_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B
     TRY(layer_ctx_init(&c, cu, m, unit, B, T, io));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, c.d.N, &l);
-    layer_act_at(&c.a, io->saved, &l, m->qk_norm, c.d.es);
+    layer_act_at(&c.a, io->saved, &l, m->qk_norm, m->num_experts > 0, c.d.es);
     size_t cap = sg_cu_unit_scratch_bytes(m, unit, B, T, io->dt);
-    if (plan_mlp_bwd(&c.d).end > cap || plan_attn_bwd(m, &c.d).end > cap)
+    if (plan_mlp_bwd(&c.d).end > cap || plan_attn_bwd(m, &c.d).end > cap ||
+        (m->num_experts > 0 && plan_moe(m, &c.d, 0, 1).end > cap))
         return SG_EINVAL; /* the plans disagree with the size: a bug, never an overrun */
-    TRY(mlp_backward(&c, dy, dx, dparams, io->scratch));
+    if (m->num_experts > 0)
+        TRY(moe_backward(&c, io, dy, dx, dparams, dloss, dloss_scale, io->scratch));
+    else
+        TRY(mlp_backward(&c, dy, dx, dparams, io->scratch));
     // the attention half reuses the MLP half's scratch: stream order keeps them apart
     return attn_backward(&c, m, io->x, dx, dparams, io->scratch);
 }
@@ -599,7 +863,11 @@ static int head_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
         TRY(sg_cu_cross_entropy_rows(cu, row_loss + r, mat_(c.lse, r, d->es), logits,
                                      io->targets + r, d->dt, nc, d->V));
     }
-    return sg_cu_cross_entropy_mean(cu, loss, row_loss, io->targets, d->N, d->V);
+    TRY(sg_cu_cross_entropy_mean(cu, loss, row_loss, io->targets, d->N, d->V));
+    if (io->moe_stats && m->num_experts > 0) // the router's load-balancing loss
+        TRY(sg_cu_moe_aux_loss_add(cu, loss, io->moe_stats, (size_t)m->num_experts,
+                                   (size_t)m->num_layers, d->N, m->router_aux_loss_coef));
+    return SG_OK;
 }
 
 /* Per chunk: logits recomputed from the saved n, dlogits in their place,
@@ -648,8 +916,7 @@ static int unit_kind(const sg_cu *cu, const sg_model *m, int unit, size_t B, siz
     if (kind < 0)
         return SG_EINVAL;
     if (kind == 1) {
-        /* MoE layers have CPU kernels only (codelets/cpu/moe.c) */
-        int rc = m->num_experts > 0 ? SG_ENOTSUP : sg_unit_check_model(m, NULL);
+        int rc = sg_unit_check_model(m, NULL);
         if (rc < 0)
             return rc;
     }
@@ -682,6 +949,6 @@ int sg_cu_unit_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
         return embed_backward(cu, &d, io, dy, dparams);
     }
     if (kind == 1)
-        return layer_backward(cu, m, unit, B, T, io, dy, dx, dparams);
+        return layer_backward(cu, m, unit, B, T, io, dy, dloss, dloss_scale, dx, dparams);
     return head_backward(cu, m, unit, B, T, io, dloss, dloss_scale, dx, dparams, dembed);
 }

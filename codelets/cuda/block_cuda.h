@@ -13,9 +13,15 @@
  *   *dloss_scale (a device float, the fp16 loss scale) when that is given;
  * - scratch is device memory of sg_cu_unit_scratch_bytes();
  * - calls are asynchronous (stream-ordered); errors are SG_EINVAL (sizes,
- *   missing buffers), SG_ENOTSUP (a model sg_unit_check_model refuses, or an MoE
- *   layer: those have CPU kernels only) or
- *   SG_EIO (a launch failed).
+ *   missing buffers), SG_ENOTSUP (a model sg_unit_check_model refuses) or
+ *   SG_EIO (a launch failed);
+ * - an MoE layer (qwen3_moe, gpt_oss; codelets/cuda/moe.cu) runs its experts
+ *   one after the other on their exact slot lists, whose counts it copies to
+ *   the host (cuBLAS takes its sizes from there): the one place where a call
+ *   waits for the stream. The saved router state (probs, sel, topw) is in dt
+ *   like every saved activation (the CPU path rounds it the same way).
+ *   Tested through the CPU emulator only (tests/test_cuda_block.c); the
+ *   StarPU codelets do not call the MoE path yet.
  */
 #ifndef SG_CODELETS_CUDA_BLOCK_H
 #define SG_CODELETS_CUDA_BLOCK_H
@@ -43,6 +49,14 @@ typedef struct sg_cu_unit_io {
     void *saved;                  /* sg_unit_saved_floats elements of dt, or NULL */
     void *scratch;                /* sg_cu_unit_scratch_bytes */
     const float *cos_tab, *sin_tab; /* (T, head_dim/2) rotary tables, device */
+    /* MoE, as sg_unit_io (codelets/cpu/block.h): the router statistics (device
+     * float, sg_moe_stats_floats; NULL: no load-balancing loss); experts as
+     * tasks: the forward stops after the router, the backward takes the
+     * experts' d n2 (N, H, in dt) and d topw (N, k, float) from them */
+    float *moe_stats;
+    int moe_split;
+    const void *moe_dn2;
+    const float *moe_dtopw;
 } sg_cu_unit_io;
 
 /* Bytes of device scratch sg_cu_unit_forward / _backward need for `unit`
@@ -55,6 +69,7 @@ int sg_cu_unit_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, s
 
 /* As sg_unit_backward: dx WRITTEN, dparams and dembed ACCUMULATED. For the
  * head the gradient of the loss is dloss * (*dloss_scale when non-NULL). */
+/* (an MoE layer also uses dloss and *dloss_scale: the load-balancing term) */
 int sg_cu_unit_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
                         const sg_cu_unit_io *io, const void *dy, float dloss,
                         const float *dloss_scale, void *dx, void *dparams, void *dembed);

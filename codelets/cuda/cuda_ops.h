@@ -185,19 +185,23 @@ int sg_cu_moe_oss_router_forward(const sg_cu *cu, float *probs, float *sel, floa
                                  sg_dtype dt, size_t N, size_t H, size_t E, size_t K);
 /* Their backward (sg_moe_router_backward, sg_moe_oss_router_backward): dx (N,
  * H) and dlogits WRITE; dWr (E, H), dbr (E) ACCUMULATE (may be NULL). stats
- * may be NULL (no load-balancing term); aux_scale = coef E / (L N)^2 (the
- * derivative of the aux loss by a probability, per pick). `work`: device
- * scratch of sg_cu_moe_router_backward_work_floats(N, E) floats. */
+ * may be NULL (no load-balancing term); aux_scale = dloss coef E / (L N)^2
+ * (the derivative of the aux loss by a probability, per pick), times
+ * *aux_scale_mul (a device float: the fp16 loss scale) when that is not
+ * NULL. `work`: device scratch of sg_cu_moe_router_backward_work_floats(N, E)
+ * floats. */
 int sg_cu_moe_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dlogits,
                               const float *dtopw, const float *probs, const float *sel,
                               const float *topw, const float *stats, double aux_scale,
-                              const void *x, const void *Wr, sg_dtype dt, size_t N, size_t H,
-                              size_t E, size_t K, int norm_topk_prob, float *work);
+                              const float *aux_scale_mul, const void *x, const void *Wr,
+                              sg_dtype dt, size_t N, size_t H, size_t E, size_t K,
+                              int norm_topk_prob, float *work);
 int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr,
                                   void *dlogits, const float *dtopw, const float *probs,
                                   const float *sel, const float *topw, const float *stats,
-                                  double aux_scale, const void *x, const void *Wr, sg_dtype dt,
-                                  size_t N, size_t H, size_t E, size_t K, float *work);
+                                  double aux_scale, const float *aux_scale_mul, const void *x,
+                                  const void *Wr, sg_dtype dt, size_t N, size_t H, size_t E,
+                                  size_t K, float *work);
 size_t sg_cu_moe_router_backward_work_floats(size_t N, size_t E);
 /* stats (2 E) += [picks of each expert, sum of its probs] (token order, in
  * double); *loss (device float) = E sum_e (stats_e / (L N)) (stats_{E+e} /
@@ -206,6 +210,9 @@ int sg_cu_moe_stats_add(const sg_cu *cu, float *stats, const float *probs, const
                         size_t N, size_t E, size_t K);
 int sg_cu_moe_aux_loss(const sg_cu *cu, float *loss, const float *stats, size_t E, size_t L,
                        size_t N);
+/* *loss (device float) += coef times that loss, in double (the head). */
+int sg_cu_moe_aux_loss_add(const sg_cu *cu, float *loss, const float *stats, size_t E,
+                           size_t L, size_t N, double coef);
 /* The slots s (= n K + j, sel[s] == e) of experts [e0, e1), expert by expert,
  * each in token order (sg_moe_expert_slots per expert, concatenated): slots
  * (at most N K), counts (e1 - e0) WRITE. */

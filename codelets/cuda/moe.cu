@@ -186,8 +186,11 @@ int sg_cu_moe_oss_router_forward(const sg_cu *cu, float *probs, float *sel, floa
 template <typename T>
 __global__ void k_router_bwd(T *dlogits, float *dp_work, const float *dtopw, const float *probs,
                              const float *sel, const float *topw, const float *stats,
-                             double aux_scale, size_t N, size_t E, size_t K, int oss, int norm)
+                             double aux_scale, const float *scale, size_t N, size_t E, size_t K,
+                             int oss, int norm)
 {
+    if (scale)
+        aux_scale *= (double)*scale;
     SG_GRID_STRIDE(n, N) {
         const float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
         const float *dw = dtopw + n * K;
@@ -235,8 +238,9 @@ size_t sg_cu_moe_router_backward_work_floats(size_t N, size_t E)
 static int router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void *dlogits,
                            const float *dtopw, const float *probs, const float *sel,
                            const float *topw, const float *stats, double aux_scale,
-                           const void *x, const void *Wr, sg_dtype dt, size_t N, size_t H,
-                           size_t E, size_t K, int oss, int norm, float *work)
+                           const float *scale, const void *x, const void *Wr, sg_dtype dt,
+                           size_t N, size_t H, size_t E, size_t K, int oss, int norm,
+                           float *work)
 {
     if (!cu || !dx || !dlogits || !dtopw || !probs || !sel || !topw || !x || !Wr || !work ||
         !dt_ok(dt) || E == 0 || K == 0 || K > E || H == 0)
@@ -245,8 +249,8 @@ static int router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void
         return SG_OK;
     SG_CU_DISPATCH(dt, T,
                    SG_LAUNCH(k_router_bwd<T>, sg_cu_blocks(N, 64), 64, cu->stream,
-                             (T *)dlogits, work, dtopw, probs, sel, topw, stats, aux_scale, N,
-                             E, K, oss, norm));
+                             (T *)dlogits, work, dtopw, probs, sel, topw, stats, aux_scale,
+                             scale, N, E, K, oss, norm));
     TRY(sg_cu_launch_status());
     return sg_cu_linear_backward(cu, dx, dWr, dbr, dlogits, x, Wr, dt, N, H, E, work + N * E);
 }
@@ -254,21 +258,24 @@ static int router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void
 int sg_cu_moe_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dlogits,
                               const float *dtopw, const float *probs, const float *sel,
                               const float *topw, const float *stats, double aux_scale,
-                              const void *x, const void *Wr, sg_dtype dt, size_t N, size_t H,
-                              size_t E, size_t K, int norm_topk_prob, float *work)
+                              const float *aux_scale_mul, const void *x, const void *Wr,
+                              sg_dtype dt, size_t N, size_t H, size_t E, size_t K,
+                              int norm_topk_prob, float *work)
 {
     return router_backward(cu, dx, dWr, NULL, dlogits, dtopw, probs, sel, topw, stats,
-                           aux_scale, x, Wr, dt, N, H, E, K, 0, norm_topk_prob, work);
+                           aux_scale, aux_scale_mul, x, Wr, dt, N, H, E, K, 0, norm_topk_prob,
+                           work);
 }
 
 int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr,
                                   void *dlogits, const float *dtopw, const float *probs,
                                   const float *sel, const float *topw, const float *stats,
-                                  double aux_scale, const void *x, const void *Wr, sg_dtype dt,
-                                  size_t N, size_t H, size_t E, size_t K, float *work)
+                                  double aux_scale, const float *aux_scale_mul, const void *x,
+                                  const void *Wr, sg_dtype dt, size_t N, size_t H, size_t E,
+                                  size_t K, float *work)
 {
     return router_backward(cu, dx, dWr, dbr, dlogits, dtopw, probs, sel, topw, stats,
-                           aux_scale, x, Wr, dt, N, H, E, K, 1, 0, work);
+                           aux_scale, aux_scale_mul, x, Wr, dt, N, H, E, K, 1, 0, work);
 }
 
 /* ---- load-balancing statistics and loss ------------------------------------------ */
@@ -314,6 +321,26 @@ int sg_cu_moe_aux_loss(const sg_cu *cu, float *loss, const float *stats, size_t 
     if (!cu || !loss || !stats || E == 0 || L == 0 || N == 0)
         return SG_EINVAL;
     SG_LAUNCH(k_aux_loss, 1, 1, cu->stream, loss, stats, E, (double)L * (double)N);
+    return sg_cu_launch_status();
+}
+
+__global__ void k_aux_loss_add(float *loss, const float *stats, size_t E, double rows,
+                               double coef)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    double s = 0.0;
+    for (size_t e = 0; e < E; e++)
+        s += ((double)stats[e] / rows) * ((double)stats[E + e] / rows);
+    *loss = (float)((double)*loss + coef * ((double)E * s));
+}
+
+int sg_cu_moe_aux_loss_add(const sg_cu *cu, float *loss, const float *stats, size_t E,
+                           size_t L, size_t N, double coef)
+{
+    if (!cu || !loss || !stats || E == 0 || L == 0 || N == 0)
+        return SG_EINVAL;
+    SG_LAUNCH(k_aux_loss_add, 1, 1, cu->stream, loss, stats, E, (double)L * (double)N, coef);
     return sg_cu_launch_status();
 }
 
