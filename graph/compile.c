@@ -724,8 +724,10 @@ static int declare_moe_stats(compiler *c, int mb, micro_bufs *b)
     if (b->moe_stats < 0)
         return SG_ENOMEM;
     /* experts as tasks: each group of experts of a layer has an activation
-     * buffer (forward to combine and backward) and a gradient buffer (its
-     * backward to the layer's), fp32, sized for every token (models/unit_layout.h) */
+     * buffer (forward to combine and backward; with checkpointing, forward to
+     * combine and recompute to backward: emit_moe_recompute) of the compute
+     * dtype and an fp32 gradient buffer (its backward to the layer's), sized
+     * for every token (models/unit_layout.h) */
     const int G = sg_moe_groups(c->m);
     const size_t N = (size_t)c->tokens;
     if (!b->moe_act)
@@ -736,7 +738,7 @@ static int declare_moe_stats(compiler *c, int mb, micro_bufs *b)
         return SG_ENOMEM;
     for (int u = 1; u < c->head; u++)
         for (int g = 0; g < G; g++) {
-            int a = tag(c, buffer(c, (int64_t)sg_moe_group_act_floats(c->m, N), SG_F32,
+            int a = tag(c, buffer(c, (int64_t)sg_moe_group_act_floats(c->m, N), c->cd,
                                   SG_MEM_GPU, 0, "moe_act.%d.g%d.mb%d", u, g, mb),
                         SG_BUF_MOE_ACT, u, mb, g);
             int d = tag(c, buffer(c, (int64_t)sg_moe_group_grad_floats(c->m, N), SG_F32,
@@ -764,9 +766,11 @@ static double moe_group_flops(const compiler *c)
            (double)m->moe_intermediate_size * (double)m->hidden_size / sg_moe_groups(m);
 }
 
-/* After a MoE layer's forward (attention, router): one task per group of
- * experts, then the combine that writes the layer's output. */
-static int emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+/* One task per group of experts of layer u, each writing its activation
+ * buffer: after the layer's forward, or (recompute) after its recompute in
+ * the backward of a checkpointed step. */
+static int emit_moe_experts(compiler *c, access_list *l, micro_bufs *b, int u, int mb,
+                            int recompute)
 {
     char lab[24], name[SG_IR_NAME_MAX];
     const int G = sg_moe_groups(c->m);
@@ -776,11 +780,25 @@ static int emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int u, i
         if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)) ||
             (rc = al_push(l, b->moe_act[u * G + g], SG_W)))
             return rc;
-        snprintf(name, sizeof name, "moe_expert.%s.g%d.mb%d", lab, g, mb);
+        snprintf(name, sizeof name, "%s.%s.g%d.mb%d",
+                 recompute ? "moe_expert_re" : "moe_expert", lab, g, mb);
         if ((rc = node(c, l, SG_OP_MOE_EXPERT, SG_DEV_GPU, u, mb, -1, moe_group_flops(c),
                        SG_LINK_NONE, 0, name)) < 0)
             return rc;
     }
+    return SG_OK;
+}
+
+/* After a MoE layer's forward (attention, router): one task per group of
+ * experts, then the combine that writes the layer's output. */
+static int emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    const int G = sg_moe_groups(c->m);
+    int rc;
+    unit_label(c, u, lab, sizeof lab);
+    if ((rc = emit_moe_experts(c, l, b, u, mb, 0)))
+        return rc;
     if ((rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)))
         return rc;
     for (int g = 0; g < G; g++)
@@ -816,6 +834,30 @@ static int emit_moe_backward(compiler *c, access_list *l, micro_bufs *b, int u, 
             return rc;
     }
     return SG_OK;
+}
+
+/* A checkpointed MoE layer, when its backward is reached: the layer's
+ * recompute (attention and router: its saved activations, statistics
+ * untouched) and its expert groups' forwards again. The forward's values of
+ * the saved activations and of the groups' buffers die at the combine (the
+ * recompute writes new ones), so a layer's expert activations live for one
+ * layer's forward or backward, not from the forward to the backward; the
+ * layer keeps only its input, as a dense checkpointed layer. Like the dense
+ * recompute it reads the gradient of the layer's output (unused) so that it
+ * waits for the backward above it. */
+static int emit_moe_recompute(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->act[TI(c, u - 1, 0)], SG_R)) ||
+        (rc = al_push(l, b->dact[TI(c, u, 0)], SG_R)) ||
+        (rc = al_push(l, b->inner[TI(c, u, 0)], SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "recompute.%s.mb%d", unit_label(c, u, lab, sizeof lab), mb);
+    if ((rc = tile_node(c, l, SG_OP_RECOMPUTE, u, mb, 0, unit_forward_flops_rows(c, u, tile_rows(c, 0)),
+                        name)) < 0)
+        return rc;
+    return emit_moe_experts(c, l, b, u, mb, 1);
 }
 
 /* The layer's backward reads every group's gradients. */
@@ -1211,6 +1253,8 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             int i = TI(c, u, t);
             int64_t rows = tile_rows(c, t);
             tile_suffix(c, t, sfx, sizeof sfx);
+            if (ckpt && moe_layer(c, u) && (rc = emit_moe_recompute(c, l, b, u, mb)))
+                return rc;
             if (moe_layer(c, u) && (rc = emit_moe_backward(c, l, b, u, mb)))
                 return rc;
             if (ckpt && u > 0 && u < c->head && !moe_layer(c, u)) {
