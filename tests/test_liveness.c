@@ -9,6 +9,7 @@
 #include "graph/compile.h"
 #include "graph/ir.h"
 #include "graph/liveness.h"
+#include "graph/peak_workers.h"
 #include "models/model.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
@@ -237,9 +238,45 @@ static void test_checkpoint_moe(void)
     free(m);
 }
 
+/* Several workers (graph/peak_workers.h), worked out by hand: two
+ * independent chains of 400-byte values, a (higher priority) and b:
+ *   A0 W a0; A1 R a0 W a1; A2 R a1;  B0 W b0; B1 R b0 W b1; B2 R b1
+ * One worker runs A0 A1 A2 B0 B1 B2 (priorities): at most a0 + a1 = 800
+ * bytes, the program-order plan. Two workers start A0 and B0 together
+ * (round robin), then A1 and B1: a0 a1 b0 b1 = 1600 bytes live at once. */
+static void test_workers(void)
+{
+    sg_graph g;
+    sg_graph_init(&g);
+    int a0 = add(&g, "a0", 100, SG_MEM_GPU, 0), a1 = add(&g, "a1", 100, SG_MEM_GPU, 0);
+    int b0 = add(&g, "b0", 100, SG_MEM_HOST, 0), b1 = add(&g, "b1", 100, SG_MEM_HOST, 0);
+    int p = add(&g, "p", 250, SG_MEM_GPU, 1);
+    op(&g, "A0", a0, SG_W, p, SG_R, 0, 0);
+    op(&g, "A1", a0, SG_R, a1, SG_W, 0, 0);
+    op(&g, "A2", a1, SG_R, 0, 0, 0, 0);
+    op(&g, "B0", b0, SG_W, p, SG_R, 0, 0);
+    op(&g, "B1", b0, SG_R, b1, SG_W, 0, 0);
+    op(&g, "B2", b1, SG_R, 0, 0, 0, 0);
+    sg_error err = {0};
+    int64_t peak = 0, pers = 0, one = 0, one_pers = 0;
+    sg_graph_finalize(&g, &err);
+    for (int n = 0; n < g.nnodes; n++)
+        g.nodes[n].priority = 100 - n;
+    sg_graph_peak_memory_one_space(&g, &one, &one_pers);
+    is_int(sg_graph_peak_memory_workers(&g, 1, &peak, &pers), 0, "workers: computed");
+    ok(peak == 1800 && pers == 1000 && one == peak,
+       "one worker: the program-order plan, 800 bytes + 1000 of state (%lld, %lld)",
+       (long long)peak, (long long)one);
+    sg_graph_peak_memory_workers(&g, 2, &peak, &pers);
+    is_int(peak, 2600, "two workers run the chains side by side: 1600 bytes + 1000 of state");
+    is_int(sg_graph_peak_memory_workers(&g, 0, &peak, &pers), SG_EINVAL, "no workers: refused");
+    sg_graph_free(&g);
+}
+
 int main(void)
 {
-    tap_plan(20);
+    tap_plan(24);
+    test_workers();
     test_checkpoint_keeps();
     test_checkpoint_moe();
     sg_graph g;
