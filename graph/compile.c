@@ -153,6 +153,9 @@ typedef struct compiler {
     int64_t tile_rows;
     int *grad_part;            /* units * ntiles: fp32 weight-gradient partial of (unit, tile) */
     int *unit_norm_part;       /* per unit: its pieces' partials of the gradient norm, or -1 */
+    int *window;               /* grad_accum * ntiles: micro-step k's window token (tile t),
+                                  written by its embedding backward, read by k + W's forward;
+                                  -1 where none (declare_window) */
 } compiler;
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -690,6 +693,36 @@ static int declare_grad_parts(compiler *c)
     return SG_OK;
 }
 
+/* The micro-step window (sg_step_spec.micro_window = W): micro-step k + W's
+ * embedding forward reads a token that micro-step k's embedding backward
+ * writes, so micro-step k + W starts once micro-step k's backward is done
+ * and at most W micro-steps hold activations, however many workers run
+ * ready work ahead of program order (with W = the CPU workers, as many
+ * micro-steps as workers run side by side). The tokens are one element,
+ * never read by a codelet; program order is unchanged. */
+static int declare_window(compiler *c)
+{
+    const int64_t A = c->s->grad_accum, W = c->s->micro_window;
+    c->window = malloc((size_t)A * (size_t)c->ntiles * sizeof(int));
+    if (!c->window)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+    char sfx[16];
+    for (int64_t k = 0; k < A; k++)
+        for (int t = 0; t < c->ntiles; t++) {
+            int *id = &c->window[k * c->ntiles + t];
+            *id = -1;
+            if (W < 1 || k + W >= A)
+                continue;
+            *id = tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "window.mb%lld%s", (long long)k,
+                                tile_suffix(c, t, sfx, sizeof sfx)),
+                      SG_BUF_WINDOW, 0, (int)k, -1);
+            if (*id < 0)
+                return SG_ENOMEM;
+            tile_tag(c, *id, t);
+        }
+    return SG_OK;
+}
+
 /* Appends a node of batch tile t (untiled: as node() does; tiled: on the
  * CPU, since tiles exist to spread a micro-step over CPU workers). */
 static int tile_node(compiler *c, access_list *l, sg_op_kind kind, int u, int mb, int t,
@@ -897,6 +930,9 @@ static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
             if ((rc = al_push(l, u == 0 ? b->tokens : b->act[TI(c, u - 1, t)], SG_R)))
                 return rc;
             if (u == c->head && (rc = al_push(l, b->tokens, SG_R))) /* targets */
+                return rc;
+            if (u == 0 && mb >= c->s->micro_window && c->s->micro_window > 0 &&
+                (rc = al_push(l, c->window[(mb - c->s->micro_window) * c->ntiles + t], SG_R)))
                 return rc;
             /* a MoE layer's output is its combine task's */
             if (!moe_layer(c, u) && (rc = al_push(l, b->act[i], SG_W)))
@@ -1293,6 +1329,9 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
                 return rc;
             if ((rc = push_grad_writes(c, l, u, mb, t)))
                 return rc;
+            if (u == 0 && c->window[mb * c->ntiles + t] >= 0 &&
+                (rc = al_push(l, c->window[mb * c->ntiles + t], SG_W)))
+                return rc;
             /* the head's backward also recomputes its logits, a chunk at a time
              * (models/unit_layout.h): one more forward's worth */
             double flops = u == 0       ? (double)(rows * c->s->seq_len) * (double)c->m->hidden_size
@@ -1407,6 +1446,7 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
 static void compiler_free(compiler *c)
 {
     free(c->pieces);
+    free(c->window);
     free(c->unit_first_piece);
     free(c->unit_gathered);
     free(c->unit_kept);
@@ -1455,7 +1495,7 @@ int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_er
     }
     if ((rc = sg_subgroup_layout_compute(m, s, &c.lay, err)) || (rc = build_pieces(&c)) ||
         (rc = declare_buffers(&c)) || (rc = resolve_cast_placement(&c)) ||
-        (rc = declare_grad_parts(&c)))
+        (rc = declare_grad_parts(&c)) || (rc = declare_window(&c)))
         goto out;
     for (int mb = 0; mb < s->grad_accum; mb++) {
         if ((rc = declare_micro(&c, mb, &b)) || (rc = emit_forward(&c, &l, &b, mb)) ||
