@@ -937,8 +937,10 @@ static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
             /* a MoE layer's output is its combine task's */
             if (!moe_layer(c, u) && (rc = al_push(l, b->act[i], SG_W)))
                 return rc;
-            /* a checkpointed layer keeps only its input; the head is never checkpointed,
-             * nor a MoE layer (its expert tasks read what it saves) */
+            /* a checkpointed layer keeps only its input; the head is never checkpointed;
+             * a MoE layer's forward saves what its expert tasks and combine read, a value
+             * that dies at the combine when checkpointed (emit_moe_recompute writes the
+             * next one) */
             if (b->inner[i] >= 0 && (!ckpt || u == c->head || moe_layer(c, u)) &&
                 (rc = al_push(l, b->inner[i], SG_W)))
                 return rc;
