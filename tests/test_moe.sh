@@ -15,7 +15,8 @@
 # - activation checkpointing recomputes a MoE layer and its expert groups
 #   in backward (the task list) and gives the same losses bit for bit as
 #   without, in fp32 and bf16; expert activations are stored in the compute
-#   dtype (the graph's buffers);
+#   dtype (the graph's buffers); GPT-OSS-20B with SuperOffload's settings
+#   fits one GH200 in the plan (and does not without checkpointing);
 # - ZeRO-3 with CPU offload in bf16 trains (expert parameters in sub-groups);
 # - bad MoE configurations are refused with a message naming the problem.
 # Prints TAP.
@@ -151,6 +152,24 @@ assert not bad, (bad[:2], want)
 print("# moe_act buffers: bf16, %d bytes each" % want)
 PYEOF
 ok $? "bf16: each group's expert activations are bf16, N x min(1, k) x (2 I + H) x 2 bytes"
+
+# GPT-OSS-20B with SuperOffload's settings (bf16, ZeRO-3, ratio 0.9, checkpointing,
+# seq 4096, batch 4) fits one GH200 in the plan (512.9 GiB before its MoE layers
+# were recomputed); without checkpointing it does not
+"$BIN" graph "$SRC/configs/llama-3.1-8b-superoffload.json" --model gpt-oss-20b \
+	--set offload_optimizer.ratio=0.9 --summary --machine gh200 >"$TMP/oss.txt" 2>&1 &&
+	grep -q "^gpu memory: .* needed of .*: fits" "$TMP/oss.txt" &&
+	"$PY" - "$SRC/configs/llama-3.1-8b-superoffload.json" "$TMP/oss_nock.json" <<'PYEOF' &&
+import json, os, sys
+c = json.load(open(sys.argv[1]))
+c["activation_checkpointing"] = False
+c["deepspeed_config"] = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), c["deepspeed_config"])
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+	"$BIN" graph "$TMP/oss_nock.json" --model gpt-oss-20b --set offload_optimizer.ratio=0.9 \
+		--summary --machine gh200 >"$TMP/oss_nock.txt" 2>&1 &&
+	grep -q "^gpu memory: .*DOES NOT FIT" "$TMP/oss_nock.txt"
+ok $? "gpt-oss-20b fits one GH200 with SuperOffload's settings ($(sed -n 's/^gpu memory: //p' "$TMP/oss.txt")), not without checkpointing"
 
 # ---- bit-identical across schedulers and worker counts ---------------------------
 ds acc '{"gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}'
