@@ -887,8 +887,8 @@ static int emit_moe_recompute(compiler *c, access_list *l, micro_bufs *b, int u,
         (rc = al_push(l, b->inner[TI(c, u, 0)], SG_W)))
         return rc;
     snprintf(name, sizeof name, "recompute.%s.mb%d", unit_label(c, u, lab, sizeof lab), mb);
-    if ((rc = tile_node(c, l, SG_OP_RECOMPUTE, u, mb, 0, unit_forward_flops_rows(c, u, tile_rows(c, 0)),
-                        name)) < 0)
+    double flops = unit_forward_flops_rows(c, u, tile_rows(c, 0));
+    if ((rc = tile_node(c, l, SG_OP_RECOMPUTE, u, mb, 0, flops, name)) < 0)
         return rc;
     return emit_moe_experts(c, l, b, u, mb, 1);
 }
