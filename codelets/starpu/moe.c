@@ -107,17 +107,17 @@ static float *group_buffer(const moe_call *k, int s, int *group)
     return sg_arg_ptr(k->buffers, s);
 }
 
-/* An fp32 view of a group's activation buffer (of the compute dtype) at
- * slot s, its group in *group; load: read its contents. */
-static int group_act_view(const moe_call *k, int s, int *group, sg_f32_view *v, int load)
+/* An fp32 view of elements [off, off + n) of a group's activation buffer
+ * (of the compute dtype) at slot s, its group in *group; load: read them. */
+static int group_act_view(const moe_call *k, int s, int *group, sg_f32_view *v, int load,
+                          size_t off, size_t n)
 {
     const sg_buffer *b = sg_arg_buffer(k->c, s);
-    if (b->subgroup < 0 || b->subgroup >= sg_moe_groups(k->m))
+    if (b->subgroup < 0 || b->subgroup >= sg_moe_groups(k->m) || off + n > (size_t)b->elems)
         return SG_EINVAL;
     *group = b->subgroup;
-    return sg_f32_view_open(v, sg_arg_ptr(k->buffers, s), b->dtype, (size_t)b->elems, load)
-               ? SG_ENOMEM
-               : SG_OK;
+    char *raw = (char *)sg_arg_ptr(k->buffers, s) + off * sg_dtype_size(b->dtype);
+    return sg_f32_view_open(v, raw, b->dtype, n, load) ? SG_ENOMEM : SG_OK;
 }
 
 /* Group g's experts [*e0, *e1). */
@@ -154,7 +154,8 @@ void sg_moe_expert_cpu(void *buffers[], void *arg)
     int s = rc ? -1 : sg_arg_find(c, SG_BUF_MOE_ACT, k.u), g = -1, have_act = 0;
     sg_f32_view av;
     if (rc == SG_OK)
-        rc = s < 0 ? SG_EINVAL : group_act_view(&k, s, &g, &av, 0);
+        rc = s < 0 ? SG_EINVAL
+                   : group_act_view(&k, s, &g, &av, 0, 0, k.cap * (2 * k.F + k.H));
     have_act = rc == SG_OK;
     float *act = have_act ? av.p : NULL;
     if (rc == SG_OK)
@@ -208,12 +209,13 @@ void sg_moe_combine_cpu(void *buffers[], void *arg)
             rc = SG_EINVAL;
             break;
         }
-        if ((rc = group_act_view(&k, s, &g, &av[nav], 1)))
+        /* the groups' output rows only */
+        if ((rc = group_act_view(&k, s, &g, &av[nav], 1, 2 * k.cap * k.F, k.cap * k.H)))
             break;
-        const float *act = av[nav++].p;
+        const float *out = av[nav++].p;
         size_t n = group_slots(&k, g, slots);
         for (size_t r = 0; r < n; r++)
-            outs[slots[r]] = act + 2 * k.cap * k.F + r * k.H;
+            outs[slots[r]] = out + r * k.H;
     }
     for (size_t i = 0; rc == SG_OK && i < k.N * k.K; i++)
         if (!outs[i]) /* a group's buffer is missing */
@@ -244,7 +246,8 @@ void sg_moe_expert_bwd_cpu(void *buffers[], void *arg)
     sg_f32_view av;
     int have_act = 0;
     if (rc == SG_OK)
-        rc = sa < 0 ? SG_EINVAL : group_act_view(&k, sa, &g, &av, 1);
+        rc = sa < 0 ? SG_EINVAL /* gate and up */
+                    : group_act_view(&k, sa, &g, &av, 1, 0, 2 * k.cap * k.F);
     have_act = rc == SG_OK;
     const float *act = have_act ? av.p : NULL;
     float *grad = sgr >= 0 ? group_buffer(&k, sgr, &g2) : NULL;
