@@ -111,10 +111,9 @@ size_t sg_moe_backward_scratch_floats(const sg_model *m, size_t N);
  * Group g's slots are those of its experts, expert by expert, each in token
  * order; a group has at most N min(experts, k) of them (capacity: every
  * token could pick it; exact token counts vary per batch).
- * Its forward buffer (the compute dtype): gate, up (cap, I), out (cap, H),
- * rows in slot order. Its backward buffer (fp32): dx (cap, H), dweight
- * (cap), then its experts' weight gradients (experts x 3 I H, the unit's
- * layout). */
+ * Its forward buffer: gate, up (cap, I), out (cap, H), rows in slot order.
+ * Its backward buffer: dx (cap, H), dweight (cap), then its experts' weight
+ * gradients (experts x 3 I H, the unit's layout). */
 #define SG_MOE_MAX_GROUPS 8
 int sg_moe_groups(const sg_model *m);
 int sg_moe_group_experts(const sg_model *m);
