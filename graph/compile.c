@@ -153,6 +153,9 @@ typedef struct compiler {
     int64_t tile_rows;
     int *grad_part;            /* units * ntiles: fp32 weight-gradient partial of (unit, tile) */
     int *unit_norm_part;       /* per unit: its pieces' partials of the gradient norm, or -1 */
+    int *window;               /* grad_accum * ntiles: micro-step k's window token (tile t),
+                                  written by its embedding backward, read by k + W's forward;
+                                  -1 where none (declare_window) */
 } compiler;
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -690,6 +693,36 @@ static int declare_grad_parts(compiler *c)
     return SG_OK;
 }
 
+/* The micro-step window (sg_step_spec.micro_window = W): micro-step k + W's
+ * embedding forward reads a token that micro-step k's embedding backward
+ * writes, so micro-step k + W starts once micro-step k's backward is done
+ * and at most W micro-steps hold activations, however many workers run
+ * ready work ahead of program order (with W = the CPU workers, as many
+ * micro-steps as workers run side by side). The tokens are one element,
+ * never read by a codelet; program order is unchanged. */
+static int declare_window(compiler *c)
+{
+    const int64_t A = c->s->grad_accum, W = c->s->micro_window;
+    c->window = malloc((size_t)A * (size_t)c->ntiles * sizeof(int));
+    if (!c->window)
+        return sg_error_set(c->err, SG_ENOMEM, "out of memory");
+    char sfx[16];
+    for (int64_t k = 0; k < A; k++)
+        for (int t = 0; t < c->ntiles; t++) {
+            int *id = &c->window[k * c->ntiles + t];
+            *id = -1;
+            if (W < 1 || k + W >= A)
+                continue;
+            *id = tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "window.mb%lld%s", (long long)k,
+                                tile_suffix(c, t, sfx, sizeof sfx)),
+                      SG_BUF_WINDOW, 0, (int)k, -1);
+            if (*id < 0)
+                return SG_ENOMEM;
+            tile_tag(c, *id, t);
+        }
+    return SG_OK;
+}
+
 /* Appends a node of batch tile t (untiled: as node() does; tiled: on the
  * CPU, since tiles exist to spread a micro-step over CPU workers). */
 static int tile_node(compiler *c, access_list *l, sg_op_kind kind, int u, int mb, int t,
@@ -724,8 +757,10 @@ static int declare_moe_stats(compiler *c, int mb, micro_bufs *b)
     if (b->moe_stats < 0)
         return SG_ENOMEM;
     /* experts as tasks: each group of experts of a layer has an activation
-     * buffer (forward to combine and backward) and a gradient buffer (its
-     * backward to the layer's), fp32, sized for every token (models/unit_layout.h) */
+     * buffer (forward to combine and backward; with checkpointing, forward to
+     * combine and recompute to backward: emit_moe_recompute) of the compute
+     * dtype and an fp32 gradient buffer (its backward to the layer's), sized
+     * for every token (models/unit_layout.h) */
     const int G = sg_moe_groups(c->m);
     const size_t N = (size_t)c->tokens;
     if (!b->moe_act)
@@ -736,7 +771,7 @@ static int declare_moe_stats(compiler *c, int mb, micro_bufs *b)
         return SG_ENOMEM;
     for (int u = 1; u < c->head; u++)
         for (int g = 0; g < G; g++) {
-            int a = tag(c, buffer(c, (int64_t)sg_moe_group_act_floats(c->m, N), SG_F32,
+            int a = tag(c, buffer(c, (int64_t)sg_moe_group_act_floats(c->m, N), c->cd,
                                   SG_MEM_GPU, 0, "moe_act.%d.g%d.mb%d", u, g, mb),
                         SG_BUF_MOE_ACT, u, mb, g);
             int d = tag(c, buffer(c, (int64_t)sg_moe_group_grad_floats(c->m, N), SG_F32,
@@ -764,9 +799,11 @@ static double moe_group_flops(const compiler *c)
            (double)m->moe_intermediate_size * (double)m->hidden_size / sg_moe_groups(m);
 }
 
-/* After a MoE layer's forward (attention, router): one task per group of
- * experts, then the combine that writes the layer's output. */
-static int emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+/* One task per group of experts of layer u, each writing its activation
+ * buffer: after the layer's forward, or (recompute) after its recompute in
+ * the backward of a checkpointed step. */
+static int emit_moe_experts(compiler *c, access_list *l, micro_bufs *b, int u, int mb,
+                            int recompute)
 {
     char lab[24], name[SG_IR_NAME_MAX];
     const int G = sg_moe_groups(c->m);
@@ -776,11 +813,25 @@ static int emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int u, i
         if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)) ||
             (rc = al_push(l, b->moe_act[u * G + g], SG_W)))
             return rc;
-        snprintf(name, sizeof name, "moe_expert.%s.g%d.mb%d", lab, g, mb);
+        snprintf(name, sizeof name, "%s.%s.g%d.mb%d",
+                 recompute ? "moe_expert_re" : "moe_expert", lab, g, mb);
         if ((rc = node(c, l, SG_OP_MOE_EXPERT, SG_DEV_GPU, u, mb, -1, moe_group_flops(c),
                        SG_LINK_NONE, 0, name)) < 0)
             return rc;
     }
+    return SG_OK;
+}
+
+/* After a MoE layer's forward (attention, router): one task per group of
+ * experts, then the combine that writes the layer's output. */
+static int emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    const int G = sg_moe_groups(c->m);
+    int rc;
+    unit_label(c, u, lab, sizeof lab);
+    if ((rc = emit_moe_experts(c, l, b, u, mb, 0)))
+        return rc;
     if ((rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)))
         return rc;
     for (int g = 0; g < G; g++)
@@ -816,6 +867,30 @@ static int emit_moe_backward(compiler *c, access_list *l, micro_bufs *b, int u, 
             return rc;
     }
     return SG_OK;
+}
+
+/* A checkpointed MoE layer, when its backward is reached: the layer's
+ * recompute (attention and router: its saved activations, statistics
+ * untouched) and its expert groups' forwards again. The forward's values of
+ * the saved activations and of the groups' buffers die at the combine (the
+ * recompute writes new ones), so a layer's expert activations live for one
+ * layer's forward or backward, not from the forward to the backward; the
+ * layer keeps only its input, as a dense checkpointed layer. Like the dense
+ * recompute it reads the gradient of the layer's output (unused) so that it
+ * waits for the backward above it. */
+static int emit_moe_recompute(compiler *c, access_list *l, micro_bufs *b, int u, int mb)
+{
+    char lab[24], name[SG_IR_NAME_MAX];
+    int rc;
+    if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->act[TI(c, u - 1, 0)], SG_R)) ||
+        (rc = al_push(l, b->dact[TI(c, u, 0)], SG_R)) ||
+        (rc = al_push(l, b->inner[TI(c, u, 0)], SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "recompute.%s.mb%d", unit_label(c, u, lab, sizeof lab), mb);
+    double flops = unit_forward_flops_rows(c, u, tile_rows(c, 0));
+    if ((rc = tile_node(c, l, SG_OP_RECOMPUTE, u, mb, 0, flops, name)) < 0)
+        return rc;
+    return emit_moe_experts(c, l, b, u, mb, 1);
 }
 
 /* The layer's backward reads every group's gradients. */
@@ -856,11 +931,16 @@ static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
                 return rc;
             if (u == c->head && (rc = al_push(l, b->tokens, SG_R))) /* targets */
                 return rc;
+            if (u == 0 && mb >= c->s->micro_window && c->s->micro_window > 0 &&
+                (rc = al_push(l, c->window[(mb - c->s->micro_window) * c->ntiles + t], SG_R)))
+                return rc;
             /* a MoE layer's output is its combine task's */
             if (!moe_layer(c, u) && (rc = al_push(l, b->act[i], SG_W)))
                 return rc;
-            /* a checkpointed layer keeps only its input; the head is never checkpointed,
-             * nor a MoE layer (its expert tasks read what it saves) */
+            /* a checkpointed layer keeps only its input; the head is never checkpointed;
+             * a MoE layer's forward saves what its expert tasks and combine read, a value
+             * that dies at the combine when checkpointed (emit_moe_recompute writes the
+             * next one) */
             if (b->inner[i] >= 0 && (!ckpt || u == c->head || moe_layer(c, u)) &&
                 (rc = al_push(l, b->inner[i], SG_W)))
                 return rc;
@@ -1211,6 +1291,8 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             int i = TI(c, u, t);
             int64_t rows = tile_rows(c, t);
             tile_suffix(c, t, sfx, sizeof sfx);
+            if (ckpt && moe_layer(c, u) && (rc = emit_moe_recompute(c, l, b, u, mb)))
+                return rc;
             if (moe_layer(c, u) && (rc = emit_moe_backward(c, l, b, u, mb)))
                 return rc;
             if (ckpt && u > 0 && u < c->head && !moe_layer(c, u)) {
@@ -1248,6 +1330,9 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             if ((rc = push_moe_stats(c, l, b, u, 0)) || (rc = push_moe_grads(c, l, b, u)))
                 return rc;
             if ((rc = push_grad_writes(c, l, u, mb, t)))
+                return rc;
+            if (u == 0 && c->window[mb * c->ntiles + t] >= 0 &&
+                (rc = al_push(l, c->window[mb * c->ntiles + t], SG_W)))
                 return rc;
             /* the head's backward also recomputes its logits, a chunk at a time
              * (models/unit_layout.h): one more forward's worth */
@@ -1363,6 +1448,7 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
 static void compiler_free(compiler *c)
 {
     free(c->pieces);
+    free(c->window);
     free(c->unit_first_piece);
     free(c->unit_gathered);
     free(c->unit_kept);
@@ -1411,7 +1497,7 @@ int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_er
     }
     if ((rc = sg_subgroup_layout_compute(m, s, &c.lay, err)) || (rc = build_pieces(&c)) ||
         (rc = declare_buffers(&c)) || (rc = resolve_cast_placement(&c)) ||
-        (rc = declare_grad_parts(&c)))
+        (rc = declare_grad_parts(&c)) || (rc = declare_window(&c)))
         goto out;
     for (int mb = 0; mb < s->grad_accum; mb++) {
         if ((rc = declare_micro(&c, mb, &b)) || (rc = emit_forward(&c, &l, &b, mb)) ||

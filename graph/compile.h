@@ -64,6 +64,9 @@ typedef struct sg_step_spec {
     int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer
                                            chain; SG_OPTIMIZER_TILE_AUTO: from the workers */
     int64_t optimizer_workers;          /* CPU workers that run the optimizer (auto tiles) */
+    int64_t micro_window;               /* > 0: micro-step k + W's forward waits for micro-step
+                                           k's backward (at most W micro-steps' activations
+                                           live however the workers run them); 0: unbounded */
     int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step */
     int batch_tile_auto;                /* batch_tile was chosen automatically: a model that
                                            cannot be tiled (MoE) compiles untiled instead of

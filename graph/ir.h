@@ -74,6 +74,9 @@ typedef enum sg_buf_role {
     SG_BUF_NORM_PART,            /* per gradient piece of a unit, in piece order, 16 bytes:
                                     [sum of squares (double), non-finite flag (int32), pad]
                                     (SG_NORM_PART_F32 f32 elements per piece) */
+    SG_BUF_WINDOW,               /* a dependency only (no codelet reads it): micro-step k's
+                                    last backward writes it, micro-step k + W's first forward
+                                    reads it (sg_step_spec.micro_window) */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of

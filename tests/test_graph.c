@@ -320,6 +320,7 @@ static void test_grid(const sg_model *m)
                                 s.param_persistence_threshold = 0;
                                 s.max_reuse_distance = stage == 3 && accum == 4 ? 0 : 1000000000LL;
                                 s.gradient_clipping = 1.0;
+                                s.micro_window = prec == 1 ? 2 : prec == 2 ? 1 : 0;
                                 char label[160];
                                 snprintf(label, sizeof label,
                                          "stage %d offload %d super %d accum %d ratio %.1f %s ckpt %d"
@@ -334,6 +335,54 @@ static void test_grid(const sg_model *m)
                           "expected, every step-local value dies after its last reader");
     ok(cases >= 160, "grid: covers stages 0-3 x offload x super_offload x accumulation x ratio "
                      "x checkpointing x batch tiles");
+}
+
+/* The micro-step window: accumulation 4, W = 2. Micro-step 2's forward
+ * depends on micro-step 0's whole backward (an edge from its embedding
+ * backward), micro-step 1's forward on nothing of micro-step 0's backward;
+ * without the window (W = 0) micro-step 2's forward does not wait for
+ * micro-step 0's backward either. Tiled (two tiles): tile by tile. */
+static void test_micro_window(const sg_model *m)
+{
+    for (int w = 2; w >= 0; w -= 2)
+        for (int tiles = 1; tiles <= 2; tiles++) {
+            sg_step_spec s;
+            sg_step_spec_defaults(&s);
+            s.grad_accum = 4;
+            s.micro_batch = 2;
+            s.batch_tile = tiles == 2 ? 1 : 0;
+            s.seq_len = 32;
+            s.micro_window = w;
+            sg_graph g;
+            sg_graph_init(&g);
+            sg_error err = {0};
+            if (sg_compile_step(m, &s, &g, &err)) {
+                ok(0, "micro window: compile: %s", err.msg);
+                continue;
+            }
+            const char *sfx = tiles == 2 ? ".t1" : "";
+            char nb0[64], nf1[64], nf2[64];
+            snprintf(nb0, sizeof nb0, "bwd.embed.mb0%s", sfx);
+            snprintf(nf1, sizeof nf1, "fwd.embed.mb1%s", sfx);
+            snprintf(nf2, sizeof nf2, "fwd.embed.mb2%s", sfx);
+            int b0 = find_node(&g, nb0), f1 = find_node(&g, nf1), f2 = find_node(&g, nf2);
+            char *reach = calloc((size_t)(g.nnodes > 0 ? g.nnodes : 1), 1);
+            int good = b0 >= 0 && f1 >= 0 && f2 >= 0 && reach;
+            if (good)
+                reachable_from(&g, b0, reach);
+            int nwin = 0;
+            for (int b = 0; b < g.nbuffers; b++)
+                nwin += g.buffers[b].role == SG_BUF_WINDOW;
+            if (w)
+                ok(good && has_edge(&g, b0, f2) && !reach[f1] && nwin == 2 * tiles,
+                   "micro window 2, %d tile(s): %s waits for %s, %s does not (%d tokens)",
+                   tiles, nf2, nb0, nf1, nwin);
+            else
+                ok(good && !reach[f2] && !reach[f1] && nwin == 0,
+                   "no micro window, %d tile(s): %s does not wait for %s", tiles, nf2, nb0);
+            free(reach);
+            sg_graph_free(&g);
+        }
 }
 
 /* Batch tiles: a micro-batch of 3 in tiles of 2 and 1 sequences. Each tile's
@@ -685,6 +734,7 @@ int main(void)
         return tap_done();
     }
     test_grid(m);
+    test_micro_window(m);
     test_batch_tiles(m);
     test_semantics(m);
     test_loss_scaler_state(m);

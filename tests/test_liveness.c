@@ -9,6 +9,7 @@
 #include "graph/compile.h"
 #include "graph/ir.h"
 #include "graph/liveness.h"
+#include "graph/peak_workers.h"
 #include "models/model.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
@@ -124,10 +125,160 @@ static void test_checkpoint_keeps(void)
     free(m);
 }
 
+/* A MoE model's checkpointed layers (qwen3-30b-a3b, the settings above):
+ * at the first backward node no layer's internals or expert activations
+ * are live, only each layer's output (hidden_size x 2 bytes per layer per
+ * token, as a dense layer); over the whole step the expert groups'
+ * activations of at most one layer are live at a time, G groups x N x
+ * min(experts per group, k) rows x (2 I + H) x 2 bytes (bf16), worked out
+ * here from the model's sizes; without checkpointing every layer's are
+ * live at the first backward. */
+static void test_checkpoint_moe(void)
+{
+    sg_model *m = calloc(1, sizeof *m);
+    if (!m || load_model("qwen3-30b-a3b", m)) {
+        tap_skip(5, "qwen3-30b-a3b.json missing");
+        free(m);
+        return;
+    }
+    for (int ckpt = 1; ckpt >= 0; ckpt--) {
+        sg_step_spec s;
+        sg_step_spec_defaults(&s);
+        s.zero_stage = 3;
+        s.offload_optimizer = 1;
+        s.super_offload = 1;
+        s.offload_ratio = 0.9;
+        s.compute_dtype = SG_BF16;
+        s.sub_group_size = 400000000;
+        s.activation_checkpointing = ckpt;
+        s.seq_len = 4096;
+        s.micro_batch = 4;
+        sg_graph g;
+        sg_graph_init(&g);
+        sg_error err = {0};
+        sg_liveness lv;
+        int L = sg_model_num_units(m) - 2;
+        if (sg_compile_step(m, &s, &g, &err) || sg_graph_liveness(&g, &lv)) {
+            tap_diag("compile: %s", err.msg);
+            tap_skip(ckpt ? 4 : 1, "compile failed");
+            sg_graph_free(&g);
+            continue;
+        }
+        char *live = calloc((size_t)g.nbuffers, 1);
+        int first_bwd = -1, nsaved = 0, nact = 0, ninner = 0, most_layers = 0;
+        int64_t act = 0, moe_live = 0, most_moe = 0;
+        int *layer_n = calloc((size_t)L + 2, sizeof *layer_n);
+        for (int n = 0; n < g.nnodes; n++) {
+            for (int k = lv.born_offset[n]; k < lv.born_offset[n + 1]; k++) {
+                const sg_buffer *buf = &g.buffers[lv.born[k]];
+                live[lv.born[k]] = 1;
+                if (buf->role == SG_BUF_MOE_ACT) {
+                    moe_live += buf->bytes;
+                    layer_n[buf->unit]++;
+                }
+            }
+            if (moe_live > most_moe)
+                most_moe = moe_live;
+            int layers = 0;
+            for (int u = 1; u <= L; u++)
+                layers += layer_n[u] > 0;
+            if (layers > most_layers)
+                most_layers = layers;
+            if (g.nodes[n].kind == SG_OP_BACKWARD && first_bwd < 0) {
+                first_bwd = n;
+                for (int b = 0; b < g.nbuffers; b++) {
+                    const sg_buffer *buf = &g.buffers[b];
+                    if (!live[b] || buf->unit < 1 || buf->unit > L)
+                        continue;
+                    if (buf->role == SG_BUF_ACT) {
+                        act += buf->bytes;
+                        nact++;
+                    }
+                    nsaved += buf->role == SG_BUF_SAVED;
+                    ninner += buf->role == SG_BUF_MOE_ACT;
+                }
+            }
+            for (int k = lv.dies_offset[n]; k < lv.dies_offset[n + 1]; k++) {
+                const sg_buffer *buf = &g.buffers[lv.dies[k]];
+                live[lv.dies[k]] = 0;
+                if (buf->role == SG_BUF_MOE_ACT) {
+                    moe_live -= buf->bytes;
+                    layer_n[buf->unit]--;
+                }
+            }
+        }
+        const int64_t N = s.seq_len * s.micro_batch, E = m->num_experts;
+        const int64_t K = m->experts_per_token, G = E < 8 ? E : 8, ge = (E + G - 1) / G;
+        const int64_t one_layer = G * N * (ge < K ? ge : K) *
+                                  (2 * m->moe_intermediate_size + m->hidden_size) * 2;
+        if (ckpt) {
+            ok(nsaved == 0 && ninner == 0,
+               "MoE, checkpointing: no layer's internals or expert activations live at the "
+               "first backward (%d, %d)", nsaved, ninner);
+            ok(nact == L && act == (int64_t)L * N * m->hidden_size * 2,
+               "MoE, checkpointing: each of the %d layers keeps its output, %lld bytes per "
+               "layer per token (hidden %lld x 2)", L, (long long)(nact ? act / nact / N : 0),
+               (long long)m->hidden_size);
+            is_int(most_layers, 1, "MoE, checkpointing: one layer's expert activations live "
+                                   "at a time");
+            ok(most_moe == one_layer,
+               "MoE, checkpointing: at most %lld bytes of expert activations (%lld per token: "
+               "%lld groups x min(%lld, k %lld) x (2 x %lld + %lld) x 2)",
+               (long long)most_moe, (long long)(most_moe / N), (long long)G, (long long)ge,
+               (long long)K, (long long)m->moe_intermediate_size, (long long)m->hidden_size);
+        } else {
+            is_int(ninner, (int)(L * G), "MoE without checkpointing: every layer's expert "
+                                         "activations are live at the first backward");
+        }
+        free(layer_n);
+        free(live);
+        sg_liveness_free(&lv);
+        sg_graph_free(&g);
+    }
+    free(m);
+}
+
+/* Several workers (graph/peak_workers.h), worked out by hand: two
+ * independent chains of 400-byte values, a (higher priority) and b:
+ *   A0 W a0; A1 R a0 W a1; A2 R a1;  B0 W b0; B1 R b0 W b1; B2 R b1
+ * One worker runs A0 A1 A2 B0 B1 B2 (priorities): at most a0 + a1 = 800
+ * bytes, the program-order plan. Two workers start A0 and B0 together
+ * (round robin), then A1 and B1: a0 a1 b0 b1 = 1600 bytes live at once. */
+static void test_workers(void)
+{
+    sg_graph g;
+    sg_graph_init(&g);
+    int a0 = add(&g, "a0", 100, SG_MEM_GPU, 0), a1 = add(&g, "a1", 100, SG_MEM_GPU, 0);
+    int b0 = add(&g, "b0", 100, SG_MEM_HOST, 0), b1 = add(&g, "b1", 100, SG_MEM_HOST, 0);
+    int p = add(&g, "p", 250, SG_MEM_GPU, 1);
+    op(&g, "A0", a0, SG_W, p, SG_R, 0, 0);
+    op(&g, "A1", a0, SG_R, a1, SG_W, 0, 0);
+    op(&g, "A2", a1, SG_R, 0, 0, 0, 0);
+    op(&g, "B0", b0, SG_W, p, SG_R, 0, 0);
+    op(&g, "B1", b0, SG_R, b1, SG_W, 0, 0);
+    op(&g, "B2", b1, SG_R, 0, 0, 0, 0);
+    sg_error err = {0};
+    int64_t peak = 0, pers = 0, one = 0, one_pers = 0;
+    sg_graph_finalize(&g, &err);
+    for (int n = 0; n < g.nnodes; n++)
+        g.nodes[n].priority = 100 - n;
+    sg_graph_peak_memory_one_space(&g, &one, &one_pers);
+    is_int(sg_graph_peak_memory_workers(&g, 1, &peak, &pers), 0, "workers: computed");
+    ok(peak == 1800 && pers == 1000 && one == peak,
+       "one worker: the program-order plan, 800 bytes + 1000 of state (%lld, %lld)",
+       (long long)peak, (long long)one);
+    sg_graph_peak_memory_workers(&g, 2, &peak, &pers);
+    is_int(peak, 2600, "two workers run the chains side by side: 1600 bytes + 1000 of state");
+    is_int(sg_graph_peak_memory_workers(&g, 0, &peak, &pers), SG_EINVAL, "no workers: refused");
+    sg_graph_free(&g);
+}
+
 int main(void)
 {
-    tap_plan(15);
+    tap_plan(24);
+    test_workers();
     test_checkpoint_keeps();
+    test_checkpoint_moe();
     sg_graph g;
 
     /* A chain: a, b, c are 400 bytes each, p 1000 bytes of state.

@@ -12,6 +12,11 @@
 #   gradient accumulation and activation checkpointing;
 # - experts are tasks: 8 expert groups and a combine per layer forward, 8
 #   expert backward tasks per layer backward (the task list);
+# - activation checkpointing recomputes a MoE layer and its expert groups
+#   in backward (the task list) and gives the same losses bit for bit as
+#   without, in fp32 and bf16; expert activations are stored in the compute
+#   dtype (the graph's buffers); GPT-OSS-20B with SuperOffload's settings
+#   fits one GH200 in the plan (and does not without checkpointing);
 # - ZeRO-3 with CPU offload in bf16 trains (expert parameters in sub-groups);
 # - bad MoE configurations are refused with a message naming the problem.
 # Prints TAP.
@@ -100,6 +105,71 @@ assert "act.2.mb0" not in acc["fwd.layer1.mb0"]
 assert all(acc["bwd.layer1.mb0"].get("moe_grad.2.g%d.mb0" % g) == "R" for g in range(8))
 PYEOF
 ok $? "a MoE layer is a forward (attention, router), 8 expert tasks and a combine; its backward 8 expert tasks and the layer's"
+
+# ---- checkpointing: MoE layers recomputed, experts included --------------------------
+# the forward's expert activations die at the combine; the backward recomputes
+# the layer (attention, router) and its 8 expert groups before their backward
+STEPGRAPH_TASK_LOG="$TMP/tasks_ck.txt" "$BIN" run "$TMP/base.json" --model tiny-moe --steps 1 \
+	--max_length 16 --ncpus 2 --activation_checkpointing >"$TMP/tasks_ck.out" 2>&1
+ok $? "tiny-moe runs with checkpointing and its task list logged"
+"$PY" - "$TMP/tasks_ck.txt" <<'PYEOF'
+import collections, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+kinds = collections.Counter(r[1] for r in rows)
+want = {"sg_moe_expert": 64, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4, "sg_recompute": 4}
+got = {k: kinds.get(k, 0) for k in want}
+print("# task kinds:", dict(kinds))
+assert got == want, (got, want)
+acc = {r[0]: dict(a.rsplit(":", 1) for a in r[5].split(",")) for r in rows}
+assert acc["recompute.layer1.mb0"].get("saved.2.mb0") == "W", acc["recompute.layer1.mb0"]
+assert "moe_stats.mb0" not in acc["recompute.layer1.mb0"]  # the statistics are added once
+assert acc["moe_expert_re.layer1.g3.mb0"].get("moe_act.2.g3.mb0") == "W"
+assert acc["moe_expert_re.layer1.g3.mb0"].get("saved.2.mb0") == "R"
+PYEOF
+ok $? "checkpointing: a MoE layer's backward recomputes it and its 8 expert groups (64 expert forwards, 4 recomputes)"
+ds bf16 '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}'
+for d in base bf16; do
+	train "ck0_$d" "$d" --model tiny-moe --steps 3 --ncpus 2
+	train "ck1_$d" "$d" --model tiny-moe --steps 3 --ncpus 2 --activation_checkpointing
+	[ "$(cat "$TMP/ck0_$d.rc")" -eq 0 ] && [ "$(cat "$TMP/ck1_$d.rc")" -eq 0 ] &&
+		differs "ck0_$d" "ck1_$d" && same "ck1_$d" "ck0_$d"
+	ok $? "tiny-moe ($d): checkpointing gives the same losses bit for bit (recompute is exact)"
+done
+# expert activations are stored in the compute dtype: bf16, N x min(experts
+# per group, k) rows of 2 I + H (tiny-moe: 8 groups of one expert, top 2)
+"$BIN" graph "$TMP/bf16.json" --model tiny-moe --max_length 32 --format json -o "$TMP/bf16_graph.json" \
+	>/dev/null 2>&1
+"$PY" - "$TMP/bf16_graph.json" "$SRC/models/tiny-moe.json" "$TMP/bf16.json" <<'PYEOF'
+import json, sys
+g, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+N = 32 * json.load(open(sys.argv[3]))["train_micro_batch_size_per_gpu"]  # max_length 32
+rows = N * min(1, m["num_experts_per_tok"])
+want = rows * (2 * m["moe_intermediate_size"] + m["hidden_size"]) * 2
+seen = [b for n in g["nodes"] for b in n["buffers"] if b["name"].startswith("moe_act.")]
+assert seen, "no expert activation buffer"
+bad = [b for b in seen if b["dtype"] != "bf16" or b["bytes"] != want]
+assert not bad, (bad[:2], want)
+print("# moe_act buffers: bf16, %d bytes each" % want)
+PYEOF
+ok $? "bf16: each group's expert activations are bf16, N x min(1, k) x (2 I + H) x 2 bytes"
+
+# GPT-OSS-20B with SuperOffload's settings (bf16, ZeRO-3, ratio 0.9, checkpointing,
+# seq 4096, batch 4) fits one GH200 in the plan (512.9 GiB before its MoE layers
+# were recomputed); without checkpointing it does not
+"$BIN" graph "$SRC/configs/llama-3.1-8b-superoffload.json" --model gpt-oss-20b \
+	--set offload_optimizer.ratio=0.9 --summary --machine gh200 >"$TMP/oss.txt" 2>&1 &&
+	grep -q "^gpu memory: .* needed of .*: fits" "$TMP/oss.txt" &&
+	"$PY" - "$SRC/configs/llama-3.1-8b-superoffload.json" "$TMP/oss_nock.json" <<'PYEOF' &&
+import json, os, sys
+c = json.load(open(sys.argv[1]))
+c["activation_checkpointing"] = False
+c["deepspeed_config"] = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), c["deepspeed_config"])
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+	"$BIN" graph "$TMP/oss_nock.json" --model gpt-oss-20b --set offload_optimizer.ratio=0.9 \
+		--summary --machine gh200 >"$TMP/oss_nock.txt" 2>&1 &&
+	grep -q "^gpu memory: .*DOES NOT FIT" "$TMP/oss_nock.txt"
+ok $? "gpt-oss-20b fits one GH200 with SuperOffload's settings ($(sed -n 's/^gpu memory: //p' "$TMP/oss.txt")), not without checkpointing"
 
 # ---- bit-identical across schedulers and worker counts ---------------------------
 ds acc '{"gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}'

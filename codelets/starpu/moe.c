@@ -13,7 +13,9 @@
  * its experts', expert by expert, each in token order, rows of its buffers in
  * that order (exact lists in buffers sized for every token: the counts vary
  * per batch). Every task writes only its own buffers and every sum runs in
- * slot order, so results are the same bits under every scheduler. */
+ * slot order, so results are the same bits under every scheduler. The
+ * activation buffers are of the compute dtype (fp32 views here), the
+ * gradient buffers fp32. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +109,19 @@ static float *group_buffer(const moe_call *k, int s, int *group)
     return sg_arg_ptr(k->buffers, s);
 }
 
+/* An fp32 view of elements [off, off + n) of a group's activation buffer
+ * (of the compute dtype) at slot s, its group in *group; load: read them. */
+static int group_act_view(const moe_call *k, int s, int *group, sg_f32_view *v, int load,
+                          size_t off, size_t n)
+{
+    const sg_buffer *b = sg_arg_buffer(k->c, s);
+    if (b->subgroup < 0 || b->subgroup >= sg_moe_groups(k->m) || off + n > (size_t)b->elems)
+        return SG_EINVAL;
+    *group = b->subgroup;
+    char *raw = (char *)sg_arg_ptr(k->buffers, s) + off * sg_dtype_size(b->dtype);
+    return sg_f32_view_open(v, raw, b->dtype, n, load) ? SG_ENOMEM : SG_OK;
+}
+
 /* Group g's experts [*e0, *e1). */
 static void group_experts(const sg_model *m, int g, size_t *e0, size_t *e1)
 {
@@ -149,10 +164,13 @@ void sg_moe_expert_cpu(void *buffers[], void *arg)
     const sg_task_ctx *c = arg;
     moe_call k;
     int rc = call_begin(&k, c, buffers);
-    int s = rc ? -1 : sg_arg_find(c, SG_BUF_MOE_ACT, k.u), g = -1;
-    float *act = s >= 0 ? group_buffer(&k, s, &g) : NULL;
-    if (rc == SG_OK && !act)
-        rc = SG_EINVAL;
+    int s = rc ? -1 : sg_arg_find(c, SG_BUF_MOE_ACT, k.u), g = -1, have_act = 0;
+    sg_f32_view av;
+    if (rc == SG_OK)
+        rc = s < 0 ? SG_EINVAL
+                   : group_act_view(&k, s, &g, &av, 0, 0, k.cap * (2 * k.F + k.H));
+    have_act = rc == SG_OK;
+    float *act = have_act ? av.p : NULL;
     if (rc == SG_OK)
         rc = load_params(&k);
     int32_t *slots = rc ? NULL : malloc((k.N * k.K + 1) * sizeof *slots);
@@ -184,6 +202,8 @@ void sg_moe_expert_cpu(void *buffers[], void *arg)
         }
     }
     free(slots);
+    if (have_act)
+        sg_f32_view_close(&av, rc == SG_OK);
     call_end(&k, rc);
     if (rc)
         sg_task_fail(c, rc, "moe_expert: a buffer is missing or memory ran out");
@@ -196,20 +216,25 @@ void sg_moe_combine_cpu(void *buffers[], void *arg)
     int rc = call_begin(&k, c, buffers);
     const float **outs = rc ? NULL : calloc(k.N * k.K + 1, sizeof *outs);
     int32_t *slots = rc ? NULL : malloc((k.cap + 1) * sizeof *slots);
+    sg_f32_view av[SG_MOE_MAX_GROUPS];
+    int nav = 0;
     if (rc == SG_OK && (!outs || !slots))
         rc = SG_ENOMEM;
     for (int s = 0; rc == SG_OK && s < c->nslots; s++) {
         if (sg_arg_buffer(c, s)->role != SG_BUF_MOE_ACT)
             continue;
         int g;
-        const float *act = group_buffer(&k, s, &g);
-        if (!act) {
+        if (nav == SG_MOE_MAX_GROUPS) {
             rc = SG_EINVAL;
             break;
         }
+        /* the groups' output rows only */
+        if ((rc = group_act_view(&k, s, &g, &av[nav], 1, 2 * k.cap * k.F, k.cap * k.H)))
+            break;
+        const float *out = av[nav++].p;
         size_t n = group_slots(&k, g, slots);
         for (size_t r = 0; r < n; r++)
-            outs[slots[r]] = act + 2 * k.cap * k.F + r * k.H;
+            outs[slots[r]] = out + r * k.H;
     }
     for (size_t i = 0; rc == SG_OK && i < k.N * k.K; i++)
         if (!outs[i]) /* a group's buffer is missing */
@@ -221,6 +246,8 @@ void sg_moe_combine_cpu(void *buffers[], void *arg)
                                     k.H, k.K);
     free(outs);
     free(slots);
+    while (nav > 0)
+        sg_f32_view_close(&av[--nav], 0);
     call_end(&k, rc);
     if (rc)
         sg_task_fail(c, rc, "moe_combine: a buffer is missing or memory ran out");
@@ -235,7 +262,13 @@ void sg_moe_expert_bwd_cpu(void *buffers[], void *arg)
     int rc = call_begin(&k, c, buffers);
     int sa = rc ? -1 : sg_arg_find(c, SG_BUF_MOE_ACT, k.u);
     int sgr = rc ? -1 : sg_arg_find(c, SG_BUF_MOE_GRAD, k.u), g = -1, g2 = -1;
-    const float *act = sa >= 0 ? group_buffer(&k, sa, &g) : NULL;
+    sg_f32_view av;
+    int have_act = 0;
+    if (rc == SG_OK)
+        rc = sa < 0 ? SG_EINVAL /* gate and up */
+                    : group_act_view(&k, sa, &g, &av, 1, 0, 2 * k.cap * k.F);
+    have_act = rc == SG_OK;
+    const float *act = have_act ? av.p : NULL;
     float *grad = sgr >= 0 ? group_buffer(&k, sgr, &g2) : NULL;
     if (rc == SG_OK && (!act || !grad || g != g2))
         rc = SG_EINVAL;
@@ -284,6 +317,8 @@ void sg_moe_expert_bwd_cpu(void *buffers[], void *arg)
         }
     }
     free(slots);
+    if (have_act)
+        sg_f32_view_close(&av, 0);
     call_end(&k, rc);
     if (rc)
         sg_task_fail(c, rc, "moe_expert_bwd: a buffer is missing or memory ran out");

@@ -42,6 +42,17 @@ static void tiles_from_config(const sg_config *cfg, const sg_machine *m, sg_step
             w = k;
     }
     s->optimizer_workers = w > 0 ? w : 1;
+    /* as many micro-steps in flight as CPU workers (graph/compile.h), or
+     * STEPGRAPH_MICRO_WINDOW (0: unbounded) */
+    int64_t all = config_cpu_workers(cfg, m);
+    s->micro_window = all > 0 ? all : 1;
+    const char *env = getenv("STEPGRAPH_MICRO_WINDOW");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 0)
+            s->micro_window = v;
+    }
     /* what cast_placement auto weighs: the machine model's figures, at its
      * elementwise efficiency; unknown (0) without a model */
     memset(&s->cast_costs, 0, sizeof s->cast_costs);

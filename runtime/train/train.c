@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "graph/analysis.h"
+#include "graph/peak_workers.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data_loader.h"
 #include "runtime/io/tokenizer_info.h"
@@ -493,14 +494,18 @@ static int save_checkpoint(trainer *t, sg_error *err)
 }
 
 /* The plan's peak for what StarPU counts on one side: CPU-only, one memory
- * holds both spaces; with a GPU, the host also holds the home copy of every
- * GPU-space state buffer. The larger of the two graphs when there are two. */
-static void planned_peaks(const sg_graph *g, int ncuda, int64_t *host, int64_t *gpu)
+ * holds both spaces (with several CPU workers, as they run the step out of
+ * program order: graph/peak_workers.h); with a GPU, the host also holds the
+ * home copy of every GPU-space state buffer. The larger of the two graphs
+ * when there are two. */
+static void planned_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu)
 {
     int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers;
     *host = *gpu = 0;
     if (ncuda == 0) {
-        if (sg_graph_peak_memory_one_space(g, &one, &one_pers) == SG_OK)
+        int rc = ncpu > 1 ? sg_graph_peak_memory_workers(g, ncpu, &one, &one_pers)
+                          : sg_graph_peak_memory_one_space(g, &one, &one_pers);
+        if (rc == SG_OK)
             *host = one;
         return;
     }
@@ -519,17 +524,23 @@ static void print_mem_line(const char *what, int64_t measured, int64_t planned)
 
 /* StarPU's count of the memory it manages (sg_exec_memory_peak) next to the
  * plan's (sg_graph_peak_memory, the same liveness). */
-static void print_memory(const trainer *t, int ncuda)
+static void print_memory(const trainer *t, int ncpu, int ncuda)
 {
     int64_t host, gpu, ph, pg, wh = 0, wg = 0;
     sg_exec_memory_peak(&t->x, &host, &gpu);
-    planned_peaks(&t->graph, ncuda, &ph, &pg);
+    planned_peaks(&t->graph, ncpu, ncuda, &ph, &pg);
     if (t->have_wait)
-        planned_peaks(&t->wait_graph, ncuda, &wh, &wg);
+        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
     ph = wh > ph ? wh : ph;
     pg = wg > pg ? wg : pg;
     print_mem_line(ncuda ? "host" : "host (one memory: the GPU-space buffers live in RAM)", host,
                    ph);
+    if (!ncuda && ncpu > 1) {
+        int64_t po = 0, pp = 0;
+        if (sg_graph_peak_memory_one_space(&t->graph, &po, &pp) == SG_OK)
+            printf("  (planned for %d CPU workers running ready work out of program order; "
+                   "in program order %.1f MiB)\n", ncpu, po / 1048576.0);
+    }
     if (ncuda)
         print_mem_line("gpu", gpu, pg);
     if (t->cfg->run.lookahead > 1)
@@ -561,7 +572,7 @@ static void print_summary(const trainer *t)
     sg_overlap ov;
     int ncpu, ncuda;
     sg_exec_worker_counts(&ncpu, &ncuda);
-    print_memory(t, ncuda);
+    print_memory(t, ncpu, ncuda);
     if (ncuda > 0 && sg_exec_overlap(&t->x, &ov) == SG_OK) {
         printf("  GPU: busy %.1f%% of the last step (%.1f ms)", 100.0 * ov.gpu_busy,
                ov.span_s * 1e3);
