@@ -16,7 +16,9 @@
  * on both sides, so the head's load-balancing loss and the routers'
  * load-balancing gradient are compared too; the statistics after a
  * layer's forward are compared as well. MoE layers have no recompute (their
- * expert tasks read saved), so the checkpointing checks skip them.
+ * expert tasks read saved), so the checkpointing checks skip them. Their
+ * layers also run as with experts as tasks (io->moe_split: router only, the
+ * experts' d n2 and d topw given), against the CPU doing the same.
  * For each model, in f32 and in bf16, every unit (embedding, both layers,
  * head) runs forward and backward on the GPU and on the CPU on the same
  * inputs: random parameters (norm weights around 1, biases around 0), a
@@ -925,6 +927,97 @@ static void check_errors(const net *n, const sg_cu *cu)
     dev_free(&d);
 }
 
+/* Experts as tasks (io->moe_split): a MoE layer's forward runs attention and
+ * the router only (saved and the statistics written, y untouched), its
+ * backward takes the experts' d n2 and d topw from outside (random here, the
+ * same on both sides): GPU against CPU for every layer, f32 and bf16. */
+static void check_moe_split(const net *n, sg_dtype dt, const inputs *in, const sg_cu *cu)
+{
+    const size_t N = n->N, H = n->H, NH = N * H, K = (size_t)n->m.experts_per_token;
+    const size_t es = sg_dtype_size(dt);
+    float *dn2 = xmalloc(NH * sizeof *dn2), *dtopw = xmalloc(N * K * sizeof *dtopw);
+    for (size_t i = 0; i < NH; i++)
+        dn2[i] = 0.1f * rng_normal();
+    for (size_t i = 0; i < N * K; i++)
+        dtopw[i] = 0.1f * rng_normal();
+    float *dn2r = rounded(dn2, NH, dt);
+    for (int u = 1; u <= n->L; u++) {
+        char tag[96];
+        snprintf(tag, sizeof tag, "%s %s unit %d (layer, experts as tasks)", n->label,
+                 sg_dtype_name(dt), u);
+        const size_t ns = sg_unit_saved_floats(&n->m, u, n->B, n->T), np = n->nparams[u];
+        /* CPU */
+        float *scratch = zeros(sg_unit_scratch_floats(&n->m, u, n->B, n->T) + 1);
+        float *saved = zeros(ns), *stats = dup_f32(n->stats, n->nstats);
+        float *dx = zeros(NH), *g = zeros(np);
+        sg_unit_io io = {.params = in->params[u], .x = in->x, .saved = saved,
+                         .scratch = scratch, .rope = &n->rope, .moe_stats = stats,
+                         .moe_split = 1, .moe_dn2 = dn2r, .moe_dtopw = dtopw};
+        int rc = sg_unit_forward(&n->m, u, n->B, n->T, &io);
+        rc |= sg_unit_backward(&n->m, u, n->B, n->T, &io, in->dy, 1.0f, dx, g, NULL);
+        if (!ok(rc == 0, "%s: CPU reference ran", tag))
+            goto cpu_out;
+        /* GPU */
+        void *dp = dev_upload(in->params[u], np, dt), *dxin = dev_upload(in->x, NH, dt);
+        void *ddy = dev_upload(in->dy, NH, dt), *ddn2 = dev_upload(dn2r, NH, dt);
+        void *dsaved = dev_alloc(ns * es), *ddx = dev_alloc(NH * es), *dg = dev_alloc(np * es);
+        void *dscr = dev_alloc(sg_cu_unit_scratch_bytes(&n->m, u, n->B, n->T, dt));
+        float *dstats = dev_alloc(n->nstats * sizeof(float));
+        float *ddtopw = dev_alloc(N * K * sizeof(float));
+        float *dcos = dev_alloc(n->T * n->rope.half * sizeof(float));
+        float *dsin = dev_alloc(n->T * n->rope.half * sizeof(float));
+        to_dev(dstats, n->stats, n->nstats * sizeof(float));
+        to_dev(ddtopw, dtopw, N * K * sizeof(float));
+        to_dev(dcos, n->rope.cos_tab, n->T * n->rope.half * sizeof(float));
+        to_dev(dsin, n->rope.sin_tab, n->T * n->rope.half * sizeof(float));
+        dev_fill(dsaved, 0xFF, ns * es);
+        dev_fill(ddx, 0xFF, NH * es);
+        dev_fill(dg, 0, np * es);
+        sg_cu_unit_io gio;
+        memset(&gio, 0, sizeof gio);
+        gio.dt = dt;
+        gio.params = dp;
+        gio.x = dxin;
+        gio.saved = dsaved;
+        gio.scratch = dscr;
+        gio.cos_tab = dcos;
+        gio.sin_tab = dsin;
+        gio.moe_stats = dstats;
+        gio.moe_split = 1;
+        gio.moe_dn2 = ddn2;
+        gio.moe_dtopw = ddtopw;
+        rc = sg_cu_unit_forward(cu, &n->m, u, n->B, n->T, &gio);
+        int rc2 = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &gio, ddy, 1.0f, NULL, ddx, dg,
+                                      NULL);
+        int src = sg_cu_sync(cu);
+        if (ok(rc == 0 && rc2 == 0 && src == 0, "%s: forward and backward ran (rc %d %d %d)",
+               tag, rc, rc2, src)) {
+            float *gs = dev_download(dsaved, ns, dt), *gst = xmalloc(n->nstats * sizeof *gst);
+            to_host(gst, dstats, n->nstats * sizeof *gst);
+            saved_region reg[24];
+            int nr = saved_regions(n, u, reg);
+            worst w = {0, ""};
+            for (int i = 0; i < nr; i++)
+                worst_add(&w, rel_err(gs + reg[i].off, saved + reg[i].off, reg[i].len),
+                          reg[i].name);
+            check_err(dt, 0, w.err, "%s: saved activations (worst region %s)", tag, w.what);
+            check_err(dt, 0, rel_err(gst, stats, n->nstats), "%s: router statistics", tag);
+            float *gdx = dev_download(ddx, NH, dt), *gg = dev_download(dg, np, dt);
+            check_err(dt, 1, rel_err(gdx, dx, NH), "%s: dx", tag);
+            worst wg = {0, ""};
+            grad_errors(n, u, gg, g, &wg);
+            check_err(dt, 1, wg.err, "%s: parameter gradients (worst %s)", tag, wg.what);
+            free(gs), free(gst), free(gdx), free(gg);
+        }
+        void *all[] = {dp, dxin, ddy, ddn2, dsaved, ddx, dg, dscr, dstats, ddtopw, dcos, dsin};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            sg_cu_free(all[i]);
+    cpu_out:
+        free(scratch), free(saved), free(stats), free(dx), free(g);
+    }
+    free(dn2), free(dtopw), free(dn2r);
+}
+
 static void check_sizes(const net *n)
 {
     const size_t B = n->B, T = n->T, N = B * T, F = (size_t)n->m.intermediate_size;
@@ -995,6 +1088,8 @@ int main(void)
             inputs in = inputs_for(&n, dts[k]);
             for (int u = 0; u < n.U; u++)
                 run_unit(&n, u, dts[k], &in, &cu);
+            if (n.m.num_experts > 0)
+                check_moe_split(&n, dts[k], &in, &cu);
             inputs_free(&n, &in);
         }
         /* the head again in chunks of 3 of the 32 tokens (the last one 2) on
