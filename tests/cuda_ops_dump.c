@@ -874,7 +874,8 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, i
         dw2 = input("Wd", w2, DIMS(E, H, F), dt);
     }
     float *probs = dev_nan(N * E * 4), *sel = dev_nan(NK * 4), *topw = dev_nan(NK * 4);
-    void *logits = dev_nan(N * E * es), *y = dev_nan(N * H * es);
+    float *logits = dev_nan(N * E * 4);
+    void *y = dev_nan(N * H * es);
     float *zs = zeros(2 * E), *stats = dev_put(zs, 2 * E, SG_F32), *aux = dev_nan(4);
     free(zs);
     int32_t *slots = dev_nan(NK * 4), *counts = dev_nan(E * 4);
@@ -965,7 +966,7 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, i
                                      coef ? stats : NULL, aux_scale, NULL, dx_in, dWr, dt, N, H,
                                      E, K, norm, rwork));
     CK(sg_cu_add_into(&g_cu, dx, dxe, dt, N * H));
-    output("logits", logits, DIMS(N, E), dt);
+    output("logits", logits, DIMS(N, E), SG_F32);
     output("probs", probs, DIMS(N, E), SG_F32);
     output("sel", sel, DIMS(N, K), SG_F32);
     output("topw", topw, DIMS(N, K), SG_F32);

@@ -7,11 +7,14 @@
  *   cu-qwen3   Qwen3 QK-norm with q/k/v/o biases, query width 2H, untied
  *   cu-window  Llama, 4 query heads on 1, sliding window 5 on layer 0 (T =
  *              16 > 5), full attention on layer 1, tied embeddings
- *   cu-moe     Qwen3-MoE, 4 experts, top 2, norm_topk_prob, aux loss 0.01
+ *   cu-moe     Qwen3-MoE, 12 experts (6 groups of 2 as tasks), top 2,
+ *              norm_topk_prob, aux loss 0.01
  *   cu-gpt-oss GPT-OSS, 4 experts, top 2, router and expert biases, q/k/v/o
  *              biases, attention sinks, sliding window 5 then full, YaRN,
  *              aux loss 0.02
- * The MoE layers run their experts inside the unit (io->moe_split 0), with
+ * cu-gpt-oss runs in f32 only (its picks on the raw logits can flip against
+ * the CPU's in bf16: not a rounding error). The MoE layers run their
+ * experts inside the unit (io->moe_split 0), with
  * router statistics (io->moe_stats) that start from the same random values
  * on both sides, so the head's load-balancing loss and the routers'
  * load-balancing gradient are compared too; the statistics after a
@@ -99,7 +102,7 @@ static const char *MOE_JSON =
     "{\"name\": \"cu-moe\", \"architecture\": \"qwen3_moe\",\n"
     " \"hidden_size\": 32, \"moe_intermediate_size\": 24, \"num_hidden_layers\": 2,\n"
     " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,\n"
-    " \"vocab_size\": 64, \"max_position_embeddings\": 64, \"num_experts\": 4,\n"
+    " \"vocab_size\": 64, \"max_position_embeddings\": 64, \"num_experts\": 12,\n"
     " \"num_experts_per_tok\": 2, \"norm_topk_prob\": true, \"router_aux_loss_coef\": 0.01,\n"
     " \"tie_word_embeddings\": false, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0}";
 
@@ -341,8 +344,8 @@ static void random_params(net *n)
     n->params = xmalloc((size_t)n->U * sizeof *n->params);
     n->nparams = xmalloc((size_t)n->U * sizeof *n->nparams);
     for (int u = 0; u < n->U; u++) {
-        sg_tensor_info t[32];
-        int nt = sg_model_unit_tensors(&n->m, u, t, 32);
+        sg_tensor_info t[128];
+        int nt = sg_model_unit_tensors(&n->m, u, t, 128);
         size_t total = 0;
         for (int i = 0; i < nt; i++)
             total += (size_t)t[i].numel;
@@ -595,8 +598,8 @@ static void ref_free(ref *r)
 /* Per-tensor gradient errors of a unit (named by the model's tensor list). */
 static void grad_errors(const net *n, int u, const float *got, const float *want, worst *w)
 {
-    sg_tensor_info t[32];
-    int nt = sg_model_unit_tensors(&n->m, u, t, 32);
+    sg_tensor_info t[128];
+    int nt = sg_model_unit_tensors(&n->m, u, t, 128);
     size_t at = 0;
     for (int i = 0; i < nt; i++) {
         size_t numel = (size_t)t[i].numel;
@@ -1018,6 +1021,129 @@ static void check_moe_split(const net *n, sg_dtype dt, const inputs *in, const s
     free(dn2), free(dtopw), free(dn2r);
 }
 
+/* Experts as tasks end to end on the GPU, as the StarPU graph runs them:
+ * the layer's forward with moe_split (router), every group's
+ * sg_cu_moe_group_forward, sg_cu_moe_combine; every group's
+ * sg_cu_moe_group_backward, sg_cu_moe_gather_backward, the layer's backward
+ * with moe_split, sg_cu_moe_add_expert_grads. Against the CPU unit running
+ * the whole MoE layer (experts inside): y, dx and every parameter gradient. */
+static void check_moe_groups(const net *n, sg_dtype dt, const inputs *in, const sg_cu *cu)
+{
+    const size_t N = n->N, H = n->H, NH = N * H, K = (size_t)n->m.experts_per_token;
+    const size_t es = sg_dtype_size(dt);
+    const int G = sg_moe_groups(&n->m);
+    for (int u = 1; u <= n->L; u++) {
+        char tag[96];
+        snprintf(tag, sizeof tag, "%s %s unit %d (layer, %d expert groups on the GPU)",
+                 n->label, sg_dtype_name(dt), u, G);
+        const size_t ns = sg_unit_saved_floats(&n->m, u, n->B, n->T), np = n->nparams[u];
+        /* CPU: the whole layer */
+        float *scratch = zeros(sg_unit_scratch_floats(&n->m, u, n->B, n->T) + 1);
+        float *saved = zeros(ns), *stats = dup_f32(n->stats, n->nstats);
+        float *y = zeros(NH), *dx = zeros(NH), *g = zeros(np);
+        sg_unit_io io = {.params = in->params[u], .x = in->x, .y = y, .saved = saved,
+                         .scratch = scratch, .rope = &n->rope, .moe_stats = stats};
+        int rc = sg_unit_forward(&n->m, u, n->B, n->T, &io);
+        rc |= sg_unit_backward(&n->m, u, n->B, n->T, &io, in->dy, 1.0f, dx, g, NULL);
+        if (!ok(rc == 0, "%s: CPU reference ran", tag))
+            goto cpu_out;
+        {
+            void *dp = dev_upload(in->params[u], np, dt), *dxin = dev_upload(in->x, NH, dt);
+            void *ddy = dev_upload(in->dy, NH, dt), *dsaved = dev_alloc(ns * es);
+            void *dyo = dev_alloc(NH * es), *ddx = dev_alloc(NH * es), *dg = dev_alloc(np * es);
+            void *dn2 = dev_alloc(NH * es);
+            void *dscr = dev_alloc(sg_cu_unit_scratch_bytes(&n->m, u, n->B, n->T, dt));
+            void *gscr = dev_alloc(sg_cu_moe_group_scratch_bytes(&n->m, n->B, n->T, dt));
+            float *dstats = dev_alloc(n->nstats * sizeof(float));
+            float *ddtopw = dev_alloc(N * K * sizeof(float));
+            float *dcos = dev_alloc(n->T * n->rope.half * sizeof(float));
+            float *dsin = dev_alloc(n->T * n->rope.half * sizeof(float));
+            void *acts[SG_MOE_MAX_GROUPS];
+            float *grads[SG_MOE_MAX_GROUPS];
+            int groups[SG_MOE_MAX_GROUPS];
+            for (int i = 0; i < G; i++) {
+                acts[i] = dev_alloc(sg_moe_group_act_floats(&n->m, N) * es);
+                grads[i] = dev_alloc(sg_moe_group_grad_floats(&n->m, N) * sizeof(float));
+                dev_fill(acts[i], 0xFF, sg_moe_group_act_floats(&n->m, N) * es);
+                dev_fill(grads[i], 0xFF, sg_moe_group_grad_floats(&n->m, N) * sizeof(float));
+                groups[i] = G - 1 - i; /* any order */
+            }
+            to_dev(dstats, n->stats, n->nstats * sizeof(float));
+            to_dev(dcos, n->rope.cos_tab, n->T * n->rope.half * sizeof(float));
+            to_dev(dsin, n->rope.sin_tab, n->T * n->rope.half * sizeof(float));
+            dev_fill(dsaved, 0xFF, ns * es);
+            dev_fill(dyo, 0xFF, NH * es);
+            dev_fill(ddx, 0xFF, NH * es);
+            dev_fill(dg, 0, np * es);
+            sg_cu_unit_io gio;
+            memset(&gio, 0, sizeof gio);
+            gio.dt = dt;
+            gio.params = dp;
+            gio.x = dxin;
+            gio.saved = dsaved;
+            gio.scratch = dscr;
+            gio.cos_tab = dcos;
+            gio.sin_tab = dsin;
+            gio.moe_stats = dstats;
+            gio.moe_split = 1;
+            gio.moe_dn2 = dn2;
+            gio.moe_dtopw = ddtopw;
+            int r = sg_cu_unit_forward(cu, &n->m, u, n->B, n->T, &gio);
+            for (int i = 0; r == 0 && i < G; i++) {
+                sg_cu_moe_group_io q = {dt, dp, dsaved, acts[groups[i]], grads[groups[i]],
+                                        gscr};
+                r = sg_cu_moe_group_forward(cu, &n->m, u, groups[i], n->B, n->T, &q);
+            }
+            if (r == 0) {
+                const void *ga[SG_MOE_MAX_GROUPS];
+                for (int i = 0; i < G; i++)
+                    ga[i] = acts[groups[i]];
+                r = sg_cu_moe_combine(cu, &n->m, u, n->B, n->T, dt, dyo, dsaved, ga, groups, G,
+                                      gscr);
+            }
+            for (int i = 0; r == 0 && i < G; i++) {
+                sg_cu_moe_group_io q = {dt, dp, dsaved, acts[groups[i]], grads[groups[i]],
+                                        gscr};
+                r = sg_cu_moe_group_backward(cu, &n->m, u, groups[i], n->B, n->T, &q, ddy);
+            }
+            const float *gg[SG_MOE_MAX_GROUPS];
+            for (int i = 0; i < G; i++)
+                gg[i] = grads[groups[i]];
+            if (r == 0)
+                r = sg_cu_moe_gather_backward(cu, &n->m, u, n->B, n->T, dt, dsaved, gg, groups,
+                                              G, dn2, ddtopw, gscr);
+            if (r == 0)
+                r = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &gio, ddy, 1.0f, NULL, ddx, dg,
+                                        NULL);
+            if (r == 0)
+                r = sg_cu_moe_add_expert_grads(cu, &n->m, u, dt, gg, groups, G, n->B, n->T, dg,
+                                               gscr);
+            int src = sg_cu_sync(cu);
+            if (ok(r == 0 && src == 0, "%s: every task ran (rc %d, sync %d)", tag, r, src)) {
+                float *gy = dev_download(dyo, NH, dt), *gdx = dev_download(ddx, NH, dt);
+                float *gp = dev_download(dg, np, dt);
+                check_err(dt, 0, rel_err(gy, y, NH), "%s: output y (combine)", tag);
+                check_err(dt, 1, rel_err(gdx, dx, NH), "%s: dx", tag);
+                worst wg = {0, ""};
+                grad_errors(n, u, gp, g, &wg);
+                check_err(dt, 1, wg.err, "%s: parameter gradients, experts' included (worst %s)",
+                          tag, wg.what);
+                free(gy), free(gdx), free(gp);
+            }
+            void *all[] = {dp, dxin, ddy, dsaved, dyo, ddx, dg, dn2, dscr, gscr, dstats, ddtopw,
+                           dcos, dsin};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                sg_cu_free(all[i]);
+            for (int i = 0; i < G; i++) {
+                sg_cu_free(acts[i]);
+                sg_cu_free(grads[i]);
+            }
+        }
+    cpu_out:
+        free(scratch), free(saved), free(stats), free(y), free(dx), free(g);
+    }
+}
+
 static void check_sizes(const net *n)
 {
     const size_t B = n->B, T = n->T, N = B * T, F = (size_t)n->m.intermediate_size;
@@ -1085,11 +1211,22 @@ int main(void)
         if (!ok(rc == 0, "%s: model and inputs ready", cases[c].label))
             continue;
         for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+            /* GPT-OSS picks its experts on the raw logits: in bf16 the GPU's
+             * rounded activations (n2) move them by ~2^-9, enough to flip a
+             * near-tie against the CPU's fp32 ones, and a flipped pick is
+             * not a rounding error (the kernels' own test checks the bf16
+             * paths: Qwen3-MoE below, tests/test_cuda_vs_torch.sh) */
+            if (n.m.arch == SG_ARCH_GPT_OSS && dts[k] != SG_F32) {
+                tap_diag("%s: bf16 not compared (discrete picks, see the source)", n.label);
+                continue;
+            }
             inputs in = inputs_for(&n, dts[k]);
             for (int u = 0; u < n.U; u++)
                 run_unit(&n, u, dts[k], &in, &cu);
-            if (n.m.num_experts > 0)
+            if (n.m.num_experts > 0) {
                 check_moe_split(&n, dts[k], &in, &cu);
+                check_moe_groups(&n, dts[k], &in, &cu);
+            }
             inputs_free(&n, &in);
         }
         /* the head again in chunks of 3 of the 32 tokens (the last one 2) on

@@ -216,7 +216,7 @@ static moe_plan plan_moe(const sg_model *m, const dims *d, size_t at, int bwd)
     p.ptrs = put(&at, NK * sizeof(void *));
     p.ex = put(&at, sg_cu_moe_expert_work_bytes(N, d->H, F, d->dt));
     if (!bwd) {
-        p.logits = put(&at, N * E * es);
+        p.logits = put(&at, N * E * sizeof(float));
         p.outs = put(&at, NK * d->H * es);
     } else {
         p.dtopw = put(&at, NK * sizeof(float));
@@ -520,7 +520,7 @@ static int moe_forward(const layer_ctx *c, void *y, float *stats, int split, voi
     float *topw = (float *)region(scratch, p.topw);
     TRY(sg_cu_rmsnorm_forward(c->cu, a->n2, a->rstd2, a->h, lp(c, o->ln2), d->dt, N, d->H,
                               d->eps));
-    void *logits = region(scratch, p.logits);
+    float *logits = (float *)region(scratch, p.logits);
     if (m->arch == SG_ARCH_GPT_OSS)
         TRY(sg_cu_moe_oss_router_forward(c->cu, probs, sel, topw, logits, a->n2,
                                          lp(c, o->router), lp(c, o->router_b), d->dt, N, d->H,

@@ -74,6 +74,48 @@ int sg_cu_unit_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
                         const sg_cu_unit_io *io, const void *dy, float dloss,
                         const float *dloss_scale, void *dx, void *dparams, void *dembed);
 
+/* ---- a MoE layer's experts as tasks (moe_group.cu) --------------------------------
+ * The device side of codelets/starpu/moe.c, on the same buffers
+ * (models/unit_layout.h): a group's activation buffer `act` in dt (gate, up
+ * (cap, I), out (cap, H)), its gradient buffer `grad` in fp32 (dx (cap, H),
+ * dtopw (cap), its experts' weight gradients), the layer's saved
+ * activations and parameters in dt. Each call copies the group's slot
+ * counts to the host (waits for the stream once per group). Tested through
+ * the CPU emulator only (tests/test_cuda_block.c). */
+typedef struct sg_cu_moe_group_io {
+    sg_dtype dt;
+    const void *params;           /* the unit's flat parameters */
+    const void *saved;            /* the layer's saved activations (router state) */
+    void *act;                    /* sg_moe_group_act_floats elements of dt */
+    float *grad;                  /* sg_moe_group_grad_floats floats (backward) */
+    void *scratch;                /* sg_cu_moe_group_scratch_bytes */
+} sg_cu_moe_group_io;
+
+/* Scratch of every call below (the same for all). */
+size_t sg_cu_moe_group_scratch_bytes(const sg_model *m, size_t B, size_t T, sg_dtype dt);
+/* moe_expert: group g's experts on their slots: act WRITTEN. */
+int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g, size_t B,
+                            size_t T, const sg_cu_moe_group_io *io);
+/* moe_combine: y (N, H) = h + the weighted expert outputs of every group
+ * (acts[i] is group groups[i]'s buffer; all sg_moe_groups() of them). */
+int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
+                      sg_dtype dt, void *y, const void *saved, const void *const *acts,
+                      const int *groups, int ngroups, void *scratch);
+/* moe_expert_bwd: group g's backward from dy (N, H, dt): grad WRITTEN. */
+int sg_cu_moe_group_backward(const sg_cu *cu, const sg_model *m, int unit, int g, size_t B,
+                             size_t T, const sg_cu_moe_group_io *io, const void *dy);
+/* The layer's backward with experts as tasks: dn2 (N, H, dt) and dtopw (N k,
+ * float) WRITTEN from every group's gradient buffer (io->moe_dn2,
+ * io->moe_dtopw of sg_cu_unit_backward); then the experts' weight gradients
+ * ACCUMULATED into the unit's dparams (dt). */
+int sg_cu_moe_gather_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
+                              sg_dtype dt, const void *saved, const float *const *grads,
+                              const int *groups, int ngroups, void *dn2, float *dtopw,
+                              void *scratch);
+int sg_cu_moe_add_expert_grads(const sg_cu *cu, const sg_model *m, int unit, sg_dtype dt,
+                               const float *const *grads, const int *groups, int ngroups,
+                               size_t B, size_t T, void *dparams, void *scratch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -166,9 +166,9 @@ int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *do
 
 /* ---- mixture of experts (moe.cu; codelets/cpu/moe.c and gpt_oss.c state ---
  * the formulas; these are the same operations on the device) --------------
- * Router state is float whatever dt: probs (N, E), sel (N, K: expert indices
- * as floats), topw, dtopw (N, K), stats (2 E: picks, then probability sums).
- * Logits and dlogits (N, E), x, weights, activations are in dt. Slot lists
+ * Router state is float whatever dt: logits, probs (N, E), sel (N, K: expert
+ * indices as floats), topw, dtopw (N, K), stats (2 E: picks, then
+ * probability sums); dlogits (N, E), x, weights, activations are in dt. Slot lists
  * and counts are device int32. An expert's n comes from the host (cuBLAS
  * sizes): copy the counts of sg_cu_moe_expert_slots back first. */
 
@@ -176,12 +176,12 @@ int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *do
  * softmax, sel/topw = top-k (ties to the lowest index), renormalised when
  * norm_topk_prob. All WRITE. */
 int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                             void *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
+                             float *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
                              size_t H, size_t E, size_t K, int norm_topk_prob);
 /* GPT-OSS router (sg_moe_oss_router_forward): logits = x Wr^T + br, top-k of
  * the logits, topw = softmax over the k selected; probs = full softmax. */
 int sg_cu_moe_oss_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                                 void *logits, const void *x, const void *Wr, const void *br,
+                                 float *logits, const void *x, const void *Wr, const void *br,
                                  sg_dtype dt, size_t N, size_t H, size_t E, size_t K);
 /* Their backward (sg_moe_router_backward, sg_moe_oss_router_backward): dx (N,
  * H) and dlogits WRITE; dWr (E, H), dbr (E) ACCUMULATE (may be NULL). stats

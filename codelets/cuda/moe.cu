@@ -4,9 +4,9 @@
  * of codelets/cpu/moe.c and codelets/cpu/gpt_oss.c, which state the Hugging
  * Face formulas; this file only says how they run on the device.
  *
- * - Router state is fp32 whatever the storage dtype: probs (N, E), sel (N, K:
- *   expert indices held as floats, as on the CPU), topw (N, K), dtopw, the
- *   statistics (2 E). The logits and their gradient are in dt (GEMM output).
+ * - Router state is fp32 whatever the storage dtype: logits and probs (N,
+ *   E), sel (N, K: expert indices held as floats, as on the CPU), topw (N,
+ *   K), dtopw, the statistics (2 E). The logits' gradient is in dt.
  *   One thread per token row does the softmax, the top-k (by (value desc,
  *   index asc): the same picks as the CPU's repeated selection, ties to the
  *   lowest index) and the renormalisation, in the CPU's order of operations.
@@ -86,12 +86,11 @@ static int mm_in_out(const sg_cu *cu, void *y, const void *x, const void *W, siz
 
 /* One thread per token row. oss: top-k of the logits, softmax over them;
  * else top-k of the softmax, renormalised when norm. */
-template <typename T>
-__global__ void k_router_fwd(float *probs, float *sel, float *topw, const T *logits, size_t N,
-                             size_t E, size_t K, int oss, int norm)
+__global__ void k_router_fwd(float *probs, float *sel, float *topw, const float *logits,
+                             size_t N, size_t E, size_t K, int oss, int norm)
 {
     SG_GRID_STRIDE(n, N) {
-        const T *l = logits + n * E;
+        const float *l = logits + n * E;
         float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
         float mx = sg_ld(l[0]);
         for (size_t e = 1; e < E; e++) {
@@ -150,24 +149,52 @@ __global__ void k_router_fwd(float *probs, float *sel, float *topw, const T *log
     }
 }
 
-static int router_forward(const sg_cu *cu, float *probs, float *sel, float *topw, void *logits,
-                          const void *x, const void *Wr, const void *br, sg_dtype dt, size_t N,
-                          size_t H, size_t E, size_t K, int oss, int norm)
+/* logits (N, E) fp32 = b (E, in dt) on every row, or 0. */
+template <typename T> __global__ void k_logit_bias(float *y, const T *b, size_t N, size_t E)
+{
+    SG_GRID_STRIDE(i, N * E)
+        y[i] = b ? sg_ld(b[i % E]) : 0.0f;
+}
+
+/* The router's logits stay fp32 whatever dt (x, Wr in dt, fp32 accumulation
+ * and output: one rounding fewer than a dt GEMM output), so that the picks
+ * are those of the CPU path, which keeps them in fp32. */
+static int router_logits(const sg_cu *cu, float *logits, const void *x, const void *Wr,
+                         const void *br, sg_dtype dt, size_t N, size_t H, size_t E)
+{
+    if (N > INT_MAX || H > INT_MAX || E > INT_MAX)
+        return SG_EINVAL;
+    SG_CU_DISPATCH(dt, T,
+                   SG_LAUNCH(k_logit_bias<T>, sg_cu_blocks(N * E, THREADS), THREADS,
+                             cu->stream, logits, (const T *)br, N, E));
+    TRY(sg_cu_launch_status());
+    // logits' (E, N) = op_T(Wr' (H, E)) x' (H, N) + logits', A, B in dt, C fp32
+    const float alpha = 1.0f, beta = 1.0f;
+    cudaDataType t = blas_type(dt);
+    cublasStatus_t st = cublasGemmEx((cublasHandle_t)cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)E,
+                                     (int)N, (int)H, &alpha, Wr, t, (int)H, x, t, (int)H, &beta,
+                                     logits, CUDA_R_32F, (int)E, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? SG_OK : SG_EIO;
+}
+
+static int router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
+                          float *logits, const void *x, const void *Wr, const void *br,
+                          sg_dtype dt, size_t N, size_t H, size_t E, size_t K, int oss, int norm)
 {
     if (!cu || !probs || !sel || !topw || !logits || !x || !Wr || (oss && !br) || !dt_ok(dt) ||
         E == 0 || K == 0 || K > E || E > (1u << 24) || H == 0)
         return SG_EINVAL;
     if (N == 0)
         return SG_OK;
-    TRY(sg_cu_linear_forward(cu, logits, x, Wr, br, dt, N, H, E));
-    SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_router_fwd<T>, sg_cu_blocks(N, 64), 64, cu->stream, probs, sel,
-                             topw, (const T *)logits, N, E, K, oss, norm));
+    TRY(router_logits(cu, logits, x, Wr, br, dt, N, H, E));
+    SG_LAUNCH(k_router_fwd, sg_cu_blocks(N, 64), 64, cu->stream, probs, sel, topw,
+              (const float *)logits, N, E, K, oss, norm);
     return sg_cu_launch_status();
 }
 
 int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                             void *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
+                             float *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
                              size_t H, size_t E, size_t K, int norm_topk_prob)
 {
     return router_forward(cu, probs, sel, topw, logits, x, Wr, NULL, dt, N, H, E, K, 0,
@@ -175,7 +202,7 @@ int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *t
 }
 
 int sg_cu_moe_oss_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                                 void *logits, const void *x, const void *Wr, const void *br,
+                                 float *logits, const void *x, const void *Wr, const void *br,
                                  sg_dtype dt, size_t N, size_t H, size_t E, size_t K)
 {
     return router_forward(cu, probs, sel, topw, logits, x, Wr, br, dt, N, H, E, K, 1, 0);
