@@ -92,6 +92,9 @@ void sg_cast_cuda(void *buffers[], void *arg);
 void sg_grad_norm_cuda(void *buffers[], void *arg);
 void sg_adam_gpu_cuda(void *buffers[], void *arg);
 void sg_grad_sum_cuda(void *buffers[], void *arg);
+void sg_moe_expert_cuda(void *buffers[], void *arg);
+void sg_moe_combine_cuda(void *buffers[], void *arg);
+void sg_moe_expert_bwd_cuda(void *buffers[], void *arg);
 #endif
 
 #endif /* SG_CODELETS_H */

@@ -58,6 +58,35 @@ int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const v
     return sg_cu_copy_async(cu, dst, src, n * sg_dtype_size(dt));
 }
 
+const void *sg_cuda_unit_params(const sg_task_ctx *c, void *buffers[], int unit, sg_dtype dt,
+                                const sg_cu *cu, void **copy)
+{
+    int slots[SG_ARG_MAX_SLOTS];
+    *copy = NULL;
+    int n = sg_arg_unit_param_slots(c, unit, slots, SG_ARG_MAX_SLOTS);
+    if (n == 0)
+        return NULL;
+    size_t esize = sg_dtype_size(dt), total = 0;
+    for (int i = 0; i < n; i++) {
+        if (sg_arg_buffer(c, slots[i])->dtype != dt)
+            return NULL;
+        total += (size_t)sg_arg_buffer(c, slots[i])->elems;
+    }
+    if (n == 1)
+        return sg_arg_ptr(buffers, slots[0]);
+    char *p = sg_cu_malloc_async(cu, total * esize);
+    if (!p)
+        return NULL;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)sg_arg_buffer(c, slots[i])->elems * esize;
+        sg_cu_copy_async(cu, p + off, sg_arg_ptr(buffers, slots[i]), bytes);
+        off += bytes;
+    }
+    *copy = p;
+    return p;
+}
+
 int sg_cuda_scatter_params(const sg_task_ctx *c, void *buffers[], int src, const sg_cu *cu)
 {
     static const sg_buf_role PARAM_PIECE[] = {SG_BUF_PARAM_PIECE};

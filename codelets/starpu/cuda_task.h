@@ -40,4 +40,11 @@ int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const v
  * the device) into its parameter pieces, converted to the pieces' dtype. */
 int sg_cuda_scatter_params(const sg_task_ctx *c, void *buffers[], int src, const sg_cu *cu);
 
+/* A unit's parameters as one device array in dt: the gathered / full buffer
+ * itself, or its pieces copied end to end into *copy (stream-ordered
+ * memory: sg_cu_free_async it). NULL when a piece is missing, of another
+ * dtype, or memory ran out. */
+const void *sg_cuda_unit_params(const sg_task_ctx *c, void *buffers[], int unit, sg_dtype dt,
+                                const sg_cu *cu, void **copy);
+
 #endif /* SG_CODELETS_CUDA_TASK_H */

@@ -1,4 +1,5 @@
-/* moe.c - the experts of a Qwen3-MoE or GPT-OSS layer as tasks of their own (CPU):
+/* moe.c - the experts of a Qwen3-MoE or GPT-OSS layer as tasks of their own (CPU,
+ * and CUDA through codelets/cuda/moe_group.cu at the end of the file):
  *   moe_expert      a group of experts' forward on the tokens that picked them
  *   moe_combine     the layer's output: input + the weighted expert outputs
  *   moe_expert_bwd  a group of experts' backward (and its share of the combine)
@@ -401,6 +402,141 @@ int sg_moe_add_expert_grads(const sg_model *m, int u, const sg_moe_grads *grads,
     return SG_OK;
 }
 
-SG_CODELET(moe_expert, sg_moe_expert_cpu);
-SG_CODELET(moe_combine, sg_moe_combine_cpu);
-SG_CODELET(moe_expert_bwd, sg_moe_expert_bwd_cpu);
+/* ---- CUDA ---------------------------------------------------------------- */
+/* The same three tasks on a CUDA worker, through codelets/cuda/moe_group.cu
+ * on the same buffers (the activation buffers and saved in the compute
+ * dtype, the gradient buffers fp32). Tested through the CPU emulator below
+ * the StarPU level only (tests/test_cuda_block.c); runtime/exec/exec.c
+ * refuses MoE models on CUDA workers until a GPU has run them. */
+#ifdef SG_STARPU_CUDA
+#include "codelets/cuda/block_cuda.h"
+#include "codelets/starpu/cuda_task.h"
+
+typedef struct cuda_moe_call {
+    const sg_task_ctx *c;
+    void **buffers;
+    const sg_model *m;
+    sg_cu cu;
+    int u;
+    size_t B, T;
+    sg_dtype dt;
+    sg_cu_moe_group_io io;
+    void *param_copy;
+} cuda_moe_call;
+
+/* The device pointer of the slot holding `role` for the layer, checked to be
+ * of dtype dt; NULL otherwise. */
+static void *cu_role_ptr(const cuda_moe_call *k, sg_buf_role role, int unit, sg_dtype dt)
+{
+    int s = sg_arg_find(k->c, role, unit);
+    if (s < 0 || sg_arg_buffer(k->c, s)->dtype != dt)
+        return NULL;
+    return sg_arg_ptr(k->buffers, s);
+}
+
+static int cu_begin(cuda_moe_call *k, const sg_task_ctx *c, void **buffers, int params)
+{
+    memset(k, 0, sizeof *k);
+    const sg_exec_shared *sh = c->shared;
+    k->c = c;
+    k->buffers = buffers;
+    k->cu = sg_cuda_task_cu();
+    k->m = sh->model;
+    k->u = sh->graph->nodes[c->node].layer;
+    k->B = (size_t)sh->spec->micro_batch;
+    k->T = (size_t)sh->spec->seq_len;
+    k->dt = sh->spec->compute_dtype;
+    k->io.dt = k->dt;
+    if (k->m->num_experts <= 0 || k->u < 1 || k->u > k->m->num_layers)
+        return SG_EINVAL;
+    if (!(k->io.saved = cu_role_ptr(k, SG_BUF_SAVED, k->u, k->dt)))
+        return SG_EINVAL;
+    if (params &&
+        !(k->io.params = sg_cuda_unit_params(c, buffers, k->u, k->dt, &k->cu, &k->param_copy)))
+        return SG_EINVAL;
+    k->io.scratch = sg_cu_malloc_async(&k->cu, sg_cu_moe_group_scratch_bytes(k->m, k->B, k->T,
+                                                                             k->dt));
+    return k->io.scratch ? SG_OK : SG_ENOMEM;
+}
+
+static void cu_end(cuda_moe_call *k, int rc, const char *what)
+{
+    sg_cu_free_async(&k->cu, k->io.scratch);
+    sg_cu_free_async(&k->cu, k->param_copy);
+    if (rc)
+        sg_cuda_task_fail(k->c, rc, rc == SG_ENOMEM ? "device memory ran out"
+                                    : rc == SG_EIO ? "CUDA failed"
+                                                   : what);
+}
+
+/* The group buffer of `role` (its group in *g), of dtype dt; NULL if absent. */
+static void *cu_group_ptr(const cuda_moe_call *k, sg_buf_role role, sg_dtype dt, int *g)
+{
+    int s = sg_arg_find(k->c, role, k->u);
+    if (s < 0)
+        return NULL;
+    const sg_buffer *b = sg_arg_buffer(k->c, s);
+    if (b->dtype != dt || b->subgroup < 0 || b->subgroup >= sg_moe_groups(k->m))
+        return NULL;
+    *g = b->subgroup;
+    return sg_arg_ptr(k->buffers, s);
+}
+
+void sg_moe_expert_cuda(void *buffers[], void *arg)
+{
+    cuda_moe_call k;
+    int g = -1, rc = cu_begin(&k, arg, buffers, 1);
+    if (rc == SG_OK && !(k.io.act = cu_group_ptr(&k, SG_BUF_MOE_ACT, k.dt, &g)))
+        rc = SG_EINVAL;
+    if (rc == SG_OK)
+        rc = sg_cu_moe_group_forward(&k.cu, k.m, k.u, g, k.B, k.T, &k.io);
+    cu_end(&k, rc, "moe_expert: a buffer is missing or has another dtype");
+}
+
+void sg_moe_combine_cuda(void *buffers[], void *arg)
+{
+    cuda_moe_call k;
+    int rc = cu_begin(&k, arg, buffers, 0), n = 0;
+    const void *acts[SG_MOE_MAX_GROUPS];
+    int groups[SG_MOE_MAX_GROUPS];
+    for (int s = 0; rc == SG_OK && s < k.c->nslots; s++) {
+        const sg_buffer *b = sg_arg_buffer(k.c, s);
+        if (b->role != SG_BUF_MOE_ACT)
+            continue;
+        if (b->dtype != k.dt || n == SG_MOE_MAX_GROUPS) {
+            rc = SG_EINVAL;
+            break;
+        }
+        acts[n] = sg_arg_ptr(buffers, s);
+        groups[n++] = b->subgroup;
+    }
+    void *y = rc ? NULL : cu_role_ptr(&k, SG_BUF_ACT, k.u, k.dt);
+    if (rc == SG_OK && !y)
+        rc = SG_EINVAL;
+    if (rc == SG_OK)
+        rc = sg_cu_moe_combine(&k.cu, k.m, k.u, k.B, k.T, k.dt, y, k.io.saved, acts, groups, n,
+                               k.io.scratch);
+    cu_end(&k, rc, "moe_combine: a buffer is missing or has another dtype");
+}
+
+void sg_moe_expert_bwd_cuda(void *buffers[], void *arg)
+{
+    cuda_moe_call k;
+    int g = -1, g2 = -1, rc = cu_begin(&k, arg, buffers, 1);
+    if (rc == SG_OK && (!(k.io.act = cu_group_ptr(&k, SG_BUF_MOE_ACT, k.dt, &g)) ||
+                        !(k.io.grad = cu_group_ptr(&k, SG_BUF_MOE_GRAD, SG_F32, &g2)) ||
+                        g != g2))
+        rc = SG_EINVAL;
+    const void *dy = rc ? NULL : cu_role_ptr(&k, SG_BUF_DACT, k.u, k.dt);
+    if (rc == SG_OK && !dy)
+        rc = SG_EINVAL;
+    if (rc == SG_OK)
+        rc = sg_cu_moe_group_backward(&k.cu, k.m, k.u, g, k.B, k.T, &k.io, dy);
+    cu_end(&k, rc, "moe_expert_bwd: a buffer is missing or has another dtype");
+}
+
+#endif /* SG_STARPU_CUDA */
+
+SG_CODELET2(moe_expert, sg_moe_expert_cpu, sg_moe_expert_cuda);
+SG_CODELET2(moe_combine, sg_moe_combine_cpu, sg_moe_combine_cuda);
+SG_CODELET2(moe_expert_bwd, sg_moe_expert_bwd_cpu, sg_moe_expert_bwd_cuda);

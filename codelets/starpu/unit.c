@@ -272,34 +272,24 @@ static void *cu_slot_ptr(cuda_unit_call *k, sg_buf_role role, int unit, int *bad
     return sg_arg_ptr(k->buffers, s);
 }
 
-/* A unit's parameters as one device array: the gathered / full buffer
- * itself, or its pieces copied end to end into *copy. */
+/* A unit's parameters as one device array (cuda_task.h). */
 static const void *cu_unit_params(cuda_unit_call *k, int unit, void **copy)
 {
-    int slots[SG_ARG_MAX_SLOTS];
-    *copy = NULL;
-    int n = sg_arg_unit_param_slots(k->c, unit, slots, SG_ARG_MAX_SLOTS);
-    if (n == 0)
+    return sg_cuda_unit_params(k->c, k->buffers, unit, k->dt, &k->cu, copy);
+}
+
+/* MoE: the micro-step's router statistics (fp32, device), as the CPU
+ * codelet's moe_stats_view; NULL without (no load-balancing loss). */
+static float *cu_moe_stats(cuda_unit_call *k, int *bad)
+{
+    int s = sg_arg_find(k->c, SG_BUF_MOE_STATS, -2);
+    if (s < 0)
         return NULL;
-    size_t esize = sg_dtype_size(k->dt), total = 0;
-    for (int i = 0; i < n; i++) {
-        if (sg_arg_buffer(k->c, slots[i])->dtype != k->dt)
-            return NULL;
-        total += (size_t)sg_arg_buffer(k->c, slots[i])->elems;
-    }
-    if (n == 1)
-        return sg_arg_ptr(k->buffers, slots[0]);
-    char *p = sg_cu_malloc_async(&k->cu, total * esize);
-    if (!p)
+    if (sg_arg_buffer(k->c, s)->dtype != SG_F32) {
+        *bad = 1;
         return NULL;
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        size_t bytes = (size_t)sg_arg_buffer(k->c, slots[i])->elems * esize;
-        sg_cu_copy_async(&k->cu, p + off, sg_arg_ptr(k->buffers, slots[i]), bytes);
-        off += bytes;
     }
-    *copy = p;
-    return p;
+    return sg_arg_ptr(k->buffers, s);
 }
 
 static int cu_call_begin(cuda_unit_call *k, const sg_task_ctx *c, void **buffers)
@@ -320,6 +310,8 @@ static int cu_call_begin(cuda_unit_call *k, const sg_task_ctx *c, void **buffers
     k->N = k->B * k->T;
     k->dt = sh->spec->compute_dtype;
     k->io.dt = k->dt;
+    /* MoE layers: experts and combine are tasks of their own (moe.c) */
+    k->io.moe_split = k->m->num_experts > 0 && k->u > 0 && k->u < k->head;
     /* the compiler puts batch tiles on CPU workers */
     if (sh->graph->nodes[c->node].tile >= 0)
         return SG_ENOTSUP;
@@ -369,11 +361,12 @@ static void cu_forward(void *buffers[], void *arg, int recompute)
         if (k.u == k.head) {
             int s = sg_arg_find(c, SG_BUF_LOSS, k.u);
             k.io.loss = s >= 0 ? sg_arg_ptr(buffers, s) : NULL;
-        } else {
+        } else if (!k.io.moe_split) { /* a MoE layer's output: the combine task */
             k.io.y = cu_slot_ptr(&k, SG_BUF_ACT, k.u, &bad);
         }
-        if (!k.io.loss && !k.io.y)
+        if (!k.io.loss && !k.io.y && !k.io.moe_split)
             rc = SG_EINVAL;
+        k.io.moe_stats = cu_moe_stats(&k, &bad);
     }
     if (rc == SG_OK)
         k.io.saved = cu_slot_ptr(&k, SG_BUF_SAVED, k.u, &bad);
@@ -406,6 +399,44 @@ static void *cu_grad_ptr(cuda_unit_call *k, int unit, int *bad)
     return p;
 }
 
+/* A MoE layer's backward with experts as tasks: d n2 and d topw from every
+ * group's gradient buffer (codelets/cuda/moe_group.cu). */
+typedef struct cu_moe_bwd {
+    void *dn2, *scratch;
+    float *dtopw;
+    const float *grads[SG_MOE_MAX_GROUPS];
+    int groups[SG_MOE_MAX_GROUPS], n;
+} cu_moe_bwd;
+
+static int cu_moe_gather(cuda_unit_call *k, cu_moe_bwd *mb)
+{
+    const sg_task_ctx *c = k->c;
+    for (int s = 0; s < c->nslots; s++) {
+        const sg_buffer *b = sg_arg_buffer(c, s);
+        if (b->role != SG_BUF_MOE_GRAD)
+            continue;
+        if (b->dtype != SG_F32 || mb->n == SG_MOE_MAX_GROUPS)
+            return SG_EINVAL;
+        mb->grads[mb->n] = sg_arg_ptr(k->buffers, s);
+        mb->groups[mb->n++] = b->subgroup;
+    }
+    const size_t NH = k->N * (size_t)k->m->hidden_size;
+    mb->dn2 = sg_cu_malloc_async(&k->cu, NH * sg_dtype_size(k->dt));
+    mb->dtopw = sg_cu_malloc_async(&k->cu, k->N * (size_t)k->m->experts_per_token * sizeof(float));
+    mb->scratch = sg_cu_malloc_async(&k->cu, sg_cu_moe_group_scratch_bytes(k->m, k->B, k->T,
+                                                                           k->dt));
+    if (!mb->dn2 || !mb->dtopw || !mb->scratch)
+        return SG_ENOMEM;
+    if (!k->io.saved)
+        return SG_EINVAL;
+    int rc = sg_cu_moe_gather_backward(&k->cu, k->m, k->u, k->B, k->T, k->dt, k->io.saved,
+                                       mb->grads, mb->groups, mb->n, mb->dn2, mb->dtopw,
+                                       mb->scratch);
+    k->io.moe_dn2 = mb->dn2;
+    k->io.moe_dtopw = mb->dtopw;
+    return rc;
+}
+
 void sg_backward_cuda(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
@@ -433,9 +464,24 @@ void sg_backward_cuda(void *buffers[], void *arg)
     float dloss = (float)(1.0 / (double)c->shared->spec->grad_accum);
     int ls = sg_arg_find(c, SG_BUF_LOSS_SCALE, -2);
     const float *dloss_scale = ls >= 0 ? sg_arg_ptr(buffers, ls) : NULL;
+    if (rc == SG_OK) {
+        k.io.moe_stats = cu_moe_stats(&k, &bad);
+        if (bad)
+            rc = SG_EINVAL;
+    }
+    /* MoE: the expert tasks' results (moe.c), gathered on the device */
+    cu_moe_bwd mb = {0};
+    if (rc == SG_OK && k.io.moe_split)
+        rc = cu_moe_gather(&k, &mb);
     if (rc == SG_OK)
         rc = sg_cu_unit_backward(&k.cu, k.m, k.u, k.B, k.T, &k.io, dy, dloss, dloss_scale, dx,
                                  dparams, dembed);
+    if (rc == SG_OK && k.io.moe_split)
+        rc = sg_cu_moe_add_expert_grads(&k.cu, k.m, k.u, k.dt, mb.grads, mb.groups, mb.n, k.B,
+                                        k.T, dparams, mb.scratch);
+    sg_cu_free_async(&k.cu, mb.dn2);
+    sg_cu_free_async(&k.cu, mb.dtopw);
+    sg_cu_free_async(&k.cu, mb.scratch);
     cu_call_end(&k);
     cu_report(c, rc);
 }

@@ -75,12 +75,10 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     if (x->shared.model && x->shared.model->num_experts > 0 &&
         starpu_cuda_worker_get_count() > 0)
         return sg_error_set(err, SG_ENOTSUP, "model %s: mixture-of-experts layers run on CPU "
-                            "workers only: the CUDA kernels and the CUDA unit's MoE layer exist "
-                            "(codelets/cuda/moe.cu, block.cu; tested on the CPU emulator "
-                            "only) but the moe_expert, moe_combine, moe_expert_bwd codelets "
-                            "have no CUDA entry points and the CUDA unit codelet passes no "
-                            "MoE buffers yet; "
-                            "StarPU started %u CUDA workers: use --ncuda 0",
+                            "workers only: their CUDA kernels and codelets exist "
+                            "(codelets/cuda/moe.cu, moe_group.cu, block.cu) but are tested "
+                            "on the CPU emulator only and have never run on a GPU; StarPU "
+                            "started %u CUDA workers: use --ncuda 0",
                             x->shared.model->name, starpu_cuda_worker_get_count());
     if (starpu_cpu_worker_get_count() == 0)
         return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
