@@ -116,8 +116,8 @@ static void test_rules(void)
                                          "backward", "grad_sum", "moe_expert", "moe_combine",
                                          "moe_expert_bwd", NULL};
     /* the MoE kinds may sit on GPUs in graphs and simulations (a real run
-     * with CUDA workers refuses MoE models: the kernels exist, the CUDA
-     * codelets do not yet) */
+     * with CUDA workers refuses MoE models: their CUDA codelets have never
+     * run on a GPU) */
     static const char *const on_gpu[] = {"forward", "recompute", "backward", "grad_sum", "cast",
                                          "grad_norm", "overflow_check", "loss_scale", "adam_gpu",
                                          "moe_expert", "moe_combine", "moe_expert_bwd", NULL};
