@@ -1080,6 +1080,70 @@ static void test_errors(void)
     dev_free_all();
 }
 
+/* The MoE and sink kernels (moe.cu, attention.cu) refuse bad sizes and
+ * missing buffers, and treat empty inputs as no-ops. Their numerics are
+ * checked against PyTorch by tests/test_cuda_vs_torch.sh and, composed, by
+ * tests/test_cuda_block.c. */
+static void test_moe_errors(void)
+{
+    float *b = dev_alloc(1 << 16);
+    int32_t *ib = dev_alloc(4096);
+    const sg_dtype bad = SG_I32;
+    int r[32], i = 0;
+    r[i++] = sg_cu_moe_router_forward(&g_cu, b, b, b, b, b, b, SG_F32, 4, 8, 4, 5, 1); // K > E
+    r[i++] = sg_cu_moe_router_forward(&g_cu, b, b, b, b, b, b, SG_F32, 4, 8, 4, 0, 1); // K = 0
+    r[i++] = sg_cu_moe_router_forward(&g_cu, b, b, b, b, b, b, bad, 4, 8, 4, 2, 1);
+    r[i++] = sg_cu_moe_oss_router_forward(&g_cu, b, b, b, b, b, b, NULL, SG_F32, 4, 8, 4, 2);
+    r[i++] = sg_cu_moe_router_backward(&g_cu, b, b, b, b, b, b, b, NULL, 0.0, NULL, b, b,
+                                       SG_F32, 4, 8, 4, 2, 1, NULL); // no work
+    r[i++] = sg_cu_moe_oss_router_backward(&g_cu, b, b, b, b, b, b, b, b, NULL, 0.0, NULL, b,
+                                           b, SG_F32, 4, 8, 4, 8, b); // K > E
+    r[i++] = sg_cu_moe_stats_add(&g_cu, b, b, b, 4, 0, 2);          // E = 0
+    r[i++] = sg_cu_moe_aux_loss(&g_cu, b, b, 4, 0, 4);              // L = 0
+    r[i++] = sg_cu_moe_expert_slots(&g_cu, ib, ib, b, 4, 2, 3, 1);  // e1 < e0
+    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, b, b, ib, NULL, 2, b, b, NULL, SG_F32, 8,
+                                      4, 2, b); // out without Wd
+    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, NULL, b, ib, NULL, 2, b, b, b, SG_F32, 8,
+                                      4, 0, b); // K = 0
+    r[i++] = sg_cu_moe_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, ib, NULL, 2, b, b,
+                                       b, SG_F32, 8, 4, 2, NULL); // no work
+    r[i++] = sg_cu_moe_oss_expert_forward(&g_cu, b, b, b, b, ib, NULL, 2, b, NULL, b, b,
+                                          SG_F32, 8, 4, 2, b); // no gate_up bias
+    r[i++] = sg_cu_moe_oss_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, b, ib, NULL, 2,
+                                           b, b, NULL, SG_F32, 8, 4, 2, b); // no down bias
+    r[i++] = sg_cu_oss_glu_forward(&g_cu, b, b, b, bad, 2, 4);
+    r[i++] = sg_cu_moe_combine_forward(&g_cu, b, b, NULL, b, SG_F32, 4, 8, 2);
+    r[i++] = sg_cu_moe_slots_sum(&g_cu, b, (const void *const *)b, SG_F32, 4, 8, 0); // K = 0
+    r[i++] = sg_cu_attention_sinks_forward(&g_cu, b, b, NULL, SG_F32, 1, 4, 2, 8);
+    r[i++] = sg_cu_attention_sinks_backward(&g_cu, b, b, b, b, b, SG_F32, 1, 4, 2, 0); // D = 0
+    int nbad = 0;
+    for (int j = 0; j < i; j++)
+        nbad += r[j] != SG_EINVAL;
+    ok(nbad == 0, "moe errors: k > E, k = 0, bad dtype, missing bias, work or weights, E = 0, "
+       "L = 0, e1 < e0, D = 0 give SG_EINVAL (%d of %d calls do not)", nbad, i);
+
+    /* empty: no tokens, an expert without slots, no experts in a range */
+    i = 0;
+    r[i++] = sg_cu_moe_router_forward(&g_cu, b, b, b, b, b, b, SG_F32, 0, 8, 4, 2, 1);
+    r[i++] = sg_cu_moe_expert_slots(&g_cu, ib, ib, b, 4, 2, 3, 3);
+    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, b, b, ib, NULL, 0, b, b, b, SG_F32, 8, 4, 2,
+                                      b);
+    r[i++] = sg_cu_moe_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, ib, NULL, 0, b, b,
+                                       b, SG_F32, 8, 4, 2, b);
+    r[i++] = sg_cu_moe_oss_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, b, ib, NULL, 0,
+                                           b, b, b, SG_F32, 8, 4, 2, b);
+    r[i++] = sg_cu_moe_scatter_slots(&g_cu, b, b, ib, 0);
+    r[i++] = sg_cu_moe_slot_rows(&g_cu, (const void **)b, ib, 0, b, 32);
+    r[i++] = sg_cu_attention_sinks_forward(&g_cu, b, b, b, SG_F32, 0, 4, 2, 8);
+    nbad = 0;
+    for (int j = 0; j < i; j++)
+        nbad += r[j] != SG_OK;
+    ok(nbad == 0 && sg_cu_sync(&g_cu) == SG_OK,
+       "moe errors: no tokens, no slots, an empty expert range are valid no-ops (%d of %d "
+       "calls fail)", nbad, i);
+    dev_free_all();
+}
+
 int main(void)
 {
     g_rng = 0x5eedc0ffee123457ull;
@@ -1102,6 +1166,7 @@ int main(void)
     test_grad_norm();
     test_adam();
     test_errors();
+    test_moe_errors();
 
     sg_cu_close(&g_cu);
     return tap_done();
