@@ -74,6 +74,8 @@ typedef enum sg_buf_role {
     SG_BUF_NORM_PART,            /* per gradient piece of a unit, in piece order, 16 bytes:
                                     [sum of squares (double), non-finite flag (int32), pad]
                                     (SG_NORM_PART_F32 f32 elements per piece) */
+    SG_BUF_COMM_ORDER,           /* several ranks: the token every collective node reads and
+                                    writes, so collectives run in program order (no data) */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of
