@@ -82,7 +82,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..14"
+echo "1..16"
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&
@@ -146,12 +146,32 @@ else
 fi
 wait $mpid
 rc=$?
-[ -n "$victim" ] && [ $ended -eq 0 ] && [ $rc -ne 0 ] && grep -qi "signal 9\|killed" "$TMP/long.err"
+[ -n "$victim" ] && [ $ended -eq 0 ] && [ $rc -ne 0 ] && grep -q "process rank [0-9]* .*signal 9" "$TMP/long.err"
 ok $? "kill -9 of one rank mid-run: every rank ended within 30 s, mpirun says so (exit $rc)"
-sed -n '1,3s/^/# /p' "$TMP/long.err"
+grep "signal 9" "$TMP/long.err" | sed "s/^/# /"
 # the victim's peers must not survive
 [ -z "$(ps -o pid= --ppid $mpid 2>/dev/null)" ]
 ok $? "no rank left behind"
+
+# one rank fails on its own (its data file is missing): it says so with its
+# rank, and every rank ends (MPI_Abort) within 30 s, never hangs
+cat >"$TMP/bad1.sh" <<'SHEOF'
+export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
+mkdir -p "$STARPU_HOME"
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" --data /nonexistent/rank1.bin; fi
+exec "$@"
+SHEOF
+timeout 30 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/bad1.sh" "$BIN" run \
+	"$TMP/long.json" --dp_size 2 --max_length 32 --steps 100000 --ncpus 1 >"$TMP/bad1.out" 2>"$TMP/bad1.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "^stepgraph: rank 1: .*rank1.bin" "$TMP/bad1.err"
+ok $? "a missing data file on rank 1 alone: 'stepgraph: rank 1: ...', every rank ended within 30 s (exit $rc)"
+grep "^stepgraph: rank" "$TMP/bad1.err" | sed 's/^/# /'
+
+# bind_cores_to_rank: rank r takes NUMA node r mod the node count (rank 0: node 0)
+many bind 2 z1_2 --bind_cores_to_rank
+[ "$(cat "$TMP/bind.rc")" = 0 ] && grep -q "bound to the [0-9]* cores of NUMA node 0" "$TMP/bind.out"
+ok $? "bind_cores_to_rank with 2 ranks: rank 0 binds to NUMA node 0"
 
 # dp_size that is not the world size: refused on every rank, naming both
 ds mis 1 1 '{"stage": 1}'

@@ -38,7 +38,7 @@ static void run_help(void)
            "STARPU_FXT_TRACE=1 with STARPU_FXT_PREFIX records an FxT trace).\n"
            "\n"
            "Several data-parallel ranks (docs/ranks.md): one process per rank,\n"
-           "  mpirun -np N stepgraph run CONFIG --set dp_size=N --ncuda 0\n"
+           "  mpirun -np N stepgraph run CONFIG --dp_size N --ncuda 0\n"
            "dp_size must equal N. Each rank trains its ZeRO shard on CPU workers; the\n"
            "logged loss and gradient norm are over all ranks; rank 0 alone prints the log\n"
            "and writes --metrics, --trace and --report. An error on one rank prints\n"

@@ -734,6 +734,12 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
         rc = sg_metrics_close(&t.metrics, err);
     }
 out:
+    /* several ranks: after an error, StarPU's workers may wait in a
+     * collective for a rank that will never call it, so StarPU is not shut
+     * down (it would wait for them): the caller ends every rank
+     * (sg_dist_abort) */
+    if (rc && t.world > 1)
+        t.exec_started = 0;
     teardown(&t);
     return rc;
 }
