@@ -82,7 +82,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..16"
+echo "1..17"
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&
@@ -98,6 +98,16 @@ case2 off '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device"
 ok $? "ZeRO 3, optimizer offloaded, several sub-groups: 2 ranks = 1 rank within 1e-5"
 case2 so '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu", "super_offload": true}}' 1
 ok $? "SuperOffload: 2 ranks = 1 rank within 1e-5"
+# 2 CPU workers per rank, dmdas, 3 steps in flight, SuperOffload with adaptive
+# speculation (the waiting graph on some steps): the same collectives in the
+# same order on both ranks whatever the scheduling
+ds ad_1 2 2 '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu", "super_offload": true}}'
+ds ad_2 1 2 '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu", "super_offload": true}}'
+one ad_one ad_1 --ncpus 2 --sched dmdas --lookahead 3 --speculation adaptive
+many ad_two 2 ad_2 --ncpus 2 --sched dmdas --lookahead 3 --speculation adaptive
+compare ad_one ad_two 1e-5 && grep -q "steps waited for the gradient norm (speculation adaptive)" "$TMP/ad_two.out"
+ok $? "2 workers per rank, dmdas, lookahead 3, SuperOffload adaptive: 2 ranks = 1 rank within 1e-5"
+
 # tiny-llama's layers have 196,864 parameters, its embedding 32,768: neither divides by 3
 ds pad_1 3 1 '{"stage": 3, "param_persistence_threshold": 1000}'
 ds pad_3 1 1 '{"stage": 3, "param_persistence_threshold": 1000}'
