@@ -47,6 +47,13 @@ optimizer step (the batch is built beforehand, as stepgraph's step time also
 leaves out reading the batch); the figures cover the steps after the W
 warm-up steps, like stepgraph's summary.
 
+--dist ddp|fsdp: one of several data-parallel ranks, started by torchrun
+(RANK, WORLD_SIZE, MASTER_ADDR in the environment), on the gloo backend
+(CPU): DistributedDataParallel, or FSDP (fully_shard, torch >= 2.6: ZeRO-3
+style). Each micro-step draws world x micro-batch windows of the same order
+and rank r takes the r-th micro-batch of them, as stepgraph's ranks do
+(docs/ranks.md); rank 0 prints, tokens_per_s counts every rank's tokens.
+
 Prints the loss of every 10th step to stderr (--losses FILE: every step's, to
 FILE) and, on stdout, one line:
   torch_train torch=V threads=N steps=S warmup=W tokens_per_s=X
@@ -82,6 +89,7 @@ def parse_args(argv):
     ap.add_argument("--losses", metavar="FILE",
                     help="write every step's loss there, one a line (full precision)")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--dist", choices=["none", "ddp", "fsdp"], default="none")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup_lr_steps", type=int, default=20)
     a = ap.parse_args(argv)
@@ -322,6 +330,11 @@ def lr_at(update, lr, warmup):
 
 def main():
     a = ARGS
+    rank, world = 0, 1
+    if a.dist != "none":
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(a.threads)
     if torch.get_num_threads() != a.threads:
         sys.exit("torch.set_num_threads(%d) gave %d" % (a.threads, torch.get_num_threads()))
@@ -332,12 +345,28 @@ def main():
         for name, p in model.hf_named_parameters():
             p.copy_(sg_init(name, tuple(p.shape), a.seed))
     nparams = sum(p.numel() for p in model.parameters())
+    if a.dist == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    elif a.dist == "fsdp":
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:
+            sys.exit("torch %s has no fully_shard (FSDP2): --dist fsdp needs torch >= 2.6"
+                     % torch.__version__)
+        for layer in model.layers:
+            fully_shard(layer)
+        fully_shard(model)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.01, foreach=True)
     # The loader hands out micro-batches in order, so accum draws of micro_batch
     # sequences are the same sequences as one draw of micro_batch x accum.
-    data = Batches(a.data, a.micro_batch, a.seq, a.seed)
-    batches = [[data.next() for _ in range(a.accum)] for _ in range(a.steps)]
+    data = Batches(a.data, a.micro_batch * world, a.seq, a.seed)
+    lo, hi = rank * a.micro_batch, (rank + 1) * a.micro_batch
+
+    def draw():
+        x, y = data.next()
+        return x[lo:hi].contiguous(), y[lo:hi].contiguous()
+    batches = [[draw() for _ in range(a.accum)] for _ in range(a.steps)]
     kind = "sdpa" if HAVE_SDPA else "matmul-softmax"
     fwd, compiled = model, "no"
     if a.compile:
@@ -350,7 +379,7 @@ def main():
     print("torch %s, %d thread(s), %s: %d parameters, %d micro-batch(es) of %d x %d, "
           "%s attention, compile %s" %
           (torch.__version__, a.threads, os.path.basename(a.model), nparams, a.accum,
-           a.micro_batch, a.seq, kind, compiled), file=sys.stderr)
+           a.micro_batch, a.seq, kind, compiled), file=sys.stderr) if rank == 0 else None
 
     def step(mb):
         opt.zero_grad(set_to_none=True)
@@ -384,7 +413,7 @@ def main():
         losses.append(loss)
         if not math.isfinite(loss):
             sys.exit("torch_train_bench.py: loss %r at step %d" % (loss, i + 1))
-        if i == 0 or (i + 1) % 10 == 0 or i + 1 == a.steps:
+        if rank == 0 and (i == 0 or (i + 1) % 10 == 0 or i + 1 == a.steps):
             print("Step %d | Loss: %.4f | Time: %.2f ms" % (i + 1, losses[-1], times[-1] * 1e3),
                   file=sys.stderr)
     if a.losses:
@@ -395,13 +424,18 @@ def main():
     timed = times[a.warmup:]
     mean = sum(timed) / len(timed)
     median = sorted(timed)[len(timed) // 2]
-    tokens = a.micro_batch * a.accum * a.seq
+    tokens = a.micro_batch * a.accum * a.seq * world
+    if a.dist != "none":
+        import torch.distributed as dist
+        dist.destroy_process_group()
+        if rank > 0:
+            return 0
     print("torch_train torch=%s threads=%d steps=%d warmup=%d tokens_per_s=%.1f "
           "mean_step_ms=%.3f median_step_ms=%.3f min_step_ms=%.3f first_loss=%.4f "
-          "last_loss=%.4f attention=%s micro_batch=%d accum=%d compile=%s" %
+          "last_loss=%.4f attention=%s micro_batch=%d accum=%d compile=%s dist=%s world=%d" %
           (torch.__version__, a.threads, a.steps, a.warmup, tokens / mean, mean * 1e3,
            median * 1e3, min(timed) * 1e3, losses[0], losses[-1], kind, a.micro_batch,
-           a.accum, compiled))
+           a.accum, compiled, a.dist, world))
     return 0
 
 
