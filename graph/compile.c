@@ -143,6 +143,7 @@ typedef struct compiler {
     int *sg_piece_idx;
     int grad_norm, overflow, loss_scale, loss_scaler_state;
     int comm_order;            /* dp_size > 1: every collective node's RW token, else -1 */
+    int *loss_bufs, nloss;     /* every micro-step's (and tile's) loss buffer */
     int *sg_master, *sg_moments; /* per sub-group (an untiled one's; -1 when tiled) */
     /* the optimizer chain of every sub-group in chunks (optimizer tiles):
      * chunks of sub-group i are [sg_first_chunk[i], sg_first_chunk[i + 1]);
@@ -680,6 +681,13 @@ static int declare_micro(compiler *c, int mb, micro_bufs *b)
             if (b->act[i] < 0 || (!is_head && b->dact[i] < 0) ||
                 (saved > 0 && b->inner[i] < 0))
                 return SG_ENOMEM;
+            if (is_head) {
+                int *nl = realloc(c->loss_bufs, (size_t)(c->nloss + 1) * sizeof *nl);
+                if (!nl)
+                    return SG_ENOMEM;
+                c->loss_bufs = nl;
+                c->loss_bufs[c->nloss++] = b->act[i];
+            }
             tile_tag(c, b->act[i], t);
             tile_tag(c, b->dact[i], t);
             tile_tag(c, b->inner[i], t);
@@ -1301,9 +1309,16 @@ static int emit_optimizer(compiler *c, access_list *l)
      * they were computed with (before this step's update of it) */
     if (c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
         return rc;
-    /* several ranks: the norm adds every rank's partials (a collective) */
+    /* several ranks: the norm adds every rank's partials (a collective), and
+     * turns every micro-step's loss into its mean over the ranks in the same
+     * call, so that the trainer's main thread needs no collective of its own
+     * (docs/ranks.md: a main thread waiting for a peer could deadlock with a
+     * worker waiting in the next step's collective) */
     if ((rc = al_push(l, c->grad_norm, SG_W)) || (rc = push_comm_order(c, l)))
         return rc;
+    for (int k = 0; c->comm_order >= 0 && k < c->nloss; k++)
+        if ((rc = al_push(l, c->loss_bufs[k], SG_RW)))
+            return rc;
     if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1,
                    (double)c->npieces, SG_LINK_NONE, 0, "grad_norm")) < 0)
         return rc;
@@ -1401,6 +1416,7 @@ static void compiler_free(compiler *c)
     free(c->cast_place);
     free(c->grad_part);
     free(c->unit_norm_part);
+    free(c->loss_bufs);
 }
 
 int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_error *err)

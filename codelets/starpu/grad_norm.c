@@ -105,13 +105,24 @@ void sg_grad_norm_cpu(void *buffers[], void *arg)
         nonfinite |= nf;
     }
     if (comm) {
-        /* the global norm: every rank's sum of squares and non-finite count
-         * (a collective on the comm_order chain, graph/compile.c) */
+        /* the global norm: every rank's sum of squares and non-finite count,
+         * and the mean over the ranks of every micro-step's loss (its slots
+         * read-write), in one collective on the comm_order chain
+         * (graph/compile.c) */
         if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE))
             return;
-        double v[2] = {sumsq, (double)nonfinite};
+        double v[2 + SG_ARG_MAX_SLOTS];
+        int nv = 2, loss_slot[SG_ARG_MAX_SLOTS];
+        v[0] = sumsq;
+        v[1] = (double)nonfinite;
+        for (int i = 0; i < c->nslots && nv < 2 + SG_ARG_MAX_SLOTS; i++)
+            if (sg_arg_buffer(c, i)->role == SG_BUF_LOSS) {
+                loss_slot[nv - 2] = i;
+                v[nv++] = *(const float *)sg_arg_ptr(buffers, i);
+            }
         char msg[256], what[320];
-        int rc = comm->allreduce(comm->impl, v, 2, SG_COMM_F64, SG_COMM_SUM, msg, sizeof msg);
+        int rc = comm->allreduce(comm->impl, v, (size_t)nv, SG_COMM_F64, SG_COMM_SUM, msg,
+                                 sizeof msg);
         if (rc) {
             snprintf(what, sizeof what, "gradient norm: %s", msg);
             sg_task_fail(c, rc, what);
@@ -119,6 +130,8 @@ void sg_grad_norm_cpu(void *buffers[], void *arg)
         }
         sumsq = v[0];
         nonfinite = v[1] > 0.0;
+        for (int k = 2; k < nv; k++)
+            *(float *)sg_arg_ptr(buffers, loss_slot[k - 2]) = (float)(v[k] / comm->size);
     }
     double scale = sg_arg_scalar(buffers, sg_arg_find(c, SG_BUF_LOSS_SCALE, -2), 1.0f);
     float *res = sg_arg_ptr(buffers, out);

@@ -8,7 +8,7 @@
  *     for MPI_THREAD_MULTIPLE (StarPU workers and the main thread call MPI
  *     at once) and duplicates two communicators: one used only by collective
  *     TASKS (sg_dist_comm, through codelets/starpu/comm.h), one used only by
- *     the main thread (sg_dist_host_allreduce: the logged loss). Without a
+ *     the main thread (sg_dist_host_allreduce). Without a
  *     launch: rank 0 of 1 and no MPI call at all.
  *   - Every MPI error comes back as an sg_error "rank R: MPI_Xxx: ..." (the
  *     communicators use MPI_ERRORS_RETURN).
@@ -45,8 +45,11 @@ void sg_dist_finalize(sg_dist *d);
 /* The collectives for the step's tasks, or NULL with one rank. */
 const sg_comm *sg_dist_comm(const sg_dist *d);
 
-/* Main thread only: v[0..n) reduced over the ranks in place (the host
- * communicator; a no-op with one rank). */
+/* Main thread only, and only while no step is in flight on any rank (e.g.
+ * around a checkpoint, after every step finished): v[0..n) reduced over the
+ * ranks in place on the host communicator; a no-op with one rank. A main
+ * thread waiting in a collective while steps are in flight can deadlock
+ * with a worker waiting in the next step's collective (docs/ranks.md). */
 int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg_error *err);
 
 /* Ends every rank (MPI_Abort); returns only with one rank or without MPI. */

@@ -436,13 +436,9 @@ static int finish_step(trainer *t, sg_error *err)
     for (int mb = 0; mb < t->spec.grad_accum; mb++)
         loss += t->losses[mb];
     loss /= (double)t->spec.grad_accum;
-    if (t->world > 1) {
-        /* the logged loss is the mean over the ranks (every rank has as many
-         * tokens); the main thread's own communicator */
-        if ((rc = sg_dist_host_allreduce(t->dist, &loss, 1, SG_COMM_SUM, err)))
-            return rc;
-        loss /= (double)t->world;
-    }
+    /* several ranks: each micro-step's loss is already the mean over the
+     * ranks (the gradient-norm collective averages them, graph/compile.c);
+     * the main thread calls no collective while steps are in flight */
     t->rollbacks += rollbacks;
     t->waited_steps += waited;
     if (!waited && i >= r->warmup_steps)
