@@ -263,7 +263,6 @@ static int setup_exec(trainer *t, sg_error *err)
         .sched = cfg->run.sched,
         .ncpus = (int)cfg->run.ncpus,
         .ncuda = (int)cfg->run.ncuda,
-        /* one process is rank 0: bind_cores_to_rank takes NUMA node 0 */
         .numa_node = (int)cfg->run.numa_node,
         /* rank r takes NUMA node r mod the node count (one process: node 0) */
         .numa_by_rank = cfg->run.numa_node < 0 && cfg->run.bind_cores_to_rank,
