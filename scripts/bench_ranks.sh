@@ -14,9 +14,15 @@
 # as many ranks. PyTorch 2.x comes from scripts/bench_venv.sh (never a
 # dependency of stepgraph); without it the PyTorch rows show n/a.
 #
+# Rounds: every row runs ROUNDS times, the rows interleaved, and the best of
+# its rounds is reported (other jobs on a shared machine only slow a run).
+#
 # Environment: MODEL (bench-3m), SEQ (256), MICRO (4), STEPS (30), WARMUP (5),
-# BUILD (the build directory, default the repository root).
+# ROUNDS (3), BUILD (the build directory, default the repository root).
 set -euo pipefail
+case "${1:-}" in
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+esac
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$REPO_ROOT}
@@ -26,6 +32,7 @@ SEQ=${SEQ:-256}
 MICRO=${MICRO:-4}
 STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-5}
+ROUNDS=${ROUNDS:-3}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_bench_ranks.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 say() { printf 'bench_ranks: %s\n' "$*" >&2; }
@@ -42,7 +49,7 @@ bench_venv_setup || true
 TORCH_PY=${BENCH_PY:-}
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-say "$cpu, $(nproc) cores; $MODEL, sequence $SEQ, micro batch $MICRO per rank, $STEPS steps ($WARMUP warm-up)"
+say "$cpu, $(nproc) cores; $MODEL, sequence $SEQ, micro batch $MICRO per rank, $STEPS steps ($WARMUP warm-up), best of $ROUNDS rounds"
 
 sg_run() { # sg_run STAGE NP: tokens/s
 	cat >"$TMP/ds$1.json" <<JEOF
@@ -68,15 +75,20 @@ torch_run() { # torch_run none|ddp|fsdp NP: tokens/s (n/a without torch 2.x)
 	sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p' "$TMP/t.out"
 }
 
-t1=$(torch_run none 1)
-ddp=$(torch_run ddp 2)
-fsdp=$(torch_run fsdp 2)
-s01=$(sg_run 0 1)
-s02=$(sg_run 0 2)
-s31=$(sg_run 3 1)
-s32=$(sg_run 3 2)
+best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || a == "n/a") print b; else if (b == "n/a" || a + 0 >= b + 0) print a; else print b }'; }
+t1= ddp= fsdp= s01= s02= s31= s32=
+for r in $(seq "$ROUNDS"); do
+	t1=$(best "$t1" "$(torch_run none 1)")
+	ddp=$(best "$ddp" "$(torch_run ddp 2)")
+	fsdp=$(best "$fsdp" "$(torch_run fsdp 2)")
+	s01=$(best "$s01" "$(sg_run 0 1)")
+	s02=$(best "$s02" "$(sg_run 0 2)")
+	s31=$(best "$s31" "$(sg_run 3 1)")
+	s32=$(best "$s32" "$(sg_run 3 2)")
+	say "round $r of $ROUNDS done"
+done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2fx", a / b }'; }
-best2=$(awk -v a="$ddp" -v b="$fsdp" 'BEGIN { if (a == "n/a") print b; else if (b == "n/a" || a + 0 >= b + 0) print a; else print b }')
+best2=$(best "$ddp" "$fsdp")
 printf '| run | ranks | tokens/s | vs the faster PyTorch with as many ranks |\n|---|---|---|---|\n'
 printf '| PyTorch, 1 process | 1 | %s | |\n' "$t1"
 printf '| PyTorch DDP (gloo) | 2 | %s | |\n' "$ddp"
