@@ -4,9 +4,10 @@
  *
  * CPU, one rank: the reduction is a copy or a sum. Several ranks (comm.h):
  * the gradient, in fp32 and padded to dp x ceil(p / dp) elements, is
- * reduce-scattered (every element summed once, by one rank) and divided by
- * dp: the mean over ranks, so that dp ranks of micro batch B train as one
- * rank of micro batch dp x B. A sharded unit's pieces take the rank's block;
+ * reduce-scattered (every element summed once, by one rank). The head's
+ * backward already divided by dp (unit.c: the loss is the global batch's
+ * mean), so the sum is the mean over ranks and dp ranks of micro batch B
+ * train as one rank of micro batch dp x B. A sharded unit's pieces take the rank's block;
  * a unit whole on every rank (stage 0, stage 3 persistent units) gathers
  * the blocks back first (reduce-scatter + all-gather: an all-reduce whose
  * result has the same bits on every rank, so replicas never drift).
@@ -49,13 +50,8 @@ static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots
         sg_f32_load(all, sg_arg_ptr(buffers, src), sb->dtype, p);
         rc = comm->reduce_scatter(comm->impl, all, mine, blk, msg, sizeof msg);
     }
-    if (!rc) {
-        float inv = (float)(1.0 / (double)dp);
-        for (size_t k = 0; k < blk; k++)
-            mine[k] *= inv;
-        if (whole)
-            rc = comm->allgather(comm->impl, mine, all, blk * sizeof(float), msg, sizeof msg);
-    }
+    if (!rc && whole)
+        rc = comm->allgather(comm->impl, mine, all, blk * sizeof(float), msg, sizeof msg);
     if (rc) {
         if (rc == SG_ENOMEM)
             snprintf(msg, sizeof msg, "out of memory");
