@@ -83,7 +83,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..18"
+echo "1..19"
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&
@@ -190,6 +190,12 @@ grep "^stepgraph: rank" "$TMP/bad1.err" | sed 's/^/# /'
 many bind 2 z1_2 --bind_cores_to_rank
 [ "$(cat "$TMP/bind.rc")" = 0 ] && grep -q "bound to the [0-9]* cores of NUMA node 0" "$TMP/bind.out"
 ok $? "bind_cores_to_rank with 2 ranks: rank 0 binds to NUMA node 0"
+
+# mpirun -np 1: MPI starts (a world of one) and the run is the plain one, bit for bit
+many single 1 z1_1
+"$PY" "$SRC/tests/ranks_compare.py" "$TMP/z1_one.jsonl" "$TMP/single.jsonl" 0 >/dev/null 2>&1 &&
+	[ "$(cat "$TMP/single.rc")" = 0 ]
+ok $? "mpirun -np 1 with dp_size 1: the same losses and norms as without mpirun, bit for bit"
 
 # dp_size that is not the world size: refused on every rank, naming both
 ds mis 1 1 '{"stage": 1}'
