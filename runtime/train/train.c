@@ -625,7 +625,7 @@ static int finish_one(trainer *t, sg_train_result *res, sg_error *err)
 static int check_ranks(const trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
-    long long dp = (long long)t->spec.dp_size;
+    long long dp = (long long)r->dp_size;
     if (dp > 1 && t->world == 1) {
         if (!sg_dist_available())
             return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: several ranks need MPI, and "
@@ -665,8 +665,9 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     memset(res, 0, sizeof *res);
     const sg_run_options *r = &cfg->run;
     int rc;
-    if ((rc = check_outputs(r, err)) || (rc = setup_graph(&t, err)) ||
-        (rc = check_ranks(&t, err)) || (rc = setup_weights(&t, err)) ||
+    /* ranks first: a refused run creates no output directory */
+    if ((rc = check_ranks(&t, err)) || (rc = check_outputs(r, err)) ||
+        (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
         (rc = setup_data(&t, err)))
         goto out;
     /* several ranks: rank 0 writes the metrics and the trace, the others none */
