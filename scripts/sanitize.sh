@@ -44,9 +44,8 @@ say() { printf 'sanitize: %s\n' "$*" >&2; }
 # purpose. The emulated kernels still run under ASan in the *_emu tests.
 # Shell tests are not picked, tests/test_ranks.sh among them: it runs
 # `stepgraph` under mpirun, several processes each with StarPU's threads
-# and Open MPI's, neither built with the sanitizers (Open MPI's shared-memory
-# transport and progress threads also report under ASan/TSan by design); the
-# MPI-free part it relies on, the dp > 1 graphs, is in tests/test_graph here.
+# and Open MPI's, neither built with the sanitizers (this script builds only
+# the test programs, not StarPU's side nor Open MPI); the MPI-free part it relies on, the dp > 1 graphs, is in tests/test_graph here.
 # tests/test_dist (runtime/dist/, linked with Open MPI) is left out for the
 # same reason: Makefile.am adds it after the first check_PROGRAMS list.
 default_tests() {
