@@ -69,6 +69,10 @@ int64_t sg_unit_shard_elems(const sg_model *m, const sg_step_spec *s, int unit)
     int64_t p = sg_model_unit_params(m, unit);
     if (s->zero_stage == 0 || s->dp_size <= 1)
         return p;
+    /* stage 3 keeps a unit under the persistence threshold whole on every
+     * rank (DeepSpeed's persistent parameters): it is never gathered */
+    if (s->zero_stage == 3 && p < s->param_persistence_threshold)
+        return p;
     return (p + s->dp_size - 1) / s->dp_size; /* ceil: the last rank is padded */
 }
 
@@ -138,6 +142,8 @@ typedef struct compiler {
     int *sg_first_piece;       /* nsubgroups + 1 CSR over `sg_piece_idx` */
     int *sg_piece_idx;
     int grad_norm, overflow, loss_scale, loss_scaler_state;
+    int comm_order;            /* dp_size > 1: every collective node's RW token, else -1 */
+    int *loss_bufs, nloss;     /* every micro-step's (and tile's) loss buffer */
     int *sg_master, *sg_moments; /* per sub-group (an untiled one's; -1 when tiled) */
     /* the optimizer chain of every sub-group in chunks (optimizer tiles):
      * chunks of sub-group i are [sg_first_chunk[i], sg_first_chunk[i + 1]);
@@ -427,6 +433,14 @@ static int declare_buffers(compiler *c)
                                                   SG_BUF_NORM_PART, u, -1, -1)) < 0)
             return SG_ENOMEM;
     }
+    /* several ranks: every collective node reads and writes this token, so
+     * StarPU runs the collectives one at a time, in program order, on every
+     * rank alike (docs/ranks.md: why that cannot deadlock) */
+    c->comm_order = -1;
+    if (s->dp_size > 1 &&
+        (c->comm_order = tag(c, buffer(c, 1, SG_I32, SG_MEM_HOST, 1, "comm_order"),
+                             SG_BUF_COMM_ORDER, -1, -1, -1)) < 0)
+        return SG_ENOMEM;
     c->overflow = c->loss_scale = c->loss_scaler_state = -1;
     if (c->cd == SG_F16) {
         c->overflow = tag(c, buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow"),
@@ -570,6 +584,12 @@ static int resolve_cast_placement(compiler *c)
 
 /* ---- emitters ---------------------------------------------------------------- */
 
+/* A collective node's place on the comm_order chain (several ranks only). */
+static int push_comm_order(compiler *c, access_list *l)
+{
+    return c->comm_order >= 0 ? al_push(l, c->comm_order, SG_RW) : SG_OK;
+}
+
 static int emit_allgather(compiler *c, access_list *l, int u, int micro, const char *why)
 {
     char lab[24], name[SG_IR_NAME_MAX];
@@ -578,7 +598,7 @@ static int emit_allgather(compiler *c, access_list *l, int u, int micro, const c
         if ((rc = al_push(l, c->pieces[p].pbuf, SG_R)))
             return rc;
     int target = c->unit_gbuf[u] >= 0 ? c->unit_gbuf[u] : c->unit_full[u];
-    if ((rc = al_push(l, target, SG_W)))
+    if ((rc = al_push(l, target, SG_W)) || (rc = push_comm_order(c, l)))
         return rc;
     int64_t pu = sg_model_unit_params(c->m, u);
     if (micro >= 0)
@@ -664,6 +684,13 @@ static int declare_micro(compiler *c, int mb, micro_bufs *b)
             if (b->act[i] < 0 || (!is_head && b->dact[i] < 0) ||
                 (saved > 0 && b->inner[i] < 0))
                 return SG_ENOMEM;
+            if (is_head) {
+                int *nl = realloc(c->loss_bufs, (size_t)(c->nloss + 1) * sizeof *nl);
+                if (!nl)
+                    return SG_ENOMEM;
+                c->loss_bufs = nl;
+                c->loss_bufs[c->nloss++] = b->act[i];
+            }
             tile_tag(c, b->act[i], t);
             tile_tag(c, b->dact[i], t);
             tile_tag(c, b->inner[i], t);
@@ -973,6 +1000,8 @@ static int emit_reduction(compiler *c, access_list *l, int u, int mb, int last)
     for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++)
         if ((rc = al_push(l, c->pieces[p].gbuf, mode)))
             return rc;
+    if ((rc = push_comm_order(c, l)))
+        return rc;
     int64_t pu = sg_model_unit_params(c->m, u);
     unit_label(c, u, lab, sizeof lab);
     if (stage >= 2) {
@@ -1365,8 +1394,16 @@ static int emit_optimizer(compiler *c, access_list *l)
      * they were computed with (before this step's update of it) */
     if (c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
         return rc;
-    if ((rc = al_push(l, c->grad_norm, SG_W)))
+    /* several ranks: the norm adds every rank's partials (a collective), and
+     * turns every micro-step's loss into its mean over the ranks in the same
+     * call, so that the trainer's main thread needs no collective of its own
+     * (docs/ranks.md: a main thread waiting for a peer could deadlock with a
+     * worker waiting in the next step's collective) */
+    if ((rc = al_push(l, c->grad_norm, SG_W)) || (rc = push_comm_order(c, l)))
         return rc;
+    for (int k = 0; c->comm_order >= 0 && k < c->nloss; k++)
+        if ((rc = al_push(l, c->loss_bufs[k], SG_RW)))
+            return rc;
     if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1,
                    (double)c->npieces, SG_LINK_NONE, 0, "grad_norm")) < 0)
         return rc;
@@ -1465,6 +1502,7 @@ static void compiler_free(compiler *c)
     free(c->cast_place);
     free(c->grad_part);
     free(c->unit_norm_part);
+    free(c->loss_bufs);
 }
 
 int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_error *err)
@@ -1472,7 +1510,7 @@ int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_er
     int rc = check_spec(m, s, err);
     if (rc)
         return rc;
-    compiler c = {.m = m, .s = s, .g = g, .err = err};
+    compiler c = {.m = m, .s = s, .g = g, .err = err, .comm_order = -1};
     c.units = sg_model_num_units(m);
     c.head = c.units - 1;
     c.tokens = s->micro_batch * s->seq_len;

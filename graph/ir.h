@@ -77,6 +77,8 @@ typedef enum sg_buf_role {
     SG_BUF_WINDOW,               /* a dependency only (no codelet reads it): micro-step k's
                                     last backward writes it, micro-step k + W's first forward
                                     reads it (sg_step_spec.micro_window) */
+    SG_BUF_COMM_ORDER,           /* several ranks: the token every collective node reads and
+                                    writes, so collectives run in program order (no data) */
 } sg_buf_role;
 
 /* Elements (int32) of the SG_BUF_LOSS_SCALER_STATE buffer: the bytes of

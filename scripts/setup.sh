@@ -69,6 +69,9 @@ PACKAGES=(
 	clang libclang-rt-14-dev
 	# tests/test_graph_html.sh: the graph page checked in a real (headless) browser
 	chromium
+	# several data-parallel ranks (docs/ranks.md): mpirun and MPI for stepgraph
+	# itself (StarPU keeps --disable-mpi: collectives are MPI calls inside tasks)
+	openmpi-bin libopenmpi-dev
 )
 
 # ---------------------------------------------------------------- CUDA detection

@@ -95,7 +95,10 @@ static void expected_counts(const sg_model *m, const sg_step_spec *s, expect *e)
     int gathered = 0, regathered = 0;
     for (int u = U - 1; u >= 0; u--) {
         int64_t p = sg_model_unit_params(m, u);
-        rank += (s->zero_stage == 0 || s->dp_size == 1) ? p : (p + s->dp_size - 1) / s->dp_size;
+        /* stage 3 keeps a unit under the persistence threshold whole */
+        int whole = s->zero_stage == 0 || s->dp_size == 1 ||
+                    (s->zero_stage == 3 && p < s->param_persistence_threshold);
+        rank += whole ? p : (p + s->dp_size - 1) / s->dp_size;
         if (s->zero_stage == 3 && p >= s->param_persistence_threshold) {
             gathered++;
             int kept = reuse <= s->max_reuse_distance || (u == 0 && m->tie_word_embeddings);
@@ -543,6 +546,80 @@ static void test_semantics(const sg_model *m)
            "layout: stage 3 with dp 2 halves a unit's shard");
 }
 
+/* Several ranks: one comm_order token that every collective node (all-gather,
+ * reduce-scatter, all-reduce, the final gradient norm) and nothing else
+ * reads and writes, so the collectives form one chain of edges in program
+ * order; one rank has no token at all. Stage 3 keeps units under the
+ * persistence threshold whole on every rank. */
+static void test_comm_order(const sg_model *m)
+{
+    for (int stage = 0; stage <= 3; stage++)
+        for (int dp = 1; dp <= 2; dp++) {
+            sg_step_spec s;
+            sg_step_spec_defaults(&s);
+            s.zero_stage = stage;
+            s.dp_size = dp;
+            s.grad_accum = 2;
+            s.micro_batch = 1;
+            s.seq_len = 32;
+            if (stage == 3) {
+                s.offload_optimizer = 1;
+                s.super_offload = 1;
+                s.sub_group_size = 100000;
+            }
+            sg_graph g;
+            sg_graph_init(&g);
+            sg_error err = {0};
+            int rc = sg_compile_step(m, &s, &g, &err);
+            int tok = -1, ntok = 0, good = rc == 0, ncoll = 0, prev = -1, chained = 1;
+            for (int b = 0; good && b < g.nbuffers; b++)
+                if (g.buffers[b].role == SG_BUF_COMM_ORDER) {
+                    tok = b;
+                    ntok++;
+                    good &= g.buffers[b].persistent && g.buffers[b].elems == 1;
+                }
+            for (int i = 0; good && i < g.nnodes; i++) {
+                const sg_node *nd = &g.nodes[i];
+                int uses = 0, norm = 0;
+                for (int a = 0; a < nd->naccess; a++) {
+                    uses |= nd->access[a].buffer == tok && tok >= 0 &&
+                            nd->access[a].mode == SG_RW;
+                    norm |= g.buffers[nd->access[a].buffer].role == SG_BUF_GRAD_NORM &&
+                            nd->access[a].mode == SG_W;
+                }
+                int coll = nd->kind == SG_OP_ALLGATHER || nd->kind == SG_OP_REDUCE_SCATTER ||
+                           nd->kind == SG_OP_ALLREDUCE || (nd->kind == SG_OP_GRAD_NORM && norm);
+                if (dp == 1)
+                    continue;
+                good &= uses == coll;
+                if (!coll)
+                    continue;
+                ncoll++;
+                if (prev >= 0) { /* an edge prev -> i */
+                    int found = 0;
+                    for (int e = 0; e < g.nedges && !found; e++)
+                        found = g.edges[e].from == prev && g.edges[e].to == i;
+                    chained &= found;
+                }
+                prev = i;
+            }
+            if (dp == 1)
+                ok(good && ntok == 0, "stage %d, one rank: no comm_order token", stage);
+            else
+                ok(good && ntok == 1 && ncoll > 1 && chained,
+                   "stage %d, 2 ranks: the %d collectives (and only they) read-write comm_order, "
+                   "chained by edges in program order", stage, ncoll);
+            sg_graph_free(&g);
+        }
+    sg_step_spec s;
+    sg_step_spec_defaults(&s);
+    s.zero_stage = 3;
+    s.dp_size = 2;
+    s.param_persistence_threshold = 100000;
+    is_int(sg_unit_shard_elems(m, &s, 0), sg_model_unit_params(m, 0),
+           "stage 3, 2 ranks: a unit under param_persistence_threshold stays whole");
+}
+
 /* fp16: the loss scaler's state is one persistent host buffer, read and
  * written by the loss-scale update only; bf16 has none. */
 static void test_loss_scaler_state(const sg_model *m)
@@ -738,6 +815,7 @@ int main(void)
     test_batch_tiles(m);
     test_semantics(m);
     test_loss_scaler_state(m);
+    test_comm_order(m);
     sg_model *q = calloc(1, sizeof *q);
     if (!load_model("tiny-qwen3", q)) /* untied head: a different tensor layout */
         test_grid(q);

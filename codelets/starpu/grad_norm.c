@@ -4,10 +4,13 @@
  * gradient pieces in slot (program) order, so the result does not depend on
  * which worker runs it. A node without the norm buffer (norm_part.<unit>,
  * graph/compile.c) only takes its pieces' partials into an SG_BUF_NORM_PART
- * buffer, which the norm node then adds in order. */
+ * buffer, which the norm node then adds in order. With several ranks the
+ * norm node also adds the other ranks' sums (comm.h): the norm is global. */
 #include <math.h>
+#include <stdio.h>
 
 #include "codelets/cpu/ops.h"
+#include "codelets/starpu/comm.h"
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 
@@ -64,8 +67,21 @@ void sg_grad_norm_cpu(void *buffers[], void *arg)
      * sum) */
     double sumsq = 0.0;
     int nonfinite = 0;
+    const sg_comm *comm = c->shared->comm && c->shared->comm->size > 1 ? c->shared->comm : NULL;
     for (int i = 0; i < c->nslots; i++) {
         const sg_buffer *b = sg_arg_buffer(c, i);
+        /* several ranks: a unit whole on every rank (stage 0, stage 3
+         * persistent units) counts once, rank 0's; shards count on each */
+        int skip = comm && comm->rank > 0 && b->unit >= 0 &&
+                   (b->role == SG_BUF_NORM_PART || b->role == SG_BUF_GRAD_PIECE) &&
+                   sg_unit_shard_elems(c->shared->model, c->shared->spec, b->unit) ==
+                       sg_model_unit_params(c->shared->model, b->unit);
+        if (b->role == SG_BUF_NORM_PART && skip) {
+            const norm_entry *e = sg_arg_ptr(buffers, i);
+            for (int64_t k = 0; k < b->elems / SG_NORM_PART_F32; k++)
+                nonfinite |= e[k].nonfinite;
+            continue;
+        }
         if (b->role == SG_BUF_NORM_PART) {
             const norm_entry *e = sg_arg_ptr(buffers, i);
             for (int64_t k = 0; k < b->elems / SG_NORM_PART_F32; k++) {
@@ -85,8 +101,37 @@ void sg_grad_norm_cpu(void *buffers[], void *arg)
         int nf;
         sg_grad_norm_partial(&part, &nf, v.p, (size_t)b->elems);
         sg_f32_view_close(&v, 0);
-        sumsq += part;
+        sumsq += skip ? 0.0 : part;
         nonfinite |= nf;
+    }
+    if (comm) {
+        /* the global norm: every rank's sum of squares and non-finite count,
+         * and the mean over the ranks of every micro-step's loss (its slots
+         * read-write), in one collective on the comm_order chain
+         * (graph/compile.c) */
+        if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE))
+            return;
+        double v[2 + SG_ARG_MAX_SLOTS];
+        int nv = 2, loss_slot[SG_ARG_MAX_SLOTS];
+        v[0] = sumsq;
+        v[1] = (double)nonfinite;
+        for (int i = 0; i < c->nslots && nv < 2 + SG_ARG_MAX_SLOTS; i++)
+            if (sg_arg_buffer(c, i)->role == SG_BUF_LOSS) {
+                loss_slot[nv - 2] = i;
+                v[nv++] = *(const float *)sg_arg_ptr(buffers, i);
+            }
+        char msg[256], what[320];
+        int rc = comm->allreduce(comm->impl, v, (size_t)nv, SG_COMM_F64, SG_COMM_SUM, msg,
+                                 sizeof msg);
+        if (rc) {
+            snprintf(what, sizeof what, "gradient norm: %s", msg);
+            sg_task_fail(c, rc, what);
+            return;
+        }
+        sumsq = v[0];
+        nonfinite = v[1] > 0.0;
+        for (int k = 2; k < nv; k++)
+            *(float *)sg_arg_ptr(buffers, loss_slot[k - 2]) = (float)(v[k] / comm->size);
     }
     double scale = sg_arg_scalar(buffers, sg_arg_find(c, SG_BUF_LOSS_SCALE, -2), 1.0f);
     float *res = sg_arg_ptr(buffers, out);

@@ -2,17 +2,86 @@
  * into its gradient pieces, copied into a piece written fresh (first
  * micro-step) or added to one that accumulates (later ones).
  *
- * CPU: one rank, so the reduction is a copy or a sum.
+ * CPU, one rank: the reduction is a copy or a sum. Several ranks (comm.h):
+ * the gradient, in fp32 and padded to dp x ceil(p / dp) elements, is
+ * reduce-scattered (every element summed once, by one rank). The head's
+ * backward already divided by dp (unit.c: the loss is the global batch's
+ * mean), so the sum is the mean over ranks and dp ranks of micro batch B
+ * train as one rank of micro batch dp x B. A sharded unit's pieces take the rank's block;
+ * a unit whole on every rank (stage 0, stage 3 persistent units) gathers
+ * the blocks back first (reduce-scatter + all-gather: an all-reduce whose
+ * result has the same bits on every rank, so replicas never drift).
  * CUDA: through the device's NCCL communicator when the build has it. With
  * one data-parallel rank (all `stepgraph run` supports today) it has one
  * rank, so NCCL's reductions copy; a later micro-step's gradient is reduced
  * into scratch and added into the piece on the device. Reduce-scatter and
  * all-reduce nodes both come here: with one rank their results are the
  * same. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
+#include "codelets/starpu/comm.h"
+
+/* Several ranks: see the top of the file. */
+static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots, int n,
+                         int src)
+{
+    const sg_comm *comm = c->shared->comm;
+    if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE))
+        return; /* as allgather.c: no collective after a failure */
+    const sg_buffer *sb = sg_arg_buffer(c, src);
+    size_t p = (size_t)sb->elems, dp = (size_t)comm->size, blk = (p + dp - 1) / dp;
+    int64_t shard = 0;
+    for (int i = 0; i < n; i++)
+        shard += sg_arg_buffer(c, slots[i])->elems;
+    /* pieces cover the rank's shard of blk elements, or the whole unit */
+    int whole = sg_unit_shard_elems(c->shared->model, c->shared->spec, sb->unit) == (int64_t)p;
+    if ((size_t)shard != (whole ? p : blk)) {
+        sg_task_fail(c, SG_EINVAL, "gradient pieces match neither a shard nor the unit");
+        return;
+    }
+    float *all = calloc(dp * blk + 1, sizeof(float)), *mine = malloc((blk + 1) * sizeof(float));
+    char msg[256], what[400];
+    int rc = all && mine ? SG_OK : SG_ENOMEM;
+    if (!rc) {
+        sg_f32_load(all, sg_arg_ptr(buffers, src), sb->dtype, p);
+        rc = comm->reduce_scatter(comm->impl, all, mine, blk, msg, sizeof msg);
+    }
+    if (!rc && whole)
+        rc = comm->allgather(comm->impl, mine, all, blk * sizeof(float), msg, sizeof msg);
+    if (rc) {
+        if (rc == SG_ENOMEM)
+            snprintf(msg, sizeof msg, "out of memory");
+        snprintf(what, sizeof what, "reduction of %s: %s", sb->name, msg);
+        sg_task_fail(c, rc, what);
+        free(all);
+        free(mine);
+        return;
+    }
+    const float *base = whole ? all : mine;
+    for (int i = 0; i < n && !rc; i++) {
+        const sg_buffer *pb = sg_arg_buffer(c, slots[i]);
+        const float *from = base + pb->unit_offset;
+        void *to = sg_arg_ptr(buffers, slots[i]);
+        if (sg_arg_write_only(c, slots[i])) {
+            sg_f32_store(to, pb->dtype, from, (size_t)pb->elems);
+            continue;
+        }
+        sg_f32_view acc;
+        if (sg_f32_view_open(&acc, to, pb->dtype, (size_t)pb->elems, 1)) {
+            sg_task_fail(c, SG_ENOMEM, "out of memory");
+            break;
+        }
+        for (int64_t k = 0; k < pb->elems; k++)
+            acc.p[k] += from[k];
+        sg_f32_view_close(&acc, 1);
+    }
+    free(all);
+    free(mine);
+}
 
 void sg_reduce_cpu(void *buffers[], void *arg)
 {
@@ -21,6 +90,10 @@ void sg_reduce_cpu(void *buffers[], void *arg)
     int n = sg_arg_reduce_slots(c, slots, SG_ARG_MAX_SLOTS, &src);
     if (n == 0)
         return;
+    if (c->shared->comm && c->shared->comm->size > 1) {
+        reduce_ranks(c, buffers, slots, n, src);
+        return;
+    }
     const sg_buffer *sb = sg_arg_buffer(c, src);
     const char *s = sg_arg_ptr(buffers, src);
     size_t esize = sg_dtype_size(sb->dtype);

@@ -42,6 +42,9 @@ typedef struct sg_exec_shared {
     const sg_graph *graph;
     sg_rope_cache rope;
     struct sg_cuda_state *cuda;    /* NULL without CUDA workers */
+    /* several data-parallel ranks: the collectives (runtime/dist/); NULL
+     * with one rank, where collectives are local copies */
+    const struct sg_comm *comm;
     /* fp16: the loss-scale update's parameters, set by the trainer before
      * the first step; its state is a buffer (SG_BUF_LOSS_SCALER_STATE) */
     sg_loss_scaler_params loss_scaler;

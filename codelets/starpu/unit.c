@@ -13,6 +13,7 @@
 
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
+#include "codelets/starpu/comm.h"
 #include "codelets/starpu/moe.h"
 
 typedef struct unit_call {
@@ -178,11 +179,21 @@ void sg_recompute_cpu(void *buffers[], void *arg)
     forward(buffers, arg, 1);
 }
 
+/* The ranks whose gradients the reductions add (comm.h): 1 for one rank. */
+static int grad_ranks(const sg_task_ctx *c)
+{
+    return c->shared->comm && c->shared->comm->size > 1 ? c->shared->comm->size : 1;
+}
+
 /* d(loss)/d(micro-step loss): DeepSpeed divides by the accumulation steps
- * and multiplies by the fp16 loss scale; a batch tile's by its share. */
+ * and multiplies by the fp16 loss scale; a batch tile's by its share. With
+ * dp ranks also by dp (the global batch's mean; the reductions then add):
+ * each rank's gradients are its exact share of one rank's of micro batch
+ * dp x B, so fp16 overflows where that run would. */
 static float head_dloss(unit_call *k)
 {
-    double d = tile_share(k) / (double)k->c->shared->spec->grad_accum;
+    double d = tile_share(k) / ((double)k->c->shared->spec->grad_accum *
+                                (double)grad_ranks(k->c));
     int s = sg_arg_find(k->c, SG_BUF_LOSS_SCALE, -2);
     if (s >= 0)
         d *= *(const float *)sg_arg_ptr(k->buffers, s);
@@ -461,7 +472,7 @@ void sg_backward_cuda(void *buffers[], void *arg)
         rc = SG_EINVAL;
     /* d(loss)/d(micro-step loss): 1 / accumulation steps, times the fp16
      * loss scale, which stays on the device */
-    float dloss = (float)(1.0 / (double)c->shared->spec->grad_accum);
+    float dloss = (float)(1.0 / ((double)c->shared->spec->grad_accum * (double)grad_ranks(c)));
     int ls = sg_arg_find(c, SG_BUF_LOSS_SCALE, -2);
     const float *dloss_scale = ls >= 0 ? sg_arg_ptr(buffers, ls) : NULL;
     if (rc == SG_OK) {

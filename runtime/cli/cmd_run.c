@@ -7,6 +7,7 @@
 
 #include "runtime/cli/cli.h"
 #include "runtime/cli/render_html.h"
+#include "runtime/dist/dist.h"
 #include "runtime/train/train.h"
 
 static void run_help(void)
@@ -39,7 +40,15 @@ static void run_help(void)
            "\n"
            "StarPU's own variables work as usual (STARPU_SCHED overrides --sched,\n"
            "STARPU_FXT_TRACE=1 with STARPU_FXT_PREFIX records an FxT trace).\n"
-           "\n");
+           "\n"
+           "Several data-parallel ranks (docs/ranks.md): one process per rank,\n"
+           "  mpirun -np N stepgraph run CONFIG --dp_size N --ncuda 0\n"
+           "dp_size must equal N. Each rank trains its ZeRO shard on CPU workers; the\n"
+           "logged loss and gradient norm are over all ranks; rank 0 alone prints the log\n"
+           "and writes --metrics, --trace and --report. An error on one rank prints\n"
+           "`stepgraph: rank R: ...` and ends every rank. Not yet with several ranks:\n"
+           "CUDA workers, checkpoints (save/load), calibrate.%s\n"
+           "\n", sg_dist_available() ? "" : "\nThis build has no MPI support: dp_size > 1 is refused.");
     sg_cli_print_run_flags();
 }
 
@@ -57,8 +66,14 @@ int sg_cmd_run(int argc, char **argv)
             return 0;
         }
     sg_error err = {0};
+    /* under mpirun: MPI first, so that any error below ends every rank */
+    sg_dist dist;
+    int rc = sg_dist_init(&dist, &err);
+    if (!rc && dist.rank > 0 && !freopen("/dev/null", "w", stdout))
+        rc = sg_error_set(&err, SG_EIO, "rank %d: cannot silence stdout", dist.rank);
     sg_config *cfg = calloc(1, sizeof *cfg);
-    int rc = cfg ? SG_OK : sg_error_set(&err, SG_ENOMEM, "out of memory");
+    if (!rc && !cfg)
+        rc = sg_error_set(&err, SG_ENOMEM, "out of memory");
     /* without CONFIG: the default job */
     char *dflt[argc + 2];
     if (!rc && (argc == 0 || argv[0][0] == '-')) {
@@ -74,6 +89,8 @@ int sg_cmd_run(int argc, char **argv)
         rc = sg_cli_load_config(argc, argv, opts, 2, cfg, &err);
     /* a report needs the trace: a temporary one unless --trace names it */
     char tmp_trace[64] = "";
+    if (dist.rank > 0)
+        report = NULL; /* rank 0 writes the report */
     if (!rc && report && !cfg->run.trace[0]) {
         int fd;
         snprintf(tmp_trace, sizeof tmp_trace, "/tmp/stepgraph-trace-XXXXXX");
@@ -86,13 +103,24 @@ int sg_cmd_run(int argc, char **argv)
     }
     sg_train_result res;
     if (!rc)
-        rc = sg_train(cfg, &res, &err);
+        rc = sg_train_ranks(cfg, &dist, &res, &err);
     if (!rc && report && !(rc = sg_write_report(cfg, cfg->run.trace, report, &err)))
         fprintf(stderr, "stepgraph: report written to %s\n", report);
     if (tmp_trace[0])
         unlink(tmp_trace);
-    if (rc)
-        fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
     free(cfg);
+    if (rc && dist.size > 1) {
+        /* the other ranks may wait in a collective for this one: end them */
+        const char *m = err.msg[0] ? err.msg : sg_strerror(rc);
+        if (strncmp(m, "rank ", 5) == 0)
+            fprintf(stderr, "stepgraph: %s\n", m);
+        else
+            fprintf(stderr, "stepgraph: rank %d: %s\n", dist.rank, m);
+        fflush(stderr);
+        sg_dist_abort(&dist, 1);
+    }
+    if (rc && dist.size == 1)
+        fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
+    sg_dist_finalize(&dist);
     return rc ? 1 : 0;
 }

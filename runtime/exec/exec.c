@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "codelets/starpu/codelets.h"
+#include "codelets/starpu/comm.h"
 #include "runtime/exec/binding.h"
 #include "runtime/exec/lower.h"
 #include "runtime/exec/starpu_info.h"
@@ -40,9 +41,19 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     conf.ncpus = opt->ncpus;
     conf.ncuda = opt->ncuda;
     conf.nopencl = 0;
-    if (opt->numa_node >= 0) {
+    int node = opt->numa_node;
+    if (opt->numa_by_rank) {
+        /* DeepSpeed's launcher: rank r takes NUMA node r mod the node count */
         unsigned pus[STARPU_NMAXWORKERS];
-        int nnodes, n = sg_numa_cores(opt->numa_node, pus, STARPU_NMAXWORKERS, &nnodes, err);
+        int nnodes, n = sg_numa_cores(0, pus, STARPU_NMAXWORKERS, &nnodes, err);
+        if (n < 0)
+            return n;
+        node = (opt->comm ? opt->comm->rank : 0) % nnodes;
+    }
+    x->bound_node = node;
+    if (node >= 0) {
+        unsigned pus[STARPU_NMAXWORKERS];
+        int nnodes, n = sg_numa_cores(node, pus, STARPU_NMAXWORKERS, &nnodes, err);
         if (n < 0)
             return n;
         if (conf.ncpus < 0 || conf.ncpus > n)
@@ -177,16 +188,23 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     x->shared.spec = spec;
     x->shared.graph = g;
     int rc;
-    if (spec->dp_size > 1)
-        return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: a run with several data-parallel "
-                            "ranks needs one process per rank, which stepgraph run does not "
-                            "launch yet (graph and simulate accept it)", (long long)spec->dp_size);
+    int world = opt->comm ? opt->comm->size : 1;
+    if (spec->dp_size != world)
+        return sg_error_set(err, SG_EINVAL, "dp_size %lld but %d rank%s: one process per rank "
+                            "(docs/ranks.md)", (long long)spec->dp_size, world,
+                            world == 1 ? "" : "s");
+    x->shared.comm = world > 1 ? opt->comm : NULL;
     if ((rc = sg_unit_check_model(m, err)))
         return rc;
     if ((rc = sg_rope_cache_init(&x->shared.rope, m, (size_t)spec->seq_len)))
         return sg_error_set(err, rc, "cannot build the rotary tables");
     if ((rc = start_starpu(x, opt, err)))
         return rc;
+    if (world > 1 && starpu_cuda_worker_get_count() > 0)
+        return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: several ranks run on CPU workers "
+                            "only for now (the NCCL collectives of CUDA workers are not wired "
+                            "to MPI yet); StarPU started %u CUDA workers: use --ncuda 0",
+                            (long long)spec->dp_size, starpu_cuda_worker_get_count());
 #ifdef SG_STARPU_CUDA
     if ((rc = sg_exec_cuda_init(&x->shared, err)))
         return rc;

@@ -35,9 +35,13 @@ typedef struct sg_exec_options {
     const char *sched;             /* StarPU policy name */
     int ncpus, ncuda;              /* -1: StarPU's default */
     int numa_node;                 /* bind CPU workers to this node's cores; -1: StarPU's binding */
+    int numa_by_rank;              /* bind_cores_to_rank: bind to NUMA node rank mod the node
+                                      count (rank: comm's, 0 without) instead of numa_node */
     double optimizer_cores_share;  /* cpuadam_cores_perc: CPU workers reserved for
                                       the optimizer's CPU tasks (0 = none) */
     int lookahead;                 /* steps in flight at most; 0 = 1 */
+    const struct sg_comm *comm;    /* several ranks (runtime/dist/): the task collectives;
+                                      NULL for one rank. Its size must be the spec's dp_size */
 } sg_exec_options;
 
 /* A step in flight, as the exec sees it. */
@@ -75,6 +79,7 @@ typedef struct sg_exec {
     size_t token_elems;            /* int32 per token buffer */
     void *codelets[SG_OP_KIND_COUNT]; /* struct starpu_codelet * per node kind */
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
+    int bound_node;                /* that node, -1 if none */
     int started;                   /* starpu_init succeeded */
     int have_cuda;                 /* CUDA workers exist: GPU nodes run there */
     double step_start_us;          /* StarPU clock at the last finished step's submission */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "codelets/starpu/args.h"
+#include "codelets/starpu/comm.h"
 #include "runtime/exec/exec.h"
 
 /* Per-unit flat fp32 arrays of a per-tensor set (weights or a moment). */
@@ -63,10 +64,62 @@ static void flat_copy(unit_flat *f, int ntensors, const sg_tensor_info *info, co
     }
 }
 
-/* Elements [off, off + n) of unit u as stored in a persistent buffer. */
-static void put(void *dst, sg_dtype dt, const unit_flat *f, int u, int64_t off, int64_t n)
+/* Several ranks: where this rank's shard of unit u starts in the unit (0
+ * for a unit every rank holds whole). Elements past the unit's end are the
+ * last rank's padding: zero on load, dropped on store. */
+static int64_t rank_base(const sg_exec *x, int u)
 {
-    sg_f32_store(dst, dt, f->unit[u] + off, (size_t)n);
+    const sg_comm *comm = x->shared.comm;
+    if (!comm || comm->size <= 1)
+        return 0;
+    int64_t shard = sg_unit_shard_elems(x->shared.model, x->shared.spec, u);
+    return shard < sg_model_unit_params(x->shared.model, u) ? (int64_t)comm->rank * shard : 0;
+}
+
+/* Elements [off, off + n) of unit u to (to_flat) or from buf, padding past
+ * the unit's end. */
+static void unit_range(const unit_flat *f, int u, int64_t off, int64_t n, float *buf,
+                       int to_flat)
+{
+    int64_t have = f->size[u] - off;
+    if (have > n)
+        have = n;
+    if (have < 0)
+        have = 0;
+    if (to_flat)
+        memcpy(f->unit[u] + off, buf, (size_t)have * sizeof(float));
+    else {
+        memcpy(buf, f->unit[u] + off, (size_t)have * sizeof(float));
+        memset(buf + have, 0, (size_t)(n - have) * sizeof(float));
+    }
+}
+
+/* Elements [off, off + n) of unit u as stored in a persistent buffer. */
+static int put(void *dst, sg_dtype dt, const unit_flat *f, int u, int64_t off, int64_t n)
+{
+    if (off + n <= f->size[u]) {
+        sg_f32_store(dst, dt, f->unit[u] + off, (size_t)n);
+        return SG_OK;
+    }
+    float *tmp = malloc((size_t)(n + 1) * sizeof(float));
+    if (!tmp)
+        return SG_ENOMEM;
+    unit_range(f, u, off, n, tmp, 0);
+    sg_f32_store(dst, dt, tmp, (size_t)n);
+    free(tmp);
+    return SG_OK;
+}
+
+/* The reverse of put. */
+static int take(const void *src, sg_dtype dt, const unit_flat *f, int u, int64_t off, int64_t n)
+{
+    float *tmp = malloc((size_t)(n + 1) * sizeof(float));
+    if (!tmp)
+        return SG_ENOMEM;
+    sg_f32_load(tmp, src, dt, (size_t)n);
+    unit_range(f, u, off, n, tmp, 1);
+    free(tmp);
+    return SG_OK;
 }
 
 /* Pieces of sub-group sg, to place masters and moments. */
@@ -79,6 +132,7 @@ static void each_piece_of(const sg_graph *g, int sg, void (*fn)(const sg_buffer 
 }
 
 typedef struct sg_fill {
+    const sg_exec *x;
     float *dst;
     int64_t offset, elems;   /* the sub-group range dst holds (a chunk when tiled) */
     const unit_flat *src;
@@ -96,11 +150,8 @@ static void fill_piece(const sg_buffer *piece, void *ctx)
     if (hi <= lo)
         return;
     float *d = f->dst + (lo - f->offset);
-    float *s = f->src->unit[piece->unit] + piece->unit_offset + (lo - piece->subgroup_offset);
-    if (f->to_state)
-        memcpy(s, d, (size_t)(hi - lo) * sizeof(float));
-    else
-        memcpy(d, s, (size_t)(hi - lo) * sizeof(float));
+    int64_t off = rank_base(f->x, piece->unit) + piece->unit_offset + (lo - piece->subgroup_offset);
+    unit_range(f->src, piece->unit, off, hi - lo, d, f->to_state);
 }
 
 typedef struct state_sets {
@@ -148,19 +199,25 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
             if (!p)
                 return SG_EINVAL;
             int64_t n2 = buf->elems / 2;
-            sg_fill f = {.dst = p, .offset = buf->subgroup_offset,
+            sg_fill f = {.x = x, .dst = p, .offset = buf->subgroup_offset,
                          .elems = buf->role == SG_BUF_MOMENTS ? n2 : buf->elems,
                          .to_state = !load};
             switch (buf->role) {
-            case SG_BUF_PARAM_PIECE:
-                if (load)
-                    put(p, buf->dtype, &s->w, buf->unit, buf->unit_offset, buf->elems);
-                else
-                    sg_f32_load(s->w.unit[buf->unit] + buf->unit_offset, p, buf->dtype,
-                                (size_t)buf->elems);
+            case SG_BUF_PARAM_PIECE: {
+                int64_t off = rank_base(x, buf->unit) + buf->unit_offset;
+                int rc = load ? put(p, buf->dtype, &s->w, buf->unit, off, buf->elems)
+                              : take(p, buf->dtype, &s->w, buf->unit, off, buf->elems);
+                if (rc) {
+                    sg_exec_release(x, b);
+                    return rc;
+                }
                 break;
+            }
             case SG_BUF_PARAM_FULL:
-                put(p, buf->dtype, &s->w, buf->unit, 0, buf->elems);
+                if (put(p, buf->dtype, &s->w, buf->unit, 0, buf->elems)) {
+                    sg_exec_release(x, b);
+                    return SG_ENOMEM;
+                }
                 break;
             case SG_BUF_MASTER:
                 f.src = &s->w;
@@ -198,9 +255,9 @@ int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st
         flat_copy(&s.m, st->ntensors, st->info, w->unit, st->exp_avg, 1);
         flat_copy(&s.v, st->ntensors, st->info, w->unit, st->exp_avg_sq, 1);
     }
-    transfer(x, &s, 1, scaler);
+    int rc = transfer(x, &s, 1, scaler);
     sets_free(&s);
-    return SG_OK;
+    return rc ? sg_error_set(err, rc, "cannot load the weights into StarPU's buffers") : SG_OK;
 }
 
 int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err)

@@ -16,6 +16,7 @@
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data_loader.h"
 #include "runtime/io/tokenizer_info.h"
+#include "runtime/dist/dist.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/loss_scaler.h"
 #include "runtime/train/node_times.h"
@@ -27,6 +28,8 @@
 
 typedef struct trainer {
     const sg_config *cfg;
+    const sg_dist *dist;        /* several ranks (runtime/dist/), or NULL */
+    int rank, world;            /* 0 and 1 for one process */
     sg_model model;
     sg_step_spec spec;
     sg_graph graph;
@@ -201,6 +204,10 @@ static int setup_data(trainer *t, sg_error *err)
     o.seq_len = t->spec.seq_len;
     o.vocab_size = t->model.vocab_size;
     o.seed = (uint64_t)r->seed;
+    /* several ranks: each micro-step's global batch is world x B consecutive
+     * windows of the loader's order, rank r reading the r-th B of them */
+    o.rank = t->rank;
+    o.world = t->world;
     if ((rc = sg_data_open(&t->data, t->data_path, &o, err)))
         return rc;
     t->data_open = 1;
@@ -225,7 +232,7 @@ static int setup_data(trainer *t, sg_error *err)
     /* steps: as asked, else one pass over the data */
     t->total_steps = r->steps > 0 ? r->steps : r->bench_steps;
     if (t->total_steps == 0) {
-        int64_t per_step = t->spec.micro_batch * t->spec.grad_accum;
+        int64_t per_step = t->spec.micro_batch * t->spec.grad_accum * t->world;
         t->total_steps = (int64_t)(t->data.nwindows / (uint64_t)per_step);
         if (t->total_steps < 1)
             t->total_steps = 1;
@@ -257,9 +264,10 @@ static int setup_exec(trainer *t, sg_error *err)
         .sched = cfg->run.sched,
         .ncpus = (int)cfg->run.ncpus,
         .ncuda = (int)cfg->run.ncuda,
-        /* one process is rank 0: bind_cores_to_rank takes NUMA node 0 */
-        .numa_node = cfg->run.numa_node >= 0 ? (int)cfg->run.numa_node
-                                             : cfg->run.bind_cores_to_rank ? 0 : -1,
+        .numa_node = (int)cfg->run.numa_node,
+        /* rank r takes NUMA node r mod the node count (one process: node 0) */
+        .numa_by_rank = cfg->run.numa_node < 0 && cfg->run.bind_cores_to_rank,
+        .comm = sg_dist_comm(t->dist),
         /* SuperOffload's key: the share of cores kept for CPU Adam */
         .optimizer_cores_share = cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
@@ -288,6 +296,9 @@ static void print_header(const trainer *t)
            "accumulation = %lld tokens per step\n",
            t->model.name, (long long)sg_model_total_params(&t->model), (long long)s->seq_len,
            (long long)s->micro_batch, (long long)s->grad_accum, (long long)tokens);
+    if (t->world > 1)
+        printf("  data parallel: %d ranks (one process each), %lld tokens per step over all "
+               "ranks\n", t->world, (long long)tokens * t->world);
     printf("  ZeRO stage %d, %s, optimizer %s%s%s, gradient clipping %g\n", s->zero_stage, dt,
            s->offload_optimizer ? "offloaded to the CPU" : "with the parameters",
            s->super_offload ? " (SuperOffload speculation)" : "",
@@ -297,7 +308,7 @@ static void print_header(const trainer *t)
         printf(" (%d CPU reserved for the optimizer)", t->x.low.split.reserved);
     if (t->x.bound_cores)
         printf(", CPU workers bound to the %d cores of NUMA node %d", t->x.bound_cores,
-               cfg->run.numa_node >= 0 ? (int)cfg->run.numa_node : 0);
+               t->x.bound_node);
     printf("; graph %d tasks, %d dependencies per step\n", t->graph.nnodes, t->graph.nedges);
     printf("  data: %s (%llu tokens, %llu windows)\n", t->data_path,
            (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows);
@@ -425,6 +436,9 @@ static int finish_step(trainer *t, sg_error *err)
     for (int mb = 0; mb < t->spec.grad_accum; mb++)
         loss += t->losses[mb];
     loss /= (double)t->spec.grad_accum;
+    /* several ranks: each micro-step's loss is already the mean over the
+     * ranks (the gradient-norm collective averages them, graph/compile.c);
+     * the main thread calls no collective while steps are in flight */
     t->rollbacks += rollbacks;
     t->waited_steps += waited;
     if (!waited && i >= r->warmup_steps)
@@ -435,7 +449,8 @@ static int finish_step(trainer *t, sg_error *err)
     if (!skipped)
         t->st.adam_step++;
     double secs = t->x.step_seconds;
-    double tokens = (double)(t->spec.micro_batch * t->spec.grad_accum * t->spec.seq_len);
+    double tokens = (double)(t->spec.micro_batch * t->spec.grad_accum * t->spec.seq_len *
+                             t->world); /* every rank's */
     double tflops = step_tflops(t, secs);
     sg_step_stats_add(&t->stats, t->st.step, secs, tokens, tflops, i < r->warmup_steps);
     sg_phase_times ph;
@@ -616,20 +631,58 @@ static int finish_one(trainer *t, sg_train_result *res, sg_error *err)
     return SG_OK;
 }
 
+/* Several ranks: the config must say as many as were launched; what is not
+ * supported with several yet is refused before anything runs. */
+static int check_ranks(const trainer *t, sg_error *err)
+{
+    const sg_run_options *r = &t->cfg->run;
+    long long dp = (long long)r->dp_size;
+    if (dp > 1 && t->world == 1) {
+        if (!sg_dist_available())
+            return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: several ranks need MPI, and "
+                                "this stepgraph was built without MPI support (apt-get install "
+                                "libopenmpi-dev openmpi-bin, then reconfigure)", dp);
+        return sg_error_set(err, SG_EINVAL, "dp_size %lld: one process per rank; launch with "
+                            "`mpirun -np %lld stepgraph run CONFIG` (docs/ranks.md)", dp, dp);
+    }
+    if (t->world > 1 && dp != t->world)
+        return sg_error_set(err, SG_EINVAL, "dp_size %lld in the config, but mpirun started %d "
+                            "ranks: they must be equal (set dp_size %d, or mpirun -np %lld)", dp,
+                            t->world, t->world, dp);
+    if (t->world > 1 && (r->save[0] || r->load[0]))
+        return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: checkpoints with several ranks "
+                            "are not supported yet (save and load need dp_size 1)", dp);
+    if (t->world > 1 && t->cfg->node_times[0])
+        return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: node times (calibrate) are taken "
+                            "with one rank", dp);
+    return SG_OK;
+}
+
 int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
+{
+    return sg_train_ranks(cfg, NULL, res, err);
+}
+
+int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *res,
+                   sg_error *err)
 {
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
+    t.dist = dist;
+    t.rank = dist ? dist->rank : 0;
+    t.world = dist ? dist->size : 1;
     sg_step_stats_init(&t.stats);
     memset(res, 0, sizeof *res);
     const sg_run_options *r = &cfg->run;
     int rc;
-    if ((rc = check_outputs(r, err)) || (rc = setup_graph(&t, err)) ||
-        (rc = setup_weights(&t, err)) ||
+    /* ranks first: a refused run creates no output directory */
+    if ((rc = check_ranks(&t, err)) || (rc = check_outputs(r, err)) ||
+        (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
         (rc = setup_data(&t, err)))
         goto out;
-    if (r->metrics[0]) {
+    /* several ranks: rank 0 writes the metrics and the trace, the others none */
+    if (r->metrics[0] && t.rank == 0) {
         if ((rc = sg_metrics_open(&t.metrics, r->metrics, err)))
             goto out;
         t.metrics_open = 1;
@@ -672,7 +725,7 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
     res->mean_step_s = sum.mean_s;
     res->tokens_per_s = sum.tokens_per_s;
     sg_exec_worker_counts(&res->workers_cpu, &res->workers_cuda);
-    if (r->trace[0]) {
+    if (r->trace[0] && t.rank == 0) {
         if ((rc = sg_timeline_write_trace(&t.x, r->trace, err)))
             goto out;
         printf("trace of step %lld written to %s\n", (long long)t.st.step, r->trace);
@@ -688,6 +741,12 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
         rc = sg_metrics_close(&t.metrics, err);
     }
 out:
+    /* several ranks: after an error, StarPU's workers may wait in a
+     * collective for a rank that will never call it, so StarPU is not shut
+     * down (it would wait for them): the caller ends every rank
+     * (sg_dist_abort) */
+    if (rc && t.world > 1)
+        t.exec_started = 0;
     teardown(&t);
     return rc;
 }

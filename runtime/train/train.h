@@ -26,4 +26,15 @@ typedef struct sg_train_result {
  * stdout. */
 int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err);
 
+struct sg_dist;
+/* The same as one of several data-parallel ranks (runtime/dist/dist.h;
+ * NULL: one process). The config's dp_size must be the world size. Every
+ * rank trains its shard; the logged loss and gradient norm are global; only
+ * rank 0 writes the metrics and the trace. On an error with
+ * several ranks, StarPU is left running (its workers may wait in a
+ * collective for another rank): the caller must end the process, through
+ * sg_dist_abort, which ends every rank. */
+int sg_train_ranks(const sg_config *cfg, const struct sg_dist *dist, sg_train_result *res,
+                   sg_error *err);
+
 #endif /* SG_TRAIN_H */

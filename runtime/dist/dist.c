@@ -1,0 +1,223 @@
+/* dist.c - MPI start-up, the two communicators and the collectives (dist.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "runtime/dist/dist.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sg_autoconf.h"
+
+#ifdef SG_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static int env_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v;
+}
+
+int sg_dist_launched(void)
+{
+    return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_RANK");
+}
+
+int sg_dist_available(void)
+{
+#ifdef SG_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+const sg_comm *sg_dist_comm(const sg_dist *d)
+{
+    return d && d->mpi && d->size > 1 ? &d->comm : NULL;
+}
+
+#ifdef SG_HAVE_MPI
+
+typedef struct dist_impl {
+    int rank;
+    MPI_Comm tasks;     /* collective tasks only */
+    MPI_Comm host;      /* the main thread only */
+} dist_impl;
+
+/* "rank R: CALL: MPI's message" into msg; returns SG_EIO. */
+static int mpi_fail(int rank, int code, const char *call, char *msg, size_t size)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, s, &len) != MPI_SUCCESS)
+        snprintf(s, sizeof s, "error %d", code);
+    snprintf(msg, size, "rank %d: %s: %s", rank, call, s);
+    return SG_EIO;
+}
+
+static int count_ok(int rank, size_t n, const char *call, char *msg, size_t size)
+{
+    if (n <= (size_t)INT_MAX)
+        return SG_OK;
+    snprintf(msg, size, "rank %d: %s: %zu elements per rank in one collective (at most %d "
+             "supported)", rank, call, n, INT_MAX);
+    return SG_ENOTSUP;
+}
+
+static int c_allgather(void *impl, const void *send, void *recv, size_t bytes, char *msg,
+                       size_t size)
+{
+    dist_impl *p = impl;
+    int rc = count_ok(p->rank, bytes, "MPI_Allgather", msg, size);
+    if (rc)
+        return rc;
+    rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, p->tasks);
+    return rc == MPI_SUCCESS ? SG_OK : mpi_fail(p->rank, rc, "MPI_Allgather", msg, size);
+}
+
+static int c_reduce_scatter(void *impl, const float *send, float *recv, size_t count, char *msg,
+                            size_t size)
+{
+    dist_impl *p = impl;
+    int rc = count_ok(p->rank, count, "MPI_Reduce_scatter_block", msg, size);
+    if (rc)
+        return rc;
+    rc = MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, p->tasks);
+    return rc == MPI_SUCCESS ? SG_OK
+                             : mpi_fail(p->rank, rc, "MPI_Reduce_scatter_block", msg, size);
+}
+
+static MPI_Datatype mpi_type(sg_comm_type t)
+{
+    return t == SG_COMM_F64 ? MPI_DOUBLE : t == SG_COMM_I32 ? MPI_INT32_T : MPI_FLOAT;
+}
+
+static int allreduce_on(MPI_Comm comm, int rank, void *buf, size_t count, sg_comm_type type,
+                        sg_comm_op op, char *msg, size_t size)
+{
+    int rc = count_ok(rank, count, "MPI_Allreduce", msg, size);
+    if (rc)
+        return rc;
+    rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(type),
+                       op == SG_COMM_MAX ? MPI_MAX : MPI_SUM, comm);
+    return rc == MPI_SUCCESS ? SG_OK : mpi_fail(rank, rc, "MPI_Allreduce", msg, size);
+}
+
+static int c_allreduce(void *impl, void *buf, size_t count, sg_comm_type type, sg_comm_op op,
+                       char *msg, size_t size)
+{
+    dist_impl *p = impl;
+    return allreduce_on(p->tasks, p->rank, buf, count, type, op, msg, size);
+}
+
+int sg_dist_init(sg_dist *d, sg_error *err)
+{
+    memset(d, 0, sizeof *d);
+    d->size = 1;
+    if (!sg_dist_launched())
+        return SG_OK;
+    int provided = 0, rc;
+    char msg[SG_ERROR_MSG_MAX];
+    if ((rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided)) != MPI_SUCCESS) {
+        mpi_fail(-1, rc, "MPI_Init_thread", msg, sizeof msg);
+        return sg_error_set(err, SG_EIO, "%s", msg);
+    }
+    d->mpi = 1;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    if (provided < MPI_THREAD_MULTIPLE)
+        return sg_error_set(err, SG_ENOTSUP, "rank %d: MPI_Init_thread: this MPI provides "
+                            "thread level %d, below MPI_THREAD_MULTIPLE (%d): StarPU workers "
+                            "and the main thread call MPI at once", d->rank, provided,
+                            MPI_THREAD_MULTIPLE);
+    dist_impl *p = calloc(1, sizeof *p);
+    if (!p)
+        return sg_error_set(err, SG_ENOMEM, "rank %d: out of memory", d->rank);
+    p->rank = d->rank;
+    p->tasks = p->host = MPI_COMM_NULL;
+    d->impl = p;
+    if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->tasks)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->host)) != MPI_SUCCESS) {
+        mpi_fail(d->rank, rc, "MPI_Comm_dup", msg, sizeof msg);
+        return sg_error_set(err, SG_EIO, "%s", msg);
+    }
+    MPI_Comm_set_errhandler(p->tasks, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(p->host, MPI_ERRORS_RETURN);
+    d->comm = (sg_comm){
+        .rank = d->rank,
+        .size = d->size,
+        .impl = p,
+        .allgather = c_allgather,
+        .reduce_scatter = c_reduce_scatter,
+        .allreduce = c_allreduce,
+    };
+    return SG_OK;
+}
+
+void sg_dist_finalize(sg_dist *d)
+{
+    if (!d->mpi)
+        return;
+    dist_impl *p = d->impl;
+    if (p) {
+        if (p->tasks != MPI_COMM_NULL)
+            MPI_Comm_free(&p->tasks);
+        if (p->host != MPI_COMM_NULL)
+            MPI_Comm_free(&p->host);
+        free(p);
+    }
+    MPI_Finalize();
+    memset(d, 0, sizeof *d);
+    d->size = 1;
+}
+
+int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg_error *err)
+{
+    if (!d || !d->mpi || d->size == 1)
+        return SG_OK;
+    dist_impl *p = d->impl;
+    char msg[SG_ERROR_MSG_MAX];
+    int rc = allreduce_on(p->host, d->rank, v, (size_t)n, SG_COMM_F64, op, msg, sizeof msg);
+    return rc ? sg_error_set(err, rc, "%s", msg) : SG_OK;
+}
+
+void sg_dist_abort(const sg_dist *d, int code)
+{
+    if (d && d->mpi && d->size > 1)
+        MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+}
+
+#else /* no MPI in this build */
+
+int sg_dist_init(sg_dist *d, sg_error *err)
+{
+    memset(d, 0, sizeof *d);
+    d->size = 1;
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (sg_dist_launched() && (!n || atoi(n) != 1))
+        return sg_error_set(err, SG_ENOTSUP, "started by an MPI launcher, but this stepgraph "
+                            "was built without MPI support (configure found no MPI: "
+                            "apt-get install libopenmpi-dev openmpi-bin, then reconfigure)");
+    return SG_OK;
+}
+
+void sg_dist_finalize(sg_dist *d)
+{
+    (void)d;
+}
+
+int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg_error *err)
+{
+    (void)d, (void)v, (void)n, (void)op, (void)err;
+    return SG_OK;
+}
+
+void sg_dist_abort(const sg_dist *d, int code)
+{
+    (void)d, (void)code;
+}
+
+#endif /* SG_HAVE_MPI */

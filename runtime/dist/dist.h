@@ -1,0 +1,58 @@
+/* dist.h - several data-parallel ranks: one process per rank (docs/ranks.md).
+ *
+ * `mpirun -np N stepgraph run CONFIG` starts N processes; each runs its own
+ * StarPU on the same step graph over its own shard. This module is all the
+ * rest of stepgraph sees of MPI:
+ *   - sg_dist_init detects an MPI launch (Open MPI's OMPI_COMM_WORLD_SIZE,
+ *     PMIx's PMIX_RANK, PMI's PMI_RANK), then calls MPI_Init_thread asking
+ *     for MPI_THREAD_MULTIPLE (StarPU workers and the main thread call MPI
+ *     at once) and duplicates two communicators: one used only by collective
+ *     TASKS (sg_dist_comm, through codelets/starpu/comm.h), one used only by
+ *     the main thread (sg_dist_host_allreduce). Without a
+ *     launch: rank 0 of 1 and no MPI call at all.
+ *   - Every MPI error comes back as an sg_error "rank R: MPI_Xxx: ..." (the
+ *     communicators use MPI_ERRORS_RETURN).
+ *   - A build without MPI (configure found no ompi-c) is a world of one; a
+ *     launch of several processes is then refused.
+ * Library code never exits: the CLI calls sg_dist_abort after printing an
+ * error when size > 1, so the other ranks end too.
+ */
+#ifndef SG_DIST_H
+#define SG_DIST_H
+
+#include "codelets/starpu/comm.h"
+#include "common/error.h"
+
+typedef struct sg_dist {
+    int rank, size;     /* 0 and 1 without an MPI launch */
+    int mpi;            /* 1: MPI was initialised by sg_dist_init */
+    sg_comm comm;       /* the task collectives (valid when mpi) */
+    void *impl;         /* the communicators */
+} sg_dist;
+
+/* Whether this process was started by an MPI launcher (environment only). */
+int sg_dist_launched(void);
+
+/* Whether this build can run several ranks (configure found MPI). */
+int sg_dist_available(void);
+
+/* Fills d (rank 0 of 1 without a launch); initialises MPI under a launch. */
+int sg_dist_init(sg_dist *d, sg_error *err);
+
+/* Frees the communicators and finalises MPI (nothing without MPI). */
+void sg_dist_finalize(sg_dist *d);
+
+/* The collectives for the step's tasks, or NULL with one rank. */
+const sg_comm *sg_dist_comm(const sg_dist *d);
+
+/* Main thread only, and only while no step is in flight on any rank (e.g.
+ * around a checkpoint, after every step finished): v[0..n) reduced over the
+ * ranks in place on the host communicator; a no-op with one rank. A main
+ * thread waiting in a collective while steps are in flight can deadlock
+ * with a worker waiting in the next step's collective (docs/ranks.md). */
+int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg_error *err);
+
+/* Ends every rank (MPI_Abort); returns only with one rank or without MPI. */
+void sg_dist_abort(const sg_dist *d, int code);
+
+#endif /* SG_DIST_H */

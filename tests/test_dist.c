@@ -1,0 +1,116 @@
+/* test_dist.c - runtime/dist: the world of one, and under mpirun (run by
+ * tests/test_dist_ranks.sh with 3 ranks) the collectives codelets call through
+ * codelets/starpu/comm.h, each checked against a formula of the ranks'
+ * inputs: an all-gather rank-major, a reduce-scatter of blocks (sums), an
+ * in-place all-reduce (sum and max), the main thread's all-reduce, and a
+ * count too large for MPI refused with the rank and the call. Every rank
+ * checks its own results; rank 0 prints TAP, with every rank's failures
+ * (the other ranks' stdout is not read). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/dist/dist.h"
+#include "tests/tap.h"
+
+/* Each check is decided on every rank, then combined (one failure fails it). */
+static int all_ok(const sg_dist *d, int mine)
+{
+    double bad = mine ? 0.0 : 1.0;
+    sg_error err = {0};
+    if (sg_dist_host_allreduce(d, &bad, 1, SG_COMM_SUM, &err))
+        return 0;
+    return bad == 0.0;
+}
+
+static void report(const sg_dist *d, int mine, const char *what)
+{
+    int good = all_ok(d, mine);
+    if (d->rank == 0)
+        ok(good, "%d ranks: %s", d->size, what);
+}
+
+static void world_of_one(const sg_dist *d)
+{
+    ok(d->rank == 0 && d->size == 1 && !d->mpi && sg_dist_comm(d) == NULL,
+       "no launcher: rank 0 of 1, MPI not started, no task collectives");
+    double v[2] = {3.0, -1.0};
+    sg_error err = {0};
+    ok(sg_dist_host_allreduce(d, v, 2, SG_COMM_SUM, &err) == 0 && v[0] == 3.0 && v[1] == -1.0,
+       "no launcher: the host all-reduce leaves the values as they are");
+}
+
+static void ranks(const sg_dist *d)
+{
+    const sg_comm *c = sg_dist_comm(d);
+    int R = d->size, r = d->rank;
+    char msg[256] = "";
+    report(d, c && c->rank == r && c->size == R, "the task collectives know the rank and size");
+
+    /* all-gather: rank q sends 5 bytes q*10 + i; everyone gets them rank-major */
+    unsigned char send[5], recv[5 * 16];
+    for (int i = 0; i < 5; i++)
+        send[i] = (unsigned char)(r * 10 + i);
+    int good = R <= 16 && c->allgather(c->impl, send, recv, 5, msg, sizeof msg) == 0;
+    for (int q = 0; good && q < R; q++)
+        for (int i = 0; i < 5; i++)
+            good &= recv[q * 5 + i] == (unsigned char)(q * 10 + i);
+    report(d, good, "all-gather: every rank's bytes, rank-major");
+
+    /* reduce-scatter: block b of rank q holds q + 1000 b + k; rank r gets block
+     * r summed: sum_q q + R (1000 r + k) */
+    enum { N = 7 };
+    float *s = malloc(sizeof(float) * N * (size_t)R), out[N];
+    for (int b = 0; b < R; b++)
+        for (int k = 0; k < N; k++)
+            s[b * N + k] = (float)(r + 1000 * b + k);
+    good = c->reduce_scatter(c->impl, s, out, N, msg, sizeof msg) == 0;
+    for (int k = 0; good && k < N; k++)
+        good &= out[k] == (float)(R * (R - 1) / 2 + R * (1000 * r + k));
+    free(s);
+    report(d, good, "reduce-scatter: rank r gets the sum of every rank's block r");
+
+    /* all-reduce in place: doubles summed, int32 max */
+    double dv[3] = {1.0, (double)r, 0.5 * r};
+    int32_t iv[2] = {r, -r};
+    good = c->allreduce(c->impl, dv, 3, SG_COMM_F64, SG_COMM_SUM, msg, sizeof msg) == 0 &&
+           c->allreduce(c->impl, iv, 2, SG_COMM_I32, SG_COMM_MAX, msg, sizeof msg) == 0;
+    good &= dv[0] == R && dv[1] == R * (R - 1) / 2 && dv[2] == 0.25 * R * (R - 1);
+    good &= iv[0] == R - 1 && iv[1] == 0;
+    report(d, good, "all-reduce: f64 sum and i32 max, in place");
+
+    /* the main thread's all-reduce */
+    double h = r + 1.0;
+    sg_error err = {0};
+    good = sg_dist_host_allreduce(d, &h, 1, SG_COMM_MAX, &err) == 0 && h == R;
+    report(d, good, "host all-reduce (max) on the main thread's communicator");
+
+    /* a count MPI cannot take: refused before any MPI call, naming rank and call */
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: MPI_Reduce_scatter_block:", r);
+    good = c->reduce_scatter(c->impl, NULL, NULL, (size_t)1 << 32, msg, sizeof msg) == SG_ENOTSUP &&
+           strncmp(msg, want, strlen(want)) == 0;
+    report(d, good, "more than INT_MAX elements: refused, the message names the rank and the call");
+    if (r == 0)
+        tap_diag("%s", msg);
+}
+
+int main(void)
+{
+    sg_dist d;
+    sg_error err = {0};
+    if (sg_dist_init(&d, &err)) {
+        printf("not ok 1 - sg_dist_init: %s\n1..1\n", err.msg);
+        sg_dist_abort(&d, 1);
+        sg_dist_finalize(&d);
+        return 1;
+    }
+    if (d.size == 1)
+        world_of_one(&d);
+    else
+        ranks(&d);
+    int rc = d.rank == 0 ? tap_done() : 0;
+    sg_dist_finalize(&d);
+    return rc;
+}
