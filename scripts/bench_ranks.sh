@@ -6,10 +6,11 @@
 #   scripts/bench_ranks.sh                       # ranks 1 and 2, 30 steps, ~6 min on 2 cores
 #   RANKS=1,2 STEPS=40 WARMUP=5 ROUNDS=2 scripts/bench_ranks.sh
 #
-# Workload: the default job (configs/default.json: tiny-llama, sequence 256,
-# fp32 AdamW, WarmupLR, clipping 1.0) with a global batch of GLOBAL (default 4)
-# sequences per step: R ranks of one sequence per micro-step and GLOBAL / R
-# accumulation steps each. Every rank runs on a core of its own, one thread:
+# Workload: the default job (configs/default.json: sequence 256, fp32 AdamW,
+# WarmupLR, clipping 1.0) on MODEL (default tiny-llama; bench-3m is issue 12's
+# benchmark model) with a global batch of GLOBAL (default 4) sequences per
+# step: R ranks of MICRO (default 1) sequences per micro-step and
+# GLOBAL / (R x MICRO) accumulation steps each. Every rank runs on a core of its own, one thread:
 #   stepgraph  `mpirun --bind-to core -np R ./stepgraph run ... --ncpus 1`, ZeRO
 #              stage 0 (all-reduce, what DDP does) and stage 3 (parameters,
 #              gradients and optimizer state partitioned, what FSDP does)
@@ -24,7 +25,7 @@
 # Prints a table (tokens/s of the best round, mean step ms) and, per rank
 # count, stepgraph's best row / the faster of DDP and FSDP.
 #
-# Environment: RANKS (default 1,2), GLOBAL (4), STEPS (30), WARMUP (5), ROUNDS
+# Environment: RANKS (default 1,2), MODEL (tiny-llama), MICRO (1), GLOBAL (4), STEPS (30), WARMUP (5), ROUNDS
 # (1), SYSTEM_PYTHON (/usr/bin/python3), and bench_venv.sh's BENCH_VENV,
 # BENCH_OFFLINE, BENCH_NO_VENV. Needs a built tree (./stepgraph) with MPI
 # support and Open MPI's mpirun.
@@ -41,6 +42,8 @@ cd "$REPO_ROOT"
 
 RANKS=${RANKS:-1,2}
 GLOBAL=${GLOBAL:-4}
+MICRO=${MICRO:-1}
+MODEL=${MODEL:-tiny-llama}
 STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-5}
 ROUNDS=${ROUNDS:-1}
@@ -50,14 +53,16 @@ CONFIG=configs/default.json
 say() { printf 'bench_ranks: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
-for v in GLOBAL STEPS WARMUP ROUNDS; do
+[ -f "models/$MODEL.json" ] || die "MODEL: no models/$MODEL.json"
+for v in GLOBAL MICRO STEPS WARMUP ROUNDS; do
 	case "${!v}" in '' | *[!0-9]*) die "$v must be a non-negative integer (got '${!v}')" ;; esac
 done
 [ "$WARMUP" -lt "$STEPS" ] || die "WARMUP ($WARMUP) must be below STEPS ($STEPS)"
 IFS=, read -r -a rank_list <<<"$RANKS"
 for r in "${rank_list[@]}"; do
 	case "$r" in '' | *[!0-9]*) die "RANKS: '$r' is not a rank count" ;; esac
-	[ "$r" -ge 1 ] && [ $((GLOBAL % r)) -eq 0 ] || die "RANKS: $r does not divide GLOBAL=$GLOBAL"
+	[ "$r" -ge 1 ] && [ "$MICRO" -ge 1 ] && [ $((GLOBAL % (r * MICRO))) -eq 0 ] ||
+		die "RANKS: $r ranks x MICRO=$MICRO does not divide GLOBAL=$GLOBAL"
 	[ "$r" -le "$(nproc)" ] || die "RANKS: $r ranks need $r cores (this machine has $(nproc)): a peer run oversubscribed is not a peer"
 done
 [ -x ./stepgraph ] || die "./stepgraph is not built (make stepgraph)"
@@ -84,10 +89,11 @@ run_sg() {
 	local r=$1 st=$2 k=$3 out="$tmp/sg-$1-$2.r$3.out"
 	say "round $k: stepgraph, $r rank(s), ZeRO-$st"
 	mpirun --bind-to core --map-by core -np "$r" ./stepgraph run "$CONFIG" \
-		--dp_size "$r" --ncpus 1 --steps "$STEPS" --bench_steps "$STEPS" \
+		--model "$MODEL" --dp_size "$r" --ncpus 1 --steps "$STEPS" --bench_steps "$STEPS" \
 		--warmup_steps "$WARMUP" --log_interval 1 \
 		--set "zero_optimization.stage=$st" \
-		--set "gradient_accumulation_steps=$((GLOBAL / r))" >"$out" 2>&1 ||
+		--set "train_micro_batch_size_per_gpu=$MICRO" \
+		--set "gradient_accumulation_steps=$((GLOBAL / (r * MICRO)))" >"$out" 2>&1 ||
 		{ say "stepgraph $r rank(s) ZeRO-$st failed:"; tail -n 5 "$out" >&2; }
 }
 
@@ -107,8 +113,8 @@ run_peer() {
 	for i in $(seq 0 $((r - 1))); do
 		env -u OMP_NUM_THREADS RANK="$i" LOCAL_RANK="$i" WORLD_SIZE="$r" MASTER_ADDR=127.0.0.1 \
 			MASTER_PORT="$port" "$py" tests/torch_train_bench.py --dist "${kind#*-}" --bind-rank \
-			--threads 1 --steps "$STEPS" --warmup "$WARMUP" --seq 256 --micro-batch 1 \
-			--accum "$((GLOBAL / r))" --seed 42 >"$out.$i" 2>"$out.err.$i" &
+			--threads 1 --steps "$STEPS" --warmup "$WARMUP" --seq 256 --micro-batch "$MICRO" \
+			--accum "$((GLOBAL / (r * MICRO)))" --model "models/$MODEL.json" --seed 42 >"$out.$i" 2>"$out.err.$i" &
 		pids+=($!)
 	done
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
@@ -145,8 +151,8 @@ best() {
 	echo "$line"
 }
 
-printf '\nbench_ranks: %s, global batch %d x 256 tokens, %d steps (%d warm-up), best of %d round(s); CPU: %s\n' \
-	"$CONFIG" "$GLOBAL" "$STEPS" "$WARMUP" "$ROUNDS" \
+printf '\nbench_ranks: %s, %s, global batch %d x 256 tokens (micro-batch %d per rank), %d steps (%d warm-up), best of %d round(s); CPU: %s\n' \
+	"$CONFIG" "$MODEL" "$GLOBAL" "$MICRO" "$STEPS" "$WARMUP" "$ROUNDS" \
 	"$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n1)"
 printf '%-6s %-36s %12s %12s %10s\n' ranks row tokens/s "mean ms" "step-1 loss"
 ref_loss="" status=0 summary=()
@@ -185,5 +191,5 @@ for r in "${rank_list[@]}"; do
 done
 echo
 for s in "${summary[@]}"; do echo "$s"; done
-echo "reproduce: RANKS=$RANKS GLOBAL=$GLOBAL STEPS=$STEPS WARMUP=$WARMUP ROUNDS=$ROUNDS scripts/bench_ranks.sh"
+echo "reproduce: RANKS=$RANKS MODEL=$MODEL MICRO=$MICRO GLOBAL=$GLOBAL STEPS=$STEPS WARMUP=$WARMUP ROUNDS=$ROUNDS scripts/bench_ranks.sh"
 exit "$status"
