@@ -239,4 +239,29 @@ bad_model norm_str '{"norm_topk_prob": "yes"}' "norm_topk_prob: \"yes\" is not t
 train tiles base --model tiny-moe --batch_tile 1
 [ "$(cat "$TMP/tiles.rc")" -ne 0 ] && grep -q "batch tiles are not supported" "$TMP/tiles.err"
 ok $? "batch tiles are refused for an MoE model, with the reason"
+# simulate: TFLOPS n/a for MoE and the active-parameter estimate, checked
+# against the formula c B s (2 P + 4 s q L) with P counted here from
+# tiny-moe.json (per layer: q, k, v, o, QK-norms, two RMSNorms, the router and
+# top-2 of the experts' gate/up/down; then the final norm and lm_head; the
+# input embedding is not a matmul)
+if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ]; then
+	n=$((n + 1))
+	echo "ok $n # SKIP simulate: stepgraph-sim not built (no SimGrid flavour of StarPU)"
+elif "$BIN" simulate "$SRC/configs/default.json" --model tiny-moe --machine gh200 --steps 1 \
+	>"$TMP/sim.out" 2>&1; then
+	awk 'BEGIN { H = 128; I = 128; kvw = 64; hd = 32; V = 256; L = 4; k = 2; E = 8
+		layer = 2 * H * H + 2 * H * kvw + 2 * hd + 2 * H + H * E + k * 3 * H * I
+		P = L * layer + H + V * H; q = H; B = 4; s = 256; c = 3 }
+		/Step time/ { ms = $3 }
+		/^  TFLOPS *n\/a \(MoE\)/ { na = 1 }
+		/Active TFLOPS/ { got = $3 }
+		END { want = c * B * s * (2 * P + 4 * s * q * L) / (ms * 1e-3) / 1e12
+			printf "# active TFLOPS %s, formula %.4f (P = %d, step %s ms)\n", got, want, P, ms
+			exit !(na && ms > 0 && got > 0 && (got - want) / want < 0.02 && (want - got) / want < 0.02) }' \
+		"$TMP/sim.out"
+	ok $? "simulate prints TFLOPS n/a for MoE and the active-parameter TFLOPS of the formula"
+else
+	sed 's/^/# /' "$TMP/sim.out" | tail -5
+	ok 1 "simulate prints TFLOPS n/a for MoE and the active-parameter TFLOPS of the formula"
+fi
 echo "1..$n"

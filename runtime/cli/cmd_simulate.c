@@ -28,7 +28,8 @@ static void simulate_help(void)
            "measured, from the history StarPU recorded there. StarPU moves data between\n"
            "host and GPU memory over the modelled links as it would for real.\n"
            "\n"
-           "Prints the predicted step time, TFLOPS (Megatron-LM formula, per GPU), GPU busy\n"
+           "Prints the predicted step time, TFLOPS (Megatron-LM formula, per GPU; MoE: n/a\n"
+           "and the active-parameter TFLOPS, labelled), GPU busy\n"
            "share, the share of CPU Adam time hidden under GPU work, and bytes and time per\n"
            "link direction. A step whose peak memory exceeds the machine's is reported as\n"
            "not fitting, with the numbers, instead of a time.\n"
@@ -105,6 +106,22 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
         if (m->gpu_count > 0)
             printf(" (MFU %.1f%% of %.0f TFLOP/s)", 100 * r->tflops / peak, peak);
         printf("\n");
+    }
+    const sg_model *mo = &pt->model;
+    if (mo->num_experts > 0) {
+        /* MoE: the dense formula does not apply (n/a, as the step log); the
+         * active-parameter estimate is labelled as such */
+        double act = sg_step_active_tflops(sg_model_active_params(mo), sg_model_unit_params(mo, 0),
+                                           mo->tie_word_embeddings, mo->num_layers,
+                                           mo->num_heads * mo->head_dim,
+                                           s->micro_batch * s->grad_accum, s->seq_len,
+                                           s->activation_checkpointing, r->step_s);
+        printf("  TFLOPS                  n/a (MoE)\n");
+        double np = (double)sg_model_active_params(mo);
+        if (isfinite(act))
+            printf("  Active TFLOPS     %9.2f per %s (%.2f %s active parameters)\n", act,
+                   m->gpu_count > 0 ? "GPU" : "rank", np >= 1e9 ? np / 1e9 : np / 1e6,
+                   np >= 1e9 ? "B" : "M");
     }
     if (r->ncuda > 0)
         printf("  GPU busy          %9.1f %%\n", 100 * r->gpu_busy);
