@@ -1,0 +1,193 @@
+#!/bin/sh
+# test_ranks_checkpoint.sh - checkpoints with several ranks (docs/ranks.md,
+# "Checkpoints"): 2 ranks save (each its optimizer partition, rank 0 the
+# gathered weights) and resume; compared with independent readers
+# (tests/ranks_compare.py on the metrics, tests/ckpt_compare.py on the
+# weights file):
+# - the layout (latest, model.safetensors, one optim.rank<r>-of-2 per rank,
+#   no state.safetensors, no leftover);
+# - resume with the same dp: the losses and norms of the uninterrupted run,
+#   bit for bit (ZeRO 3 with gathered and persistent units, accumulation 2;
+#   ZeRO 2 saved as bf16: the fp32 masters come from the partitions);
+# - the gathered weights file equals the 1-rank run's (same global batch,
+#   3 steps): relative L2 difference within 1e-6 over the whole model, 1e-5
+#   per tensor (the runs differ by the rounding of the gradient sums, which
+#   Adam's normalisation amplifies for near-zero gradients);
+# - another dp, same global batch: 2 ranks of micro 3 resumed by 3 ranks of
+#   micro 2, and 2 ranks of micro 1 by 1 rank of micro 2, continue the
+#   uninterrupted run within 1e-5; another global batch is refused naming
+#   both dp values;
+# - a missing, truncated, foreign or inconsistent partition is refused
+#   naming the file;
+# - 2 ranks start from a plain weights file as 1 rank does.
+# Skips without mpirun or MPI support. Prints TAP.
+set -u
+SG_TEST_NAME=ranks_ck
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+
+MPIRUN_BIN=$(command -v mpirun || true)
+if [ -z "$MPIRUN_BIN" ]; then
+	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+	exit 0
+fi
+if "$BIN" run --help | grep -q "This build has no MPI support"; then
+	echo "1..0 # SKIP stepgraph was built without MPI support"
+	exit 0
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_mpi_yield_when_idle=1 STARPU_WORKERS_NOBIND=1
+export STEPGRAPH_MODELS_DIR=${STEPGRAPH_MODELS_DIR:-$SRC/models}
+cat >"$TMP/rank.sh" <<'SHEOF'
+export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
+mkdir -p "$STARPU_HOME"
+exec "$@"
+SHEOF
+
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+ds() { # ds NAME MICRO ACCUM ZERO-JSON
+	cat >"$TMP/$1.json" <<JEOF
+{"train_micro_batch_size_per_gpu": $2, "gradient_accumulation_steps": $3,
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
+ "gradient_clipping": 1.0, "zero_optimization": $4}
+JEOF
+}
+# run NAME NP DS ARGS...: NP ranks under mpirun (NP 0: one process, no mpirun)
+run() {
+	name=$1 np=$2 cfg=$3
+	shift 3
+	if [ "$np" -eq 0 ]; then
+		"$BIN" run "$TMP/$cfg.json" --max_length 32 --ncpus 1 --metrics "$TMP/$name.jsonl" \
+			"$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+	else
+		timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np "$np" \
+			sh "$TMP/rank.sh" "$BIN" run "$TMP/$cfg.json" --dp_size "$np" --max_length 32 \
+			--ncpus 1 --metrics "$TMP/$name.jsonl" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+	fi
+	echo $? >"$TMP/$name.rc"
+}
+# tail_of FULL K: the steps after K of FULL's metrics, into FULL.tail.jsonl
+tail_of() {
+	tail -n +$(($2 + 1)) "$TMP/$1.jsonl" >"$TMP/$1.tail.jsonl"
+}
+# same FULL RESUMED RTOL: both ran; RESUMED's steps = FULL's last ones
+same() {
+	[ "$(cat "$TMP/$1.rc")" = 0 ] && [ "$(cat "$TMP/$2.rc")" = 0 ] &&
+		"$PY" "$SRC/tests/ranks_compare.py" "$TMP/$1.tail.jsonl" "$TMP/$2.jsonl" "$3" \
+			>"$TMP/$2.cmp" 2>&1
+	s=$?
+	[ $s -eq 0 ] || cat "$TMP/$2.cmp" "$TMP/$1.err" "$TMP/$2.err" | head -20 | sed 's/^/# /'
+	sed 's/^/# /' "$TMP/$2.cmp"
+	return $s
+}
+
+echo "1..13"
+# 1-3. ZeRO 3 (gathered units sharded, the small ones persistent and whole),
+# accumulation 2: 6 steps, against 3 saved + 3 resumed
+ds z3 1 2 '{"stage": 3}'
+run z3_full 2 z3 --steps 6
+run z3_a 2 z3 --steps 3 --save "$TMP/ck3"
+CK=$TMP/ck3/step-00000003
+[ "$(cat "$TMP/z3_a.rc")" = 0 ] && [ "$(cat "$TMP/ck3/latest")" = step-00000003 ] &&
+	[ -f "$CK/model.safetensors" ] && [ -f "$CK/config.json" ] &&
+	[ -f "$CK/optim.rank0-of-2.safetensors" ] && [ -f "$CK/optim.rank1-of-2.safetensors" ] &&
+	! [ -e "$CK/state.safetensors" ] && [ "$(ls -A "$TMP/ck3" | wc -l)" -eq 2 ] &&
+	[ "$(ls "$CK" | wc -l)" -eq 4 ]
+ok $? "2 ranks save: latest, config.json, model.safetensors, optim.rank0-of-2 and optim.rank1-of-2, nothing else"
+run z3_b 2 z3 --steps 3 --load "$TMP/ck3"
+tail_of z3_full 3
+same z3_full z3_b 0 && grep -q "^Step 4 |" "$TMP/z3_b.out"
+ok $? "ZeRO 3, 2 ranks: saved at step 3, resumed to 6: steps 4-6 as uninterrupted, bit for bit"
+ds z3one 2 2 '{"stage": 3}'
+run z3_one 0 z3one --steps 3 --save "$TMP/ck1"
+[ "$(cat "$TMP/z3_one.rc")" = 0 ] &&
+	"$PY" "$SRC/tests/ckpt_compare.py" "$CK/model.safetensors" \
+		"$TMP/ck1/step-00000003/model.safetensors" 1e-6 1e-5 >"$TMP/w.cmp" 2>&1
+s=$?
+sed 's/^/# /' "$TMP/w.cmp"
+ok $s "gathered weights file of 2 ranks = 1 rank's (micro 2): whole model within 1e-6, each tensor 1e-5 (relative L2)"
+
+# 4. ZeRO 2 saved as bf16: the weights file is rounded, the masters are not
+ds z2 1 1 '{"stage": 2}'
+run z2_full 2 z2 --steps 6
+run z2_a 2 z2 --steps 3 --save "$TMP/ckb" --save_dtype bf16
+run z2_b 2 z2 --steps 3 --load "$TMP/ckb"
+tail_of z2_full 3
+same z2_full z2_b 0
+ok $? "ZeRO 2, 2 ranks, saved as bf16: resumed steps 4-6 bit for bit (fp32 masters in the partitions)"
+
+# 5-6. another dp, the same global batch
+ds m3 3 1 '{"stage": 2}'
+ds m2 2 1 '{"stage": 2}'
+run m3_full 2 m3 --steps 6
+run m3_a 2 m3 --steps 3 --save "$TMP/ckm"
+run m3_b 3 m2 --steps 3 --load "$TMP/ckm"
+tail_of m3_full 3
+same m3_full m3_b 1e-5 && grep -q "^Step 4 |" "$TMP/m3_b.out"
+ok $? "2 ranks of micro 3 saved at step 3, resumed by 3 ranks of micro 2: steps 4-6 within 1e-5"
+ds z2two 2 2 '{"stage": 2}'
+run r1 0 z2two --steps 3 --load "$TMP/ck3"
+tail_of z3_full 3
+same z3_full r1 1e-5 && grep -q "^Step 4 |" "$TMP/r1.out"
+ok $? "2 ranks of micro 1 (ZeRO 3) resumed by 1 rank of micro 2 (ZeRO 2): steps 4-6 within 1e-5"
+
+# 7. another global batch: refused on every rank, naming both dp values
+run bad 3 z3 --steps 1 --load "$TMP/ck3"
+[ "$(cat "$TMP/bad.rc")" != 0 ] && [ "$(cat "$TMP/bad.rc")" != 124 ] &&
+	grep -q "rank [012]: .*micro batch x dp_size: here 1 x 3; the checkpoint was written by dp_size 2" "$TMP/bad.err" &&
+	! grep -q "^Step" "$TMP/bad.out"
+ok $? "3 ranks of micro 1 from a 2-rank checkpoint of micro 1: refused naming dp 3 and dp 2"
+
+# 8-10. a missing or corrupt partition: refused naming the file
+cp -r "$TMP/ck3" "$TMP/ckmiss"
+rm "$TMP/ckmiss/step-00000003/optim.rank1-of-2.safetensors"
+run miss 2 z3 --steps 1 --load "$TMP/ckmiss"
+[ "$(cat "$TMP/miss.rc")" != 0 ] && [ "$(cat "$TMP/miss.rc")" != 124 ] &&
+	grep -q "optim.rank1-of-2.safetensors is missing" "$TMP/miss.err"
+ok $? "missing optim.rank1-of-2.safetensors: refused naming it"
+cp -r "$TMP/ck3" "$TMP/ckcut"
+f=$TMP/ckcut/step-00000003/optim.rank1-of-2.safetensors
+head -c 100000 "$f" >"$f.cut" && mv "$f.cut" "$f"
+run cut 2 z3 --steps 1 --load "$TMP/ckcut"
+[ "$(cat "$TMP/cut.rc")" != 0 ] && [ "$(cat "$TMP/cut.rc")" != 124 ] &&
+	grep -q "optim.rank1-of-2.safetensors" "$TMP/cut.err" && ! grep -q "^Step" "$TMP/cut.out"
+ok $? "truncated optim.rank1-of-2.safetensors: refused naming it"
+# a partition of another run (ZeRO 2: every unit sharded) in rank 1's place
+cp -r "$TMP/ck3" "$TMP/ckmix"
+cp "$TMP/ckm/step-00000003/optim.rank1-of-2.safetensors" "$TMP/ckmix/step-00000003/"
+run mix 0 z3one --steps 1 --load "$TMP/ckmix"
+[ "$(cat "$TMP/mix.rc")" != 0 ] && grep -q "optim.rank1-of-2.safetensors: unit .*starts at element" "$TMP/mix.err" &&
+	! grep -q "^Step" "$TMP/mix.out"
+ok $? "rank 1's partition from another run (other layout): refused naming it"
+# rank 0's partition with unit 1's offset moved: the partitions do not tile it
+cp -r "$TMP/ck3" "$TMP/ckgap"
+"$PY" - "$TMP/ckgap/step-00000003/optim.rank0-of-2.safetensors" <<'PYEOF'
+import struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = b[8:8 + n]
+h2 = h.replace(b'"unit.1.offset":"0"', b'"unit.1.offset":"1"')
+assert h2 != h, h[:200]
+open(p, "wb").write(b[:8] + h2 + b[8 + n:])
+PYEOF
+run gap 0 z3one --steps 1 --load "$TMP/ckgap"
+[ "$(cat "$TMP/gap.rc")" != 0 ] && grep -q "optim.rank0-of-2.safetensors: unit 1: this partition starts at element 1" "$TMP/gap.err" &&
+	! grep -q "^Step" "$TMP/gap.out"
+ok $? "partitions that do not tile a unit (an offset moved): refused naming the file"
+
+# 11. a plain weights file: every rank reads it and takes its shard
+run wone 0 z3one --steps 3 --load "$TMP/ck1/step-00000003/model.safetensors"
+run wtwo 2 z3 --steps 3 --load "$TMP/ck1/step-00000003/model.safetensors"
+cp "$TMP/wone.jsonl" "$TMP/wone.tail.jsonl"
+same wone wtwo 1e-5 && ! grep -q "^Step 4 |" "$TMP/wtwo.out"
+ok $? "2 ranks from a weights file = 1 rank from it (micro 2) within 1e-5, a new run (step 1)"
+# 12. a Hugging Face directory (its config.json)
+run hone 0 z3one --steps 3 --load "$TMP/ck3/step-00000003/config.json"
+run htwo 2 z3 --steps 3 --load "$TMP/ck3/step-00000003/config.json"
+cp "$TMP/hone.jsonl" "$TMP/hone.tail.jsonl"
+same hone htwo 1e-5
+ok $? "2 ranks from a Hugging Face directory (a 2-rank step's config.json) = 1 rank within 1e-5"
