@@ -19,7 +19,9 @@
 #   both dp values;
 # - a missing, truncated, foreign or inconsistent partition is refused
 #   naming the file;
-# - 2 ranks start from a plain weights file as 1 rank does.
+# - 2 ranks start from a plain weights file as 1 rank does;
+# - a save that fails on rank 1 only (file-size limit, as a full disk) fails
+#   on every rank, `latest` still naming the previous checkpoint.
 # Skips without mpirun or MPI support. Prints TAP.
 set -u
 SG_TEST_NAME=ranks_ck
@@ -84,7 +86,7 @@ same() {
 	return $s
 }
 
-echo "1..13"
+echo "1..14"
 # 1-3. ZeRO 3 (gathered units sharded, the small ones persistent and whole),
 # accumulation 2: 6 steps, against 3 saved + 3 resumed
 ds z3 1 2 '{"stage": 3}'
@@ -191,3 +193,25 @@ run htwo 2 z3 --steps 3 --load "$TMP/ck3/step-00000003/config.json"
 cp "$TMP/hone.jsonl" "$TMP/hone.tail.jsonl"
 same hone htwo 1e-5
 ok $? "2 ranks from a Hugging Face directory (a 2-rank step's config.json) = 1 rank within 1e-5"
+
+# 14. rank 1 alone runs out of room while writing its partition: every rank
+# fails, naming rank 1's file; `latest` still names step 3, which resumes
+cp -r "$TMP/ck3" "$TMP/ckfull"
+cat >"$TMP/rankfs.sh" <<'SHEOF'
+export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
+mkdir -p "$STARPU_HOME"
+trap '' XFSZ
+[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && exec prlimit --fsize=1000000 "$@"
+exec "$@"
+SHEOF
+timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rankfs.sh" "$BIN" run \
+	"$TMP/z3.json" --dp_size 2 --max_length 32 --ncpus 1 --steps 1 --load "$TMP/ckfull" \
+	--save "$TMP/ckfull" >"$TMP/full.out" 2>"$TMP/full.err"
+rc=$?
+run full_b 2 z3 --steps 3 --load "$TMP/ckfull"
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank 1: .*optim.rank1-of-2.safetensors" "$TMP/full.err" &&
+	[ "$(cat "$TMP/ckfull/latest")" = step-00000003 ] && ! [ -e "$TMP/ckfull/step-00000004" ] &&
+	same z3_full full_b 0
+s=$?
+[ $s -eq 0 ] || sed 's/^/# /' "$TMP/full.err" | head -5
+ok $s "a save failing on rank 1 only (file-size limit): refused naming its file, latest still step 3, which resumes bit for bit"
