@@ -20,6 +20,8 @@
 # - a missing, truncated, foreign or inconsistent partition is refused
 #   naming the file;
 # - 2 ranks start from a plain weights file as 1 rank does;
+# - save_interval with 2 steps in flight: every checkpoint kept, and a step
+#   directory named directly resumes bit for bit;
 # - a save that fails on rank 1 only (file-size limit, as a full disk) fails
 #   on every rank, `latest` still naming the previous checkpoint.
 # Skips without mpirun or MPI support. Prints TAP.
@@ -86,7 +88,7 @@ same() {
 	return $s
 }
 
-echo "1..14"
+echo "1..15"
 # 1-3. ZeRO 3 (gathered units sharded, the small ones persistent and whole),
 # accumulation 2: 6 steps, against 3 saved + 3 resumed
 ds z3 1 2 '{"stage": 3}'
@@ -215,3 +217,13 @@ run full_b 2 z3 --steps 3 --load "$TMP/ckfull"
 s=$?
 [ $s -eq 0 ] || sed 's/^/# /' "$TMP/full.err" | head -5
 ok $s "a save failing on rank 1 only (file-size limit): refused naming its file, latest still step 3, which resumes bit for bit"
+
+# 15. save_interval 2, lookahead 2, 6 steps: step-2, -4 and -6 kept; step-2
+# named directly (not through latest) resumes bit for bit
+run iv 2 z3 --steps 6 --save "$TMP/ckiv" --save_interval 2 --save_keep 0 --lookahead 2
+run iv_b 2 z3 --steps 4 --load "$TMP/ckiv/step-00000002"
+tail_of z3_full 2
+[ "$(cat "$TMP/ckiv/latest")" = step-00000006 ] &&
+	[ "$(ls "$TMP/ckiv" | tr '\n' ' ')" = "latest step-00000002 step-00000004 step-00000006 " ] &&
+	same z3_full iv_b 0 && grep -q "^Step 3 |" "$TMP/iv_b.out"
+ok $? "save_interval 2 with lookahead 2: steps 2, 4, 6 saved; step-00000002 named directly resumes steps 3-6 bit for bit"
