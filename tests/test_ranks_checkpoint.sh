@@ -20,6 +20,9 @@
 # - a missing, truncated, foreign or inconsistent partition is refused
 #   naming the file;
 # - 2 ranks start from a plain weights file as 1 rank does;
+# - SuperOffload (optimizer offloaded in sub-groups) and fp16 with dynamic
+#   loss scaling while steps overflow (the scaler's state per rank file):
+#   resumed bit for bit, the skipped steps and scales too;
 # - save_interval with 2 steps in flight: every checkpoint kept, and a step
 #   directory named directly resumes bit for bit;
 # - a save that fails on rank 1 only (file-size limit, as a full disk) fails
@@ -88,7 +91,7 @@ same() {
 	return $s
 }
 
-echo "1..15"
+echo "1..17"
 # 1-3. ZeRO 3 (gathered units sharded, the small ones persistent and whole),
 # accumulation 2: 6 steps, against 3 saved + 3 resumed
 ds z3 1 2 '{"stage": 3}'
@@ -227,3 +230,32 @@ tail_of z3_full 2
 	[ "$(ls "$TMP/ckiv" | tr '\n' ' ')" = "latest step-00000002 step-00000004 step-00000006 " ] &&
 	same z3_full iv_b 0 && grep -q "^Step 3 |" "$TMP/iv_b.out"
 ok $? "save_interval 2 with lookahead 2: steps 2, 4, 6 saved; step-00000002 named directly resumes steps 3-6 bit for bit"
+
+# 16. SuperOffload (CPU Adam on sub-groups of each rank's partition)
+ds so 1 1 '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu", "super_offload": true}}'
+run so_full 2 so --steps 8
+run so_a 2 so --steps 4 --save "$TMP/ckso"
+run so_b 2 so --steps 4 --load "$TMP/ckso"
+tail_of so_full 4
+same so_full so_b 0
+ok $? "SuperOffload, 2 ranks: saved at step 4, resumed to 8: steps 5-8 bit for bit"
+# 17. fp16, dynamic scale 2^22: steps overflow and are skipped around the save
+cat >"$TMP/fp.json" <<JEOF
+{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
+ "gradient_clipping": 1.0, "zero_optimization": {"stage": 3},
+ "fp16": {"enabled": true, "initial_scale_power": 22, "hysteresis": 2, "loss_scale_window": 2}}
+JEOF
+run fp_full 2 fp --steps 8
+run fp_a 2 fp --steps 4 --save "$TMP/ckfp"
+run fp_b 2 fp --steps 4 --load "$TMP/ckfp"
+[ "$(cat "$TMP/fp_full.rc")" = 0 ] && [ "$(cat "$TMP/fp_b.rc")" = 0 ] &&
+	"$PY" - "$TMP/fp_full.jsonl" "$TMP/fp_b.jsonl" <<'PYEOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])][4:]
+b = [json.loads(l) for l in open(sys.argv[2])]
+key = lambda r: (r["step"], r["skipped"], r["loss_scale"], r["loss"], r["grad_norm"])
+assert len(a) == 4 and [key(r) for r in a] == [key(r) for r in b], (a, b)
+assert any(r["skipped"] for r in a), "no step skipped: the check would not test the scaler"
+PYEOF
+ok $? "fp16 dynamic scale, 2 ranks: resumed steps 5-8 skip and scale as uninterrupted, same losses"
