@@ -39,6 +39,9 @@ static void world_of_one(const sg_dist *d)
     sg_error err = {0};
     ok(sg_dist_host_allreduce(d, v, 2, SG_COMM_SUM, &err) == 0 && v[0] == 3.0 && v[1] == -1.0,
        "no launcher: the host all-reduce leaves the values as they are");
+    float f[3] = {1.5f, -2.0f, 7.0f}, g[3] = {0};
+    ok(sg_dist_host_gather(d, f, g, 3, &err) == 0 && g[0] == 1.5f && g[1] == -2.0f && g[2] == 7.0f,
+       "no launcher: the host gather copies the values");
 }
 
 static void ranks(const sg_dist *d)
@@ -85,6 +88,16 @@ static void ranks(const sg_dist *d)
     sg_error err = {0};
     good = sg_dist_host_allreduce(d, &h, 1, SG_COMM_MAX, &err) == 0 && h == R;
     report(d, good, "host all-reduce (max) on the main thread's communicator");
+
+    /* the main thread's gather: rank q sends 3 floats 100 q + k; rank 0 gets them rank-major */
+    float gs[3], gr[3 * 16];
+    for (int k = 0; k < 3; k++)
+        gs[k] = (float)(100 * r + k);
+    good = R <= 16 && sg_dist_host_gather(d, gs, r == 0 ? gr : NULL, 3, &err) == 0;
+    for (int q = 0; good && r == 0 && q < R; q++)
+        for (int k = 0; k < 3; k++)
+            good &= gr[q * 3 + k] == (float)(100 * q + k);
+    report(d, good, "host gather to rank 0, rank-major, on the main thread's communicator");
 
     /* a count MPI cannot take: refused before any MPI call, naming rank and call */
     char want[64];

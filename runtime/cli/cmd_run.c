@@ -46,8 +46,10 @@ static void run_help(void)
            "dp_size must equal N. Each rank trains its ZeRO shard on CPU workers; the\n"
            "logged loss and gradient norm are over all ranks; rank 0 alone prints the log\n"
            "and writes --metrics, --trace and --report. An error on one rank prints\n"
-           "`stepgraph: rank R: ...` and ends every rank. Not yet with several ranks:\n"
-           "CUDA workers, checkpoints (save/load), calibrate.%s\n"
+           "`stepgraph: rank R: ...` and ends every rank. --save: each rank writes its\n"
+           "optimizer partition, rank 0 the gathered weights; --load resumes with the\n"
+           "same or another dp_size of the same global micro batch. Not yet with several\n"
+           "ranks: CUDA workers, calibrate.%s\n"
            "\n", sg_dist_available() ? "" : "\nThis build has no MPI support: dp_size > 1 is refused.");
     sg_cli_print_run_flags();
 }

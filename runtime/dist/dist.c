@@ -184,6 +184,26 @@ int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg
     return rc ? sg_error_set(err, rc, "%s", msg) : SG_OK;
 }
 
+int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t count,
+                        sg_error *err)
+{
+    if (!d || !d->mpi || d->size == 1) {
+        memcpy(recv, send, count * sizeof(float));
+        return SG_OK;
+    }
+    dist_impl *p = d->impl;
+    char msg[SG_ERROR_MSG_MAX];
+    int rc = count_ok(d->rank, count, "MPI_Gather", msg, sizeof msg);
+    if (rc)
+        return sg_error_set(err, rc, "%s", msg);
+    rc = MPI_Gather(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, 0, p->host);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail(d->rank, rc, "MPI_Gather", msg, sizeof msg);
+        return sg_error_set(err, SG_EIO, "%s", msg);
+    }
+    return SG_OK;
+}
+
 void sg_dist_abort(const sg_dist *d, int code)
 {
     if (d && d->mpi && d->size > 1)
@@ -212,6 +232,14 @@ void sg_dist_finalize(sg_dist *d)
 int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg_error *err)
 {
     (void)d, (void)v, (void)n, (void)op, (void)err;
+    return SG_OK;
+}
+
+int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t count,
+                        sg_error *err)
+{
+    (void)d, (void)err;
+    memcpy(recv, send, count * sizeof(float));
     return SG_OK;
 }
 

@@ -52,6 +52,12 @@ const sg_comm *sg_dist_comm(const sg_dist *d);
  * with a worker waiting in the next step's collective (docs/ranks.md). */
 int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg_error *err);
 
+/* Main thread only, same rule as sg_dist_host_allreduce: every rank's
+ * send[0..count) end to end into rank 0's recv (count x size floats; recv
+ * is not used on the other ranks). With one rank, a copy. */
+int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t count,
+                        sg_error *err);
+
 /* Ends every rank (MPI_Abort); returns only with one rank or without MPI. */
 void sg_dist_abort(const sg_dist *d, int code);
 

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "runtime/io/checkpoint.h"
 
+#include "runtime/io/checkpoint_parts.h"
 #include "runtime/io/hf_dir.h"
 
 #include <dirent.h>
@@ -143,12 +144,12 @@ static int write_latest(const char *dir, const char *tag, sg_error *err)
     return sg_atomic_commit(&f, err);
 }
 
-static int save_files(const char *dir, const sg_weights *w, const sg_train_state *st,
-                      const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes,
-                      sg_error *err)
+int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t step_no,
+                                const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes,
+                                sg_error *err)
 {
     char path[SG_PATH_MAX + 32], step[32];
-    snprintf(step, sizeof step, "%" PRId64, st->step);
+    snprintf(step, sizeof step, "%" PRId64, step_no);
     sg_st_meta meta[] = {{"step", step}, {"model", m->name}};
     /* config.json beside the weights: the step directory is a Hugging Face
      * model directory too */
@@ -162,7 +163,16 @@ static int save_files(const char *dir, const sg_weights *w, const sg_train_state
     else
         rc = sg_atomic_write_text(path, config, err);
     cJSON_free(config);
-    if (rc || (rc = sg_weights_save_hf(w, dir, weights_dtype, meta, 2, shard_bytes, err)))
+    return rc ? rc : sg_weights_save_hf(w, dir, weights_dtype, meta, 2, shard_bytes, err);
+}
+
+static int save_files(const char *dir, const sg_weights *w, const sg_train_state *st,
+                      const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes,
+                      sg_error *err)
+{
+    char path[SG_PATH_MAX + 32];
+    int rc = sg_checkpoint_write_weights(dir, w, st->step, m, weights_dtype, shard_bytes, err);
+    if (rc)
         return rc;
     join(path, sizeof path, dir, "state.safetensors");
     if ((rc = sg_train_state_save(st, path, m->name, err)))
@@ -172,27 +182,50 @@ static int save_files(const char *dir, const sg_weights *w, const sg_train_state
     return SG_OK;
 }
 
-int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
-                       const sg_model *m, sg_dtype weights_dtype, int64_t keep_last,
-                       int64_t shard_bytes, sg_error *err)
+/* tmp: the directory a save of step writes into; final: its step's name. */
+static int stage_paths(const char *dir, int64_t step, long id, char *tmp, char *old, char *final,
+                       size_t n, sg_error *err)
 {
-    if (mkdir(dir, 0777) && errno != EEXIST)
+    char tag[64];
+    snprintf(tag, sizeof tag, SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, step);
+    if (snprintf(tmp, n, "%s/" SG_CHECKPOINT_TMP_PREFIX "%s-%ld", dir, tag, id) >= (int)n ||
+        snprintf(old, n, "%s/" SG_CHECKPOINT_TMP_PREFIX "old-%s-%ld", dir, tag, id) >= (int)n ||
+        join(final, n, dir, tag))
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
+    return SG_OK;
+}
+
+int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp,
+                        size_t size, sg_error *err)
+{
+    char t[SG_PATH_MAX + 96], old[SG_PATH_MAX + 96], final[SG_PATH_MAX + 96];
+    if (create && mkdir(dir, 0777) && errno != EEXIST)
         return sg_error_set(err, SG_EIO, "cannot create checkpoint directory %s: %s", dir,
                             strerror(errno));
-    char tag[64], tmp[SG_PATH_MAX + 96], final[SG_PATH_MAX + 96], old[SG_PATH_MAX + 96];
-    snprintf(tag, sizeof tag, SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, st->step);
-    long pid = (long)getpid();
-    if (snprintf(tmp, sizeof tmp, "%s/" SG_CHECKPOINT_TMP_PREFIX "%s-%ld", dir, tag, pid) >=
-            (int)sizeof tmp ||
-        snprintf(old, sizeof old, "%s/" SG_CHECKPOINT_TMP_PREFIX "old-%s-%ld", dir, tag, pid) >=
-            (int)sizeof old ||
-        join(final, sizeof final, dir, tag))
+    int rc = stage_paths(dir, step, id, t, old, final, sizeof t, err);
+    if (rc)
+        return rc;
+    if (strlen(t) >= size)
         return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
-    /* 1. the new checkpoint, complete and synced, beside the current one */
-    remove_step_dir(tmp);
-    if (mkdir(tmp, 0777))
-        return sg_error_set(err, SG_EIO, "cannot create %s: %s", tmp, strerror(errno));
-    int rc = save_files(tmp, w, st, m, weights_dtype, shard_bytes, err);
+    snprintf(tmp, size, "%s", t);
+    if (!create)
+        return SG_OK;
+    remove_step_dir(t);
+    if (mkdir(t, 0777))
+        return sg_error_set(err, SG_EIO, "cannot create %s: %s", t, strerror(errno));
+    return SG_OK;
+}
+
+int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_last,
+                         sg_error *err)
+{
+    char tmp[SG_PATH_MAX + 96], old[SG_PATH_MAX + 96], final[SG_PATH_MAX + 96], tag[64];
+    int rc = stage_paths(dir, step, id, tmp, old, final, sizeof tmp, err);
+    if (rc)
+        return rc;
+    snprintf(tag, sizeof tag, SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, step);
+    if (sync_dir(tmp))
+        rc = sg_error_set(err, SG_EIO, "%s: cannot sync: %s", tmp, strerror(errno));
     /* 2. under its step's name (a same-step directory moves aside first) */
     if (!rc && exists(final) && rename(final, old))
         rc = sg_error_set(err, SG_EIO, "cannot move %s aside: %s", final, strerror(errno));
@@ -210,8 +243,30 @@ int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_stat
         return rc;
     }
     /* 4. only now the old ones go */
-    prune(dir, st->step, keep_last);
+    prune(dir, step, keep_last);
     return SG_OK;
+}
+
+void sg_checkpoint_abandon(const char *tmp)
+{
+    remove_step_dir(tmp);
+}
+
+int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
+                       const sg_model *m, sg_dtype weights_dtype, int64_t keep_last,
+                       int64_t shard_bytes, sg_error *err)
+{
+    char tmp[SG_PATH_MAX + 96];
+    long id = (long)getpid();
+    /* 1. the new checkpoint, complete and synced, beside the current one */
+    int rc = sg_checkpoint_stage(dir, st->step, id, 1, tmp, sizeof tmp, err);
+    if (rc)
+        return rc;
+    if ((rc = save_files(tmp, w, st, m, weights_dtype, shard_bytes, err))) {
+        remove_step_dir(tmp);
+        return rc;
+    }
+    return sg_checkpoint_commit(dir, st->step, id, keep_last, err);
 }
 
 /* The checkpoint directory `dir` stands for: the one its pointer file names,
@@ -257,7 +312,7 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
         dir[len - 12] = '\0';
     /* DIR/config.json: that directory's weights, even in a checkpoint's step
      * directory (to start a new run from them) */
-    if (is_dir(dir) && (config_named || sg_hf_dir_is_model(dir))) {
+    if (is_dir(dir) && (config_named || (sg_hf_dir_is_model(dir) && !sg_checkpoint_parts_dp(dir)))) {
         *resumed = 0;
         int rc = sg_weights_load_hf_dir(dir, m, w, warn, err);
         if (!rc && (rc = sg_train_state_alloc(st, m, err)))
@@ -275,6 +330,8 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
     if (rc)
         return rc;
     join(spath, sizeof spath, dir, "state.safetensors");
+    /* written by several ranks: optimizer partitions instead of the state */
+    int parts = exists(spath) ? 0 : sg_checkpoint_parts_dp(dir);
     /* the weights: model.safetensors, or shards and their index */
     sg_st_set set;
     if ((rc = sg_hf_dir_open(dir, &set, err)))
@@ -284,7 +341,11 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
         sg_st_set_close(&set);
         return rc;
     }
-    if ((rc = sg_train_state_load(spath, m, st, err))) {
+    if (parts)
+        rc = sg_checkpoint_read_parts(dir, parts, m, w, st, err);
+    else
+        rc = sg_train_state_load(spath, m, st, err);
+    if (rc) {
         sg_st_set_close(&set);
         sg_weights_free(w);
         return rc;
@@ -322,9 +383,14 @@ uint64_t sg_config_resume_hash(const sg_config *cfg)
 {
     const sg_ds_config *ds = &cfg->ds;
     const sg_run_options *r = &cfg->run;
-    int64_t ints[] = {r->max_length, ds->train_micro_batch_size_per_gpu,
+    /* the global micro batch (micro batch x ranks), not each: dp ranks of
+     * micro batch B read and compute what one rank of micro batch dp x B
+     * does, so a checkpoint resumes under another dp of the same global
+     * batch (the last slot was dp_size, 1 in every one-rank checkpoint) */
+    int64_t ints[] = {r->max_length,
+                      ds->train_micro_batch_size_per_gpu * (r->dp_size > 1 ? r->dp_size : 1),
                       ds->gradient_accumulation_steps, ds->bf16.enabled, ds->fp16.enabled,
-                      r->seed, r->dp_size};
+                      r->seed, 1};
     uint64_t h = 1469598103934665603ULL;
     h = fnv(h, r->model, strlen(r->model) + 1);
     h = fnv(h, r->data, strlen(r->data) + 1);

@@ -10,7 +10,10 @@
  *                         model-0000K-of-0000N.safetensors (each with "step")
  *                         and model.safetensors.index.json
  *     state.safetensors   Adam moments, step, loss scale, data position,
- *                         config hash (runtime/io/weights.h)
+ *                         config hash (runtime/io/weights.h); a checkpoint
+ *                         written by dp > 1 ranks has instead one
+ *                         optim.rank<r>-of-<dp>.safetensors per rank
+ *                         (runtime/io/checkpoint_parts.h), read by any dp
  * A save writes the new step directory completely (both files synced, the
  * directory synced) under a temporary name ".tmp-*" beside the current one,
  * renames it to its step's name, and then switches to it with one atomic
@@ -36,6 +39,27 @@ int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_stat
                        const sg_model *m, sg_dtype weights_dtype, int64_t keep_last,
                        int64_t shard_bytes, sg_error *err);
 
+/* The same in steps, for several ranks (docs/ranks.md) sharing the
+ * directory: sg_checkpoint_stage (one rank) creates dir and the empty
+ * temporary directory of step's save, named with id (the same on every
+ * rank), into tmp; every rank writes its files there (the weights with
+ * sg_checkpoint_write_weights, the optimizer partitions with
+ * runtime/io/checkpoint_parts.h); once all have, sg_checkpoint_commit (one
+ * rank) syncs it, renames it to its step's name, switches `latest` to it and
+ * prunes, as sg_checkpoint_save does. On a failure before the commit,
+ * sg_checkpoint_abandon removes the temporary directory. */
+int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp,
+                        size_t size, sg_error *err);
+int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_last,
+                         sg_error *err);
+void sg_checkpoint_abandon(const char *tmp);
+
+/* config.json and the weights (model.safetensors or shards, with "step")
+ * into dir. */
+int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t step,
+                                const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes,
+                                sg_error *err);
+
 /* path: a checkpoint directory (the checkpoint `latest` names, or the files
  * in path itself for a step directory or a directory saved before `latest`
  * existed: weights and training state, *resumed = 1) or a weights file
@@ -45,7 +69,8 @@ int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_tr
                        int *resumed, sg_config_warnings *warn, sg_error *err);
 
 /* FNV-1a of the settings a resumed run must share with the one that saved
- * (model, sequence length, micro batch, accumulation, precision, data, seed). */
+ * (model, sequence length, global micro batch = micro batch x dp_size,
+ * accumulation, precision, data, seed). */
 uint64_t sg_config_resume_hash(const sg_config *cfg);
 
 #endif /* SG_CHECKPOINT_H */

@@ -490,6 +490,7 @@ int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err)
     s->loss_scale = 1.0;
     s->scaler_last_overflow_iter = -1;
     s->scaler_cur_hysteresis = 1;
+    s->ranks = 1;
     return SG_OK;
 }
 
@@ -520,6 +521,44 @@ static const char *const scaler_keys[NSCALER] = {
     "loss_scaler_cur_iter", "loss_scaler_last_overflow_iter", "loss_scaler_cur_hysteresis",
 };
 
+int sg_train_state_write(const sg_train_state *s, const char *path, const char *model_name,
+                         const sg_st_entry *t, int n, const sg_st_meta *extra, int nextra,
+                         sg_error *err)
+{
+    char v[META_COUNT][128];
+    snprintf(v[META_FORMAT], sizeof v[0], "train_state");
+    snprintf(v[META_VERSION], sizeof v[0], "%d", SG_TRAIN_STATE_VERSION);
+    snprintf(v[META_MODEL], sizeof v[0], "%s", model_name ? model_name : "");
+    snprintf(v[META_STEP], sizeof v[0], "%lld", (long long)s->step);
+    snprintf(v[META_LOSS_SCALE], sizeof v[0], "%.17g", s->loss_scale);
+    snprintf(v[META_EPOCH], sizeof v[0], "%" PRIu64, s->data.epoch);
+    snprintf(v[META_INDEX], sizeof v[0], "%" PRIu64, s->data.index);
+    snprintf(v[META_WINDOWS], sizeof v[0], "%" PRIu64, s->data.nwindows);
+    snprintf(v[META_RNG], sizeof v[0], "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
+             s->rng[0], s->rng[1], s->rng[2], s->rng[3]);
+    snprintf(v[META_HASH], sizeof v[0], "%016" PRIx64, s->config_hash);
+    int nmd = META_COUNT + 1 + NSCALER + (nextra > 0 ? nextra : 0);
+    sg_st_meta *md = calloc((size_t)nmd, sizeof *md);
+    if (!md)
+        return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
+    for (int i = 0; i < META_COUNT; i++)
+        md[i] = (sg_st_meta){meta_keys[i], v[i]};
+    char adam[32], sc[NSCALER][32];
+    snprintf(adam, sizeof adam, "%lld", (long long)s->adam_step);
+    md[META_COUNT] = (sg_st_meta){"adam_step", adam};
+    const int64_t scv[NSCALER] = {s->scaler_cur_iter, s->scaler_last_overflow_iter,
+                                  s->scaler_cur_hysteresis};
+    for (int i = 0; i < NSCALER; i++) {
+        snprintf(sc[i], sizeof sc[i], "%lld", (long long)scv[i]);
+        md[META_COUNT + 1 + i] = (sg_st_meta){scaler_keys[i], sc[i]};
+    }
+    for (int i = 0; i < nextra; i++)
+        md[META_COUNT + 1 + NSCALER + i] = extra[i];
+    int rc = sg_st_write(path, t, n, md, nmd, err);
+    free(md);
+    return rc;
+}
+
 int sg_train_state_save(const sg_train_state *s, const char *path, const char *model_name,
                         sg_error *err)
 {
@@ -541,31 +580,7 @@ int sg_train_state_save(const sg_train_state *s, const char *path, const char *m
                                  .shape = s->info[i].shape,
                                  .data = k ? s->exp_avg_sq[i] : s->exp_avg[i]};
         }
-    char v[META_COUNT][128];
-    snprintf(v[META_FORMAT], sizeof v[0], "train_state");
-    snprintf(v[META_VERSION], sizeof v[0], "%d", SG_TRAIN_STATE_VERSION);
-    snprintf(v[META_MODEL], sizeof v[0], "%s", model_name ? model_name : "");
-    snprintf(v[META_STEP], sizeof v[0], "%lld", (long long)s->step);
-    snprintf(v[META_LOSS_SCALE], sizeof v[0], "%.17g", s->loss_scale);
-    snprintf(v[META_EPOCH], sizeof v[0], "%" PRIu64, s->data.epoch);
-    snprintf(v[META_INDEX], sizeof v[0], "%" PRIu64, s->data.index);
-    snprintf(v[META_WINDOWS], sizeof v[0], "%" PRIu64, s->data.nwindows);
-    snprintf(v[META_RNG], sizeof v[0], "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
-             s->rng[0], s->rng[1], s->rng[2], s->rng[3]);
-    snprintf(v[META_HASH], sizeof v[0], "%016" PRIx64, s->config_hash);
-    sg_st_meta md[META_COUNT + 1 + NSCALER];
-    for (int i = 0; i < META_COUNT; i++)
-        md[i] = (sg_st_meta){meta_keys[i], v[i]};
-    char adam[32], sc[NSCALER][32];
-    snprintf(adam, sizeof adam, "%lld", (long long)s->adam_step);
-    md[META_COUNT] = (sg_st_meta){"adam_step", adam};
-    const int64_t scv[NSCALER] = {s->scaler_cur_iter, s->scaler_last_overflow_iter,
-                                  s->scaler_cur_hysteresis};
-    for (int i = 0; i < NSCALER; i++) {
-        snprintf(sc[i], sizeof sc[i], "%lld", (long long)scv[i]);
-        md[META_COUNT + 1 + i] = (sg_st_meta){scaler_keys[i], sc[i]};
-    }
-    int rc = sg_st_write(path, e, n, md, META_COUNT + 1 + NSCALER, err);
+    int rc = sg_train_state_write(s, path, model_name, e, n, NULL, 0, err);
     free(e);
     free(names);
     return rc;
@@ -657,8 +672,8 @@ static int meta_error(const char *path, const char *key, const char *value, cons
                         value, what);
 }
 
-static int parse_state_meta(const char *path, const sg_st_file *f, const sg_model *m,
-                            sg_train_state *s, sg_error *err)
+int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_model *m,
+                             sg_train_state *s, sg_error *err)
 {
     const char *v[META_COUNT];
     for (int i = 0; i < META_COUNT; i++)
@@ -758,7 +773,7 @@ int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out
         return rc;
     rc = sg_train_state_alloc(out, m, err);
     if (rc == SG_OK)
-        rc = parse_state_meta(path, &f, m, out, err);
+        rc = sg_train_state_read_meta(path, &f, m, out, err);
 
     /* Every moment: present, F32, the parameter's shape. */
     name_list missing = {{0}, 0}, extra = {{0}, 0};

@@ -117,16 +117,31 @@ typedef struct sg_train_state {
     sg_data_pos data;         /* position of the next batch */
     uint64_t rng[4];          /* the trainer's RNG state (dropout, ...) */
     uint64_t config_hash;     /* of the run's config, to refuse another */
+    int ranks;                /* load: how many ranks wrote it (1, or the
+                                 partitions' count: checkpoint_parts.h) */
 } sg_train_state;
 
 /* Zeroed moments for every parameter of m; step 0, loss_scale 1, scaler
- * counters 0, -1, 1. */
+ * counters 0, -1, 1, ranks 1. */
 int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free(sg_train_state *s);
 
 /* Atomic. model_name goes into the metadata and is checked on load. */
 int sg_train_state_save(const sg_train_state *s, const char *path,
                         const char *model_name, sg_error *err);
+
+/* The same metadata with the caller's tensors t[0..n) (instead of the full
+ * moments) and extra metadata pairs: a rank's optimizer partition
+ * (runtime/io/checkpoint_parts.h). Atomic. */
+int sg_train_state_write(const sg_train_state *s, const char *path, const char *model_name,
+                         const sg_st_entry *t, int n, const sg_st_meta *extra, int nextra,
+                         sg_error *err);
+
+/* Parses and checks the metadata of an open state file f (as
+ * sg_train_state_load does) into s's scalar fields (step, scaler, data
+ * position, RNG, config hash); the moments are left alone. */
+int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_model *m,
+                             sg_train_state *s, sg_error *err);
 
 /* Loads and checks a state file against model m: every moment present as
  * F32 with its parameter's shape (an error names the tensor), no unknown
