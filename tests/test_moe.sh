@@ -171,6 +171,18 @@ PYEOF
 	grep -q "^gpu memory: .*DOES NOT FIT" "$TMP/oss_nock.txt"
 ok $? "gpt-oss-20b fits one GH200 with SuperOffload's settings ($(sed -n 's/^gpu memory: //p' "$TMP/oss.txt")), not without checkpointing"
 
+# Qwen3-30B-A3B with the same settings: one GH200 cannot hold it, two (dp 2,
+# ZeRO-3 halves the GPU-side state) can
+"$BIN" graph "$SRC/configs/llama-3.1-8b-superoffload.json" --model qwen3-30b-a3b \
+	--set offload_optimizer.ratio=0.9 --summary --machine gh200 >"$TMP/q30_1.txt" 2>&1 &&
+	grep -q "^gpu memory: .*DOES NOT FIT" "$TMP/q30_1.txt" &&
+	"$BIN" graph "$SRC/configs/llama-3.1-8b-superoffload.json" --model qwen3-30b-a3b \
+		--set offload_optimizer.ratio=0.9 --summary --machine gh200x2 --dp_size 2 \
+		>"$TMP/q30_2.txt" 2>&1 &&
+	grep -q "^gpu memory: .* needed of .*: fits" "$TMP/q30_2.txt" &&
+	grep -q "^host memory: .* needed of .*: fits" "$TMP/q30_2.txt"
+ok $? "qwen3-30b-a3b: does not fit one GH200 ($(sed -n 's/^gpu memory: //p' "$TMP/q30_1.txt")), fits two with dp 2 ($(sed -n 's/^gpu memory: //p' "$TMP/q30_2.txt"))"
+
 # ---- bit-identical across schedulers and worker counts ---------------------------
 ds acc '{"gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}'
 for s in eager lws dmda dmdas; do
