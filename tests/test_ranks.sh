@@ -13,26 +13,7 @@ set -u
 SG_TEST_NAME=ranks
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
-MPIRUN_BIN=$(command -v mpirun || true)
-if [ -z "$MPIRUN_BIN" ]; then
-	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-	exit 0
-fi
-if "$BIN" run --help | grep -q "This build has no MPI support"; then
-	echo "1..0 # SKIP stepgraph was built without MPI support"
-	exit 0
-fi
-# two ranks on two cores: no binding, oversubscription allowed, idle ranks
-# yield; as root Open MPI wants both confirmations
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_mpi_yield_when_idle=1 STARPU_WORKERS_NOBIND=1
-export STEPGRAPH_MODELS_DIR=${STEPGRAPH_MODELS_DIR:-$SRC/models}
-# each rank its own StarPU home (performance models are written at exit)
-cat >"$TMP/rank.sh" <<'SHEOF'
-export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
-mkdir -p "$STARPU_HOME"
-exec "$@"
-SHEOF
+. "$SRC/tests/ranks_env.sh"
 
 n=0
 ok() { # ok STATUS DESCRIPTION

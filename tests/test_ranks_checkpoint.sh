@@ -32,23 +32,7 @@ set -u
 SG_TEST_NAME=ranks_ck
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
-MPIRUN_BIN=$(command -v mpirun || true)
-if [ -z "$MPIRUN_BIN" ]; then
-	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-	exit 0
-fi
-if "$BIN" run --help | grep -q "This build has no MPI support"; then
-	echo "1..0 # SKIP stepgraph was built without MPI support"
-	exit 0
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_mpi_yield_when_idle=1 STARPU_WORKERS_NOBIND=1
-export STEPGRAPH_MODELS_DIR=${STEPGRAPH_MODELS_DIR:-$SRC/models}
-cat >"$TMP/rank.sh" <<'SHEOF'
-export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
-mkdir -p "$STARPU_HOME"
-exec "$@"
-SHEOF
+. "$SRC/tests/ranks_env.sh"
 
 n=0
 ok() { # ok STATUS DESCRIPTION

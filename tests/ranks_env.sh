@@ -1,0 +1,23 @@
+# ranks_env.sh - sourced by the tests that launch several ranks (after
+# tests/test_env.sh): skips (TAP, exit 0) without mpirun or without MPI
+# support in this build, sets up Open MPI for two ranks on two cores as root
+# (no binding, oversubscription allowed, idle ranks yield), and writes
+# $TMP/rank.sh, a wrapper that gives each rank its own StarPU home
+# (performance models are written at exit).
+MPIRUN_BIN=$(command -v mpirun || true)
+if [ -z "$MPIRUN_BIN" ]; then
+	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+	exit 0
+fi
+if "$BIN" run --help | grep -q "This build has no MPI support"; then
+	echo "1..0 # SKIP stepgraph was built without MPI support"
+	exit 0
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_mpi_yield_when_idle=1 STARPU_WORKERS_NOBIND=1
+export STEPGRAPH_MODELS_DIR=${STEPGRAPH_MODELS_DIR:-$SRC/models}
+cat >"$TMP/rank.sh" <<'SHEOF'
+export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
+mkdir -p "$STARPU_HOME"
+exec "$@"
+SHEOF
