@@ -49,30 +49,8 @@ int sg_moe_oss_router_forward(float *probs, float *sel, float *topw, float *logi
     for (size_t n = 0; n < N; n++) {
         const float *l = logits + n * E;
         float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
-        float mx = l[0];
-        for (size_t e = 1; e < E; e++)
-            mx = l[e] > mx ? l[e] : mx;
-        double sum = 0.0;
-        for (size_t e = 0; e < E; e++) {
-            p[e] = expf(l[e] - mx);
-            sum += p[e];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (size_t e = 0; e < E; e++)
-            p[e] *= inv;
-        /* top-k of the logits by repeated selection, the lowest index among
-         * equals, in descending order as torch.topk */
-        for (size_t j = 0; j < K; j++) {
-            size_t best = E;
-            for (size_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (size_t i = 0; i < j; i++)
-                    taken |= (size_t)s[i] == e;
-                if (!taken && (best == E || l[e] > l[best]))
-                    best = e;
-            }
-            s[j] = (float)best;
-        }
+        sg_moe_softmax_row(p, l, E);
+        sg_moe_topk_row(s, l, E, K); // top-k of the logits
         /* softmax over the k selected logits; the first is the largest */
         const float top = l[(size_t)s[0]];
         double ws = 0.0;

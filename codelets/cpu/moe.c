@@ -31,6 +31,38 @@
 
 /* ---- router ------------------------------------------------------------------ */
 
+void sg_moe_softmax_row(float *p, const float *l, size_t E)
+{
+    float mx = l[0];
+    for (size_t e = 1; e < E; e++)
+        mx = l[e] > mx ? l[e] : mx;
+    double sum = 0.0;
+    for (size_t e = 0; e < E; e++) {
+        p[e] = expf(l[e] - mx);
+        sum += p[e];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (size_t e = 0; e < E; e++)
+        p[e] *= inv;
+}
+
+void sg_moe_topk_row(float *sel, const float *v, size_t E, size_t K)
+{
+    /* repeated selection: the largest not yet taken, the lowest index among
+     * equals; slots in descending order as torch.topk */
+    for (size_t j = 0; j < K; j++) {
+        size_t best = E;
+        for (size_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (size_t i = 0; i < j; i++)
+                taken |= (size_t)sel[i] == e;
+            if (!taken && (best == E || v[e] > v[best]))
+                best = e;
+        }
+        sel[j] = (float)best;
+    }
+}
+
 int sg_moe_router_forward(float *probs, float *sel, float *topw, float *logits, const float *x,
                           const float *Wr, size_t N, size_t H, size_t E, size_t K,
                           int norm_topk_prob)
@@ -40,34 +72,12 @@ int sg_moe_router_forward(float *probs, float *sel, float *topw, float *logits, 
         return SG_EINVAL;
     SG_TRY(sg_linear_forward(logits, x, Wr, NULL, N, H, E)); // (N, E)
     for (size_t n = 0; n < N; n++) {
-        const float *l = logits + n * E;
-        float *p = probs + n * E;
-        float mx = l[0];
-        for (size_t e = 1; e < E; e++)
-            mx = l[e] > mx ? l[e] : mx;
-        double sum = 0.0;
-        for (size_t e = 0; e < E; e++) {
-            p[e] = expf(l[e] - mx);
-            sum += p[e];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (size_t e = 0; e < E; e++)
-            p[e] *= inv;
-        /* top-k by repeated selection: the largest not yet taken, the lowest
-         * index among equals; slots in descending order as torch.topk */
-        float *s = sel + n * K, *w = topw + n * K;
+        float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
+        sg_moe_softmax_row(p, logits + n * E, E);
+        sg_moe_topk_row(s, p, E, K);
         float wsum = 0.0f;
         for (size_t j = 0; j < K; j++) {
-            size_t best = E;
-            for (size_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (size_t i = 0; i < j; i++)
-                    taken |= (size_t)s[i] == e;
-                if (!taken && (best == E || p[e] > p[best]))
-                    best = e;
-            }
-            s[j] = (float)best;
-            w[j] = p[best];
+            w[j] = p[(size_t)s[j]];
             wsum += w[j];
         }
         if (norm_topk_prob)

@@ -199,6 +199,11 @@ int sg_grad_partials_sum(float *out, const float *const *parts, int nparts, size
  * most probable experts per token, in descending order, ties to the lowest
  * index (stored as floats, exact: E <= 2^24); topw (N, k) = their
  * probabilities, divided by their sum when norm_topk_prob. All WRITE. */
+/* One row's softmax (max subtracted, the sum in double) and its top K
+ * indices (as floats, descending, the lowest index among equals): the two
+ * routers' shared steps. */
+void sg_moe_softmax_row(float *p, const float *l, size_t E);
+void sg_moe_topk_row(float *sel, const float *v, size_t E, size_t K);
 int sg_moe_router_forward(float *probs, float *sel, float *topw, float *logits, const float *x,
                           const float *Wr, size_t N, size_t H, size_t E, size_t K,
                           int norm_topk_prob);
