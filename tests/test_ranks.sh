@@ -64,7 +64,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..19"
+echo "1..20"
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&
@@ -118,6 +118,26 @@ case2 fp '{"stage": 3}' 1 '"fp16": {"enabled": true}' $FP16_RTOL
 ok $? "fp16, ZeRO 3, dynamic loss scale: 2 ranks = 1 rank within $FP16_RTOL relative"
 
 # ---- faults -------------------------------------------------------------------
+# ZeRO 3 memory per rank falls as ZeRO says: the partitioned state (fp32
+# parameter, gradient and two Adam moments, 16 bytes per parameter of
+# bench-3m, counted here from its shape) is divided by the ranks, the rest
+# (a gathered unit, its gradient, activations) is not
+ds mem 1 1 '{"stage": 3, "param_persistence_threshold": 1000}'
+one mem_1 mem --model bench-3m --max_length 64 --lookahead 1
+many mem_2 2 mem --model bench-3m --max_length 64 --lookahead 1
+many mem_3 3 mem --model bench-3m --max_length 64 --lookahead 1
+for r in 1 2 3; do
+	sed -n 's/.*peak memory, host.*measured \([0-9.]*\) MiB.*/\1/p' "$TMP/mem_$r.out" | head -n1
+done >"$TMP/mem.txt"
+awk 'BEGIN { H = 256; I = 688; L = 4; V = 256
+	P = V * H + L * (4 * H * H + 3 * H * I + 2 * H) + H + V * H; state = 16 * P / 1048576 }
+	{ m[NR] = $1 }
+	END { d12 = state / 2; d23 = state / 2 - state / 3
+		printf "# measured %.1f / %.1f / %.1f MiB for 1 / 2 / 3 ranks; state %.1f MiB: drops %.1f (ZeRO %.1f), %.1f (ZeRO %.1f)\n", m[1], m[2], m[3], state, m[1] - m[2], d12, m[2] - m[3], d23
+		exit !(NR == 3 && m[3] > 0 && m[1] - m[2] > 0.6 * d12 && m[1] - m[2] < 1.4 * d12 &&
+			m[2] - m[3] > 0.6 * d23 && m[2] - m[3] < 1.4 * d23) }' "$TMP/mem.txt"
+ok $? "ZeRO 3: rank 0's measured peak falls with dp by the partitioned state's share (16 bytes x parameters / dp)"
+
 # kill -9 of one rank mid-run: mpirun ends the other and says which rank died
 ds long 1 1 '{"stage": 3}'
 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" "$BIN" run \
