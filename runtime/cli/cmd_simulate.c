@@ -126,8 +126,8 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     if (r->ncuda > 0)
         printf("  GPU busy          %9.1f %%\n", 100 * r->gpu_busy);
     if (isfinite(r->adam_hidden) && r->ncuda > 0)
-        printf("  CPU Adam hidden   %9.1f %% of %.1f ms of CPU Adam under GPU work\n",
-               100 * r->adam_hidden, r->adam_cpu_s * 1e3);
+        printf("  CPU Adam hidden   %9.1f %% under GPU work (of %.1f ms of CPU Adam task time, "
+               "summed over the workers)\n", 100 * r->adam_hidden, r->adam_cpu_s * 1e3);
     if (m->gpu_count > 0 && !m->unified_memory)
         printf("  Peak memory       GPU %.2f GB of %.1f, host %.2f GB of %.1f\n",
                pt->fit.gpu_bytes * 1e-9, pt->fit.gpu_capacity * 1e-9, pt->fit.host_bytes * 1e-9,
