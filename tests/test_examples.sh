@@ -24,7 +24,7 @@ ok() {
 	n=$((n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-echo "1..10"
+echo "1..11"
 example() { # NAME: runs it, output in $TMP/NAME, log in $TMP/NAME.log, status in $TMP/NAME.rc
 	OUT=$TMP/$1 STARPU_HOME=$TMP/$1-starpu bash "$SRC/examples/$1/run.sh" >"$TMP/$1.log" 2>&1
 	echo $? >"$TMP/$1.rc"
@@ -91,4 +91,15 @@ case "$(cat "$TMP/finetune-hf.rc")" in
 	ok $? "finetune-hf: tokenize, pre-train, fine-tune, export sharded, reload (and agree with transformers when installed)" ;;
 77) n=$((n + 1)); echo "ok $n # SKIP finetune-hf: $(tail -1 "$TMP/finetune-hf.log")" ;;
 *) ok 1 "finetune-hf: tokenize, pre-train, fine-tune, export sharded, reload" ;;
+esac
+
+example two-ranks
+case "$(cat "$TMP/two-ranks.rc")" in
+0) d=$TMP/two-ranks
+	finite "$d/one-rank.jsonl" "$d/two-ranks.jsonl" "$d/resumed.jsonl" &&
+		[ -f "$d/ckpt/$(cat "$d/ckpt/latest")/optim.rank1-of-2.safetensors" ] &&
+		grep -q "largest relative difference" "$TMP/two-ranks.log"
+	ok $? "two-ranks: 2 ranks then 1 rank resumed from their checkpoint give 1 rank's losses" ;;
+77) n=$((n + 1)); echo "ok $n # SKIP two-ranks: $(tail -1 "$TMP/two-ranks.log")" ;;
+*) ok 1 "two-ranks: 2 ranks then 1 rank resumed from their checkpoint give 1 rank's losses" ;;
 esac
