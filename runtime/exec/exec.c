@@ -206,7 +206,7 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
                             "to MPI yet); StarPU started %u CUDA workers: use --ncuda 0",
                             (long long)spec->dp_size, starpu_cuda_worker_get_count());
 #ifdef SG_STARPU_CUDA
-    if ((rc = sg_exec_cuda_init(&x->shared, err)))
+    if ((rc = sg_exec_cuda_init(&x->shared, opt->launch, err)))
         return rc;
     x->have_cuda = starpu_cuda_worker_get_count() > 0;
 #else

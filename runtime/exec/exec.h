@@ -42,6 +42,9 @@ typedef struct sg_exec_options {
     int lookahead;                 /* steps in flight at most; 0 = 1 */
     const struct sg_comm *comm;    /* several ranks (runtime/dist/): the task collectives;
                                       NULL for one rank. Its size must be the spec's dp_size */
+    const struct sg_comm *launch;  /* the MPI world when mpirun started this process (even
+                                      of one rank), else NULL: CUDA workers get their NCCL
+                                      communicator's unique id over it (exec_cuda.h) */
 } sg_exec_options;
 
 /* A step in flight, as the exec sees it. */

@@ -15,6 +15,7 @@
 #endif
 
 #include "codelets/cuda/cuda_ops.h"
+#include "codelets/starpu/comm.h"
 
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -28,10 +29,22 @@ static void setup_fail(sg_cuda_state *st, int code, const char *what, int devid)
     pthread_mutex_unlock(&setup_lock);
 }
 
+/* What every CUDA worker's set-up gets: the NCCL communicator's unique id,
+ * its rank count and this process's rank in it. */
+typedef struct setup_arg {
+    sg_exec_shared *sh;
+    int nccl_ranks, nccl_rank;
+    int have_id;               /* 0: each device makes its own id (one rank) */
+#ifdef SG_HAVE_NCCL
+    ncclUniqueId id;
+#endif
+} setup_arg;
+
 /* Runs on each CUDA worker (several workers may share a device). */
-static void setup_worker(void *arg)
+static void setup_worker(void *varg)
 {
-    sg_exec_shared *sh = arg;
+    setup_arg *a = varg;
+    sg_exec_shared *sh = a->sh;
     sg_cuda_state *st = sh->cuda;
     int devid = starpu_worker_get_devid(starpu_worker_get_id());
     if (devid < 0 || devid >= SG_CUDA_MAX_DEVICES) {
@@ -53,7 +66,10 @@ static void setup_worker(void *arg)
     if (ok) {
         ncclUniqueId id;
         ncclComm_t comm;
-        ok = ncclGetUniqueId(&id) == ncclSuccess && ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess;
+        if (a->have_id)
+            id = a->id;
+        ok = (a->have_id || ncclGetUniqueId(&id) == ncclSuccess) &&
+             ncclCommInitRank(&comm, a->nccl_ranks, id, a->nccl_rank) == ncclSuccess;
         if (ok)
             d->nccl = comm;
     }
@@ -82,16 +98,57 @@ static void teardown_worker(void *arg)
     pthread_mutex_unlock(&setup_lock);
 }
 
-int sg_exec_cuda_init(sg_exec_shared *sh, sg_error *err)
+/* Under an MPI launch: rank 0's NCCL unique id to every rank, as an
+ * all-gather of its bytes (block 0 is rank 0's) on the launch's
+ * communicator; no task runs yet, so nothing else uses it. */
+static int share_nccl_id(setup_arg *a, const sg_comm *launch, sg_error *err)
+{
+#ifdef SG_HAVE_NCCL
+    if (starpu_cuda_worker_get_count() > 1 && launch->size > 1)
+        return sg_error_set(err, SG_ENOTSUP, "rank %d: %u CUDA workers: with several ranks, "
+                            "one GPU per rank (STARPU_NCUDA=1)", launch->rank,
+                            starpu_cuda_worker_get_count());
+    size_t n = sizeof a->id;
+    unsigned char *all = calloc((size_t)launch->size, n);
+    if (!all)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (launch->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) {
+        free(all);
+        return sg_error_set(err, SG_EIO, "rank 0: ncclGetUniqueId failed");
+    }
+    char msg[256] = "";
+    int rc = launch->allgather(launch->impl, &id, all, n, msg, sizeof msg);
+    if (rc) {
+        free(all);
+        return sg_error_set(err, rc, "broadcasting the NCCL unique id: %s", msg);
+    }
+    memcpy(&a->id, all, n);
+    free(all);
+    a->have_id = 1;
+    a->nccl_ranks = launch->size;
+    a->nccl_rank = launch->rank;
+#else
+    (void)a, (void)launch, (void)err;
+#endif
+    return SG_OK;
+}
+
+int sg_exec_cuda_init(sg_exec_shared *sh, const sg_comm *launch, sg_error *err)
 {
     sh->cuda = NULL;
     if (starpu_cuda_worker_get_count() == 0)
         return SG_OK;
+    setup_arg a = {.sh = sh, .nccl_ranks = 1, .nccl_rank = 0};
+    int rc;
+    if (launch && (rc = share_nccl_id(&a, launch, err)))
+        return rc;
     sh->cuda = calloc(1, sizeof *sh->cuda);
     if (!sh->cuda)
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     starpu_cublas_init();
-    starpu_execute_on_each_worker(setup_worker, sh, STARPU_CUDA);
+    starpu_execute_on_each_worker(setup_worker, &a, STARPU_CUDA);
     if (sh->cuda->failed)
         return sg_error_set(err, sh->cuda->failed, "%s (%s)", sh->cuda->msg, sg_cu_last_error());
     return SG_OK;

@@ -273,6 +273,7 @@ static int setup_exec(trainer *t, sg_error *err)
         /* rank r takes NUMA node r mod the node count (one process: node 0) */
         .numa_by_rank = cfg->run.numa_node < 0 && cfg->run.bind_cores_to_rank,
         .comm = sg_dist_comm(t->dist),
+        .launch = t->dist && t->dist->mpi ? &t->dist->comm : NULL,
         /* SuperOffload's key: the share of cores kept for CPU Adam */
         .optimizer_cores_share = cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
