@@ -104,10 +104,13 @@ static void teardown_worker(void *arg)
 static int share_nccl_id(setup_arg *a, const sg_comm *launch, sg_error *err)
 {
 #ifdef SG_HAVE_NCCL
-    if (starpu_cuda_worker_get_count() > 1 && launch->size > 1)
-        return sg_error_set(err, SG_ENOTSUP, "rank %d: %u CUDA workers: with several ranks, "
-                            "one GPU per rank (STARPU_NCUDA=1)", launch->rank,
-                            starpu_cuda_worker_get_count());
+    if (starpu_cuda_worker_get_count() > 1) {
+        if (launch->size > 1)
+            return sg_error_set(err, SG_ENOTSUP, "rank %d: %u CUDA workers: with several "
+                                "ranks, one GPU per rank (STARPU_NCUDA=1)", launch->rank,
+                                starpu_cuda_worker_get_count());
+        return SG_OK; /* one rank, several devices: a communicator each, as without mpirun */
+    }
     size_t n = sizeof a->id;
     unsigned char *all = calloc((size_t)launch->size, n);
     if (!all)
