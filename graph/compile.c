@@ -76,6 +76,12 @@ int64_t sg_unit_shard_elems(const sg_model *m, const sg_step_spec *s, int unit)
     return (p + s->dp_size - 1) / s->dp_size; /* ceil: the last rank is padded */
 }
 
+int64_t sg_unit_shard_offset(const sg_model *m, const sg_step_spec *s, int unit, int rank)
+{
+    int64_t shard = sg_unit_shard_elems(m, s, unit);
+    return shard < sg_model_unit_params(m, unit) ? (int64_t)rank * shard : 0;
+}
+
 int sg_subgroup_layout_compute(const sg_model *m, const sg_step_spec *s,
                                sg_subgroup_layout *layout, sg_error *err)
 {

@@ -106,6 +106,12 @@ int sg_subgroup_layout_compute(const sg_model *model, const sg_step_spec *spec,
 int64_t sg_unit_shard_elems(const sg_model *model, const sg_step_spec *spec,
                             int unit);
 
+/* Where rank `rank`'s partition of unit `unit` starts in the unit: rank x
+ * its shard for a sharded unit (the last rank's may run past the unit's
+ * end: padding), 0 for a unit every rank holds whole. */
+int64_t sg_unit_shard_offset(const sg_model *model, const sg_step_spec *spec, int unit,
+                             int rank);
+
 /* Compiles one training step into g (initialised by the caller with
  * sg_graph_init, finalized on success). */
 int sg_compile_step(const sg_model *model, const sg_step_spec *spec,

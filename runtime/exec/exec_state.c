@@ -70,10 +70,7 @@ static void flat_copy(unit_flat *f, int ntensors, const sg_tensor_info *info, co
 static int64_t rank_base(const sg_exec *x, int u)
 {
     const sg_comm *comm = x->shared.comm;
-    if (!comm || comm->size <= 1)
-        return 0;
-    int64_t shard = sg_unit_shard_elems(x->shared.model, x->shared.spec, u);
-    return shard < sg_model_unit_params(x->shared.model, u) ? (int64_t)comm->rank * shard : 0;
+    return sg_unit_shard_offset(x->shared.model, x->shared.spec, u, comm ? comm->rank : 0);
 }
 
 /* Elements [off, off + n) of unit u to (to_flat) or from buf, padding past

@@ -500,14 +500,13 @@ static void rank_part(const trainer *t, int u, int64_t *lo, int64_t *hi, int64_t
 {
     int64_t p = sg_model_unit_params(&t->model, u);
     *shard = sg_unit_shard_elems(&t->model, &t->spec, u);
+    *lo = sg_unit_shard_offset(&t->model, &t->spec, u, t->rank);
     if (*shard < p) {
-        *lo = (int64_t)t->rank * *shard;
         *hi = *lo + *shard < p ? *lo + *shard : p;
         if (*hi < *lo)
             *hi = *lo;
     } else {
         *shard = 0;
-        *lo = 0;
         *hi = t->rank == 0 ? p : 0;
     }
 }
