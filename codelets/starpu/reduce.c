@@ -25,6 +25,19 @@
 #include "codelets/starpu/codelets.h"
 #include "codelets/starpu/comm.h"
 
+/* A gradient piece that accumulates (a later micro-step): to (n elements of
+ * dt) += from, in fp32. 0, or SG_ENOMEM. */
+static int add_into(void *to, sg_dtype dt, const float *from, size_t n)
+{
+    sg_f32_view acc;
+    if (sg_f32_view_open(&acc, to, dt, n, 1))
+        return SG_ENOMEM;
+    for (size_t k = 0; k < n; k++)
+        acc.p[k] += from[k];
+    sg_f32_view_close(&acc, 1);
+    return 0;
+}
+
 /* Several ranks: see the top of the file. */
 static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots, int n,
                          int src)
@@ -70,14 +83,10 @@ static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots
             sg_f32_store(to, pb->dtype, from, (size_t)pb->elems);
             continue;
         }
-        sg_f32_view acc;
-        if (sg_f32_view_open(&acc, to, pb->dtype, (size_t)pb->elems, 1)) {
+        if (add_into(to, pb->dtype, from, (size_t)pb->elems)) {
             sg_task_fail(c, SG_ENOMEM, "out of memory");
             break;
         }
-        for (int64_t k = 0; k < pb->elems; k++)
-            acc.p[k] += from[k];
-        sg_f32_view_close(&acc, 1);
     }
     free(all);
     free(mine);
@@ -105,17 +114,15 @@ void sg_reduce_cpu(void *buffers[], void *arg)
             memcpy(to, from, (size_t)pb->bytes);
             continue;
         }
-        sg_f32_view acc, add;
-        if (sg_f32_view_open(&acc, to, pb->dtype, (size_t)pb->elems, 1) ||
-            sg_f32_view_open(&add, (void *)from, pb->dtype, (size_t)pb->elems, 1)) {
-            sg_f32_view_close(&acc, 0);
+        sg_f32_view add;
+        int rc = sg_f32_view_open(&add, (void *)from, pb->dtype, (size_t)pb->elems, 1);
+        if (!rc)
+            rc = add_into(to, pb->dtype, add.p, (size_t)pb->elems);
+        sg_f32_view_close(&add, 0);
+        if (rc) {
             sg_task_fail(c, SG_ENOMEM, "out of memory");
             return;
         }
-        for (int64_t k = 0; k < pb->elems; k++)
-            acc.p[k] += add.p[k];
-        sg_f32_view_close(&add, 0);
-        sg_f32_view_close(&acc, 1);
     }
 }
 
