@@ -111,11 +111,8 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
     if (mo->num_experts > 0) {
         /* MoE: the dense formula does not apply (n/a, as the step log); the
          * active-parameter estimate is labelled as such */
-        double act = sg_step_active_tflops(sg_model_active_params(mo), sg_model_unit_params(mo, 0),
-                                           mo->tie_word_embeddings, mo->num_layers,
-                                           mo->num_heads * mo->head_dim,
-                                           s->micro_batch * s->grad_accum, s->seq_len,
-                                           s->activation_checkpointing, r->step_s);
+        double act = sg_model_active_tflops(mo, s->micro_batch * s->grad_accum, s->seq_len,
+                                            s->activation_checkpointing, r->step_s);
         printf("  TFLOPS                  n/a (MoE)\n");
         double np = (double)sg_model_active_params(mo);
         if (isfinite(act))

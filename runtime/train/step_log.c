@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "models/model.h"
+
 double sg_step_tflops(int64_t layers, int64_t hidden, int64_t vocab, int64_t batch_seqs,
                       int64_t seq_len, int checkpointing, double seconds)
 {
@@ -32,6 +34,17 @@ double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int ti
     double flops = c * (double)batch_seqs * s *
                    (2.0 * P + 4.0 * s * (double)q_width * (double)layers);
     return flops / (seconds * 1e12);
+}
+
+double sg_model_active_tflops(const sg_model *m, int64_t batch_seqs, int64_t seq_len,
+                              int checkpointing, double seconds)
+{
+    if (m->num_experts <= 0)
+        return NAN;
+    return sg_step_active_tflops(sg_model_active_params(m), sg_model_unit_params(m, 0),
+                                 m->tie_word_embeddings, m->num_layers,
+                                 m->num_heads * m->head_dim, batch_seqs, seq_len, checkpointing,
+                                 seconds);
 }
 
 /* snprintf into a buffer piece by piece; len counts what the whole text

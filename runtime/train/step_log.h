@@ -46,6 +46,12 @@ double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int ti
                              int64_t layers, int64_t q_width, int64_t batch_seqs,
                              int64_t seq_len, int checkpointing, double seconds);
 
+/* The same for a model: its active parameters, input embedding, tying,
+ * layers and query width taken from m; NAN for a dense model (no experts). */
+struct sg_model;
+double sg_model_active_tflops(const struct sg_model *m, int64_t batch_seqs, int64_t seq_len,
+                              int checkpointing, double seconds);
+
 /* --- lines -------------------------------------------------------------- */
 
 /* Per-phase wall times of one step, seconds (NAN = not measured). */

@@ -410,15 +410,9 @@ static double step_tflops(const trainer *t, double seconds)
 /* MoE: the active-parameter estimate (NAN for dense models). */
 static double step_active_tflops(const trainer *t, double seconds)
 {
-    const sg_model *m = &t->model;
-    if (m->num_experts <= 0)
-        return NAN;
     const sg_step_spec *s = &t->spec;
-    return sg_step_active_tflops(sg_model_active_params(m), sg_model_unit_params(m, 0),
-                                 m->tie_word_embeddings, m->num_layers,
-                                 m->num_heads * m->head_dim,
-                                 s->micro_batch * s->grad_accum * s->dp_size, s->seq_len,
-                                 s->activation_checkpointing, seconds);
+    return sg_model_active_tflops(&t->model, s->micro_batch * s->grad_accum * s->dp_size,
+                                  s->seq_len, s->activation_checkpointing, seconds);
 }
 
 /* Waits for the oldest step in flight, then reads, logs and checks it. */
