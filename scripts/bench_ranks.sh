@@ -72,6 +72,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shellcheck source=scripts/bench_venv.sh
 . "$REPO_ROOT/scripts/bench_venv.sh"
 bench_venv_setup || true
+# the OpenBLAS peers (Debian's torch) get the kernels stepgraph chose
+bench_blas_kernels ./stepgraph
 PYPI_TORCH=n/a
 [ -n "$BENCH_PY" ] && PYPI_TORCH=$("$BENCH_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
 DEB_TORCH=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || echo n/a)

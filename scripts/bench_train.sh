@@ -159,6 +159,10 @@ if [ -f .deps-build/env.sh ]; then
 fi
 say "make tests/bench_task_overhead tests/bench_sgemm stepgraph"
 make -s tests/bench_task_overhead tests/bench_sgemm stepgraph >&2
+# shellcheck source=scripts/bench_venv.sh
+. "$REPO_ROOT/scripts/bench_venv.sh"
+# the OpenBLAS peers (Debian's torch) get the kernels stepgraph chose
+bench_blas_kernels ./stepgraph
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -500,8 +504,6 @@ run_sg() { # SCHED RUN ROUND [KEY-PREFIX] (RUN fresh starts a new STARPU_HOME)
 if [ "$MODE" = bench-3m ]; then
 	JSON_PY=$PY
 	"$JSON_PY" -c 'import json' 2>/dev/null || JSON_PY=python3
-	# shellcheck source=scripts/bench_venv.sh
-	. "$REPO_ROOT/scripts/bench_venv.sh"
 	bench_venv_setup
 	bench3m_main
 	exit 0

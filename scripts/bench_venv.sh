@@ -155,6 +155,30 @@ bench_venv_setup() {
 	return 0
 }
 
+# bench_blas_kernels STEPGRAPH: give every peer that uses OpenBLAS (Debian's
+# torch, numpy) the kernels stepgraph uses. Debian 12's OpenBLAS falls back
+# to its SSE3 "Prescott" kernels on CPUs newer than its tables (sgemm at an
+# eighth of the AVX-512 rate); stepgraph then re-executes itself with
+# OPENBLAS_CORETYPE set (codelets/cpu/blas_core.h), and a peer left on
+# Prescott would be a crippled peer. Exports OPENBLAS_CORETYPE when stepgraph
+# chose the kernels and the caller did not set it; prints what it did.
+bench_blas_kernels() {
+	local line k
+	[ -n "${OPENBLAS_CORETYPE:-}" ] && {
+		_bv_say "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (set by the caller) for stepgraph and the peers"
+		return 0
+	}
+	line=$("$1" version 2>/dev/null | grep '^BLAS:' || true)
+	case "$line" in *"chosen by stepgraph"*)
+		k=$(sed -n 's/.*kernels \([A-Za-z0-9]*\).*/\1/p' <<<"$line")
+		if [ -n "$k" ]; then
+			export OPENBLAS_CORETYPE=$k
+			_bv_say "OpenBLAS kernels $k for stepgraph and the OpenBLAS peers ($line)"
+		fi ;;
+	esac
+	return 0
+}
+
 # Run directly: set the environment up and report.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -eu

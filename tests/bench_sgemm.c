@@ -7,13 +7,16 @@
  *
  * Defaults: 2048 x 688 x 256 (a bench-3m MLP product over 8 sequences of
  * 256 tokens), 2 s. Set OPENBLAS_NUM_THREADS=1 (the script does). Prints
- * "sgemm M N K: X GFLOP/s (best of R runs)".
+ * "sgemm M N K: X GFLOP/s (best of R runs)" and the kernels OpenBLAS used,
+ * chosen as `stepgraph` chooses them (codelets/cpu/blas_core.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "codelets/cpu/blas_core.h"
 
 static double now_s(void)
 {
@@ -33,6 +36,7 @@ static long arg(int argc, char **argv, int i, long dflt)
 
 int main(int argc, char **argv)
 {
+    sg_blas_core_select(argv);
     long M = arg(argc, argv, 1, 2048), N = arg(argc, argv, 2, 688), K = arg(argc, argv, 3, 256);
     double budget = argc > 4 ? atof(argv[4]) : 2.0;
     if (M < 0 || N < 0 || K < 0 || !(budget > 0 && budget < 600)) {
@@ -63,6 +67,9 @@ int main(int argc, char **argv)
     }
     printf("sgemm %ld %ld %ld: %.1f GFLOP/s (best of %d runs, checksum %g)\n", M, N, K,
            best * 1e-9, runs, (double)c[(M * N) / 2]);
+    char blas[200];
+    sg_blas_core_describe(blas, sizeof blas);
+    fprintf(stderr, "%s\n", blas);
     free(a);
     free(b);
     free(c);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "sg_autoconf.h"
+#include "codelets/cpu/blas_core.h"
 #include "common/atomic_file.h"
 #include "runtime/exec/starpu_info.h"
 
@@ -57,11 +58,15 @@ static int cmd_version(void)
     char cuda[160];
     sg_starpu_cuda_info(cuda, sizeof cuda);
     printf("%s\n", cuda);
+    char blas[200];
+    sg_blas_core_describe(blas, sizeof blas);
+    printf("%s\n", blas);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    sg_blas_core_select(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
