@@ -12,6 +12,7 @@
  * Visible keys of query i: j <= i and, with a window W > 0, j > i - W.
  */
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/vexp.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -107,10 +108,9 @@ int sg_attention_forward(float *out, float *lse, const float *q, const float *k,
                         float sum = 0.0f;
                         for (size_t j = 0; j < lo; j++)
                             Si[j] = 0.0f;
-                        for (size_t j = lo; j < hi; j++) {
-                            Si[j] = expf(Si[j] - mx);
+                        sg_vexp(Si + lo, Si + lo, hi - lo, mx);
+                        for (size_t j = lo; j < hi; j++)
                             sum += Si[j];
-                        }
                         for (size_t j = hi; j < nk; j++)
                             Si[j] = 0.0f;
                         l[i] = l[i] * alpha + sum;
@@ -192,11 +192,13 @@ int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         size_t lo = 0, hi = 0;
                         visible(i0 + i, window, j0, nk, &lo, &hi);
                         float li = lseb[i0 + i];
-                        for (size_t j = 0; j < nk; j++) {
-                            float p = j >= lo && j < hi ? expf(Pi[j] - li) : 0.0f;
-                            Pi[j] = p;
-                            dSi[j] = p * (dSi[j] - delta[i]);
-                        }
+                        for (size_t j = 0; j < lo; j++)
+                            Pi[j] = 0.0f;
+                        sg_vexp(Pi + lo, Pi + lo, hi - lo, li);
+                        for (size_t j = hi; j < nk; j++)
+                            Pi[j] = 0.0f;
+                        for (size_t j = 0; j < nk; j++)
+                            dSi[j] = Pi[j] * (dSi[j] - delta[i]);
                     }
                     // dV tile (nk, D) += P^T (nk, nq) @ dout tile (nq, D)
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D,

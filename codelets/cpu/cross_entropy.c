@@ -2,8 +2,12 @@
  * backward (see ops.h). Rows are max-subtracted before exp; sums are double.
  * A negative target marks an ignored token. */
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/vexp.h"
 
 #include <math.h>
+
+/* the exponentials of a row are computed this many at a time (sg_vexp) */
+#define CE_BLOCK 256
 
 static int check_targets(const int32_t *targets, size_t N, size_t V)
 {
@@ -20,8 +24,13 @@ static double row_lse(const float *restrict row, size_t V)
     for (size_t v = 1; v < V; v++)
         mx = row[v] > mx ? row[v] : mx;
     double sum = 0.0;
-    for (size_t v = 0; v < V; v++)
-        sum += (double)expf(row[v] - mx);
+    float e[CE_BLOCK];
+    for (size_t v0 = 0; v0 < V; v0 += CE_BLOCK) {
+        size_t len = V - v0 < CE_BLOCK ? V - v0 : CE_BLOCK;
+        sg_vexp(e, row + v0, len, mx);
+        for (size_t j = 0; j < len; j++)
+            sum += (double)e[j];
+    }
     return (double)mx + log(sum);
 }
 
@@ -78,8 +87,9 @@ int sg_cross_entropy_backward(float *dlogits, const float *logits, const float *
             continue;
         }
         float l = lse[n];
+        sg_vexp(drow, row, V, l); // drow may be row: element by element
         for (size_t v = 0; v < V; v++)
-            drow[v] = expf(row[v] - l) * g;
+            drow[v] *= g;
         drow[targets[n]] -= g;
     }
     return SG_OK;

@@ -4,22 +4,22 @@
  * dsilu/dg = s * (1 + g * (1 - s)).
  */
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/vexp.h"
 
-#include <math.h>
-
-/* 1 / (1 + e^-g): for g -> -inf, e^-g overflows to inf and s to 0, no NaN. */
-static inline float sigmoidf(float g)
-{
-    return 1.0f / (1.0f + expf(-g));
-}
+/* sigmoid(g) is computed for a block of this many elements at a time
+ * (sg_vsigmoid: 0 for g -> -inf, no NaN), kept on the stack */
+#define SWIGLU_BLOCK 256
 
 int sg_swiglu_forward(float *restrict h, const float *restrict gate, const float *restrict up,
                       size_t N, size_t F)
 {
     size_t n = N * F; // (N, F) elementwise
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        h[i] = g * sigmoidf(g) * up[i];
+    float s[SWIGLU_BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_BLOCK) {
+        size_t len = n - i0 < SWIGLU_BLOCK ? n - i0 : SWIGLU_BLOCK;
+        sg_vsigmoid(s, gate + i0, len);
+        for (size_t j = 0; j < len; j++)
+            h[i0 + j] = gate[i0 + j] * s[j] * up[i0 + j];
     }
     return SG_OK;
 }
@@ -29,11 +29,17 @@ int sg_swiglu_backward(float *restrict dgate, float *restrict dup, const float *
                        size_t F)
 {
     size_t n = N * F; // (N, F) elementwise
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], s = sigmoidf(g);
-        float silu = g * s;
-        dup[i] = dh[i] * silu;
-        dgate[i] = dh[i] * up[i] * s * (1.0f + g * (1.0f - s));
+    float sig[SWIGLU_BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += SWIGLU_BLOCK) {
+        size_t len = n - i0 < SWIGLU_BLOCK ? n - i0 : SWIGLU_BLOCK;
+        sg_vsigmoid(sig, gate + i0, len);
+        for (size_t j = 0; j < len; j++) {
+            size_t i = i0 + j;
+            float g = gate[i], s = sig[j];
+            float silu = g * s;
+            dup[i] = dh[i] * silu;
+            dgate[i] = dh[i] * up[i] * s * (1.0f + g * (1.0f - s));
+        }
     }
     return SG_OK;
 }
