@@ -58,6 +58,116 @@ int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const v
     return sg_cu_copy_async(cu, dst, src, n * sg_dtype_size(dt));
 }
 
+/* The rank of this process among the run's ranks (0 with one). */
+static int run_rank(const sg_task_ctx *c)
+{
+    return c->shared->comm ? c->shared->comm->rank : 0;
+}
+
+#ifdef SG_HAVE_NCCL
+/* "rank R: CALL: NCCL's message[ (its last error)]" into msg; SG_EIO. */
+static int nccl_fail(const sg_task_ctx *c, ncclComm_t comm, ncclResult_t r, const char *call,
+                     char *msg, size_t size)
+{
+    const char *last = comm ? ncclGetLastError(comm) : NULL;
+    snprintf(msg, size, "rank %d: %s: %s%s%s%s", run_rank(c), call, ncclGetErrorString(r),
+             last && *last ? " (" : "", last && *last ? last : "", last && *last ? ")" : "");
+    return SG_EIO;
+}
+
+/* The local device's communicator and dt's NCCL type, or an error in msg. */
+static int nccl_setup(const sg_task_ctx *c, sg_dtype dt, const char *call, ncclComm_t *comm,
+                      ncclDataType_t *t, char *msg, size_t size)
+{
+    *comm = local_comm(c);
+    if (!*comm) {
+        snprintf(msg, size, "rank %d: %s: this CUDA worker's device has no NCCL communicator",
+                 run_rank(c), call);
+        return SG_EINVAL;
+    }
+    if (nccl_type(dt, t)) {
+        snprintf(msg, size, "rank %d: %s: dtype %s has no NCCL type", run_rank(c), call,
+                 sg_dtype_name(dt));
+        return SG_EINVAL;
+    }
+    return SG_OK;
+}
+#else
+static int no_nccl(const sg_task_ctx *c, const char *call, char *msg, size_t size)
+{
+    snprintf(msg, size, "rank %d: %s: this stepgraph was built without NCCL (configure found "
+             "no nccl.h): CUDA workers cannot run several ranks", run_rank(c), call);
+    return SG_ENOTSUP;
+}
+#endif
+
+int sg_cuda_nccl_allgather(const sg_task_ctx *c, const sg_cu *cu, const void *send, void *recv,
+                           size_t count, sg_dtype dt, char *msg, size_t msg_size)
+{
+#ifdef SG_HAVE_NCCL
+    ncclComm_t comm;
+    ncclDataType_t t;
+    int rc = nccl_setup(c, dt, "ncclAllGather", &comm, &t, msg, msg_size);
+    if (rc)
+        return rc;
+    ncclResult_t r = ncclAllGather(send, recv, count, t, comm, (cudaStream_t)cu->stream);
+    return r == ncclSuccess ? SG_OK : nccl_fail(c, comm, r, "ncclAllGather", msg, msg_size);
+#else
+    (void)cu, (void)send, (void)recv, (void)count, (void)dt;
+    return no_nccl(c, "ncclAllGather", msg, msg_size);
+#endif
+}
+
+int sg_cuda_nccl_reduce_scatter(const sg_task_ctx *c, const sg_cu *cu, const void *send,
+                                void *recv, size_t count, sg_dtype dt, char *msg,
+                                size_t msg_size)
+{
+#ifdef SG_HAVE_NCCL
+    ncclComm_t comm;
+    ncclDataType_t t;
+    int rc = nccl_setup(c, dt, "ncclReduceScatter", &comm, &t, msg, msg_size);
+    if (rc)
+        return rc;
+    ncclResult_t r = ncclReduceScatter(send, recv, count, t, ncclSum, comm,
+                                       (cudaStream_t)cu->stream);
+    return r == ncclSuccess ? SG_OK : nccl_fail(c, comm, r, "ncclReduceScatter", msg, msg_size);
+#else
+    (void)cu, (void)send, (void)recv, (void)count, (void)dt;
+    return no_nccl(c, "ncclReduceScatter", msg, msg_size);
+#endif
+}
+
+int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_allreduce *v,
+                           int n, char *msg, size_t msg_size)
+{
+#ifdef SG_HAVE_NCCL
+    ncclComm_t comm;
+    ncclDataType_t t;
+    int rc = nccl_setup(c, SG_F32, "ncclAllReduce", &comm, &t, msg, msg_size);
+    if (rc)
+        return rc;
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess)
+        return nccl_fail(c, comm, r, "ncclGroupStart", msg, msg_size);
+    for (int i = 0; i < n && r == ncclSuccess; i++) {
+        t = v[i].type == SG_COMM_F64 ? ncclFloat64 : v[i].type == SG_COMM_I32 ? ncclInt32
+                                                                              : ncclFloat32;
+        r = ncclAllReduce(v[i].buf, v[i].buf, v[i].count, t, v[i].mean ? ncclAvg : ncclSum, comm,
+                          (cudaStream_t)cu->stream);
+    }
+    /* the group is closed whatever happened inside it */
+    ncclResult_t r2 = ncclGroupEnd();
+    if (r != ncclSuccess)
+        return nccl_fail(c, comm, r, "ncclAllReduce", msg, msg_size);
+    return r2 == ncclSuccess ? SG_OK
+                             : nccl_fail(c, comm, r2, "ncclGroupEnd (ncclAllReduce)", msg,
+                                         msg_size);
+#else
+    (void)cu, (void)v, (void)n;
+    return no_nccl(c, "ncclAllReduce", msg, msg_size);
+#endif
+}
+
 const void *sg_cuda_unit_params(const sg_task_ctx *c, void *buffers[], int unit, sg_dtype dt,
                                 const sg_cu *cu, void **copy)
 {
