@@ -115,11 +115,12 @@ static void allgather_ranks_cuda(const sg_task_ctx *c, void *buffers[], const in
     char *send = n == 1 ? sg_arg_ptr(buffers, slots[0]) : sg_cu_malloc_async(&cu, l.block * esize);
     char *recv = l.padded == l.elems ? to : sg_cu_malloc_async(&cu, l.padded * esize);
     int rc = !send || !recv ? SG_ENOMEM : SG_OK;
-    for (int i = 0, off = 0; !rc && n > 1 && i < n; i++) {
+    size_t off = 0;
+    for (int i = 0; !rc && n > 1 && i < n; i++) {
         const sg_buffer *b = sg_arg_buffer(c, slots[i]);
-        rc = sg_cu_copy_async(&cu, send + (size_t)off * esize, sg_arg_ptr(buffers, slots[i]),
+        rc = sg_cu_copy_async(&cu, send + off * esize, sg_arg_ptr(buffers, slots[i]),
                               (size_t)b->bytes);
-        off += (int)b->elems;
+        off += (size_t)b->elems;
     }
     if (!rc)
         rc = sg_cuda_nccl_allgather(c, &cu, send, recv, l.block, db->dtype, msg, sizeof msg);

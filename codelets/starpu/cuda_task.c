@@ -69,7 +69,12 @@ static int run_rank(const sg_task_ctx *c)
 static int nccl_fail(const sg_task_ctx *c, ncclComm_t comm, ncclResult_t r, const char *call,
                      char *msg, size_t size)
 {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
     const char *last = comm ? ncclGetLastError(comm) : NULL;
+#else
+    const char *last = NULL;
+    (void)comm;
+#endif
     snprintf(msg, size, "rank %d: %s: %s%s%s%s", run_rank(c), call, ncclGetErrorString(r),
              last && *last ? " (" : "", last && *last ? last : "", last && *last ? ")" : "");
     return SG_EIO;
@@ -152,8 +157,18 @@ int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_
     for (int i = 0; i < n && r == ncclSuccess; i++) {
         t = v[i].type == SG_COMM_F64 ? ncclFloat64 : v[i].type == SG_COMM_I32 ? ncclInt32
                                                                               : ncclFloat32;
-        r = ncclAllReduce(v[i].buf, v[i].buf, v[i].count, t, v[i].mean ? ncclAvg : ncclSum, comm,
-                          (cudaStream_t)cu->stream);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+        ncclRedOp_t op = v[i].mean ? ncclAvg : ncclSum;
+#else
+        ncclRedOp_t op = ncclSum;
+        if (v[i].mean) { /* no ncclAvg before NCCL 2.10 */
+            ncclGroupEnd();
+            snprintf(msg, msg_size, "rank %d: ncclAllReduce: NCCL %d.%d has no ncclAvg (2.10 or "
+                     "later needed)", run_rank(c), NCCL_MAJOR, NCCL_MINOR);
+            return SG_ENOTSUP;
+        }
+#endif
+        r = ncclAllReduce(v[i].buf, v[i].buf, v[i].count, t, op, comm, (cudaStream_t)cu->stream);
     }
     /* the group is closed whatever happened inside it */
     ncclResult_t r2 = ncclGroupEnd();
