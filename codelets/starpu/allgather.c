@@ -155,13 +155,14 @@ void sg_allgather_cuda(void *buffers[], void *arg)
         return;
     }
     sg_cu cu = sg_cuda_task_cu();
-    char *to = sg_arg_ptr(buffers, dst);
+    char *to = sg_arg_ptr(buffers, dst), msg[256], what[400];
     for (int i = 0; i < n; i++) {
         const sg_buffer *b = sg_arg_buffer(c, slots[i]);
         int rc = sg_cuda_collective(c, &cu, to, sg_arg_ptr(buffers, slots[i]), (size_t)b->elems,
-                                    b->dtype, 1);
+                                    b->dtype, 1, msg, sizeof msg);
         if (rc) {
-            sg_cuda_task_fail(c, rc, "all-gather failed");
+            snprintf(what, sizeof what, "all-gather of %s: %s", b->name, msg);
+            sg_task_fail(c, rc, what);
             return;
         }
         to += b->bytes;

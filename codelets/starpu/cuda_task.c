@@ -39,25 +39,6 @@ static ncclComm_t local_comm(const sg_task_ctx *c)
 }
 #endif
 
-int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src,
-                       size_t n, sg_dtype dt, int gather)
-{
-#ifdef SG_HAVE_NCCL
-    ncclComm_t comm = local_comm(c);
-    ncclDataType_t t;
-    if (comm && nccl_type(dt, &t) == SG_OK) {
-        ncclResult_t r = gather ? ncclAllGather(src, dst, n, t, comm, (cudaStream_t)cu->stream)
-                                : ncclReduceScatter(src, dst, n, t, ncclSum, comm,
-                                                    (cudaStream_t)cu->stream);
-        return r == ncclSuccess ? SG_OK : SG_EIO;
-    }
-#else
-    (void)c;
-    (void)gather;
-#endif
-    return sg_cu_copy_async(cu, dst, src, n * sg_dtype_size(dt));
-}
-
 /* The rank of this process among the run's ranks (0 with one). */
 static int run_rank(const sg_task_ctx *c)
 {
@@ -181,6 +162,30 @@ int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_
     (void)cu, (void)v, (void)n;
     return no_nccl(c, "ncclAllReduce", msg, msg_size);
 #endif
+}
+
+int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src,
+                       size_t n, sg_dtype dt, int gather, char *msg, size_t msg_size)
+{
+#ifdef SG_HAVE_NCCL
+    ncclComm_t comm = local_comm(c);
+    ncclDataType_t t;
+    if (comm && nccl_type(dt, &t) == SG_OK) {
+        ncclResult_t r = gather ? ncclAllGather(src, dst, n, t, comm, (cudaStream_t)cu->stream)
+                                : ncclReduceScatter(src, dst, n, t, ncclSum, comm,
+                                                    (cudaStream_t)cu->stream);
+        return r == ncclSuccess ? SG_OK
+                                : nccl_fail(c, comm, r, gather ? "ncclAllGather"
+                                                               : "ncclReduceScatter", msg,
+                                            msg_size);
+    }
+#else
+    (void)gather;
+#endif
+    int rc = sg_cu_copy_async(cu, dst, src, n * sg_dtype_size(dt));
+    if (rc)
+        snprintf(msg, msg_size, "rank %d: cudaMemcpyAsync: %s", run_rank(c), sg_cu_last_error());
+    return rc;
 }
 
 const void *sg_cuda_unit_params(const sg_task_ctx *c, void *buffers[], int unit, sg_dtype dt,

@@ -31,11 +31,12 @@ static inline void sg_cuda_task_fail(const sg_task_ctx *c, int code, const char 
     sg_task_fail(c, code, msg);
 }
 
-/* dst <- src (n elements of dt) through the local device's communicator:
- * all-gather (`gather`) or sum-reduction; a plain device copy without
- * NCCL. */
+/* One rank: dst <- src (n elements of dt) through the local device's
+ * single-rank communicator: all-gather (`gather`) or sum-reduction; a plain
+ * device copy without NCCL. 0, or an SG_ error code after writing "rank R:
+ * ncclXxx: <NCCL's message>" (or the CUDA copy's error) into msg. */
 int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src,
-                       size_t n, sg_dtype dt, int gather);
+                       size_t n, sg_dtype dt, int gather, char *msg, size_t msg_size);
 
 /* Several ranks (the run's comm.h collectives have size > 1): NCCL calls
  * on cu's stream over the local device's communicator, which exec_cuda.c

@@ -210,25 +210,33 @@ void sg_reduce_cuda(void *buffers[], void *arg)
     const sg_buffer *sb = sg_arg_buffer(c, src);
     const char *s = sg_arg_ptr(buffers, src);
     size_t esize = sg_dtype_size(sb->dtype);
+    char msg[256], what[400];
     for (int i = 0; i < n; i++) {
         const sg_buffer *pb = sg_arg_buffer(c, slots[i]);
         const char *from = s + (size_t)pb->unit_offset * esize;
         void *to = sg_arg_ptr(buffers, slots[i]);
         int rc;
+        msg[0] = '\0';
         if (pb->dtype != sb->dtype) {
             rc = SG_EINVAL;
+            snprintf(msg, sizeof msg, "a piece's dtype is not the gradient's");
         } else if (sg_arg_write_only(c, slots[i])) {
-            rc = sg_cuda_collective(c, &cu, to, from, (size_t)pb->elems, pb->dtype, 0);
+            rc = sg_cuda_collective(c, &cu, to, from, (size_t)pb->elems, pb->dtype, 0, msg,
+                                    sizeof msg);
         } else {
             void *tmp = sg_cu_malloc_async(&cu, (size_t)pb->bytes);
             rc = !tmp ? SG_ENOMEM
-                      : sg_cuda_collective(c, &cu, tmp, from, (size_t)pb->elems, pb->dtype, 0);
-            if (!rc)
-                rc = sg_cu_add_into(&cu, to, tmp, pb->dtype, (size_t)pb->elems);
+                      : sg_cuda_collective(c, &cu, tmp, from, (size_t)pb->elems, pb->dtype, 0,
+                                           msg, sizeof msg);
+            if (!rc && (rc = sg_cu_add_into(&cu, to, tmp, pb->dtype, (size_t)pb->elems)))
+                snprintf(msg, sizeof msg, "adding into %s: %s", pb->name, sg_cu_last_error());
             sg_cu_free_async(&cu, tmp);
         }
         if (rc) {
-            sg_cuda_task_fail(c, rc, "gradient reduction failed");
+            if (rc == SG_ENOMEM)
+                snprintf(msg, sizeof msg, "out of device memory");
+            snprintf(what, sizeof what, "reduction of %s: %s", sb->name, msg);
+            sg_task_fail(c, rc, what);
             return;
         }
     }
