@@ -42,4 +42,29 @@ typedef struct sg_comm {
                      char *msg, size_t msg_size);
 } sg_comm;
 
+/* Where one unit's elements sit in a collective over `size` ranks, the same
+ * arithmetic for the MPI (CPU) and NCCL (CUDA) codelets: p elements in
+ * rank-major blocks of ceil(p / size), rank r's block being elements
+ * [r x block, (r + 1) x block) of the unit, zero (padding) past its end. An
+ * all-gather moves `block` elements per rank into `padded` and keeps the
+ * first p; a reduce-scatter sums a buffer of `padded` elements whose
+ * [p, padded) are zero and leaves block r on rank r. */
+typedef struct sg_comm_layout {
+    size_t elems;   /* p, the unit's elements */
+    size_t block;   /* ceil(p / size): every rank's block (its shard) */
+    size_t padded;  /* size x block >= p */
+    size_t lo;      /* this rank's block starts at rank x block (may be >= p) */
+    size_t valid;   /* elements of its block inside the unit: min(block, p - lo), or 0 */
+    size_t pad;     /* block - valid: padding elements at its block's end */
+} sg_comm_layout;
+
+/* Fills l for p elements, `size` ranks and this `rank`. 0, or SG_EINVAL
+ * (size < 1, rank outside [0, size), or size x block overflows). */
+int sg_comm_layout_of(sg_comm_layout *l, size_t p, int size, int rank);
+
+/* Whether pieces of `shard` elements in all hold what a collective of l
+ * moves for this rank: its block (a sharded unit), or with `whole` the
+ * entire unit (held whole by every rank: stage 0, stage 3 persistent). */
+int sg_comm_layout_holds(const sg_comm_layout *l, size_t shard, int whole);
+
 #endif /* SG_CODELET_COMM_H */

@@ -4,10 +4,10 @@
  * through sg_cuda_local_device (only in SG_STARPU_CUDA builds).
  *
  * Communicators: one per device of this process. With one data-parallel
- * rank (what `stepgraph run` supports today) each is a single-rank
- * communicator, so all-gather, reduce-scatter and all-reduce are NCCL's
- * copies and sums on the device; the multi-process launcher will create
- * them from a shared ncclUniqueId with nranks = dp_size instead.
+ * rank each is a single-rank communicator, so all-gather, reduce-scatter
+ * and all-reduce are NCCL's copies and sums on the device; under mpirun
+ * (one GPU per rank) it is made from rank 0's ncclUniqueId with the world's
+ * size, and the collectives of several ranks use it (cuda_task.h).
  */
 #ifndef SG_CODELETS_CUDA_STATE_H
 #define SG_CODELETS_CUDA_STATE_H

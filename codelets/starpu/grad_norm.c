@@ -54,6 +54,24 @@ static void partials_cpu(const sg_task_ctx *c, void *buffers[])
     }
 }
 
+/* Several ranks (comm non-NULL): whether buffer b's sum of squares counts
+ * on another rank only. A unit whole on every rank (stage 0, stage 3
+ * persistent units) counts once, rank 0's; shards count on each. Its
+ * non-finite flag counts everywhere. */
+static int counted_on_rank0(const sg_task_ctx *c, const sg_comm *comm, const sg_buffer *b)
+{
+    return comm && comm->rank > 0 && b->unit >= 0 &&
+           (b->role == SG_BUF_NORM_PART || b->role == SG_BUF_GRAD_PIECE) &&
+           sg_unit_shard_elems(c->shared->model, c->shared->spec, b->unit) ==
+               sg_model_unit_params(c->shared->model, b->unit);
+}
+
+/* The run's collectives when it has several ranks, else NULL. */
+static const sg_comm *ranks_comm(const sg_task_ctx *c)
+{
+    return c->shared->comm && c->shared->comm->size > 1 ? c->shared->comm : NULL;
+}
+
 void sg_grad_norm_cpu(void *buffers[], void *arg)
 {
     const sg_task_ctx *c = arg;
@@ -67,15 +85,10 @@ void sg_grad_norm_cpu(void *buffers[], void *arg)
      * sum) */
     double sumsq = 0.0;
     int nonfinite = 0;
-    const sg_comm *comm = c->shared->comm && c->shared->comm->size > 1 ? c->shared->comm : NULL;
+    const sg_comm *comm = ranks_comm(c);
     for (int i = 0; i < c->nslots; i++) {
         const sg_buffer *b = sg_arg_buffer(c, i);
-        /* several ranks: a unit whole on every rank (stage 0, stage 3
-         * persistent units) counts once, rank 0's; shards count on each */
-        int skip = comm && comm->rank > 0 && b->unit >= 0 &&
-                   (b->role == SG_BUF_NORM_PART || b->role == SG_BUF_GRAD_PIECE) &&
-                   sg_unit_shard_elems(c->shared->model, c->shared->spec, b->unit) ==
-                       sg_model_unit_params(c->shared->model, b->unit);
+        int skip = counted_on_rank0(c, comm, b);
         if (b->role == SG_BUF_NORM_PART && skip) {
             const norm_entry *e = sg_arg_ptr(buffers, i);
             for (int64_t k = 0; k < b->elems / SG_NORM_PART_F32; k++)
@@ -180,22 +193,56 @@ void sg_grad_norm_cuda(void *buffers[], void *arg)
         return;
     }
     sg_cu cu = sg_cuda_task_cu();
-    /* one double and one int32, 8-byte aligned */
-    double *acc = sg_cu_malloc_async(&cu, 2 * sizeof(double));
+    const sg_comm *comm = ranks_comm(c);
+    /* the sum of squares (a double), the non-finite flag (an int32, 8-byte
+     * aligned) and, with several ranks, a double that takes the sums of the
+     * units counted on rank 0 only (counted_on_rank0: their flags count) */
+    double *acc = sg_cu_malloc_async(&cu, 3 * sizeof(double));
     int32_t *nonfinite = acc ? (int32_t *)(acc + 1) : NULL;
-    int rc = acc ? sg_cu_zero_async(&cu, acc, 2 * sizeof(double)) : SG_ENOMEM;
+    double *ignored = acc ? acc + 2 : NULL;
+    int rc = acc ? sg_cu_zero_async(&cu, acc, 3 * sizeof(double)) : SG_ENOMEM;
     for (int i = 0; i < c->nslots && !rc; i++) {
         const sg_buffer *b = sg_arg_buffer(c, i);
+        double *sum = counted_on_rank0(c, comm, b) ? ignored : acc;
         if (b->role == SG_BUF_GRAD_PIECE)
-            rc = sg_cu_grad_norm_accumulate(&cu, acc, nonfinite, sg_arg_ptr(buffers, i), b->dtype,
+            rc = sg_cu_grad_norm_accumulate(&cu, sum, nonfinite, sg_arg_ptr(buffers, i), b->dtype,
                                             (size_t)b->elems);
         else if (b->role == SG_BUF_NORM_PART)
-            rc = sg_cu_grad_norm_add_parts(&cu, acc, nonfinite, sg_arg_ptr(buffers, i),
+            rc = sg_cu_grad_norm_add_parts(&cu, sum, nonfinite, sg_arg_ptr(buffers, i),
                                            (size_t)(b->elems / SG_NORM_PART_F32));
     }
-    if (!rc)
-        rc = sg_cu_grad_norm_finish(&cu, res, acc, nonfinite,
-                                    sg_arg_role_ptr(c, buffers, SG_BUF_LOSS_SCALE));
+    if (rc) {
+        sg_cu_free_async(&cu, acc);
+        sg_cuda_task_fail(c, rc, "gradient norm failed");
+        return;
+    }
+    if (comm) {
+        /* as the CPU path: every rank's sum of squares and non-finite count
+         * and the mean over the ranks of every micro-step's loss, one NCCL
+         * group of all-reduces on the comm_order chain */
+        if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE)) {
+            sg_cu_free_async(&cu, acc);
+            return;
+        }
+        sg_cuda_allreduce v[2 + SG_ARG_MAX_SLOTS] = {
+            {.buf = acc, .count = 1, .type = SG_COMM_F64},
+            {.buf = nonfinite, .count = 1, .type = SG_COMM_I32},
+        };
+        int nv = 2;
+        for (int i = 0; i < c->nslots && nv < 2 + SG_ARG_MAX_SLOTS; i++)
+            if (sg_arg_buffer(c, i)->role == SG_BUF_LOSS)
+                v[nv++] = (sg_cuda_allreduce){.buf = sg_arg_ptr(buffers, i), .count = 1,
+                                              .type = SG_COMM_F32, .mean = 1};
+        char msg[256], what[320];
+        if ((rc = sg_cuda_nccl_allreduce(c, &cu, v, nv, msg, sizeof msg))) {
+            sg_cu_free_async(&cu, acc);
+            snprintf(what, sizeof what, "gradient norm: %s", msg);
+            sg_task_fail(c, rc, what);
+            return;
+        }
+    }
+    rc = sg_cu_grad_norm_finish(&cu, res, acc, nonfinite,
+                                sg_arg_role_ptr(c, buffers, SG_BUF_LOSS_SCALE));
     sg_cu_free_async(&cu, acc);
     if (rc)
         sg_cuda_task_fail(c, rc, "gradient norm failed");

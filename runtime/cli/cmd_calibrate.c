@@ -1,8 +1,13 @@
 /* cmd_calibrate.c - `stepgraph calibrate`: train here long enough for
  * StarPU to calibrate the history models of the sg_<kind> codelets, then
- * save a machine model that `simulate` and `tune` use with those models. */
+ * save a machine model that `simulate` and `tune` use with those models.
+ * Under mpirun every rank trains (docs/ranks.md); rank 0's measurements
+ * (its StarPU models, node_times.csv, its mean step) are the ones saved,
+ * by rank 0 alone; the other ranks calibrate into private temporary
+ * directories, removed at the end. */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +22,7 @@
 #include "runtime/cli/cli.h"
 #include "common/json_util.h"
 #include "runtime/config/machine.h"
+#include "runtime/dist/dist.h"
 #include "runtime/sim/sim_platform.h"
 #include "runtime/train/train.h"
 
@@ -36,6 +42,15 @@ static void calibrate_help(void)
            "offload settings reuse the same tasks), and with `simulate --cost fitted`\n"
            "other sizes, from per-kind fits of node_times.csv. The mean measured step time\n"
            "is saved with it, to compare with what simulate predicts.\n"
+           "\n"
+           "Several data-parallel ranks (docs/ranks.md), CPU workers:\n"
+           "  mpirun -np N stepgraph calibrate CONFIG --dp_size N --ncuda 0 [...]\n"
+           "Every rank trains; rank 0 alone writes the files, from its own measurements\n"
+           "(StarPU's models, node_times.csv and the mean step: rank 0's), with \"nodes\": N\n"
+           "(one rank per node of the model). The collectives' times are measured ones\n"
+           "(MPI between the N ranks here), so `simulate --machine DIR/NAME.json\n"
+           "--dp_size N` costs them as they ran, not from the link figures. An error on\n"
+           "one rank prints `stepgraph: rank R: ...` and ends every rank.\n"
            "\n"
            "  --name NAME      machine name (default: this host's name); letters, digits,\n"
            "                   '-', '_' and '.'\n"
@@ -89,7 +104,7 @@ static double cpu_ghz(void)
 
 /* The machine file: CPU figures of this host, GPU figures of the base. */
 static cJSON *machine_json(const char *name, const sg_machine *base, const sg_train_result *res,
-                           const char *config, const char *sched, int steps)
+                           const char *config, const char *sched, int steps, int ranks)
 {
     double bw = copy_bandwidth_gbs(), ghz = cpu_ghz();
     double mem_gb = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 1e9;
@@ -102,10 +117,22 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     snprintf(line, sizeof line, "Calibrated by stepgraph calibrate on %s (%s): %d CPU and %d CUDA "
              "workers; task times are StarPU's history models in %s.sampling.", host, when,
              res->workers_cpu, res->workers_cuda, name);
+    if (ranks > 1) /* the same line, for every one of the ranks */
+        snprintf(line, sizeof line, "Calibrated by stepgraph calibrate on %s (%s): %d ranks "
+                 "under mpirun (a node each in this model), %d CPU and %d CUDA workers per "
+                 "rank; task times are rank 0's StarPU history models in %s.sampling.", host,
+                 when, ranks, res->workers_cpu, res->workers_cuda, name);
     cJSON_AddStringToObject(root, "description", line);
     cJSON *src = cJSON_AddArrayToObject(root, "sources");
     cJSON_AddItemToArray(src, cJSON_CreateString(
         "Task times: measured (StarPU history-based models, one per codelet sg_<kind>)."));
+    if (ranks > 1) {
+        snprintf(line, sizeof line, "Collectives (sg_allgather, sg_reduce_scatter, "
+                 "sg_allreduce, sg_grad_norm): measured on rank 0 with %d ranks over MPI on "
+                 "this host, waits for the other ranks included; links.gpu_gpu_gbs is one "
+                 "core's memcpy, used only where a task has no measured time.", ranks);
+        cJSON_AddItemToArray(src, cJSON_CreateString(line));
+    }
     snprintf(line, sizeof line, "cpu.memory_bw_gbs and cpu.core_bw_gbs: one core's memcpy, "
              "measured (%.1f GB/s); cpu.ghz from /proc/cpuinfo; fp32_flops_per_cycle assumed 32 "
              "(two 8-wide FMA units). These only set task priorities here.", bw);
@@ -115,7 +142,7 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
                  base->name);
         cJSON_AddItemToArray(src, cJSON_CreateString(line));
     }
-    cJSON_AddNumberToObject(root, "nodes", 1);
+    cJSON_AddNumberToObject(root, "nodes", ranks);
     cJSON *cpu = cJSON_AddObjectToObject(root, "cpu");
     cJSON_AddNumberToObject(cpu, "cores", res->workers_cpu + res->workers_cuda);
     cJSON_AddNumberToObject(cpu, "ghz", ghz);
@@ -140,7 +167,12 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     cJSON_AddNumberToObject(links, "d2h_gbs", base ? base->d2h_gbs : bw);
     cJSON_AddNumberToObject(links, "latency_us", base ? base->latency_us : 1);
     cJSON_AddNumberToObject(links, "gpu_gpu_gbs", base ? base->gpu_gpu_gbs : bw);
-    if (res->workers_cuda > 1) /* the loader wants several devices' link named */
+    /* the loader wants the link of several devices or ranks named */
+    if (ranks > 1 && res->workers_cuda == 0)
+        cJSON_AddStringToObject(links, "interconnect",
+                                "MPI between processes on one host (shared memory): the "
+                                "collectives' times are measured");
+    else if ((long long)ranks * res->workers_cuda > 1)
         cJSON_AddStringToObject(links, "interconnect",
                                 base && base->interconnect[0] ? base->interconnect
                                 : "not measured: gpu_gpu_gbs is an assumed figure");
@@ -178,7 +210,25 @@ static int write_json(const char *path, const cJSON *root, sg_error *err)
     return rc;
 }
 
-static int calibrate(int argc, char **argv, sg_error *err)
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path) != 0 && errno != ENOENT;
+}
+
+/* A rank other than 0: StarPU's models go to a private temporary directory
+ * (its own perf-model files, never rank 0's), removed after the run. */
+static int rank_sampling_dir(int rank, char *dir, size_t size, sg_error *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, size, "%s/stepgraph-calibrate-rank%d-XXXXXX", tmp && *tmp ? tmp : "/tmp",
+             rank);
+    if (!mkdtemp(dir))
+        return sg_error_set(err, SG_EIO, "%s: cannot create it (%s)", dir, strerror(errno));
+    return SG_OK;
+}
+
+static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
 {
     const char *name = NULL, *out = "machines", *steps = "40", *base_name = NULL;
     sg_cli_opt opts[] = {
@@ -217,19 +267,24 @@ static int calibrate(int argc, char **argv, sg_error *err)
     if (!rc && !sg_is_simple_name(name))
         rc = sg_error_set(err, SG_EINVAL, "--name %s: letters, digits, '-', '_' and '.' only",
                           name);
-    char path[8300], sampling[4200], abs_sampling[PATH_MAX];
+    char path[8300], sampling[4200], abs_sampling[PATH_MAX] = "";
+    int rank = dist->rank, own_tmp = 0;
     if (!rc && base_name) {
         rc = sg_machine_resolve(base_name, path, sizeof path, err);
         if (!rc)
             rc = sg_machine_load(path, base, err);
     }
-    if (!rc && mkdir(out, 0777) != 0 && errno != EEXIST)
+    /* rank 0 writes the files; the others calibrate into their own
+     * temporary directory */
+    if (!rc && rank == 0 && mkdir(out, 0777) != 0 && errno != EEXIST)
         rc = sg_error_set(err, SG_EIO, "--out %s: cannot create it (%s)", out, strerror(errno));
     snprintf(sampling, sizeof sampling, "%s/%s.sampling", out, name);
-    if (!rc && mkdir(sampling, 0777) != 0 && errno != EEXIST)
+    if (!rc && rank == 0 && mkdir(sampling, 0777) != 0 && errno != EEXIST)
         rc = sg_error_set(err, SG_EIO, "%s: cannot create it (%s)", sampling, strerror(errno));
-    if (!rc && !realpath(sampling, abs_sampling))
+    if (!rc && rank == 0 && !realpath(sampling, abs_sampling))
         rc = sg_error_set(err, SG_EIO, "%s: %s", sampling, strerror(errno));
+    if (!rc && rank > 0 && !(rc = rank_sampling_dir(rank, abs_sampling, sizeof abs_sampling, err)))
+        own_tmp = 1;
     sg_train_result res;
     if (!rc) {
         setenv("STARPU_PERF_MODEL_DIR", abs_sampling, 1);
@@ -239,8 +294,10 @@ static int calibrate(int argc, char **argv, sg_error *err)
         setenv("STARPU_HOME", abs_sampling, 1);
         setenv("STARPU_HOSTNAME", name, 1);
         setenv("STARPU_CALIBRATE", "1", 1);
-        /* every node's CPU task time, for simulate --cost fitted */
-        if (strlen(abs_sampling) + sizeof "/node_times.csv" > sizeof cfg->node_times)
+        /* every node's CPU task time, for simulate --cost fitted: rank 0's */
+        if (rank > 0)
+            cfg->node_times[0] = '\0';
+        else if (strlen(abs_sampling) + sizeof "/node_times.csv" > sizeof cfg->node_times)
             rc = sg_error_set(err, SG_EINVAL, "%s: path too long", abs_sampling);
         else
             snprintf(cfg->node_times, sizeof cfg->node_times, "%.*s/node_times.csv",
@@ -248,7 +305,16 @@ static int calibrate(int argc, char **argv, sg_error *err)
     }
     if (!rc) {
         printf("calibrating %s: %ld steps, StarPU models in %s\n", name, nsteps, sampling);
-        rc = sg_train(cfg, &res, err);
+        rc = sg_train_ranks(cfg, dist, &res, err);
+    }
+    if (own_tmp && nftw(abs_sampling, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && !rc)
+        fprintf(stderr, "stepgraph: rank %d: warning: could not remove %s\n", rank,
+                abs_sampling);
+    if (rank > 0) { /* rank 0 writes the machine model */
+        free(cfg);
+        free(base);
+        free(args);
+        return rc;
     }
     if (!rc && res.workers_cuda > 0 && !base_name)
         rc = sg_error_set(err, SG_EINVAL, "CUDA workers ran: name the GPU's figures with --base "
@@ -256,7 +322,7 @@ static int calibrate(int argc, char **argv, sg_error *err)
     cJSON *root = NULL;
     if (!rc) {
         root = machine_json(name, base_name ? base : NULL, &res, args[0], cfg->run.sched,
-                            (int)nsteps);
+                            (int)nsteps, dist->size);
         if (!root)
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
@@ -275,10 +341,14 @@ static int calibrate(int argc, char **argv, sg_error *err)
         snprintf(path, sizeof path, "%s/%s.json", out, name);
         rc = write_json(path, root, err);
     }
+    char dp[48] = "";
+    if (dist->size > 1)
+        snprintf(dp, sizeof dp, " --dp_size %d", dist->size);
     if (!rc)
-        printf("machine model written to %s (measured step %.2f ms); simulate with\n"
-               "  stepgraph simulate %s --machine %s\n",
-               path, res.mean_step_s * 1e3, args[0], path);
+        printf("machine model written to %s (measured step %.2f ms%s); simulate with\n"
+               "  stepgraph simulate %s --machine %s%s\n",
+               path, res.mean_step_s * 1e3, dist->size > 1 ? ", rank 0's" : "", args[0], path,
+               dp);
     cJSON_Delete(root);
     free(cfg);
     free(base);
@@ -294,8 +364,15 @@ int sg_cmd_calibrate(int argc, char **argv)
             return 0;
         }
     sg_error err = {0};
-    int rc = calibrate(argc, argv, &err);
+    /* under mpirun: MPI first, so that any error below ends every rank */
+    sg_dist dist;
+    int rc = sg_dist_init(&dist, &err);
+    if (!rc && dist.rank > 0 && !freopen("/dev/null", "w", stdout))
+        rc = sg_error_set(&err, SG_EIO, "rank %d: cannot silence stdout", dist.rank);
+    if (!rc)
+        rc = calibrate(argc, argv, &dist, &err);
     if (rc)
-        fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
+        sg_dist_fail(&dist, rc, &err);
+    sg_dist_finalize(&dist);
     return rc ? 1 : 0;
 }

@@ -48,8 +48,9 @@ static void run_help(void)
            "and writes --metrics, --trace and --report. An error on one rank prints\n"
            "`stepgraph: rank R: ...` and ends every rank. --save: each rank writes its\n"
            "optimizer partition, rank 0 the gathered weights; --load resumes with the\n"
-           "same or another dp_size of the same global micro batch. Not yet with several\n"
-           "ranks: CUDA workers, calibrate.%s\n"
+           "same or another dp_size of the same global micro batch. `stepgraph calibrate`\n"
+           "runs under mpirun the same way. Not yet with several ranks: CUDA workers (the\n"
+           "NCCL collectives are written, not yet run on several GPUs: docs/gpu.md).%s\n"
            "\n", sg_dist_available() ? "" : "\nThis build has no MPI support: dp_size > 1 is refused.");
     sg_cli_print_run_flags();
 }

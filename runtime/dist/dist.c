@@ -33,6 +33,18 @@ int sg_dist_available(void)
 #endif
 }
 
+void sg_dist_fail(const sg_dist *d, int rc, const sg_error *err)
+{
+    const char *m = err && err->msg[0] ? err->msg : sg_strerror(rc);
+    if (d && d->size > 1 && strncmp(m, "rank ", 5) != 0)
+        fprintf(stderr, "stepgraph: rank %d: %s\n", d->rank, m);
+    else
+        fprintf(stderr, "stepgraph: %s\n", m);
+    fflush(stderr);
+    if (d && d->size > 1)
+        sg_dist_abort(d, 1); /* the other ranks may wait in a collective for this one */
+}
+
 const sg_comm *sg_dist_comm(const sg_dist *d)
 {
     return d && d->mpi && d->size > 1 ? &d->comm : NULL;

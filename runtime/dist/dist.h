@@ -61,4 +61,9 @@ int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t
 /* Ends every rank (MPI_Abort); returns only with one rank or without MPI. */
 void sg_dist_abort(const sg_dist *d, int code);
 
+/* A command's failure (rc != 0): prints "stepgraph: rank R: <err>" (an error
+ * that already names its rank is printed as it is) and ends every rank with
+ * several ranks; "stepgraph: <err>" and returns with one. */
+void sg_dist_fail(const sg_dist *d, int rc, const sg_error *err);
+
 #endif /* SG_DIST_H */

@@ -62,22 +62,33 @@ static void setup_worker(void *varg)
     d->sin_tab = sg_cu_malloc(bytes);
     int ok = d->cos_tab && d->sin_tab && !sg_cu_to_device(d->cos_tab, sh->rope.cos_tab, bytes) &&
              !sg_cu_to_device(d->sin_tab, sh->rope.sin_tab, bytes);
+    char what[200] = "cannot set up the rotary tables";
 #ifdef SG_HAVE_NCCL
     if (ok) {
         ncclUniqueId id;
         ncclComm_t comm;
+        ncclResult_t r = ncclSuccess;
+        const char *call = "ncclGetUniqueId";
         if (a->have_id)
             id = a->id;
-        ok = (a->have_id || ncclGetUniqueId(&id) == ncclSuccess) &&
-             ncclCommInitRank(&comm, a->nccl_ranks, id, a->nccl_rank) == ncclSuccess;
+        else
+            r = ncclGetUniqueId(&id);
+        if (r == ncclSuccess) {
+            call = "ncclCommInitRank";
+            r = ncclCommInitRank(&comm, a->nccl_ranks, id, a->nccl_rank);
+        }
+        ok = r == ncclSuccess;
         if (ok)
             d->nccl = comm;
+        else /* every NCCL error with the rank and the call */
+            snprintf(what, sizeof what, "rank %d of %d: %s: %s", a->nccl_rank, a->nccl_ranks,
+                     call, ncclGetErrorString(r));
     }
 #endif
     d->ready = ok;
     pthread_mutex_unlock(&setup_lock);
     if (!ok)
-        setup_fail(st, SG_EIO, "cannot set up the rotary tables or the NCCL communicator", devid);
+        setup_fail(st, SG_EIO, what, devid);
 }
 
 static void teardown_worker(void *arg)
@@ -117,9 +128,10 @@ static int share_nccl_id(setup_arg *a, const sg_comm *launch, sg_error *err)
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    if (launch->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) {
+    ncclResult_t r = launch->rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
+    if (r != ncclSuccess) {
         free(all);
-        return sg_error_set(err, SG_EIO, "rank 0: ncclGetUniqueId failed");
+        return sg_error_set(err, SG_EIO, "rank 0: ncclGetUniqueId: %s", ncclGetErrorString(r));
     }
     char msg[256] = "";
     int rc = launch->allgather(launch->impl, &id, all, n, msg, sizeof msg);

@@ -759,9 +759,6 @@ static int check_ranks(const trainer *t, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "dp_size %lld in the config, but mpirun started %d "
                             "ranks: they must be equal (set dp_size %d, or mpirun -np %lld)", dp,
                             t->world, t->world, dp);
-    if (t->world > 1 && t->cfg->node_times[0])
-        return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: node times (calibrate) are taken "
-                            "with one rank", dp);
     return SG_OK;
 }
 
