@@ -12,6 +12,7 @@
  * Visible keys of query i: j <= i and, with a window W > 0, j > i - W.
  */
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/simd.h"
 #include "codelets/cpu/vexp.h"
 
 #include <cblas.h>
@@ -62,7 +63,7 @@ static void scores(float *S, const float *q, int ldq, const float *k, int ldk, s
                 q, ldq, k, ldk, 0.0f, S, ATT_BK);
 }
 
-int sg_attention_forward(float *out, float *lse, const float *q, const float *k,
+SG_SIMD_CLONES int sg_attention_forward(float *out, float *lse, const float *q, const float *k,
                          const float *v, size_t B, size_t T, size_t Hq, size_t Hkv,
                          size_t D, size_t window)
 {
@@ -142,7 +143,7 @@ int sg_attention_forward(float *out, float *lse, const float *q, const float *k,
 /* With P = softmax(s), dP = dout v^T and delta_i = sum_d dout_i out_i
  * (= sum_j P_ij dP_ij): dS = P * (dP - delta), dq = scale dS k,
  * dk = scale dS^T q, dv = P^T dout. */
-int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+SG_SIMD_CLONES int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                           const float *q, const float *k, const float *v,
                           const float *out, const float *lse, size_t B, size_t T,
                           size_t Hq, size_t Hkv, size_t D, size_t window)

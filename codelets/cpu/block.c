@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/simd.h"
 
 
 /* ---- rotary tables --------------------------------------------------------- */
@@ -89,7 +90,7 @@ static float *mptr(float *base, size_t off)
 }
 
 /* acc (n) += x (n) */
-static void add_into(float *restrict acc, const float *restrict x, size_t n)
+SG_SIMD_CLONES static void add_into(float *restrict acc, const float *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         acc[i] += x[i];

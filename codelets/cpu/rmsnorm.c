@@ -4,6 +4,7 @@
  * in double; rows may be as short as a head (Qwen3's QK-norm, C = D).
  */
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/simd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@
 #define LANES 8 /* independent partial sums: the loop vectorises */
 
 /* sum_c a[c] * b[c] in double, in a fixed order. */
-static double dot_f64(const float *restrict a, const float *restrict b, size_t n)
+SG_SIMD_CLONES static double dot_f64(const float *restrict a, const float *restrict b, size_t n)
 {
     double acc[LANES] = {0};
     size_t c = 0;
@@ -26,7 +27,7 @@ static double dot_f64(const float *restrict a, const float *restrict b, size_t n
     return s;
 }
 
-int sg_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict x,
+SG_SIMD_CLONES int sg_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict x,
                        const float *restrict w, size_t N, size_t C, float eps)
 {
     if (C == 0 || !(eps >= 0.0f))
@@ -46,7 +47,7 @@ int sg_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *r
 
 /* With g = w * dy:  dx = rstd * g - x * rstd^3 * mean(g * x),
  *                   dw += sum over rows of dy * x * rstd. */
-int sg_rmsnorm_backward(float *restrict dx, float *restrict dw, const float *restrict dout,
+SG_SIMD_CLONES int sg_rmsnorm_backward(float *restrict dx, float *restrict dw, const float *restrict dout,
                         const float *restrict x, const float *restrict w,
                         const float *restrict rstd, size_t N, size_t C)
 {

@@ -6,6 +6,7 @@
  * by the opposite angle (a rotation's inverse is its transpose).
  */
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/simd.h"
 
 #include <math.h>
 
@@ -117,7 +118,7 @@ int sg_rope_table_yarn(size_t T, size_t D, double theta, double factor, double b
 }
 
 /* Rotates every head of x (B, T, H, D) by sign * angle(t, i). */
-static int rotate(float *out, const float *x, const float *cos_, const float *sin_,
+SG_SIMD_CLONES static int rotate(float *out, const float *x, const float *cos_, const float *sin_,
                   size_t B, size_t T, size_t H, size_t D, float sign)
 {
     if (D == 0 || D % 2)

@@ -4,13 +4,14 @@
  * dsilu/dg = s * (1 + g * (1 - s)).
  */
 #include "codelets/cpu/ops.h"
+#include "codelets/cpu/simd.h"
 #include "codelets/cpu/vexp.h"
 
 /* sigmoid(g) is computed for a block of this many elements at a time
  * (sg_vsigmoid: 0 for g -> -inf, no NaN), kept on the stack */
 #define SWIGLU_BLOCK 256
 
-int sg_swiglu_forward(float *restrict h, const float *restrict gate, const float *restrict up,
+SG_SIMD_CLONES int sg_swiglu_forward(float *restrict h, const float *restrict gate, const float *restrict up,
                       size_t N, size_t F)
 {
     size_t n = N * F; // (N, F) elementwise
@@ -24,7 +25,7 @@ int sg_swiglu_forward(float *restrict h, const float *restrict gate, const float
     return SG_OK;
 }
 
-int sg_swiglu_backward(float *restrict dgate, float *restrict dup, const float *restrict dh,
+SG_SIMD_CLONES int sg_swiglu_backward(float *restrict dgate, float *restrict dup, const float *restrict dh,
                        const float *restrict gate, const float *restrict up, size_t N,
                        size_t F)
 {

@@ -1,0 +1,22 @@
+/* simd.h - SG_SIMD_CLONES: compile an elementwise kernel for the vector
+ * units the CPU has.
+ *
+ * The build targets the baseline x86-64 (SSE2) so that one binary runs on
+ * any x86-64 machine. A function marked SG_SIMD_CLONES is compiled three
+ * times, for x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA) and the baseline,
+ * and the loader picks the one this CPU runs (GCC's target_clones, an
+ * ifunc). Mark the plain loops over activations (norms, rotations, gating,
+ * additions) whose time a profile shows; the BLAS products and vexp.c have
+ * their own dispatch. Within a clone the compiler may fuse a * b + c into
+ * one FMA, so results can differ in the last bit between machines, never
+ * between runs, workers or schedulers on one machine. */
+#ifndef SG_CODELETS_CPU_SIMD_H
+#define SG_CODELETS_CPU_SIMD_H
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define SG_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SG_SIMD_CLONES
+#endif
+
+#endif
