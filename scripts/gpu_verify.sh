@@ -38,8 +38,9 @@ Runs, from the repository root, these stages (cap = its timeout in seconds):
                  .gpu-carry/moe/stepgraph: the build whose only change is the disabled
                  refusal of MoE on CUDA workers (.gpu-carry/MOE-PATCH.diff)
   mpi_np1        mpirun -np 1 of the MPI build (.gpu-carry/mpi/stepgraph) on a CUDA worker:
-                 MPI start-up, NCCL's unique id over MPI, ncclCommInitRank; losses against
-                 the build without MPI (skip when the machine has no mpirun/libmpi)
+                 MPI start-up, NCCL's unique id over MPI, ncclCommInitRank; fp32 ZeRO-3
+                 losses within 1e-4 of the build without MPI (skip when the machine has no
+                 Open MPI mpirun)
   calibrate      stepgraph calibrate of the SuperOffload GPU config (Llama-3.2-1B, bf16,
                  ZeRO-3, ratio 0.9, checkpointing) at a reduced sequence, nvidia-smi's
                  memory sampled beside it
@@ -79,6 +80,11 @@ EOF
 key() { printf '%s' "$*" >"$GV_WORK/$GV_STAGE.key"; }
 skip() { key "$*"; exit 77; }
 state() { sed -n "s/^$1=//p" "$GV_WORK/state" 2>/dev/null | tail -n1; }
+# one STARPU_HOME for the stages whose runs may share StarPU's bus measurement and models
+shared_starpu_home() {
+	export STARPU_HOME=$GV_WORK/starpu
+	mkdir -p "$STARPU_HOME"
+}
 need_gpu() {
 	[ "${GV_ASSUME_GPU:-0}" = 1 ] && return 0
 	[ "$(state gpu)" = 1 ] || skip "no CUDA device${1:+ ($1)}"
@@ -207,8 +213,7 @@ stage_moe_gpu() {
 	PY=$(command -v python3)
 	TMP=$GV_WORK/moe
 	mkdir -p "$TMP"
-	export STARPU_HOME=$TMP/starpu
-	mkdir -p "$STARPU_HOME"
+	shared_starpu_home
 	. tests/train_lib.sh
 	ds f32 '{}'
 	ds bf16 '{"bf16": {"enabled": true}}'
@@ -232,7 +237,6 @@ stage_moe_gpu() {
 		grep -h "GPU: busy" "$TMP/gpu-$m.out" | head -n1
 	done
 	key "${keys#; }"
-	rm -rf "$STARPU_HOME"
 	[ "$fail" = 0 ]
 }
 
@@ -240,31 +244,33 @@ stage_mpi_np1() {
 	need_gpu
 	[ -n "${SG_CARRY:-}" ] && [ -x "$SG_CARRY/mpi/stepgraph" ] || skip "no MPI build in the carry (scripts/gpu_prepare.sh found no Open MPI?)"
 	command -v mpirun >/dev/null 2>&1 || skip "no mpirun on this machine (Open MPI not installed); the NCCL set-up over MPI waits"
+	mpirun --version 2>&1 | grep -q 'Open MPI' || skip "mpirun is not Open MPI's ($(mpirun --version 2>&1 | head -n1)); the MPI build needs Open MPI's libmpi.so.40"
 	if ldd "$SG_CARRY/mpi/stepgraph" | grep 'not found'; then
 		skip "the MPI build's libraries are not all here: $(ldd "$SG_CARRY/mpi/stepgraph" | grep 'not found' | awk '{print $1}' | tr '\n' ' ')"
 	fi
 	local BIN PY TMP n r1 r2 rel
 	PY=$(command -v python3)
 	TMP=$GV_WORK/mpi
-	mkdir -p "$TMP/starpu"
-	export STARPU_HOME=$TMP/starpu
+	mkdir -p "$TMP"
+	shared_starpu_home
 	. tests/train_lib.sh
-	ds so '{"bf16": {"enabled": true}, "gradient_clipping": 1.0, "zero_optimization": {"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu", "ratio": 0.8, "super_offload": true}}}'
+	# fp32 ZeRO-3 (all-gathers and reduce-scatters through NCCL): the two runs differ only by
+	# the order of the kernels' fp32 atomics (attention's dQ, the embedding's gradient)
+	ds z3 '{"zero_optimization": {"stage": 3, "sub_group_size": 100000}}'
 	BIN=$SG_BUILDDIR/stepgraph
-	train plain so --steps 5 --ncuda 1
+	train plain z3 --steps 5 --ncuda 1
 	r1=$(cat "$TMP/plain.rc")
 	echo "== without MPI: exit $r1"; tail -n 3 "$TMP/plain.out"; tail -n 3 "$TMP/plain.err"
-	BIN="mpirun --allow-run-as-root --oversubscribe -np 1 $SG_CARRY/mpi/stepgraph"
+	BIN="mpirun --allow-run-as-root -np 1 $SG_CARRY/mpi/stepgraph"
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 	# shellcheck disable=SC2086
-	$BIN run "$TMP/so.json" --max_length 32 --steps 5 --ncuda 1 --metrics "$TMP/mpi.jsonl" >"$TMP/mpi.out" 2>"$TMP/mpi.err"
+	$BIN run "$TMP/z3.json" --max_length 32 --steps 5 --ncuda 1 --metrics "$TMP/mpi.jsonl" >"$TMP/mpi.out" 2>"$TMP/mpi.err"
 	r2=$?
 	echo "== mpirun -np 1: exit $r2"; cat "$TMP/mpi.out"; tail -n 20 "$TMP/mpi.err"
 	rel=failed
 	[ "$r1" = 0 ] && [ "$r2" = 0 ] && rel=$(maxrel "$TMP/plain.jsonl" "$TMP/mpi.jsonl")
-	key "mpirun -np 1 exit $r2; losses vs the build without MPI: max rel $rel (<=1e-6)"
-	rm -rf "$STARPU_HOME"
-	[ "$r2" = 0 ] && python3 -c 'import sys; sys.exit(not float(sys.argv[1].split()[0]) <= 1e-6)' "$rel" 2>/dev/null
+	key "mpirun -np 1 exit $r2; losses vs the build without MPI: max rel $rel (<=1e-4)"
+	[ "$r2" = 0 ] && python3 -c 'import sys; sys.exit(not float(sys.argv[1].split()[0]) <= 1e-4)' "$rel" 2>/dev/null
 }
 
 GV_CONFIG=configs/llama-3.2-1b-superoffload-gpu.json
@@ -344,8 +350,7 @@ stage_bench() {
 	local rc md=$GV_WORK/results/bench-gpu.md args
 	args=(--seq "${GV_SEQ:-2048}" --steps "${GV_BENCH_STEPS:-8}" --warmup "${GV_BENCH_WARMUP:-3}" --calibrate 2 --python python3 --out "$md")
 	[ -n "${GV_BATCH:-}" ] && args+=(--batch "$GV_BATCH")
-	export STARPU_HOME=$GV_WORK/starpu-bench
-	mkdir -p "$STARPU_HOME"
+	shared_starpu_home
 	BIN=$SG_BUILDDIR/stepgraph scripts/bench_gpu.sh "${args[@]}"
 	rc=$?
 	local row ratio mfu
