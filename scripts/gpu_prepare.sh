@@ -35,8 +35,10 @@ in the repository root, ignored by git; MANIFEST.txt beside it). The archive hol
                                          runtime/exec/exec.c (nothing else differs;
                                          MOE-PATCH.diff holds the change)
   mpi/stepgraph                          the same build with Open MPI (for
-                                         `mpirun -np 1` where the GPU machine has Open
-                                         MPI 4.x; its MPI libraries are not carried)
+                                         `mpirun -np 1`)
+  ompi/                                  this machine's Open MPI (mpirun, its libraries
+                                         and MCA components), relocated there with
+                                         OPAL_PREFIX where the GPU machine has none
   lib/, lib-sim/                         StarPU (native, SimGrid) and every shared
                                          library the programs need beyond glibc,
                                          libstdc++ and CUDA's own (cudart, cuBLAS,
@@ -59,6 +61,7 @@ Options:
   --no-sim          leave out stepgraph-sim and lib-sim/ (simulate there impossible)
   --no-moe          leave out moe/
   --no-mpi          leave out mpi/ (also left out when this machine has no Open MPI)
+  --no-ompi         leave out ompi/ (this machine's Open MPI, for a GPU machine without one)
   --limit-mib N     the upload limit to check against (default 64)
   -h, --help        this help
 
@@ -70,7 +73,7 @@ EOF
 }
 
 CARRY=.gpu-carry BUILD_DIR="" JOBS=2 GENCODE="-gencode arch=compute_90,code=sm_90"
-WANT_SIM=1 WANT_MOE=1 WANT_MPI=1 LIMIT_MIB=64
+WANT_SIM=1 WANT_MOE=1 WANT_MPI=1 WANT_OMPI=1 LIMIT_MIB=64
 need() {
 	if [ "$#" -lt 2 ] || [ -z "$2" ]; then
 		usage >&2
@@ -86,6 +89,7 @@ while [ "$#" -gt 0 ]; do
 	--no-sim) WANT_SIM=0; shift ;;
 	--no-moe) WANT_MOE=0; shift ;;
 	--no-mpi) WANT_MPI=0; shift ;;
+	--no-ompi) WANT_OMPI=0; shift ;;
 	--limit-mib) need "$@"; LIMIT_MIB=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown option: $1" 2 ;;
@@ -283,7 +287,7 @@ is_mpi_lib() {
 	case "$1" in
 	libmpi.so.* | libmpi_*.so.* | libopen-pal.so.* | libopen-rte.so.* | libpmix.so.* | \
 		libevent*.so.* | libucp.so.* | libucs.so.* | libuct.so.* | libucm.so.* | libfabric.so.* | \
-		libpsm*.so.* | libibverbs.so.* | librdmacm.so.* | libmunge.so.* | libz.so.*) return 0 ;;
+		libpsm*.so.* | libibverbs.so.* | librdmacm.so.* | libmunge.so.*) return 0 ;;
 	esac
 	return 1
 }
@@ -335,6 +339,58 @@ LD_LIBRARY_PATH="$d/../lib-sim:$d/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" e
 EOF
 	chmod 755 "$STAGE.tmp/build/stepgraph-sim"
 fi
+# Open MPI itself (this machine's, relocatable with OPAL_PREFIX), for a GPU machine without
+# one: ompi/ mirrors the install under its prefix (bin/orterun, the MCA components in
+# pkglibdir, the help files), ompi/lib/runtime/ holds the libraries mpi/stepgraph and the
+# components need. gpu_verify.sh uses it only where the GPU machine has no mpirun.
+OMPI_PACKED=""
+if [ "$MPI_BUILT" = 1 ] && [ "$WANT_OMPI" = 1 ]; then
+	if command -v ompi_info >/dev/null 2>&1 && command -v orterun >/dev/null 2>&1; then
+		opath() { ompi_info --path all 2>/dev/null | sed -n "s/^ *$1: *//p" | head -n1; }
+		o_prefix=$(opath Prefix) o_pkglib=$(opath Pkglibdir) o_pkgdata=$(opath Pkgdatadir)
+		case "$o_pkglib" in "$o_prefix"/*) ;; *) die "Open MPI's pkglibdir $o_pkglib is not under its prefix $o_prefix: cannot relocate it" ;; esac
+		O=$STAGE.tmp/ompi
+		mkdir -p "$O/bin" "$O/${o_pkglib#"$o_prefix"/}" "$O/lib/runtime" "$O/share"
+		cp -L "$(command -v orterun)" "$O/bin/orterun"
+		ln -s orterun "$O/bin/mpirun"
+		command -v orted >/dev/null 2>&1 && cp -L "$(command -v orted)" "$O/bin/orted"
+		[ -d "$o_pkgdata" ] && cp -rL "$o_pkgdata" "$O/share/"
+		# the components that load without the network stacks a VM lacks (verbs, OFI, UCX,
+		# PSM) or CUDA's driver API
+		ncomp=0
+		for c in "$o_pkglib"/*.so; do
+			if ldd "$c" 2>/dev/null | grep -Eq 'not found|libibverbs|librdmacm|libfabric|libuc[pstm]\.|libpsm|libcuda\.so'; then
+				continue
+			fi
+			cp -L "$c" "$O/${o_pkglib#"$o_prefix"/}/"
+			ncomp=$((ncomp + 1))
+		done
+		# the libraries: MPI's own for mpi/stepgraph, orterun and the components
+		while read -r name path; do
+			is_system_lib "$name" && continue
+			is_cuda_lib "$name" && continue
+			[ -f "$STAGE.tmp/lib/$name" ] && continue
+			[ -f "$O/lib/runtime/$name" ] || cp -L "$path" "$O/lib/runtime/$name"
+		done < <(ldd "$MPIB/stepgraph" "$O/bin/orterun" "$O/${o_pkglib#"$o_prefix"/}"/*.so 2>/dev/null |
+			awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u)
+		# PMIx's own plugins and help files (its prefix relocated with PMIX_INSTALL_PREFIX)
+		pmix_lib=$(ldd "$o_pkglib"/mca_pmix_*.so 2>/dev/null | awk '$1 ~ /^libpmix\.so/ && $3 ~ /^\// { print $3; exit }')
+		if [ -n "$pmix_lib" ]; then
+			pmix_prefix=$(cd "$(dirname "$(readlink -f "$pmix_lib")")/.." && pwd)
+			mkdir -p "$O/pmix/lib"
+			[ -d "$pmix_prefix/lib/pmix" ] && cp -rL "$pmix_prefix/lib/pmix" "$O/pmix/lib/"
+			[ -d "$pmix_prefix/share" ] && cp -rL "$pmix_prefix/share" "$O/pmix/"
+		fi
+		for f in "$O/lib/runtime"/* "$O/${o_pkglib#"$o_prefix"/}"/*.so "$O"/bin/orte* "$O"/pmix/lib/pmix/*.so; do
+			strip --strip-unneeded "$f" 2>/dev/null || true
+		done
+		OMPI_PACKED="Open MPI $(ompi_info --version 2>/dev/null | sed -n 's/.*v\([0-9][0-9.]*\).*/\1/p' | head -n1) from $o_prefix, $ncomp MCA components"
+		say "ompi/: $OMPI_PACKED"
+	else
+		say "no ompi_info/orterun here: Open MPI not packed"
+	fi
+fi
+
 # the C++ runtime of this machine, used there only when the GPU machine's is older than
 # what the programs need (env.sh checks)
 NEED_GLIBCXX=$(for f in "$STAGE.tmp"/build/stepgraph "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/lib/* "$STAGE.tmp"/lib-sim/*; do
@@ -369,7 +425,11 @@ SG_CUDA_SONAMES="${CUDA_SONAMES# }"
 SG_NEED_GLIBCXX="$NEED_GLIBCXX" # the newest C++ runtime version the programs use
 EOF
 cat >>"$STAGE.tmp/env.sh" <<'EOF'
-SG_CARRY=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" 2>/dev/null && pwd)
+# where this file is: bash knows; another shell must set SG_CARRY first
+if [ -z "${SG_CARRY:-}" ] && [ -n "${BASH_VERSION:-}" ]; then
+	eval 'SG_CARRY=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)'
+fi
+[ -n "${SG_CARRY:-}" ] || { echo "env.sh: source it from bash, or set SG_CARRY to its folder first" >&2; return 1; }
 SG_SRCDIR=${SG_SRCDIR:-$(pwd)} # the repository root: models/, configs/, tests/
 export SG_CARRY SG_SRCDIR SG_BUILDDIR="$SG_CARRY/build"
 export STEPGRAPH_MODELS_DIR="$SG_SRCDIR/models" STEPGRAPH_CONFIGS_DIR="$SG_SRCDIR/configs" \
@@ -417,6 +477,12 @@ case ":${LD_LIBRARY_PATH:-}:" in
 *) export LD_LIBRARY_PATH="$SG_CARRY/lib${SG_FALLBACK:+:$SG_FALLBACK}${SG_CUDA_LIBDIRS:+:$SG_CUDA_LIBDIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
 esac
 case ":$PATH:" in *":$SG_CARRY/build:"*) ;; *) export PATH="$SG_CARRY/build:$PATH" ;; esac
+# sg_use_ompi: the carried Open MPI (ompi/), for a machine without one
+sg_use_ompi() {
+	[ -x "$SG_CARRY/ompi/bin/mpirun" ] || return 1
+	export OPAL_PREFIX="$SG_CARRY/ompi" PMIX_INSTALL_PREFIX="$SG_CARRY/ompi/pmix"
+	export PATH="$SG_CARRY/ompi/bin:$PATH" LD_LIBRARY_PATH="$SG_CARRY/ompi/lib/runtime:$LD_LIBRARY_PATH"
+}
 unset so found d sg_cxx
 EOF
 
@@ -431,6 +497,7 @@ EOF
 	echo "configure: ${FLAGS[*]} --without-mpi NVCC_GENCODE=$GENCODE"
 	echo "moe/: $([ "$MOE_PATCHED" = 1 ] && echo "main build with MOE-PATCH.diff applied" || echo absent)"
 	echo "mpi/: $([ "$MPI_BUILT" = 1 ] && echo "configure ... --with-mpi ($(pkg-config --modversion ompi-c 2>/dev/null || echo 'mpicc')); needs libmpi.so.40 there" || echo absent)"
+	echo "ompi/: ${OMPI_PACKED:-absent}"
 	echo "CUDA libraries taken on the GPU machine: ${CUDA_SONAMES# }"
 	echo
 	echo "files (bytes):"

@@ -39,8 +39,8 @@ Runs, from the repository root, these stages (cap = its timeout in seconds):
                  refusal of MoE on CUDA workers (.gpu-carry/MOE-PATCH.diff)
   mpi_np1        mpirun -np 1 of the MPI build (.gpu-carry/mpi/stepgraph) on a CUDA worker:
                  MPI start-up, NCCL's unique id over MPI, ncclCommInitRank; fp32 ZeRO-3
-                 losses within 1e-4 of the build without MPI (skip when the machine has no
-                 Open MPI mpirun)
+                 losses within 1e-4 of the build without MPI; with the machine's Open MPI,
+                 else the carried one (.gpu-carry's ompi/)
   calibrate      stepgraph calibrate of the SuperOffload GPU config (Llama-3.2-1B, bf16,
                  ZeRO-3, ratio 0.9, checkpointing) at a reduced sequence, nvidia-smi's
                  memory sampled beside it
@@ -243,10 +243,22 @@ stage_moe_gpu() {
 stage_mpi_np1() {
 	need_gpu
 	[ -n "${SG_CARRY:-}" ] && [ -x "$SG_CARRY/mpi/stepgraph" ] || skip "no MPI build in the carry (scripts/gpu_prepare.sh found no Open MPI?)"
-	command -v mpirun >/dev/null 2>&1 || skip "no mpirun on this machine (Open MPI not installed); the NCCL set-up over MPI waits"
-	mpirun --version 2>&1 | grep -q 'Open MPI' || skip "mpirun is not Open MPI's ($(mpirun --version 2>&1 | head -n1)); the MPI build needs Open MPI's libmpi.so.40"
+	# this machine's Open MPI when it has one the MPI build links with, else the carried one
+	local how=""
+	if command -v mpirun >/dev/null 2>&1 && mpirun --version 2>&1 | grep -q 'Open MPI' &&
+		! ldd "$SG_CARRY/mpi/stepgraph" | grep -q 'not found'; then
+		how="this machine's $(mpirun --version 2>&1 | head -n1)"
+	elif [ -x "$SG_CARRY/ompi/bin/mpirun" ]; then
+		export OPAL_PREFIX="$SG_CARRY/ompi" PMIX_INSTALL_PREFIX="$SG_CARRY/ompi/pmix"
+		export PATH="$SG_CARRY/ompi/bin:$PATH" LD_LIBRARY_PATH="$SG_CARRY/ompi/lib/runtime:$LD_LIBRARY_PATH"
+		how="the carried $(mpirun --version 2>&1 | head -n1) (ompi/, OPAL_PREFIX)"
+	else
+		skip "no Open MPI mpirun here and none carried (gpu_prepare.sh --no-ompi?); the NCCL set-up over MPI waits"
+	fi
+	echo "MPI: $how"
 	if ldd "$SG_CARRY/mpi/stepgraph" | grep 'not found'; then
-		skip "the MPI build's libraries are not all here: $(ldd "$SG_CARRY/mpi/stepgraph" | grep 'not found' | awk '{print $1}' | tr '\n' ' ')"
+		key "with $how: the MPI build's libraries are not all found"
+		return 1
 	fi
 	local BIN PY TMP n r1 r2 rel
 	PY=$(command -v python3)
@@ -269,7 +281,7 @@ stage_mpi_np1() {
 	echo "== mpirun -np 1: exit $r2"; cat "$TMP/mpi.out"; tail -n 20 "$TMP/mpi.err"
 	rel=failed
 	[ "$r1" = 0 ] && [ "$r2" = 0 ] && rel=$(maxrel "$TMP/plain.jsonl" "$TMP/mpi.jsonl")
-	key "mpirun -np 1 exit $r2; losses vs the build without MPI: max rel $rel (<=1e-4)"
+	key "$how; mpirun -np 1 exit $r2; losses vs the build without MPI: max rel $rel (<=1e-4)"
 	[ "$r2" = 0 ] && python3 -c 'import sys; sys.exit(not float(sys.argv[1].split()[0]) <= 1e-4)' "$rel" 2>/dev/null
 }
 
