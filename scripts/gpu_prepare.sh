@@ -53,7 +53,10 @@ are printed and checked against the device tool's 64 MiB. scripts/gpu_verify.sh 
 the archive on the GPU machine (into /tmp) and sources env.sh.
 
 Options:
-  --carry DIR       where the result goes (default .gpu-carry; relative to the repo root)
+  --carry DIR       where the result goes (default .gpu-carry; relative to the repo root).
+                    The device tool sends the checkout the session started in: from a
+                    helper's worktree, name that checkout's folder (e.g.
+                    /work/main/.gpu-carry); it must be ignored by git there
   --build-dir DIR   build directory (default $STEPGRAPH_CACHE/gpu-build-HASH, HASH of the
                     repository path; STEPGRAPH_CACHE defaults to ~/.cache/stepgraph)
   --jobs N          make -jN (default 2)
@@ -100,10 +103,17 @@ case "$LIMIT_MIB" in '' | *[!0-9]* | 0) die "--limit-mib $LIMIT_MIB: a positive 
 
 cd "$REPO_ROOT"
 case "$CARRY" in /*) ;; *) CARRY=$REPO_ROOT/$CARRY ;; esac
-case "$CARRY" in "$REPO_ROOT"/?*) ;; *) die "--carry must be a folder inside the repository (the device tool carries only those)" 2 ;; esac
-CARRY_REL=${CARRY#"$REPO_ROOT"/}
-git check-ignore -q "$CARRY_REL/env.sh" ||
-	die "$CARRY_REL is not ignored by git: it would travel as part of the tree (add it to .gitignore)" 2
+# The checkout that travels: the one CARRY is in (the device tool sends the checkout the
+# session started in; a helper's worktree builds here and names that checkout's folder)
+carry_parent=$(dirname "$CARRY")
+mkdir -p "$carry_parent" 2>/dev/null || true
+SEND_ROOT=$(git -C "$carry_parent" rev-parse --show-toplevel 2>/dev/null) ||
+	die "--carry $CARRY is not inside a git checkout (the device tool carries folders of the checkout it sends)" 2
+case "$CARRY" in "$SEND_ROOT"/?*) ;; *) die "--carry must be a folder inside a checkout, not $CARRY" 2 ;; esac
+CARRY_REL=${CARRY#"$SEND_ROOT"/}
+git -C "$SEND_ROOT" check-ignore -q "$CARRY_REL/env.sh" ||
+	die "$CARRY_REL is not ignored by git in $SEND_ROOT: it would travel as part of the tree (add it to .gitignore)" 2
+[ "$SEND_ROOT" = "$REPO_ROOT" ] || say "building $REPO_ROOT's working tree; the carry goes into $SEND_ROOT, whose tree travels with it"
 
 # ---- environment: StarPU prefixes and configure flags (scripts/setup.sh) ---------------
 if [ -f "$REPO_ROOT/.deps-build/env.sh" ]; then
@@ -135,6 +145,10 @@ fi
 mkdir -p "$BUILD_DIR"
 BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 say "build directory: $BUILD_DIR"
+
+# first: the first line of its input, reading all of it (under pipefail, a reader that stops
+# early can make the writer die of SIGPIPE and the pipeline fail)
+first() { awk 'NR == 1 { print }'; }
 
 # ---- source sync: only files whose content changed get copied (and a new mtime) ---------
 # sync_tree DEST: the working tree's files (tracked, and untracked not ignored) into DEST
@@ -346,7 +360,7 @@ fi
 OMPI_PACKED=""
 if [ "$MPI_BUILT" = 1 ] && [ "$WANT_OMPI" = 1 ]; then
 	if command -v ompi_info >/dev/null 2>&1 && command -v orterun >/dev/null 2>&1; then
-		opath() { ompi_info --path all 2>/dev/null | sed -n "s/^ *$1: *//p" | head -n1; }
+		opath() { ompi_info --path all 2>/dev/null | sed -n "s/^ *$1: *//p" | first; }
 		o_prefix=$(opath Prefix) o_pkglib=$(opath Pkglibdir) o_pkgdata=$(opath Pkgdatadir)
 		case "$o_pkglib" in "$o_prefix"/*) ;; *) die "Open MPI's pkglibdir $o_pkglib is not under its prefix $o_prefix: cannot relocate it" ;; esac
 		O=$STAGE.tmp/ompi
@@ -359,7 +373,7 @@ if [ "$MPI_BUILT" = 1 ] && [ "$WANT_OMPI" = 1 ]; then
 		# PSM) or CUDA's driver API
 		ncomp=0
 		for c in "$o_pkglib"/*.so; do
-			if ldd "$c" 2>/dev/null | grep -Eq 'not found|libibverbs|librdmacm|libfabric|libuc[pstm]\.|libpsm|libcuda\.so'; then
+			if ldd "$c" 2>/dev/null | grep -E 'not found|libibverbs|librdmacm|libfabric|libuc[pstm]\.|libpsm|libcuda\.so' >/dev/null; then
 				continue
 			fi
 			cp -L "$c" "$O/${o_pkglib#"$o_prefix"/}/"
@@ -374,7 +388,7 @@ if [ "$MPI_BUILT" = 1 ] && [ "$WANT_OMPI" = 1 ]; then
 		done < <(ldd "$MPIB/stepgraph" "$O/bin/orterun" "$O/${o_pkglib#"$o_prefix"/}"/*.so 2>/dev/null |
 			awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u)
 		# PMIx's own plugins and help files (its prefix relocated with PMIX_INSTALL_PREFIX)
-		pmix_lib=$(ldd "$o_pkglib"/mca_pmix_*.so 2>/dev/null | awk '$1 ~ /^libpmix\.so/ && $3 ~ /^\// { print $3; exit }')
+		pmix_lib=$(ldd "$o_pkglib"/mca_pmix_*.so 2>/dev/null | awk '$1 ~ /^libpmix\.so/ && $3 ~ /^\// { print $3 }' | first)
 		if [ -n "$pmix_lib" ]; then
 			pmix_prefix=$(cd "$(dirname "$(readlink -f "$pmix_lib")")/.." && pwd)
 			mkdir -p "$O/pmix/lib"
@@ -384,7 +398,7 @@ if [ "$MPI_BUILT" = 1 ] && [ "$WANT_OMPI" = 1 ]; then
 		for f in "$O/lib/runtime"/* "$O/${o_pkglib#"$o_prefix"/}"/*.so "$O"/bin/orte* "$O"/pmix/lib/pmix/*.so; do
 			strip --strip-unneeded "$f" 2>/dev/null || true
 		done
-		OMPI_PACKED="Open MPI $(ompi_info --version 2>/dev/null | sed -n 's/.*v\([0-9][0-9.]*\).*/\1/p' | head -n1) from $o_prefix, $ncomp MCA components"
+		OMPI_PACKED="Open MPI $(ompi_info --version 2>/dev/null | sed -n 's/.*v\([0-9][0-9.]*\).*/\1/p' | first) from $o_prefix, $ncomp MCA components"
 		say "ompi/: $OMPI_PACKED"
 	else
 		say "no ompi_info/orterun here: Open MPI not packed"
@@ -401,7 +415,7 @@ NEED_GLIBC=$(for f in "$STAGE.tmp"/build/* "$STAGE.tmp"/build/tests/* "$STAGE.tm
 done | sort -uV | tail -n1)
 mkdir -p "$STAGE.tmp/lib-fallback"
 for name in libstdc++.so.6 libgcc_s.so.1; do
-	path=$(ldd "$MAIN/tests/test_cuda_ops" "$MAIN/stepgraph" | awk -v n="$name" '$1 == n && $3 ~ /^\// { print $3; exit }')
+	path=$(ldd "$MAIN/tests/test_cuda_ops" "$MAIN/stepgraph" | awk -v n="$name" '$1 == n && $3 ~ /^\// { print $3 }' | first)
 	[ -n "$path" ] && cp -L "$path" "$STAGE.tmp/lib-fallback/$name"
 done
 # the libraries themselves: stripped of what the dynamic loader does not need
@@ -520,15 +534,15 @@ mv "$CARRY.tmp" "$CARRY"
 
 stage_bytes=$(du -sb "$STAGE" | cut -f1)
 carry_bytes=$(du -sb "$CARRY" | cut -f1)
-tree_bytes=$(git ls-files -co --exclude-standard -z | xargs -0 -r stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+tree_bytes=$(cd "$SEND_ROOT" && git ls-files -co --exclude-standard -z | xargs -0 -r stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
 shared_bytes=0
-[ -d shared ] && shared_bytes=$(du -sb shared | cut -f1)
+[ -d "$SEND_ROOT/shared" ] && shared_bytes=$(du -sb "$SEND_ROOT/shared" | cut -f1)
 total=$((carry_bytes + tree_bytes + shared_bytes))
 limit=$((LIMIT_MIB * 1024 * 1024))
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 say "unpacked: $(mib "$stage_bytes") in $STAGE (lib: $(mib "$(du -sb "$STAGE/lib" | cut -f1)")$([ -d "$STAGE/lib-sim" ] && echo ", lib-sim: $(mib "$(du -sb "$STAGE/lib-sim" | cut -f1)")"))"
 say "carry $CARRY_REL: $(mib "$carry_bytes")"
-say "working tree that travels: $(mib "$tree_bytes")$([ "$shared_bytes" != 0 ] && echo " + shared/ $(mib "$shared_bytes")")"
+say "working tree that travels ($SEND_ROOT): $(mib "$tree_bytes")$([ "$shared_bytes" != 0 ] && echo " + shared/ $(mib "$shared_bytes")")"
 say "upload in all: $(mib "$total") of the $LIMIT_MIB MiB limit"
 if [ "$total" -gt "$limit" ]; then
 	die "over the limit: leave something out (--no-sim saves lib-sim/ and stepgraph-sim)"

@@ -63,7 +63,7 @@ Options:
   -h, --help      this help
 
 Sizes (environment): GV_SEQ (2048: calibrate, simulate, bench), GV_BATCH (micro batch,
-default: the config's 4), GV_CAL_STEPS (10), GV_BENCH_STEPS (8), GV_BENCH_WARMUP (3),
+default: the config's 4), GV_CAL_STEPS (10), GV_BENCH_STEPS (6), GV_BENCH_WARMUP (2),
 GV_MOE_STEPS (20); GV_CAP_<stage>=S overrides a stage's cap. GV_ASSUME_GPU=1 runs the
 GPU stages without a device (they fail): for testing this script's failure paths.
 Exit status: 0 when no stage failed (skips allowed), 1 when one failed, 2 usage error.
@@ -87,7 +87,7 @@ shared_starpu_home() {
 }
 need_gpu() {
 	[ "${GV_ASSUME_GPU:-0}" = 1 ] && return 0
-	[ "$(state gpu)" = 1 ] || skip "no CUDA device${1:+ ($1)}"
+	[ "$(state gpu)" = 1 ] || skip "no CUDA device"
 }
 
 # tap_stage PROGRAM ARGS...: run a TAP program; pass when it planned N > 0, ran N and all ok
@@ -131,7 +131,7 @@ stage_env() {
 			[ -x "$b" ] || continue
 			echo "== ldd $b"
 			ldd "$b" 2>&1 | grep -E 'not found|GLIBC|starpu|cublas|cudart|nccl' || true
-			ldd "$b" 2>&1 | grep -q 'not found' && missing="$missing $(basename "$b")"
+			ldd "$b" 2>&1 | grep 'not found' >/dev/null && missing="$missing $(basename "$b")"
 		done
 		echo "== stepgraph version"
 		v=$("$SG_BUILDDIR/stepgraph" version 2>&1)
@@ -202,6 +202,7 @@ PYEOF
 
 stage_moe_gpu() {
 	need_gpu
+	# shellcheck disable=SC2034 # BIN, PY, TMP and n are train_lib.sh's
 	local BIN PY TMP n steps=${GV_MOE_STEPS:-20} keys="" fail=0 m r
 	if [ -n "${SG_CARRY:-}" ] && [ -x "$SG_CARRY/moe/stepgraph" ]; then
 		BIN=$SG_CARRY/moe/stepgraph
@@ -245,8 +246,8 @@ stage_mpi_np1() {
 	[ -n "${SG_CARRY:-}" ] && [ -x "$SG_CARRY/mpi/stepgraph" ] || skip "no MPI build in the carry (scripts/gpu_prepare.sh found no Open MPI?)"
 	# this machine's Open MPI when it has one the MPI build links with, else the carried one
 	local how=""
-	if command -v mpirun >/dev/null 2>&1 && mpirun --version 2>&1 | grep -q 'Open MPI' &&
-		! ldd "$SG_CARRY/mpi/stepgraph" | grep -q 'not found'; then
+	if command -v mpirun >/dev/null 2>&1 && mpirun --version 2>&1 | grep 'Open MPI' >/dev/null &&
+		! ldd "$SG_CARRY/mpi/stepgraph" | grep 'not found' >/dev/null; then
 		how="this machine's $(mpirun --version 2>&1 | head -n1)"
 	elif [ -x "$SG_CARRY/ompi/bin/mpirun" ]; then
 		export OPAL_PREFIX="$SG_CARRY/ompi" PMIX_INSTALL_PREFIX="$SG_CARRY/ompi/pmix"
@@ -260,6 +261,7 @@ stage_mpi_np1() {
 		key "with $how: the MPI build's libraries are not all found"
 		return 1
 	fi
+	# shellcheck disable=SC2034 # BIN, PY, TMP and n are train_lib.sh's
 	local BIN PY TMP n r1 r2 rel
 	PY=$(command -v python3)
 	TMP=$GV_WORK/mpi
@@ -360,7 +362,7 @@ stage_simulate() {
 stage_bench() {
 	need_gpu
 	local rc md=$GV_WORK/results/bench-gpu.md args
-	args=(--seq "${GV_SEQ:-2048}" --steps "${GV_BENCH_STEPS:-8}" --warmup "${GV_BENCH_WARMUP:-3}" --calibrate 2 --python python3 --out "$md")
+	args=(--seq "${GV_SEQ:-2048}" --steps "${GV_BENCH_STEPS:-6}" --warmup "${GV_BENCH_WARMUP:-2}" --calibrate 2 --python python3 --out "$md")
 	[ -n "${GV_BATCH:-}" ] && args+=(--batch "$GV_BATCH")
 	shared_starpu_home
 	BIN=$SG_BUILDDIR/stepgraph scripts/bench_gpu.sh "${args[@]}"
@@ -455,7 +457,7 @@ else
 	[ -n "$CARRY_NOTE" ] || CARRY_NOTE="no $CARRY_REL_SHOWN (scripts/gpu_prepare.sh): the build in $SG_BUILDDIR"
 fi
 export GV_CARRY_NOTE=$CARRY_NOTE
-export STARPU_SILENT=1 PYTHONUNBUFFERED=1
+export STARPU_SILENT=1 PYTHONUNBUFFERED=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 unset STARPU_NCPU STARPU_NCPUS STARPU_NCUDA STARPU_SCHED
 
 SUMMARY=$OUTDIR/summary.md
