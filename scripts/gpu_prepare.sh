@@ -465,10 +465,11 @@ sg_cuda_dirs() {
 	done
 }
 SG_CUDA_LIBDIRS="" SG_CUDA_MISSING=""
+sg_dirs=$(sg_cuda_dirs)
 for so in $SG_CUDA_SONAMES; do
 	case "$so" in libcuda.so.*) continue ;; esac # the driver's: the loader's own paths
 	found=""
-	for d in $(sg_cuda_dirs); do
+	for d in $sg_dirs; do
 		if [ -e "$d/$so" ]; then found=$d; break; fi
 	done
 	if [ -z "$found" ]; then
@@ -497,7 +498,7 @@ sg_use_ompi() {
 	export OPAL_PREFIX="$SG_CARRY/ompi" PMIX_INSTALL_PREFIX="$SG_CARRY/ompi/pmix"
 	export PATH="$SG_CARRY/ompi/bin:$PATH" LD_LIBRARY_PATH="$SG_CARRY/ompi/lib/runtime:$LD_LIBRARY_PATH"
 }
-unset so found d sg_cxx
+unset so found d sg_cxx sg_dirs
 EOF
 
 # ---- manifest and sizes ------------------------------------------------------------------
