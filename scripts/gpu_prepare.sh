@@ -549,3 +549,6 @@ if [ "$total" -gt "$limit" ]; then
 	die "over the limit: leave something out (--no-sim saves lib-sim/ and stepgraph-sim)"
 fi
 echo "carry: [\"$CARRY_REL\"]"
+[ -f "$SEND_ROOT/scripts/gpu_verify.sh" ] ||
+	say "warning: $SEND_ROOT has no scripts/gpu_verify.sh: the device command below needs it there"
+say "device run: command \"bash scripts/gpu_verify.sh --budget 480\", carry [\"$CARRY_REL\"], timeout_s 540 (docs/gpu.md)"
