@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_gpu_verify.sh - scripts/gpu_verify.sh (the one-command check list for a lent GPU
-# machine, docs/gpu.md) on a machine without a GPU: it must end cleanly, quickly, with
+# machine, docs/gpu.md) on a machine without a GPU: it must end cleanly with
 # the env stage passing and every GPU stage reported as skip, in the summary format the
 # docs describe (summary.md: one row per stage "| stage | result | seconds | key |" and a
 # "result: P pass, F fail, S skip; T s of a B s budget" line; logs.txt: one section per
@@ -46,8 +46,7 @@ SG_BUILDDIR=$BUILD bash "$V" --out "$TMP/out" --carry "$TMP/no-carry" --budget 1
 rc=$?
 secs=$(($(date +%s) - t0))
 ok "$rc" "exit 0 without a GPU (every GPU stage a skip)"
-[ "$secs" -lt 60 ]
-ok $? "ends well inside a minute (took $secs s)"
+echo "# the whole run took $secs s (not asserted: tests do not assert on timings)"
 S=$TMP/out/summary.md
 grep -q '^| stage | result | seconds | key numbers |$' "$S"
 ok $? "summary.md has the table header"
@@ -62,9 +61,9 @@ ok $? "env passes and reports what stepgraph version says"
 bad=0
 for s in $stages; do
 	[ "$s" = env ] && continue
-	grep -q "^| $s | skip | 0 | no CUDA device |\$" "$S" || { grep "^| $s | " "$S" >&2; bad=1; }
+	grep -q "^| $s | skip | [0-9][0-9]* | no CUDA device |\$" "$S" || { grep "^| $s | " "$S" >&2; bad=1; }
 done
-ok $bad "every GPU stage: skip, 0 s, 'no CUDA device'"
+ok $bad "every GPU stage: skip, 'no CUDA device'"
 # the rows come in --list's order
 [ "$(sed -n 's/^| \([a-z_0-9]*\) | \(pass\|fail\|skip\) |.*/\1/p' "$S")" = "$stages" ]
 ok $? "rows in the order of --list"
