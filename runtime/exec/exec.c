@@ -15,6 +15,7 @@
 #include "codelets/starpu/comm.h"
 #include "runtime/exec/binding.h"
 #include "runtime/exec/lower.h"
+#include "runtime/exec/malloc_tune.h"
 #include "runtime/exec/starpu_info.h"
 #include "runtime/exec/starpu_setup.h"
 #ifdef SG_STARPU_CUDA
@@ -417,6 +418,10 @@ int sg_exec_finish_step(sg_exec *x, sg_error *err)
     sg_lower_flight *fl = &st->low->flight[k];
     sg_lower_flight_wait(fl);
     x->finished++;
+    /* from now on the step-local buffers stay mapped from one step to the
+     * next (malloc_tune.h: after the first step, which costs no memory) */
+    if (x->finished == 1)
+        sg_malloc_tune();
     x->cur = k;
     double from = st->submit_us > x->prev_end_us ? st->submit_us : x->prev_end_us;
     x->step_seconds = (fl->end_us - from) * 1e-6;
