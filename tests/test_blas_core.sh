@@ -1,9 +1,9 @@
 #!/bin/sh
 # test_blas_core.sh - stepgraph gives OpenBLAS the kernels this CPU can run
 # (codelets/cpu/blas_core.h). The reference is the CPU's own flag list in
-# /proc/cpuinfo, read here independently of the compiler's cpuid probe:
-# with AVX-512 (F, VL, BW, DQ) the kernels must be AVX-512 ones, with AVX2
-# and FMA no older than Haswell. A caller's OPENBLAS_CORETYPE is kept, and a
+# /proc/cpuinfo, read here independently of the compiler's cpuid probe: on
+# an Intel CPU with AVX-512 (F, VL, BW, DQ) the kernels must be AVX-512
+# ones, with AVX2 and FMA no older than Haswell. A caller's OPENBLAS_CORETYPE is kept, and a
 # run whose process was re-executed trains as one that was not (same
 # arguments, losses within float rounding of a run on the caller's kernels).
 set -u
@@ -34,10 +34,13 @@ echo "# cpu flags: avx512f $(has avx512f && echo y || echo n), avx512_bf16 $(has
 old="Unknown Katmai Coppermine Northwood Prescott Banias Atom Core2 Penryn Dunnington Nehalem Sandybridge Opteron Barcelona Bobcat"
 is_old() { case " $old " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# 1. the kernels match the instructions the CPU has
-if has avx512f && has avx512vl && has avx512bw && has avx512dq; then
-	case "$kernels" in SkylakeX | Cooperlake | SapphireRapids) ok "AVX-512 CPU: AVX-512 kernels ($kernels)" ;;
-	*) nok "AVX-512 CPU but kernels $kernels" ;; esac
+# 1. the kernels match the instructions the CPU has: on an Intel CPU with
+# AVX-512, AVX-512 kernels; OpenBLAS's AMD kernels ("Zen", AVX2-class, whose
+# FMA rate Zen 4's 256-bit datapaths match) are kept
+vendor=$(grep -m1 '^vendor_id' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//')
+if [ "$vendor" = GenuineIntel ] && has avx512f && has avx512vl && has avx512bw && has avx512dq; then
+	case "$kernels" in SkylakeX | Cooperlake | SapphireRapids) ok "Intel AVX-512 CPU: AVX-512 kernels ($kernels)" ;;
+	*) nok "Intel AVX-512 CPU but kernels $kernels" ;; esac
 elif has avx2 && has fma; then
 	if is_old "$kernels"; then nok "AVX2 CPU but pre-Haswell kernels $kernels"; else ok "AVX2 CPU: kernels $kernels"; fi
 else
