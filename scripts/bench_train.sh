@@ -451,11 +451,13 @@ gemm_context() {
 	flops=$(awk '/^FLOPs:/ { u = $3; print $2 * (u == "TFLOP" ? 1e12 : u == "GFLOP" ? 1e9 : u == "MFLOP" ? 1e6 : 1) }' <<<"$sum")
 	tokens=$(sed -n 's/.*micro-batch \([0-9]*\) x \([0-9]*\) accumulation, seq \([0-9]*\).*/\1 \2 \3/p' <<<"$sum" |
 		awk '{ print $1 * $2 * $3 }')
-	gf=$(OPENBLAS_NUM_THREADS=1 ./tests/bench_sgemm $((8 * 256)) 688 256 2 | awk '{ print $5 }')
+	local kern
+	gf=$(OPENBLAS_NUM_THREADS=1 ./tests/bench_sgemm $((8 * 256)) 688 256 2 2>"$tmp/sgemm.err" | awk '{ print $5 }')
+	kern=$(sed -n 's/.*kernels \([A-Za-z0-9]*\).*/\1/p' "$tmp/sgemm.err")
 	[ -n "$flops" ] && [ -n "$tokens" ] && [ -n "$gf" ] || return 0
-	awk -v f="$flops" -v t="$tokens" -v g="$gf" -v n="$THREADS" -v a="$2" -v b="$3" 'BEGIN {
+	awk -v f="$flops" -v t="$tokens" -v g="$gf" -v k="${kern:-?}" -v n="$THREADS" -v a="$2" -v b="$3" 'BEGIN {
 		bound = g * n; sg = a * f / t / 1e9; pe = b * f / t / 1e9
-		printf "  GEMM bound: %.2f GFLOP per step of %d tokens; one core'"'"'s sgemm %.1f GFLOP/s, %.1f on %d cores; stepgraph %.1f GFLOP/s (%.0f%% of it), best peer %.1f (%.0f%%); 1.5x the best peer would be %.1f (%.0f%%)\n", f / 1e9, t, g, bound, n, sg, 100 * sg / bound, pe, 100 * pe / bound, 1.5 * pe, 150 * pe / bound
+		printf "  GEMM bound: %.2f GFLOP per step of %d tokens; one core'"'"'s sgemm (OpenBLAS kernels %s) %.1f GFLOP/s, %.1f on %d cores; stepgraph %.1f GFLOP/s (%.0f%% of it), best peer %.1f (%.0f%%); 1.5x the best peer would be %.1f (%.0f%%)\n", f / 1e9, t, k, g, bound, n, sg, 100 * sg / bound, pe, 100 * pe / bound, 1.5 * pe, 150 * pe / bound
 	}'
 }
 
