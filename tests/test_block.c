@@ -53,6 +53,7 @@
 
 #include <cblas.h>
 
+#include "codelets/cpu/blas_core.h"
 #include "codelets/cpu/block.h"
 #include "common/error.h"
 #include "models/model.h"
@@ -847,8 +848,11 @@ static void net_free(net *n)
     sg_weights_free(&n->w);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    /* the OpenBLAS kernels `stepgraph` itself runs (codelets/cpu/blas_core.h) */
+    sg_blas_core_select(argv);
     g_rng = 0x5eedb10c4a11ull;
 #ifdef OPENBLAS_VERSION
     /* The environment variable is read when the library loads, before main:

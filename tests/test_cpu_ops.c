@@ -31,6 +31,7 @@
 
 #include <cblas.h>
 
+#include "codelets/cpu/blas_core.h"
 #include "codelets/cpu/ops.h"
 #include "common/error.h"
 #include "tests/tap.h"
@@ -916,8 +917,11 @@ static void prep_grad_norm(void)
 /* ---- running the reference -------------------------------------------------------- */
 
 
-int main(void)
+int main(int argc, char **main_argv)
 {
+    (void)argc;
+    /* the OpenBLAS kernels `stepgraph` itself runs (codelets/cpu/blas_core.h) */
+    sg_blas_core_select(main_argv);
     g_rng = 0x5eedc0ffee123457ull;
 #ifdef OPENBLAS_VERSION
     /* The environment variable is read when the library loads, before main:

@@ -34,6 +34,7 @@
 
 #include <cblas.h>
 
+#include "codelets/cpu/blas_core.h"
 #include "codelets/cpu/ops.h"
 #include "codelets/cuda/cuda_ops.h"
 #include "common/error.h"
@@ -300,8 +301,11 @@ static void check_errors(const sg_cu *cu)
     sg_cu_free(p);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    /* the OpenBLAS kernels `stepgraph` itself runs (codelets/cpu/blas_core.h) */
+    sg_blas_core_select(argv);
     if (sg_cu_device_count() == 0)
         return tap_plan_skip_all("no CUDA device");
     openblas_set_num_threads(1);

@@ -60,6 +60,7 @@
 
 #include <cblas.h>
 
+#include "codelets/cpu/blas_core.h"
 #include "codelets/cpu/block.h"
 #include "codelets/cuda/block_cuda.h"
 #include "common/error.h"
@@ -1183,8 +1184,11 @@ static void check_refused(const sg_cu *cu)
        "tiny-moe layer: the scratch holds its saved activations in bf16");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    /* the OpenBLAS kernels `stepgraph` itself runs (codelets/cpu/blas_core.h) */
+    sg_blas_core_select(argv);
     g_rng = 0xc0dab10cull;
 #ifdef OPENBLAS_VERSION
     openblas_set_num_threads(1); /* the CPU reference, bit-reproducible */
