@@ -32,7 +32,7 @@ static int64_t ulps(float a, float b)
 
 int main(void)
 {
-    tap_plan(8);
+    tap_plan(11);
     tap_diag("implementation: %s", sg_vexp_isa());
 
     /* 1. e^x over [-87, 88] (normal results): at most 2 ulp from exp() */
@@ -121,6 +121,47 @@ int main(void)
     ok(isnan(sr[0]) && sr[1] == 0.0f && sr[2] == 1.0f && sr[3] == 0.0f && sr[4] == 0.5f,
        "sigmoid: NaN -> NaN, -inf -> 0, +inf -> 1, -120 -> 0, 0 -> 0.5 (%g %g %g %g %g)",
        (double)sr[0], (double)sr[1], (double)sr[2], (double)sr[3], (double)sr[4]);
+
+    /* 9. max: the scalar `x > m ? x : m` loop, exactly, NaN passed over */
+    int max_same = 1;
+    for (int len = 0; len <= 40 && max_same; len++)
+        for (int k = 0; k < 3 && max_same; k++) {
+            float v[40], init = k == 0 ? -INFINITY : (float)uniform(-3.0, 3.0);
+            for (int i = 0; i < len; i++)
+                v[i] = (float)uniform(-5.0, 5.0);
+            if (k == 2 && len > 3)
+                v[len / 2] = NAN;
+            float want = init;
+            for (int i = 0; i < len; i++)
+                want = v[i] > want ? v[i] : want;
+            float got = sg_vmax(v, (size_t)len, init);
+            max_same = memcmp(&got, &want, 4) == 0;
+        }
+    ok(max_same, "max of lengths 0..40, with and without NaN: as the scalar loop, bit for bit");
+
+    /* 10-11. exp with its sum: the values of sg_vexp, the sum within float
+     * rounding of a double sum, and the same bits on a second call */
+    int vals_same = 1, again_same = 1;
+    double worst_sum = 0.0;
+    for (int len = 1; len <= 300; len += 7) {
+        float v[300], e1[300], e2[300];
+        for (int i = 0; i < len; i++)
+            v[i] = (float)uniform(-12.0, 2.0);
+        float s1 = sg_vexp_sum(e1, v, (size_t)len, 1.5f);
+        sg_vexp(e2, v, (size_t)len, 1.5f);
+        vals_same &= memcmp(e1, e2, (size_t)len * 4) == 0;
+        double ref = 0.0;
+        for (int i = 0; i < len; i++)
+            ref += exp((double)v[i] - 1.5);
+        double rel = fabs(s1 - ref) / ref;
+        worst_sum = rel > worst_sum ? rel : worst_sum;
+        float s2 = sg_vexp_sum(e2, v, (size_t)len, 1.5f);
+        again_same &= memcmp(&s1, &s2, 4) == 0;
+    }
+    ok(vals_same && worst_sum <= 1e-6,
+       "exp with sum, lengths 1..295: values as sg_vexp, sum within %.1e of a double sum",
+       worst_sum);
+    ok(again_same, "exp with sum: the same bits on a second call");
 
     free(x);
     free(y);

@@ -102,16 +102,11 @@ SG_SIMD_CLONES int sg_attention_forward(float *out, float *lse, const float *q, 
                             memset(Si, 0, nk * sizeof(float));
                             continue;
                         }
-                        float mx = m[i];
-                        for (size_t j = lo; j < hi; j++)
-                            mx = Si[j] > mx ? Si[j] : mx;
+                        float mx = sg_vmax(Si + lo, hi - lo, m[i]);
                         float alpha = expf(m[i] - mx); // 0 on the first visible tile
-                        float sum = 0.0f;
                         for (size_t j = 0; j < lo; j++)
                             Si[j] = 0.0f;
-                        sg_vexp(Si + lo, Si + lo, hi - lo, mx);
-                        for (size_t j = lo; j < hi; j++)
-                            sum += Si[j];
+                        float sum = sg_vexp_sum(Si + lo, Si + lo, hi - lo, mx);
                         for (size_t j = hi; j < nk; j++)
                             Si[j] = 0.0f;
                         l[i] = l[i] * alpha + sum;

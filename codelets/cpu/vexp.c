@@ -18,6 +18,23 @@ static void vexp_scalar(float *y, const float *x, size_t n, float shift)
         y[i] = expf(x[i] - shift);
 }
 
+static float vmax_scalar(const float *x, size_t n, float m)
+{
+    for (size_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static float vexp_sum_scalar(float *y, const float *x, size_t n, float shift)
+{
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        y[i] = expf(x[i] - shift);
+        sum += y[i];
+    }
+    return sum;
+}
+
 static void vsigmoid_scalar(float *y, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -61,6 +78,39 @@ static SG_AVX512 void vexp_avx512(float *y, const float *x, size_t n, float shif
     }
 }
 
+static SG_AVX512 float vmax_avx512(const float *x, size_t n, float init)
+{
+    __m512 acc = _mm512_set1_ps(init);
+    size_t i = 0;
+    /* max_ps(x, acc) is acc where x is NaN: NaN is passed over */
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc);
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        acc = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, x + i), acc);
+    }
+    return _mm512_reduce_max_ps(acc);
+}
+
+static SG_AVX512 float vexp_sum_avx512(float *y, const float *x, size_t n, float shift)
+{
+    const __m512 s = _mm512_set1_ps(shift);
+    __m512 acc = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+        _mm512_storeu_ps(y + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
+        _mm512_mask_storeu_ps(y + i, m, e);
+        acc = _mm512_mask_add_ps(acc, m, acc, e);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
 static inline SG_AVX512 __m512 sigmoid16(__m512 v)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
@@ -101,6 +151,24 @@ void sg_vexp(float *y, const float *x, size_t n, float shift)
     }
 #endif
     vexp_scalar(y, x, n, shift);
+}
+
+float sg_vmax(const float *x, size_t n, float init)
+{
+#if SG_VEXP_X86
+    if (have_avx512())
+        return vmax_avx512(x, n, init);
+#endif
+    return vmax_scalar(x, n, init);
+}
+
+float sg_vexp_sum(float *y, const float *x, size_t n, float shift)
+{
+#if SG_VEXP_X86
+    if (have_avx512())
+        return vexp_sum_avx512(y, x, n, shift);
+#endif
+    return vexp_sum_scalar(y, x, n, shift);
 }
 
 void sg_vsigmoid(float *y, const float *x, size_t n)

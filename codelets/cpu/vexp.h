@@ -23,6 +23,16 @@
 /* y[i] = e^(x[i] - shift) for i < n; y may be x. */
 void sg_vexp(float *y, const float *x, size_t n, float shift);
 
+/* The largest of init and x[0..n) (an x that is NaN is passed over, as
+ * `x > m ? x : m` does); exact, so the same as a scalar loop. */
+float sg_vmax(const float *x, size_t n, float init);
+
+/* sg_vexp(y, x, n, shift), returning the sum of the y[i]. With AVX-512 the
+ * sum is taken over 16 lanes (element i in lane i mod 16) then the lanes in
+ * a fixed order: the same bits on every call with the same inputs, but not
+ * those of a left-to-right sum (within float rounding of it). */
+float sg_vexp_sum(float *y, const float *x, size_t n, float shift);
+
 /* y[i] = 1 / (1 + e^-x[i]) for i < n (0 for x -> -inf, 1 for +inf); y may be x. */
 void sg_vsigmoid(float *y, const float *x, size_t n);
 
