@@ -3,7 +3,9 @@
 # support in this build, sets up Open MPI for two ranks on two cores as root
 # (no binding, oversubscription allowed, idle ranks yield), and writes
 # $TMP/rank.sh, a wrapper that gives each rank its own StarPU home
-# (performance models are written at exit).
+# (performance models are written at exit), and $TMP/bad1.sh, the same
+# wrapper that gives rank 1 alone a data file that does not exist. Defines
+# ok STATUS DESCRIPTION, the TAP line of check $n.
 MPIRUN_BIN=$(command -v mpirun || true)
 if [ -z "$MPIRUN_BIN" ]; then
 	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
@@ -21,3 +23,15 @@ export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
 mkdir -p "$STARPU_HOME"
 exec "$@"
 SHEOF
+cat >"$TMP/bad1.sh" <<'SHEOF'
+export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
+mkdir -p "$STARPU_HOME"
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" --data /nonexistent/rank1.bin; fi
+exec "$@"
+SHEOF
+
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}

@@ -18,11 +18,6 @@ SG_TEST_NAME=ranks_calibrate
 
 . "$SRC/tests/ranks_env.sh"
 
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 cat >"$TMP/z2.json" <<JEOF
 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
@@ -89,12 +84,6 @@ ok $? "simulate --cost fitted (node_times.csv of rank 0) too"
 
 # rank 1 alone gets a data file that does not exist: it says so with its
 # rank, every rank ends (MPI_Abort) within the timeout, no model is written
-cat >"$TMP/bad1.sh" <<'SHEOF'
-export STARPU_HOME="$STARPU_HOME.${OMPI_COMM_WORLD_RANK:-0}"
-mkdir -p "$STARPU_HOME"
-if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" --data /nonexistent/rank1.bin; fi
-exec "$@"
-SHEOF
 timeout 30 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/bad1.sh" \
 	"$BIN" calibrate "$TMP/z2.json" --dp_size 2 --ncuda 0 --ncpus 1 --max_length 32 \
 	--steps 12 --name bad --out "$TMP/m" >"$TMP/bad.out" 2>"$TMP/bad.err"

@@ -34,11 +34,6 @@ SG_TEST_NAME=ranks_ck
 
 . "$SRC/tests/ranks_env.sh"
 
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 ds() { # ds NAME MICRO ACCUM ZERO-JSON
 	cat >"$TMP/$1.json" <<JEOF
 {"train_micro_batch_size_per_gpu": $2, "gradient_accumulation_steps": $3,
