@@ -41,10 +41,15 @@ static int add_into(void *to, sg_dtype dt, const float *from, size_t n)
 
 /* Several ranks: the unit's layout over the ranks (comm.h) and whether the
  * pieces at slots hold the whole unit (every rank holds it) rather than the
- * rank's block; they must be one or the other. 0, or fails the task. */
+ * rank's block; they must be one or the other. 0, or nonzero when the
+ * reduction must not run: the step already failed (as allgather.c: no
+ * collective after a failure) or the pieces fit no layout (then it fails
+ * the task). */
 static int reduce_layout(const sg_task_ctx *c, const int *slots, int n, int src,
                             sg_comm_layout *l, int *whole)
 {
+    if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE))
+        return SG_EINVAL;
     const sg_comm *comm = c->shared->comm;
     const sg_buffer *sb = sg_arg_buffer(c, src);
     size_t shard = 0;
@@ -64,8 +69,6 @@ static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots
                          int src)
 {
     const sg_comm *comm = c->shared->comm;
-    if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE))
-        return; /* as allgather.c: no collective after a failure */
     const sg_buffer *sb = sg_arg_buffer(c, src);
     sg_comm_layout l;
     int whole;
@@ -154,8 +157,6 @@ void sg_reduce_cpu(void *buffers[], void *arg)
 static void reduce_ranks_cuda(const sg_task_ctx *c, void *buffers[], const int *slots, int n,
                               int src)
 {
-    if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE))
-        return; /* as allgather.c: no collective after a failure */
     const sg_buffer *sb = sg_arg_buffer(c, src);
     sg_comm_layout l;
     int whole;
