@@ -7,7 +7,8 @@
 # other rank's private models are removed. `simulate --dp_size 2` on the
 # result must predict a step within SIM_FACTOR of the mean step the
 # calibration measured (read from the file by python's json: the measured
-# number is the independent reference). A bad input on rank 1 alone ends
+# number is the independent reference; in-sample, the same steps the models
+# were calibrated on). A bad input on rank 1 alone ends
 # every rank with "stepgraph: rank 1: ..." and writes no machine model, both
 # a missing data file (found while training) and a bad --steps (found by
 # calibrate itself, before training).
