@@ -914,6 +914,55 @@ static void prep_grad_norm(void)
     free(x);
 }
 
+/* ---- weight-gradient partials ------------------------------------------------------ */
+
+/* sg_grad_partials_sum against the plain element loop written here (the
+ * kernel works in blocks of 1024 with vector clones): the same bits for 1 to
+ * 4 partials, written and accumulated, over several blocks and a tail; and
+ * the order is the partials' own at every position: (1e8 - 1e8) + 1 = 1, then
+ * + 5 (the reverse order, (1 - 1e8) + 1e8, gives 0 in fp32). No torch needed. */
+static void check_grad_partials_sum(void)
+{
+    const size_t n = 3 * 1024 + 17;
+    float *parts[4], *out = randn(n, 1.0f), *got = malloc(n * sizeof(float));
+    float *want = malloc(n * sizeof(float));
+    for (int t = 0; t < 4; t++)
+        parts[t] = randn(n, (float)(t + 1));
+    for (int np = 1; np <= 4 && got && want; np++)
+        for (int accumulate = 0; accumulate <= 1; accumulate++) {
+            for (size_t i = 0; i < n; i++) {
+                float acc = parts[0][i];
+                for (int t = 1; t < np; t++)
+                    acc = acc + parts[t][i];
+                want[i] = accumulate ? out[i] + acc : acc;
+            }
+            memcpy(got, out, n * sizeof(float));
+            int rc = sg_grad_partials_sum(got, (const float *const *)parts, np, n, accumulate);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++)
+                bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            ok(rc == 0 && bad == 0, "grad_partials_sum, %d partial(s)%s, %zu values: the "
+               "element loop's bits (%zu differ)", np, accumulate ? ", accumulated" : "", n,
+               bad);
+        }
+    const size_t at[3] = {0, 1500, n - 1};
+    int order_ok = 1;
+    for (int k = 0; k < 3; k++) {
+        parts[0][at[k]] = 1e8f;
+        parts[1][at[k]] = -1e8f;
+        parts[2][at[k]] = 1.0f;
+        got[at[k]] = 5.0f;
+    }
+    sg_grad_partials_sum(got, (const float *const *)parts, 3, n, 1);
+    for (int k = 0; k < 3; k++)
+        order_ok &= got[at[k]] == 6.0f;
+    ok(order_ok, "grad_partials_sum adds in the partials' order at the first, a middle and the "
+       "last position (6 expected: %g %g %g)", got[at[0]], got[at[1]], got[at[2]]);
+    for (int t = 0; t < 4; t++)
+        free(parts[t]);
+    FREE(out, got, want);
+}
+
 /* ---- running the reference -------------------------------------------------------- */
 
 
@@ -962,6 +1011,7 @@ int main(int argc, char **main_argv)
 
     for (int i = 0; i < g_ncases; i++)
         g_cases[i].check(&g_cases[i]);
+    check_grad_partials_sum();
 
     int failed = tap_count_failed != 0;
     const char *keep = getenv("SG_KEEP_TMP");
