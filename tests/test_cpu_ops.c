@@ -815,6 +815,35 @@ static void check_cast(tcase *c)
     }
     ok(bad_bf == 0 && bad_h == 0, "%s: 16 -> 32 -> 16 round trips (%zu bf16, %zu fp16 differ)",
        c->name, bad_bf, bad_h);
+
+    /* The array casts (AVX-512 where the CPU has it) give the one-value
+     * functions' bits, NaN payloads included, at every length and offset:
+     * a vector's tail, an unaligned start. */
+    size_t bad_len = 0;
+    uint16_t h2[80];
+    float f2[80];
+    for (size_t off = 0; off < 4; off++)
+        for (size_t len = 0; len <= 40; len++) {
+            const size_t base = 997 * (off + len) % (NX32 - 80);
+            memset(h2, 0xab, sizeof h2);
+            sg_cast_f32_to_bf16(h2 + off, xf + base, len);
+            for (size_t i = 0; i < len; i++)
+                bad_len += h2[off + i] != sg_f32_to_bf16(xf[base + i]);
+            bad_len += len + off < 80 && h2[off + len] != 0xabab; // nothing past the end
+            sg_cast_bf16_to_f32(f2 + off, all16 + base % 65000, len);
+            for (size_t i = 0; i < len; i++) {
+                float want = sg_bf16_to_f32(all16[base % 65000 + i]);
+                bad_len += memcmp(&f2[off + i], &want, 4) != 0;
+            }
+        }
+    size_t bad_payload = 0;
+    sg_cast_f32_to_bf16(h, xf, NX32);
+    for (size_t i = 0; i < NX32; i++)
+        if (f32_isnan_bits(x32[i]))
+            bad_payload += h[i] != sg_f32_to_bf16(xf[i]);
+    ok(bad_len == 0 && bad_payload == 0,
+       "%s: bf16 array casts = the one-value functions at lengths 0-40, offsets 0-3, and on "
+       "every NaN (%zu, %zu differ)", c->name, bad_len, bad_payload);
     FREE(all16, x32, w_bf_f32, w_h_f32, w_f32_bf, w_f32_h, f, h, xf);
 }
 

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "codelets/cpu/simd.h"
+
 static inline uint32_t f32_bits(float x)
 {
     uint32_t u;
@@ -81,14 +83,62 @@ float sg_f16_to_f32(uint16_t h)
     return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
 }
 
+#if SG_X86_AVX512
+/* 16 lanes of sg_f32_to_bf16: round to nearest even on the bits, NaN made
+ * quiet instead of rounded. Every CPU task of a bf16 run loads and stores its
+ * buffers through these two (codelets/starpu/args.c). One core, 32M values,
+ * Intel VM: to bf16 4.4-6.0 GB/s scalar, 10.4-11.0 here; to fp32 6.2-8.3
+ * scalar, 8.8-9.7 here (bytes read and written). */
+static SG_AVX512F void f32_to_bf16_avx512(uint16_t *out, const float *in, size_t n)
+{
+    const __m512i one = _mm512_set1_epi32(1), round = _mm512_set1_epi32(0x7fff);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 x = _mm512_maskz_loadu_ps(k, in + i);
+        __m512i u = _mm512_castps_si512(x);
+        __m512i hi = _mm512_srli_epi32(u, 16);
+        __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(hi, one), round)), 16);
+        __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+        _mm512_mask_cvtepi32_storeu_epi16(out + i, k, r);
+    }
+}
+
+static SG_AVX512F void bf16_to_f32_avx512(float *out, const uint16_t *in, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) { // whole vectors: masked 16-bit loads need AVX-512BW
+        __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(in + i)));
+        _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(u, 16)));
+    }
+    for (; i < n; i++)
+        out[i] = sg_bf16_to_f32(in[i]);
+}
+#endif
+
 void sg_cast_f32_to_bf16(uint16_t *restrict out, const float *restrict in, size_t n)
 {
+#if SG_X86_AVX512
+    if (sg_have_avx512f()) {
+        f32_to_bf16_avx512(out, in, n);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++)
         out[i] = sg_f32_to_bf16(in[i]);
 }
 
 void sg_cast_bf16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
 {
+#if SG_X86_AVX512
+    if (sg_have_avx512f()) {
+        bf16_to_f32_avx512(out, in, n);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++)
         out[i] = sg_bf16_to_f32(in[i]);
 }

@@ -19,4 +19,27 @@
 #define SG_SIMD_CLONES
 #endif
 
+/* SG_X86_AVX512: kernels with an AVX-512F variant (intrinsics under
+ * __attribute__((target("avx512f")))) pick it at run time with
+ * sg_have_avx512f(), probed once per process. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SG_X86_AVX512 1
+#include <immintrin.h>
+#define SG_AVX512F __attribute__((target("avx512f")))
+
+static inline int sg_have_avx512f(void)
+{
+    static int known = -1; /* CPU features never change while the process runs */
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+#else
+#define SG_X86_AVX512 0
+#endif
+
 #endif

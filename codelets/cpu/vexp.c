@@ -5,12 +5,9 @@
 
 #include <math.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define SG_VEXP_X86 1
-#include <immintrin.h>
-#else
-#define SG_VEXP_X86 0
-#endif
+#include "codelets/cpu/simd.h"
+
+#define SG_VEXP_X86 SG_X86_AVX512
 
 static void vexp_scalar(float *y, const float *x, size_t n, float shift)
 {
@@ -42,7 +39,7 @@ static void vsigmoid_scalar(float *y, const float *x, size_t n)
 }
 
 #if SG_VEXP_X86
-#define SG_AVX512 __attribute__((target("avx512f")))
+#define SG_AVX512 SG_AVX512F
 
 /* e^x for 16 lanes (see vexp.h for the method) */
 static inline SG_AVX512 __m512 exp16(__m512 x)
@@ -129,23 +126,12 @@ static SG_AVX512 void vsigmoid_avx512(float *y, const float *x, size_t n)
     }
 }
 
-static int have_avx512(void)
-{
-    static int known = -1; /* CPU features never change while the process runs */
-    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx512f") ? 1 : 0;
-        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
 #endif
 
 void sg_vexp(float *y, const float *x, size_t n, float shift)
 {
 #if SG_VEXP_X86
-    if (have_avx512()) {
+    if (sg_have_avx512f()) {
         vexp_avx512(y, x, n, shift);
         return;
     }
@@ -156,7 +142,7 @@ void sg_vexp(float *y, const float *x, size_t n, float shift)
 float sg_vmax(const float *x, size_t n, float init)
 {
 #if SG_VEXP_X86
-    if (have_avx512())
+    if (sg_have_avx512f())
         return vmax_avx512(x, n, init);
 #endif
     return vmax_scalar(x, n, init);
@@ -165,7 +151,7 @@ float sg_vmax(const float *x, size_t n, float init)
 float sg_vexp_sum(float *y, const float *x, size_t n, float shift)
 {
 #if SG_VEXP_X86
-    if (have_avx512())
+    if (sg_have_avx512f())
         return vexp_sum_avx512(y, x, n, shift);
 #endif
     return vexp_sum_scalar(y, x, n, shift);
@@ -174,7 +160,7 @@ float sg_vexp_sum(float *y, const float *x, size_t n, float shift)
 void sg_vsigmoid(float *y, const float *x, size_t n)
 {
 #if SG_VEXP_X86
-    if (have_avx512()) {
+    if (sg_have_avx512f()) {
         vsigmoid_avx512(y, x, n);
         return;
     }
@@ -185,7 +171,7 @@ void sg_vsigmoid(float *y, const float *x, size_t n)
 const char *sg_vexp_isa(void)
 {
 #if SG_VEXP_X86
-    if (have_avx512())
+    if (sg_have_avx512f())
         return "avx512f";
 #endif
     return "scalar";
