@@ -26,7 +26,7 @@
 # best of REPS steps after one warm-up step (which allocates the moments).
 #
 # Environment: N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
-# SG_ADAM_ISA=scalar|avx2|avx512 (the variant of the main column), and those of
+# SG_ADAM_ISA=scalar|avx2|avx512|neon (the variant of the main column), and those of
 # scripts/bench_venv.sh (BENCH_VENV, BENCH_OFFLINE=1, BENCH_NO_VENV=1, ...).
 # When PyPI cannot be reached and the environment does not exist yet, the PyPI
 # columns show n/a.

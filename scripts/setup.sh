@@ -72,6 +72,9 @@ PACKAGES=(
 	# several data-parallel ranks (docs/ranks.md): mpirun and MPI for stepgraph
 	# itself (StarPU keeps --disable-mpi: collectives are MPI calls inside tasks)
 	openmpi-bin libopenmpi-dev
+	# tests/test_adam_neon.sh: CPU Adam's AArch64 (Grace) variant, cross-built and
+	# run under qemu against the x86 variants
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 )
 
 # ---------------------------------------------------------------- CUDA detection

@@ -19,9 +19,19 @@
 
 enum { NSTEPS = 5 };
 
+/* The variants of this architecture (the NEON one is compared with the AVX
+ * ones under qemu-aarch64 by tests/test_adam_neon.sh) */
+#if defined(__aarch64__)
+static const sg_adam_isa ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_NEON};
+enum { NISAS = 2 };
+#else
 static const sg_adam_isa ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_AVX2,
                                    SG_ADAM_ISA_AVX512};
 enum { NISAS = 3 };
+#endif
+/* every variant, for the check that a missing one is refused */
+static const sg_adam_isa ALL_ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_AVX2,
+                                       SG_ADAM_ISA_AVX512, SG_ADAM_ISA_NEON};
 
 /* ---- data ------------------------------------------------------------------ */
 
@@ -685,9 +695,9 @@ static void test_errors(void)
     is_int(sg_adam_step(&prm, 1, p, g, m, v, NULL, 4, 1.0f), SG_EINVAL,
            "isa: a value outside the enum is rejected");
     sg_adam_isa missing = SG_ADAM_ISA_AUTO;
-    for (int k = 0; k < NISAS; k++)
-        if (!sg_adam_isa_supported(ISAS[k]))
-            missing = ISAS[k];
+    for (size_t k = 0; k < sizeof ALL_ISAS / sizeof ALL_ISAS[0]; k++)
+        if (!sg_adam_isa_supported(ALL_ISAS[k]))
+            missing = ALL_ISAS[k];
     if (missing == SG_ADAM_ISA_AUTO) {
         tap_skip(2, "every variant is available on this CPU");
     } else {
@@ -701,9 +711,10 @@ static void test_errors(void)
 
 int main(void)
 {
-    tap_diag("CPU variants: scalar yes, avx2 %s, avx512 %s; auto = %s",
+    tap_diag("CPU variants: scalar yes, avx2 %s, avx512 %s, neon %s; auto = %s",
              sg_adam_isa_supported(SG_ADAM_ISA_AVX2) ? "yes" : "no",
              sg_adam_isa_supported(SG_ADAM_ISA_AVX512) ? "yes" : "no",
+             sg_adam_isa_supported(SG_ADAM_ISA_NEON) ? "yes" : "no",
              sg_adam_isa_name(SG_ADAM_ISA_AUTO));
     test_against_torch();
     test_isas_agree();

@@ -23,9 +23,11 @@
  *
  * Runtime dispatch: AVX-512F (16 floats), AVX2+FMA (8 floats) or portable
  * scalar C, picked once per process from the CPU (cpuid) or from the
- * environment variable SG_ADAM_ISA=scalar|avx2|avx512. Pointers need no
- * particular alignment and n any value. On non-x86 machines only the scalar
- * variant exists (the compiler may still vectorise it).
+ * environment variable SG_ADAM_ISA=scalar|avx2|avx512|neon. Pointers need no
+ * particular alignment and n any value. On AArch64 (Grace) the NEON variant
+ * (4 floats) is the default: the same operations and fused multiply-adds as
+ * the AVX ones, so it gives their bits (tests/test_adam_neon.sh, under
+ * qemu-aarch64). Elsewhere only the scalar variant exists.
  *
  * Functions return 0 or a negative SG_E* code (common/error.h); they never
  * print or exit.
@@ -44,6 +46,7 @@ typedef enum sg_adam_isa {
     SG_ADAM_ISA_SCALAR,
     SG_ADAM_ISA_AVX2,     /* AVX2 + FMA, 8 floats */
     SG_ADAM_ISA_AVX512,   /* AVX-512F, 16 floats */
+    SG_ADAM_ISA_NEON,     /* AArch64 Advanced SIMD (Grace, any AArch64), 4 floats */
 } sg_adam_isa;
 
 typedef struct sg_adam_params {
