@@ -110,25 +110,64 @@ static void rollback_scalar(const adam_coef *c, float *p, const float *g,
     }
 }
 
-#if SG_ADAM_X86
+typedef void (*step_fn)(const adam_coef *, float *, const float *, float *,
+                        float *, uint16_t *, size_t);
+typedef void (*rollback_fn)(const adam_coef *, float *, const float *, float *,
+                            float *, size_t);
+
+/* The last r elements (r < width <= 16) of a vector variant's step or
+ * rollback, through zero-padded buffers, so that they get the same vector
+ * arithmetic as the rest: fn runs one whole vector of width there. */
+static void step_tail(step_fn fn, size_t width, const adam_coef *c, float *p, const float *g,
+                      float *m, float *v, uint16_t *pb, size_t r)
+{
+    float bp[16] = {0}, bg[16] = {0}, bm[16] = {0}, bv[16] = {0};
+    uint16_t bb[16];
+    memcpy(bp, p, r * sizeof(float));
+    memcpy(bg, g, r * sizeof(float));
+    memcpy(bm, m, r * sizeof(float));
+    memcpy(bv, v, r * sizeof(float));
+    fn(c, bp, bg, bm, bv, pb ? bb : NULL, width);
+    memcpy(p, bp, r * sizeof(float));
+    memcpy(m, bm, r * sizeof(float));
+    memcpy(v, bv, r * sizeof(float));
+    if (pb)
+        memcpy(pb, bb, r * sizeof(uint16_t));
+}
+
+static void rollback_tail(rollback_fn fn, size_t width, const adam_coef *c, float *p,
+                          const float *g, float *m, float *v, size_t r)
+{
+    float bp[16] = {0}, bg[16] = {0}, bm[16] = {0}, bv[16] = {0};
+    memcpy(bp, p, r * sizeof(float));
+    memcpy(bg, g, r * sizeof(float));
+    memcpy(bm, m, r * sizeof(float));
+    memcpy(bv, v, r * sizeof(float));
+    fn(c, bp, bg, bm, bv, width);
+    memcpy(p, bp, r * sizeof(float));
+    memcpy(m, bm, r * sizeof(float));
+    memcpy(v, bv, r * sizeof(float));
+}
+
 /* Software prefetch of the four streams this far ahead (floats: 1 KiB, 16
- * lines). The step's divide/square-root chain fills the reorder buffer long
- * before its loads run far enough ahead to keep the memory busy: on the Intel
- * VM (Emerald Rapids) sg_adam ran at 84-87% of the read-4/write-3 bound without
- * it and 97-100% with it, at 1 and 2 threads (tests/bench_adam, interleaved;
- * 128, 256 and 512 floats alike). A prefetch is a hint: past the end of an
- * array it does nothing. */
+ * lines), by every vector variant. The step's divide/square-root chain fills
+ * the reorder buffer long before its loads run far enough ahead to keep the
+ * memory busy: on the Intel VM (Emerald Rapids) sg_adam ran at 84-87% of the
+ * read-4/write-3 bound without it and 97-100% with it, at 1 and 2 threads
+ * (tests/bench_adam, interleaved; 128, 256 and 512 floats alike). A prefetch
+ * is a hint: past the end of an array it does nothing. */
 #define ADAM_PREFETCH_FLOATS 256
 
 static inline void prefetch_streams(const float *p, const float *g, const float *m,
                                     const float *v, size_t i)
 {
-    _mm_prefetch((const char *)(p + i + ADAM_PREFETCH_FLOATS), _MM_HINT_T0);
-    _mm_prefetch((const char *)(g + i + ADAM_PREFETCH_FLOATS), _MM_HINT_T0);
-    _mm_prefetch((const char *)(m + i + ADAM_PREFETCH_FLOATS), _MM_HINT_T0);
-    _mm_prefetch((const char *)(v + i + ADAM_PREFETCH_FLOATS), _MM_HINT_T0);
+    __builtin_prefetch(p + i + ADAM_PREFETCH_FLOATS);
+    __builtin_prefetch(g + i + ADAM_PREFETCH_FLOATS);
+    __builtin_prefetch(m + i + ADAM_PREFETCH_FLOATS);
+    __builtin_prefetch(v + i + ADAM_PREFETCH_FLOATS);
 }
 
+#if SG_ADAM_X86
 /* ---- AVX2 + FMA (8 floats) ------------------------------------------------ */
 
 #define SG_AVX2 __attribute__((target("avx2,fma")))
@@ -212,29 +251,8 @@ static SG_AVX2 void step_avx2(const adam_coef *c, float *p, const float *g,
         if (pb)
             _mm_storeu_si128((__m128i *)(pb + i), avx2_to_bf16(pv_));
     }
-    if (i < n) {
-        /* Tail through padded buffers so it gets the same arithmetic. */
-        size_t r = n - i;
-        float bp[8] = {0}, bg[8] = {0}, bm[8] = {0}, bv[8] = {0};
-        uint16_t bb[8];
-        memcpy(bp, p + i, r * sizeof(float));
-        memcpy(bg, g + i, r * sizeof(float));
-        memcpy(bm, m + i, r * sizeof(float));
-        memcpy(bv, v + i, r * sizeof(float));
-        __m256 pv_ = _mm256_loadu_ps(bp), mv = _mm256_loadu_ps(bm);
-        __m256 vv = _mm256_loadu_ps(bv), gv = _mm256_loadu_ps(bg);
-        avx2_step_vec(&k, l2, skip, &pv_, gv, &mv, &vv);
-        _mm256_storeu_ps(bp, pv_);
-        _mm256_storeu_ps(bm, mv);
-        _mm256_storeu_ps(bv, vv);
-        memcpy(p + i, bp, r * sizeof(float));
-        memcpy(m + i, bm, r * sizeof(float));
-        memcpy(v + i, bv, r * sizeof(float));
-        if (pb) {
-            _mm_storeu_si128((__m128i *)bb, avx2_to_bf16(pv_));
-            memcpy(pb + i, bb, r * sizeof(uint16_t));
-        }
-    }
+    if (i < n)
+        step_tail(step_avx2, 8, c, p + i, g + i, m + i, v + i, pb ? pb + i : NULL, n - i);
 }
 
 static inline SG_AVX2 void avx2_rollback_vec(const avx2_coef *k, int l2,
@@ -278,23 +296,8 @@ static SG_AVX2 void rollback_avx2(const adam_coef *c, float *p, const float *g,
         _mm256_storeu_ps(m + i, mv);
         _mm256_storeu_ps(v + i, vv);
     }
-    if (i < n) {
-        size_t r = n - i;
-        float bp[8] = {0}, bg[8] = {0}, bm[8] = {0}, bv[8] = {0};
-        memcpy(bp, p + i, r * sizeof(float));
-        memcpy(bg, g + i, r * sizeof(float));
-        memcpy(bm, m + i, r * sizeof(float));
-        memcpy(bv, v + i, r * sizeof(float));
-        __m256 pv_ = _mm256_loadu_ps(bp), mv = _mm256_loadu_ps(bm);
-        __m256 vv = _mm256_loadu_ps(bv), gv = _mm256_loadu_ps(bg);
-        avx2_rollback_vec(&k, c->l2, c->skip, &pv_, gv, &mv, &vv);
-        _mm256_storeu_ps(bp, pv_);
-        _mm256_storeu_ps(bm, mv);
-        _mm256_storeu_ps(bv, vv);
-        memcpy(p + i, bp, r * sizeof(float));
-        memcpy(m + i, bm, r * sizeof(float));
-        memcpy(v + i, bv, r * sizeof(float));
-    }
+    if (i < n)
+        rollback_tail(rollback_avx2, 8, c, p + i, g + i, m + i, v + i, n - i);
 }
 
 /* ---- AVX-512F (16 floats) -------------------------------------------------
@@ -439,7 +442,7 @@ static SG_AVX512 void rollback_avx512(const adam_coef *c, float *p,
  * (vfmaq_f32(c, a, b) = a * b + c, vfmsq_f32(c, a, b) = c - a * b, each
  * rounded once), IEEE square root and divisions, so the three give the same
  * bits. Grace's cores have four 128-bit SIMD pipes; NEON is SVE2's width
- * there. The four streams are prefetched 1 KiB ahead, as on x86. */
+ * there. */
 
 typedef struct neon_coef {
     float32x4_t gs, wd, decay, b1, omb1, b2, omb2, bc2s, nss, eps;
@@ -455,15 +458,6 @@ static neon_coef neon_coef_make(const adam_coef *c)
         .nss = vdupq_n_f32(c->nss), .eps = vdupq_n_f32(c->eps),
     };
     return k;
-}
-
-static inline void neon_prefetch(const float *p, const float *g, const float *m,
-                                 const float *v, size_t i)
-{
-    __builtin_prefetch(p + i + 256, 1);
-    __builtin_prefetch(g + i + 256, 0);
-    __builtin_prefetch(m + i + 256, 1);
-    __builtin_prefetch(v + i + 256, 1);
 }
 
 /* Lanes whose g * gs is finite (g*gs - g*gs == 0; Inf and NaN give NaN). */
@@ -509,7 +503,7 @@ static void step_neon(const adam_coef *c, float *p, const float *g, float *m, fl
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         if (!(i & 15))
-            neon_prefetch(p, g, m, v, i);
+            prefetch_streams(p, g, m, v, i);
         float32x4_t pv_ = vld1q_f32(p + i), mv = vld1q_f32(m + i);
         float32x4_t vv = vld1q_f32(v + i), gv = vld1q_f32(g + i);
         neon_step_vec(&k, l2, skip, &pv_, gv, &mv, &vv);
@@ -519,28 +513,8 @@ static void step_neon(const adam_coef *c, float *p, const float *g, float *m, fl
         if (pb)
             vst1_u16(pb + i, neon_to_bf16(pv_));
     }
-    if (i < n) { // the tail through padded buffers, for the same arithmetic
-        size_t r = n - i;
-        float bp[4] = {0}, bg[4] = {0}, bm[4] = {0}, bv[4] = {0};
-        uint16_t bb[4];
-        memcpy(bp, p + i, r * sizeof(float));
-        memcpy(bg, g + i, r * sizeof(float));
-        memcpy(bm, m + i, r * sizeof(float));
-        memcpy(bv, v + i, r * sizeof(float));
-        float32x4_t pv_ = vld1q_f32(bp), mv = vld1q_f32(bm);
-        float32x4_t vv = vld1q_f32(bv), gv = vld1q_f32(bg);
-        neon_step_vec(&k, l2, skip, &pv_, gv, &mv, &vv);
-        vst1q_f32(bp, pv_);
-        vst1q_f32(bm, mv);
-        vst1q_f32(bv, vv);
-        memcpy(p + i, bp, r * sizeof(float));
-        memcpy(m + i, bm, r * sizeof(float));
-        memcpy(v + i, bv, r * sizeof(float));
-        if (pb) {
-            vst1_u16(bb, neon_to_bf16(pv_));
-            memcpy(pb + i, bb, r * sizeof(uint16_t));
-        }
-    }
+    if (i < n)
+        step_tail(step_neon, 4, c, p + i, g + i, m + i, v + i, pb ? pb + i : NULL, n - i);
 }
 
 static inline void neon_rollback_vec(const neon_coef *k, int l2, int skip, float32x4_t *pp,
@@ -569,7 +543,7 @@ static void rollback_neon(const adam_coef *c, float *p, const float *g, float *m
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         if (!(i & 15))
-            neon_prefetch(p, g, m, v, i);
+            prefetch_streams(p, g, m, v, i);
         float32x4_t pv_ = vld1q_f32(p + i), mv = vld1q_f32(m + i);
         float32x4_t vv = vld1q_f32(v + i), gv = vld1q_f32(g + i);
         neon_rollback_vec(&k, c->l2, c->skip, &pv_, gv, &mv, &vv);
@@ -577,32 +551,13 @@ static void rollback_neon(const adam_coef *c, float *p, const float *g, float *m
         vst1q_f32(m + i, mv);
         vst1q_f32(v + i, vv);
     }
-    if (i < n) {
-        size_t r = n - i;
-        float bp[4] = {0}, bg[4] = {0}, bm[4] = {0}, bv[4] = {0};
-        memcpy(bp, p + i, r * sizeof(float));
-        memcpy(bg, g + i, r * sizeof(float));
-        memcpy(bm, m + i, r * sizeof(float));
-        memcpy(bv, v + i, r * sizeof(float));
-        float32x4_t pv_ = vld1q_f32(bp), mv = vld1q_f32(bm);
-        float32x4_t vv = vld1q_f32(bv), gv = vld1q_f32(bg);
-        neon_rollback_vec(&k, c->l2, c->skip, &pv_, gv, &mv, &vv);
-        vst1q_f32(bp, pv_);
-        vst1q_f32(bm, mv);
-        vst1q_f32(bv, vv);
-        memcpy(p + i, bp, r * sizeof(float));
-        memcpy(m + i, bm, r * sizeof(float));
-        memcpy(v + i, bv, r * sizeof(float));
-    }
+    if (i < n)
+        rollback_tail(rollback_neon, 4, c, p + i, g + i, m + i, v + i, n - i);
 }
 #endif /* SG_ADAM_NEON */
 
 /* ---- dispatch -------------------------------------------------------------- */
 
-typedef void (*step_fn)(const adam_coef *, float *, const float *, float *,
-                        float *, uint16_t *, size_t);
-typedef void (*rollback_fn)(const adam_coef *, float *, const float *, float *,
-                            float *, size_t);
 
 int sg_adam_isa_supported(sg_adam_isa isa)
 {
