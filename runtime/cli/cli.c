@@ -31,9 +31,9 @@ static void usage(FILE *out)
             "  config CONFIG          check a config and print the resolved settings\n"
             "  simulate CONFIG [--machine M] [--sched P]\n"
             "                         predict the step on a machine model (StarPU-SimGrid)\n"
-            "  tune CONFIG --machines M,.. --sched P,.. [--vary KEY=LO:HI:STEP]...\n"
+            "  tune CONFIG [--machines M,..] [--sched P,..] [--vary KEY=LO:HI:STEP]...\n"
             "                         simulate every combination; CSV, Markdown, SVG plot\n"
-            "  calibrate CONFIG --name NAME\n"
+            "  calibrate [CONFIG] [--name NAME] [--out DIR]\n"
             "                         run here until StarPU's models are calibrated and\n"
             "                         save a machine model that simulate can use\n"
             "  fit CONFIG --machine M [--family llama]\n"
@@ -76,8 +76,19 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            printf("usage: stepgraph version\n\nPrints the versions of stepgraph and StarPU, "
+                   "whether the CUDA codelets were\nbuilt and the CUDA devices seen, and the "
+                   "BLAS library with the kernels it runs.\n");
+            return 0;
+        }
+        if (argc > 2) {
+            fprintf(stderr, "stepgraph: version: unexpected argument '%s'\n", argv[2]);
+            return 2;
+        }
         return cmd_version();
+    }
     if (!strcmp(cmd, "run"))
         return sg_cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "graph"))
