@@ -12,12 +12,14 @@
 # (b) every option in the commands' option tables (runtime/cli/cmd_*.c and
 #     the run options in runtime/config/run_options.c) is named in that
 #     command's --help;
-# (c) every key docs/config-keys.md lists is recognised by its reader: given
-#     a wrong-typed value (an array), the config is refused with an error
-#     that names the key's JSON path; an unknown key is only a warning, so a
-#     key the reader does not know fails here;
+# (c) every key docs/config-keys.md lists is recognised by its reader: all
+#     of them set to null in one config (null = "not given"), the reader must
+#     not call any of them unknown (SG_HELP_TRUTH_FULL=1: also, one run per
+#     key, a wrong-typed value must be refused with an error naming its path);
 # (d) every key in the DeepSpeed reader's tables (runtime/config/ds_config.c)
-#     and in the run options' table is written in docs/config-keys.md.
+#     and in the run options' table is written in docs/config-keys.md;
+# (e) the keys the doc says are ignored with a warning are warned about when
+#     set away from DeepSpeed's default, and not at the default.
 # Negative controls show each check can fail.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -234,12 +236,13 @@ function keys(text, kind,    first, t, variants, v, nv, k) {
 	next
 }
 sect != "" && /^\| `/ { split($0, col, "|"); keys(col[2], sect); next }
-sect == "ds" && /^Accepted silently/ { acc = 1; text = "" }
+sect == "ds" && /^Accepted silently|^Ignored with a warning/ { acc = 1; text = "" }
 acc {
 	text = text " " $0
 	if ($0 ~ /`\.([ ]|$)/ || $0 ~ /^[ \t]*$/) {
 		sub(/`\.[ ].*$/, "`", text)
 		sub(/Any other key.*$/, "", text)
+		gsub(/\([^)]*\)/, "", text)  # asides: "(a non-empty object, e.g. `x`: ...)"
 		# each key of the list on its own: none is a sibling of another
 		while (match(text, /`[^`]+`/)) {
 			one = substr(text, RSTART, RLENGTH)
@@ -308,6 +311,45 @@ null_configs "$TMP/doc_keys" zero_optimization.offload_optimizer.sgprobe_not_a_k
 "$BIN" config "$TMP/null-ds.json" >"$TMP/null-c.out" 2>&1
 grep -q "unknown key zero_optimization.offload_optimizer.sgprobe_not_a_key" "$TMP/null-c.out"
 ok $? "control: a made-up key among the documented ones is reported unknown"
+
+# The keys docs/config-keys.md says are *warned*: set away from DeepSpeed's
+# default each must be named in a warning; at the default, none is.
+cat >"$TMP/warned.json" <<'EOF'
+{"train_batch_size": 4, "communication_data_type": "bf16", "data_types": {"grad_accum_dtype": "fp32"},
+ "optimizer": {"type": "AdamW", "params": {"fp32_optimizer_states": false}},
+ "fp16": {"enabled": false, "auto_cast": true, "fp16_master_weights_and_grads": true},
+ "bf16": {"bf16_master_weights_and_grads": true, "bf16_optimizer_states": true},
+ "activation_checkpointing": {"cpu_checkpointing": true},
+ "zero_optimization": {"stage": 3, "zero_quantized_weights": true, "zero_quantized_nontrainable_weights": true,
+  "zero_quantized_gradients": true, "zeropp_loco_param": {"err_beta": 0.8}, "zero_hpz_partition_size": 2,
+  "mics_shard_size": 2}}
+EOF
+cat >"$TMP/unwarned.json" <<'EOF'
+{"train_batch_size": 4, "data_types": {},
+ "optimizer": {"type": "AdamW", "params": {"fp32_optimizer_states": true}},
+ "fp16": {"enabled": false, "auto_cast": false, "fp16_master_weights_and_grads": false},
+ "bf16": {"bf16_master_weights_and_grads": false, "bf16_optimizer_states": false},
+ "activation_checkpointing": {"cpu_checkpointing": false},
+ "zero_optimization": {"stage": 3, "zero_quantized_weights": false, "zero_quantized_nontrainable_weights": false,
+  "zero_quantized_gradients": false, "zeropp_loco_param": {}, "zero_hpz_partition_size": 1,
+  "mics_shard_size": 0}}
+EOF
+"$BIN" config "$TMP/warned.json" >"$TMP/warned.out" 2>&1
+missing=""
+for k in communication_data_type data_types optimizer.params.fp32_optimizer_states fp16.auto_cast \
+	fp16.fp16_master_weights_and_grads bf16.bf16_master_weights_and_grads bf16.bf16_optimizer_states \
+	activation_checkpointing.cpu_checkpointing zero_optimization.zero_quantized_weights \
+	zero_optimization.zero_quantized_nontrainable_weights zero_optimization.zero_quantized_gradients \
+	zero_optimization.zeropp_loco_param zero_optimization.zero_hpz_partition_size \
+	zero_optimization.mics_shard_size; do
+	grep -q "warning: .*: $k: .* has no effect in stepgraph (ignored): " "$TMP/warned.out" || missing="$missing $k"
+	grep -q "^ds $k$" "$TMP/doc_keys" || missing="$missing $k(not in the doc)"
+done
+[ -z "$missing" ]
+ok $? "each warned key set away from DeepSpeed's default is a warning naming it${missing:+; not:$missing}"
+"$BIN" config "$TMP/unwarned.json" >"$TMP/unwarned.out" 2>&1
+! grep -q "warning" "$TMP/unwarned.out"
+ok $? "the same keys at DeepSpeed's defaults: no warning ($(grep warning "$TMP/unwarned.out" | head -c 200))"
 
 # probe_key ds|run PATH: 0 when the reader refuses the value [0] at PATH
 # with an error naming PATH (the sections that need a "type" get one).
