@@ -45,7 +45,16 @@ static void usage(FILE *out)
             "\n"
             "CONFIG is a DeepSpeed config as DeepSpeed reads it, or a run config: a JSON\n"
             "object with \"deepspeed_config\" (path or inline object) and run options.\n"
-            "Run 'stepgraph COMMAND --help' for a command's options.\n");
+            "Run 'stepgraph COMMAND --help' for a command's options.\n"
+            "\n"
+            "Environment: STEPGRAPH_MODELS_DIR, STEPGRAPH_MACHINES_DIR and\n"
+            "STEPGRAPH_CONFIGS_DIR (where models/NAME.json, machine models and the default\n"
+            "job's default.json are looked up; default: the source tree's from a build\n"
+            "tree, else the installed ones), STEPGRAPH_SIM (the stepgraph-sim program\n"
+            "simulate and tune start), STEPGRAPH_TASK_LOG=PATH (the first step's task list\n"
+            "as submitted to StarPU), SG_ADAM_ISA=scalar|avx2|avx512 (the CPU Adam kernel;\n"
+            "default the widest this CPU has), OPENBLAS_CORETYPE (kept when set); run's own\n"
+            "in 'stepgraph run --help'; StarPU's STARPU_* as usual.\n");
 }
 
 static const char *const short_usage = "run 'stepgraph --help' for usage";
