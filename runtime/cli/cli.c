@@ -41,7 +41,7 @@ static void usage(FILE *out)
             "                         machine's GPU and host memory\n"
             "  model info MODEL...    parameter counts and dimensions of a model\n"
             "  model list             the shipped model descriptions\n"
-            "  version                versions of stepgraph and StarPU\n"
+            "  version                versions of stepgraph and StarPU (also --version)\n"
             "\n"
             "CONFIG is a DeepSpeed config as DeepSpeed reads it, or a run config: a JSON\n"
             "object with \"deepspeed_config\" (path or inline object) and run options.\n"
