@@ -52,9 +52,9 @@ static void usage(FILE *out)
             "job's default.json are looked up; default: the source tree's from a build\n"
             "tree, else the installed ones), STEPGRAPH_SIM (the stepgraph-sim program\n"
             "simulate and tune start), STEPGRAPH_TASK_LOG=PATH (the first step's task list\n"
-            "as submitted to StarPU), SG_ADAM_ISA=scalar|avx2|avx512 (the CPU Adam kernel;\n"
-            "default the widest this CPU has), OPENBLAS_CORETYPE (kept when set); run's own\n"
-            "in 'stepgraph run --help'; StarPU's STARPU_* as usual.\n");
+            "as submitted to StarPU), SG_ADAM_ISA (the CPU Adam kernel: scalar, avx2, avx512,\n"
+            "or neon on AArch64; default the widest this CPU has), OPENBLAS_CORETYPE (kept\n"
+            "when set); run's own in 'stepgraph run --help'; StarPU's STARPU_* as usual.\n");
 }
 
 static const char *const short_usage = "run 'stepgraph --help' for usage";
