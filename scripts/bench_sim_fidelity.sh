@@ -23,7 +23,13 @@
 #    runs use a copy of the calibration's models, so what they record never
 #    reaches the calibrated machine.
 # error = (predicted - measured) / measured.
+#
+# Environment: CONFIG, SCHEDS, STEPS, CAL_STEPS, ROUNDS, OOS (above), BIN (the
+# stepgraph binary, default the repository root's ./stepgraph), TMPDIR (where
+# the scratch directory goes). Takes no arguments; --help prints this.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
+[ $# -eq 0 ] || { echo "bench_sim_fidelity.sh: no arguments (settings are environment variables: see --help)" >&2; exit 2; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=${BIN:-./stepgraph}
 CONFIG=${CONFIG:-configs/default.json}

@@ -22,7 +22,13 @@
 #   NGPU=3 scripts/check_nccl_ranks.sh     # 3 ranks: tiny-llama's units (196864,
 #                                          # 32768 parameters) do not divide: padding
 # Prints one "ok"/"not ok" line per check; exit status 1 if one failed.
+# Environment: NGPU (default 2), SG_BUILDDIR (where stepgraph is, default the
+# repository root), SYSTEM_PYTHON (default python3), F32_RTOL (1e-3) and
+# BF16_RTOL (the relative tolerances of the comparison), STEPGRAPH_MODELS_DIR.
+# Takes no arguments; --help prints this.
 set -u
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
+[ $# -eq 0 ] || { echo "check_nccl_ranks.sh: no arguments (see --help)" >&2; exit 2; }
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SG_BUILDDIR:-$SRC}/stepgraph
 PY=${SYSTEM_PYTHON:-python3}

@@ -20,7 +20,8 @@
 # is not below their lower bound, its step, the bound and what sets it).
 # 120 points, 18 CPU-minutes: about 10 min on 2 idle cores. --quick (1 step per
 # point, dmda, two ratios: 10 points, ~20 s) is what
-# tests/test_gh200_vs_mi300a.sh runs.
+# tests/test_gh200_vs_mi300a.sh runs. Environment: BIN (the stepgraph binary,
+# default the repository root's), STEPGRAPH_MODELS_DIR, STEPGRAPH_MACHINES_DIR.
 set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${BIN:-$SRC/stepgraph}
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
 	--quick) QUICK=1 ;;
 	--out) OUT=$2; shift ;;
 	--jobs) JOBS=$2; shift ;;
-	-h | --help) sed -n "2,23p" "$0"; exit 0 ;;
+	-h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
 	*) echo "gh200_vs_mi300a.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift

@@ -22,7 +22,13 @@
 # free what they allocate. Needs .deps-build/env.sh (scripts/setup.sh).
 # Exit status: that of make check-TESTS (0 when every test passed); 77 when
 # clang or its sanitizer runtimes are missing.
+# Environment: ASAN_BUILD_DIR (the build directory), CLANG and CLANGXX (the
+# compilers, default clang and clang++), JOBS (make -j, default nproc),
+# ASAN_OPTIONS and UBSAN_OPTIONS (default: leaks detected, halt on the first
+# report), STEPGRAPH_CONFIGURE_FLAGS (from .deps-build/env.sh). --help prints
+# this.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${ASAN_BUILD_DIR:-$REPO_ROOT/build-asan}

@@ -9,9 +9,14 @@
 #
 # Usage: scripts/soak_checkpoints.sh [STEPS [SAVE_EVERY [KILLS]]]
 #        (defaults 2000, 50, 8; environment: STEPGRAPH=path of the binary,
-#        MAX_LENGTH=16, SEED=1 for the kill moments)
+#        MAX_LENGTH=16, SEED=1 for the kill moments, STEPGRAPH_MODELS_DIR,
+#        TMPDIR)
 # Prints one line per kill and a summary; exits 0 when the weights match.
 set -u
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
+for a in "$@"; do
+	case $a in *[!0-9]* | "") echo "soak: $a: expected a number (usage: see --help)" >&2; exit 2 ;; esac
+done
 STEPS=${1:-2000}
 SAVE_EVERY=${2:-50}
 KILLS=${3:-8}

@@ -5,9 +5,20 @@
 # (STEPGRAPH_TOKENIZE_VENV picks another), created on the first run. The
 # arguments are tokenize_data.py's (--help lists them), e.g.
 #   scripts/tokenize.sh --tokenizer DIR/tokenizer.json --out shards/ book.txt
+# Environment: STEPGRAPH_TOKENIZE_VENV (the virtual environment), XDG_CACHE_HOME.
 set -euo pipefail
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${STEPGRAPH_TOKENIZE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/stepgraph/venv-bench}
+# --help: this, then tokenize_data.py's (argparse needs no tokenizers: no set-up)
+for a in "$@"; do
+	case $a in -h | --help)
+		sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+		echo
+		py=python3
+		[ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+		exec "$py" "$REPO_ROOT/scripts/tokenize_data.py" --help ;;
+	esac
+done
 if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import tokenizers' 2>/dev/null; then
 	echo "tokenize: setting up $VENV (tokenizers from PyPI)" >&2
 	[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" ||

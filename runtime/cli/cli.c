@@ -31,9 +31,9 @@ static void usage(FILE *out)
             "  config CONFIG          check a config and print the resolved settings\n"
             "  simulate CONFIG [--machine M] [--sched P]\n"
             "                         predict the step on a machine model (StarPU-SimGrid)\n"
-            "  tune CONFIG --machines M,.. --sched P,.. [--vary KEY=LO:HI:STEP]...\n"
+            "  tune CONFIG [--machines M,..] [--sched P,..] [--vary KEY=LO:HI:STEP]...\n"
             "                         simulate every combination; CSV, Markdown, SVG plot\n"
-            "  calibrate CONFIG --name NAME\n"
+            "  calibrate [CONFIG] [--name NAME] [--out DIR]\n"
             "                         run here until StarPU's models are calibrated and\n"
             "                         save a machine model that simulate can use\n"
             "  fit CONFIG --machine M [--family llama]\n"
@@ -41,11 +41,20 @@ static void usage(FILE *out)
             "                         machine's GPU and host memory\n"
             "  model info MODEL...    parameter counts and dimensions of a model\n"
             "  model list             the shipped model descriptions\n"
-            "  version                versions of stepgraph and StarPU\n"
+            "  version                versions of stepgraph and StarPU (also --version)\n"
             "\n"
             "CONFIG is a DeepSpeed config as DeepSpeed reads it, or a run config: a JSON\n"
             "object with \"deepspeed_config\" (path or inline object) and run options.\n"
-            "Run 'stepgraph COMMAND --help' for a command's options.\n");
+            "Run 'stepgraph COMMAND --help' for a command's options.\n"
+            "\n"
+            "Environment: STEPGRAPH_MODELS_DIR, STEPGRAPH_MACHINES_DIR and\n"
+            "STEPGRAPH_CONFIGS_DIR (where models/NAME.json, machine models and the default\n"
+            "job's default.json are looked up; default: the source tree's from a build\n"
+            "tree, else the installed ones), STEPGRAPH_SIM (the stepgraph-sim program\n"
+            "simulate and tune start), STEPGRAPH_TASK_LOG=PATH (the first step's task list\n"
+            "as submitted to StarPU), SG_ADAM_ISA (the CPU Adam kernel: scalar, avx2, avx512,\n"
+            "or neon on AArch64; default the widest this CPU has), OPENBLAS_CORETYPE (kept\n"
+            "when set); run's own in 'stepgraph run --help'; StarPU's STARPU_* as usual.\n");
 }
 
 static const char *const short_usage = "run 'stepgraph --help' for usage";
@@ -76,8 +85,19 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            printf("usage: stepgraph version\n\nPrints the versions of stepgraph and StarPU, "
+                   "whether the CUDA codelets were\nbuilt and the CUDA devices seen, and the "
+                   "BLAS library with the kernels it runs.\n");
+            return 0;
+        }
+        if (argc > 2) {
+            fprintf(stderr, "stepgraph: version: unexpected argument '%s'\n", argv[2]);
+            return 2;
+        }
         return cmd_version();
+    }
     if (!strcmp(cmd, "run"))
         return sg_cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "graph"))

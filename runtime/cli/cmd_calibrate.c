@@ -54,9 +54,9 @@ static void calibrate_help(void)
            "\n"
            "  --name NAME      machine name (default: this host's name); letters, digits,\n"
            "                   '-', '_' and '.'\n"
-           "  --out DIR        where to write (default: machines)\n"
-           "  --steps N        training steps (default 40; StarPU wants >= 10 runs of each\n"
-           "                   task size)\n"
+           "  -o, --out DIR    where to write (default: machines)\n"
+           "  --steps N        training steps, 1 to 100000 (default 40; StarPU wants >= 10\n"
+           "                   runs of each task size)\n"
            "  --base MACHINE   machine model whose GPU figures to keep (needed when CUDA\n"
            "                   workers ran; the CPU figures are measured or read here)\n"
            "\n");

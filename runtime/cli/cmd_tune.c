@@ -42,9 +42,10 @@ static void tune_help(void)
            "  --priorities MODE  both (default): priority-aware policies (dmdas, prio,\n"
            "                     heteroprio...) with and without bottom-level priorities;\n"
            "                     on / off: one setting for all\n"
-           "  --out PREFIX       output files (default tune)\n"
-           "  --jobs N           simulations at once (default: the CPU count)\n"
-           "  --steps N          steps per simulation (default 3, the last reported)\n"
+           "  -o, --out PREFIX   output files (default tune)\n"
+           "  -j, --jobs N       simulations at once, 1 to 256 (default: the CPU count)\n"
+           "  --steps N          steps per simulation, 1 to 100 (default 3, the last\n"
+           "                     reported)\n"
            "\n", SG_TUNE_MAX_VARY);
     sg_cli_print_run_flags();
 }

@@ -104,6 +104,11 @@ typedef struct pstate {
 typedef enum fkind {
     F_INT, F_NUM, F_BOOL,                       /* stored at off */
     X_BOOL, X_NUM, X_INT, X_STR, X_OBJ, X_ANY,  /* accepted, no effect */
+    /* accepted, no effect, but a DeepSpeed user would expect one: a warning
+     * (the field's `expect` says why) when the value is not DeepSpeed's
+     * default: W_TRUE when true, W_FALSE when false, W_POS when an integer
+     * > 0 (W_GT1: > 1), W_STR when a string, W_OBJ when a non-empty object */
+    W_TRUE, W_FALSE, W_POS, W_GT1, W_STR, W_OBJ,
     F_FN,                                       /* handled by fn */
 } fkind;
 
@@ -131,6 +136,7 @@ typedef struct field {
 #define FB(n, m) { n, F_BOOL, OFF(m), 0, 0, 0, NULL, NULL }
 #define FX(n, k) { n, k, 0, 0, 0, 0, NULL, NULL }
 #define FF(n, f) { n, F_FN, 0, 0, 0, 0, NULL, f }
+#define FW(n, k, why) { n, k, 0, 0, 0, 0, why, NULL }
 
 static void join(char *buf, size_t size, const char *path, const char *key)
 {
@@ -159,6 +165,43 @@ static void warn_unknown(const sg_json_ctx *c, const char *kp, const char *key,
                      "config, next to \"deepspeed_config\")", c->prefix, kp);
     else
         sg_json_warn(c, "unknown key %s%s ignored", c->prefix, kp);
+}
+
+/* A W_* field: type-checked as its kind says, then a warning that names the
+ * value and why it has no effect here, when it is not DeepSpeed's default. */
+static int warn_ignored(pstate *ps, const field *f, const cJSON *it, const char *kp)
+{
+    int b = 0, set = 0, rc = SG_OK;
+    int64_t i64 = 0;
+    switch (f->kind) {
+    case W_TRUE:
+    case W_FALSE:
+        rc = sg_json_bool(&ps->c, it, kp, &b);
+        set = f->kind == W_TRUE ? b : !b;
+        break;
+    case W_POS:
+    case W_GT1:
+        rc = sg_json_int(&ps->c, it, kp, f->name, 0, 0, 0, NULL, &i64);
+        set = i64 > (f->kind == W_GT1 ? 1 : 0);
+        break;
+    case W_STR:
+        if (!cJSON_IsString(it))
+            rc = sg_json_type_error(&ps->c, it, kp, "a string");
+        set = 1;
+        break;
+    default: /* W_OBJ */
+        if (!cJSON_IsObject(it))
+            rc = sg_json_type_error(&ps->c, it, kp, "an object");
+        set = it->child != NULL;
+        break;
+    }
+    if (rc == SG_OK && set) {
+        char v[96];
+        sg_json_repr(it, v, sizeof v);
+        sg_json_warn(&ps->c, "%s%s: %s has no effect in stepgraph (ignored): %s", ps->c.prefix,
+                     kp, v, f->expect);
+    }
+    return rc;
 }
 
 static int walk(pstate *ps, const cJSON *obj, const char *path,
@@ -221,6 +264,14 @@ static int walk(pstate *ps, const cJSON *obj, const char *path,
                 rc = sg_json_type_error(&ps->c, it, kp, "an object");
             break;
         case X_ANY:
+            break;
+        case W_TRUE:
+        case W_FALSE:
+        case W_POS:
+        case W_GT1:
+        case W_STR:
+        case W_OBJ:
+            rc = warn_ignored(ps, f, it, kp);
             break;
         case F_FN:
             rc = f->fn(ps, it, kp);
@@ -334,7 +385,8 @@ static const field opt_param_fields[] = {
     FF("bias_correction", h_bias_correction),
     FF("amsgrad", h_amsgrad),
     FF("max_grad_norm", h_max_grad_norm),
-    FX("fp32_optimizer_states", X_BOOL),
+    FW("fp32_optimizer_states", W_FALSE,
+       "stepgraph keeps the Adam moments and master weights in fp32"),
     FX("foreach", X_BOOL),
     FX("fused", X_BOOL),
     FX("capturable", X_BOOL),
@@ -495,7 +547,7 @@ static int h_scheduler(pstate *ps, const cJSON *it, const char *path)
 
 static const field fp16_fields[] = {
     FB("enabled", fp16.enabled),
-    FX("auto_cast", X_BOOL),
+    FW("auto_cast", W_TRUE, "stepgraph casts inputs only as its precision mode says"),
     FD("loss_scale", fp16.loss_scale, NONNEG, 0, 0),
     FI("initial_scale_power", fp16.initial_scale_power, LO | HI, 0, 63),
     /* loss_scale_window and min_loss_scale matter only with dynamic loss
@@ -504,7 +556,8 @@ static const field fp16_fields[] = {
     FI("hysteresis", fp16.hysteresis, POS, 0, 0),
     FX("consecutive_hysteresis", X_BOOL),
     FD("min_loss_scale", fp16.min_loss_scale, 0, 0, 0),
-    FX("fp16_master_weights_and_grads", X_BOOL),
+    FW("fp16_master_weights_and_grads", W_TRUE,
+       "stepgraph keeps fp32 master weights and gradients"),
 };
 
 static int h_fp16(pstate *ps, const cJSON *it, const char *path)
@@ -519,8 +572,9 @@ static const field bf16_fields[] = {
     FB("enabled", bf16.enabled),
     FX("immediate_grad_update", X_BOOL),
     FX("check_grad_overflow", X_BOOL),
-    FX("bf16_master_weights_and_grads", X_BOOL),
-    FX("bf16_optimizer_states", X_BOOL),
+    FW("bf16_master_weights_and_grads", W_TRUE,
+       "stepgraph keeps fp32 master weights and gradients"),
+    FW("bf16_optimizer_states", W_TRUE, "stepgraph keeps the Adam moments in fp32"),
 };
 
 static int h_bf16(pstate *ps, const cJSON *it, const char *path)
@@ -697,12 +751,16 @@ static const field zero_fields[] = {
     FX("pipeline_loading_checkpoint", X_BOOL),
     FX("log_trace_cache_warnings", X_BOOL),
     FX("enable_sanity_checks", X_BOOL),
-    FX("zero_hpz_partition_size", X_INT),
-    FX("zero_quantized_weights", X_BOOL),
-    FX("zero_quantized_nontrainable_weights", X_BOOL),
-    FX("zero_quantized_gradients", X_BOOL),
-    FX("zeropp_loco_param", X_OBJ),
-    FX("mics_shard_size", X_INT),
+    FW("zero_hpz_partition_size", W_GT1,
+       "ZeRO++'s secondary partition is not modelled (parameters are gathered from every rank)"),
+    FW("zero_quantized_weights", W_TRUE,
+       "ZeRO++'s quantized collectives are not modelled (weights move in their training dtype)"),
+    FW("zero_quantized_nontrainable_weights", W_TRUE,
+       "ZeRO++'s quantized collectives are not modelled (weights move in their training dtype)"),
+    FW("zero_quantized_gradients", W_TRUE,
+       "ZeRO++'s quantized collectives are not modelled (gradients are reduced in fp32)"),
+    FW("zeropp_loco_param", W_OBJ, "ZeRO++'s LoCo compression is not modelled"),
+    FW("mics_shard_size", W_POS, "MiCS shard groups are not modelled (ZeRO shards over every rank)"),
     FX("mics_hierarchical_params_gather", X_BOOL),
     FX("save_muon_momentum_buffer_in_memory", X_BOOL),
     FX("leaf_module", X_OBJ),
@@ -758,7 +816,13 @@ static int h_act(pstate *ps, const cJSON *it, const char *path)
     if (rc)
         return rc;
     ps->ds->activation_checkpointing.given = 1;
-    return walk(ps, it, path, act_fields, ARRAY_LEN(act_fields));
+    if ((rc = walk(ps, it, path, act_fields, ARRAY_LEN(act_fields))))
+        return rc;
+    if (ps->ds->activation_checkpointing.cpu_checkpointing)
+        sg_json_warn(&ps->c, "%s%s.cpu_checkpointing: true has no effect in stepgraph (ignored): "
+                     "checkpointed activations stay in the memory of the device that made them",
+                     ps->c.prefix, path);
+    return SG_OK;
 }
 
 /* ---- top level -------------------------------------------------------- */
@@ -785,7 +849,7 @@ static const field top_fields[] = {
     FX("zero_force_ds_cpu_optimizer", X_BOOL),
     FX("prescale_gradients", X_BOOL),
     FX("gradient_predivide_factor", X_NUM),
-    FX("communication_data_type", X_STR),
+    FW("communication_data_type", W_STR, "stepgraph reduces gradients in fp32"),
     FX("seq_parallel_communication_data_type", X_STR),
     FX("sparse_gradients", X_BOOL),
     FX("disable_allgather", X_BOOL),
@@ -802,7 +866,8 @@ static const field top_fields[] = {
     FX("checkpoint", X_OBJ),
     FX("timers", X_OBJ),
     FX("aio", X_OBJ),
-    FX("data_types", X_OBJ),
+    FW("data_types", W_OBJ,
+       "stepgraph's gradient dtypes follow its precision mode alone"),
 };
 
 int sg_ds_config_is_top_key(const char *key)

@@ -284,9 +284,14 @@ int sg_sim_wait_any(sg_sim_job *jobs, int n, sg_sim_report *rep, int *rc, sg_err
     } else {
         char why[1100];
         log_tail(jobs[j].log, why, sizeof why);
-        *rc = sg_error_set(err, SG_EINVAL, "%s", why[0] ? why
-                           : WIFSIGNALED(status) ? "the simulator was killed by a signal"
-                                                 : "the simulator failed");
+        if (why[0])
+            *rc = sg_error_set(err, SG_EINVAL, "%s", why);
+        else if (WIFSIGNALED(status))
+            *rc = sg_error_set(err, SG_EINVAL, "the simulator was killed by signal %d (%s) and "
+                               "wrote no message", WTERMSIG(status), strsignal(WTERMSIG(status)));
+        else
+            *rc = sg_error_set(err, SG_EINVAL, "the simulator exited with status %d and wrote no "
+                               "message", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     }
     return j;
 }
