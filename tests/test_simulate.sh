@@ -230,4 +230,27 @@ ok $? "--cost guess is refused"
 	grep -q "^gh200,dmda,on,cpu,ok," "$TMP/cp.csv" && grep -q "^gh200,dmda,on,gpu,ok," "$TMP/cp.csv" &&
 	grep -q "^Best on gh200: dmda, priorities on, cast_placement=\(cpu\|gpu\): " "$TMP/cp.md"
 ok $? "tune --vary cast_placement=cpu,gpu: a point per word, the best setting named by its word"
+# a machine's name names reports, files and the simulated platform: one with
+# a quote is refused naming the key; --json of a step that does not fit is
+# JSON with the reason, which names the machine
+"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/quoted.json" "$TMP/small.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = 'my "box"'
+json.dump(m, open(sys.argv[2], "w"))
+m["name"] = "small-gpu"
+m["gpu"]["memory_gb"] = 0.001
+json.dump(m, open(sys.argv[3], "w"))
+PYEOF
+"$BIN" simulate "$SO" $TINY --machine "$TMP/quoted.json" --sched dmda >/dev/null 2>"$TMP/q.err"
+[ $? -ne 0 ] && grep -q 'name' "$TMP/q.err" && grep -q "letters, digits" "$TMP/q.err"
+ok $? "a machine file whose name holds a quote is refused, naming the key"
+"$BIN" simulate "$SO" $TINY --machine "$TMP/small.json" --sched dmda \
+	--json "$TMP/q1.json" >/dev/null 2>&1
+"$PY" - "$TMP/q1.json" <<'PYEOF'
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["machine"] == "small-gpu" and a["fits"] is False and "small-gpu" in a["why"], a
+PYEOF
+ok $? "simulate --json of a step that does not fit: JSON with fits false and the reason"
 echo "1..$n"

@@ -9,6 +9,7 @@
 #include "runtime/sim/sim_client.h"
 #include "graph/analysis.h"
 #include "graph/compile.h"
+#include "graph/export.h"
 #include "runtime/cli/render_html.h"
 #include "runtime/train/step_log.h"
 
@@ -145,16 +146,22 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
     if (rc)
         return rc;
     FILE *f = af.fp;
-    fprintf(f, "{\"machine\":\"%s\",\"sched\":\"%s\",\"priorities\":%s,\"fits\":%s",
-            sm->machine.name, sched, priorities ? "true" : "false", pt->fit.fits ? "true" : "false");
+    fputs("{\"machine\":", f); // names and the reason are escaped: a quote stays JSON
+    sg_json_write_string(f, sm->machine.name);
+    fputs(",\"sched\":", f);
+    sg_json_write_string(f, sched);
+    fprintf(f, ",\"priorities\":%s,\"fits\":%s", priorities ? "true" : "false",
+            pt->fit.fits ? "true" : "false");
     fprintf(f, ",\"gpu_peak_bytes\":%.0f,\"host_peak_bytes\":%.0f", pt->fit.gpu_bytes,
             pt->fit.host_bytes);
-    if (r)
+    if (r) {
         fprintf(f, ",\"step_s\":%.9g,\"tflops\":%.9g,\"gpu_busy\":%.9g,\"adam_hidden\":%.9g",
                 r->step_s, isfinite(r->tflops) ? r->tflops : -1, r->gpu_busy,
                 isfinite(r->adam_hidden) ? r->adam_hidden : -1);
-    else
-        fprintf(f, ",\"why\":\"%s\"", pt->fit.why);
+    } else {
+        fputs(",\"why\":", f);
+        sg_json_write_string(f, pt->fit.why);
+    }
     fprintf(f, "}\n");
     if (ferror(f)) {
         sg_atomic_abort(&af);

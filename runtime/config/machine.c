@@ -173,6 +173,9 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
         return sg_json_error(c, SG_EINVAL, "name is missing");
     if ((rc = sg_json_str(c, name, "name", m->name, sizeof m->name)))
         return rc;
+    if (!sg_is_simple_name(m->name)) // it names reports, files and the simulated platform
+        return sg_json_error(c, SG_EINVAL, "name \"%s\": letters, digits, '-', '_' and '.' only",
+                             m->name);
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "sources");
     if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) == 0)
         return sg_json_error(c, SG_EINVAL, "sources: expected a non-empty array citing where "
