@@ -95,6 +95,19 @@ ok $? "nothing fits 1 GB: said so"
 [ $? -ne 0 ] && ! [ -e "$TMP/none.json" ] && grep -q "no model fits" "$TMP/none.err"
 ok $? "nothing fits with --write-model: an error, no file"
 
+# the whole range --help allows: candidates whose Adam state alone exceeds the
+# machine (12 bytes per parameter) are not compiled but reported as not fitting
+# (up to 65536 the search used to abort on the compiler's chunk limit), and the
+# answer is the one of the default range
+SO8="$SRC/configs/llama-3.1-8b-superoffload.json"
+"$BIN" fit "$SO8" --machine gh200 >"$TMP/def.out" 2>/dev/null &&
+	"$BIN" fit "$SO8" --machine gh200 --max-hidden 65536 >"$TMP/wide.out" 2>"$TMP/wide.err" &&
+	grep -q '^  65536 .* no .*(Adam state > memory)' "$TMP/wide.out" &&
+	grep -q "hidden 65536.*does not fit: Adam's fp32 state alone is [0-9.]* GB per rank" "$TMP/wide.err" &&
+	[ "$(grep '^largest that fits' "$TMP/def.out")" = "$(grep '^largest that fits' "$TMP/wide.out")" ] &&
+	[ -n "$(grep '^largest that fits' "$TMP/def.out")" ]
+ok $? "--max-hidden 65536: the widest candidates are too large for Adam's state alone, not fitting; the same answer as the default range"
+
 # refuse ARGS... PATTERN: exits non-zero with PATTERN in its one-line message
 refuse() {
 	pat=$1

@@ -66,6 +66,12 @@ static int parse_width(const char *opt, const char *s, int64_t *out, sg_error *e
 static void progress(const sg_fit_point *p, void *ctx)
 {
     (void)ctx;
+    if (p->not_compiled) {
+        fprintf(stderr, "stepgraph fit: hidden %lld, %lld layers (%.2f B parameters): does not "
+                "fit: %s\n", (long long)p->hidden, (long long)p->layers,
+                (double)p->params / 1e9, p->why);
+        return;
+    }
     fprintf(stderr, "stepgraph fit: hidden %lld, %lld layers (%.2f B parameters): GPU %.1f "
             "GiB, host %.1f GiB: %s\n", (long long)p->hidden, (long long)p->layers,
             (double)p->params / 1e9, p->gpu_bytes / GIB, p->host_bytes / GIB,
@@ -98,6 +104,12 @@ static void print_table(const sg_fit_result *r, const sg_machine *mach, const sg
             snprintf(tf, sizeof tf, "%.0f", p->tflops);
         else
             snprintf(tf, sizeof tf, "-");
+        if (p->not_compiled) { // Adam's state alone is too large: no graph, no peaks
+            printf("%7lld %5lld%s %12.2f %13s %14s %5s %14s %7s  %s\n", (long long)p->hidden,
+                   (long long)p->layers, p->on_rule ? " " : "*", (double)p->params / 1e9, "-",
+                   "-", "no", "-", "-", "(Adam state > memory)");
+            continue;
+        }
         printf("%7lld %5lld%s %12.2f %13.1f %14.1f %5s %14.0f %7s  %s\n", (long long)p->hidden,
                (long long)p->layers, p->on_rule ? " " : "*", (double)p->params / 1e9,
                p->gpu_bytes / GIB, p->host_bytes / GIB, p->fits ? "yes" : "no",

@@ -59,6 +59,29 @@ static int evaluate(search *s, int64_t hidden, int64_t layers, int *idx)
     p.on_rule = L == sg_llama_layers_for(hidden);
     p.params = sg_model_total_params(s->m);
     p.tflops = NAN;
+    /* Adam's fp32 state alone (master, m and v: 12 bytes per parameter,
+     * sharded over the ranks) beyond one rank's memories together cannot
+     * fit: such a candidate is not compiled (far past the largest that fits,
+     * its graph would pass the compiler's limits, e.g. 10^6 optimizer chunks) */
+    double cap = s->mach->cpu_memory_gb * 1e9 +
+                 (s->mach->unified_memory ? 0.0 : s->mach->gpu_memory_gb * 1e9);
+    double state = 12.0 * (double)p.params / (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
+    if (state > cap) {
+        p.gpu_capacity = s->mach->unified_memory ? s->mach->cpu_memory_gb * 1e9
+                                                 : s->mach->gpu_memory_gb * 1e9;
+        p.host_capacity = s->mach->cpu_memory_gb * 1e9;
+        p.bound_s = NAN;
+        p.not_compiled = 1;
+        snprintf(p.why, sizeof p.why, "Adam's fp32 state alone is %.1f GB per rank, more than "
+                 "the %.1f GB of %s's memories together", state / 1e9, cap / 1e9,
+                 s->mach->name);
+        if ((rc = push(s->r, &p, s->err)))
+            return rc;
+        *idx = s->r->npoints - 1;
+        if (s->progress)
+            s->progress(&s->r->points[*idx], s->ctx);
+        return SG_OK;
+    }
     sg_graph g;
     sg_graph_init(&g);
     rc = sg_compile_step(s->m, &s->spec, &g, s->err);

@@ -34,6 +34,8 @@ typedef struct sg_fit_point {
     double tflops;                 /* model FLOPs / bound_s / 1e12; NAN if unknown */
     const char *bound_by;          /* "GPU compute", "CPU work", ... */
     char why[256];                 /* when it does not fit */
+    int not_compiled;              /* too large to compile: Adam's fp32 state alone exceeds
+                                      the rank's memories (why says so); no peaks, no bound */
 } sg_fit_point;
 
 typedef struct sg_fit_result {
