@@ -246,6 +246,17 @@ double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const c
                                       : 0},
         {"the critical path (dependencies)", "critical path", s->critical_path_s},
     };
+    if (cm->no_gpu && cm->gpu_flops > 0) {
+        /* A CPU-only machine: the GPU-side tasks run one per core (their times
+         * are one core's), the CPU tasks at the socket's roofline; together
+         * they cannot take less than their core-seconds over all the cores. */
+        double cores = cm->cpu_flops / cm->gpu_flops;
+        part[0].what = "CPU compute (no GPU: every task's core-seconds over all the cores)";
+        part[0].brief = "CPU compute";
+        part[0].sec = s->fixed_work_s[SG_DEV_GPU] / (cores > 1 ? cores : 1) +
+                      s->fixed_work_s[SG_DEV_CPU];
+        part[1].sec = 0; // counted in part[0]
+    }
     int best = 0;
     for (int i = 1; i < (int)(sizeof part / sizeof *part); i++)
         if (part[i].sec > part[best].sec)

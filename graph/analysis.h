@@ -25,6 +25,8 @@ typedef struct sg_cost_model {
     double gpu_mem_bytes;    /* capacity; 0 = unknown */
     double host_mem_bytes;
     int unified_memory;      /* CPU and GPU share one memory (MI300A) */
+    int no_gpu;              /* a CPU-only machine: the GPU-side tasks run on one CPU core
+                                each (gpu_flops and gpu_mem_bw are that core's) */
 } sg_cost_model;
 
 /* GH200 figures from public specs (see DESIGN.md): H100 989 TFLOP/s bf16

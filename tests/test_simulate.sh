@@ -253,4 +253,18 @@ a = json.load(open(sys.argv[1]))
 assert a["machine"] == "small-gpu" and a["fits"] is False and "small-gpu" in a["why"], a
 PYEOF
 ok $? "simulate --json of a step that does not fit: JSON with fits false and the reason"
+# a CPU-only machine (as calibrate writes one): the GPU-side tasks run on its
+# cores, so the bound is not "GPU compute" and stays below the simulated step
+"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/cpuonly.json" <<'PYEOF2'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "cpuonly"
+m["gpu"]["count"] = 0
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF2
+"$BIN" simulate "$SRC/configs/default.json" --machine "$TMP/cpuonly.json" --max_length 64 \
+	>"$TMP/cpu.out" 2>/dev/null &&
+	! grep -q "set by GPU compute" "$TMP/cpu.out" &&
+	awk '/Step time/ { t = $3 } /Lower bound/ { b = $3 } END { exit !(b > 0 && t >= b) }' "$TMP/cpu.out"
+ok $? "a CPU-only machine: the lower bound is not GPU compute and is at most the simulated step"
 echo "1..$n"

@@ -350,6 +350,7 @@ void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model 
         cm->efficiency[k] = m->efficiency[sg_op_kind_class((sg_op_kind)k)];
     if (m->gpu_count == 0) {
         /* no GPU: "GPU" nodes run on one core of the CPU */
+        cm->no_gpu = 1;
         cm->gpu_flops = m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle;
         cm->gpu_mem_bw = (m->cpu_core_bw_gbs > 0 ? m->cpu_core_bw_gbs
                                                  : m->cpu_memory_bw_gbs / m->cpu_cores) * 1e9;
