@@ -14,6 +14,7 @@
  * its own. Its presence also says the re-execution already happened. */
 #define DETECTED_VAR "STEPGRAPH_BLAS_DETECTED"
 
+#if defined(__x86_64__) && defined(__GNUC__)
 /* OpenBLAS's x86 core names older than Haswell (no AVX2/FMA kernels), as
  * openblas_get_corename() spells them. */
 static int older_than_haswell(const char *name)
@@ -34,6 +35,7 @@ static int avx512_kernels(const char *name)
     return !strcasecmp(name, "SkylakeX") || !strcasecmp(name, "Cooperlake") ||
            !strcasecmp(name, "SapphireRapids");
 }
+#endif /* x86: elsewhere OpenBLAS's own choice is kept */
 
 const char *sg_blas_core_better(const char *current)
 {
