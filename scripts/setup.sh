@@ -7,7 +7,10 @@
 #      each installed once into a cache prefix keyed by version, flavour and configure flags,
 #   3. .deps-build/env.sh in the repository root, to be sourced before ./configure,
 #   4. best effort, the `tokenizers` package (PyPI) for scripts/tokenize.sh, in the
-#      virtual environment ~/.cache/stepgraph/venv-bench.
+#      virtual environment ~/.cache/stepgraph/venv-bench,
+#   5. with --arm64 only, for a build for AArch64 (Grace; scripts/check_arm64.sh):
+#      Debian's arm64 libraries next to the amd64 ones (dpkg's multiarch) and a
+#      third StarPU flavour, cross-built for aarch64-linux-gnu.
 #
 # Idempotent: a second run installs and builds nothing.
 #
@@ -22,12 +25,15 @@ die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 
 usage() {
 	cat <<'EOF'
-usage: scripts/setup.sh [--no-simgrid] [--print-env] [--help]
+usage: scripts/setup.sh [--no-simgrid] [--arm64] [--print-env] [--help]
 
 Installs the Debian packages stepgraph needs, builds StarPU 1.4.10 (native and simgrid
 flavours) into a cache directory when not built yet, and writes .deps-build/env.sh.
 
   --no-simgrid  do not build the SimGrid flavour of StarPU
+  --arm64       also install Debian's arm64 libraries (adds the arm64 architecture to
+                dpkg) and cross-build StarPU for aarch64-linux-gnu, for
+                scripts/check_arm64.sh (STARPU_ARM64_PREFIX in .deps-build/env.sh)
   --print-env   only print the environment exports (the content of .deps-build/env.sh)
   --help        show this help
 
@@ -37,10 +43,12 @@ EOF
 }
 
 want_simgrid=1
+want_arm64=0
 print_env_only=0
 for arg in "$@"; do
 	case "$arg" in
 	--no-simgrid) want_simgrid=0 ;;
+	--arm64) want_arm64=1 ;;
 	--print-env) print_env_only=1 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown option: $arg" ;;
@@ -102,6 +110,13 @@ else
 	NATIVE_FLAGS+=(--disable-cuda)
 fi
 SIMGRID_FLAGS=("${COMMON_FLAGS[@]}" --enable-simgrid)
+# For AArch64 (Grace), CPU only: Debian's cross compilers and the arm64 libraries
+# that dpkg's multiarch installs under /usr/lib/aarch64-linux-gnu.
+ARM64_FLAGS=("${COMMON_FLAGS[@]}" --disable-cuda --host=aarch64-linux-gnu
+	CXX=aarch64-linux-gnu-g++
+	PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
+ARM64_PACKAGES=(g++-aarch64-linux-gnu libc6-dev:arm64 libopenblas-dev:arm64
+	libhwloc-dev:arm64 libcjson-dev:arm64 libnuma-dev:arm64 libltdl-dev:arm64)
 
 # prefix_for FLAVOUR FLAGS... : the cache prefix for a flavour built with these flags
 prefix_for() {
@@ -117,6 +132,7 @@ is_built() {
 
 NATIVE_PREFIX=$(prefix_for native "${NATIVE_FLAGS[@]}")
 SIMGRID_PREFIX=$(prefix_for simgrid "${SIMGRID_FLAGS[@]}")
+ARM64_PREFIX=$(prefix_for arm64 "${ARM64_FLAGS[@]}")
 
 # ---------------------------------------------------------------- env file
 print_env() {
@@ -146,6 +162,9 @@ case ":\${PATH:-}:" in
 esac
 export STEPGRAPH_CONFIGURE_FLAGS="$cfg"
 EOF
+	if is_built "$ARM64_PREFIX"; then
+		printf 'export STARPU_ARM64_PREFIX="%s"\n' "$ARM64_PREFIX"
+	fi
 }
 
 if [ "$print_env_only" = 1 ]; then
@@ -166,7 +185,8 @@ as_root() {
 }
 
 pkg_installed() {
-	[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+	# one line per architecture installed (multiarch: amd64 and arm64 after --arm64)
+	dpkg-query -W -f='${db:Status-Status}\n' "$1" 2>/dev/null | grep -qx installed
 }
 
 apt_get() {
@@ -197,6 +217,14 @@ fi
 command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this script needs Debian"
 
 install_packages "${PACKAGES[@]}"
+if [ "$want_arm64" = 1 ]; then
+	if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+		log "dpkg: adding the arm64 architecture (for --arm64)"
+		as_root dpkg --add-architecture arm64
+		apt_get update
+	fi
+	install_packages "${ARM64_PACKAGES[@]}"
+fi
 
 # ---------------------------------------------------------------- StarPU source
 # apt_source_uri: the URI of the machine's own Debian archive (never a hard-coded mirror)
@@ -347,6 +375,13 @@ if [ "$want_simgrid" = 1 ]; then
 else
 	log "StarPU simgrid: skipped (--no-simgrid)"
 fi
+if [ "$want_arm64" = 1 ]; then
+	if is_built "$ARM64_PREFIX"; then
+		log "StarPU arm64: already built at $ARM64_PREFIX"
+	else
+		todo+=(arm64)
+	fi
+fi
 
 if [ "${#todo[@]}" -gt 0 ]; then
 	mkdir -p "$CACHE_ROOT"
@@ -379,6 +414,8 @@ if [ "${#todo[@]}" -gt 0 ]; then
 			is_built "$NATIVE_PREFIX" || build_flavour native "$NATIVE_PREFIX" "$WORK/src" "$WORK" "${NATIVE_FLAGS[@]}" ;;
 		simgrid)
 			is_built "$SIMGRID_PREFIX" || build_flavour simgrid "$SIMGRID_PREFIX" "$WORK/src" "$WORK" "${SIMGRID_FLAGS[@]}" ;;
+		arm64)
+			is_built "$ARM64_PREFIX" || build_flavour arm64 "$ARM64_PREFIX" "$WORK/src" "$WORK" "${ARM64_FLAGS[@]}" ;;
 		esac
 	done
 fi
@@ -405,4 +442,5 @@ print_env >"$REPO_ROOT/.deps-build/env.sh.tmp"
 mv "$REPO_ROOT/.deps-build/env.sh.tmp" "$REPO_ROOT/.deps-build/env.sh"
 log "StarPU native:  $NATIVE_PREFIX"
 [ "$want_simgrid" = 1 ] && log "StarPU simgrid: $SIMGRID_PREFIX"
+[ "$want_arm64" = 1 ] && log "StarPU arm64:   $ARM64_PREFIX"
 log "wrote .deps-build/env.sh (source it, then ./configure \$STEPGRAPH_CONFIGURE_FLAGS)"
