@@ -56,7 +56,8 @@ static void calibrate_help(void)
            "                   '-', '_' and '.'\n"
            "  -o, --out DIR    where to write (default: machines)\n"
            "  --steps N        training steps, 1 to 100000 (default 40; StarPU wants >= 10\n"
-           "                   runs of each task size)\n"
+           "                   runs of each task size); a config's warmup_steps of N or\n"
+           "                   more becomes N/4, so that measured steps remain\n"
            "  --base MACHINE   machine model whose GPU figures to keep (needed when CUDA\n"
            "                   workers ran; the CPU figures are measured or read here)\n"
            "\n");
