@@ -5,6 +5,9 @@
 #                               under ASan + UBSan (scripts/sanitize.sh); the last line is the
 #                               summary of both, "N passed, N failed[, N skipped]"
 # Options after the subcommand (e.g. --no-simgrid) are passed on to scripts/setup.sh.
+# STEPGRAPH_CHECK_ARM64=1 (as .ci/run sets): `test` also runs `scripts/setup.sh --arm64`
+# (Debian's arm64 libraries, StarPU cross-built), so that tests/test_arm64_build.sh builds
+# and trains the AArch64 build under qemu; should that set-up fail, the test is skipped.
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -137,6 +140,15 @@ cmd_test() {
 	rm -f "$REPO_ROOT/tests/test-suite.log" "$REPO_ROOT/test-suite.log" \
 		"$REPO_ROOT/build-asan/test-suite.log"
 	if prepare "$@"; then
+		if [ "${STEPGRAPH_CHECK_ARM64:-0}" = 1 ]; then
+			say "scripts/setup.sh --arm64 (the AArch64 build's libraries and StarPU)"
+			if bash scripts/setup.sh --arm64 "$@"; then
+				# shellcheck disable=SC1091
+				. .deps-build/env.sh
+			else
+				say "the arm64 set-up failed: tests/test_arm64_build.sh will be skipped"
+			fi
+		fi
 		say "make -j$JOBS check"
 		make -j"$JOBS" check || rc=$?
 		# the pure-C unit tests again under ASan + UBSan (their results count too)
