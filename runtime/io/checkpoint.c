@@ -300,6 +300,29 @@ static int resolve(const char *dir, char *out, size_t size, sg_error *err)
     return SG_OK;
 }
 
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+int sg_checkpoint_check_save(const char *dir, const char *load, int resumed, sg_error *err)
+{
+    char latest[SG_PATH_MAX + 32], cur[SG_PATH_MAX + 96], from[SG_PATH_MAX + 96];
+    sg_error ignored = {0};
+    if (join(latest, sizeof latest, dir, SG_CHECKPOINT_LATEST) || !exists(latest) ||
+        resolve(dir, cur, sizeof cur, &ignored))
+        return SG_OK; /* no current checkpoint to keep */
+    if (resumed && load && load[0] && !resolve(load, from, sizeof from, &ignored) &&
+        same_file(from, cur))
+        return SG_OK; /* the run that wrote it goes on */
+    return sg_error_set(err, SG_EINVAL,
+                        "save: %s already holds the checkpoint %s of another run, which this "
+                        "run's saves would remove; resume it with --load %s, or save in "
+                        "another directory", dir, cur, dir);
+}
+
 int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_train_state *st,
                        int *resumed, sg_config_warnings *warn, sg_error *err)
 {

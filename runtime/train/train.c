@@ -783,6 +783,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     /* ranks first: a refused run creates no output directory */
     if ((rc = check_ranks(&t, err)) || (rc = check_outputs(r, err)) ||
         (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
+        (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)))
         goto out;
     /* several ranks: rank 0 writes the metrics and the trace, the others none */
