@@ -72,15 +72,25 @@ void sg_atomic_abort(sg_atomic_file *f)
     }
 }
 
+int sg_atomic_fail(sg_atomic_file *f, int rc, sg_error *err)
+{
+    int e = errno;
+    int stream = f->fp && ferror(f->fp);
+    char path[sizeof f->path];
+    memcpy(path, f->path, sizeof path);
+    sg_atomic_abort(f);
+    if (stream && e)
+        return sg_error_set(err, rc ? rc : SG_EIO, "%s: write failed: %s", path, strerror(e));
+    return sg_error_set(err, rc ? rc : SG_EIO, "%s: write failed", path);
+}
+
 int sg_atomic_write_text(const char *path, const char *text, sg_error *err)
 {
     sg_atomic_file f;
     int rc = sg_atomic_open(&f, path, err);
     if (rc)
         return rc;
-    if (fputs(text, f.fp) < 0 || fputc('\n', f.fp) == EOF) {
-        sg_atomic_abort(&f);
-        return sg_error_set(err, SG_EIO, "%s: write failed", path);
-    }
+    if (fputs(text, f.fp) < 0 || fputc('\n', f.fp) == EOF)
+        return sg_atomic_fail(&f, SG_EIO, err);
     return sg_atomic_commit(&f, err);
 }

@@ -361,10 +361,8 @@ static int write_file(const char *prefix, const char *ext, int (*fn)(const sg_tu
     int rc = sg_atomic_open(&af, path, err);
     if (rc)
         return rc;
-    if ((rc = fn(set, af.fp))) {
-        sg_atomic_abort(&af);
-        return sg_error_set(err, rc, "%s: write failed", path);
-    }
+    if ((rc = fn(set, af.fp)))
+        return sg_atomic_fail(&af, rc, err);
     return sg_atomic_commit(&af, err);
 }
 

@@ -52,13 +52,19 @@ int sg_render_graph_svg(const sg_graph *g, const sg_dot_style *style, const char
         return sg_error_set(err, SG_EINVAL, "%s: path too long", path);
     int fd = mkstemp(dot_path);
     if (fd < 0)
-        return sg_error_set(err, SG_EIO, "%s: cannot create a temporary file", path);
+        return sg_error_set(err, SG_EIO, "%s: cannot create a temporary file beside it: %s", path,
+                            strerror(errno));
     FILE *f = fdopen(fd, "w");
+    errno = 0;
     int rc = f ? sg_export_dot_styled(g, style, f) : SG_EIO;
-    if (f && fclose(f) != 0)
+    int e = errno;
+    if (f && fclose(f) != 0) {
         rc = SG_EIO;
+        e = e ? e : errno;
+    }
     if (rc)
-        rc = sg_error_set(err, rc, "%s: cannot write the DOT file", dot_path);
+        rc = sg_error_set(err, rc, "%s: cannot write its DOT file %s: %s", path, dot_path,
+                          e ? strerror(e) : "write error");
     else
         rc = sg_render_svg(dot_path, path, err);
     unlink(dot_path);

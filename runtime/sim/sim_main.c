@@ -79,10 +79,8 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
                 sg_link_dir_name((sg_link_dir)l), (long long)r->link_bytes[l],
                 (long long)r->link_transfers[l], r->link_s[l], l + 1 < SG_LINK_COUNT ? "," : "");
     fprintf(f, "}}\n");
-    if (ferror(f)) {
-        sg_atomic_abort(&af);
-        return sg_error_set(err, SG_EIO, "%s: write failed", path);
-    }
+    if (ferror(f))
+        return sg_atomic_fail(&af, SG_EIO, err);
     return sg_atomic_commit(&af, err);
 }
 
