@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "runtime/cli/cli.h"
 #include "runtime/cli/render_html.h"
 #include "runtime/dist/dist.h"
@@ -120,6 +121,7 @@ int sg_cmd_run(int argc, char **argv)
         rc = sg_cli_load_config(argc, argv, opts, 2, cfg, &err);
     /* a report needs the trace: a temporary one unless --trace names it */
     char tmp_trace[64] = "";
+    int tmp_slot = -1;
     if (dist.rank > 0)
         report = NULL; /* rank 0 writes the report */
     if (!rc && report)
@@ -131,6 +133,7 @@ int sg_cmd_run(int argc, char **argv)
             rc = sg_error_set(&err, SG_EIO, "--report: cannot create a temporary trace file");
         else {
             close(fd);
+            tmp_slot = sg_cleanup_add(tmp_trace);
             snprintf(cfg->run.trace, sizeof cfg->run.trace, "%s", tmp_trace);
         }
     }
@@ -141,6 +144,7 @@ int sg_cmd_run(int argc, char **argv)
         fprintf(stderr, "stepgraph: report written to %s\n", report);
     if (tmp_trace[0])
         unlink(tmp_trace);
+    sg_cleanup_forget(tmp_slot);
     free(cfg);
     if (rc && dist.size > 1) {
         /* the other ranks may wait in a collective for this one: end them */

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/atomic_file.h"
+#include "common/cleanup.h"
 #include "models/hf_config.h"
 
 /* out = dir/file; -1 (out untouched) when it does not fit in n bytes. */
@@ -195,6 +196,10 @@ static int stage_paths(const char *dir, int64_t step, long id, char *tmp, char *
     return SG_OK;
 }
 
+/* The staging directory of the save in progress, in common/cleanup.h: a
+ * signal that ends the run mid-save removes it (the next save would). */
+static int stage_slot = -1;
+
 int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp,
                         size_t size, sg_error *err)
 {
@@ -213,6 +218,8 @@ int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char
     remove_step_dir(t);
     if (mkdir(t, 0777))
         return sg_error_set(err, SG_EIO, "cannot create %s: %s", t, strerror(errno));
+    sg_cleanup_forget(stage_slot);
+    stage_slot = sg_cleanup_add(t);
     return SG_OK;
 }
 
@@ -231,6 +238,10 @@ int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_la
         rc = sg_error_set(err, SG_EIO, "cannot move %s aside: %s", final, strerror(errno));
     if (!rc && rename(tmp, final))
         rc = sg_error_set(err, SG_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (!rc) {
+        sg_cleanup_forget(stage_slot);
+        stage_slot = -1;
+    }
     if (!rc && sync_dir(dir))
         rc = sg_error_set(err, SG_EIO, "%s: cannot sync: %s", dir, strerror(errno));
     /* 3. the switch: one rename of the pointer file */
@@ -250,6 +261,8 @@ int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_la
 void sg_checkpoint_abandon(const char *tmp)
 {
     remove_step_dir(tmp);
+    sg_cleanup_forget(stage_slot);
+    stage_slot = -1;
 }
 
 int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
@@ -263,7 +276,7 @@ int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_stat
     if (rc)
         return rc;
     if ((rc = save_files(tmp, w, st, m, weights_dtype, shard_bytes, err))) {
-        remove_step_dir(tmp);
+        sg_checkpoint_abandon(tmp);
         return rc;
     }
     return sg_checkpoint_commit(dir, st->step, id, keep_last, err);

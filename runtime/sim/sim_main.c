@@ -20,6 +20,7 @@
 
 #include "graph/analysis.h"
 #include "common/atomic_file.h"
+#include "common/cleanup.h"
 #include "runtime/cli/cli.h"
 #include "runtime/config/machine.h"
 #include "runtime/sim/sim_exec.h"
@@ -155,6 +156,7 @@ static int simulate(int argc, char **argv, sg_error *err)
 int main(int argc, char **argv)
 {
     sg_error err = {0};
+    sg_cleanup_on_signals();
     int rc = simulate(argc - 1, argv + 1, &err);
     if (rc) {
         fprintf(stderr, "stepgraph-sim: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
