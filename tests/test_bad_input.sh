@@ -119,6 +119,14 @@ S=ckcut/$(cat ckcut/latest)
 	"$S/state.safetensors"
 fails w_state "state.safetensors" "$BIN" run "$CFG" $RUN --load ckcut
 ok $? "a checkpoint whose training state is truncated: the file is named"
+# a sharded save's step directory, named directly, resumes (it has no
+# model.safetensors, only the index and the shards)
+"$BIN" run "$CFG" $RUN --save shck --save_shard_size 400000 >shck.out 2>&1
+"$BIN" run "$CFG" $RUN --load "shck/$(cat shck/latest)" >shres.out 2>shres.err &&
+	grep -q "^Step 2 |" shres.out
+r=$?
+[ $r -eq 0 ] || sed 's/^/# /' shres.err | tail -2
+ok $r "a sharded checkpoint's step directory given to --load resumes at step 2"
 
 # ---- saving into another run's checkpoint directory ------------------------
 "$BIN" run "$CFG" $RUN --steps 3 --save_interval 1 --save_keep 0 --save keep >keep.out 2>&1

@@ -292,11 +292,13 @@ static int resolve(const char *dir, char *out, size_t size, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
     FILE *f = fopen(latest, "r");
     if (!f) {
-        char model[SG_PATH_MAX + 32];
+        char model[SG_PATH_MAX + 32], index[SG_PATH_MAX + 64];
         join(model, sizeof model, dir, "model.safetensors");
-        if (!exists(model))
+        join(index, sizeof index, dir, SG_HF_INDEX); /* a sharded save's step directory */
+        if (!exists(model) && !exists(index))
             return sg_error_set(err, SG_ENOENT, "%s: no checkpoint there (neither a `%s` file "
-                                "nor model.safetensors)", dir, SG_CHECKPOINT_LATEST);
+                                "nor model.safetensors or %s)", dir, SG_CHECKPOINT_LATEST,
+                                SG_HF_INDEX);
         snprintf(out, size, "%s", dir);
         return SG_OK;
     }
