@@ -192,6 +192,21 @@ if command -v prlimit >/dev/null 2>&1; then
 else
 	for i in 1 2 3 4 5 6; do ok 0 "# SKIP no prlimit"; done
 fi
+# a read-only checkpoint directory (a read-only bind mount: root can write
+# through permissions): refused before training, not at the first save
+mkdir rosrc romnt
+cp -r keep rosrc/ck
+trap 'umount "$TMP/romnt" 2>/dev/null; rm -rf "$TMP"' EXIT
+if mount --bind -o ro rosrc romnt 2>/dev/null && ! touch romnt/probe 2>/dev/null; then
+	fails o_ro "romnt/ck" "$BIN" run "$CFG" $RUN --steps 20 --load romnt/ck --save romnt/ck &&
+		! grep -q "^Step" o_ro.out
+	r=$?
+	umount romnt
+	ok $r "run --save into a read-only checkpoint directory fails before training, naming it"
+else
+	mountpoint -q romnt 2>/dev/null && umount romnt
+	ok 0 "# SKIP no read-only bind mount here (needs root)"
+fi
 
 # ---- tune: a --vary key the config does not read ---------------------------
 fails t_vary "zero_optimization.stagee" "$BIN" tune "$CFG" --machines gh200 --sched lws \

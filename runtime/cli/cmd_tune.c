@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -381,7 +382,8 @@ static int check_out(const char *prefix, sg_error *err)
     const char *slash = strrchr(prefix, '/');
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - prefix) + 1 : 1, slash ? prefix : ".");
     if (access(dir, W_OK) != 0)
-        return sg_error_set(err, SG_EIO, "--out %s: cannot write in %s", prefix, dir);
+        return sg_error_set(err, SG_EIO, "--out %s: cannot write in %s: %s", prefix, dir,
+                            strerror(errno));
     return SG_OK;
 }
 
