@@ -56,6 +56,9 @@ for cmd in config graph simulate fit run; do
 	[ -z "$bad" ]
 	ok $? "$cmd: a directory, an empty file, /dev/null and a JSON array as CONFIG are named, no crash${bad:+ (failed:$bad)}"
 done
+# a model file that is no regular file: said so (it was "not found")
+fails m_null "/dev/null" "$BIN" model info /dev/null && ! grep -q "not found" m_null.err
+ok $? "model info /dev/null: named, not called missing"
 
 # ---- data files ---------------------------------------------------------------
 "$PY" - <<'PYEOF'
