@@ -48,13 +48,17 @@ mkdir adir
 : >empty.json
 echo '[1, 2]' >array.json
 mkfifo fifo
-for cmd in config graph simulate fit run; do
-	bad=""
-	for f in adir empty.json /dev/null array.json; do
-		fails "c_$cmd" "$f" "$BIN" $cmd "$f" --machine gh200 || bad="$bad $f"
-	done
-	[ -z "$bad" ]
-	ok $? "$cmd: a directory, an empty file, /dev/null and a JSON array as CONFIG are named, no crash${bad:+ (failed:$bad)}"
+bad=""
+for f in adir empty.json /dev/null array.json; do
+	fails c_config "$f" "$BIN" config "$f" || bad="$bad $f"
+done
+[ -z "$bad" ]
+ok $? "config: a directory, an empty file, /dev/null and a JSON array as CONFIG are named, no crash${bad:+ (failed:$bad)}"
+# the other commands read CONFIG through the same loader: one kind each
+for pair in graph:adir simulate:empty.json fit:/dev/null run:array.json; do
+	cmd=${pair%%:*} f=${pair#*:}
+	fails "c_$cmd" "$f" "$BIN" "$cmd" "$f" --machine gh200
+	ok $? "$cmd: $f as CONFIG is named, no crash"
 done
 # a model file that is no regular file: said so (it was "not found")
 fails m_null "/dev/null" "$BIN" model info /dev/null && ! grep -q "not found" m_null.err
