@@ -14,6 +14,7 @@ typedef struct sg_atomic_file {
     FILE *fp;                 /* write here */
     char path[4096];          /* final path */
     char tmp[4096];           /* temporary path in the same directory */
+    int cleanup_slot;         /* 1 + tmp's slot in common/cleanup.h, 0 for none */
 } sg_atomic_file;
 
 int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err);
@@ -22,6 +23,11 @@ int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err);
 int sg_atomic_commit(sg_atomic_file *f, sg_error *err);
 /* Discards the temporary file. Safe to call after commit or twice. */
 void sg_atomic_abort(sg_atomic_file *f);
+/* After writing to f->fp failed (rc, or SG_EIO when 0): discards the
+ * temporary file and sets "PATH: write failed: REASON" (the stream's errno,
+ * e.g. No space left on device, when the stream saw the error). Returns the
+ * error code. */
+int sg_atomic_fail(sg_atomic_file *f, int rc, sg_error *err);
 /* Writes text (followed by a newline) to path atomically. */
 int sg_atomic_write_text(const char *path, const char *text, sg_error *err);
 

@@ -360,8 +360,11 @@ int sg_model_resolve(const char *name_or_path, const char *models_dir,
                             "bytes", name_or_path, out_size - 1);
     }
     struct stat st;
-    if (stat(out_path, &st) == 0 && S_ISREG(st.st_mode))
+    int found = stat(out_path, &st) == 0;
+    if (found && S_ISREG(st.st_mode))
         return 0;
+    if (is_path && found) /* /dev/null, a FIFO: there, but no model file */
+        return sg_error_set(err, SG_EINVAL, "model file %s: not a regular file", out_path);
     if (is_path)
         return sg_error_set(err, SG_ENOENT, "model file %s: not found",
                             out_path);

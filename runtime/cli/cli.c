@@ -10,6 +10,7 @@
 #include "sg_autoconf.h"
 #include "codelets/cpu/blas_core.h"
 #include "common/atomic_file.h"
+#include "common/cleanup.h"
 #include "runtime/exec/starpu_info.h"
 
 static void usage(FILE *out)
@@ -76,6 +77,7 @@ static int cmd_version(void)
 int main(int argc, char **argv)
 {
     sg_blas_core_select(argv);
+    sg_cleanup_on_signals();
     if (argc < 2) {
         usage(stderr);
         return 2;

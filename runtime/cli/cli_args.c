@@ -215,10 +215,8 @@ int sg_cli_write_output(const char *path, sg_write_fn fn, void *ctx, sg_error *e
     int rc = sg_atomic_open(&f, path, err);
     if (rc)
         return rc;
-    if ((rc = fn(ctx, f.fp))) {
-        sg_atomic_abort(&f);
-        return sg_error_set(err, rc, "%s: write failed", path);
-    }
+    if ((rc = fn(ctx, f.fp)))
+        return sg_atomic_fail(&f, rc, err);
     return sg_atomic_commit(&f, err);
 }
 

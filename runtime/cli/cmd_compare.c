@@ -209,10 +209,11 @@ static int write_page(const char *path, side *A, side *B, sg_error *err)
         if (A->v.have_times && B->v.have_times)
             timelines(out, A, B);
         fputs("</body></html>\n", out);
-        if (rc || ferror(out)) {
+        if (rc)
             sg_atomic_abort(&f);
-            rc = rc ? rc : sg_error_set(err, SG_EIO, "%s: write failed", path);
-        } else
+        else if (ferror(out))
+            rc = sg_atomic_fail(&f, SG_EIO, err);
+        else
             rc = sg_atomic_commit(&f, err);
     }
     for (int k = 0; k < 2; k++)

@@ -1,10 +1,13 @@
 /* cmd_run.c - `stepgraph run`: train from a config. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "runtime/cli/cli.h"
 #include "runtime/cli/render_html.h"
 #include "runtime/dist/dist.h"
@@ -62,6 +65,27 @@ static void run_help(void)
     sg_cli_print_run_flags();
 }
 
+/* --report is written after the run: its directory is checked before
+ * training (as train.c checks --save and --trace), so that a long run does
+ * not end without its page. */
+static int check_report_path(const char *report, sg_error *err)
+{
+    char dir[4096];
+    struct stat st;
+    if (snprintf(dir, sizeof dir, "%s", report) >= (int)sizeof dir)
+        return sg_error_set(err, SG_EINVAL, "--report %s: path too long", report);
+    if (stat(report, &st) == 0 && S_ISDIR(st.st_mode))
+        return sg_error_set(err, SG_EIO, "--report %s: is a directory", report);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    const char *d = slash ? (dir[0] ? dir : "/") : ".";
+    if (access(d, W_OK))
+        return sg_error_set(err, SG_EIO, "--report %s: cannot write in %s: %s", report, d,
+                            strerror(errno));
+    return SG_OK;
+}
+
 int sg_cmd_run(int argc, char **argv)
 {
     int help = 0;
@@ -99,8 +123,11 @@ int sg_cmd_run(int argc, char **argv)
         rc = sg_cli_load_config(argc, argv, opts, 2, cfg, &err);
     /* a report needs the trace: a temporary one unless --trace names it */
     char tmp_trace[64] = "";
+    int tmp_slot = -1;
     if (dist.rank > 0)
         report = NULL; /* rank 0 writes the report */
+    if (!rc && report)
+        rc = check_report_path(report, &err);
     if (!rc && report && !cfg->run.trace[0]) {
         int fd;
         snprintf(tmp_trace, sizeof tmp_trace, "/tmp/stepgraph-trace-XXXXXX");
@@ -108,6 +135,7 @@ int sg_cmd_run(int argc, char **argv)
             rc = sg_error_set(&err, SG_EIO, "--report: cannot create a temporary trace file");
         else {
             close(fd);
+            tmp_slot = sg_cleanup_add(tmp_trace);
             snprintf(cfg->run.trace, sizeof cfg->run.trace, "%s", tmp_trace);
         }
     }
@@ -118,6 +146,7 @@ int sg_cmd_run(int argc, char **argv)
         fprintf(stderr, "stepgraph: report written to %s\n", report);
     if (tmp_trace[0])
         unlink(tmp_trace);
+    sg_cleanup_forget(tmp_slot);
     free(cfg);
     if (rc && dist.size > 1) {
         /* the other ranks may wait in a collective for this one: end them */

@@ -163,10 +163,8 @@ static int write_json(const char *path, const sg_sim_machine *sm, const char *sc
         sg_json_write_string(f, pt->fit.why);
     }
     fprintf(f, "}\n");
-    if (ferror(f)) {
-        sg_atomic_abort(&af);
-        return sg_error_set(err, SG_EIO, "%s: write failed", path);
-    }
+    if (ferror(f))
+        return sg_atomic_fail(&af, SG_EIO, err);
     return sg_atomic_commit(&af, err);
 }
 

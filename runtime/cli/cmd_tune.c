@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -136,6 +137,39 @@ static void classify_knob(knob *k)
         snprintf(value, sizeof value, "%.10g", k->values[0]);
     k->is_run_option = !strchr(k->key, '.') &&
                        sg_run_option_set(&scratch, k->key, value, &ignored) == SG_OK;
+}
+
+/* A DeepSpeed knob must name a key the config reader knows: a typo would
+ * otherwise vary nothing, the simulations only warning about it. The config
+ * is loaded once more with the knob's first value (as a point passes it); an
+ * unknown-key warning naming the key, or an error, refuses the --vary. */
+static int check_ds_knob(const knob *k, char **rest, int nrest, const sg_cli_opt *opts,
+                         int nopts, sg_error *err)
+{
+    char set[160], needle[96];
+    if (k->nwords)
+        snprintf(set, sizeof set, "%s=%s", k->key, k->words[0]);
+    else
+        snprintf(set, sizeof set, "%s=%.10g", k->key, k->values[0]);
+    snprintf(needle, sizeof needle, "unknown key %s ", k->key);
+    char **args = calloc((size_t)nrest + 3, sizeof *args);
+    sg_config *c = calloc(1, sizeof *c);
+    int rc = (!args || !c) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    if (!rc) {
+        for (int i = 0; i < nrest; i++)
+            args[i] = rest[i];
+        args[nrest] = "--set";
+        args[nrest + 1] = set;
+        if ((rc = sg_cli_load_config_ex(nrest + 2, args, opts, nopts, c, 0, err)))
+            sg_error_prefix(err, "--vary %s: ", k->key);
+    }
+    for (int w = 0; !rc && w < c->warnings.count; w++)
+        if (strstr(c->warnings.msg[w], needle))
+            rc = sg_error_set(err, SG_EINVAL, "--vary %s: not a key stepgraph reads (%s)",
+                              k->key, c->warnings.msg[w]);
+    free(args);
+    free(c);
+    return rc;
 }
 
 static int priority_aware(const char *sched)
@@ -349,7 +383,8 @@ static int check_out(const char *prefix, sg_error *err)
     const char *slash = strrchr(prefix, '/');
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - prefix) + 1 : 1, slash ? prefix : ".");
     if (access(dir, W_OK) != 0)
-        return sg_error_set(err, SG_EIO, "--out %s: cannot write in %s", prefix, dir);
+        return sg_error_set(err, SG_EIO, "--out %s: cannot write in %s: %s", prefix, dir,
+                            strerror(errno));
     return SG_OK;
 }
 
@@ -362,10 +397,8 @@ static int write_file(const char *prefix, const char *ext, int (*fn)(const sg_tu
     int rc = sg_atomic_open(&af, path, err);
     if (rc)
         return rc;
-    if ((rc = fn(set, af.fp))) {
-        sg_atomic_abort(&af);
-        return sg_error_set(err, rc, "%s: write failed", path);
-    }
+    if ((rc = fn(set, af.fp)))
+        return sg_atomic_fail(&af, rc, err);
     return sg_atomic_commit(&af, err);
 }
 
@@ -414,6 +447,8 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
         rc = sg_error_set(err, SG_EINVAL, "--jobs %s: expected 1 to 256", jobs_s);
     for (int k = 0; k < t->nknobs; k++) {
         classify_knob(&t->knobs[k]);
+        if (!rc && !t->knobs[k].is_run_option)
+            rc = check_ds_knob(&t->knobs[k], rest, nrest, opts, 6, err);
         snprintf(t->set.keys[k], sizeof t->set.keys[k], "%s", t->knobs[k].key);
         t->set.nwords[k] = t->knobs[k].nwords;
         for (int w = 0; w < t->knobs[k].nwords; w++)

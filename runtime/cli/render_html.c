@@ -220,10 +220,12 @@ int sg_render_html(const char *path, const sg_html_page *p, sg_error *err)
         fprintf(out, "</script>\n<script>\n%s</script>\n</body></html>\n", sg_graph_page_js);
     }
     free(data);
-    if (rc || ferror(out)) {
+    if (rc) {
         sg_atomic_abort(&f);
-        return rc ? rc : sg_error_set(err, SG_EIO, "%s: write failed", path);
+        return rc;
     }
+    if (ferror(out))
+        return sg_atomic_fail(&f, SG_EIO, err);
     return sg_atomic_commit(&f, err);
 }
 

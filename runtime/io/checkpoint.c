@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/atomic_file.h"
+#include "common/cleanup.h"
 #include "models/hf_config.h"
 
 /* out = dir/file; -1 (out untouched) when it does not fit in n bytes. */
@@ -195,6 +196,10 @@ static int stage_paths(const char *dir, int64_t step, long id, char *tmp, char *
     return SG_OK;
 }
 
+/* The staging directory of the save in progress, in common/cleanup.h: a
+ * signal that ends the run mid-save removes it (the next save would). */
+static int stage_slot = -1;
+
 int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp,
                         size_t size, sg_error *err)
 {
@@ -213,6 +218,8 @@ int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char
     remove_step_dir(t);
     if (mkdir(t, 0777))
         return sg_error_set(err, SG_EIO, "cannot create %s: %s", t, strerror(errno));
+    sg_cleanup_forget(stage_slot);
+    stage_slot = sg_cleanup_add(t);
     return SG_OK;
 }
 
@@ -231,6 +238,10 @@ int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_la
         rc = sg_error_set(err, SG_EIO, "cannot move %s aside: %s", final, strerror(errno));
     if (!rc && rename(tmp, final))
         rc = sg_error_set(err, SG_EIO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (!rc) {
+        sg_cleanup_forget(stage_slot);
+        stage_slot = -1;
+    }
     if (!rc && sync_dir(dir))
         rc = sg_error_set(err, SG_EIO, "%s: cannot sync: %s", dir, strerror(errno));
     /* 3. the switch: one rename of the pointer file */
@@ -250,6 +261,8 @@ int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_la
 void sg_checkpoint_abandon(const char *tmp)
 {
     remove_step_dir(tmp);
+    sg_cleanup_forget(stage_slot);
+    stage_slot = -1;
 }
 
 int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_state *st,
@@ -263,7 +276,7 @@ int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_stat
     if (rc)
         return rc;
     if ((rc = save_files(tmp, w, st, m, weights_dtype, shard_bytes, err))) {
-        remove_step_dir(tmp);
+        sg_checkpoint_abandon(tmp);
         return rc;
     }
     return sg_checkpoint_commit(dir, st->step, id, keep_last, err);
@@ -279,11 +292,13 @@ static int resolve(const char *dir, char *out, size_t size, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
     FILE *f = fopen(latest, "r");
     if (!f) {
-        char model[SG_PATH_MAX + 32];
+        char model[SG_PATH_MAX + 32], index[SG_PATH_MAX + 64];
         join(model, sizeof model, dir, "model.safetensors");
-        if (!exists(model))
+        join(index, sizeof index, dir, SG_HF_INDEX); /* a sharded save's step directory */
+        if (!exists(model) && !exists(index))
             return sg_error_set(err, SG_ENOENT, "%s: no checkpoint there (neither a `%s` file "
-                                "nor model.safetensors)", dir, SG_CHECKPOINT_LATEST);
+                                "nor model.safetensors or %s)", dir, SG_CHECKPOINT_LATEST,
+                                SG_HF_INDEX);
         snprintf(out, size, "%s", dir);
         return SG_OK;
     }
@@ -298,6 +313,29 @@ static int resolve(const char *dir, char *out, size_t size, sg_error *err)
     if (!is_dir(out))
         return sg_error_set(err, SG_ENOENT, "%s names %s, which is missing", latest, out);
     return SG_OK;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+int sg_checkpoint_check_save(const char *dir, const char *load, int resumed, sg_error *err)
+{
+    char latest[SG_PATH_MAX + 32], cur[SG_PATH_MAX + 96], from[SG_PATH_MAX + 96];
+    sg_error ignored = {0};
+    if (join(latest, sizeof latest, dir, SG_CHECKPOINT_LATEST) || !exists(latest) ||
+        resolve(dir, cur, sizeof cur, &ignored))
+        return SG_OK; /* no current checkpoint to keep */
+    if (resumed && load && load[0] && !resolve(load, from, sizeof from, &ignored) &&
+        same_file(from, cur))
+        return SG_OK; /* the run that wrote it goes on */
+    return sg_error_set(err, SG_EINVAL,
+                        "save: %s already holds the checkpoint %s of another run, which this "
+                        "run's saves would remove; resume it with --load %s, or save in "
+                        "another directory", dir, cur, dir);
 }
 
 int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_train_state *st,

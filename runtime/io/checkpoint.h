@@ -54,6 +54,14 @@ int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_la
                          sg_error *err);
 void sg_checkpoint_abandon(const char *tmp);
 
+/* Whether a run may save into dir: yes when dir holds no current
+ * checkpoint (no `latest` naming an existing step directory), or when the run
+ * resumes (resumed != 0) from that very checkpoint (load: dir itself, or its
+ * current step directory). Otherwise an error naming dir and its checkpoint:
+ * the run's saves would remove the other run's checkpoints (those of later
+ * steps at its first save, the rest by keep_last). */
+int sg_checkpoint_check_save(const char *dir, const char *load, int resumed, sg_error *err);
+
 /* config.json and the weights (model.safetensors or shards, with "step")
  * into dir. */
 int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t step,

@@ -204,7 +204,9 @@ static int file_open(sg_data_file *f, const char *path, const sg_data_opts *o, s
     f->path = strdup(path);
     if (!f->path)
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+     * below as not a regular file); it changes nothing for a regular file */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
         file_close(f);

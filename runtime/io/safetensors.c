@@ -373,7 +373,8 @@ static int parse_header(const char *path, const char *hdr, size_t hlen, sg_st_fi
 int sg_st_open(const char *path, sg_st_file *f, sg_error *err)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO is refused below, not waited on */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         return sg_error_set(err, errno == ENOENT ? SG_ENOENT : SG_EIO, "%s: %s", path,
                             strerror(errno));

@@ -7,9 +7,13 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "runtime/cli/cli.h"
+#include "common/cleanup.h"
 #include "common/json_util.h"
 #include "runtime/config/step_spec.h"
 #include "runtime/sim/sim_platform.h"
@@ -56,6 +61,10 @@ static int sim_binary(char *out, size_t n, sg_error *err)
                         "nor at %s", out);
 }
 
+/* The scratch directory's slot in common/cleanup.h: removed if a signal ends
+ * simulate or tune (one directory per process). */
+static int workdir_slot = -1;
+
 int sg_sim_workdir_make(char *out, size_t n, sg_error *err)
 {
     const char *tmp = getenv("TMPDIR");
@@ -63,6 +72,7 @@ int sg_sim_workdir_make(char *out, size_t n, sg_error *err)
     if (!mkdtemp(out))
         return sg_error_set(err, SG_EIO, "%s: cannot create a temporary directory (%s)", out,
                             strerror(errno));
+    workdir_slot = sg_cleanup_add(out);
     return SG_OK;
 }
 
@@ -79,6 +89,8 @@ void sg_sim_workdir_remove(const char *dir)
 {
     if (dir && *dir)
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    sg_cleanup_forget(workdir_slot);
+    workdir_slot = -1;
 }
 
 int sg_sim_machine_open(sg_sim_machine *sm, const char *name, const char *workdir, sg_error *err)
@@ -180,12 +192,22 @@ int sg_sim_start(const sg_sim_request *rq, const char *workdir, int tag, sg_sim_
         argv[n++] = rq->trace;
     }
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         free(argv);
         return sg_error_set(err, SG_EIO, "cannot start stepgraph-sim (%s)", strerror(errno));
     }
     if (pid == 0) {
+#ifdef __linux__
+        /* the simulator ends with its stepgraph: a simulate or tune that is
+         * killed (SIGTERM from timeout or a batch system) leaves no simulator
+         * running on, to write the --trace after the command has failed */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            _exit(127);
+#else
+        (void)parent;
+#endif
         int fd = open(job->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);

@@ -20,6 +20,7 @@
 
 #include "graph/analysis.h"
 #include "common/atomic_file.h"
+#include "common/cleanup.h"
 #include "runtime/cli/cli.h"
 #include "runtime/config/machine.h"
 #include "runtime/sim/sim_exec.h"
@@ -79,10 +80,8 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
                 sg_link_dir_name((sg_link_dir)l), (long long)r->link_bytes[l],
                 (long long)r->link_transfers[l], r->link_s[l], l + 1 < SG_LINK_COUNT ? "," : "");
     fprintf(f, "}}\n");
-    if (ferror(f)) {
-        sg_atomic_abort(&af);
-        return sg_error_set(err, SG_EIO, "%s: write failed", path);
-    }
+    if (ferror(f))
+        return sg_atomic_fail(&af, SG_EIO, err);
     return sg_atomic_commit(&af, err);
 }
 
@@ -157,6 +156,7 @@ static int simulate(int argc, char **argv, sg_error *err)
 int main(int argc, char **argv)
 {
     sg_error err = {0};
+    sg_cleanup_on_signals();
     int rc = simulate(argc - 1, argv + 1, &err);
     if (rc) {
         fprintf(stderr, "stepgraph-sim: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));

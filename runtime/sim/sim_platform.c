@@ -146,10 +146,8 @@ static int write_one(const char *path, const file_job *j, sg_error *err)
     rc = j->kind == 0   ? write_xml(af.fp, j->m)
          : j->kind == 3 ? write_config(af.fp, j->m)
                         : write_matrix(af.fp, j->lm, j->kind == 2);
-    if (rc) {
-        sg_atomic_abort(&af);
-        return sg_error_set(err, rc, "%s: write failed", path);
-    }
+    if (rc)
+        return sg_atomic_fail(&af, rc, err);
     return sg_atomic_commit(&af, err);
 }
 

@@ -1,9 +1,11 @@
 /* step_trace.c - Chrome trace of one step's records (step_trace.h). */
 #include "runtime/trace/step_trace.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph/critical_path.h"
 
@@ -120,8 +122,11 @@ int sg_step_trace_write(const sg_step_view *v, const char *path, sg_error *err)
         rc = sg_trace_flow(&t, e, la, from, lb, to);
     }
     if (rc) {
+        int e = errno;
+        int stream = t.file.fp && ferror(t.file.fp);
         sg_trace_abort(&t);
-        return sg_error_set(err, rc, "%s: cannot write the trace", path);
+        return sg_error_set(err, rc, "%s: cannot write the trace%s%s", path,
+                            stream ? ": " : "", stream ? strerror(e) : "");
     }
     return sg_trace_close(&t, err);
 }

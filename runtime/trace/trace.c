@@ -71,10 +71,8 @@ int sg_trace_open(sg_trace *t, const char *path, sg_error *err)
         return rc;
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", t->file.fp);
     metadata(t, "process_name", 0, "name", "stepgraph", 0);
-    if (t->write_failed) {
-        sg_atomic_abort(&t->file);
-        return sg_error_set(err, SG_EIO, "%s: cannot write the trace", path);
-    }
+    if (t->write_failed)
+        return sg_atomic_fail(&t->file, SG_EIO, err);
     return SG_OK;
 }
 

@@ -42,7 +42,8 @@ static int slurp(const char *path, char **out, size_t *len, sg_error *err)
         n += r;
         if (r == 0) {
             if (ferror(f))
-                rc = sg_error_set(err, SG_EIO, "trace %s: read error", path);
+                rc = sg_error_set(err, SG_EIO, "trace %s: %s", path,
+                                  errno ? strerror(errno) : "read error");
             break;
         }
     }

@@ -56,9 +56,7 @@ int sg_node_times_write(const sg_node_times *nt, const sg_graph *g, const char *
                 nd->flops, nd->attention_flops, (long long)(nd->bytes_read + nd->bytes_written),
                 nt->sum_us[i] / (double)nt->samples[i], (long long)nt->samples[i]);
     }
-    if (ferror(af.fp)) {
-        sg_atomic_abort(&af);
-        return sg_error_set(err, SG_EIO, "%s: write failed", path);
-    }
+    if (ferror(af.fp))
+        return sg_atomic_fail(&af, SG_EIO, err);
     return sg_atomic_commit(&af, err);
 }

@@ -83,6 +83,9 @@ static int check_outputs(const sg_run_options *r, sg_error *err)
 {
     if (r->save[0] && mkdir(r->save, 0777) && errno != EEXIST)
         return sg_error_set(err, SG_EIO, "save: cannot create %s: %s", r->save, strerror(errno));
+    /* an existing directory: writable (a read-only one failed at the first save) */
+    if (r->save[0] && access(r->save, W_OK | X_OK))
+        return sg_error_set(err, SG_EIO, "save: cannot write in %s: %s", r->save, strerror(errno));
     if (r->trace[0]) {
         char dir[SG_PATH_MAX];
         snprintf(dir, sizeof dir, "%s", r->trace);
@@ -678,6 +681,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     /* ranks first: a refused run creates no output directory */
     if ((rc = check_ranks(&t, err)) || (rc = check_outputs(r, err)) ||
         (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
+        (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)))
         goto out;
     /* several ranks: rank 0 writes the metrics and the trace, the others none */

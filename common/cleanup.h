@@ -1,0 +1,26 @@
+/* cleanup.h - temporary paths removed when a signal ends the process.
+ *
+ * Atomic writes (atomic_file.h), Graphviz's DOT input, a checkpoint's
+ * staging directory and the simulator's scratch directory live under
+ * temporary names until they are renamed or removed. A command ended by
+ * SIGINT (Ctrl-C), SIGTERM (timeout, a batch system) or SIGHUP would leave
+ * them beside the user's files; with sg_cleanup_on_signals() installed, the
+ * handler removes every registered path (a directory with its contents)
+ * using system calls only, then ends the process by the same signal, as
+ * the default action would. The final paths are never registered: an older
+ * file there stays as it was.
+ */
+#ifndef SG_CLEANUP_H
+#define SG_CLEANUP_H
+
+/* Installs the handlers (SIGINT, SIGTERM, SIGHUP) unless the signal is
+ * ignored (as in a background job). Once per process; main() calls it. */
+void sg_cleanup_on_signals(void);
+
+/* Registers path (copied) for removal; returns its slot, or -1 when every
+ * slot is taken or the path is too long (then it is simply not cleaned). */
+int sg_cleanup_add(const char *path);
+/* Forgets a slot (after the path was renamed or removed); -1 is ignored. */
+void sg_cleanup_forget(int slot);
+
+#endif /* SG_CLEANUP_H */

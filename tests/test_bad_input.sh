@@ -1,0 +1,283 @@
+#!/bin/sh
+# test_bad_input.sh - the stepgraph command used carelessly: inputs of the
+# wrong kind (a directory, an empty file, /dev/null, a FIFO, a JSON array)
+# for every command that reads a config, data and weights files that lie
+# about themselves, checkpoints of another model, outputs that cannot be
+# written (a missing directory, a file-size limit standing in for a full
+# disk) and a save into another run's checkpoint directory. Each must end
+# with a non-zero status that is not a signal, within seconds, with a message
+# naming the file or key (the name only is checked, not the wording), and
+# leave an older output of the same name as it was, with no temporary file
+# beside it. Prints TAP.
+set -u
+SG_TEST_NAME=bad_input
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+# work in TMP (relative names in the messages): the paths given as relative
+# ones made absolute first
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+SRC=$(abs "$SRC")
+BIN=$(abs "$BIN")
+[ -n "${STEPGRAPH_MODELS_DIR:-}" ] && export STEPGRAPH_MODELS_DIR="$(abs "$STEPGRAPH_MODELS_DIR")"
+[ -n "${STEPGRAPH_MACHINES_DIR:-}" ] && export STEPGRAPH_MACHINES_DIR="$(abs "$STEPGRAPH_MACHINES_DIR")"
+cd "$TMP" || exit 1
+CFG=$SRC/configs/default.json
+RUN="--max_length 32 --steps 1 --warmup_steps 0 --log_interval 1"
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+# fails NAME TEXT CMD...: CMD exits 1..125 within 60 s (not a signal, not a
+# hang, not success) and its standard error contains TEXT
+fails() {
+	label=$1 text=$2
+	shift 2
+	timeout 60 "$@" >"$label.out" 2>"$label.err"
+	s=$?
+	[ $s -ge 1 ] && [ $s -le 125 ] && grep -qF -- "$text" "$label.err"
+	r=$?
+	[ $r -eq 0 ] || { echo "# exit $s"; sed 's/^/# /' "$label.err" | tail -3; }
+	return $r
+}
+# no_tmp DIR: nothing temporary left in DIR (atomic writes' ".tmp." files,
+# the DOT files of SVG renderings)
+no_tmp() { ! ls -a "$1" | grep -q '\.tmp\.\|\.dot\.'; }
+
+# ---- a config of the wrong kind, for every command that reads one ----------
+mkdir adir
+: >empty.json
+echo '[1, 2]' >array.json
+mkfifo fifo
+bad=""
+for f in adir empty.json /dev/null array.json; do
+	fails c_config "$f" "$BIN" config "$f" || bad="$bad $f"
+done
+[ -z "$bad" ]
+ok $? "config: a directory, an empty file, /dev/null and a JSON array as CONFIG are named, no crash${bad:+ (failed:$bad)}"
+# the other commands read CONFIG through the same loader: one kind each
+for pair in graph:adir simulate:empty.json fit:/dev/null run:array.json; do
+	cmd=${pair%%:*} f=${pair#*:}
+	fails "c_$cmd" "$f" "$BIN" "$cmd" "$f" --machine gh200
+	ok $? "$cmd: $f as CONFIG is named, no crash"
+done
+# a model file that is no regular file: said so (it was "not found")
+fails m_null "/dev/null" "$BIN" model info /dev/null && ! grep -q "not found" m_null.err
+ok $? "model info /dev/null: named, not called missing"
+
+# ---- data files ---------------------------------------------------------------
+"$PY" - <<'PYEOF'
+import struct
+def shard(name, count, toks, magic=20240520, version=1):
+    h = [0] * 256
+    h[0], h[1], h[2] = magic, version, count
+    with open(name, "wb") as f:
+        f.write(struct.pack("<256i", *h) + struct.pack("<%dH" % len(toks), *toks))
+shard("bigtok.bin", 200, [7] * 100 + [300] + [7] * 99)   # 300 >= tiny-llama's vocab 256
+shard("short.bin", 20, [7] * 20)                          # shorter than one window
+shard("lying.bin", 5000, [7] * 200)                       # header counts more than the file has
+open("cut.bin", "wb").write(struct.pack("<10i", 20240520, 1, 0, *[0] * 7))
+PYEOF
+fails d_big "bigtok.bin" "$BIN" run "$CFG" $RUN --data bigtok.bin &&
+	grep -q "300" d_big.err
+ok $? "data: a token >= the vocabulary is named with its value"
+fails d_short "short.bin" "$BIN" run "$CFG" $RUN --data short.bin
+ok $? "data: a shard shorter than one sequence is named"
+fails d_lie "lying.bin" "$BIN" run "$CFG" $RUN --data lying.bin
+ok $? "data: a header counting more tokens than the file holds is named"
+fails d_cut "cut.bin" "$BIN" run "$CFG" $RUN --data cut.bin
+ok $? "data: a truncated header is named"
+fails d_dir "adir" "$BIN" run "$CFG" $RUN --data adir
+ok $? "data: a directory is named"
+# a FIFO: refused as not a regular file, not waited on for a writer
+fails d_fifo "fifo" "$BIN" run "$CFG" $RUN --data fifo
+ok $? "data: a FIFO is refused at once, naming it (no hang)"
+
+# ---- weights and checkpoints ------------------------------------------------
+"$BIN" run "$CFG" $RUN --save ck >ck.out 2>&1 &&
+	"$BIN" run "$CFG" $RUN --model tiny-qwen3 --save ckq >ckq.out 2>&1
+ok $? "checkpoints of tiny-llama and tiny-qwen3 to break"
+W=ck/$(cat ck/latest)/model.safetensors
+"$PY" - "$W" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = b[8 + n:]
+open("cut.safetensors", "wb").write(b[:len(b) // 2])          # truncated mid-tensor
+k = "model.embed_tokens.weight"
+h[k]["shape"] = [h[k]["shape"][0] * 2] + h[k]["shape"][1:]     # a shape the bytes do not hold
+hb = json.dumps(h).encode()
+open("lying.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+open("huge.safetensors", "wb").write(struct.pack("<Q", 1 << 62) + b[8:])  # header length
+PYEOF
+fails w_cut "cut.safetensors" "$BIN" run "$CFG" $RUN --load cut.safetensors
+ok $? "weights: a file truncated mid-tensor is named"
+fails w_lie "model.embed_tokens.weight" "$BIN" run "$CFG" $RUN --load lying.safetensors
+ok $? "weights: a header whose shape the data does not hold names the tensor"
+fails w_huge "huge.safetensors" "$BIN" run "$CFG" $RUN --load huge.safetensors
+ok $? "weights: a header length past any file is named"
+fails w_fifo "fifo" "$BIN" run "$CFG" $RUN --load fifo
+ok $? "weights: a FIFO is refused at once, naming it (no hang)"
+fails w_other "q_proj" "$BIN" run "$CFG" $RUN --load ckq
+ok $? "a checkpoint of another model: the first tensor of another shape is named"
+cp -r ck ckcut
+S=ckcut/$(cat ckcut/latest)
+"$PY" -c 'import os, sys; os.truncate(sys.argv[1], os.path.getsize(sys.argv[1]) - 4096)' \
+	"$S/state.safetensors"
+fails w_state "state.safetensors" "$BIN" run "$CFG" $RUN --load ckcut
+ok $? "a checkpoint whose training state is truncated: the file is named"
+# a sharded save's step directory, named directly, resumes (it has no
+# model.safetensors, only the index and the shards)
+"$BIN" run "$CFG" $RUN --save shck --save_shard_size 400000 >shck.out 2>&1
+"$BIN" run "$CFG" $RUN --load "shck/$(cat shck/latest)" >shres.out 2>shres.err &&
+	grep -q "^Step 2 |" shres.out
+r=$?
+[ $r -eq 0 ] || sed 's/^/# /' shres.err | tail -2
+ok $r "a sharded checkpoint's step directory given to --load resumes at step 2"
+
+# ---- saving into another run's checkpoint directory ------------------------
+"$BIN" run "$CFG" $RUN --steps 3 --save_interval 1 --save_keep 0 --save keep >keep.out 2>&1
+before=$(cd keep && find . -type f | sort | xargs cat | cksum)
+fails s_fresh "keep" "$BIN" run "$CFG" $RUN --save keep
+r=$?
+fails s_weights "keep" "$BIN" run "$CFG" $RUN --load "keep/step-00000003/model.safetensors" \
+	--save keep
+[ $r -eq 0 ] && [ $? -eq 0 ] && [ "$(cd keep && find . -type f | sort | xargs cat | cksum)" = "$before" ] &&
+	[ "$(ls keep | tr '\n' ' ')" = "latest step-00000001 step-00000002 step-00000003 " ]
+ok $? "a new run saving into another run's checkpoint directory is refused; its 3 checkpoints stay"
+"$BIN" run "$CFG" $RUN --load keep --save keep >res.out 2>res.err &&
+	[ "$(cat keep/latest)" = step-00000004 ] && grep -q "^Step 4 |" res.out
+ok $? "the run that wrote it resumes and saves there (step 4)"
+
+# ---- outputs that cannot be written ---------------------------------------
+# --report is written after training: checked before (no step runs)
+fails o_report "nodir/page.html" "$BIN" run "$CFG" $RUN --steps 50 --report nodir/page.html &&
+	! grep -q "^Step" o_report.out
+ok $? "run --report into a missing directory fails before training, naming it"
+# a file-size limit stands in for a full disk (writes fail with EFBIG): every
+# export fails naming its file, and the older file of that name stays
+limited() { # LABEL CMD...: CMD under a file-size limit of $LIMIT bytes, SIGXFSZ ignored
+	lim=$1
+	shift
+	(
+		trap '' XFSZ
+		exec prlimit --fsize="$LIMIT" "$@"
+	) >"$lim.out" 2>"$lim.err"
+	s=$?
+	[ $s -ge 1 ] && [ $s -le 125 ]
+}
+if command -v prlimit >/dev/null 2>&1; then
+	for spec in dot:"graph $CFG -o" json:"graph $CFG --format json -o" \
+		simtrace:"simulate $CFG --trace" runtrace:"run $CFG $RUN --trace" \
+		fit:"fit $CFG --machine gh200 --max-hidden 2048 --write-model"; do
+		label=${spec%%:*} args=${spec#*:}
+		mkdir -p "out_$label"
+		f=out_$label/old.out
+		echo "keep me" >"$f"
+		# the simulator writes its platform files (< 20 kB) before the trace
+		LIMIT=200
+		[ "$label" = simtrace ] && LIMIT=20000
+		# shellcheck disable=SC2086
+		limited "x_$label" "$BIN" $args "$f" && grep -qF "$f" "x_$label.err" &&
+			[ "$(cat "$f")" = "keep me" ] && no_tmp "out_$label"
+		r=$?
+		[ $r -eq 0 ] || sed 's/^/# /' "x_$label.err" | tail -2
+		ok $r "$label: a write past the file-size limit fails naming the file; the old one stays, nothing temporary left"
+	done
+	# graph --format svg: the DOT file beside it is removed too
+	if command -v dot >/dev/null 2>&1; then
+		mkdir -p out_svg
+		echo "keep me" >out_svg/old.svg
+		LIMIT=200
+		limited x_svg "$BIN" graph "$CFG" --format svg -o out_svg/old.svg &&
+			grep -qF "out_svg/old.svg" x_svg.err && [ "$(cat out_svg/old.svg)" = "keep me" ] &&
+			no_tmp out_svg
+		ok $? "svg: the same, its DOT file removed"
+	else
+		ok 0 "# SKIP no Graphviz"
+	fi
+else
+	for i in 1 2 3 4 5 6; do ok 0 "# SKIP no prlimit"; done
+fi
+# a read-only checkpoint directory (a read-only bind mount: root can write
+# through permissions): refused before training, not at the first save
+mkdir rosrc romnt
+cp -r keep rosrc/ck
+trap 'umount "$TMP/romnt" 2>/dev/null; rm -rf "$TMP"' EXIT
+if mount --bind -o ro rosrc romnt 2>/dev/null && ! touch romnt/probe 2>/dev/null; then
+	fails o_ro "romnt/ck" "$BIN" run "$CFG" $RUN --steps 20 --load romnt/ck --save romnt/ck &&
+		! grep -q "^Step" o_ro.out
+	r=$?
+	umount romnt
+	ok $r "run --save into a read-only checkpoint directory fails before training, naming it"
+else
+	mountpoint -q romnt 2>/dev/null && umount romnt
+	ok 0 "# SKIP no read-only bind mount here (needs root)"
+fi
+
+# ---- tune: a --vary key the config does not read ---------------------------
+fails t_vary "zero_optimization.stagee" "$BIN" tune "$CFG" --machines gh200 --sched lws \
+	--priorities on --vary zero_optimization.stagee=0:1:1 --out tv &&
+	! [ -e tv.csv ]
+ok $? "tune --vary with a misspelt DeepSpeed key is refused, naming it, before simulating"
+fails t_times "adir" "$BIN" graph "$CFG" --times adir
+ok $? "graph --times given a directory names it"
+
+# ---- SIGTERM (timeout, a batch system) -----------------------------------------
+# wait_for GLOB PID: until a file matching GLOB exists (at most 20 s) while PID lives
+wait_for() {
+	i=0
+	while [ $i -lt 200 ] && kill -0 "$2" 2>/dev/null; do
+		# shellcheck disable=SC2086
+		ls $1 >/dev/null 2>&1 && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+# a run saving every step, killed after its first checkpoint: exit by the
+# signal, no staging directory left, the checkpoint resumes
+"$BIN" run "$CFG" $RUN --steps 500 --save_interval 1 --save sig >sig.out 2>&1 &
+pid=$!
+wait_for "sig/latest" $pid
+sleep 0.3
+kill -TERM $pid
+wait $pid 2>/dev/null
+s=$?
+[ $s -eq 143 ] && ! ls -a sig | grep -q '^\.tmp' &&
+	"$BIN" run "$CFG" $RUN --load sig >sig2.out 2>&1
+ok $? "run killed by SIGTERM while saving every step: exit 143, no staging directory left, resumes (exit $s)"
+# simulate: no simulator left running, no scratch directory left
+mkdir simtmp
+TMPDIR=$TMP/simtmp "$BIN" simulate "$CFG" --steps 100 --trace simtrace.json >sim.out 2>&1 &
+pid=$!
+wait_for "simtmp/stepgraph-sim.*/log-0.txt" $pid
+sleep 0.5
+kill -TERM $pid
+wait $pid 2>/dev/null
+s=$?
+sleep 0.5
+[ $s -eq 143 ] && [ -z "$(ls simtmp)" ] && ! pgrep -f "$TMP/simtmp" >/dev/null &&
+	! [ -e simtrace.json ]
+ok $? "simulate killed by SIGTERM: no simulator left running, no scratch directory, no trace (exit $s)"
+# graph --format svg of a large graph (Graphviz takes minutes): the old SVG
+# stays, its temporary SVG and DOT files go, and so does dot
+if command -v dot >/dev/null 2>&1; then
+	mkdir svgsig
+	echo "keep me" >svgsig/big.svg
+	"$BIN" graph "$SRC/configs/llama-3.1-8b-superoffload.json" --format svg --unfold \
+		-o svgsig/big.svg >svg.out 2>&1 &
+	pid=$!
+	wait_for "svgsig/big.svg.tmp.*" $pid
+	sleep 0.5
+	kill -TERM $pid
+	wait $pid 2>/dev/null
+	s=$?
+	sleep 0.5
+	[ $s -eq 143 ] && [ "$(cat svgsig/big.svg)" = "keep me" ] && no_tmp svgsig &&
+		! pgrep -f "$TMP/svgsig" >/dev/null
+	ok $? "graph --format svg killed by SIGTERM during the layout: old SVG kept, no temporary file, no dot left (exit $s)"
+else
+	ok 0 "# SKIP no Graphviz"
+fi
+echo "1..$n"
