@@ -185,8 +185,11 @@ as_root() {
 }
 
 pkg_installed() {
-	# one line per architecture installed (multiarch: amd64 and arm64 after --arm64)
-	dpkg-query -W -f='${db:Status-Status}\n' "$1" 2>/dev/null | grep -qx installed
+	# one line per architecture installed (multiarch: amd64 and arm64 after --arm64);
+	# read whole before matching, so that no early exit of grep breaks the pipe
+	local st
+	st=$(dpkg-query -W -f='${db:Status-Status}\n' "$1" 2>/dev/null) || return 1
+	grep -qx installed <<<"$st"
 }
 
 apt_get() {
