@@ -267,4 +267,15 @@ PYEOF2
 	! grep -q "set by GPU compute" "$TMP/cpu.out" &&
 	awk '/Step time/ { t = $3 } /Lower bound/ { b = $3 } END { exit !(b > 0 && t >= b) }' "$TMP/cpu.out"
 ok $? "a CPU-only machine: the lower bound is not GPU compute and is at most the simulated step"
+# tune's exit status: every simulation failed (an unknown policy) is an error,
+# some failed a warning; the table is written either way
+"$BIN" tune "$SO" $TINY --machines gh200 --sched nosuchpolicy --out "$TMP/tf" \
+	>/dev/null 2>"$TMP/tf.err"
+[ $? -ne 0 ] && grep -q "every one of the 1 simulations failed" "$TMP/tf.err" && [ -s "$TMP/tf.md" ]
+ok $? "tune where every simulation fails exits non-zero, saying so; the table is written"
+"$BIN" tune "$SO" $TINY --machines gh200 --sched dmda,nosuchpolicy --priorities on \
+	--out "$TMP/tp" >/dev/null 2>"$TMP/tp.err" &&
+	grep -q "warning: tune: 1 of 2 simulations failed" "$TMP/tp.err" &&
+	grep -q "^gh200,dmda,on,ok," "$TMP/tp.csv"
+ok $? "tune where some simulations fail exits 0 with a warning counting them"
 echo "1..$n"

@@ -30,7 +30,9 @@ static void tune_help(void)
            "what graph-aware priorities change) and PREFIX.svg (step time against each\n"
            "varied knob, one line per policy, one panel per machine), and prints the\n"
            "Markdown. A point whose peak memory exceeds the machine's is marked\n"
-           "infeasible, with the numbers, and not simulated.\n"
+           "infeasible, with the numbers, and not simulated. A simulation that fails is\n"
+           "marked failed with its message; the exit status is 1 when every one failed,\n"
+           "0 with a warning when some did.\n"
            "\n"
            "  --machines LIST    machine models (default gh200,mi300a)\n"
            "  --sched LIST       policies (default eager,lws,dmda,dmdas,heteroprio)\n"
@@ -487,6 +489,19 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
     if (!rc) {
         sg_tune_write_markdown(&t->set, stdout);
         printf("\nWrote %s.csv, %s.md and %s.svg\n", out, out, out);
+        /* the files hold every point's note; the exit status says whether any
+         * simulation failed: all of them is an error, some a warning */
+        int nfailed = 0, nok = 0;
+        for (int i = 0; i < t->set.npoints; i++) {
+            nfailed += t->set.points[i].status == SG_TUNE_FAILED;
+            nok += t->set.points[i].status == SG_TUNE_OK;
+        }
+        if (nfailed && nfailed == t->set.npoints)
+            rc = sg_error_set(err, SG_EINVAL, "tune: every one of the %d simulations failed "
+                              "(%s.md gives each one's message)", nfailed, out);
+        else if (nfailed)
+            fprintf(stderr, "stepgraph: warning: tune: %d of %d simulations failed (%s.md gives "
+                    "each one's message); %d simulated\n", nfailed, t->set.npoints, out, nok);
     }
     sg_sim_workdir_remove(workdir);
     free(rest);
