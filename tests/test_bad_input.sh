@@ -126,6 +126,13 @@ S=ckcut/$(cat ckcut/latest)
 	"$S/state.safetensors"
 fails w_state "state.safetensors" "$BIN" run "$CFG" $RUN --load ckcut
 ok $? "a checkpoint whose training state is truncated: the file is named"
+# a `latest` of binary bytes: named, and its bytes not echoed raw (an escape
+# sequence would reach the terminal)
+cp -r ck ckbin
+printf 'step-\033[2J\001\377' >ckbin/latest
+fails w_latest "ckbin/latest" "$BIN" run "$CFG" $RUN --load ckbin &&
+	! LC_ALL=C grep -q "$(printf '\033')" w_latest.err && grep -q 'step-?\[2J??' w_latest.err
+ok $? "a checkpoint whose latest holds binary bytes: named, the bytes shown as '?'"
 # a sharded save's step directory, named directly, resumes (it has no
 # model.safetensors, only the index and the shards)
 "$BIN" run "$CFG" $RUN --save shck --save_shard_size 400000 >shck.out 2>&1

@@ -305,9 +305,13 @@ static int resolve(const char *dir, char *out, size_t size, sg_error *err)
     int ok = fgets(tag, sizeof tag, f) != NULL;
     fclose(f);
     tag[strcspn(tag, "\n")] = '\0';
-    if (!ok || step_of(tag) < 0)
+    if (!ok || step_of(tag) < 0) {
+        for (char *c = tag; *c; c++) // binary content is not echoed to a terminal
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+                *c = '?';
         return sg_error_set(err, SG_EINVAL, "%s: does not name a checkpoint (expected \"%s"
                             "N\", found \"%.40s\")", latest, SG_CHECKPOINT_STEP_PREFIX, tag);
+    }
     if (join(out, size, dir, tag))
         return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
     if (!is_dir(out))
