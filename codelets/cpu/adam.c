@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include "codelets/cpu/simd.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) /* as simd.h's SG_X86_AVX512 */
 #define SG_ADAM_X86 1
 #include <immintrin.h>
 #else
@@ -322,17 +324,6 @@ static inline SG_AVX512 avx512_coef avx512_coef_make(const adam_coef *c)
 }
 
 /* 16 bf16 values as the low halves of 16 x u32 lanes. */
-static inline SG_AVX512 __m512i avx512_to_bf16(__m512 x)
-{
-    __m512i u = _mm512_castps_si512(x);
-    __m512i hi = _mm512_srli_epi32(u, 16);
-    __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)),
-                                    _mm512_set1_epi32(0x7fff));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    return _mm512_mask_blend_epi32(nan, r,
-                                   _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
-}
 
 static inline SG_AVX512 void avx512_step_vec(const avx512_coef *k, int l2,
                                              int skip, __m512 *pp, __m512 g,
@@ -373,7 +364,7 @@ static SG_AVX512 void step_avx512(const adam_coef *c, float *p, const float *g,
         _mm512_storeu_ps(v + i, vv);
         if (pb)
             _mm256_storeu_si256((__m256i *)(pb + i),
-                                _mm512_cvtepi32_epi16(avx512_to_bf16(pv_)));
+                                _mm512_cvtepi32_epi16(sg_avx512_bf16_bits(pv_)));
     }
     if (i < n) {
         __mmask16 k16 = (__mmask16)((1u << (n - i)) - 1u);
@@ -386,7 +377,7 @@ static SG_AVX512 void step_avx512(const adam_coef *c, float *p, const float *g,
         _mm512_mask_storeu_ps(m + i, k16, mv);
         _mm512_mask_storeu_ps(v + i, k16, vv);
         if (pb)
-            _mm512_mask_cvtepi32_storeu_epi16(pb + i, k16, avx512_to_bf16(pv_));
+            _mm512_mask_cvtepi32_storeu_epi16(pb + i, k16, sg_avx512_bf16_bits(pv_));
     }
 }
 

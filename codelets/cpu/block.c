@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "codelets/cpu/ops.h"
-#include "codelets/cpu/simd.h"
 
 
 /* ---- rotary tables --------------------------------------------------------- */
@@ -87,13 +86,6 @@ static const float *cptr(const float *base, size_t off)
 static float *mptr(float *base, size_t off)
 {
     return off == SG_NO_OFFSET ? NULL : base + off;
-}
-
-/* acc (n) += x (n) */
-SG_SIMD_CLONES static void add_into(float *restrict acc, const float *restrict x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        acc[i] += x[i];
 }
 
 /* Sizes of one call. */
@@ -241,7 +233,7 @@ static int attn_forward(const layer_ctx *c, const float *x)
                                           d->D));
     SG_TRY(sg_linear_forward(a->h, a->att, cptr(c->p, o->wo), cptr(c->p, o->bo), d->N, d->Q,
                           d->H));
-    add_into(a->h, x, d->N * d->H); // residual
+    sg_add_into(a->h, x, d->N * d->H); // residual
     return 0;
 }
 
@@ -262,7 +254,7 @@ static int mlp_forward(const layer_ctx *c, float *y, arena *s)
         return SG_EINVAL;
     SG_TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F));
     SG_TRY(sg_linear_forward(y, act, cptr(c->p, o->wd), NULL, d->N, d->F, d->H));
-    add_into(y, a->h, d->N * d->H); // residual
+    sg_add_into(y, a->h, d->N * d->H); // residual
     return 0;
 }
 
@@ -429,10 +421,10 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
         SG_TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs,
                                       a->sel, a->topw, stats, stats ? aux_scale : 0.0, a->n2,
                                       c->p + o->router, N, H, E, K, m->norm_topk_prob));
-    add_into(dn2, tmp, N * H);
+    sg_add_into(dn2, tmp, N * H);
     SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, N,
                             H));
-    add_into(dx, dy, N * H); // residual
+    sg_add_into(dx, dy, N * H); // residual
     return 0;
 }
 
@@ -474,10 +466,10 @@ static int mlp_backward(const layer_ctx *c, const float *dy, float *dx, float *g
                            d->H, d->F));
     SG_TRY(sg_linear_backward(tmp, mptr(g, o->wu), NULL, dup, a->n2, cptr(c->p, o->wu), d->N,
                            d->H, d->F));
-    add_into(dn2, tmp, NH);
+    sg_add_into(dn2, tmp, NH);
     SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2,
                             d->N, d->H));
-    add_into(dx, dy, NH); // residual
+    sg_add_into(dx, dy, NH); // residual
     return 0;
 }
 
@@ -506,10 +498,10 @@ static int qkv_backward(const layer_ctx *c, float *dn1, float *tmp, const float 
                            d->N, d->H, d->Q));
     SG_TRY(sg_linear_backward(tmp, mptr(g, o->wk), mptr(g, o->bk), dk, a->n1,
                            cptr(c->p, o->wk), d->N, d->H, d->KV));
-    add_into(dn1, tmp, d->N * d->H);
+    sg_add_into(dn1, tmp, d->N * d->H);
     SG_TRY(sg_linear_backward(tmp, mptr(g, o->wv), mptr(g, o->bv), dv, a->n1,
                            cptr(c->p, o->wv), d->N, d->H, d->KV));
-    add_into(dn1, tmp, d->N * d->H);
+    sg_add_into(dn1, tmp, d->N * d->H);
     return 0;
 }
 
@@ -543,7 +535,7 @@ static int attn_backward(const layer_ctx *c, const float *x, float *dx, float *g
     SG_TRY(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g));
     SG_TRY(sg_rmsnorm_backward(tmp, mptr(g, o->ln1), dn1, x, cptr(c->p, o->ln1), a->rstd1,
                             d->N, d->H));
-    add_into(dx, tmp, NH); // residual
+    sg_add_into(dx, tmp, NH); // residual
     return 0;
 }
 

@@ -91,18 +91,10 @@ float sg_f16_to_f32(uint16_t h)
  * scalar, 8.8-9.7 here (bytes read and written). */
 static SG_AVX512F void f32_to_bf16_avx512(uint16_t *out, const float *in, size_t n)
 {
-    const __m512i one = _mm512_set1_epi32(1), round = _mm512_set1_epi32(0x7fff);
-    const __m512i quiet = _mm512_set1_epi32(0x40);
     size_t i = 0;
     for (; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 x = _mm512_maskz_loadu_ps(k, in + i);
-        __m512i u = _mm512_castps_si512(x);
-        __m512i hi = _mm512_srli_epi32(u, 16);
-        __m512i r = _mm512_srli_epi32(
-            _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(hi, one), round)), 16);
-        __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+        __m512i r = sg_avx512_bf16_bits(_mm512_maskz_loadu_ps(k, in + i));
         _mm512_mask_cvtepi32_storeu_epi16(out + i, k, r);
     }
 }

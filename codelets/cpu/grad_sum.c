@@ -8,8 +8,7 @@
 
 #define BLOCK 1024 /* elements summed at a time in a stack buffer */
 
-/* acc (n) += x (n) */
-SG_SIMD_CLONES static void add_block(float *restrict acc, const float *restrict x, size_t n)
+SG_SIMD_CLONES void sg_add_into(float *restrict acc, const float *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         acc[i] += x[i];
@@ -43,7 +42,7 @@ int sg_grad_partials_sum(float *out, const float *const *parts, int nparts, size
         size_t len = n - i < BLOCK ? n - i : BLOCK;
         memcpy(acc, parts[0] + i, len * sizeof(float));
         for (int t = 1; t < nparts; t++)
-            add_block(acc, parts[t] + i, len);
+            sg_add_into(acc, parts[t] + i, len);
         store_block(out + i, acc, len, accumulate);
     }
     return SG_OK;

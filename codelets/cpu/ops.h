@@ -185,6 +185,10 @@ int sg_cross_entropy_backward(float *dlogits, const float *logits, const float *
 
 /* ---- batch tiles: weight-gradient sum ------------------------------------------ */
 
+/* acc (n) += x (n), element by element (ACCUMULATES; residual adds and sums of
+ * branches too). */
+void sg_add_into(float *acc, const float *x, size_t n); /* acc and x do not overlap */
+
 /* out (n) = parts[0] + parts[1] + ... + parts[nparts - 1] (WRITES), or out +
  * that sum when accumulate (ACCUMULATES). Per element, the partials are added
  * in the order given, in fp32, and the sum is then added to out: the result

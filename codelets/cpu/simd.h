@@ -38,6 +38,20 @@ static inline int sg_have_avx512f(void)
     }
     return v;
 }
+
+/* 16 lanes of sg_f32_to_bf16 (common/dtype.h), each in the low 16 bits of
+ * its 32-bit lane: round to nearest even on the bits, a NaN made quiet
+ * instead of rounded (used by the bf16 casts and CPU Adam's bf16 copy). */
+static inline SG_AVX512F __m512i sg_avx512_bf16_bits(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)),
+                                    _mm512_set1_epi32(0x7fff));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+}
 #else
 #define SG_X86_AVX512 0
 #endif
