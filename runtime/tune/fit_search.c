@@ -39,7 +39,60 @@ static int push(sg_fit_result *r, const sg_fit_point *p, sg_error *err)
     return SG_OK;
 }
 
-/* Compiles the candidate (hidden, layers; layers 0 = the rule's) and fills
+/* Adam's fp32 state alone (master, m and v: 12 bytes per parameter, sharded
+ * over the ranks) beyond one rank's memories together cannot fit: such a
+ * candidate is not compiled (far past the largest that fits, its graph would
+ * pass the compiler's limits, e.g. 10^6 optimizer chunks). Fills p and
+ * returns 1 for one. */
+static int too_large(const search *s, sg_fit_point *p)
+{
+    const sg_machine *m = s->mach;
+    double cap = m->cpu_memory_gb * 1e9 + (m->unified_memory ? 0.0 : m->gpu_memory_gb * 1e9);
+    double state = 12.0 * (double)p->params / (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
+    if (state <= cap)
+        return 0;
+    p->gpu_capacity = (m->unified_memory ? m->cpu_memory_gb : m->gpu_memory_gb) * 1e9;
+    p->host_capacity = m->cpu_memory_gb * 1e9;
+    p->bound_s = NAN;
+    p->not_compiled = 1;
+    snprintf(p->why, sizeof p->why, "Adam's fp32 state alone is %.1f GB per rank, more than the "
+             "%.1f GB of %s's memories together", state / 1e9, cap / 1e9, m->name);
+    return 1;
+}
+
+/* Compiles the candidate in s->m and fills p with its peaks, fit and bound. */
+static int measure(search *s, sg_fit_point *p)
+{
+    sg_graph g;
+    sg_graph_init(&g);
+    int rc = sg_compile_step(s->m, &s->spec, &g, s->err);
+    if (rc) {
+        sg_error_prefix(s->err, "compiling the step of %s: ", s->m->name);
+        sg_graph_free(&g);
+        return rc;
+    }
+    sg_sim_fit fit;
+    sg_summary sum;
+    if (sg_sim_check_fit(&g, s->mach, &fit) || sg_summary_compute(&g, &s->cm, &sum)) {
+        sg_graph_free(&g);
+        return sg_error_set(s->err, SG_ENOMEM, "out of memory summarising %s", s->m->name);
+    }
+    sg_graph_free(&g);
+    p->fits = fit.fits;
+    p->gpu_bytes = fit.gpu_bytes;
+    p->host_bytes = fit.host_bytes;
+    p->gpu_capacity = fit.gpu_capacity;
+    p->host_capacity = fit.host_capacity;
+    snprintf(p->why, sizeof p->why, "%s", fit.why);
+    p->bound_s = sg_step_lower_bound(&sum, &s->cm, NULL, &p->bound_by);
+    /* per rank: the sequences this rank's GPU processes, as the step log */
+    p->tflops = sg_step_tflops(p->layers, p->hidden, s->m->vocab_size,
+                               s->spec.micro_batch * s->spec.grad_accum, s->spec.seq_len,
+                               s->spec.activation_checkpointing, p->bound_s);
+    return SG_OK;
+}
+
+/* Evaluates the candidate (hidden, layers; layers 0 = the rule's) and fills
  * *idx with its point's index (a candidate already seen is not redone). */
 static int evaluate(search *s, int64_t hidden, int64_t layers, int *idx)
 {
@@ -59,55 +112,8 @@ static int evaluate(search *s, int64_t hidden, int64_t layers, int *idx)
     p.on_rule = L == sg_llama_layers_for(hidden);
     p.params = sg_model_total_params(s->m);
     p.tflops = NAN;
-    /* Adam's fp32 state alone (master, m and v: 12 bytes per parameter,
-     * sharded over the ranks) beyond one rank's memories together cannot
-     * fit: such a candidate is not compiled (far past the largest that fits,
-     * its graph would pass the compiler's limits, e.g. 10^6 optimizer chunks) */
-    double cap = s->mach->cpu_memory_gb * 1e9 +
-                 (s->mach->unified_memory ? 0.0 : s->mach->gpu_memory_gb * 1e9);
-    double state = 12.0 * (double)p.params / (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
-    if (state > cap) {
-        p.gpu_capacity = s->mach->unified_memory ? s->mach->cpu_memory_gb * 1e9
-                                                 : s->mach->gpu_memory_gb * 1e9;
-        p.host_capacity = s->mach->cpu_memory_gb * 1e9;
-        p.bound_s = NAN;
-        p.not_compiled = 1;
-        snprintf(p.why, sizeof p.why, "Adam's fp32 state alone is %.1f GB per rank, more than "
-                 "the %.1f GB of %s's memories together", state / 1e9, cap / 1e9,
-                 s->mach->name);
-        if ((rc = push(s->r, &p, s->err)))
-            return rc;
-        *idx = s->r->npoints - 1;
-        if (s->progress)
-            s->progress(&s->r->points[*idx], s->ctx);
-        return SG_OK;
-    }
-    sg_graph g;
-    sg_graph_init(&g);
-    rc = sg_compile_step(s->m, &s->spec, &g, s->err);
-    if (rc) {
-        sg_error_prefix(s->err, "compiling the step of %s: ", s->m->name);
-        sg_graph_free(&g);
+    if (!too_large(s, &p) && (rc = measure(s, &p)))
         return rc;
-    }
-    sg_sim_fit fit;
-    sg_summary sum;
-    if (sg_sim_check_fit(&g, s->mach, &fit) || sg_summary_compute(&g, &s->cm, &sum)) {
-        sg_graph_free(&g);
-        return sg_error_set(s->err, SG_ENOMEM, "out of memory summarising %s", s->m->name);
-    }
-    sg_graph_free(&g);
-    p.fits = fit.fits;
-    p.gpu_bytes = fit.gpu_bytes;
-    p.host_bytes = fit.host_bytes;
-    p.gpu_capacity = fit.gpu_capacity;
-    p.host_capacity = fit.host_capacity;
-    snprintf(p.why, sizeof p.why, "%s", fit.why);
-    p.bound_s = sg_step_lower_bound(&sum, &s->cm, NULL, &p.bound_by);
-    /* per rank: the sequences this rank's GPU processes, as the step log */
-    p.tflops = sg_step_tflops(L, hidden, s->m->vocab_size,
-                              s->spec.micro_batch * s->spec.grad_accum, s->spec.seq_len,
-                              s->spec.activation_checkpointing, p.bound_s);
     if ((rc = push(s->r, &p, s->err)))
         return rc;
     *idx = s->r->npoints - 1;
