@@ -154,9 +154,10 @@ static void rollback_tail(rollback_fn fn, size_t width, const adam_coef *c, floa
 /* Software prefetch of the four streams this far ahead (floats: 1 KiB, 16
  * lines), by every vector variant. The step's divide/square-root chain fills
  * the reorder buffer long before its loads run far enough ahead to keep the
- * memory busy: on the Intel VM (Emerald Rapids) sg_adam ran at 84-87% of the
- * read-4/write-3 bound without it and 97-100% with it, at 1 and 2 threads
- * (tests/bench_adam, interleaved; 128, 256 and 512 floats alike). A prefetch
+ * memory busy: on the Intel VM (Emerald Rapids) sg_adam ran at 81-87% of the
+ * read-4/write-3 bound without it and 94-103% with it, at 1 and 2 threads
+ * (tests/bench_adam, alternating rounds on the quiet VM; 128, 256 and 512
+ * floats ahead alike). A prefetch
  * is a hint: past the end of an array it does nothing. */
 #define ADAM_PREFETCH_FLOATS 256
 
