@@ -10,6 +10,15 @@
 #
 #   MODE=bench-3m scripts/bench_train.sh                 # both splits, ~15 min on 2 cores
 #   MODE=bench-3m SPLITS=2x4 STEPS=30 ROUNDS=2 scripts/bench_train.sh
+#   MODE=bench-3m DTYPE=bf16 scripts/bench_train.sh      # bf16 mixed precision
+#
+#   DTYPE   fp32 (default) or bf16: stepgraph with "bf16": {"enabled": true}
+#           in the split's DeepSpeed config (bf16 parameters and activations,
+#           fp32 master weights and Adam; on a CPU with AMX-BF16 its products
+#           take bf16 operands on the tile unit, codelets/cpu/gemm.h), every
+#           peer with --bf16 (torch.autocast("cpu", torch.bfloat16): PyTorch's
+#           bf16 products, oneDNN's AMX kernels where the CPU has them). The
+#           GEMM-bound line (sgemm) is printed for fp32 only.
 #
 #   peers   {PyTorch 2.x from PyPI, Debian's torch 1.13} x PEER_THREADS (default
 #           1,2, capped at nproc) x {eager, torch.compile (PyPI only)}, each with
@@ -64,7 +73,7 @@
 #
 # Environment: MODE, STEPS, WARMUP, THREADS, SCHEDS, ROUNDS, CONFIG,
 # SYSTEM_PYTHON; MODE=default: NTASKS; MODE=bench-3m: SPLITS (default 8x1,2x4),
-# PEER_THREADS (default 1,2) and scripts/bench_venv.sh's BENCH_VENV,
+# PEER_THREADS (default 1,2), DTYPE (default fp32) and scripts/bench_venv.sh's BENCH_VENV,
 # BENCH_OFFLINE, BENCH_NO_VENV, TORCH_INDEX_URL.
 # Builds only through `make tests/bench_task_overhead stepgraph` (the tree must
 # be configured). $SYSTEM_PYTHON (default /usr/bin/python3, Debian's
@@ -99,6 +108,14 @@ bench-3m)
 	CONFIG=${CONFIG:-$REPO_ROOT/configs/bench-3m.json}
 	SPLITS=${SPLITS:-8x1,2x4}
 	PEER_THREADS=${PEER_THREADS:-1,2}
+	DTYPE=${DTYPE:-fp32}
+	case "$DTYPE" in
+	fp32 | bf16) ;;
+	*)
+		printf 'bench_train: DTYPE must be fp32 or bf16 (got %s)\n' "$DTYPE" >&2
+		exit 2
+		;;
+	esac
 	;;
 *)
 	printf 'bench_train: MODE must be default or bench-3m (got %s)\n' "$MODE" >&2
@@ -143,8 +160,8 @@ if [ "$MODE" = bench-3m ]; then
 	[ -n "$_keep" ] || die "PEER_THREADS: no thread count <= $NCPU"
 	PEER_THREADS=$_keep
 	case "$SPLITS" in '' | *[!0-9x,]*) die "SPLITS must be a comma list such as 8x1,2x4 (got '$SPLITS')" ;; esac
-	REPRODUCE=$(printf 'reproduce: MODE=bench-3m SPLITS=%s STEPS=%s WARMUP=%s THREADS=%s PEER_THREADS=%s SCHEDS=%s ROUNDS=%s scripts/bench_train.sh   (on %s, %s CPUs: %s)' \
-		"$SPLITS" "$STEPS" "$WARMUP" "$THREADS" "$PEER_THREADS" "$SCHEDS" "$ROUNDS" "$(uname -m)" "$NCPU" "${cpu_name:-?}")
+	REPRODUCE=$(printf 'reproduce: MODE=bench-3m DTYPE=%s SPLITS=%s STEPS=%s WARMUP=%s THREADS=%s PEER_THREADS=%s SCHEDS=%s ROUNDS=%s scripts/bench_train.sh   (on %s, %s CPUs: %s)' \
+		"$DTYPE" "$SPLITS" "$STEPS" "$WARMUP" "$THREADS" "$PEER_THREADS" "$SCHEDS" "$ROUNDS" "$(uname -m)" "$NCPU" "${cpu_name:-?}")
 else
 	REPRODUCE=$(printf 'reproduce: STEPS=%s WARMUP=%s THREADS=%s SCHEDS=%s ROUNDS=%s NTASKS=%s scripts/bench_train.sh   (on %s, %s CPUs: %s)' \
 		"$STEPS" "$WARMUP" "$THREADS" "$SCHEDS" "$ROUNDS" "$NTASKS" "$(uname -m)" "$NCPU" "${cpu_name:-?}")
@@ -281,6 +298,7 @@ run_peer() { # SPLIT VARIANT ROUND
 	if [ "$src" = deb ]; then py=$PY; else py=$BENCH_PY; fi
 	local extra=()
 	[ "$m" = compile ] && extra=(--compile)
+	[ "$DTYPE" = bf16 ] && extra+=(--bf16)
 	say "round $r, split $sp: $(peer_label "$v"), $STEPS steps"
 	mark "$key.r$r.0"
 	# torch_train_bench.py sizes the BLAS/OpenMP pools to --threads before importing torch
@@ -304,10 +322,13 @@ bench3m_main() {
 		[ -f "$ds" ] || die "split $sp: no $ds (SPLITS takes 8x1 and 2x4)"
 		MB[$sp]=$(cfg_get "$ds" train_micro_batch_size_per_gpu)
 		GA[$sp]=$(cfg_get "$ds" gradient_accumulation_steps)
-		# the run config with this split's DeepSpeed config
+		# the run config with this split's DeepSpeed config (bf16 enabled for DTYPE=bf16)
 		"$JSON_PY" -c 'import json, sys
-c = json.load(open(sys.argv[1])); c["deepspeed_config"] = sys.argv[2]
-json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.json"
+c = json.load(open(sys.argv[1])); d = json.load(open(sys.argv[2]))
+if sys.argv[4] == "bf16":
+    d["bf16"] = {"enabled": True}
+c["deepspeed_config"] = d
+json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.json" "$DTYPE"
 	done
 	SEQ=$(cfg_get "$CONFIG" max_length)
 	SEED=$(cfg_get "$CONFIG" seed)
@@ -355,8 +376,10 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 	local worst=0 bad_loss=0 summary=()
 	for sp in "${split_list[@]}"; do
 		local g=$((MB[$sp] * GA[$sp]))
-		printf '\nsplit %s: %s, %s micro-batch(es) of %s x %s tokens (global batch %s), fp32 AdamW, %s steps, the first %s left out\n' \
-			"$sp" "$(basename "$MODEL_FILE" .json)" "${GA[$sp]}" "${MB[$sp]}" "$SEQ" "$g" "$STEPS" "$WARMUP"
+		local prec="fp32 AdamW"
+		[ "$DTYPE" = bf16 ] && prec="bf16 mixed precision (fp32 AdamW)"
+		printf '\nsplit %s: %s, %s micro-batch(es) of %s x %s tokens (global batch %s), %s, %s steps, the first %s left out\n' \
+			"$sp" "$(basename "$MODEL_FILE" .json)" "${GA[$sp]}" "${MB[$sp]}" "$SEQ" "$g" "$prec" "$STEPS" "$WARMUP"
 		printf '  each row: the best of %s round(s) (highest tokens/s); "rounds ms": the range of the rounds'"'"' mean step times\n' "$ROUNDS"
 		printf '  %-52s %10s %9s %10s %11s %7s %9s %s\n' "configuration" "tokens/s" "mean ms" "median ms" \
 			"rounds ms" "others" "loss 1" "note"
@@ -421,7 +444,7 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 			x=$(awk -v a="$best_sg_tok" -v b="$best_peer_tok" 'BEGIN { printf "%.2f", a / b }')
 			printf '  best peer: %s, %.1f tokens/s; stepgraph (%s) %.1f tokens/s: %sx the best peer\n' \
 				"$best_peer" "$best_peer_tok" "$best_sg" "$best_sg_tok" "$x"
-			gemm_context "$sp" "$best_sg_tok" "$best_peer_tok"
+			[ "$DTYPE" = fp32 ] && gemm_context "$sp" "$best_sg_tok" "$best_peer_tok"
 			summary+=("$(printf '  %-5s stepgraph %9.1f tokens/s (%s)  best peer %9.1f tokens/s (%s)  stepgraph / best peer %sx' \
 				"$sp" "$best_sg_tok" "$best_sg" "$best_peer_tok" "$best_peer" "$x")")
 		else

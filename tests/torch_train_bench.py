@@ -5,14 +5,17 @@ PyTorch, timed on the same cores: the yardstick of scripts/bench_train.sh.
 Usage: torch_train_bench.py [--threads N] [--steps S] [--warmup W]
                             [--model models/tiny-llama.json] [--data TEXT]
                             [--seq 256] [--micro-batch 4] [--accum 1] [--seed 42]
-                            [--compile] [--eager-attention] [--losses FILE]
+                            [--compile] [--eager-attention] [--bf16] [--losses FILE]
 
 Same workload as stepgraph's run, step for step:
   model    the decoder of the model file (Llama block, tied embeddings as
            tiny-llama or a separate lm_head as bench-3m), the layer math of
            tests/torch_model_ref.py (RMSNorm, rotary embedding, grouped-query
            attention with repeat_kv, SwiGLU) in an nn.Module with bias-free
-           nn.Linear; fp32
+           nn.Linear; fp32, or with --bf16 the forward and loss under
+           torch.autocast("cpu", torch.bfloat16) (PyTorch's bf16 mixed
+           precision: bf16 matrix products, oneDNN's AMX kernels where the CPU
+           has them; fp32 parameters, gradients and optimizer)
   batch    --accum micro-batches of --micro-batch sequences per optimizer step
            (DeepSpeed's train_micro_batch_size_per_gpu x
            gradient_accumulation_steps): each micro-batch's mean loss / accum is
@@ -63,7 +66,7 @@ Prints the loss of every 10th step to stderr (--losses FILE: every step's, to
 FILE) and, on stdout, one line:
   torch_train torch=V dist=none|ddp|fsdp ranks=N threads=N steps=S warmup=W tokens_per_s=X
       mean_step_ms=Y median_step_ms=M min_step_ms=Z first_loss=A last_loss=B attention=KIND
-      micro_batch=MB accum=GA compile=no|yes|failed
+      micro_batch=MB accum=GA compile=no|yes|failed dtype=fp32|bf16
 """
 import argparse
 import contextlib
@@ -90,6 +93,9 @@ def parse_args(argv):
     ap.add_argument("--micro-batch", type=int, default=None)
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 mixed precision: forward and loss under torch.autocast('cpu', "
+                         "bfloat16), fp32 parameters, gradients and AdamW")
     ap.add_argument("--eager-attention", action="store_true",
                     help="matmul-softmax attention even when SDPA exists")
     ap.add_argument("--losses", metavar="FILE",
@@ -388,9 +394,10 @@ def main():
     if rank:
         sys.stderr = open(os.devnull, "w")
     print("torch %s, %d thread(s), %s: %d parameters, %d micro-batch(es) of %d x %d, "
-          "%s attention, compile %s" %
+          "%s attention, compile %s, %s" %
           (torch.__version__, a.threads, os.path.basename(a.model), nparams, a.accum,
-           a.micro_batch, a.seq, kind, compiled), file=sys.stderr)
+           a.micro_batch, a.seq, kind, compiled, "bf16 autocast" if a.bf16 else "fp32"),
+          file=sys.stderr)
 
     def sync_grads(on):
         if a.dist == "ddp":
@@ -399,11 +406,16 @@ def main():
             model.set_requires_gradient_sync(on)
         return contextlib.nullcontext()
 
+    def autocast():
+        if not a.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+
     def step(mb):
         opt.zero_grad(set_to_none=True)
         total = torch.zeros(())
         for k, (x, y) in enumerate(mb):
-            with sync_grads(k + 1 == len(mb)):
+            with sync_grads(k + 1 == len(mb)), autocast():
                 loss = fwd(x, y)
                 (loss / a.accum).backward()
             total += loss.detach()
@@ -452,10 +464,10 @@ def main():
     tokens = a.micro_batch * a.accum * a.seq * world
     print("torch_train torch=%s dist=%s ranks=%d threads=%d steps=%d warmup=%d tokens_per_s=%.1f "
           "mean_step_ms=%.3f median_step_ms=%.3f min_step_ms=%.3f first_loss=%.4f "
-          "last_loss=%.4f attention=%s micro_batch=%d accum=%d compile=%s" %
+          "last_loss=%.4f attention=%s micro_batch=%d accum=%d compile=%s dtype=%s" %
           (torch.__version__, a.dist, world, a.threads, a.steps, a.warmup, tokens / mean, mean * 1e3,
            median * 1e3, min(timed) * 1e3, losses[0], losses[-1], kind, a.micro_batch,
-           a.accum, compiled))
+           a.accum, compiled, "bf16" if a.bf16 else "fp32"))
     return 0
 
 

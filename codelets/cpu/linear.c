@@ -1,9 +1,10 @@
 /* linear.c - fully connected layer y = x W^T + b, forward and backward, with
- * W (out, in) in Hugging Face's layout (see ops.h). Products by OpenBLAS;
- * pin it to one thread for reproducible results. */
+ * W (out, in) in Hugging Face's layout (see ops.h). Products by gemm.h:
+ * OpenBLAS's sgemm (pin it to one thread for reproducible results), or
+ * bf16 operands on AMX when the calling thread runs a bf16 task. */
+#include "codelets/cpu/gemm.h"
 #include "codelets/cpu/ops.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -31,8 +32,7 @@ int sg_linear_forward(float *y, const float *x, const float *W, const float *b, 
         beta = 1.0f;
     }
     // y (N, out) = x (N, in) @ W^T (in, out)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)out, (int)in, 1.0f, x,
-                (int)in, W, (int)in, beta, y, (int)out);
+    sg_gemm(0, 1, N, out, in, 1.0f, x, in, W, in, beta, y, out);
     return SG_OK;
 }
 
@@ -50,11 +50,9 @@ int sg_linear_backward(float *dx, float *dW, float *db, const float *dy, const f
             return SG_ENOMEM;
     }
     if (dx) // dx (N, in) = dy (N, out) @ W (out, in)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)in, (int)out,
-                    1.0f, dy, (int)out, W, (int)in, 0.0f, dx, (int)in);
+        sg_gemm(0, 0, N, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
     if (dW) // dW (out, in) += dy^T (out, N) @ x (N, in)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)N, 1.0f,
-                    dy, (int)out, x, (int)in, 1.0f, dW, (int)in);
+        sg_gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW, in);
     if (db) { // db (out) += column sums of dy, summed in double
         for (size_t n = 0; n < N; n++) {
             const float *restrict dyr = dy + n * out; // (out)

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codelets/cpu/gemm.h"
 #include "codelets/cpu/ops.h"
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
@@ -38,12 +39,14 @@ typedef struct moe_call {
     float *param_copy;
     sg_f32_view saved, dy, y;
     int have_saved, have_dy, have_y;
+    int prev_bf16; /* the thread's GEMM precision before the task (gemm.h) */
 } moe_call;
 
 static int call_begin(moe_call *k, const sg_task_ctx *c, void **buffers)
 {
     memset(k, 0, sizeof *k);
     const sg_exec_shared *sh = c->shared;
+    k->prev_bf16 = sg_gemm_set_bf16(sh->spec->compute_dtype == SG_BF16);
     k->c = c;
     k->buffers = buffers;
     k->m = sh->model;
@@ -79,6 +82,7 @@ static void call_end(moe_call *k, int rc)
     if (k->have_y)
         sg_f32_view_close(&k->y, rc == SG_OK);
     free(k->param_copy);
+    sg_gemm_set_bf16(k->prev_bf16);
 }
 
 /* The unit's parameters (expert weights are slices of them). */

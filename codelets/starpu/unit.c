@@ -11,6 +11,7 @@
  * in it). */
 #include <string.h>
 
+#include "codelets/cpu/gemm.h"
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 #include "codelets/starpu/comm.h"
@@ -29,6 +30,7 @@ typedef struct unit_call {
     sg_f32_view views[8];
     int store[8];
     int nviews;
+    int prev_bf16;             /* the thread's GEMM precision before the task (gemm.h) */
 } unit_call;
 
 /* An fp32 view of the slot holding `role` for `unit`; NULL when absent.
@@ -66,6 +68,8 @@ static int call_begin(unit_call *k, const sg_task_ctx *c, void **buffers)
 {
     memset(k, 0, sizeof *k);
     const sg_exec_shared *sh = c->shared;
+    /* a bf16 run's products take bf16 operands (AMX where the CPU has it) */
+    k->prev_bf16 = sg_gemm_set_bf16(sh->spec->compute_dtype == SG_BF16);
     k->c = c;
     k->buffers = buffers;
     k->m = sh->model;
@@ -107,6 +111,7 @@ static void call_end(unit_call *k, int rc)
         sg_f32_view_close(&k->views[i], rc == SG_OK && k->store[i]);
     free(k->param_copy);
     free(k->embed_copy);
+    sg_gemm_set_bf16(k->prev_bf16);
 }
 
 /* A tile's share of the micro-step's loss: the loss is the mean over the

@@ -9,6 +9,7 @@
 
 #include "sg_autoconf.h"
 #include "codelets/cpu/blas_core.h"
+#include "codelets/cpu/gemm.h"
 #include "common/atomic_file.h"
 #include "common/cleanup.h"
 #include "runtime/exec/starpu_info.h"
@@ -54,8 +55,10 @@ static void usage(FILE *out)
             "tree, else the installed ones), STEPGRAPH_SIM (the stepgraph-sim program\n"
             "simulate and tune start), STEPGRAPH_TASK_LOG=PATH (the first step's task list\n"
             "as submitted to StarPU), SG_ADAM_ISA (the CPU Adam kernel: scalar, avx2, avx512,\n"
-            "or neon on AArch64; default the widest this CPU has), OPENBLAS_CORETYPE (kept\n"
-            "when set); run's own in 'stepgraph run --help'; StarPU's STARPU_* as usual.\n");
+            "or neon on AArch64; default the widest this CPU has), SG_CPU_GEMM (the CPU's\n"
+            "products in bf16 runs: auto, sgemm or amx; default amx where the CPU has\n"
+            "AMX-BF16), OPENBLAS_CORETYPE (kept when set); run's own in 'stepgraph run\n"
+            "--help'; StarPU's STARPU_* as usual.\n");
 }
 
 static const char *const short_usage = "run 'stepgraph --help' for usage";
@@ -71,6 +74,9 @@ static int cmd_version(void)
     char blas[200];
     sg_blas_core_describe(blas, sizeof blas);
     printf("%s\n", blas);
+    char gemm[200];
+    sg_gemm_describe(gemm, sizeof gemm);
+    printf("%s\n", gemm);
     return 0;
 }
 
@@ -91,7 +97,7 @@ int main(int argc, char **argv)
         if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
             printf("usage: stepgraph version\n\nPrints the versions of stepgraph and StarPU, "
                    "whether the CUDA codelets were\nbuilt and the CUDA devices seen, and the "
-                   "BLAS library with the kernels it runs.\n");
+                   "BLAS library with the kernels it runs, and the engine of the CPU's bf16\nproducts (SG_CPU_GEMM).\n");
             return 0;
         }
         if (argc > 2) {
