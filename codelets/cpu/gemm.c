@@ -147,14 +147,32 @@ static AMX_TARGET void pack_pairs_along_k(uint32_t *dst, const float *src, size_
     }
 }
 
-static void transpose16(uint32_t *t)
+/* t (16 x 16 words) transposed in place: pairs of rows interleaved by
+ * words, then by double words, then 128-bit lanes gathered twice. */
+static AMX_TARGET void transpose16(uint32_t *t)
 {
-    for (size_t i = 0; i < 16; i++)
-        for (size_t j = i + 1; j < 16; j++) {
-            uint32_t x = t[i * 16 + j];
-            t[i * 16 + j] = t[j * 16 + i];
-            t[j * 16 + i] = x;
-        }
+    __m512i r[16], u[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_load_si512(t + 16 * i);
+    for (int g = 0; g < 16; g += 4) { /* u[g + j] lane L: column 4L + j of rows g..g+3 */
+        __m512i a = _mm512_unpacklo_epi32(r[g], r[g + 1]), b = _mm512_unpackhi_epi32(r[g], r[g + 1]);
+        __m512i c = _mm512_unpacklo_epi32(r[g + 2], r[g + 3]);
+        __m512i d = _mm512_unpackhi_epi32(r[g + 2], r[g + 3]);
+        u[g] = _mm512_unpacklo_epi64(a, c);
+        u[g + 1] = _mm512_unpackhi_epi64(a, c);
+        u[g + 2] = _mm512_unpacklo_epi64(b, d);
+        u[g + 3] = _mm512_unpackhi_epi64(b, d);
+    }
+    for (int j = 0; j < 4; j++) { /* row 4L + j of the result: lane L of u[j], u[4+j], ... */
+        __m512i v = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+        __m512i w = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
+        __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        __m512i w2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
+        _mm512_store_si512(t + 16 * j, _mm512_shuffle_i32x4(v, v2, 0x88));
+        _mm512_store_si512(t + 16 * (4 + j), _mm512_shuffle_i32x4(w, w2, 0x88));
+        _mm512_store_si512(t + 16 * (8 + j), _mm512_shuffle_i32x4(v, v2, 0xdd));
+        _mm512_store_si512(t + 16 * (12 + j), _mm512_shuffle_i32x4(w, w2, 0xdd));
+    }
 }
 
 /* The A tile of rows m0.. and k0.. of op(A). */
