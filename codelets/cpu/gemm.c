@@ -70,6 +70,8 @@ static int amx_on;          /* bf16 products use it */
 #if SG_GEMM_AMX
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include "codelets/cpu/simd.h" /* sg_avx512_bf16_bits */
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -97,18 +99,12 @@ typedef struct __attribute__((aligned(64))) tile_config {
 } tile_config;
 
 /* 16 values from p (n <= 16 of them, zeros after), rounded to bf16: the
- * bits in the low half of each 32-bit lane (simd.h's rounding). */
+ * bits in the low half of each 32-bit lane (simd.h's rounding, that of the
+ * bf16 casts). */
 static inline AMX_TARGET __m512i load_bf16(const float *p, size_t n)
 {
     __mmask16 k = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-    __m512 x = _mm512_maskz_loadu_ps(k, p);
-    __m512i u = _mm512_castps_si512(x);
-    __m512i hi = _mm512_srli_epi32(u, 16);
-    __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)),
-                                    _mm512_set1_epi32(0x7fff));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    return _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+    return sg_avx512_bf16_bits(_mm512_maskz_loadu_ps(k, p));
 }
 
 static inline size_t clamp16(size_t avail)

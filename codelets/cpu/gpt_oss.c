@@ -28,12 +28,12 @@
  * An expert's slots are handled as in moe.c: gathered rows, only its own
  * rows written, every sum in a fixed order.
  */
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codelets/cpu/gemm.h"
 #include "codelets/cpu/ops.h"
 
 /* ---- router ------------------------------------------------------------------ */
@@ -148,8 +148,7 @@ static void mm_in_out(float *y, const float *x, const float *W, const float *b, 
 {
     for (size_t r = 0; r < n; r++)
         memcpy(y + r * out, b, out * sizeof *y);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)out, (int)in, 1.0f, x,
-                (int)in, W, (int)out, 1.0f, y, (int)out);
+    sg_gemm(0, 0, n, out, in, 1.0f, x, in, W, out, 1.0f, y, out);
 }
 
 /* db (C) += column sums of d (n, C), summed in double. */
@@ -237,13 +236,11 @@ int sg_moe_oss_expert_backward(float *dx_s, float *dtopw, float *dWgu, float *db
         dtopw[rows ? (size_t)rows[r] : r] = d;
     }
     if (dWd) // dWd (F, H) += act^T dout
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)F, (int)H, (int)n, 1.0f, act,
-                    (int)F, dout, (int)H, 1.0f, dWd, (int)H);
+        sg_gemm(1, 0, F, H, n, 1.0f, act, F, dout, H, 1.0f, dWd, H);
     if (dbd)
         SG_TRY(colsum_into(dbd, dout, n, H));
     // dact (n, F) = dout Wd^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)F, (int)H, 1.0f, dout,
-                (int)H, Wd, (int)H, 0.0f, dact, (int)F);
+    sg_gemm(0, 1, n, F, H, 1.0f, dout, H, Wd, H, 0.0f, dact, F);
     SG_TRY(sg_oss_glu_backward(g, u, dact, g, u, n, F)); // dgate, dup in place
     float *dgu = act; // act and dact are dead: d gate_up (n, 2F), interleaved
     for (size_t r = 0; r < n; r++)
@@ -252,11 +249,9 @@ int sg_moe_oss_expert_backward(float *dx_s, float *dtopw, float *dWgu, float *db
             dgu[r * 2 * F + 2 * i + 1] = u[r * F + i];
         }
     // dxe (n, H) = dgu Wgu^T, Wgu (H, 2F)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)H, (int)(2 * F), 1.0f,
-                dgu, (int)(2 * F), Wgu, (int)(2 * F), 0.0f, dxe, (int)H);
+    sg_gemm(0, 1, n, H, 2 * F, 1.0f, dgu, 2 * F, Wgu, 2 * F, 0.0f, dxe, H);
     if (dWgu) // dWgu (H, 2F) += xe^T dgu
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)H, (int)(2 * F), (int)n,
-                    1.0f, xe, (int)H, dgu, (int)(2 * F), 1.0f, dWgu, (int)(2 * F));
+        sg_gemm(1, 0, H, 2 * F, n, 1.0f, xe, H, dgu, 2 * F, 1.0f, dWgu, 2 * F);
     if (dbgu)
         SG_TRY(colsum_into(dbgu, dgu, n, 2 * F));
     for (size_t r = 0; r < n; r++)
