@@ -171,34 +171,23 @@ static AMX_TARGET void transpose16(uint32_t *t)
     }
 }
 
-/* The A tile of rows m0.. and k0.. of op(A). */
-static AMX_TARGET void pack_a_tile(uint32_t *dst, int trans, const float *A, size_t lda,
-                                   size_t M, size_t K, size_t m0, size_t k0)
+/* One tile of op(X), rows r0.. (of M for A, of N for B) and k0.. of K:
+ * along_k when X stores k contiguously (A untransposed, B transposed);
+ * a_layout for an A tile (word (r, kp)), else a B tile (word (kp, r)). */
+static AMX_TARGET void pack_tile(uint32_t *dst, int along_k, int a_layout, const float *X,
+                                 size_t ld, size_t R, size_t K, size_t r0, size_t k0)
 {
-    size_t nm = m0 < M ? M - m0 : 0, nk = k0 < K ? K - k0 : 0;
-    if (!nm || !nk) {
+    size_t nr = r0 < R ? R - r0 : 0, nk = k0 < K ? K - k0 : 0;
+    if (!nr || !nk) {
         memset(dst, 0, 1024);
-    } else if (!trans) { /* a(m, k) = A[m lda + k] */
-        pack_rows_along_k(dst, A + m0 * lda + k0, lda, clamp16(nm), nk);
-    } else { /* a(m, k) = A[k lda + m] */
-        pack_pairs_along_k(dst, A + k0 * lda + m0, lda, nk, clamp16(nm));
-        transpose16(dst);
+        return;
     }
-}
-
-/* The B tile of rows k0.. and columns n0.. of op(B). */
-static AMX_TARGET void pack_b_tile(uint32_t *dst, int trans, const float *B, size_t ldb,
-                                   size_t N, size_t K, size_t n0, size_t k0)
-{
-    size_t nn = n0 < N ? N - n0 : 0, nk = k0 < K ? K - k0 : 0;
-    if (!nn || !nk) {
-        memset(dst, 0, 1024);
-    } else if (!trans) { /* b(k, n) = B[k ldb + n] */
-        pack_pairs_along_k(dst, B + k0 * ldb + n0, ldb, nk, clamp16(nn));
-    } else { /* b(k, n) = B[n ldb + k] */
-        pack_rows_along_k(dst, B + n0 * ldb + k0, ldb, clamp16(nn), nk);
+    if (along_k) /* x(r, k) = X[r ld + k]: the A layout */
+        pack_rows_along_k(dst, X + r0 * ld + k0, ld, clamp16(nr), nk);
+    else /* x(r, k) = X[k ld + r]: the B layout */
+        pack_pairs_along_k(dst, X + k0 * ld + r0, ld, nk, clamp16(nr));
+    if (along_k != a_layout)
         transpose16(dst);
-    }
 }
 
 /* C block (rows m0.. , columns n0.., at most 32 x 32) from the fp32 sums. */
@@ -251,13 +240,13 @@ static AMX_TARGET int gemm_amx(int trans_a, int trans_b, size_t M, size_t N, siz
         size_t nts = NT - nt0 < chunk ? NT - nt0 : chunk;
         for (size_t t = 0; t < nts; t++)
             for (size_t kt = 0; kt < KT; kt++)
-                pack_b_tile(bp + (t * KT + kt) * 256, trans_b, B, ldb, N, K, (nt0 + t) * 16,
-                            kt * 32);
+                pack_tile(bp + (t * KT + kt) * 256, trans_b, 0, B, ldb, N, K, (nt0 + t) * 16,
+                          kt * 32);
         for (size_t m0 = 0; m0 < M; m0 += 32) {
             for (size_t h = 0; h < 2; h++)
                 for (size_t kt = 0; kt < KT; kt++)
-                    pack_a_tile(ap + (h * KT + kt) * 256, trans_a, A, lda, M, K, m0 + h * 16,
-                                kt * 32);
+                    pack_tile(ap + (h * KT + kt) * 256, !trans_a, 1, A, lda, M, K,
+                              m0 + h * 16, kt * 32);
             for (size_t t = 0; t < nts; t += 2) {
                 const uint32_t *b0 = bp + t * KT * 256, *b1 = bp + (t + 1) * KT * 256;
                 const uint32_t *a0 = ap, *a1 = ap + KT * 256;
