@@ -4,7 +4,8 @@
  * the micro-batch, its own activation buffers, its weight gradients in its
  * own fp32 partials that grad_sum adds up; CPU only).
  *
- * CPU: through codelets/cpu/block.h, in fp32 views of the buffers.
+ * CPU: through codelets/cpu/block.h, in fp32 views of the buffers; in a bf16
+ * run the products take bf16 operands where the CPU has AMX (gemm.h).
  * CUDA: through codelets/cuda/block_cuda.h on the worker's stream; every
  * tensor of the unit is in the compute dtype on the device (the step
  * compiler stores parameters, activations, saved activations and gradients

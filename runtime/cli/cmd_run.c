@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "codelets/cpu/gemm.h"
 #include "common/cleanup.h"
 #include "runtime/cli/cli.h"
 #include "runtime/cli/render_html.h"
@@ -122,8 +121,6 @@ int sg_cmd_run(int argc, char **argv)
     }
     if (!rc)
         rc = sg_cli_load_config(argc, argv, opts, 2, cfg, &err);
-    if (!rc)
-        rc = sg_gemm_check_env(&err);
     /* a report needs the trace: a temporary one unless --trace names it */
     char tmp_trace[64] = "";
     int tmp_slot = -1;

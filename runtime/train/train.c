@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codelets/cpu/gemm.h"
 #include "graph/analysis.h"
 #include "graph/peak_workers.h"
 #include "runtime/io/checkpoint.h"
@@ -299,8 +300,10 @@ static void print_header(const trainer *t)
     const sg_config *cfg = t->cfg;
     const sg_step_spec *s = &t->spec;
     int64_t tokens = s->micro_batch * s->grad_accum * s->seq_len;
-    const char *dt = s->compute_dtype == SG_BF16 ? "bf16" : s->compute_dtype == SG_F16 ? "fp16"
-                                                                                      : "fp32";
+    const char *dt = s->compute_dtype == SG_F16    ? "fp16"
+                     : s->compute_dtype != SG_BF16 ? "fp32"
+                     : sg_gemm_amx_usable()        ? "bf16 (CPU products on AMX)"
+                                                   : "bf16";
     printf("stepgraph run: %s, %lld parameters; sequence %lld, micro batch %lld x %lld "
            "accumulation = %lld tokens per step\n",
            t->model.name, (long long)sg_model_total_params(&t->model), (long long)s->seq_len,
@@ -679,7 +682,8 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     const sg_run_options *r = &cfg->run;
     int rc;
     /* ranks first: a refused run creates no output directory */
-    if ((rc = check_ranks(&t, err)) || (rc = check_outputs(r, err)) ||
+    if ((rc = check_ranks(&t, err)) || (rc = sg_gemm_check_env(err)) ||
+        (rc = check_outputs(r, err)) ||
         (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)))
