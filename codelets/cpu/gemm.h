@@ -14,10 +14,14 @@
  *   the caller asked for bf16 (sg_gemm_set_bf16) and the machine has it.
  *   Each element of C is a fixed-order sum over k in 32-wide blocks, the
  *   same whatever M and N are, so splitting the rows of A (batch tiles)
- *   leaves every row's bits unchanged.
+ *   leaves every row's bits unchanged. The tile unit counts subnormal
+ *   operands and products as zero (below 2^-126 in magnitude; cuBLAS keeps
+ *   them). Should its packing buffers not be allocated, the call falls
+ *   back to sgemm.
  *
- * The choice is per thread (the StarPU codelet of a unit sets it for the
- * task it runs, from the run's compute dtype). SG_CPU_GEMM selects the
+ * The choice is per thread (the StarPU codelets of a unit and of MoE
+ * experts set it for the task they run, from the run's compute dtype);
+ * linear.c and gpt_oss.c call sg_gemm for every product. SG_CPU_GEMM selects the
  * engine for bf16 products: "auto" or unset (amx when the CPU has
  * AMX-BF16 and the kernel grants the tile state, else sgemm), "sgemm"
  * (never amx), "amx" (amx, an error when it is unavailable). */
