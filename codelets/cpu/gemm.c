@@ -299,13 +299,11 @@ int sg_gemm_check_env(sg_error *err)
         return sg_error_set(err, SG_EINVAL,
                             "SG_CPU_GEMM=%s: unknown engine (expected auto, sgemm or amx)",
                             getenv("SG_CPU_GEMM"));
-    if (env == ENV_AMX && !sg_gemm_amx_usable()) {
-        pthread_once(&probe_once, probe);
+    if (env == ENV_AMX && !sg_gemm_amx_usable())
         return sg_error_set(err, SG_ENOTSUP,
                             "SG_CPU_GEMM=amx: %s", !amx_hw ? "this CPU (or build) has no AMX-BF16"
                                                            : "the kernel refused the AMX tile "
                                                              "state (arch_prctl)");
-    }
     return 0;
 }
 
