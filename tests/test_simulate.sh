@@ -199,6 +199,22 @@ ok $? "simulate runs on the calibrated machine with its history models"
 ms=$(step_ms "$TMP/cs.out")
 awk -v v="$ms" 'BEGIN { exit !(v > 0) }'
 ok $? "and predicts a step time ($ms ms)"
+# a re-calibration that fails after StarPU ran tasks of the same sizes (the
+# default job's batch with an absurd learning rate: step 2's loss is NaN)
+# leaves the earlier models as they were and no staging directory behind
+sums() { (cd "$TMP/cal" && find cihost.sampling -type f | LC_ALL=C sort | xargs md5sum); }
+sums >"$TMP/cal.sums"
+cat >"$TMP/diverge.json" <<'JEOF'
+{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e30, "weight_decay": 0}}}
+JEOF
+"$BIN" calibrate "$TMP/diverge.json" --name cihost --out "$TMP/cal" --steps 12 \
+	--max_length 64 >"$TMP/recal.out" 2>&1
+r=$?
+[ $r -ne 0 ] && grep -q "diverged" "$TMP/recal.out" && sums | cmp -s - "$TMP/cal.sums" &&
+	[ "$(ls -A "$TMP/cal")" = "cihost.json
+cihost.sampling" ]
+ok $? "a re-calibration that fails while training (exit $r) leaves the earlier models intact, nothing beside them"
 # out of sample: a sequence length the calibration never ran, from the fit of
 # its node times (--cost fitted), against a real run of it. Small steps carry
 # per-step costs the simulation leaves out and this test runs beside others,

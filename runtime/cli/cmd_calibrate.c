@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/atomic_file.h"
+#include "common/cleanup.h"
 #include "runtime/cli/cli.h"
 #include "common/json_util.h"
 #include "runtime/config/machine.h"
@@ -41,7 +42,9 @@ static void calibrate_help(void)
            "sizes were run here (the same model and batch shape; other policies, ZeRO and\n"
            "offload settings reuse the same tasks), and with `simulate --cost fitted`\n"
            "other sizes, from per-kind fits of node_times.csv. The mean measured step time\n"
-           "is saved with it, to compare with what simulate predicts.\n"
+           "is saved with it, to compare with what simulate predicts. The models are\n"
+           "written to a staging directory that replaces DIR/NAME.sampling only when the\n"
+           "run succeeds: a failed calibration leaves an earlier one as it was.\n"
            "\n"
            "Several data-parallel ranks (docs/ranks.md), CPU workers:\n"
            "  mpirun -np N stepgraph calibrate CONFIG --dp_size N --ncuda 0 [...]\n"
@@ -217,6 +220,49 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path) != 0 && errno != ENOENT;
 }
 
+static void remove_tree(const char *dir)
+{
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Rank 0 calibrates into a staging directory beside DIR/NAME.sampling
+ * (".NAME.sampling.new-XXXXXX"), renamed over it only when the run
+ * succeeded: a failed or refused calibration leaves an earlier one's models
+ * as they were, and a new one never mixes its samples with older ones. */
+static int make_staging(const char *out, const char *name, char *dir, size_t size,
+                        sg_error *err)
+{
+    if ((size_t)snprintf(dir, size, "%s/.%s.sampling.new-XXXXXX", out, name) >= size)
+        return sg_error_set(err, SG_EINVAL, "--out %s: path too long", out);
+    if (!mkdtemp(dir))
+        return sg_error_set(err, SG_EIO, "%s: cannot create it (%s)", dir, strerror(errno));
+    mode_t mask = umask(0); /* mkdtemp's 0700 -> what mkdir(0777) would give */
+    umask(mask);
+    chmod(dir, 0777 & ~mask);
+    return SG_OK;
+}
+
+/* staging becomes final; an existing final is moved aside first (rename
+ * replaces only an empty directory), then removed. */
+static int install_staging(const char *staging, const char *final, sg_error *err)
+{
+    char old[4300];
+    snprintf(old, sizeof old, "%s.old", staging);
+    int had = rename(final, old) == 0;
+    if (!had && errno != ENOENT)
+        return sg_error_set(err, SG_EIO, "%s: cannot replace it (%s)", final, strerror(errno));
+    if (rename(staging, final) != 0) {
+        int e = errno;
+        if (had)
+            rename(old, final);
+        return sg_error_set(err, SG_EIO, "%s: cannot rename %s to it (%s)", final, staging,
+                            strerror(e));
+    }
+    if (had)
+        remove_tree(old);
+    return SG_OK;
+}
+
 /* A rank other than 0: StarPU's models go to a private temporary directory
  * (its own perf-model files, never rank 0's), removed after the run. */
 static int rank_sampling_dir(int rank, char *dir, size_t size, sg_error *err)
@@ -268,8 +314,8 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     if (!rc && !sg_is_simple_name(name))
         rc = sg_error_set(err, SG_EINVAL, "--name %s: letters, digits, '-', '_' and '.' only",
                           name);
-    char path[8300], sampling[4200], abs_sampling[PATH_MAX] = "";
-    int rank = dist->rank, own_tmp = 0;
+    char path[8300], sampling[4200], staging[4300] = "", abs_sampling[PATH_MAX] = "";
+    int rank = dist->rank, own_tmp = 0, staging_slot = -1;
     if (!rc && base_name) {
         rc = sg_machine_resolve(base_name, path, sizeof path, err);
         if (!rc)
@@ -280,10 +326,10 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     if (!rc && rank == 0 && mkdir(out, 0777) != 0 && errno != EEXIST)
         rc = sg_error_set(err, SG_EIO, "--out %s: cannot create it (%s)", out, strerror(errno));
     snprintf(sampling, sizeof sampling, "%s/%s.sampling", out, name);
-    if (!rc && rank == 0 && mkdir(sampling, 0777) != 0 && errno != EEXIST)
-        rc = sg_error_set(err, SG_EIO, "%s: cannot create it (%s)", sampling, strerror(errno));
-    if (!rc && rank == 0 && !realpath(sampling, abs_sampling))
-        rc = sg_error_set(err, SG_EIO, "%s: %s", sampling, strerror(errno));
+    if (!rc && rank == 0 && !(rc = make_staging(out, name, staging, sizeof staging, err)))
+        staging_slot = sg_cleanup_add(staging);
+    if (!rc && rank == 0 && !realpath(staging, abs_sampling))
+        rc = sg_error_set(err, SG_EIO, "%s: %s", staging, strerror(errno));
     if (!rc && rank > 0 && !(rc = rank_sampling_dir(rank, abs_sampling, sizeof abs_sampling, err)))
         own_tmp = 1;
     sg_train_result res;
@@ -311,6 +357,13 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     if (own_tmp && nftw(abs_sampling, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && !rc)
         fprintf(stderr, "stepgraph: rank %d: warning: could not remove %s\n", rank,
                 abs_sampling);
+    if (staging[0]) { /* rank 0: the new models replace the old, or go */
+        if (!rc)
+            rc = install_staging(staging, sampling, err);
+        if (rc)
+            remove_tree(staging);
+        sg_cleanup_forget(staging_slot);
+    }
     if (rank > 0) { /* rank 0 writes the machine model */
         free(cfg);
         free(base);
