@@ -33,7 +33,7 @@ mkdir -p "$TMPDIR"
 # steps after 2 warm-up steps. A sanity bound (a unit or a collective's
 # cost gone wrong by an order of magnitude), not a fidelity claim: two ranks
 # share two cores here and a step preempted by other work raises the
-# measured mean but not the task times (simulated / measured: 0.67 to 0.97
+# measured mean but not the task times (simulated / measured: 0.67 to 0.98
 # on a quiet machine, 0.27 with a compile running beside it, which failed
 # the earlier bound of 2.5x). Fidelity is measured by
 # scripts/bench_sim_fidelity.sh; timed assertions do not belong in tests.
