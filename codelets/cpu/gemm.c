@@ -268,9 +268,8 @@ static AMX_TARGET int gemm_amx(int trans_a, int trans_b, size_t M, size_t N, siz
                 _tile_stored(1, acc + 16, 128);
                 _tile_stored(2, acc + 16 * 32, 128);
                 _tile_stored(3, acc + 16 * 32 + 16, 128);
-                size_t n0 = (nt0 + t) * 16;
-                if (n0 < N)
-                    store_block(C, ldc, M, N, m0, n0, acc, alpha, beta);
+                /* N rounds up to a whole 32-wide block: this one starts below N */
+                store_block(C, ldc, M, N, m0, (nt0 + t) * 16, acc, alpha, beta);
             }
         }
     }

@@ -220,9 +220,10 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path) != 0 && errno != ENOENT;
 }
 
-static void remove_tree(const char *dir)
+/* dir and everything in it; nonzero when something stayed */
+static int remove_tree(const char *dir)
 {
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Rank 0 calibrates into a staging directory beside DIR/NAME.sampling
@@ -354,7 +355,7 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
         printf("calibrating %s: %ld steps, StarPU models in %s\n", name, nsteps, sampling);
         rc = sg_train_ranks(cfg, dist, &res, err);
     }
-    if (own_tmp && nftw(abs_sampling, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && !rc)
+    if (own_tmp && remove_tree(abs_sampling) != 0 && !rc)
         fprintf(stderr, "stepgraph: rank %d: warning: could not remove %s\n", rank,
                 abs_sampling);
     if (staging[0]) { /* rank 0: the new models replace the old, or go */
