@@ -30,10 +30,6 @@ in the repository root, ignored by git; MANIFEST.txt beside it). The archive hol
                                          wrapper that picks lib-sim/)
   build/tests/test_cuda_ops, test_cuda_attention, test_cuda_block, cuda_ops_dump
                                          the real-GPU test programs
-  moe/stepgraph                          the same build with one guard disabled: the
-                                         refusal of MoE models on CUDA workers in
-                                         runtime/exec/exec.c (nothing else differs;
-                                         MOE-PATCH.diff holds the change)
   mpi/stepgraph                          the same build with Open MPI (for
                                          `mpirun -np 1`)
   ompi/                                  this machine's Open MPI (mpirun, its libraries
@@ -43,6 +39,8 @@ in the repository root, ignored by git; MANIFEST.txt beside it). The archive hol
                                          library the programs need beyond glibc,
                                          libstdc++ and CUDA's own (cudart, cuBLAS,
                                          NCCL...: the GPU machine's PyTorch has them)
+  data/version8.txt                      the default training text (vim-runtime's),
+                                         named by STEPGRAPH_DEFAULT_TEXT there
   env.sh                                 source it there (from the repository root,
                                          after unpacking): LD_LIBRARY_PATH (CUDA's
                                          libraries searched for there), PATH,
@@ -62,7 +60,6 @@ Options:
   --jobs N          make -jN (default 2)
   --gencode FLAGS   nvcc -gencode flags (default: sm_90 only, the H100 and H200)
   --no-sim          leave out stepgraph-sim and lib-sim/ (simulate there impossible)
-  --no-moe          leave out moe/
   --no-mpi          leave out mpi/ (also left out when this machine has no Open MPI)
   --no-ompi         leave out ompi/ (this machine's Open MPI, for a GPU machine without one)
   --limit-mib N     the upload limit to check against (default 64)
@@ -76,7 +73,7 @@ EOF
 }
 
 CARRY=.gpu-carry BUILD_DIR="" JOBS=2 GENCODE="-gencode arch=compute_90,code=sm_90"
-WANT_SIM=1 WANT_MOE=1 WANT_MPI=1 WANT_OMPI=1 LIMIT_MIB=64
+WANT_SIM=1 WANT_MPI=1 WANT_OMPI=1 LIMIT_MIB=64
 need() {
 	if [ "$#" -lt 2 ] || [ -z "$2" ]; then
 		usage >&2
@@ -90,7 +87,6 @@ while [ "$#" -gt 0 ]; do
 	--jobs) need "$@"; JOBS=$2; shift 2 ;;
 	--gencode) need "$@"; GENCODE=$2; shift 2 ;;
 	--no-sim) WANT_SIM=0; shift ;;
-	--no-moe) WANT_MOE=0; shift ;;
 	--no-mpi) WANT_MPI=0; shift ;;
 	--no-ompi) WANT_OMPI=0; shift ;;
 	--limit-mib) need "$@"; LIMIT_MIB=$2; shift 2 ;;
@@ -215,28 +211,7 @@ targets=(stepgraph "${GPU_TESTS[@]}")
 [ "$WANT_SIM" = 1 ] && targets+=(stepgraph-sim)
 make_in "$MAIN" "${targets[@]}"
 
-# 2. the MoE build: the main tree with the guard that refuses MoE on CUDA workers off
-MOE_PATCHED=0
-if [ "$WANT_MOE" = 1 ]; then
-	MOE=$BUILD_DIR/moe
-	[ -f "$MOE/Makefile" ] || { rm -rf "$MOE"; cp -a "$MAIN" "$MOE"; }
-	sync_tree "$MOE"
-	exec_c=$MOE/runtime/exec/exec.c
-	guard='x->shared.model && x->shared.model->num_experts > 0 &&'
-	n=$(grep -cF "$guard" "$exec_c" || true)
-	if [ "$n" = 1 ]; then
-		cp "$exec_c" "$MOE/.exec.c.orig"
-		sed -i "s/x->shared.model && x->shared.model->num_experts > 0 \&\&/0 \&\& x->shared.model \&\& x->shared.model->num_experts > 0 \&\&/" "$exec_c"
-		(cd "$MOE" && diff -u .exec.c.orig runtime/exec/exec.c >.moe-patch.diff || true)
-		grep -q '^+.*0 && x->shared.model' "$MOE/.moe-patch.diff" || die "the MoE guard patch did not apply to $exec_c"
-		make_in "$MOE" stepgraph
-		MOE_PATCHED=1
-	else
-		say "runtime/exec/exec.c has $n copies of the MoE-on-CUDA guard (expected 1): the code changed; no moe/ build (if the refusal is gone, build/stepgraph runs MoE on CUDA itself)"
-	fi
-fi
-
-# 3. the MPI build, when this machine has Open MPI
+# 2. the MPI build, when this machine has Open MPI
 MPI_BUILT=0
 if [ "$WANT_MPI" = 1 ]; then
 	if pkg-config --exists ompi-c 2>/dev/null || command -v mpicc >/dev/null 2>&1; then
@@ -269,11 +244,6 @@ put_bin "$MAIN/stepgraph" "$STAGE.tmp/build/stepgraph"
 for t in "${GPU_TESTS[@]}"; do
 	put_bin "$MAIN/$t" "$STAGE.tmp/build/$t"
 done
-if [ "$MOE_PATCHED" = 1 ]; then
-	mkdir -p "$STAGE.tmp/moe"
-	put_bin "$MOE/stepgraph" "$STAGE.tmp/moe/stepgraph"
-	cp "$MOE/.moe-patch.diff" "$STAGE.tmp/MOE-PATCH.diff"
-fi
 if [ "$MPI_BUILT" = 1 ]; then
 	mkdir -p "$STAGE.tmp/mpi"
 	put_bin "$MPIB/stepgraph" "$STAGE.tmp/mpi/stepgraph"
@@ -327,7 +297,6 @@ native_starpu=$(ldd "$MAIN/stepgraph" | awk '$1 ~ /^libstarpu-1\.4\.so/ { print 
 [ -n "$native_starpu" ] || die "stepgraph does not link libstarpu-1.4: unexpected"
 case "$native_starpu" in "$STARPU_NATIVE_PREFIX"/*) ;; *) die "stepgraph links $native_starpu, not the native StarPU of $STARPU_NATIVE_PREFIX" ;; esac
 bins=("$STAGE.tmp"/build/stepgraph "$STAGE.tmp"/build/tests/*)
-[ "$MOE_PATCHED" = 1 ] && bins+=("$STAGE.tmp/moe/stepgraph")
 [ "$MPI_BUILT" = 1 ] && bins+=("$STAGE.tmp/mpi/stepgraph")
 copy_deps "$STAGE.tmp/lib" "${bins[@]}"
 
@@ -413,6 +382,10 @@ done | sort -uV | tail -n1)
 NEED_GLIBC=$(for f in "$STAGE.tmp"/build/* "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/lib/* "$STAGE.tmp"/lib-sim/*; do
 	objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'
 done | sort -uV | tail -n1)
+# the default training text (vim-runtime's version8.txt, which the GPU machine lacks)
+text=$(ls /usr/share/vim/vim*/doc/version8.txt 2>/dev/null | tail -n1)
+[ -n "$text" ] || die "no /usr/share/vim/vim*/doc/version8.txt here (scripts/setup.sh installs vim-runtime)"
+mkdir -p "$STAGE.tmp/data" && cp "$text" "$STAGE.tmp/data/version8.txt"
 mkdir -p "$STAGE.tmp/lib-fallback"
 for name in libstdc++.so.6 libgcc_s.so.1; do
 	path=$(ldd "$MAIN/tests/test_cuda_ops" "$MAIN/stepgraph" | awk -v n="$name" '$1 == n && $3 ~ /^\// { print $3 }' | first)
@@ -491,6 +464,10 @@ case ":${LD_LIBRARY_PATH:-}:" in
 *":$SG_CARRY/lib:"*) ;;
 *) export LD_LIBRARY_PATH="$SG_CARRY/lib${SG_FALLBACK:+:$SG_FALLBACK}${SG_CUDA_LIBDIRS:+:$SG_CUDA_LIBDIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
 esac
+# the default training text, where the machine has no vim-runtime
+if ! ls /usr/share/vim/vim*/doc/version8.txt >/dev/null 2>&1 && [ -z "${STEPGRAPH_DEFAULT_TEXT:-}" ]; then
+	export STEPGRAPH_DEFAULT_TEXT="$SG_CARRY/data/version8.txt"
+fi
 case ":$PATH:" in *":$SG_CARRY/build:"*) ;; *) export PATH="$SG_CARRY/build:$PATH" ;; esac
 # sg_use_ompi: the carried Open MPI (ompi/), for a machine without one
 sg_use_ompi() {
@@ -510,7 +487,6 @@ EOF
 	echo "needs there: $NEED_GLIBC or newer; $NEED_GLIBCXX (else lib-fallback/'s libstdc++ is used)"
 	echo "nvcc: $("${STEPGRAPH_CONFIGURE_FLAGS##*--with-cuda=}/bin/nvcc" --version 2>/dev/null | tail -1 || echo '?')"
 	echo "configure: ${FLAGS[*]} --without-mpi NVCC_GENCODE=$GENCODE"
-	echo "moe/: $([ "$MOE_PATCHED" = 1 ] && echo "main build with MOE-PATCH.diff applied" || echo absent)"
 	echo "mpi/: $([ "$MPI_BUILT" = 1 ] && echo "configure ... --with-mpi ($(pkg-config --modversion ompi-c 2>/dev/null || echo 'mpicc')); needs libmpi.so.40 there" || echo absent)"
 	echo "ompi/: ${OMPI_PACKED:-absent}"
 	echo "CUDA libraries taken on the GPU machine: ${CUDA_SONAMES# }"

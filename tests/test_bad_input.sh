@@ -267,6 +267,11 @@ sleep 0.5
 [ $s -eq 143 ] && [ -z "$(ls simtmp)" ] && ! pgrep -f "$TMP/simtmp" >/dev/null &&
 	! [ -e simtrace.json ]
 ok $? "simulate killed by SIGTERM: no simulator left running, no scratch directory, no trace (exit $s)"
+# StarPU refusing the state's memory (its limit, STARPU_LIMIT_CPU_MEM, below
+# what the optimizer state needs): an error naming the buffer and StarPU's count
+STARPU_LIMIT_CPU_MEM=1 fails starpu_mem "StarPU counts" "$BIN" run "$CFG" $RUN &&
+	grep -q "cannot allocate .* bytes): StarPU counts .* of its 1 MiB" starpu_mem.err
+ok $? "state StarPU cannot hold under STARPU_LIMIT_CPU_MEM: an error naming the buffer and the limit"
 # graph --format svg of a large graph (Graphviz takes minutes): the old SVG
 # stays, its temporary SVG and DOT files go, and so does dot
 if command -v dot >/dev/null 2>&1; then

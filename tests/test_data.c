@@ -358,6 +358,27 @@ static void test_default_text(void)
         sg_data_close(&dl);
 }
 
+/* STEPGRAPH_DEFAULT_TEXT names the default text (a machine without
+ * vim-runtime); a file that cannot be read is an error naming it. */
+static void test_default_text_env(void)
+{
+    char path[1024];
+    sg_error err = {0};
+    const char *named = tmp("default.txt");
+    write_bytes(named, "hello", 5);
+    setenv("STEPGRAPH_DEFAULT_TEXT", named, 1);
+    int rc = sg_data_default_text(path, sizeof path, &err);
+    ok(rc == 0 && strcmp(path, named) == 0, "STEPGRAPH_DEFAULT_TEXT is the default text (%s)",
+       rc == 0 ? path : err.msg);
+    setenv("STEPGRAPH_DEFAULT_TEXT", tmp("absent.txt"), 1);
+    memset(&err, 0, sizeof err);
+    rc = sg_data_default_text(path, sizeof path, &err);
+    ok(rc == SG_ENOENT && strstr(err.msg, "STEPGRAPH_DEFAULT_TEXT=") &&
+           strstr(err.msg, "absent.txt") && strstr(err.msg, "No such file"),
+       "an unreadable STEPGRAPH_DEFAULT_TEXT is an error naming it (%s)", err.msg);
+    unsetenv("STEPGRAPH_DEFAULT_TEXT");
+}
+
 /* Opens path with B 2, T 8, vocab V and expects code and substrings. */
 static void expect_bad(const char *path, int64_t V, int code, const char *sub, const char *what)
 {
@@ -435,6 +456,7 @@ int main(void)
     test_shuffle();
     test_glob_and_ranks();
     test_default_text();
+    test_default_text_env();
     test_bad_files();
     rm_tree(dir);
     return tap_done();

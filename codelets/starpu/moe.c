@@ -410,8 +410,8 @@ int sg_moe_add_expert_grads(const sg_model *m, int u, const sg_moe_grads *grads,
 /* The same three tasks on a CUDA worker, through codelets/cuda/moe_group.cu
  * on the same buffers (the activation buffers and saved in the compute
  * dtype, the gradient buffers fp32). Tested through the CPU emulator below
- * the StarPU level only (tests/test_cuda_block.c); runtime/exec/exec.c
- * refuses MoE models on CUDA workers until a GPU has run them. */
+ * the StarPU level (tests/test_cuda_block.c), and end to end on a GPU by
+ * tests/test_train_gpu.sh (which skips without one). */
 #ifdef SG_STARPU_CUDA
 #include "codelets/cuda/block_cuda.h"
 #include "codelets/starpu/cuda_task.h"

@@ -84,14 +84,6 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
                             "use --ncuda 0 to run on CPU workers only", opt->ncuda,
                             starpu_cuda_worker_get_count(), cuda);
     }
-    if (x->shared.model && x->shared.model->num_experts > 0 &&
-        starpu_cuda_worker_get_count() > 0)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: mixture-of-experts layers run on CPU "
-                            "workers only: their CUDA kernels and codelets exist "
-                            "(codelets/cuda/moe.cu, moe_group.cu, block.cu) but are tested "
-                            "on the CPU emulator only and have never run on a GPU; StarPU "
-                            "started %u CUDA workers: use --ncuda 0",
-                            x->shared.model->name, starpu_cuda_worker_get_count());
     if (starpu_cpu_worker_get_count() == 0)
         return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
                                              "(ncpus %d)", opt->ncpus);

@@ -22,6 +22,22 @@ static int vector_elems(const sg_buffer *buf, uint32_t *n, sg_error *err)
 }
 
 /* Bytes buffer b's data starts after its allocation: 0, 1, 2 or 3 KiB. */
+/* A state buffer StarPU would not give: say what StarPU counted in main memory,
+ * since its limit (90% of RAM, or STARPU_LIMIT_CPU_MEM) is what refused it. */
+static int state_alloc_error(const sg_buffer *buf, sg_error *err)
+{
+    starpu_ssize_t total = starpu_memory_get_total(STARPU_MAIN_RAM);
+    starpu_ssize_t avail = starpu_memory_get_available(STARPU_MAIN_RAM);
+    if (total <= 0)
+        return sg_error_set(err, SG_ENOMEM, "cannot allocate %s (%lld bytes): out of memory",
+                            buf->name, (long long)buf->bytes);
+    return sg_error_set(err, SG_ENOMEM,
+                        "cannot allocate %s (%lld bytes): StarPU counts %.0f of its %.0f MiB of "
+                        "main memory in use (its limit: 90%% of RAM, or STARPU_LIMIT_CPU_MEM)",
+                        buf->name, (long long)buf->bytes,
+                        (double)(total - avail) / (1 << 20), (double)total / (1 << 20));
+}
+
 static size_t buffer_skew(int b)
 {
     return (size_t)(b % 4) * 1024;
@@ -96,8 +112,7 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
             /* counted in StarPU's used memory (STARPU_MALLOC_COUNT), so the
              * measured peak (sg_lower_memory_used) covers the state too */
             if (starpu_malloc_flags(&l->memory[b], (size_t)n * esize + skew, OUR_MALLOC_FLAGS))
-                return sg_error_set(err, SG_ENOMEM, "cannot allocate %s (%lld bytes)", buf->name,
-                                    (long long)buf->bytes);
+                return state_alloc_error(buf, err);
             memset(l->memory[b], 0, (size_t)n * esize + skew);
             starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)l->memory[b] + skew, n,
                                         esize);

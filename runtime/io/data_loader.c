@@ -472,6 +472,15 @@ int sg_data_seek(sg_data_loader *dl, sg_data_pos pos, sg_error *err)
 
 int sg_data_default_text(char *buf, size_t size, sg_error *err)
 {
+    const char *named = getenv("STEPGRAPH_DEFAULT_TEXT");
+    if (named && named[0]) {
+        if (access(named, R_OK) != 0)
+            return sg_error_set(err, SG_ENOENT, "STEPGRAPH_DEFAULT_TEXT=%s: %s", named,
+                                strerror(errno));
+        if (snprintf(buf, size, "%s", named) >= (int)size)
+            return sg_error_set(err, SG_EINVAL, "default text path too long for the buffer");
+        return SG_OK;
+    }
     glob_t g;
     memset(&g, 0, sizeof g);
     int rc = glob(SG_DATA_DEFAULT_GLOB, 0, NULL, &g);
