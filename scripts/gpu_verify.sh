@@ -17,7 +17,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SELF="$REPO_ROOT/scripts/gpu_verify.sh"
 
 # name:cap-seconds, in the order they run (the most valuable first)
-STAGES="env:30 cuda_ops:30 cuda_attention:30 cuda_block:45 train_gpu:100 cuda_vs_torch:45 mpi_np1:30 calibrate:100 memory:5 simulate:45 bench:240"
+STAGES="env:30 cuda_ops:30 cuda_attention:30 cuda_block:45 train_gpu:100 cuda_vs_torch:45 mpi_np1:30 calibrate:100 memory:60 simulate:45 bench:240"
 
 usage() {
 	cat <<'EOF'
@@ -40,7 +40,9 @@ Runs, from the repository root, these stages (cap = its timeout in seconds):
   calibrate      stepgraph calibrate of the SuperOffload GPU config (Llama-3.2-1B, bf16,
                  ZeRO-3, ratio 0.9, checkpointing) at a reduced sequence, nvidia-smi's
                  memory sampled beside it
-  memory         the calibrate run's "peak memory, gpu" line (StarPU's count vs the plan,
+  memory         the calibrate run's "peak memory, gpu" line (StarPU's count vs the plan
+                 as StarPU's allocator holds it, graph/memory_held.h; 3 steps of its own
+                 when calibrate failed;
                  issue 15: within 10%) and nvidia-smi's peak
   simulate       stepgraph simulate on the calibrated machine against the measured step
                  (issue 16: within 10%); --cost fitted when the history is too thin
@@ -259,7 +261,7 @@ stage_calibrate() {
 	nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,nounits -lms 200 \
 		>"$GV_WORK/results/nvidia-smi-memory.csv" 2>/dev/null &
 	smi_pid=$!
-	"$SG_BUILDDIR/stepgraph" calibrate "$GV_CONFIG" --name gv-gpu --out "$GV_WORK/results/machines" \
+	STARPU_SILENT=0 "$SG_BUILDDIR/stepgraph" calibrate "$GV_CONFIG" --name gv-gpu --out "$GV_WORK/results/machines" \
 		--steps "${GV_CAL_STEPS:-10}" --base h100-pcie --ncuda 1 "${opts[@]}"
 	rc=$?
 	kill "$smi_pid" 2>/dev/null
@@ -275,18 +277,27 @@ stage_calibrate() {
 
 stage_memory() {
 	need_gpu
-	local cal=$GV_WORK/logs/calibrate.log line m p pct base peak
-	line=$(grep -m1 'peak memory, gpu:' "$cal" 2>/dev/null)
-	[ -n "$line" ] || skip "no 'peak memory, gpu' line in the calibrate log (did calibrate run?)"
+	local log=$GV_WORK/logs/calibrate.log line m p h pct hpct base peak opts
+	line=$(grep -m1 'peak memory, gpu:' "$log" 2>/dev/null)
+	if [ -z "$line" ]; then # calibrate failed: a short run of its own
+		echo "no 'peak memory, gpu' line in the calibrate log: 3 steps of the GPU config"
+		mapfile -t opts < <(run_opts)
+		log=$GV_WORK/memory-run.log
+		"$SG_BUILDDIR/stepgraph" run "$GV_CONFIG" --ncuda 1 --steps 3 --warmup_steps 0 "${opts[@]}" >"$log" 2>&1
+		line=$(grep -m1 'peak memory, gpu:' "$log")
+		[ -n "$line" ] || { tail -n 5 "$log"; key "the run printed no 'peak memory, gpu' line"; return 1; }
+	fi
 	echo "$line"
-	grep -m1 'peak memory, host:' "$cal"
+	grep -m1 'peak memory, host:' "$log"
 	m=$(printf '%s' "$line" | sed -n 's/.*measured \([0-9.]*\) MiB.*/\1/p')
 	p=$(printf '%s' "$line" | sed -n 's/.*planned \([0-9.]*\) MiB.*/\1/p')
+	h=$(printf '%s' "$line" | sed -n "s/.*as StarPU's allocator holds it \([0-9.]*\) MiB.*/\1/p")
 	base=$(state smi_base)
 	peak=$(state smi_peak)
 	pct=$(python3 -c 'import sys; m, p = map(float, sys.argv[1:]); print("%+.1f%%" % (100 * (m - p) / p))' "$m" "$p" 2>/dev/null)
-	key "StarPU's GPU peak $m MiB vs planned $p MiB ($pct, target within 10%); nvidia-smi peak ${peak:-?} MiB, ${base:-?} before (process total: CUDA context, cuBLAS, the cudaMallocAsync pool)"
-	python3 -c 'import sys; m, p = map(float, sys.argv[1:]); sys.exit(not (p > 0 and abs(m - p) <= 0.10 * p))' "$m" "$p"
+	hpct=$(python3 -c 'import sys; m, p = map(float, sys.argv[1:]); print("%+.1f%%" % (100 * (m - p) / p))' "$m" "$h" 2>/dev/null)
+	key "StarPU's GPU peak $m MiB vs live-bytes plan $p MiB ($pct) and vs its allocator's model ${h:-?} MiB (${hpct:-?}, target within 10%); nvidia-smi peak ${peak:-?} MiB, ${base:-?} before (process total: CUDA context, cuBLAS, the cudaMallocAsync pool)"
+	python3 -c 'import sys; m, p = map(float, sys.argv[1:]); sys.exit(not (p > 0 and abs(m - p) <= 0.10 * p))' "$m" "$h"
 }
 
 stage_simulate() {

@@ -69,6 +69,22 @@ close so gpu16 5e-2; ok $? "SuperOffload losses track the plain bf16 GPU run (re
 "$PY" -c 'import json,sys; l=[json.loads(x)["loss"] for x in open(sys.argv[1])]; sys.exit(not l[-1] < l[0] - 0.5)' "$TMP/so.jsonl"
 ok $? "SuperOffload run learns (loss falls by more than 0.5)"
 
+# StarPU's GPU count against the plan of what its allocator holds
+# (graph/memory_held.h; exact for the tiny models on an H100): within 10%.
+held_close() {
+	"$PY" - "$TMP/$1.out" <<'PYEOF'
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r"peak memory, gpu: measured ([0-9.]+) MiB, planned [0-9.]+ MiB \([^)]*\); "
+              r"as StarPU's allocator holds it ([0-9.]+) MiB", t)
+assert m, "no gpu memory line"
+measured, held = float(m.group(1)), float(m.group(2))
+assert held > 0 and abs(measured - held) <= 0.10 * held, (measured, held)
+PYEOF
+}
+held_close gpu32; ok $? "fp32: StarPU's GPU peak within 10% of the allocator plan"
+held_close so; ok $? "SuperOffload: StarPU's GPU peak within 10% of the allocator plan"
+
 # Mixture of experts on the CUDA worker (codelets/cuda/moe.cu, moe_group.cu):
 # Qwen3-MoE-style tiny-moe and GPT-OSS-style tiny-gpt-oss (sinks, windows,
 # biases, the clamped GLU). fp32 follows the CPU run step for step (measured

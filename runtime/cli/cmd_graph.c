@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "graph/export.h"
+#include "graph/memory_held.h"
 #include "runtime/cli/graph_view.h"
 #include "runtime/cli/render_html.h"
 #include "common/atomic_file.h"
@@ -33,7 +34,19 @@ static int write_json(void *ctx, FILE *out)
 
 static int write_summary(void *ctx, FILE *out)
 {
-    return sg_summary_print(((graph_output *)ctx)->s, out);
+    const graph_output *o = ctx;
+    int rc = sg_summary_print(o->s, out);
+    int64_t held[SG_MEM_COUNT];
+    if (!rc && sg_graph_compiled_for_cuda(o->g)) {
+        if (sg_graph_memory_held(o->g, held))
+            return SG_ENOMEM;
+        fprintf(out, "held by StarPU's allocator with CUDA workers: gpu %.1f MiB, host %.1f MiB "
+                     "(32 MiB chunks for buffers up to 4 MiB, a cache per buffer size, a copy "
+                     "on each side that accesses a value)\n",
+                held[SG_MEM_GPU] / 1048576.0, held[SG_MEM_HOST] / 1048576.0);
+        rc = ferror(out) ? SG_EIO : SG_OK;
+    }
+    return rc;
 }
 
 static void graph_help(void)

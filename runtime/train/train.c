@@ -13,6 +13,7 @@
 
 #include "codelets/cpu/gemm.h"
 #include "graph/analysis.h"
+#include "graph/memory_held.h"
 #include "graph/peak_workers.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data_loader.h"
@@ -541,11 +542,34 @@ static void planned_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host,
     }
 }
 
-static void print_mem_line(const char *what, int64_t measured, int64_t planned)
+static double percent_over(int64_t measured, int64_t planned)
 {
-    printf("  peak memory, %s: measured %.1f MiB, planned %.1f MiB (%+.1f%%)\n", what,
-           measured / 1048576.0, planned / 1048576.0,
-           planned > 0 ? 100.0 * ((double)measured - (double)planned) / (double)planned : 0.0);
+    return planned > 0 ? 100.0 * ((double)measured - (double)planned) / (double)planned : 0.0;
+}
+
+/* held < 0: no model of StarPU's allocator (CPU workers only: it frees at once) */
+static void print_mem_line(const char *what, int64_t measured, int64_t planned, int64_t held)
+{
+    printf("  peak memory, %s: measured %.1f MiB, planned %.1f MiB (%+.1f%%)", what,
+           measured / 1048576.0, planned / 1048576.0, percent_over(measured, planned));
+    if (held >= 0)
+        printf("; as StarPU's allocator holds it %.1f MiB (%+.1f%%)", held / 1048576.0,
+               percent_over(measured, held));
+    putchar('\n');
+}
+
+/* What StarPU's allocator holds with CUDA workers (graph/memory_held.h), the
+ * larger of the two graphs' figures; -1 each when it cannot be computed. */
+static void held_peaks(const trainer *t, int64_t *host, int64_t *gpu)
+{
+    int64_t a[SG_MEM_COUNT], b[SG_MEM_COUNT] = {0, 0};
+    if (sg_graph_memory_held(&t->graph, a) ||
+        (t->have_wait && sg_graph_memory_held(&t->wait_graph, b))) {
+        *host = *gpu = -1;
+        return;
+    }
+    *host = a[SG_MEM_HOST] > b[SG_MEM_HOST] ? a[SG_MEM_HOST] : b[SG_MEM_HOST];
+    *gpu = a[SG_MEM_GPU] > b[SG_MEM_GPU] ? a[SG_MEM_GPU] : b[SG_MEM_GPU];
 }
 
 /* StarPU's count of the memory it manages (sg_exec_memory_peak) next to the
@@ -559,8 +583,11 @@ static void print_memory(const trainer *t, int ncpu, int ncuda)
         planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
     ph = wh > ph ? wh : ph;
     pg = wg > pg ? wg : pg;
+    int64_t held_host = -1, held_gpu = -1;
+    if (ncuda)
+        held_peaks(t, &held_host, &held_gpu);
     print_mem_line(ncuda ? "host" : "host (one memory: the GPU-space buffers live in RAM)", host,
-                   ph);
+                   ph, held_host);
     if (!ncuda && ncpu > 1) {
         int64_t po = 0, pp = 0;
         if (sg_graph_peak_memory_one_space(&t->graph, &po, &pp) == SG_OK)
@@ -568,7 +595,7 @@ static void print_memory(const trainer *t, int ncpu, int ncuda)
                    "in program order %.1f MiB)\n", ncpu, po / 1048576.0);
     }
     if (ncuda)
-        print_mem_line("gpu", gpu, pg);
+        print_mem_line("gpu", gpu, pg, held_gpu);
     if (t->cfg->run.lookahead > 1)
         printf("  (lookahead %lld: steps overlap, the plan is of one step)\n",
                (long long)t->cfg->run.lookahead);
