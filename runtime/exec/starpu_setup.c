@@ -2,6 +2,7 @@
 #include "runtime/exec/starpu_setup.h"
 
 #include <math.h>
+#include "graph/memory_held.h"
 #include "runtime/exec/starpu_include.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,18 +89,9 @@ uint32_t sg_starpu_where(const sg_node *nd, int have_cuda)
     if (!have_cuda)
         return STARPU_CPU;
     const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
-    if (nd->pinned) /* cast_placement cpu / gpu */
-        return nd->device == SG_DEV_CPU ? STARPU_CPU : STARPU_CUDA;
-    switch (info ? info->placement : SG_PLACE_NODE) {
-    case SG_PLACE_CPU:
-        return STARPU_CPU;
-    case SG_PLACE_CUDA:
-        return STARPU_CUDA;
-    case SG_PLACE_EITHER:
-        return STARPU_CPU | STARPU_CUDA;
-    default:
-        return nd->device == SG_DEV_CPU ? STARPU_CPU : STARPU_CUDA;
-    }
+    if (!nd->pinned && info && info->placement == SG_PLACE_EITHER)
+        return STARPU_CPU | STARPU_CUDA; /* the scheduler picks */
+    return sg_node_runs_on_gpu(nd) ? STARPU_CUDA : STARPU_CPU;
 }
 
 /* is_gpu[w] for every StarPU worker (malloc'ed; NULL when out of memory). */
