@@ -213,7 +213,8 @@ SG_RUN=("$BIN" run "$CONFIG" --ncuda 1)
 SG_CAL=("${SG_RUN[@]}" --steps "$CALIBRATE" --warmup_steps 0 "${SG_OPTS[@]+"${SG_OPTS[@]}"}"
 	"${EXTRA[@]+"${EXTRA[@]}"}")
 SG_CMD=("${SG_RUN[@]}" --steps "$STEPS" --warmup_steps "$WARMUP" --log_interval 1
-	--metrics "$LOGS/stepgraph.jsonl" "${SG_OPTS[@]+"${SG_OPTS[@]}"}" "${EXTRA[@]+"${EXTRA[@]}"}")
+	--metrics "$LOGS/stepgraph.jsonl" --trace "$LOGS/stepgraph-trace.json"
+	"${SG_OPTS[@]+"${SG_OPTS[@]}"}" "${EXTRA[@]+"${EXTRA[@]}"}")
 torch_cmd() { # MODE: the PyTorch command into the array TCMD
 	TCMD=("$PY" tests/torch_gpu_bench.py --mode "$1"
 		--model "$TMODEL" --seq "$SEQ" --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP"
@@ -305,6 +306,11 @@ sg_busy=$(sed -n 's/.*GPU: busy \([0-9.]*\)% of the last step.*/\1/p' "$sgl" | t
 sg_hidden=$(sed -n 's/.*CPU Adam [0-9.]* ms, \([0-9.]*\)% of it under GPU work.*/\1/p' "$sgl" | tail -n1)
 sg_adam=$(sed -n 's/.*CPU Adam \([0-9.]*\) ms,.*/\1/p' "$sgl" | tail -n1)
 sg_roll=$(sed -n 's/.*SuperOffload: \([0-9]* of [0-9]*\) speculative.*/\1/p' "$sgl" | tail -n1)
+# the last step's copies against compute, read from its trace (tests/trace_overlap.py)
+sg_copies=()
+if [ -s "$LOGS/stepgraph-trace.json" ]; then
+	mapfile -t sg_copies < <("$PY" tests/trace_overlap.py "$LOGS/stepgraph-trace.json" 2>&1)
+fi
 sg_median=""
 if [ -s "$LOGS/stepgraph.jsonl" ]; then
 	sg_median=$(awk -v w="$WARMUP" '
@@ -409,6 +415,9 @@ report() { # FORMAT: text or md
 	printf '%stokens/s ratio stepgraph / offload: %s; stepgraph / gpu: %s\n' "$b" "$r_off" "$r_gpu"
 	[ -z "$sg_adam" ] || printf '%sstepgraph last step: CPU Adam %s ms in all, %s%% of it under GPU work\n' "$b" "$sg_adam" "${sg_hidden:-?}"
 	[ -z "$sg_roll" ] || printf '%sSuperOffload: %s speculative sub-group steps rolled back\n' "$b" "$sg_roll"
+	for line in "${sg_copies[@]+"${sg_copies[@]}"}"; do
+		printf '%sstepgraph trace of the last step: %s\n' "$b" "$line"
+	done
 	for m in "${TORCH_MODES[@]+"${TORCH_MODES[@]}"}"; do
 		[ -z "${T_INFO[$m]:-}" ] || printf '%storch %s: %s\n' "$b" "$m" "${T_INFO[$m]}"
 	done

@@ -1,0 +1,42 @@
+#!/bin/sh
+# test_trace_overlap.sh - tests/trace_overlap.py (the GPU benchmark's reading
+# of copies against compute in a run's trace) on a constructed trace whose
+# answer is worked out by hand: CUDA busy [0,100) and [200,300) ms, a CPU
+# worker [50,250), host-to-device copies [80,120) and [250,350): 140 ms of
+# copies, 20 + 50 = 70 under CUDA compute (50.0%), 40 + 0 under CPU work
+# (28.6%); the step spans 350 ms, CUDA busy 200 (57.1%). Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || { echo "1..0 # SKIP needs python3"; exit 0; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_trace_overlap.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+n=0
+ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+cat >"$TMP/t.json" <<'JSON'
+{"traceEvents": [
+ {"name": "thread_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "CUDA 0"}},
+ {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "CPU 0"}},
+ {"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "link h2d"}},
+ {"name": "thread_name", "ph": "M", "pid": 1, "tid": 3, "args": {"name": "critical path"}},
+ {"name": "a", "ph": "X", "pid": 1, "tid": 0, "ts": 0, "dur": 100000},
+ {"name": "b", "ph": "X", "pid": 1, "tid": 0, "ts": 200000, "dur": 100000},
+ {"name": "c", "ph": "X", "pid": 1, "tid": 1, "ts": 50000, "dur": 200000},
+ {"name": "d", "ph": "X", "pid": 1, "tid": 2, "ts": 80000, "dur": 40000},
+ {"name": "e", "ph": "X", "pid": 1, "tid": 2, "ts": 250000, "dur": 100000},
+ {"name": "f", "ph": "X", "pid": 1, "tid": 3, "ts": 0, "dur": 900000}
+]}
+JSON
+"$PY" "$SRC/tests/trace_overlap.py" "$TMP/t.json" >"$TMP/out" 2>&1
+ok $? "reads a constructed trace"
+grep -qx "step span 350.0 ms; CUDA workers busy 200.0 ms (57.1%)" "$TMP/out"
+ok $? "the step's span (the critical-path lane left out) and the CUDA busy share"
+grep -qx "h2d: 2 copies, 140.0 ms; under CUDA compute 70.0 ms (50.0%), under CPU work 40.0 ms (28.6%)" "$TMP/out"
+ok $? "the copies' time under CUDA compute and under CPU work"
+[ "$(wc -l <"$TMP/out")" -eq 2 ] 
+ok $? "no line for a link lane without copies"
+echo '{"traceEvents": []}' >"$TMP/empty.json"
+! "$PY" "$SRC/tests/trace_overlap.py" "$TMP/empty.json" >/dev/null 2>&1
+ok $? "a trace without slices: exit 1"
+sed 's/^/# /' "$TMP/out"
+echo "1..$n"
