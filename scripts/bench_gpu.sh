@@ -60,7 +60,11 @@ Options:
   --threads N        PyTorch CPU threads (default: nproc)
   --peak TFLOPS      the GPU's dense bf16 peak for MFU (default 989: H100 SXM; H200 too)
   --python PY        Python with CUDA PyTorch (default: $PYTHON, else python3)
-  --modes LIST       PyTorch modes, comma-separated: offload,gpu (default), one, or none
+  --modes LIST       peer modes, comma-separated, of tests/torch_gpu_bench.py: offload,gpu
+                     (default), deepspeed (DeepSpeed ZeRO-3 with CPU offload, the same
+                     config less its SuperOffload keys), superoffload (DeepSpeed with the
+                     config's super_offload); or none. The DeepSpeed modes need deepspeed
+                     importable by --python (PYTHONPATH works)
   --out FILE         Markdown report (default bench-gpu.md); logs go to FILE minus .md
                      plus .logs/
   --dry-run          print the commands (after reading the config), run nothing
@@ -136,7 +140,7 @@ none) ;;
 *)
 	IFS=, read -r -a TORCH_MODES <<<"$MODES"
 	for m in "${TORCH_MODES[@]}"; do
-		case "$m" in offload | gpu) ;; *) die "--modes: '$m' is not offload, gpu or none" 2 ;; esac
+		case "$m" in offload | gpu | deepspeed | superoffload) ;; *) die "--modes: '$m' is not offload, gpu, deepspeed, superoffload or none" 2 ;; esac
 	done
 	;;
 esac
@@ -215,12 +219,30 @@ SG_CAL=("${SG_RUN[@]}" --steps "$CALIBRATE" --warmup_steps 0 "${SG_OPTS[@]+"${SG
 SG_CMD=("${SG_RUN[@]}" --steps "$STEPS" --warmup_steps "$WARMUP" --log_interval 1
 	--metrics "$LOGS/stepgraph.jsonl" --trace "$LOGS/stepgraph-trace.json"
 	"${SG_OPTS[@]+"${SG_OPTS[@]}"}" "${EXTRA[@]+"${EXTRA[@]}"}")
-torch_cmd() { # MODE: the PyTorch command into the array TCMD
+# the DeepSpeed config CONFIG names (its "deepspeed_config", a path beside it or an object),
+# or CONFIG itself: what the DeepSpeed peers run (--set values are stepgraph's only)
+ds_config_of() {
+	python3 - "$1" "$LOGS/deepspeed-config.json" <<'PYEOF'
+import json, os, sys
+cfg_path, out = sys.argv[1], sys.argv[2]
+c = json.load(open(cfg_path))
+ds = c.get("deepspeed_config", c) if isinstance(c, dict) else c
+if isinstance(ds, str):
+    print(os.path.join(os.path.dirname(cfg_path), ds))
+else:
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    json.dump(ds, open(out, "w"), indent=1)
+    print(out)
+PYEOF
+}
+torch_cmd() { # MODE: the peer's command into the array TCMD
 	TCMD=("$PY" tests/torch_gpu_bench.py --mode "$1"
 		--model "$TMODEL" --seq "$SEQ" --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP"
 		--threads "$THREADS" --peak "$PEAK" --seed "$c_seed")
 	[ "$c_ckpt" = 1 ] || TCMD+=(--no-checkpointing)
+	case "$1" in deepspeed | superoffload) TCMD+=(--ds-config "$DS_CONFIG") ;; esac
 }
+DS_CONFIG=$(ds_config_of "$CONFIG") || die "$CONFIG: cannot read its DeepSpeed config" 2
 # q WORD...: the words as a shell command line, quoted only where needed
 q() {
 	local w out="" sq="'"
@@ -368,13 +390,17 @@ for m in "${TORCH_MODES[@]+"${TORCH_MODES[@]}"}"; do
 	case "$m" in
 	offload) label="PyTorch offload (AdamW on the CPU)" ;;
 	gpu) label="PyTorch gpu (fused AdamW on the GPU)" ;;
+	deepspeed) label="DeepSpeed ZeRO-3, optimizer on the CPU" ;;
+	superoffload) label="DeepSpeed SuperOffload" ;;
 	esac
 	ROWS+=("$label|$(fmt %.1f "${T_MEAN[$m]:-}")|$(fmt %.1f "${T_MED[$m]:-}")|$(fmt %.0f "${T_TOK[$m]:-}")|$(fmt %.1f "${T_TFL[$m]:-}")|$(mfu "${T_TFL[$m]:-}")|n/a|n/a|${T_STATUS[$m]}")
 done
 
-r_off=n/a r_gpu=n/a
+r_off=n/a r_gpu=n/a r_ds=n/a r_so=n/a
 [ -z "${T_TOK[offload]:-}" ] || r_off=$(ratio "$sg_tok" "${T_TOK[offload]}")
 [ -z "${T_TOK[gpu]:-}" ] || r_gpu=$(ratio "$sg_tok" "${T_TOK[gpu]}")
+[ -z "${T_TOK[deepspeed]:-}" ] || r_ds=$(ratio "$sg_tok" "${T_TOK[deepspeed]}")
+[ -z "${T_TOK[superoffload]:-}" ] || r_so=$(ratio "$sg_tok" "${T_TOK[superoffload]}")
 if num "$sg_tfl"; then
 	mfu_met=$(awk -v t="$sg_tfl" -v p="$PEAK" 'BEGIN { print (100 * t / p >= 40) ? "met" : "not met" }')
 else
@@ -412,7 +438,7 @@ report() { # FORMAT: text or md
 	local b=""
 	[ "$md" = md ] && b="- "
 	[ "$md" = md ] || lead='  '
-	printf '%stokens/s ratio stepgraph / offload: %s; stepgraph / gpu: %s\n' "$b" "$r_off" "$r_gpu"
+	printf '%stokens/s ratio stepgraph / offload: %s; stepgraph / gpu: %s; stepgraph / DeepSpeed offload: %s; stepgraph / DeepSpeed SuperOffload: %s\n' "$b" "$r_off" "$r_gpu" "$r_ds" "$r_so"
 	[ -z "$sg_adam" ] || printf '%sstepgraph last step: CPU Adam %s ms in all, %s%% of it under GPU work\n' "$b" "$sg_adam" "${sg_hidden:-?}"
 	[ -z "$sg_roll" ] || printf '%sSuperOffload: %s speculative sub-group steps rolled back\n' "$b" "$sg_roll"
 	for line in "${sg_copies[@]+"${sg_copies[@]}"}"; do

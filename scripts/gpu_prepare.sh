@@ -39,6 +39,13 @@ in the repository root, ignored by git; MANIFEST.txt beside it). The archive hol
                                          library the programs need beyond glibc,
                                          libstdc++ and CUDA's own (cudart, cuBLAS,
                                          NCCL...: the GPU machine's PyTorch has them)
+  wheels/                                DeepSpeed (DS_VERSION, default 0.19.8: a wheel
+                                         built here from PyPI's sdist, its ops JIT-built
+                                         there) and what it needs that the GPU machines'
+                                         image lacks (hjson, pydantic and its own), for
+                                         Python 3.12 x86-64: bench_gpu.sh's deepspeed and
+                                         superoffload modes (pip from the bench venv, else
+                                         python3 -m pip; needs the network)
   data/version8.txt                      the default training text (vim-runtime's),
                                          named by STEPGRAPH_DEFAULT_TEXT there
   env.sh                                 source it there (from the repository root,
@@ -62,6 +69,7 @@ Options:
   --no-sim          leave out stepgraph-sim and lib-sim/ (simulate there impossible)
   --no-mpi          leave out mpi/ (also left out when this machine has no Open MPI)
   --no-ompi         leave out ompi/ (this machine's Open MPI, for a GPU machine without one)
+  --no-deepspeed    leave out wheels/ (DeepSpeed for the GPU benchmark's DeepSpeed rows)
   --limit-mib N     the upload limit to check against (default 64)
   -h, --help        this help
 
@@ -73,7 +81,8 @@ EOF
 }
 
 CARRY=.gpu-carry BUILD_DIR="" JOBS=2 GENCODE="-gencode arch=compute_90,code=sm_90"
-WANT_SIM=1 WANT_MPI=1 WANT_OMPI=1 LIMIT_MIB=64
+WANT_SIM=1 WANT_MPI=1 WANT_OMPI=1 WANT_DS=1 LIMIT_MIB=64
+DS_VERSION=${DS_VERSION:-0.19.8}
 need() {
 	if [ "$#" -lt 2 ] || [ -z "$2" ]; then
 		usage >&2
@@ -89,6 +98,7 @@ while [ "$#" -gt 0 ]; do
 	--no-sim) WANT_SIM=0; shift ;;
 	--no-mpi) WANT_MPI=0; shift ;;
 	--no-ompi) WANT_OMPI=0; shift ;;
+	--no-deepspeed) WANT_DS=0; shift ;;
 	--limit-mib) need "$@"; LIMIT_MIB=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown option: $1" 2 ;;
@@ -382,6 +392,30 @@ done | sort -uV | tail -n1)
 NEED_GLIBC=$(for f in "$STAGE.tmp"/build/* "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/lib/* "$STAGE.tmp"/lib-sim/*; do
 	objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'
 done | sort -uV | tail -n1)
+# DeepSpeed and what it needs beyond the GPU machines' image, as wheels (a peer of the
+# GPU benchmark only, never a dependency of stepgraph)
+DS_PACKED=absent
+if [ "$WANT_DS" = 1 ]; then
+	pip=""
+	for p in "${STEPGRAPH_CACHE:-$HOME/.cache/stepgraph}/venv-bench/bin/pip" "python3 -m pip"; do
+		if $p --version >/dev/null 2>&1; then pip=$p; break; fi
+	done
+	whl="$STAGE.tmp/wheels"
+	mkdir -p "$whl"
+	if [ -z "$pip" ]; then
+		say "wheels/: no pip here (scripts/bench_venv.sh makes one): no DeepSpeed rows there"
+	elif ! $pip wheel -q --no-deps -w "$whl" "deepspeed==$DS_VERSION" >"$BUILD_DIR/ds-wheel.log" 2>&1 ||
+		! $pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+			--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+			--platform manylinux2014_x86_64 -d "$whl" hjson pydantic >>"$BUILD_DIR/ds-wheel.log" 2>&1; then
+		say "wheels/: pip failed (no network?), see $BUILD_DIR/ds-wheel.log: no DeepSpeed rows there"
+		rm -rf "$whl"
+	else
+		DS_PACKED="deepspeed $DS_VERSION with $(cd "$whl" && ls | grep -v '^deepspeed-' | sed 's/-[0-9].*//' | tr '\n' ' ')"
+		say "wheels/: $DS_PACKED"
+	fi
+fi
+
 # the default training text (vim-runtime's version8.txt, which the GPU machine lacks)
 text=$(ls /usr/share/vim/vim*/doc/version8.txt 2>/dev/null | tail -n1)
 [ -n "$text" ] || die "no /usr/share/vim/vim*/doc/version8.txt here (scripts/setup.sh installs vim-runtime)"
@@ -489,6 +523,7 @@ EOF
 	echo "configure: ${FLAGS[*]} --without-mpi NVCC_GENCODE=$GENCODE"
 	echo "mpi/: $([ "$MPI_BUILT" = 1 ] && echo "configure ... --with-mpi ($(pkg-config --modversion ompi-c 2>/dev/null || echo 'mpicc')); needs libmpi.so.40 there" || echo absent)"
 	echo "ompi/: ${OMPI_PACKED:-absent}"
+	echo "wheels/: $DS_PACKED"
 	echo "CUDA libraries taken on the GPU machine: ${CUDA_SONAMES# }"
 	echo
 	echo "files (bytes):"

@@ -62,6 +62,8 @@ Options:
 
 Sizes (environment): GV_SEQ (2048: calibrate, simulate, bench), GV_BATCH (micro batch,
 default: the config's 4), GV_CAL_STEPS (10), GV_BENCH_STEPS (6), GV_BENCH_WARMUP (2);
+GV_BENCH_MODES (bench_gpu.sh's peers, default offload,gpu; add deepspeed,superoffload for
+DeepSpeed from the carry's wheels/: minutes more, its CPU Adam is JIT-built first);
 GV_CAP_<stage>=S overrides a stage's cap. GV_ASSUME_GPU=1 runs the
 GPU stages without a device (they fail): for testing this script's failure paths.
 Exit status: 0 when no stage failed (skips allowed), 1 when one failed, 2 usage error.
@@ -329,6 +331,19 @@ stage_bench() {
 	local rc md=$GV_WORK/results/bench-gpu.md args
 	args=(--seq "${GV_SEQ:-2048}" --steps "${GV_BENCH_STEPS:-6}" --warmup "${GV_BENCH_WARMUP:-2}" --calibrate 2 --python python3 --out "$md")
 	[ -n "${GV_BATCH:-}" ] && args+=(--batch "$GV_BATCH")
+	args+=(--modes "${GV_BENCH_MODES:-offload,gpu}")
+	case ",${GV_BENCH_MODES:-}," in
+	*,deepspeed,* | *,superoffload,*)
+		# DeepSpeed from the carried wheels (gpu_prepare.sh), into a directory of its own
+		if [ -d "${SG_CARRY:-}/wheels" ] && python3 -m pip install -q --no-index --no-deps \
+			--no-compile --no-cache-dir --upgrade --target "$GV_WORK/site" "$SG_CARRY"/wheels/*.whl; then
+			export PYTHONPATH="$GV_WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+			echo "DeepSpeed from the carried wheels: $(ls "$SG_CARRY/wheels" | tr '\n' ' ')"
+		else
+			echo "no DeepSpeed wheels installed (gpu_prepare.sh --no-deepspeed, or pip failed): its rows will fail"
+		fi
+		;;
+	esac
 	shared_starpu_home
 	BIN=$SG_BUILDDIR/stepgraph scripts/bench_gpu.sh "${args[@]}"
 	rc=$?

@@ -3,11 +3,12 @@
 model (models/NAME.json) on one GPU, written the way a PyTorch user writes it,
 timed step by step.
 
-Usage: torch_gpu_bench.py --mode offload|gpu [--model llama-3.2-1b] [--seq 4096]
+Usage: torch_gpu_bench.py --mode offload|gpu|deepspeed|superoffload [--model llama-3.2-1b] [--seq 4096]
                           [--batch 4] [--steps 12] [--warmup 3] [--threads N]
                           [--peak 989] [--device cuda|cpu] [--dtype bf16|fp32]
                           [--attention auto|sdpa-gqa|sdpa-repeat|matmul]
                           [--no-checkpointing] [--seed 42]
+                          [--ds-config configs/deepspeed/superoffload-llama-3.2-1b.json]
 
 Modes:
   offload  "the optimizer on the CPU", plain PyTorch (no overlap: the baseline):
@@ -25,7 +26,16 @@ Modes:
            compute, clip_grad_norm_(1.0), AdamW(fused=True). When it does not
            fit (torch.cuda.OutOfMemoryError) the result line says status=oom and
            the exit status is 0.
-Both: activation checkpointing per decoder layer
+  deepspeed      DeepSpeed itself (import deepspeed; one process, its NCCL group of
+                 one): deepspeed.initialize on the same model with --ds-config (the
+                 config stepgraph's GPU benchmark runs, micro batch set to --batch)
+                 less its SuperOffload keys: ZeRO-3 with the optimizer offloaded to the
+                 CPU (DeepSpeedCPUAdam, JIT-built on first use), bf16. Each step:
+                 loss = engine(x, y); engine.backward(loss); engine.step().
+  superoffload   the same with the config as it is: offload_optimizer's
+                 super_offload, ratio and cpuadam_cores_perc (DeepSpeed >= 0.18).
+                 Without deepspeed importable these two modes exit 2 saying so.
+All: activation checkpointing per decoder layer
 (torch.utils.checkpoint.checkpoint(use_reentrant=False); --no-checkpointing
 turns it off), attention by F.scaled_dot_product_attention(is_causal=True)
 with enable_gqa=True where the torch has it (2.5+), else with the key/value
@@ -71,7 +81,11 @@ ROOT = os.path.dirname(HERE)
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", choices=("offload", "gpu"), required=True)
+    ap.add_argument("--mode", choices=("offload", "gpu", "deepspeed", "superoffload"),
+                    required=True)
+    ap.add_argument("--ds-config", default=os.path.join(
+        ROOT, "configs", "deepspeed", "superoffload-llama-3.2-1b.json"),
+        help="the DeepSpeed config of the deepspeed and superoffload modes")
     ap.add_argument("--model", default="llama-3.2-1b",
                     help="models/NAME.json or a path to a model JSON (default llama-3.2-1b)")
     ap.add_argument("--seq", type=int, default=4096)
@@ -306,6 +320,45 @@ def build_model(cfg, T, dev, cdt, attention_kind="auto", checkpointing=True, pdt
     return model, attn, attn_label
 
 
+SUPER_OFFLOAD_KEYS = ("super_offload", "ratio", "cpuadam_cores_perc")
+
+
+def deepspeed_config(a):
+    """--ds-config with the micro batch of --batch; SuperOffload's keys kept in the
+    superoffload mode only."""
+    with open(a.ds_config) as f:
+        c = json.load(f)
+    c["train_micro_batch_size_per_gpu"] = a.batch
+    c["gradient_accumulation_steps"] = 1
+    c["wall_clock_breakdown"] = False
+    c["steps_per_print"] = 10 ** 9
+    off = c.setdefault("zero_optimization", {}).setdefault("offload_optimizer", {})
+    if a.mode == "deepspeed":
+        for k in SUPER_OFFLOAD_KEYS:
+            off.pop(k, None)
+    elif not off.get("super_offload"):
+        raise SystemExit("torch_gpu_bench.py: %s: offload_optimizer.super_offload is not set"
+                         % a.ds_config)
+    return c
+
+
+def start_deepspeed(a, model, on_gpu):
+    """deepspeed.initialize in one process (its own process group of one)."""
+    try:
+        import deepspeed
+    except ImportError as e:
+        print("torch_gpu_bench.py: the %s mode needs deepspeed (%s)" % (a.mode, e),
+              file=sys.stderr)
+        sys.exit(2)
+    for k, v in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
+                 ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29571")):
+        os.environ.setdefault(k, v)
+    deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config=deepspeed_config(a))
+    return engine, deepspeed.__version__
+
+
 def main(argv):
     a = parse_args(argv)
     cfg = load_model_config(a.model)
@@ -365,7 +418,9 @@ def main(argv):
             batches.append((t[:, :-1].contiguous().to(dev), t[:, 1:].contiguous().to(dev)))
 
         adam = dict(lr=1e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-        if a.mode == "offload":
+        if a.mode in ("deepspeed", "superoffload"):
+            engine, ds_version = start_deepspeed(a, model, on_gpu)
+        elif a.mode == "offload":
             pin = on_gpu
             # fp32 master weights and gradients on the host, AdamW on the CPU
             masters = []
@@ -433,11 +488,24 @@ def main(argv):
         sync()
         return loss
 
-    step = step_offload if a.mode == "offload" else step_gpu
-    what = ("%s params on %s, fp32 master + AdamW(foreach) on the CPU" % (a.dtype, dev.type)
-            if a.mode == "offload" else
-            "fp32 params, %s, AdamW(%s) on %s" % (
-                "autocast bf16" if a.dtype == "bf16" else "no autocast", opt_kind, dev.type))
+    def step_deepspeed(x, y):
+        loss = engine(x, y)
+        engine.backward(loss)
+        engine.step()
+        sync()
+        return loss
+
+    if a.mode in ("deepspeed", "superoffload"):
+        step = step_deepspeed
+        what = "DeepSpeed %s, ZeRO-3, optimizer offloaded to the CPU%s (%s)" % (
+            ds_version, ", SuperOffload" if a.mode == "superoffload" else "", a.ds_config)
+    elif a.mode == "offload":
+        step = step_offload
+        what = "%s params on %s, fp32 master + AdamW(foreach) on the CPU" % (a.dtype, dev.type)
+    else:
+        step = step_gpu
+        what = "fp32 params, %s, AdamW(%s) on %s" % (
+            "autocast bf16" if a.dtype == "bf16" else "no autocast", opt_kind, dev.type)
     print("torch %s on %s, %d thread(s): %s, %d parameters, batch %d x %d, %s attention, "
           "checkpointing %s; %s" % (torch.__version__, dev_name, a.threads, cfg["name"], nparams,
                                     B, T, attn_label, "on" if a.checkpointing else "off", what),
