@@ -449,6 +449,10 @@ report() { # FORMAT: text or md
 	done
 	printf '%starget stepgraph MFU >= 40%%: %s (%s)\n' "$b" "$mfu_met" "$(mfu "$sg_tfl")"
 	printf '%starget stepgraph >= 1.5x the offload baseline (tokens/s): %s (%s)\n' "$b" "$off_met" "$r_off"
+	if [ "$r_ds" != n/a ]; then
+		printf '%starget stepgraph faster than DeepSpeed'"'"'s offload (tokens/s): %s (%s)\n' "$b" \
+			"$(awk -v r="${r_ds%x}" 'BEGIN { print (r > 1) ? "met" : "not met" }')" "$r_ds"
+	fi
 	if [ "$md" = md ]; then
 		printf '\n## Reproduce\n\nFrom the repository root (logs in %s): the whole benchmark, then each run:\n\n```sh\n' "\`$LOGS\`"
 	else
