@@ -64,6 +64,7 @@ Sizes (environment): GV_SEQ (2048: calibrate, simulate, bench), GV_BATCH (micro 
 default: the config's 4), GV_CAL_STEPS (10), GV_BENCH_STEPS (6), GV_BENCH_WARMUP (2);
 GV_BENCH_MODES (bench_gpu.sh's peers, default offload,gpu; add deepspeed,superoffload for
 DeepSpeed from the carry's wheels/: minutes more, its CPU Adam is JIT-built first);
+GV_BENCH_ARGS (words for bench's stepgraph runs, e.g. "--speculation adaptive");
 GV_CAP_<stage>=S overrides a stage's cap. GV_ASSUME_GPU=1 runs the
 GPU stages without a device (they fail): for testing this script's failure paths.
 Exit status: 0 when no stage failed (skips allowed), 1 when one failed, 2 usage error.
@@ -345,6 +346,11 @@ stage_bench() {
 		;;
 	esac
 	shared_starpu_home
+	# GV_BENCH_ARGS: words for both stepgraph runs (e.g. "--speculation adaptive" or
+	# "--set offload_optimizer.ratio=0.5")
+	local extra=()
+	read -r -a extra <<<"${GV_BENCH_ARGS:-}"
+	[ "${#extra[@]}" -eq 0 ] || args+=(-- "${extra[@]}")
 	BIN=$SG_BUILDDIR/stepgraph scripts/bench_gpu.sh "${args[@]}"
 	rc=$?
 	local row ratio mfu
