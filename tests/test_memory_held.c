@@ -29,6 +29,13 @@ static void node(sg_graph *g, sg_op_kind k, sg_device_class d, int b0, sg_access
     sg_graph_add_node(g, k, d, 0, 0, a, m0 ? (m1 ? 2 : 1) : 0, "n%d", g->nnodes);
 }
 
+/* a value of b written, then read, by two forward nodes on the GPU */
+static void gpu_value(sg_graph *g, int b)
+{
+    node(g, SG_OP_FORWARD, SG_DEV_GPU, b, SG_W, 0, 0);
+    node(g, SG_OP_FORWARD, SG_DEV_GPU, b, SG_R, 0, 0);
+}
+
 /* held[] of g, or -1s when it fails */
 static void held_of(sg_graph *g, int64_t held[SG_MEM_COUNT])
 {
@@ -69,29 +76,19 @@ int main(void)
 
     /* 8 MiB dies, then a 12 MiB value: live peak 12, but the cache keeps
      * the 8 MiB buffer for a size that never comes again: 20. */
-    a = buf(&g, "a", 8 * MiB, SG_F32, SG_MEM_GPU, 0);
-    b = buf(&g, "b", 12 * MiB, SG_F32, SG_MEM_GPU, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_W, 0, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_R, 0, 0);
-    node(&g, F, SG_DEV_GPU, b, SG_W, 0, 0);
-    node(&g, F, SG_DEV_GPU, b, SG_R, 0, 0);
+    gpu_value(&g, buf(&g, "a", 8 * MiB, SG_F32, SG_MEM_GPU, 0));
+    gpu_value(&g, buf(&g, "b", 12 * MiB, SG_F32, SG_MEM_GPU, 0));
     check(&g, 20 * MiB, 0, "a dead size stays in the cache");
 
     /* The same 8 MiB as f32 and as bf16 elements: StarPU reuses a buffer
      * for the same element size only. */
-    a = buf(&g, "a", 8 * MiB, SG_F32, SG_MEM_GPU, 0);
-    b = buf(&g, "b", 8 * MiB, SG_BF16, SG_MEM_GPU, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_W, 0, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_R, 0, 0);
-    node(&g, F, SG_DEV_GPU, b, SG_W, 0, 0);
-    node(&g, F, SG_DEV_GPU, b, SG_R, 0, 0);
+    gpu_value(&g, buf(&g, "a", 8 * MiB, SG_F32, SG_MEM_GPU, 0));
+    gpu_value(&g, buf(&g, "b", 8 * MiB, SG_BF16, SG_MEM_GPU, 0));
     check(&g, 16 * MiB, 0, "equal bytes, other element size: no reuse");
 
     /* A 1000-byte value: one 32 MiB chunk. 33 values of 1 MiB alive at
      * once: 33 MiB of blocks, two chunks. Exactly 4 MiB is still small. */
-    a = buf(&g, "a", 1000, SG_F32, SG_MEM_GPU, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_W, 0, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_R, 0, 0);
+    gpu_value(&g, buf(&g, "a", 1000, SG_F32, SG_MEM_GPU, 0));
     check(&g, CHUNK, 0, "a small buffer takes a whole chunk");
     int first = -1;
     for (int i = 0; i < 33; i++) {
@@ -104,9 +101,7 @@ int main(void)
     for (int i = 0; i < 33; i++)
         node(&g, F, SG_DEV_GPU, first + i, SG_R, 0, 0);
     check(&g, 2 * CHUNK, 0, "33 MiB of small buffers alive: two chunks");
-    a = buf(&g, "a", 4 * MiB, SG_F32, SG_MEM_GPU, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_W, 0, 0);
-    node(&g, F, SG_DEV_GPU, a, SG_R, 0, 0);
+    gpu_value(&g, buf(&g, "a", 4 * MiB, SG_F32, SG_MEM_GPU, 0));
     check(&g, CHUNK, 0, "4 MiB is suballocated");
 
     /* A host-space value written on the CPU and read on the GPU (an
