@@ -17,7 +17,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SELF="$REPO_ROOT/scripts/gpu_verify.sh"
 
 # name:cap-seconds, in the order they run (the most valuable first)
-STAGES="env:30 cuda_ops:30 cuda_attention:30 cuda_block:45 train_gpu:100 cuda_vs_torch:45 mpi_np1:30 calibrate:100 memory:60 simulate:45 bench:240"
+STAGES="env:30 cuda_ops:30 cuda_attention:30 cuda_block:45 train_gpu:100 cuda_vs_torch:45 mpi_np1:30 calibrate:180 memory:60 simulate:45 bench:240"
 
 usage() {
 	cat <<'EOF'
