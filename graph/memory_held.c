@@ -22,14 +22,6 @@ int sg_node_runs_on_gpu(const sg_node *nd)
     }
 }
 
-int sg_graph_compiled_for_cuda(const sg_graph *g)
-{
-    for (int n = 0; n < g->nnodes; n++)
-        if (g->nodes[n].kind == SG_OP_FORWARD && g->nodes[n].device == SG_DEV_GPU)
-            return 1;
-    return 0;
-}
-
 /* One stay of a value on one side: from node `from` to node `to`, both
  * included. */
 typedef struct stay {

@@ -33,9 +33,6 @@
  * runtime/exec/starpu_setup.c's sg_starpu_where uses it. */
 int sg_node_runs_on_gpu(const sg_node *nd);
 
-/* 1 when the graph was compiled for CUDA workers (a unit's forward on the GPU). */
-int sg_graph_compiled_for_cuda(const sg_graph *g);
-
 /* held[s]: the bytes StarPU counts in space s at its peak over one step run
  * in program order with CUDA workers, by the rules above. Returns 0 or
  * SG_ENOMEM. */

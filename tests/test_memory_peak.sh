@@ -95,3 +95,22 @@ train z0_la z0 --max_length 32 --steps 2 --lookahead 2
 grep -q "peak memory, host (one memory: the GPU-space buffers live in RAM): measured .* MiB, planned .* MiB" "$TMP/z0_la.out" &&
 	grep -q "lookahead 2: steps overlap, the plan is of one step" "$TMP/z0_la.out"
 ok $? "the memory line and the lookahead note are printed"
+
+# With CUDA workers StarPU's allocator holds more than the live bytes
+# (graph/memory_held.h). Its plan against StarPU's counts measured on an
+# H100 (2026-11-26, README "Memory"): tiny-moe and tiny-gpt-oss in fp32 with
+# train_lib.sh's base config (micro batch 2, sequence 32), as
+# tests/test_train_gpu.sh runs them there: GPU 46.0 and 32.0 MiB, main RAM
+# 53.1 and 36.4 MiB. A graph compiled for CPU workers gets no such line.
+ds gpubase '{}'
+for m in "tiny-moe 46.0 53.1" "tiny-gpt-oss 32.0 36.4"; do
+	# shellcheck disable=SC2086 # the three words
+	set -- $m
+	"$BIN" graph "$TMP/gpubase.json" --model "$1" --max_length 32 --ncuda 1 --summary \
+		>"$TMP/held_$1.out" 2>&1
+	grep -q "^held by StarPU's allocator with CUDA workers: gpu $2 MiB, host $3 MiB " "$TMP/held_$1.out"
+	ok $? "$1: the allocator plan gives the H100's counts (gpu $2, host $3 MiB)"
+done
+"$BIN" graph "$TMP/gpubase.json" --model tiny-moe --max_length 32 --ncuda 0 --summary >"$TMP/held_cpu.out" 2>&1 &&
+	grep -q "^peak memory, gpu" "$TMP/held_cpu.out" && ! grep -q "held by StarPU" "$TMP/held_cpu.out"
+ok $? "a graph compiled for CPU workers: no allocator line"

@@ -18,6 +18,7 @@ typedef struct graph_output {
     const sg_graph *g;
     const sg_summary *s;
     const sg_dot_style *style;
+    int cuda; /* compiled for CUDA workers (--ncuda N > 0) */
 } graph_output;
 
 static int write_dot(void *ctx, FILE *out)
@@ -37,7 +38,7 @@ static int write_summary(void *ctx, FILE *out)
     const graph_output *o = ctx;
     int rc = sg_summary_print(o->s, out);
     int64_t held[SG_MEM_COUNT];
-    if (!rc && sg_graph_compiled_for_cuda(o->g)) {
+    if (!rc && o->cuda) {
         if (sg_graph_memory_held(o->g, held))
             return SG_ENOMEM;
         fprintf(out, "held by StarPU's allocator with CUDA workers: gpu %.1f MiB, host %.1f MiB "
@@ -130,7 +131,7 @@ int sg_cmd_graph(int argc, char **argv)
     if (!rc && !(rc = sg_graph_view_build(cfg, unfold && strcmp(format, "html"), times_path, &v,
                                           &err)))
         built = 1;
-    graph_output o = {&v.g, &v.s, &v.style};
+    graph_output o = {&v.g, &v.s, &v.style, cfg && cfg->run.ncuda > 0};
     if (!rc) {
         int want_export = !summary || output || strcmp(format, "dot");
         if (summary) {
