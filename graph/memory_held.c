@@ -167,14 +167,14 @@ static int by_size(const void *a, const void *b)
     return (x->esize > y->esize) - (x->esize < y->esize);
 }
 
-/* Gives each large stay its class index (small ones keep -1). */
-static int classify(held_work *w, int *nclasses)
+/* Gives each large stay its class index (small ones keep -1); class_bytes[k]
+ * is class k's size. */
+static int classify(held_work *w, int64_t **class_bytes, int *nclasses)
 {
     stay *sorted = malloc((size_t)(w->nstays ? w->nstays : 1) * sizeof *sorted);
-    int *idx = malloc((size_t)(w->nstays ? w->nstays : 1) * sizeof *idx);
-    if (!sorted || !idx) {
+    *class_bytes = malloc((size_t)(w->nstays ? w->nstays : 1) * sizeof **class_bytes);
+    if (!sorted || !*class_bytes) {
         free(sorted);
-        free(idx);
         return SG_ENOMEM;
     }
     int n = 0;
@@ -188,86 +188,77 @@ static int classify(held_work *w, int *nclasses)
     int k = -1;
     for (int i = 0; i < n; i++) {
         if (i == 0 || by_size(&sorted[i - 1], &sorted[i]) != 0)
-            k++;
-        idx[i] = k;
+            (*class_bytes)[++k] = sorted[i].bytes;
+        w->stays[sorted[i].src].klass = k;
     }
-    for (int i = 0; i < n; i++)
-        w->stays[sorted[i].src].klass = idx[i];
     *nclasses = k + 1;
     free(sorted);
-    free(idx);
     return SG_OK;
+}
+
+/* A stay's start or end at a node; at one node starts come first (a stay
+ * includes both of its nodes). */
+typedef struct event {
+    int node, end, stay;
+} event;
+
+static int by_time(const void *a, const void *b)
+{
+    const event *x = a, *y = b;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    if (x->end != y->end)
+        return x->end - y->end;
+    return x->stay - y->stay;
+}
+
+/* a small buffer's bytes as the suballocator carves them */
+static int64_t in_blocks(int64_t bytes)
+{
+    return (bytes + SG_STARPU_SUBALLOC_BLOCK - 1) / SG_STARPU_SUBALLOC_BLOCK *
+           SG_STARPU_SUBALLOC_BLOCK;
 }
 
 /* StarPU's count on one side: the most buffers of each large size alive at
  * once, and the small ones' peak in whole chunks. */
-static int side_held(const held_work *w, int side, int nclasses, int64_t *out)
+static int side_held(const held_work *w, int side, const int64_t *class_bytes, int nclasses,
+                     int64_t *out)
 {
-    const sg_graph *g = w->g;
-    int nn = g->nnodes;
-    int *start_off = calloc((size_t)nn + 2, sizeof(int)), *end_off = calloc((size_t)nn + 2, sizeof(int));
-    int *starts = malloc((size_t)(w->nstays + 1) * sizeof(int));
-    int *ends = malloc((size_t)(w->nstays + 1) * sizeof(int));
+    event *ev = malloc((size_t)(2 * w->nstays + 1) * sizeof *ev);
     int *count = calloc((size_t)nclasses + 1, sizeof(int)), *most = calloc((size_t)nclasses + 1, sizeof(int));
-    int rc = start_off && end_off && starts && ends && count && most ? SG_OK : SG_ENOMEM;
-    if (!rc) {
-        for (int i = 0; i < w->nstays; i++)
-            if (w->stays[i].side == side) {
-                start_off[w->stays[i].from + 1]++;
-                end_off[w->stays[i].to + 1]++;
-            }
-        for (int n = 0; n <= nn; n++) {
-            start_off[n + 1] += start_off[n];
-            end_off[n + 1] += end_off[n];
-        }
-        int *sf = calloc((size_t)nn + 1, sizeof(int)), *ef = calloc((size_t)nn + 1, sizeof(int));
-        if (!sf || !ef)
-            rc = SG_ENOMEM;
-        for (int i = 0; !rc && i < w->nstays; i++)
-            if (w->stays[i].side == side) {
-                starts[start_off[w->stays[i].from] + sf[w->stays[i].from]++] = i;
-                ends[end_off[w->stays[i].to] + ef[w->stays[i].to]++] = i;
-            }
-        free(sf);
-        free(ef);
+    if (!ev || !count || !most) {
+        free(ev);
+        free(count);
+        free(most);
+        return SG_ENOMEM;
     }
-    int64_t small = 0, small_peak = 0;
-    for (int n = 0; !rc && n < nn; n++) {
-        for (int k = start_off[n]; k < start_off[n + 1]; k++) {
-            const stay *s = &w->stays[starts[k]];
-            if (s->klass < 0) {
-                small += (s->bytes + SG_STARPU_SUBALLOC_BLOCK - 1) / SG_STARPU_SUBALLOC_BLOCK *
-                         SG_STARPU_SUBALLOC_BLOCK;
-                small_peak = small > small_peak ? small : small_peak;
-            } else if (++count[s->klass] > most[s->klass]) {
-                most[s->klass] = count[s->klass];
-            }
+    int nev = 0;
+    for (int i = 0; i < w->nstays; i++)
+        if (w->stays[i].side == side) {
+            ev[nev++] = (event){w->stays[i].from, 0, i};
+            ev[nev++] = (event){w->stays[i].to, 1, i};
         }
-        for (int k = end_off[n]; k < end_off[n + 1]; k++) {
-            const stay *s = &w->stays[ends[k]];
-            if (s->klass < 0)
-                small -= (s->bytes + SG_STARPU_SUBALLOC_BLOCK - 1) / SG_STARPU_SUBALLOC_BLOCK *
-                         SG_STARPU_SUBALLOC_BLOCK;
-            else
-                count[s->klass]--;
+    qsort(ev, (size_t)nev, sizeof *ev, by_time);
+    int64_t small = 0, small_peak = 0;
+    for (int e = 0; e < nev; e++) {
+        const stay *s = &w->stays[ev[e].stay];
+        int sign = ev[e].end ? -1 : 1;
+        if (s->klass < 0) {
+            small += sign * in_blocks(s->bytes);
+            small_peak = small > small_peak ? small : small_peak;
+        } else if ((count[s->klass] += sign) > most[s->klass]) {
+            most[s->klass] = count[s->klass];
         }
     }
     int64_t held = (small_peak + SG_STARPU_CHUNK_BYTES - 1) / SG_STARPU_CHUNK_BYTES *
                    SG_STARPU_CHUNK_BYTES;
-    /* each class's bytes: any of its stays tells them */
-    for (int i = 0; !rc && i < w->nstays; i++)
-        if (w->stays[i].side == side && w->stays[i].klass >= 0 && most[w->stays[i].klass] > 0) {
-            held += w->stays[i].bytes * most[w->stays[i].klass];
-            most[w->stays[i].klass] = 0; /* counted */
-        }
+    for (int k = 0; k < nclasses; k++)
+        held += class_bytes[k] * most[k];
     *out = held;
-    free(start_off);
-    free(end_off);
-    free(starts);
-    free(ends);
+    free(ev);
     free(count);
     free(most);
-    return rc;
+    return SG_OK;
 }
 
 int sg_graph_memory_held(const sg_graph *g, int64_t held[SG_MEM_COUNT])
@@ -278,13 +269,14 @@ int sg_graph_memory_held(const sg_graph *g, int64_t held[SG_MEM_COUNT])
     for (int s = 0; s < SG_MEM_COUNT; s++)
         held[s] = 0;
     int nclasses = 0;
+    int64_t *class_bytes = NULL;
     int rc = access_lists(&w);
     if (!rc)
         rc = collect_stays(&w);
     if (!rc)
-        rc = classify(&w, &nclasses);
+        rc = classify(&w, &class_bytes, &nclasses);
     for (int s = 0; !rc && s < SG_MEM_COUNT; s++)
-        rc = side_held(&w, s, nclasses, &held[s]);
+        rc = side_held(&w, s, class_bytes, nclasses, &held[s]);
     /* our own allocations: every persistent buffer's home, in main RAM */
     for (int b = 0; !rc && b < g->nbuffers; b++)
         if (g->buffers[b].persistent)
@@ -292,5 +284,6 @@ int sg_graph_memory_held(const sg_graph *g, int64_t held[SG_MEM_COUNT])
     free(w.acc_off);
     free(w.acc_node);
     free(w.stays);
+    free(class_bytes);
     return rc;
 }

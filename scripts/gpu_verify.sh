@@ -297,8 +297,9 @@ stage_memory() {
 	h=$(printf '%s' "$line" | sed -n "s/.*as StarPU's allocator holds it \([0-9.]*\) MiB.*/\1/p")
 	base=$(state smi_base)
 	peak=$(state smi_peak)
-	pct=$(python3 -c 'import sys; m, p = map(float, sys.argv[1:]); print("%+.1f%%" % (100 * (m - p) / p))' "$m" "$p" 2>/dev/null)
-	hpct=$(python3 -c 'import sys; m, p = map(float, sys.argv[1:]); print("%+.1f%%" % (100 * (m - p) / p))' "$m" "$h" 2>/dev/null)
+	over() { python3 -c 'import sys; m, p = map(float, sys.argv[1:]); print("%+.1f%%" % (100 * (m - p) / p))' "$1" "$2" 2>/dev/null; }
+	pct=$(over "$m" "$p")
+	hpct=$(over "$m" "$h")
 	key "StarPU's GPU peak $m MiB vs live-bytes plan $p MiB ($pct) and vs its allocator's model ${h:-?} MiB (${hpct:-?}, target within 10%); nvidia-smi peak ${peak:-?} MiB, ${base:-?} before (process total: CUDA context, cuBLAS, the cudaMallocAsync pool)"
 	python3 -c 'import sys; m, p = map(float, sys.argv[1:]); sys.exit(not (p > 0 and abs(m - p) <= 0.10 * p))' "$m" "$h"
 }

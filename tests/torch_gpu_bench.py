@@ -111,6 +111,12 @@ def parse_args(argv):
         ap.error("need 0 <= --warmup < --steps (got warmup %d, steps %d)" % (a.warmup, a.steps))
     if not a.peak > 0:
         ap.error("--peak must be > 0")
+    if a.mode in ("deepspeed", "superoffload"):
+        try:
+            with open(a.ds_config) as f:
+                json.load(f)
+        except (OSError, ValueError) as e:
+            ap.error("--ds-config %s: %s" % (a.ds_config, e))
     if a.device == "cuda" and a.dtype != "bf16":
         ap.error("--dtype fp32 is for --device cpu only (the GPU modes compute in bf16)")
     return a
