@@ -272,3 +272,18 @@ const char *sg_mem_space_name(sg_mem_space m)
     static const char *const names[SG_MEM_COUNT] = {"gpu", "host"};
     return (unsigned)m < SG_MEM_COUNT ? names[m] : "?";
 }
+
+int sg_node_runs_on_gpu(const sg_node *nd)
+{
+    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+    if (nd->pinned)
+        return nd->device != SG_DEV_CPU;
+    switch (info ? info->placement : SG_PLACE_NODE) {
+    case SG_PLACE_CPU:
+        return 0;
+    case SG_PLACE_CUDA:
+        return 1;
+    default: /* SG_PLACE_NODE, and SG_PLACE_EITHER at its node's device */
+        return nd->device != SG_DEV_CPU;
+    }
+}

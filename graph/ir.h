@@ -182,4 +182,10 @@ const char *sg_device_class_name(sg_device_class d);
 const char *sg_link_dir_name(sg_link_dir l);
 const char *sg_mem_space_name(sg_mem_space m);
 
+/* 1 when node nd runs on a CUDA worker in a run that has them: a pinned node
+ * on its device, else by its kind's placement (graph/op_kinds.h), a kind the
+ * scheduler may place on either side counted at its node's device.
+ * runtime/exec/starpu_setup.c's sg_starpu_where uses it. */
+int sg_node_runs_on_gpu(const sg_node *nd);
+
 #endif /* SG_IR_H */

@@ -2,25 +2,9 @@
 #include "graph/memory_held.h"
 
 #include "graph/liveness.h"
-#include "graph/op_kinds.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-int sg_node_runs_on_gpu(const sg_node *nd)
-{
-    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
-    if (nd->pinned)
-        return nd->device != SG_DEV_CPU;
-    switch (info ? info->placement : SG_PLACE_NODE) {
-    case SG_PLACE_CPU:
-        return 0;
-    case SG_PLACE_CUDA:
-        return 1;
-    default: /* SG_PLACE_NODE, and SG_PLACE_EITHER at its node's device */
-        return nd->device != SG_DEV_CPU;
-    }
-}
 
 /* One stay of a value on one side: from node `from` to node `to`, both
  * included. */

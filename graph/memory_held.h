@@ -27,12 +27,6 @@
 #define SG_STARPU_SUBALLOC_MAX ((int64_t)4 << 20)   /* the largest suballocated buffer */
 #define SG_STARPU_SUBALLOC_BLOCK ((int64_t)16 << 10) /* its unit */
 
-/* 1 when node nd runs on a CUDA worker in a run that has them: a pinned node
- * on its device, else by its kind's placement (graph/op_kinds.h), a kind the
- * scheduler may place on either side counted at its node's device.
- * runtime/exec/starpu_setup.c's sg_starpu_where uses it. */
-int sg_node_runs_on_gpu(const sg_node *nd);
-
 /* held[s]: the bytes StarPU counts in space s at its peak over one step run
  * in program order with CUDA workers, by the rules above. Returns 0 or
  * SG_ENOMEM. */

@@ -2,7 +2,6 @@
 #include "runtime/exec/starpu_setup.h"
 
 #include <math.h>
-#include "graph/memory_held.h"
 #include "runtime/exec/starpu_include.h"
 #include <stdio.h>
 #include <stdlib.h>
