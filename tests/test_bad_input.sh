@@ -272,6 +272,19 @@ ok $? "simulate killed by SIGTERM: no simulator left running, no scratch directo
 STARPU_LIMIT_CPU_MEM=1 fails starpu_mem "StarPU counts" "$BIN" run "$CFG" $RUN &&
 	grep -q "cannot allocate .* bytes): StarPU counts .* of its 1 MiB" starpu_mem.err
 ok $? "state StarPU cannot hold under STARPU_LIMIT_CPU_MEM: an error naming the buffer and the limit"
+# step-local data beyond StarPU's limit (the state, 9.4 MiB, fits in 11 MiB;
+# the step needs 13.9): StarPU would retry the allocation for ever; the run
+# ends with an error naming the limit and StarPU's count once no task has run
+# for STEPGRAPH_STALL_SECONDS
+STEPGRAPH_STALL_SECONDS=2 STARPU_LIMIT_CPU_MEM=11 fails stall "the step cannot go on" \
+	"$BIN" run "$CFG" $RUN --steps 3 &&
+	grep -q "no task has run for [0-9]* s and StarPU counts [0-9.]* of the 11.0 MiB it may use in main memory (STARPU_LIMIT_CPU_MEM" stall.err
+ok $? "a step StarPU cannot fit under STARPU_LIMIT_CPU_MEM: an error, not a hang"
+# ... and the same watch leaves a run that fits alone, however short its window
+STEPGRAPH_STALL_SECONDS=1 STARPU_LIMIT_CPU_MEM=20 timeout 60 "$BIN" run "$CFG" $RUN --steps 8 \
+	>fits.out 2>fits.err &&
+	[ "$(grep -c '^Step [0-9]* |' fits.out)" = 8 ] && grep -q "measured 1[0-9.]* MiB" fits.out
+ok $? "a step that fits under STARPU_LIMIT_CPU_MEM=20 trains its 8 steps with a 1 s stall window"
 # graph --format svg of a large graph (Graphviz takes minutes): the old SVG
 # stays, its temporary SVG and DOT files go, and so does dot
 if command -v dot >/dev/null 2>&1; then

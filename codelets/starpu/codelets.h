@@ -25,6 +25,7 @@
 #define SG_STARPU_CUDA 1
 #endif
 
+#include "codelets/starpu/activity.h"
 #include "graph/ir.h"
 
 /* sg_allgather, sg_forward, ...: one per row of graph/op_kinds.h */
@@ -39,10 +40,21 @@ struct starpu_codelet *sg_codelet_for(sg_op_kind kind);
 #define SG_PERFMODEL(sym) \
     static struct starpu_perfmodel pm_##sym = {.type = STARPU_HISTORY_BASED, .symbol = "sg_" #sym}
 
+/* An entry point as StarPU calls it: fn bracketed by the activity marks
+ * (activity.h), which tell a long task from a step that cannot progress. */
+#define SG_CODELET_ENTRY(entry, fn)                                                 \
+    static void entry(void *buffers[], void *arg)                                   \
+    {                                                                               \
+        sg_activity_begin();                                                        \
+        fn(buffers, arg);                                                           \
+        sg_activity_end();                                                          \
+    }
+
 /* A codelet with a CPU implementation only. */
 #define SG_CODELET(sym, fn)                                                         \
     SG_PERFMODEL(sym);                                                              \
-    struct starpu_codelet sg_##sym = {.cpu_funcs = {fn},                            \
+    SG_CODELET_ENTRY(sym##_cpu_entry, fn)                                           \
+    struct starpu_codelet sg_##sym = {.cpu_funcs = {sym##_cpu_entry},               \
                                       .cpu_funcs_name = {#fn},                      \
                                       .nbuffers = STARPU_VARIABLE_NBUFFERS,         \
                                       .model = &pm_##sym,                           \
@@ -54,9 +66,11 @@ struct starpu_codelet *sg_codelet_for(sg_op_kind kind);
 #ifdef SG_STARPU_CUDA
 #define SG_CODELET2(sym, fn, cuda_fn)                                               \
     SG_PERFMODEL(sym);                                                              \
-    struct starpu_codelet sg_##sym = {.cpu_funcs = {fn},                            \
+    SG_CODELET_ENTRY(sym##_cpu_entry, fn)                                           \
+    SG_CODELET_ENTRY(sym##_cuda_entry, cuda_fn)                                     \
+    struct starpu_codelet sg_##sym = {.cpu_funcs = {sym##_cpu_entry},               \
                                       .cpu_funcs_name = {#fn},                      \
-                                      .cuda_funcs = {cuda_fn},                      \
+                                      .cuda_funcs = {sym##_cuda_entry},             \
                                       .cuda_flags = {STARPU_CUDA_ASYNC},            \
                                       .nbuffers = STARPU_VARIABLE_NBUFFERS,         \
                                       .model = &pm_##sym,                           \

@@ -165,10 +165,15 @@ static void drain(sg_exec *x)
         sg_lower_flight_release(&st->low->flight[(x->begun - 1) % x->lookahead]);
         x->submitted = x->begun;
     }
-    for (int64_t k = x->finished; x->steps && k < x->begun; k++) {
+    for (int64_t k = x->finished; x->steps && k < x->begun && !x->stalled; k++) {
         sg_exec_step *st = &x->steps[k % x->lookahead];
-        if (st->low)
-            sg_lower_flight_wait(&st->low->flight[k % x->lookahead]);
+        sg_error err = {0};
+        sg_stall_watch_start(&x->stall, &err);
+        if (st->low && sg_lower_flight_wait_polling(&st->low->flight[k % x->lookahead],
+                                                    SG_STALL_POLL_S, sg_stall_check, &x->stall)) {
+            fprintf(stderr, "stepgraph: error at shutdown: %s\n", err.msg);
+            x->stalled = 1;
+        }
     }
 }
 
@@ -176,11 +181,13 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
                  const sg_exec_options *opt, sg_error *err)
 {
     memset(x, 0, sizeof *x);
+    int rc;
+    if ((rc = sg_stall_watch_init(&x->stall, g, err)))
+        return rc;
     x->graph = g;
     x->shared.model = m;
     x->shared.spec = spec;
     x->shared.graph = g;
-    int rc;
     int world = opt->comm ? opt->comm->size : 1;
     if (spec->dp_size != world)
         return sg_error_set(err, SG_EINVAL, "dp_size %lld but %d rank%s: one process per rank "
@@ -232,8 +239,15 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
 
 void sg_exec_shutdown(sg_exec *x)
 {
-    if (x->started) {
+    if (x->started)
         drain(x);
+    if (x->stalled) {
+        /* StarPU's workers still retry the allocation and would never let
+         * a wait or a shutdown return; what they hold ends with the process */
+        memset(x, 0, sizeof *x);
+        return;
+    }
+    if (x->started) {
         if (starpu_task_wait_for_all())
             fprintf(stderr, "stepgraph: warning: starpu_task_wait_for_all failed at shutdown\n");
 #ifdef SG_STARPU_CUDA
@@ -408,7 +422,12 @@ int sg_exec_finish_step(sg_exec *x, sg_error *err)
     int k = (int)(x->finished % x->lookahead);
     sg_exec_step *st = &x->steps[k];
     sg_lower_flight *fl = &st->low->flight[k];
-    sg_lower_flight_wait(fl);
+    sg_stall_watch_start(&x->stall, err);
+    int rc = sg_lower_flight_wait_polling(fl, SG_STALL_POLL_S, sg_stall_check, &x->stall);
+    if (rc) {
+        x->stalled = 1;
+        return rc;
+    }
     x->finished++;
     /* from now on the step-local buffers stay mapped from one step to the
      * next (malloc_tune.h: after the first step, which costs no memory) */

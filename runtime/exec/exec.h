@@ -28,6 +28,7 @@
 #include "common/error.h"
 #include "runtime/trace/overlap.h"
 #include "runtime/exec/lower.h"
+#include "runtime/exec/stall.h"
 #include "runtime/exec/starpu_setup.h"
 #include "runtime/io/weights.h"
 
@@ -84,6 +85,10 @@ typedef struct sg_exec {
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int bound_node;                /* that node, -1 if none */
     int started;                   /* starpu_init succeeded */
+    /* a step that cannot progress (stall.h): then StarPU is left as it is,
+     * its workers retrying an allocation, and the process ends */
+    sg_stall_watch stall;
+    int stalled;
     int have_cuda;                 /* CUDA workers exist: GPU nodes run there */
     double step_start_us;          /* StarPU clock at the last finished step's submission */
     /* time of the last finished step: from the later of its submission and

@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "codelets/starpu/activity.h"
 #include "runtime/exec/starpu_include.h"
 
 #define HANDLE(l, b) ((starpu_data_handle_t)(l)->handles[b])
@@ -307,6 +309,27 @@ void sg_lower_flight_wait(sg_lower_flight *f)
     starpu_pthread_mutex_unlock(f->lock);
 }
 
+int sg_lower_flight_wait_polling(sg_lower_flight *f, double every_s, int (*check)(void *),
+                                 void *arg)
+{
+    int rc = 0;
+    starpu_pthread_mutex_lock(f->lock);
+    while (f->pending > 0 && !rc) {
+        struct timespec at;
+        clock_gettime(CLOCK_REALTIME, &at);
+        long long ns = at.tv_nsec + (long long)(every_s * 1e9);
+        at.tv_sec += (time_t)(ns / 1000000000);
+        at.tv_nsec = (long)(ns % 1000000000);
+        if (starpu_pthread_cond_timedwait(f->cond, f->lock, &at) == 0 || f->pending == 0)
+            continue;
+        starpu_pthread_mutex_unlock(f->lock);
+        rc = check(arg);
+        starpu_pthread_mutex_lock(f->lock);
+    }
+    starpu_pthread_mutex_unlock(f->lock);
+    return rc;
+}
+
 int sg_lower_flight_done(sg_lower_flight *f)
 {
     starpu_pthread_mutex_lock(f->lock);
@@ -350,6 +373,7 @@ static void record_task(void *arg)
         r->start_us = starpu_timing_timespec_to_us(&t->profiling_info->start_time);
         r->end_us = starpu_timing_timespec_to_us(&t->profiling_info->end_time);
     }
+    sg_activity_note();
     sg_lower_flight_release(c->flight);
 }
 

@@ -125,6 +125,11 @@ void sg_lower_flight_hold(sg_lower_flight *f);
 void sg_lower_flight_release(sg_lower_flight *f);
 void sg_lower_flight_wait(sg_lower_flight *f);
 int sg_lower_flight_done(sg_lower_flight *f);
+/* Waits as sg_lower_flight_wait, but calls check(arg) each time every_s
+ * seconds pass without the flight ending; gives up when check returns
+ * nonzero and returns that (0: the flight ended). */
+int sg_lower_flight_wait_polling(sg_lower_flight *f, double every_s, int (*check)(void *),
+                                 void *arg);
 
 /* Whether buffer b keeps its value after a step: state, and what the trainer
  * reads back (losses, gradient norm, overflow flag): sg_buffer_outlives_step. */
