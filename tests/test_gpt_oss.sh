@@ -80,34 +80,13 @@ print("# values cut by the clamps in the reference forward: gate %d of %d, up %d
 assert c["gate"] > 0 and c["up"] > 0 and c["gate"] < c["total"] and c["up"] < c["total"]
 PYEOF
 	ok $? "the check covers both clamps: some gate values above 7, some up values outside [-7, 7]"
-	STEPS=5 LR=2e-3 B1=0.9 B2=0.95 EPS=1e-8 WD=0.1 CLIP=0.5
-	cat >"$R/ds.json" <<EOF
-{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
- "optimizer": {"type": "AdamW", "params": {"lr": $LR, "betas": [$B1, $B2], "eps": $EPS,
-                                          "weight_decay": $WD}},
- "gradient_clipping": $CLIP, "zero_optimization": {"stage": 0}}
-EOF
-	"$BIN" run "$R/ds.json" --model "$R/model.json" --data "$R/data.bin" --max_length 16 \
-		--load "$R/init.safetensors" --steps $STEPS --ncpus 1 --metrics "$R/sg.jsonl" \
-		>"$R/sg.out" 2>&1
-	rc=$?
-	ok $rc "stepgraph trains $STEPS steps of the GPT-OSS model from the python weights"
-	[ $rc -eq 0 ] || sed 's/^/# /' "$R/sg.out" | tail -5
-	"$PY" "$SRC/tests/torch_train_ref.py" train "$R" $STEPS $LR $B1 $B2 $EPS $WD $CLIP \
-		>"$R/torch.txt" 2>"$R/torch.err"
-	ok $? "torch trains the same $STEPS steps"
-	"$PY" - "$R/sg.jsonl" "$R/torch.txt" <<'PYEOF'
-import json, math, sys
-sg = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-ref = [float(l) for l in open(sys.argv[2])]
-assert len(sg) == len(ref) == 5, (sg, ref)
-assert all(isinstance(x, float) and math.isfinite(x) for x in sg + ref), (sg, ref)
-assert ref[-1] < ref[0] - 0.05, ("the reference does not learn: a vacuous check", ref)
-for i, (a, b) in enumerate(zip(sg, ref)):
-    print("# step %d: stepgraph %.9f torch %.9f rel %.1e" % (i + 1, a, b, abs(a - b) / abs(b)))
-bad = [(i + 1, a, b) for i, (a, b) in enumerate(zip(sg, ref)) if abs(a - b) > 1e-5 * abs(b)]
-assert not bad, bad
-PYEOF
+	. "$SRC/tests/torch_ref_lib.sh"
+	ref_config "$R"
+	ref_run "$R" sg --ncpus 1
+	ok $? "stepgraph trains $REF_STEPS steps of the GPT-OSS model from the python weights"
+	ref_torch "$R"
+	ok $? "torch trains the same $REF_STEPS steps"
+	ref_compare "$R" sg
 	ok $? "every loss within 1e-5 relative of PyTorch's (GPT-OSS top 2 of 6, aux loss, AdamW, clipping)"
 	# refusals of a weights file without a tensor the layer needs
 	"$PY" - "$R" "$SRC/tests" <<'PYEOF'

@@ -28,37 +28,16 @@ export STEPGRAPH_MODELS_DIR="${STEPGRAPH_MODELS_DIR:-$SRC/models}"
 
 # ---- against PyTorch -----------------------------------------------------------
 if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-	STEPS=5 LR=2e-3 B1=0.9 B2=0.95 EPS=1e-8 WD=0.1 CLIP=0.5
+	. "$SRC/tests/torch_ref_lib.sh"
 	mkdir -p "$TMP/ref"
 	"$PY" "$SRC/tests/torch_train_ref.py" prepare "$TMP/ref" moe
 	ok $? "python writes a Qwen3-MoE model (odd sizes), its initial weights and the data"
-	cat >"$TMP/ref/ds.json" <<EOF
-{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
- "optimizer": {"type": "AdamW", "params": {"lr": $LR, "betas": [$B1, $B2], "eps": $EPS,
-                                          "weight_decay": $WD}},
- "gradient_clipping": $CLIP, "zero_optimization": {"stage": 0}}
-EOF
-	"$BIN" run "$TMP/ref/ds.json" --model "$TMP/ref/model.json" --data "$TMP/ref/data.bin" \
-		--max_length 16 --load "$TMP/ref/init.safetensors" --steps $STEPS --ncpus 1 \
-		--metrics "$TMP/ref/sg.jsonl" >"$TMP/ref/sg.out" 2>&1
-	rc=$?
-	ok $rc "stepgraph trains $STEPS steps of the MoE model from the python weights"
-	[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/ref/sg.out" | tail -5
-	"$PY" "$SRC/tests/torch_train_ref.py" train "$TMP/ref" $STEPS $LR $B1 $B2 $EPS $WD $CLIP \
-		>"$TMP/ref/torch.txt" 2>"$TMP/ref/torch.err"
-	ok $? "torch trains the same $STEPS steps"
-	"$PY" - "$TMP/ref/sg.jsonl" "$TMP/ref/torch.txt" <<'PYEOF'
-import json, math, sys
-sg = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-ref = [float(l) for l in open(sys.argv[2])]
-assert len(sg) == len(ref) == 5, (sg, ref)
-assert all(isinstance(x, float) and math.isfinite(x) for x in sg + ref), (sg, ref)
-assert ref[-1] < ref[0] - 0.05, ("the reference does not learn: a vacuous check", ref)
-for i, (a, b) in enumerate(zip(sg, ref)):
-    print("# step %d: stepgraph %.9f torch %.9f rel %.1e" % (i + 1, a, b, abs(a - b) / abs(b)))
-bad = [(i + 1, a, b) for i, (a, b) in enumerate(zip(sg, ref)) if abs(a - b) > 1e-5 * abs(b)]
-assert not bad, bad
-PYEOF
+	ref_config "$TMP/ref"
+	ref_run "$TMP/ref" sg --ncpus 1
+	ok $? "stepgraph trains $REF_STEPS steps of the MoE model from the python weights"
+	ref_torch "$TMP/ref"
+	ok $? "torch trains the same $REF_STEPS steps"
+	ref_compare "$TMP/ref" sg
 	ok $? "every loss within 1e-5 relative of PyTorch's (MoE top 2 of 6, aux loss, AdamW, clipping)"
 else
 	for d in "python writes the MoE model" "stepgraph trains it" "torch trains it" "losses equal torch's"; do
