@@ -170,41 +170,18 @@ done
 ds z3off '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 30000, "offload_optimizer": {"device": "cpu"}}}'
 train z3off z3off --model tiny-gpt-oss --steps 12 --ncpus 2
 ok "$(cat "$TMP/z3off.rc")" "tiny-gpt-oss trains under ZeRO-3 with CPU offload in bf16 (sub-groups of 30,000)"
-"$PY" - "$TMP/z3off.jsonl" <<'PYEOF'
-import json, math, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-assert len(a) == 12 and all(math.isfinite(x) for x in a), a
-assert sum(a[-3:]) / 3 < sum(a[:3]) / 3 - 0.2, a
-PYEOF
+falls z3off 12 0.2
 ok $? "its loss is finite and falls"
 
 # ---- refusals and description -----------------------------------------------------------
-bad_model() { # NAME JSON-FRAGMENT EXPECTED DESCRIPTION (null removes a key)
-	"$PY" - "$SRC/models/tiny-gpt-oss.json" "$TMP/$1.json" "$2" <<'PYEOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-for k, v in json.loads(sys.argv[3]).items():
-    if v is None:
-        m.pop(k, None)
-    else:
-        m[k] = v
-json.dump(m, open(sys.argv[2], "w"))
-PYEOF
-	train "$1" base --model "$TMP/$1.json"
-	if [ "$(cat "$TMP/$1.rc")" -ne 0 ] && grep -q -- "$3" "$TMP/$1.err"; then
-		ok 0 "$4"
-	else
-		ok 1 "$4"
-		sed 's/^/# /' "$TMP/$1.err" | tail -3
-	fi
-}
-bad_model k_over_e '{"num_experts_per_tok": 9}' "num_experts_per_tok: 9 is more than" \
+M=$SRC/models/tiny-gpt-oss.json
+bad_model "$M" k_over_e '{"num_experts_per_tok": 9}' "num_experts_per_tok: 9 is more than" \
 	"GPT-OSS: top 9 of 8 experts is refused"
-bad_model no_experts '{"num_local_experts": null}' "num_local_experts\|num_experts" \
+bad_model "$M" no_experts '{"num_local_experts": null}' "num_local_experts\|num_experts" \
 	"GPT-OSS: a missing expert count (num_local_experts, the router's size) is refused"
-bad_model bad_trunc '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "truncate": 1}}' \
+bad_model "$M" bad_trunc '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "truncate": 1}}' \
 	"rope_scaling.truncate" "GPT-OSS: a yarn truncate that is not a boolean is refused"
-bad_model mscale '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "mscale": 1.0}}' \
+bad_model "$M" mscale '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "mscale": 1.0}}' \
 	"rope_scaling.mscale" "GPT-OSS: yarn with mscale (not applied) is refused, naming the key"
 "$BIN" model info gpt-oss-20b >"$TMP/info.out" 2>&1
 grep -q "softmax over the top-k logits" "$TMP/info.out" && grep -q "clamped SwiGLU" "$TMP/info.out" &&

@@ -185,47 +185,22 @@ done
 ds z3off '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 300000, "offload_optimizer": {"device": "cpu"}}}'
 train z3off z3off --model tiny-moe --steps 12 --ncpus 2
 ok "$(cat "$TMP/z3off.rc")" "tiny-moe trains under ZeRO-3 with CPU offload in bf16 (expert parameters in sub-groups)"
-"$PY" - "$TMP/z3off.jsonl" <<'PYEOF'
-import json, math, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-assert len(a) == 12 and all(math.isfinite(x) for x in a), a
-assert sum(a[-3:]) / 3 < sum(a[:3]) / 3 - 0.2, a
-PYEOF
+falls z3off 12 0.2
 ok $? "its loss is finite and falls"
 
 # ---- refusals ---------------------------------------------------------------------------
-# bad_model NAME JSON-FRAGMENT EXPECTED: a tiny-moe copy with the fragment merged
-# (null removes a key) is refused by `stepgraph run` with EXPECTED in the message
-bad_model() {
-	"$PY" - "$SRC/models/tiny-moe.json" "$TMP/$1.json" "$2" <<'PYEOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-for k, v in json.loads(sys.argv[3]).items():
-    if v is None:
-        m.pop(k, None)
-    else:
-        m[k] = v
-json.dump(m, open(sys.argv[2], "w"))
-PYEOF
-	train "$1" base --model "$TMP/$1.json"
-	if [ "$(cat "$TMP/$1.rc")" -ne 0 ] && grep -q -- "$3" "$TMP/$1.err"; then
-		ok 0 "$4"
-	else
-		ok 1 "$4"
-		sed 's/^/# /' "$TMP/$1.err" | tail -3
-	fi
-}
-bad_model k_over_e '{"num_experts_per_tok": 9}' "num_experts_per_tok: 9 is more than num_experts 8" \
+M=$SRC/models/tiny-moe.json
+bad_model "$M" k_over_e '{"num_experts_per_tok": 9}' "num_experts_per_tok: 9 is more than num_experts 8" \
 	"top 9 of 8 experts is refused"
-bad_model no_width '{"moe_intermediate_size": null}' "moe_intermediate_size: missing" \
+bad_model "$M" no_width '{"moe_intermediate_size": null}' "moe_intermediate_size: missing" \
 	"a missing expert width (moe_intermediate_size) is refused"
-bad_model no_experts '{"num_experts": null}' "num_experts: missing" \
+bad_model "$M" no_experts '{"num_experts": null}' "num_experts: missing" \
 	"a missing expert count (the router's size, num_experts) is refused"
-bad_model no_k '{"num_experts_per_tok": null}' "num_experts_per_tok: missing" \
+bad_model "$M" no_k '{"num_experts_per_tok": null}' "num_experts_per_tok: missing" \
 	"a missing top-k (num_experts_per_tok) is refused"
-bad_model neg_coef '{"router_aux_loss_coef": -1}' "router_aux_loss_coef: -1 is negative" \
+bad_model "$M" neg_coef '{"router_aux_loss_coef": -1}' "router_aux_loss_coef: -1 is negative" \
 	"a negative router_aux_loss_coef is refused"
-bad_model norm_str '{"norm_topk_prob": "yes"}' "norm_topk_prob: \"yes\" is not true or false" \
+bad_model "$M" norm_str '{"norm_topk_prob": "yes"}' "norm_topk_prob: \"yes\" is not true or false" \
 	"norm_topk_prob must be a boolean"
 train tiles base --model tiny-moe --batch_tile 1
 [ "$(cat "$TMP/tiles.rc")" -ne 0 ] && grep -q "batch tiles are not supported" "$TMP/tiles.err"

@@ -1,7 +1,7 @@
-# train_lib.sh - helpers of the training tests (sourced by test_train.sh and
-# test_train_gpu.sh, which set BIN, PY and TMP first): TAP counting, small
-# DeepSpeed configs merged over a base, runs with their metrics, and loss
-# comparisons.
+# train_lib.sh - helpers of the training tests (sourced by test_train.sh,
+# test_train_gpu.sh, test_moe.sh and test_gpt_oss.sh, which set BIN, PY and TMP
+# first): TAP counting, small DeepSpeed configs merged over a base, runs with
+# their metrics, loss comparisons, and refusals of broken model files.
 n=0
 ok() { # ok STATUS DESCRIPTION
 	n=$((n + 1))
@@ -71,3 +71,35 @@ same() { losscmp "$TMP/$2.jsonl" "$TMP/$1.jsonl" 0 0; }
 same_from() { losscmp "$TMP/$1.jsonl" "$TMP/$2.jsonl" 0 "$3"; }
 # close A B RTOL: every loss of A within RTOL of B's (same number of steps, finite)
 close() { losscmp "$TMP/$2.jsonl" "$TMP/$1.jsonl" "$3" 0; }
+# falls NAME STEPS DROP: run NAME logged STEPS finite losses, and the mean of
+# its last three is below the mean of its first three by more than DROP
+falls() {
+	"$PY" - "$TMP/$1.jsonl" "$2" "$3" <<'PYEOF'
+import json, math, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+assert len(a) == int(sys.argv[2]) and all(math.isfinite(x) for x in a), a
+assert sum(a[-3:]) / 3 < sum(a[:3]) / 3 - float(sys.argv[3]), a
+PYEOF
+}
+# bad_model BASE NAME JSON-FRAGMENT EXPECTED DESCRIPTION: a copy of the model
+# file BASE with the fragment merged (null removes a key) is refused by
+# `stepgraph run` with EXPECTED in its message
+bad_model() {
+	"$PY" - "$1" "$TMP/$2.json" "$3" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for k, v in json.loads(sys.argv[3]).items():
+    if v is None:
+        m.pop(k, None)
+    else:
+        m[k] = v
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+	train "$2" base --model "$TMP/$2.json"
+	if [ "$(cat "$TMP/$2.rc")" -ne 0 ] && grep -q -- "$4" "$TMP/$2.err"; then
+		ok 0 "$5"
+	else
+		ok 1 "$5"
+		sed 's/^/# /' "$TMP/$2.err" | tail -3
+	fi
+}
