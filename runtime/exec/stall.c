@@ -38,12 +38,6 @@ void sg_stall_watch_start(sg_stall_watch *w, sg_error *err)
     w->last_check_us = w->restart_us = starpu_timing_now();
 }
 
-static const char *limit_name(enum starpu_node_kind k)
-{
-    return k == STARPU_CUDA_RAM ? "STARPU_LIMIT_CUDA_MEM, else the GPU's memory"
-                                : "STARPU_LIMIT_CPU_MEM, else 90% of RAM";
-}
-
 int sg_stall_check(void *arg)
 {
     sg_stall_watch *w = arg;
@@ -57,26 +51,27 @@ int sg_stall_check(void *arg)
     double quiet_from = last_us > w->restart_us ? last_us : w->restart_us;
     if (w->seconds <= 0 || running > 0 || now - quiet_from < w->seconds * 1e6)
         return 0;
+    /* main memory only: StarPU makes room on a GPU by evicting to RAM, so a
+     * GPU kept full (its cache of dead buffers) is no sign of a stall */
     unsigned nodes = starpu_memory_nodes_get_count();
     for (unsigned m = 0; m < nodes; m++) {
         starpu_ssize_t total = starpu_memory_get_total(m);
-        if (total <= 0)
+        if (starpu_node_get_kind(m) != STARPU_CPU_RAM || total <= 0)
             continue;
         starpu_ssize_t used = (starpu_ssize_t)starpu_memory_get_used(m);
         if (total - used >= w->room_bytes)
             continue;
-        enum starpu_node_kind k = starpu_node_get_kind(m);
         return sg_error_set(w->err, SG_ENOMEM,
                             "the step cannot go on: no task has run for %.0f s and StarPU "
-                            "counts %.1f of the %.1f MiB it may use in %s memory (%s), so it "
-                            "waits for memory that no task will free. Raise that limit, or "
-                            "lower the step's need (a smaller train_micro_batch_size_per_gpu, "
+                            "counts %.1f of the %.1f MiB it may use in main memory "
+                            "(STARPU_LIMIT_CPU_MEM, else 90%% of RAM), so it waits for memory "
+                            "that no task will free. Raise that limit, or lower the step's need "
+                            "(a smaller train_micro_batch_size_per_gpu, "
                             "activation_checkpointing, --lookahead 1); `stepgraph graph CONFIG "
                             "--summary` prints the plan, STEPGRAPH_STALL_SECONDS how long this "
                             "wait lasts",
                             (now - quiet_from) * 1e-6, (double)used / 1048576.0,
-                            (double)total / 1048576.0,
-                            k == STARPU_CUDA_RAM ? "GPU" : "main", limit_name(k));
+                            (double)total / 1048576.0);
     }
     return 0;
 }

@@ -8,8 +8,10 @@
  * and a plain wait for the step never returns. The watch says the step
  * cannot progress when, for `seconds` (STEPGRAPH_STALL_SECONDS, default 30;
  * 0 never), no codelet has run, begun or ended (codelets/starpu/activity.h)
- * while a memory node StarPU limits has less room left than the step's
- * largest step-local buffer plus one of StarPU's 32 MiB allocation chunks.
+ * while main memory has less room left under StarPU's limit than the
+ * step's largest step-local buffer plus one of StarPU's 32 MiB allocation
+ * chunks (a GPU is not looked at: StarPU makes room there by evicting to
+ * main memory, and keeps it full of cached buffers).
  * A check that comes late (the process was stopped, the machine slept)
  * starts the window again.
  */
