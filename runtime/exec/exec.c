@@ -588,6 +588,21 @@ void sg_exec_memory_peak(const sg_exec *x, int64_t *host, int64_t *gpu)
         flight_peaks(&x->wait_low, host, gpu);
 }
 
+int64_t sg_exec_main_memory_limit(void)
+{
+    int64_t total = 0;
+    unsigned nodes = starpu_memory_nodes_get_count();
+    for (unsigned m = 0; m < nodes; m++) {
+        if (starpu_node_get_kind(m) != STARPU_CPU_RAM)
+            continue;
+        starpu_ssize_t t = starpu_memory_get_total(m);
+        if (t <= 0)
+            return -1;
+        total += t;
+    }
+    return total > 0 ? total : -1;
+}
+
 int sg_exec_overlap(const sg_exec *x, sg_overlap *out)
 {
     if (x->lookahead > 1 && x->finished >= 2 && x->finished == x->submitted) {

@@ -194,5 +194,8 @@ int sg_exec_overlap(const sg_exec *x, sg_overlap *out);
  * step-local buffers StarPU allocates) and GPU (the busiest), in bytes
  * (sg_lower_memory_used). Call when no step is in flight. */
 void sg_exec_memory_peak(const sg_exec *x, int64_t *host, int64_t *gpu);
+/* What StarPU may use in main memory (its CPU memory nodes together: 90% of
+ * RAM, or STARPU_LIMIT_CPU_MEM), in bytes; -1 when it sets no limit. */
+int64_t sg_exec_main_memory_limit(void);
 
 #endif /* SG_EXEC_H */

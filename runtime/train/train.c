@@ -572,6 +572,25 @@ static void held_peaks(const trainer *t, int64_t *host, int64_t *gpu)
     *gpu = a[SG_MEM_GPU] > b[SG_MEM_GPU] ? a[SG_MEM_GPU] : b[SG_MEM_GPU];
 }
 
+/* A plan above what StarPU may use in main memory, said before the first
+ * step: StarPU would wait for memory no task frees (runtime/exec/stall.h). */
+static void warn_memory_limit(const trainer *t)
+{
+    int ncpu, ncuda;
+    int64_t limit = sg_exec_main_memory_limit(), ph, pg, wh = 0, wg = 0;
+    sg_exec_worker_counts(&ncpu, &ncuda);
+    planned_peaks(&t->graph, ncpu, ncuda, &ph, &pg);
+    if (t->have_wait)
+        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
+    ph = wh > ph ? wh : ph;
+    if (limit > 0 && ph > limit)
+        fprintf(stderr, "stepgraph: warning: a step's plan needs %.1f MiB of main memory, more "
+                "than the %.1f MiB StarPU may use (STARPU_LIMIT_CPU_MEM, else 90%% of RAM): it "
+                "will likely wait for memory no task frees, and the run end with an error once "
+                "no task has run for STEPGRAPH_STALL_SECONDS\n",
+                ph / 1048576.0, limit / 1048576.0);
+}
+
 /* StarPU's count of the memory it manages (sg_exec_memory_peak) next to the
  * plan's (sg_graph_peak_memory, the same liveness). */
 static void print_memory(const trainer *t, int ncpu, int ncuda)
@@ -728,6 +747,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
         goto out;
     }
     print_header(&t);
+    warn_memory_limit(&t);
     /* up to `lookahead` steps in flight; finished (logged) in order. A
      * checkpoint, the trace and the end wait for every step in flight. */
     for (int64_t i = 0; i < t.total_steps; i++) {
