@@ -572,17 +572,27 @@ static void held_peaks(const trainer *t, int64_t *host, int64_t *gpu)
     *gpu = a[SG_MEM_GPU] > b[SG_MEM_GPU] ? a[SG_MEM_GPU] : b[SG_MEM_GPU];
 }
 
+/* The plan's peaks (planned_peaks) of the run's graph, or of its waiting
+ * graph where that one's is larger. */
+static void run_planned_peaks(const trainer *t, int ncpu, int ncuda, int64_t *host,
+                              int64_t *gpu)
+{
+    int64_t wh = 0, wg = 0;
+    planned_peaks(&t->graph, ncpu, ncuda, host, gpu);
+    if (t->have_wait)
+        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
+    *host = wh > *host ? wh : *host;
+    *gpu = wg > *gpu ? wg : *gpu;
+}
+
 /* A plan above what StarPU may use in main memory, said before the first
  * step: StarPU would wait for memory no task frees (runtime/exec/stall.h). */
 static void warn_memory_limit(const trainer *t)
 {
     int ncpu, ncuda;
-    int64_t limit = sg_exec_main_memory_limit(), ph, pg, wh = 0, wg = 0;
+    int64_t limit = sg_exec_main_memory_limit(), ph, pg;
     sg_exec_worker_counts(&ncpu, &ncuda);
-    planned_peaks(&t->graph, ncpu, ncuda, &ph, &pg);
-    if (t->have_wait)
-        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
-    ph = wh > ph ? wh : ph;
+    run_planned_peaks(t, ncpu, ncuda, &ph, &pg);
     if (limit > 0 && ph > limit)
         fprintf(stderr, "stepgraph: warning: a step's plan needs %.1f MiB of main memory, more "
                 "than the %.1f MiB StarPU may use (STARPU_LIMIT_CPU_MEM, else 90%% of RAM): it "
@@ -595,13 +605,9 @@ static void warn_memory_limit(const trainer *t)
  * plan's (sg_graph_peak_memory, the same liveness). */
 static void print_memory(const trainer *t, int ncpu, int ncuda)
 {
-    int64_t host, gpu, ph, pg, wh = 0, wg = 0;
+    int64_t host, gpu, ph, pg;
     sg_exec_memory_peak(&t->x, &host, &gpu);
-    planned_peaks(&t->graph, ncpu, ncuda, &ph, &pg);
-    if (t->have_wait)
-        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
-    ph = wh > ph ? wh : ph;
-    pg = wg > pg ? wg : pg;
+    run_planned_peaks(t, ncpu, ncuda, &ph, &pg);
     int64_t held_host = -1, held_gpu = -1;
     if (ncuda)
         held_peaks(t, &held_host, &held_gpu);
