@@ -48,6 +48,33 @@ static unsigned dies_mask(const sg_liveness *lv, int b)
     return m;
 }
 
+/* m's step with SuperOffload's settings (bf16, ZeRO-3, ratio 0.9,
+ * sub-groups of 4e8, seq 4096, batch 4), checkpointed or not, and its
+ * liveness; nonzero (said as a diagnostic, nothing left to free) when it
+ * does not compile. */
+static int compile_superoffload(const sg_model *m, int ckpt, sg_step_spec *s, sg_graph *g,
+                                sg_liveness *lv)
+{
+    sg_step_spec_defaults(s);
+    s->zero_stage = 3;
+    s->offload_optimizer = 1;
+    s->super_offload = 1;
+    s->offload_ratio = 0.9;
+    s->compute_dtype = SG_BF16;
+    s->sub_group_size = 400000000;
+    s->activation_checkpointing = ckpt;
+    s->seq_len = 4096;
+    s->micro_batch = 4;
+    sg_graph_init(g);
+    sg_error err = {0};
+    if (sg_compile_step(m, s, g, &err) || sg_graph_liveness(g, lv)) {
+        tap_diag("compile: %s", err.msg);
+        sg_graph_free(g);
+        return 1;
+    }
+    return 0;
+}
+
 /* Checkpointing keeps only what recompute needs: compiled for llama-3.1-8b
  * with SuperOffload's settings (bf16, ZeRO-3, seq 4096, batch 4), at the
  * first backward node every layer's output is live and no layer's
@@ -64,25 +91,11 @@ static void test_checkpoint_keeps(void)
     }
     for (int ckpt = 1; ckpt >= 0; ckpt--) {
         sg_step_spec s;
-        sg_step_spec_defaults(&s);
-        s.zero_stage = 3;
-        s.offload_optimizer = 1;
-        s.super_offload = 1;
-        s.offload_ratio = 0.9;
-        s.compute_dtype = SG_BF16;
-        s.sub_group_size = 400000000;
-        s.activation_checkpointing = ckpt;
-        s.seq_len = 4096;
-        s.micro_batch = 4;
         sg_graph g;
-        sg_graph_init(&g);
-        sg_error err = {0};
         sg_liveness lv;
         int L = sg_model_num_units(m) - 2;
-        if (sg_compile_step(m, &s, &g, &err) || sg_graph_liveness(&g, &lv)) {
-            tap_diag("compile: %s", err.msg);
+        if (compile_superoffload(m, ckpt, &s, &g, &lv)) {
             tap_skip(ckpt ? 2 : 1, "compile failed");
-            sg_graph_free(&g);
             continue;
         }
         char *live = calloc((size_t)g.nbuffers, 1);
@@ -143,25 +156,11 @@ static void test_checkpoint_moe(void)
     }
     for (int ckpt = 1; ckpt >= 0; ckpt--) {
         sg_step_spec s;
-        sg_step_spec_defaults(&s);
-        s.zero_stage = 3;
-        s.offload_optimizer = 1;
-        s.super_offload = 1;
-        s.offload_ratio = 0.9;
-        s.compute_dtype = SG_BF16;
-        s.sub_group_size = 400000000;
-        s.activation_checkpointing = ckpt;
-        s.seq_len = 4096;
-        s.micro_batch = 4;
         sg_graph g;
-        sg_graph_init(&g);
-        sg_error err = {0};
         sg_liveness lv;
         int L = sg_model_num_units(m) - 2;
-        if (sg_compile_step(m, &s, &g, &err) || sg_graph_liveness(&g, &lv)) {
-            tap_diag("compile: %s", err.msg);
+        if (compile_superoffload(m, ckpt, &s, &g, &lv)) {
             tap_skip(ckpt ? 4 : 1, "compile failed");
-            sg_graph_free(&g);
             continue;
         }
         char *live = calloc((size_t)g.nbuffers, 1);
