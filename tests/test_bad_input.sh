@@ -282,11 +282,11 @@ STEPGRAPH_STALL_SECONDS=2 STARPU_LIMIT_CPU_MEM=11 fails stall "the step cannot g
 	grep -q "warning: a step's plan needs 1[0-9.]* MiB of main memory, more than the 11.0 MiB" stall.err
 ok $? "a step StarPU cannot fit under STARPU_LIMIT_CPU_MEM: a warning before the first step, then an error, not a hang"
 # ... and the same watch leaves a run that fits alone, however short its window
-STEPGRAPH_STALL_SECONDS=1 STARPU_LIMIT_CPU_MEM=20 timeout 60 "$BIN" run "$CFG" $RUN --steps 8 \
+STEPGRAPH_STALL_SECONDS=3 STARPU_LIMIT_CPU_MEM=20 timeout 60 "$BIN" run "$CFG" $RUN --steps 8 \
 	>fits.out 2>fits.err &&
 	[ "$(grep -c '^Step [0-9]* |' fits.out)" = 8 ] && grep -q "measured 1[0-9.]* MiB" fits.out &&
 	! grep -q "plan needs" fits.err
-ok $? "a step that fits under STARPU_LIMIT_CPU_MEM=20 trains its 8 steps with a 1 s stall window, no warning"
+ok $? "a step that fits under STARPU_LIMIT_CPU_MEM=20 trains its 8 steps with a 3 s stall window, no warning"
 # graph --format svg of a large graph (Graphviz takes minutes): the old SVG
 # stays, its temporary SVG and DOT files go, and so does dot
 if command -v dot >/dev/null 2>&1; then
