@@ -38,19 +38,25 @@ void sg_stall_watch_start(sg_stall_watch *w, sg_error *err)
     w->last_check_us = w->restart_us = starpu_timing_now();
 }
 
+int sg_stall_quiet_past_window(sg_stall_watch *w, double now_us, int running, double last_us)
+{
+    if (now_us - w->last_check_us > 3 * SG_STALL_POLL_S * 1e6)
+        w->restart_us = now_us; /* a late check: the process did not run meanwhile */
+    w->last_check_us = now_us;
+    double quiet_from = last_us > w->restart_us ? last_us : w->restart_us;
+    return w->seconds > 0 && running == 0 && now_us - quiet_from >= w->seconds * 1e6;
+}
+
 int sg_stall_check(void *arg)
 {
     sg_stall_watch *w = arg;
     double now = starpu_timing_now();
-    if (now - w->last_check_us > 3 * SG_STALL_POLL_S * 1e6)
-        w->restart_us = now; /* a late check: the process did not run meanwhile */
-    w->last_check_us = now;
     int running;
     double last_us;
     sg_activity_read(&running, &last_us);
-    double quiet_from = last_us > w->restart_us ? last_us : w->restart_us;
-    if (w->seconds <= 0 || running > 0 || now - quiet_from < w->seconds * 1e6)
+    if (!sg_stall_quiet_past_window(w, now, running, last_us))
         return 0;
+    double quiet_from = last_us > w->restart_us ? last_us : w->restart_us;
     /* main memory only: StarPU makes room on a GPU by evicting to RAM, so a
      * GPU kept full (its cache of dead buffers) is no sign of a stall */
     unsigned nodes = starpu_memory_nodes_get_count();

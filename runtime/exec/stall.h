@@ -40,6 +40,13 @@ int sg_stall_watch_init(sg_stall_watch *w, const sg_graph *g, sg_error *err);
 /* Arms the watch for one wait (its error goes to err). */
 void sg_stall_watch_start(sg_stall_watch *w, sg_error *err);
 
+/* The watch's rule at StarPU clock now_us, given what activity.h read
+ * (codelets running, the time of the last change): 1 when no codelet runs
+ * and none has begun or ended for the window since the wait began or a
+ * late check restarted it (one more than 3 polls after the last), else 0.
+ * Keeps the time of this check. */
+int sg_stall_quiet_past_window(sg_stall_watch *w, double now_us, int running, double last_us);
+
 /* The check for sg_lower_flight_wait_polling (arg: the watch): 0 while the
  * step may still progress, SG_ENOMEM (with the watch's error set) when it
  * cannot. */
