@@ -281,6 +281,13 @@ STEPGRAPH_STALL_SECONDS=2 STARPU_LIMIT_CPU_MEM=11 fails stall "the step cannot g
 	grep -q "no task has run for [0-9]* s and StarPU counts [0-9.]* of the 11.0 MiB it may use in main memory (STARPU_LIMIT_CPU_MEM" stall.err &&
 	grep -q "warning: a step's plan needs 1[0-9.]* MiB of main memory, more than the 11.0 MiB" stall.err
 ok $? "a step StarPU cannot fit under STARPU_LIMIT_CPU_MEM: a warning before the first step, then an error, not a hang"
+# a bad window is refused before any output: no checkpoint directory, the
+# old metrics file as it was
+echo keep >stall_keep.jsonl
+STEPGRAPH_STALL_SECONDS=5s fails stall_bad "STEPGRAPH_STALL_SECONDS=5s: expected seconds" \
+	"$BIN" run "$CFG" $RUN --save stall_ck --metrics stall_keep.jsonl &&
+	! [ -e stall_ck ] && [ "$(cat stall_keep.jsonl)" = keep ]
+ok $? "STEPGRAPH_STALL_SECONDS=5s: refused by name before any output (no checkpoint directory, metrics untouched)"
 # ... and the same watch leaves a run that fits alone, however short its window
 STEPGRAPH_STALL_SECONDS=3 STARPU_LIMIT_CPU_MEM=20 timeout 60 "$BIN" run "$CFG" $RUN --steps 8 \
 	>fits.out 2>fits.err &&

@@ -10,18 +10,26 @@
 
 #define DEFAULT_SECONDS 30.0
 
+int sg_stall_seconds(double *seconds, sg_error *err)
+{
+    *seconds = DEFAULT_SECONDS;
+    const char *v = getenv("STEPGRAPH_STALL_SECONDS");
+    if (!v || !*v)
+        return SG_OK;
+    char *end;
+    double s = strtod(v, &end);
+    if (*end || !(s >= 0 && s <= 1e6))
+        return sg_error_set(err, SG_EINVAL, "STEPGRAPH_STALL_SECONDS=%s: expected seconds, "
+                            "0 to 1000000 (0: wait for ever)", v);
+    *seconds = s;
+    return SG_OK;
+}
+
 int sg_stall_watch_init(sg_stall_watch *w, const sg_graph *g, sg_error *err)
 {
-    w->seconds = DEFAULT_SECONDS;
-    const char *v = getenv("STEPGRAPH_STALL_SECONDS");
-    if (v && *v) {
-        char *end;
-        double s = strtod(v, &end);
-        if (*end || !(s >= 0 && s <= 1e6))
-            return sg_error_set(err, SG_EINVAL, "STEPGRAPH_STALL_SECONDS=%s: expected seconds, "
-                                "0 to 1000000 (0: wait for ever)", v);
-        w->seconds = s;
-    }
+    int rc = sg_stall_seconds(&w->seconds, err);
+    if (rc)
+        return rc;
     int64_t largest = 0;
     for (int b = 0; b < g->nbuffers; b++)
         if (!g->buffers[b].persistent && g->buffers[b].bytes > largest)

@@ -33,6 +33,10 @@ typedef struct sg_stall_watch {
     sg_error *err;                 /* where the check says why it gave up */
 } sg_stall_watch;
 
+/* The window STEPGRAPH_STALL_SECONDS sets (30 s when unset); a bad value
+ * is an error naming it. The trainer calls it before any output. */
+int sg_stall_seconds(double *seconds, sg_error *err);
+
 /* The window from STEPGRAPH_STALL_SECONDS (a bad value is an error naming
  * it) and the room a step of g needs. */
 int sg_stall_watch_init(sg_stall_watch *w, const sg_graph *g, sg_error *err);

@@ -734,8 +734,9 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     const sg_run_options *r = &cfg->run;
     int rc;
     /* ranks first: a refused run creates no output directory */
+    double stall_s;
     if ((rc = check_ranks(&t, err)) || (rc = sg_gemm_check_env(err)) ||
-        (rc = check_outputs(r, err)) ||
+        (rc = sg_stall_seconds(&stall_s, err)) || (rc = check_outputs(r, err)) ||
         (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)))
