@@ -62,6 +62,7 @@ typedef struct trainer {
     sg_loss_scaler_state scaler;   /* the step's; read back from the exec after each step */
     sg_exec x;
     int exec_started;
+    int64_t plan_host, plan_gpu;   /* the plan's peaks for the workers (plan_memory) */
     sg_node_times node_times;      /* cfg->node_times: CPU task times per node */
     sg_metrics metrics;
     int metrics_open;
@@ -572,42 +573,34 @@ static void held_peaks(const trainer *t, int64_t *host, int64_t *gpu)
     *gpu = a[SG_MEM_GPU] > b[SG_MEM_GPU] ? a[SG_MEM_GPU] : b[SG_MEM_GPU];
 }
 
-/* The plan's peaks (planned_peaks) of the run's graph, or of its waiting
- * graph where that one's is larger. */
-static void run_planned_peaks(const trainer *t, int ncpu, int ncuda, int64_t *host,
-                              int64_t *gpu)
-{
-    int64_t wh = 0, wg = 0;
-    planned_peaks(&t->graph, ncpu, ncuda, host, gpu);
-    if (t->have_wait)
-        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
-    *host = wh > *host ? wh : *host;
-    *gpu = wg > *gpu ? wg : *gpu;
-}
-
-/* A plan above what StarPU may use in main memory, said before the first
- * step: StarPU would wait for memory no task frees (runtime/exec/stall.h). */
-static void warn_memory_limit(const trainer *t)
+/* The plan's peaks (planned_peaks) for the workers StarPU started, once:
+ * the run's graph's, or its waiting graph's where larger. Said before the
+ * first step when the host's is above what StarPU may use in main memory:
+ * StarPU would wait for memory no task frees (runtime/exec/stall.h). */
+static void plan_memory(trainer *t)
 {
     int ncpu, ncuda;
-    int64_t limit = sg_exec_main_memory_limit(), ph, pg;
+    int64_t limit = sg_exec_main_memory_limit(), wh = 0, wg = 0;
     sg_exec_worker_counts(&ncpu, &ncuda);
-    run_planned_peaks(t, ncpu, ncuda, &ph, &pg);
-    if (limit > 0 && ph > limit)
+    planned_peaks(&t->graph, ncpu, ncuda, &t->plan_host, &t->plan_gpu);
+    if (t->have_wait)
+        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
+    t->plan_host = wh > t->plan_host ? wh : t->plan_host;
+    t->plan_gpu = wg > t->plan_gpu ? wg : t->plan_gpu;
+    if (limit > 0 && t->plan_host > limit)
         fprintf(stderr, "stepgraph: warning: a step's plan needs %.1f MiB of main memory, more "
                 "than the %.1f MiB StarPU may use (STARPU_LIMIT_CPU_MEM, else 90%% of RAM): it "
                 "will likely wait for memory no task frees, and the run end with an error once "
                 "no task has run for STEPGRAPH_STALL_SECONDS\n",
-                ph / 1048576.0, limit / 1048576.0);
+                t->plan_host / 1048576.0, limit / 1048576.0);
 }
 
 /* StarPU's count of the memory it manages (sg_exec_memory_peak) next to the
  * plan's (sg_graph_peak_memory, the same liveness). */
 static void print_memory(const trainer *t, int ncpu, int ncuda)
 {
-    int64_t host, gpu, ph, pg;
+    int64_t host, gpu, ph = t->plan_host, pg = t->plan_gpu;
     sg_exec_memory_peak(&t->x, &host, &gpu);
-    run_planned_peaks(t, ncpu, ncuda, &ph, &pg);
     int64_t held_host = -1, held_gpu = -1;
     if (ncuda)
         held_peaks(t, &held_host, &held_gpu);
@@ -754,7 +747,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
         goto out;
     }
     print_header(&t);
-    warn_memory_limit(&t);
+    plan_memory(&t);
     /* up to `lookahead` steps in flight; finished (logged) in order. A
      * checkpoint, the trace and the end wait for every step in flight. */
     for (int64_t i = 0; i < t.total_steps; i++) {
