@@ -313,6 +313,28 @@ static void test_forms(void)
     ok(rc == 0, "warmupdecay-default-max.json loads");
     is_close(cfg->ds.scheduler.warmup_max_lr, 1e-3, 1e-12, "WarmupDecayLR: warmup_max_lr defaults to 0.001");
     is_int(cfg->ds.scheduler.total_num_steps, 100, "WarmupDecayLR: total_num_steps");
+    rc = sg_config_load(src("tests/data/good-configs/warmupcosine-defaults.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.scheduler.type == SG_SCHED_WARMUP_COSINE_LR &&
+           cfg->warnings.count == 0,
+       "warmupcosine-defaults.json loads (another scheduler's key set to null is not given)");
+    ok(cfg->ds.scheduler.warmup_num_steps == 1000 && cfg->ds.scheduler.warmup_min_ratio == 0 &&
+           cfg->ds.scheduler.cos_min_ratio == 1e-4 && cfg->ds.scheduler.total_num_steps == 2000,
+       "WarmupCosineLR: DeepSpeed's defaults (warm-up 1000, ratios 0 and 1e-4)");
+    rc = sg_config_load(src("tests/data/good-configs/onecycle-defaults.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.scheduler.type == SG_SCHED_ONE_CYCLE, "onecycle-defaults.json loads");
+    ok(cfg->ds.scheduler.cycle_min_lr == 1e-4 && cfg->ds.scheduler.cycle_max_lr == 1e-3 &&
+           cfg->ds.scheduler.cycle_first_step_size == 2000 &&
+           cfg->ds.scheduler.cycle_second_step_size == 0 && cfg->ds.scheduler.cycle_momentum &&
+           cfg->ds.scheduler.cycle_min_mom == 0.8 && cfg->ds.scheduler.cycle_max_mom == 0.9 &&
+           cfg->ds.scheduler.decay_step_size == 0 && cfg->ds.scheduler.decay_lr_rate == 0,
+       "OneCycle: DeepSpeed's defaults (steps 2000 and the same, momentum 0.8..0.9, no decay)");
+    rc = sg_config_load(src("tests/data/good-configs/rangetest-defaults.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.scheduler.type == SG_SCHED_LR_RANGE_TEST &&
+           cfg->ds.scheduler.lr_range_test_min_lr == 1e-3 &&
+           cfg->ds.scheduler.lr_range_test_step_size == 2000 &&
+           cfg->ds.scheduler.lr_range_test_step_rate == 1.0 &&
+           !cfg->ds.scheduler.lr_range_test_staircase,
+       "LRRangeTest without params: DeepSpeed's defaults (1e-3, 2000, rate 1, continuous)");
 
     rc = sg_config_load(src("tests/data/good-configs/null-values.json"), cfg, &err);
     ok(rc == 0 && cfg->warnings.count == 0, "null values mean \"use the default\"");

@@ -413,12 +413,13 @@ static void test_metrics(void)
     const char *path = tmp("metrics.jsonl");
     int rc = sg_metrics_open(&m, path, &err);
     is_int(rc, 0, "metrics: open");
-    rc = sg_metrics_write_step(&m, 1, 4.25, 1e-4, 0.5, 65536, 0.125, 2048, 0.5, 0, NULL);
+    sg_update_hyper h1 = {1e-4, 0.9, 0.999}, h2 = {2e-4, 0.85, 0.99};
+    rc = sg_metrics_write_step(&m, 1, 4.25, &h1, 0.5, 65536, 0.125, 2048, 0.5, 0, NULL);
     char *text = slurp(path);
     ok(rc == 0 && count_lines(text) == 1, "metrics: a line is on disk before close");
     free(text);
     sg_phase_times p = {0.01, 0.02, 0.003, NAN};
-    rc |= sg_metrics_write_step(&m, 2, NAN, 2e-4, INFINITY, 32768, 0.25, 1024, NAN, 1, &p);
+    rc |= sg_metrics_write_step(&m, 2, NAN, &h2, INFINITY, 32768, 0.25, 1024, NAN, 1, &p);
     rc |= sg_metrics_close(&m, &err);
     is_int(rc, 0, "metrics: write and close");
     is_int(sg_metrics_close(&m, &err), 0, "metrics: close twice is harmless");
@@ -435,6 +436,7 @@ static void test_metrics(void)
         ok(jnum(a, "step") == 1 &&
                jnum(a, "loss") == 4.25 &&
                jnum(a, "lr") == 1e-4 &&
+               jnum(a, "beta1") == 0.9 && jnum(a, "beta2") == 0.999 &&
                jnum(a, "loss_scale") == 65536 &&
                jnum(a, "time_ms") == 125.0 &&
                cJSON_IsFalse(cJSON_GetObjectItem(a, "skipped")) &&

@@ -19,9 +19,11 @@ Usage:
       writes DIR/grads.npz: d loss / d every parameter at the initial
       weights on the same batch (float64), and DIR/clamps.npz: how many
       GPT-OSS gate and up values the SwiGLU clamps cut, of how many
-  torch_train_ref.py train DIR STEPS LR BETA1 BETA2 EPS WD CLIP
+  torch_train_ref.py train DIR STEPS LR BETA1 BETA2 EPS WD CLIP [SCHEDULE]
       prints one loss per step (float64 model, computed before the step's
-      update), as the metrics of `stepgraph run` hold them
+      update), as the metrics of `stepgraph run` hold them; SCHEDULE: a file
+      of lines "lr beta1 beta2", one per update, set on the optimizer before
+      each (tests/lr_schedule_ref.py's output)
 """
 import json
 import math
@@ -223,12 +225,20 @@ def grads(d):
                 for k, p in params.items()})
 
 
-def train(d, steps, lr, b1, b2, eps, wd, clip):
+def train(d, steps, lr, b1, b2, eps, wd, clip, schedule=None):
     model, params, tokens, targets, dtype = setup(d)
+    plan = []
+    if schedule:
+        with open(schedule) as f:
+            plan = [tuple(map(float, line.split())) for line in f if line.strip()]
+        assert len(plan) >= steps, "the schedule has fewer updates than steps"
     # DeepSpeed's AdamW is torch's: decoupled weight decay on every parameter
     opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=(b1, b2), eps=eps,
                             weight_decay=wd)
-    for _ in range(steps):
+    for k in range(steps):
+        if plan:  # torch's AdamW reads lr and betas from the group at each step
+            group = opt.param_groups[0]
+            group["lr"], group["betas"] = plan[k][0], (plan[k][1], plan[k][2])
         opt.zero_grad()
         loss, _ = model.forward(tokens, targets, dtype)
         loss.backward()
@@ -247,8 +257,8 @@ def main(argv):
         prepare(argv[2], argv[3] if len(argv) == 4 else "")
     elif len(argv) == 3 and argv[1] == "grads":
         grads(argv[2])
-    elif len(argv) == 10 and argv[1] == "train":
-        train(argv[2], int(argv[3]), *map(float, argv[4:]))
+    elif len(argv) in (10, 11) and argv[1] == "train":
+        train(argv[2], int(argv[3]), *map(float, argv[4:10]), *argv[10:])
     else:
         sys.stderr.write(__doc__)
         return 2

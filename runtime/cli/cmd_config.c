@@ -22,6 +22,55 @@ static const char *offload_name(sg_offload_device d)
     return d == SG_OFFLOAD_CPU ? "cpu" : d == SG_OFFLOAD_NVME ? "nvme" : "none";
 }
 
+/* The lr schedule in one line: its name and the parameters it uses. */
+static void print_scheduler(const sg_ds_config *ds)
+{
+    const char *warm = ds->scheduler.warmup_type == SG_WARMUP_LINEAR ? "linear" : "log";
+    long long w = (long long)ds->scheduler.warmup_num_steps;
+    long long total = (long long)ds->scheduler.total_num_steps;
+    printf("scheduler:        ");
+    switch (ds->scheduler.type) {
+    case SG_SCHED_NONE:
+        printf("none (constant lr)\n");
+        break;
+    case SG_SCHED_WARMUP_LR:
+        printf("WarmupLR: %s warm-up over %lld updates from %g to %g, then constant\n", warm, w,
+               ds->scheduler.warmup_min_lr, ds->scheduler.warmup_max_lr);
+        break;
+    case SG_SCHED_WARMUP_DECAY_LR:
+        printf("WarmupDecayLR: %s warm-up over %lld updates from %g to %g, then linear decay "
+               "to %g at update %lld\n", warm, w, ds->scheduler.warmup_min_lr,
+               ds->scheduler.warmup_max_lr, ds->scheduler.warmup_min_lr, total);
+        break;
+    case SG_SCHED_WARMUP_COSINE_LR:
+        printf("WarmupCosineLR: the first update at lr 0, %s warm-up over %lld updates from "
+               "%g to 1 x lr, then cosine decay to %g x lr at update %lld\n", warm, w,
+               ds->scheduler.warmup_min_ratio, ds->scheduler.cos_min_ratio, total);
+        break;
+    case SG_SCHED_ONE_CYCLE: {
+        long long s1 = (long long)ds->scheduler.cycle_first_step_size;
+        long long s2 = ds->scheduler.cycle_second_step_size > 0
+                           ? (long long)ds->scheduler.cycle_second_step_size : s1;
+        printf("OneCycle: lr %g up to %g over %lld updates, back over %lld",
+               ds->scheduler.cycle_min_lr, ds->scheduler.cycle_max_lr, s1, s2);
+        if (ds->scheduler.cycle_momentum)
+            printf(", beta1 %g down to %g and back (beta2 0.99)", ds->scheduler.cycle_max_mom,
+                   ds->scheduler.cycle_min_mom);
+        if (ds->scheduler.decay_step_size > 0 && ds->scheduler.decay_lr_rate > 0)
+            printf(", then lr / (1 + %g n) after n x %lld updates", ds->scheduler.decay_lr_rate,
+                   (long long)ds->scheduler.decay_step_size);
+        printf("\n");
+        break;
+    }
+    case SG_SCHED_LR_RANGE_TEST:
+        printf("LRRangeTest: lr %g x (1 + %g n), n = updates / %lld%s\n",
+               ds->scheduler.lr_range_test_min_lr, ds->scheduler.lr_range_test_step_rate,
+               (long long)ds->scheduler.lr_range_test_step_size,
+               ds->scheduler.lr_range_test_staircase ? " (whole stairs)" : "");
+        break;
+    }
+}
+
 static void print_config(const sg_config *c, const sg_model *m, const sg_subgroup_layout *lay)
 {
     const sg_ds_config *ds = &c->ds;
@@ -39,6 +88,7 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
            ds->optimizer.type == SG_OPT_ADAMW ? "AdamW" : "Adam", ds->optimizer.lr,
            ds->optimizer.beta1, ds->optimizer.beta2, ds->optimizer.eps,
            ds->optimizer.weight_decay);
+    print_scheduler(ds);
     printf("gradient_clipping %g\n", ds->gradient_clipping);
     printf("zero:             stage %lld, sub_group_size %lld, offload_optimizer %s "
            "(ratio %g, super_offload %s, cpuadam_cores_perc %g)\n",

@@ -15,6 +15,7 @@
 
 #include "runtime/config/ds_config.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,17 @@ void sg_ds_config_defaults(sg_ds_config *ds)
     ds->scheduler.warmup_num_steps = 1000;
     ds->scheduler.total_num_steps = 0;
     ds->scheduler.warmup_type = SG_WARMUP_LOG;
+    ds->scheduler.warmup_min_ratio = 0.0;
+    ds->scheduler.cos_min_ratio = 1e-4;
+    ds->scheduler.cycle_min_lr = NAN; /* required: NAN = not given */
+    ds->scheduler.cycle_max_lr = NAN;
+    ds->scheduler.cycle_first_step_size = 2000;
+    ds->scheduler.cycle_momentum = 1;
+    ds->scheduler.cycle_min_mom = 0.8;
+    ds->scheduler.cycle_max_mom = 0.9;
+    ds->scheduler.lr_range_test_min_lr = 1e-3;
+    ds->scheduler.lr_range_test_step_size = 2000;
+    ds->scheduler.lr_range_test_step_rate = 1.0;
 
     ds->gradient_clipping = 1.0; /* GRADIENT_CLIPPING_DEFAULT, 0 before 0.19.3 */
 
@@ -476,6 +488,11 @@ static int h_warmup_max_lr(pstate *ps, const cJSON *it, const char *path)
     return rc;
 }
 
+#define LO_HI (SG_JSON_LO | SG_JSON_HI)                         /* [lo, hi] */
+#define LO_HI_OPEN (SG_JSON_LO | SG_JSON_HI | SG_JSON_HI_OPEN)  /* [lo, hi) */
+
+/* Every scheduler's parameters; which of them a scheduler takes is in
+ * sched_types below. */
 static const field sched_param_fields[] = {
     FD("warmup_min_lr", scheduler.warmup_min_lr, NONNEG, 0, 0),
     FF("warmup_max_lr", h_warmup_max_lr),
@@ -483,16 +500,106 @@ static const field sched_param_fields[] = {
     FF("warmup_type", h_warmup_type),
     FI("total_num_steps", scheduler.total_num_steps, POS, 0, 0),
     FX("last_batch_iteration", X_INT),
+    FD("warmup_min_ratio", scheduler.warmup_min_ratio, LO_HI, 0, 1),
+    FD("cos_min_ratio", scheduler.cos_min_ratio, LO_HI, 0, 1),
+    FD("cycle_min_lr", scheduler.cycle_min_lr, NONNEG, 0, 0),
+    FD("cycle_max_lr", scheduler.cycle_max_lr, NONNEG, 0, 0),
+    FD("decay_lr_rate", scheduler.decay_lr_rate, NONNEG, 0, 0),
+    FI("cycle_first_step_size", scheduler.cycle_first_step_size, POS, 0, 0),
+    FI("cycle_second_step_size", scheduler.cycle_second_step_size, POS, 0, 0),
+    FX("cycle_first_stair_count", X_INT),
+    FX("cycle_second_stair_count", X_INT),
+    FI("decay_step_size", scheduler.decay_step_size, NONNEG, 0, 0),
+    FB("cycle_momentum", scheduler.cycle_momentum),
+    FD("cycle_min_mom", scheduler.cycle_min_mom, LO_HI_OPEN, 0, 1),
+    FD("cycle_max_mom", scheduler.cycle_max_mom, LO_HI_OPEN, 0, 1),
+    FD("decay_mom_rate", scheduler.decay_mom_rate, NONNEG, 0, 0),
+    FD("lr_range_test_min_lr", scheduler.lr_range_test_min_lr, NONNEG, 0, 0),
+    FI("lr_range_test_step_size", scheduler.lr_range_test_step_size, POS, 0, 0),
+    FD("lr_range_test_step_rate", scheduler.lr_range_test_step_rate, NONNEG, 0, 0),
+    FB("lr_range_test_staircase", scheduler.lr_range_test_staircase),
 };
+
+/* The schedulers of deepspeed/runtime/lr_schedules.py, by their class
+ * names, each with the parameters its constructor takes (space-separated,
+ * padded with spaces). */
+static const struct sched_type {
+    const char *name;
+    sg_lr_schedule type;
+    const char *params;
+} sched_types[] = {
+    {"WarmupLR", SG_SCHED_WARMUP_LR,
+     " warmup_min_lr warmup_max_lr warmup_num_steps warmup_type last_batch_iteration "},
+    {"WarmupDecayLR", SG_SCHED_WARMUP_DECAY_LR,
+     " warmup_min_lr warmup_max_lr warmup_num_steps warmup_type total_num_steps "
+     "last_batch_iteration "},
+    {"WarmupCosineLR", SG_SCHED_WARMUP_COSINE_LR,
+     " total_num_steps warmup_min_ratio warmup_num_steps cos_min_ratio warmup_type "
+     "last_batch_iteration "},
+    {"OneCycle", SG_SCHED_ONE_CYCLE,
+     " cycle_min_lr cycle_max_lr decay_lr_rate cycle_first_step_size cycle_second_step_size "
+     "cycle_first_stair_count cycle_second_stair_count decay_step_size cycle_momentum "
+     "cycle_min_mom cycle_max_mom decay_mom_rate last_batch_iteration "},
+    {"LRRangeTest", SG_SCHED_LR_RANGE_TEST,
+     " lr_range_test_min_lr lr_range_test_step_size lr_range_test_step_rate "
+     "lr_range_test_staircase last_batch_iteration "},
+};
+
+static const struct sched_type *sched_type_of(sg_lr_schedule type)
+{
+    for (size_t i = 0; i < ARRAY_LEN(sched_types); i++)
+        if (sched_types[i].type == type)
+            return &sched_types[i];
+    return NULL;
+}
+
+static int sched_takes(const struct sched_type *st, const char *key)
+{
+    char word[64];
+    if ((size_t)snprintf(word, sizeof word, " %s ", key) >= sizeof word)
+        return 0;
+    return strstr(st->params, word) != NULL;
+}
+
+/* A parameter of another scheduler, given a value: DeepSpeed's constructor
+ * would raise a TypeError for it, so it is an error here too (WarmupLR's
+ * total_num_steps excepted: a warning, below). */
+static int check_foreign_params(pstate *ps, const cJSON *it, const char *path,
+                                const struct sched_type *st)
+{
+    for (const cJSON *k = it->child; k; k = k->next) {
+        const char *key = k->string ? k->string : "";
+        if (cJSON_IsNull(k) || sched_takes(st, key) ||
+            !find_field(sched_param_fields, ARRAY_LEN(sched_param_fields), key) ||
+            (st->type == SG_SCHED_WARMUP_LR && strcmp(key, "total_num_steps") == 0))
+            continue;
+        char owners[128] = "";
+        for (size_t i = 0; i < ARRAY_LEN(sched_types); i++)
+            if (sched_takes(&sched_types[i], key))
+                snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s",
+                         owners[0] ? " and " : "", sched_types[i].name);
+        char kp[256];
+        join(kp, sizeof kp, path, key);
+        int n = (int)strlen(st->params) - 2; /* without the padding spaces */
+        return sg_json_error(&ps->c, SG_EINVAL,
+                             "%s is a parameter of %s, not of %s (DeepSpeed's %s does not take "
+                             "it; its parameters: %.*s)", kp, owners, st->name, st->name, n,
+                             st->params + 1);
+    }
+    return SG_OK;
+}
 
 static int h_sched_params(pstate *ps, const cJSON *it, const char *path)
 {
     int rc = need_object(ps, it, path);
     if (rc)
         return rc;
+    sg_ds_config *ds = ps->ds;
+    const struct sched_type *st = sched_type_of(ds->scheduler.type);
+    if (st && (rc = check_foreign_params(ps, it, path, st)))
+        return rc;
     if ((rc = walk(ps, it, path, sched_param_fields, ARRAY_LEN(sched_param_fields))))
         return rc;
-    sg_ds_config *ds = ps->ds;
     if (ds->scheduler.type == SG_SCHED_WARMUP_LR && get_given(it, "total_num_steps")) {
         char kp[256];
         join(kp, sizeof kp, path, "total_num_steps");
@@ -500,7 +607,9 @@ static int h_sched_params(pstate *ps, const cJSON *it, const char *path)
                      "rejects it; use WarmupDecayLR)", ps->c.prefix, kp);
         ds->scheduler.total_num_steps = 0;
     }
-    if (ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR && ds->scheduler.total_num_steps > 0 &&
+    if ((ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR ||
+         ds->scheduler.type == SG_SCHED_WARMUP_COSINE_LR) &&
+        ds->scheduler.total_num_steps > 0 &&
         ds->scheduler.total_num_steps < ds->scheduler.warmup_num_steps)
         sg_json_warn(&ps->c, "%s%s.total_num_steps %lld is less than warmup_num_steps %lld",
                      ps->c.prefix, path, (long long)ds->scheduler.total_num_steps,
@@ -513,6 +622,9 @@ static const field sched_fields[] = {
     FF("params", h_sched_params),
 };
 
+#define SCHED_NAMES "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\" or " \
+                    "\"LRRangeTest\""
+
 static int h_scheduler(pstate *ps, const cJSON *it, const char *path)
 {
     int rc = need_object(ps, it, path);
@@ -522,24 +634,27 @@ static int h_scheduler(pstate *ps, const cJSON *it, const char *path)
     join(kp, sizeof kp, path, "type");
     const cJSON *type = get_given(it, "type");
     if (!type)
-        return sg_json_error(&ps->c, SG_EINVAL, "%s is required (\"WarmupLR\" or \"WarmupDecayLR\")", kp);
+        return sg_json_error(&ps->c, SG_EINVAL, "%s is required (" SCHED_NAMES ")", kp);
     if (!cJSON_IsString(type))
-        return sg_json_type_error(&ps->c, type, kp, "a string (\"WarmupLR\" or \"WarmupDecayLR\")");
+        return sg_json_type_error(&ps->c, type, kp, "a string (" SCHED_NAMES ")");
     const char *t = type->valuestring;
-    if (strcmp(t, "WarmupLR") == 0)
-        ps->ds->scheduler.type = SG_SCHED_WARMUP_LR;
-    else if (strcmp(t, "WarmupDecayLR") == 0)
-        ps->ds->scheduler.type = SG_SCHED_WARMUP_DECAY_LR;
-    else if (strcasecmp(t, "WarmupLR") == 0 || strcasecmp(t, "WarmupDecayLR") == 0)
+    const struct sched_type *found = NULL, *nearly = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(sched_types); i++) {
+        if (strcmp(t, sched_types[i].name) == 0)
+            found = &sched_types[i];
+        else if (strcasecmp(t, sched_types[i].name) == 0)
+            nearly = &sched_types[i];
+    }
+    if (nearly && !found)
         /* DeepSpeed looks the class up by its exact name */
         return sg_json_error(&ps->c, SG_EINVAL,
                              "%s: \"%s\" is not valid: scheduler names are case-sensitive (did you "
-                             "mean \"%s\"?)", kp, t,
-                             strcasecmp(t, "WarmupLR") == 0 ? "WarmupLR" : "WarmupDecayLR");
-    else
+                             "mean \"%s\"?)", kp, t, nearly->name);
+    if (!found)
         return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"%s\" is not supported by stepgraph (expected \"WarmupLR\" or "
-                             "\"WarmupDecayLR\")", kp, t);
+                             "%s: \"%s\" is not supported by stepgraph (expected " SCHED_NAMES
+                             ")", kp, t);
+    ps->ds->scheduler.type = found->type;
     return walk(ps, it, path, sched_fields, ARRAY_LEN(sched_fields));
 }
 

@@ -22,6 +22,9 @@ typedef enum sg_lr_schedule {
     SG_SCHED_NONE,            /* constant lr */
     SG_SCHED_WARMUP_LR,       /* warm up, then stay at warmup_max_lr */
     SG_SCHED_WARMUP_DECAY_LR, /* warm up, then linear decay to 0 at total_num_steps */
+    SG_SCHED_WARMUP_COSINE_LR,/* warm up to optimizer.lr, then cosine decay to cos_min_ratio */
+    SG_SCHED_ONE_CYCLE,       /* one triangular cycle of lr (and beta1), then decay */
+    SG_SCHED_LR_RANGE_TEST,   /* lr grows linearly (or in stairs) from a minimum */
 } sg_lr_schedule;
 
 typedef enum sg_warmup_type { SG_WARMUP_LOG, SG_WARMUP_LINEAR } sg_warmup_type;
@@ -54,8 +57,25 @@ typedef struct sg_ds_config {
         double warmup_min_lr;           /* default 0 */
         double warmup_max_lr;           /* WarmupLR: optimizer lr; WarmupDecayLR: 0.001 */
         int64_t warmup_num_steps;       /* default 1000 */
-        int64_t total_num_steps;        /* WarmupDecayLR only; required */
+        int64_t total_num_steps;        /* WarmupDecayLR, WarmupCosineLR; required */
         sg_warmup_type warmup_type;     /* default log */
+        /* WarmupCosineLR: ratios of optimizer.lr */
+        double warmup_min_ratio;        /* default 0 */
+        double cos_min_ratio;           /* default 1e-4 */
+        /* OneCycle */
+        double cycle_min_lr, cycle_max_lr;  /* required */
+        double decay_lr_rate;           /* default 0 */
+        int64_t cycle_first_step_size;  /* default 2000 */
+        int64_t cycle_second_step_size; /* 0 = not given: the first's */
+        int64_t decay_step_size;        /* default 0: no decay */
+        int cycle_momentum;             /* default true: beta1 cycles, beta2 is 0.99 */
+        double cycle_min_mom, cycle_max_mom;  /* default 0.8, 0.9 */
+        double decay_mom_rate;          /* default 0 */
+        /* LRRangeTest */
+        double lr_range_test_min_lr;    /* default 1e-3 */
+        int64_t lr_range_test_step_size;/* default 2000 */
+        double lr_range_test_step_rate; /* default 1 */
+        int lr_range_test_staircase;    /* default false */
     } scheduler;
 
     double gradient_clipping;           /* default 1.0 (DeepSpeed >= 0.19.3); 0 = off */

@@ -6,6 +6,7 @@
  */
 #include "runtime/config/ds_config.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #include "common/json_util.h"
@@ -87,6 +88,15 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
         return sg_json_error(c, SG_EINVAL,
                              "scheduler.params.total_num_steps is required for WarmupDecayLR "
                              "(an integer > 0)");
+    if (ds->scheduler.type == SG_SCHED_WARMUP_COSINE_LR && ds->scheduler.total_num_steps <= 0)
+        return sg_json_error(c, SG_EINVAL,
+                             "scheduler.params.total_num_steps is required for WarmupCosineLR "
+                             "(an integer > 0)");
+    if (ds->scheduler.type == SG_SCHED_ONE_CYCLE &&
+        (isnan(ds->scheduler.cycle_min_lr) || isnan(ds->scheduler.cycle_max_lr)))
+        return sg_json_error(c, SG_EINVAL, "scheduler.params.%s is required for OneCycle (a "
+                             "number >= 0)", isnan(ds->scheduler.cycle_min_lr) ? "cycle_min_lr"
+                                                                              : "cycle_max_lr");
     return SG_OK;
 }
 

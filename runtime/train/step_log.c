@@ -255,7 +255,7 @@ static void json_num(FILE *fp, const char *key, double v)
         fprintf(fp, "\"%s\":null", key);
 }
 
-int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, double lr,
+int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_update_hyper *h,
                           double grad_norm, double loss_scale, double seconds,
                           double tokens_per_s, double tflops, int skipped,
                           const sg_phase_times *phases)
@@ -268,7 +268,11 @@ int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, double lr,
     fprintf(fp, "{\"step\":%lld,", (long long)step);
     json_num(fp, "loss", loss);
     fputc(',', fp);
-    json_num(fp, "lr", lr);
+    json_num(fp, "lr", h->lr);
+    fputc(',', fp);
+    json_num(fp, "beta1", h->beta1);
+    fputc(',', fp);
+    json_num(fp, "beta2", h->beta2);
     fputc(',', fp);
     json_num(fp, "grad_norm", grad_norm);
     fputc(',', fp);

@@ -140,8 +140,13 @@ typedef struct sg_metrics {
 } sg_metrics;
 
 int sg_metrics_open(sg_metrics *m, const char *path, sg_error *err);
+/* What the step's optimizer update used: the scheduler's lr and Adam's
+ * betas (they move only under OneCycle with cycle_momentum). */
+typedef struct sg_update_hyper {
+    double lr, beta1, beta2;
+} sg_update_hyper;
 /* Returns 0, or SG_EIO after a write error (reported again by close). */
-int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, double lr,
+int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_update_hyper *h,
                           double grad_norm, double loss_scale, double seconds,
                           double tokens_per_s, double tflops, int skipped,
                           const sg_phase_times *phases);

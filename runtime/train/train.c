@@ -375,8 +375,14 @@ static int set_step_params(trainer *t, sg_step_params *p, sg_error *err)
     const sg_ds_config *ds = &t->cfg->ds;
     p->adam = SG_ADAM_PARAMS_DEFAULT;
     p->adam.lr = (float)sg_lr_at(ds, t->submit_adam_step);
-    p->adam.beta1 = (float)ds->optimizer.beta1;
-    p->adam.beta2 = (float)ds->optimizer.beta2;
+    double beta1, beta2;
+    sg_betas_at(ds, t->submit_adam_step, &beta1, &beta2);
+    if (!(beta1 >= 0.0 && beta1 < 1.0)) /* OneCycle's momentum decay can pass 1 */
+        return sg_error_set(err, SG_EINVAL, "step %lld: OneCycle gives Adam beta1 %.17g (from "
+                            "scheduler.params.cycle_max_mom and decay_mom_rate); Adam needs "
+                            "0 <= beta1 < 1", (long long)t->submitted + 1, beta1);
+    p->adam.beta1 = (float)beta1;
+    p->adam.beta2 = (float)beta2;
     p->adam.eps = (float)ds->optimizer.eps;
     p->adam.weight_decay = (float)ds->optimizer.weight_decay;
     p->adam.adamw_mode = ds->optimizer.adam_w_mode;
@@ -432,7 +438,9 @@ static int finish_step(trainer *t, sg_error *err)
     if ((rc = sg_exec_finish_step(&t->x, err)))
         return rc;
     t->finished++;
-    double lr = sg_exec_last_params(&t->x)->adam.lr, scale = t->scaler.scale;
+    const sg_adam_params *adam = &sg_exec_last_params(&t->x)->adam;
+    sg_update_hyper hyper = {adam->lr, adam->beta1, adam->beta2};
+    double scale = t->scaler.scale;
     int waited = sg_exec_last_graph(&t->x) != t->x.graph;
     int skipped, rollbacks, would_fail;
     if (sg_exec_losses(&t->x, t->losses) ||
@@ -464,7 +472,7 @@ static int finish_step(trainer *t, sg_error *err)
     sg_phase_times ph;
     sg_timeline_phases(&t->x, &ph);
     if (t->metrics_open &&
-        sg_metrics_write_step(&t->metrics, t->st.step, loss, lr, sg_exec_grad_norm(&t->x), scale,
+        sg_metrics_write_step(&t->metrics, t->st.step, loss, &hyper, sg_exec_grad_norm(&t->x), scale,
                               secs, tokens / secs, tflops, skipped, &ph))
         return sg_error_set(err, SG_EIO, "metrics %s: write failed at step %lld",
                             t->cfg->run.metrics, (long long)t->st.step);

@@ -1,0 +1,185 @@
+#!/bin/sh
+# test_lr_schedules.sh - DeepSpeed's five learning-rate schedulers in
+# `stepgraph run`, against references that share no code with
+# runtime/train/lr_schedule.c:
+# - the lr and Adam betas of every update in --metrics, within 1e-6 relative
+#   (the kernels take them in float32) of tests/lr_schedule_ref.py's own
+#   reading of DeepSpeed's formulas, for WarmupLR, WarmupDecayLR,
+#   WarmupCosineLR (log and linear warm-up, stepped past its end), OneCycle
+#   (momentum cycled and decayed; without momentum) and LRRangeTest
+#   (continuous, staircase); each sequence must move, so a constant lr fails;
+# - that reading against DeepSpeed's own classes, to 1e-12, where a python
+#   with `deepspeed` is found ($SG_DEEPSPEED_PYTHON, else the benchmarks'
+#   virtual environment ~/.cache/stepgraph/venv-bench); skipped otherwise;
+# - training under OneCycle (lr and beta1 moving every update, beta2 0.99)
+#   against PyTorch's AdamW given the same lr and betas per update
+#   (tests/torch_train_ref.py): every loss within 1e-5 relative;
+# - a OneCycle run saved at step 6 and resumed: the schedule goes on where it
+#   stopped (lr, betas and losses of the uninterrupted run, bit for bit);
+# - a OneCycle whose momentum decay passes 1 ends with an error naming it.
+# Prints TAP.
+set -u
+SRC=${SG_SRCDIR:-.}
+BIN=${SG_BUILDDIR:-.}/stepgraph
+PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+if ! [ -x "$BIN" ] || ! [ -x "$PY" ]; then
+	echo "1..0 # SKIP needs $BIN and python3"
+	exit 0
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_lr.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+export STARPU_HOME="$TMP/starpu"
+mkdir -p "$STARPU_HOME"
+unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
+export STARPU_NCUDA=0
+n=0
+ok() { # ok STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+STEPS=16
+
+# config NAME SCHEDULER_JSON: $TMP/NAME.json, AdamW lr 2e-3, betas (0.9, 0.95)
+config() {
+	cat >"$TMP/$1.json" <<JSON
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.95]}},
+ "scheduler": $2}
+JSON
+}
+config warmup '{"type": "WarmupLR", "params": {"warmup_num_steps": 7, "warmup_min_lr": 1e-4}}'
+config warmupdecay '{"type": "WarmupDecayLR", "params": {"warmup_num_steps": 5, "total_num_steps": 12,
+	"warmup_type": "linear"}}'
+config cosine '{"type": "WarmupCosineLR", "params": {"warmup_num_steps": 4, "total_num_steps": 11,
+	"warmup_min_ratio": 0.1, "cos_min_ratio": 0.05}}'
+config cosine_linear '{"type": "WarmupCosineLR", "params": {"warmup_num_steps": 3, "total_num_steps": 30,
+	"warmup_type": "linear"}}'
+config onecycle '{"type": "OneCycle", "params": {"cycle_min_lr": 1e-4, "cycle_max_lr": 3e-3,
+	"cycle_first_step_size": 4, "cycle_second_step_size": 3, "decay_step_size": 2,
+	"decay_lr_rate": 0.5, "decay_mom_rate": 0.01}}'
+config onecycle_nomom '{"type": "OneCycle", "params": {"cycle_min_lr": 2e-4, "cycle_max_lr": 1e-3,
+	"cycle_first_step_size": 3, "cycle_momentum": false}}'
+config rangetest '{"type": "LRRangeTest", "params": {"lr_range_test_min_lr": 1e-4,
+	"lr_range_test_step_size": 3, "lr_range_test_step_rate": 2.0}}'
+config rangetest_stairs '{"type": "LRRangeTest", "params": {"lr_range_test_min_lr": 1e-4,
+	"lr_range_test_step_size": 3, "lr_range_test_staircase": true}}'
+SCHEDULES="warmup warmupdecay cosine cosine_linear onecycle onecycle_nomom rangetest rangetest_stairs"
+
+# run NAME CONFIG [ARGS...]: stepgraph on tiny-llama, metrics in $TMP/NAME.jsonl
+run() {
+	_name=$1 _cfg=$2
+	shift 2
+	"$BIN" run "$TMP/$_cfg.json" --model tiny-llama --max_length 32 --metrics "$TMP/$_name.jsonl" \
+		"$@" >"$TMP/$_name.out" 2>&1
+	_rc=$?
+	[ $_rc -eq 0 ] || sed 's/^/# /' "$TMP/$_name.out" | tail -3
+	return $_rc
+}
+
+# same_schedule METRICS REF: every update's lr, beta1, beta2 within 1e-6
+# relative of REF's; the lr takes at least 3 values; the losses are finite
+same_schedule() {
+	"$PY" - "$1" "$2" <<'PYEOF'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ref = [tuple(map(float, l.split())) for l in open(sys.argv[2])]
+assert len(rows) >= 8 and len(ref) >= len(rows), (len(rows), len(ref))
+worst = 0.0
+for r, want in zip(rows, ref):
+    assert math.isfinite(r["loss"]), r
+    for key, w in zip(("lr", "beta1", "beta2"), want):
+        worst = max(worst, abs(r[key] - w) / max(abs(w), 1e-12))
+assert len({r["lr"] for r in rows}) >= 3, "the lr barely moves: %s" % [r["lr"] for r in rows]
+print("# worst relative difference %.2e" % worst)
+sys.exit(0 if worst <= 1e-6 else 1)
+PYEOF
+}
+
+for s in $SCHEDULES; do
+	"$PY" "$SRC/tests/lr_schedule_ref.py" formula "$TMP/$s.json" $STEPS >"$TMP/$s.ref" &&
+		run "$s" "$s" --steps $STEPS && same_schedule "$TMP/$s.jsonl" "$TMP/$s.ref"
+	ok $? "$s: $STEPS updates' lr and betas as DeepSpeed's formulas give them"
+done
+# negative control: OneCycle's metrics against LRRangeTest's schedule
+! same_schedule "$TMP/onecycle.jsonl" "$TMP/rangetest.ref" >/dev/null 2>&1
+ok $? "control: one schedule's metrics do not pass for another's"
+
+# the formulas against DeepSpeed's own classes, where DeepSpeed is installed
+DSPY=${SG_DEEPSPEED_PYTHON:-$HOME/.cache/stepgraph/venv-bench/bin/python}
+if [ -x "$DSPY" ] && "$DSPY" -c 'import deepspeed.runtime.lr_schedules' >/dev/null 2>&1; then
+	bad=""
+	for s in $SCHEDULES; do
+		"$DSPY" "$SRC/tests/lr_schedule_ref.py" deepspeed "$TMP/$s.json" 40 >"$TMP/$s.ds" 2>/dev/null &&
+			"$PY" "$SRC/tests/lr_schedule_ref.py" formula "$TMP/$s.json" 40 >"$TMP/$s.f40" &&
+			"$PY" - "$TMP/$s.ds" "$TMP/$s.f40" <<'PYEOF' || bad="$bad $s"
+import sys
+a = [list(map(float, l.split())) for l in open(sys.argv[1])]
+b = [list(map(float, l.split())) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 40
+sys.exit(0 if all(abs(x - y) <= 1e-12 * max(abs(x), 1e-12) for r, q in zip(a, b)
+                  for x, y in zip(r, q)) else 1)
+PYEOF
+	done
+	[ -z "$bad" ]
+	ok $? "tests/lr_schedule_ref.py equals DeepSpeed $("$DSPY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n1)'s schedulers over 40 updates${bad:+; differs:$bad}"
+else
+	skip "no python with deepspeed (set SG_DEEPSPEED_PYTHON, or run scripts/bench_adam.sh once)"
+fi
+
+# OneCycle training against PyTorch, lr and betas set per update
+if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
+	R=$TMP/ref
+	mkdir -p "$R"
+	"$PY" "$SRC/tests/torch_train_ref.py" prepare "$R" >/dev/null
+	ok $? "python writes the odd-sized model, its weights and its batch"
+	cat >"$R/ds.json" <<'JSON'
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.95], "eps": 1e-8,
+                                          "weight_decay": 0.1}},
+ "gradient_clipping": 0.5, "zero_optimization": {"stage": 0},
+ "scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 5e-4, "cycle_max_lr": 4e-3,
+  "cycle_first_step_size": 2, "cycle_second_step_size": 2, "cycle_min_mom": 0.7,
+  "cycle_max_mom": 0.95, "decay_step_size": 1, "decay_lr_rate": 0.3, "decay_mom_rate": 0.01}}}
+JSON
+	"$PY" "$SRC/tests/lr_schedule_ref.py" formula "$R/ds.json" 6 >"$R/schedule.txt"
+	"$BIN" run "$R/ds.json" --model "$R/model.json" --data "$R/data.bin" --max_length 16 \
+		--load "$R/init.safetensors" --steps 6 --ncpus 1 --metrics "$R/sg.jsonl" >"$R/sg.out" 2>&1 &&
+		"$PY" "$SRC/tests/torch_train_ref.py" train "$R" 6 2e-3 0.9 0.95 1e-8 0.1 0.5 \
+			"$R/schedule.txt" >"$R/torch.txt" 2>"$R/torch.err" &&
+		"$PY" "$SRC/tests/compare_losses.py" "$R/sg.jsonl" "$R/torch.txt" --steps 6 --rel 1e-5 \
+			--learns 0.05 --per-step
+	ok $? "OneCycle (lr and beta1 moving, beta2 0.99): 6 losses within 1e-5 relative of PyTorch's AdamW given the same lr and betas"
+	# control: PyTorch at the optimizer's own betas must differ
+	awk '{ print $1, 0.9, 0.95 }' "$R/schedule.txt" >"$R/fixed.txt"
+	"$PY" "$SRC/tests/torch_train_ref.py" train "$R" 6 2e-3 0.9 0.95 1e-8 0.1 0.5 "$R/fixed.txt" \
+		>"$R/torch_fixed.txt" 2>/dev/null
+	! "$PY" "$SRC/tests/compare_losses.py" "$R/sg.jsonl" "$R/torch_fixed.txt" --steps 6 --rel 1e-5 \
+		--per-step >/dev/null 2>&1
+	ok $? "control: PyTorch with the betas held fixed does not match"
+else
+	skip "OneCycle against PyTorch: python3 has no torch and numpy"
+	skip "control: python3 has no torch and numpy"
+fi
+
+# saved at step 6 and resumed: the schedule continues
+run full onecycle --steps 12 &&
+	run part_a onecycle --steps 6 --save "$TMP/ck" &&
+	run part_b onecycle --steps 6 --load "$TMP/ck" &&
+	"$PY" - "$TMP/full.jsonl" "$TMP/part_b.jsonl" <<'PYEOF'
+import json, sys
+full = [json.loads(l) for l in open(sys.argv[1])][6:]
+b = [json.loads(l) for l in open(sys.argv[2])]
+key = lambda r: (r["step"], r["lr"], r["beta1"], r["beta2"], r["loss"])
+assert len(b) == 6 and [key(r) for r in b] == [key(r) for r in full], (b, full)
+PYEOF
+ok $? "OneCycle saved at step 6, resumed to 12: the lr, betas and losses of the uninterrupted run"
+
+# momentum decay past 1: an error naming it, no crash
+config onecycle_bad '{"type": "OneCycle", "params": {"cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3,
+	"cycle_first_step_size": 1, "decay_step_size": 1, "decay_mom_rate": 0.2}}'
+run bad onecycle_bad --steps 8
+rc=$?
+[ $rc -eq 1 ] && grep -q "OneCycle gives Adam beta1 .*Adam needs 0 <= beta1 < 1" "$TMP/bad.out"
+ok $? "OneCycle's momentum decayed past 1: exit 1 with an error naming it (exit $rc: $(grep stepgraph: "$TMP/bad.out" | head -c 200))"
+echo "1..$n"
