@@ -32,11 +32,7 @@ export STARPU_HOME="$TMP/starpu"
 mkdir -p "$STARPU_HOME"
 unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
 export STARPU_NCUDA=0
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+. "$SRC/tests/train_lib.sh" # ok
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
 STEPS=16
 
