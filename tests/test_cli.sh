@@ -126,6 +126,27 @@ contains "$TMP/run-max-length-huge.config.err" "max_length: 2147483648 is out of
 ok $? "config names max_length 2147483648 and the limit"
 contains "$TMP/run-machine-auto.config.err" 'machine: "auto" is not supported'
 ok $? "config refuses machine \"auto\""
+# a Hugging Face Trainer config: every "auto" named in one error, each then
+# given with --set (applied before the config is read)
+HF="$SRC/tests/data/bad-configs/hf-trainer-zero3.json"
+run hfauto config "$HF"
+[ "$(rc hfauto)" -ne 0 ] && contains "$TMP/hfauto.err" '17 values are "auto"' &&
+	contains "$TMP/hfauto.err" "optimizer.params.betas, optimizer.params.eps" &&
+	contains "$TMP/hfauto.err" "stage3_param_persistence_threshold. Give each a value"
+ok $? "an HF Trainer config: one error lists its 17 \"auto\" keys"
+run hfset config "$HF" --set train_batch_size=8 --set train_micro_batch_size_per_gpu=4 \
+	--set gradient_accumulation_steps=2 --set gradient_clipping=1.0 --set fp16.enabled=false \
+	--set bf16.enabled=true --set optimizer.params.lr=2e-5 --set 'optimizer.params.betas=[0.9,0.95]' \
+	--set optimizer.params.eps=1e-8 --set optimizer.params.weight_decay=0.1 \
+	--set scheduler.params.warmup_min_lr=0 --set scheduler.params.warmup_max_lr=2e-5 \
+	--set scheduler.params.warmup_num_steps=100 --set scheduler.params.total_num_steps=1000 \
+	--set zero_optimization.reduce_bucket_size=4194304 \
+	--set zero_optimization.stage3_prefetch_bucket_size=3774873 \
+	--set zero_optimization.stage3_param_persistence_threshold=20480
+[ "$(rc hfset)" -eq 0 ] && contains "$TMP/hfset.out" "micro 4 x accumulation 2" &&
+	contains "$TMP/hfset.out" "WarmupDecayLR: log warm-up over 100 updates from 0 to 2e-05"
+ok $? "the same config with each \"auto\" given by --set loads ($(head -c 200 "$TMP/hfset.err"))"
+
 for cmd in config graph; do
 	run "long.$cmd" $cmd "$SRC/configs/default.json" --max_length 2048
 	[ "$(rc long.$cmd)" -ne 0 ] &&

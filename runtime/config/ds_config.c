@@ -111,6 +111,11 @@ typedef struct pstate {
     const char *bf16_key;       /* "bf16" or "bfloat16", for messages */
     int bf16_present;           /* "bf16" given: "bfloat16" is ignored */
     int warmup_max_lr_given;
+    /* the keys whose value is "auto" (the HF Trainer's placeholder), all
+     * reported in one error once the walk is done */
+    int nauto;
+    char autos[512];
+    char first_auto[128];
 } pstate;
 
 typedef enum fkind {
@@ -216,6 +221,43 @@ static int warn_ignored(pstate *ps, const field *f, const cJSON *it, const char 
     return rc;
 }
 
+/* A field where the HF Trainer's "auto" may stand: not one that takes any
+ * string (an accepted, unused one). */
+static int takes_auto_placeholder(const field *f)
+{
+    return f->kind != X_STR && f->kind != X_ANY && f->kind != X_OBJ && f->kind != W_STR &&
+           f->kind != W_OBJ;
+}
+
+static void note_auto(pstate *ps, const char *kp)
+{
+    size_t used = strlen(ps->autos);
+    const char *pre = ps->c.prefix ? ps->c.prefix : "";
+    if (used + strlen(pre) + strlen(kp) + 8 < sizeof ps->autos)
+        snprintf(ps->autos + used, sizeof ps->autos - used, "%s%s%s", ps->nauto ? ", " : "", pre,
+                 kp);
+    else if (!strstr(ps->autos, "..."))
+        snprintf(ps->autos + used, sizeof ps->autos - used, ", ...");
+    if (!ps->nauto)
+        snprintf(ps->first_auto, sizeof ps->first_auto, "%s", kp);
+    ps->nauto++;
+}
+
+/* Every "auto" at once: which keys, and how to give them values (--set
+ * paths are inside the DeepSpeed config, without the run config's prefix). */
+static int auto_error(const pstate *ps)
+{
+    int inline_ds = ps->c.prefix && ps->c.prefix[0];
+    return sg_error_set(ps->c.err, SG_EINVAL,
+                        "%s: %d value%s \"auto\", the Hugging Face Trainer's placeholder (it "
+                        "fills them from its TrainingArguments; DeepSpeed itself, and stepgraph, "
+                        "need the values): %s. Give each a value in the file, or with --set "
+                        "KEY=VALUE on the command line%s (e.g. --set %s=...)", ps->c.origin,
+                        ps->nauto, ps->nauto == 1 ? " is" : "s are", ps->autos,
+                        inline_ds ? ", KEY being the path inside deepspeed_config" : "",
+                        ps->first_auto);
+}
+
 static int walk(pstate *ps, const cJSON *obj, const char *path,
                 const field *tab, size_t n)
 {
@@ -242,6 +284,11 @@ static int walk(pstate *ps, const cJSON *obj, const char *path,
         /* null is Python's None: DeepSpeed then uses the default */
         if (cJSON_IsNull(it))
             continue;
+        if (takes_auto_placeholder(f) && cJSON_IsString(it) && it->valuestring &&
+            strcmp(it->valuestring, "auto") == 0) {
+            note_auto(ps, kp);
+            continue;
+        }
         int rc = SG_OK, b;
         int64_t i64;
         double d;
@@ -1003,6 +1050,8 @@ int sg_ds_config_from_json(const cJSON *root, const sg_json_ctx *c, sg_ds_config
     int rc = walk(&ps, root, "", top_fields, ARRAY_LEN(top_fields));
     if (rc)
         return rc;
+    if (ps.nauto)
+        return auto_error(&ps);
     if (ds->scheduler.type != SG_SCHED_NONE && !ps.warmup_max_lr_given)
         /* lr_schedules.py: WarmupLR's default is the optimizer's lr;
          * WarmupDecayLR's own default is 0.001. */
