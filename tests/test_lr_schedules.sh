@@ -8,6 +8,7 @@
 #   WarmupCosineLR (log and linear warm-up, stepped past its end), OneCycle
 #   (momentum cycled and decayed; without momentum) and LRRangeTest
 #   (continuous, staircase); each sequence must move, so a constant lr fails;
+#   and the step log line names the lr (and OneCycle's beta1);
 # - that reading against DeepSpeed's own classes, to 1e-12, where a python
 #   with `deepspeed` is found ($SG_DEEPSPEED_PYTHON, else the benchmarks'
 #   virtual environment ~/.cache/stepgraph/venv-bench); skipped otherwise;
@@ -97,6 +98,11 @@ for s in $SCHEDULES; do
 		run "$s" "$s" --steps $STEPS && same_schedule "$TMP/$s.jsonl" "$TMP/$s.ref"
 	ok $? "$s: $STEPS updates' lr and betas as DeepSpeed's formulas give them"
 done
+# the step log names the update's lr (and OneCycle's beta1)
+grep -q "^Step 1 | Loss: .* | LR: 0.0001 | Beta1: 0.8$" "$TMP/onecycle.out" &&
+	grep -q "^Step 1 | Loss: .* | LR: 0$" "$TMP/cosine.out" &&
+	grep -q "^Step 1 | Loss: .* | LR: 0.0002$" "$TMP/onecycle_nomom.out"
+ok $? "the step log gives the update's lr, and beta1 under OneCycle's momentum ($(grep '^Step 1 ' "$TMP/onecycle.out"))"
 # negative control: OneCycle's metrics against LRRangeTest's schedule
 ! same_schedule "$TMP/onecycle.jsonl" "$TMP/rangetest.ref" >/dev/null 2>&1
 ok $? "control: one schedule's metrics do not pass for another's"

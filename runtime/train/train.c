@@ -487,7 +487,15 @@ static int finish_step(trainer *t, sg_error *err)
         /* SuperOffload: which graph ran, the speculative or the waiting one */
         const char *mode = !t->spec.super_offload ? ""
                            : waited ? " | waited for the norm" : " | speculative";
-        printf("%s%s%s%s\n", line, active, mode, skipped ? " | skipped (fp16 overflow)" : "");
+        /* a scheduled lr (and OneCycle's beta1): what this step's update used */
+        char sched[64] = "";
+        const sg_ds_config *ds = &t->cfg->ds;
+        if (ds->scheduler.type == SG_SCHED_ONE_CYCLE && ds->scheduler.cycle_momentum)
+            snprintf(sched, sizeof sched, " | LR: %.4g | Beta1: %.4g", hyper.lr, hyper.beta1);
+        else if (ds->scheduler.type != SG_SCHED_NONE)
+            snprintf(sched, sizeof sched, " | LR: %.4g", hyper.lr);
+        printf("%s%s%s%s%s\n", line, active, sched, mode,
+               skipped ? " | skipped (fp16 overflow)" : "");
         if (t->cfg->ds.wall_clock_breakdown) {
             sg_format_breakdown_line(line, sizeof line, &ph);
             printf("  %s\n", line);
