@@ -8,7 +8,8 @@
 # float64, and torch's own cross-entropy, backward, clip_grad_norm_ and
 # torch.optim.AdamW. Every loss within 1e-5 relative, and finite; untiled,
 # in batch tiles of one sequence (run option batch_tile), and with the loss
-# head in chunks of 3 tokens (run option head_chunk_tokens).
+# head in chunks of 3 tokens (run option head_chunk_tokens); and Adam without
+# bias correction.
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -52,4 +53,34 @@ compare_torch sg_tiled "batch tiles of 1 sequence"
 ref_run "$TMP" sg_chunked --ncpus 1 --head_chunk_tokens 3
 ok $? "stepgraph trains $REF_STEPS steps with head_chunk_tokens 3"
 compare_torch sg_chunked "head in chunks of 3 tokens"
+# Adam without bias correction (optimizer.params.bias_correction false):
+# p -= lr m / (sqrt(v) + eps), plus the decoupled decay lr wd p. torch's AdamW
+# always corrects; it takes the same step given, for update t, lr_t = lr
+# (1 - b1^t) / sqrt(1 - b2^t), eps_t = eps / sqrt(1 - b2^t) and wd_t = wd lr
+# / lr_t (its step: lr_t / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps_t))
+"$PY" - "$TMP/ds.json" "$TMP/nobc.json" "$TMP/nobc.txt" $REF_STEPS <<'PYEOF'
+import json, math, sys
+cfg = json.load(open(sys.argv[1]))
+cfg["optimizer"]["params"]["bias_correction"] = False
+json.dump(cfg, open(sys.argv[2], "w"))
+p = cfg["optimizer"]["params"]
+lr, (b1, b2), eps, wd = p["lr"], p["betas"], p["eps"], p["weight_decay"]
+with open(sys.argv[3], "w") as f:
+    for t in range(1, int(sys.argv[4]) + 1):
+        c1, c2 = 1 - b1 ** t, math.sqrt(1 - b2 ** t)
+        lr_t = lr * c1 / c2
+        f.write("%r %r %r %r %r\n" % (lr_t, b1, b2, eps / c2, wd * lr / lr_t))
+PYEOF
+"$BIN" run "$TMP/nobc.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+	--load "$TMP/init.safetensors" --steps $REF_STEPS --ncpus 1 --metrics "$TMP/nobc.jsonl" \
+	>"$TMP/nobc.out" 2>&1 &&
+	"$PY" "$SRC/tests/torch_train_ref.py" train "$TMP" $REF_STEPS $REF_HYPER "$TMP/nobc.txt" \
+		>"$TMP/torch_nobc.txt" 2>"$TMP/torch_nobc.err" &&
+	"$PY" "$SRC/tests/compare_losses.py" "$TMP/nobc.jsonl" "$TMP/torch_nobc.txt" --steps $REF_STEPS \
+		--rel 1e-5 --learns 0.05 --per-step
+ok $? "bias_correction false: every loss within 1e-5 relative of PyTorch's (AdamW given the equivalent lr, eps and decay)"
+# control: the corrected run (the default) must not match that reference
+! "$PY" "$SRC/tests/compare_losses.py" "$TMP/sg.jsonl" "$TMP/torch_nobc.txt" --steps $REF_STEPS \
+	--rel 1e-5 --per-step >/dev/null 2>&1
+ok $? "control: the run with bias correction does not match the uncorrected reference"
 echo "1..$n"

@@ -22,8 +22,9 @@ Usage:
   torch_train_ref.py train DIR STEPS LR BETA1 BETA2 EPS WD CLIP [SCHEDULE]
       prints one loss per step (float64 model, computed before the step's
       update), as the metrics of `stepgraph run` hold them; SCHEDULE: a file
-      of lines "lr beta1 beta2", one per update, set on the optimizer before
-      each (tests/lr_schedule_ref.py's output)
+      of lines "lr beta1 beta2" (tests/lr_schedule_ref.py's output) or "lr
+      beta1 beta2 eps weight_decay", one per update, set on the optimizer
+      before each
 """
 import json
 import math
@@ -239,6 +240,8 @@ def train(d, steps, lr, b1, b2, eps, wd, clip, schedule=None):
         if plan:  # torch's AdamW reads lr and betas from the group at each step
             group = opt.param_groups[0]
             group["lr"], group["betas"] = plan[k][0], (plan[k][1], plan[k][2])
+            if len(plan[k]) == 5:
+                group["eps"], group["weight_decay"] = plan[k][3], plan[k][4]
         opt.zero_grad()
         loss, _ = model.forward(tokens, targets, dtype)
         loss.backward()

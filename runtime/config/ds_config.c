@@ -48,6 +48,7 @@ void sg_ds_config_defaults(sg_ds_config *ds)
     ds->optimizer.eps = 1e-8;
     ds->optimizer.weight_decay = 0.0; /* FusedAdam / DeepSpeedCPUAdam */
     ds->optimizer.adam_w_mode = 1;    /* ADAM_W_MODE_DEFAULT = True */
+    ds->optimizer.bias_correction = 1;
 
     ds->scheduler.type = SG_SCHED_NONE;
     ds->scheduler.warmup_min_lr = 0.0;
@@ -402,18 +403,6 @@ static int h_betas(pstate *ps, const cJSON *it, const char *path)
     return SG_OK;
 }
 
-static int h_bias_correction(pstate *ps, const cJSON *it, const char *path)
-{
-    int b, rc = sg_json_bool(&ps->c, it, path, &b);
-    if (rc)
-        return rc;
-    if (!b)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: false is not supported by stepgraph (Adam always applies bias "
-                             "correction here)", path);
-    return SG_OK;
-}
-
 static int h_amsgrad(pstate *ps, const cJSON *it, const char *path)
 {
     int b, rc = sg_json_bool(&ps->c, it, path, &b);
@@ -441,7 +430,7 @@ static const field opt_param_fields[] = {
     FD("weight_decay", optimizer.weight_decay, NONNEG, 0, 0),
     FB("adam_w_mode", optimizer.adam_w_mode),
     FX("torch_adam", X_BOOL),           /* read in h_optimizer */
-    FF("bias_correction", h_bias_correction),
+    FB("bias_correction", optimizer.bias_correction),
     FF("amsgrad", h_amsgrad),
     FF("max_grad_norm", h_max_grad_norm),
     FW("fp32_optimizer_states", W_FALSE,

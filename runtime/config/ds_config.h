@@ -50,6 +50,7 @@ typedef struct sg_ds_config {
         double eps;                     /* default 1e-8 */
         double weight_decay;            /* default 0 */
         int adam_w_mode;                /* decoupled decay: AdamW, or Adam with adam_w_mode true */
+        int bias_correction;            /* default true: divide the moments by 1 - beta^t */
     } optimizer;
 
     struct {

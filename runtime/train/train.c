@@ -386,6 +386,7 @@ static int set_step_params(trainer *t, sg_step_params *p, sg_error *err)
     p->adam.eps = (float)ds->optimizer.eps;
     p->adam.weight_decay = (float)ds->optimizer.weight_decay;
     p->adam.adamw_mode = ds->optimizer.adam_w_mode;
+    p->adam.bias_correction = ds->optimizer.bias_correction;
     p->t = t->submit_adam_step + 1;
     p->clip = ds->gradient_clipping;
     return SG_OK;
