@@ -312,6 +312,17 @@ null_configs "$TMP/doc_keys" zero_optimization.offload_optimizer.sgprobe_not_a_k
 grep -q "unknown key zero_optimization.offload_optimizer.sgprobe_not_a_key" "$TMP/null-c.out"
 ok $? "control: a made-up key among the documented ones is reported unknown"
 
+# every top-level key DeepSpeed itself reads (tests/data/deepspeed-top-keys.txt,
+# recorded from DeepSpeed 0.19.8) is known to the reader: none is "unknown"
+grep -v '^#' "$SRC/tests/data/deepspeed-top-keys.txt" |
+	awk 'BEGIN { printf "{\"train_batch_size\": 4" } $1 != "train_batch_size" { printf ", \"%s\": null", $1 }
+	END { print "}" }' >"$TMP/ds-keys.json"
+"$BIN" config "$TMP/ds-keys.json" >"$TMP/ds-keys.out" 2>&1
+st=$?
+unknown=$(grep -o "unknown key [^ ]*" "$TMP/ds-keys.out" | tr '\n' ' ')
+[ "$st" -eq 0 ] && [ -z "$unknown" ] && [ "$(grep -vc '^#' "$SRC/tests/data/deepspeed-top-keys.txt")" -ge 60 ]
+ok $? "every top-level key DeepSpeed 0.19.8 reads is known to the reader${unknown:+; unknown: $unknown}"
+
 # The keys docs/config-keys.md says are *warned*: set away from DeepSpeed's
 # default each must be named in a warning; at the default, none is.
 cat >"$TMP/warned.json" <<'EOF'
@@ -322,7 +333,12 @@ cat >"$TMP/warned.json" <<'EOF'
  "activation_checkpointing": {"cpu_checkpointing": true},
  "zero_optimization": {"stage": 3, "zero_quantized_weights": true, "zero_quantized_nontrainable_weights": true,
   "zero_quantized_gradients": true, "zeropp_loco_param": {"err_beta": 0.8}, "zero_hpz_partition_size": 2,
-  "mics_shard_size": 2}}
+  "mics_shard_size": 2},
+ "hybrid_engine": {"enabled": true}, "eigenvalue": {"enabled": true}, "autotuning": {"enabled": true},
+ "nebula": {"enabled": true}, "compile": {"deepcompile": true}, "pipeline": {"stages": "auto"},
+ "sparse_attention": {"mode": "fixed"}, "compression_training": {"weight_quantization": {}},
+ "weight_quantization": {"post_init_quant": {}}, "expert_parallel": {"enabled": true},
+ "datastates_ckpt": {"host_cache_size": 16}, "graph_harvesting": true, "managed_gradient_accumulation": false}
 EOF
 cat >"$TMP/unwarned.json" <<'EOF'
 {"train_batch_size": 4, "data_types": {},
@@ -332,7 +348,11 @@ cat >"$TMP/unwarned.json" <<'EOF'
  "activation_checkpointing": {"cpu_checkpointing": false},
  "zero_optimization": {"stage": 3, "zero_quantized_weights": false, "zero_quantized_nontrainable_weights": false,
   "zero_quantized_gradients": false, "zeropp_loco_param": {}, "zero_hpz_partition_size": 1,
-  "mics_shard_size": 0}}
+  "mics_shard_size": 0},
+ "hybrid_engine": {"enabled": false}, "eigenvalue": {"enabled": false}, "autotuning": {"enabled": false},
+ "nebula": {"enabled": false}, "compile": {}, "pipeline": {}, "sparse_attention": {},
+ "compression_training": {}, "weight_quantization": {}, "expert_parallel": {}, "datastates_ckpt": {},
+ "graph_harvesting": false, "managed_gradient_accumulation": true}
 EOF
 "$BIN" config "$TMP/warned.json" >"$TMP/warned.out" 2>&1
 missing=""
@@ -341,7 +361,9 @@ for k in communication_data_type data_types optimizer.params.fp32_optimizer_stat
 	activation_checkpointing.cpu_checkpointing zero_optimization.zero_quantized_weights \
 	zero_optimization.zero_quantized_nontrainable_weights zero_optimization.zero_quantized_gradients \
 	zero_optimization.zeropp_loco_param zero_optimization.zero_hpz_partition_size \
-	zero_optimization.mics_shard_size; do
+	zero_optimization.mics_shard_size hybrid_engine eigenvalue autotuning nebula compile pipeline \
+	sparse_attention compression_training weight_quantization expert_parallel datastates_ckpt \
+	graph_harvesting managed_gradient_accumulation; do
 	grep -q "warning: .*: $k: .* has no effect in stepgraph (ignored): " "$TMP/warned.out" || missing="$missing $k"
 	grep -q "^ds $k$" "$TMP/doc_keys" || missing="$missing $k(not in the doc)"
 done

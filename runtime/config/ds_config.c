@@ -127,6 +127,7 @@ typedef enum fkind {
      * default: W_TRUE when true, W_FALSE when false, W_POS when an integer
      * > 0 (W_GT1: > 1), W_STR when a string, W_OBJ when a non-empty object */
     W_TRUE, W_FALSE, W_POS, W_GT1, W_STR, W_OBJ,
+    W_ENABLED,                                  /* an object, warned when "enabled" is true */
     F_FN,                                       /* handled by fn */
 } fkind;
 
@@ -207,6 +208,19 @@ static int warn_ignored(pstate *ps, const field *f, const cJSON *it, const char 
             rc = sg_json_type_error(&ps->c, it, kp, "a string");
         set = 1;
         break;
+    case W_ENABLED: {
+        if (!cJSON_IsObject(it)) {
+            rc = sg_json_type_error(&ps->c, it, kp, "an object");
+            break;
+        }
+        const cJSON *en = cJSON_GetObjectItemCaseSensitive(it, "enabled");
+        if (en && !cJSON_IsNull(en)) {
+            char ekp[256];
+            snprintf(ekp, sizeof ekp, "%s.enabled", kp);
+            rc = sg_json_bool(&ps->c, en, ekp, &set);
+        }
+        break;
+    }
     default: /* W_OBJ */
         if (!cJSON_IsObject(it))
             rc = sg_json_type_error(&ps->c, it, kp, "an object");
@@ -227,7 +241,7 @@ static int warn_ignored(pstate *ps, const field *f, const cJSON *it, const char 
 static int takes_auto_placeholder(const field *f)
 {
     return f->kind != X_STR && f->kind != X_ANY && f->kind != X_OBJ && f->kind != W_STR &&
-           f->kind != W_OBJ;
+           f->kind != W_OBJ && f->kind != W_ENABLED;
 }
 
 static void note_auto(pstate *ps, const char *kp)
@@ -331,6 +345,7 @@ static int walk(pstate *ps, const cJSON *obj, const char *path,
         case W_GT1:
         case W_STR:
         case W_OBJ:
+        case W_ENABLED:
             rc = warn_ignored(ps, f, it, kp);
             break;
         case F_FN:
@@ -382,6 +397,56 @@ static int h_enabled_unsupported(pstate *ps, const cJSON *it, const char *path)
     if (b)
         return sg_json_error(&ps->c, SG_ENOTSUP, "%s: true is not supported by stepgraph", kp);
     return SG_OK;
+}
+
+/* An integer of a parallelism stepgraph does not have (tensor, sequence):
+ * 0 or 1 is "off", larger is refused. */
+static int refuse_parallel_size(pstate *ps, const cJSON *it, const char *kp, const char *name,
+                                const char *what)
+{
+    int64_t v;
+    int rc = sg_json_int(&ps->c, it, kp, name, SG_JSON_LO, 0, 0, NULL, &v);
+    if (rc == SG_OK && v > 1)
+        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: %lld is not supported by stepgraph (%s; "
+                             "its ranks are data-parallel only)", kp, (long long)v, what);
+    return rc;
+}
+
+static int h_sequence_parallel(pstate *ps, const cJSON *it, const char *path)
+{
+    return refuse_parallel_size(ps, it, path, "sequence_parallel_size",
+                                "sequence parallelism splits each sequence over ranks");
+}
+
+/* tensor_parallel: AutoTP's autotp_size above 1 is refused; the rest of the
+ * object (dtype, overlap) then has nothing to act on. */
+static int h_tensor_parallel(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    const cJSON *tp = rc ? NULL : get_given(it, "autotp_size");
+    if (!tp)
+        return rc;
+    char kp[256];
+    join(kp, sizeof kp, path, "autotp_size");
+    return refuse_parallel_size(ps, tp, kp, "autotp_size",
+                                "tensor parallelism splits each layer's weights over ranks");
+}
+
+/* gradient_allreduce_op: "mean" (DeepSpeed's default, what stepgraph's
+ * ranks do) or "sum", refused. */
+static int h_allreduce_op(pstate *ps, const cJSON *it, const char *path)
+{
+    if (!cJSON_IsString(it))
+        return sg_json_type_error(&ps->c, it, path, "\"mean\" or \"sum\"");
+    if (strcmp(it->valuestring, "mean") == 0)
+        return SG_OK;
+    if (strcmp(it->valuestring, "sum") == 0)
+        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: \"sum\" is not supported by stepgraph (its "
+                             "ranks average their gradients)", path);
+    char v[96];
+    sg_json_repr(it, v, sizeof v);
+    return sg_json_error(&ps->c, SG_EINVAL, "%s: %s is not valid (expected \"mean\" or \"sum\")",
+                         path, v);
 }
 
 /* ---- optimizer -------------------------------------------------------- */
@@ -1019,6 +1084,38 @@ static const field top_fields[] = {
     FX("aio", X_OBJ),
     FW("data_types", W_OBJ,
        "stepgraph's gradient dtypes follow its precision mode alone"),
+    FX("disable_python_gc", X_ANY),
+    FX("log_level", X_STR),
+    FX("use_data_before_expert_parallelism", X_BOOL),
+    /* training features that change the step: refused when enabled */
+    FF("quantize_training", h_enabled_unsupported),
+    FF("progressive_layer_drop", h_enabled_unsupported),
+    FF("curriculum_learning", h_enabled_unsupported),
+    FF("data_efficiency", h_enabled_unsupported),
+    FF("sequence_parallel_size", h_sequence_parallel),
+    FF("tensor_parallel", h_tensor_parallel),
+    FF("gradient_allreduce_op", h_allreduce_op),
+    /* features a training script or another engine must call, or that only
+     * change speed: warned when set */
+    FW("hybrid_engine", W_ENABLED, "stepgraph trains; it has no generation engine"),
+    FW("eigenvalue", W_ENABLED, "stepgraph computes no Hessian eigenvalues"),
+    FW("autotuning", W_ENABLED,
+       "DeepSpeed's autotuner is its launcher's; stepgraph's counterpart is `stepgraph tune`"),
+    FW("nebula", W_ENABLED, "stepgraph writes its own checkpoints (README, \"Weights and "
+       "checkpoints\")"),
+    FW("datastates_ckpt", W_OBJ, "stepgraph writes its own checkpoints"),
+    FW("compile", W_OBJ, "stepgraph compiles the step into a StarPU task graph, not with "
+       "torch.compile"),
+    FW("graph_harvesting", W_TRUE, "stepgraph does not capture CUDA graphs"),
+    FW("managed_gradient_accumulation", W_FALSE,
+       "stepgraph accumulates the gradients of the micro-steps itself"),
+    FW("pipeline", W_OBJ, "stepgraph has no pipeline parallelism (a DeepSpeed PipelineModule's)"),
+    FW("sparse_attention", W_OBJ,
+       "stepgraph's attention is dense (DeepSpeed's SparseSelfAttention modules)"),
+    FW("compression_training", W_OBJ,
+       "stepgraph does not compress (DeepSpeed's init_compression, called by a script)"),
+    FW("weight_quantization", W_OBJ, "stepgraph does not quantize weights"),
+    FW("expert_parallel", W_OBJ, "stepgraph's ranks keep every expert (data-parallel only)"),
 };
 
 int sg_ds_config_is_top_key(const char *key)
