@@ -920,6 +920,17 @@ static int h_cpu_offload_param(pstate *ps, const cJSON *it, const char *path)
     return rc;
 }
 
+/* ZenFlow (selective, delayed optimizer updates): any object turns it on in
+ * DeepSpeed, and it changes what each update computes: refused. */
+static int h_zenflow(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    return sg_json_error(&ps->c, SG_ENOTSUP, "%s: ZenFlow is not supported by stepgraph (its "
+                         "offloaded optimizer steps every parameter at every update)", path);
+}
+
 static const field zero_fields[] = {
     FIE("stage", zero.stage, LO | HI, 0, 3, "expected 0, 1, 2 or 3"),
     FB("overlap_comm", zero.overlap_comm),
@@ -980,6 +991,9 @@ static const field zero_fields[] = {
     FX("mics_hierarchical_params_gather", X_BOOL),
     FX("save_muon_momentum_buffer_in_memory", X_BOOL),
     FX("leaf_module", X_OBJ),
+    FX("compute_grad_norm", X_BOOL),   /* stepgraph always has the norm */
+    FX("parameter_alignment", X_BOOL), /* padding of DeepSpeed's flat buffers */
+    FF("zenflow", h_zenflow),
 };
 
 static int h_zero(pstate *ps, const cJSON *it, const char *path)
