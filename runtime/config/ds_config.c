@@ -1098,7 +1098,7 @@ static const field top_fields[] = {
     FX("aio", X_OBJ),
     FW("data_types", W_OBJ,
        "stepgraph's gradient dtypes follow its precision mode alone"),
-    FX("disable_python_gc", X_ANY),
+    FX("disable_python_gc", X_BOOL),
     FX("log_level", X_STR),
     FX("use_data_before_expert_parallelism", X_BOOL),
     /* training features that change the step: refused when enabled */
