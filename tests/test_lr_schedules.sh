@@ -103,6 +103,10 @@ grep -q "^Step 1 | Loss: .* | LR: 0.0001 | Beta1: 0.8$" "$TMP/onecycle.out" &&
 	grep -q "^Step 1 | Loss: .* | LR: 0$" "$TMP/cosine.out" &&
 	grep -q "^Step 1 | Loss: .* | LR: 0.0002$" "$TMP/onecycle_nomom.out"
 ok $? "the step log gives the update's lr, and beta1 under OneCycle's momentum ($(grep '^Step 1 ' "$TMP/onecycle.out"))"
+# OneCycle's momentum replaces the optimizer's betas: said once, before training
+grep -q "warning: .*optimizer.params.betas (0.9, 0.95) are not used: OneCycle with cycle_momentum" \
+	"$TMP/onecycle.out" && ! grep -q "are not used" "$TMP/onecycle_nomom.out"
+ok $? "OneCycle with cycle_momentum warns that the optimizer's betas are not used (and without it does not)"
 # negative control: OneCycle's metrics against LRRangeTest's schedule
 ! same_schedule "$TMP/onecycle.jsonl" "$TMP/rangetest.ref" >/dev/null 2>&1
 ok $? "control: one schedule's metrics do not pass for another's"

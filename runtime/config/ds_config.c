@@ -1152,6 +1152,13 @@ int sg_ds_config_from_json(const cJSON *root, const sg_json_ctx *c, sg_ds_config
         return rc;
     if (ps.nauto)
         return auto_error(&ps);
+    if (ds->scheduler.type == SG_SCHED_ONE_CYCLE && ds->scheduler.cycle_momentum &&
+        (ds->optimizer.beta1 != 0.9 || ds->optimizer.beta2 != 0.999))
+        /* DeepSpeed's OneCycle writes (momentum, 0.99) into the optimizer */
+        sg_json_warn(&ps.c, "%soptimizer.params.betas (%g, %g) are not used: OneCycle with "
+                     "cycle_momentum sets Adam's betas to (its cycling momentum, 0.99) at every "
+                     "update, as DeepSpeed does (set scheduler.params.cycle_momentum false to keep "
+                     "them)", ps.c.prefix, ds->optimizer.beta1, ds->optimizer.beta2);
     if (ds->scheduler.type != SG_SCHED_NONE && !ps.warmup_max_lr_given)
         /* lr_schedules.py: WarmupLR's default is the optimizer's lr;
          * WarmupDecayLR's own default is 0.001. */
