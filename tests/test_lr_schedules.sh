@@ -3,15 +3,18 @@
 # `stepgraph run`, against references that share no code with
 # runtime/train/lr_schedule.c:
 # - the lr and Adam betas of every update in --metrics, within 1e-6 relative
-#   (the kernels take them in float32) of tests/lr_schedule_ref.py's own
-#   reading of DeepSpeed's formulas, for WarmupLR, WarmupDecayLR,
+#   (the kernels take them in float32) of DeepSpeed's own, recorded from
+#   DeepSpeed 0.19.8 in tests/data/lr-schedules/NAME.deepspeed.txt, and of
+#   tests/lr_schedule_ref.py's own reading of DeepSpeed's formulas, for
+#   the configs tests/data/lr-schedules/NAME.json: WarmupLR, WarmupDecayLR,
 #   WarmupCosineLR (log and linear warm-up, stepped past its end), OneCycle
 #   (momentum cycled and decayed; without momentum) and LRRangeTest
 #   (continuous, staircase); each sequence must move, so a constant lr fails;
 #   and the step log line names the lr (and OneCycle's beta1);
-# - that reading against DeepSpeed's own classes, to 1e-12, where a python
-#   with `deepspeed` is found ($SG_DEEPSPEED_PYTHON, else the benchmarks'
-#   virtual environment ~/.cache/stepgraph/venv-bench); skipped otherwise;
+# - the recordings against DeepSpeed's classes run again, to 1e-12, where a
+#   python with `deepspeed` is found ($SG_DEEPSPEED_PYTHON, else the
+#   benchmarks' virtual environment ~/.cache/stepgraph/venv-bench); skipped
+#   otherwise;
 # - training under OneCycle (lr and beta1 moving every update, beta2 0.99)
 #   against PyTorch's AdamW given the same lr and betas per update
 #   (tests/torch_train_ref.py): every loss within 1e-5 relative;
@@ -45,23 +48,9 @@ config() {
  "scheduler": $2}
 JSON
 }
-config warmup '{"type": "WarmupLR", "params": {"warmup_num_steps": 7, "warmup_min_lr": 1e-4}}'
-config warmupdecay '{"type": "WarmupDecayLR", "params": {"warmup_num_steps": 5, "total_num_steps": 12,
-	"warmup_type": "linear"}}'
-config cosine '{"type": "WarmupCosineLR", "params": {"warmup_num_steps": 4, "total_num_steps": 11,
-	"warmup_min_ratio": 0.1, "cos_min_ratio": 0.05}}'
-config cosine_linear '{"type": "WarmupCosineLR", "params": {"warmup_num_steps": 3, "total_num_steps": 30,
-	"warmup_type": "linear"}}'
-config onecycle '{"type": "OneCycle", "params": {"cycle_min_lr": 1e-4, "cycle_max_lr": 3e-3,
-	"cycle_first_step_size": 4, "cycle_second_step_size": 3, "decay_step_size": 2,
-	"decay_lr_rate": 0.5, "decay_mom_rate": 0.01}}'
-config onecycle_nomom '{"type": "OneCycle", "params": {"cycle_min_lr": 2e-4, "cycle_max_lr": 1e-3,
-	"cycle_first_step_size": 3, "cycle_momentum": false}}'
-config rangetest '{"type": "LRRangeTest", "params": {"lr_range_test_min_lr": 1e-4,
-	"lr_range_test_step_size": 3, "lr_range_test_step_rate": 2.0}}'
-config rangetest_stairs '{"type": "LRRangeTest", "params": {"lr_range_test_min_lr": 1e-4,
-	"lr_range_test_step_size": 3, "lr_range_test_staircase": true}}'
 SCHEDULES="warmup warmupdecay cosine cosine_linear onecycle onecycle_nomom rangetest rangetest_stairs"
+LRS=$SRC/tests/data/lr-schedules
+for s in $SCHEDULES; do cp "$LRS/$s.json" "$TMP/$s.json"; done
 
 # run NAME CONFIG [ARGS...]: stepgraph on tiny-llama, metrics in $TMP/NAME.jsonl
 run() {
@@ -94,9 +83,11 @@ PYEOF
 }
 
 for s in $SCHEDULES; do
-	"$PY" "$SRC/tests/lr_schedule_ref.py" formula "$TMP/$s.json" $STEPS >"$TMP/$s.ref" &&
-		run "$s" "$s" --steps $STEPS && same_schedule "$TMP/$s.jsonl" "$TMP/$s.ref"
-	ok $? "$s: $STEPS updates' lr and betas as DeepSpeed's formulas give them"
+	grep -v '^#' "$LRS/$s.deepspeed.txt" >"$TMP/$s.ds" &&
+		"$PY" "$SRC/tests/lr_schedule_ref.py" formula "$TMP/$s.json" $STEPS >"$TMP/$s.ref" &&
+		run "$s" "$s" --steps $STEPS && same_schedule "$TMP/$s.jsonl" "$TMP/$s.ds" &&
+		same_schedule "$TMP/$s.jsonl" "$TMP/$s.ref"
+	ok $? "$s: $STEPS updates' lr and betas as DeepSpeed 0.19.8 gives them (recorded, and by the formulas)"
 done
 # the step log names the update's lr (and OneCycle's beta1)
 grep -q "^Step 1 | Loss: .* | LR: 0.0001 | Beta1: 0.8$" "$TMP/onecycle.out" &&
@@ -116,19 +107,19 @@ DSPY=${SG_DEEPSPEED_PYTHON:-$HOME/.cache/stepgraph/venv-bench/bin/python}
 if [ -x "$DSPY" ] && "$DSPY" -c 'import deepspeed.runtime.lr_schedules' >/dev/null 2>&1; then
 	bad=""
 	for s in $SCHEDULES; do
-		"$DSPY" "$SRC/tests/lr_schedule_ref.py" deepspeed "$TMP/$s.json" 40 >"$TMP/$s.ds" 2>/dev/null &&
+		"$DSPY" "$SRC/tests/lr_schedule_ref.py" deepspeed "$TMP/$s.json" 40 >"$TMP/$s.live" 2>/dev/null &&
 			"$PY" "$SRC/tests/lr_schedule_ref.py" formula "$TMP/$s.json" 40 >"$TMP/$s.f40" &&
-			"$PY" - "$TMP/$s.ds" "$TMP/$s.f40" <<'PYEOF' || bad="$bad $s"
+			"$PY" - "$TMP/$s.live" "$TMP/$s.f40" "$TMP/$s.ds" <<'PYEOF' || bad="$bad $s"
 import sys
-a = [list(map(float, l.split())) for l in open(sys.argv[1])]
-b = [list(map(float, l.split())) for l in open(sys.argv[2])]
-assert len(a) == len(b) == 40
-sys.exit(0 if all(abs(x - y) <= 1e-12 * max(abs(x), 1e-12) for r, q in zip(a, b)
-                  for x, y in zip(r, q)) else 1)
+live, formula, recorded = ([list(map(float, l.split())) for l in open(f)] for f in sys.argv[1:4])
+assert len(live) == len(formula) == len(recorded) == 40
+close = lambda a, b: all(abs(x - y) <= 1e-12 * max(abs(x), 1e-12) for r, q in zip(a, b)
+                         for x, y in zip(r, q))
+sys.exit(0 if close(live, formula) and close(live, recorded) else 1)
 PYEOF
 	done
 	[ -z "$bad" ]
-	ok $? "tests/lr_schedule_ref.py equals DeepSpeed $("$DSPY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n1)'s schedulers over 40 updates${bad:+; differs:$bad}"
+	ok $? "DeepSpeed $("$DSPY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n1)'s schedulers, run here, equal the recordings and tests/lr_schedule_ref.py over 40 updates${bad:+; differs:$bad}"
 else
 	skip "no python with deepspeed (set SG_DEEPSPEED_PYTHON, or run scripts/bench_adam.sh once)"
 fi
@@ -187,5 +178,5 @@ config onecycle_bad '{"type": "OneCycle", "params": {"cycle_min_lr": 1e-4, "cycl
 run bad onecycle_bad --steps 8
 rc=$?
 [ $rc -eq 1 ] && grep -q "OneCycle gives Adam beta1 .*Adam needs 0 <= beta1 < 1" "$TMP/bad.out"
-ok $? "OneCycle's momentum decayed past 1: exit 1 with an error naming it (exit $rc: $(grep stepgraph: "$TMP/bad.out" | head -c 200))"
+ok $? "OneCycle's momentum decayed past 1: exit 1 with an error naming it (exit $rc: $(grep "stepgraph: step" "$TMP/bad.out" | head -c 200))"
 echo "1..$n"
