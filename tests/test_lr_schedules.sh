@@ -121,7 +121,7 @@ PYEOF
 	[ -z "$bad" ]
 	ok $? "DeepSpeed $("$DSPY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n1)'s schedulers, run here, equal the recordings and tests/lr_schedule_ref.py over 40 updates${bad:+; differs:$bad}"
 else
-	skip "no python with deepspeed (set SG_DEEPSPEED_PYTHON, or run scripts/bench_adam.sh once)"
+	skip "no python with deepspeed (SG_DEEPSPEED_PYTHON, or the venv the benchmarks make: scripts/bench_venv.sh)"
 fi
 
 # OneCycle training against PyTorch, lr and betas set per update
