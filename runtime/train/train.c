@@ -248,7 +248,27 @@ static int setup_data(trainer *t, sg_error *err)
         if (t->total_steps < 1)
             t->total_steps = 1;
     }
-    return SG_OK;
+    /* OneCycle's momentum decay only grows beta1: a run whose last update
+     * would need beta1 >= 1 is refused before its first step, naming the
+     * first such update */
+    double beta1, beta2;
+    int64_t first = t->st.adam_step, last = first + t->total_steps - 1;
+    sg_betas_at(&t->cfg->ds, last, &beta1, &beta2);
+    if (beta1 < 1.0)
+        return SG_OK;
+    while (first < last) { /* the first update at or above 1: beta1 grows with it */
+        int64_t mid = first + (last - first) / 2;
+        sg_betas_at(&t->cfg->ds, mid, &beta1, &beta2);
+        if (beta1 < 1.0)
+            first = mid + 1;
+        else
+            last = mid;
+    }
+    sg_betas_at(&t->cfg->ds, first, &beta1, &beta2);
+    return sg_error_set(err, SG_EINVAL, "OneCycle's beta1 reaches %.6g at update %lld "
+                        "(scheduler.params.cycle_max_mom x (1 + decay_mom_rate x n)); Adam needs "
+                        "beta1 < 1: lower decay_mom_rate, or run at most %lld steps", beta1,
+                        (long long)first + 1, (long long)(first - t->st.adam_step));
 }
 
 static int setup_exec(trainer *t, sg_error *err)
@@ -473,8 +493,8 @@ static int finish_step(trainer *t, sg_error *err)
     sg_phase_times ph;
     sg_timeline_phases(&t->x, &ph);
     if (t->metrics_open &&
-        sg_metrics_write_step(&t->metrics, t->st.step, loss, &hyper, sg_exec_grad_norm(&t->x), scale,
-                              secs, tokens / secs, tflops, skipped, &ph))
+        sg_metrics_write_step(&t->metrics, t->st.step, loss, &hyper, sg_exec_grad_norm(&t->x),
+                              scale, secs, tokens / secs, tflops, skipped, &ph))
         return sg_error_set(err, SG_EIO, "metrics %s: write failed at step %lld",
                             t->cfg->run.metrics, (long long)t->st.step);
     if (i == 0 || (i + 1) % r->log_interval == 0 || i + 1 == t->total_steps) {
