@@ -24,7 +24,7 @@ ok() {
 	n=$((n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-echo "1..11"
+echo "1..12"
 example() { # NAME: runs it, output in $TMP/NAME, log in $TMP/NAME.log, status in $TMP/NAME.rc
 	OUT=$TMP/$1 STARPU_HOME=$TMP/$1-starpu bash "$SRC/examples/$1/run.sh" >"$TMP/$1.log" 2>&1
 	echo $? >"$TMP/$1.rc"
@@ -72,8 +72,16 @@ ok $? "gh200-vs-mi300a: 8 simulated points on both machines, a plot and a table"
 
 example deepspeed-configs
 d=$TMP/deepspeed-configs
-[ "$(cat "$TMP/deepspeed-configs.rc")" -eq 0 ] && finite "$d"/*.jsonl && [ "$(ls "$d"/*.jsonl | wc -l)" -eq 13 ]
-ok $? "deepspeed-configs: DeepSpeed's CIFAR config x 4 stages x 3 precisions and SuperOffload's: 13 runs, finite losses"
+[ "$(cat "$TMP/deepspeed-configs.rc")" -eq 0 ] && finite "$d"/*.jsonl && [ "$(ls "$d"/*.jsonl | wc -l)" -eq 16 ]
+ok $? "deepspeed-configs: DeepSpeed's CIFAR config x 4 stages x 3 precisions, x 3 other schedulers, and SuperOffload's: 16 runs, finite losses"
+"$PY" - "$d" <<'PYEOF'
+import json, sys
+lr = lambda n: [json.loads(l)["lr"] for l in open("%s/cifar-%s.jsonl" % (sys.argv[1], n))]
+assert lr("cosine")[0] == 0.0, lr("cosine")
+assert abs(lr("onecycle")[0] - 1e-4) < 1e-9 and abs(lr("rangetest")[0] - 1e-4) < 1e-9
+assert max(lr("onecycle")) > 5e-4 and lr("rangetest")[-1] > lr("rangetest")[0]
+PYEOF
+ok $? "deepspeed-configs: the --set schedulers reach the run (WarmupCosineLR's first lr 0, OneCycle and LRRangeTest from 1e-4 and rising)"
 "$PY" - "$d" <<'PYEOF'
 import json, sys
 d = sys.argv[1]

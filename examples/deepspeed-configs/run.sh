@@ -18,6 +18,19 @@ for stage in 0 1 2 3; do
 		rows+=("cifar-stage$stage-$prec")
 	done
 done
+# the same file with its WarmupLR replaced, on the command line, by each of
+# DeepSpeed's other schedulers (stage 2, bf16)
+declare -A sched=(
+	[cosine]='{"type": "WarmupCosineLR", "params": {"warmup_num_steps": 2, "total_num_steps": '$steps'}}'
+	[onecycle]='{"type": "OneCycle", "params": {"cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_first_step_size": '$(((steps + 1) / 2))'}}'
+	[rangetest]='{"type": "LRRangeTest", "params": {"lr_range_test_min_lr": 1e-4, "lr_range_test_step_size": 2}}'
+)
+for s in cosine onecycle rangetest; do
+	say "CIFAR-10 config, stage 2, bf16, scheduler $(printf '%s' "${sched[$s]}" | sed 's/.*"type": "\([A-Za-z]*\)".*/\1/')"
+	"$STEPGRAPH" run "$CIFAR" "${common[@]}" --set zero_optimization.stage=2 \
+		--set "scheduler=${sched[$s]}" --metrics "$OUT/cifar-$s.jsonl"
+	rows+=("cifar-$s")
+done
 say "SuperOffload's config"
 "$STEPGRAPH" run "$REPO_ROOT/configs/deepspeed/superoffload.json" "${common[@]}" \
 	--set zero_optimization.sub_group_size=150000 --metrics "$OUT/superoffload.jsonl"
@@ -26,11 +39,13 @@ say "summary"
 "$PY" - "$OUT" "${rows[@]}" <<'PYEOF'
 import json, math, sys
 out, names = sys.argv[1], sys.argv[2:]
-print("%-22s %12s %12s %8s %10s" % ("run", "first loss", "last loss", "skipped", "tokens/s"))
+print("%-22s %12s %12s %8s %10s %10s %10s" % ("run", "first loss", "last loss", "skipped",
+                                              "tokens/s", "first lr", "last lr"))
 for n in names:
     rows = [json.loads(l) for l in open("%s/%s.jsonl" % (out, n))]
     assert rows and all(isinstance(r["loss"], float) and math.isfinite(r["loss"]) for r in rows), n
     tps = sum(r["tokens_per_s"] for r in rows) / len(rows)
-    print("%-22s %12.6f %12.6f %8d %10.0f" % (n, rows[0]["loss"], rows[-1]["loss"],
-                                              sum(r["skipped"] for r in rows), tps))
+    print("%-22s %12.6f %12.6f %8d %10.0f %10.3g %10.3g" % (
+        n, rows[0]["loss"], rows[-1]["loss"], sum(r["skipped"] for r in rows), tps,
+        rows[0]["lr"], rows[-1]["lr"]))
 PYEOF
