@@ -22,8 +22,8 @@
 # program-order figure the run prints beside it; ZeRO-3 with 2 workers too.
 # The micro-step window (graph/compile.h micro_window: as many micro-steps in
 # flight as workers) keeps the measured peak steady from run to run: without
-# it (STEPGRAPH_MICRO_WINDOW=0) the default job measured 31 to 37 MiB, with it
-# 24 to 26 MiB (plan 24.4).
+# it (STEPGRAPH_MICRO_WINDOW=0) the default job measured 26 to 37 MiB (plan
+# 34.7), with it 24 to 26 MiB (plan 24.4).
 # Then a run with STEPGRAPH_LIVENESS=0 (every
 # step-local buffer kept to the end of the step) gives bit-identical losses
 # and holds more. Prints TAP.
@@ -75,10 +75,14 @@ STEPGRAPH_MICRO_WINDOW=0 "$BIN" run "$SRC/configs/default.json" --steps 3 --look
 	--metrics "$TMP/default2_nowin.jsonl" >"$TMP/default2_nowin.out" 2>&1
 "$BIN" run "$SRC/configs/default.json" --steps 3 --lookahead 1 --metrics "$TMP/default2_win.jsonl" \
 	>"$TMP/default2_win.out" 2>&1
+# Whether a run without the window actually runs ahead depends on how the two
+# workers' timings fall (measured 26 to 37 MiB): what is asserted is the
+# plan for 2 workers (lws played on the graph, deterministic) with and
+# without the window, and the windowed run within 10% of its plan.
 set -- $(mem default2_win) $(mem default2_nowin)
-[ $# -eq 4 ] && "$PY" -c 'import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))' "$1" "$3" &&
-	same default2_win default2_nowin
-ok $? "default job: the micro-step window holds less (${1:-?} MiB) than none (${3:-?} MiB), the same losses bit for bit"
+[ $# -eq 4 ] && "$PY" -c 'import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))' "$2" "$4" &&
+	within default2_win && same default2_win default2_nowin
+ok $? "default job: the micro-step window plans less for 2 workers (${2:-?} MiB) than none (${4:-?} MiB), its run measures within 10% of that (${1:-?} MiB; without it ${3:-?}), the same losses bit for bit"
 train z3_w2 z3 --max_length 128 --steps 2 --lookahead 1 --sched lws --ncpus 2
 [ "$(cat "$TMP/z3_w2.rc")" -eq 0 ] && within z3_w2
 ok $? "z3 with 2 workers and batch tiles: measured peak within 10% of the plan ($(mem z3_w2))"
