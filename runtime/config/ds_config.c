@@ -589,7 +589,6 @@ static int h_warmup_max_lr(pstate *ps, const cJSON *it, const char *path)
     return rc;
 }
 
-#define LO_HI (SG_JSON_LO | SG_JSON_HI)                         /* [lo, hi] */
 #define LO_HI_OPEN (SG_JSON_LO | SG_JSON_HI | SG_JSON_HI_OPEN)  /* [lo, hi) */
 
 /* Every scheduler's parameters; which of them a scheduler takes is in
@@ -601,8 +600,8 @@ static const field sched_param_fields[] = {
     FF("warmup_type", h_warmup_type),
     FI("total_num_steps", scheduler.total_num_steps, POS, 0, 0),
     FX("last_batch_iteration", X_INT),
-    FD("warmup_min_ratio", scheduler.warmup_min_ratio, LO_HI, 0, 1),
-    FD("cos_min_ratio", scheduler.cos_min_ratio, LO_HI, 0, 1),
+    FD("warmup_min_ratio", scheduler.warmup_min_ratio, NONNEG, 0, 0),
+    FD("cos_min_ratio", scheduler.cos_min_ratio, NONNEG, 0, 0),
     FD("cycle_min_lr", scheduler.cycle_min_lr, NONNEG, 0, 0),
     FD("cycle_max_lr", scheduler.cycle_max_lr, NONNEG, 0, 0),
     FD("decay_lr_rate", scheduler.decay_lr_rate, NONNEG, 0, 0),
