@@ -288,6 +288,15 @@ STEPGRAPH_STALL_SECONDS=5s fails stall_bad "STEPGRAPH_STALL_SECONDS=5s: expected
 	"$BIN" run "$CFG" $RUN --save stall_ck --metrics stall_keep.jsonl &&
 	! [ -e stall_ck ] && [ "$(cat stall_keep.jsonl)" = keep ]
 ok $? "STEPGRAPH_STALL_SECONDS=5s: refused by name before any output (no checkpoint directory, metrics untouched)"
+# a run refused after the output checks (here: a data file that is not
+# there) removes the save directory it made, and keeps one that existed
+"$BIN" run "$CFG" $RUN --data missing.bin --save refused_ck >refused.out 2>&1
+r1=$?
+mkdir -p kept_ck
+"$BIN" run "$CFG" $RUN --data missing.bin --save kept_ck >>refused.out 2>&1
+r2=$?
+[ $r1 -ne 0 ] && [ $r2 -ne 0 ] && grep -q "missing.bin" refused.out && ! [ -e refused_ck ] && [ -d kept_ck ]
+ok $? "a run refused after its output checks leaves no save directory of its own (an existing one stays)"
 # ... and the same watch leaves a run that fits alone, however short its window
 STEPGRAPH_STALL_SECONDS=3 STARPU_LIMIT_CPU_MEM=20 timeout 60 "$BIN" run "$CFG" $RUN --steps 8 \
 	>fits.out 2>fits.err &&

@@ -175,11 +175,11 @@ ok $? "OneCycle saved at step 6, resumed to 12: the lr, betas and losses of the 
 # momentum decay past 1: an error naming it, no crash
 config onecycle_bad '{"type": "OneCycle", "params": {"cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3,
 	"cycle_first_step_size": 1, "decay_step_size": 1, "decay_mom_rate": 0.2}}'
-run bad onecycle_bad --steps 8
+run bad onecycle_bad --steps 8 --save "$TMP/bad_ck"
 rc=$?
 [ $rc -eq 1 ] && grep -q "OneCycle's beta1 reaches 1.08 at update 4 .*Adam needs beta1 < 1: lower decay_mom_rate, or run at most 3 steps" \
-	"$TMP/bad.out" && ! grep -q "^Step 1 " "$TMP/bad.out"
-ok $? "OneCycle's momentum decaying past 1 within the run: refused before the first step (exit $rc: $(grep "beta1 reaches" "$TMP/bad.out" | head -c 200))"
+	"$TMP/bad.out" && ! grep -q "^Step 1 " "$TMP/bad.out" && ! [ -e "$TMP/bad_ck" ] && ! [ -e "$TMP/bad.jsonl" ]
+ok $? "OneCycle's momentum decaying past 1 within the run: refused before the first step, no checkpoint directory or metrics left (exit $rc: $(grep "beta1 reaches" "$TMP/bad.out" | head -c 200))"
 run bad_short onecycle_bad --steps 3
 ok $? "the same schedule for 3 steps (beta1 below 1 throughout) trains"
 echo "1..$n"

@@ -81,10 +81,14 @@ typedef struct trainer {
 /* ---- set-up ------------------------------------------------------------------ */
 
 /* Outputs written at the end are checked before training: a run must not
- * lose its result to a directory that does not exist. */
-static int check_outputs(const sg_run_options *r, sg_error *err)
+ * lose its result to a directory that does not exist. *created: the save
+ * directory is new (a run refused later removes it again while empty). */
+static int check_outputs(const sg_run_options *r, int *created, sg_error *err)
 {
-    if (r->save[0] && mkdir(r->save, 0777) && errno != EEXIST)
+    *created = 0;
+    if (r->save[0] && mkdir(r->save, 0777) == 0)
+        *created = 1;
+    else if (r->save[0] && errno != EEXIST)
         return sg_error_set(err, SG_EIO, "save: cannot create %s: %s", r->save, strerror(errno));
     /* an existing directory: writable (a read-only one failed at the first save) */
     if (r->save[0] && access(r->save, W_OK | X_OK))
@@ -765,8 +769,9 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     int rc;
     /* ranks first: a refused run creates no output directory */
     double stall_s;
+    int save_created = 0;
     if ((rc = check_ranks(&t, err)) || (rc = sg_gemm_check_env(err)) ||
-        (rc = sg_stall_seconds(&stall_s, err)) || (rc = check_outputs(r, err)) ||
+        (rc = sg_stall_seconds(&stall_s, err)) || (rc = check_outputs(r, &save_created, err)) ||
         (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)))
@@ -839,5 +844,9 @@ out:
     if (rc && t.world > 1)
         t.exec_started = 0;
     teardown(&t);
+    /* a refused or failed run leaves no empty save directory of its own
+     * (rmdir removes only an empty one: saved steps stay) */
+    if (rc && save_created)
+        rmdir(r->save);
     return rc;
 }
