@@ -252,9 +252,14 @@ static int setup_data(trainer *t, sg_error *err)
         if (t->total_steps < 1)
             t->total_steps = 1;
     }
-    /* OneCycle's momentum decay only grows beta1: a run whose last update
-     * would need beta1 >= 1 is refused before its first step, naming the
-     * first such update */
+    return SG_OK;
+}
+
+/* OneCycle's momentum decay only grows beta1: a run whose last update would
+ * need beta1 >= 1 is refused before its first step, naming the first such
+ * update (set_step_params relies on it). */
+static int check_schedule(const trainer *t, sg_error *err)
+{
     double beta1, beta2;
     int64_t first = t->st.adam_step, last = first + t->total_steps - 1;
     sg_betas_at(&t->cfg->ds, last, &beta1, &beta2);
@@ -399,12 +404,8 @@ static int set_step_params(trainer *t, sg_step_params *p, sg_error *err)
     const sg_ds_config *ds = &t->cfg->ds;
     p->adam = SG_ADAM_PARAMS_DEFAULT;
     p->adam.lr = (float)sg_lr_at(ds, t->submit_adam_step);
-    double beta1, beta2;
+    double beta1, beta2; /* below 1 for every update: check_schedule */
     sg_betas_at(ds, t->submit_adam_step, &beta1, &beta2);
-    if (!(beta1 >= 0.0 && beta1 < 1.0)) /* OneCycle's momentum decay can pass 1 */
-        return sg_error_set(err, SG_EINVAL, "step %lld: OneCycle gives Adam beta1 %.17g (from "
-                            "scheduler.params.cycle_max_mom and decay_mom_rate); Adam needs "
-                            "0 <= beta1 < 1", (long long)t->submitted + 1, beta1);
     p->adam.beta1 = (float)beta1;
     p->adam.beta2 = (float)beta2;
     p->adam.eps = (float)ds->optimizer.eps;
@@ -774,7 +775,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
         (rc = sg_stall_seconds(&stall_s, err)) || (rc = check_outputs(r, &save_created, err)) ||
         (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
-        (rc = setup_data(&t, err)))
+        (rc = setup_data(&t, err)) || (rc = check_schedule(&t, err)))
         goto out;
     /* several ranks: rank 0 writes the metrics and the trace, the others none */
     if (r->metrics[0] && t.rank == 0) {
