@@ -659,10 +659,23 @@ const char *sg_adam_isa_name(sg_adam_isa isa)
     return isa_str(isa);
 }
 
+const char *sg_optim_algo_name(sg_optim_algo algo)
+{
+    switch (algo) {
+    case SG_OPTIM_ADAM: return "adam";
+    case SG_OPTIM_LION: return "lion";
+    case SG_OPTIM_ADAGRAD: return "adagrad";
+    }
+    return "invalid";
+}
+
 int sg_adam_check_params(const sg_adam_params *prm, sg_error *err)
 {
     if (!prm)
         return sg_error_set(err, SG_EINVAL, "adam: no parameters");
+    if (prm->algo != SG_OPTIM_ADAM)
+        return sg_error_set(err, SG_ENOTSUP, "optimizer %s: not implemented yet",
+                            sg_optim_algo_name(prm->algo));
     if (!isfinite(prm->lr) || prm->lr < 0.0f)
         return sg_error_set(err, SG_EINVAL,
                             "adam: lr %g is invalid (expected a finite value >= 0)",

@@ -49,7 +49,38 @@ typedef enum sg_adam_isa {
     SG_ADAM_ISA_NEON,     /* AArch64 Advanced SIMD (Grace, any AArch64), 4 floats */
 } sg_adam_isa;
 
+/* The update rule. Lion and Adagrad are DeepSpeed's other two offloadable
+ * optimizers (DeepSpeedCPULion, DeepSpeedCPUAdagrad); they take the same
+ * buffers as Adam and use one of the two moments:
+ *
+ *   Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"),
+ *   with m the first moment (exp_avg); v is neither read nor written:
+ *     ge = g * grad_scale
+ *     c  = b1 * m + (1 - b1) * ge
+ *     p  = p * (1 - lr * wd) - lr * sign(c)       (sign(0) = 0)
+ *     m  = b2 * m + (1 - b2) * ge
+ *
+ *   Adagrad (torch.optim.Adagrad, lr_decay as torch), with v the sum of
+ *   squares (exp_avg_sq); m is neither read nor written:
+ *     ge  = g * grad_scale (+ wd * p: L2, always, as torch and DeepSpeed)
+ *     v   = v + ge * ge
+ *     clr = lr / (1 + (t - 1) * lr_decay)
+ *     p   = p - clr * ge / (sqrt(v) + eps)
+ *
+ * Fields a rule does not use are ignored (Lion: eps, adamw_mode,
+ * bias_correction, lr_decay; Adagrad: beta1, beta2, adamw_mode,
+ * bias_correction). */
+typedef enum sg_optim_algo {
+    SG_OPTIM_ADAM = 0,   /* Adam / AdamW (the zero of the field: the default) */
+    SG_OPTIM_LION,
+    SG_OPTIM_ADAGRAD,
+} sg_optim_algo;
+
+/* "adam", "lion", "adagrad" (the names checkpoints record) */
+const char *sg_optim_algo_name(sg_optim_algo algo);
+
 typedef struct sg_adam_params {
+    sg_optim_algo algo;    /* SG_OPTIM_ADAM unless set */
     float lr;
     float beta1;           /* [0, 1) */
     float beta2;           /* [0, 1) */
@@ -57,6 +88,7 @@ typedef struct sg_adam_params {
     float weight_decay;    /* >= 0 */
     int adamw_mode;        /* 1: decoupled decay (AdamW); 0: L2 added to the gradient */
     int bias_correction;   /* 1 (default): divide by 1 - beta^t */
+    float lr_decay;        /* Adagrad only: >= 0 (0: constant lr, torch's default) */
     /* 1: an element whose g*grad_scale is Inf/NaN is left unchanged (p, m,
      * v; its bf16 copy is still written) by both step and rollback, so
      * a speculative step on an overflowed fp16 gradient can be rolled back
