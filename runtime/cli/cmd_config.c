@@ -84,10 +84,20 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
     printf("precision:        %s\n", ds->bf16.enabled ? "bf16 (fp32 master weights)"
                                      : ds->fp16.enabled ? "fp16 (dynamic loss scaling)"
                                                         : "fp32");
-    printf("optimizer:        %s lr %g betas (%g, %g) eps %g weight_decay %g\n",
-           ds->optimizer.type == SG_OPT_ADAMW ? "AdamW" : "Adam", ds->optimizer.lr,
-           ds->optimizer.beta1, ds->optimizer.beta2, ds->optimizer.eps,
-           ds->optimizer.weight_decay);
+    if (ds->optimizer.type == SG_OPT_LION)
+        printf("optimizer:        Lion lr %g betas (%g, %g) weight_decay %g (decoupled)\n",
+               ds->optimizer.lr, ds->optimizer.beta1, ds->optimizer.beta2,
+               ds->optimizer.weight_decay);
+    else if (ds->optimizer.type == SG_OPT_ADAGRAD)
+        printf("optimizer:        Adagrad lr %g lr_decay %g eps %g weight_decay %g (L2) "
+               "initial_accumulator_value %g\n", ds->optimizer.lr, ds->optimizer.lr_decay,
+               ds->optimizer.eps, ds->optimizer.weight_decay,
+               ds->optimizer.initial_accumulator_value);
+    else
+        printf("optimizer:        %s lr %g betas (%g, %g) eps %g weight_decay %g\n",
+               ds->optimizer.type == SG_OPT_ADAMW ? "AdamW" : "Adam", ds->optimizer.lr,
+               ds->optimizer.beta1, ds->optimizer.beta2, ds->optimizer.eps,
+               ds->optimizer.weight_decay);
     print_scheduler(ds);
     printf("gradient_clipping %g\n", ds->gradient_clipping);
     printf("zero:             stage %lld, sub_group_size %lld, offload_optimizer %s "

@@ -87,6 +87,35 @@ out:
     return rc;
 }
 
+/* SuperOffload's speculation: "" (not given) is "always", except with Lion,
+ * whose sign update a rollback cannot undo exactly (an element whose
+ * momentum mix c is within rounding of 0 may come back with the other sign:
+ * codelets/cpu/adam.h), so Lion waits for the gradient norm ("never"), and
+ * a speculative mode asked for with Lion is refused. */
+static int resolve_speculation(sg_run_options *run, const sg_ds_config *ds, const char *origin,
+                               sg_error *err)
+{
+    int lion_so = ds->optimizer.type == SG_OPT_LION && ds->zero.offload_optimizer.super_offload;
+    if (!run->speculation[0]) {
+        snprintf(run->speculation, sizeof run->speculation, "%s", lion_so ? "never" : "always");
+        return SG_OK;
+    }
+    if (strcmp(run->speculation, "always") != 0 && strcmp(run->speculation, "adaptive") != 0 &&
+        strcmp(run->speculation, "never") != 0)
+        return sg_error_set(err, SG_EINVAL, "%s: speculation \"%s\": expected \"always\", "
+                            "\"adaptive\" or \"never\"", origin, run->speculation);
+    if (lion_so && strcmp(run->speculation, "never") != 0)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: speculation \"%s\" cannot run with the Lion optimizer: SuperOffload "
+                            "rolls a speculative step back when clipping or an overflow changes "
+                            "it, and Lion's sign update cannot be undone exactly (an element "
+                            "whose update direction is within rounding of 0 may come back "
+                            "with the other sign); leave speculation unset or use \"never\" "
+                            "(each sub-group waits for the gradient norm)", origin,
+                            run->speculation);
+    return SG_OK;
+}
+
 int sg_config_load(const char *path, sg_config *cfg, sg_error *err)
 {
     return sg_config_load_with(path, NULL, 0, cfg, err);
@@ -181,10 +210,8 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
     if (strcmp(run.save_dtype, "f32") != 0 && strcmp(run.save_dtype, "bf16") != 0)
         return sg_error_set(err, SG_EINVAL, "%s: save_dtype \"%s\": expected \"f32\" or \"bf16\"",
                             run_origin, run.save_dtype);
-    if (strcmp(run.speculation, "always") != 0 && strcmp(run.speculation, "adaptive") != 0 &&
-        strcmp(run.speculation, "never") != 0)
-        return sg_error_set(err, SG_EINVAL, "%s: speculation \"%s\": expected \"always\", "
-                            "\"adaptive\" or \"never\"", run_origin, run.speculation);
+    if ((rc = resolve_speculation(&run, &ds, run_origin, err)))
+        return rc;
     if ((rc = check_machine(run.machine, run_origin, err)))
         return rc;
     /* the data loader's limits, so that config and graph refuse what run would */

@@ -475,8 +475,20 @@ static int h_amsgrad(pstate *ps, const cJSON *it, const char *path)
         return rc;
     if (b)
         return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: true is not supported by stepgraph (nor by DeepSpeed's FusedAdam "
-                             "and CPU Adam)", path);
+                             "%s: true is not supported by stepgraph (nor by DeepSpeed's FusedAdam, "
+                             "CPU Adam and CPU Adagrad)", path);
+    return SG_OK;
+}
+
+/* torch.optim.Adagrad's maximize: gradient ascent */
+static int h_maximize(pstate *ps, const cJSON *it, const char *path)
+{
+    int b, rc = sg_json_bool(&ps->c, it, path, &b);
+    if (rc)
+        return rc;
+    if (b)
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: true (gradient ascent) is not supported by stepgraph", path);
     return SG_OK;
 }
 
@@ -503,13 +515,84 @@ static const field opt_param_fields[] = {
     FX("foreach", X_BOOL),
     FX("fused", X_BOOL),
     FX("capturable", X_BOOL),
+    FD("lr_decay", optimizer.lr_decay, NONNEG, 0, 0),
+    FD("initial_accumulator_value", optimizer.initial_accumulator_value, NONNEG, 0, 0),
+    FF("maximize", h_maximize),
+    FX("differentiable", X_BOOL),
+    FX("set_grad_none", X_BOOL),
 };
+
+/* The optimizer types, by the names DeepSpeed lower-cases, each with the
+ * parameters its classes take (space-separated, padded with spaces): with
+ * offload_optimizer DeepSpeedCPUAdam / DeepSpeedCPULion /
+ * DeepSpeedCPUAdagrad, else FusedAdam or torch's Adam(W) (torch_adam),
+ * FusedLion, torch.optim.Adagrad. max_grad_norm is everyone's, for its own
+ * error. */
+#define ADAM_PARAMS                                                                        \
+    " lr betas eps weight_decay adam_w_mode torch_adam bias_correction amsgrad "           \
+    "max_grad_norm fp32_optimizer_states foreach fused capturable "
+static const struct opt_type {
+    const char *name;         /* as the error messages spell it */
+    sg_optimizer_type type;
+    const char *params;
+} opt_types[] = {
+    {"Adam", SG_OPT_ADAM, ADAM_PARAMS},
+    {"AdamW", SG_OPT_ADAMW, ADAM_PARAMS},
+    {"Lion", SG_OPT_LION, " lr betas weight_decay fp32_optimizer_states set_grad_none max_grad_norm "},
+    {"Adagrad", SG_OPT_ADAGRAD,
+     " lr eps weight_decay amsgrad fp32_optimizer_states lr_decay initial_accumulator_value "
+     "foreach fused maximize differentiable max_grad_norm "},
+};
+
+#define OPT_NAMES "\"Adam\", \"AdamW\", \"Lion\" or \"Adagrad\""
+
+static int opt_takes(const struct opt_type *ot, const char *key)
+{
+    char word[64];
+    if ((size_t)snprintf(word, sizeof word, " %s ", key) >= sizeof word)
+        return 0;
+    return strstr(ot->params, word) != NULL;
+}
+
+/* A parameter of another optimizer, given a value: DeepSpeed passes the
+ * params to the class as keyword arguments, whose constructor would raise
+ * a TypeError, so it is an error here too. */
+static int check_foreign_opt_params(pstate *ps, const cJSON *it, const char *path,
+                                    const struct opt_type *ot)
+{
+    for (const cJSON *k = it->child; k; k = k->next) {
+        const char *key = k->string ? k->string : "";
+        if (cJSON_IsNull(k) || opt_takes(ot, key) ||
+            !find_field(opt_param_fields, ARRAY_LEN(opt_param_fields), key))
+            continue;
+        char owners[128] = "";
+        for (size_t i = 1; i < ARRAY_LEN(opt_types); i++) /* AdamW: Adam's */
+            if (opt_takes(&opt_types[i], key) && opt_types[i].type != SG_OPT_ADAMW)
+                snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s",
+                         owners[0] ? " and " : "", opt_types[i].name);
+        if (opt_takes(&opt_types[0], key))
+            snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%sAdam",
+                     owners[0] ? " and " : "");
+        char kp[256];
+        join(kp, sizeof kp, path, key);
+        int n = (int)strlen(ot->params) - 2; /* without the padding spaces */
+        return sg_json_error(&ps->c, SG_EINVAL,
+                             "%s is a parameter of %s, not of %s (DeepSpeed's %s does not take "
+                             "it; its parameters: %.*s)", kp, owners, ot->name, ot->name, n,
+                             ot->params + 1);
+    }
+    return SG_OK;
+}
 
 static int h_opt_params(pstate *ps, const cJSON *it, const char *path)
 {
     int rc = need_object(ps, it, path);
     if (rc)
         return rc;
+    for (size_t i = 0; i < ARRAY_LEN(opt_types); i++)
+        if (opt_types[i].type == ps->ds->optimizer.type &&
+            (rc = check_foreign_opt_params(ps, it, path, &opt_types[i])))
+            return rc;
     return walk(ps, it, path, opt_param_fields, ARRAY_LEN(opt_param_fields));
 }
 
@@ -529,19 +612,25 @@ static int h_optimizer(pstate *ps, const cJSON *it, const char *path)
     join(kp, sizeof kp, path, "type");
     const cJSON *type = get_given(it, "type");
     if (!type)
-        return sg_json_error(&ps->c, SG_EINVAL, "%s is required (\"Adam\" or \"AdamW\")", kp);
+        return sg_json_error(&ps->c, SG_EINVAL, "%s is required (" OPT_NAMES ")", kp);
     if (!cJSON_IsString(type))
-        return sg_json_type_error(&ps->c, type, kp, "a string (\"Adam\" or \"AdamW\")");
+        return sg_json_type_error(&ps->c, type, kp, "a string (" OPT_NAMES ")");
     const char *t = type->valuestring;
     /* DeepSpeed lower-cases the names of its own optimizers */
-    if (strcasecmp(t, "adam") == 0)
-        ds->optimizer.type = SG_OPT_ADAM;
-    else if (strcasecmp(t, "adamw") == 0)
-        ds->optimizer.type = SG_OPT_ADAMW;
-    else
+    const struct opt_type *found = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(opt_types); i++)
+        if (strcasecmp(t, opt_types[i].name) == 0)
+            found = &opt_types[i];
+    if (!found)
         return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"%s\" is not supported by stepgraph (expected \"Adam\" or \"AdamW\")",
+                             "%s: \"%s\" is not supported by stepgraph (expected " OPT_NAMES ")",
                              kp, t);
+    ds->optimizer.type = found->type;
+    if (found->type == SG_OPT_ADAGRAD) {
+        /* DeepSpeedCPUAdagrad's and torch.optim.Adagrad's defaults */
+        ds->optimizer.lr = 1e-2;
+        ds->optimizer.eps = 1e-10;
+    }
     ds->optimizer.given = 1;
     if ((rc = walk(ps, it, path, opt_fields, ARRAY_LEN(opt_fields))))
         return rc;
@@ -1152,12 +1241,21 @@ int sg_ds_config_from_json(const cJSON *root, const sg_json_ctx *c, sg_ds_config
     if (ps.nauto)
         return auto_error(&ps);
     if (ds->scheduler.type == SG_SCHED_ONE_CYCLE && ds->scheduler.cycle_momentum &&
+        ds->optimizer.type == SG_OPT_ADAGRAD) {
+        /* lr_schedules.py: an optimizer without betas turns cycle_momentum off */
+        sg_json_warn(&ps.c, "%sscheduler.params.cycle_momentum ignored: Adagrad has no momentum "
+                     "(DeepSpeed's OneCycle turns it off for an optimizer without betas)",
+                     ps.c.prefix);
+        ds->scheduler.cycle_momentum = 0;
+    }
+    if (ds->scheduler.type == SG_SCHED_ONE_CYCLE && ds->scheduler.cycle_momentum &&
         (ds->optimizer.beta1 != 0.9 || ds->optimizer.beta2 != 0.999))
         /* DeepSpeed's OneCycle writes (momentum, 0.99) into the optimizer */
         sg_json_warn(&ps.c, "%soptimizer.params.betas (%g, %g) are not used: OneCycle with "
-                     "cycle_momentum sets Adam's betas to (its cycling momentum, 0.99) at every "
+                     "cycle_momentum sets %s's betas to (its cycling momentum, 0.99) at every "
                      "update, as DeepSpeed does (set scheduler.params.cycle_momentum false to keep "
-                     "them)", ps.c.prefix, ds->optimizer.beta1, ds->optimizer.beta2);
+                     "them)", ps.c.prefix, ds->optimizer.beta1, ds->optimizer.beta2,
+                     ds->optimizer.type == SG_OPT_LION ? "Lion" : "Adam");
     if (ds->scheduler.type != SG_SCHED_NONE && !ps.warmup_max_lr_given)
         /* lr_schedules.py: WarmupLR's default is the optimizer's lr;
          * WarmupDecayLR's own default is 0.001. */

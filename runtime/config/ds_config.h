@@ -16,7 +16,10 @@
 struct cJSON;
 struct sg_json_ctx;
 
-typedef enum sg_optimizer_type { SG_OPT_ADAM, SG_OPT_ADAMW } sg_optimizer_type;
+/* The optimizers DeepSpeed can run on an offloaded sub-group
+ * (DeepSpeedCPUAdam, DeepSpeedCPULion, DeepSpeedCPUAdagrad) and their GPU
+ * or torch counterparts; the update rules are in codelets/cpu/adam.h. */
+typedef enum sg_optimizer_type { SG_OPT_ADAM, SG_OPT_ADAMW, SG_OPT_LION, SG_OPT_ADAGRAD } sg_optimizer_type;
 
 typedef enum sg_lr_schedule {
     SG_SCHED_NONE,            /* constant lr */
@@ -45,12 +48,14 @@ typedef struct sg_ds_config {
     struct {
         int given;                      /* "optimizer" present */
         sg_optimizer_type type;
-        double lr;                      /* default 1e-3 */
-        double beta1, beta2;            /* default 0.9, 0.999 */
-        double eps;                     /* default 1e-8 */
+        double lr;                      /* default 1e-3 (Adagrad: 1e-2) */
+        double beta1, beta2;            /* default 0.9, 0.999 (Adam, Lion) */
+        double eps;                     /* default 1e-8 (Adagrad: 1e-10) */
         double weight_decay;            /* default 0 */
         int adam_w_mode;                /* decoupled decay: AdamW, or Adam with adam_w_mode true */
         int bias_correction;            /* default true: divide the moments by 1 - beta^t */
+        double lr_decay;                /* Adagrad: lr / (1 + (t-1) lr_decay); default 0 */
+        double initial_accumulator_value; /* Adagrad: the sum of squares' start; default 0 */
     } optimizer;
 
     struct {

@@ -43,7 +43,7 @@ void sg_run_options_defaults(sg_run_options *run)
     run->ncuda = -1;
     snprintf(run->save_dtype, sizeof run->save_dtype, "%s", "f32");
     run->save_keep = 2;
-    snprintf(run->speculation, sizeof run->speculation, "%s", "always");
+    run->speculation[0] = '\0'; /* resolved in config.c: "always", or "never" with Lion */
     run->lookahead = 2;
     run->numa_node = -1;
     run->optimizer_tile = SG_TILE_AUTO;
@@ -61,7 +61,7 @@ typedef struct ropt {
     rkind kind;
     size_t off;
     size_t size;       /* R_STR: buffer size */
-    int nonempty;      /* R_STR */
+    int nonempty;      /* R_STR: 1 non-empty; 2 non-empty when given ("" = unset) */
     unsigned flags;    /* R_INT range */
     double lo, hi;
 } ropt;
@@ -88,7 +88,7 @@ static const ropt run_opts[] = {
     { "save_keep", R_INT, ROFF(save_keep), 0, 0, NONNEG, 0, 0 },
     { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0 },
     { "save_shard_size", R_INT, ROFF(save_shard_size), 0, 0, NONNEG, 0, 0 },
-    { "speculation", R_STR, ROFF(speculation), 16, 1, 0, 0, 0 },
+    { "speculation", R_STR, ROFF(speculation), 16, 2, 0, 0, 0 }, /* "" = unset */
     { "lookahead", R_INT, ROFF(lookahead), 0, 0, LO | SG_JSON_HI, 1, SG_LOOKAHEAD_MAX },
     { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0 },
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
@@ -346,7 +346,7 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
             const char *s = base + o->off;
             if (memchr(s, '\0', o->size) == NULL)
                 return sg_error_set(err, SG_EINVAL, "%s: %s: string is not terminated", origin, o->name);
-            if (o->nonempty && !*s)
+            if (o->nonempty == 1 && !*s)
                 return sg_error_set(err, SG_EINVAL, "%s: %s: expected a non-empty string", origin,
                                     o->name);
         }

@@ -149,6 +149,7 @@ static int read_one(const char *path, int rank, int dp, const sg_model *m, sg_we
         st->data = meta.data;
         memcpy(st->rng, meta.rng, sizeof st->rng);
         st->config_hash = meta.config_hash;
+        memcpy(st->optimizer, meta.optimizer, sizeof st->optimizer);
     } else if (meta.step != st->step) {
         rc = sg_error_set(err, SG_EINVAL, "%s: step %" PRId64 ", but rank 0's partition is of "
                           "step %" PRId64, path, meta.step, st->step);

@@ -537,7 +537,7 @@ int sg_train_state_write(const sg_train_state *s, const char *path, const char *
     snprintf(v[META_RNG], sizeof v[0], "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
              s->rng[0], s->rng[1], s->rng[2], s->rng[3]);
     snprintf(v[META_HASH], sizeof v[0], "%016" PRIx64, s->config_hash);
-    int nmd = META_COUNT + 1 + NSCALER + (nextra > 0 ? nextra : 0);
+    int nmd = META_COUNT + 1 + NSCALER + (nextra > 0 ? nextra : 0) + (s->optimizer[0] != 0);
     sg_st_meta *md = calloc((size_t)nmd, sizeof *md);
     if (!md)
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
@@ -554,6 +554,8 @@ int sg_train_state_write(const sg_train_state *s, const char *path, const char *
     }
     for (int i = 0; i < nextra; i++)
         md[META_COUNT + 1 + NSCALER + i] = extra[i];
+    if (s->optimizer[0])
+        md[nmd - 1] = (sg_st_meta){"optimizer", s->optimizer};
     int rc = sg_st_write(path, t, n, md, nmd, err);
     free(md);
     return rc;
@@ -761,6 +763,14 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
     if (!v[META_HASH] || parse_hex64(v[META_HASH], strlen(v[META_HASH]), &s->config_hash))
         return meta_error(path, meta_keys[META_HASH], v[META_HASH],
                           "a hexadecimal 64-bit word (16 hex digits)", err);
+    /* the update rule (optional: older files are Adam's) */
+    const char *opt = sg_st_meta_get(f, "optimizer");
+    s->optimizer[0] = '\0';
+    if (opt) {
+        if (strcmp(opt, "adam") != 0 && strcmp(opt, "lion") != 0 && strcmp(opt, "adagrad") != 0)
+            return meta_error(path, "optimizer", opt, "\"adam\", \"lion\" or \"adagrad\"", err);
+        snprintf(s->optimizer, sizeof s->optimizer, "%s", opt);
+    }
     return SG_OK;
 }
 

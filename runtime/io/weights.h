@@ -117,6 +117,10 @@ typedef struct sg_train_state {
     sg_data_pos data;         /* position of the next batch */
     uint64_t rng[4];          /* the trainer's RNG state (dropout, ...) */
     uint64_t config_hash;     /* of the run's config, to refuse another */
+    char optimizer[16];       /* the update rule the moments belong to: "adam",
+                                 "lion", "adagrad" (sg_optim_algo_name); load:
+                                 "" when the file does not say (older files:
+                                 Adam's) */
     int ranks;                /* load: how many ranks wrote it (1, or the
                                  partitions' count: checkpoint_parts.h) */
 } sg_train_state;

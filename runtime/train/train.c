@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codelets/cpu/adam.h"
 #include "codelets/cpu/gemm.h"
 #include "graph/analysis.h"
 #include "graph/memory_held.h"
@@ -175,6 +176,44 @@ static int submit_waiting(const trainer *t)
     return t->waiting_after[(n > 0 ? n : 0) % (SG_LOOKAHEAD_MAX + 1)];
 }
 
+static sg_optim_algo optim_algo_of(sg_optimizer_type type)
+{
+    return type == SG_OPT_LION ? SG_OPTIM_LION
+         : type == SG_OPT_ADAGRAD ? SG_OPTIM_ADAGRAD : SG_OPTIM_ADAM;
+}
+
+/* The optimizer state of a run that starts fresh: zero moments (allocated
+ * so), except Adagrad's sum of squares, which starts at
+ * initial_accumulator_value as in torch.optim.Adagrad. */
+static void init_optimizer_state(trainer *t)
+{
+    const sg_ds_config *ds = &t->cfg->ds;
+    snprintf(t->st.optimizer, sizeof t->st.optimizer, "%s",
+             sg_optim_algo_name(optim_algo_of(ds->optimizer.type)));
+    float v0 = (float)ds->optimizer.initial_accumulator_value;
+    if (ds->optimizer.type != SG_OPT_ADAGRAD || v0 == 0.0f)
+        return;
+    for (int i = 0; i < t->st.ntensors; i++)
+        for (int64_t k = 0; k < t->st.info[i].numel; k++)
+            t->st.exp_avg_sq[i][k] = v0;
+}
+
+/* A resumed run's moments must belong to the config's update rule (a file
+ * without the key was written before Lion and Adagrad: Adam's). */
+static int check_optimizer(trainer *t, sg_error *err)
+{
+    const char *want = sg_optim_algo_name(optim_algo_of(t->cfg->ds.optimizer.type));
+    const char *have = t->st.optimizer[0] ? t->st.optimizer : "adam";
+    if (strcmp(want, have) != 0)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: this checkpoint holds the state of the %s optimizer, and the "
+                            "config asks for %s: its moments do not carry over (load its "
+                            "model.safetensors to start a new run from its weights)",
+                            t->cfg->run.load, have, want);
+    snprintf(t->st.optimizer, sizeof t->st.optimizer, "%s", want);
+    return SG_OK;
+}
+
 static int setup_weights(trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
@@ -186,6 +225,8 @@ static int setup_weights(trainer *t, sg_error *err)
             fprintf(stderr, "stepgraph: warning: %s\n", warn.msg[i]);
         if (rc)
             return rc;
+        if (t->resumed && (rc = check_optimizer(t, err)))
+            return rc;
         if (t->resumed && t->st.config_hash != sg_config_resume_hash(t->cfg))
             return sg_error_set(err, SG_EINVAL,
                                 "%s: this checkpoint was written by a run with another model, "
@@ -196,12 +237,15 @@ static int setup_weights(trainer *t, sg_error *err)
                                 "start a new run from its weights)", r->load,
                                 (long long)t->cfg->ds.train_micro_batch_size_per_gpu, t->world,
                                 t->st.ranks);
+        if (!t->resumed)
+            init_optimizer_state(t);
         return SG_OK;
     }
     if ((rc = sg_weights_alloc(&t->w, &t->model, err)) ||
         (rc = sg_train_state_alloc(&t->st, &t->model, err)))
         return rc;
     sg_weights_init(&t->w, (uint64_t)r->seed, SG_INIT_STD);
+    init_optimizer_state(t);
     return SG_OK;
 }
 
@@ -412,6 +456,8 @@ static int set_step_params(trainer *t, sg_step_params *p, sg_error *err)
     p->adam.weight_decay = (float)ds->optimizer.weight_decay;
     p->adam.adamw_mode = ds->optimizer.adam_w_mode;
     p->adam.bias_correction = ds->optimizer.bias_correction;
+    p->adam.algo = optim_algo_of(ds->optimizer.type);
+    p->adam.lr_decay = (float)ds->optimizer.lr_decay;
     p->t = t->submit_adam_step + 1;
     p->clip = ds->gradient_clipping;
     return SG_OK;
