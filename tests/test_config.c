@@ -305,6 +305,27 @@ static void test_forms(void)
        "Adam with adam_w_mode false: L2 regularisation");
     is_close(cfg->ds.optimizer.weight_decay, 0.1, 1e-12, "adam-l2: weight_decay");
 
+    /* DeepSpeedCPULion(lr=1e-3, betas=(0.9, 0.999), weight_decay=0) and
+     * DeepSpeedCPUAdagrad(lr=1e-2, eps=1e-10, weight_decay=0), the defaults of
+     * deepspeed/ops/{lion,adagrad}; torch.optim.Adagrad: lr_decay 0,
+     * initial_accumulator_value 0 */
+    rc = sg_config_load(src("tests/data/good-configs/lion.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.optimizer.type == SG_OPT_LION && cfg->warnings.count == 0,
+       "lion.json loads (\"lion\": the name is case-insensitive), no warning");
+    ok(cfg->ds.optimizer.lr == 1e-4 && cfg->ds.optimizer.beta1 == 0.9 &&
+           cfg->ds.optimizer.beta2 == 0.999 && cfg->ds.optimizer.weight_decay == 0.1,
+       "Lion: the given lr and decay, DeepSpeed's default betas (0.9, 0.999)");
+    ok(sg_config_finalize(cfg, &err) == 0 && strcmp(cfg->run.speculation, "never") == 0,
+       "Lion under SuperOffload: speculation unset resolves to never");
+    rc = sg_config_load(src("tests/data/good-configs/adagrad-defaults.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.optimizer.type == SG_OPT_ADAGRAD, "adagrad-defaults.json loads");
+    ok(cfg->ds.optimizer.lr == 1e-2 && cfg->ds.optimizer.eps == 1e-10 &&
+           cfg->ds.optimizer.weight_decay == 0 && cfg->ds.optimizer.lr_decay == 0 &&
+           cfg->ds.optimizer.initial_accumulator_value == 0,
+       "Adagrad: DeepSpeed's defaults (lr 1e-2, eps 1e-10, no decay, accumulator from 0)");
+    ok(sg_config_finalize(cfg, &err) == 0 && strcmp(cfg->run.speculation, "always") == 0,
+       "Adagrad: speculation unset resolves to always");
+
     rc = sg_config_load(src("tests/data/good-configs/warmuplr-default-max.json"), cfg, &err);
     ok(rc == 0, "warmuplr-default-max.json loads");
     is_close(cfg->ds.scheduler.warmup_max_lr, 5e-4, 1e-12, "WarmupLR: warmup_max_lr defaults to lr");
@@ -365,8 +386,8 @@ static void test_unknown_keys(void)
     ok(has_warning(&cfg->warnings, "unknown key foo_bar ignored"), "warning names foo_bar");
     ok(has_warning(&cfg->warnings, "unknown key zero_optimization.stage3_foo ignored"),
        "warning names zero_optimization.stage3_foo");
-    ok(has_warning(&cfg->warnings, "unknown key optimizer.params.lr_decay ignored"),
-       "warning names optimizer.params.lr_decay");
+    ok(has_warning(&cfg->warnings, "unknown key optimizer.params.momentum_decay ignored"),
+       "warning names optimizer.params.momentum_decay");
     ok(has_warning(&cfg->warnings, "zero_optimization.stage3_max_live_paramters ignored (did you mean "
                                    "stage3_max_live_parameters?)"),
        "a misspelt key gets a suggestion");

@@ -24,7 +24,10 @@ Usage:
       update), as the metrics of `stepgraph run` hold them; SCHEDULE: a file
       of lines "lr beta1 beta2" (tests/lr_schedule_ref.py's output) or "lr
       beta1 beta2 eps weight_decay", one per update, set on the optimizer
-      before each
+      before each. The optimizer is torch's AdamW, unless the environment
+      says SG_REF_OPTIMIZER=lion (the Lion class below, from the paper;
+      EPS unused) or SG_REF_OPTIMIZER=adagrad:LR_DECAY:INITIAL_ACCUMULATOR
+      (torch.optim.Adagrad; BETA1 and BETA2 unused)
 """
 import json
 import math
@@ -226,6 +229,38 @@ def grads(d):
                 for k, p in params.items()})
 
 
+class Lion(torch.optim.Optimizer):
+    """Lion as Chen et al. 2023 ("Symbolic Discovery of Optimization
+    Algorithms", Algorithm 2) state it, with decoupled weight decay:
+    c = b1 m + (1 - b1) g; p = p (1 - lr wd) - lr sign(c) (torch.sign: 0 at 0);
+    m = b2 m + (1 - b2) g. Written here from the paper, not from stepgraph."""
+
+    def __init__(self, params, lr, betas, weight_decay):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+            for p in group["params"]:
+                m = self.state[p].setdefault("exp_avg", torch.zeros_like(p))
+                c = b1 * m + (1 - b1) * p.grad
+                p.mul_(1 - lr * wd).add_(torch.sign(c), alpha=-lr)
+                m.mul_(b2).add_(p.grad, alpha=1 - b2)
+
+
+def make_optimizer(params, lr, b1, b2, eps, wd):
+    kind = os.environ.get("SG_REF_OPTIMIZER", "adamw").split(":")
+    if kind[0] == "lion":
+        return Lion(params, lr=lr, betas=(b1, b2), weight_decay=wd)
+    if kind[0] == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, lr_decay=float(kind[1]), weight_decay=wd,
+                                   initial_accumulator_value=float(kind[2]), eps=eps)
+    assert kind[0] == "adamw", "SG_REF_OPTIMIZER: adamw, lion or adagrad:LR_DECAY:INIT"
+    # DeepSpeed's AdamW is torch's: decoupled weight decay on every parameter
+    return torch.optim.AdamW(params, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+
+
 def train(d, steps, lr, b1, b2, eps, wd, clip, schedule=None):
     model, params, tokens, targets, dtype = setup(d)
     plan = []
@@ -233,9 +268,7 @@ def train(d, steps, lr, b1, b2, eps, wd, clip, schedule=None):
         with open(schedule) as f:
             plan = [tuple(map(float, line.split())) for line in f if line.strip()]
         assert len(plan) >= steps, "the schedule has fewer updates than steps"
-    # DeepSpeed's AdamW is torch's: decoupled weight decay on every parameter
-    opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=(b1, b2), eps=eps,
-                            weight_decay=wd)
+    opt = make_optimizer(list(params.values()), lr, b1, b2, eps, wd)
     for k in range(steps):
         if plan:  # torch's AdamW reads lr and betas from the group at each step
             group = opt.param_groups[0]
