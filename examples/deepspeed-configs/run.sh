@@ -31,6 +31,20 @@ for s in cosine onecycle rangetest; do
 		--set "scheduler=${sched[$s]}" --metrics "$OUT/cifar-$s.jsonl"
 	rows+=("cifar-$s")
 done
+# and with its Adam replaced by DeepSpeed's other two offloadable optimizers,
+# the optimizer on the host in sub-groups (stage 3, bf16)
+declare -A optim=(
+	[lion]='{"type": "Lion", "params": {"lr": 1e-4, "betas": [0.9, 0.99], "weight_decay": 0.1}}'
+	[adagrad]='{"type": "Adagrad", "params": {"lr": 0.01, "weight_decay": 0.01}}'
+)
+for o in lion adagrad; do
+	say "CIFAR-10 config, stage 3 offloaded, bf16, optimizer $(printf '%s' "${optim[$o]}" | sed 's/.*"type": "\([A-Za-z]*\)".*/\1/')"
+	"$STEPGRAPH" run "$CIFAR" "${common[@]}" --set zero_optimization.stage=3 \
+		--set zero_optimization.offload_optimizer.device=cpu \
+		--set zero_optimization.sub_group_size=150000 \
+		--set "optimizer=${optim[$o]}" --metrics "$OUT/cifar-$o.jsonl"
+	rows+=("cifar-$o")
+done
 say "SuperOffload's config"
 "$STEPGRAPH" run "$REPO_ROOT/configs/deepspeed/superoffload.json" "${common[@]}" \
 	--set zero_optimization.sub_group_size=150000 --metrics "$OUT/superoffload.jsonl"
