@@ -3,8 +3,8 @@
 # Debian's cross compiler and run under qemu-aarch64, gives the same bits as
 # the AVX2 and AVX-512 variants built natively: steps with the bf16 copy and
 # rollbacks, AdamW and Adam with L2, no bias correction, a gradient scale,
-# skip_nonfinite with Inf and NaN gradients, every tail length
-# (tests/adam_variants_dump.c). The AVX variants themselves are checked
+# skip_nonfinite with Inf and NaN gradients, Lion and Adagrad, every tail
+# length (tests/adam_variants_dump.c). The AVX variants themselves are checked
 # against torch by tests/test_adam. Skips without aarch64-linux-gnu-gcc or
 # qemu-aarch64 (scripts/setup.sh installs both) or on a non-x86 host. This
 # checks the arithmetic only: the variant's speed on a real Grace is not
