@@ -71,7 +71,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 say "building tests/bench_adam.c"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
+	"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/tests/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
 
 # One peer at one thread count, in its own process: prints the best seconds per step.

@@ -9,9 +9,11 @@
  * variant is not available, 1 on any failed call.
  *
  * Cases: AdamW with decoupled decay, Adam with L2 decay, no bias correction,
- * a gradient scale, and skip_nonfinite with Inf and NaN gradients; lengths
- * with every tail of 4, 8 and 16 lanes; three steps with the bf16 copy, then
- * the rollback of the third. Not a test by itself. */
+ * a gradient scale, and skip_nonfinite with Inf and NaN gradients; Lion
+ * (decay, skip_nonfinite) and Adagrad (L2, lr_decay, skip_nonfinite), whose
+ * scalar variant gives the same bits too; lengths with every tail of 4, 8
+ * and 16 lanes; three steps with the bf16 copy, then the rollback of the
+ * third. Not a test by itself. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,14 +34,21 @@ typedef struct dump_case {
     const char *name;
     int adamw, bias_correction, skip, specials;
     float wd, grad_scale;
+    sg_optim_algo algo; /* Adam unless set */
+    float lr_decay;
 } dump_case;
 
 static const dump_case CASES[] = {
-    {"adamw", 1, 1, 0, 0, 0.01f, 1.0f},
-    {"adam-l2", 0, 1, 0, 0, 0.05f, 1.0f},
-    {"no-bias-correction", 1, 0, 0, 0, 0.1f, 0.5f},
-    {"skip-nonfinite", 1, 1, 1, 1, 0.01f, 0.25f},
-    {"skip-nonfinite-l2", 0, 1, 1, 1, 0.02f, 2.0f},
+    {"adamw", 1, 1, 0, 0, 0.01f, 1.0f, SG_OPTIM_ADAM, 0.0f},
+    {"adam-l2", 0, 1, 0, 0, 0.05f, 1.0f, SG_OPTIM_ADAM, 0.0f},
+    {"no-bias-correction", 1, 0, 0, 0, 0.1f, 0.5f, SG_OPTIM_ADAM, 0.0f},
+    {"skip-nonfinite", 1, 1, 1, 1, 0.01f, 0.25f, SG_OPTIM_ADAM, 0.0f},
+    {"skip-nonfinite-l2", 0, 1, 1, 1, 0.02f, 2.0f, SG_OPTIM_ADAM, 0.0f},
+    {"lion", 1, 1, 0, 0, 0.1f, 0.5f, SG_OPTIM_LION, 0.0f},
+    {"lion-skip-nonfinite", 1, 1, 1, 1, 0.01f, 2.0f, SG_OPTIM_LION, 0.0f},
+    {"adagrad", 1, 1, 0, 0, 0.0f, 1.0f, SG_OPTIM_ADAGRAD, 0.0f},
+    {"adagrad-l2-lr-decay", 1, 1, 0, 0, 0.05f, 0.5f, SG_OPTIM_ADAGRAD, 0.3f},
+    {"adagrad-skip-nonfinite", 1, 1, 1, 1, 0.02f, 2.0f, SG_OPTIM_ADAGRAD, 0.1f},
 };
 
 static const size_t LENGTHS[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 4099};
@@ -86,6 +95,8 @@ int main(int argc, char **argv)
             prm.adamw_mode = c->adamw;
             prm.bias_correction = c->bias_correction;
             prm.skip_nonfinite = c->skip;
+            prm.algo = c->algo;
+            prm.lr_decay = c->lr_decay;
             prm.isa = got;
             for (size_t i = 0; i < n; i++)
                 p0[i] = p[i] = urand_sym();

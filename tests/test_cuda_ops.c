@@ -21,7 +21,8 @@
  *   sum, and Adam in the emulated build, which must give the bits of the
  *   scalar CPU variant (same operations, same order, no FMA; on a real GPU
  *   the same holds unless the build changes the float flags, so there it
- *   gets 1e-6).
+ *   gets 1e-6); Lion and Adagrad likewise (their fused multiply-adds are
+ *   explicit on both sides), with f16 gradients as well.
  *
  * Without a CUDA device the program prints a skip plan. The same source is
  * linked against the emulated build (libsgcudaemu.a), where the kernels run
@@ -999,6 +1000,112 @@ static void test_adam(void)
     calls_ok("adam");
 }
 
+/* Lion and Adagrad through the same entry point (prm.algo), against the
+ * scalar CPU kernel (codelets/cpu/lion_adagrad.c, whose variants all give
+ * the same bits) on the same rounded gradients, in f32, bf16 and f16: bit
+ * for bit in the emulated build. Some gradients are exactly 0 (Lion's
+ * sign(0) = 0 from a zero moment); the moment a rule never touches starts
+ * random and must keep its bits on both sides. */
+static void test_lion_adagrad(void)
+{
+    static const sg_dtype dts[3] = {SG_F32, SG_BF16, SG_F16};
+    sg_adam_params lion = SG_ADAM_PARAMS_DEFAULT, ada = SG_ADAM_PARAMS_DEFAULT;
+    lion.algo = SG_OPTIM_LION;
+    lion.lr = 1e-4f;
+    lion.beta2 = 0.99f;
+    lion.isa = SG_ADAM_ISA_SCALAR;
+    sg_adam_params lion_wd = lion;
+    lion_wd.weight_decay = 0.1f;
+    lion_wd.skip_nonfinite = 1;
+    ada.algo = SG_OPTIM_ADAGRAD;
+    ada.lr = 1e-2f;
+    ada.eps = 1e-10f;
+    ada.isa = SG_ADAM_ISA_SCALAR;
+    sg_adam_params ada_l2 = ada;
+    ada_l2.weight_decay = 0.01f;
+    ada_l2.lr_decay = 0.5f;
+    ada_l2.skip_nonfinite = 1;
+    const adam_case cases[] = {
+        {"Lion, loss scale 1024, clipped", lion, 1, {5.0f, 1.0f / 1024.0f}, 1.0, 1024.0f, 0},
+        {"Lion wd 0.1, skip_nonfinite, loss scale 8", lion_wd, 1, {3.0f, 0.125f}, 10.0, 8.0f,
+         1},
+        {"Adagrad, no norm", ada, 0, {0.0f, 0.0f}, 0.0, 1.0f, 0},
+        {"Adagrad L2 0.01, lr_decay 0.5, skip_nonfinite, clipped", ada_l2, 1,
+         {5.0f, 1.0f / 1024.0f}, 1.0, 1024.0f, 1},
+    };
+    const size_t sizes[] = {7, 1000};
+    const int steps = 3;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k < 3; k++) {
+                const adam_case *c = &cases[ci];
+                const int is_lion = c->prm.algo == SG_OPTIM_LION;
+                sg_dtype dt = dts[k];
+                size_t n = sizes[s];
+                float *p = randn(n, 1.0f), *m = randn(n, 0.01f), *v = randn(n, 0.01f);
+                for (size_t i = 0; i < n; i++) {
+                    v[i] *= v[i];
+                    if (is_lion)
+                        m[i] = 0.0f; /* v: never touched */
+                    else
+                        v[i] = 0.0f; /* m: never touched */
+                }
+                float *unused0 = alloc_f32(n), *p0 = alloc_f32(n);
+                memcpy(unused0, is_lion ? v : m, n * sizeof(float));
+                memcpy(p0, p, n * sizeof(float));
+                float *dp = put(p, n, SG_F32), *dm = put(m, n, SG_F32), *dv = put(v, n, SG_F32);
+                float *dnorm = put(c->norm, 2, SG_F32);
+                int32_t zero = 0;
+                int32_t *dov = put_raw(&zero, sizeof zero);
+                void *dg = dev_alloc(n * dt_size(dt));
+                float mult = c->use_norm ? grad_multiplier(c->norm, c->clip) : 1.0f;
+                for (int t = 1; t <= steps; t++) {
+                    float *g = randn(n, c->gscale);
+                    g[2 % n] = 0.0f;
+                    if (c->nonfinite && n > 5)
+                        g[1] = INFINITY, g[n / 2] = NAN, g[n - 1] = -INFINITY;
+                    round_dt(g, n, dt);
+                    put_into(dg, g, n, dt);
+                    CALL(sg_adam_step(&c->prm, t, p, g, m, v, NULL, n, mult));
+                    CALL(sg_cu_adam_step(&g_cu, &c->prm, t, dp, dg, dt, dm, dv, n,
+                                         c->use_norm ? dnorm : NULL, dov, c->clip));
+                    free(g);
+                }
+                float *gp = get(dp, n, SG_F32), *gm = get(dm, n, SG_F32);
+                float *gv = get(dv, n, SG_F32);
+                int same = 1;
+                double ep = adam_err(gp, p, n, &same);
+                double emo = is_lion ? adam_err(gm, m, n, &same) : adam_err(gv, v, n, &same);
+                int untouched = same_bits(is_lion ? gv : gm, unused0, n) &&
+                                same_bits(is_lion ? v : m, unused0, n);
+                size_t moved = 0;
+                int finite = 1;
+                for (size_t i = 0; i < n; i++) {
+                    finite &= isfinite(gp[i]) && isfinite(gm[i]) && isfinite(gv[i]);
+                    moved += gp[i] != p0[i];
+                }
+                int good = finite && untouched && moved >= n / 2 &&
+                           (g_emulated ? same : ep <= ADAM_TOL && emo <= ADAM_TOL);
+                ok(good, "%s, n=%zu, g %s, %d steps: p, %s as the scalar CPU step, %s "
+                   "untouched (rel err %.1e %.1e; bit-identical: %s)", c->name, n,
+                   sg_dtype_name(dt), steps, is_lion ? "m" : "v", is_lion ? "v" : "m", ep,
+                   emo, same ? "yes" : "no");
+
+                int32_t one = 1;
+                put_raw_into(dov, &one, sizeof one);
+                CALL(sg_cu_adam_step(&g_cu, &c->prm, steps + 1, dp, dg, dt, dm, dv, n,
+                                     c->use_norm ? dnorm : NULL, dov, c->clip));
+                float *op = get(dp, n, SG_F32), *om = get(dm, n, SG_F32);
+                float *ov = get(dv, n, SG_F32);
+                ok(same_bits(op, gp, n) && same_bits(om, gm, n) && same_bits(ov, gv, n),
+                   "%s, n=%zu, g %s: overflow flag set: p, m, v unchanged", c->name, n,
+                   sg_dtype_name(dt));
+                FREE(p, m, v, unused0, p0, gp, gm, gv, op, om, ov);
+                dev_free_all();
+            }
+    calls_ok("lion/adagrad");
+}
+
 /* ---- argument checks --------------------------------------------------------------- */
 
 static void test_errors(void)
@@ -1165,6 +1272,7 @@ int main(void)
     test_cross_entropy();
     test_grad_norm();
     test_adam();
+    test_lion_adagrad();
     test_errors();
     test_moe_errors();
 

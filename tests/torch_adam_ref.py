@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """torch_adam_ref.py - PyTorch reference for tests/test_adam.c.
 
-Usage: torch_adam_ref.py DIR --n N --steps S --optim adamw|adam
+Usage: torch_adam_ref.py DIR --n N --steps S --optim adamw|adam|adagrad
            --lr X --beta1 X --beta2 X --eps X --wd X
-           --bias-correction 0|1 --grad-scale X
+           --bias-correction 0|1 --grad-scale X [--lr-decay X]
 
 Reads DIR/p0.f32 (initial fp32 parameters, raw little-endian, N values) and
 DIR/g1.f32 .. DIR/gS.f32 (one fp32 gradient per step), runs S steps of
@@ -12,6 +12,10 @@ gradients g * grad_scale (multiplied in fp32, as the C kernel does), and writes
 the final parameters and moments to DIR/p_ref.f32, m_ref.f32 (exp_avg) and
 v_ref.f32 (exp_avg_sq). Hyper-parameters may be written as C99 hex floats
 (%a) so the script sees exactly the float32 values the C test used.
+
+--optim adagrad runs torch.optim.Adagrad (lr, lr_decay, weight_decay, eps;
+single-tensor path) instead: v_ref.f32 is its state "sum", m_ref.f32 zeros
+(Adagrad has no first moment; the kernel must leave m as it was, zero).
 
 torch has no switch for bias correction: with --bias-correction 0 the same
 formulas are written out with torch tensor ops in torch's own order (after
@@ -78,14 +82,28 @@ def with_optim(torch, a, p0, grads):
     return p.detach(), st["exp_avg"], st["exp_avg_sq"]
 
 
+def with_adagrad(torch, a, p0, grads):
+    import inspect
+    p = torch.nn.Parameter(p0.clone())
+    kw = {}
+    if "foreach" in inspect.signature(torch.optim.Adagrad).parameters:
+        kw["foreach"] = False  # the single-tensor path the C kernel follows
+    opt = torch.optim.Adagrad([p], lr=a.lr, lr_decay=a.lr_decay, weight_decay=a.wd,
+                              eps=a.eps, **kw)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+    return p.detach(), torch.zeros_like(p0), opt.state[p]["sum"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir")
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--optim", choices=("adamw", "adam"), default="adamw")
+    ap.add_argument("--optim", choices=("adamw", "adam", "adagrad"), default="adamw")
     for k, d in (("lr", 1e-3), ("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8),
-                 ("wd", 0.0), ("grad-scale", 1.0)):
+                 ("wd", 0.0), ("grad-scale", 1.0), ("lr-decay", 0.0)):
         ap.add_argument("--" + k, type=parse_float, default=d)
     ap.add_argument("--bias-correction", type=int, choices=(0, 1), default=1)
     a = ap.parse_args()
@@ -101,7 +119,9 @@ def main():
     grads = [read_f32(torch, os.path.join(a.dir, "g%d.f32" % s), a.n) * scale
              for s in range(1, a.steps + 1)]
 
-    if a.bias_correction:
+    if a.optim == "adagrad":
+        p, m, v = with_adagrad(torch, a, p0, grads)
+    elif a.bias_correction:
         p, m, v = with_optim(torch, a, p0, grads)
     else:
         # Check the hand-written steps against torch.optim first.

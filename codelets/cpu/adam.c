@@ -1,5 +1,7 @@
 /* adam.c - CPU Adam / AdamW step and rollback: scalar, AVX2+FMA and AVX-512F
- * variants with runtime dispatch. See adam.h for the formulas.
+ * variants with runtime dispatch. See adam.h for the formulas. Lion and
+ * Adagrad go through the same entry points (the checks, the coefficients,
+ * the pthreads split) to their loops in lion_adagrad.c.
  *
  * Every variant walks the four arrays once: read p, g, m, v (16 B/element),
  * write p, m, v (12 B) and optionally the bf16 copy of p (2 B). The step is
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codelets/cpu/lion_adagrad.h"
 #include "codelets/cpu/simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) /* as simd.h's SG_X86_AVX512 */
@@ -60,6 +63,27 @@ void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t,
     c->nss = (float)(-(lr / bc1));
     c->eps = prm->eps;
     c->skip = prm->skip_nonfinite != 0;
+    c->algo = prm->algo;
+    c->lr = 0.0f;
+    c->clr = 0.0f;
+    switch (prm->algo) {
+    case SG_OPTIM_ADAM:
+        break;
+    case SG_OPTIM_LION: /* decay always decoupled; no moment corrections */
+        c->l2 = 0;
+        c->decay = (float)(1.0 - lr * wd);
+        c->bc2s = 1.0f;
+        c->nss = 0.0f;
+        c->lr = prm->lr;
+        break;
+    case SG_OPTIM_ADAGRAD: /* L2 whenever wd != 0, as torch and DeepSpeed */
+        c->l2 = prm->weight_decay != 0.0f;
+        c->decay = 1.0f;
+        c->bc2s = 1.0f;
+        c->nss = 0.0f;
+        c->clr = (float)(lr / (1.0 + (double)(t - 1) * (double)prm->lr_decay));
+        break;
+    }
 }
 
 /* ---- scalar ---------------------------------------------------------------
@@ -112,10 +136,8 @@ static void rollback_scalar(const adam_coef *c, float *p, const float *g,
     }
 }
 
-typedef void (*step_fn)(const adam_coef *, float *, const float *, float *,
-                        float *, uint16_t *, size_t);
-typedef void (*rollback_fn)(const adam_coef *, float *, const float *, float *,
-                            float *, size_t);
+typedef sg_optim_step_fn step_fn; /* (c, p, g, m, v, p_bf16, n) */
+typedef sg_optim_rollback_fn rollback_fn;
 
 /* The last r elements (r < width <= 16) of a vector variant's step or
  * rollback, through zero-padded buffers, so that they get the same vector
@@ -669,35 +691,60 @@ const char *sg_optim_algo_name(sg_optim_algo algo)
     return "invalid";
 }
 
+/* lr, eps, weight_decay, lr_decay: finite and >= 0; name: the optimizer. */
+static int check_nonneg(const char *name, const char *field, float x, sg_error *err)
+{
+    if (!isfinite(x) || x < 0.0f)
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: %s %g is invalid (expected a finite value >= 0)", name,
+                            field, (double)x);
+    return 0;
+}
+
+static int check_beta(const char *name, const char *field, float x, sg_error *err)
+{
+    if (!(x >= 0.0f && x < 1.0f))
+        return sg_error_set(err, SG_EINVAL, "%s: %s %g is out of range (expected [0, 1))",
+                            name, field, (double)x);
+    return 0;
+}
+
 int sg_adam_check_params(const sg_adam_params *prm, sg_error *err)
 {
     if (!prm)
         return sg_error_set(err, SG_EINVAL, "adam: no parameters");
-    if (prm->algo != SG_OPTIM_ADAM)
-        return sg_error_set(err, SG_ENOTSUP, "optimizer %s: not implemented yet",
-                            sg_optim_algo_name(prm->algo));
-    if (!isfinite(prm->lr) || prm->lr < 0.0f)
+    const char *name = sg_optim_algo_name(prm->algo);
+    int rc;
+    switch (prm->algo) {
+    case SG_OPTIM_ADAM:
+        if ((rc = check_nonneg(name, "lr", prm->lr, err)) ||
+            (rc = check_beta(name, "beta1", prm->beta1, err)) ||
+            (rc = check_beta(name, "beta2", prm->beta2, err)) ||
+            (rc = check_nonneg(name, "eps", prm->eps, err)) ||
+            (rc = check_nonneg(name, "weight_decay", prm->weight_decay, err)))
+            return rc;
+        break;
+    case SG_OPTIM_LION: /* eps, bias_correction, adamw_mode, lr_decay unused */
+        if ((rc = check_nonneg(name, "lr", prm->lr, err)) ||
+            (rc = check_beta(name, "beta1", prm->beta1, err)) ||
+            (rc = check_beta(name, "beta2", prm->beta2, err)) ||
+            (rc = check_nonneg(name, "weight_decay", prm->weight_decay, err)))
+            return rc;
+        break;
+    case SG_OPTIM_ADAGRAD: /* the betas, bias_correction, adamw_mode unused */
+        if ((rc = check_nonneg(name, "lr", prm->lr, err)) ||
+            (rc = check_nonneg(name, "eps", prm->eps, err)) ||
+            (rc = check_nonneg(name, "weight_decay", prm->weight_decay, err)) ||
+            (rc = check_nonneg(name, "lr_decay", prm->lr_decay, err)))
+            return rc;
+        break;
+    default:
         return sg_error_set(err, SG_EINVAL,
-                            "adam: lr %g is invalid (expected a finite value >= 0)",
-                            (double)prm->lr);
-    if (!(prm->beta1 >= 0.0f && prm->beta1 < 1.0f))
-        return sg_error_set(err, SG_EINVAL,
-                            "adam: beta1 %g is out of range (expected [0, 1))",
-                            (double)prm->beta1);
-    if (!(prm->beta2 >= 0.0f && prm->beta2 < 1.0f))
-        return sg_error_set(err, SG_EINVAL,
-                            "adam: beta2 %g is out of range (expected [0, 1))",
-                            (double)prm->beta2);
-    if (!isfinite(prm->eps) || prm->eps < 0.0f)
-        return sg_error_set(err, SG_EINVAL,
-                            "adam: eps %g is invalid (expected a finite value >= 0)",
-                            (double)prm->eps);
-    if (!isfinite(prm->weight_decay) || prm->weight_decay < 0.0f)
-        return sg_error_set(err, SG_EINVAL,
-                            "adam: weight_decay %g is invalid (expected a finite "
-                            "value >= 0)", (double)prm->weight_decay);
+                            "optimizer %d is not an update rule (expected adam, lion "
+                            "or adagrad)", (int)prm->algo);
+    }
     if (prm->isa < SG_ADAM_ISA_AUTO || prm->isa > SG_ADAM_ISA_NEON)
-        return sg_error_set(err, SG_EINVAL, "adam: isa %d is not a variant",
+        return sg_error_set(err, SG_EINVAL, "%s: isa %d is not a variant", name,
                             (int)prm->isa);
     return 0;
 }
@@ -710,13 +757,17 @@ static int check_call(const sg_adam_params *prm, int64_t t, const float *p,
         return SG_EINVAL;
     if (t < 1 || !isfinite(grad_scale))
         return SG_EINVAL;
-    if (n > 0 && (!p || !g || !m || !v))
+    /* Lion never touches v, Adagrad never m: those may be NULL */
+    if (n > 0 && (!p || !g || (!m && prm->algo != SG_OPTIM_ADAGRAD) ||
+                  (!v && prm->algo != SG_OPTIM_LION)))
         return SG_EINVAL;
     return sg_adam_isa_resolve(prm->isa, isa, NULL);
 }
 
-static step_fn step_for(sg_adam_isa isa)
+static step_fn step_for(sg_optim_algo algo, sg_adam_isa isa)
 {
+    if (algo != SG_OPTIM_ADAM)
+        return sg_lion_adagrad_step_fn(algo, isa);
 #if SG_ADAM_X86
     if (isa == SG_ADAM_ISA_AVX512)
         return step_avx512;
@@ -731,8 +782,10 @@ static step_fn step_for(sg_adam_isa isa)
     return step_scalar;
 }
 
-static rollback_fn rollback_for(sg_adam_isa isa)
+static rollback_fn rollback_for(sg_optim_algo algo, sg_adam_isa isa)
 {
+    if (algo != SG_OPTIM_ADAM)
+        return sg_lion_adagrad_rollback_fn(algo, isa);
 #if SG_ADAM_X86
     if (isa == SG_ADAM_ISA_AVX512)
         return rollback_avx512;
@@ -759,7 +812,7 @@ int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
         return 0;
     adam_coef c;
     sg_adam_coef_init(&c, prm, t, grad_scale);
-    step_for(isa)(&c, p, g, m, v, p_bf16, n);
+    step_for(prm->algo, isa)(&c, p, g, m, v, p_bf16, n);
     return 0;
 }
 
@@ -789,12 +842,17 @@ int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
         return rc;
     adam_coef c;
     sg_adam_coef_init(&c, prm, t, grad_scale);
-    /* beta = 0 forgets the old moment; a zero decay factor forgets p. */
-    if (prm->beta1 == 0.0f || prm->beta2 == 0.0f || c.decay == 0.0f)
+    /* beta = 0 forgets the old moment; a zero decay factor forgets p.
+     * Lion's beta1 only weighs the direction (m is recovered through
+     * beta2); Adagrad forgets nothing. */
+    if (prm->algo == SG_OPTIM_ADAM &&
+        (prm->beta1 == 0.0f || prm->beta2 == 0.0f || c.decay == 0.0f))
+        return SG_EINVAL;
+    if (prm->algo == SG_OPTIM_LION && (prm->beta2 == 0.0f || c.decay == 0.0f))
         return SG_EINVAL;
     if (n == 0)
         return 0;
-    rollback_for(isa)(&c, p, g, m, v, n);
+    rollback_for(prm->algo, isa)(&c, p, g, m, v, n);
     return 0;
 }
 
@@ -832,7 +890,7 @@ int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
         return 0;
     adam_coef c;
     sg_adam_coef_init(&c, prm, t, grad_scale);
-    step_fn fn = step_for(isa);
+    step_fn fn = step_for(prm->algo, isa);
 
     /* Chunks of whole 64-byte lines (16 floats) so threads never share one. */
     size_t per = (n + (size_t)nthreads - 1) / (size_t)nthreads;

@@ -1,6 +1,8 @@
 /* adam.cu - the Adam / AdamW step of codelets/cpu/adam.c on the GPU
  * (codelets/cuda/cuda_ops.h; scalar variant: the same formulas in the same
- * order, without FMA contraction).
+ * order, without FMA contraction), and the Lion and Adagrad steps of
+ * codelets/cpu/lion_adagrad.c (the same operations, its explicit fmaf as
+ * __fmaf_rn: the bits of every CPU variant).
  *
  * The gradient multiplier (1 / loss scale, clipping) depends on the norm,
  * which is device memory computed by earlier work on the stream: the Adam
@@ -31,6 +33,8 @@ __device__ static inline float f_mul(float a, float b) { return __fmul_rn(a, b);
 __device__ static inline float f_add(float a, float b) { return __fadd_rn(a, b); }
 __device__ static inline float f_div(float a, float b) { return __fdiv_rn(a, b); }
 __device__ static inline float f_sqrt(float a) { return __fsqrt_rn(a); }
+__device__ static inline float f_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ static inline float f_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 
 /* The factor gradients are multiplied by, from norm = [norm, 1 / loss
  * scale]: 1 / loss scale, times DeepSpeed's clipping coefficient
@@ -73,6 +77,54 @@ __global__ void k_adam(adam_k k, float *p, const T *g, float *m, float *v, size_
     }
 }
 
+/* ---- Lion and Adagrad (formulas and roundings: codelets/cpu/adam.h) --------------- */
+
+/* sign(+-0) = +0, sign(NaN) = NaN: lion_adagrad.c's sign_f */
+__device__ static inline float sign_f(float x)
+{
+    return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : f_sub(x, x);
+}
+
+template <typename T>
+__global__ void k_lion(adam_k k, float *p, const T *g, float *m, size_t n, const float *norm,
+                       const int32_t *overflow)
+{
+    if (overflow && *overflow)
+        return;
+    const sg_adam_coef &c = k.c;
+    float gs = norm ? grad_multiplier(norm, k.clip) : 1.0f;
+    SG_GRID_STRIDE(i, n) {
+        float ge = f_mul(sg_ld(g[i]), gs);
+        if (c.skip && !isfinite(ge))
+            continue;
+        float p0 = p[i], m0 = m[i];
+        float d = f_fma(c.omb1, ge, f_mul(c.b1, m0)); // the direction
+        p[i] = f_fma(p0, c.decay, f_mul(-c.lr, sign_f(d))); // lr * sign: exact
+        m[i] = f_fma(c.omb2, ge, f_mul(c.b2, m0));
+    }
+}
+
+template <typename T>
+__global__ void k_adagrad(adam_k k, float *p, const T *g, float *v, size_t n,
+                          const float *norm, const int32_t *overflow)
+{
+    if (overflow && *overflow)
+        return;
+    const sg_adam_coef &c = k.c;
+    float gs = norm ? grad_multiplier(norm, k.clip) : 1.0f;
+    SG_GRID_STRIDE(i, n) {
+        float ge = f_mul(sg_ld(g[i]), gs);
+        if (c.skip && !isfinite(ge))
+            continue;
+        float p0 = p[i];
+        if (c.l2)
+            ge = f_fma(c.wd, p0, ge);
+        float vi = f_fma(ge, ge, v[i]);
+        p[i] = f_fma(-c.clr, f_div(ge, f_add(f_sqrt(vi), c.eps)), p0);
+        v[i] = vi;
+    }
+}
+
 int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float *p,
                     const void *g, sg_dtype dt, float *m, float *v, size_t n,
                     const float *norm, const int32_t *overflow, double clip)
@@ -82,13 +134,30 @@ int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
-    if (!p || !g || !m || !v)
+    /* as on the CPU, Lion never touches v and Adagrad never m */
+    if (!p || !g || (!m && prm->algo != SG_OPTIM_ADAGRAD) ||
+        (!v && prm->algo != SG_OPTIM_LION))
         return SG_EINVAL;
     adam_k c;
     sg_adam_coef_init(&c.c, prm, t, 1.0f); /* the CPU kernel's own scalars */
     c.clip = clip;
-    SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_adam<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, c, p,
-                             (const T *)g, m, v, n, norm, overflow));
+    unsigned blocks = sg_cu_blocks(n, THREADS);
+    switch (prm->algo) {
+    case SG_OPTIM_LION:
+        SG_CU_DISPATCH(dt, T,
+                       SG_LAUNCH(k_lion<T>, blocks, THREADS, cu->stream, c, p, (const T *)g, m,
+                                 n, norm, overflow));
+        break;
+    case SG_OPTIM_ADAGRAD:
+        SG_CU_DISPATCH(dt, T,
+                       SG_LAUNCH(k_adagrad<T>, blocks, THREADS, cu->stream, c, p, (const T *)g,
+                                 v, n, norm, overflow));
+        break;
+    default:
+        SG_CU_DISPATCH(dt, T,
+                       SG_LAUNCH(k_adam<T>, blocks, THREADS, cu->stream, c, p, (const T *)g, m,
+                                 v, n, norm, overflow));
+        break;
+    }
     return sg_cu_launch_status();
 }
