@@ -4,6 +4,7 @@
 # memory bandwidth bound (28 bytes per fp32 parameter), in one run.
 #
 #   scripts/bench_adam.sh                    # N = 64M parameters, 1 and 2 threads
+#   OPTIM=lion scripts/bench_adam.sh         # Lion (or OPTIM=adagrad) instead of Adam
 #   N=16e6 THREADS=1,2,4 REPS=5 scripts/bench_adam.sh
 #   BENCH_OFFLINE=1 scripts/bench_adam.sh    # no PyPI: only what is installed
 #
@@ -18,14 +19,21 @@
 #                        JIT-built with ninja on first use (minutes, cached in
 #                        ~/.cache/torch_extensions); a failed build shows why and n/a
 # All use lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01 on one fp32
-# parameter of N elements with a gradient. Each peer runs in its own process
+# parameter of N elements with a gradient.
+# OPTIM=lion: sg_adam_step's Lion (lr 1e-4, betas (0.9, 0.99), decay 0.01)
+#   against DeepSpeed's DeepSpeedCPULion (PyTorch has no Lion); the bound is
+#   20 bytes per parameter (read p, g, m; write p, m).
+# OPTIM=adagrad: its Adagrad (lr 1e-2, eps 1e-10, L2 0.01) against
+#   torch.optim.Adagrad(foreach=True) (Debian's and PyPI's torch),
+#   Adagrad(fused=True) where that torch has it, and DeepSpeedCPUAdagrad;
+#   20 bytes per parameter. Each peer runs in its own process
 # per thread count, one at a time, with OMP_NUM_THREADS, MKL_NUM_THREADS and
 # OPENBLAS_NUM_THREADS set to T before import and torch.set_num_threads(T)
 # (DeepSpeed's cpu_adam parallelises with OpenMP, `#pragma omp parallel for`
 # in its own libgomp, so OMP_NUM_THREADS is what sizes it), and reports the
 # best of REPS steps after one warm-up step (which allocates the moments).
 #
-# Environment: N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
+# Environment: OPTIM (adam, lion, adagrad), N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
 # SG_ADAM_ISA=scalar|avx2|avx512|neon (the variant of the main column), and those of
 # scripts/bench_venv.sh (BENCH_VENV, BENCH_OFFLINE=1, BENCH_NO_VENV=1, ...).
 # When PyPI cannot be reached and the environment does not exist yet, the PyPI
@@ -51,12 +59,18 @@ esac
 N=${N:-67108864}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-5}
+OPTIM=${OPTIM:-adam}
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 CC=${CC:-gcc}
 
 say() { printf 'bench_adam: %s\n' "$*" >&2; }
 case "$THREADS" in '' | *[!0-9,]* | ,* | *, | *,,*)
 	say "THREADS must be a comma list of thread counts (got '$THREADS')"
+	exit 2
+	;;
+esac
+case "$OPTIM" in adam | lion | adagrad) ;; *)
+	say "OPTIM must be adam, lion or adagrad (got '$OPTIM')"
 	exit 2
 	;;
 esac
@@ -79,6 +93,7 @@ say "building tests/bench_adam.c"
 cat >"$tmp/peer_adam.py" <<'PYEOF'
 import inspect, sys, time
 kind, n, t, reps = sys.argv[1], int(float(sys.argv[2])), int(sys.argv[3]), int(sys.argv[4])
+optim = sys.argv[5]
 import torch
 torch.set_num_threads(t)
 if torch.get_num_threads() != t:
@@ -87,7 +102,23 @@ torch.manual_seed(0)
 p = torch.nn.Parameter(torch.rand(n) - 0.5)
 p.grad = torch.rand(n) - 0.5
 hp = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-if kind == "deepspeed":
+if optim == "lion":
+    if kind != "deepspeed":
+        sys.exit("PyTorch has no Lion")
+    from deepspeed.ops.lion import DeepSpeedCPULion
+    opt = DeepSpeedCPULion([p], lr=1e-4, betas=(0.9, 0.99), weight_decay=0.01)
+elif optim == "adagrad":
+    hp = dict(lr=1e-2, eps=1e-10, weight_decay=0.01)
+    if kind == "deepspeed":
+        from deepspeed.ops.adagrad import DeepSpeedCPUAdagrad
+        opt = DeepSpeedCPUAdagrad([p], **hp)
+    else:
+        params = inspect.signature(torch.optim.Adagrad.__init__).parameters
+        if kind == "fused" and "fused" not in params:
+            sys.exit("torch %s has no Adagrad(fused=...)" % torch.__version__)
+        kw = {"fused": True} if kind == "fused" else {"foreach": True}
+        opt = torch.optim.Adagrad([p], **hp, **kw)
+elif kind == "deepspeed":
     from deepspeed.ops.adam import DeepSpeedCPUAdam
     opt = DeepSpeedCPUAdam([p], adamw_mode=True, **hp)
 else:
@@ -119,7 +150,7 @@ time_peer() {
 	for t in "${tl[@]}"; do
 		say "timing $label, $t thread(s)"
 		if s=$(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
-			"$py" "$tmp/peer_adam.py" "$kind" "$N" "$t" "$REPS" 2>"$tmp/peer.err" |
+			"$py" "$tmp/peer_adam.py" "$kind" "$N" "$t" "$REPS" "$OPTIM" 2>"$tmp/peer.err" |
 			sed -n 's/^peer_seconds=//p') && [ -n "$s" ]; then
 			say "  $label, $t thread(s): $s s per step"
 		else
@@ -131,10 +162,18 @@ time_peer() {
 	printf '%s' "$out"
 }
 
+# the optimizer's class names, for the column headers
+case $OPTIM in
+adam) tname=AdamW dsname=DeepSpeedCPUAdam ;;
+lion) tname="" dsname=DeepSpeedCPULion ;;
+adagrad) tname=Adagrad dsname=DeepSpeedCPUAdagrad ;;
+esac
 peer_args=()
-if "$PY" -c 'import torch' 2>/dev/null; then
+if [ -z "$tname" ]; then
+	say "PyTorch has no $OPTIM: no torch columns"
+elif "$PY" -c 'import torch' 2>/dev/null; then
 	sys_torch=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-	peer_args+=(--peer "torch $sys_torch foreach=$(time_peer "Debian torch $sys_torch AdamW(foreach)" "$PY" foreach)")
+	peer_args+=(--peer "torch $sys_torch foreach=$(time_peer "Debian torch $sys_torch $tname(foreach)" "$PY" foreach)")
 else
 	say "no torch in $PY: its column shows n/a"
 	peer_args+=(--peer "Debian torch foreach=")
@@ -143,23 +182,25 @@ fi
 # shellcheck source=scripts/bench_venv.sh
 . "$REPO_ROOT/scripts/bench_venv.sh"
 bench_venv_setup
-if [ -n "$BENCH_PY" ]; then
+if [ -z "$tname" ]; then
+	:
+elif [ -n "$BENCH_PY" ]; then
 	vt=$("$BENCH_PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-	peer_args+=(--peer "torch $vt foreach=$(time_peer "PyPI torch $vt AdamW(foreach)" "$BENCH_PY" foreach)")
-	peer_args+=(--peer "torch $vt fused=$(time_peer "PyPI torch $vt AdamW(fused)" "$BENCH_PY" fused)")
+	peer_args+=(--peer "torch $vt foreach=$(time_peer "PyPI torch $vt $tname(foreach)" "$BENCH_PY" foreach)")
+	peer_args+=(--peer "torch $vt fused=$(time_peer "PyPI torch $vt $tname(fused)" "$BENCH_PY" fused)")
 else
 	peer_args+=(--peer "PyPI torch foreach=" --peer "PyPI torch fused=")
 fi
 if [ "$BENCH_HAVE_DS" = 1 ]; then
-	say "DeepSpeedCPUAdam: the first use JIT-builds its cpu_adam extension (minutes; then cached)"
-	peer_args+=(--peer "DeepSpeedCPUAdam=$(time_peer DeepSpeedCPUAdam "$BENCH_PY" deepspeed)")
+	say "$dsname: the first use JIT-builds its extension (minutes; then cached)"
+	peer_args+=(--peer "$dsname=$(time_peer $dsname "$BENCH_PY" deepspeed)")
 else
 	say "no DeepSpeed in the benchmark environment: its column shows n/a"
-	peer_args+=(--peer "DeepSpeedCPUAdam=")
+	peer_args+=(--peer "$dsname=")
 fi
 
 say "timing sg_adam and the memory kernels"
-"$tmp/bench_adam" --n "$N" --threads "$THREADS" --reps "$REPS" "${peer_args[@]}"
-printf '\nreproduce: N=%s THREADS=%s REPS=%s scripts/bench_adam.sh   (on %s, %s CPUs: %s)\n' \
-	"$N" "$THREADS" "$REPS" "$(uname -m)" "$(nproc)" \
+"$tmp/bench_adam" --optim "$OPTIM" --n "$N" --threads "$THREADS" --reps "$REPS" "${peer_args[@]}"
+printf '\nreproduce: OPTIM=%s N=%s THREADS=%s REPS=%s scripts/bench_adam.sh   (on %s, %s CPUs: %s)\n' \
+	"$OPTIM" "$N" "$THREADS" "$REPS" "$(uname -m)" "$(nproc)" \
 	"$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //')"

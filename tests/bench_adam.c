@@ -1,11 +1,11 @@
 /* bench_adam.c - parameters per second of sg_adam_step (codelets/cpu/adam.c)
- * on N fp32 parameters, against the memory-bandwidth bound of this machine
+ * on N fp32 parameters, for Adam (default), Lion or Adagrad (--optim), against the memory-bandwidth bound of this machine
  * and against other optimizers (peers) whose timings are given. Run through
  * scripts/bench_adam.sh, which times the peers (torch.optim.AdamW,
  * DeepSpeedCPUAdam) in the same run and passes them with --peer; not a test
  * (timings are never asserted).
  *
- * Usage: bench_adam [--n N] [--threads 1,2] [--reps R]
+ * Usage: bench_adam [--n N] [--threads 1,2] [--reps R] [--optim adam|lion|adagrad]
  *                   [--peer 'NAME=T:SECONDS,...']... [--torch T:SECONDS,...]
  *
  * --peer adds a column NAME (at most 6 peers) with the peer's seconds per step
@@ -16,8 +16,10 @@
  *
  * Every figure is the best of R rounds (STREAM's convention), after one
  * warm-up round; a round times every kernel and variant once. fp32 Adam moves 28 bytes per parameter: reads p, g, m, v (16 B),
- * writes p, m, v back (12 B). The bound is the fastest of three plain memory
- * kernels on the same arrays and threads, divided by those 28 bytes:
+ * writes p, m, v back (12 B); Lion and Adagrad keep one state array and move
+ * 20 bytes (read p, g and m or v, write p and m or v). The bound is the
+ * fastest of three plain memory kernels on the same arrays and threads,
+ * divided by those 28 or 20 bytes:
  *   rw4    read 4 arrays, write 3 of them back in place (Adam's own pattern)
  *   triad  a = b + s*c (STREAM counting: 12 B/element, no write-allocate)
  *   copy   a = b       (8 B/element)
@@ -208,6 +210,7 @@ int main(int argc, char **argv)
 {
     size_t n = (size_t)64 << 20;
     int threads[8] = {1, 2}, nthr = 2, reps = 5;
+    sg_optim_algo algo = SG_OPTIM_ADAM;
     static peer peers[MAXPEER];
     int npeer = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -225,6 +228,17 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(a, "--reps") == 0) {
             reps = atoi(val);
+        } else if (strcmp(a, "--optim") == 0) {
+            if (strcmp(val, "adam") == 0)
+                algo = SG_OPTIM_ADAM;
+            else if (strcmp(val, "lion") == 0)
+                algo = SG_OPTIM_LION;
+            else if (strcmp(val, "adagrad") == 0)
+                algo = SG_OPTIM_ADAGRAD;
+            else {
+                fprintf(stderr, "bench_adam: --optim %s: expected adam, lion or adagrad\n", val);
+                return 2;
+            }
         } else if (strcmp(a, "--torch") == 0 || strcmp(a, "--peer") == 0) {
             int torch = strcmp(a, "--torch") == 0;
             if (npeer == MAXPEER) {
@@ -239,6 +253,7 @@ int main(int argc, char **argv)
             npeer++;
         } else {
             fprintf(stderr, "usage: bench_adam [--n N] [--threads 1,2] [--reps R] "
+                            "[--optim adam|lion|adagrad] "
                             "[--peer 'NAME=T:SECONDS,...']... [--torch T:SECONDS,...]\n");
             return 2;
         }
@@ -271,8 +286,8 @@ int main(int argc, char **argv)
         c.v[i] = 0.0f;
     }
 
-    printf("# N = %zu parameters (%.2f GB of fp32 p, g, m, v), best of %d, "
-           "sg_adam default variant: %s\n",
+    printf("# %s, N = %zu parameters (%.2f GB of fp32 p, g, m, v), best of %d, "
+           "sg_adam default variant: %s\n", sg_optim_algo_name(algo),
            n, 16.0 * (double)n / 1e9, reps, sg_adam_isa_name(SG_ADAM_ISA_AUTO));
 
     /* rows: threads x {bound, variants} */
@@ -287,6 +302,7 @@ int main(int argc, char **argv)
 #endif
     double bound_pps[8], ours_pps[8][3];
     const double bytes[3] = {28.0, 12.0, 8.0};
+    const double param_bytes = algo == SG_OPTIM_ADAM ? 28.0 : 20.0;
     for (int ti = 0; ti < nthr; ti++) {
         c.nthreads = threads[ti];
         /* Rounds interleave every kernel and variant, so a slow moment of
@@ -303,6 +319,11 @@ int main(int argc, char **argv)
                         continue;
                     c.prm = SG_ADAM_PARAMS_DEFAULT;
                     c.prm.weight_decay = 0.01f;
+                    c.prm.algo = algo; /* scripts/bench_adam.sh's hyper-parameters */
+                    if (algo == SG_OPTIM_LION)
+                        c.prm.lr = 1e-4f, c.prm.beta2 = 0.99f;
+                    else if (algo == SG_OPTIM_ADAGRAD)
+                        c.prm.lr = 1e-2f, c.prm.eps = 1e-10f;
                     c.prm.isa = isas[k - 3];
                     c.t = r + 1;
                     s = time_adam(&c);
@@ -314,7 +335,7 @@ int main(int argc, char **argv)
         bound_pps[ti] = 0;
         for (int k = 0; k < 3; k++) {
             gbs[k] = bytes[k] * (double)n / best[k] / 1e9;
-            bound_pps[ti] = fmax(bound_pps[ti], gbs[k] * 1e9 / 28.0);
+            bound_pps[ti] = fmax(bound_pps[ti], gbs[k] * 1e9 / param_bytes);
         }
         printf("# %d thread(s): memory bandwidth rw4 %.1f GB/s, triad %.1f GB/s, "
                "copy %.1f GB/s\n", c.nthreads, gbs[0], gbs[1], gbs[2]);
@@ -326,7 +347,8 @@ int main(int argc, char **argv)
     printf("\n| threads | sg_adam %s |", sg_adam_isa_name(auto_isa));
     for (int k = 0; k < npeer; k++)
         printf(" %s |", peers[k].name);
-    printf(" best peer | ours/best | bound (28 B/param) | ours/bound | other variants |\n|---|---|");
+    printf(" best peer | ours/best | bound (%.0f B/param) | ours/bound | other variants |\n|---|---|",
+           param_bytes);
     for (int k = 0; k < npeer; k++)
         printf("---|");
     printf("---|---|---|---|---|\n");

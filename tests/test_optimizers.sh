@@ -9,7 +9,7 @@
 # optimizer offloaded in several sub-groups on 2 workers, and under
 # SuperOffload (Adagrad speculating, so clipping rolls its steps back; Lion
 # waiting for the norm). Controls show each hyper-parameter reaching the
-# kernels. A Lion checkpoint resumes bit for bit, and is refused under
+# kernels. Checkpoints of both resume bit for bit; a Lion one is refused under
 # another optimizer; a speculative Lion run is refused.
 # Prints TAP.
 set -u
@@ -129,23 +129,27 @@ torch lion_adamw adamw 0.002 0.9 0.99 1e-8 0.1
 differs lion lion_adamw
 ok $? "control: the run does not match AdamW with the same lr, betas and decay"
 
-# ---- checkpoints: Lion saved at step 3 and resumed = the uninterrupted run
-"$BIN" run "$TMP/lion.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
-	--load "$TMP/init.safetensors" --steps 3 --ncpus 1 --save "$TMP/ck" \
-	--metrics "$TMP/first.jsonl" >"$TMP/first.out" 2>&1 &&
-	"$BIN" run "$TMP/lion.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
-		--load "$TMP/ck" --steps $STEPS --ncpus 1 --metrics "$TMP/second.jsonl" \
-		>"$TMP/second.out" 2>&1 &&
-	"$PY" - "$TMP/lion.jsonl" "$TMP/first.jsonl" "$TMP/second.jsonl" <<'PYEOF'
+# ---- checkpoints: saved at step 3 and resumed = the uninterrupted run (Lion's
+# momentum; Adagrad's sums, which a resumed run must not restart from
+# initial_accumulator_value)
+for o in lion adagrad; do
+	"$BIN" run "$TMP/$o.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+		--load "$TMP/init.safetensors" --steps 3 --ncpus 1 --save "$TMP/ck_$o" \
+		--metrics "$TMP/first_$o.jsonl" >"$TMP/first_$o.out" 2>&1 &&
+		"$BIN" run "$TMP/$o.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+			--load "$TMP/ck_$o" --steps 2 --ncpus 1 --metrics "$TMP/second_$o.jsonl" \
+			>"$TMP/second_$o.out" 2>&1 &&
+		"$PY" - "$TMP/$o.jsonl" "$TMP/first_$o.jsonl" "$TMP/second_$o.jsonl" <<'PYEOF'
 import json, sys
 whole = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 parts = [json.loads(l)["loss"] for f in sys.argv[2:] for l in open(f)]
 print("# uninterrupted %r\n# resumed       %r" % (whole, parts))
 sys.exit(0 if whole == parts and len(whole) == 5 else 1)
 PYEOF
-ok $? "Lion saved at step 3 and resumed: the uninterrupted run's 5 losses, bit for bit"
+	ok $? "$o saved at step 3 and resumed: the uninterrupted run's 5 losses, bit for bit"
+done
 "$BIN" run "$TMP/adagrad.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
-	--load "$TMP/ck" --steps $STEPS --ncpus 1 >"$TMP/mixed.out" 2>&1
+	--load "$TMP/ck_lion" --steps $STEPS --ncpus 1 >"$TMP/mixed.out" 2>&1
 [ $? -ne 0 ] && grep -q 'state of the lion optimizer, and the config asks for adagrad' "$TMP/mixed.out"
 ok $? "a Lion checkpoint resumed with Adagrad is refused, naming both"
 "$BIN" run "$TMP/lion_so.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
