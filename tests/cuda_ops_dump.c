@@ -27,7 +27,8 @@
  * File paths are relative to the manifest's directory.
  *
  * Cases (all in --dtype, but the casts, which convert between the formats
- * their params "from" and "to" name, and Adam, whose p, m, v are always fp32):
+ * their params "from" and "to" name, and the optimizers, whose p, m, v are always
+ * fp32):
  *   cast           bf16 run: f32 -> bf16 and bf16 -> f32; f32 run: f32 -> f16
  *                  and f16 -> f32 (the other 16-bit format the kernels have);
  *                  4096 values: random over 24 decades, plus Inf, NaN, ties,
@@ -55,6 +56,12 @@
  *                  norm (computed on the device by the grad_norm kernels);
  *                  Adam with L2 (lr 3e-3, wd 0.1) step t=1 from zero state,
  *                  no norm: p, m, v
+ *   lion           Lion (lr 1e-4, betas 0.9 / 0.99, wd 0.1) step t=3 from a
+ *                  random m, gradients loss-scaled by 1024 and clipped at 1
+ *                  as Adam's: p, m (v is not an output: never touched)
+ *   adagrad        Adagrad (lr 1e-2, lr_decay 0.1, weight_decay 0.01, eps
+ *                  1e-10) step t=3 from a random sum of squares, no norm:
+ *                  p, v (the sum)
  *   moe            Qwen3-MoE layer, N=48, H=32, F=24, E=8, top 2: router,
  *                  statistics, aux loss, slot lists, experts, combine, and
  *                  the backward with dy (aux coefficient 0.01 with
@@ -826,6 +833,76 @@ static void case_adam(sg_dtype dt, int adamw)
     case_end();
 }
 
+/* ---- Lion and Adagrad ---------------------------------------------------------------------- */
+
+static void case_lion_adagrad(sg_dtype dt, sg_optim_algo algo)
+{
+    const size_t n = 4096;
+    const int lion = algo == SG_OPTIM_LION;
+    sg_adam_params prm = SG_ADAM_PARAMS_DEFAULT;
+    prm.isa = SG_ADAM_ISA_SCALAR;
+    prm.algo = algo;
+    const int64_t t = 3;
+    const float ls = lion ? 1024.0f : 1.0f;
+    const double clip = lion ? 1.0 : 0.0;
+    if (lion) {
+        prm.lr = 1e-4f;
+        prm.beta2 = 0.99f;
+        prm.weight_decay = 0.1f;
+        case_begin("lion", "n4096_t3_wd0.1_clip1_ls1024", dt);
+    } else {
+        prm.lr = 1e-2f;
+        prm.lr_decay = 0.1f;
+        prm.weight_decay = 0.01f;
+        prm.eps = 1e-10f;
+        case_begin("adagrad", "n4096_t3_l2_lr_decay0.1", dt);
+    }
+    param("n", (double)n);
+    param("lr", prm.lr);
+    param("beta1", prm.beta1);
+    param("beta2", prm.beta2);
+    param("eps", prm.eps);
+    param("weight_decay", prm.weight_decay);
+    param("lr_decay", prm.lr_decay);
+    param("t", (double)t);
+    param("loss_scale", ls);
+    param("clip", clip);
+    param("use_norm", lion);
+    /* the state after t - 1 steps: Lion's m, Adagrad's sum of squares */
+    float *p = randn(n, 1.0f), *m = randn(n, 0.01f), *v = randn(n, 0.01f), *g = randn(n, ls);
+    for (size_t i = 0; i < n; i++)
+        v[i] = 2.0f * v[i] * v[i];
+    float *dp = input("p0", p, DIMS(n), SG_F32);
+    float *dm = input("m0", m, DIMS(n), SG_F32);
+    float *dv = input("v0", v, DIMS(n), SG_F32);
+    void *dg = input("g", g, DIMS(n), dt);
+    float *dnorm = NULL;
+    int32_t *dnf = NULL;
+    if (lion) { // the norm buffer as training makes it, as for AdamW
+        double zero = 0.0;
+        int32_t izero = 0;
+        double *dsum = put_raw(&zero, sizeof zero);
+        dnf = put_raw(&izero, sizeof izero);
+        float *dls = put_raw(&ls, sizeof ls);
+        dnorm = dev_nan(2 * sizeof(float));
+        CK(sg_cu_grad_norm_accumulate(&g_cu, dsum, dnf, dg, dt, n));
+        CK(sg_cu_grad_norm_finish(&g_cu, dnorm, dsum, dnf, dls));
+    }
+    CK(sg_cu_adam_step(&g_cu, &prm, t, dp, dg, dt, dm, dv, n, dnorm, dnf, clip));
+    if (dnorm)
+        output("norm", dnorm, DIMS(2), SG_F32);
+    output("p", dp, DIMS(n), SG_F32);
+    if (lion)
+        output("m", dm, DIMS(n), SG_F32);
+    else
+        output("v", dv, DIMS(n), SG_F32);
+    free(p);
+    free(m);
+    free(v);
+    free(g);
+    case_end();
+}
+
 /* ---- mixture of experts (f32 run only) ----------------------------------------------- */
 
 /* A whole MoE MLP through the kernels of moe.cu, as a layer runs it: router,
@@ -1141,6 +1218,8 @@ int main(int argc, char **argv)
     case_grad_norm(dt, 1);
     case_adam(dt, 1);
     case_adam(dt, 0);
+    case_lion_adagrad(dt, SG_OPTIM_LION);
+    case_lion_adagrad(dt, SG_OPTIM_ADAGRAD);
     case_moe(dt, 0, 1, 0.01f, 0.3f, 0, "N48_H32_F24_E8_K2_norm_aux");
     case_moe(dt, 0, 0, 0.0f, 0.3f, 1, "N48_H32_F24_E8_K2_by_slot");
     /* GPT-OSS and sinks in fp32 only: in bf16 a clamped value within an ulp of

@@ -3,7 +3,11 @@
  * torch.optim.AdamW / Adam (tests/torch_adam_ref.py, run with
  * $SYSTEM_PYTHON), for every ISA variant this CPU has; the variants against
  * each other; the fused bf16 output; rollback; skip_nonfinite; the pthreads
- * split; argument errors. Checks that need torch skip when it is missing. */
+ * split; argument errors. Then Lion and Adagrad (prm.algo,
+ * codelets/cpu/lion_adagrad.c): against a double-precision evaluation of
+ * adam.h's formulas written here, against torch.optim.Adagrad, every
+ * variant bit-identical to scalar, and the same topics as Adam's. Checks
+ * that need torch skip when it is missing. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>

@@ -58,6 +58,12 @@ PyTorch user gets", in the storage dtype, with autograd for the backward):
                  state (exp_avg, exp_avg_sq, step t-1), with the gradient
                  g.float() * (1 / loss_scale) then clip_grad_norm_(clip), as
                  GradScaler.unscale_ and gradient clipping do
+  adagrad        torch.optim.Adagrad (foreach=False) from the dumped state
+                 (sum, step t-1): lr_decay, weight_decay, eps
+  lion           torch has no Lion: the update of Chen et al. 2023 written
+                 with torch ops (c = b1*m + (1-b1)*g, p *= 1 - lr*wd,
+                 p -= lr*sign(c), m = b2*m + (1-b2)*g), from the dumped m,
+                 with the gradient unscaled and clipped as for adam
 --ref fp32 (the default on cpu, where torch 1.13 lacks F.rms_norm, SDPA and
 some bf16 kernels) computes the same formulas in fp32 from the same inputs
 and rounds each result once to the storage dtype (the norm in float64);
@@ -168,6 +174,11 @@ TOLS = {
     ("adam", "m"): (F32, F32),
     ("adam", "v"): (F32, F32),
     ("adam", "update"): (1e-3, 1e-3),
+    ("adagrad", "p"): (F32, F32),
+    ("adagrad", "v"): (F32, F32),
+    ("lion", "norm"): (F32, F32),
+    ("lion", "p"): (F32, F32),
+    ("lion", "m"): (F32, F32),
 }
 # mixture of experts and attention sinks: 1e-5 for every output and gradient
 # in f32, the picks exactly. Qwen3-MoE also in bf16 (2^-6: every GEMM output,
@@ -508,6 +519,57 @@ def op_adam(c):
     res.update({"p": param.detach(), "m": st["exp_avg"], "v": st["exp_avg_sq"]})
     res["update"] = param.detach().double() - c.t("p0", dtype=torch.float64)
     return res, impl
+
+
+def unscaled_clipped_grad(c, param):
+    """param.grad = the dumped gradient, unscaled and clipped as op_adam does;
+    returns the norm output and a description."""
+    p = c.p
+    ls, clip = float(p["loss_scale"]), float(p["clip"])
+    g = c.t("g", dtype=torch.float32)
+    if not int(p["use_norm"]):
+        param.grad = g
+        return None, ""
+    param.grad = g * torch.tensor(1.0 / ls, dtype=torch.float32, device=g.device)
+    total = torch.nn.utils.clip_grad_norm_([param], max_norm=clip)
+    norm = torch.stack([total.detach().float().reshape(()),
+                        torch.tensor(1.0 / ls, device=g.device)])
+    return norm, " after unscale_ and clip_grad_norm_(%g)" % clip
+
+
+def op_adagrad(c):
+    p = c.p
+    t = int(p["t"])
+    param = torch.nn.Parameter(c.t("p0", dtype=torch.float32).clone())
+    opt = torch.optim.Adagrad([param], lr=float(p["lr"]), lr_decay=float(p["lr_decay"]),
+                              weight_decay=float(p["weight_decay"]), eps=float(p["eps"]),
+                              foreach=False)
+    opt.state[param] = {"step": torch.tensor(float(t - 1)),
+                        "sum": c.t("v0", dtype=torch.float32).clone()}
+    norm, how = unscaled_clipped_grad(c, param)
+    opt.step()
+    res = {"p": param.detach(), "v": opt.state[param]["sum"]}
+    if norm is not None:
+        res["norm"] = norm
+    return res, "Adagrad(foreach=False)" + how
+
+
+def op_lion(c):
+    p = c.p
+    lr, wd = float(p["lr"]), float(p["weight_decay"])
+    b1, b2 = float(p["beta1"]), float(p["beta2"])
+    param = torch.nn.Parameter(c.t("p0", dtype=torch.float32).clone())
+    m = c.t("m0", dtype=torch.float32).clone()
+    norm, how = unscaled_clipped_grad(c, param)
+    g = param.grad
+    with torch.no_grad():
+        d = m.mul(b1).add_(g, alpha=1 - b1)
+        param.mul_(1 - lr * wd).add_(torch.sign(d), alpha=-lr)
+        m.mul_(b2).add_(g, alpha=1 - b2)
+    res = {"p": param.detach(), "m": m}
+    if norm is not None:
+        res["norm"] = norm
+    return res, "Lion written with torch ops" + how
 
 
 def got_adam_update(c):

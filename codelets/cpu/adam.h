@@ -87,9 +87,11 @@ typedef enum sg_adam_isa {
  *   Adagrad: ge = fmaf(wd, p, g*gs) (ge = g*gs when wd = 0);
  *            v = fmaf(ge, ge, v); p = fmaf(-clr, ge / (sqrt(v) + eps), p)
  * 1-b1, 1-b2, 1-lr*wd and clr are computed in double and rounded to float
- * once per call (sg_adam_coef_init). Measured against a double-precision
- * evaluation of the formulas (tests/test_adam.c): within 2 ulps of p per
- * step. */
+ * once per call (sg_adam_coef_init). Measured (tests/test_adam.c, 5 steps
+ * on random data): against a double-precision evaluation of the formulas,
+ * p within 2.9e-7 of |p| + lr element-wise and m, v within 1.8e-7 of their
+ * largest value; Adagrad against torch.optim.Adagrad, p within 2.6e-7 and
+ * the sum within 1.6e-7. */
 typedef enum sg_optim_algo {
     SG_OPTIM_ADAM = 0,   /* Adam / AdamW (the zero of the field: the default) */
     SG_OPTIM_LION,
