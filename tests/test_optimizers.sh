@@ -7,10 +7,10 @@
 # and Lion written there from the paper (Chen et al. 2023). Every loss within
 # 1e-5 relative, finite, the reference learning; in ZeRO-0, in ZeRO-3 with the
 # optimizer offloaded in several sub-groups on 2 workers, and under
-# SuperOffload (Adagrad speculating, so clipping rolls its steps back; Lion
-# waiting for the norm). Controls show each hyper-parameter reaching the
+# SuperOffload (Adagrad without weight decay speculating, so clipping rolls
+# its steps back; Lion, and Adagrad with L2 decay, waiting for the norm). Controls show each hyper-parameter reaching the
 # kernels. Checkpoints of both resume bit for bit; a Lion one is refused under
-# another optimizer; a speculative Lion run is refused.
+# another optimizer; a speculative Lion run, or Adagrad with decay, is refused.
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -83,6 +83,9 @@ ADAGRAD='{"type": "Adagrad", "params": {"lr": 0.05, "lr_decay": 0.3, "initial_ac
 config adagrad "$ADAGRAD"
 config adagrad_z3 "$ADAGRAD" "$Z3"
 config adagrad_so "$ADAGRAD" "$Z3SO"
+# without weight decay Adagrad's step is undone exactly, and SuperOffload speculates
+ADAGRAD0='{"type": "Adagrad", "params": {"lr": 0.05, "lr_decay": 0.3, "initial_accumulator_value": 0.1, "eps": 1e-10}}'
+config adagrad0_so "$ADAGRAD0" "$Z3SO"
 torch adagrad adagrad:0.3:0.1 0.05 0.9 0.999 1e-10 0.01
 ok $? "torch.optim.Adagrad trains $STEPS steps"
 run adagrad adagrad --ncpus 1
@@ -93,10 +96,14 @@ run adagrad_z3 adagrad_z3 --ncpus 2
 same adagrad_z3 adagrad
 ok $? "Adagrad, ZeRO 3 offloaded in sub-groups on 2 workers: within 1e-5 of torch's"
 run adagrad_so adagrad_so --ncpus 2
-same adagrad_so adagrad &&
-	grep -q 'speculative sub-group steps rolled back' "$TMP/adagrad_so.out" &&
-	! grep -q ' 0 of [0-9]* speculative sub-group steps rolled back' "$TMP/adagrad_so.out"
-ok $? "Adagrad under SuperOffload (speculating; clipping rolls steps back): within 1e-5 of torch's"
+same adagrad_so adagrad && grep -q 'waited for the norm' "$TMP/adagrad_so.out"
+ok $? "Adagrad with L2 decay under SuperOffload waits for the norm (speculation unset): within 1e-5 of torch's"
+torch adagrad0 adagrad:0.3:0.1 0.05 0.9 0.999 1e-10 0
+run adagrad0_so adagrad0_so --ncpus 2
+same adagrad0_so adagrad0 &&
+	grep -q 'speculative sub-group steps rolled back' "$TMP/adagrad0_so.out" &&
+	! grep -q ' 0 of [0-9]* speculative sub-group steps rolled back' "$TMP/adagrad0_so.out"
+ok $? "Adagrad without decay under SuperOffload speculates (clipping rolls steps back): within 1e-5 of torch's"
 # controls: lr_decay and the accumulator's start reach the kernel
 torch adagrad_nodecay adagrad:0:0.1 0.05 0.9 0.999 1e-10 0.01
 differs adagrad adagrad_nodecay
@@ -156,4 +163,8 @@ ok $? "a Lion checkpoint resumed with Adagrad is refused, naming both"
 	--steps 1 --speculation always >"$TMP/spec.out" 2>&1
 [ $? -ne 0 ] && grep -q 'cannot run with the Lion optimizer' "$TMP/spec.out"
 ok $? "Lion with --speculation always under SuperOffload is refused"
+"$BIN" run "$TMP/adagrad_so.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+	--steps 1 --speculation adaptive >"$TMP/spec2.out" 2>&1
+[ $? -ne 0 ] && grep -q 'cannot run with Adagrad with weight_decay' "$TMP/spec2.out"
+ok $? "Adagrad with weight decay and --speculation adaptive under SuperOffload is refused"
 echo "1..$n"

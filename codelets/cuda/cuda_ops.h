@@ -333,8 +333,9 @@ int sg_cu_grad_norm_finish(const sg_cu *cu, float *res, const double *sumsq,
 int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
                               const void *parts, size_t n);
 
-/* Adam / AdamW step t over n elements, as sg_adam_step (codelets/cpu/adam.h:
- * the same formulas and order; the scalar coefficients are computed in
+/* The optimizer step t over n elements (Adam / AdamW, Lion or Adagrad, as
+ * prm->algo says), as sg_adam_step (codelets/cpu/adam.h: the same formulas
+ * and order, Lion's and Adagrad's bit for bit with the CPU kernel; the scalar coefficients are computed in
  * double on the host and rounded to float once): p, m, v float (device) in
  * place, g (n) in dt. The gradient multiplier is computed on the device
  * from norm (device float[2], the SG_BUF_GRAD_NORM layout: 1 / loss scale,

@@ -87,32 +87,48 @@ out:
     return rc;
 }
 
-/* SuperOffload's speculation: "" (not given) is "always", except with Lion,
- * whose sign update a rollback cannot undo exactly (an element whose
- * momentum mix c is within rounding of 0 may come back with the other sign:
- * codelets/cpu/adam.h), so Lion waits for the gradient norm ("never"), and
- * a speculative mode asked for with Lion is refused. */
+/* Why a SuperOffload step of this optimizer cannot be rolled back exactly
+ * (codelets/cpu/adam.h), or NULL when it can: Lion's sign update (an
+ * element whose direction is within rounding of 0 may come back with the
+ * other sign), Adagrad's L2 decay (the step's gradient depends on the
+ * parameter it changes, and undoing it solves an equation that is
+ * ill-conditioned where the decay outweighs the gradient). */
+static const char *inexact_rollback(const sg_ds_config *ds)
+{
+    if (!ds->zero.offload_optimizer.super_offload)
+        return NULL;
+    if (ds->optimizer.type == SG_OPT_LION)
+        return "the Lion optimizer: its sign update cannot be undone exactly (an element whose "
+               "update direction is within rounding of 0 may come back with the other sign)";
+    if (ds->optimizer.type == SG_OPT_ADAGRAD && ds->optimizer.weight_decay != 0)
+        return "Adagrad with weight_decay: its L2 term makes the step's gradient depend on the "
+               "parameter it changes, and undoing it is ill-conditioned where the decay "
+               "outweighs the gradient";
+    return NULL;
+}
+
+/* SuperOffload's speculation: "" (not given) is "always", except for an
+ * optimizer whose speculative step a rollback cannot undo exactly, which
+ * waits for the gradient norm ("never"); a speculative mode asked for with
+ * one is refused. */
 static int resolve_speculation(sg_run_options *run, const sg_ds_config *ds, const char *origin,
                                sg_error *err)
 {
-    int lion_so = ds->optimizer.type == SG_OPT_LION && ds->zero.offload_optimizer.super_offload;
+    const char *why = inexact_rollback(ds);
     if (!run->speculation[0]) {
-        snprintf(run->speculation, sizeof run->speculation, "%s", lion_so ? "never" : "always");
+        snprintf(run->speculation, sizeof run->speculation, "%s", why ? "never" : "always");
         return SG_OK;
     }
     if (strcmp(run->speculation, "always") != 0 && strcmp(run->speculation, "adaptive") != 0 &&
         strcmp(run->speculation, "never") != 0)
         return sg_error_set(err, SG_EINVAL, "%s: speculation \"%s\": expected \"always\", "
                             "\"adaptive\" or \"never\"", origin, run->speculation);
-    if (lion_so && strcmp(run->speculation, "never") != 0)
+    if (why && strcmp(run->speculation, "never") != 0)
         return sg_error_set(err, SG_EINVAL,
-                            "%s: speculation \"%s\" cannot run with the Lion optimizer: SuperOffload "
-                            "rolls a speculative step back when clipping or an overflow changes "
-                            "it, and Lion's sign update cannot be undone exactly (an element "
-                            "whose update direction is within rounding of 0 may come back "
-                            "with the other sign); leave speculation unset or use \"never\" "
-                            "(each sub-group waits for the gradient norm)", origin,
-                            run->speculation);
+                            "%s: speculation \"%s\" cannot run with %s; SuperOffload rolls a "
+                            "speculative step back when clipping or an overflow changes it. Leave "
+                            "speculation unset or use \"never\" (each sub-group waits for the "
+                            "gradient norm)", origin, run->speculation, why);
     return SG_OK;
 }
 
