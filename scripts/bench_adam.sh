@@ -84,8 +84,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 say "building tests/bench_adam.c"
+# lion_adagrad.c with the flags Makefile.am gives it (its loops are vectorised
+# by the compiler: without them they stay scalar, the same bits, slower)
+"$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" -ftree-vectorize -fvect-cost-model=dynamic \
+	-fno-math-errno -fno-trapping-math -c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
+	-o "$tmp/lion_adagrad.o"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/tests/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
 
