@@ -10,7 +10,8 @@
 # SuperOffload (Adagrad without weight decay speculating, so clipping rolls
 # its steps back; Lion, and Adagrad with L2 decay, waiting for the norm). Controls show each hyper-parameter reaching the
 # kernels. Checkpoints of both resume bit for bit; a Lion one is refused under
-# another optimizer; a speculative Lion run, or Adagrad with decay, is refused.
+# another optimizer, as is an unknown rule in its metadata; a speculative Lion
+# run, or Adagrad with decay, is refused.
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -159,6 +160,35 @@ done
 	--load "$TMP/ck_lion" --steps $STEPS --ncpus 1 >"$TMP/mixed.out" 2>&1
 [ $? -ne 0 ] && grep -q 'state of the lion optimizer, and the config asks for adagrad' "$TMP/mixed.out"
 ok $? "a Lion checkpoint resumed with Adagrad is refused, naming both"
+# the metadata key: a file without it (as written before Lion and Adagrad)
+# holds Adam's moments; a value that is not a rule is refused, naming it
+# meta CKPT KEY VALUE: sets (or, VALUE "-", deletes) __metadata__.KEY of CKPT's state
+meta() {
+	"$PY" - "$1/$(cat "$1/latest")/state.safetensors" "$2" "$3" <<'PYEOF'
+import json, struct, sys
+p, key, value = sys.argv[1:4]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+if value == "-":
+    del h["__metadata__"][key]
+else:
+    h["__metadata__"][key] = value
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PYEOF
+}
+cp -r "$TMP/ck_lion" "$TMP/ck_old" && meta "$TMP/ck_old" optimizer - &&
+	"$BIN" run "$TMP/lion.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+		--load "$TMP/ck_old" --steps 1 --ncpus 1 >"$TMP/old.out" 2>&1
+[ $? -ne 0 ] && grep -q 'state of the adam optimizer, and the config asks for lion' "$TMP/old.out"
+ok $? "a checkpoint without the optimizer key is Adam's: resumed under Lion, refused"
+cp -r "$TMP/ck_lion" "$TMP/ck_bad" && meta "$TMP/ck_bad" optimizer sgd &&
+	"$BIN" run "$TMP/lion.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
+		--load "$TMP/ck_bad" --steps 1 --ncpus 1 >"$TMP/bad.out" 2>&1
+[ $? -ne 0 ] && grep -q '__metadata__.optimizer: "sgd" is not "adam", "lion" or "adagrad"' "$TMP/bad.out"
+ok $? "a checkpoint whose optimizer key is not a rule is refused, naming the key and value"
 "$BIN" run "$TMP/lion_so.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
 	--steps 1 --speculation always >"$TMP/spec.out" 2>&1
 [ $? -ne 0 ] && grep -q 'cannot run with the Lion optimizer' "$TMP/spec.out"
