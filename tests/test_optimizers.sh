@@ -11,7 +11,8 @@
 # its steps back; Lion, and Adagrad with L2 decay, waiting for the norm). Controls show each hyper-parameter reaching the
 # kernels. Checkpoints of both resume bit for bit; a Lion one is refused under
 # another optimizer, as is an unknown rule in its metadata; a speculative Lion
-# run, or Adagrad with decay, is refused.
+# run, or Adagrad with decay, is refused. simulate models the step run
+# executes (no speculation for Lion).
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -197,4 +198,19 @@ ok $? "Lion with --speculation always under SuperOffload is refused"
 	--steps 1 --speculation adaptive >"$TMP/spec2.out" 2>&1
 [ $? -ne 0 ] && grep -q 'cannot run with Adagrad with weight_decay' "$TMP/spec2.out"
 ok $? "Adagrad with weight decay and --speculation adaptive under SuperOffload is refused"
+# simulate models the step run executes: Lion under SuperOffload without
+# SuperOffload's validation tasks, Adagrad without decay with them
+# validates NAME: the number of validation tasks in TMP/NAME.trace
+validates() {
+	"$PY" -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+print(sum(1 for e in t["traceEvents"] if str(e.get("name", "")).startswith("validate")))' "$TMP/$1.trace"
+}
+for c in lion_so adagrad0_so; do
+	"$BIN" simulate "$TMP/$c.json" --model "$TMP/model.json" --max_length 16 --machine gh200 \
+		--trace "$TMP/$c.trace" >"$TMP/sim_$c.out" 2>&1 || sed 's/^/# /' "$TMP/sim_$c.out" | tail -3
+done
+[ "$(validates lion_so)" -eq 0 ] && [ "$(validates adagrad0_so)" -gt 0 ] &&
+	grep -q 'SuperOffload, waiting for the gradient norm' "$TMP/sim_lion_so.out"
+ok $? "simulate: Lion under SuperOffload has no validation tasks (it waits for the norm), Adagrad without decay has them"
 echo "1..$n"

@@ -76,7 +76,8 @@ static void print_links(const sg_sim_report *r)
 }
 
 static void print_report(const sg_sim_machine *sm, const char *sched, int priorities,
-                         const sg_sim_point *pt, const sg_sim_report *r)
+                         const char *speculation, const sg_sim_point *pt,
+                         const sg_sim_report *r)
 {
     const sg_machine *m = &sm->machine;
     const sg_step_spec *s = &pt->spec;
@@ -91,7 +92,9 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
            pt->model.name, s->zero_stage, sg_dtype_name(s->compute_dtype),
            (long long)s->micro_batch, (long long)s->grad_accum, (long long)s->seq_len,
            s->offload_optimizer ? ", optimizer offloaded" : "",
-           s->super_offload ? " (SuperOffload)" : "");
+           !s->super_offload ? ""
+           : strcmp(speculation, "never") == 0 ? " (SuperOffload, waiting for the gradient norm)"
+                                               : " (SuperOffload)");
     double tokens = (double)(s->micro_batch * s->grad_accum * s->seq_len);
     printf("  Step time         %9.2f ms\n", r->step_s * 1e3);
     const char *by = "";
@@ -241,7 +244,7 @@ int sg_cmd_simulate(int argc, char **argv)
                 sm->machine.name, sched);
         rc = sg_sim_run_one(&rq, workdir, &rep, &err);
         if (!rc)
-            print_report(sm, sched, !no_prio, pt, &rep);
+            print_report(sm, sched, !no_prio, cfg->run.speculation, pt, &rep);
         if (!rc && trace)
             printf("  Trace             %s\n", trace);
         if (!rc && json)
