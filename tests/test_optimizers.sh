@@ -213,4 +213,8 @@ done
 [ "$(validates lion_so)" -eq 0 ] && [ "$(validates adagrad0_so)" -gt 0 ] &&
 	grep -q 'SuperOffload, waiting for the gradient norm' "$TMP/sim_lion_so.out"
 ok $? "simulate: Lion under SuperOffload has no validation tasks (it waits for the norm), Adagrad without decay has them"
+"$BIN" config "$TMP/lion_so.json" --model "$TMP/model.json" --max_length 16 >"$TMP/cfg_lion.out" 2>&1 &&
+	grep -q '^optimizer: *Lion lr 0.002 betas (0.9, 0.99) weight_decay 0.1' "$TMP/cfg_lion.out" &&
+	grep -q '^speculation: *never' "$TMP/cfg_lion.out"
+ok $? "stepgraph config prints Lion's settings and the speculation mode it resolved to"
 echo "1..$n"

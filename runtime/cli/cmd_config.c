@@ -106,6 +106,8 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
            offload_name(ds->zero.offload_optimizer.device), ds->zero.offload_optimizer.ratio,
            ds->zero.offload_optimizer.super_offload ? "on" : "off",
            ds->zero.offload_optimizer.cpuadam_cores_perc);
+    if (ds->zero.offload_optimizer.super_offload)
+        printf("speculation:      %s\n", r->speculation);
     printf("model:            %s (%lld parameters)\n", m->name,
            (long long)sg_model_total_params(m));
     printf("run:              max_length %lld, steps %lld, warmup_steps %lld, bench_steps %lld, "
