@@ -501,7 +501,8 @@ static int declare_buffers(compiler *c)
             if (c->mixed || cpu)
                 ch->master = tag(c, buffer(c, e, SG_F32, sp, 1, "master.sg%d%s", i, sfx),
                                  SG_BUF_MASTER, -1, -1, i);
-            ch->moments = tag(c, buffer(c, 2 * e, SG_F32, sp, 1, "adam_moments.sg%d%s", i, sfx),
+            ch->moments = tag(c, buffer(c, sg_optimizer_state_arrays(c->s->optimizer_state) * e,
+                                        SG_F32, sp, 1, "adam_moments.sg%d%s", i, sfx),
                               SG_BUF_MOMENTS, -1, -1, i);
             if (cpu) {
                 ch->ghost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d%s", i, sfx),

@@ -45,6 +45,20 @@ typedef struct sg_cast_costs {
     double link_bw, cpu_worker_bw, gpu_bw;
 } sg_cast_costs;
 
+/* The fp32 optimizer state a sub-group keeps per parameter, in its
+ * SG_BUF_MOMENTS buffer (the update rules: codelets/cpu/adam.h). */
+typedef enum sg_optimizer_state {
+    SG_STATE_ADAM = 0,   /* Adam: exp_avg then exp_avg_sq, two arrays */
+    SG_STATE_MOMENTUM,   /* Lion: exp_avg only */
+    SG_STATE_SQUARES,    /* Adagrad: exp_avg_sq (its sum of squares) only */
+} sg_optimizer_state;
+
+/* Arrays of the sub-group's length in its state buffer: 2 for Adam, else 1. */
+static inline int sg_optimizer_state_arrays(sg_optimizer_state s)
+{
+    return s == SG_STATE_ADAM ? 2 : 1;
+}
+
 typedef struct sg_step_spec {
     int zero_stage;                     /* 0..3 */
     int64_t dp_size;                    /* data-parallel ranks (>= 1) */
@@ -56,6 +70,7 @@ typedef struct sg_step_spec {
     int offload_optimizer;              /* optimizer state on the CPU */
     double offload_ratio;               /* share of sub-groups stepped on the CPU */
     int super_offload;                  /* speculation-then-validation */
+    sg_optimizer_state optimizer_state; /* SG_STATE_ADAM unless set */
     int64_t sub_group_size;             /* elements per optimizer sub-group */
     double gradient_clipping;           /* 0 = off */
     int64_t param_persistence_threshold;/* stage 3: units below are never gathered */

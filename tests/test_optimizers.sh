@@ -213,6 +213,22 @@ done
 [ "$(validates lion_so)" -eq 0 ] && [ "$(validates adagrad0_so)" -gt 0 ] &&
 	grep -q 'SuperOffload, waiting for the gradient norm' "$TMP/sim_lion_so.out"
 ok $? "simulate: Lion under SuperOffload has no validation tasks (it waits for the norm), Adagrad without decay has them"
+# one state array instead of Adam's two: 4 bytes less host memory per
+# offloaded parameter (tiny-llama, ZeRO 3, every sub-group on the host)
+for o in AdamW Lion Adagrad; do
+	"$BIN" graph "$TMP/adagrad_z3.json" --model tiny-llama --summary --set "optimizer={\"type\": \"$o\"}" \
+		2>/dev/null | sed -n 's/^peak memory, host: .*(persistent \([0-9.]*\) MiB)/\1/p' >"$TMP/host_$o.txt"
+done
+P=$("$BIN" config "$TMP/adagrad_z3.json" --model tiny-llama 2>/dev/null | sed -n 's/^model: .*(\([0-9]*\) parameters)/\1/p')
+"$PY" - "$P" "$(cat "$TMP/host_AdamW.txt")" "$(cat "$TMP/host_Lion.txt")" "$(cat "$TMP/host_Adagrad.txt")" <<'PYEOF'
+import sys
+p, adam, lion, adagrad = int(sys.argv[1]), *map(float, sys.argv[2:5])
+want = 4 * p / 2**20
+print("# persistent host MiB: AdamW %.1f, Lion %.1f, Adagrad %.1f; 4 B x %d parameters = %.2f MiB"
+      % (adam, lion, adagrad, p, want))
+sys.exit(0 if abs(adam - lion - want) <= 0.1 and lion == adagrad and want > 1 else 1)
+PYEOF
+ok $? "Lion and Adagrad keep one state array: 4 bytes per offloaded parameter less host memory than Adam"
 "$BIN" config "$TMP/lion_so.json" --model "$TMP/model.json" --max_length 16 >"$TMP/cfg_lion.out" 2>&1 &&
 	grep -q '^optimizer: *Lion lr 0.002 betas (0.9, 0.99) weight_decay 0.1' "$TMP/cfg_lion.out" &&
 	grep -q '^speculation: *never' "$TMP/cfg_lion.out"

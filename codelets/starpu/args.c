@@ -216,8 +216,11 @@ int sg_arg_adam_group(const sg_task_ctx *c, void *buffers[], sg_adam_group *a)
             sg_task_fail(c, SG_EINVAL, "parameters without an fp32 master must be fp32");
             return SG_EINVAL;
         }
+    /* one array (Lion's momentum or Adagrad's sum): both pointers on it, the
+     * rule touches only its own */
     a->m = sg_arg_ptr(buffers, mv);
-    a->v = a->m + (size_t)sg_arg_buffer(c, mv)->elems / 2;
+    a->v = c->shared->spec->optimizer_state == SG_STATE_ADAM
+               ? a->m + (size_t)sg_arg_buffer(c, mv)->elems / 2 : a->m;
     return SG_OK;
 }
 
@@ -366,6 +369,6 @@ int sg_arg_host_group(const sg_task_ctx *c, void *buffers[], sg_host_group *h)
     h->g = sg_arg_ptr(buffers, g);
     h->p = sg_arg_ptr(buffers, p);
     h->m = sg_arg_ptr(buffers, mv);
-    h->v = h->m + h->n;
+    h->v = c->shared->spec->optimizer_state == SG_STATE_ADAM ? h->m + h->n : h->m;
     return SG_OK;
 }

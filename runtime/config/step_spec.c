@@ -88,6 +88,9 @@ void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step
     s->offload_optimizer = ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU;
     s->offload_ratio = ds->zero.offload_optimizer.ratio;
     s->super_offload = ds->zero.offload_optimizer.super_offload;
+    s->optimizer_state = ds->optimizer.type == SG_OPT_LION      ? SG_STATE_MOMENTUM
+                         : ds->optimizer.type == SG_OPT_ADAGRAD ? SG_STATE_SQUARES
+                                                                : SG_STATE_ADAM;
     s->sub_group_size = ds->zero.sub_group_size;
     s->gradient_clipping = ds->gradient_clipping;
     s->param_persistence_threshold = ds->zero.stage3_param_persistence_threshold;

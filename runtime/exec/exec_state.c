@@ -195,7 +195,8 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
             void *p = sg_exec_acquire(x, b, load);
             if (!p)
                 return SG_EINVAL;
-            int64_t n2 = buf->elems / 2;
+            sg_optimizer_state os = x->shared.spec->optimizer_state;
+            int64_t n2 = buf->elems / sg_optimizer_state_arrays(os);
             sg_fill f = {.x = x, .dst = p, .offset = buf->subgroup_offset,
                          .elems = buf->role == SG_BUF_MOMENTS ? n2 : buf->elems,
                          .to_state = !load};
@@ -220,12 +221,16 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
                 f.src = &s->w;
                 each_piece_of(g, buf->subgroup, fill_piece, &f);
                 break;
-            case SG_BUF_MOMENTS:
-                f.src = &s->m;
-                each_piece_of(g, buf->subgroup, fill_piece, &f);
-                f.dst = (float *)p + n2;
-                f.src = &s->v;
-                each_piece_of(g, buf->subgroup, fill_piece, &f);
+            case SG_BUF_MOMENTS: /* m then v; Lion's m or Adagrad's v alone */
+                if (os != SG_STATE_SQUARES) {
+                    f.src = &s->m;
+                    each_piece_of(g, buf->subgroup, fill_piece, &f);
+                    f.dst = (float *)p + n2;
+                }
+                if (os != SG_STATE_MOMENTUM) {
+                    f.src = &s->v;
+                    each_piece_of(g, buf->subgroup, fill_piece, &f);
+                }
                 break;
             case SG_BUF_LOSS_SCALER_STATE:
                 if (scaler && buf->bytes == (int64_t)sizeof *scaler)
