@@ -468,28 +468,30 @@ static int h_betas(pstate *ps, const cJSON *it, const char *path)
     return SG_OK;
 }
 
-static int h_amsgrad(pstate *ps, const cJSON *it, const char *path)
+/* An optimizer flag whose true stepgraph does not run: refused, saying
+ * what true means (what) and who else refuses it (also). */
+static int refuse_true(pstate *ps, const cJSON *it, const char *path, const char *what,
+                       const char *also)
 {
     int b, rc = sg_json_bool(&ps->c, it, path, &b);
     if (rc)
         return rc;
     if (b)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: true is not supported by stepgraph (nor by DeepSpeed's FusedAdam, "
-                             "CPU Adam and CPU Adagrad)", path);
+        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: true%s is not supported by stepgraph%s",
+                             path, what, also);
     return SG_OK;
 }
 
-/* torch.optim.Adagrad's maximize: gradient ascent */
+static int h_amsgrad(pstate *ps, const cJSON *it, const char *path)
+{
+    return refuse_true(ps, it, path, "",
+                       " (nor by DeepSpeed's FusedAdam, CPU Adam and CPU Adagrad)");
+}
+
+/* torch.optim.Adagrad's maximize */
 static int h_maximize(pstate *ps, const cJSON *it, const char *path)
 {
-    int b, rc = sg_json_bool(&ps->c, it, path, &b);
-    if (rc)
-        return rc;
-    if (b)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: true (gradient ascent) is not supported by stepgraph", path);
-    return SG_OK;
+    return refuse_true(ps, it, path, " (gradient ascent)", "");
 }
 
 static int h_max_grad_norm(pstate *ps, const cJSON *it, const char *path)
@@ -522,6 +524,57 @@ static const field opt_param_fields[] = {
     FX("set_grad_none", X_BOOL),
 };
 
+/* A type of optimizer or scheduler with the keyword arguments its class
+ * takes (space-separated, padded with spaces). */
+typedef struct param_list {
+    const char *name;         /* as DeepSpeed and the error messages spell it */
+    int type;                 /* sg_optimizer_type or sg_lr_schedule */
+    const char *params;
+} param_list;
+
+static int list_takes(const param_list *pl, const char *key)
+{
+    char word[64];
+    if ((size_t)snprintf(word, sizeof word, " %s ", key) >= sizeof word)
+        return 0;
+    return strstr(pl->params, word) != NULL;
+}
+
+/* A known parameter (one of fields) of another type than self, given a
+ * value: DeepSpeed passes the params to the class as keyword arguments, and
+ * its constructor would raise a TypeError, so it is an error here too. The
+ * error names the types that take it (a list repeating an earlier one's
+ * parameters, AdamW's, is not named twice). exempt: a key left to the
+ * caller, or NULL. */
+static int check_foreign(pstate *ps, const cJSON *it, const char *path, const param_list *lists,
+                         size_t nlists, const param_list *self, const field *fields,
+                         size_t nfields, const char *exempt)
+{
+    for (const cJSON *k = it->child; k; k = k->next) {
+        const char *key = k->string ? k->string : "";
+        if (cJSON_IsNull(k) || list_takes(self, key) || !find_field(fields, nfields, key) ||
+            (exempt && strcmp(key, exempt) == 0))
+            continue;
+        char owners[128] = "";
+        for (size_t i = 0; i < nlists; i++) {
+            int repeat = 0;
+            for (size_t j = 0; j < i; j++)
+                repeat |= strcmp(lists[j].params, lists[i].params) == 0;
+            if (!repeat && list_takes(&lists[i], key))
+                snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s",
+                         owners[0] ? " and " : "", lists[i].name);
+        }
+        char kp[256];
+        join(kp, sizeof kp, path, key);
+        int n = (int)strlen(self->params) - 2; /* without the padding spaces */
+        return sg_json_error(&ps->c, SG_EINVAL,
+                             "%s is a parameter of %s, not of %s (DeepSpeed's %s does not take "
+                             "it; its parameters: %.*s)", kp, owners, self->name, self->name, n,
+                             self->params + 1);
+    }
+    return SG_OK;
+}
+
 /* The optimizer types, by the names DeepSpeed lower-cases, each with the
  * parameters its classes take (space-separated, padded with spaces): with
  * offload_optimizer DeepSpeedCPUAdam / DeepSpeedCPULion /
@@ -531,11 +584,7 @@ static const field opt_param_fields[] = {
 #define ADAM_PARAMS                                                                        \
     " lr betas eps weight_decay adam_w_mode torch_adam bias_correction amsgrad "           \
     "max_grad_norm fp32_optimizer_states foreach fused capturable "
-static const struct opt_type {
-    const char *name;         /* as the error messages spell it */
-    sg_optimizer_type type;
-    const char *params;
-} opt_types[] = {
+static const param_list opt_types[] = {
     {"Adam", SG_OPT_ADAM, ADAM_PARAMS},
     {"AdamW", SG_OPT_ADAMW, ADAM_PARAMS},
     {"Lion", SG_OPT_LION, " lr betas weight_decay fp32_optimizer_states set_grad_none max_grad_norm "},
@@ -546,52 +595,15 @@ static const struct opt_type {
 
 #define OPT_NAMES "\"Adam\", \"AdamW\", \"Lion\" or \"Adagrad\""
 
-static int opt_takes(const struct opt_type *ot, const char *key)
-{
-    char word[64];
-    if ((size_t)snprintf(word, sizeof word, " %s ", key) >= sizeof word)
-        return 0;
-    return strstr(ot->params, word) != NULL;
-}
-
-/* A parameter of another optimizer, given a value: DeepSpeed passes the
- * params to the class as keyword arguments, whose constructor would raise
- * a TypeError, so it is an error here too. */
-static int check_foreign_opt_params(pstate *ps, const cJSON *it, const char *path,
-                                    const struct opt_type *ot)
-{
-    for (const cJSON *k = it->child; k; k = k->next) {
-        const char *key = k->string ? k->string : "";
-        if (cJSON_IsNull(k) || opt_takes(ot, key) ||
-            !find_field(opt_param_fields, ARRAY_LEN(opt_param_fields), key))
-            continue;
-        char owners[128] = "";
-        for (size_t i = 1; i < ARRAY_LEN(opt_types); i++) /* AdamW: Adam's */
-            if (opt_takes(&opt_types[i], key) && opt_types[i].type != SG_OPT_ADAMW)
-                snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s",
-                         owners[0] ? " and " : "", opt_types[i].name);
-        if (opt_takes(&opt_types[0], key))
-            snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%sAdam",
-                     owners[0] ? " and " : "");
-        char kp[256];
-        join(kp, sizeof kp, path, key);
-        int n = (int)strlen(ot->params) - 2; /* without the padding spaces */
-        return sg_json_error(&ps->c, SG_EINVAL,
-                             "%s is a parameter of %s, not of %s (DeepSpeed's %s does not take "
-                             "it; its parameters: %.*s)", kp, owners, ot->name, ot->name, n,
-                             ot->params + 1);
-    }
-    return SG_OK;
-}
-
 static int h_opt_params(pstate *ps, const cJSON *it, const char *path)
 {
     int rc = need_object(ps, it, path);
     if (rc)
         return rc;
     for (size_t i = 0; i < ARRAY_LEN(opt_types); i++)
-        if (opt_types[i].type == ps->ds->optimizer.type &&
-            (rc = check_foreign_opt_params(ps, it, path, &opt_types[i])))
+        if (opt_types[i].type == (int)ps->ds->optimizer.type &&
+            (rc = check_foreign(ps, it, path, opt_types, ARRAY_LEN(opt_types), &opt_types[i],
+                                opt_param_fields, ARRAY_LEN(opt_param_fields), NULL)))
             return rc;
     return walk(ps, it, path, opt_param_fields, ARRAY_LEN(opt_param_fields));
 }
@@ -617,7 +629,7 @@ static int h_optimizer(pstate *ps, const cJSON *it, const char *path)
         return sg_json_type_error(&ps->c, type, kp, "a string (" OPT_NAMES ")");
     const char *t = type->valuestring;
     /* DeepSpeed lower-cases the names of its own optimizers */
-    const struct opt_type *found = NULL;
+    const param_list *found = NULL;
     for (size_t i = 0; i < ARRAY_LEN(opt_types); i++)
         if (strcasecmp(t, opt_types[i].name) == 0)
             found = &opt_types[i];
@@ -625,7 +637,7 @@ static int h_optimizer(pstate *ps, const cJSON *it, const char *path)
         return sg_json_error(&ps->c, SG_ENOTSUP,
                              "%s: \"%s\" is not supported by stepgraph (expected " OPT_NAMES ")",
                              kp, t);
-    ds->optimizer.type = found->type;
+    ds->optimizer.type = (sg_optimizer_type)found->type;
     if (found->type == SG_OPT_ADAGRAD) {
         /* DeepSpeedCPUAdagrad's and torch.optim.Adagrad's defaults */
         ds->optimizer.lr = 1e-2;
@@ -712,11 +724,7 @@ static const field sched_param_fields[] = {
 /* The schedulers of deepspeed/runtime/lr_schedules.py, by their class
  * names, each with the parameters its constructor takes (space-separated,
  * padded with spaces). */
-static const struct sched_type {
-    const char *name;
-    sg_lr_schedule type;
-    const char *params;
-} sched_types[] = {
+static const param_list sched_types[] = {
     {"WarmupLR", SG_SCHED_WARMUP_LR,
      " warmup_min_lr warmup_max_lr warmup_num_steps warmup_type last_batch_iteration "},
     {"WarmupDecayLR", SG_SCHED_WARMUP_DECAY_LR,
@@ -734,48 +742,12 @@ static const struct sched_type {
      "lr_range_test_staircase last_batch_iteration "},
 };
 
-static const struct sched_type *sched_type_of(sg_lr_schedule type)
+static const param_list *sched_type_of(sg_lr_schedule type)
 {
     for (size_t i = 0; i < ARRAY_LEN(sched_types); i++)
-        if (sched_types[i].type == type)
+        if (sched_types[i].type == (int)type)
             return &sched_types[i];
     return NULL;
-}
-
-static int sched_takes(const struct sched_type *st, const char *key)
-{
-    char word[64];
-    if ((size_t)snprintf(word, sizeof word, " %s ", key) >= sizeof word)
-        return 0;
-    return strstr(st->params, word) != NULL;
-}
-
-/* A parameter of another scheduler, given a value: DeepSpeed's constructor
- * would raise a TypeError for it, so it is an error here too (WarmupLR's
- * total_num_steps excepted: a warning, below). */
-static int check_foreign_params(pstate *ps, const cJSON *it, const char *path,
-                                const struct sched_type *st)
-{
-    for (const cJSON *k = it->child; k; k = k->next) {
-        const char *key = k->string ? k->string : "";
-        if (cJSON_IsNull(k) || sched_takes(st, key) ||
-            !find_field(sched_param_fields, ARRAY_LEN(sched_param_fields), key) ||
-            (st->type == SG_SCHED_WARMUP_LR && strcmp(key, "total_num_steps") == 0))
-            continue;
-        char owners[128] = "";
-        for (size_t i = 0; i < ARRAY_LEN(sched_types); i++)
-            if (sched_takes(&sched_types[i], key))
-                snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s",
-                         owners[0] ? " and " : "", sched_types[i].name);
-        char kp[256];
-        join(kp, sizeof kp, path, key);
-        int n = (int)strlen(st->params) - 2; /* without the padding spaces */
-        return sg_json_error(&ps->c, SG_EINVAL,
-                             "%s is a parameter of %s, not of %s (DeepSpeed's %s does not take "
-                             "it; its parameters: %.*s)", kp, owners, st->name, st->name, n,
-                             st->params + 1);
-    }
-    return SG_OK;
 }
 
 static int h_sched_params(pstate *ps, const cJSON *it, const char *path)
@@ -784,8 +756,11 @@ static int h_sched_params(pstate *ps, const cJSON *it, const char *path)
     if (rc)
         return rc;
     sg_ds_config *ds = ps->ds;
-    const struct sched_type *st = sched_type_of(ds->scheduler.type);
-    if (st && (rc = check_foreign_params(ps, it, path, st)))
+    /* WarmupLR's total_num_steps: a warning, below */
+    const param_list *st = sched_type_of(ds->scheduler.type);
+    if (st && (rc = check_foreign(ps, it, path, sched_types, ARRAY_LEN(sched_types), st,
+                                  sched_param_fields, ARRAY_LEN(sched_param_fields),
+                                  st->type == SG_SCHED_WARMUP_LR ? "total_num_steps" : NULL)))
         return rc;
     if ((rc = walk(ps, it, path, sched_param_fields, ARRAY_LEN(sched_param_fields))))
         return rc;
@@ -827,7 +802,7 @@ static int h_scheduler(pstate *ps, const cJSON *it, const char *path)
     if (!cJSON_IsString(type))
         return sg_json_type_error(&ps->c, type, kp, "a string (" SCHED_NAMES ")");
     const char *t = type->valuestring;
-    const struct sched_type *found = NULL, *nearly = NULL;
+    const param_list *found = NULL, *nearly = NULL;
     for (size_t i = 0; i < ARRAY_LEN(sched_types); i++) {
         if (strcmp(t, sched_types[i].name) == 0)
             found = &sched_types[i];
@@ -843,7 +818,7 @@ static int h_scheduler(pstate *ps, const cJSON *it, const char *path)
         return sg_json_error(&ps->c, SG_ENOTSUP,
                              "%s: \"%s\" is not supported by stepgraph (expected " SCHED_NAMES
                              ")", kp, t);
-    ps->ds->scheduler.type = found->type;
+    ps->ds->scheduler.type = (sg_lr_schedule)found->type;
     return walk(ps, it, path, sched_fields, ARRAY_LEN(sched_fields));
 }
 
