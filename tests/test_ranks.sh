@@ -3,7 +3,8 @@
 # under mpirun, one CPU worker each, against one process with the same
 # global batch (micro batch x N), compared by tests/ranks_compare.py on the
 # losses and gradient norms of 10 steps (relative 1e-5 in fp32; NaN fails):
-# ZeRO 0, 1, 2, 3 (with accumulation), the optimizer offloaded, SuperOffload,
+# ZeRO 0, 1, 2, 3 (with accumulation), the optimizer offloaded (Adam, Lion,
+# Adagrad), SuperOffload,
 # 3 ranks whose units do not divide by 3 (padding), bf16 and fp16 (stated
 # tolerances);
 # then the faults: kill -9 of one rank ends the others (mpirun) within 30 s,
@@ -59,7 +60,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..20"
+echo "1..22"
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&
@@ -75,6 +76,24 @@ case2 off '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device"
 ok $? "ZeRO 3, optimizer offloaded, several sub-groups: 2 ranks = 1 rank within 1e-5"
 case2 so '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu", "super_offload": true}}' 1
 ok $? "SuperOffload: 2 ranks = 1 rank within 1e-5"
+# case2_opt NAME OPTIMIZER-JSON: case2 at ZeRO 3 offloaded with another optimizer
+case2_opt() {
+	ds "$1_1" 2 1 '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu"}}'
+	ds "$1_2" 1 1 '{"stage": 3, "sub_group_size": 100000, "offload_optimizer": {"device": "cpu"}}'
+	for f in "$1_1" "$1_2"; do
+		"$PY" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+c["optimizer"] = json.loads(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"))' "$TMP/$f.json" "$2"
+	done
+	one "$1_one" "$1_1"
+	many "$1_two" 2 "$1_2"
+	compare "$1_one" "$1_two" 1e-5
+}
+case2_opt lion '{"type": "Lion", "params": {"lr": 3e-4, "betas": [0.9, 0.99], "weight_decay": 0.1}}'
+ok $? "Lion, ZeRO 3 offloaded in sub-groups: 2 ranks = 1 rank within 1e-5"
+case2_opt adagrad '{"type": "Adagrad", "params": {"lr": 0.02, "lr_decay": 0.1, "initial_accumulator_value": 0.1, "weight_decay": 0.01}}'
+ok $? "Adagrad, ZeRO 3 offloaded in sub-groups: 2 ranks = 1 rank within 1e-5"
 # 2 CPU workers per rank, dmdas, 3 steps in flight, SuperOffload with adaptive
 # speculation (the waiting graph on some steps): the same collectives in the
 # same order on both ranks whatever the scheduling
