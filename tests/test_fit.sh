@@ -95,18 +95,34 @@ ok $? "nothing fits 1 GB: said so"
 [ $? -ne 0 ] && ! [ -e "$TMP/none.json" ] && grep -q "no model fits" "$TMP/none.err"
 ok $? "nothing fits with --write-model: an error, no file"
 
-# the whole range --help allows: candidates whose Adam state alone exceeds the
-# machine (12 bytes per parameter) are not compiled but reported as not fitting
+# the whole range --help allows: candidates whose optimizer state alone exceeds
+# the machine (Adam: 12 bytes per parameter) are not compiled but reported as not fitting
 # (up to 65536 the search used to abort on the compiler's chunk limit), and the
 # answer is the one of the default range
 SO8="$SRC/configs/llama-3.1-8b-superoffload.json"
 "$BIN" fit "$SO8" --machine gh200 >"$TMP/def.out" 2>/dev/null &&
 	"$BIN" fit "$SO8" --machine gh200 --max-hidden 65536 >"$TMP/wide.out" 2>"$TMP/wide.err" &&
-	grep -q '^  65536 .* no .*(Adam state > memory)' "$TMP/wide.out" &&
-	grep -q "hidden 65536.*does not fit: Adam's fp32 state alone is [0-9.]* GB per rank" "$TMP/wide.err" &&
+	grep -q '^  65536 .* no .*(optimizer state > memory)' "$TMP/wide.out" &&
+	grep -q "hidden 65536.*does not fit: the optimizer's fp32 state alone is [0-9.]* GB per rank" "$TMP/wide.err" &&
 	[ "$(grep '^largest that fits' "$TMP/def.out")" = "$(grep '^largest that fits' "$TMP/wide.out")" ] &&
 	[ -n "$(grep '^largest that fits' "$TMP/def.out")" ]
 ok $? "--max-hidden 65536: the widest candidates are too large for Adam's state alone, not fitting; the same answer as the default range"
+# Lion keeps one state array where Adam keeps two: its state is 8 bytes per
+# parameter against 12 (the same candidate's figure is 2/3 of Adam's), and
+# the largest model that fits is at least as large
+"$BIN" fit "$SO8" --machine gh200 --max-hidden 65536 --set 'optimizer={"type": "Lion"}' \
+	>"$TMP/lion.out" 2>"$TMP/lion.err" &&
+	"$PY" - "$TMP/wide.err" "$TMP/lion.err" "$TMP/wide.out" "$TMP/lion.out" <<'PYEOF'
+import re, sys
+gb = [float(re.search(r"hidden 65536.*state alone is ([0-9.]+) GB", open(f).read()).group(1))
+      for f in sys.argv[1:3]]
+size = [float(re.search(r"^largest that fits: .*, ([0-9.]+) B parameters", open(f).read(),
+                        re.M).group(1)) for f in sys.argv[3:5]]
+print("# hidden 65536: state %.1f GB (Adam), %.1f GB (Lion); largest that fits %.2f B (Adam), "
+      "%.2f B (Lion)" % (gb[0], gb[1], size[0], size[1]))
+sys.exit(0 if abs(gb[1] / gb[0] - 8 / 12) < 1e-3 and size[1] >= size[0] else 1)
+PYEOF
+ok $? "Lion: 8 bytes of state per parameter against Adam's 12, and a largest model at least as large"
 
 # refuse ARGS... PATTERN: exits non-zero with PATTERN in its one-line message
 refuse() {

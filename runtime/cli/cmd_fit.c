@@ -104,10 +104,10 @@ static void print_table(const sg_fit_result *r, const sg_machine *mach, const sg
             snprintf(tf, sizeof tf, "%.0f", p->tflops);
         else
             snprintf(tf, sizeof tf, "-");
-        if (p->not_compiled) { // Adam's state alone is too large: no graph, no peaks
+        if (p->not_compiled) { // the optimizer's state alone is too large: no graph, no peaks
             printf("%7lld %5lld%s %12.2f %13s %14s %5s %14s %7s  %s\n", (long long)p->hidden,
                    (long long)p->layers, p->on_rule ? " " : "*", (double)p->params / 1e9, "-",
-                   "-", "no", "-", "-", "(Adam state > memory)");
+                   "-", "no", "-", "-", "(optimizer state > memory)");
             continue;
         }
         printf("%7lld %5lld%s %12.2f %13.1f %14.1f %5s %14.0f %7s  %s\n", (long long)p->hidden,

@@ -39,8 +39,9 @@ static int push(sg_fit_result *r, const sg_fit_point *p, sg_error *err)
     return SG_OK;
 }
 
-/* Adam's fp32 state alone (master, m and v: 12 bytes per parameter, sharded
- * over the ranks) beyond one rank's memories together cannot fit: such a
+/* The optimizer's fp32 state alone (master and Adam's m and v: 12 bytes per
+ * parameter; Lion's or Adagrad's one array: 8; sharded over the ranks)
+ * beyond one rank's memories together cannot fit: such a
  * candidate is not compiled (far past the largest that fits, its graph would
  * pass the compiler's limits, e.g. 10^6 optimizer chunks). Fills p and
  * returns 1 for one. */
@@ -48,15 +49,17 @@ static int too_large(const search *s, sg_fit_point *p)
 {
     const sg_machine *m = s->mach;
     double cap = m->cpu_memory_gb * 1e9 + (m->unified_memory ? 0.0 : m->gpu_memory_gb * 1e9);
-    double state = 12.0 * (double)p->params / (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
+    double per_param = 4.0 * (1 + sg_optimizer_state_arrays(s->spec.optimizer_state));
+    double state = per_param * (double)p->params /
+                   (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
     if (state <= cap)
         return 0;
     p->gpu_capacity = (m->unified_memory ? m->cpu_memory_gb : m->gpu_memory_gb) * 1e9;
     p->host_capacity = m->cpu_memory_gb * 1e9;
     p->bound_s = NAN;
     p->not_compiled = 1;
-    snprintf(p->why, sizeof p->why, "Adam's fp32 state alone is %.1f GB per rank, more than the "
-             "%.1f GB of %s's memories together", state / 1e9, cap / 1e9, m->name);
+    snprintf(p->why, sizeof p->why, "the optimizer's fp32 state alone is %.1f GB per rank, more "
+             "than the %.1f GB of %s's memories together", state / 1e9, cap / 1e9, m->name);
     return 1;
 }
 
