@@ -143,6 +143,8 @@ typedef struct compiler {
     int *unit_kept;            /* stage 3: gathered params kept until backward */
     int *unit_full;            /* stage 1/2: full parameter buffer */
     int *unit_gbuf;            /* gathered buffer (stage 3) */
+    int *unit_shard;           /* parameter offload: the device copy of a gathered unit's
+                                  pieces, or -1 */
     int *unit_grad;            /* full gradient buffer per unit */
     int *sg_lowest_unit;       /* lowest unit a sub-group touches */
     int *sg_first_piece;       /* nsubgroups + 1 CSR over `sg_piece_idx` */
@@ -177,7 +179,8 @@ typedef struct access_list {
     int n, cap;
 } access_list;
 
-static int al_push(access_list *l, int buf, sg_access_mode mode)
+/* An access to `bytes` of buffer buf (0: all of it). */
+static int al_push_part(access_list *l, int buf, sg_access_mode mode, int64_t bytes)
 {
     if (l->n == l->cap) {
         int ncap = l->cap ? l->cap * 2 : MAX_ACCESS_FIXED;
@@ -187,8 +190,13 @@ static int al_push(access_list *l, int buf, sg_access_mode mode)
         l->a = p;
         l->cap = ncap;
     }
-    l->a[l->n++] = (sg_access){buf, mode};
+    l->a[l->n++] = (sg_access){buf, mode, bytes};
     return SG_OK;
+}
+
+static int al_push(access_list *l, int buf, sg_access_mode mode)
+{
+    return al_push_part(l, buf, mode, 0);
 }
 
 static int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
@@ -373,19 +381,22 @@ static int declare_buffers(compiler *c)
     c->unit_kept = calloc(nu, sizeof(int));
     c->unit_full = malloc(nu * sizeof(int));
     c->unit_gbuf = malloc(nu * sizeof(int));
+    c->unit_shard = malloc(nu * sizeof(int));
     c->unit_grad = malloc(nu * sizeof(int));
     c->sg_master = malloc((size_t)(N + 1) * sizeof(int));
     c->sg_moments = malloc((size_t)(N + 1) * sizeof(int));
     if (!c->sg_master || !c->sg_moments)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
     if (!c->unit_gathered || !c->unit_kept || !c->unit_full || !c->unit_gbuf ||
-        !c->unit_grad)
+        !c->unit_shard || !c->unit_grad)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
 
-    /* parameter and gradient pieces of this rank's partition */
+    /* parameter and gradient pieces of this rank's partition; with parameter
+     * offload the parameters live on the host */
+    sg_mem_space param_space = s->offload_param ? SG_MEM_HOST : SG_MEM_GPU;
     for (int p = 0; p < c->npieces; p++) {
         piece *pc = &c->pieces[p];
-        pc->pbuf = buffer(c, pc->elems, c->cd, SG_MEM_GPU, 1, "param.%d.sg%d",
+        pc->pbuf = buffer(c, pc->elems, c->cd, param_space, 1, "param.%d.sg%d",
                           pc->unit, pc->subgroup);
         pc->gbuf = buffer(c, pc->elems, c->cd, SG_MEM_GPU, 0, "grad_shard.%d.sg%d",
                           pc->unit, pc->subgroup);
@@ -405,12 +416,26 @@ static int declare_buffers(compiler *c)
     int64_t reuse = 0;
     for (int u = c->units - 1; u >= 0; u--) {
         int64_t pu = sg_model_unit_params(m, u);
-        c->unit_full[u] = c->unit_gbuf[u] = -1;
+        c->unit_full[u] = c->unit_gbuf[u] = c->unit_shard[u] = -1;
         if (s->zero_stage == 3 && pu >= s->param_persistence_threshold) {
             c->unit_gathered[u] = 1;
             c->unit_kept[u] = reuse <= s->max_reuse_distance ||
                               (u == 0 && m->tie_word_embeddings);
             reuse += pu;
+            c->unit_gbuf[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u),
+                                  SG_BUF_GATHERED, u, -1, -1);
+            if (s->offload_param) {
+                const piece *first = &c->pieces[c->unit_first_piece[u]];
+                int id = buffer(c, sg_unit_shard_elems(m, s, u), c->cd, SG_MEM_GPU, 0,
+                                "param_shard.%d", u);
+                c->unit_shard[u] = tag(c, id, SG_BUF_PARAM_SHARD, u, -1, -1);
+                if (id >= 0)
+                    c->g->buffers[id].unit_offset = first->unit_offset;
+            }
+        } else if (s->offload_param) {
+            /* a unit every rank holds whole, its pieces on the host: copied
+             * to the device before use, kept until its backward (it is small) */
+            c->unit_kept[u] = 1;
             c->unit_gbuf[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u),
                                   SG_BUF_GATHERED, u, -1, -1);
         } else if (s->zero_stage == 1 || s->zero_stage == 2) {
@@ -419,7 +444,9 @@ static int declare_buffers(compiler *c)
         }
         c->unit_grad[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "grad.%d", u),
                               SG_BUF_GRAD, u, -1, -1);
-        if (c->unit_grad[u] < 0 || (c->unit_gathered[u] && c->unit_gbuf[u] < 0))
+        if (c->unit_grad[u] < 0 || ((c->unit_gathered[u] || s->offload_param) &&
+                                    c->unit_gbuf[u] < 0) ||
+            (c->unit_gathered[u] && s->offload_param && c->unit_shard[u] < 0))
             return SG_ENOMEM;
     }
 
@@ -511,13 +538,16 @@ static int declare_buffers(compiler *c)
                     ch->ghost32 = tag(c, buffer(c, e, SG_F32, SG_MEM_HOST, 0,
                                                 "grad_host_f32.sg%d%s", i, sfx),
                                       SG_BUF_GRAD_HOST_F32, -1, -1, i);
-                    ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "param_host.sg%d%s", i,
-                                              sfx),
-                                    SG_BUF_PARAM_HOST, -1, -1, i);
+                    /* offloaded parameters take the cast directly */
+                    if (!s->offload_param)
+                        ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0,
+                                                  "param_host.sg%d%s", i, sfx),
+                                        SG_BUF_PARAM_HOST, -1, -1, i);
                 }
             }
             if (ch->moments < 0 || ((c->mixed || cpu) && ch->master < 0) ||
-                (cpu && ch->ghost < 0) || (cpu && c->mixed && (ch->ghost32 < 0 || ch->phost < 0)))
+                (cpu && ch->ghost < 0) || (cpu && c->mixed && ch->ghost32 < 0) ||
+                (cpu && c->mixed && !s->offload_param && ch->phost < 0))
                 return SG_ENOMEM;
             int ids[] = {ch->master, ch->moments, ch->ghost, ch->ghost32, ch->phost};
             for (size_t b = 0; b < sizeof ids / sizeof ids[0]; b++) {
@@ -563,7 +593,10 @@ static int64_t collective_bytes(const compiler *c, int64_t elems, double factor)
  * link: the host gradients to the GPU and their fp32 copy back (2 + 4 bytes),
  * the fp32 master to the GPU and the cast parameters back (4 + 2 bytes). The
  * GPU wins only where 12 n / gpu_bw + 12 n / link_bw < 12 n / (cpu_bw * W);
- * without cost figures (spec.cast_costs zero) the casts stay on the CPU. */
+ * without cost figures (spec.cast_costs zero) the casts stay on the CPU.
+ * With parameter offload the parameter cast writes host memory and always
+ * runs on the CPU (param_cast_node): the choice is the gradient cast's, 6
+ * bytes on each side of the same inequality. */
 static int resolve_cast_placement(compiler *c)
 {
     int N = c->lay.nsubgroups;
@@ -578,7 +611,7 @@ static int resolve_cast_placement(compiler *c)
             int64_t nch = c->sg_first_chunk[i + 1] - c->sg_first_chunk[i];
             if ((double)nch < workers)
                 workers = (double)nch; /* an untiled sub-group's cast is one task */
-            double bytes = 12.0 * (double)subgroup_elems(c, i);
+            double bytes = (c->s->offload_param ? 6.0 : 12.0) * (double)subgroup_elems(c, i);
             pl = SG_CAST_CPU;
             if (k->cpu_worker_bw > 0 && k->gpu_bw > 0 && k->link_bw > 0 &&
                 bytes / k->gpu_bw + bytes / k->link_bw < bytes / (k->cpu_worker_bw * workers))
@@ -597,23 +630,69 @@ static int push_comm_order(compiler *c, access_list *l)
     return c->comm_order >= 0 ? al_push(l, c->comm_order, SG_RW) : SG_OK;
 }
 
+/* "allgather.fwd.layer3.mb0", or without the micro-step "allgather.step.layer3". */
+static void unit_step_name(const compiler *c, char *name, size_t size, const char *what,
+                           const char *why, int u, int micro)
+{
+    char lab[24];
+    unit_label(c, u, lab, sizeof lab);
+    if (micro >= 0)
+        snprintf(name, size, "%s.%s.%s.mb%d", what, why, lab, micro);
+    else
+        snprintf(name, size, "%s.%s.%s", what, why, lab);
+}
+
 static int emit_allgather(compiler *c, access_list *l, int u, int micro, const char *why)
 {
-    char lab[24], name[SG_IR_NAME_MAX];
+    char name[SG_IR_NAME_MAX];
     int rc;
-    for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++)
-        if ((rc = al_push(l, c->pieces[p].pbuf, SG_R)))
+    if (c->unit_shard[u] >= 0) {
+        if ((rc = al_push(l, c->unit_shard[u], SG_R)))
             return rc;
+    } else {
+        for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++)
+            if ((rc = al_push(l, c->pieces[p].pbuf, SG_R)))
+                return rc;
+    }
     int target = c->unit_gbuf[u] >= 0 ? c->unit_gbuf[u] : c->unit_full[u];
     if ((rc = al_push(l, target, SG_W)) || (rc = push_comm_order(c, l)))
         return rc;
     int64_t pu = sg_model_unit_params(c->m, u);
-    if (micro >= 0)
-        snprintf(name, sizeof name, "allgather.%s.%s.mb%d", why, unit_label(c, u, lab, sizeof lab), micro);
-    else
-        snprintf(name, sizeof name, "allgather.%s.%s", why, unit_label(c, u, lab, sizeof lab));
+    unit_step_name(c, name, sizeof name, "allgather", why, u, micro);
     return node(c, l, SG_OP_ALLGATHER, SG_DEV_LINK, u, micro, -1, 0.0, SG_LINK_NET,
                 collective_bytes(c, pu, 1.0), name);
+}
+
+/* Unit u's parameters made ready on the device before its forward or
+ * backward (stage 3). With parameter offload its pieces first cross the
+ * link: into its shard buffer when it is gathered, else straight into its
+ * device buffer (a unit every rank holds whole). */
+static int emit_fetch(compiler *c, access_list *l, int u, int micro, const char *why)
+{
+    char name[SG_IR_NAME_MAX];
+    int rc;
+    if (c->s->offload_param) {
+        int64_t bytes = 0;
+        for (int p = c->unit_first_piece[u]; p < c->unit_first_piece[u + 1]; p++) {
+            if ((rc = al_push(l, c->pieces[p].pbuf, SG_R)))
+                return rc;
+            bytes += c->g->buffers[c->pieces[p].pbuf].bytes;
+        }
+        int dst = c->unit_shard[u] >= 0 ? c->unit_shard[u] : c->unit_gbuf[u];
+        if ((rc = al_push(l, dst, SG_W)))
+            return rc;
+        unit_step_name(c, name, sizeof name, "h2d.param", why, u, micro);
+        if ((rc = node(c, l, SG_OP_H2D, SG_DEV_LINK, u, micro, -1, 0.0, SG_LINK_H2D, bytes,
+                       name)) < 0)
+            return rc;
+    }
+    return c->unit_gathered[u] ? emit_allgather(c, l, u, micro, why) : SG_OK;
+}
+
+/* Whether unit u's parameters are fetched before use (stage 3). */
+static int unit_fetched(const compiler *c, int u)
+{
+    return c->unit_gathered[u] || c->s->offload_param;
 }
 
 /* Buffers of one micro-step. Per unit and batch tile: index u * ntiles + t
@@ -955,7 +1034,7 @@ static int emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
     int rc;
     int ckpt = c->s->activation_checkpointing;
     for (int u = 0; u < c->units; u++) {
-        if (c->unit_gathered[u] && (rc = emit_allgather(c, l, u, mb, "fwd")) < 0)
+        if (unit_fetched(c, u) && (rc = emit_fetch(c, l, u, mb, "fwd")) < 0)
             return rc;
         for (int t = 0; t < c->ntiles; t++) {
             int i = TI(c, u, t);
@@ -1073,9 +1152,14 @@ static int push_chunk_pieces(compiler *c, access_list *l, const opt_chunk *ch, i
         if (phi <= lo || plo >= hi)
             continue;
         sg_access_mode m = mode;
-        if (mode == SG_W && (plo < lo || phi > hi))
+        int cut = plo < lo || phi > hi;
+        if (mode == SG_W && cut)
             m = SG_RW;
-        if ((rc = al_push(l, grads ? pc->gbuf : pc->pbuf, m)))
+        /* a cut piece: the node touches the overlap only */
+        int64_t overlap = (phi < hi ? phi : hi) - (plo > lo ? plo : lo);
+        int buf = grads ? pc->gbuf : pc->pbuf;
+        int64_t esize = (int64_t)sg_dtype_size(c->g->buffers[buf].dtype);
+        if ((rc = al_push_part(l, buf, m, cut ? overlap * esize : 0)))
             return rc;
     }
     return SG_OK;
@@ -1090,11 +1174,10 @@ static sg_device_class cast_device(const compiler *c, int i, int *pinned)
     return pl == SG_CAST_GPU ? SG_DEV_GPU : SG_DEV_CPU;
 }
 
-static int cast_node(compiler *c, access_list *l, int i, const opt_chunk *ch, const char *what)
+static int cast_node_on(compiler *c, access_list *l, int i, const opt_chunk *ch,
+                        const char *what, sg_device_class dev, int pinned)
 {
     char name[SG_IR_NAME_MAX];
-    int pinned;
-    sg_device_class dev = cast_device(c, i, &pinned);
     chunk_name(name, sizeof name, what, ch);
     int rc = node(c, l, SG_OP_CAST, dev, -1, -1, i, (double)ch->elems, SG_LINK_NONE, 0, name);
     if (rc >= 0) {
@@ -1102,6 +1185,13 @@ static int cast_node(compiler *c, access_list *l, int i, const opt_chunk *ch, co
         c->g->nodes[rc].pinned = pinned;
     }
     return rc;
+}
+
+static int cast_node(compiler *c, access_list *l, int i, const opt_chunk *ch, const char *what)
+{
+    int pinned;
+    sg_device_class dev = cast_device(c, i, &pinned);
+    return cast_node_on(c, l, i, ch, what, dev, pinned);
 }
 
 /* Appends a node of chunk ch (its tile set). */
@@ -1183,6 +1273,16 @@ static int emit_cpu_finish(compiler *c, access_list *l, int i)
             if ((rc = chunk_node(c, l, ch, SG_OP_VALIDATE, SG_DEV_CPU, 2.0 * (double)ch->elems,
                                  SG_LINK_NONE, 0, "validate")) < 0)
                 return rc;
+        }
+        if (c->s->offload_param) {
+            /* the parameters live on the host: the master goes straight into
+             * the pieces, on a CPU worker (a copy in fp32) */
+            if ((rc = al_push(l, ch->master, SG_R)) || (rc = push_chunk_pieces(c, l, ch, 0, SG_W)))
+                return rc;
+            if ((rc = cast_node_on(c, l, i, ch, c->mixed ? "cast.param" : "copy.param",
+                                   SG_DEV_CPU, 1)) < 0)
+                return rc;
+            continue;
         }
         int src = ch->master;
         if (c->mixed) {
@@ -1320,8 +1420,7 @@ static int emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
     int ckpt = c->s->activation_checkpointing;
     for (int u = c->units - 1; u >= 0; u--) {
         unit_label(c, u, lab, sizeof lab);
-        if (c->unit_gathered[u] && !c->unit_kept[u] &&
-            (rc = emit_allgather(c, l, u, mb, "bwd")) < 0)
+        if (unit_fetched(c, u) && !c->unit_kept[u] && (rc = emit_fetch(c, l, u, mb, "bwd")) < 0)
             return rc;
         for (int t = 0; t < c->ntiles; t++) {
             int i = TI(c, u, t);
@@ -1467,6 +1566,9 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
                             "offloaded to the CPU");
     if (s->offload_optimizer && s->zero_stage == 0)
         return sg_error_set(err, SG_EINVAL, "optimizer offload needs ZeRO stage 1, 2 or 3");
+    if (s->offload_param && (s->zero_stage != 3 || !s->offload_optimizer || s->offload_ratio < 1))
+        return sg_error_set(err, SG_EINVAL, "parameter offload needs ZeRO stage 3 with every "
+                            "sub-group's optimizer offloaded to the CPU (offload ratio 1)");
     if (s->compute_dtype != SG_F32 && s->compute_dtype != SG_BF16 && s->compute_dtype != SG_F16)
         return sg_error_set(err, SG_EINVAL, "compute dtype must be f32, bf16 or f16");
     if (sg_model_num_units(m) < 3)
@@ -1498,6 +1600,7 @@ static void compiler_free(compiler *c)
     free(c->unit_kept);
     free(c->unit_full);
     free(c->unit_gbuf);
+    free(c->unit_shard);
     free(c->unit_grad);
     free(c->sg_lowest_unit);
     free(c->sg_first_piece);

@@ -161,10 +161,11 @@ int sg_graph_finalize(sg_graph *g, sg_error *err)
         node->bytes_read = node->bytes_written = 0;
         for (int i = 0; i < node->naccess && rc == SG_OK; i++) {
             const sg_access *a = &node->access[i];
+            int64_t bytes = a->bytes > 0 ? a->bytes : g->buffers[a->buffer].bytes;
             if (a->mode & SG_R)
-                node->bytes_read += g->buffers[a->buffer].bytes;
+                node->bytes_read += bytes;
             if (a->mode & SG_W)
-                node->bytes_written += g->buffers[a->buffer].bytes;
+                node->bytes_written += bytes;
             rc = replay_access(g, &st[a->buffer], n, a, err);
         }
     }

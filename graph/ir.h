@@ -50,6 +50,8 @@ typedef enum sg_buf_role {
     SG_BUF_PARAM_PIECE,          /* this rank's part of a unit in one sub-group */
     SG_BUF_GRAD_PIECE,           /* its reduced gradient */
     SG_BUF_GATHERED,             /* stage 3: a unit's gathered parameters */
+    SG_BUF_PARAM_SHARD,          /* stage 3, parameters offloaded: this rank's pieces of a
+                                    unit copied to the device, end to end, for its all-gather */
     SG_BUF_PARAM_FULL,           /* stage 1/2: a unit's full parameters */
     SG_BUF_GRAD,                 /* a unit's full gradient, before reduction */
     SG_BUF_GRAD_NORM,            /* [global norm of the unscaled gradients, 1/loss scale] */
@@ -107,6 +109,8 @@ typedef struct sg_buffer {
 typedef struct sg_access {
     int buffer;
     sg_access_mode mode;
+    int64_t bytes;               /* the part of the buffer the node touches (a chunk's
+                                    overlap of a parameter piece); 0 = all of it */
 } sg_access;
 
 typedef struct sg_node {

@@ -137,7 +137,7 @@ static int build_graph(sg_graph *g, int64_t n, int64_t tile, sg_error *err)
             g->buffers[ids[b]].subgroup_offset = off;
             g->buffers[ids[b]].tile = k;
         }
-        sg_access acc[3] = {{ids[0], SG_R}, {ids[1], SG_RW}, {ids[2], SG_RW}};
+        sg_access acc[3] = {{ids[0], SG_R, 0}, {ids[1], SG_RW, 0}, {ids[2], SG_RW, 0}};
         int id = sg_graph_add_node(g, SG_OP_ADAM_CPU, SG_DEV_CPU, -1, 12.0 * (double)e, acc, 3,
                                    "adam_cpu.sg0.t%d", k);
         if (id < 0)

@@ -294,6 +294,24 @@ static void test_forms(void)
        cfg->ds.zero.offload_optimizer.pin_memory == 0,
        "legacy cpu_offload: true is offload_optimizer {device cpu}");
 
+    /* ZeRO-3 parameter offload, as the Hugging Face / axolotl "offload all"
+     * configs write it; DeepSpeed's read_zero_config_deprecated maps
+     * cpu_offload_param: true to offload_param {device cpu}; its stage 1
+     * and 2 optimizers never read offload_param */
+    rc = sg_config_load(src("tests/data/good-configs/zero3-offload-all.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.zero.offload_param.device == SG_OFFLOAD_CPU &&
+           cfg->ds.zero.offload_param.pin_memory == 1 && cfg->warnings.count == 0,
+       "zero3-offload-all.json: offload_param {device cpu, pin_memory}, no warning");
+    diag_warnings(&cfg->warnings);
+    rc = sg_config_load(src("tests/data/good-configs/cpu-offload-param-legacy.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.zero.offload_param.device == SG_OFFLOAD_CPU &&
+           cfg->ds.zero.offload_optimizer.device == SG_OFFLOAD_CPU,
+       "legacy cpu_offload_param: true is offload_param {device cpu}");
+    rc = sg_config_load(src("tests/data/good-configs/offload-param-stage2.json"), cfg, &err);
+    ok(rc == 0 && has_warning(&cfg->warnings, "offload_param: device \"cpu\" has no effect at "
+                                              "stage 2"),
+       "offload_param at stage 2 loads with a warning that it has no effect");
+
     rc = sg_config_load(src("tests/data/good-configs/torch-adamw.json"), cfg, &err);
     ok(rc == 0, "torch-adamw.json loads (type is case-insensitive)");
     is_int(cfg->ds.optimizer.type, SG_OPT_ADAMW, "\"adamw\" is AdamW");

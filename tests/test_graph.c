@@ -35,7 +35,7 @@ static void test_ir_edges(void)
     sg_graph_init(&g);
     int a = sg_graph_add_buffer(&g, "a", 10, SG_F32, SG_MEM_GPU, 0);
     int b = sg_graph_add_buffer(&g, "b", 5, SG_F32, SG_MEM_HOST, 0);
-    sg_access w_a = {a, SG_W}, r_a = {a, SG_R}, rw_b[2] = {{a, SG_R}, {b, SG_W}};
+    sg_access w_a = {a, SG_W, 0}, r_a = {a, SG_R, 0}, rw_b[2] = {{a, SG_R, 0}, {b, SG_W, 0}};
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &w_a, 1, "w_a");      /* 0 */
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &r_a, 1, "r_a1");     /* 1 */
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, rw_b, 2, "r_a2 w_b"); /* 2 */
@@ -58,7 +58,7 @@ static void test_ir_edges(void)
 
     sg_graph_init(&g);
     a = sg_graph_add_buffer(&g, "never_written", 4, SG_F32, SG_MEM_GPU, 0);
-    sg_access r = {a, SG_R};
+    sg_access r = {a, SG_R, 0};
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 0, &r, 1, "reader");
     int rc = sg_graph_finalize(&g, &err);
     ok(rc == SG_EINVAL, "IR: a read before any write is refused");
@@ -69,7 +69,7 @@ static void test_ir_edges(void)
     sg_graph_init(&g);
     a = sg_graph_add_buffer(&g, "x", 100, SG_F32, SG_MEM_GPU, 0);
     b = sg_graph_add_buffer(&g, "y", 100, SG_F32, SG_MEM_GPU, 0);
-    sg_access wx = {a, SG_W}, rx = {a, SG_R}, wy = {b, SG_W}, ry = {b, SG_R};
+    sg_access wx = {a, SG_W, 0}, rx = {a, SG_R, 0}, wy = {b, SG_W, 0}, ry = {b, SG_R, 0};
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 0, &wx, 1, "wx");
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 0, &rx, 1, "rx");
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 0, &wy, 1, "wy");

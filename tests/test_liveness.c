@@ -23,7 +23,7 @@ static int add(sg_graph *g, const char *name, int64_t elems, sg_mem_space sp, in
 static void op(sg_graph *g, const char *name, int b0, sg_access_mode m0, int b1,
                sg_access_mode m1, int b2, sg_access_mode m2)
 {
-    sg_access a[3] = {{b0, m0}, {b1, m1}, {b2, m2}};
+    sg_access a[3] = {{b0, m0, 0}, {b1, m1, 0}, {b2, m2, 0}};
     int n = m0 ? (m1 ? (m2 ? 3 : 2) : 1) : 0;
     sg_graph_add_node(g, SG_OP_FORWARD, SG_DEV_GPU, 0, 0, a, n, "%s", name);
 }

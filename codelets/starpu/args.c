@@ -123,14 +123,29 @@ static int node_unit(const sg_task_ctx *c)
 
 int sg_arg_gather_slots(const sg_task_ctx *c, int *pieces, int cap, int *dst)
 {
-    static const sg_buf_role piece = SG_BUF_PARAM_PIECE;
+    static const sg_buf_role piece[] = {SG_BUF_PARAM_PIECE, SG_BUF_PARAM_SHARD};
     int unit = node_unit(c);
-    int n = sg_arg_collect(c, &piece, 1, unit, 0, pieces, cap);
+    int n = sg_arg_collect(c, piece, 2, unit, 0, pieces, cap);
     *dst = sg_arg_find(c, SG_BUF_GATHERED, unit);
     if (*dst < 0)
         *dst = sg_arg_find(c, SG_BUF_PARAM_FULL, unit);
     if (*dst < 0 || n == 0) {
         sg_task_fail(c, SG_EINVAL, "no parameter pieces or target");
+        return 0;
+    }
+    return n;
+}
+
+int sg_arg_fetch_slots(const sg_task_ctx *c, int *pieces, int cap, int *dst)
+{
+    static const sg_buf_role piece = SG_BUF_PARAM_PIECE;
+    int unit = node_unit(c);
+    int n = sg_arg_collect(c, &piece, 1, unit, 0, pieces, cap);
+    *dst = sg_arg_find(c, SG_BUF_PARAM_SHARD, unit);
+    if (*dst < 0)
+        *dst = sg_arg_find(c, SG_BUF_GATHERED, unit);
+    if (*dst < 0 || n == 0) {
+        sg_task_fail(c, SG_EINVAL, "no parameter pieces or device buffer to fetch them into");
         return 0;
     }
     return n;

@@ -25,10 +25,13 @@ int sg_arg_collect(const sg_task_ctx *c, const sg_buf_role *roles, int nroles, i
  * entry points. Each returns how many piece slots it wrote to `pieces`
  * (sorted by unit offset, at most cap), or 0 after marking the task failed
  * when a buffer is missing:
- * - an all-gather: the unit's parameter pieces, *dst the gathered or full
- *   buffer;
+ * - an all-gather: the unit's parameter pieces (or, parameters offloaded,
+ *   its shard buffer), *dst the gathered or full buffer;
+ * - a parameter fetch (parameters offloaded): the unit's pieces, *dst its
+ *   shard buffer or, for a unit every rank holds whole, its gathered buffer;
  * - a reduction: the unit's gradient pieces, *src the unit's gradient. */
 int sg_arg_gather_slots(const sg_task_ctx *c, int *pieces, int cap, int *dst);
+int sg_arg_fetch_slots(const sg_task_ctx *c, int *pieces, int cap, int *dst);
 int sg_arg_reduce_slots(const sg_task_ctx *c, int *pieces, int cap, int *src);
 /* A host-to-device node's source: the compute-dtype host copy, else the
  * fp32 master; -1 (task marked failed) without either. */

@@ -917,10 +917,10 @@ static int h_param_device(pstate *ps, const cJSON *it, const char *path)
     int rc = parse_device(ps, it, path, &d);
     if (rc)
         return rc;
-    if (d != SG_OFFLOAD_NONE)
+    if (d == SG_OFFLOAD_NVME)
         return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"%s\" is not supported by stepgraph (parameter offload; use \"none\")",
-                             path, it->valuestring);
+                             "%s: \"nvme\" is not supported by stepgraph (use \"cpu\" or \"none\")",
+                             path);
     ps->ds->zero.offload_param.device = d;
     return SG_OK;
 }
@@ -974,12 +974,12 @@ static int h_cpu_offload(pstate *ps, const cJSON *it, const char *path)
     return rc;
 }
 
+/* Deprecated "cpu_offload_param": true means offload_param {"device": "cpu"}. */
 static int h_cpu_offload_param(pstate *ps, const cJSON *it, const char *path)
 {
     int b, rc = sg_json_bool(&ps->c, it, path, &b);
     if (rc == SG_OK && b)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: true is not supported by stepgraph (parameter offload)", path);
+        ps->ds->zero.offload_param.device = SG_OFFLOAD_CPU;
     return rc;
 }
 
@@ -1077,6 +1077,12 @@ static int h_zero(pstate *ps, const cJSON *it, const char *path)
     /* overlap_comm: None means true for stage 3, false otherwise */
     if (!get_given(it, "overlap_comm"))
         ds->zero.overlap_comm = ds->zero.stage == 3;
+    /* only DeepSpeed's ZeRO-3 partitions parameters; its stage 1 and 2
+     * optimizers never read offload_param */
+    if (ds->zero.offload_param.device == SG_OFFLOAD_CPU && ds->zero.stage != 3)
+        sg_json_warn(&ps->c, "%s%s.offload_param: device \"cpu\" has no effect at stage %lld "
+                     "(ignored, as in DeepSpeed: only ZeRO stage 3 offloads parameters)",
+                     ps->c.prefix, path, (long long)ds->zero.stage);
     return SG_OK;
 }
 

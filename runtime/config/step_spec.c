@@ -88,6 +88,7 @@ void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step
     s->offload_optimizer = ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU;
     s->offload_ratio = ds->zero.offload_optimizer.ratio;
     s->super_offload = ds->zero.offload_optimizer.super_offload;
+    s->offload_param = ds->zero.stage == 3 && ds->zero.offload_param.device == SG_OFFLOAD_CPU;
     s->optimizer_state = ds->optimizer.type == SG_OPT_LION      ? SG_STATE_MOMENTUM
                          : ds->optimizer.type == SG_OPT_ADAGRAD ? SG_STATE_SQUARES
                                                                 : SG_STATE_ADAM;
