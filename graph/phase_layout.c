@@ -62,9 +62,14 @@ const char *sg_where_color(sg_where w)
 }
 
 /* The band of node n (gathers_fwd: n is a gather a forward reads). */
+static int is_fetch(const sg_node *n)
+{
+    return n->kind == SG_OP_H2D && n->layer >= 0; /* parameters offloaded: a unit's fetch */
+}
+
 static int band_of(const sg_node *n, sg_where w, int gathers_fwd)
 {
-    if (n->kind == SG_OP_ALLGATHER)
+    if (n->kind == SG_OP_ALLGATHER || is_fetch(n))
         return gathers_fwd ? SG_BAND_GATHER_FWD : SG_BAND_GATHER_BWD;
     if (n->device == SG_DEV_LINK)
         return n->link == SG_LINK_NET ? SG_BAND_REDUCE : SG_BAND_LINK;
@@ -134,6 +139,13 @@ int sg_phase_layout_compute(const sg_graph *g, const sg_fold *fold, const unsign
         if (g->nodes[g->edges[e].from].kind == SG_OP_ALLGATHER &&
             g->nodes[g->edges[e].to].kind == SG_OP_FORWARD)
             gfwd[g->edges[e].from] = 1;
+    /* a fetch goes with the forward it feeds, directly or through its gather */
+    for (int e = 0; e < g->nedges; e++) {
+        const sg_node *to = &g->nodes[g->edges[e].to];
+        if (is_fetch(&g->nodes[g->edges[e].from]) &&
+            (to->kind == SG_OP_FORWARD || (to->kind == SG_OP_ALLGATHER && gfwd[to->id])))
+            gfwd[g->edges[e].from] = 1;
+    }
     /* endpoints: bands, first nodes, units */
     for (int i = 0; i < nn; i++) {
         const sg_node *n = &g->nodes[i];

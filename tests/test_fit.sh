@@ -123,6 +123,37 @@ print("# hidden 65536: state %.1f GB (Adam), %.1f GB (Lion); largest that fits %
 sys.exit(0 if abs(gb[1] / gb[0] - 8 / 12) < 1e-3 and size[1] >= size[0] else 1)
 PYEOF
 ok $? "Lion: 8 bytes of state per parameter against Adam's 12, and a largest model at least as large"
+# ZeRO-3 parameter offload: a candidate's bf16 parameters (2 bytes each) leave
+# the GPU for the host, so on a PCIe GPU the GPU peak of every candidate both
+# searches tried falls by about 2 bytes x its parameters (less one unit's
+# fetched shard, which lives on the GPU while it is gathered), and the
+# largest model that fits grows
+for op in none cpu; do
+	"$BIN" fit "$SO8" --machine h100-pcie --set zero_optimization.offload_optimizer.ratio=1 \
+		--set zero_optimization.offload_param.device=$op >"$TMP/param_$op.out" 2>/dev/null
+done
+"$PY" - "$TMP/param_none.out" "$TMP/param_cpu.out" <<'PYEOF'
+import re, sys
+rows, largest = [], []
+for f in sys.argv[1:3]:
+    t = open(f).read()
+    rows.append({(int(m[0]), int(m[1])): (float(m[2]), float(m[3]))
+                 for m in re.findall(r"^\s+(\d+)\s+(\d+)\*?\s+([0-9.]+)\s+([0-9.]+)", t, re.M)})
+    largest.append(float(re.search(r"^largest that fits: .*, ([0-9.]+) B parameters", t,
+                                   re.M).group(1)))
+common = sorted(set(rows[0]) & set(rows[1]))
+good = True
+for k in common:
+    params, off = rows[0][k]
+    on = rows[1][k][1]
+    want = 2 * params * 1e9 / 2**30
+    print("# hidden %d, %d layers: GPU %.1f -> %.1f GiB, 2 x %.2f B parameters = %.1f GiB"
+          % (k[0], k[1], off, on, params, want))
+    good = good and abs((off - on) - want) <= 0.05 * want + 0.1
+print("# largest that fits: %.2f B without, %.2f B with parameter offload" % tuple(largest))
+sys.exit(0 if common and good and largest[1] > largest[0] else 1)
+PYEOF
+ok $? "h100-pcie, parameters offloaded: each candidate's GPU peak falls by 2 bytes per parameter, the largest model grows"
 
 # refuse ARGS... PATTERN: exits non-zero with PATTERN in its one-line message
 refuse() {

@@ -78,6 +78,10 @@ compare bf16_ckpt "$SRC/configs/default.json" --set bf16.enabled=true --activati
 # optimizer tiles: chunks that cut the parameter pieces (read-written h2d)
 compare superoffload_tiled "$SRC/configs/deepspeed/superoffload.json" \
 	--set zero_optimization.sub_group_size=200000 --optimizer_tile 30001
+# parameters offloaded: fetch tasks before the gathers, casts into the pieces
+compare offload_param "$SRC/configs/deepspeed/superoffload.json" \
+	--set zero_optimization.offload_param.device=cpu --set zero_optimization.offload_optimizer.ratio=1 \
+	--set zero_optimization.sub_group_size=200000 --optimizer_tile 30001
 compare tiles_ckpt "$SRC/configs/default.json" --set train_micro_batch_size_per_gpu=3 \
 	--batch_tile 2 --activation_checkpointing
 # mixture of experts: expert and combine tasks (the later --model wins)
@@ -93,6 +97,11 @@ ok $? "activation checkpointing's list has recompute tasks"
 grep -q "^adam_cpu\.sg0\.t6	" "$TMP/superoffload_tiled.run" &&
 	grep -q "^h2d\.param\.sg1\.t0	.*param\.[0-9]*\.sg1:RW" "$TMP/superoffload_tiled.run"
 ok $? "the tiled list has chunk tasks, and an h2d that read-writes a piece it cuts"
+grep -q "^h2d\.param\.fwd\.layer0\.mb0	sg_h2d	" "$TMP/offload_param.run" &&
+	grep -q "^allgather\.fwd\.layer0\.mb0	.*param_shard\.1:R" "$TMP/offload_param.run" &&
+	grep -q "^cast\.param\.sg1\.t0	sg_cast	.*param\.[0-9]*\.sg1:RW" "$TMP/offload_param.run" &&
+	! grep -q "^h2d\.param\.sg" "$TMP/offload_param.run"
+ok $? "parameters offloaded: a fetch task before each gather, which reads its shard, and casts that write the pieces"
 grep -q "^recompute\.layer0\.mb0\.t1	sg_recompute	" "$TMP/tiles_ckpt.run" &&
 	grep -q "^grad_sum\.embed\.mb3	sg_grad_sum	" "$TMP/tiles_ckpt.run"
 ok $? "batch tiles' list has per-tile recompute tasks and a grad_sum per unit and micro-step"

@@ -106,6 +106,11 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
            offload_name(ds->zero.offload_optimizer.device), ds->zero.offload_optimizer.ratio,
            ds->zero.offload_optimizer.super_offload ? "on" : "off",
            ds->zero.offload_optimizer.cpuadam_cores_perc);
+    if (ds->zero.offload_param.device != SG_OFFLOAD_NONE)
+        printf("offload_param:    %s (%s)\n", offload_name(ds->zero.offload_param.device),
+               ds->zero.stage == 3 ? "the parameter shards live in host memory; each use of a "
+                                     "unit copies them to the device"
+                                   : "no effect below ZeRO stage 3");
     if (ds->zero.offload_optimizer.super_offload)
         printf("speculation:      %s\n", r->speculation);
     printf("model:            %s (%lld parameters)\n", m->name,

@@ -463,6 +463,24 @@ static void invalidate_dead(sg_lowering *l, int i)
         starpu_data_invalidate_submit(HANDLE(l, l->live.dies[k]));
 }
 
+/* Parameters offloaded (ZeRO-3 offload_param): a fetch node on a CUDA
+ * worker makes StarPU copy the unit's host pieces to the GPU as its input.
+ * That copy is only a cache: marked here as the first to evict when the GPU
+ * runs short (StarPU keeps it while there is room, so a later fetch of the
+ * same pieces in the step may need no transfer). */
+static void release_fetched(sg_lowering *l, int i)
+{
+    const sg_node *nd = &l->graph->nodes[i];
+    if (!l->target.have_cuda || nd->kind != SG_OP_H2D || nd->layer < 0)
+        return;
+    for (int a = 0; a < nd->naccess; a++) {
+        const sg_buffer *b = &l->graph->buffers[nd->access[a].buffer];
+        if (nd->access[a].mode == SG_R && b->role == SG_BUF_PARAM_PIECE &&
+            b->space == SG_MEM_HOST)
+            starpu_data_wont_use(HANDLE(l, nd->access[a].buffer));
+    }
+}
+
 static int liveness_enabled(void)
 {
     const char *v = getenv("STEPGRAPH_LIVENESS");
@@ -502,6 +520,8 @@ int sg_lower_submit_step(sg_lowering *l, int f, sg_error *err)
     int early = liveness_enabled();
     for (int i = 0; i < g->nnodes && !rc; i++) {
         rc = submit_node(l, f, i, d, log, err);
+        if (!rc)
+            release_fetched(l, i);
         if (!rc && early)
             invalidate_dead(l, i);
     }
