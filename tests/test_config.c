@@ -82,6 +82,7 @@ static void test_shipped(void)
         "configs/deepspeed/zero2.json",
         "configs/deepspeed/zero3.json",
         "configs/deepspeed/zero3-offload-fp16.json",
+        "configs/deepspeed/zero3-offload-all.json",
         "configs/deepspeed/zero0-cpu-tiny.json",
         "configs/default.json",
         "configs/llama-3.1-8b-superoffload.json",

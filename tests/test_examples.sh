@@ -72,8 +72,8 @@ ok $? "gh200-vs-mi300a: 8 simulated points on both machines, a plot and a table"
 
 example deepspeed-configs
 d=$TMP/deepspeed-configs
-[ "$(cat "$TMP/deepspeed-configs.rc")" -eq 0 ] && finite "$d"/*.jsonl && [ "$(ls "$d"/*.jsonl | wc -l)" -eq 18 ]
-ok $? "deepspeed-configs: DeepSpeed's CIFAR config x 4 stages x 3 precisions, x 3 other schedulers, x Lion and Adagrad, and SuperOffload's: 18 runs, finite losses"
+[ "$(cat "$TMP/deepspeed-configs.rc")" -eq 0 ] && finite "$d"/*.jsonl && [ "$(ls "$d"/*.jsonl | wc -l)" -eq 19 ]
+ok $? "deepspeed-configs: DeepSpeed's CIFAR config x 4 stages x 3 precisions, x 3 other schedulers, x Lion and Adagrad, ZeRO-3 offloading everything, and SuperOffload's: 19 runs, finite losses"
 "$PY" - "$d" <<'PYEOF'
 import json, sys
 lr = lambda n: [json.loads(l)["lr"] for l in open("%s/cifar-%s.jsonl" % (sys.argv[1], n))]

@@ -45,6 +45,10 @@ for o in lion adagrad; do
 		--set "optimizer=${optim[$o]}" --metrics "$OUT/cifar-$o.jsonl"
 	rows+=("cifar-$o")
 done
+say "ZeRO-3 with the optimizer and the parameters offloaded to the CPU"
+"$STEPGRAPH" run "$REPO_ROOT/configs/deepspeed/zero3-offload-all.json" "${common[@]}" \
+	--set zero_optimization.sub_group_size=150000 --metrics "$OUT/zero3-offload-all.jsonl"
+rows+=(zero3-offload-all)
 say "SuperOffload's config"
 "$STEPGRAPH" run "$REPO_ROOT/configs/deepspeed/superoffload.json" "${common[@]}" \
 	--set zero_optimization.sub_group_size=150000 --metrics "$OUT/superoffload.jsonl"
