@@ -162,6 +162,14 @@ check(casts and all(n["device"] == "cpu" and n["pinned"] and
                     any(b["name"].startswith("param.") and "w" in b["mode"].lower()
                         for b in n["buffers"]) for n in casts),
       "offloaded: %d parameter casts write the pieces on the CPU" % len(casts))
+# a chunk's cast writes its range of the pieces, however many it cuts: bf16
+# bytes = half its fp32 master chunk's
+def master_bytes(n):
+    return sum(b["bytes"] for b in n["buffers"] if b["name"].startswith("master."))
+cut = [n for n in casts if sum(b["name"].startswith("param.") for b in n["buffers"]) > 1]
+check(cut and all(n["bytes_written"] * 2 == master_bytes(n) for n in casts),
+      "every parameter cast writes bf16 bytes = half its master chunk's (%d casts cut "
+      "several pieces)" % len(cut))
 check(not any(b["name"].startswith("param_host") for n in on["nodes"] for b in n["buffers"]),
       "offloaded: no host copy of the cast parameters")
 # fetches: 2 micro-steps x (forward + backward) per unit (reuse distance 0:
