@@ -595,8 +595,8 @@ static int64_t collective_bytes(const compiler *c, int64_t elems, double factor)
  * GPU wins only where 12 n / gpu_bw + 12 n / link_bw < 12 n / (cpu_bw * W);
  * without cost figures (spec.cast_costs zero) the casts stay on the CPU.
  * With parameter offload the parameter cast writes host memory and always
- * runs on the CPU (param_cast_node): the choice is the gradient cast's, 6
- * bytes on each side of the same inequality. */
+ * runs on the CPU: the choice is the gradient cast's, by the same inequality
+ * (6 bytes per element on each side instead of 12: the bytes cancel). */
 static int resolve_cast_placement(compiler *c)
 {
     int N = c->lay.nsubgroups;
@@ -611,7 +611,7 @@ static int resolve_cast_placement(compiler *c)
             int64_t nch = c->sg_first_chunk[i + 1] - c->sg_first_chunk[i];
             if ((double)nch < workers)
                 workers = (double)nch; /* an untiled sub-group's cast is one task */
-            double bytes = (c->s->offload_param ? 6.0 : 12.0) * (double)subgroup_elems(c, i);
+            double bytes = 12.0 * (double)subgroup_elems(c, i);
             pl = SG_CAST_CPU;
             if (k->cpu_worker_bw > 0 && k->gpu_bw > 0 && k->link_bw > 0 &&
                 bytes / k->gpu_bw + bytes / k->link_bw < bytes / (k->cpu_worker_bw * workers))

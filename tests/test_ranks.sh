@@ -4,7 +4,7 @@
 # global batch (micro batch x N), compared by tests/ranks_compare.py on the
 # losses and gradient norms of 10 steps (relative 1e-5 in fp32; NaN fails):
 # ZeRO 0, 1, 2, 3 (with accumulation), the optimizer offloaded (Adam, Lion,
-# Adagrad), SuperOffload,
+# Adagrad), SuperOffload, the parameters offloaded,
 # 3 ranks whose units do not divide by 3 (padding), bf16 and fp16 (stated
 # tolerances);
 # then the faults: kill -9 of one rank ends the others (mpirun) within 30 s,
@@ -60,7 +60,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..22"
+echo "1..23"
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&
@@ -111,6 +111,13 @@ one pad_one pad_1
 many pad_three 3 pad_3
 compare pad_one pad_three 1e-5
 ok $? "3 ranks, ZeRO 3, gathered units padded (196864 and 32768 are not multiples of 3) = 1 rank of micro 3"
+# parameters offloaded: each rank fetches its padded shard, then gathers
+ds op_1 3 1 '{"stage": 3, "param_persistence_threshold": 1000, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}'
+ds op_3 1 1 '{"stage": 3, "param_persistence_threshold": 1000, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}'
+one op_one op_1
+many op_three 3 op_3
+compare op_one op_three 1e-5 && compare pad_one op_three 1e-5
+ok $? "3 ranks, ZeRO 3 with the parameters offloaded (padded shards fetched, then gathered) = 1 rank of micro 3 = the same without offload"
 ds p2_1 3 1 '{"stage": 2}'
 ds p2_3 1 1 '{"stage": 2}'
 one p2_one p2_1
