@@ -22,29 +22,8 @@
 # - refusals: a sub-group stepped on the GPU, NVMe.
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$BIN" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs $BIN and python3 with torch and numpy"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_offparam.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS SG_REF_OPTIMIZER
-export STARPU_NCUDA=0
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-STEPS=5
-CLIP=0.5
-
-"$PY" "$SRC/tests/torch_train_ref.py" prepare "$TMP"
-ok $? "python writes the model (odd sizes), its initial weights and the data"
+SG_TEST_NAME=offparam
+. "${SG_SRCDIR:-.}/tests/odd_llama_lib.sh"
 
 # config NAME ZERO_JSON [PRECISION_JSON] [ACCUMULATION]: TMP/NAME.json
 config() {
@@ -63,22 +42,6 @@ config gathered "{\"stage\": 3, \"sub_group_size\": 9000, \"stage3_param_persist
 # the default threshold (1e5): every unit of this model is held whole
 config whole "{\"stage\": 3, \"sub_group_size\": 9000, $OFF, $PARAM}"
 
-# run CONFIG NAME [OPTS...]: metrics in TMP/NAME.jsonl
-run() {
-	_c=$1 _name=$2
-	shift 2
-	"$BIN" run "$TMP/$_c.json" --model "$TMP/model.json" --data "$TMP/data.bin" \
-		--max_length 16 --load "$TMP/init.safetensors" --steps $STEPS \
-		--metrics "$TMP/$_name.jsonl" "$@" >"$TMP/$_name.out" 2>&1
-	_rc=$?
-	[ $_rc -eq 0 ] || sed 's/^/# /' "$TMP/$_name.out" | tail -5
-	return $_rc
-}
-# same NAME: every loss of NAME within 1e-5 relative of torch's
-same() {
-	"$PY" "$SRC/tests/compare_losses.py" "$TMP/$1.jsonl" "$TMP/torch.txt" --steps $STEPS \
-		--rel 1e-5 --learns 0.05 --per-step
-}
 # bits A B: the two runs' losses are equal, finite and STEPS long
 bits() {
 	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" $STEPS <<'PYEOF'
@@ -89,15 +52,14 @@ sys.exit(0 if a == b and len(a) == int(sys.argv[3]) and all(map(math.isfinite, a
 PYEOF
 }
 
-"$PY" "$SRC/tests/torch_train_ref.py" train "$TMP" $STEPS 0.002 0.9 0.99 1e-8 0.1 $CLIP \
-	>"$TMP/torch.txt" 2>"$TMP/torch.err"
+torch adamw adamw 0.002 0.9 0.99 1e-8 0.1
 ok $? "torch's AdamW trains $STEPS steps"
 run gathered gathered --ncpus 2 --optimizer_tile 2560
 ok $? "stepgraph trains $STEPS steps with the parameters offloaded, every unit gathered"
-same gathered
+same gathered adamw
 ok $? "parameters offloaded, every unit gathered, optimizer tiles cutting the pieces, 2 workers: within 1e-5 of torch's"
 run whole whole --ncpus 2
-same whole
+same whole adamw
 ok $? "parameters offloaded, every unit held whole (fetched, not gathered): within 1e-5 of torch's"
 
 # ---- a harder step: with and without parameter offload, the same bits

@@ -15,29 +15,8 @@
 # executes (no speculation for Lion).
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$BIN" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs $BIN and python3 with torch and numpy"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_optim.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS SG_REF_OPTIMIZER
-export STARPU_NCUDA=0
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-STEPS=5
-CLIP=0.5
-
-"$PY" "$SRC/tests/torch_train_ref.py" prepare "$TMP"
-ok $? "python writes the model (odd sizes), its initial weights and the data"
+SG_TEST_NAME=optim
+. "${SG_SRCDIR:-.}/tests/odd_llama_lib.sh"
 
 # config NAME OPTIMIZER_JSON [ZERO_JSON]: TMP/NAME.json
 config() {
@@ -51,34 +30,6 @@ Z0='{"stage": 0}'
 # ZeRO-3 with the optimizer on the host in sub-groups of 9000 parameters
 Z3='{"stage": 3, "sub_group_size": 9000, "offload_optimizer": {"device": "cpu"}}'
 Z3SO='{"stage": 3, "sub_group_size": 9000, "offload_optimizer": {"device": "cpu", "super_offload": true}}'
-
-# run CONFIG NAME [OPTS...]: metrics in TMP/NAME.jsonl
-run() {
-	_c=$1 _name=$2
-	shift 2
-	"$BIN" run "$TMP/$_c.json" --model "$TMP/model.json" --data "$TMP/data.bin" \
-		--max_length 16 --load "$TMP/init.safetensors" --steps $STEPS \
-		--metrics "$TMP/$_name.jsonl" "$@" >"$TMP/$_name.out" 2>&1
-	_rc=$?
-	[ $_rc -eq 0 ] || sed 's/^/# /' "$TMP/$_name.out" | tail -5
-	return $_rc
-}
-# torch NAME SPEC LR BETA1 BETA2 EPS WD: TMP/torch_NAME.txt
-torch() {
-	_name=$1 _spec=$2
-	shift 2
-	SG_REF_OPTIMIZER=$_spec "$PY" "$SRC/tests/torch_train_ref.py" train "$TMP" $STEPS "$@" $CLIP \
-		>"$TMP/torch_$_name.txt" 2>"$TMP/torch_$_name.err"
-}
-# same NAME REF: every loss of NAME within 1e-5 relative of torch_REF's
-same() {
-	"$PY" "$SRC/tests/compare_losses.py" "$TMP/$1.jsonl" "$TMP/torch_$2.txt" --steps $STEPS \
-		--rel 1e-5 --learns 0.05 --per-step
-}
-differs() {
-	! "$PY" "$SRC/tests/compare_losses.py" "$TMP/$1.jsonl" "$TMP/torch_$2.txt" --steps $STEPS \
-		--rel 1e-5 --learns 0.05 >/dev/null 2>&1
-}
 
 # ---- Adagrad: lr 0.05, lr_decay 0.3, accumulator from 0.1, L2 0.01, eps 1e-10
 ADAGRAD='{"type": "Adagrad", "params": {"lr": 0.05, "lr_decay": 0.3, "initial_accumulator_value": 0.1, "weight_decay": 0.01, "eps": 1e-10}}'
