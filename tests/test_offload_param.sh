@@ -54,8 +54,9 @@ PYEOF
 
 torch adamw adamw 0.002 0.9 0.99 1e-8 0.1
 ok $? "torch's AdamW trains $STEPS steps"
-run gathered gathered --ncpus 2 --optimizer_tile 2560
-ok $? "stepgraph trains $STEPS steps with the parameters offloaded, every unit gathered"
+run gathered gathered --ncpus 2 --optimizer_tile 2560 &&
+	grep -q "optimizer offloaded to the CPU, parameters offloaded to the CPU" "$TMP/gathered.out"
+ok $? "stepgraph trains $STEPS steps with the parameters offloaded, every unit gathered, and says so"
 same gathered adamw
 ok $? "parameters offloaded, every unit gathered, optimizer tiles cutting the pieces, 2 workers: within 1e-5 of torch's"
 run whole whole --ncpus 2
@@ -200,6 +201,8 @@ print("# without: GPU peak %.2f GB, h2d %.3f GB, step %.2f ms" % off)
 print("# with:    GPU peak %.2f GB, h2d %.3f GB, step %.2f ms" % on)
 sys.exit(0 if on[0] < off[0] and on[1] > 0 and on[2] > 0 else 1)
 PYEOF
+[ $? -eq 0 ] && grep -q "seq [0-9]*, optimizer offloaded (SuperOffload), parameters offloaded" "$TMP/sim_cpu.out" &&
+	! grep -q "parameters offloaded" "$TMP/sim_none.out"
 ok $? "simulate llama-3.2-1b on h100-pcie: parameter offload lowers the GPU's peak, the fetches cross the link"
 
 # ---- refusals

@@ -88,13 +88,14 @@ static void print_report(const sg_sim_machine *sm, const char *sched, int priori
                                         : "calibrated history models")
            : r->static_bandwidth ? "roofline cost model (static bandwidth share)"
                                  : "roofline cost model (shared bandwidth)");
-    printf("  %s, ZeRO-%d, %s, micro-batch %lld x accumulation %lld, seq %lld%s%s\n",
+    printf("  %s, ZeRO-%d, %s, micro-batch %lld x accumulation %lld, seq %lld%s%s%s\n",
            pt->model.name, s->zero_stage, sg_dtype_name(s->compute_dtype),
            (long long)s->micro_batch, (long long)s->grad_accum, (long long)s->seq_len,
            s->offload_optimizer ? ", optimizer offloaded" : "",
            !s->super_offload ? ""
            : strcmp(speculation, "never") == 0 ? " (SuperOffload, waiting for the gradient norm)"
-                                               : " (SuperOffload)");
+                                               : " (SuperOffload)",
+           s->offload_param ? ", parameters offloaded" : "");
     double tokens = (double)(s->micro_batch * s->grad_accum * s->seq_len);
     printf("  Step time         %9.2f ms\n", r->step_s * 1e3);
     const char *by = "";

@@ -386,9 +386,10 @@ static void print_header(const trainer *t)
     if (t->world > 1)
         printf("  data parallel: %d ranks (one process each), %lld tokens per step over all "
                "ranks\n", t->world, (long long)tokens * t->world);
-    printf("  ZeRO stage %d, %s, optimizer %s%s%s, gradient clipping %g\n", s->zero_stage, dt,
+    printf("  ZeRO stage %d, %s, optimizer %s%s%s%s, gradient clipping %g\n", s->zero_stage, dt,
            s->offload_optimizer ? "offloaded to the CPU" : "with the parameters",
            s->super_offload ? " (SuperOffload speculation)" : "",
+           s->offload_param ? ", parameters offloaded to the CPU" : "",
            s->activation_checkpointing ? ", activation checkpointing" : "", s->gradient_clipping);
     printf("  StarPU %s: %d workers", cfg->run.sched, sg_exec_worker_count());
     if (t->x.low.split.reserved)
