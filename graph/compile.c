@@ -153,6 +153,8 @@ typedef struct compiler {
     int comm_order;            /* dp_size > 1: every collective node's RW token, else -1 */
     int *loss_bufs, nloss;     /* every micro-step's (and tile's) loss buffer */
     int *sg_master, *sg_moments; /* per sub-group (an untiled one's; -1 when tiled) */
+    int *sg_pdev;              /* parameters offloaded: a mixed-precision GPU sub-group's cast
+                                  update on the device, else -1 */
     /* the optimizer chain of every sub-group in chunks (optimizer tiles):
      * chunks of sub-group i are [sg_first_chunk[i], sg_first_chunk[i + 1]);
      * an untiled sub-group has one chunk (tile -1) over all its elements,
@@ -385,7 +387,8 @@ static int declare_buffers(compiler *c)
     c->unit_grad = malloc(nu * sizeof(int));
     c->sg_master = malloc((size_t)(N + 1) * sizeof(int));
     c->sg_moments = malloc((size_t)(N + 1) * sizeof(int));
-    if (!c->sg_master || !c->sg_moments)
+    c->sg_pdev = malloc((size_t)(N + 1) * sizeof(int));
+    if (!c->sg_master || !c->sg_moments || !c->sg_pdev)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
     if (!c->unit_gathered || !c->unit_kept || !c->unit_full || !c->unit_gbuf ||
         !c->unit_shard || !c->unit_grad)
@@ -525,7 +528,9 @@ static int declare_buffers(compiler *c)
             ch->elems = tiled ? (k == nch - 1 ? n - ch->offset : tile) : n;
             int64_t e = ch->elems;
             ch->master = ch->ghost = ch->ghost32 = ch->phost = -1;
-            if (c->mixed || cpu)
+            /* with the parameters on the host, a GPU sub-group keeps its fp32
+             * parameters beside its state, in fp32 training too */
+            if (c->mixed || cpu || s->offload_param)
                 ch->master = tag(c, buffer(c, e, SG_F32, sp, 1, "master.sg%d%s", i, sfx),
                                  SG_BUF_MASTER, -1, -1, i);
             ch->moments = tag(c, buffer(c, sg_optimizer_state_arrays(c->s->optimizer_state) * e,
@@ -549,6 +554,12 @@ static int declare_buffers(compiler *c)
                 (cpu && ch->ghost < 0) || (cpu && c->mixed && ch->ghost32 < 0) ||
                 (cpu && c->mixed && !s->offload_param && ch->phost < 0))
                 return SG_ENOMEM;
+            /* a GPU sub-group's update, cast to the compute dtype on the GPU
+             * before it goes back to the host's pieces */
+            if (!cpu && c->mixed && s->offload_param &&
+                (ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_GPU, 0, "param_dev.sg%d", i),
+                                 SG_BUF_PARAM_HOST, -1, -1, i)) < 0)
+                return SG_ENOMEM;
             int ids[] = {ch->master, ch->moments, ch->ghost, ch->ghost32, ch->phost};
             for (size_t b = 0; b < sizeof ids / sizeof ids[0]; b++) {
                 if (ids[b] < 0)
@@ -562,8 +573,9 @@ static int declare_buffers(compiler *c)
             const opt_chunk *ch = &c->chunks[c->nchunks - 1];
             c->sg_master[i] = ch->master;
             c->sg_moments[i] = ch->moments;
+            c->sg_pdev[i] = cpu ? -1 : ch->phost;
         } else {
-            c->sg_moments[i] = -1;
+            c->sg_moments[i] = c->sg_pdev[i] = -1;
         }
     }
     c->sg_first_chunk[N] = c->nchunks;
@@ -1301,6 +1313,22 @@ static int emit_cpu_finish(compiler *c, access_list *l, int i)
     return SG_OK;
 }
 
+/* Parameters offloaded: a GPU sub-group's update (its cast update, or in
+ * fp32 its master) copied device-to-host into its pieces. */
+static int emit_param_d2h(compiler *c, access_list *l, int i)
+{
+    char name[SG_IR_NAME_MAX];
+    int64_t n = subgroup_elems(c, i);
+    int src = c->sg_pdev[i] >= 0 ? c->sg_pdev[i] : c->sg_master[i];
+    int rc;
+    if ((rc = al_push(l, src, SG_R)) || (rc = push_subgroup_pieces(c, l, i, 0, SG_W)))
+        return rc;
+    snprintf(name, sizeof name, "d2h.param.sg%d", i);
+    rc = node(c, l, SG_OP_D2H, SG_DEV_LINK, -1, -1, i, 0.0, SG_LINK_D2H,
+              n * (int64_t)sg_dtype_size(c->cd), name);
+    return rc < 0 ? rc : SG_OK;
+}
+
 static int emit_gpu_adam(compiler *c, access_list *l, int i)
 {
     char name[SG_IR_NAME_MAX];
@@ -1310,8 +1338,10 @@ static int emit_gpu_adam(compiler *c, access_list *l, int i)
         (rc = al_push(l, c->sg_moments[i], SG_RW)))
         return rc;
     /* fp32 training updates the parameters in place; mixed precision updates
-     * the fp32 master and casts it back */
-    rc = c->mixed ? al_push(l, c->sg_master[i], SG_RW) : push_subgroup_pieces(c, l, i, 0, SG_RW);
+     * the fp32 master and casts it back; with the parameters on the host, the
+     * master (fp32 included) is updated and copied back to them */
+    int in_master = c->mixed || c->s->offload_param;
+    rc = in_master ? al_push(l, c->sg_master[i], SG_RW) : push_subgroup_pieces(c, l, i, 0, SG_RW);
     if (rc)
         return rc;
     snprintf(name, sizeof name, "adam_gpu.sg%d", i);
@@ -1319,12 +1349,17 @@ static int emit_gpu_adam(compiler *c, access_list *l, int i)
                    SG_LINK_NONE, 0, name)) < 0)
         return rc;
     if (!c->mixed)
-        return SG_OK;
-    if ((rc = al_push(l, c->sg_master[i], SG_R)) || (rc = push_subgroup_pieces(c, l, i, 0, SG_W)))
+        return c->s->offload_param ? emit_param_d2h(c, l, i) : SG_OK;
+    if ((rc = al_push(l, c->sg_master[i], SG_R)))
+        return rc;
+    rc = c->sg_pdev[i] >= 0 ? al_push(l, c->sg_pdev[i], SG_W) : push_subgroup_pieces(c, l, i, 0, SG_W);
+    if (rc)
         return rc;
     snprintf(name, sizeof name, "cast.param.sg%d", i);
     rc = node(c, l, SG_OP_CAST, SG_DEV_GPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name);
-    return rc < 0 ? rc : SG_OK;
+    if (rc < 0)
+        return rc;
+    return c->s->offload_param ? emit_param_d2h(c, l, i) : SG_OK;
 }
 
 /* The partial of the gradient norm over unit u's pieces, once their
@@ -1566,9 +1601,8 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
                             "offloaded to the CPU");
     if (s->offload_optimizer && s->zero_stage == 0)
         return sg_error_set(err, SG_EINVAL, "optimizer offload needs ZeRO stage 1, 2 or 3");
-    if (s->offload_param && (s->zero_stage != 3 || !s->offload_optimizer || s->offload_ratio < 1))
-        return sg_error_set(err, SG_EINVAL, "parameter offload needs ZeRO stage 3 with every "
-                            "sub-group's optimizer offloaded to the CPU (offload ratio 1)");
+    if (s->offload_param && s->zero_stage != 3)
+        return sg_error_set(err, SG_EINVAL, "parameter offload needs ZeRO stage 3");
     if (s->compute_dtype != SG_F32 && s->compute_dtype != SG_BF16 && s->compute_dtype != SG_F16)
         return sg_error_set(err, SG_EINVAL, "compute dtype must be f32, bf16 or f16");
     if (sg_model_num_units(m) < 3)
@@ -1607,6 +1641,7 @@ static void compiler_free(compiler *c)
     free(c->sg_piece_idx);
     free(c->sg_master);
     free(c->sg_moments);
+    free(c->sg_pdev);
     free(c->sg_first_chunk);
     free(c->chunks);
     free(c->cast_place);

@@ -16,8 +16,9 @@
  *   units smaller than stage3_param_persistence_threshold are never gathered;
  * - stage 1/2 all-gather the updated parameters after the optimizer;
  * - stage 3 with parameter offload: the pieces live in host memory, the CPU
- *   sub-groups' casts write them there (no host-to-device copy), and each
- *   all-gather reads them from the host;
+ *   sub-groups' casts write them there (no host-to-device copy), a GPU
+ *   sub-group's update is copied back to them (device-to-host), and each use
+ *   of a unit fetches them to the device first;
  * - SuperOffload: the CPU Adam of a sub-group starts as soon as its gradients
  *   are on the host (speculation); a validation node per CPU sub-group keeps,
  *   redoes (clipping) or rolls back (overflow) the step once the global
@@ -74,7 +75,7 @@ typedef struct sg_step_spec {
     double offload_ratio;               /* share of sub-groups stepped on the CPU */
     int super_offload;                  /* speculation-then-validation */
     int offload_param;                  /* stage 3: this rank's parameter pieces live on the
-                                           host (needs every sub-group on the CPU) */
+                                           host */
     sg_optimizer_state optimizer_state; /* SG_STATE_ADAM unless set */
     int64_t sub_group_size;             /* elements per optimizer sub-group */
     double gradient_clipping;           /* 0 = off */

@@ -308,6 +308,14 @@ static void test_forms(void)
     ok(rc == 0 && cfg->ds.zero.offload_param.device == SG_OFFLOAD_CPU &&
            cfg->ds.zero.offload_optimizer.device == SG_OFFLOAD_CPU,
        "legacy cpu_offload_param: true is offload_param {device cpu}");
+    rc = sg_config_load(src("tests/data/good-configs/offload-param-gpu-optimizer.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.zero.offload_param.device == SG_OFFLOAD_CPU &&
+           cfg->ds.zero.offload_optimizer.device == SG_OFFLOAD_NONE,
+       "offload_param with the optimizer on the GPU (no offload_optimizer) loads");
+    rc = sg_config_load(src("tests/data/good-configs/offload-param-ratio.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.zero.offload_param.device == SG_OFFLOAD_CPU &&
+           cfg->ds.zero.offload_optimizer.ratio == 0.5,
+       "offload_param with half the sub-groups on the GPU (ratio 0.5) loads");
     rc = sg_config_load(src("tests/data/good-configs/offload-param-stage2.json"), cfg, &err);
     ok(rc == 0 && has_warning(&cfg->warnings, "offload_param: device \"cpu\" has no effect at "
                                               "stage 2"),

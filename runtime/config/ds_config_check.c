@@ -39,22 +39,6 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
     if (ds->zero.offload_param.device == SG_OFFLOAD_NVME)
         return sg_json_error(c, SG_ENOTSUP,
                              "%s.offload_param.device: \"nvme\" is not supported by stepgraph", Z);
-    if (ds->zero.offload_param.device == SG_OFFLOAD_CPU && ds->zero.stage == 3) {
-        /* the parameters live on the host: every sub-group must be stepped
-         * there, since a GPU sub-group's update writes them on the GPU */
-        if (ds->zero.offload_optimizer.device != SG_OFFLOAD_CPU)
-            return sg_json_error(c, SG_ENOTSUP,
-                                 "%s.offload_param.device: \"cpu\" needs "
-                                 "%s.offload_optimizer.device \"cpu\" in stepgraph (the parameters "
-                                 "then live on the host, and so must the optimizer that updates "
-                                 "them)", Z, Z);
-        if (ds->zero.offload_optimizer.ratio < 1.0)
-            return sg_json_error(c, SG_ENOTSUP,
-                                 "%s.offload_param.device: \"cpu\" needs every sub-group stepped "
-                                 "on the CPU in stepgraph (%s.offload_optimizer.ratio is %g, expected "
-                                 "1.0: a sub-group stepped on the GPU would update parameters that "
-                                 "live on the host)", Z, Z, ds->zero.offload_optimizer.ratio);
-    }
     if (ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU && ds->zero.stage == 0)
         return sg_json_error(c, SG_EINVAL,
                              "%s.offload_optimizer.device: \"cpu\" needs ZeRO stage 1, 2 or 3 (%s.stage "
