@@ -550,7 +550,7 @@ static int declare_buffers(compiler *c)
                                         SG_BUF_PARAM_HOST, -1, -1, i);
                 }
             }
-            if (ch->moments < 0 || ((c->mixed || cpu) && ch->master < 0) ||
+            if (ch->moments < 0 || ((c->mixed || cpu || s->offload_param) && ch->master < 0) ||
                 (cpu && ch->ghost < 0) || (cpu && c->mixed && ch->ghost32 < 0) ||
                 (cpu && c->mixed && !s->offload_param && ch->phost < 0))
                 return SG_ENOMEM;

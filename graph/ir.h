@@ -62,7 +62,9 @@ typedef enum sg_buf_role {
     SG_BUF_MOMENTS,              /* Adam exp_avg then exp_avg_sq of a sub-group */
     SG_BUF_GRAD_HOST,            /* a CPU sub-group's gradients on the host */
     SG_BUF_GRAD_HOST_F32,        /* the same cast to fp32 */
-    SG_BUF_PARAM_HOST,           /* updated parameters cast to the compute dtype */
+    SG_BUF_PARAM_HOST,           /* updated parameters cast to the compute dtype (a CPU
+                                    sub-group's on the host; parameters offloaded, a GPU
+                                    sub-group's on the device, before their copy back) */
     SG_BUF_TOKENS,               /* micro-batch input ids then target ids */
     SG_BUF_ACT,                  /* output of a unit */
     SG_BUF_LOSS,                 /* mean loss of a micro-step */

@@ -148,6 +148,13 @@ int sg_arg_fetch_slots(const sg_task_ctx *c, int *pieces, int cap, int *dst)
         sg_task_fail(c, SG_EINVAL, "no parameter pieces or device buffer to fetch them into");
         return 0;
     }
+    int64_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += sg_arg_buffer(c, pieces[i])->bytes;
+    if (bytes != sg_arg_buffer(c, *dst)->bytes) {
+        sg_task_fail(c, SG_EINVAL, "the pieces fetched are not the size of their device buffer");
+        return 0;
+    }
     return n;
 }
 
