@@ -185,16 +185,22 @@ int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g, s
     return sg_compile_for_machine(cfg, NULL, model, g, err);
 }
 
-int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *model,
-                           sg_graph *g, sg_error *err)
+int sg_compile_spec(const sg_config *cfg, const sg_step_spec *spec, sg_model *model,
+                    sg_graph *g, sg_error *err)
 {
     int rc = sg_config_load_model(cfg, model, err);
     if (rc)
         return rc;
-    sg_step_spec spec;
-    sg_step_spec_for_machine(cfg, m, &spec);
-    rc = sg_compile_step(model, &spec, g, err);
+    rc = sg_compile_step(model, spec, g, err);
     if (rc)
         sg_error_prefix(err, "compiling the step of %s: ", model->name);
     return rc;
+}
+
+int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *model,
+                           sg_graph *g, sg_error *err)
+{
+    sg_step_spec spec;
+    sg_step_spec_for_machine(cfg, m, &spec);
+    return sg_compile_spec(cfg, &spec, model, g, err);
 }

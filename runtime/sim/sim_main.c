@@ -94,19 +94,11 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
 static int compile_as_run(const sg_config *cfg, const sg_machine *m, sg_model *model,
                           sg_graph *g, sg_error *err)
 {
-    if (!cfg->ds.zero.offload_optimizer.super_offload ||
-        strcmp(cfg->run.speculation, "never") != 0)
-        return sg_compile_for_machine(cfg, m, model, g, err);
-    int rc = sg_config_load_model(cfg, model, err);
-    if (rc)
-        return rc;
     sg_step_spec spec;
     sg_step_spec_for_machine(cfg, m, &spec);
-    spec.super_offload = 0;
-    rc = sg_compile_step(model, &spec, g, err);
-    if (rc)
-        sg_error_prefix(err, "compiling the step of %s: ", model->name);
-    return rc;
+    if (spec.super_offload && strcmp(cfg->run.speculation, "never") == 0)
+        spec.super_offload = 0;
+    return sg_compile_spec(cfg, &spec, model, g, err);
 }
 
 static int simulate(int argc, char **argv, sg_error *err)
