@@ -3,7 +3,7 @@
 # (EXAMPLE_SIZE=ci), into a temporary directory, and what each must produce:
 # finite losses, SVG that parses as XML, graph JSON whose node counts grow
 # from stage 0 to SuperOffload, a Chrome trace, a tune table with every
-# point simulated, DeepSpeed's CIFAR config giving the same fp32 losses at
+# point simulated, parameter offload's table across three machines, DeepSpeed's CIFAR config giving the same fp32 losses at
 # every ZeRO stage, and (when the tokenizers package is there) the
 # fine-tuned export's validation loss agreeing between stepgraph and
 # transformers (the example itself fails otherwise). Prints TAP.
@@ -24,7 +24,7 @@ ok() {
 	n=$((n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-echo "1..12"
+echo "1..13"
 example() { # NAME: runs it, output in $TMP/NAME, log in $TMP/NAME.log, status in $TMP/NAME.rc
 	OUT=$TMP/$1 STARPU_HOME=$TMP/$1-starpu bash "$SRC/examples/$1/run.sh" >"$TMP/$1.log" 2>&1
 	echo $? >"$TMP/$1.rc"
@@ -69,6 +69,24 @@ assert len(rows) == 8 and {r["machine"] for r in rows} == {"gh200", "mi300a"}, r
 assert all(r["status"] == "ok" and float(r["step_ms"]) > 0 for r in rows), rows
 PYEOF
 ok $? "gh200-vs-mi300a: 8 simulated points on both machines, a plot and a table"
+
+example param-offload
+d=$TMP/param-offload
+[ "$(cat "$TMP/param-offload.rc")" -eq 0 ] && "$PY" - "$d" <<'PYEOF'
+import csv, re, sys
+d = sys.argv[1]
+rows = list(csv.DictReader(open(d + "/tune.csv")))
+assert len(rows) == 6 and all(r["status"] == "ok" and float(r["step_ms"]) > 0 for r in rows), rows
+def largest(m, op):
+    t = open("%s/fit-%s-%s.txt" % (d, m, op)).read()
+    return float(re.search(r"^largest that fits: .*, ([0-9.]+) B parameters", t, re.M).group(1))
+# the weights leave the GPU of a machine with its own GPU memory; on one
+# memory shared by CPU and GPU nothing is freed
+assert largest("gh200", "cpu") > largest("gh200", "none"), "gh200"
+assert largest("h100-pcie", "cpu") > largest("h100-pcie", "none"), "h100-pcie"
+assert largest("mi300a", "cpu") == largest("mi300a", "none"), "mi300a"
+PYEOF
+ok $? "param-offload: 6 simulated points; larger models fit gh200 and h100-pcie with the parameters offloaded, the same on mi300a"
 
 example deepspeed-configs
 d=$TMP/deepspeed-configs
