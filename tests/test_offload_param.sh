@@ -12,7 +12,7 @@
 #   gathered unit kept for the backward, SuperOffload at ratio 0.5
 #   speculating and rolling back under clipping, lws and dmdas): the same
 #   bits as without parameter offload, where the parameters live is not
-#   numerics;
+#   numerics; the same under adaptive speculation with 3 steps in flight;
 # - a checkpoint written with offload resumes without it, bit for bit;
 # - the graph, read from `stepgraph graph --format json` by the Python
 #   below: parameter pieces in host memory, no sub-group copy to the
@@ -47,9 +47,9 @@ config gathered "{\"stage\": 3, \"sub_group_size\": 9000, \"stage3_param_persist
 # the default threshold (1e5): every unit of this model is held whole
 config whole "{\"stage\": 3, \"sub_group_size\": 9000, $OFF, $PARAM}"
 
-# bits A B: the two runs' losses are equal, finite and STEPS long
+# bits A B [N]: the two runs' losses are equal, finite and N (STEPS) long
 bits() {
-	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" $STEPS <<'PYEOF'
+	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "${3:-$STEPS}" <<'PYEOF'
 import json, math, sys
 a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
 print("# %r\n# %r" % (a, b))
@@ -92,6 +92,21 @@ for s in lws dmdas; do
 		! grep -q ' 0 of [0-9]* speculative sub-group steps rolled back' "$TMP/hard_on_$s.out"
 	ok $? "bf16, 2 micro-steps, checkpointing, every gather redone for the backward, SuperOffload at ratio 0.5 rolling back, $s: offload on = off, bit for bit"
 done
+
+# SuperOffload's adaptive speculation lowers a second graph, waiting for the
+# norm, on the same handles, and runs 3 steps in flight: 16 steps of the
+# default model, where it switches to waiting after rollbacks
+for op in none cpu; do
+	"$BIN" run "$SRC/configs/default.json" --steps 16 --ncpus 2 --speculation adaptive \
+		--lookahead 3 --set zero_optimization.stage=3 --set zero_optimization.sub_group_size=200000 \
+		--set 'zero_optimization.offload_optimizer={"device": "cpu", "super_offload": true, "ratio": 0.5}' \
+		--set zero_optimization.offload_param.device=$op --set 'bf16={"enabled": true}' \
+		--metrics "$TMP/adaptive_$op.jsonl" >"$TMP/adaptive_$op.out" 2>&1 ||
+		sed 's/^/# /' "$TMP/adaptive_$op.out" | tail -3
+done
+bits adaptive_none adaptive_cpu 16 &&
+	grep -q ' [1-9][0-9]* of 16 steps waited for the gradient norm' "$TMP/adaptive_cpu.out"
+ok $? "SuperOffload adaptive (both graphs used), 3 steps in flight: offload on = off over 16 steps, bit for bit"
 
 # ---- checkpoints: saved with the parameters offloaded, resumed without
 "$BIN" run "$TMP/hard_on.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
