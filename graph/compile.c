@@ -373,6 +373,13 @@ static int build_pieces(compiler *c)
     return SG_OK;
 }
 
+/* Whether unit u's parameters are fetched before use (stage 3): gathered,
+ * or with parameter offload copied from the host. */
+static int unit_fetched(const compiler *c, int u)
+{
+    return c->unit_gathered[u] || c->s->offload_param;
+}
+
 static int declare_buffers(compiler *c)
 {
     const sg_model *m = c->m;
@@ -420,35 +427,33 @@ static int declare_buffers(compiler *c)
     for (int u = c->units - 1; u >= 0; u--) {
         int64_t pu = sg_model_unit_params(m, u);
         c->unit_full[u] = c->unit_gbuf[u] = c->unit_shard[u] = -1;
-        if (s->zero_stage == 3 && pu >= s->param_persistence_threshold) {
-            c->unit_gathered[u] = 1;
+        c->unit_gathered[u] = s->zero_stage == 3 && pu >= s->param_persistence_threshold;
+        if (c->unit_gathered[u]) {
             c->unit_kept[u] = reuse <= s->max_reuse_distance ||
                               (u == 0 && m->tie_word_embeddings);
             reuse += pu;
-            c->unit_gbuf[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u),
-                                  SG_BUF_GATHERED, u, -1, -1);
-            if (s->offload_param) {
-                const piece *first = &c->pieces[c->unit_first_piece[u]];
-                int id = buffer(c, sg_unit_shard_elems(m, s, u), c->cd, SG_MEM_GPU, 0,
-                                "param_shard.%d", u);
-                c->unit_shard[u] = tag(c, id, SG_BUF_PARAM_SHARD, u, -1, -1);
-                if (id >= 0)
-                    c->g->buffers[id].unit_offset = first->unit_offset;
-            }
         } else if (s->offload_param) {
             /* a unit every rank holds whole, its pieces on the host: copied
              * to the device before use, kept until its backward (it is small) */
             c->unit_kept[u] = 1;
+        }
+        /* a unit fetched before use (unit_fetched) has its device buffer; a
+         * gathered one with offloaded pieces also a device copy of its shard */
+        if (c->unit_gathered[u] || s->offload_param)
             c->unit_gbuf[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u),
                                   SG_BUF_GATHERED, u, -1, -1);
-        } else if (s->zero_stage == 1 || s->zero_stage == 2) {
+        if (c->unit_gathered[u] && s->offload_param &&
+            (c->unit_shard[u] = tag(c, buffer(c, sg_unit_shard_elems(m, s, u), c->cd,
+                                              SG_MEM_GPU, 0, "param_shard.%d", u),
+                                    SG_BUF_PARAM_SHARD, u, -1, -1)) >= 0)
+            c->g->buffers[c->unit_shard[u]].unit_offset =
+                c->pieces[c->unit_first_piece[u]].unit_offset;
+        if (s->zero_stage == 1 || s->zero_stage == 2)
             c->unit_full[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 1, "param_full.%d", u),
                                   SG_BUF_PARAM_FULL, u, -1, -1);
-        }
         c->unit_grad[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "grad.%d", u),
                               SG_BUF_GRAD, u, -1, -1);
-        if (c->unit_grad[u] < 0 || ((c->unit_gathered[u] || s->offload_param) &&
-                                    c->unit_gbuf[u] < 0) ||
+        if (c->unit_grad[u] < 0 || (unit_fetched(c, u) && c->unit_gbuf[u] < 0) ||
             (c->unit_gathered[u] && s->offload_param && c->unit_shard[u] < 0))
             return SG_ENOMEM;
     }
@@ -701,11 +706,6 @@ static int emit_fetch(compiler *c, access_list *l, int u, int micro, const char 
     return c->unit_gathered[u] ? emit_allgather(c, l, u, micro, why) : SG_OK;
 }
 
-/* Whether unit u's parameters are fetched before use (stage 3). */
-static int unit_fetched(const compiler *c, int u)
-{
-    return c->unit_gathered[u] || c->s->offload_param;
-}
 
 /* Buffers of one micro-step. Per unit and batch tile: index u * ntiles + t
  * (t = 0 when untiled). */
@@ -1340,7 +1340,7 @@ static int emit_gpu_adam(compiler *c, access_list *l, int i)
     /* fp32 training updates the parameters in place; mixed precision updates
      * the fp32 master and casts it back; with the parameters on the host, the
      * master (fp32 included) is updated and copied back to them */
-    int in_master = c->mixed || c->s->offload_param;
+    int in_master = c->sg_master[i] >= 0;
     rc = in_master ? al_push(l, c->sg_master[i], SG_RW) : push_subgroup_pieces(c, l, i, 0, SG_RW);
     if (rc)
         return rc;
@@ -1348,17 +1348,18 @@ static int emit_gpu_adam(compiler *c, access_list *l, int i)
     if ((rc = node(c, l, SG_OP_ADAM_GPU, SG_DEV_GPU, -1, -1, i, ADAM_FLOPS_PER_ELEM * (double)n,
                    SG_LINK_NONE, 0, name)) < 0)
         return rc;
-    if (!c->mixed)
-        return c->s->offload_param ? emit_param_d2h(c, l, i) : SG_OK;
-    if ((rc = al_push(l, c->sg_master[i], SG_R)))
-        return rc;
-    rc = c->sg_pdev[i] >= 0 ? al_push(l, c->sg_pdev[i], SG_W) : push_subgroup_pieces(c, l, i, 0, SG_W);
-    if (rc)
-        return rc;
-    snprintf(name, sizeof name, "cast.param.sg%d", i);
-    rc = node(c, l, SG_OP_CAST, SG_DEV_GPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name);
-    if (rc < 0)
-        return rc;
+    if (c->mixed) {
+        /* into the pieces, or with the parameters offloaded into the device
+         * buffer the copy back reads */
+        int dst = c->sg_pdev[i];
+        if ((rc = al_push(l, c->sg_master[i], SG_R)) ||
+            (rc = dst >= 0 ? al_push(l, dst, SG_W) : push_subgroup_pieces(c, l, i, 0, SG_W)))
+            return rc;
+        snprintf(name, sizeof name, "cast.param.sg%d", i);
+        if ((rc = node(c, l, SG_OP_CAST, SG_DEV_GPU, -1, -1, i, (double)n, SG_LINK_NONE, 0,
+                       name)) < 0)
+            return rc;
+    }
     return c->s->offload_param ? emit_param_d2h(c, l, i) : SG_OK;
 }
 

@@ -274,6 +274,11 @@ const char *sg_mem_space_name(sg_mem_space m)
     return (unsigned)m < SG_MEM_COUNT ? names[m] : "?";
 }
 
+int sg_node_is_param_fetch(const sg_node *nd)
+{
+    return nd->kind == SG_OP_H2D && nd->layer >= 0;
+}
+
 int sg_node_runs_on_gpu(const sg_node *nd)
 {
     const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);

@@ -194,4 +194,9 @@ const char *sg_mem_space_name(sg_mem_space m);
  * runtime/exec/starpu_setup.c's sg_starpu_where uses it. */
 int sg_node_runs_on_gpu(const sg_node *nd);
 
+/* Parameters offloaded (ZeRO-3 offload_param): whether nd is a unit's
+ * fetch, the host-to-device copy of its pieces before a use (an h2d node
+ * with a unit; a sub-group's h2d copy has none). */
+int sg_node_is_param_fetch(const sg_node *nd);
+
 #endif /* SG_IR_H */

@@ -62,14 +62,9 @@ const char *sg_where_color(sg_where w)
 }
 
 /* The band of node n (gathers_fwd: n is a gather a forward reads). */
-static int is_fetch(const sg_node *n)
-{
-    return n->kind == SG_OP_H2D && n->layer >= 0; /* parameters offloaded: a unit's fetch */
-}
-
 static int band_of(const sg_node *n, sg_where w, int gathers_fwd)
 {
-    if (n->kind == SG_OP_ALLGATHER || is_fetch(n))
+    if (n->kind == SG_OP_ALLGATHER || sg_node_is_param_fetch(n))
         return gathers_fwd ? SG_BAND_GATHER_FWD : SG_BAND_GATHER_BWD;
     if (n->device == SG_DEV_LINK)
         return n->link == SG_LINK_NET ? SG_BAND_REDUCE : SG_BAND_LINK;
@@ -142,7 +137,7 @@ int sg_phase_layout_compute(const sg_graph *g, const sg_fold *fold, const unsign
     /* a fetch goes with the forward it feeds, directly or through its gather */
     for (int e = 0; e < g->nedges; e++) {
         const sg_node *to = &g->nodes[g->edges[e].to];
-        if (is_fetch(&g->nodes[g->edges[e].from]) &&
+        if (sg_node_is_param_fetch(&g->nodes[g->edges[e].from]) &&
             (to->kind == SG_OP_FORWARD || (to->kind == SG_OP_ALLGATHER && gfwd[to->id])))
             gfwd[g->edges[e].from] = 1;
     }

@@ -1,4 +1,4 @@
-/* h2d.c - the host-to-device codelet, two cases:
+/* h2d.c - the host-to-device codelet, two cases (sg_node_is_param_fetch):
  * - a sub-group's parameters (the compute-dtype host copy, else the fp32
  *   master) scattered into its parameter pieces, converted to the pieces'
  *   dtype;
@@ -11,10 +11,9 @@
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 
-/* A fetch node: it writes a unit's shard or gathered buffer. */
 static int is_fetch(const sg_task_ctx *c)
 {
-    return sg_arg_find(c, SG_BUF_PARAM_SHARD, -2) >= 0 || sg_arg_find(c, SG_BUF_GATHERED, -2) >= 0;
+    return sg_node_is_param_fetch(&c->shared->graph->nodes[c->node]);
 }
 
 void sg_h2d_cpu(void *buffers[], void *arg)

@@ -471,7 +471,7 @@ static void invalidate_dead(sg_lowering *l, int i)
 static void release_fetched(sg_lowering *l, int i)
 {
     const sg_node *nd = &l->graph->nodes[i];
-    if (!l->target.have_cuda || nd->kind != SG_OP_H2D || nd->layer < 0)
+    if (!l->target.have_cuda || !sg_node_is_param_fetch(nd))
         return;
     for (int a = 0; a < nd->naccess; a++) {
         const sg_buffer *b = &l->graph->buffers[nd->access[a].buffer];
