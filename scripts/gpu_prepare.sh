@@ -42,7 +42,8 @@ in the repository root, ignored by git; MANIFEST.txt beside it). The archive hol
   wheels/                                DeepSpeed (DS_VERSION, default 0.19.8: a wheel
                                          built here from PyPI's sdist, its ops JIT-built
                                          there) and what it needs that the GPU machines'
-                                         image lacks (hjson, pydantic and its own), for
+                                         image lacks (hjson, pydantic and its own,
+                                         einops, msgpack, ninja, py-cpuinfo, psutil), for
                                          Python 3.12 x86-64: bench_gpu.sh's deepspeed and
                                          superoffload modes (pip from the bench venv, else
                                          python3 -m pip; needs the network)
@@ -407,7 +408,7 @@ if [ "$WANT_DS" = 1 ]; then
 	elif ! $pip wheel -q --no-deps -w "$whl" "deepspeed==$DS_VERSION" >"$BUILD_DIR/ds-wheel.log" 2>&1 ||
 		! $pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
 			--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-			--platform manylinux2014_x86_64 -d "$whl" hjson pydantic >>"$BUILD_DIR/ds-wheel.log" 2>&1; then
+			--platform manylinux2014_x86_64 -d "$whl" hjson pydantic einops msgpack ninja py-cpuinfo psutil >>"$BUILD_DIR/ds-wheel.log" 2>&1; then
 		say "wheels/: pip failed (no network?), see $BUILD_DIR/ds-wheel.log: no DeepSpeed rows there"
 		rm -rf "$whl"
 	else

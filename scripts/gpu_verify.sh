@@ -261,12 +261,15 @@ stage_calibrate() {
 	mkdir -p "$STARPU_HOME"
 	base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n1)
 	echo "nvidia-smi memory.used before: ${base:-?} MiB"
+	# StarPU takes 90% of the RAM its hwloc sees at start-up as its main-memory limit
+	echo "RAM before: $(grep -h MemTotal /proc/meminfo /sys/devices/system/node/node*/meminfo 2>/dev/null | tr -s ' ' | paste -sd';')"
 	nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,nounits -lms 200 \
 		>"$GV_WORK/results/nvidia-smi-memory.csv" 2>/dev/null &
 	smi_pid=$!
 	STARPU_SILENT=0 "$SG_BUILDDIR/stepgraph" calibrate "$GV_CONFIG" --name gv-gpu --out "$GV_WORK/results/machines" \
 		--steps "${GV_CAL_STEPS:-10}" --base h100-pcie --ncuda 1 "${opts[@]}"
 	rc=$?
+	echo "RAM after: $(grep -h MemTotal /proc/meminfo 2>/dev/null | tr -s ' ')"
 	kill "$smi_pid" 2>/dev/null
 	wait "$smi_pid" 2>/dev/null
 	local peak ms
@@ -340,7 +343,12 @@ stage_bench() {
 		if [ -d "${SG_CARRY:-}/wheels" ] && python3 -m pip install -q --no-index --no-deps \
 			--no-compile --no-cache-dir --upgrade --target "$GV_WORK/site" "$SG_CARRY"/wheels/*.whl; then
 			export PYTHONPATH="$GV_WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+			# ninja's wheel puts its program in bin/: torch's extension builder runs it
+			export PATH="$GV_WORK/site/bin:$PATH"
 			echo "DeepSpeed from the carried wheels: $(ls "$SG_CARRY/wheels" | tr '\n' ' ')"
+			# what DeepSpeed's CPU Adam needs to be JIT-built here
+			echo "c++: $(c++ --version 2>&1 | head -n1); ninja: $(ninja --version 2>&1 | head -n1);" \
+				"Python.h: $(python3 -c 'import sysconfig, os; p = os.path.join(sysconfig.get_paths()["include"], "Python.h"); print(p if os.path.exists(p) else "missing")' 2>&1)"
 		else
 			echo "no DeepSpeed wheels installed (gpu_prepare.sh --no-deepspeed, or pip failed): its rows will fail"
 		fi

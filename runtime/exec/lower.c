@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "codelets/starpu/activity.h"
@@ -33,11 +34,15 @@ static int state_alloc_error(const sg_buffer *buf, sg_error *err)
     if (total <= 0)
         return sg_error_set(err, SG_ENOMEM, "cannot allocate %s (%lld bytes): out of memory",
                             buf->name, (long long)buf->bytes);
+    /* the RAM the kernel reports now: StarPU read its own figure at start-up */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double ram_now = pages > 0 && page > 0 ? (double)pages * (double)page / (1 << 20) : -1;
     return sg_error_set(err, SG_ENOMEM,
                         "cannot allocate %s (%lld bytes): StarPU counts %.0f of its %.0f MiB of "
-                        "main memory in use (its limit: 90%% of RAM, or STARPU_LIMIT_CPU_MEM)",
+                        "main memory in use (its limit: 90%% of RAM at its start, or "
+                        "STARPU_LIMIT_CPU_MEM; RAM now: %.0f MiB)",
                         buf->name, (long long)buf->bytes,
-                        (double)(total - avail) / (1 << 20), (double)total / (1 << 20));
+                        (double)(total - avail) / (1 << 20), (double)total / (1 << 20), ram_now);
 }
 
 static size_t buffer_skew(int b)
