@@ -1310,6 +1310,65 @@ static void test_optim_rollback(void)
     ffree(p), ffree(m), ffree(v), ffree(ps), ffree(ms), ffree(vs), ffree(vpost);
 }
 
+/* SuperOffload's fused validation (sg_adam_redo) against its definition: the
+ * rollback of the speculative step over the whole array, then the step with
+ * the clipping multiplier, bit for bit, for every optimizer case and
+ * variant, on a length that crosses blocks and ends in a partial vector; and
+ * the rollback alone when the redo is skipped. */
+static void test_redo(void)
+{
+    const size_t n = 3 * 2048 + 37;
+    float *g = falloc(n), *a[3], *b[3];
+    for (int j = 0; j < 3; j++)
+        a[j] = falloc(n), b[j] = falloc(n);
+    rng_state = 99;
+    fill_grad(g, n);
+    for (int c = -2; c < NOCASES; c++) { /* -2, -1: CASES 0 and 4 (Adam) */
+        for (int k = 0; k < NISAS; k++) {
+            const char *isa = sg_adam_isa_name(ISAS[k]);
+            if (!sg_adam_isa_supported(ISAS[k])) {
+                char why[128];
+                snprintf(why, sizeof why, "no %s on this CPU", isa);
+                tap_skip(2, why);
+                continue;
+            }
+            sg_adam_params prm = c < 0 ? case_params(&CASES[c == -2 ? 0 : 4], ISAS[k])
+                                       : ocase_params(&OCASES[c], ISAS[k]);
+            const char *name = c < 0 ? CASES[c == -2 ? 0 : 4].name : OCASES[c].name;
+            float spec = c == -1 ? 0x1p-12f : 1.0f, clip = 0.3f * spec;
+            for (int redo = 1; redo >= 0; redo--) {
+                rng_state = 5;
+                fill_params(a[0], n);
+                fill_grad(a[1], n);
+                for (size_t i = 0; i < n; i++)
+                    a[1][i] *= 0.1f, a[2][i] = a[1][i] * a[1][i];
+                int rc = sg_adam_step(&prm, 3, a[0], g, a[1], a[2], NULL, n, spec);
+                for (int j = 0; j < 3; j++)
+                    memcpy(b[j], a[j], n * sizeof(float));
+                rc |= sg_adam_redo(&prm, 3, a[0], g, a[1], a[2], n, spec, clip, redo);
+                rc |= sg_adam_rollback(&prm, 3, b[0], g, b[1], b[2], n, spec);
+                if (redo)
+                    rc |= sg_adam_step(&prm, 3, b[0], g, b[1], b[2], NULL, n, clip);
+                size_t differ = 0;
+                for (int j = 0; j < 3; j++)
+                    differ += memcmp(a[j], b[j], n * sizeof(float)) != 0;
+                ok(rc == 0 && differ == 0,
+                   "redo %s [%s]: fused %s equals %s bit for bit (%zu arrays differ)", name,
+                   isa, redo ? "rollback and redo" : "rollback without redo",
+                   redo ? "sg_adam_rollback then sg_adam_step" : "sg_adam_rollback", differ);
+            }
+        }
+    }
+    sg_adam_params prm = SG_ADAM_PARAMS_DEFAULT;
+    is_int(sg_adam_redo(&prm, 1, a[0], g, a[1], a[2], 4, 1.0f, NAN, 1), SG_EINVAL,
+           "redo: a non-finite multiplier for the redo is rejected");
+    is_int(sg_adam_redo(&prm, 1, a[0], g, a[1], a[2], 4, 1.0f, NAN, 0), 0,
+           "redo: without the redo its multiplier is not used");
+    ffree(g);
+    for (int j = 0; j < 3; j++)
+        ffree(a[j]), ffree(b[j]);
+}
+
 static void test_optim_parallel(void)
 {
     const size_t n = 100019;
@@ -1536,6 +1595,7 @@ int main(void)
     test_optim_bf16();
     test_optim_skip();
     test_optim_rollback();
+    test_redo();
     test_optim_parallel();
     test_adagrad_torch();
     test_optim_errors();

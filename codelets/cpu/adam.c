@@ -832,27 +832,69 @@ int sg_adam_speculation_fails(const float norm[2], int overflow, double clip)
     return overflow || sg_adam_grad_multiplier(norm, clip) != norm[1];
 }
 
+/* The checks and coefficients of a rollback of step t taken with grad_scale:
+ * 1 when there is nothing to do (n == 0), 0 when c and isa are set, or an
+ * error. */
+static int rollback_prepare(const sg_adam_params *prm, int64_t t, const float *p,
+                            const float *g, const float *m, const float *v, size_t n,
+                            float grad_scale, adam_coef *c, sg_adam_isa *isa)
+{
+    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, isa);
+    if (rc)
+        return rc;
+    sg_adam_coef_init(c, prm, t, grad_scale);
+    /* beta = 0 forgets the old moment; a zero decay factor forgets p.
+     * Lion's beta1 only weighs the direction (m is recovered through
+     * beta2); Adagrad forgets nothing. */
+    if (prm->algo == SG_OPTIM_ADAM &&
+        (prm->beta1 == 0.0f || prm->beta2 == 0.0f || c->decay == 0.0f))
+        return SG_EINVAL;
+    if (prm->algo == SG_OPTIM_LION && (prm->beta2 == 0.0f || c->decay == 0.0f))
+        return SG_EINVAL;
+    return n == 0;
+}
+
 int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
                      const float *g, float *m, float *v, size_t n,
                      float grad_scale)
 {
     sg_adam_isa isa;
-    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
-    if (rc)
-        return rc;
     adam_coef c;
-    sg_adam_coef_init(&c, prm, t, grad_scale);
-    /* beta = 0 forgets the old moment; a zero decay factor forgets p.
-     * Lion's beta1 only weighs the direction (m is recovered through
-     * beta2); Adagrad forgets nothing. */
-    if (prm->algo == SG_OPTIM_ADAM &&
-        (prm->beta1 == 0.0f || prm->beta2 == 0.0f || c.decay == 0.0f))
-        return SG_EINVAL;
-    if (prm->algo == SG_OPTIM_LION && (prm->beta2 == 0.0f || c.decay == 0.0f))
-        return SG_EINVAL;
-    if (n == 0)
-        return 0;
+    int rc = rollback_prepare(prm, t, p, g, m, v, n, grad_scale, &c, &isa);
+    if (rc)
+        return rc < 0 ? rc : 0;
     rollback_for(prm->algo, isa)(&c, p, g, m, v, n);
+    return 0;
+}
+
+/* Blocks of the fused rollback and redo: 2048 floats (8 KiB) of each stream,
+ * still in the core's caches when the redo reads them back; a multiple of 16,
+ * so every vector variant runs whole vectors up to the array's own tail. */
+#define ADAM_REDO_BLOCK 2048
+
+int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g,
+                 float *m, float *v, size_t n, float spec_scale, float grad_scale,
+                 int redo)
+{
+    sg_adam_isa isa;
+    adam_coef undo, again;
+    int rc = rollback_prepare(prm, t, p, g, m, v, n, spec_scale, &undo, &isa);
+    if (rc < 0)
+        return rc;
+    if (redo && !isfinite(grad_scale))
+        return SG_EINVAL;
+    if (rc)
+        return 0;
+    sg_adam_coef_init(&again, prm, t, grad_scale);
+    rollback_fn back = rollback_for(prm->algo, isa);
+    step_fn step = step_for(prm->algo, isa);
+    for (size_t off = 0; off < n; off += ADAM_REDO_BLOCK) {
+        size_t len = n - off < ADAM_REDO_BLOCK ? n - off : ADAM_REDO_BLOCK;
+        float *bm = m ? m + off : NULL, *bv = v ? v + off : NULL;
+        back(&undo, p + off, g + off, bm, bv, len);
+        if (redo)
+            step(&again, p + off, g + off, bm, bv, NULL, len);
+    }
     return 0;
 }
 

@@ -223,6 +223,16 @@ int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
                      const float *g, float *m, float *v, size_t n,
                      float grad_scale);
 
+/* SuperOffload's validation when the speculative step fails: sg_adam_rollback
+ * of step t taken with spec_scale, then, when redo is set, sg_adam_step of
+ * step t with grad_scale (no bf16 copy), fused: block by block, so the state
+ * crosses memory once instead of twice. Bit-identical to the two calls one
+ * after the other (tests/test_adam.c); the same errors as sg_adam_rollback,
+ * and SG_EINVAL for a non-finite grad_scale with redo. */
+int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g,
+                 float *m, float *v, size_t n, float spec_scale, float grad_scale,
+                 int redo);
+
 /* The factor gradients are multiplied by before Adam, from the global norm
  * buffer norm = [norm of the unscaled gradients, 1 / loss scale]: 1 / loss
  * scale, times DeepSpeed's clipping coefficient clip / (norm + 1e-6) when

@@ -23,9 +23,9 @@ void sg_validate_cpu(void *buffers[], void *arg)
         return;
     sg_adam_params prm = sg_arg_adam_params(c);
     int64_t t = c->step->t;
-    int rc = sg_adam_rollback(&prm, t, h.p, h.g, h.m, h.v, h.n, spec_mult);
-    if (!rc && !skip)
-        rc = sg_adam_step(&prm, t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
+    /* undo the speculative step and, unless the step is skipped, redo it
+     * with the multiplier now known: one pass over the state */
+    int rc = sg_adam_redo(&prm, t, h.p, h.g, h.m, h.v, h.n, spec_mult, mult, !skip);
     if (rc)
         sg_task_fail(c, rc, "rollback failed");
 }
