@@ -199,6 +199,18 @@ ok $? "simulate runs on the calibrated machine with its history models"
 ms=$(step_ms "$TMP/cs.out")
 awk -v v="$ms" 'BEGIN { exit !(v > 0) }'
 ok $? "and predicts a step time ($ms ms)"
+# the host's copy rates: one core's, and every core's at once (what the step's
+# CPU tasks share, read by the roofline bound), said in the sources
+"$PY" - "$TMP/cal/cihost.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+cpu, src = m["cpu"], " ".join(m["sources"])
+assert 0 < cpu["core_bw_gbs"] <= cpu["memory_bw_gbs"], cpu
+assert "cores' memcpy at once" in src and "one core's memcpy" in src, src
+PYEOF
+ok $? "its CPU figures: one core's copy rate and all cores' at once, the latter not below"
+grep -q "Roofline bound .*from the machine's figures" "$TMP/cs.out" && ! grep -q "Lower bound" "$TMP/cs.out"
+ok $? "simulate on it names the roofline bound as the machine figures', not a bound of its step"
 # a re-calibration that fails after StarPU ran tasks of the same sizes (the
 # default job's batch with an absurd learning rate: step 2's loss is NaN)
 # leaves the earlier models as they were and no staging directory behind

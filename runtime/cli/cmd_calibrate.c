@@ -24,6 +24,7 @@
 #include "common/json_util.h"
 #include "runtime/config/machine.h"
 #include "runtime/dist/dist.h"
+#include "runtime/sim/host_probe.h"
 #include "runtime/sim/sim_platform.h"
 #include "runtime/train/train.h"
 
@@ -67,50 +68,20 @@ static void calibrate_help(void)
     sg_cli_print_run_flags();
 }
 
-/* Single-core copy bandwidth, GB/s (bytes read + written), best of 3: what
- * one CPU worker streams. */
-static double copy_bandwidth_gbs(void)
-{
-    size_t n = (size_t)128 << 20;
-    char *a = malloc(n), *b = malloc(n);
-    double best = 0;
-    if (a && b) {
-        memset(a, 1, n);
-        memset(b, 2, n);
-        for (int r = 0; r < 3; r++) {
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            memcpy(b, a, n);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-            if (s > 0 && 2.0 * (double)n / s / 1e9 > best)
-                best = 2.0 * (double)n / s / 1e9;
-        }
-    }
-    free(a);
-    free(b);
-    return best > 0 ? best : 1;
-}
-
-/* First "cpu MHz" of /proc/cpuinfo, in GHz (2 if unknown). */
-static double cpu_ghz(void)
-{
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    double mhz = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "cpu MHz", 7) && sscanf(strchr(line, ':') + 1, "%lf", &mhz) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return mhz > 0 ? mhz / 1000 : 2.0;
-}
-
 /* The machine file: CPU figures of this host, GPU figures of the base. */
 static cJSON *machine_json(const char *name, const sg_machine *base, const sg_train_result *res,
                            const char *config, const char *sched, int steps, int ranks)
 {
-    double bw = copy_bandwidth_gbs(), ghz = cpu_ghz();
+    /* one core's copy rate, and every core copying at once: a step's CPU tasks
+     * share the socket's bandwidth (the roofline lower bound of simulate reads it) */
+    int ncores = res->workers_cpu + res->workers_cuda;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > 0 && online < ncores)
+        ncores = (int)online;
+    double core_bw = sg_host_copy_gbs(1), ghz = sg_host_cpu_ghz();
+    double bw = ncores > 1 ? sg_host_copy_gbs(ncores) : core_bw;
+    core_bw = core_bw > 0 ? core_bw : 1;
+    bw = bw > core_bw ? bw : core_bw;
     double mem_gb = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 1e9;
     char host[HOST_NAME_MAX + 1] = "?", when[64], line[512];
     gethostname(host, sizeof host);
@@ -137,9 +108,11 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
                  "core's memcpy, used only where a task has no measured time.", ranks);
         cJSON_AddItemToArray(src, cJSON_CreateString(line));
     }
-    snprintf(line, sizeof line, "cpu.memory_bw_gbs and cpu.core_bw_gbs: one core's memcpy, "
-             "measured (%.1f GB/s); cpu.ghz from /proc/cpuinfo; fp32_flops_per_cycle assumed 32 "
-             "(two 8-wide FMA units). These only set task priorities here.", bw);
+    snprintf(line, sizeof line, "cpu.core_bw_gbs: one core's memcpy, measured (%.1f GB/s); "
+             "cpu.memory_bw_gbs: %d cores' memcpy at once, measured (%.1f GB/s; at least one "
+             "core's); cpu.ghz from /proc/cpuinfo; fp32_flops_per_cycle assumed 32 (two 8-wide "
+             "FMA units). These set task priorities and the roofline lower bound here, not "
+             "the task times.", core_bw, ncores, bw);
     cJSON_AddItemToArray(src, cJSON_CreateString(line));
     if (base) {
         snprintf(line, sizeof line, "GPU, link and efficiency figures from the %s model.",
@@ -153,7 +126,7 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     cJSON_AddNumberToObject(cpu, "fp32_flops_per_cycle", 32);
     cJSON_AddNumberToObject(cpu, "memory_gb", mem_gb);
     cJSON_AddNumberToObject(cpu, "memory_bw_gbs", bw);
-    cJSON_AddNumberToObject(cpu, "core_bw_gbs", bw);
+    cJSON_AddNumberToObject(cpu, "core_bw_gbs", core_bw);
     cJSON_AddNumberToObject(cpu, "numa_nodes", 1);
     cJSON *gpu = cJSON_AddObjectToObject(root, "gpu");
     cJSON_AddNumberToObject(gpu, "count", res->workers_cuda);
@@ -167,10 +140,10 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     cJSON_AddNumberToObject(tf, "fp16", base ? base->gpu_tflops_fp16 : 0);
     cJSON_AddNumberToObject(tf, "fp32", base ? base->gpu_tflops_fp32 : 0);
     cJSON *links = cJSON_AddObjectToObject(root, "links");
-    cJSON_AddNumberToObject(links, "h2d_gbs", base ? base->h2d_gbs : bw);
-    cJSON_AddNumberToObject(links, "d2h_gbs", base ? base->d2h_gbs : bw);
+    cJSON_AddNumberToObject(links, "h2d_gbs", base ? base->h2d_gbs : core_bw);
+    cJSON_AddNumberToObject(links, "d2h_gbs", base ? base->d2h_gbs : core_bw);
     cJSON_AddNumberToObject(links, "latency_us", base ? base->latency_us : 1);
-    cJSON_AddNumberToObject(links, "gpu_gpu_gbs", base ? base->gpu_gpu_gbs : bw);
+    cJSON_AddNumberToObject(links, "gpu_gpu_gbs", base ? base->gpu_gpu_gbs : core_bw);
     /* the loader wants the link of several devices or ranks named */
     if (ranks > 1 && res->workers_cuda == 0)
         cJSON_AddStringToObject(links, "interconnect",
