@@ -18,6 +18,7 @@
 #include "runtime/sim/sim_fit.h"
 #include "runtime/sim/sim_platform.h"
 #include "runtime/sim/sim_costfit.h"
+#include "runtime/train/node_times.h"
 #include "runtime/sim/sim_share.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
@@ -221,16 +222,42 @@ static void test_costfit(void)
           "fwd.layer2.mb0,forward,6e9,1e9,1e8,44.3,10\n"
           "adam.sg0,adam_cpu,1e6,0,1e9,500,4\n", fp);
     fclose(fp);
-    sg_cost_fit fits[SG_OP_KIND_COUNT];
+    sg_cost_fit fits[SG_COST_DEVICES][SG_OP_KIND_COUNT];
     sg_error err = {0};
     ok(sg_cost_fits_load(path, fits, &err) == 0, "a node-times file loads");
-    ok(fits[SG_OP_FORWARD].valid && fits[SG_OP_ADAM_CPU].valid && !fits[SG_OP_BACKWARD].valid,
-       "a fit per kind in it, none for kinds it lacks");
+    ok(fits[SG_COST_CPU][SG_OP_FORWARD].valid && fits[SG_COST_CPU][SG_OP_ADAM_CPU].valid &&
+           !fits[SG_COST_CPU][SG_OP_BACKWARD].valid && !fits[SG_COST_GPU][SG_OP_FORWARD].valid,
+       "a fit per kind in it, none for kinds it lacks; without a device column: the CPU's");
     /* 4.3 us + 5 us per matmul GFLOP, 15 per attention GFLOP */
-    is_close(sg_cost_fit_us(&fits[SG_OP_FORWARD], 8e9, 0, 1e8), 4.3 + 5 * 8, 1e-6,
+    is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 0, 1e8), 4.3 + 5 * 8, 1e-6,
              "forward: 5 us per matmul GFLOP from three layers");
-    is_close(sg_cost_fit_us(&fits[SG_OP_FORWARD], 8e9, 2e9, 1e8), 4.3 + 5 * 6 + 15 * 2, 1e-6,
-             "and 15 us per attention GFLOP");
+    is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 2e9, 1e8),
+             4.3 + 5 * 6 + 15 * 2, 1e-6, "and 15 us per attention GFLOP");
+    /* with the device column: the GPU's lines fit apart from the CPU's */
+    fp = fopen(path, "w");
+    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
+          "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10,cpu\n"
+          "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10,cpu\n"
+          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n"
+          "fwd.layer1.mb0,forward,4e9,0,1e8,5,10,gpu\n", fp);
+    fclose(fp);
+    ok(sg_cost_fits_load(path, fits, &err) == 0 && fits[SG_COST_GPU][SG_OP_FORWARD].valid,
+       "a node-times file with devices loads, a fit per device");
+    is_close(sg_cost_fit_us(&fits[SG_COST_GPU][SG_OP_FORWARD], 8e9, 0, 1e8), 1 + 1 * 8, 1e-6,
+             "GPU forward: 1 us + 1 us per GFLOP from its own two lines");
+    is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 0, 1e8), 4.3 + 5 * 8, 1e-6,
+             "CPU forward: its own two lines");
+    fp = fopen(path, "w");
+    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
+          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,tpu\n", fp);
+    fclose(fp);
+    ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "a device other than cpu or gpu: refused");
+    fp = fopen(path, "w");
+    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n", fp);
+    fclose(fp);
+    ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL,
+       "a device column the header does not name: refused");
     fp = fopen(path, "w");
     fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
           "fwd.layer0.mb0,forward,2e9,3e9,1e8,14.3,10\n", fp);
@@ -249,6 +276,67 @@ static void test_costfit(void)
     remove(path);
     ok(sg_cost_fits_load(path, fits, &err) == SG_EIO, "a missing file: refused");
     rmdir(dir);
+}
+
+/* runtime/train/node_times.c: each task's time summed on its device, the
+ * means written one line per node and device, read back here by sscanf */
+static int cpu_worker_0(int worker)
+{
+    return worker == 0;
+}
+
+static void test_node_times(void)
+{
+    sg_graph g;
+    sg_graph_init(&g);
+    int b = sg_graph_add_buffer(&g, "x", 4, SG_F32, SG_MEM_HOST, 1);
+    sg_access acc = {b, SG_RW, 0};
+    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1, &acc, 1, "f");
+    sg_graph_add_node(&g, SG_OP_CAST, SG_DEV_CPU, 0, 1, &acc, 1, "c");
+    sg_graph_add_node(&g, SG_OP_ADAM_CPU, SG_DEV_CPU, 0, 1, &acc, 1, "a");
+    sg_node_times nt;
+    ok(sg_node_times_init(&nt, g.nnodes) == SG_OK, "node times: init");
+    /* step 1: f on the GPU worker (1) 10 us, c on the CPU (0) 4 us, a never ran;
+     * step 2: f 20 us on the GPU, c 8 us on the GPU (the scheduler's choice) */
+    sg_task_record r1[3] = {{1, 0, 10}, {0, 5, 9}, {-1, 0, 0}};
+    sg_task_record r2[3] = {{1, 0, 20}, {1, 30, 38}, {-1, 0, 0}};
+    sg_node_times_add(&nt, &g, r1, cpu_worker_0);
+    sg_node_times_add(&nt, &g, r2, cpu_worker_0);
+    char dir[] = "/tmp/sg_nodetimes.XXXXXX", path[64], line[256];
+    sg_error err = {0};
+    if (!mkdtemp(dir)) {
+        sg_node_times_free(&nt);
+        sg_graph_free(&g);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/node_times.csv", dir);
+    ok(sg_node_times_write(&nt, &g, path, &err) == SG_OK, "node times: written");
+    FILE *fp = fopen(path, "r");
+    int lines = 0, good = 0;
+    while (fp && fgets(line, sizeof line, fp)) {
+        char name[32], kind[32], dev[8];
+        double us;
+        long long samples;
+        if (lines++ == 0) {
+            good += !strcmp(line, "name,kind,flops,attention_flops,bytes,mean_us,samples,device\n");
+            continue;
+        }
+        if (sscanf(line, "%31[^,],%31[^,],%*[^,],%*[^,],%*[^,],%lf,%lld,%7s", name, kind, &us,
+                   &samples, dev) != 5)
+            continue;
+        good += !strcmp(name, "f") && !strcmp(dev, "gpu") && us == 15 && samples == 2;
+        good += !strcmp(name, "c") && !strcmp(dev, "cpu") && us == 4 && samples == 1;
+        good += !strcmp(name, "c") && !strcmp(dev, "gpu") && us == 8 && samples == 1;
+    }
+    if (fp)
+        fclose(fp);
+    ok(lines == 4 && good == 4,
+       "node times: a line per node and device it ran on, its mean and samples (%d lines, %d "
+       "right)", lines, good);
+    remove(path);
+    rmdir(dir);
+    sg_node_times_free(&nt);
+    sg_graph_free(&g);
 }
 
 static void test_fit(void)
@@ -299,7 +387,7 @@ static void test_overlap(void)
     sg_graph g;
     sg_graph_init(&g);
     int b = sg_graph_add_buffer(&g, "x", 4, SG_F32, SG_MEM_HOST, 1);
-    sg_access acc = {b, SG_RW};
+    sg_access acc = {b, SG_RW, 0};
     sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1, &acc, 1, "f");
     sg_graph_add_node(&g, SG_OP_BACKWARD, SG_DEV_GPU, 0, 1, &acc, 1, "b");
     sg_graph_add_node(&g, SG_OP_ADAM_CPU, SG_DEV_CPU, 0, 1, &acc, 1, "a");
@@ -364,6 +452,7 @@ int main(void)
     test_demand();
     test_share();
     test_costfit();
+    test_node_times();
     test_fit();
     test_set();
     test_overlap();

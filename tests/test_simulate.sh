@@ -209,6 +209,11 @@ assert 0 < cpu["core_bw_gbs"] <= cpu["memory_bw_gbs"], cpu
 assert "cores' memcpy at once" in src and "one core's memcpy" in src, src
 PYEOF
 ok $? "its CPU figures: one core's copy rate and all cores' at once, the latter not below"
+# node times per device: a CPU-only run writes cpu lines only, under a header naming the column
+S=$TMP/cal/cihost.sampling/node_times.csv
+head -n1 "$S" | grep -qx "name,kind,flops,attention_flops,bytes,mean_us,samples,device" &&
+	awk -F, 'NR > 1 { n++; if ($8 != "cpu") bad++ } END { exit !(n > 0 && !bad) }' "$S"
+ok $? "node_times.csv: a device column, every task of a CPU-only run on cpu"
 grep -q "Roofline bound .*from the machine's figures" "$TMP/cs.out" && ! grep -q "Lower bound" "$TMP/cs.out"
 ok $? "simulate on it names the roofline bound as the machine figures', not a bound of its step"
 # a re-calibration that fails after StarPU ran tasks of the same sizes (the

@@ -135,4 +135,16 @@ PYEOF
 	ok $? "$m: bf16 GPU step 1 within 1e-2 of the CPU's bf16, and the run learns"
 done
 
+# calibrate with a CUDA worker: node_times.csv holds the GPU tasks' times on
+# their own lines (device gpu), which simulate --cost fitted fits apart from
+# the CPU's
+"$BIN" calibrate "$TMP/f32.json" --name gpucal --out "$TMP/cal" --steps 12 --ncuda 1 --max_length 32 \
+	--base h100-pcie >"$TMP/cal.out" 2>&1
+ok $? "calibrate with a CUDA worker"
+S=$TMP/cal/gpucal.sampling/node_times.csv
+grep -q ',forward,.*,gpu$' "$S" && grep -q ',backward,.*,gpu$' "$S"
+ok $? "its node_times.csv has the forward and backward tasks' GPU times"
+"$BIN" simulate "$TMP/f32.json" --max_length 32 --machine "$TMP/cal/gpucal.json" --cost fitted >"$TMP/calsim.out" 2>&1
+ok $? "simulate --cost fitted on it"
+
 echo "1..$n"

@@ -38,8 +38,8 @@ static void calibrate_help(void)
            "performance models, STARPU_CALIBRATE=1), then writes DIR/NAME.json, a machine\n"
            "model that `stepgraph simulate --machine DIR/NAME.json` runs on, and beside it\n"
            "DIR/NAME.sampling, StarPU's sampling directory with those models, the\n"
-           "SimGrid platform and node_times.csv (every node's mean CPU task time with its\n"
-           "FLOPs and bytes). A calibrated machine simulates the step graphs whose task\n"
+           "SimGrid platform and node_times.csv (every node's mean task time on the CPU\n"
+           "and on the GPU workers, with its FLOPs and bytes). A calibrated machine simulates the step graphs whose task\n"
            "sizes were run here (the same model and batch shape; other policies, ZeRO and\n"
            "offload settings reuse the same tasks), and with `simulate --cost fitted`\n"
            "other sizes, from per-kind fits of node_times.csv. The mean measured step time\n"
@@ -315,7 +315,7 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
         setenv("STARPU_HOME", abs_sampling, 1);
         setenv("STARPU_HOSTNAME", name, 1);
         setenv("STARPU_CALIBRATE", "1", 1);
-        /* every node's CPU task time, for simulate --cost fitted: rank 0's */
+        /* every node's task time per device, for simulate --cost fitted: rank 0's */
         if (rank > 0)
             cfg->node_times[0] = '\0';
         else if (strlen(abs_sampling) + sizeof "/node_times.csv" > sizeof cfg->node_times)

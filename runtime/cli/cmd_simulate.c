@@ -59,7 +59,7 @@ static void simulate_help(void)
            "                   machine's measured times are used as they are\n"
            "  --cost C         on a calibrated machine: history (default), StarPU's\n"
            "                   measured mean per task size (only sizes that ran there), or\n"
-           "                   fitted: per kind, overhead + matmul and attention FLOPs +\n"
+           "                   fitted: per device and kind, overhead + matmul and attention FLOPs +\n"
            "                   bytes fitted on the node times calibrate saved, for other\n"
            "                   models, batches and sequence lengths\n"
            "  --json FILE      also write the result as JSON\n"

@@ -152,88 +152,104 @@ double sg_cost_fit_node_us(const sg_cost_fit *f, const sg_node *nd)
 
 #define MAX_LINE 1024
 
-/* One data line: name,kind,flops,attention_flops,bytes,mean_us,samples. */
-static int parse_line(char *line, sg_op_kind *kind, sg_cost_sample *smp)
+/* One data line: name,kind,flops,attention_flops,bytes,mean_us,samples, then
+ * ,device (cpu or gpu) when the header has it (fields = 8). */
+static int parse_line(char *line, int fields, sg_op_kind *kind, int *device, sg_cost_sample *smp)
 {
-    char *field[7];
+    char *field[8];
     int n = 0;
-    for (char *p = line; n < 7; n++) {
+    line[strcspn(line, "\r\n")] = '\0';
+    for (char *p = line; p; n++) {
+        if (n == fields)
+            return -1; /* more fields than the header names */
         field[n] = p;
         char *comma = strchr(p, ',');
-        if (!comma) {
-            n++;
-            break;
-        }
-        *comma = '\0';
-        p = comma + 1;
+        if (comma)
+            *comma = '\0';
+        p = comma ? comma + 1 : NULL;
     }
-    if (n != 7 || sg_op_kind_parse(field[1], kind))
+    if (n != fields || sg_op_kind_parse(field[1], kind))
         return -1;
     double v[5];
     for (int i = 0; i < 5; i++) {
         char *end;
         v[i] = strtod(field[2 + i], &end);
-        while (*end == '\n' || *end == '\r')
-            end++;
         if (end == field[2 + i] || *end || !isfinite(v[i]) || v[i] < 0)
             return -1;
     }
     if (v[1] > v[0])
         return -1; /* attention FLOPs are part of the FLOPs */
+    *device = SG_COST_CPU;
+    if (fields == 8 && !strcmp(field[7], "gpu"))
+        *device = SG_COST_GPU;
+    else if (fields == 8 && strcmp(field[7], "cpu"))
+        return -1;
     *smp = (sg_cost_sample){v[0], v[1], v[2], v[3], v[4]};
     return 0;
 }
 
-int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_OP_KIND_COUNT], sg_error *err)
+#define HEADER "name,kind,flops,attention_flops,bytes,mean_us,samples"
+
+int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_COST_DEVICES][SG_OP_KIND_COUNT],
+                      sg_error *err)
 {
-    memset(fits, 0, sizeof(sg_cost_fit) * SG_OP_KIND_COUNT);
+    memset(fits, 0, sizeof(sg_cost_fit) * SG_COST_DEVICES * SG_OP_KIND_COUNT);
     FILE *f = fopen(path, "r");
     if (!f)
         return sg_error_set(err, SG_EIO, "%s: cannot open (%s); calibrate the machine again",
                             path, strerror(errno));
-    sg_cost_sample *smp[SG_OP_KIND_COUNT] = {0};
-    int count[SG_OP_KIND_COUNT] = {0}, cap[SG_OP_KIND_COUNT] = {0};
+    enum { SLOTS = SG_COST_DEVICES * SG_OP_KIND_COUNT };
+    sg_cost_sample *smp[SLOTS] = {0};
+    int count[SLOTS] = {0}, cap[SLOTS] = {0};
     char line[MAX_LINE];
-    int rc = SG_OK, lineno = 0;
+    int rc = SG_OK, lineno = 0, fields = 7;
     while (!rc && fgets(line, sizeof line, f)) {
         lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = sg_error_set(err, SG_EINVAL, "%s: line %d: longer than %d characters", path,
+                              lineno, MAX_LINE - 1);
+            break;
+        }
         if (lineno == 1) {
-            if (strncmp(line, "name,kind,flops,attention_flops,bytes,mean_us,samples", 53))
+            line[strcspn(line, "\r\n")] = '\0';
+            if (!strcmp(line, HEADER ",device"))
+                fields = 8;
+            else if (strcmp(line, HEADER))
                 rc = sg_error_set(err, SG_EINVAL, "%s: line 1: not a node-times header", path);
             continue;
         }
         sg_op_kind k;
+        int d;
         sg_cost_sample s;
-        if (!strchr(line, '\n') && !feof(f))
-            rc = sg_error_set(err, SG_EINVAL, "%s: line %d: longer than %d characters", path,
-                              lineno, MAX_LINE - 1);
-        else if (parse_line(line, &k, &s))
+        if (parse_line(line, fields, &k, &d, &s)) {
             rc = sg_error_set(err, SG_EINVAL, "%s: line %d: expected name,kind,flops,"
-                              "attention_flops,bytes,mean_us,samples with a node kind and "
-                              "numbers >= 0", path, lineno);
-        if (rc)
+                              "attention_flops,bytes,mean_us,samples%s with a node kind and "
+                              "numbers >= 0", path, lineno, fields == 8 ? ",cpu|gpu" : "");
             break;
-        if (count[k] == cap[k]) {
-            int nc = cap[k] ? 2 * cap[k] : 16;
-            sg_cost_sample *g = realloc(smp[k], (size_t)nc * sizeof *g);
+        }
+        int slot = d * SG_OP_KIND_COUNT + (int)k;
+        if (count[slot] == cap[slot]) {
+            int nc = cap[slot] ? 2 * cap[slot] : 16;
+            sg_cost_sample *g = realloc(smp[slot], (size_t)nc * sizeof *g);
             if (!g) {
                 rc = sg_error_set(err, SG_ENOMEM, "out of memory");
                 break;
             }
-            smp[k] = g;
-            cap[k] = nc;
+            smp[slot] = g;
+            cap[slot] = nc;
         }
-        smp[k][count[k]++] = s;
+        smp[slot][count[slot]++] = s;
     }
     if (!rc && ferror(f))
         rc = sg_error_set(err, SG_EIO, "%s: read failed", path);
     if (!rc && lineno == 0)
         rc = sg_error_set(err, SG_EINVAL, "%s: empty", path);
     fclose(f);
-    for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
-        if (!rc && count[k] > 0)
-            sg_cost_fit_samples(smp[k], count[k], &fits[k]);
-        free(smp[k]);
+    for (int slot = 0; slot < SLOTS; slot++) {
+        if (!rc && count[slot] > 0)
+            sg_cost_fit_samples(smp[slot], count[slot],
+                                &fits[slot / SG_OP_KIND_COUNT][slot % SG_OP_KIND_COUNT]);
+        free(smp[slot]);
     }
     return rc;
 }

@@ -3,8 +3,9 @@
  *
  * StarPU's history models keep one mean time per task size (footprint), so
  * a calibrated machine can only simulate the sizes it ran. `stepgraph
- * calibrate` also saves every node's mean CPU task time with its FLOPs and
- * bytes (runtime/train/node_times.h); fitted per node kind,
+ * calibrate` also saves every node's mean task time on each device it ran on
+ * (CPU workers, CUDA workers) with its FLOPs and bytes
+ * (runtime/train/node_times.h); fitted per device and node kind,
  *
  *     time = overhead + matmul GFLOPs x us_per_gflop
  *                     + attention GFLOPs x us_per_attention_gflop + GB x us_per_gb
@@ -47,9 +48,14 @@ int sg_cost_fit_samples(const sg_cost_sample *s, int n, sg_cost_fit *out);
 double sg_cost_fit_us(const sg_cost_fit *f, double flops, double attention_flops, double bytes);
 double sg_cost_fit_node_us(const sg_cost_fit *f, const sg_node *nd);
 
-/* Reads a node-times file (node_times.h) and fits every kind in it; kinds
- * not in it stay invalid. SG_EIO / SG_EINVAL naming the file and line when
- * it cannot be read or a line is malformed. */
-int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_OP_KIND_COUNT], sg_error *err);
+/* The devices of a node-times file's lines. */
+enum { SG_COST_CPU, SG_COST_GPU, SG_COST_DEVICES };
+
+/* Reads a node-times file (node_times.h; one without the device column holds
+ * CPU times) and fits every device and kind in it; the others stay invalid.
+ * SG_EIO / SG_EINVAL naming the file and line when it cannot be read or a
+ * line is malformed. */
+int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_COST_DEVICES][SG_OP_KIND_COUNT],
+                      sg_error *err);
 
 #endif /* SG_SIM_COSTFIT_H */

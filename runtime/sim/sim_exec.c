@@ -38,7 +38,7 @@ typedef struct sim_state {
     int nactive, maxactive;
     /* --cost fitted on a calibrated machine: the CPU history fitted per kind */
     int fitted;
-    sg_cost_fit fits[SG_OP_KIND_COUNT];
+    sg_cost_fit fits[SG_COST_DEVICES][SG_OP_KIND_COUNT];
 } sim_state;
 
 /* SimGrid accounts for a task's time from its performance model and never
@@ -131,16 +131,18 @@ static void stream_task(void *buffers[], void *arg)
     starpu_sleep((float)d.fixed_s);
 }
 
-/* A calibrated machine's CPU tasks from the fit of its node times, whatever
- * their size; GPU tasks and kinds without a fit from the roofline. */
+/* A calibrated machine's tasks from the fit of its node times on the same
+ * device (CPU or GPU), whatever their size; kinds without a fit on that
+ * device from the roofline. */
 static double fitted_us(struct starpu_task *task, struct starpu_perfmodel_arch *arch,
                         unsigned nimpl)
 {
     const sg_task_ctx *c = task->cl_arg;
     const sim_state *st = (const sim_state *)c->shared;
     const sg_node *nd = &st->graph->nodes[c->node];
-    const sg_cost_fit *f = &st->fits[nd->kind];
-    if (arch->devices[0].type != STARPU_CPU_WORKER || !f->valid)
+    int dev = arch->devices[0].type == STARPU_CPU_WORKER ? SG_COST_CPU : SG_COST_GPU;
+    const sg_cost_fit *f = &st->fits[dev][nd->kind];
+    if (!f->valid)
         return roofline_us(task, arch, nimpl);
     return sg_cost_fit_node_us(f, nd);
 }
@@ -395,10 +397,11 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
         snprintf(path, sizeof path, "%s/node_times.csv", m->calibration_dir);
         rc = sg_cost_fits_load(path, st->fits, err);
         int any = 0;
-        for (int k = 0; !rc && k < SG_OP_KIND_COUNT; k++)
-            any |= st->fits[k].valid;
+        for (int d = 0; !rc && d < SG_COST_DEVICES; d++)
+            for (int k = 0; k < SG_OP_KIND_COUNT; k++)
+                any |= st->fits[d][k].valid;
         if (!rc && !any)
-            rc = sg_error_set(err, SG_EINVAL, "--cost fitted: %s holds no CPU task time", path);
+            rc = sg_error_set(err, SG_EINVAL, "--cost fitted: %s holds no task time", path);
     }
     if (!rc) {
         sg_lower_target target = {
