@@ -26,7 +26,8 @@
 # 34.7), with it 24 to 26 MiB (plan 24.4).
 # Then a run with STEPGRAPH_LIVENESS=0 (every
 # step-local buffer kept to the end of the step) gives bit-identical losses
-# and holds more. Prints TAP.
+# and holds more. Last, a model far beyond this machine's RAM is refused before
+# anything is allocated (runtime/train/host_fit.c). Prints TAP.
 set -u
 SG_TEST_NAME=memory_peak
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
@@ -118,3 +119,32 @@ done
 "$BIN" graph "$TMP/gpubase.json" --model tiny-moe --max_length 32 --ncuda 0 --summary >"$TMP/held_cpu.out" 2>&1 &&
 	grep -q "^peak memory, gpu" "$TMP/held_cpu.out" && ! grep -q "held by StarPU" "$TMP/held_cpu.out"
 ok $? "a graph compiled for CPU workers: no allocator line"
+
+# A run that cannot fit this machine's RAM is refused before anything is
+# allocated, with the figures (not killed by the kernel's OOM killer): a
+# Llama of 1.6 T parameters (hidden 16384, 512 layers). The trainer's own
+# fp32 weights are 4 bytes a parameter, counted here from the dimensions;
+# the machine's RAM is /proc/meminfo's MemTotal.
+"$PY" - "$SRC/models/llama-3.2-1b.json" "$TMP/huge.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m.update(name="huge", hidden_size=16384, intermediate_size=53248, num_hidden_layers=512,
+         num_attention_heads=128, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False)
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+"$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 >"$TMP/huge.out" 2>&1
+rc=$?
+"$PY" - "$TMP/huge.out" "$rc" <<'PYEOF'
+import re, sys
+out, rc = open(sys.argv[1]).read(), int(sys.argv[2])
+h, i, L, V, kv = 16384, 53248, 512, 128256, 8 * 128
+params = 2 * V * h + L * (h * (h + 2 * kv) + h * h + 3 * h * i + 2 * h) + h
+ram = int(re.search(r"MemTotal:\s+(\d+) kB", open("/proc/meminfo").read()).group(1)) / 2**20
+m = re.search(r"needs at least ([\d.]+) GiB of main memory and the machine has ([\d.]+) GiB: "
+              r"the step's plan holds ([\d.]+) GiB .*optimizer state ([\d.]+) GiB", out)
+assert rc == 1 and m and "Step 1" not in out, (rc, out)
+need, have, plan, own = map(float, m.groups())
+assert abs(own - 4 * params / 2**30) <= 0.1, (own, 4 * params / 2**30)
+assert abs(have - ram) <= 0.1 and need > have and abs(need - plan - own) <= 0.2, (need, have, ram)
+PYEOF
+ok $? "a model far beyond this machine's RAM is refused before allocating, naming the figures"

@@ -30,3 +30,13 @@ void sg_starpu_cuda_info(char *buf, size_t size)
     snprintf(buf, size, "CUDA: no (this build runs on CPU workers only)");
 #endif
 }
+
+int sg_starpu_cuda_devices(void)
+{
+#ifdef SG_STARPU_CUDA
+    int n = sg_cu_device_count();
+    return n > 0 ? n : 0;
+#else
+    return 0;
+#endif
+}

@@ -11,4 +11,7 @@ void sg_starpu_version(char *buf, size_t size);
  * it, NCCL, and how many CUDA devices are visible now. */
 void sg_starpu_cuda_info(char *buf, size_t size);
 
+/* The CUDA devices this build can use now (0 without CUDA). */
+int sg_starpu_cuda_devices(void);
+
 #endif

@@ -16,6 +16,8 @@
 #include "graph/analysis.h"
 #include "graph/memory_held.h"
 #include "graph/peak_workers.h"
+#include "runtime/train/host_fit.h"
+#include "runtime/exec/starpu_info.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data_loader.h"
 #include "runtime/io/tokenizer_info.h"
@@ -610,26 +612,22 @@ static int save_checkpoint(trainer *t, sg_error *err)
     return rc;
 }
 
-/* The plan's peak for what StarPU counts on one side: CPU-only, one memory
- * holds both spaces (with several CPU workers, as they run the step out of
- * program order: graph/peak_workers.h); with a GPU, the host also holds the
- * home copy of every GPU-space state buffer. The larger of the two graphs
- * when there are two. */
-static void planned_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu)
+/* Before anything is allocated: the step's plan for the workers StarPU will
+ * start (all cores but the CUDA workers' unless ncpus says; the CUDA devices
+ * seen unless ncuda says) and the trainer's own copies, against the RAM: the
+ * fp32 weights, and the moments when a checkpoint fills them (fresh ones
+ * stay zero pages). */
+static int check_host_memory(const trainer *t, sg_error *err)
 {
-    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers;
-    *host = *gpu = 0;
-    if (ncuda == 0) {
-        int rc = ncpu > 1 ? sg_graph_peak_memory_workers(g, ncpu, &one, &one_pers)
-                          : sg_graph_peak_memory_one_space(g, &one, &one_pers);
-        if (rc == SG_OK)
-            *host = one;
-        return;
-    }
-    if (sg_graph_peak_memory(g, peak, pers) == SG_OK) {
-        *host = peak[SG_MEM_HOST] + pers[SG_MEM_GPU];
-        *gpu = peak[SG_MEM_GPU];
-    }
+    const sg_run_options *r = &t->cfg->run;
+    int devices = sg_starpu_cuda_devices();
+    int ncuda = r->ncuda < 0 ? devices : (int)r->ncuda < devices ? (int)r->ncuda : devices;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
+    int64_t own = sg_model_total_params(&t->model) * (int64_t)sizeof(float) *
+                  (r->load[0] ? 3 : 1);
+    return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda, own,
+                             err);
 }
 
 static double percent_over(int64_t measured, int64_t planned)
@@ -662,7 +660,7 @@ static void held_peaks(const trainer *t, int64_t *host, int64_t *gpu)
     *gpu = a[SG_MEM_GPU] > b[SG_MEM_GPU] ? a[SG_MEM_GPU] : b[SG_MEM_GPU];
 }
 
-/* The plan's peaks (planned_peaks) for the workers StarPU started, once:
+/* The plan's peaks (sg_plan_peaks) for the workers StarPU started, once:
  * the run's graph's, or its waiting graph's where larger. Said before the
  * first step when the host's is above what StarPU may use in main memory:
  * StarPU would wait for memory no task frees (runtime/exec/stall.h). */
@@ -671,9 +669,9 @@ static void plan_memory(trainer *t)
     int ncpu, ncuda;
     int64_t limit = sg_exec_main_memory_limit(), wh = 0, wg = 0;
     sg_exec_worker_counts(&ncpu, &ncuda);
-    planned_peaks(&t->graph, ncpu, ncuda, &t->plan_host, &t->plan_gpu);
+    sg_plan_peaks(&t->graph, ncpu, ncuda, &t->plan_host, &t->plan_gpu);
     if (t->have_wait)
-        planned_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
+        sg_plan_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
     t->plan_host = wh > t->plan_host ? wh : t->plan_host;
     t->plan_gpu = wg > t->plan_gpu ? wg : t->plan_gpu;
     if (limit > 0 && t->plan_host > limit)
@@ -820,7 +818,8 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     int save_created = 0;
     if ((rc = check_ranks(&t, err)) || (rc = sg_gemm_check_env(err)) ||
         (rc = sg_stall_seconds(&stall_s, err)) || (rc = check_outputs(r, &save_created, err)) ||
-        (rc = setup_graph(&t, err)) || (rc = setup_weights(&t, err)) ||
+        (rc = setup_graph(&t, err)) || (rc = check_host_memory(&t, err)) ||
+        (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)) || (rc = check_schedule(&t, err)))
         goto out;

@@ -1,0 +1,54 @@
+/* host_fit.c - the run's main memory against this machine's (host_fit.h). */
+#include "runtime/train/host_fit.h"
+
+#include <unistd.h>
+
+#include "graph/analysis.h"
+#include "graph/peak_workers.h"
+
+void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu)
+{
+    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers;
+    *host = *gpu = 0;
+    if (ncuda == 0) {
+        int rc = ncpu > 1 ? sg_graph_peak_memory_workers(g, ncpu, &one, &one_pers)
+                          : sg_graph_peak_memory_one_space(g, &one, &one_pers);
+        if (rc == SG_OK)
+            *host = one;
+        return;
+    }
+    if (sg_graph_peak_memory(g, peak, pers) == SG_OK) {
+        *host = peak[SG_MEM_HOST] + pers[SG_MEM_GPU];
+        *gpu = peak[SG_MEM_GPU];
+    }
+}
+
+int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
+                      int64_t own_bytes, sg_error *err)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return SG_OK;
+    double ram = (double)pages * (double)page;
+    int64_t host, gpu, wait_host = 0;
+    sg_plan_peaks(g, ncpu, ncuda, &host, &gpu);
+    if (wait)
+        sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu);
+    host = wait_host > host ? wait_host : host;
+    double need = (double)host + (double)own_bytes;
+    if (need <= ram)
+        return SG_OK;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    return sg_error_set(err, SG_ENOMEM,
+                        "this run needs at least %.1f GiB of main memory and the machine has "
+                        "%.1f GiB: the step's plan holds %.1f GiB there with %d CPU and %d "
+                        "CUDA worker%s (%s), and the trainer's host copies of the weights "
+                        "and optimizer state %.1f GiB; use a smaller model, sequence "
+                        "(--max_length) or micro batch, activation checkpointing, or a "
+                        "machine with more memory",
+                        need / gib, ram / gib, (double)host / gib, ncpu, ncuda,
+                        ncuda == 1 ? "" : "s",
+                        ncuda > 0 ? "its host peak and the host copies of the GPU's state"
+                                  : "without a GPU every buffer is in main memory",
+                        (double)own_bytes / gib);
+}
