@@ -206,6 +206,17 @@ static int run_steps(const sg_adam_params *prm, float grad_scale, const float *p
     return 0;
 }
 
+/* A variant this CPU lacks: its `count` checks are reported as skipped. */
+static int isa_missing(sg_adam_isa isa, int count)
+{
+    if (sg_adam_isa_supported(isa))
+        return 0;
+    char why[128];
+    snprintf(why, sizeof why, "no %s on this CPU", sg_adam_isa_name(isa));
+    tap_skip(count, why);
+    return 1;
+}
+
 static void test_against_torch(void)
 {
     const size_t n = 4099; /* 256 x 16 + 3: vector body and a tail */
@@ -324,12 +335,8 @@ static void test_isas_agree(void)
         run_steps(&prm, tc->grad_scale, p0, g, n, ps, ms, vs);
         for (int k = 1; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(1, why);
+            if (isa_missing(ISAS[k], 1))
                 continue;
-            }
             prm.isa = ISAS[k];
             int rc = run_steps(&prm, tc->grad_scale, p0, g, n, p, m, v);
             for (size_t i = 0; i < n; i++) {
@@ -400,12 +407,8 @@ static void test_bf16(void)
     uint16_t *pbb = malloc((n + 1) * sizeof(uint16_t)), *pb = pbb + 1;
     for (int k = 0; k < NISAS; k++) {
         const char *isa = sg_adam_isa_name(ISAS[k]);
-        if (!sg_adam_isa_supported(ISAS[k])) {
-            char why[128];
-            snprintf(why, sizeof why, "no %s on this CPU", isa);
-            tap_skip(2, why);
+        if (isa_missing(ISAS[k], 2))
             continue;
-        }
         sg_adam_params prm = SG_ADAM_PARAMS_DEFAULT;
         prm.isa = ISAS[k];
         rng_state = 42;
@@ -456,12 +459,8 @@ static void test_rollback(void)
         const tcase *tc = &CASES[cases[ci]];
         for (int k = 0; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(ci == 0 ? 3 : 1, why);
+            if (isa_missing(ISAS[k], ci == 0 ? 3 : 1))
                 continue;
-            }
             sg_adam_params prm = case_params(tc, ISAS[k]);
             float gs = tc->grad_scale;
             rng_state = 7;
@@ -548,12 +547,8 @@ static void test_skip_nonfinite(void)
     float *pr = falloc(n), *mr = falloc(n), *vr = falloc(n);
     for (int k = 0; k < NISAS; k++) {
         const char *isa = sg_adam_isa_name(ISAS[k]);
-        if (!sg_adam_isa_supported(ISAS[k])) {
-            char why[128];
-            snprintf(why, sizeof why, "no %s on this CPU", isa);
-            tap_skip(2, why);
+        if (isa_missing(ISAS[k], 2))
             continue;
-        }
         for (int l2 = 0; l2 < 2; l2++) {
             sg_adam_params prm = case_params(&CASES[l2 ? 4 : 3], ISAS[k]);
             prm.skip_nonfinite = 1;
@@ -619,12 +614,8 @@ static void test_parallel(void)
     uint16_t *b1 = malloc(n * 2), *b2 = malloc(n * 2);
     for (int k = 0; k < NISAS; k++) {
         const char *isa = sg_adam_isa_name(ISAS[k]);
-        if (!sg_adam_isa_supported(ISAS[k])) {
-            char why[128];
-            snprintf(why, sizeof why, "no %s on this CPU", isa);
-            tap_skip(1, why);
+        if (isa_missing(ISAS[k], 1))
             continue;
-        }
         sg_adam_params prm = case_params(&CASES[4], ISAS[k]);
         rng_state = 5;
         fill_params(p, n);
@@ -921,12 +912,8 @@ static void test_optim_rules(void)
     fill_grad(g, n);
     for (int k = 0; k < NISAS; k++) {
         const char *isa = sg_adam_isa_name(ISAS[k]);
-        if (!sg_adam_isa_supported(ISAS[k])) {
-            char why[128];
-            snprintf(why, sizeof why, "no %s on this CPU", isa);
-            tap_skip(4, why);
+        if (isa_missing(ISAS[k], 4))
             continue;
-        }
         /* lr_decay: step t = 3 from a state with a sum of squares */
         ocase oc = OCASES[2];
         oc.lr_decay = 0.5f;
@@ -1018,12 +1005,8 @@ static void test_optim_isas_identical(void)
     for (int c = 0; c < NOCASES; c++)
         for (int k = 1; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(1, why);
+            if (isa_missing(ISAS[k], 1))
                 continue;
-            }
             size_t diff = 0, compared = 0;
             int rc = 0;
             for (int skip = 0; skip < 2; skip++)
@@ -1073,12 +1056,8 @@ static void test_optim_bf16(void)
         const ocase *oc = &OCASES[a ? 3 : 1];
         for (int k = 0; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(1, why);
+            if (isa_missing(ISAS[k], 1))
                 continue;
-            }
             sg_adam_params prm = ocase_params(oc, ISAS[k]);
             rng_state = 43;
             fill_params(p, n);
@@ -1125,12 +1104,8 @@ static void test_optim_skip(void)
         const ocase *oc = &OCASES[a ? 4 : 1];
         for (int k = 0; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(1, why);
+            if (isa_missing(ISAS[k], 1))
                 continue;
-            }
             sg_adam_params prm = ocase_params(oc, ISAS[k]);
             const float gs = 0.5f;
             rng_state = 99;
@@ -1203,12 +1178,8 @@ static void test_optim_rollback(void)
         const ocase *oc = &OCASES[c];
         for (int k = 0; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(1, why);
+            if (isa_missing(ISAS[k], 1))
                 continue;
-            }
             sg_adam_params prm = ocase_params(oc, ISAS[k]);
             rng_state = 7;
             fill_params(p, n);
@@ -1326,12 +1297,8 @@ static void test_redo(void)
     for (int c = -2; c < NOCASES; c++) { /* -2, -1: CASES 0 and 4 (Adam) */
         for (int k = 0; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(2, why);
+            if (isa_missing(ISAS[k], 2))
                 continue;
-            }
             sg_adam_params prm = c < 0 ? case_params(&CASES[c == -2 ? 0 : 4], ISAS[k])
                                        : ocase_params(&OCASES[c], ISAS[k]);
             const char *name = c < 0 ? CASES[c == -2 ? 0 : 4].name : OCASES[c].name;
@@ -1445,12 +1412,8 @@ static void test_adagrad_torch(void)
         }
         for (int k = 0; k < NISAS; k++) {
             const char *isa = sg_adam_isa_name(ISAS[k]);
-            if (!sg_adam_isa_supported(ISAS[k])) {
-                char why[128];
-                snprintf(why, sizeof why, "no %s on this CPU", isa);
-                tap_skip(1, why);
+            if (isa_missing(ISAS[k], 1))
                 continue;
-            }
             sg_adam_params prm = ocase_params(oc, ISAS[k]);
             memcpy(p, p0, n * 4);
             memset(m, 0, n * 4);

@@ -183,6 +183,16 @@ static void test_share(void)
 
 /* Per-kind fits of measured task times: known coefficients come back, they
  * never go negative, and the node-times file is read and checked. */
+/* path holds text (a test's input file) */
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    if (fp) {
+        fputs(text, fp);
+        fclose(fp);
+    }
+}
+
 static void test_costfit(void)
 {
     sg_cost_sample s[5];
@@ -215,13 +225,11 @@ static void test_costfit(void)
     if (!mkdtemp(dir))
         return;
     snprintf(path, sizeof path, "%s/node_times.csv", dir);
-    FILE *fp = fopen(path, "w");
-    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+    write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
           "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10\n"
           "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10\n"
           "fwd.layer2.mb0,forward,6e9,1e9,1e8,44.3,10\n"
-          "adam.sg0,adam_cpu,1e6,0,1e9,500,4\n", fp);
-    fclose(fp);
+          "adam.sg0,adam_cpu,1e6,0,1e9,500,4\n");
     sg_cost_fit fits[SG_COST_DEVICES][SG_OP_KIND_COUNT];
     sg_error err = {0};
     ok(sg_cost_fits_load(path, fits, &err) == 0, "a node-times file loads");
@@ -234,48 +242,47 @@ static void test_costfit(void)
     is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 2e9, 1e8),
              4.3 + 5 * 6 + 15 * 2, 1e-6, "and 15 us per attention GFLOP");
     /* with the device column: the GPU's lines fit apart from the CPU's */
-    fp = fopen(path, "w");
-    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
+    write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
           "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10,cpu\n"
           "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10,cpu\n"
           "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n"
-          "fwd.layer1.mb0,forward,4e9,0,1e8,5,10,gpu\n", fp);
-    fclose(fp);
+          "fwd.layer1.mb0,forward,4e9,0,1e8,5,10,gpu\n");
     ok(sg_cost_fits_load(path, fits, &err) == 0 && fits[SG_COST_GPU][SG_OP_FORWARD].valid,
        "a node-times file with devices loads, a fit per device");
     is_close(sg_cost_fit_us(&fits[SG_COST_GPU][SG_OP_FORWARD], 8e9, 0, 1e8), 1 + 1 * 8, 1e-6,
              "GPU forward: 1 us + 1 us per GFLOP from its own two lines");
     is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 0, 1e8), 4.3 + 5 * 8, 1e-6,
              "CPU forward: its own two lines");
-    fp = fopen(path, "w");
-    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
-          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,tpu\n", fp);
-    fclose(fp);
+    write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
+          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,tpu\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "a device other than cpu or gpu: refused");
-    fp = fopen(path, "w");
-    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
-          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n", fp);
-    fclose(fp);
+    write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL,
        "a device column the header does not name: refused");
-    fp = fopen(path, "w");
-    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
-          "fwd.layer0.mb0,forward,2e9,3e9,1e8,14.3,10\n", fp);
-    fclose(fp);
+    write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+          "fwd.layer0.mb0,forward,2e9,3e9,1e8,14.3,10\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "attention FLOPs above the FLOPs: refused");
     like(err.msg, "line 2", "... naming the line");
-    fp = fopen(path, "w");
-    fputs("name,kind,flops\nx,forward,1\n", fp);
-    fclose(fp);
+    write_text(path, "name,kind,flops\nx,forward,1\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "a wrong header: refused");
-    fp = fopen(path, "w");
-    fputs("name,kind,flops,attention_flops,bytes,mean_us,samples\n"
-          "x,teleport,1,0,1,1,1\n", fp);
-    fclose(fp);
+    write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
+          "x,teleport,1,0,1,1,1\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "an unknown kind: refused");
     remove(path);
     ok(sg_cost_fits_load(path, fits, &err) == SG_EIO, "a missing file: refused");
     rmdir(dir);
+}
+
+/* A chain on one buffer: forward "f" (GPU), the given middle node, adam_cpu "a". */
+static void three_nodes(sg_graph *g, sg_op_kind middle, sg_device_class dev, const char *name)
+{
+    sg_graph_init(g);
+    int b = sg_graph_add_buffer(g, "x", 4, SG_F32, SG_MEM_HOST, 1);
+    sg_access acc = {b, SG_RW, 0};
+    sg_graph_add_node(g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1, &acc, 1, "f");
+    sg_graph_add_node(g, middle, dev, 0, 1, &acc, 1, "%s", name);
+    sg_graph_add_node(g, SG_OP_ADAM_CPU, SG_DEV_CPU, 0, 1, &acc, 1, "a");
 }
 
 /* runtime/train/node_times.c: each task's time summed on its device, the
@@ -288,12 +295,7 @@ static int cpu_worker_0(int worker)
 static void test_node_times(void)
 {
     sg_graph g;
-    sg_graph_init(&g);
-    int b = sg_graph_add_buffer(&g, "x", 4, SG_F32, SG_MEM_HOST, 1);
-    sg_access acc = {b, SG_RW, 0};
-    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1, &acc, 1, "f");
-    sg_graph_add_node(&g, SG_OP_CAST, SG_DEV_CPU, 0, 1, &acc, 1, "c");
-    sg_graph_add_node(&g, SG_OP_ADAM_CPU, SG_DEV_CPU, 0, 1, &acc, 1, "a");
+    three_nodes(&g, SG_OP_CAST, SG_DEV_CPU, "c");
     sg_node_times nt;
     ok(sg_node_times_init(&nt, g.nnodes) == SG_OK, "node times: init");
     /* step 1: f on the GPU worker (1) 10 us, c on the CPU (0) 4 us, a never ran;
@@ -385,12 +387,7 @@ static void test_set(void)
 static void test_overlap(void)
 {
     sg_graph g;
-    sg_graph_init(&g);
-    int b = sg_graph_add_buffer(&g, "x", 4, SG_F32, SG_MEM_HOST, 1);
-    sg_access acc = {b, SG_RW, 0};
-    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1, &acc, 1, "f");
-    sg_graph_add_node(&g, SG_OP_BACKWARD, SG_DEV_GPU, 0, 1, &acc, 1, "b");
-    sg_graph_add_node(&g, SG_OP_ADAM_CPU, SG_DEV_CPU, 0, 1, &acc, 1, "a");
+    three_nodes(&g, SG_OP_BACKWARD, SG_DEV_GPU, "b");
     sg_error err = {0};
     sg_graph_finalize(&g, &err);
     /* GPU busy 0-40 and 60-100 (us); Adam 20-80 on a CPU: 40 of its 60 hidden */
