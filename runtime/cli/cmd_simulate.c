@@ -59,9 +59,9 @@ static void simulate_help(void)
            "                   machine's measured times are used as they are\n"
            "  --cost C         on a calibrated machine: history (default), StarPU's\n"
            "                   measured mean per task size (only sizes that ran there), or\n"
-           "                   fitted: per device and kind, overhead + matmul and attention FLOPs +\n"
-           "                   bytes fitted on the node times calibrate saved, for other\n"
-           "                   models, batches and sequence lengths\n"
+           "                   fitted: per device and kind, overhead + matmul and\n"
+           "                   attention FLOPs + bytes fitted on the node times calibrate\n"
+           "                   saved, for other models, batches and sequence lengths\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");
     sg_cli_print_run_flags();
