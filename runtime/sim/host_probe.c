@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PROBE_ROUNDS 3
 #define PROBE_MAX_THREADS 1024
@@ -69,11 +70,18 @@ double sg_host_copy_gbs(int threads)
 {
     if (threads < 1 || threads > PROBE_MAX_THREADS)
         return 0;
-    /* 128 MiB a buffer for one thread (well past any cache); 2 GiB shared out
-     * between many, at least 32 MiB each */
+    /* 128 MiB a buffer for one thread (well past any cache); for many, 2 GiB
+     * of sources shared out (as much again of destinations), at least 32 MiB
+     * each, and all of it within a quarter of the RAM */
     size_t bytes = threads == 1 ? (size_t)128 << 20 : ((size_t)2 << 30) / (size_t)threads;
     if (bytes < ((size_t)32 << 20))
         bytes = (size_t)32 << 20;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double quarter = pages > 0 && page > 0 ? (double)pages * (double)page / 4 : 0;
+    if (quarter > 0 && 2.0 * (double)bytes * threads > quarter)
+        bytes = (size_t)(quarter / (2.0 * threads));
+    if (bytes < ((size_t)1 << 20))
+        return 0;
     probe pr;
     pr.state = 0;
     if (pthread_mutex_init(&pr.lock, NULL) != 0)
