@@ -65,6 +65,9 @@ default: the config's 4), GV_CAL_STEPS (10), GV_BENCH_STEPS (6), GV_BENCH_WARMUP
 GV_BENCH_MODES (bench_gpu.sh's peers, default offload,gpu; add deepspeed,superoffload for
 DeepSpeed from the carry's wheels/: minutes more, its CPU Adam is JIT-built first);
 GV_BENCH_ARGS (words for bench's stepgraph runs, e.g. "--speculation adaptive");
+GV_BENCH_CALIBRATE (steps of bench's unreported stepgraph run first, default 2; 0 saves
+that run's start-up, about a minute for the 1B config, and leaves StarPU's models to the
+timed run's warm-up steps);
 GV_CAP_<stage>=S overrides a stage's cap. GV_ASSUME_GPU=1 runs the
 GPU stages without a device (they fail): for testing this script's failure paths.
 Exit status: 0 when no stage failed (skips allowed), 1 when one failed, 2 usage error.
@@ -334,7 +337,7 @@ stage_simulate() {
 stage_bench() {
 	need_gpu
 	local rc md=$GV_WORK/results/bench-gpu.md args
-	args=(--seq "${GV_SEQ:-2048}" --steps "${GV_BENCH_STEPS:-6}" --warmup "${GV_BENCH_WARMUP:-2}" --calibrate 2 --python python3 --out "$md")
+	args=(--seq "${GV_SEQ:-2048}" --steps "${GV_BENCH_STEPS:-6}" --warmup "${GV_BENCH_WARMUP:-2}" --calibrate "${GV_BENCH_CALIBRATE:-2}" --python python3 --out "$md")
 	[ -n "${GV_BATCH:-}" ] && args+=(--batch "$GV_BATCH")
 	args+=(--modes "${GV_BENCH_MODES:-offload,gpu}")
 	case ",${GV_BENCH_MODES:-}," in
