@@ -202,11 +202,13 @@ ok $? "and predicts a step time ($ms ms)"
 # the host's copy rates: one core's, and every core's at once (what the step's
 # CPU tasks share, read by the roofline bound), said in the sources
 "$PY" - "$TMP/cal/cihost.json" <<'PYEOF'
-import json, sys
+import json, os, sys
 m = json.load(open(sys.argv[1]))
 cpu, src = m["cpu"], " ".join(m["sources"])
 assert 0 < cpu["core_bw_gbs"] <= cpu["memory_bw_gbs"], cpu
-assert "cores' memcpy at once" in src and "one core's memcpy" in src, src
+# as many copying threads as the workers' cores (at most the online CPUs)
+threads = min(cpu["cores"], os.cpu_count())
+assert "%d cores' memcpy at once" % threads in src and "one core's memcpy" in src, src
 PYEOF
 ok $? "its CPU figures: one core's copy rate and all cores' at once, the latter not below"
 # node times per device: a CPU-only run writes cpu lines only, under a header naming the column

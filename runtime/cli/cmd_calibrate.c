@@ -20,6 +20,7 @@
 
 #include "common/atomic_file.h"
 #include "common/cleanup.h"
+#include "common/host_ram.h"
 #include "runtime/cli/cli.h"
 #include "common/json_util.h"
 #include "runtime/config/machine.h"
@@ -83,7 +84,7 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     double bw = ncores > 1 ? sg_host_copy_gbs(ncores) : core_bw;
     core_bw = core_bw > 0 ? core_bw : 1;
     bw = bw > core_bw ? bw : core_bw;
-    double mem_gb = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 1e9;
+    double mem_gb = sg_host_ram_bytes() / 1e9;
     char host[HOST_NAME_MAX + 1] = "?", when[64], line[512];
     gethostname(host, sizeof host);
     time_t now = time(NULL);

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <time.h>
 
 #include "codelets/starpu/activity.h"
+#include "common/host_ram.h"
 #include "runtime/exec/starpu_include.h"
 
 #define HANDLE(l, b) ((starpu_data_handle_t)(l)->handles[b])
@@ -35,8 +35,7 @@ static int state_alloc_error(const sg_buffer *buf, sg_error *err)
         return sg_error_set(err, SG_ENOMEM, "cannot allocate %s (%lld bytes): out of memory",
                             buf->name, (long long)buf->bytes);
     /* the RAM the kernel reports now: StarPU read its own figure at start-up */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double ram_now = pages > 0 && page > 0 ? (double)pages * (double)page / (1 << 20) : -1;
+    double ram_now = sg_host_ram_bytes() / (1 << 20);
     return sg_error_set(err, SG_ENOMEM,
                         "cannot allocate %s (%lld bytes): StarPU counts %.0f of its %.0f MiB of "
                         "main memory in use (its limit: 90%% of RAM at its start, or "

@@ -1,13 +1,13 @@
 /* host_probe.c - this host's copy bandwidth and clock (host_probe.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "runtime/sim/host_probe.h"
+#include "common/host_ram.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define PROBE_ROUNDS 3
 #define PROBE_MAX_THREADS 1024
@@ -76,8 +76,7 @@ double sg_host_copy_gbs(int threads)
     size_t bytes = threads == 1 ? (size_t)128 << 20 : ((size_t)2 << 30) / (size_t)threads;
     if (bytes < ((size_t)32 << 20))
         bytes = (size_t)32 << 20;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double quarter = pages > 0 && page > 0 ? (double)pages * (double)page / 4 : 0;
+    double quarter = sg_host_ram_bytes() / 4;
     if (quarter > 0 && 2.0 * (double)bytes * threads > quarter)
         bytes = (size_t)(quarter / (2.0 * threads));
     if (bytes < ((size_t)1 << 20))

@@ -1,8 +1,7 @@
 /* host_fit.c - the run's main memory against this machine's (host_fit.h). */
 #include "runtime/train/host_fit.h"
 
-#include <unistd.h>
-
+#include "common/host_ram.h"
 #include "graph/analysis.h"
 #include "graph/peak_workers.h"
 
@@ -26,10 +25,9 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
 int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
                       int64_t own_bytes, sg_error *err)
 {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0)
+    double ram = sg_host_ram_bytes();
+    if (ram <= 0)
         return SG_OK;
-    double ram = (double)pages * (double)page;
     int64_t host, gpu, wait_host = 0;
     sg_plan_peaks(g, ncpu, ncuda, &host, &gpu);
     if (wait)
