@@ -41,7 +41,7 @@ within() {
 	[ $# -eq 2 ] && "$PY" -c 'import sys; m, p = map(float, sys.argv[1:]); sys.exit(not (m > 0 and p > 0 and abs(m - p) <= 0.10 * p))' "$1" "$2"
 }
 
-echo "1..16"
+echo "1..17"
 ds z0 '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 0}}'
 ds z3 '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 3, "sub_group_size": 200000, "offload_optimizer": {"device": "cpu"}}}'
 for c in z0 z3; do
@@ -123,8 +123,12 @@ ok $? "a graph compiled for CPU workers: no allocator line"
 # A run that cannot fit this machine's RAM is refused before anything is
 # allocated, with the figures (not killed by the kernel's OOM killer): a
 # Llama of 1.6 T parameters (hidden 16384, 512 layers). The trainer's own
-# fp32 weights are 4 bytes a parameter, counted here from the dimensions;
-# the machine's RAM is /proc/meminfo's MemTotal.
+# fp32 copies, counted here from the dimensions, are the weights (4 bytes a
+# parameter) on a fresh run, and the weights and both moments (12) with
+# --save, which reads the state back into them; they sit beside the
+# persistent state only, while it is loaded or saved, so the need is the
+# larger of the step's plan and persistent + copies. The machine's RAM is
+# /proc/meminfo's MemTotal.
 "$PY" - "$SRC/models/llama-3.2-1b.json" "$TMP/huge.json" <<'PYEOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -132,19 +136,26 @@ m.update(name="huge", hidden_size=16384, intermediate_size=53248, num_hidden_lay
          num_attention_heads=128, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False)
 json.dump(m, open(sys.argv[2], "w"))
 PYEOF
-"$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 >"$TMP/huge.out" 2>&1
-rc=$?
-"$PY" - "$TMP/huge.out" "$rc" <<'PYEOF'
+cat >"$TMP/huge_check.py" <<'PYEOF'
 import re, sys
-out, rc = open(sys.argv[1]).read(), int(sys.argv[2])
+out, rc, copies = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3])
 h, i, L, V, kv = 16384, 53248, 512, 128256, 8 * 128
 params = 2 * V * h + L * (h * (h + 2 * kv) + h * h + 3 * h * i + 2 * h) + h
 ram = int(re.search(r"MemTotal:\s+(\d+) kB", open("/proc/meminfo").read()).group(1)) / 2**20
 m = re.search(r"needs at least ([\d.]+) GiB of main memory and the machine has ([\d.]+) GiB: "
-              r"the step's plan holds ([\d.]+) GiB .*optimizer state ([\d.]+) GiB", out)
+              r"the step's plan holds ([\d.]+) GiB .*persistent ([\d.]+) GiB .*optimizer "
+              r"state, ([\d.]+) GiB", out)
 assert rc == 1 and m and "Step 1" not in out, (rc, out)
-need, have, plan, own = map(float, m.groups())
-assert abs(own - 4 * params / 2**30) <= 0.1, (own, 4 * params / 2**30)
-assert abs(have - ram) <= 0.1 and need > have and abs(need - plan - own) <= 0.2, (need, have, ram)
+need, have, plan, pers, own = map(float, m.groups())
+assert abs(own - copies * 4 * params / 2**30) <= 0.1, (own, copies * 4 * params / 2**30)
+assert 0 < pers <= plan, (pers, plan)
+assert abs(have - ram) <= 0.1 and need > have and abs(need - max(plan, pers + own)) <= 0.2, \
+    (need, have, ram, plan, pers, own)
 PYEOF
+"$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 >"$TMP/huge.out" 2>&1
+"$PY" "$TMP/huge_check.py" "$TMP/huge.out" $? 1
 ok $? "a model far beyond this machine's RAM is refused before allocating, naming the figures"
+"$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 --save "$TMP/huge_ck" \
+	>"$TMP/huge_save.out" 2>&1
+"$PY" "$TMP/huge_check.py" "$TMP/huge_save.out" $? 3 && ! [ -e "$TMP/huge_ck" ]
+ok $? "with --save the weights and both moments are counted (12 bytes a parameter) and nothing is created"

@@ -11,112 +11,94 @@
 #include "codelets/starpu/comm.h"
 #include "runtime/exec/exec.h"
 
-/* Per-unit flat fp32 arrays of a per-tensor set (weights or a moment). */
-typedef struct unit_flat {
-    int nunits;
-    float **unit;       /* unit[u]: that unit's parameters */
-    int64_t *size;
-} unit_flat;
+/* A per-tensor set (the weights or one moment) seen unit by unit: a unit's
+ * parameters are its tensors concatenated, and the state's buffers are read
+ * and written straight from and into the caller's tensors, with no staging
+ * copy of the model (which would double the host memory a load or a save
+ * needs). data NULL: a set that is all zeros (load) or not wanted (store). */
+typedef struct unit_view {
+    float *const *data;           /* data[i]: tensor i, info[i].numel floats */
+    const sg_tensor_info *info;
+    const int *first, *count;     /* per unit: its tensors [first, first + count) */
+    const int64_t *size;          /* per unit: its parameters */
+} unit_view;
 
-static void flat_free(unit_flat *f)
+/* The per-unit index the views share (tensors come unit by unit). */
+typedef struct unit_index {
+    int nunits;
+    int *first, *count;
+    int64_t *size;
+} unit_index;
+
+static void index_free(unit_index *ix)
 {
-    for (int u = 0; f->unit && u < f->nunits; u++)
-        free(f->unit[u]);
-    free(f->unit);
-    free(f->size);
-    memset(f, 0, sizeof *f);
+    free(ix->first);
+    free(ix->count);
+    free(ix->size);
+    memset(ix, 0, sizeof *ix);
 }
 
-static int flat_alloc(unit_flat *f, const sg_model *m)
+static int index_build(unit_index *ix, const sg_model *m, const sg_weights *w)
 {
-    f->nunits = sg_model_num_units(m);
-    f->unit = calloc((size_t)f->nunits, sizeof(float *));
-    f->size = calloc((size_t)f->nunits, sizeof(int64_t));
-    if (!f->unit || !f->size)
+    ix->nunits = sg_model_num_units(m);
+    size_t n = (size_t)(ix->nunits > 0 ? ix->nunits : 1);
+    ix->first = calloc(n, sizeof(int));
+    ix->count = calloc(n, sizeof(int));
+    ix->size = calloc(n, sizeof(int64_t));
+    if (!ix->first || !ix->count || !ix->size)
         return SG_ENOMEM;
-    for (int u = 0; u < f->nunits; u++) {
-        f->size[u] = sg_model_unit_params(m, u);
-        if (!(f->unit[u] = calloc((size_t)(f->size[u] ? f->size[u] : 1), sizeof(float))))
-            return SG_ENOMEM;
+    for (int i = w->ntensors - 1; i >= 0; i--) {
+        int u = w->unit[i];
+        if (u < 0 || u >= ix->nunits)
+            return SG_EINVAL;
+        ix->first[u] = i;
+        ix->count[u]++;
+        ix->size[u] += w->info[i].numel;
+    }
+    for (int u = 0; u < ix->nunits; u++) {
+        if (ix->size[u] != sg_model_unit_params(m, u))
+            return SG_EINVAL;
+        for (int k = 0; k < ix->count[u]; k++)
+            if (w->unit[ix->first[u] + k] != u)
+                return SG_EINVAL; /* a unit's tensors not side by side */
     }
     return SG_OK;
 }
 
-/* Copies tensors (ntensors, in unit order, tensor i of unit units[i]) into
- * (to_flat) or out of the flat layout. */
-static void flat_copy(unit_flat *f, int ntensors, const sg_tensor_info *info, const int *units,
-                      float **tensors, int to_flat)
+/* Elements [off, off + n) of unit u to (to_view) or from buf, which holds n
+ * values of dtype dt. Several ranks: elements past the unit's end are the
+ * last rank's padding, zero on load and dropped on store. */
+static void unit_range(const unit_view *v, int u, int64_t off, int64_t n, void *buf,
+                       sg_dtype dt, int to_view)
 {
-    int64_t off = 0;
-    int cur = -1;
-    for (int i = 0; i < ntensors; i++) {
-        if (units[i] != cur) {
-            cur = units[i];
-            off = 0;
+    size_t es = sg_dtype_size(dt);
+    int64_t t0 = 0, end = off + n;
+    for (int i = v->first[u]; i < v->first[u] + v->count[u]; i++) {
+        int64_t numel = v->info[i].numel, lo = off > t0 ? off : t0;
+        int64_t hi = end < t0 + numel ? end : t0 + numel;
+        if (hi > lo) {
+            char *b = (char *)buf + (size_t)(lo - off) * es;
+            size_t len = (size_t)(hi - lo);
+            if (to_view && v->data)
+                sg_f32_load(v->data[i] + (lo - t0), b, dt, len);
+            else if (!to_view && v->data)
+                sg_f32_store(b, dt, v->data[i] + (lo - t0), len);
+            else if (!to_view)
+                memset(b, 0, len * es); /* zero bits are 0 in fp32, bf16 and fp16 */
         }
-        float *slot = f->unit[cur] + off;
-        size_t bytes = (size_t)info[i].numel * sizeof(float);
-        if (to_flat)
-            memcpy(slot, tensors[i], bytes);
-        else
-            memcpy(tensors[i], slot, bytes);
-        off += info[i].numel;
+        t0 += numel;
     }
+    int64_t pad = off > v->size[u] ? off : v->size[u];
+    if (!to_view && end > pad)
+        memset((char *)buf + (size_t)(pad - off) * es, 0, (size_t)(end - pad) * es);
 }
 
 /* Several ranks: where this rank's shard of unit u starts in the unit (0
- * for a unit every rank holds whole). Elements past the unit's end are the
- * last rank's padding: zero on load, dropped on store. */
+ * for a unit every rank holds whole). */
 static int64_t rank_base(const sg_exec *x, int u)
 {
     const sg_comm *comm = x->shared.comm;
     return sg_unit_shard_offset(x->shared.model, x->shared.spec, u, comm ? comm->rank : 0);
-}
-
-/* Elements [off, off + n) of unit u to (to_flat) or from buf, padding past
- * the unit's end. */
-static void unit_range(const unit_flat *f, int u, int64_t off, int64_t n, float *buf,
-                       int to_flat)
-{
-    int64_t have = f->size[u] - off;
-    if (have > n)
-        have = n;
-    if (have < 0)
-        have = 0;
-    if (to_flat)
-        memcpy(f->unit[u] + off, buf, (size_t)have * sizeof(float));
-    else {
-        memcpy(buf, f->unit[u] + off, (size_t)have * sizeof(float));
-        memset(buf + have, 0, (size_t)(n - have) * sizeof(float));
-    }
-}
-
-/* Elements [off, off + n) of unit u as stored in a persistent buffer. */
-static int put(void *dst, sg_dtype dt, const unit_flat *f, int u, int64_t off, int64_t n)
-{
-    if (off + n <= f->size[u]) {
-        sg_f32_store(dst, dt, f->unit[u] + off, (size_t)n);
-        return SG_OK;
-    }
-    float *tmp = malloc((size_t)(n + 1) * sizeof(float));
-    if (!tmp)
-        return SG_ENOMEM;
-    unit_range(f, u, off, n, tmp, 0);
-    sg_f32_store(dst, dt, tmp, (size_t)n);
-    free(tmp);
-    return SG_OK;
-}
-
-/* The reverse of put. */
-static int take(const void *src, sg_dtype dt, const unit_flat *f, int u, int64_t off, int64_t n)
-{
-    float *tmp = malloc((size_t)(n + 1) * sizeof(float));
-    if (!tmp)
-        return SG_ENOMEM;
-    sg_f32_load(tmp, src, dt, (size_t)n);
-    unit_range(f, u, off, n, tmp, 1);
-    free(tmp);
-    return SG_OK;
 }
 
 /* Pieces of sub-group sg, to place masters and moments. */
@@ -132,7 +114,7 @@ typedef struct sg_fill {
     const sg_exec *x;
     float *dst;
     int64_t offset, elems;   /* the sub-group range dst holds (a chunk when tiled) */
-    const unit_flat *src;
+    const unit_view *src;
     int to_state;            /* 1: dst -> src (store); 0: src -> dst (load) */
 } sg_fill;
 
@@ -148,27 +130,30 @@ static void fill_piece(const sg_buffer *piece, void *ctx)
         return;
     float *d = f->dst + (lo - f->offset);
     int64_t off = rank_base(f->x, piece->unit) + piece->unit_offset + (lo - piece->subgroup_offset);
-    unit_range(f->src, piece->unit, off, hi - lo, d, f->to_state);
+    unit_range(f->src, piece->unit, off, hi - lo, d, SG_F32, f->to_state);
 }
 
 typedef struct state_sets {
-    unit_flat w, m, v;
+    unit_index ix;
+    unit_view w, m, v;
 } state_sets;
 
-static void sets_free(state_sets *s)
-{
-    flat_free(&s->w);
-    flat_free(&s->m);
-    flat_free(&s->v);
-}
-
-static int sets_alloc(state_sets *s, const sg_model *m)
+/* Views of w and st (NULL: zero moments on load, none read back on store). */
+static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w,
+                     const sg_train_state *st)
 {
     memset(s, 0, sizeof *s);
-    if (flat_alloc(&s->w, m) || flat_alloc(&s->m, m) || flat_alloc(&s->v, m)) {
-        sets_free(s);
-        return SG_ENOMEM;
+    int rc = index_build(&s->ix, m, w);
+    if (rc) {
+        index_free(&s->ix);
+        return rc;
     }
+    unit_view base = {.info = w->info, .first = s->ix.first, .count = s->ix.count,
+                      .size = s->ix.size};
+    s->w = s->m = s->v = base;
+    s->w.data = w->data;
+    s->m.data = st ? st->exp_avg : NULL;
+    s->v.data = st ? st->exp_avg_sq : NULL;
     return SG_OK;
 }
 
@@ -201,21 +186,12 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
                          .elems = buf->role == SG_BUF_MOMENTS ? n2 : buf->elems,
                          .to_state = !load};
             switch (buf->role) {
-            case SG_BUF_PARAM_PIECE: {
-                int64_t off = rank_base(x, buf->unit) + buf->unit_offset;
-                int rc = load ? put(p, buf->dtype, &s->w, buf->unit, off, buf->elems)
-                              : take(p, buf->dtype, &s->w, buf->unit, off, buf->elems);
-                if (rc) {
-                    sg_exec_release(x, b);
-                    return rc;
-                }
+            case SG_BUF_PARAM_PIECE:
+                unit_range(&s->w, buf->unit, rank_base(x, buf->unit) + buf->unit_offset,
+                           buf->elems, p, buf->dtype, !load);
                 break;
-            }
             case SG_BUF_PARAM_FULL:
-                if (put(p, buf->dtype, &s->w, buf->unit, 0, buf->elems)) {
-                    sg_exec_release(x, b);
-                    return SG_ENOMEM;
-                }
+                unit_range(&s->w, buf->unit, 0, buf->elems, p, buf->dtype, 0);
                 break;
             case SG_BUF_MASTER:
                 f.src = &s->w;
@@ -246,33 +222,33 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
     return SG_OK;
 }
 
+static int sets_error(int rc, const char *what, sg_error *err)
+{
+    return sg_error_set(err, rc, rc == SG_ENOMEM ? "out of memory %s"
+                                                 : "%s: the tensors do not match the model's "
+                                                   "units", what);
+}
+
 int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st,
                        const sg_loss_scaler_state *scaler, sg_error *err)
 {
     state_sets s;
-    if (sets_alloc(&s, x->shared.model))
-        return sg_error_set(err, SG_ENOMEM, "out of memory loading the weights");
-    flat_copy(&s.w, w->ntensors, w->info, w->unit, w->data, 1);
-    if (st) {
-        flat_copy(&s.m, st->ntensors, st->info, w->unit, st->exp_avg, 1);
-        flat_copy(&s.v, st->ntensors, st->info, w->unit, st->exp_avg_sq, 1);
-    }
-    int rc = transfer(x, &s, 1, scaler);
-    sets_free(&s);
+    int rc = sets_init(&s, x->shared.model, w, st);
+    if (rc)
+        return sets_error(rc, "loading the weights", err);
+    rc = transfer(x, &s, 1, scaler);
+    index_free(&s.ix);
     return rc ? sg_error_set(err, rc, "cannot load the weights into StarPU's buffers") : SG_OK;
 }
 
 int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err)
 {
     state_sets s;
-    if (sets_alloc(&s, x->shared.model))
-        return sg_error_set(err, SG_ENOMEM, "out of memory reading the weights back");
-    transfer(x, &s, 0, NULL);
-    flat_copy(&s.w, w->ntensors, w->info, w->unit, w->data, 0);
-    if (st) {
-        flat_copy(&s.m, st->ntensors, st->info, w->unit, st->exp_avg, 0);
-        flat_copy(&s.v, st->ntensors, st->info, w->unit, st->exp_avg_sq, 0);
-    }
-    sets_free(&s);
-    return SG_OK;
+    int rc = sets_init(&s, x->shared.model, w, st);
+    if (rc)
+        return sets_error(rc, "reading the weights back", err);
+    rc = transfer(x, &s, 0, NULL);
+    index_free(&s.ix);
+    return rc ? sg_error_set(err, rc, "cannot read the weights back from StarPU's buffers")
+              : SG_OK;
 }

@@ -10,9 +10,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/atomic_file.h"
 #include "common/json_util.h" /* sg_config_warnings_add */
@@ -157,36 +159,97 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-void sg_weights_init(sg_weights *w, uint64_t seed, double std)
+/* Pairs [j0, j1) of a normal tensor of n elements: Box-Muller, elements 2j
+ * and 2j+1 from draws 2j and 2j+1 of the tensor's key. */
+static void normal_pairs(float *x, int64_t n, uint64_t key, double std, int64_t j0, int64_t j1)
 {
     const uint64_t golden = 0x9e3779b97f4a7c15ull;
     const double two_pi = 6.283185307179586476925286766559;
+    for (int64_t j = j0; j < j1; j++) {
+        uint64_t a = mix64(key + (uint64_t)(2 * j + 1) * golden);
+        uint64_t b = mix64(key + (uint64_t)(2 * j + 2) * golden);
+        double u1 = (double)((a >> 11) + 1) * 0x1p-53;  /* (0, 1] */
+        double u2 = (double)(b >> 11) * 0x1p-53;        /* [0, 1) */
+        double r = sqrt(-2.0 * log(u1)) * std;
+        x[2 * j] = (float)(r * cos(two_pi * u2));
+        if (2 * j + 1 < n)
+            x[2 * j + 1] = (float)(r * sin(two_pi * u2));
+    }
+}
+
+/* The normal tensors' pairs in chunks, drawn by threads from a counter:
+ * each element is a function of (seed, name, k), so which thread draws it
+ * changes nothing. */
+enum { INIT_CHUNK_PAIRS = 1 << 19 };
+
+typedef struct init_work {
+    const sg_weights *w;
+    const uint64_t *key;          /* per tensor; 0 when not normal */
+    const int64_t *first_chunk;   /* per tensor, and the total at [ntensors] */
+    double std;
+    int64_t next;                 /* the next chunk to draw (atomic) */
+} init_work;
+
+static void *init_worker(void *arg)
+{
+    init_work *iw = arg;
+    const sg_weights *w = iw->w;
+    int i = 0;
+    for (;;) {
+        int64_t c = __atomic_fetch_add(&iw->next, 1, __ATOMIC_RELAXED);
+        if (c >= iw->first_chunk[w->ntensors])
+            return NULL;
+        while (c >= iw->first_chunk[i + 1])
+            i++;
+        int64_t n = w->info[i].numel, pairs = (n + 1) / 2;
+        int64_t j0 = (c - iw->first_chunk[i]) * INIT_CHUNK_PAIRS;
+        int64_t j1 = j0 + INIT_CHUNK_PAIRS < pairs ? j0 + INIT_CHUNK_PAIRS : pairs;
+        normal_pairs(w->data[i], n, iw->key[i], iw->std, j0, j1);
+    }
+}
+
+void sg_weights_init(sg_weights *w, uint64_t seed, double std)
+{
+    uint64_t *key = calloc((size_t)w->ntensors + 1, sizeof *key);
+    int64_t *first = calloc((size_t)w->ntensors + 1, sizeof *first);
     for (int i = 0; i < w->ntensors; i++) {
         const sg_tensor_info *t = &w->info[i];
         float *x = w->data[i];
         int64_t n = t->numel;
+        int normal = 0;
         if (ends_with(t->name, "norm.weight")) {          /* RMSNorm gains */
             for (int64_t k = 0; k < n; k++)
                 x[k] = 1.0f;
-            continue;
-        }
-        if (ends_with(t->name, "bias")) {                  /* ".bias", "_bias" */
+        } else if (ends_with(t->name, "bias")) {           /* ".bias", "_bias" */
             memset(x, 0, (size_t)n * sizeof *x);
-            continue;
+        } else if (key && first) {
+            key[i] = mix64(seed ^ fnv1a(t->name));
+            normal = 1;
+        } else {                                           /* no memory for the plan */
+            normal_pairs(x, n, mix64(seed ^ fnv1a(t->name)), std, 0, (n + 1) / 2);
         }
-        uint64_t key = mix64(seed ^ fnv1a(t->name));
-        /* Box-Muller on pairs: elements 2j and 2j+1 from draws 2j and 2j+1. */
-        for (int64_t j = 0; 2 * j < n; j++) {
-            uint64_t a = mix64(key + (uint64_t)(2 * j + 1) * golden);
-            uint64_t b = mix64(key + (uint64_t)(2 * j + 2) * golden);
-            double u1 = (double)((a >> 11) + 1) * 0x1p-53;  /* (0, 1] */
-            double u2 = (double)(b >> 11) * 0x1p-53;        /* [0, 1) */
-            double r = sqrt(-2.0 * log(u1)) * std;
-            x[2 * j] = (float)(r * cos(two_pi * u2));
-            if (2 * j + 1 < n)
-                x[2 * j + 1] = (float)(r * sin(two_pi * u2));
-        }
+        if (key && first)
+            first[i + 1] = first[i] +
+                           (normal ? ((n + 1) / 2 + INIT_CHUNK_PAIRS - 1) / INIT_CHUNK_PAIRS : 0);
     }
+    if (key && first) {
+        init_work iw = {.w = w, .key = key, .first_chunk = first, .std = std, .next = 0};
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int64_t chunks = first[w->ntensors];
+        int nthreads = (int)(cpus < 1 ? 1 : cpus > 64 ? 64 : cpus);
+        if (nthreads > chunks)
+            nthreads = (int)(chunks > 0 ? chunks : 1);
+        pthread_t tid[64];
+        int started = 0;
+        for (; started < nthreads - 1; started++)
+            if (pthread_create(&tid[started], NULL, init_worker, &iw))
+                break;
+        init_worker(&iw); /* this thread too, and alone if none started */
+        for (int k = 0; k < started; k++)
+            pthread_join(tid[k], NULL);
+    }
+    free(key);
+    free(first);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -470,9 +533,8 @@ int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
 /* ------------------------------------------------------------------------ */
 /* training state                                                            */
 
-int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err)
+int sg_train_state_alloc_moments(sg_train_state *s, const sg_model *m, sg_error *err)
 {
-    memset(s, 0, sizeof *s);
     int *unit = NULL;
     int rc = model_tensors(m, &s->info, &unit, &s->ntensors, err);
     free(unit);
@@ -481,12 +543,33 @@ int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err)
     float **ptrs[2];
     s->block = alloc_block(s->info, s->ntensors, 2, ptrs, NULL);
     if (!s->block) {
-        sg_train_state_free(s);
+        sg_train_state_free_moments(s);
         return sg_error_set(err, SG_ENOMEM, "model %s: out of memory for the Adam moments",
                             m->name);
     }
     s->exp_avg = ptrs[0];
     s->exp_avg_sq = ptrs[1];
+    return SG_OK;
+}
+
+void sg_train_state_free_moments(sg_train_state *s)
+{
+    free(s->info);
+    free(s->exp_avg);
+    free(s->exp_avg_sq);
+    free(s->block);
+    s->info = NULL;
+    s->exp_avg = s->exp_avg_sq = NULL;
+    s->block = NULL;
+    s->ntensors = 0;
+}
+
+int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err)
+{
+    memset(s, 0, sizeof *s);
+    int rc = sg_train_state_alloc_moments(s, m, err);
+    if (rc)
+        return rc;
     s->loss_scale = 1.0;
     s->scaler_last_overflow_iter = -1;
     s->scaler_cur_hysteresis = 1;
@@ -498,10 +581,7 @@ void sg_train_state_free(sg_train_state *s)
 {
     if (!s)
         return;
-    free(s->info);
-    free(s->exp_avg);
-    free(s->exp_avg_sq);
-    free(s->block);
+    sg_train_state_free_moments(s);
     memset(s, 0, sizeof *s);
 }
 

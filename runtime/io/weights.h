@@ -129,6 +129,11 @@ typedef struct sg_train_state {
  * counters 0, -1, 1, ranks 1. */
 int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free(sg_train_state *s);
+/* The moments (and their names and shapes) alone, the rest of s kept (step,
+ * scaler, data position...): the trainer holds them only while it loads or
+ * saves, StarPU's buffers holding the state in between. */
+int sg_train_state_alloc_moments(sg_train_state *s, const sg_model *m, sg_error *err);
+void sg_train_state_free_moments(sg_train_state *s);
 
 /* Atomic. model_name goes into the metadata and is checked on load. */
 int sg_train_state_save(const sg_train_state *s, const char *path,

@@ -5,20 +5,26 @@
 #include "graph/analysis.h"
 #include "graph/peak_workers.h"
 
-void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu)
+void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu,
+                   int64_t *host_persistent)
 {
-    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers;
-    *host = *gpu = 0;
+    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers, dummy;
+    if (!host_persistent)
+        host_persistent = &dummy;
+    *host = *gpu = *host_persistent = 0;
     if (ncuda == 0) {
         int rc = ncpu > 1 ? sg_graph_peak_memory_workers(g, ncpu, &one, &one_pers)
                           : sg_graph_peak_memory_one_space(g, &one, &one_pers);
-        if (rc == SG_OK)
+        if (rc == SG_OK) {
             *host = one;
+            *host_persistent = one_pers;
+        }
         return;
     }
     if (sg_graph_peak_memory(g, peak, pers) == SG_OK) {
         *host = peak[SG_MEM_HOST] + pers[SG_MEM_GPU];
         *gpu = peak[SG_MEM_GPU];
+        *host_persistent = pers[SG_MEM_HOST] + pers[SG_MEM_GPU];
     }
 }
 
@@ -28,25 +34,33 @@ int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncu
     double ram = sg_host_ram_bytes();
     if (ram <= 0)
         return SG_OK;
-    int64_t host, gpu, wait_host = 0;
-    sg_plan_peaks(g, ncpu, ncuda, &host, &gpu);
+    int64_t host, gpu, pers, wait_host = 0, wait_pers = 0;
+    sg_plan_peaks(g, ncpu, ncuda, &host, &gpu, &pers);
     if (wait)
-        sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu);
+        sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu, &wait_pers);
     host = wait_host > host ? wait_host : host;
-    double need = (double)host + (double)own_bytes;
+    pers = wait_pers > pers ? wait_pers : pers;
+    /* the trainer's copies live beside the state alone, while it is loaded
+     * or saved, not beside a step's buffers */
+    double with_copies = (double)pers + (double)own_bytes;
+    double need = with_copies > (double)host ? with_copies : (double)host;
     if (need <= ram)
         return SG_OK;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     return sg_error_set(err, SG_ENOMEM,
                         "this run needs at least %.1f GiB of main memory and the machine has "
                         "%.1f GiB: the step's plan holds %.1f GiB there with %d CPU and %d "
-                        "CUDA worker%s (%s), and the trainer's host copies of the weights "
-                        "and optimizer state %.1f GiB; use a smaller model, sequence "
-                        "(--max_length) or micro batch, activation checkpointing, or a "
-                        "machine with more memory",
+                        "CUDA worker%s (%s), and while the state is loaded or saved its "
+                        "persistent %.1f GiB sit beside the trainer's host copies of the "
+                        "weights and optimizer state, %.1f GiB; %s",
                         need / gib, ram / gib, (double)host / gib, ncpu, ncuda,
                         ncuda == 1 ? "" : "s",
                         ncuda > 0 ? "its host peak and the host copies of the GPU's state"
                                   : "without a GPU every buffer is in main memory",
-                        (double)own_bytes / gib);
+                        (double)pers / gib, (double)own_bytes / gib,
+                        with_copies > (double)host
+                            ? "the load or save is what does not fit: use a smaller model, run "
+                              "without --save or --load, or a machine with more memory"
+                            : "use a smaller model, sequence (--max_length) or micro batch, "
+                              "activation checkpointing, or a machine with more memory");
 }

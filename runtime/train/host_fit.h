@@ -13,14 +13,18 @@
 /* The live-bytes plan's peaks of graph g for ncpu CPU and ncuda CUDA workers:
  * without CUDA workers every buffer is in main memory (tiles in flight on
  * ncpu workers); with them the host's peak plus the host copies StarPU keeps
- * of the GPU's persistent buffers, and the GPU's peak. 0 when the graph's
- * plan cannot be computed. */
-void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu);
+ * of the GPU's persistent buffers, and the GPU's peak. host_persistent (may
+ * be NULL): the persistent state's part of the host figure. 0 when the
+ * graph's plan cannot be computed. */
+void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu,
+                   int64_t *host_persistent);
 
-/* SG_ENOMEM, naming the figures, when the larger host plan of g and wait (the
- * waiting graph, or NULL) for those workers, plus own_bytes the trainer holds
- * itself (its host copies of the weights and moments), exceeds this machine's
- * physical memory; SG_OK otherwise (and when the RAM is unknown). */
+/* SG_ENOMEM, naming the figures, when this machine's physical memory is
+ * below the larger of: the host plan of g and wait (the waiting graph, or
+ * NULL) for those workers; their persistent state plus own_bytes, the
+ * trainer's host copies of the weights and moments, which exist only while
+ * the state is loaded into StarPU's buffers or read back for a save. SG_OK
+ * otherwise (and when the RAM is unknown). */
 int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
                       int64_t own_bytes, sg_error *err);
 

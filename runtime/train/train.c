@@ -326,6 +326,16 @@ static int check_schedule(const trainer *t, sg_error *err)
                         (long long)first + 1, (long long)(first - t->st.adam_step));
 }
 
+/* Once StarPU's buffers hold the state (sg_exec_load_state), the trainer's
+ * fp32 copies of the weights and moments go: kept, they would add 4 bytes a
+ * parameter (12 when loaded from a checkpoint) to every step's host memory.
+ * The step counters and the scaler's state in t->st stay. */
+static void drop_host_copies(trainer *t)
+{
+    sg_weights_free(&t->w);
+    sg_train_state_free_moments(&t->st);
+}
+
 static int setup_exec(trainer *t, sg_error *err)
 {
     const sg_config *cfg = t->cfg;
@@ -369,7 +379,9 @@ static int setup_exec(trainer *t, sg_error *err)
     t->x.shared.loss_scaler = t->scaler_params;
     t->x.wait_shared.loss_scaler = t->scaler_params;
     t->submit_adam_step = t->st.adam_step;
-    return sg_exec_load_state(&t->x, &t->w, &t->st, &t->scaler, err);
+    rc = sg_exec_load_state(&t->x, &t->w, &t->st, &t->scaler, err);
+    drop_host_copies(t);
+    return rc;
 }
 
 static void print_header(const trainer *t)
@@ -586,7 +598,7 @@ static int finish_step(trainer *t, sg_error *err)
 
 /* ---- checkpoints and the end --------------------------------------------- */
 
-static int save_checkpoint(trainer *t, sg_error *err)
+static int write_checkpoint(trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
     int rc = sg_exec_store_state(&t->x, &t->w, &t->st, err);
@@ -612,11 +624,25 @@ static int save_checkpoint(trainer *t, sg_error *err)
     return rc;
 }
 
+/* The host copies of the weights and moments exist only while a save reads
+ * the state back into them (drop_host_copies after). */
+static int save_checkpoint(trainer *t, sg_error *err)
+{
+    int rc = sg_weights_alloc(&t->w, &t->model, err);
+    if (!rc)
+        rc = sg_train_state_alloc_moments(&t->st, &t->model, err);
+    if (!rc)
+        rc = write_checkpoint(t, err);
+    drop_host_copies(t);
+    return rc;
+}
+
 /* Before anything is allocated: the step's plan for the workers StarPU will
  * start (all cores but the CUDA workers' unless ncpus says; the CUDA devices
  * seen unless ncuda says) and the trainer's own copies, against the RAM: the
- * fp32 weights, and the moments when a checkpoint fills them (fresh ones
- * stay zero pages). */
+ * fp32 weights, and the moments when a checkpoint fills them or a save reads
+ * them back (fresh ones stay zero pages; Adagrad's filled sum of squares is
+ * 4 bytes a parameter more). */
 static int check_host_memory(const trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
@@ -624,8 +650,10 @@ static int check_host_memory(const trainer *t, sg_error *err)
     int ncuda = r->ncuda < 0 ? devices : (int)r->ncuda < devices ? (int)r->ncuda : devices;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
-    int64_t own = sg_model_total_params(&t->model) * (int64_t)sizeof(float) *
-                  (r->load[0] ? 3 : 1);
+    int adagrad_filled = t->cfg->ds.optimizer.type == SG_OPT_ADAGRAD &&
+                         t->cfg->ds.optimizer.initial_accumulator_value != 0.0;
+    int copies = r->load[0] || r->save[0] ? 3 : adagrad_filled ? 2 : 1;
+    int64_t own = sg_model_total_params(&t->model) * (int64_t)sizeof(float) * copies;
     return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda, own,
                              err);
 }
@@ -669,9 +697,9 @@ static void plan_memory(trainer *t)
     int ncpu, ncuda;
     int64_t limit = sg_exec_main_memory_limit(), wh = 0, wg = 0;
     sg_exec_worker_counts(&ncpu, &ncuda);
-    sg_plan_peaks(&t->graph, ncpu, ncuda, &t->plan_host, &t->plan_gpu);
+    sg_plan_peaks(&t->graph, ncpu, ncuda, &t->plan_host, &t->plan_gpu, NULL);
     if (t->have_wait)
-        sg_plan_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
+        sg_plan_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg, NULL);
     t->plan_host = wh > t->plan_host ? wh : t->plan_host;
     t->plan_gpu = wg > t->plan_gpu ? wg : t->plan_gpu;
     if (limit > 0 && t->plan_host > limit)
