@@ -884,6 +884,61 @@ static void test_state_meta(const sg_model *m)
     sg_train_state_free(&s);
 }
 
+/* The element-wise rule, written here from its definition (splitmix64's
+ * output function, FNV-1a of the name, Box-Muller on draw pairs), against
+ * the initialiser's threads and chunks: a 4.2 M-element embedding spans
+ * several chunks of the work the threads share. */
+static uint64_t ref_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float ref_normal(const char *name, uint64_t seed, int64_t k, double std)
+{
+    uint64_t h = 0xcbf29ce484222325ull, golden = 0x9e3779b97f4a7c15ull;
+    for (const char *c = name; *c; c++)
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    uint64_t key = ref_mix64(seed ^ h), j = (uint64_t)k / 2;
+    uint64_t a = ref_mix64(key + (2 * j + 1) * golden), b = ref_mix64(key + (2 * j + 2) * golden);
+    double u1 = (double)((a >> 11) + 1) / 9007199254740992.0, u2 = (double)(b >> 11) / 9007199254740992.0;
+    double r = sqrt(-2.0 * log(u1)) * std, angle = 6.283185307179586476925286766559 * u2;
+    return (float)(r * (k % 2 ? sin(angle) : cos(angle)));
+}
+
+static void test_init_chunks(const sg_model *tiny)
+{
+    sg_model m = *tiny;
+    m.vocab_size = 16384;
+    m.hidden_size = 256;
+    sg_weights w;
+    sg_error err = {0};
+    if (sg_weights_alloc(&w, &m, &err)) {
+        ok(0, "alloc the 4.2 M-element embedding (%s)", err.msg);
+        return;
+    }
+    sg_weights_init(&w, 7, SG_INIT_STD);
+    int e = sg_weights_find(&w, "model.embed_tokens.weight");
+    int64_t n = e >= 0 ? w.info[e].numel : 0, bad = 0, checked = 0;
+    /* a stride through the tensor, the last element, and every element
+     * within 4 of each multiple of 2^20 (where a chunk may end) */
+    for (int64_t k = 0; k < n + 997; k += 997) {
+        int64_t at = k < n ? k : n - 1;
+        bad += w.data[e][at] != ref_normal("model.embed_tokens.weight", 7, at, SG_INIT_STD);
+        checked++;
+    }
+    for (int64_t b = 1 << 20; b < n; b += 1 << 20)
+        for (int64_t at = b - 4; at < b + 4; at++) {
+            bad += w.data[e][at] != ref_normal("model.embed_tokens.weight", 7, at, SG_INIT_STD);
+            checked++;
+        }
+    ok(n == 16384 * 256 && bad == 0,
+       "init over several chunks and threads: %lld of %lld elements differ from the rule",
+       (long long)bad, (long long)checked);
+    sg_weights_free(&w);
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(void)
@@ -900,6 +955,7 @@ int main(void)
     if (load_model("tiny-llama", &m) == 0) {
         sg_weights w;
         test_init(&m, &w);
+        test_init_chunks(&m);
         test_save_load(&m, &w);
         test_python(&w);
         test_bad_weights(&m, &w);
