@@ -41,7 +41,7 @@ within() {
 	[ $# -eq 2 ] && "$PY" -c 'import sys; m, p = map(float, sys.argv[1:]); sys.exit(not (m > 0 and p > 0 and abs(m - p) <= 0.10 * p))' "$1" "$2"
 }
 
-echo "1..17"
+echo "1..18"
 ds z0 '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 0}}'
 ds z3 '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 3, "sub_group_size": 200000, "offload_optimizer": {"device": "cpu"}}}'
 for c in z0 z3; do
@@ -125,9 +125,10 @@ ok $? "a graph compiled for CPU workers: no allocator line"
 # Llama of 1.6 T parameters (hidden 16384, 512 layers). The trainer's own
 # fp32 copies, counted here from the dimensions, are the weights (4 bytes a
 # parameter) on a fresh run, and the weights and both moments (12) with
-# --save, which reads the state back into them; they sit beside the
-# persistent state only, while it is loaded or saved, so the need is the
-# larger of the step's plan and persistent + copies. The machine's RAM is
+# --load, which reads a checkpoint into them; they sit beside the persistent
+# state only, while it is loaded, so the need is the larger of the step's
+# plan and persistent + copies. One rank's --save adds nothing: it writes
+# the files a tensor at a time from StarPU's buffers. The machine's RAM is
 # /proc/meminfo's MemTotal.
 "$PY" - "$SRC/models/llama-3.2-1b.json" "$TMP/huge.json" <<'PYEOF'
 import json, sys
@@ -155,7 +156,11 @@ PYEOF
 "$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 >"$TMP/huge.out" 2>&1
 "$PY" "$TMP/huge_check.py" "$TMP/huge.out" $? 1
 ok $? "a model far beyond this machine's RAM is refused before allocating, naming the figures"
+"$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 --load "$TMP/no_ck" \
+	>"$TMP/huge_load.out" 2>&1
+"$PY" "$TMP/huge_check.py" "$TMP/huge_load.out" $? 3
+ok $? "with --load the weights and both moments are counted (12 bytes a parameter)"
 "$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 --save "$TMP/huge_ck" \
 	>"$TMP/huge_save.out" 2>&1
-"$PY" "$TMP/huge_check.py" "$TMP/huge_save.out" $? 3 && ! [ -e "$TMP/huge_ck" ]
-ok $? "with --save the weights and both moments are counted (12 bytes a parameter) and nothing is created"
+"$PY" "$TMP/huge_check.py" "$TMP/huge_save.out" $? 1 && ! [ -e "$TMP/huge_ck" ]
+ok $? "with --save on one rank only the weights are counted (the save holds a tensor at a time), and nothing is created"

@@ -126,6 +126,18 @@ int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st
  * from the pieces). */
 int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err);
 
+/* The same one tensor at a time, for a save that holds one tensor and not
+ * the model: open on shape (names, shapes and units: sg_weights_describe),
+ * then sg_state_reader_fill(reader, set, i, out) is an sg_tensor_source's
+ * fill (runtime/io/weights.h): tensor i of the weights or of a moment, read
+ * from the buffers of its unit alone (zeros for a moment the optimizer does
+ * not keep). */
+typedef struct sg_state_reader sg_state_reader;
+int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,
+                         sg_error *err);
+int sg_state_reader_fill(void *reader, int set, int i, float *out);
+void sg_state_reader_close(sg_state_reader *r);
+
 /* Host access to buffer b: its main-memory copy once the tasks submitted
  * before have finished with it (NULL if StarPU refused), to be released with
  * sg_exec_release. */

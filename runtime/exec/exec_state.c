@@ -15,7 +15,8 @@
  * parameters are its tensors concatenated, and the state's buffers are read
  * and written straight from and into the caller's tensors, with no staging
  * copy of the model (which would double the host memory a load or a save
- * needs). data NULL: a set that is all zeros (load) or not wanted (store). */
+ * needs). data NULL, or one tensor's NULL: all zeros (load) or not wanted
+ * (store). */
 typedef struct unit_view {
     float *const *data;           /* data[i]: tensor i, info[i].numel floats */
     const sg_tensor_info *info;
@@ -79,10 +80,11 @@ static void unit_range(const unit_view *v, int u, int64_t off, int64_t n, void *
         if (hi > lo) {
             char *b = (char *)buf + (size_t)(lo - off) * es;
             size_t len = (size_t)(hi - lo);
-            if (to_view && v->data)
-                sg_f32_load(v->data[i] + (lo - t0), b, dt, len);
-            else if (!to_view && v->data)
-                sg_f32_store(b, dt, v->data[i] + (lo - t0), len);
+            float *t = v->data ? v->data[i] : NULL;
+            if (to_view && t)
+                sg_f32_load(t + (lo - t0), b, dt, len);
+            else if (!to_view && t)
+                sg_f32_store(b, dt, t + (lo - t0), len);
             else if (!to_view)
                 memset(b, 0, len * es); /* zero bits are 0 in fp32, bf16 and fp16 */
         }
@@ -157,8 +159,26 @@ static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w,
     return SG_OK;
 }
 
-/* Moves between the sets and the persistent buffers (load: sets -> buffers). */
-static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_state *scaler)
+/* Whether buffer b of g holds any of unit u (u < 0: every buffer);
+ * sg_units[2 s], [2 s + 1]: the lowest and highest unit of sub-group s's
+ * pieces. */
+static int holds_unit(const sg_buffer *buf, int u, const int *sg_units, int nsg)
+{
+    if (u < 0)
+        return 1;
+    if (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_PARAM_FULL)
+        return buf->unit == u;
+    if (buf->role == SG_BUF_MASTER || buf->role == SG_BUF_MOMENTS)
+        return buf->subgroup >= 0 && buf->subgroup < nsg && sg_units[2 * buf->subgroup] <= u &&
+               u <= sg_units[2 * buf->subgroup + 1];
+    return 0;
+}
+
+/* Moves between the sets and the persistent buffers (load: sets -> buffers);
+ * only the buffers that hold unit `unit` when it is >= 0 (sg_units and nsg
+ * as holds_unit). */
+static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_state *scaler,
+                    int unit, const int *sg_units, int nsg)
 {
     const sg_graph *g = x->graph;
     /* masters hold the exact fp32 parameters: read them last on store so
@@ -177,6 +197,13 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
                 continue; /* the trainer reads the scaler (sg_exec_loss_scaler) */
             if (!load && buf->role == SG_BUF_PARAM_FULL)
                 continue; /* a copy of the pieces */
+            if (!holds_unit(buf, unit, sg_units, nsg))
+                continue;
+            if (!load && (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_MASTER) &&
+                !s->w.data)
+                continue; /* the weights are not asked for */
+            if (!load && buf->role == SG_BUF_MOMENTS && !s->m.data && !s->v.data)
+                continue;
             void *p = sg_exec_acquire(x, b, load);
             if (!p)
                 return SG_EINVAL;
@@ -236,7 +263,7 @@ int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st
     int rc = sets_init(&s, x->shared.model, w, st);
     if (rc)
         return sets_error(rc, "loading the weights", err);
-    rc = transfer(x, &s, 1, scaler);
+    rc = transfer(x, &s, 1, scaler, -1, NULL, 0);
     index_free(&s.ix);
     return rc ? sg_error_set(err, rc, "cannot load the weights into StarPU's buffers") : SG_OK;
 }
@@ -247,8 +274,96 @@ int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error 
     int rc = sets_init(&s, x->shared.model, w, st);
     if (rc)
         return sets_error(rc, "reading the weights back", err);
-    rc = transfer(x, &s, 0, NULL);
+    rc = transfer(x, &s, 0, NULL, -1, NULL, 0);
     index_free(&s.ix);
     return rc ? sg_error_set(err, rc, "cannot read the weights back from StarPU's buffers")
               : SG_OK;
+}
+
+/* ---- reading the state back one tensor at a time ---------------------------- */
+
+struct sg_state_reader {
+    sg_exec *x;
+    const sg_weights *shape;
+    state_sets s;
+    float **slot;        /* (ntensors) all NULL but the tensor being read */
+    int *sg_units;       /* per sub-group: its pieces' lowest and highest unit */
+    int nsg;
+};
+
+static int sub_group_units(const sg_graph *g, int **out, int *nsg)
+{
+    int n = 0;
+    for (int b = 0; b < g->nbuffers; b++)
+        if (g->buffers[b].subgroup + 1 > n)
+            n = g->buffers[b].subgroup + 1;
+    int *u = malloc((size_t)(2 * n + 1) * sizeof *u);
+    if (!u)
+        return SG_ENOMEM;
+    for (int k = 0; k < n; k++) {
+        u[2 * k] = INT32_MAX;
+        u[2 * k + 1] = -1;
+    }
+    for (int b = 0; b < g->nbuffers; b++) {
+        const sg_buffer *p = &g->buffers[b];
+        if (p->role != SG_BUF_PARAM_PIECE || p->subgroup < 0)
+            continue;
+        if (p->unit < u[2 * p->subgroup])
+            u[2 * p->subgroup] = p->unit;
+        if (p->unit > u[2 * p->subgroup + 1])
+            u[2 * p->subgroup + 1] = p->unit;
+    }
+    *out = u;
+    *nsg = n;
+    return SG_OK;
+}
+
+void sg_state_reader_close(sg_state_reader *r)
+{
+    if (!r)
+        return;
+    index_free(&r->s.ix);
+    free(r->slot);
+    free(r->sg_units);
+    free(r);
+}
+
+int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,
+                         sg_error *err)
+{
+    sg_state_reader *r = calloc(1, sizeof *r);
+    *out = NULL;
+    if (!r)
+        return sg_error_set(err, SG_ENOMEM, "out of memory reading the state back");
+    r->x = x;
+    r->shape = shape;
+    int rc = sets_init(&r->s, x->shared.model, shape, NULL);
+    if (!rc)
+        rc = sub_group_units(x->graph, &r->sg_units, &r->nsg);
+    if (!rc && !(r->slot = calloc((size_t)(shape->ntensors > 0 ? shape->ntensors : 1),
+                                  sizeof *r->slot)))
+        rc = SG_ENOMEM;
+    if (rc) {
+        sg_state_reader_close(r);
+        return sets_error(rc, "reading the state back", err);
+    }
+    *out = r;
+    return SG_OK;
+}
+
+int sg_state_reader_fill(void *reader, int set, int i, float *out)
+{
+    sg_state_reader *r = reader;
+    if (i < 0 || i >= r->shape->ntensors || set < SG_SET_WEIGHTS || set > SG_SET_EXP_AVG_SQ)
+        return SG_EINVAL;
+    /* zeros where no buffer holds the values (a set the optimizer lacks:
+     * Lion's second moment, Adagrad's first) */
+    memset(out, 0, (size_t)r->shape->info[i].numel * sizeof *out);
+    r->slot[i] = out;
+    r->s.w.data = set == SG_SET_WEIGHTS ? r->slot : NULL;
+    r->s.m.data = set == SG_SET_EXP_AVG ? r->slot : NULL;
+    r->s.v.data = set == SG_SET_EXP_AVG_SQ ? r->slot : NULL;
+    int rc = transfer(r->x, &r->s, 0, NULL, r->shape->unit[i], r->sg_units, r->nsg);
+    r->slot[i] = NULL;
+    return rc;
 }

@@ -626,13 +626,31 @@ static int64_t entry_numel(const sg_st_entry *e)
     return n;
 }
 
-/* Writes one tensor's data, converting fp32 to 16 bits in chunks. */
+enum { WRITE_IO = -1, WRITE_FILL = -2, WRITE_NOMEM = -3 };
+
+static int write_values(FILE *fp, const sg_st_entry *e, const void *data);
+
+/* Writes one tensor's data (from its fill when it has no data). */
 static int write_data(FILE *fp, const sg_st_entry *e)
+{
+    if (e->data || !e->fill)
+        return write_values(fp, e, e->data);
+    size_t n = (size_t)entry_numel(e);
+    float *tmp = malloc((n ? n : 1) * sizeof(float));
+    if (!tmp)
+        return WRITE_NOMEM;
+    int rc = e->fill(e->fill_ctx, e->fill_index, tmp) ? WRITE_FILL : write_values(fp, e, tmp);
+    free(tmp);
+    return rc;
+}
+
+/* The values, converting fp32 to 16 bits in chunks. */
+static int write_values(FILE *fp, const sg_st_entry *e, const void *data)
 {
     size_t n = (size_t)entry_numel(e);
     if (e->dtype == e->src_dtype)
-        return n == 0 || fwrite(e->data, sg_dtype_size(e->dtype), n, fp) == n ? 0 : -1;
-    const float *src = e->data;
+        return n == 0 || fwrite(data, sg_dtype_size(e->dtype), n, fp) == n ? 0 : WRITE_IO;
+    const float *src = data;
     enum { CHUNK = 8192 };
     unsigned char buf[2 * CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
@@ -644,7 +662,7 @@ static int write_data(FILE *fp, const sg_st_entry *e)
             buf[2 * k + 1] = (unsigned char)(h >> 8);
         }
         if (fwrite(buf, 2, m, fp) != m)
-            return -1;
+            return WRITE_IO;
     }
     return 0;
 }
@@ -704,11 +722,18 @@ int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta 
         len8[i] = (unsigned char)(((uint64_t)h.len >> (8 * i)) & 0xff);
     int bad = fwrite(len8, 1, 8, af.fp) != 8 || fwrite(h.s, 1, h.len, af.fp) != h.len;
     free(h.s);
-    for (int i = 0; i < n && !bad; i++)
-        bad = write_data(af.fp, &t[i]) != 0;
+    int at = 0;
+    for (; at < n && !bad; at++)
+        bad = write_data(af.fp, &t[at]);
     if (bad) {
         int e = errno;
         sg_atomic_abort(&af);
+        if (bad == WRITE_NOMEM)
+            return sg_error_set(err, SG_ENOMEM, "%s: tensor \"%s\": out of memory for its "
+                                "values", path, t[at - 1].name);
+        if (bad == WRITE_FILL)
+            return sg_error_set(err, SG_EIO, "%s: tensor \"%s\": its values could not be read "
+                                "back", path, t[at - 1].name);
         return sg_error_set(err, SG_EIO, "%s: write failed: %s", path, strerror(e));
     }
     return sg_atomic_commit(&af, err);

@@ -93,6 +93,14 @@ typedef struct sg_st_entry {
     int ndim;
     const int64_t *shape;
     const void *data;
+    /* data NULL: fill(fill_ctx, fill_index, out) writes the numel fp32
+     * values (src_dtype F32) into out right before they are written, into a
+     * buffer the writer holds for that tensor alone (a source that is not
+     * in memory as a whole: the trainer's save, runtime/train/train.c);
+     * non-zero: the values could not be had, and the file is not written */
+    int (*fill)(void *ctx, int index, float *out);
+    void *fill_ctx;
+    int fill_index;
 } sg_st_entry;
 
 /* Writes n tensors (in this order, contiguous) and nmeta metadata pairs.

@@ -114,6 +114,33 @@ int sg_weights_alloc(sg_weights *w, const sg_model *m, sg_error *err)
     return SG_OK;
 }
 
+int sg_weights_describe(sg_weights *w, const sg_model *m, sg_error *err)
+{
+    memset(w, 0, sizeof *w);
+    int rc = model_tensors(m, &w->info, &w->unit, &w->ntensors, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < w->ntensors; i++)
+        w->numel += w->info[i].numel;
+    return SG_OK;
+}
+
+/* An entry's fill: the index is tensor * 3 + set (sg_tensor_source). */
+static int source_fill(void *ctx, int index, float *out)
+{
+    const sg_tensor_source *src = ctx;
+    return src->fill(src->ctx, index % 3, index / 3, out);
+}
+
+static sg_st_entry tensor_entry(const sg_tensor_info *t, sg_dtype dtype, const float *data,
+                                const sg_tensor_source *source, int set, int i)
+{
+    return (sg_st_entry){.name = t->name, .dtype = dtype, .src_dtype = SG_F32,
+                         .ndim = t->ndim, .shape = t->shape, .data = data,
+                         .fill = data ? NULL : source_fill, .fill_ctx = (void *)source,
+                         .fill_index = 3 * i + set};
+}
+
 void sg_weights_free(sg_weights *w)
 {
     if (!w)
@@ -339,9 +366,8 @@ static int save_range(const sg_weights *w, int first, int count, const char *pat
     }
     for (int k = 0; k < count; k++) {
         int i = first + k;
-        e[k] = (sg_st_entry){.name = w->info[i].name, .dtype = dtype, .src_dtype = SG_F32,
-                             .ndim = w->info[i].ndim, .shape = w->info[i].shape,
-                             .data = w->data[i]};
+        e[k] = tensor_entry(&w->info[i], dtype, w->data ? w->data[i] : NULL, w->source,
+                            SG_SET_WEIGHTS, i);
     }
     int has_format = 0;
     for (int i = 0; i < nmeta; i++) {
@@ -552,6 +578,14 @@ int sg_train_state_alloc_moments(sg_train_state *s, const sg_model *m, sg_error 
     return SG_OK;
 }
 
+int sg_train_state_describe_moments(sg_train_state *s, const sg_model *m, sg_error *err)
+{
+    int *unit = NULL;
+    int rc = model_tensors(m, &s->info, &unit, &s->ntensors, err);
+    free(unit);
+    return rc < 0 ? rc : SG_OK;
+}
+
 void sg_train_state_free_moments(sg_train_state *s)
 {
     free(s->info);
@@ -657,10 +691,10 @@ int sg_train_state_save(const sg_train_state *s, const char *path, const char *m
             int j = 2 * i + k;
             snprintf(names[j], STATE_NAME_MAX, "%s.%s", s->info[i].name,
                      k ? "exp_avg_sq" : "exp_avg");
-            e[j] = (sg_st_entry){.name = names[j], .dtype = SG_F32,
-                                 .src_dtype = SG_F32, .ndim = s->info[i].ndim,
-                                 .shape = s->info[i].shape,
-                                 .data = k ? s->exp_avg_sq[i] : s->exp_avg[i]};
+            float *const *set = k ? s->exp_avg_sq : s->exp_avg;
+            e[j] = tensor_entry(&s->info[i], SG_F32, set ? set[i] : NULL, s->source,
+                                k ? SG_SET_EXP_AVG_SQ : SG_SET_EXP_AVG, i);
+            e[j].name = names[j];
         }
     int rc = sg_train_state_write(s, path, model_name, e, n, NULL, 0, err);
     free(e);

@@ -33,18 +33,35 @@
 /* Hugging Face Llama's initializer_range. */
 #define SG_INIT_STD 0.02
 
+/* Where the values of a set that is not in memory come from, tensor by
+ * tensor, when a file is written: fill(ctx, set, i, out) writes tensor i's
+ * numel floats of set SG_SET_WEIGHTS, SG_SET_EXP_AVG or SG_SET_EXP_AVG_SQ
+ * into out, non-zero on failure (the trainer reads them back from StarPU's
+ * buffers: runtime/exec/exec.h sg_state_reader). */
+enum { SG_SET_WEIGHTS, SG_SET_EXP_AVG, SG_SET_EXP_AVG_SQ };
+typedef struct sg_tensor_source {
+    int (*fill)(void *ctx, int set, int i, float *out);
+    void *ctx;
+} sg_tensor_source;
+
 typedef struct sg_weights {
     int ntensors;
     sg_tensor_info *info;     /* (ntensors) names and shapes, units in order */
     int *unit;                /* (ntensors) graph unit of each tensor */
-    float **data;             /* data[i]: info[i].numel floats, 64-byte aligned */
+    float **data;             /* data[i]: info[i].numel floats, 64-byte aligned;
+                                 NULL (sg_weights_describe): the values come
+                                 from source when saved */
     float *block;             /* one allocation holding every tensor */
     int64_t numel;            /* total floats */
+    const sg_tensor_source *source;
 } sg_weights;
 
 /* Allocates zeroed fp32 tensors for every parameter of the model. */
 int sg_weights_alloc(sg_weights *w, const sg_model *m, sg_error *err);
 void sg_weights_free(sg_weights *w);
+/* Names, shapes and units without values (data NULL), for a save whose
+ * values come from source (set by the caller). */
+int sg_weights_describe(sg_weights *w, const sg_model *m, sg_error *err);
 
 /* Index of the tensor named name, or -1. */
 int sg_weights_find(const sg_weights *w, const char *name);
@@ -123,6 +140,7 @@ typedef struct sg_train_state {
                                  Adam's) */
     int ranks;                /* load: how many ranks wrote it (1, or the
                                  partitions' count: checkpoint_parts.h) */
+    const sg_tensor_source *source; /* exp_avg NULL: the moments' values when saved */
 } sg_train_state;
 
 /* Zeroed moments for every parameter of m; step 0, loss_scale 1, scaler
@@ -134,6 +152,9 @@ void sg_train_state_free(sg_train_state *s);
  * saves, StarPU's buffers holding the state in between. */
 int sg_train_state_alloc_moments(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free_moments(sg_train_state *s);
+/* The moments' names and shapes without values (exp_avg NULL), for a save
+ * whose values come from source; freed with sg_train_state_free_moments. */
+int sg_train_state_describe_moments(sg_train_state *s, const sg_model *m, sg_error *err);
 
 /* Atomic. model_name goes into the metadata and is checked on load. */
 int sg_train_state_save(const sg_train_state *s, const char *path,

@@ -601,9 +601,7 @@ static int finish_step(trainer *t, sg_error *err)
 static int write_checkpoint(trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
-    int rc = sg_exec_store_state(&t->x, &t->w, &t->st, err);
-    if (rc)
-        return rc;
+    int rc;
     t->st.loss_scale = t->scaler.scale;
     t->st.scaler_cur_iter = t->scaler.cur_iter;
     t->st.scaler_last_overflow_iter = t->scaler.last_overflow_iter;
@@ -624,15 +622,39 @@ static int write_checkpoint(trainer *t, sg_error *err)
     return rc;
 }
 
-/* The host copies of the weights and moments exist only while a save reads
- * the state back into them (drop_host_copies after). */
+/* One rank: the files are written tensor by tensor from StarPU's buffers
+ * (sg_state_reader), so a save holds one tensor, not the model. Several
+ * ranks gather and slice whole sets (rank_save.c): host copies of the
+ * weights and moments exist while that save reads the state back into them
+ * (drop_host_copies after). */
 static int save_checkpoint(trainer *t, sg_error *err)
 {
-    int rc = sg_weights_alloc(&t->w, &t->model, err);
-    if (!rc)
-        rc = sg_train_state_alloc_moments(&t->st, &t->model, err);
-    if (!rc)
-        rc = write_checkpoint(t, err);
+    int rc;
+    if (t->world == 1) {
+        sg_state_reader *reader = NULL;
+        rc = sg_weights_describe(&t->w, &t->model, err);
+        if (!rc)
+            rc = sg_train_state_describe_moments(&t->st, &t->model, err);
+        if (!rc)
+            rc = sg_state_reader_open(&t->x, &t->w, &reader, err);
+        if (!rc) {
+            /* every task that writes the state has finished (an acquire
+             * waits for them) before the first tensor is read */
+            sg_tensor_source source = {sg_state_reader_fill, reader};
+            t->w.source = t->st.source = &source;
+            rc = write_checkpoint(t, err);
+            t->w.source = t->st.source = NULL;
+        }
+        sg_state_reader_close(reader);
+    } else {
+        rc = sg_weights_alloc(&t->w, &t->model, err);
+        if (!rc)
+            rc = sg_train_state_alloc_moments(&t->st, &t->model, err);
+        if (!rc)
+            rc = sg_exec_store_state(&t->x, &t->w, &t->st, err);
+        if (!rc)
+            rc = write_checkpoint(t, err);
+    }
     drop_host_copies(t);
     return rc;
 }
@@ -640,9 +662,10 @@ static int save_checkpoint(trainer *t, sg_error *err)
 /* Before anything is allocated: the step's plan for the workers StarPU will
  * start (all cores but the CUDA workers' unless ncpus says; the CUDA devices
  * seen unless ncuda says) and the trainer's own copies, against the RAM: the
- * fp32 weights, and the moments when a checkpoint fills them or a save reads
- * them back (fresh ones stay zero pages; Adagrad's filled sum of squares is
- * 4 bytes a parameter more). */
+ * fp32 weights, and the moments when a checkpoint fills them or a save of
+ * several ranks reads them back (fresh ones stay zero pages; Adagrad's
+ * filled sum of squares is 4 bytes a parameter more; one rank's save holds
+ * a tensor at a time). */
 static int check_host_memory(const trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
@@ -652,7 +675,7 @@ static int check_host_memory(const trainer *t, sg_error *err)
     int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
     int adagrad_filled = t->cfg->ds.optimizer.type == SG_OPT_ADAGRAD &&
                          t->cfg->ds.optimizer.initial_accumulator_value != 0.0;
-    int copies = r->load[0] || r->save[0] ? 3 : adagrad_filled ? 2 : 1;
+    int copies = r->load[0] || (r->save[0] && t->world > 1) ? 3 : adagrad_filled ? 2 : 1;
     int64_t own = sg_model_total_params(&t->model) * (int64_t)sizeof(float) * copies;
     return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda, own,
                              err);
