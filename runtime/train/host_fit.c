@@ -59,8 +59,8 @@ int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncu
                                   : "without a GPU every buffer is in main memory",
                         (double)pers / gib, (double)own_bytes / gib,
                         with_copies > (double)host
-                            ? "the load or save is what does not fit: use a smaller model, run "
-                              "without --save or --load, or a machine with more memory"
+                            ? "loading the checkpoint (or a save of several ranks) is what "
+                              "does not fit: use a smaller model or a machine with more memory"
                             : "use a smaller model, sequence (--max_length) or micro batch, "
                               "activation checkpointing, or a machine with more memory");
 }

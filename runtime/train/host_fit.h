@@ -23,8 +23,8 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
  * below the larger of: the host plan of g and wait (the waiting graph, or
  * NULL) for those workers; their persistent state plus own_bytes, the
  * trainer's host copies of the weights and moments, which exist only while
- * the state is loaded into StarPU's buffers or read back for a save. SG_OK
- * otherwise (and when the RAM is unknown). */
+ * the state is loaded into StarPU's buffers or read back for a save of
+ * several ranks. SG_OK otherwise (and when the RAM is unknown). */
 int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
                       int64_t own_bytes, sg_error *err);
 
