@@ -92,6 +92,14 @@ static void test_conversions(void)
 
 /* ------------------------------------------------------------------------ */
 
+/* A tensor to write from data (no fill). */
+static sg_st_entry st_entry(const char *name, sg_dtype dtype, sg_dtype src_dtype, int ndim,
+                            const int64_t *shape, const void *data)
+{
+    return (sg_st_entry){.name = name, .dtype = dtype, .src_dtype = src_dtype, .ndim = ndim,
+                         .shape = shape, .data = data};
+}
+
 static void test_roundtrip(void)
 {
     float a[6] = {1, -2, 3.5f, 1e-3f, -0.0f, 65504};
@@ -99,10 +107,10 @@ static void test_roundtrip(void)
     float c[3] = {0.1f, -65520.0f, 5.96e-8f};
     int64_t sa[2] = {2, 3}, sb[1] = {4}, sc[3] = {1, 3, 1};
     sg_st_entry e[4] = {
-        {"layer.a", SG_F32, SG_F32, 2, sa, a},
-        {"layer.b", SG_BF16, SG_F32, 1, sb, b},
-        {"layer.c \"quoted\"", SG_F16, SG_F32, 3, sc, c},
-        {"scalar", SG_F32, SG_F32, 0, NULL, a},
+        st_entry("layer.a", SG_F32, SG_F32, 2, sa, a),
+        st_entry("layer.b", SG_BF16, SG_F32, 1, sb, b),
+        st_entry("layer.c \"quoted\"", SG_F16, SG_F32, 3, sc, c),
+        st_entry("scalar", SG_F32, SG_F32, 0, NULL, a),
     };
     sg_st_meta meta[2] = {{"step", "12"}, {"note", "line\nbreak \\ \"q\""}};
     sg_error err = {0};
@@ -148,6 +156,74 @@ static void test_roundtrip(void)
     ok(rc == SG_ENOENT && strstr(err.msg, "\"nope\""), "missing metadata key: %s", err.msg);
 }
 
+/* A tensor whose values come from a fill (the trainer's save from StarPU's
+ * buffers): written as given data would be; a fill that fails leaves the
+ * previous file as it was and names the tensor; an entry with neither data
+ * nor fill is refused. */
+static int fill_ramp(void *ctx, int index, float *out)
+{
+    int *calls = ctx;
+    (*calls)++;
+    for (int k = 0; k < 5; k++)
+        out[k] = (float)(index * 10 + k) + 0.25f;
+    return 0;
+}
+
+static int fill_fails(void *ctx, int index, float *out)
+{
+    (void)ctx;
+    (void)index;
+    out[0] = 1.0f;
+    return -1;
+}
+
+static void test_fill(void)
+{
+    int64_t shape[1] = {5};
+    int calls = 0;
+    sg_st_entry e[2] = {
+        st_entry("filled", SG_F32, SG_F32, 1, shape, NULL),
+        st_entry("filled.bf16", SG_BF16, SG_F32, 1, shape, NULL),
+    };
+    for (int k = 0; k < 2; k++) {
+        e[k].fill = fill_ramp;
+        e[k].fill_ctx = &calls;
+        e[k].fill_index = 3 + k;
+    }
+    sg_error err = {0};
+    int rc = sg_st_write(tmp("fill.safetensors"), e, 2, NULL, 0, &err);
+    sg_st_file f;
+    int opened = rc == 0 && sg_st_open(tmp("fill.safetensors"), &f, &err) == 0;
+    const sg_st_tensor *t0 = opened ? sg_st_find(&f, "filled") : NULL;
+    const sg_st_tensor *t1 = opened ? sg_st_find(&f, "filled.bf16") : NULL;
+    float a[5] = {0}, b[5] = {0};
+    if (t0 && t1) {
+        sg_st_read_f32(t0, a);
+        sg_st_read_f32(t1, b);
+    }
+    ok(t0 && t1 && calls == 2 && a[0] == 30.25f && a[4] == 34.25f && b[0] == 40.25f &&
+           b[4] == 44.25f,
+       "values from a fill are written, fp32 and rounded to bf16, one call per tensor (%s)",
+       rc ? err.msg : "ok");
+    if (opened)
+        sg_st_close(&f);
+    e[1].fill = fill_fails;
+    rc = sg_st_write(tmp("fill.safetensors"), e, 2, NULL, 0, &err);
+    opened = sg_st_open(tmp("fill.safetensors"), &f, &err) == 0;
+    t1 = opened ? sg_st_find(&f, "filled.bf16") : NULL;
+    if (t1)
+        sg_st_read_f32(t1, b);
+    ok(rc == SG_EIO && strstr(err.msg, "\"filled.bf16\": its values could not be read back") &&
+           t1 && b[0] == 40.25f,
+       "a failing fill: an error naming the tensor, the previous file untouched (%s)", err.msg);
+    if (opened)
+        sg_st_close(&f);
+    e[1].fill = NULL;
+    rc = sg_st_write(tmp("fill.safetensors"), e, 2, NULL, 0, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "no values"), "neither data nor fill: refused (%s)",
+       err.msg);
+}
+
 /* The tensor dtype is the IR's sg_dtype, which also has I32; the writer takes
  * only what the reader opens, and names dtypes the safetensors way. */
 static void test_dtype_names(void)
@@ -161,8 +237,8 @@ static void test_dtype_names(void)
     int32_t v[2] = {1, 2};
     int64_t shape[1] = {2};
     sg_st_entry e[2] = {
-        {"i", SG_I32, SG_I32, 1, shape, v},
-        {"j", SG_BF16, SG_I32, 1, shape, v},
+        st_entry("i", SG_I32, SG_I32, 1, shape, v),
+        st_entry("j", SG_BF16, SG_I32, 1, shape, v),
     };
     for (int k = 0; k < 2; k++) {
         sg_error err = {0};
@@ -439,8 +515,8 @@ static int save_mutated(const sg_weights *w, const char *path, mutation mu, sg_e
     int k = 0;
     for (int i = 0; i < n; i++) {
         const char *nm = w->info[i].name;
-        sg_st_entry x = {nm, SG_F32, SG_F32, w->info[i].ndim, w->info[i].shape,
-                         w->data[i]};
+        sg_st_entry x =
+            st_entry(nm, SG_F32, SG_F32, w->info[i].ndim, w->info[i].shape, w->data[i]);
         if (mu == MUT_SHAPE && !strcmp(nm, "model.layers.3.mlp.up_proj.weight")) {
             x.shape = bad_shape;
             x.data = big;
@@ -453,12 +529,12 @@ static int save_mutated(const sg_weights *w, const char *path, mutation mu, sg_e
     static int64_t s4[1] = {4};
     static int64_t shead[2];
     if (mu == MUT_EXTRA)
-        e[k++] = (sg_st_entry){"model.layers.0.mlp.shared_expert.weight", SG_F32,
-                               SG_F32, 1, s4, extra};
+        e[k++] =
+            st_entry("model.layers.0.mlp.shared_expert.weight", SG_F32, SG_F32, 1, s4, extra);
     if (mu == MUT_HEAD) {
         shead[0] = w->info[0].shape[0];
         shead[1] = w->info[0].shape[1];
-        e[k++] = (sg_st_entry){"lm_head.weight", SG_F32, SG_F32, 2, shead, w->data[0]};
+        e[k++] = st_entry("lm_head.weight", SG_F32, SG_F32, 2, shead, w->data[0]);
     }
     float saved = 0;
     int nf = n - 1; /* model.norm.weight */
@@ -698,9 +774,9 @@ static void test_state(const sg_model *m)
         for (int j = 0; j < 2; j++, k++) {
             snprintf(names[k], sizeof names[k], "%s.%s", s.info[i].name,
                      j ? "exp_avg_sq" : "exp_avg");
-            e[k] = (sg_st_entry){names[k], i == 1 && j == 0 ? SG_BF16 : SG_F32,
-                                 SG_F32, s.info[i].ndim, s.info[i].shape,
-                                 j ? s.exp_avg_sq[i] : s.exp_avg[i]};
+            e[k] = st_entry(names[k], i == 1 && j == 0 ? SG_BF16 : SG_F32, SG_F32,
+                            s.info[i].ndim, s.info[i].shape,
+                            j ? s.exp_avg_sq[i] : s.exp_avg[i]);
         }
     sg_st_file f;
     sg_st_open(tmp("state.safetensors"), &f, &err);
@@ -742,8 +818,8 @@ static void save_with_meta(const sg_train_state *s, const sg_model *m, const cha
         for (int j = 0; j < 2; j++, k++) {
             snprintf(names[k], sizeof names[k], "%s.%s", s->info[i].name,
                      j ? "exp_avg_sq" : "exp_avg");
-            e[k] = (sg_st_entry){names[k], SG_F32, SG_F32, s->info[i].ndim, s->info[i].shape,
-                                 j ? s->exp_avg_sq[i] : s->exp_avg[i]};
+            e[k] = st_entry(names[k], SG_F32, SG_F32, s->info[i].ndim, s->info[i].shape,
+                            j ? s->exp_avg_sq[i] : s->exp_avg[i]);
         }
     sg_st_write(path, e, k, md, nmd, &err);
     sg_st_close(&f);
@@ -806,8 +882,8 @@ static void test_state_meta(const sg_model *m)
             for (int j = 0; j < 2; j++, k++) {
                 snprintf(names[k], sizeof names[k], "%s.%s", s.info[i].name,
                          j ? "exp_avg_sq" : "exp_avg");
-                e[k] = (sg_st_entry){names[k], SG_F32, SG_F32, s.info[i].ndim, s.info[i].shape,
-                                     j ? s.exp_avg_sq[i] : s.exp_avg[i]};
+                e[k] = st_entry(names[k], SG_F32, SG_F32, s.info[i].ndim, s.info[i].shape,
+                                j ? s.exp_avg_sq[i] : s.exp_avg[i]);
             }
         old_ok = sg_st_write(tmp("state-old.safetensors"), e, k, md, nmd, &err) == 0;
         sg_st_close(&f);
@@ -948,6 +1024,7 @@ int main(void)
 
     test_conversions();
     test_roundtrip();
+    test_fill();
     test_dtype_names();
     test_bad_safetensors();
 

@@ -577,6 +577,14 @@ static int st_dtype_supported(sg_dtype dt)
     return dt == SG_F32 || dt == SG_BF16 || dt == SG_F16;
 }
 
+static int64_t entry_numel(const sg_st_entry *e)
+{
+    int64_t n = 1;
+    for (int d = 0; d < e->ndim; d++)
+        n *= e->shape[d];
+    return n;
+}
+
 static int check_entries(const char *path, const sg_st_entry *t, int n, const sg_st_meta *meta,
                          int nmeta, sg_error *err)
 {
@@ -602,6 +610,9 @@ static int check_entries(const char *path, const sg_st_entry *t, int n, const sg
             return sg_error_set(err, SG_ENOTSUP,
                                 "%s: tensor \"%s\": cannot convert %s data to %s", path, nm,
                                 sg_st_dtype_name(t[i].src_dtype), sg_st_dtype_name(t[i].dtype));
+        if (!t[i].data && !t[i].fill && entry_numel(&t[i]) > 0)
+            return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": no values (neither data "
+                                "nor fill)", path, nm);
         for (int j = 0; j < i; j++)
             if (strcmp(t[j].name, nm) == 0)
                 return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\" given twice", path, nm);
@@ -616,14 +627,6 @@ static int check_entries(const char *path, const sg_st_entry *t, int n, const sg
                                     meta[i].key);
     }
     return SG_OK;
-}
-
-static int64_t entry_numel(const sg_st_entry *e)
-{
-    int64_t n = 1;
-    for (int d = 0; d < e->ndim; d++)
-        n *= e->shape[d];
-    return n;
 }
 
 enum { WRITE_IO = -1, WRITE_FILL = -2, WRITE_NOMEM = -3 };
