@@ -122,14 +122,14 @@ ok $? "a graph compiled for CPU workers: no allocator line"
 
 # A run that cannot fit this machine's RAM is refused before anything is
 # allocated, with the figures (not killed by the kernel's OOM killer): a
-# Llama of 1.6 T parameters (hidden 16384, 512 layers). The trainer's own
-# fp32 copies, counted here from the dimensions, are the weights (4 bytes a
-# parameter) on a fresh run, and the weights and both moments (12) with
-# --load, which reads a checkpoint into them; they sit beside the persistent
-# state only, while it is loaded, so the need is the larger of the step's
-# plan and persistent + copies. One rank's --save adds nothing: it writes
-# the files a tensor at a time from StarPU's buffers. The machine's RAM is
-# /proc/meminfo's MemTotal.
+# Llama of 1.6 T parameters (hidden 16384, 512 layers). The need is the
+# step's plan: the trainer holds no copy of the model, a load and one rank's
+# save going a tensor at a time (runtime/train/state_source.h,
+# sg_state_reader), so --load and --save give the same figures as a plain
+# run and the message names no host copies. The machine's RAM is
+# /proc/meminfo's MemTotal; the plan is compared with the live bytes of the
+# model's fp32 state, 16 bytes a parameter (weights, gradients, Adam's two
+# moments), counted here from the dimensions: the plan holds at least those.
 "$PY" - "$SRC/models/llama-3.2-1b.json" "$TMP/huge.json" <<'PYEOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -139,28 +139,29 @@ json.dump(m, open(sys.argv[2], "w"))
 PYEOF
 cat >"$TMP/huge_check.py" <<'PYEOF'
 import re, sys
-out, rc, copies = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3])
+out, rc = open(sys.argv[1]).read(), int(sys.argv[2])
 h, i, L, V, kv = 16384, 53248, 512, 128256, 8 * 128
 params = 2 * V * h + L * (h * (h + 2 * kv) + h * h + 3 * h * i + 2 * h) + h
 ram = int(re.search(r"MemTotal:\s+(\d+) kB", open("/proc/meminfo").read()).group(1)) / 2**20
 m = re.search(r"needs at least ([\d.]+) GiB of main memory and the machine has ([\d.]+) GiB: "
-              r"the step's plan holds ([\d.]+) GiB .*persistent ([\d.]+) GiB .*optimizer "
-              r"state, ([\d.]+) GiB", out)
-assert rc == 1 and m and "Step 1" not in out, (rc, out)
-need, have, plan, pers, own = map(float, m.groups())
-assert abs(own - copies * 4 * params / 2**30) <= 0.1, (own, copies * 4 * params / 2**30)
-assert 0 < pers <= plan, (pers, plan)
-assert abs(have - ram) <= 0.1 and need > have and abs(need - max(plan, pers + own)) <= 0.2, \
-    (need, have, ram, plan, pers, own)
+              r"the step's plan holds ([\d.]+) GiB there with \d+ CPU and 0 CUDA workers "
+              r"\([^)]*\); use a smaller model", out)
+assert rc == 1 and m and "Step 1" not in out and "host copies" not in out, (rc, out)
+need, have, plan = map(float, m.groups())
+assert abs(have - ram) <= 0.1 and need > have and abs(need - plan) <= 0.05, (need, have, ram)
+assert plan >= 16 * params / 2**30, (plan, 16 * params / 2**30)
+print(need)
 PYEOF
 "$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 >"$TMP/huge.out" 2>&1
-"$PY" "$TMP/huge_check.py" "$TMP/huge.out" $? 1
+"$PY" "$TMP/huge_check.py" "$TMP/huge.out" $? >"$TMP/huge.need"
 ok $? "a model far beyond this machine's RAM is refused before allocating, naming the figures"
 "$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 --load "$TMP/no_ck" \
 	>"$TMP/huge_load.out" 2>&1
-"$PY" "$TMP/huge_check.py" "$TMP/huge_load.out" $? 3
-ok $? "with --load the weights and both moments are counted (12 bytes a parameter)"
+"$PY" "$TMP/huge_check.py" "$TMP/huge_load.out" $? >"$TMP/huge_load.need" &&
+	cmp -s "$TMP/huge.need" "$TMP/huge_load.need"
+ok $? "with --load the same need: the load goes a tensor at a time"
 "$BIN" run "$SRC/configs/default.json" --model "$TMP/huge.json" --steps 1 --save "$TMP/huge_ck" \
 	>"$TMP/huge_save.out" 2>&1
-"$PY" "$TMP/huge_check.py" "$TMP/huge_save.out" $? 1 && ! [ -e "$TMP/huge_ck" ]
-ok $? "with --save on one rank only the weights are counted (the save holds a tensor at a time), and nothing is created"
+"$PY" "$TMP/huge_check.py" "$TMP/huge_save.out" $? >"$TMP/huge_save.need" &&
+	cmp -s "$TMP/huge.need" "$TMP/huge_save.need" && ! [ -e "$TMP/huge_ck" ]
+ok $? "with --save on one rank the same need (the save writes a tensor at a time), and nothing is created"

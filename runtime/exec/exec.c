@@ -462,7 +462,7 @@ static const void *result_of(const sg_exec *x, int b)
 
 void *sg_exec_acquire(sg_exec *x, int b, int write)
 {
-    if (starpu_data_acquire(H(x, b), write ? STARPU_W : STARPU_R))
+    if (starpu_data_acquire(H(x, b), write == 2 ? STARPU_RW : write ? STARPU_W : STARPU_R))
         return NULL;
     return (void *)starpu_data_get_local_ptr(H(x, b));
 }

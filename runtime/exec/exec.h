@@ -133,6 +133,13 @@ int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error 
  * from the buffers of its unit alone (zeros for a moment the optimizer does
  * not keep). */
 typedef struct sg_state_reader sg_state_reader;
+/* And the load a tensor at a time: src's fill gives tensor i of each set
+ * (SG_TENSOR_ABSENT: the buffers' zeros stay), written into the buffers of
+ * its unit alone, and the loss scaler's state as sg_exec_load_state. A
+ * fill's failure is returned as is (its message where the source keeps
+ * it). */
+int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor_source *src,
+                            const sg_loss_scaler_state *scaler, sg_error *err);
 int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,
                          sg_error *err);
 int sg_state_reader_fill(void *reader, int set, int i, float *out);
@@ -140,7 +147,7 @@ void sg_state_reader_close(sg_state_reader *r);
 
 /* Host access to buffer b: its main-memory copy once the tasks submitted
  * before have finished with it (NULL if StarPU refused), to be released with
- * sg_exec_release. */
+ * sg_exec_release. write: 0 to read, 1 to overwrite, 2 to change a part. */
 void *sg_exec_acquire(sg_exec *x, int b, int write);
 void sg_exec_release(sg_exec *x, int b);
 

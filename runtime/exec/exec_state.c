@@ -22,6 +22,8 @@ typedef struct unit_view {
     const sg_tensor_info *info;
     const int *first, *count;     /* per unit: its tensors [first, first + count) */
     const int64_t *size;          /* per unit: its parameters */
+    int partial;                  /* a load of some tensors: the others' NULL
+                                     means "leave as they are", not zeros */
 } unit_view;
 
 /* The per-unit index the views share (tensors come unit by unit). */
@@ -85,7 +87,7 @@ static void unit_range(const unit_view *v, int u, int64_t off, int64_t n, void *
                 sg_f32_load(t + (lo - t0), b, dt, len);
             else if (!to_view && t)
                 sg_f32_store(b, dt, t + (lo - t0), len);
-            else if (!to_view)
+            else if (!to_view && !v->partial)
                 memset(b, 0, len * es); /* zero bits are 0 in fp32, bf16 and fp16 */
         }
         t0 += numel;
@@ -159,13 +161,18 @@ static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w,
     return SG_OK;
 }
 
-/* Whether buffer b of g holds any of unit u (u < 0: every buffer);
+enum { NO_UNIT = -2 };
+
+/* Whether buffer b of g holds any of unit u (u == -1: every buffer; NO_UNIT:
+ * only the loss scaler's, which belong to no unit);
  * sg_units[2 s], [2 s + 1]: the lowest and highest unit of sub-group s's
  * pieces. */
 static int holds_unit(const sg_buffer *buf, int u, const int *sg_units, int nsg)
 {
     if (u < 0)
         return 1;
+    if (u == NO_UNIT)
+        return buf->role == SG_BUF_LOSS_SCALE || buf->role == SG_BUF_LOSS_SCALER_STATE;
     if (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_PARAM_FULL)
         return buf->unit == u;
     if (buf->role == SG_BUF_MASTER || buf->role == SG_BUF_MOMENTS)
@@ -199,12 +206,16 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
                 continue; /* a copy of the pieces */
             if (!holds_unit(buf, unit, sg_units, nsg))
                 continue;
-            if (!load && (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_MASTER) &&
-                !s->w.data)
-                continue; /* the weights are not asked for */
-            if (!load && buf->role == SG_BUF_MOMENTS && !s->m.data && !s->v.data)
+            /* a set not asked for (a store, or a load of some tensors) */
+            int only_some = !load || s->w.partial;
+            if (only_some && !s->w.data &&
+                (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_MASTER ||
+                 buf->role == SG_BUF_PARAM_FULL))
                 continue;
-            void *p = sg_exec_acquire(x, b, load);
+            if (only_some && buf->role == SG_BUF_MOMENTS && !s->m.data && !s->v.data)
+                continue;
+            /* a load of some tensors keeps the rest of the buffer */
+            void *p = sg_exec_acquire(x, b, load ? (s->w.partial ? 2 : 1) : 0);
             if (!p)
                 return SG_EINVAL;
             sg_optimizer_state os = x->shared.spec->optimizer_state;
@@ -349,6 +360,48 @@ int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **
     }
     *out = r;
     return SG_OK;
+}
+
+int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor_source *src,
+                            const sg_loss_scaler_state *scaler, sg_error *err)
+{
+    sg_state_reader *r;
+    int rc = sg_state_reader_open(x, shape, &r, err);
+    if (rc)
+        return rc;
+    int64_t most = 1;
+    for (int i = 0; i < shape->ntensors; i++)
+        most = shape->info[i].numel > most ? shape->info[i].numel : most;
+    float *tmp = malloc((size_t)most * sizeof *tmp);
+    if (!tmp) {
+        sg_state_reader_close(r);
+        return sg_error_set(err, SG_ENOMEM, "out of memory loading the weights (%lld floats)",
+                            (long long)most);
+    }
+    r->s.w.partial = r->s.m.partial = r->s.v.partial = 1;
+    r->s.w.data = r->s.m.data = r->s.v.data = NULL;
+    rc = transfer(x, &r->s, 1, scaler, NO_UNIT, r->sg_units, r->nsg);
+    for (int i = 0; i < shape->ntensors && !rc; i++)
+        for (int set = SG_SET_WEIGHTS; set <= SG_SET_EXP_AVG_SQ && !rc; set++) {
+            int got = src->fill(src->ctx, set, i, tmp);
+            if (got == SG_TENSOR_ABSENT)
+                continue; /* the buffers' zeros stay */
+            if (got) {
+                rc = got;
+                break;
+            }
+            r->slot[i] = tmp;
+            r->s.w.data = set == SG_SET_WEIGHTS ? r->slot : NULL;
+            r->s.m.data = set == SG_SET_EXP_AVG ? r->slot : NULL;
+            r->s.v.data = set == SG_SET_EXP_AVG_SQ ? r->slot : NULL;
+            if (transfer(x, &r->s, 1, NULL, shape->unit[i], r->sg_units, r->nsg))
+                rc = sg_error_set(err, SG_EINVAL, "cannot load %s into StarPU's buffers",
+                                  shape->info[i].name);
+            r->slot[i] = NULL;
+        }
+    free(tmp);
+    sg_state_reader_close(r);
+    return rc;
 }
 
 int sg_state_reader_fill(void *reader, int set, int i, float *out)

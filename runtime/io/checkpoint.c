@@ -342,73 +342,135 @@ int sg_checkpoint_check_save(const char *dir, const char *load, int resumed, sg_
                         "another directory", dir, cur, dir);
 }
 
-int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_train_state *st,
-                       int *resumed, sg_config_warnings *warn, sg_error *err)
+void sg_checkpoint_reader_close(sg_checkpoint_reader *r)
 {
-    char dir[SG_PATH_MAX + 96], wpath[SG_PATH_MAX + 128], spath[SG_PATH_MAX + 128];
+    sg_st_set_close(&r->weights);
+    if (r->has_state)
+        sg_st_close(&r->state);
+    sg_weights_free(&r->whole_w);
+    sg_train_state_free(&r->whole_st);
+    memset(r, 0, sizeof *r);
+}
+
+/* Several ranks' partitions: masters and moments spread over files by
+ * rank, read whole into the reader (they are what the step's buffers
+ * hold, cut another way). */
+static int open_parts(sg_checkpoint_reader *r, const char *dir, int parts, const sg_model *m,
+                      sg_weights *shape, sg_train_state *st, sg_error *err)
+{
+    int rc = sg_weights_load_set(&r->weights, r->wpath, m, &r->whole_w, NULL, err);
+    if (!rc)
+        rc = sg_checkpoint_read_parts(dir, parts, m, &r->whole_w, &r->whole_st, err);
+    if (!rc)
+        rc = sg_weights_describe(shape, m, err);
+    if (!rc) {
+        *st = r->whole_st;
+        st->info = NULL;
+        st->exp_avg = st->exp_avg_sq = NULL;
+        st->block = NULL;
+        rc = sg_train_state_describe_moments(st, m, err);
+    }
+    return rc;
+}
+
+int sg_checkpoint_open(const char *path, const sg_model *m, sg_weights *shape, sg_train_state *st,
+                       int *resumed, sg_config_warnings *warn, sg_checkpoint_reader *r,
+                       sg_error *err)
+{
+    char dir[SG_PATH_MAX + 96];
+    memset(r, 0, sizeof *r);
+    memset(shape, 0, sizeof *shape);
+    memset(st, 0, sizeof *st);
     /* a Hugging Face model directory, or its config.json: weights to start from */
     snprintf(dir, sizeof dir, "%s", path);
     size_t len = strlen(dir);
     int config_named = len >= 12 && strcmp(dir + len - 12, "/config.json") == 0;
     if (config_named)
         dir[len - 12] = '\0';
+    int rc;
+    *resumed = 0;
     /* DIR/config.json: that directory's weights, even in a checkpoint's step
      * directory (to start a new run from them) */
     if (is_dir(dir) && (config_named || (sg_hf_dir_is_model(dir) && !sg_checkpoint_parts_dp(dir)))) {
-        *resumed = 0;
-        int rc = sg_weights_load_hf_dir(dir, m, w, warn, err);
-        if (!rc && (rc = sg_train_state_alloc(st, m, err)))
-            sg_weights_free(w);
-        return rc;
+        snprintf(r->wpath, sizeof r->wpath, "%s", dir);
+        rc = sg_hf_dir_open(dir, &r->weights, err);
+    } else if (!is_dir(path)) {
+        snprintf(r->wpath, sizeof r->wpath, "%s", path);
+        r->weights.files = calloc(1, sizeof *r->weights.files);
+        rc = r->weights.files ? sg_st_open(path, &r->weights.files[0], err)
+                              : sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
+        r->weights.nfiles = rc ? 0 : 1;
+    } else {
+        *resumed = 1;
+        if ((rc = resolve(path, dir, sizeof dir, err)))
+            return rc;
+        join(r->spath, sizeof r->spath, dir, "state.safetensors");
+        rc = sg_hf_dir_open(dir, &r->weights, err);
+        snprintf(r->wpath, sizeof r->wpath, "%s",
+                 !rc && r->weights.nfiles == 1 ? r->weights.files[0].path : dir);
     }
-    *resumed = is_dir(path);
-    if (!*resumed) {
-        int rc = sg_weights_load(path, m, w, warn, err);
-        if (!rc && (rc = sg_train_state_alloc(st, m, err)))
-            sg_weights_free(w);
-        return rc;
-    }
-    int rc = resolve(path, dir, sizeof dir, err);
-    if (rc)
-        return rc;
-    join(spath, sizeof spath, dir, "state.safetensors");
-    /* written by several ranks: optimizer partitions instead of the state */
-    int parts = exists(spath) ? 0 : sg_checkpoint_parts_dp(dir);
-    /* the weights: model.safetensors, or shards and their index */
-    sg_st_set set;
-    if ((rc = sg_hf_dir_open(dir, &set, err)))
-        return rc;
-    snprintf(wpath, sizeof wpath, "%s", set.nfiles == 1 ? set.files[0].path : dir);
-    if ((rc = sg_weights_load_set(&set, wpath, m, w, warn, err))) {
-        sg_st_set_close(&set);
-        return rc;
-    }
-    if (parts)
-        rc = sg_checkpoint_read_parts(dir, parts, m, w, st, err);
-    else
-        rc = sg_train_state_load(spath, m, st, err);
-    if (rc) {
-        sg_st_set_close(&set);
-        sg_weights_free(w);
-        return rc;
+    if (!rc && !*resumed) {
+        rc = sg_weights_check_set(&r->weights, r->wpath, m, shape, warn, err);
+        if (!rc)
+            rc = sg_train_state_describe(st, m, err);
+    } else if (!rc) {
+        /* written by several ranks: optimizer partitions instead of the state */
+        int parts = exists(r->spath) ? 0 : sg_checkpoint_parts_dp(dir);
+        if (parts)
+            rc = open_parts(r, dir, parts, m, shape, st, err);
+        else if (!(rc = sg_weights_check_set(&r->weights, r->wpath, m, shape, warn, err)) &&
+                 !(rc = sg_train_state_check(r->spath, m, st, &r->state, err)))
+            r->has_state = 1;
     }
     /* every weights file of the step is from the state's step */
-    int64_t state_step = st->step;
     const char *bad = NULL;
-    for (int i = 0; i < set.nfiles && !bad; i++) {
-        const char *step = sg_st_meta_get(&set.files[i], "step");
-        if (!step || strtoll(step, NULL, 10) != state_step)
+    for (int i = 0; !rc && *resumed && i < r->weights.nfiles && !bad; i++) {
+        const char *step = sg_st_meta_get(&r->weights.files[i], "step");
+        if (!step || strtoll(step, NULL, 10) != st->step)
             bad = step ? step : "missing";
     }
-    sg_st_set_close(&set);
-    if (bad) {
-        sg_weights_free(w);
+    if (bad)
+        rc = sg_error_set(err, SG_EINVAL,
+                          "%s: the weights (step %s) and the training state (step %" PRId64
+                          ") are from different steps", dir, bad, st->step);
+    if (rc) {
+        sg_checkpoint_reader_close(r);
+        sg_weights_free(shape);
         sg_train_state_free(st);
-        return sg_error_set(err, SG_EINVAL,
-                            "%s: the weights (step %s) and the training state (step %" PRId64
-                            ") are from different steps", dir, bad, state_step);
+        return rc;
     }
+    r->shape = shape;
     return SG_OK;
+}
+
+int sg_checkpoint_reader_fill(void *reader, int set, int i, float *out)
+{
+    sg_checkpoint_reader *r = reader;
+    const sg_tensor_info *info = &r->shape->info[i];
+    size_t bytes = (size_t)info->numel * sizeof(float);
+    if (r->whole_w.data) { /* partitions, read whole */
+        const float *src = set == SG_SET_WEIGHTS   ? r->whole_w.data[i]
+                           : set == SG_SET_EXP_AVG ? r->whole_st.exp_avg[i]
+                                                   : r->whole_st.exp_avg_sq[i];
+        memcpy(out, src, bytes);
+        return SG_OK;
+    }
+    if (set == SG_SET_WEIGHTS)
+        return sg_weights_read_tensor(&r->weights, r->wpath, info, out, &r->err);
+    if (!r->has_state)
+        return SG_TENSOR_ABSENT;
+    return sg_train_state_read_moment(&r->state, r->spath, info, set == SG_SET_EXP_AVG_SQ, out,
+                                      &r->err);
+}
+
+int sg_checkpoint_is_partitioned(const char *path)
+{
+    char dir[SG_PATH_MAX + 96], spath[SG_PATH_MAX + 128];
+    sg_error ignored = {0};
+    if (!is_dir(path) || sg_hf_dir_is_model(path) || resolve(path, dir, sizeof dir, &ignored) ||
+        join(spath, sizeof spath, dir, "state.safetensors"))
+        return 0;
+    return !exists(spath) && sg_checkpoint_parts_dp(dir) > 0;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)

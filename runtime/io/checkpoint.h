@@ -26,6 +26,7 @@
 #ifndef SG_CHECKPOINT_H
 #define SG_CHECKPOINT_H
 
+#include "runtime/io/hf_dir.h"
 #include "runtime/io/weights.h"
 
 #define SG_CHECKPOINT_LATEST "latest"
@@ -68,13 +69,42 @@ int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t st
                                 const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes,
                                 sg_error *err);
 
-/* path: a checkpoint directory (the checkpoint `latest` names, or the files
- * in path itself for a step directory or a directory saved before `latest`
- * existed: weights and training state, *resumed = 1) or a weights file
- * (*resumed = 0, st zeroed). w and st are allocated here. A pair of files
- * from different steps is refused, naming both steps. */
-int sg_checkpoint_load(const char *path, const sg_model *m, sg_weights *w, sg_train_state *st,
-                       int *resumed, sg_config_warnings *warn, sg_error *err);
+/* Reading a checkpoint a tensor at a time, so that a load holds one tensor
+ * and not the model. path: a checkpoint directory (the checkpoint `latest`
+ * names, or the files in path itself for a step directory or a directory
+ * saved before `latest` existed: weights and training state, *resumed = 1),
+ * a Hugging Face model directory or its config.json, or a weights file
+ * (*resumed = 0: st has step 0, the scaler's defaults and no moments).
+ * sg_checkpoint_open checks everything but the values (files, names,
+ * shapes, dtypes, metadata; a pair of files from different steps is
+ * refused, naming both steps) and fills shape (names, shapes, units: no
+ * values) and st (metadata, the moments' names: no values); the files stay
+ * open. sg_checkpoint_reader_fill is an sg_tensor_source's fill
+ * (weights.h): tensor i of a set, converted to fp32 and checked finite
+ * (second moments >= 0); SG_TENSOR_ABSENT for the moments of a run that
+ * starts from weights; an error leaves its message in r->err. A checkpoint
+ * of several ranks (optimizer partitions) is read whole at open. */
+typedef struct sg_checkpoint_reader {
+    sg_st_set weights;            /* the weights' files, open */
+    char wpath[SG_PATH_MAX + 128];
+    sg_st_file state;             /* state.safetensors, open when has_state */
+    int has_state;
+    char spath[SG_PATH_MAX + 128];
+    const sg_weights *shape;
+    sg_weights whole_w;           /* partitions: everything read at open */
+    sg_train_state whole_st;
+    sg_error err;                 /* a fill's failure */
+} sg_checkpoint_reader;
+
+int sg_checkpoint_open(const char *path, const sg_model *m, sg_weights *shape, sg_train_state *st,
+                       int *resumed, sg_config_warnings *warn, sg_checkpoint_reader *r,
+                       sg_error *err);
+int sg_checkpoint_reader_fill(void *reader, int set, int i, float *out);
+void sg_checkpoint_reader_close(sg_checkpoint_reader *r);
+
+/* 1 when path is a checkpoint written by several ranks (read whole: its
+ * load holds the weights and moments, 12 bytes a parameter). */
+int sg_checkpoint_is_partitioned(const char *path);
 
 /* FNV-1a of the settings a resumed run must share with the one that saved
  * (model, sequence length, global micro batch = micro batch x dp_size,

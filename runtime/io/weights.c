@@ -467,11 +467,10 @@ static int in_sorted(const char **s, int n, const char *name)
     return bsearch(&name, s, (size_t)n, sizeof *s, cmp_str) != NULL;
 }
 
-int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *m,
-                        sg_weights *out, sg_config_warnings *warn, sg_error *err)
+int sg_weights_check_set(const sg_st_set *set, const char *path, const sg_model *m,
+                         sg_weights *out, sg_config_warnings *warn, sg_error *err)
 {
-    memset(out, 0, sizeof *out);
-    int rc = sg_weights_alloc(out, m, err);
+    int rc = sg_weights_describe(out, m, err);
     if (rc < 0)
         return rc;
 
@@ -509,12 +508,6 @@ int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *
         rc = sg_error_set(err, SG_EINVAL, "%s: %d tensor%s not in model %s: %s", path,
                           extra.count, extra.count > 1 ? "s" : "", m->name, extra.text);
     }
-
-    for (int i = 0; i < out->ntensors && rc == SG_OK; i++) {
-        const sg_st_tensor *t = sg_st_set_find(set, out->info[i].name);
-        sg_st_read_f32(t, out->data[i]);
-        rc = check_finite(path, t->name, out->data[i], t->numel, 0, err);
-    }
     if (rc < 0) {
         sg_weights_free(out);
         return rc;
@@ -527,6 +520,34 @@ int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *
         sg_config_warnings_add(warn, msg);
     }
     return SG_OK;
+}
+
+int sg_weights_read_tensor(const sg_st_set *set, const char *path, const sg_tensor_info *info,
+                           float *out, sg_error *err)
+{
+    const sg_st_tensor *t = sg_st_set_find(set, info->name);
+    if (!t || t->numel != info->numel)
+        return sg_error_set(err, SG_EINVAL, "%s: %s: not in the files checked", path,
+                            info->name);
+    sg_st_read_f32(t, out);
+    return check_finite(path, t->name, out, t->numel, 0, err);
+}
+
+int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *m,
+                        sg_weights *out, sg_config_warnings *warn, sg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = sg_weights_alloc(out, m, err);
+    if (rc < 0)
+        return rc;
+    sg_weights shape;
+    rc = sg_weights_check_set(set, path, m, &shape, warn, err);
+    sg_weights_free(&shape);
+    for (int i = 0; i < out->ntensors && rc == SG_OK; i++)
+        rc = sg_weights_read_tensor(set, path, &out->info[i], out->data[i], err);
+    if (rc < 0)
+        sg_weights_free(out);
+    return rc;
 }
 
 int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
@@ -598,16 +619,30 @@ void sg_train_state_free_moments(sg_train_state *s)
     s->ntensors = 0;
 }
 
+/* What a state is before a file says otherwise: step 0, loss scale 1,
+ * scaler counters 0, -1, 1, one rank. */
+static void state_defaults(sg_train_state *s)
+{
+    s->loss_scale = 1.0;
+    s->scaler_last_overflow_iter = -1;
+    s->scaler_cur_hysteresis = 1;
+    s->ranks = 1;
+}
+
+int sg_train_state_describe(sg_train_state *s, const sg_model *m, sg_error *err)
+{
+    memset(s, 0, sizeof *s);
+    state_defaults(s);
+    return sg_train_state_describe_moments(s, m, err);
+}
+
 int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err)
 {
     memset(s, 0, sizeof *s);
     int rc = sg_train_state_alloc_moments(s, m, err);
     if (rc)
         return rc;
-    s->loss_scale = 1.0;
-    s->scaler_last_overflow_iter = -1;
-    s->scaler_cur_hysteresis = 1;
-    s->ranks = 1;
+    state_defaults(s);
     return SG_OK;
 }
 
@@ -888,16 +923,17 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
     return SG_OK;
 }
 
-int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out, sg_error *err)
+int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *out,
+                         sg_st_file *f, sg_error *err)
 {
     memset(out, 0, sizeof *out);
-    sg_st_file f;
-    int rc = sg_st_open(path, &f, err);
+    int rc = sg_st_open(path, f, err);
     if (rc < 0)
         return rc;
-    rc = sg_train_state_alloc(out, m, err);
+    rc = sg_train_state_describe_moments(out, m, err);
+    state_defaults(out);
     if (rc == SG_OK)
-        rc = sg_train_state_read_meta(path, &f, m, out, err);
+        rc = sg_train_state_read_meta(path, f, m, out, err);
 
     /* Every moment: present, F32, the parameter's shape. */
     name_list missing = {{0}, 0}, extra = {{0}, 0};
@@ -905,7 +941,7 @@ int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out
     for (int i = 0; i < out->ntensors && rc == SG_OK; i++)
         for (int k = 0; k < 2 && rc == SG_OK; k++) {
             snprintf(nm, sizeof nm, "%s.%s", out->info[i].name, k ? "exp_avg_sq" : "exp_avg");
-            const sg_st_tensor *t = sg_st_find(&f, nm);
+            const sg_st_tensor *t = sg_st_find(f, nm);
             if (!t)
                 list_add(&missing, nm);
             else if (!same_shape(t, &out->info[i]))
@@ -925,8 +961,8 @@ int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out
     const char **names = rc == SG_OK ? sorted_names(out->info, out->ntensors) : NULL;
     if (rc == SG_OK && !names)
         rc = sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
-    for (int i = 0; i < f.ntensors && rc == SG_OK; i++) {
-        const char *tn = f.tensors[i].name;
+    for (int i = 0; i < f->ntensors && rc == SG_OK; i++) {
+        const char *tn = f->tensors[i].name;
         size_t len = strlen(tn);
         int known = 0;
         const char *suffixes[2] = {".exp_avg", ".exp_avg_sq"};
@@ -948,15 +984,37 @@ int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out
                           "%s: %s", path, extra.count, extra.count > 1 ? "s" : "", m->name,
                           extra.text);
     }
+    if (rc < 0) {
+        sg_st_close(f);
+        sg_train_state_free(out);
+    }
+    return rc;
+}
 
+int sg_train_state_read_moment(const sg_st_file *f, const char *path, const sg_tensor_info *info,
+                               int squares, float *out, sg_error *err)
+{
+    char nm[STATE_NAME_MAX];
+    snprintf(nm, sizeof nm, "%s.%s", info->name, squares ? "exp_avg_sq" : "exp_avg");
+    const sg_st_tensor *t = sg_st_find(f, nm);
+    if (!t || t->numel != info->numel)
+        return sg_error_set(err, SG_EINVAL, "%s: %s: not in the file checked", path, nm);
+    sg_st_read_f32(t, out);
+    return check_finite(path, nm, out, t->numel, squares, err);
+}
+
+int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out, sg_error *err)
+{
+    sg_st_file f;
+    int rc = sg_train_state_check(path, m, out, &f, err);
+    if (rc < 0)
+        return rc;
+    sg_train_state_free_moments(out);
+    rc = sg_train_state_alloc_moments(out, m, err);
     for (int i = 0; i < out->ntensors && rc == SG_OK; i++)
-        for (int k = 0; k < 2 && rc == SG_OK; k++) {
-            snprintf(nm, sizeof nm, "%s.%s", out->info[i].name, k ? "exp_avg_sq" : "exp_avg");
-            const sg_st_tensor *t = sg_st_find(&f, nm);
-            float *dst = k ? out->exp_avg_sq[i] : out->exp_avg[i];
-            sg_st_read_f32(t, dst);
-            rc = check_finite(path, nm, dst, t->numel, k, err);
-        }
+        for (int k = 0; k < 2 && rc == SG_OK; k++)
+            rc = sg_train_state_read_moment(&f, path, &out->info[i], k,
+                                            k ? out->exp_avg_sq[i] : out->exp_avg[i], err);
     sg_st_close(&f);
     if (rc < 0)
         sg_train_state_free(out);

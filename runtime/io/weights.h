@@ -39,6 +39,9 @@
  * into out, non-zero on failure (the trainer reads them back from StarPU's
  * buffers: runtime/exec/exec.h sg_state_reader). */
 enum { SG_SET_WEIGHTS, SG_SET_EXP_AVG, SG_SET_EXP_AVG_SQ };
+/* What a fill returns for a set it does not have (the moments of a run that
+ * starts from weights): the state keeps its zeros. */
+#define SG_TENSOR_ABSENT 1
 typedef struct sg_tensor_source {
     int (*fill)(void *ctx, int set, int i, float *out);
     void *ctx;
@@ -104,6 +107,14 @@ struct sg_st_set;
 int sg_weights_load_set(const struct sg_st_set *set, const char *path, const sg_model *m,
                         sg_weights *out, sg_config_warnings *warn, sg_error *err);
 
+/* The two halves of sg_weights_load_set, for a load that reads a tensor at
+ * a time: every check but the values' (names, shapes, missing and extra
+ * tensors), out getting the model's names and shapes without values
+ * (sg_weights_describe); then tensor info's values (fp32, finite) into out. */
+int sg_weights_check_set(const struct sg_st_set *set, const char *path, const sg_model *m,
+                         sg_weights *out, sg_config_warnings *warn, sg_error *err);
+int sg_weights_read_tensor(const struct sg_st_set *set, const char *path,
+                           const sg_tensor_info *info, float *out, sg_error *err);
 /* The same from a Hugging Face model directory (runtime/io/hf_dir.h): one
  * model.safetensors, or the shards its model.safetensors.index.json lists. */
 int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
@@ -155,6 +166,9 @@ void sg_train_state_free_moments(sg_train_state *s);
 /* The moments' names and shapes without values (exp_avg NULL), for a save
  * whose values come from source; freed with sg_train_state_free_moments. */
 int sg_train_state_describe_moments(sg_train_state *s, const sg_model *m, sg_error *err);
+/* A fresh state without values: as sg_train_state_alloc (step 0, the
+ * scaler's defaults) with the moments' names and shapes only. */
+int sg_train_state_describe(sg_train_state *s, const sg_model *m, sg_error *err);
 
 /* Atomic. model_name goes into the metadata and is checked on load. */
 int sg_train_state_save(const sg_train_state *s, const char *path,
@@ -184,5 +198,13 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
  * none. The caller compares config_hash and step with its own. */
 int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out,
                         sg_error *err);
+/* Its two halves, for a load that reads a tensor at a time: every check but
+ * the values' (out gets the metadata and the moments' names and shapes,
+ * no values; f stays open, closed with sg_st_close); then one moment's
+ * values (exp_avg, or exp_avg_sq when squares) of tensor info. */
+int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *out,
+                         sg_st_file *f, sg_error *err);
+int sg_train_state_read_moment(const sg_st_file *f, const char *path, const sg_tensor_info *info,
+                               int squares, float *out, sg_error *err);
 
 #endif /* SG_WEIGHTS_H */

@@ -1,6 +1,8 @@
 /* host_fit.c - the run's main memory against this machine's (host_fit.h). */
 #include "runtime/train/host_fit.h"
 
+#include <stdio.h>
+
 #include "common/host_ram.h"
 #include "graph/analysis.h"
 #include "graph/peak_workers.h"
@@ -47,19 +49,22 @@ int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncu
     if (need <= ram)
         return SG_OK;
     const double gib = 1024.0 * 1024.0 * 1024.0;
+    char copies[320] = "";
+    if (own_bytes > 0)
+        snprintf(copies, sizeof copies, ", and while the state is loaded or saved its persistent "
+                 "%.1f GiB sit beside the trainer's host copies of the weights and optimizer "
+                 "state, %.1f GiB", (double)pers / gib, (double)own_bytes / gib);
     return sg_error_set(err, SG_ENOMEM,
                         "this run needs at least %.1f GiB of main memory and the machine has "
                         "%.1f GiB: the step's plan holds %.1f GiB there with %d CPU and %d "
-                        "CUDA worker%s (%s), and while the state is loaded or saved its "
-                        "persistent %.1f GiB sit beside the trainer's host copies of the "
-                        "weights and optimizer state, %.1f GiB; %s",
+                        "CUDA worker%s (%s)%s; %s",
                         need / gib, ram / gib, (double)host / gib, ncpu, ncuda,
                         ncuda == 1 ? "" : "s",
                         ncuda > 0 ? "its host peak and the host copies of the GPU's state"
                                   : "without a GPU every buffer is in main memory",
-                        (double)pers / gib, (double)own_bytes / gib,
+                        copies,
                         with_copies > (double)host
-                            ? "loading the checkpoint (or a save of several ranks) is what "
+                            ? "loading a checkpoint of several ranks (or saving one) is what "
                               "does not fit: use a smaller model or a machine with more memory"
                             : "use a smaller model, sequence (--max_length) or micro batch, "
                               "activation checkpointing, or a machine with more memory");

@@ -30,6 +30,7 @@
 #include "runtime/train/step_log.h"
 #include "runtime/config/step_spec.h"
 #include "runtime/train/speculation.h"
+#include "runtime/train/state_source.h"
 #include "runtime/train/timeline.h"
 
 typedef struct trainer {
@@ -53,8 +54,11 @@ typedef struct trainer {
      * depend on timing */
     uint8_t waiting_after[SG_LOOKAHEAD_MAX + 1];
     int64_t waited_steps;
-    sg_weights w;
-    sg_train_state st;
+    sg_weights w;               /* names and shapes (values only while a save of
+                                   several ranks reads them back) */
+    sg_train_state st;          /* counters, scaler, data position; moments as w */
+    sg_state_source source;     /* the starting state, until StarPU holds it */
+    int have_source;
     int resumed;
     char data_path[SG_PATH_MAX];
     sg_data_loader data;
@@ -184,20 +188,17 @@ static sg_optim_algo optim_algo_of(sg_optimizer_type type)
          : type == SG_OPT_ADAGRAD ? SG_OPTIM_ADAGRAD : SG_OPTIM_ADAM;
 }
 
-/* The optimizer state of a run that starts fresh: zero moments (allocated
- * so), except Adagrad's sum of squares, which starts at
+/* The optimizer state of a run that starts fresh: zero moments (the
+ * buffers' own), except Adagrad's sum of squares, which starts at
  * initial_accumulator_value as in torch.optim.Adagrad. */
 static void init_optimizer_state(trainer *t)
 {
     const sg_ds_config *ds = &t->cfg->ds;
     snprintf(t->st.optimizer, sizeof t->st.optimizer, "%s",
              sg_optim_algo_name(optim_algo_of(ds->optimizer.type)));
-    float v0 = (float)ds->optimizer.initial_accumulator_value;
-    if (ds->optimizer.type != SG_OPT_ADAGRAD || v0 == 0.0f)
-        return;
-    for (int i = 0; i < t->st.ntensors; i++)
-        for (int64_t k = 0; k < t->st.info[i].numel; k++)
-            t->st.exp_avg_sq[i][k] = v0;
+    if (ds->optimizer.type == SG_OPT_ADAGRAD)
+        sg_state_source_set_initial_squares(&t->source,
+                                            (float)ds->optimizer.initial_accumulator_value);
 }
 
 /* A resumed run's moments must belong to the config's update rule (a file
@@ -216,38 +217,34 @@ static int check_optimizer(trainer *t, sg_error *err)
     return SG_OK;
 }
 
+/* The starting state is checked here, before StarPU starts (a checkpoint's
+ * files, names, shapes and metadata); its values go straight into StarPU's
+ * buffers in setup_exec, a tensor at a time. */
 static int setup_weights(trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
     sg_config_warnings warn = {0};
-    int rc;
-    if (r->load[0]) {
-        rc = sg_checkpoint_load(r->load, &t->model, &t->w, &t->st, &t->resumed, &warn, err);
-        for (int i = 0; i < warn.count; i++)
-            fprintf(stderr, "stepgraph: warning: %s\n", warn.msg[i]);
-        if (rc)
-            return rc;
-        if (t->resumed && (rc = check_optimizer(t, err)))
-            return rc;
-        if (t->resumed && t->st.config_hash != sg_config_resume_hash(t->cfg))
-            return sg_error_set(err, SG_EINVAL,
-                                "%s: this checkpoint was written by a run with another model, "
-                                "data, seed, sequence length, batch or precision; resuming "
-                                "exactly needs the same ones, and the same global micro batch "
-                                "(micro batch x dp_size: here %lld x %d; the checkpoint was "
-                                "written by dp_size %d) (load its model.safetensors to "
-                                "start a new run from its weights)", r->load,
-                                (long long)t->cfg->ds.train_micro_batch_size_per_gpu, t->world,
-                                t->st.ranks);
-        if (!t->resumed)
-            init_optimizer_state(t);
-        return SG_OK;
-    }
-    if ((rc = sg_weights_alloc(&t->w, &t->model, err)) ||
-        (rc = sg_train_state_alloc(&t->st, &t->model, err)))
+    int rc = sg_state_source_open(&t->source, r->load, &t->model, (uint64_t)r->seed, &t->w,
+                                  &t->st, &t->resumed, &warn, err);
+    t->have_source = rc == SG_OK;
+    for (int i = 0; i < warn.count; i++)
+        fprintf(stderr, "stepgraph: warning: %s\n", warn.msg[i]);
+    if (rc)
         return rc;
-    sg_weights_init(&t->w, (uint64_t)r->seed, SG_INIT_STD);
-    init_optimizer_state(t);
+    if (t->resumed && (rc = check_optimizer(t, err)))
+        return rc;
+    if (t->resumed && t->st.config_hash != sg_config_resume_hash(t->cfg))
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: this checkpoint was written by a run with another model, "
+                            "data, seed, sequence length, batch or precision; resuming "
+                            "exactly needs the same ones, and the same global micro batch "
+                            "(micro batch x dp_size: here %lld x %d; the checkpoint was "
+                            "written by dp_size %d) (load its model.safetensors to "
+                            "start a new run from its weights)", r->load,
+                            (long long)t->cfg->ds.train_micro_batch_size_per_gpu, t->world,
+                            t->st.ranks);
+    if (!t->resumed)
+        init_optimizer_state(t);
     return SG_OK;
 }
 
@@ -326,14 +323,17 @@ static int check_schedule(const trainer *t, sg_error *err)
                         (long long)first + 1, (long long)(first - t->st.adam_step));
 }
 
-/* Once StarPU's buffers hold the state (sg_exec_load_state), the trainer's
- * fp32 copies of the weights and moments go: kept, they would add 4 bytes a
- * parameter (12 when loaded from a checkpoint) to every step's host memory.
- * The step counters and the scaler's state in t->st stay. */
+/* The names and shapes (and, after a save of several ranks, the values) of
+ * the weights and moments go once StarPU's buffers hold the state, and the
+ * source of the starting state is closed. The step counters and the
+ * scaler's state in t->st stay. */
 static void drop_host_copies(trainer *t)
 {
     sg_weights_free(&t->w);
     sg_train_state_free_moments(&t->st);
+    if (t->have_source)
+        sg_state_source_close(&t->source);
+    t->have_source = 0;
 }
 
 static int setup_exec(trainer *t, sg_error *err)
@@ -379,7 +379,9 @@ static int setup_exec(trainer *t, sg_error *err)
     t->x.shared.loss_scaler = t->scaler_params;
     t->x.wait_shared.loss_scaler = t->scaler_params;
     t->submit_adam_step = t->st.adam_step;
-    rc = sg_exec_load_state(&t->x, &t->w, &t->st, &t->scaler, err);
+    rc = sg_exec_load_state_from(&t->x, &t->w, &t->source.src, &t->scaler, err);
+    if (rc && sg_state_source_error(&t->source)->code)
+        *err = *sg_state_source_error(&t->source);
     drop_host_copies(t);
     return rc;
 }
@@ -661,11 +663,10 @@ static int save_checkpoint(trainer *t, sg_error *err)
 
 /* Before anything is allocated: the step's plan for the workers StarPU will
  * start (all cores but the CUDA workers' unless ncpus says; the CUDA devices
- * seen unless ncuda says) and the trainer's own copies, against the RAM: the
- * fp32 weights, and the moments when a checkpoint fills them or a save of
- * several ranks reads them back (fresh ones stay zero pages; Adagrad's
- * filled sum of squares is 4 bytes a parameter more; one rank's save holds
- * a tensor at a time). */
+ * seen unless ncuda says) and the trainer's own copies, against the RAM:
+ * whole fp32 weights and moments only for a checkpoint of several ranks
+ * (read whole) and a save of several ranks; otherwise a load and a save
+ * hold one tensor at a time. */
 static int check_host_memory(const trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
@@ -673,10 +674,9 @@ static int check_host_memory(const trainer *t, sg_error *err)
     int ncuda = r->ncuda < 0 ? devices : (int)r->ncuda < devices ? (int)r->ncuda : devices;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
-    int adagrad_filled = t->cfg->ds.optimizer.type == SG_OPT_ADAGRAD &&
-                         t->cfg->ds.optimizer.initial_accumulator_value != 0.0;
-    int copies = r->load[0] || (r->save[0] && t->world > 1) ? 3 : adagrad_filled ? 2 : 1;
-    int64_t own = sg_model_total_params(&t->model) * (int64_t)sizeof(float) * copies;
+    int whole = (r->load[0] && sg_checkpoint_is_partitioned(r->load)) ||
+                (r->save[0] && t->world > 1);
+    int64_t own = whole ? sg_model_total_params(&t->model) * (int64_t)sizeof(float) * 3 : 0;
     return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda, own,
                              err);
 }
@@ -805,7 +805,7 @@ static void teardown(trainer *t)
     }
     if (t->data_open)
         sg_data_close(&t->data);
-    sg_weights_free(&t->w);
+    drop_host_copies(t);
     sg_train_state_free(&t->st);
     sg_graph_free(&t->graph);
     sg_graph_free(&t->wait_graph);
