@@ -1,12 +1,11 @@
 #!/bin/sh
-# test_host_copies.sh - the trainer holds no host copy of the model beside
-# a step. StarPU's buffers hold the training state; the trainer's fp32
-# copies of the weights (and moments, from a checkpoint) exist only while
-# the state is loaded into the buffers at start-up (runtime/train/train.c
-# drop_host_copies; runtime/exec/exec_state.c moves the state between the
-# buffers and the per-tensor arrays with no staging copy), and one rank's
-# save writes the files a tensor at a time from the buffers
-# (sg_state_reader).
+# test_host_copies.sh - the trainer holds no host copy of the model. StarPU's
+# buffers hold the training state; the starting state goes into them a
+# tensor at a time (runtime/train/state_source.c: the seeded initialisation
+# or a checkpoint read by runtime/io/checkpoint.h's reader, through
+# sg_exec_load_state_from), and one rank's save writes the files a tensor at
+# a time from them (sg_state_reader), with no staging copy of the model
+# either way (runtime/exec/exec_state.c).
 #
 # What is measured is the kernel's peak resident set of each run
 # (getrusage's ru_maxrss of the child), on a Llama of 139.5 M parameters
@@ -19,17 +18,19 @@
 # Checks: what the process holds beyond StarPU's buffers grows by less than
 # one fp32 copy of the weights (4 P bytes) from tiny-llama to the big model,
 # in a run (measured 0.4-1.5 P; 9.5 P when the trainer kept its copies and
-# loaded through a staging copy of the whole model) and in a run that saves
+# loaded through a staging copy of the whole model), in a run that saves
 # (measured 1.5 P; 6 P when a save read the state back into whole copies of
-# the weights and moments, 20 P with the staging copy). Then the big
-# model's checkpoint, read back by a separate safetensors reader: every
-# tensor, finite, and moments that are the run's. Prints TAP.
+# the weights and moments, 20 P with the staging copy) and in a run that
+# resumes from that checkpoint (12 P of copies when a load read the files
+# whole). Then the big model's checkpoint, read back by a separate
+# safetensors reader: every tensor, finite, and moments that are the run's.
+# Prints TAP.
 set -u
 SG_TEST_NAME=host_copies
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/train_lib.sh"
 
-echo "1..4"
+echo "1..6"
 cat >"$TMP/big.json" <<'EOF'
 {"name": "big-head-llama", "architecture": "llama", "hidden_size": 512,
  "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8,
@@ -58,6 +59,8 @@ rss tiny_save --save "$TMP/tiny_ck"
 rss big --model "$TMP/big.json" --max_length 32 --metrics "$TMP/big.jsonl"
 rss big_save --model "$TMP/big.json" --max_length 32 --save "$TMP/big_ck" \
 	--metrics "$TMP/big_save.jsonl"
+rss big_load --model "$TMP/big.json" --max_length 32 --load "$TMP/big_ck" \
+	--metrics "$TMP/big_load.jsonl"
 
 cat >"$TMP/check.py" <<'PYEOF'
 import json, math, re, sys
@@ -85,11 +88,11 @@ if what == "steps":
     print("# beyond StarPU's buffers: tiny %.1f MiB, big %.1f MiB; grew %.1f MiB, bound 4 P = "
           "%.1f MiB" % ((rt - st) / MiB, (rb - sb) / MiB, grew / MiB, 4 * P / MiB))
     assert grew < 4 * P, grew
-elif what == "save":
-    finite("big_save")
-    (rt, st), (rb, sb) = run("tiny_save"), run("big_save")
+elif what in ("save", "load"):
+    finite("big_" + what)
+    (rt, st), (rb, sb) = run("tiny_save"), run("big_" + what)
     grew = (rb - sb) - (rt - st)
-    print("# with --save, beyond StarPU's buffers: tiny %.1f MiB, big %.1f MiB; grew %.1f MiB, "
+    print("# with --" + what + ", beyond StarPU's buffers: tiny %.1f MiB, big %.1f MiB; grew %.1f MiB, "
           "bound 4 P = %.1f MiB" % ((rt - st) / MiB, (rb - sb) / MiB, grew / MiB, 4 * P / MiB))
     assert grew < 4 * P, grew
 PYEOF
@@ -97,6 +100,8 @@ PYEOF
 ok $? "during steps the process holds StarPU's buffers and its fixed part, no copy of the model"
 "$PY" "$TMP/check.py" "$TMP" save
 ok $? "a save holds no copy of the model either: it writes a tensor at a time from StarPU's buffers"
+"$PY" "$TMP/check.py" "$TMP" load
+ok $? "nor does a resume: it reads the checkpoint a tensor at a time into StarPU's buffers"
 
 # The checkpoint written from StarPU's buffers: every tensor of the model,
 # with its shape, finite, read by a reader written here (not stepgraph's);
@@ -142,3 +147,15 @@ vals = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
 assert min(vals) > 0, min(vals)
 PYEOF
 ok $? "the saved second moments are the run's (positive over the head), not zeros"
+# the resumed run's step 2 is the saved run's step 2 continued: its loss is
+# finite and the metrics name step 2 (a load that lost the state would start
+# from random weights at the first run's step-1 loss)
+"$PY" - "$TMP/big_save.jsonl" "$TMP/big_load.jsonl" <<'PYEOF'
+import json, math, sys
+first = [json.loads(l) for l in open(sys.argv[1])]
+resumed = [json.loads(l) for l in open(sys.argv[2])]
+assert len(first) == 1 and len(resumed) == 1, (first, resumed)
+assert resumed[0]["step"] == 2 and math.isfinite(resumed[0]["loss"]), resumed
+assert resumed[0]["loss"] != first[0]["loss"], (first, resumed)
+PYEOF
+ok $? "the resumed run goes on from the saved step"

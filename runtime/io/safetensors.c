@@ -1,6 +1,7 @@
 /* safetensors.c - safetensors reader (mmap + full validation) and atomic
  * writer (see safetensors.h). */
 #define _POSIX_C_SOURCE 200809L /* mmap, fstat with -std=c11 */
+#define _DEFAULT_SOURCE /* madvise */
 
 #include "runtime/io/safetensors.h"
 
@@ -491,6 +492,18 @@ void sg_st_read_f32(const sg_st_tensor *t, float *out)
     case SG_I32: /* never opened: the reader refuses I32 tensors */
         break;
     }
+}
+
+void sg_st_read_f32_release(const sg_st_tensor *t, float *out)
+{
+    sg_st_read_f32(t, out);
+    /* the whole pages inside the tensor's bytes: the mapping is read-only,
+     * so they are the file's and come back from it if touched again */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)t->data + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)t->data + (uintptr_t)(t->end - t->begin)) & ~(page - 1);
+    if (page > 1 && hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 int sg_st_read_meta(const char *path, const char *key, char *buf, size_t size, sg_error *err)

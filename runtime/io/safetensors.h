@@ -82,6 +82,9 @@ const char *sg_st_meta_get(const sg_st_file *f, const char *key);
 
 /* Copies a tensor into out (numel floats), converting BF16/F16 to fp32. */
 void sg_st_read_f32(const sg_st_tensor *t, float *out);
+/* The same, then gives the mapping's pages of the tensor back (a load that
+ * reads each tensor once does not keep the files resident). */
+void sg_st_read_f32_release(const sg_st_tensor *t, float *out);
 
 /* One tensor to write: data holds numel values of src_dtype (native byte
  * order, little-endian hosts only); they are written as dtype. Supported

@@ -529,7 +529,7 @@ int sg_weights_read_tensor(const sg_st_set *set, const char *path, const sg_tens
     if (!t || t->numel != info->numel)
         return sg_error_set(err, SG_EINVAL, "%s: %s: not in the files checked", path,
                             info->name);
-    sg_st_read_f32(t, out);
+    sg_st_read_f32_release(t, out);
     return check_finite(path, t->name, out, t->numel, 0, err);
 }
 
@@ -999,7 +999,7 @@ int sg_train_state_read_moment(const sg_st_file *f, const char *path, const sg_t
     const sg_st_tensor *t = sg_st_find(f, nm);
     if (!t || t->numel != info->numel)
         return sg_error_set(err, SG_EINVAL, "%s: %s: not in the file checked", path, nm);
-    sg_st_read_f32(t, out);
+    sg_st_read_f32_release(t, out);
     return check_finite(path, nm, out, t->numel, squares, err);
 }
 
