@@ -116,14 +116,9 @@ void sg_exec_wait_for_norm(sg_exec *x, int wait);
 const sg_graph *sg_exec_last_graph(const sg_exec *x);
 const sg_task_record *sg_exec_last_records(const sg_exec *x);
 
-/* Writes the weights (and the Adam moments of st, zeros when st is NULL)
- * into the persistent buffers that hold them: parameter pieces, full
- * copies, fp32 masters, moments; and, in an fp16 graph, the loss scaler's
- * state and its scale (scale 1 when scaler is NULL). */
-int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st,
-                       const sg_loss_scaler_state *scaler, sg_error *err);
-/* Reads them back (weights from the fp32 masters where there are, else
- * from the pieces). */
+/* Reads the weights and the Adam moments back from the persistent buffers
+ * that hold them (parameter pieces, fp32 masters where there are, moments)
+ * into w and st (allocated by the caller). */
 int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err);
 
 /* The same one tensor at a time, for a save that holds one tensor and not
@@ -133,11 +128,12 @@ int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error 
  * from the buffers of its unit alone (zeros for a moment the optimizer does
  * not keep). */
 typedef struct sg_state_reader sg_state_reader;
-/* And the load a tensor at a time: src's fill gives tensor i of each set
- * (SG_TENSOR_ABSENT: the buffers' zeros stay), written into the buffers of
- * its unit alone, and the loss scaler's state as sg_exec_load_state. A
- * fill's failure is returned as is (its message where the source keeps
- * it). */
+/* And the load, a tensor at a time: src's fill gives tensor i of each set
+ * (SG_TENSOR_ABSENT: the buffers' zeros stay), written into the persistent
+ * buffers of its unit that hold it (parameter pieces, full copies, fp32
+ * masters, moments); and, in an fp16 graph, the loss scaler's state and its
+ * scale (scale 1 when scaler is NULL). A fill's failure is returned as is
+ * (its message where the source keeps it). */
 int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor_source *src,
                             const sg_loss_scaler_state *scaler, sg_error *err);
 int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,

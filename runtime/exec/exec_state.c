@@ -15,15 +15,13 @@
  * parameters are its tensors concatenated, and the state's buffers are read
  * and written straight from and into the caller's tensors, with no staging
  * copy of the model (which would double the host memory a load or a save
- * needs). data NULL, or one tensor's NULL: all zeros (load) or not wanted
- * (store). */
+ * needs). data NULL, or one tensor's NULL: not given (load: the buffer keeps
+ * what it holds there) or not wanted (store). */
 typedef struct unit_view {
     float *const *data;           /* data[i]: tensor i, info[i].numel floats */
     const sg_tensor_info *info;
     const int *first, *count;     /* per unit: its tensors [first, first + count) */
     const int64_t *size;          /* per unit: its parameters */
-    int partial;                  /* a load of some tensors: the others' NULL
-                                     means "leave as they are", not zeros */
 } unit_view;
 
 /* The per-unit index the views share (tensors come unit by unit). */
@@ -87,13 +85,11 @@ static void unit_range(const unit_view *v, int u, int64_t off, int64_t n, void *
                 sg_f32_load(t + (lo - t0), b, dt, len);
             else if (!to_view && t)
                 sg_f32_store(b, dt, t + (lo - t0), len);
-            else if (!to_view && !v->partial)
-                memset(b, 0, len * es); /* zero bits are 0 in fp32, bf16 and fp16 */
         }
         t0 += numel;
     }
     int64_t pad = off > v->size[u] ? off : v->size[u];
-    if (!to_view && end > pad)
+    if (!to_view && end > pad) /* zero bits are 0 in fp32, bf16 and fp16 */
         memset((char *)buf + (size_t)(pad - off) * es, 0, (size_t)(end - pad) * es);
 }
 
@@ -142,7 +138,7 @@ typedef struct state_sets {
     unit_view w, m, v;
 } state_sets;
 
-/* Views of w and st (NULL: zero moments on load, none read back on store). */
+/* Views of w and st (NULL: no moments given or wanted). */
 static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w,
                      const sg_train_state *st)
 {
@@ -206,16 +202,14 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
                 continue; /* a copy of the pieces */
             if (!holds_unit(buf, unit, sg_units, nsg))
                 continue;
-            /* a set not asked for (a store, or a load of some tensors) */
-            int only_some = !load || s->w.partial;
-            if (only_some && !s->w.data &&
-                (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_MASTER ||
-                 buf->role == SG_BUF_PARAM_FULL))
+            /* a set not asked for */
+            if (!s->w.data && (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_MASTER ||
+                               buf->role == SG_BUF_PARAM_FULL))
                 continue;
-            if (only_some && buf->role == SG_BUF_MOMENTS && !s->m.data && !s->v.data)
+            if (buf->role == SG_BUF_MOMENTS && !s->m.data && !s->v.data)
                 continue;
             /* a load of some tensors keeps the rest of the buffer */
-            void *p = sg_exec_acquire(x, b, load ? (s->w.partial ? 2 : 1) : 0);
+            void *p = sg_exec_acquire(x, b, load ? 2 : 0);
             if (!p)
                 return SG_EINVAL;
             sg_optimizer_state os = x->shared.spec->optimizer_state;
@@ -265,18 +259,6 @@ static int sets_error(int rc, const char *what, sg_error *err)
     return sg_error_set(err, rc, rc == SG_ENOMEM ? "out of memory %s"
                                                  : "%s: the tensors do not match the model's "
                                                    "units", what);
-}
-
-int sg_exec_load_state(sg_exec *x, const sg_weights *w, const sg_train_state *st,
-                       const sg_loss_scaler_state *scaler, sg_error *err)
-{
-    state_sets s;
-    int rc = sets_init(&s, x->shared.model, w, st);
-    if (rc)
-        return sets_error(rc, "loading the weights", err);
-    rc = transfer(x, &s, 1, scaler, -1, NULL, 0);
-    index_free(&s.ix);
-    return rc ? sg_error_set(err, rc, "cannot load the weights into StarPU's buffers") : SG_OK;
 }
 
 int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err)
@@ -378,7 +360,6 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
         return sg_error_set(err, SG_ENOMEM, "out of memory loading the weights (%lld floats)",
                             (long long)most);
     }
-    r->s.w.partial = r->s.m.partial = r->s.v.partial = 1;
     r->s.w.data = r->s.m.data = r->s.v.data = NULL;
     rc = transfer(x, &r->s, 1, scaler, NO_UNIT, r->sg_units, r->nsg);
     for (int i = 0; i < shape->ntensors && !rc; i++)
