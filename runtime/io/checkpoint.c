@@ -356,9 +356,10 @@ void sg_checkpoint_reader_close(sg_checkpoint_reader *r)
  * rank, read whole into the reader (they are what the step's buffers
  * hold, cut another way). */
 static int open_parts(sg_checkpoint_reader *r, const char *dir, int parts, const sg_model *m,
-                      sg_weights *shape, sg_train_state *st, sg_error *err)
+                      sg_weights *shape, sg_train_state *st, sg_config_warnings *warn,
+                      sg_error *err)
 {
-    int rc = sg_weights_load_set(&r->weights, r->wpath, m, &r->whole_w, NULL, err);
+    int rc = sg_weights_load_set(&r->weights, r->wpath, m, &r->whole_w, warn, err);
     if (!rc)
         rc = sg_checkpoint_read_parts(dir, parts, m, &r->whole_w, &r->whole_st, err);
     if (!rc)
@@ -417,7 +418,7 @@ int sg_checkpoint_open(const char *path, const sg_model *m, sg_weights *shape, s
         /* written by several ranks: optimizer partitions instead of the state */
         int parts = exists(r->spath) ? 0 : sg_checkpoint_parts_dp(dir);
         if (parts)
-            rc = open_parts(r, dir, parts, m, shape, st, err);
+            rc = open_parts(r, dir, parts, m, shape, st, warn, err);
         else if (!(rc = sg_weights_check_set(&r->weights, r->wpath, m, shape, warn, err)) &&
                  !(rc = sg_train_state_check(r->spath, m, st, &r->state, err)))
             r->has_state = 1;

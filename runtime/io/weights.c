@@ -564,19 +564,6 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
     return rc;
 }
 
-int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
-                           sg_config_warnings *warn, sg_error *err)
-{
-    memset(out, 0, sizeof *out);
-    sg_st_set set;
-    int rc = sg_hf_dir_open(dir, &set, err);
-    if (rc < 0)
-        return rc;
-    rc = sg_weights_load_set(&set, dir, m, out, warn, err);
-    sg_st_set_close(&set);
-    return rc;
-}
-
 /* ------------------------------------------------------------------------ */
 /* training state                                                            */
 

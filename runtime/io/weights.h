@@ -34,10 +34,11 @@
 #define SG_INIT_STD 0.02
 
 /* Where the values of a set that is not in memory come from, tensor by
- * tensor, when a file is written: fill(ctx, set, i, out) writes tensor i's
- * numel floats of set SG_SET_WEIGHTS, SG_SET_EXP_AVG or SG_SET_EXP_AVG_SQ
- * into out, non-zero on failure (the trainer reads them back from StarPU's
- * buffers: runtime/exec/exec.h sg_state_reader). */
+ * tensor: fill(ctx, set, i, out) writes tensor i's numel floats of set
+ * SG_SET_WEIGHTS, SG_SET_EXP_AVG or SG_SET_EXP_AVG_SQ into out, non-zero on
+ * failure. A save reads them back from StarPU's buffers (runtime/exec/exec.h
+ * sg_state_reader); a load takes them from a checkpoint's files or the
+ * initialisation (runtime/train/state_source.h). */
 enum { SG_SET_WEIGHTS, SG_SET_EXP_AVG, SG_SET_EXP_AVG_SQ };
 /* What a fill returns for a set it does not have (the moments of a run that
  * starts from weights): the state keeps its zeros. */
@@ -115,11 +116,6 @@ int sg_weights_check_set(const struct sg_st_set *set, const char *path, const sg
                          sg_weights *out, sg_config_warnings *warn, sg_error *err);
 int sg_weights_read_tensor(const struct sg_st_set *set, const char *path,
                            const sg_tensor_info *info, float *out, sg_error *err);
-/* The same from a Hugging Face model directory (runtime/io/hf_dir.h): one
- * model.safetensors, or the shards its model.safetensors.index.json lists. */
-int sg_weights_load_hf_dir(const char *dir, const sg_model *m, sg_weights *out,
-                           sg_config_warnings *warn, sg_error *err);
-
 /* ------------------------------------------------------------------------ */
 /* Training state                                                            */
 
@@ -159,8 +155,8 @@ typedef struct sg_train_state {
 int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free(sg_train_state *s);
 /* The moments (and their names and shapes) alone, the rest of s kept (step,
- * scaler, data position...): the trainer holds them only while it loads or
- * saves, StarPU's buffers holding the state in between. */
+ * scaler, data position...): the trainer holds them only while a save of
+ * several ranks reads the state back into them. */
 int sg_train_state_alloc_moments(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free_moments(sg_train_state *s);
 /* The moments' names and shapes without values (exp_avg NULL), for a save
