@@ -361,6 +361,9 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
                             (long long)most);
     }
     r->s.w.data = r->s.m.data = r->s.v.data = NULL;
+    /* no task runs yet: StarPU's idle workers would poll for work on the
+     * cores the initialisation and the conversions use */
+    starpu_pause();
     rc = transfer(x, &r->s, 1, scaler, NO_UNIT, r->sg_units, r->nsg);
     for (int i = 0; i < shape->ntensors && !rc; i++)
         for (int set = SG_SET_WEIGHTS; set <= SG_SET_EXP_AVG_SQ && !rc; set++) {
@@ -380,6 +383,7 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
                                   shape->info[i].name);
             r->slot[i] = NULL;
         }
+    starpu_resume();
     free(tmp);
     sg_state_reader_close(r);
     return rc;
