@@ -344,6 +344,19 @@ int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **
     return SG_OK;
 }
 
+/* Tensor i of one set between buf and the buffers of its unit (load: buf
+ * -> buffers). */
+static int move_tensor(sg_state_reader *r, int set, int i, float *buf, int load)
+{
+    r->slot[i] = buf;
+    r->s.w.data = set == SG_SET_WEIGHTS ? r->slot : NULL;
+    r->s.m.data = set == SG_SET_EXP_AVG ? r->slot : NULL;
+    r->s.v.data = set == SG_SET_EXP_AVG_SQ ? r->slot : NULL;
+    int rc = transfer(r->x, &r->s, load, NULL, r->shape->unit[i], r->sg_units, r->nsg);
+    r->slot[i] = NULL;
+    return rc;
+}
+
 int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor_source *src,
                             const sg_loss_scaler_state *scaler, sg_error *err)
 {
@@ -374,14 +387,9 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
                 rc = got;
                 break;
             }
-            r->slot[i] = tmp;
-            r->s.w.data = set == SG_SET_WEIGHTS ? r->slot : NULL;
-            r->s.m.data = set == SG_SET_EXP_AVG ? r->slot : NULL;
-            r->s.v.data = set == SG_SET_EXP_AVG_SQ ? r->slot : NULL;
-            if (transfer(x, &r->s, 1, NULL, shape->unit[i], r->sg_units, r->nsg))
+            if (move_tensor(r, set, i, tmp, 1))
                 rc = sg_error_set(err, SG_EINVAL, "cannot load %s into StarPU's buffers",
                                   shape->info[i].name);
-            r->slot[i] = NULL;
         }
     starpu_resume();
     free(tmp);
@@ -397,11 +405,5 @@ int sg_state_reader_fill(void *reader, int set, int i, float *out)
     /* zeros where no buffer holds the values (a set the optimizer lacks:
      * Lion's second moment, Adagrad's first) */
     memset(out, 0, (size_t)r->shape->info[i].numel * sizeof *out);
-    r->slot[i] = out;
-    r->s.w.data = set == SG_SET_WEIGHTS ? r->slot : NULL;
-    r->s.m.data = set == SG_SET_EXP_AVG ? r->slot : NULL;
-    r->s.v.data = set == SG_SET_EXP_AVG_SQ ? r->slot : NULL;
-    int rc = transfer(r->x, &r->s, 0, NULL, r->shape->unit[i], r->sg_units, r->nsg);
-    r->slot[i] = NULL;
-    return rc;
+    return move_tensor(r, set, i, out, 0);
 }
