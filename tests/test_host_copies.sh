@@ -58,13 +58,16 @@ rss() {
 rss tiny --metrics "$TMP/tiny.jsonl"
 rss tiny_save --save "$TMP/tiny_ck"
 rss big --model "$TMP/big.json" --max_length 32 --metrics "$TMP/big.jsonl"
+# a constant lr from the first step, so that the resumed steps depend on the
+# saved moments as well as the weights
+LR=scheduler.params.warmup_min_lr=0.001
 rss big_save --model "$TMP/big.json" --max_length 32 --save "$TMP/big_ck" \
-	--metrics "$TMP/big_save.jsonl"
+	--metrics "$TMP/big_save.jsonl" --set "$LR"
 rss big_load --model "$TMP/big.json" --max_length 32 --load "$TMP/big_ck" \
-	--metrics "$TMP/big_load.jsonl"
-# the same two steps without a checkpoint, for the resume's reference
-"$BIN" run "$SRC/configs/default.json" --steps 2 --warmup_steps 0 --model "$TMP/big.json" \
-	--max_length 32 --metrics "$TMP/big_two.jsonl" >"$TMP/big_two.out" 2>&1
+	--metrics "$TMP/big_load.jsonl" --set "$LR" --steps 2
+# the same three steps without a checkpoint, for the resume's reference
+"$BIN" run "$SRC/configs/default.json" --steps 3 --warmup_steps 0 --model "$TMP/big.json" \
+	--max_length 32 --metrics "$TMP/big_three.jsonl" --set "$LR" >"$TMP/big_three.out" 2>&1
 
 cat >"$TMP/check.py" <<'PYEOF'
 import json, math, re, sys
@@ -83,7 +86,7 @@ def run(name):
 
 def finite(name):
     losses = [json.loads(l)["loss"] for l in open("%s/%s.jsonl" % (tmp, name))]
-    assert len(losses) == 1 and all(math.isfinite(x) for x in losses), (name, losses)
+    assert losses and all(math.isfinite(x) for x in losses), (name, losses)
 
 if what == "steps":
     finite("tiny"); finite("big")
@@ -151,13 +154,14 @@ vals = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
 assert min(vals) > 0, min(vals)
 PYEOF
 ok $? "the saved second moments are the run's (positive over the head), not zeros"
-# the resumed run's step 2 is the uninterrupted run's step 2, bit for bit
+# the resumed run's steps 2 and 3 are the uninterrupted run's, bit for bit
 # and finite (a load that lost the weights or the moments would differ)
-"$PY" - "$TMP/big_two.jsonl" "$TMP/big_load.jsonl" <<'PYEOF'
+"$PY" - "$TMP/big_three.jsonl" "$TMP/big_load.jsonl" <<'PYEOF'
 import json, math, sys
-two = [json.loads(l) for l in open(sys.argv[1])]
+full = [json.loads(l) for l in open(sys.argv[1])]
 resumed = [json.loads(l) for l in open(sys.argv[2])]
-assert len(two) == 2 and len(resumed) == 1 and resumed[0]["step"] == 2, (two, resumed)
-assert math.isfinite(two[1]["loss"]) and resumed[0]["loss"] == two[1]["loss"], (two, resumed)
+assert len(full) == 3 and [r["step"] for r in resumed] == [2, 3], (full, resumed)
+assert all(math.isfinite(r["loss"]) for r in full), full
+assert [r["loss"] for r in resumed] == [r["loss"] for r in full[1:]], (full, resumed)
 PYEOF
-ok $? "the resumed run's step 2 is the uninterrupted run's, bit for bit"
+ok $? "the resumed run's steps 2 and 3 are the uninterrupted run's, bit for bit"
