@@ -32,41 +32,27 @@ SG_TEST_NAME=host_copies
 . "$SRC/tests/train_lib.sh"
 
 echo "1..6"
-cat >"$TMP/big.json" <<'EOF'
-{"name": "big-head-llama", "architecture": "llama", "hidden_size": 512,
- "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8,
- "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 131072,
- "max_position_embeddings": 1024, "tie_word_embeddings": false, "rms_norm_eps": 1e-05,
- "rope_theta": 10000.0, "attention_bias": false}
-EOF
+BIG=$SRC/tests/data/models/big-head-llama.json
 # rss NAME ARGS...: runs stepgraph ARGS, output in NAME.out, its peak RSS in
 # bytes in NAME.rss, its exit status in NAME.rc
-cat >"$TMP/rss.py" <<'PYEOF'
-import resource, subprocess, sys
-name = sys.argv[1]
-with open(name + ".out", "w") as out:
-    rc = subprocess.call(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT)
-open(name + ".rc", "w").write("%d\n" % rc)
-open(name + ".rss", "w").write("%d\n" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024))
-PYEOF
 rss() {
 	run_name=$1
 	shift
-	"$PY" "$TMP/rss.py" "$TMP/$run_name" "$BIN" run "$SRC/configs/default.json" --steps 1 \
+	"$PY" "$SRC/tests/peak_rss.py" "$TMP/$run_name" "$BIN" run "$SRC/configs/default.json" --steps 1 \
 		--warmup_steps 0 --log_interval 1 "$@"
 }
 rss tiny --metrics "$TMP/tiny.jsonl"
 rss tiny_save --save "$TMP/tiny_ck"
-rss big --model "$TMP/big.json" --max_length 32 --metrics "$TMP/big.jsonl"
+rss big --model "$BIG" --max_length 32 --metrics "$TMP/big.jsonl"
 # a constant lr from the first step, so that the resumed steps depend on the
 # saved moments as well as the weights
 LR=scheduler.params.warmup_min_lr=0.001
-rss big_save --model "$TMP/big.json" --max_length 32 --save "$TMP/big_ck" \
+rss big_save --model "$BIG" --max_length 32 --save "$TMP/big_ck" \
 	--metrics "$TMP/big_save.jsonl" --set "$LR"
-rss big_load --model "$TMP/big.json" --max_length 32 --load "$TMP/big_ck" \
+rss big_load --model "$BIG" --max_length 32 --load "$TMP/big_ck" \
 	--metrics "$TMP/big_load.jsonl" --set "$LR" --steps 2
 # the same three steps without a checkpoint, for the resume's reference
-"$BIN" run "$SRC/configs/default.json" --steps 3 --warmup_steps 0 --model "$TMP/big.json" \
+"$BIN" run "$SRC/configs/default.json" --steps 3 --warmup_steps 0 --model "$BIG" \
 	--max_length 32 --metrics "$TMP/big_three.jsonl" --set "$LR" >"$TMP/big_three.out" 2>&1
 
 cat >"$TMP/check.py" <<'PYEOF'

@@ -18,7 +18,9 @@
 #   uninterrupted run within 1e-5; another global batch is refused naming
 #   both dp values;
 # - a missing, truncated, foreign or inconsistent partition is refused
-#   naming the file;
+#   naming the file; a negative second moment or a NaN master in a
+#   partition (read a range at a time, once StarPU has started) ends the run
+#   before its first step, naming the file, the tensor and the element;
 # - 2 ranks start from a plain weights file as 1 rank does;
 # - SuperOffload (optimizer offloaded in sub-groups) and fp16 with dynamic
 #   loss scaling while steps overflow (the scaler's state per rank file):
@@ -70,7 +72,7 @@ same() {
 	return $s
 }
 
-echo "1..17"
+echo "1..18"
 # 1-3. ZeRO 3 (gathered units sharded, the small ones persistent and whole),
 # accumulation 2: 6 steps, against 3 saved + 3 resumed
 ds z3 1 2 '{"stage": 3}'
@@ -238,3 +240,32 @@ assert len(a) == 4 and [key(r) for r in a] == [key(r) for r in b], (a, b)
 assert any(r["skipped"] for r in a), "no step skipped: the check would not test the scaler"
 PYEOF
 ok $? "fp16 dynamic scale, 2 ranks: resumed steps 5-8 skip and scale as uninterrupted, same losses"
+
+# 18. values read a range at a time after StarPU starts: a negative second
+# moment in rank 1's partition (2 ranks) and a NaN master in rank 0's (1
+# rank), each named with its file, tensor and element
+cat >"$TMP/plant.py" <<'PYEOF'
+import json, struct, sys
+path, kind, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+b = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = sorted(k for k in h if k.endswith("." + kind))[0]
+e = 3 if h[name]["shape"][0] > 3 else 0
+at = 8 + n + h[name]["data_offsets"][0] + 4 * e
+b[at:at + 4] = struct.pack("<f", value)
+open(path, "wb").write(bytes(b))
+print("%s: %s: element %d is" % (path.rsplit("/", 1)[1], name, e))
+PYEOF
+cp -r "$TMP/ck3" "$TMP/ckneg"
+cp -r "$TMP/ck3" "$TMP/cknan"
+want_neg=$("$PY" "$TMP/plant.py" "$TMP/ckneg/step-00000003/optim.rank1-of-2.safetensors" exp_avg_sq -1)
+want_nan=$("$PY" "$TMP/plant.py" "$TMP/cknan/step-00000003/optim.rank0-of-2.safetensors" master nan)
+run neg 2 z3 --steps 1 --load "$TMP/ckneg"
+run nan 0 z3one --steps 1 --load "$TMP/cknan"
+s=1
+[ "$(cat "$TMP/neg.rc")" != 0 ] && grep -qF "$want_neg -1 (not finite or negative)" "$TMP/neg.err" &&
+	! grep -q "^Step" "$TMP/neg.out" && [ "$(cat "$TMP/nan.rc")" != 0 ] &&
+	grep -qF "$want_nan nan (not finite)" "$TMP/nan.err" && ! grep -q "^Step" "$TMP/nan.out" && s=0
+[ $s -eq 0 ] || { echo "# want: $want_neg / $want_nan"; tail -3 "$TMP/neg.err" "$TMP/nan.err" | sed 's/^/# /'; }
+ok $s "a negative second moment (2 ranks) and a NaN master (1 rank) in a partition: refused before the first step, naming the file, tensor and element"

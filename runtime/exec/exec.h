@@ -118,11 +118,8 @@ const sg_task_record *sg_exec_last_records(const sg_exec *x);
 
 /* Reads the weights and the Adam moments back from the persistent buffers
  * that hold them (parameter pieces, fp32 masters where there are, moments)
- * into w and st (allocated by the caller). */
-int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err);
-
-/* The same one tensor at a time, for a save that holds one tensor and not
- * the model: open on shape (names, shapes and units: sg_weights_describe),
+ * one tensor at a time, for a save that holds one tensor and not the
+ * model: open on shape (names, shapes and units: sg_weights_describe),
  * then sg_state_reader_fill(reader, set, i, out) is an sg_tensor_source's
  * fill (runtime/io/weights.h): tensor i of the weights or of a moment, read
  * from the buffers of its unit alone (zeros for a moment the optimizer does
@@ -139,6 +136,11 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
 int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,
                          sg_error *err);
 int sg_state_reader_fill(void *reader, int set, int i, float *out);
+/* Elements [lo, lo + n) of unit u of one set (its tensors concatenated in
+ * sg_model_unit_tensors order) into out: with several ranks, a rank reads
+ * its own shard of a unit this way (zeros where its buffers hold none). */
+int sg_state_reader_fill_unit(sg_state_reader *r, int set, int u, int64_t lo, int64_t n,
+                              float *out);
 void sg_state_reader_close(sg_state_reader *r);
 
 /* Host access to buffer b: its main-memory copy once the tasks submitted

@@ -261,18 +261,6 @@ static int sets_error(int rc, const char *what, sg_error *err)
                                                    "units", what);
 }
 
-int sg_exec_store_state(sg_exec *x, sg_weights *w, sg_train_state *st, sg_error *err)
-{
-    state_sets s;
-    int rc = sets_init(&s, x->shared.model, w, st);
-    if (rc)
-        return sets_error(rc, "reading the weights back", err);
-    rc = transfer(x, &s, 0, NULL, -1, NULL, 0);
-    index_free(&s.ix);
-    return rc ? sg_error_set(err, rc, "cannot read the weights back from StarPU's buffers")
-              : SG_OK;
-}
-
 /* ---- reading the state back one tensor at a time ---------------------------- */
 
 struct sg_state_reader {
@@ -280,6 +268,8 @@ struct sg_state_reader {
     const sg_weights *shape;
     state_sets s;
     float **slot;        /* (ntensors) all NULL but the tensor being read */
+    int *range_first;    /* (nunits) zeros; and the tensors per unit of a range's */
+    int *range_count;    /* view: none but in its unit (sg_state_reader_fill_unit) */
     int *sg_units;       /* per sub-group: its pieces' lowest and highest unit */
     int nsg;
 };
@@ -317,6 +307,8 @@ void sg_state_reader_close(sg_state_reader *r)
         return;
     index_free(&r->s.ix);
     free(r->slot);
+    free(r->range_first);
+    free(r->range_count);
     free(r->sg_units);
     free(r);
 }
@@ -335,6 +327,10 @@ int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **
         rc = sub_group_units(x->graph, &r->sg_units, &r->nsg);
     if (!rc && !(r->slot = calloc((size_t)(shape->ntensors > 0 ? shape->ntensors : 1),
                                   sizeof *r->slot)))
+        rc = SG_ENOMEM;
+    size_t nunits = (size_t)(r->s.ix.nunits > 0 ? r->s.ix.nunits : 1);
+    if (!rc && (!(r->range_first = calloc(nunits, sizeof(int))) ||
+                !(r->range_count = calloc(nunits, sizeof(int)))))
         rc = SG_ENOMEM;
     if (rc) {
         sg_state_reader_close(r);
@@ -406,4 +402,28 @@ int sg_state_reader_fill(void *reader, int set, int i, float *out)
      * Lion's second moment, Adagrad's first) */
     memset(out, 0, (size_t)r->shape->info[i].numel * sizeof *out);
     return move_tensor(r, set, i, out, 0);
+}
+
+int sg_state_reader_fill_unit(sg_state_reader *r, int set, int u, int64_t lo, int64_t n,
+                              float *out)
+{
+    const unit_index *ix = &r->s.ix;
+    if (u < 0 || u >= ix->nunits || lo < 0 || n < 0 || lo > ix->size[u] - n ||
+        set < SG_SET_WEIGHTS || set > SG_SET_EXP_AVG_SQ)
+        return SG_EINVAL;
+    memset(out, 0, (size_t)n * sizeof *out);
+    /* unit u seen as three tensors: the elements before the range (not
+     * wanted), the range (out) and those after it (not wanted); the other
+     * units have none */
+    sg_tensor_info info[3] = {{.numel = lo}, {.numel = n}, {.numel = ix->size[u] - lo - n}};
+    float *data[3] = {NULL, out, NULL};
+    unit_view range = {.data = data, .info = info, .first = r->range_first,
+                       .count = r->range_count, .size = ix->size};
+    state_sets s = r->s;
+    s.w.data = s.m.data = s.v.data = NULL;
+    *(set == SG_SET_WEIGHTS ? &s.w : set == SG_SET_EXP_AVG ? &s.m : &s.v) = range;
+    r->range_count[u] = 3;
+    int rc = transfer(r->x, &s, 0, NULL, u, r->sg_units, r->nsg);
+    r->range_count[u] = 0;
+    return rc;
 }

@@ -347,29 +347,30 @@ void sg_checkpoint_reader_close(sg_checkpoint_reader *r)
     sg_st_set_close(&r->weights);
     if (r->has_state)
         sg_st_close(&r->state);
-    sg_weights_free(&r->whole_w);
-    sg_train_state_free(&r->whole_st);
+    sg_parts_close(&r->parts);
+    free(r->unit_offset);
     memset(r, 0, sizeof *r);
 }
 
 /* Several ranks' partitions: masters and moments spread over files by
- * rank, read whole into the reader (they are what the step's buffers
- * hold, cut another way). */
+ * rank, read a tensor's range at a time (they are what the step's buffers
+ * hold, cut another way); the weights file is checked, its values are the
+ * masters rounded. */
 static int open_parts(sg_checkpoint_reader *r, const char *dir, int parts, const sg_model *m,
                       sg_weights *shape, sg_train_state *st, sg_config_warnings *warn,
                       sg_error *err)
 {
-    int rc = sg_weights_load_set(&r->weights, r->wpath, m, &r->whole_w, warn, err);
+    int rc = sg_weights_check_set(&r->weights, r->wpath, m, shape, warn, err);
     if (!rc)
-        rc = sg_checkpoint_read_parts(dir, parts, m, &r->whole_w, &r->whole_st, err);
+        rc = sg_train_state_describe(st, m, err);
     if (!rc)
-        rc = sg_weights_describe(shape, m, err);
-    if (!rc) {
-        *st = r->whole_st;
-        st->info = NULL;
-        st->exp_avg = st->exp_avg_sq = NULL;
-        st->block = NULL;
-        rc = sg_train_state_describe_moments(st, m, err);
+        rc = sg_parts_open(dir, parts, m, st, &r->parts, err);
+    if (!rc && !(r->unit_offset = calloc((size_t)shape->ntensors + 1, sizeof *r->unit_offset)))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    for (int i = 0, u = -1; !rc && i < shape->ntensors; i++) {
+        r->unit_offset[i] = shape->unit[i] == u ? r->unit_offset[i - 1] + shape->info[i - 1].numel
+                                                : 0;
+        u = shape->unit[i];
     }
     return rc;
 }
@@ -448,30 +449,15 @@ int sg_checkpoint_reader_fill(void *reader, int set, int i, float *out)
 {
     sg_checkpoint_reader *r = reader;
     const sg_tensor_info *info = &r->shape->info[i];
-    size_t bytes = (size_t)info->numel * sizeof(float);
-    if (r->whole_w.data) { /* partitions, read whole */
-        const float *src = set == SG_SET_WEIGHTS   ? r->whole_w.data[i]
-                           : set == SG_SET_EXP_AVG ? r->whole_st.exp_avg[i]
-                                                   : r->whole_st.exp_avg_sq[i];
-        memcpy(out, src, bytes);
-        return SG_OK;
-    }
+    if (r->parts.dp)
+        return sg_parts_read(&r->parts, set, r->shape->unit[i], r->unit_offset[i], info->numel,
+                             out, &r->err);
     if (set == SG_SET_WEIGHTS)
         return sg_weights_read_tensor(&r->weights, r->wpath, info, out, &r->err);
     if (!r->has_state)
         return SG_TENSOR_ABSENT;
     return sg_train_state_read_moment(&r->state, r->spath, info, set == SG_SET_EXP_AVG_SQ, out,
                                       &r->err);
-}
-
-int sg_checkpoint_is_partitioned(const char *path)
-{
-    char dir[SG_PATH_MAX + 96], spath[SG_PATH_MAX + 128];
-    sg_error ignored = {0};
-    if (!is_dir(path) || sg_hf_dir_is_model(path) || resolve(path, dir, sizeof dir, &ignored) ||
-        join(spath, sizeof spath, dir, "state.safetensors"))
-        return 0;
-    return !exists(spath) && sg_checkpoint_parts_dp(dir) > 0;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)

@@ -26,6 +26,7 @@
 #ifndef SG_CHECKPOINT_H
 #define SG_CHECKPOINT_H
 
+#include "runtime/io/checkpoint_parts.h"
 #include "runtime/io/hf_dir.h"
 #include "runtime/io/weights.h"
 
@@ -82,8 +83,10 @@ int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t st
  * open. sg_checkpoint_reader_fill is an sg_tensor_source's fill
  * (weights.h): tensor i of a set, converted to fp32 and checked finite
  * (second moments >= 0); SG_TENSOR_ABSENT for the moments of a run that
- * starts from weights; an error leaves its message in r->err. A checkpoint
- * of several ranks (optimizer partitions) is read whole at open. */
+ * starts from weights; an error leaves its message in r->err. In a
+ * checkpoint of several ranks, the weights and moments come from the
+ * optimizer partitions (the fp32 masters), a tensor's range at a time; its
+ * weights file is checked but not read. */
 typedef struct sg_checkpoint_reader {
     sg_st_set weights;            /* the weights' files, open */
     char wpath[SG_PATH_MAX + 128];
@@ -91,8 +94,8 @@ typedef struct sg_checkpoint_reader {
     int has_state;
     char spath[SG_PATH_MAX + 128];
     const sg_weights *shape;
-    sg_weights whole_w;           /* partitions: everything read at open */
-    sg_train_state whole_st;
+    sg_parts_reader parts;        /* several ranks' partitions, open when dp > 0 */
+    int64_t *unit_offset;         /* partitions: where each tensor starts in its unit */
     sg_error err;                 /* a fill's failure */
 } sg_checkpoint_reader;
 
@@ -101,10 +104,6 @@ int sg_checkpoint_open(const char *path, const sg_model *m, sg_weights *shape, s
                        sg_error *err);
 int sg_checkpoint_reader_fill(void *reader, int set, int i, float *out);
 void sg_checkpoint_reader_close(sg_checkpoint_reader *r);
-
-/* 1 when path is a checkpoint written by several ranks (read whole: its
- * load holds the weights and moments, 12 bytes a parameter). */
-int sg_checkpoint_is_partitioned(const char *path);
 
 /* FNV-1a of the settings a resumed run must share with the one that saved
  * (model, sequence length, global micro batch = micro batch x dp_size,

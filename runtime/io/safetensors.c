@@ -473,20 +473,20 @@ const char *sg_st_meta_get(const sg_st_file *f, const char *key)
     return NULL;
 }
 
-void sg_st_read_f32(const sg_st_tensor *t, float *out)
+void sg_st_read_f32_range(const sg_st_tensor *t, int64_t lo, int64_t n, float *out)
 {
-    const unsigned char *p = t->data;
-    size_t n = (size_t)t->numel;
+    size_t es = sg_dtype_size(t->dtype);
+    const unsigned char *p = t->data + (size_t)lo * es;
     switch (t->dtype) {
     case SG_F32:
-        memcpy(out, p, n * 4);
+        memcpy(out, p, (size_t)n * 4);
         break;
     case SG_BF16:
-        for (size_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < n; i++)
             out[i] = sg_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
         break;
     case SG_F16:
-        for (size_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < n; i++)
             out[i] = sg_f16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
         break;
     case SG_I32: /* never opened: the reader refuses I32 tensors */
@@ -494,16 +494,28 @@ void sg_st_read_f32(const sg_st_tensor *t, float *out)
     }
 }
 
+void sg_st_read_f32(const sg_st_tensor *t, float *out)
+{
+    sg_st_read_f32_range(t, 0, t->numel, out);
+}
+
+void sg_st_read_f32_range_release(const sg_st_tensor *t, int64_t lo, int64_t n, float *out)
+{
+    sg_st_read_f32_range(t, lo, n, out);
+    /* the whole pages inside the range's bytes: the mapping is read-only,
+     * so they are the file's and come back from it if touched again */
+    size_t es = sg_dtype_size(t->dtype);
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)t->data + (uintptr_t)lo * es;
+    uintptr_t a = (start + page - 1) & ~(page - 1);
+    uintptr_t b = (start + (uintptr_t)n * es) & ~(page - 1);
+    if (page > 1 && b > a)
+        (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 void sg_st_read_f32_release(const sg_st_tensor *t, float *out)
 {
-    sg_st_read_f32(t, out);
-    /* the whole pages inside the tensor's bytes: the mapping is read-only,
-     * so they are the file's and come back from it if touched again */
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)t->data + page - 1) & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)t->data + (uintptr_t)(t->end - t->begin)) & ~(page - 1);
-    if (page > 1 && hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    sg_st_read_f32_range_release(t, 0, t->numel, out);
 }
 
 int sg_st_read_meta(const char *path, const char *key, char *buf, size_t size, sg_error *err)

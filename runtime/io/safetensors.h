@@ -85,6 +85,9 @@ void sg_st_read_f32(const sg_st_tensor *t, float *out);
 /* The same, then gives the mapping's pages of the tensor back (a load that
  * reads each tensor once does not keep the files resident). */
 void sg_st_read_f32_release(const sg_st_tensor *t, float *out);
+/* Both for elements [lo, lo + n) of the tensor (0 <= lo <= lo + n <= numel). */
+void sg_st_read_f32_range(const sg_st_tensor *t, int64_t lo, int64_t n, float *out);
+void sg_st_read_f32_range_release(const sg_st_tensor *t, int64_t lo, int64_t n, float *out);
 
 /* One tensor to write: data holds numel values of src_dtype (native byte
  * order, little-endian hosts only); they are written as dtype. Supported

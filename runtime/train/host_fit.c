@@ -30,8 +30,7 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
     }
 }
 
-int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
-                      int64_t own_bytes, sg_error *err)
+int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda, sg_error *err)
 {
     double ram = sg_host_ram_bytes();
     if (ram <= 0)
@@ -41,31 +40,16 @@ int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncu
     if (wait)
         sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu, &wait_pers);
     host = wait_host > host ? wait_host : host;
-    pers = wait_pers > pers ? wait_pers : pers;
-    /* the trainer's copies live beside the state alone, while it is loaded
-     * or saved, not beside a step's buffers */
-    double with_copies = (double)pers + (double)own_bytes;
-    double need = with_copies > (double)host ? with_copies : (double)host;
-    if (need <= ram)
+    if ((double)host <= ram)
         return SG_OK;
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    char copies[320] = "";
-    if (own_bytes > 0)
-        snprintf(copies, sizeof copies, ", and while the state is loaded or saved its persistent "
-                 "%.1f GiB sit beside the trainer's host copies of the weights and optimizer "
-                 "state, %.1f GiB", (double)pers / gib, (double)own_bytes / gib);
     return sg_error_set(err, SG_ENOMEM,
                         "this run needs at least %.1f GiB of main memory and the machine has "
                         "%.1f GiB: the step's plan holds %.1f GiB there with %d CPU and %d "
-                        "CUDA worker%s (%s)%s; %s",
-                        need / gib, ram / gib, (double)host / gib, ncpu, ncuda,
+                        "CUDA worker%s (%s); use a smaller model, sequence (--max_length) or "
+                        "micro batch, activation checkpointing, or a machine with more memory",
+                        (double)host / gib, ram / gib, (double)host / gib, ncpu, ncuda,
                         ncuda == 1 ? "" : "s",
                         ncuda > 0 ? "its host peak and the host copies of the GPU's state"
-                                  : "without a GPU every buffer is in main memory",
-                        copies,
-                        with_copies > (double)host
-                            ? "loading a checkpoint of several ranks (or saving one) is what "
-                              "does not fit: use a smaller model or a machine with more memory"
-                            : "use a smaller model, sequence (--max_length) or micro batch, "
-                              "activation checkpointing, or a machine with more memory");
+                                  : "without a GPU every buffer is in main memory");
 }

@@ -20,13 +20,10 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
                    int64_t *host_persistent);
 
 /* SG_ENOMEM, naming the figures, when this machine's physical memory is
- * below the larger of: the host plan of g and wait (the waiting graph, or
- * NULL) for those workers; their persistent state plus own_bytes, the
- * trainer's whole host copies of the weights and moments, which exist only
- * while a checkpoint of several ranks is loaded or such a save reads the
- * state back (0 otherwise: loads and saves go a tensor at a time). SG_OK
+ * below the host plan of g and wait (the waiting graph, or NULL) for those
+ * workers. The trainer holds no copy of the model beside it: loads and
+ * saves go a tensor (with several ranks, a unit) at a time. SG_OK
  * otherwise (and when the RAM is unknown). */
-int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
-                      int64_t own_bytes, sg_error *err);
+int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda, sg_error *err);
 
 #endif

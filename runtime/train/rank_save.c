@@ -47,10 +47,104 @@ static int agree(const sg_rank_save_args *t, int rc, const char *what, sg_error 
     return SG_OK;
 }
 
+/* The weights of sharded units, gathered to rank 0 a unit at a time while
+ * rank 0 writes the model file: rank 0's fill of a tensor of a unit not yet
+ * gathered names the unit to every rank (a sum in which the others add 0),
+ * and every rank sends its shard of it; -1 ends. */
+typedef struct gather {
+    const sg_rank_save_args *t;
+    int unit;                /* the unit recv holds; -1 none */
+    float *send, *recv;      /* one shard; rank 0: the shards of every rank, end to end */
+    int64_t *offset;         /* per tensor: where it starts in its unit */
+    int rc;                  /* the first failure here */
+    sg_error err;
+} gather;
+
+static int announce(const gather *g, int u, sg_error *err)
+{
+    double v = g->t->rank == 0 ? (double)u : 0.0;
+    int rc = sg_dist_host_allreduce(g->t->dist, &v, 1, SG_COMM_SUM, err);
+    return rc ? -2 : (int)v;
+}
+
+/* Every rank: its shard of unit u (sharded) into rank 0's recv. A rank
+ * whose buffers cannot be read sends zeros and keeps the failure: no rank
+ * is left waiting in the gather. */
+static int gather_unit(gather *g, int u)
+{
+    const sg_rank_save_args *t = g->t;
+    int64_t lo, hi, shard;
+    rank_part(t, u, &lo, &hi, &shard);
+    memset(g->send, 0, (size_t)shard * sizeof(float));
+    if (sg_state_reader_fill_unit(t->state, SG_SET_WEIGHTS, u, lo, hi - lo, g->send) &&
+        !g->rc)
+        g->rc = sg_error_set(&g->err, SG_EINVAL, "rank %d: cannot read unit %d's weights back "
+                             "from StarPU's buffers", t->rank, u);
+    sg_error e;
+    int rc = sg_dist_host_gather(t->dist, g->send, g->recv, (size_t)shard, &e);
+    if (rc && !g->rc) {
+        g->rc = rc;
+        g->err = e;
+    }
+    g->unit = rc ? -1 : u;
+    return rc;
+}
+
+/* Rank 0's source of the model file's tensors (sg_tensor_source): a unit
+ * every rank holds whole from its own buffers, a sharded one gathered. */
+static int gathered_fill(void *ctx, int set, int i, float *out)
+{
+    gather *g = ctx;
+    const sg_rank_save_args *t = g->t;
+    int u = t->w->unit[i];
+    int64_t lo, hi, shard;
+    rank_part(t, u, &lo, &hi, &shard);
+    if (set != SG_SET_WEIGHTS)
+        return SG_EINVAL;
+    if (!shard)
+        return sg_state_reader_fill(t->state, set, i, out);
+    if (g->unit != u) {
+        sg_error e;
+        if (announce(g, u, &e) != u) {
+            if (!g->rc) {
+                g->rc = SG_EIO;
+                g->err = e;
+            }
+            return SG_EIO;
+        }
+        if (gather_unit(g, u))
+            return SG_EIO;
+    }
+    memcpy(out, g->recv + g->offset[i], (size_t)t->w->info[i].numel * sizeof *out);
+    return g->rc;
+}
+
+/* The other ranks: their shards of the units rank 0 names, until -1. */
+static void serve_gathers(gather *g)
+{
+    for (;;) {
+        sg_error e;
+        int u = announce(g, -1, &e);
+        if (u == -2 && !g->rc) {
+            g->rc = SG_EIO;
+            g->err = e;
+        }
+        if (u < 0)
+            return;
+        gather_unit(g, u);
+    }
+}
+
+static int partition_fill(void *ctx, int set, int u, int64_t lo, int64_t n, float *out)
+{
+    return sg_state_reader_fill_unit(ctx, set, u, lo, n, out);
+}
+
 /* Several ranks, no step in flight on any rank (the host communicator is
  * safe): every rank writes its optimizer partition into the save's
- * temporary directory, the weights are gathered to rank 0, which writes the
- * model file and, once every rank has written, switches `latest`. */
+ * temporary directory, rank 0 writes the model file with the weights of
+ * every sharded unit gathered as it goes and, once every rank has written,
+ * switches `latest`. */
 int sg_rank_save(const sg_rank_save_args *t, sg_dtype dtype, sg_error *err)
 {
     const sg_run_options *r = t->run;
@@ -58,18 +152,25 @@ int sg_rank_save(const sg_rank_save_args *t, sg_dtype dtype, sg_error *err)
     int64_t step = t->st->step, max_shard = 0, shard;
     int64_t *lo = calloc((size_t)nunits + 1, sizeof *lo);
     int64_t *hi = calloc((size_t)nunits + 1, sizeof *hi);
-    float *send = NULL, *recv = NULL;
-    int rc = lo && hi ? SG_OK : sg_error_set(err, SG_ENOMEM, "out of memory");
+    gather g = {.t = t, .unit = -1};
+    g.offset = calloc((size_t)t->w->ntensors + 1, sizeof *g.offset);
+    int rc = lo && hi && g.offset ? SG_OK : sg_error_set(err, SG_ENOMEM, "out of memory");
     for (int u = 0; u < nunits && !rc; u++) {
         rank_part(t, u, &lo[u], &hi[u], &shard);
         if (shard > max_shard)
             max_shard = shard;
     }
+    for (int i = 0, u = -1; !rc && i < t->w->ntensors; i++) {
+        g.offset[i] = t->w->unit[i] == u ? g.offset[i - 1] + t->w->info[i - 1].numel : 0;
+        u = t->w->unit[i];
+    }
     if (!rc && max_shard > 0) {
-        send = malloc((size_t)max_shard * sizeof(float));
-        recv = t->rank == 0 ? malloc((size_t)max_shard * (size_t)t->world * sizeof(float)) : NULL;
-        if (!send || (t->rank == 0 && !recv))
-            rc = sg_error_set(err, SG_ENOMEM, "out of memory gathering the weights");
+        g.send = malloc((size_t)max_shard * sizeof(float));
+        g.recv = t->rank == 0 ? malloc((size_t)max_shard * (size_t)t->world * sizeof(float))
+                              : NULL;
+        if (!g.send || (t->rank == 0 && !g.recv))
+            rc = sg_error_set(err, SG_ENOMEM, "out of memory gathering the weights (%lld "
+                              "floats)", (long long)(max_shard * (t->rank == 0 ? t->world : 1)));
     }
     /* one name on every rank: rank 0's process id */
     double id = t->rank == 0 ? (double)getpid() : 0.0;
@@ -81,29 +182,31 @@ int sg_rank_save(const sg_rank_save_args *t, sg_dtype dtype, sg_error *err)
     if ((rc = agree(t, rc, "saving a checkpoint", err)))
         goto out;
     /* 1. each rank's partition (masters and moments of its shard) */
-    rc = sg_checkpoint_write_part(tmp, t->rank, t->world, t->model, t->w, t->st, lo, hi, err);
-    /* 2. the weights of every sharded unit to rank 0 (every rank takes part,
-     * even after a failure above, so that none waits in the gather) */
-    int rc_gather = SG_OK;
-    for (int u = 0; u < nunits && !rc_gather; u++) {
-        int64_t l, h;
-        rank_part(t, u, &l, &h, &shard);
-        if (!shard)
-            continue;
-        memset(send, 0, (size_t)shard * sizeof(float));
-        sg_unit_slice(t->w->ntensors, t->w->info, t->w->unit, t->w->data, u, l, h - l, send, 0);
-        rc_gather = sg_dist_host_gather(t->dist, send, recv, (size_t)shard, rc ? NULL : err);
-        if (!rc_gather && t->rank == 0)
-            sg_unit_slice(t->w->ntensors, t->w->info, t->w->unit, t->w->data, u, 0,
-                          sg_model_unit_params(t->model, u), recv, 1);
+    sg_unit_source part = {partition_fill, t->state};
+    rc = sg_checkpoint_write_part(tmp, t->rank, t->world, t->model, t->st, &part, lo, hi, err);
+    /* 2. rank 0: the whole model, as one rank writes it, the others sending
+     * their shards as it asks (every rank takes part, even after a failure
+     * above, so that none waits in a gather) */
+    if (t->rank == 0) {
+        sg_tensor_source gathered = {gathered_fill, &g};
+        t->w->source = &gathered;
+        if (!rc)
+            rc = sg_checkpoint_write_weights(tmp, t->w, step, t->model, dtype,
+                                             r->save_shard_size, err);
+        t->w->source = NULL;
+        sg_error e;
+        if (announce(&g, -1, &e) == -2 && !g.rc) {
+            g.rc = SG_EIO;
+            g.err = e;
+        }
+    } else {
+        serve_gathers(&g);
     }
-    if (!rc)
-        rc = rc_gather;
-    /* 3. rank 0: the whole model, as one rank writes it */
-    if (!rc && t->rank == 0)
-        rc = sg_checkpoint_write_weights(tmp, t->w, step, t->model, dtype, r->save_shard_size,
-                                         err);
-    /* 4. once every rank has written: the switch (rank 0) */
+    if (g.rc && (!rc || t->rank == 0)) { /* the gather's cause over the writer's */
+        rc = g.rc;
+        *err = g.err;
+    }
+    /* 3. once every rank has written: the switch (rank 0) */
     rc = agree(t, rc, "saving a checkpoint", err);
     if (t->rank == 0)
         rc = rc ? (sg_checkpoint_abandon(tmp), rc)
@@ -111,8 +214,8 @@ int sg_rank_save(const sg_rank_save_args *t, sg_dtype dtype, sg_error *err)
 out:
     free(lo);
     free(hi);
-    free(send);
-    free(recv);
+    free(g.offset);
+    free(g.send);
+    free(g.recv);
     return rc;
 }
-

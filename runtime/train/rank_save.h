@@ -1,9 +1,12 @@
 /* rank_save.h - a checkpoint saved by several data-parallel ranks together.
  *
  * Every rank writes its optimizer partition (fp32 masters and moments of its
- * shard) into the save's temporary directory; the weights of every sharded
- * unit are gathered to rank 0, which writes the model file as one rank would
- * and, once every rank has written, switches `latest` to the new step. A
+ * shard, read back from its buffers a unit at a time) into the save's
+ * temporary directory; rank 0 writes the model file as one rank would, a
+ * tensor at a time, the weights of each sharded unit gathered from every
+ * rank's buffers when its first tensor is written; once every rank has
+ * written, rank 0 switches `latest` to the new step. A rank holds one unit's
+ * shard at a time (rank 0 a whole unit), not the model. A
  * failure on any rank ends the save on all of them with the failed rank
  * named, and the temporary directory is removed: the previous checkpoint
  * stays the latest. Called with no step in flight on any rank (the host
@@ -17,6 +20,7 @@
 #include "models/model.h"
 #include "runtime/config/run_options.h"
 #include "runtime/dist/dist.h"
+#include "runtime/exec/exec.h"
 #include "runtime/io/weights.h"
 
 typedef struct sg_rank_save_args {
@@ -24,8 +28,9 @@ typedef struct sg_rank_save_args {
     int rank, world;
     const sg_model *model;
     const sg_step_spec *spec;   /* which units are sharded, and how */
-    sg_weights *w;              /* rank 0's receives the gathered weights */
-    const sg_train_state *st;
+    sg_weights *w;              /* names, shapes and units, no values */
+    const sg_train_state *st;   /* the metadata (step, scaler, data position, ...) */
+    sg_state_reader *state;     /* this rank's buffers, read back */
     const sg_run_options *run;  /* save, save_keep, save_shard_size */
 } sg_rank_save_args;
 

@@ -600,7 +600,7 @@ static int finish_step(trainer *t, sg_error *err)
 
 /* ---- checkpoints and the end --------------------------------------------- */
 
-static int write_checkpoint(trainer *t, sg_error *err)
+static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
     int rc;
@@ -613,7 +613,7 @@ static int write_checkpoint(trainer *t, sg_error *err)
     sg_dtype dtype = strcmp(r->save_dtype, "bf16") == 0 ? SG_BF16 : SG_F32;
     if (t->world > 1)
         rc = sg_rank_save(&(sg_rank_save_args){t->dist, t->rank, t->world, &t->model, &t->spec,
-                                                &t->w, &t->st, r},
+                                                &t->w, &t->st, reader, r},
                           dtype, err);
     else
         rc = sg_checkpoint_save(r->save, &t->w, &t->st, &t->model, dtype, r->save_keep,
@@ -624,49 +624,34 @@ static int write_checkpoint(trainer *t, sg_error *err)
     return rc;
 }
 
-/* One rank: the files are written tensor by tensor from StarPU's buffers
- * (sg_state_reader), so a save holds one tensor, not the model. Several
- * ranks gather and slice whole sets (rank_save.c): host copies of the
- * weights and moments exist while that save reads the state back into them
- * (drop_host_copies after). */
+/* The files are written tensor by tensor from StarPU's buffers
+ * (sg_state_reader; with several ranks, a rank's partition a unit's range at
+ * a time, rank_save.c), so a save holds one tensor or unit, not the model. */
 static int save_checkpoint(trainer *t, sg_error *err)
 {
-    int rc;
-    if (t->world == 1) {
-        sg_state_reader *reader = NULL;
-        rc = sg_weights_describe(&t->w, &t->model, err);
-        if (!rc)
-            rc = sg_train_state_describe_moments(&t->st, &t->model, err);
-        if (!rc)
-            rc = sg_state_reader_open(&t->x, &t->w, &reader, err);
-        if (!rc) {
-            /* every task that writes the state has finished (an acquire
-             * waits for them) before the first tensor is read */
-            sg_tensor_source source = {sg_state_reader_fill, reader};
-            t->w.source = t->st.source = &source;
-            rc = write_checkpoint(t, err);
-            t->w.source = t->st.source = NULL;
-        }
-        sg_state_reader_close(reader);
-    } else {
-        rc = sg_weights_alloc(&t->w, &t->model, err);
-        if (!rc)
-            rc = sg_train_state_alloc_moments(&t->st, &t->model, err);
-        if (!rc)
-            rc = sg_exec_store_state(&t->x, &t->w, &t->st, err);
-        if (!rc)
-            rc = write_checkpoint(t, err);
+    sg_state_reader *reader = NULL;
+    int rc = sg_weights_describe(&t->w, &t->model, err);
+    if (!rc)
+        rc = sg_train_state_describe_moments(&t->st, &t->model, err);
+    if (!rc)
+        rc = sg_state_reader_open(&t->x, &t->w, &reader, err);
+    if (!rc) {
+        /* every task that writes the state has finished (an acquire waits
+         * for them) before the first tensor is read */
+        sg_tensor_source source = {sg_state_reader_fill, reader};
+        t->w.source = t->st.source = &source;
+        rc = write_checkpoint(t, reader, err);
+        t->w.source = t->st.source = NULL;
     }
+    sg_state_reader_close(reader);
     drop_host_copies(t);
     return rc;
 }
 
 /* Before anything is allocated: the step's plan for the workers StarPU will
  * start (all cores but the CUDA workers' unless ncpus says; the CUDA devices
- * seen unless ncuda says) and the trainer's own copies, against the RAM:
- * whole fp32 weights and moments only for a checkpoint of several ranks
- * (read whole) and a save of several ranks; otherwise a load and a save
- * hold one tensor at a time. */
+ * seen unless ncuda says) against the RAM; a load and a save hold one
+ * tensor (with several ranks, a unit) at a time beside it. */
 static int check_host_memory(const trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
@@ -674,11 +659,7 @@ static int check_host_memory(const trainer *t, sg_error *err)
     int ncuda = r->ncuda < 0 ? devices : (int)r->ncuda < devices ? (int)r->ncuda : devices;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
-    int whole = (r->load[0] && sg_checkpoint_is_partitioned(r->load)) ||
-                (r->save[0] && t->world > 1);
-    int64_t own = whole ? sg_model_total_params(&t->model) * (int64_t)sizeof(float) * 3 : 0;
-    return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda, own,
-                             err);
+    return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda, err);
 }
 
 static double percent_over(int64_t measured, int64_t planned)
