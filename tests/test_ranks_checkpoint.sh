@@ -267,5 +267,5 @@ s=1
 [ "$(cat "$TMP/neg.rc")" != 0 ] && grep -qF "$want_neg -1 (not finite or negative)" "$TMP/neg.err" &&
 	! grep -q "^Step" "$TMP/neg.out" && [ "$(cat "$TMP/nan.rc")" != 0 ] &&
 	grep -qF "$want_nan nan (not finite)" "$TMP/nan.err" && ! grep -q "^Step" "$TMP/nan.out" && s=0
-[ $s -eq 0 ] || { echo "# want: $want_neg / $want_nan"; tail -3 "$TMP/neg.err" "$TMP/nan.err" | sed 's/^/# /'; }
+[ $s -eq 0 ] || { echo "# want: $want_neg / $want_nan"; tail -n 3 "$TMP/neg.err" "$TMP/nan.err" | sed 's/^/# /'; }
 ok $s "a negative second moment (2 ranks) and a NaN master (1 rank) in a partition: refused before the first step, naming the file, tensor and element"
