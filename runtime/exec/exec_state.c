@@ -138,9 +138,9 @@ typedef struct state_sets {
     unit_view w, m, v;
 } state_sets;
 
-/* Views of w and st (NULL: no moments given or wanted). */
-static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w,
-                     const sg_train_state *st)
+/* Views of w's tensors, with no set's data yet (a reader points one set's
+ * view at the tensor or range it moves). */
+static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w)
 {
     memset(s, 0, sizeof *s);
     int rc = index_build(&s->ix, m, w);
@@ -151,22 +151,17 @@ static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w,
     unit_view base = {.info = w->info, .first = s->ix.first, .count = s->ix.count,
                       .size = s->ix.size};
     s->w = s->m = s->v = base;
-    s->w.data = w->data;
-    s->m.data = st ? st->exp_avg : NULL;
-    s->v.data = st ? st->exp_avg_sq : NULL;
     return SG_OK;
 }
 
 enum { NO_UNIT = -2 };
 
-/* Whether buffer b of g holds any of unit u (u == -1: every buffer; NO_UNIT:
- * only the loss scaler's, which belong to no unit);
+/* Whether buffer b of g holds any of unit u (NO_UNIT: the loss scaler's
+ * buffers, which belong to no unit);
  * sg_units[2 s], [2 s + 1]: the lowest and highest unit of sub-group s's
  * pieces. */
 static int holds_unit(const sg_buffer *buf, int u, const int *sg_units, int nsg)
 {
-    if (u < 0)
-        return 1;
     if (u == NO_UNIT)
         return buf->role == SG_BUF_LOSS_SCALE || buf->role == SG_BUF_LOSS_SCALER_STATE;
     if (buf->role == SG_BUF_PARAM_PIECE || buf->role == SG_BUF_PARAM_FULL)
@@ -177,9 +172,8 @@ static int holds_unit(const sg_buffer *buf, int u, const int *sg_units, int nsg)
     return 0;
 }
 
-/* Moves between the sets and the persistent buffers (load: sets -> buffers);
- * only the buffers that hold unit `unit` when it is >= 0 (sg_units and nsg
- * as holds_unit). */
+/* Moves between the sets and the persistent buffers (load: sets -> buffers)
+ * that hold unit `unit` (sg_units and nsg as holds_unit). */
 static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_state *scaler,
                     int unit, const int *sg_units, int nsg)
 {
@@ -322,7 +316,7 @@ int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **
         return sg_error_set(err, SG_ENOMEM, "out of memory reading the state back");
     r->x = x;
     r->shape = shape;
-    int rc = sets_init(&r->s, x->shared.model, shape, NULL);
+    int rc = sets_init(&r->s, x->shared.model, shape);
     if (!rc)
         rc = sub_group_units(x->graph, &r->sg_units, &r->nsg);
     if (!rc && !(r->slot = calloc((size_t)(shape->ntensors > 0 ? shape->ntensors : 1),
@@ -369,7 +363,6 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
         return sg_error_set(err, SG_ENOMEM, "out of memory loading the weights (%lld floats)",
                             (long long)most);
     }
-    r->s.w.data = r->s.m.data = r->s.v.data = NULL;
     /* no task runs yet: StarPU's idle workers would poll for work on the
      * cores the initialisation and the conversions use */
     starpu_pause();
