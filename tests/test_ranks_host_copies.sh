@@ -16,14 +16,17 @@
 # MiB; 3.6 P and 4.5 P for the save, 5.0 P and 5.9 P for the resume when
 # they went through whole host copies of the weights and moments); both
 # finish with finite losses, the resume at step 3 with the loss of the
-# uninterrupted run's step 3. Skips without mpirun or MPI support. Prints
-# TAP.
+# uninterrupted run's step 3. And the check before anything is allocated
+# counts every rank on the host: 2 ranks of ZeRO 0 whose plan is 0.6 of
+# this machine's RAM each (the model's layers chosen from /proc/meminfo)
+# are refused, naming both figures, before StarPU starts, though one rank
+# alone would fit. Skips without mpirun or MPI support. Prints TAP.
 set -u
 SG_TEST_NAME=ranks_host_copies
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/ranks_env.sh"
 
-echo "1..3"
+echo "1..4"
 cat >"$TMP/z3.json" <<'JEOF'
 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
@@ -80,3 +83,44 @@ ok $? "2 ranks, a save: no rank's peak grows by a copy of the model (partitions 
 ok $? "2 ranks, a resume: no rank's peak grows by a copy of the model (partitions read a tensor's range at a time)"
 "$PY" "$TMP/check.py" "$TMP" steps
 ok $? "2 ranks, the resumed step 3 has the loss of the uninterrupted run's step 3"
+
+# 4. 2 ranks whose plans fit the RAM one at a time but not together
+"$PY" - "$TMP/fit.json" <<'PYEOF'
+import json, sys
+ram = int(open("/proc/meminfo").read().split()[1]) * 1024
+H, I, V = 2048, 5632, 32000
+per_layer = 4 * H * H + 3 * H * I + 2 * H
+# fp32 ZeRO 0: weights, gradients and two moments, 16 bytes a parameter
+layers = max(1, round((0.6 * ram / 16 - 2 * V * H - H) / per_layer))
+json.dump({"name": "fit-ranks-llama", "architecture": "llama", "hidden_size": H,
+           "intermediate_size": I, "num_hidden_layers": layers, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "head_dim": 128, "vocab_size": V,
+           "max_position_embeddings": 1024, "tie_word_embeddings": False,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "attention_bias": False},
+          open(sys.argv[1], "w"))
+PYEOF
+cat >"$TMP/z0.json" <<'JEOF'
+{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 0}}
+JEOF
+timeout 120 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" "$BIN" run \
+	"$TMP/z0.json" --dp_size 2 --model "$TMP/fit.json" --max_length 32 --ncpus 1 --steps 1 \
+	--save "$TMP/fit_ck" >"$TMP/fit.out" 2>"$TMP/fit.err"
+echo $? >"$TMP/fit.rc"
+"$PY" - "$TMP" <<'PYEOF'
+import os, re, sys
+tmp = sys.argv[1]
+ram = int(open("/proc/meminfo").read().split()[1]) * 1024 / 2**30
+err, out = open(tmp + "/fit.err").read(), open(tmp + "/fit.out").read()
+assert int(open(tmp + "/fit.rc").read()) != 0 and "Step" not in out, out[-2000:]
+assert not os.path.exists(tmp + "/fit_ck"), "the refused run created its checkpoint directory"
+for rank in (0, 1):
+    m = re.search(r"rank %d: this run needs at least ([\d.]+) GiB of main memory and the machine "
+                  r"has ([\d.]+) GiB: the step's plan holds ([\d.]+) GiB there on each of the 2 "
+                  r"ranks on this host" % rank, err)
+    assert m, err[-2000:]
+    need, has, each = map(float, m.groups())
+    print("# rank %d: needs %.1f GiB = 2 x %.1f, the machine has %.1f" % (rank, need, each, has))
+    assert abs(need - 2 * each) <= 0.1 and each < has < need and abs(has - ram) < 0.2, m.groups()
+PYEOF
+ok $? "2 ranks of ZeRO 0 at 0.6 of the RAM each: refused before StarPU starts, counting both ranks' plans (one alone fits)"

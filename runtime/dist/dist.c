@@ -127,7 +127,7 @@ static int c_allreduce(void *impl, void *buf, size_t count, sg_comm_type type, s
 int sg_dist_init(sg_dist *d, sg_error *err)
 {
     memset(d, 0, sizeof *d);
-    d->size = 1;
+    d->size = d->local_size = 1;
     if (!sg_dist_launched())
         return SG_OK;
     int provided = 0, rc;
@@ -158,6 +158,15 @@ int sg_dist_init(sg_dist *d, sg_error *err)
     }
     MPI_Comm_set_errhandler(p->tasks, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(p->host, MPI_ERRORS_RETURN);
+    /* the ranks that share this host's memory */
+    MPI_Comm node = MPI_COMM_NULL;
+    if ((rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL,
+                                  &node)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_size(node, &d->local_size)) != MPI_SUCCESS) {
+        mpi_fail(d->rank, rc, "MPI_Comm_split_type", msg, sizeof msg);
+        return sg_error_set(err, SG_EIO, "%s", msg);
+    }
+    MPI_Comm_free(&node);
     d->comm = (sg_comm){
         .rank = d->rank,
         .size = d->size,
@@ -183,7 +192,7 @@ void sg_dist_finalize(sg_dist *d)
     }
     MPI_Finalize();
     memset(d, 0, sizeof *d);
-    d->size = 1;
+    d->size = d->local_size = 1;
 }
 
 int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg_error *err)
@@ -227,7 +236,7 @@ void sg_dist_abort(const sg_dist *d, int code)
 int sg_dist_init(sg_dist *d, sg_error *err)
 {
     memset(d, 0, sizeof *d);
-    d->size = 1;
+    d->size = d->local_size = 1;
     const char *n = getenv("OMPI_COMM_WORLD_SIZE");
     if (sg_dist_launched() && (!n || atoi(n) != 1))
         return sg_error_set(err, SG_ENOTSUP, "started by an MPI launcher, but this stepgraph "

@@ -25,6 +25,7 @@
 
 typedef struct sg_dist {
     int rank, size;     /* 0 and 1 without an MPI launch */
+    int local_size;     /* the ranks on this host (sharing its memory); 1 without a launch */
     int mpi;            /* 1: MPI was initialised by sg_dist_init */
     sg_comm comm;       /* the task collectives (valid when mpi) */
     void *impl;         /* the communicators */

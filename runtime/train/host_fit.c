@@ -30,7 +30,8 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
     }
 }
 
-int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda, sg_error *err)
+int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
+                      int ranks_here, sg_error *err)
 {
     double ram = sg_host_ram_bytes();
     if (ram <= 0)
@@ -40,16 +41,22 @@ int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncu
     if (wait)
         sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu, &wait_pers);
     host = wait_host > host ? wait_host : host;
-    if ((double)host <= ram)
+    int ranks = ranks_here > 1 ? ranks_here : 1;
+    double need = (double)host * ranks;
+    if (need <= ram)
         return SG_OK;
     const double gib = 1024.0 * 1024.0 * 1024.0;
+    char each[96] = "";
+    if (ranks > 1)
+        snprintf(each, sizeof each, " on each of the %d ranks on this host", ranks);
     return sg_error_set(err, SG_ENOMEM,
                         "this run needs at least %.1f GiB of main memory and the machine has "
-                        "%.1f GiB: the step's plan holds %.1f GiB there with %d CPU and %d "
+                        "%.1f GiB: the step's plan holds %.1f GiB there%s with %d CPU and %d "
                         "CUDA worker%s (%s); use a smaller model, sequence (--max_length) or "
-                        "micro batch, activation checkpointing, or a machine with more memory",
-                        (double)host / gib, ram / gib, (double)host / gib, ncpu, ncuda,
+                        "micro batch, activation checkpointing, %sor a machine with more memory",
+                        need / gib, ram / gib, (double)host / gib, each, ncpu, ncuda,
                         ncuda == 1 ? "" : "s",
                         ncuda > 0 ? "its host peak and the host copies of the GPU's state"
-                                  : "without a GPU every buffer is in main memory");
+                                  : "without a GPU every buffer is in main memory",
+                        ranks > 1 ? "a higher ZeRO stage, fewer ranks on this host, " : "");
 }

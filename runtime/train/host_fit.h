@@ -21,9 +21,11 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
 
 /* SG_ENOMEM, naming the figures, when this machine's physical memory is
  * below the host plan of g and wait (the waiting graph, or NULL) for those
- * workers. The trainer holds no copy of the model beside it: loads and
- * saves go a tensor (with several ranks, a unit) at a time. SG_OK
- * otherwise (and when the RAM is unknown). */
-int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda, sg_error *err);
+ * workers, times ranks_here: the ranks on this host, which each hold such a
+ * plan (data parallel: the same graph). The trainer holds no copy of the
+ * model beside it: loads and saves go a tensor (with several ranks, a unit)
+ * at a time. SG_OK otherwise (and when the RAM is unknown). */
+int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
+                      int ranks_here, sg_error *err);
 
 #endif

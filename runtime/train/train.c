@@ -650,8 +650,9 @@ static int save_checkpoint(trainer *t, sg_error *err)
 
 /* Before anything is allocated: the step's plan for the workers StarPU will
  * start (all cores but the CUDA workers' unless ncpus says; the CUDA devices
- * seen unless ncuda says) against the RAM; a load and a save hold one
- * tensor (with several ranks, a unit) at a time beside it. */
+ * seen unless ncuda says), once for each rank on this host, against the RAM;
+ * a load and a save hold one tensor (with several ranks, a unit) at a time
+ * beside it. */
 static int check_host_memory(const trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
@@ -659,7 +660,8 @@ static int check_host_memory(const trainer *t, sg_error *err)
     int ncuda = r->ncuda < 0 ? devices : (int)r->ncuda < devices ? (int)r->ncuda : devices;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
-    return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda, err);
+    return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda,
+                             t->dist ? t->dist->local_size : 1, err);
 }
 
 static double percent_over(int64_t measured, int64_t planned)
