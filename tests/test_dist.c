@@ -33,8 +33,8 @@ static void report(const sg_dist *d, int mine, const char *what)
 
 static void world_of_one(const sg_dist *d)
 {
-    ok(d->rank == 0 && d->size == 1 && !d->mpi && sg_dist_comm(d) == NULL,
-       "no launcher: rank 0 of 1, MPI not started, no task collectives");
+    ok(d->rank == 0 && d->size == 1 && d->local_size == 1 && !d->mpi && sg_dist_comm(d) == NULL,
+       "no launcher: rank 0 of 1 (alone on its host), MPI not started, no task collectives");
     double v[2] = {3.0, -1.0};
     sg_error err = {0};
     ok(sg_dist_host_allreduce(d, v, 2, SG_COMM_SUM, &err) == 0 && v[0] == 3.0 && v[1] == -1.0,
@@ -50,6 +50,10 @@ static void ranks(const sg_dist *d)
     int R = d->size, r = d->rank;
     char msg[256] = "";
     report(d, c && c->rank == r && c->size == R, "the task collectives know the rank and size");
+    /* the ranks on this host, as the launcher counts them (Open MPI) */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    report(d, local ? d->local_size == atoi(local) : d->local_size >= 1 && d->local_size <= R,
+           "the ranks sharing this host: the launcher's OMPI_COMM_WORLD_LOCAL_SIZE");
 
     /* all-gather: rank q sends 5 bytes q*10 + i; everyone gets them rank-major */
     unsigned char send[5], recv[5 * 16];
