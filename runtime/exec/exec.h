@@ -129,8 +129,10 @@ typedef struct sg_state_reader sg_state_reader;
  * (SG_TENSOR_ABSENT: the buffers' zeros stay), written into the persistent
  * buffers of its unit that hold it (parameter pieces, full copies, fp32
  * masters, moments); and, in an fp16 graph, the loss scaler's state and its
- * scale (scale 1 when scaler is NULL). A fill's failure is returned as is
- * (its message where the source keeps it). */
+ * scale (scale 1 when scaler is NULL). With several ranks, a tensor none of
+ * whose elements this rank's buffers hold is not asked for (the rank that
+ * holds them reads and checks it). A fill's failure is returned as is (its
+ * message where the source keeps it). */
 int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor_source *src,
                             const sg_loss_scaler_state *scaler, sg_error *err);
 int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,

@@ -347,6 +347,26 @@ static int move_tensor(sg_state_reader *r, int set, int i, float *buf, int load)
     return rc;
 }
 
+/* Whether this rank's buffers hold any of elements [t0, t0 + n) of unit u:
+ * a persistent full copy of the unit, or a persistent piece overlapping
+ * them (the masters and moments are the pieces' too). One rank holds every
+ * element; one of several, its shards and the units every rank holds whole. */
+static int holds_range(const sg_exec *x, int u, int64_t t0, int64_t n)
+{
+    const sg_graph *g = x->graph;
+    for (int b = 0; b < g->nbuffers; b++) {
+        const sg_buffer *buf = &g->buffers[b];
+        if (!buf->persistent || buf->unit != u)
+            continue;
+        if (buf->role == SG_BUF_PARAM_FULL)
+            return 1;
+        int64_t lo = rank_base(x, u) + buf->unit_offset;
+        if (buf->role == SG_BUF_PARAM_PIECE && lo < t0 + n && t0 < lo + buf->elems)
+            return 1;
+    }
+    return 0;
+}
+
 int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor_source *src,
                             const sg_loss_scaler_state *scaler, sg_error *err)
 {
@@ -367,7 +387,13 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
      * cores the initialisation and the conversions use */
     starpu_pause();
     rc = transfer(x, &r->s, 1, scaler, NO_UNIT, r->sg_units, r->nsg);
-    for (int i = 0; i < shape->ntensors && !rc; i++)
+    int64_t t0 = 0; /* where tensor i starts in its unit */
+    for (int i = 0; i < shape->ntensors && !rc; i++) {
+        t0 = i > 0 && shape->unit[i] == shape->unit[i - 1] ? t0 + shape->info[i - 1].numel : 0;
+        /* several ranks: a tensor outside this rank's shards is not read
+         * here (the rank that holds it reads and checks it) */
+        if (!holds_range(x, shape->unit[i], t0, shape->info[i].numel))
+            continue;
         for (int set = SG_SET_WEIGHTS; set <= SG_SET_EXP_AVG_SQ && !rc; set++) {
             int got = src->fill(src->ctx, set, i, tmp);
             if (got == SG_TENSOR_ABSENT)
@@ -380,6 +406,7 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
                 rc = sg_error_set(err, SG_EINVAL, "cannot load %s into StarPU's buffers",
                                   shape->info[i].name);
         }
+    }
     starpu_resume();
     free(tmp);
     sg_state_reader_close(r);
