@@ -24,7 +24,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FUZZ_DIR=${FUZZ_DIR:-$REPO_ROOT/build-fuzz}
 CLANG=${CLANG:-clang}
 JOBS=${FUZZ_JOBS:-1}
-TARGETS=(ds_config run_config model machine safetensors weights train_state data)
+TARGETS=(ds_config run_config model machine safetensors weights train_state parts data)
 JSON_TARGETS=" ds_config run_config model machine "
 
 say() { printf 'fuzz: %s\n' "$*" >&2; }
@@ -67,6 +67,8 @@ LIB_SRCS=$(awk '/^libsgcore_a_SOURCES/ { on = 1; next }
 	on { for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) print $i; if ($NF != "\\") exit }' \
 	"$REPO_ROOT/Makefile.am")
 [ -n "$LIB_SRCS" ] || { say "no libsgcore_a_SOURCES in Makefile.am"; exit 2; }
+# the optimizer partitions' reader (libsgruntime's, but it needs only the core)
+LIB_SRCS="$LIB_SRCS runtime/io/checkpoint_parts.c"
 
 mk=$FUZZ_DIR/Makefile.new
 {
@@ -107,7 +109,7 @@ if ! make -s -C "$FUZZ_DIR" -j"$JOBS" "${want[@]}" >"$FUZZ_DIR/build.log" 2>&1; 
 fi
 if [ "$seeds" = 1 ]; then
 	c=$REPO_ROOT/tests/fuzz/corpus
-	mkdir -p "$c/weights" "$c/train_state" "$c/safetensors" "$c/data"
+	mkdir -p "$c/weights" "$c/train_state" "$c/parts" "$c/safetensors" "$c/data"
 	"$FUZZ_DIR/gen_seeds" "$c"
 	say "binary seeds written under $c"
 fi

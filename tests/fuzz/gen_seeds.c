@@ -1,14 +1,27 @@
 /* gen_seeds.c - writes the binary seed files of tests/fuzz/corpus/ (weights,
- * training state and safetensors for the micro Llama of fuzz_util.h, and
- * small llm.c token shards). Built and run by `scripts/fuzz.sh --seeds`. */
+ * training state, an optimizer partition and safetensors for the micro Llama
+ * of fuzz_util.h, and small llm.c token shards). Built and run by
+ * `scripts/fuzz.sh --seeds`. */
 #include "tests/fuzz/fuzz_util.h"
 
+#include "runtime/io/checkpoint_parts.h"
 #include "runtime/io/weights.h"
 
 static void die(const sg_error *err)
 {
     fprintf(stderr, "gen_seeds: %s\n", err->msg);
     exit(1);
+}
+
+/* A partition's values: element k of a unit's set is a function of (set,
+ * unit, k); second moments >= 0. */
+static int part_values(void *ctx, int set, int u, int64_t lo, int64_t n, float *out)
+{
+    (void)ctx;
+    for (int64_t k = 0; k < n; k++)
+        out[k] = set == SG_SET_EXP_AVG_SQ ? 1e-4f * (float)((lo + k + u) % 3)
+                                          : 0.01f * (float)((lo + k + u + set) % 7) - 0.03f;
+    return 0;
 }
 
 /* An llm.c shard: 256 int32 header, then count tokens of width bytes. */
@@ -82,6 +95,17 @@ int main(int argc, char **argv)
         }
     snprintf(p, sizeof p, "%s/train_state/state.safetensors", dir);
     if (sg_train_state_save(&s, p, m.name, &err))
+        die(&err);
+    /* one rank's partition, as the file of a checkpoint of 1 rank */
+    int nunits = sg_model_num_units(&m);
+    int64_t lo[64] = {0}, hi[64];
+    if (nunits > 64)
+        abort();
+    for (int u = 0; u < nunits; u++)
+        hi[u] = sg_model_unit_params(&m, u);
+    sg_unit_source values = {part_values, NULL};
+    snprintf(p, sizeof p, "%s/parts", dir);
+    if (sg_checkpoint_write_part(p, 0, 1, &m, &s, &values, lo, hi, &err))
         die(&err);
     sg_train_state_free(&s);
 

@@ -1,0 +1,44 @@
+/* fuzz_parts.c - an optimizer partition of a checkpoint written by several
+ * ranks (runtime/io/checkpoint_parts.h: sg_parts_open's checks, then
+ * sg_parts_read of every unit's parameters in the three sets, whole and in
+ * a middle range) for a micro Llama, as the one file of a checkpoint of 1
+ * rank. */
+#include "tests/fuzz/fuzz_util.h"
+
+#include "runtime/io/checkpoint_parts.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static sg_model *m;
+    static float *buf;
+    sg_error err = {0};
+    if (!m) {
+        m = calloc(1, sizeof *m);
+        if (!m || sg_model_parse(fuzz_micro_model, "micro", m, &err) != SG_OK)
+            abort();
+        int64_t most = 1;
+        for (int u = 0; u < sg_model_num_units(m); u++)
+            most = sg_model_unit_params(m, u) > most ? sg_model_unit_params(m, u) : most;
+        if (!(buf = malloc((size_t)most * sizeof *buf)))
+            abort();
+    }
+    char path[300], name[64];
+    sg_checkpoint_part_name(name, sizeof name, 0, 1);
+    fuzz_write(name, data, size, path);
+    sg_train_state st;
+    sg_parts_reader r;
+    if (sg_train_state_describe(&st, m, &err) != SG_OK)
+        abort();
+    if (sg_parts_open(fuzz_tmpdir(), 1, m, &st, &r, &err) == SG_OK) {
+        for (int u = 0; u < sg_model_num_units(m); u++) {
+            int64_t n = sg_model_unit_params(m, u);
+            for (int set = SG_SET_WEIGHTS; set <= SG_SET_EXP_AVG_SQ; set++) {
+                (void)sg_parts_read(&r, set, u, 0, n, buf, &err);
+                (void)sg_parts_read(&r, set, u, n / 3, n / 3, buf, &err);
+            }
+        }
+        sg_parts_close(&r);
+    }
+    sg_train_state_free(&st);
+    return 0;
+}
