@@ -9,13 +9,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static sg_model *m;
+    const sg_model *m = fuzz_micro();
     sg_error err = {0};
-    if (!m) {
-        m = calloc(1, sizeof *m);
-        if (!m || sg_model_parse(fuzz_micro_model, "micro", m, &err) != SG_OK)
-            abort();
-    }
     char path[300], name[64];
     sg_checkpoint_part_name(name, sizeof name, 0, 1);
     fuzz_write(name, data, size, path);

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "models/model.h"
+
 /* The process's scratch directory, made on first use, removed at exit. */
 static char fuzz_dir[256];
 
@@ -75,5 +77,18 @@ static const char fuzz_micro_model[] =
     " \"num_key_value_heads\": 1, \"head_dim\": 4, \"vocab_size\": 16,"
     " \"max_position_embeddings\": 64, \"tie_word_embeddings\": true,"
     " \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0}";
+
+/* The micro Llama, parsed once. */
+__attribute__((unused)) static const sg_model *fuzz_micro(void)
+{
+    static sg_model *m;
+    sg_error err = {0};
+    if (!m) {
+        m = calloc(1, sizeof *m);
+        if (!m || sg_model_parse(fuzz_micro_model, "micro", m, &err) != SG_OK)
+            abort();
+    }
+    return m;
+}
 
 #endif /* SG_FUZZ_UTIL_H */
