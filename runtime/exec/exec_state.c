@@ -261,9 +261,9 @@ struct sg_state_reader {
     sg_exec *x;
     const sg_weights *shape;
     state_sets s;
-    float **slot;        /* (ntensors) all NULL but the tensor being read */
+    int64_t *offset;     /* (ntensors) where each tensor starts in its unit */
     int *range_first;    /* (nunits) zeros; and the tensors per unit of a range's */
-    int *range_count;    /* view: none but in its unit (sg_state_reader_fill_unit) */
+    int *range_count;    /* view: none but in its unit (move_range) */
     int *sg_units;       /* per sub-group: its pieces' lowest and highest unit */
     int nsg;
 };
@@ -300,7 +300,7 @@ void sg_state_reader_close(sg_state_reader *r)
     if (!r)
         return;
     index_free(&r->s.ix);
-    free(r->slot);
+    free(r->offset);
     free(r->range_first);
     free(r->range_count);
     free(r->sg_units);
@@ -319,9 +319,11 @@ int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **
     int rc = sets_init(&r->s, x->shared.model, shape);
     if (!rc)
         rc = sub_group_units(x->graph, &r->sg_units, &r->nsg);
-    if (!rc && !(r->slot = calloc((size_t)(shape->ntensors > 0 ? shape->ntensors : 1),
-                                  sizeof *r->slot)))
+    if (!rc && !(r->offset = calloc((size_t)(shape->ntensors > 0 ? shape->ntensors : 1),
+                                    sizeof *r->offset)))
         rc = SG_ENOMEM;
+    if (!rc)
+        sg_weights_unit_offsets(shape, r->offset);
     size_t nunits = (size_t)(r->s.ix.nunits > 0 ? r->s.ix.nunits : 1);
     if (!rc && (!(r->range_first = calloc(nunits, sizeof(int))) ||
                 !(r->range_count = calloc(nunits, sizeof(int)))))
@@ -334,16 +336,23 @@ int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **
     return SG_OK;
 }
 
-/* Tensor i of one set between buf and the buffers of its unit (load: buf
- * -> buffers). */
-static int move_tensor(sg_state_reader *r, int set, int i, float *buf, int load)
+/* Elements [lo, lo + n) of unit u of one set between buf and the buffers
+ * that hold them (load: buf -> buffers, the rest of each buffer kept). The
+ * unit is seen as three tensors: the elements before the range (not moved),
+ * the range (buf) and those after it (not moved); the other units have
+ * none. A tensor is the range [offset[i], offset[i] + numel) of its unit. */
+static int move_range(sg_state_reader *r, int set, int u, int64_t lo, int64_t n, float *buf,
+                      int load)
 {
-    r->slot[i] = buf;
-    r->s.w.data = set == SG_SET_WEIGHTS ? r->slot : NULL;
-    r->s.m.data = set == SG_SET_EXP_AVG ? r->slot : NULL;
-    r->s.v.data = set == SG_SET_EXP_AVG_SQ ? r->slot : NULL;
-    int rc = transfer(r->x, &r->s, load, NULL, r->shape->unit[i], r->sg_units, r->nsg);
-    r->slot[i] = NULL;
+    sg_tensor_info info[3] = {{.numel = lo}, {.numel = n}, {.numel = r->s.ix.size[u] - lo - n}};
+    float *data[3] = {NULL, buf, NULL};
+    unit_view range = {.data = data, .info = info, .first = r->range_first,
+                       .count = r->range_count, .size = r->s.ix.size};
+    state_sets s = r->s;
+    *(set == SG_SET_WEIGHTS ? &s.w : set == SG_SET_EXP_AVG ? &s.m : &s.v) = range;
+    r->range_count[u] = 3;
+    int rc = transfer(r->x, &s, load, NULL, u, r->sg_units, r->nsg);
+    r->range_count[u] = 0;
     return rc;
 }
 
@@ -387,12 +396,12 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
      * cores the initialisation and the conversions use */
     starpu_pause();
     rc = transfer(x, &r->s, 1, scaler, NO_UNIT, r->sg_units, r->nsg);
-    int64_t t0 = 0; /* where tensor i starts in its unit */
     for (int i = 0; i < shape->ntensors && !rc; i++) {
-        t0 = i > 0 && shape->unit[i] == shape->unit[i - 1] ? t0 + shape->info[i - 1].numel : 0;
+        int u = shape->unit[i];
+        int64_t lo = r->offset[i], n = shape->info[i].numel;
         /* several ranks: a tensor outside this rank's shards is not read
          * here (the rank that holds it reads and checks it) */
-        if (!holds_range(x, shape->unit[i], t0, shape->info[i].numel))
+        if (!holds_range(x, u, lo, n))
             continue;
         for (int set = SG_SET_WEIGHTS; set <= SG_SET_EXP_AVG_SQ && !rc; set++) {
             int got = src->fill(src->ctx, set, i, tmp);
@@ -402,7 +411,7 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
                 rc = got;
                 break;
             }
-            if (move_tensor(r, set, i, tmp, 1))
+            if (move_range(r, set, u, lo, n, tmp, 1))
                 rc = sg_error_set(err, SG_EINVAL, "cannot load %s into StarPU's buffers",
                                   shape->info[i].name);
         }
@@ -416,12 +425,10 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
 int sg_state_reader_fill(void *reader, int set, int i, float *out)
 {
     sg_state_reader *r = reader;
-    if (i < 0 || i >= r->shape->ntensors || set < SG_SET_WEIGHTS || set > SG_SET_EXP_AVG_SQ)
+    if (i < 0 || i >= r->shape->ntensors)
         return SG_EINVAL;
-    /* zeros where no buffer holds the values (a set the optimizer lacks:
-     * Lion's second moment, Adagrad's first) */
-    memset(out, 0, (size_t)r->shape->info[i].numel * sizeof *out);
-    return move_tensor(r, set, i, out, 0);
+    return sg_state_reader_fill_unit(r, set, r->shape->unit[i], r->offset[i],
+                                     r->shape->info[i].numel, out);
 }
 
 int sg_state_reader_fill_unit(sg_state_reader *r, int set, int u, int64_t lo, int64_t n,
@@ -431,19 +438,8 @@ int sg_state_reader_fill_unit(sg_state_reader *r, int set, int u, int64_t lo, in
     if (u < 0 || u >= ix->nunits || lo < 0 || n < 0 || lo > ix->size[u] - n ||
         set < SG_SET_WEIGHTS || set > SG_SET_EXP_AVG_SQ)
         return SG_EINVAL;
+    /* zeros where no buffer holds the values (a set the optimizer lacks:
+     * Lion's second moment, Adagrad's first) */
     memset(out, 0, (size_t)n * sizeof *out);
-    /* unit u seen as three tensors: the elements before the range (not
-     * wanted), the range (out) and those after it (not wanted); the other
-     * units have none */
-    sg_tensor_info info[3] = {{.numel = lo}, {.numel = n}, {.numel = ix->size[u] - lo - n}};
-    float *data[3] = {NULL, out, NULL};
-    unit_view range = {.data = data, .info = info, .first = r->range_first,
-                       .count = r->range_count, .size = ix->size};
-    state_sets s = r->s;
-    s.w.data = s.m.data = s.v.data = NULL;
-    *(set == SG_SET_WEIGHTS ? &s.w : set == SG_SET_EXP_AVG ? &s.m : &s.v) = range;
-    r->range_count[u] = 3;
-    int rc = transfer(r->x, &s, 0, NULL, u, r->sg_units, r->nsg);
-    r->range_count[u] = 0;
-    return rc;
+    return move_range(r, set, u, lo, n, out, 0);
 }

@@ -367,11 +367,8 @@ static int open_parts(sg_checkpoint_reader *r, const char *dir, int parts, const
         rc = sg_parts_open(dir, parts, m, st, &r->parts, err);
     if (!rc && !(r->unit_offset = calloc((size_t)shape->ntensors + 1, sizeof *r->unit_offset)))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
-    for (int i = 0, u = -1; !rc && i < shape->ntensors; i++) {
-        r->unit_offset[i] = shape->unit[i] == u ? r->unit_offset[i - 1] + shape->info[i - 1].numel
-                                                : 0;
-        u = shape->unit[i];
-    }
+    if (!rc)
+        sg_weights_unit_offsets(shape, r->unit_offset);
     return rc;
 }
 

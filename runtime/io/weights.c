@@ -152,6 +152,13 @@ void sg_weights_free(sg_weights *w)
     memset(w, 0, sizeof *w);
 }
 
+void sg_weights_unit_offsets(const sg_weights *w, int64_t *offset)
+{
+    for (int i = 0; i < w->ntensors; i++)
+        offset[i] = i > 0 && w->unit[i] == w->unit[i - 1] ? offset[i - 1] + w->info[i - 1].numel
+                                                          : 0;
+}
+
 int sg_weights_find(const sg_weights *w, const char *name)
 {
     for (int i = 0; i < w->ntensors; i++)

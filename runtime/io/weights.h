@@ -70,6 +70,10 @@ int sg_weights_describe(sg_weights *w, const sg_model *m, sg_error *err);
 /* Index of the tensor named name, or -1. */
 int sg_weights_find(const sg_weights *w, const char *name);
 
+/* Where each tensor starts in its unit (a unit's parameters are its tensors
+ * concatenated, which come side by side): offset[i] for i < w->ntensors. */
+void sg_weights_unit_offsets(const sg_weights *w, int64_t *offset);
+
 /* Deterministic initialisation, as Hugging Face Llama's _init_weights:
  * normal(0, std) for linear, embedding, router, expert and sink tensors,
  * ones for norm weights ("...norm.weight"), zeros for biases. Element k of
@@ -155,8 +159,9 @@ typedef struct sg_train_state {
 int sg_train_state_alloc(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free(sg_train_state *s);
 /* The moments (and their names and shapes) alone, the rest of s kept (step,
- * scaler, data position...): the trainer holds them only while a save of
- * several ranks reads the state back into them. */
+ * scaler, data position...), as sg_train_state_alloc and the whole-file
+ * load allocate them; the trainer itself holds no moments (StarPU's buffers
+ * do). */
 int sg_train_state_alloc_moments(sg_train_state *s, const sg_model *m, sg_error *err);
 void sg_train_state_free_moments(sg_train_state *s);
 /* The moments' names and shapes without values (exp_avg NULL), for a save

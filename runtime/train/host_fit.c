@@ -7,26 +7,20 @@
 #include "graph/analysis.h"
 #include "graph/peak_workers.h"
 
-void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu,
-                   int64_t *host_persistent)
+void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu)
 {
-    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers, dummy;
-    if (!host_persistent)
-        host_persistent = &dummy;
-    *host = *gpu = *host_persistent = 0;
+    int64_t peak[SG_MEM_COUNT], pers[SG_MEM_COUNT], one, one_pers;
+    *host = *gpu = 0;
     if (ncuda == 0) {
         int rc = ncpu > 1 ? sg_graph_peak_memory_workers(g, ncpu, &one, &one_pers)
                           : sg_graph_peak_memory_one_space(g, &one, &one_pers);
-        if (rc == SG_OK) {
+        if (rc == SG_OK)
             *host = one;
-            *host_persistent = one_pers;
-        }
         return;
     }
     if (sg_graph_peak_memory(g, peak, pers) == SG_OK) {
         *host = peak[SG_MEM_HOST] + pers[SG_MEM_GPU];
         *gpu = peak[SG_MEM_GPU];
-        *host_persistent = pers[SG_MEM_HOST] + pers[SG_MEM_GPU];
     }
 }
 
@@ -36,10 +30,10 @@ int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncu
     double ram = sg_host_ram_bytes();
     if (ram <= 0)
         return SG_OK;
-    int64_t host, gpu, pers, wait_host = 0, wait_pers = 0;
-    sg_plan_peaks(g, ncpu, ncuda, &host, &gpu, &pers);
+    int64_t host, gpu, wait_host = 0;
+    sg_plan_peaks(g, ncpu, ncuda, &host, &gpu);
     if (wait)
-        sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu, &wait_pers);
+        sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu);
     host = wait_host > host ? wait_host : host;
     int ranks = ranks_here > 1 ? ranks_here : 1;
     double need = (double)host * ranks;

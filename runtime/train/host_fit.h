@@ -13,11 +13,9 @@
 /* The live-bytes plan's peaks of graph g for ncpu CPU and ncuda CUDA workers:
  * without CUDA workers every buffer is in main memory (tiles in flight on
  * ncpu workers); with them the host's peak plus the host copies StarPU keeps
- * of the GPU's persistent buffers, and the GPU's peak. host_persistent (may
- * be NULL): the persistent state's part of the host figure. 0 when the
- * graph's plan cannot be computed. */
-void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu,
-                   int64_t *host_persistent);
+ * of the GPU's persistent buffers, and the GPU's peak. 0 when the graph's
+ * plan cannot be computed. */
+void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_t *gpu);
 
 /* SG_ENOMEM, naming the figures, when this machine's physical memory is
  * below the host plan of g and wait (the waiting graph, or NULL) for those

@@ -160,10 +160,8 @@ int sg_rank_save(const sg_rank_save_args *t, sg_dtype dtype, sg_error *err)
         if (shard > max_shard)
             max_shard = shard;
     }
-    for (int i = 0, u = -1; !rc && i < t->w->ntensors; i++) {
-        g.offset[i] = t->w->unit[i] == u ? g.offset[i - 1] + t->w->info[i - 1].numel : 0;
-        u = t->w->unit[i];
-    }
+    if (!rc)
+        sg_weights_unit_offsets(t->w, g.offset);
     if (!rc && max_shard > 0) {
         g.send = malloc((size_t)max_shard * sizeof(float));
         g.recv = t->rank == 0 ? malloc((size_t)max_shard * (size_t)t->world * sizeof(float))

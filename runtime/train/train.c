@@ -323,11 +323,11 @@ static int check_schedule(const trainer *t, sg_error *err)
                         (long long)first + 1, (long long)(first - t->st.adam_step));
 }
 
-/* The names and shapes (and, after a save of several ranks, the values) of
- * the weights and moments go once StarPU's buffers hold the state, and the
+/* The names and shapes of the weights and moments (the trainer holds no
+ * values: StarPU's buffers do) go once a load or a save is done, and the
  * source of the starting state is closed. The step counters and the
  * scaler's state in t->st stay. */
-static void drop_host_copies(trainer *t)
+static void drop_state_shapes(trainer *t)
 {
     sg_weights_free(&t->w);
     sg_train_state_free_moments(&t->st);
@@ -382,7 +382,7 @@ static int setup_exec(trainer *t, sg_error *err)
     rc = sg_exec_load_state_from(&t->x, &t->w, &t->source.src, &t->scaler, err);
     if (rc && sg_state_source_error(&t->source)->code)
         *err = *sg_state_source_error(&t->source);
-    drop_host_copies(t);
+    drop_state_shapes(t);
     return rc;
 }
 
@@ -644,7 +644,7 @@ static int save_checkpoint(trainer *t, sg_error *err)
         t->w.source = t->st.source = NULL;
     }
     sg_state_reader_close(reader);
-    drop_host_copies(t);
+    drop_state_shapes(t);
     return rc;
 }
 
@@ -703,9 +703,9 @@ static void plan_memory(trainer *t)
     int ncpu, ncuda;
     int64_t limit = sg_exec_main_memory_limit(), wh = 0, wg = 0;
     sg_exec_worker_counts(&ncpu, &ncuda);
-    sg_plan_peaks(&t->graph, ncpu, ncuda, &t->plan_host, &t->plan_gpu, NULL);
+    sg_plan_peaks(&t->graph, ncpu, ncuda, &t->plan_host, &t->plan_gpu);
     if (t->have_wait)
-        sg_plan_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg, NULL);
+        sg_plan_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
     t->plan_host = wh > t->plan_host ? wh : t->plan_host;
     t->plan_gpu = wg > t->plan_gpu ? wg : t->plan_gpu;
     if (limit > 0 && t->plan_host > limit)
@@ -788,7 +788,7 @@ static void teardown(trainer *t)
     }
     if (t->data_open)
         sg_data_close(&t->data);
-    drop_host_copies(t);
+    drop_state_shapes(t);
     sg_train_state_free(&t->st);
     sg_graph_free(&t->graph);
     sg_graph_free(&t->wait_graph);
