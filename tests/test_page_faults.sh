@@ -1,44 +1,66 @@
 #!/bin/sh
 # test_page_faults.sh - step-local memory stays mapped from one step to the
-# next (runtime/exec/malloc_tune.h). StarPU frees a step-local buffer on a CPU
-# node as soon as its value dies; bench-3m (micro batch 8 of 256 tokens) on
-# one CPU worker needs more than one 64 MiB glibc heap a step, and glibc
-# unmapped the emptied second heap at every step's end, so each step faulted
-# in and zeroed 57 MB again (about 14,000 page faults). stepgraph now sets
-# malloc after the first step so that the heap stays mapped.
+# next. StarPU frees a step-local buffer on a CPU node as soon as its value
+# dies.
+# - Small buffers (runtime/exec/malloc_tune.h): bench-3m (micro batch 8 of
+#   256 tokens) on one CPU worker needs more than one 64 MiB glibc heap a
+#   step, and glibc unmapped the emptied second heap at every step's end, so
+#   each step faulted in and zeroed 57 MB again (about 14,000 page faults).
+#   stepgraph sets malloc after the first step so that the heap stays mapped.
+# - Buffers of 32 MiB or more (runtime/exec/buffer_cache.h): glibc maps each
+#   on its own and unmaps it at the free. A Llama with a vocabulary of
+#   131,072 and a hidden size of 512 (tests/data/models/big-head-llama.json)
+#   has gradients of 256 MiB (65,536 pages of 4 KiB) for its head and its
+#   embedding; a step of one micro-batch of 64 tokens on one worker faulted
+#   262,000 times (the gradients, their all-reduced copies). stepgraph keeps
+#   those buffers for the next step.
 # Counted: the minor page faults of a whole run (getrusage of the child), so
 # that a step's own faults are the difference between a run of 3 steps and
-# one of 2 (which varies by some tens). Checks: the third step faults fewer
-# than 1,000 times; with STEPGRAPH_MALLOPT=0 (malloc left alone) a run of 3
-# steps faults over 7,000 times more than with the settings (measured 14,000
-# more), so the first check can fail (skipped
-# where transparent huge pages are always on: a fault there maps 2 MiB). The
-# losses are bit-identical with and without. Prints TAP.
+# one of 2 (which varies by some tens). Checks:
+#   1-3 bench-3m: the third step faults fewer than 1,000 times; with
+#     STEPGRAPH_MALLOPT=0 (malloc left alone) a run of 3 steps faults over
+#     7,000 times more (measured 14,000 more), so the first check can fail
+#     (skipped where transparent huge pages are always on: a fault there
+#     maps 2 MiB); the losses are bit-identical with and without.
+#   4-6 the big-vocabulary Llama: the third step faults fewer than 4,096
+#     times (a sixteenth of one gradient's pages; measured 3); with
+#     STEPGRAPH_BUFFER_CACHE=0 it faults more than 131,072 times (two
+#     gradients' pages), so check 4 can fail; the losses and gradient norms
+#     of 3 steps are bit-identical with and without (steps 2 and 3 reuse
+#     buffers that still hold step 1's values).
+#   7 the same Llama with 2 micro-steps of accumulation on 2 workers, ZeRO 1:
+#     bit-identical with and without the cache.
+# Prints TAP.
 set -u
 SG_TEST_NAME=page_faults
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 # the environment's own malloc settings would make stepgraph leave malloc alone
 unset GLIBC_TUNABLES MALLOC_TOP_PAD_ MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ \
-	MALLOC_MMAP_MAX_ MALLOC_ARENA_MAX MALLOC_ARENA_TEST STEPGRAPH_MALLOPT
+	MALLOC_MMAP_MAX_ MALLOC_ARENA_MAX MALLOC_ARENA_TEST STEPGRAPH_MALLOPT STEPGRAPH_BUFFER_CACHE
 
 n=0
 ok() { # ok STATUS DESCRIPTION
 	n=$((n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-# faults NAME STEPS [VAR=VALUE]: a bench-3m run on one worker; prints the
-# run's minor page faults ("fail" if it failed), metrics in $TMP/NAME.jsonl
+# faults NAME STEPS [VAR=VALUE ...] [-- RUN ARGS...]: a run (by default
+# bench-3m on one worker); prints the run's minor page faults ("fail" if it
+# failed), metrics in $TMP/NAME.jsonl
 faults() {
-	"$PY" - "$BIN" "$SRC/configs/bench-3m.json" "$TMP/$1.jsonl" "$TMP/$1.out" "$2" ${3:-} <<'PYEOF'
+	"$PY" - "$BIN" "$SRC/configs/bench-3m.json" "$TMP/$1.jsonl" "$TMP/$1.out" "$2" "$@" <<'PYEOF'
 import os, resource, subprocess, sys
 binary, config, metrics, out, steps = sys.argv[1:6]
+rest = sys.argv[8:]
 env = dict(os.environ)
-for kv in sys.argv[6:]:
-    k, v = kv.split("=", 1)
+args = [config, "--ncpus", "1"]
+while rest and rest[0] != "--":
+    k, v = rest.pop(0).split("=", 1)
     env[k] = v
+if rest:
+    args = rest[1:]
 with open(out, "w") as f:
-    rc = subprocess.call([binary, "run", config, "--steps", steps, "--warmup_steps", "1",
-                          "--ncpus", "1", "--metrics", metrics], stdout=f, stderr=f, env=env)
+    rc = subprocess.call([binary, "run"] + args + ["--steps", steps, "--warmup_steps", "1",
+                          "--metrics", metrics], stdout=f, stderr=f, env=env)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt if rc == 0 else "fail")
 PYEOF
 }
@@ -51,7 +73,7 @@ sys.exit(not (len(a) == 3 and a == b))
 PYEOF
 }
 
-echo "1..3"
+echo "1..7"
 t2=$(faults t2 2)
 t3=$(faults t3 3)
 p3=$(faults p3 3 STEPGRAPH_MALLOPT=0)
@@ -65,3 +87,27 @@ else
 fi
 same t3 p3
 ok $? "the same losses and gradient norms bit for bit with and without the malloc settings"
+
+cat >"$TMP/z0.json" <<'JEOF'
+{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 0}}
+JEOF
+cat >"$TMP/z1.json" <<'JEOF'
+{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 1}}
+JEOF
+big="--model $SRC/tests/data/models/big-head-llama.json --max_length 64"
+b2=$(faults b2 2 -- "$TMP/z0.json" $big --ncpus 1)
+b3=$(faults b3 3 -- "$TMP/z0.json" $big --ncpus 1)
+n3=$(faults n3 3 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z0.json" $big --ncpus 1)
+"$PY" -c 'import sys; a, b = map(int, sys.argv[1:]); sys.exit(not (abs(b - a) < 4096))' "$b2" "$b3" 2>/dev/null
+ok $? "big vocabulary: the third step faults fewer than 4,096 times (run of 2 steps: $b2 faults, of 3: $b3)"
+n2=$(faults n2 2 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z0.json" $big --ncpus 1)
+"$PY" -c 'import sys; a, b = map(int, sys.argv[1:]); sys.exit(not (b - a > 131072))' "$n2" "$n3" 2>/dev/null
+ok $? "STEPGRAPH_BUFFER_CACHE=0: the third step faults over 131,072 times ($n2 and $n3 faults): the check above can fail"
+same b3 n3
+ok $? "big vocabulary: the same losses and gradient norms bit for bit with and without the cache"
+a3=$(faults a3 3 -- "$TMP/z1.json" $big --ncpus 2)
+m3=$(faults m3 3 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z1.json" $big --ncpus 2)
+[ "$a3" != fail ] && [ "$m3" != fail ] && same a3 m3
+ok $? "accumulation 2, 2 workers, ZeRO 1: the same losses and gradient norms with and without the cache"

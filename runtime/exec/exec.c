@@ -15,6 +15,7 @@
 #include "codelets/starpu/comm.h"
 #include "runtime/exec/binding.h"
 #include "runtime/exec/lower.h"
+#include "runtime/exec/buffer_cache.h"
 #include "runtime/exec/malloc_tune.h"
 #include "runtime/exec/starpu_info.h"
 #include "runtime/exec/starpu_setup.h"
@@ -84,6 +85,8 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
                             "use --ncuda 0 to run on CPU workers only", opt->ncuda,
                             starpu_cuda_worker_get_count(), cuda);
     }
+    /* before any buffer: the large ones stay mapped from step to step */
+    sg_buffer_cache_install();
     if (starpu_cpu_worker_get_count() == 0)
         return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
                                              "(ncpus %d)", opt->ncpus);
@@ -257,6 +260,7 @@ void sg_exec_shutdown(sg_exec *x)
             sg_lower_free(&x->wait_low);
         sg_lower_free(&x->low);
         starpu_shutdown();
+        sg_buffer_cache_uninstall();
     }
     free_steps(x);
     sg_rope_cache_free(&x->shared.rope);
