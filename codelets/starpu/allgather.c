@@ -55,9 +55,13 @@ static void allgather_ranks(const sg_task_ctx *c, void *buffers[], const int *sl
     const sg_buffer *db = sg_arg_buffer(c, dst);
     size_t esize = sg_dtype_size(db->dtype);
     char msg[256], what[400];
-    char *send = n == 1 ? sg_arg_ptr(buffers, slots[0]) : malloc(l.block * esize + 1);
-    char *recv = l.padded == l.elems ? sg_arg_ptr(buffers, dst) : malloc(l.padded * esize + 1);
-    int rc = !send || !recv ? SG_ENOMEM : SG_OK;
+    /* the pieces end to end, and the padded gather, when neither is a buffer */
+    sg_task_mem send_mem = {0}, recv_mem = {0};
+    int rc = n > 1 ? sg_task_mem_alloc(&send_mem, l.block * esize) : SG_OK;
+    if (!rc && l.padded != l.elems)
+        rc = sg_task_mem_alloc(&recv_mem, l.padded * esize);
+    char *send = n > 1 ? send_mem.p : sg_arg_ptr(buffers, slots[0]);
+    char *recv = l.padded != l.elems ? recv_mem.p : sg_arg_ptr(buffers, dst);
     if (!rc && n > 1)
         sg_arg_concat(c, buffers, slots, n, send);
     if (!rc && (rc = comm->allgather(comm->impl, send, recv, l.block * esize, msg, sizeof msg))) {
@@ -67,10 +71,8 @@ static void allgather_ranks(const sg_task_ctx *c, void *buffers[], const int *sl
         sg_task_fail(c, rc, "out of memory");
     else if (recv != sg_arg_ptr(buffers, dst))
         memcpy(sg_arg_ptr(buffers, dst), recv, l.elems * esize);
-    if (n > 1)
-        free(send);
-    if (recv != sg_arg_ptr(buffers, dst))
-        free(recv);
+    sg_task_mem_free(&send_mem);
+    sg_task_mem_free(&recv_mem);
 }
 
 void sg_allgather_cpu(void *buffers[], void *arg)

@@ -85,19 +85,39 @@ void sg_f32_store(void *raw, sg_dtype dt, const float *src, size_t n)
         memcpy(raw, src, n * sizeof(float));
 }
 
+int sg_task_mem_alloc(sg_task_mem *s, size_t bytes)
+{
+    s->p = NULL;
+    s->bytes = bytes ? bytes : 1;
+    if (starpu_malloc_flags(&s->p, s->bytes, 0)) {
+        s->p = NULL;
+        return SG_ENOMEM;
+    }
+    return SG_OK;
+}
+
+void sg_task_mem_free(sg_task_mem *s)
+{
+    if (s->p)
+        starpu_free_flags(s->p, s->bytes, 0);
+    s->p = NULL;
+    s->bytes = 0;
+}
+
 int sg_f32_view_open(sg_f32_view *v, void *raw, sg_dtype dt, size_t n, int load)
 {
     v->raw = raw;
     v->dt = dt;
     v->n = n;
     v->owned = dt != SG_F32;
+    v->copy = (sg_task_mem){0};
     if (!v->owned) {
         v->p = raw;
         return SG_OK;
     }
-    v->p = malloc((n ? n : 1) * sizeof(float));
-    if (!v->p)
+    if (sg_task_mem_alloc(&v->copy, n * sizeof(float)))
         return SG_ENOMEM;
+    v->p = v->copy.p;
     if (load)
         sg_f32_load(v->p, raw, dt, n);
     return SG_OK;
@@ -108,7 +128,7 @@ void sg_f32_view_close(sg_f32_view *v, int store)
     if (v->owned) {
         if (store)
             sg_f32_store(v->raw, v->dt, v->p, v->n);
-        free(v->p);
+        sg_task_mem_free(&v->copy);
     }
     v->p = NULL;
     v->owned = 0;
@@ -190,10 +210,11 @@ int sg_arg_unit_param_slots(const sg_task_ctx *c, int unit, int *slots, int cap)
     return n ? n : sg_arg_collect(c, &piece, 1, unit, 0, slots, cap);
 }
 
-const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, float **copy)
+const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit,
+                                sg_task_mem *copy)
 {
     int slots[MAX_PIECES];
-    *copy = NULL;
+    *copy = (sg_task_mem){0};
     int n = sg_arg_unit_param_slots(c, unit, slots, MAX_PIECES);
     if (n == 0)
         return NULL;
@@ -202,16 +223,15 @@ const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit,
     int64_t total = 0;
     for (int i = 0; i < n; i++)
         total += sg_arg_buffer(c, slots[i])->elems;
-    float *p = malloc((size_t)total * sizeof(float));
-    if (!p)
+    if (sg_task_mem_alloc(copy, (size_t)total * sizeof(float)))
         return NULL;
+    float *p = copy->p;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const sg_buffer *b = sg_arg_buffer(c, slots[i]);
         sg_f32_load(p + off, sg_arg_ptr(buffers, slots[i]), b->dtype, (size_t)b->elems);
         off += b->elems;
     }
-    *copy = p;
     return p;
 }
 

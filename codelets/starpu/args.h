@@ -108,6 +108,21 @@ void *sg_arg_ptr(void *buffers[], int slot);
 /* 1 if the task writes the slot without reading it (the content is to be replaced). */
 int sg_arg_write_only(const sg_task_ctx *c, int slot);
 
+/* Memory a task takes for its own use and gives back before it ends, from
+ * StarPU's allocator (flags 0: not pinned, not counted by StarPU), so that
+ * where the run keeps large buffers from one step to the next
+ * (runtime/exec/buffer_cache.h) a task's large ones are kept too, not
+ * faulted in again every step. */
+typedef struct sg_task_mem {
+    void *p;
+    size_t bytes;
+} sg_task_mem;
+
+/* SG_OK, or SG_ENOMEM (s->p NULL) */
+int sg_task_mem_alloc(sg_task_mem *s, size_t bytes);
+/* Frees s->p (NULL allowed) and clears s */
+void sg_task_mem_free(sg_task_mem *s);
+
 /* An fp32 view of n elements stored as dtype dt. */
 typedef struct sg_f32_view {
     float *p;            /* the data itself (fp32 storage) or a converted copy */
@@ -115,6 +130,7 @@ typedef struct sg_f32_view {
     sg_dtype dt;
     size_t n;
     int owned;
+    sg_task_mem copy;    /* the converted copy's memory, when owned */
 } sg_f32_view;
 
 /* Opens a view; load = 1 converts the current contents (reads), 0 leaves the
@@ -129,9 +145,10 @@ void sg_f32_load(float *dst, const void *raw, sg_dtype dt, size_t n);
 
 /* A unit's flat fp32 parameters from the slots holding them (pieces, the
  * gathered or the full buffer): the storage itself when it is one fp32
- * buffer, else a converted, concatenated copy in *copy (free it). NULL when
- * the task has no parameter slot for the unit. */
-const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, float **copy);
+ * buffer, else a converted, concatenated copy in *copy (sg_task_mem_free it).
+ * NULL when the task has no parameter slot for the unit. */
+const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit,
+                                sg_task_mem *copy);
 
 /* Per-thread scratch of at least n floats (reused across tasks; a worker
  * runs one task at a time). NULL on allocation failure. */

@@ -36,7 +36,7 @@ typedef struct moe_call {
     sg_layer_param_offsets o;
     sg_layer_saved_layout l;
     const float *params;
-    float *param_copy;
+    sg_task_mem param_copy;
     sg_f32_view saved, dy, y;
     int have_saved, have_dy, have_y;
     int prev_bf16; /* the thread's GEMM precision before the task (gemm.h) */
@@ -81,7 +81,7 @@ static void call_end(moe_call *k, int rc)
         sg_f32_view_close(&k->dy, 0);
     if (k->have_y)
         sg_f32_view_close(&k->y, rc == SG_OK);
-    free(k->param_copy);
+    sg_task_mem_free(&k->param_copy);
     sg_gemm_set_bf16(k->prev_bf16);
 }
 

@@ -75,11 +75,15 @@ static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots
     if (reduce_layout(c, slots, n, src, &l, &whole))
         return;
     size_t p = l.elems, blk = l.block;
-    float *all = calloc(l.padded + 1, sizeof(float)), *mine = malloc((blk + 1) * sizeof(float));
+    sg_task_mem all_mem = {0}, mine_mem = {0};
     char msg[256], what[400];
-    int rc = all && mine ? SG_OK : SG_ENOMEM;
+    int rc = sg_task_mem_alloc(&all_mem, l.padded * sizeof(float));
+    if (!rc)
+        rc = sg_task_mem_alloc(&mine_mem, blk * sizeof(float));
+    float *all = all_mem.p, *mine = mine_mem.p;
     if (!rc) {
         sg_f32_load(all, sg_arg_ptr(buffers, src), sb->dtype, p);
+        memset(all + p, 0, (l.padded - p) * sizeof(float));
         rc = comm->reduce_scatter(comm->impl, all, mine, blk, msg, sizeof msg);
     }
     if (!rc && whole)
@@ -89,8 +93,8 @@ static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots
             snprintf(msg, sizeof msg, "out of memory");
         snprintf(what, sizeof what, "reduction of %s: %s", sb->name, msg);
         sg_task_fail(c, rc, what);
-        free(all);
-        free(mine);
+        sg_task_mem_free(&all_mem);
+        sg_task_mem_free(&mine_mem);
         return;
     }
     const float *base = whole ? all : mine;
@@ -107,8 +111,8 @@ static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots
             break;
         }
     }
-    free(all);
-    free(mine);
+    sg_task_mem_free(&all_mem);
+    sg_task_mem_free(&mine_mem);
 }
 
 void sg_reduce_cpu(void *buffers[], void *arg)

@@ -27,7 +27,7 @@ typedef struct unit_call {
     int tile;                  /* batch tile, or -1 */
     size_t r0, B_all;          /* the tile's first sequence, sequences in the micro-batch */
     sg_unit_io io;
-    float *param_copy, *embed_copy;
+    sg_task_mem param_copy, embed_copy;
     sg_f32_view views[8];
     int store[8];
     int nviews;
@@ -110,8 +110,8 @@ static void call_end(unit_call *k, int rc)
 {
     for (int i = 0; i < k->nviews; i++)
         sg_f32_view_close(&k->views[i], rc == SG_OK && k->store[i]);
-    free(k->param_copy);
-    free(k->embed_copy);
+    sg_task_mem_free(&k->param_copy);
+    sg_task_mem_free(&k->embed_copy);
     sg_gemm_set_bf16(k->prev_bf16);
 }
 
