@@ -28,8 +28,12 @@
 #     gradients' pages), so check 4 can fail; the losses and gradient norms
 #     of 3 steps are bit-identical with and without (steps 2 and 3 reuse
 #     buffers that still hold step 1's values).
-#   7 the same Llama with 2 micro-steps of accumulation on 2 workers, ZeRO 1:
-#     bit-identical with and without the cache.
+#   7-9 the same Llama in bf16, ZeRO 2, 2 micro-steps of accumulation, on
+#     one worker: the tasks' fp32 copies of bf16 buffers come from StarPU's
+#     allocator too (sg_task_mem), so the third step again faults fewer than
+#     4,096 times, against more than 131,072 without the cache, and the
+#     losses and gradient norms are bit-identical with and without.
+#   10 the same on 2 workers: bit-identical with and without the cache.
 # Prints TAP.
 set -u
 SG_TEST_NAME=page_faults
@@ -73,7 +77,7 @@ sys.exit(not (len(a) == 3 and a == b))
 PYEOF
 }
 
-echo "1..7"
+echo "1..10"
 t2=$(faults t2 2)
 t3=$(faults t3 3)
 p3=$(faults p3 3 STEPGRAPH_MALLOPT=0)
@@ -93,21 +97,39 @@ cat >"$TMP/z0.json" <<'JEOF'
  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 0}}
 JEOF
 cat >"$TMP/z1.json" <<'JEOF'
-{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
- "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 1}}
+{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2, "bf16": {"enabled": true},
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 2}}
 JEOF
+# third_under / third_over BEFORE AFTER N: the third step's faults (a run of
+# 3 steps less one of 2) under / over N
+third_under() {
+	"$PY" -c 'import sys; a, b, n = map(int, sys.argv[1:]); sys.exit(not (b - a < n))' "$@" 2>/dev/null
+}
+third_over() {
+	"$PY" -c 'import sys; a, b, n = map(int, sys.argv[1:]); sys.exit(not (b - a > n))' "$@" 2>/dev/null
+}
 big="--model $SRC/tests/data/models/big-head-llama.json --max_length 64"
 b2=$(faults b2 2 -- "$TMP/z0.json" $big --ncpus 1)
 b3=$(faults b3 3 -- "$TMP/z0.json" $big --ncpus 1)
 n3=$(faults n3 3 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z0.json" $big --ncpus 1)
-"$PY" -c 'import sys; a, b = map(int, sys.argv[1:]); sys.exit(not (abs(b - a) < 4096))' "$b2" "$b3" 2>/dev/null
+third_under "$b2" "$b3" 4096
 ok $? "big vocabulary: the third step faults fewer than 4,096 times (run of 2 steps: $b2 faults, of 3: $b3)"
 n2=$(faults n2 2 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z0.json" $big --ncpus 1)
-"$PY" -c 'import sys; a, b = map(int, sys.argv[1:]); sys.exit(not (b - a > 131072))' "$n2" "$n3" 2>/dev/null
+third_over "$n2" "$n3" 131072
 ok $? "STEPGRAPH_BUFFER_CACHE=0: the third step faults over 131,072 times ($n2 and $n3 faults): the check above can fail"
 same b3 n3
 ok $? "big vocabulary: the same losses and gradient norms bit for bit with and without the cache"
+h2=$(faults h2 2 -- "$TMP/z1.json" $big --ncpus 1)
+h3=$(faults h3 3 -- "$TMP/z1.json" $big --ncpus 1)
+third_under "$h2" "$h3" 4096
+ok $? "bf16, accumulation 2: the third step faults fewer than 4,096 times ($h2 and $h3 faults)"
+g2=$(faults g2 2 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z1.json" $big --ncpus 1)
+g3=$(faults g3 3 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z1.json" $big --ncpus 1)
+third_over "$g2" "$g3" 131072
+ok $? "bf16, STEPGRAPH_BUFFER_CACHE=0: the third step faults over 131,072 times ($g2 and $g3 faults)"
+same h3 g3
+ok $? "bf16, accumulation 2: the same losses and gradient norms bit for bit with and without the cache"
 a3=$(faults a3 3 -- "$TMP/z1.json" $big --ncpus 2)
 m3=$(faults m3 3 STEPGRAPH_BUFFER_CACHE=0 -- "$TMP/z1.json" $big --ncpus 2)
 [ "$a3" != fail ] && [ "$m3" != fail ] && same a3 m3
-ok $? "accumulation 2, 2 workers, ZeRO 1: the same losses and gradient norms with and without the cache"
+ok $? "bf16, accumulation 2, 2 workers: the same losses and gradient norms with and without the cache"

@@ -15,22 +15,24 @@
  * keep it when StarPU frees it, and give it to a later request it holds with
  * at most a sixteenth to spare (a step asks for the same sizes again, some a
  * page's skew apart). Smaller buffers go to malloc and free as StarPU's own
- * CPU allocator sends them.
+ * CPU allocator sends them. The tasks' own memory comes through the same
+ * hooks (sg_task_mem in codelets/starpu/args.h), so a task's large scratch
+ * (a bf16 buffer's fp32 copy, a reduction's buffers) is kept too.
  *
- * The memory never grows for it. The hooks count what StarPU holds through
- * them, and the kept buffers plus that count never exceed the highest count
- * reached so far: an allocation that finds no kept buffer to fit first
- * unmaps kept ones, oldest first, until the sum with its own size is back
- * under that mark (or nothing is kept). That mark is StarPU's own measured
- * peak (sg_lower_memory_used). A kept buffer is also given to the kernel to
+ * The memory never grows for it. The hooks count what is held through them
+ * (StarPU's buffers, as its measured peak sg_lower_memory_used counts them,
+ * and the tasks' own memory), and the kept buffers plus that count never
+ * exceed the highest count reached so far: an allocation that finds no kept
+ * buffer to fit first unmaps kept ones, oldest first, until the sum with its
+ * own size is back under that mark (or nothing is kept). A kept buffer is also given to the kernel to
  * take back under memory pressure (MADV_FREE): its pages stay resident and
  * are reused with no fault while there is no pressure, and any page not
  * written since is the kernel's to take, also once the buffer is handed out
  * again. StarPU allocates a buffer before the task that writes it runs; a
  * fresh mapping is not resident until written, a kept one is at once. So
- * the largest resident size comes to StarPU's measured peak plus the rest of
- * the process (measured: +0.27 GB, 10%, on the Llama above with one worker),
- * the difference in pages the kernel may take back.
+ * the largest resident size comes to that mark plus the rest of the process
+ * (measured: +0.27 GB, 10%, on the Llama above with one worker), the
+ * difference in pages the kernel may take back.
  *
  * Installed only where StarPU's CPU allocator is plain malloc: a native (not
  * SimGrid) StarPU with no CUDA worker (pinned buffers are StarPU's own, and
