@@ -40,6 +40,14 @@ static void give(void *p, size_t bytes)
     starpu_free_flags(p, bytes, FLAGS);
 }
 
+/* frees two buffers; the bytes kept then */
+static long long give_two(void *p, size_t p_bytes, void *q, size_t q_bytes)
+{
+    give(p, p_bytes);
+    give(q, q_bytes);
+    return (long long)sg_buffer_cache_get_stats().kept_bytes;
+}
+
 /* writes every page; the minor page faults it took */
 static long touch(void *p, size_t bytes)
 {
@@ -85,9 +93,7 @@ int main(void)
     s = sg_buffer_cache_get_stats();
     ok(c && s.maps == 2 && s.high_water == 126 * MiB,
        "a second buffer while the first is held is mapped: StarPU's mark is 64 + 62 MiB");
-    give(b, 64 * MiB);
-    give(c, 62 * MiB);
-    is_int((long long)sg_buffer_cache_get_stats().kept_bytes, (long long)(126 * MiB),
+    is_int(give_two(b, 64 * MiB, c, 62 * MiB), (long long)(126 * MiB),
            "both freed: 126 MiB kept, no more than the mark");
 
     void *d = take(60 * MiB);
@@ -102,9 +108,7 @@ int main(void)
        "mark, so the 64 MiB buffer is unmapped first");
     ok(s.kept_bytes + 102 * MiB <= s.high_water && s.high_water == 126 * MiB,
        "kept plus held (102 MiB) stay under the mark, which does not move");
-    give(d, 60 * MiB);
-    give(e, 40 * MiB);
-    is_int((long long)sg_buffer_cache_get_stats().kept_bytes, (long long)(102 * MiB),
+    is_int(give_two(d, 60 * MiB, e, 40 * MiB), (long long)(102 * MiB),
            "freed: the 62 and 40 MiB buffers are kept");
 
     void *f = take(100 * MiB);
