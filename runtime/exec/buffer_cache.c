@@ -6,6 +6,7 @@
 #include "runtime/exec/starpu_include.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ static struct {
     int installed;
     block_list held; /* handed to StarPU */
     block_list kept; /* freed by StarPU, oldest first */
-    long long live;  /* StarPU's bytes through the hooks now */
+    long long live;  /* held through the hooks now: StarPU's buffers, tasks' memory */
     sg_buffer_cache_stats stats;
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -77,11 +78,12 @@ static int find_fit(const block_list *l, size_t bytes)
 }
 
 /* unmaps kept buffers, oldest first, until the kept bytes plus `need` more
- * than StarPU holds are under the mark (or nothing is kept) */
+ * than is held are under the mark (or nothing is kept) */
 static void evict_for(size_t need)
 {
-    while (cache.kept.n > 0 &&
-           (size_t)cache.live + need + cache.stats.kept_bytes > cache.stats.high_water) {
+    /* below 0 when StarPU frees what it had before the hooks */
+    size_t live = cache.live > 0 ? (size_t)cache.live : 0;
+    while (cache.kept.n > 0 && live + need + cache.stats.kept_bytes > cache.stats.high_water) {
         block b = list_take(&cache.kept, 0);
         munmap(b.addr, b.bytes);
         cache.stats.kept_bytes -= b.bytes;
@@ -101,13 +103,18 @@ static block map_large(size_t bytes)
     }
     evict_for(bytes);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED && cache.kept.n > 0) {
+        /* the kept buffers' room may be what the mapping needs */
+        evict_for(SIZE_MAX / 2);
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
     if (p == MAP_FAILED)
         return (block){NULL, 0};
     cache.stats.maps++;
     return (block){p, bytes};
 }
 
-/* StarPU now holds `bytes` more (or less): the mark follows the highest */
+/* `bytes` more (or less) held through the hooks: the mark follows the highest */
 static void count_live(long long bytes)
 {
     cache.live += bytes;
