@@ -87,19 +87,21 @@ void sg_f32_store(void *raw, sg_dtype dt, const float *src, size_t n)
 
 int sg_task_mem_alloc(sg_task_mem *s, size_t bytes)
 {
-    s->p = NULL;
+    /* the memory node of the calling CPU worker (its NUMA node where StarPU
+     * has several), else main memory */
+    unsigned node = starpu_worker_get_local_memory_node();
+    if (starpu_node_get_kind(node) != STARPU_CPU_RAM)
+        node = STARPU_MAIN_RAM;
+    s->node = node;
     s->bytes = bytes ? bytes : 1;
-    if (starpu_malloc_flags(&s->p, s->bytes, 0)) {
-        s->p = NULL;
-        return SG_ENOMEM;
-    }
-    return SG_OK;
+    s->p = (void *)starpu_malloc_on_node_flags(node, s->bytes, 0);
+    return s->p ? SG_OK : SG_ENOMEM;
 }
 
 void sg_task_mem_free(sg_task_mem *s)
 {
     if (s->p)
-        starpu_free_flags(s->p, s->bytes, 0);
+        starpu_free_on_node_flags(s->node, (uintptr_t)s->p, s->bytes, 0);
     s->p = NULL;
     s->bytes = 0;
 }

@@ -109,13 +109,14 @@ void *sg_arg_ptr(void *buffers[], int slot);
 int sg_arg_write_only(const sg_task_ctx *c, int slot);
 
 /* Memory a task takes for its own use and gives back before it ends, from
- * StarPU's allocator (flags 0: not pinned, not counted by StarPU), so that
- * where the run keeps large buffers from one step to the next
- * (runtime/exec/buffer_cache.h) a task's large ones are kept too, not
- * faulted in again every step. */
+ * StarPU's allocator on the calling CPU worker's memory node (flags 0: not
+ * pinned, not counted by StarPU), so that where the run keeps large buffers
+ * from one step to the next (runtime/exec/buffer_cache.h) a task's large
+ * ones are kept too, not faulted in again every step. */
 typedef struct sg_task_mem {
     void *p;
     size_t bytes;
+    unsigned node;
 } sg_task_mem;
 
 /* SG_OK, or SG_ENOMEM (s->p NULL) */
