@@ -22,6 +22,7 @@
 #include "runtime/io/data_loader.h"
 #include "runtime/io/tokenizer_info.h"
 #include "runtime/dist/dist.h"
+#include "runtime/exec/buffer_cache.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/loss_scaler.h"
 #include "runtime/train/node_times.h"
@@ -735,6 +736,11 @@ static void print_memory(const trainer *t, int ncpu, int ncuda)
     }
     if (ncuda)
         print_mem_line("gpu", gpu, pg, held_gpu);
+    sg_buffer_cache_stats kept = sg_buffer_cache_get_stats();
+    if (kept.installed && kept.hits + kept.maps > 0)
+        printf("  buffers of 32 MiB or more: %lld mapped, %lld reused from an earlier free, "
+               "%lld unmapped to stay within %.1f MiB (the most held at once)\n",
+               kept.maps, kept.hits, kept.evictions, kept.high_water / 1048576.0);
     if (t->cfg->run.lookahead > 1)
         printf("  (lookahead %lld: steps overlap, the plan is of one step)\n",
                (long long)t->cfg->run.lookahead);
