@@ -53,7 +53,9 @@ say() { printf 'sanitize: %s\n' "$*" >&2; }
 # and Open MPI's, neither built with the sanitizers (this script builds only
 # the test programs, not StarPU's side nor Open MPI); the MPI-free part it relies on, the dp > 1 graphs, is in tests/test_graph here.
 # tests/test_dist (runtime/dist/, linked with Open MPI) is left out for the
-# same reason: Makefile.am adds it after the first check_PROGRAMS list.
+# same reason: Makefile.am adds it after the first check_PROGRAMS list; so is
+# tests/test_buffer_cache, which starts StarPU (its allocations at shutdown
+# are not freed).
 default_tests() {
 	awk '/^check_PROGRAMS =/ { on = 1; sub(/^check_PROGRAMS =/, "") }
 		on { for (i = 1; i <= NF; i++) if ($i ~ /^tests\// && $i != "tests/test_cuda_emu") print $i
