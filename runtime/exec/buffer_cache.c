@@ -194,7 +194,8 @@ int sg_buffer_cache_install(void)
         return 0;
     starpu_malloc_set_hooks(hook_malloc, hook_free);
     cache.installed = 1;
-    cache.stats.installed = 1;
+    cache.live = 0;
+    cache.stats = (sg_buffer_cache_stats){.installed = 1}; /* this run's counts */
     return 1;
 }
 

@@ -56,10 +56,12 @@ int sg_buffer_cache_install(void);
 void sg_buffer_cache_trim(void);
 
 /* After starpu_shutdown: unmaps every kept buffer and gives StarPU its own
- * allocator back, so that a later starpu_init starts from its defaults. */
+ * allocator back, so that a later starpu_init starts from its defaults (the
+ * hooks stay while StarPU still holds a buffer they mapped: its free must
+ * come back to them). */
 void sg_buffer_cache_uninstall(void);
 
-/* The counts since install, for the run's report and the tests */
+/* The counts since the last install, for the run's summary and the tests */
 typedef struct sg_buffer_cache_stats {
     int installed;
     long long hits;       /* requests served with a kept buffer */
