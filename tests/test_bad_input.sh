@@ -288,6 +288,10 @@ STEPGRAPH_STALL_SECONDS=5s fails stall_bad "STEPGRAPH_STALL_SECONDS=5s: expected
 	"$BIN" run "$CFG" $RUN --save stall_ck --metrics stall_keep.jsonl &&
 	! [ -e stall_ck ] && [ "$(cat stall_keep.jsonl)" = keep ]
 ok $? "STEPGRAPH_STALL_SECONDS=5s: refused by name before any output (no checkpoint directory, metrics untouched)"
+STEPGRAPH_BUFFER_CACHE=off fails cache_bad "STEPGRAPH_BUFFER_CACHE=off: expected 0" \
+	"$BIN" run "$CFG" $RUN --save cache_ck --metrics stall_keep.jsonl &&
+	! [ -e cache_ck ] && [ "$(cat stall_keep.jsonl)" = keep ]
+ok $? "STEPGRAPH_BUFFER_CACHE=off: refused by name before any output (no checkpoint directory, metrics untouched)"
 # a run refused after the output checks (here: a data file that is not
 # there) removes the save directory it made, and keeps one that existed
 "$BIN" run "$CFG" $RUN --data missing.bin --save refused_ck >refused.out 2>&1

@@ -176,6 +176,15 @@ static int hook_free(unsigned node, void *addr, size_t bytes, int flags)
     return 0;
 }
 
+int sg_buffer_cache_check_env(sg_error *err)
+{
+    const char *v = getenv("STEPGRAPH_BUFFER_CACHE");
+    if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return sg_error_set(err, SG_EINVAL, "STEPGRAPH_BUFFER_CACHE=%s: expected 0 (large "
+                            "buffers unmapped as they are freed) or 1 (kept, the default)", v);
+    return SG_OK;
+}
+
 static int wanted(void)
 {
 #ifdef STARPU_SIMGRID

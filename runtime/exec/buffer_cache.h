@@ -38,14 +38,20 @@
  * SimGrid) StarPU with no CUDA worker (pinned buffers are StarPU's own, and
  * it already caches them) and one NUMA memory node (hwloc places buffers on
  * several). STEPGRAPH_BUFFER_CACHE=0 in the environment leaves StarPU's
- * allocator alone. */
+ * allocator alone (1, or unset: the default). */
 #ifndef SG_BUFFER_CACHE_H
 #define SG_BUFFER_CACHE_H
 
 #include <stddef.h>
 
+#include "common/error.h"
+
 /* Buffers of this many bytes or more are kept */
 #define SG_BUFFER_CACHE_MIN_BYTES ((size_t)32 << 20)
+
+/* STEPGRAPH_BUFFER_CACHE is unset, empty, 0 or 1; else SG_EINVAL naming it
+ * (checked before a run makes any output) */
+int sg_buffer_cache_check_env(sg_error *err);
 
 /* Installs the hooks after starpu_init, before any data is registered or
  * allocated, when the conditions above hold. Returns 1 when installed. */

@@ -857,7 +857,8 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     double stall_s;
     int save_created = 0;
     if ((rc = check_ranks(&t, err)) || (rc = sg_gemm_check_env(err)) ||
-        (rc = sg_stall_seconds(&stall_s, err)) || (rc = check_outputs(r, &save_created, err)) ||
+        (rc = sg_stall_seconds(&stall_s, err)) || (rc = sg_buffer_cache_check_env(err)) ||
+        (rc = check_outputs(r, &save_created, err)) ||
         (rc = setup_graph(&t, err)) || (rc = check_host_memory(&t, err)) ||
         (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
