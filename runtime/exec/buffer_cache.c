@@ -27,7 +27,6 @@ typedef struct block_list {
 
 static struct {
     pthread_mutex_t lock;
-    int installed;
     block_list held; /* handed to StarPU */
     block_list kept; /* freed by StarPU, oldest first */
     long long live;  /* held through the hooks now: StarPU's buffers, tasks' memory */
@@ -199,10 +198,9 @@ static int wanted(void)
 
 int sg_buffer_cache_install(void)
 {
-    if (cache.installed || !wanted())
+    if (cache.stats.installed || !wanted())
         return 0;
     starpu_malloc_set_hooks(hook_malloc, hook_free);
-    cache.installed = 1;
     cache.live = 0;
     cache.stats = (sg_buffer_cache_stats){.installed = 1}; /* this run's counts */
     return 1;
@@ -224,9 +222,8 @@ void sg_buffer_cache_uninstall(void)
     sg_buffer_cache_trim();
     pthread_mutex_lock(&cache.lock);
     /* a buffer StarPU still holds must come back to hook_free */
-    if (cache.installed && cache.held.n == 0) {
+    if (cache.stats.installed && cache.held.n == 0) {
         starpu_malloc_set_hooks(NULL, NULL);
-        cache.installed = 0;
         cache.stats.installed = 0;
         cache.live = 0;
         free(cache.held.v);

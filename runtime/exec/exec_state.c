@@ -9,7 +9,6 @@
 
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/comm.h"
-#include "runtime/exec/buffer_cache.h"
 #include "runtime/exec/exec.h"
 
 /* A per-tensor set (the weights or one moment) seen unit by unit: a unit's
@@ -317,9 +316,6 @@ int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **
         return sg_error_set(err, SG_ENOMEM, "out of memory reading the state back");
     r->x = x;
     r->shape = shape;
-    /* a save's own buffers are outside StarPU's count: the large buffers
-     * kept for the next step go first (buffer_cache.h) */
-    sg_buffer_cache_trim();
     int rc = sets_init(&r->s, x->shared.model, shape);
     if (!rc)
         rc = sub_group_units(x->graph, &r->sg_units, &r->nsg);

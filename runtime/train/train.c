@@ -631,6 +631,9 @@ static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
 static int save_checkpoint(trainer *t, sg_error *err)
 {
     sg_state_reader *reader = NULL;
+    /* the save's own buffers are outside StarPU's count: the large buffers
+     * kept for the next step go first (buffer_cache.h) */
+    sg_buffer_cache_trim();
     int rc = sg_weights_describe(&t->w, &t->model, err);
     if (!rc)
         rc = sg_train_state_describe_moments(&t->st, &t->model, err);
