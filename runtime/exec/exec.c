@@ -87,6 +87,8 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     }
     /* before any buffer: the large ones stay mapped from step to step */
     sg_buffer_cache_install();
+    /* the state's allocation and load run on this thread alone */
+    sg_exec_idle(x);
     if (starpu_cpu_worker_get_count() == 0)
         return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
                                              "(ncpus %d)", opt->ncpus);
@@ -240,8 +242,25 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     return init_steps(x, err);
 }
 
+void sg_exec_idle(sg_exec *x)
+{
+    if (x->paused || starpu_memory_nodes_get_count() != 1)
+        return;
+    starpu_pause();
+    x->paused = 1;
+}
+
+static void resume_paused(sg_exec *x)
+{
+    if (x->paused)
+        starpu_resume();
+    x->paused = 0;
+}
+
 void sg_exec_shutdown(sg_exec *x)
 {
+    /* paused: no step is in flight, and what follows up to starpu_shutdown
+     * (freeing the state) needs no worker */
     if (x->started)
         drain(x);
     if (x->stalled) {
@@ -259,6 +278,7 @@ void sg_exec_shutdown(sg_exec *x)
         if (x->have_wait)
             sg_lower_free(&x->wait_low);
         sg_lower_free(&x->low);
+        resume_paused(x); /* starpu_shutdown waits for its workers to stop */
         starpu_shutdown();
         sg_buffer_cache_uninstall();
     }
@@ -390,6 +410,7 @@ int sg_exec_submit_step(sg_exec *x, sg_error *err)
     sg_exec_step *st = begun_step(x, &k);
     if (!st)
         return sg_error_set(err, SG_EINVAL, "no step begun");
+    resume_paused(x);
     sg_lower_flight *fl = &st->low->flight[k];
     fl->end_us = 0;
     st->submit_us = starpu_timing_now();

@@ -85,6 +85,7 @@ typedef struct sg_exec {
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int bound_node;                /* that node, -1 if none */
     int started;                   /* starpu_init succeeded */
+    int paused;                    /* workers paused until the next step (sg_exec_idle) */
     /* a step that cannot progress (stall.h): then StarPU is left as it is,
      * its workers retrying an allocation, and the process ends */
     sg_stall_watch stall;
@@ -150,6 +151,13 @@ void sg_state_reader_close(sg_state_reader *r);
  * sg_exec_release. write: 0 to read, 1 to overwrite, 2 to change a part. */
 void *sg_exec_acquire(sg_exec *x, int b, int write);
 void sg_exec_release(sg_exec *x, int b);
+/* No step is in flight, and the main thread works alone until the next
+ * sg_exec_submit_step (a checkpoint's save, the run's summary): StarPU's idle
+ * workers, which poll for tasks, are paused so as to leave it the cores.
+ * Only when every buffer lives in one memory node, where an acquire copies
+ * nothing (a CUDA worker, or another NUMA node's, drives the copies back to
+ * RAM). The next sg_exec_submit_step, or sg_exec_shutdown, resumes them. */
+void sg_exec_idle(sg_exec *x);
 
 /* Steps in flight. sg_exec_begin_step starts the next step (needs fewer
  * than lookahead in flight: finish the oldest first) on the graph chosen by

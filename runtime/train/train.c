@@ -619,9 +619,11 @@ static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
     else
         rc = sg_checkpoint_save(r->save, &t->w, &t->st, &t->model, dtype, r->save_keep,
                                 r->save_shard_size, err);
-    if (!rc)
+    if (!rc) {
         printf("saved checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld\n", r->save,
                (long long)t->st.step);
+        fflush(stdout); /* progress: a save in the middle of a run is seen as it ends */
+    }
     return rc;
 }
 
@@ -631,6 +633,8 @@ static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
 static int save_checkpoint(trainer *t, sg_error *err)
 {
     sg_state_reader *reader = NULL;
+    /* no step in flight: the save runs on this thread alone */
+    sg_exec_idle(&t->x);
     /* the save's own buffers are outside StarPU's count: the large buffers
      * kept for the next step go first (buffer_cache.h) */
     sg_buffer_cache_trim();
@@ -904,6 +908,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     while (sg_exec_in_flight(&t.x) > 0)
         if ((rc = finish_one(&t, res, err)))
             goto out;
+    sg_exec_idle(&t.x); /* the rest (summary, trace, save) runs on this thread */
     res->last_step = t.st.step;
     res->last_loss = t.losses[0];
     print_summary(&t);
