@@ -4,7 +4,7 @@ run, read from /proc while the run goes on (tests/test_idle_workers.sh).
 
 Usage: worker_cpu.py OUT.json COMMAND...
 
-Runs COMMAND, samples every 10 ms the user and system time of its threads
+Runs COMMAND (killed after 600 s), samples every 10 ms the user and system time of its threads
 named "CPU <n>" (StarPU's CPU workers), and notes the time and the workers'
 total at each line of its standard output. Writes OUT.json:
   {"rc": ..., "lines": [[text, wall_s, worker_cpu_s], ...], "workers": N}
@@ -19,6 +19,7 @@ import threading
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
+LIMIT_S = 600
 
 
 def thread_times(pid):
@@ -63,8 +64,12 @@ def main():
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    # a run that never ends (a worker left paused) is killed: rc -9
+    killer = threading.Timer(LIMIT_S, proc.kill)
+    killer.start()
     arrivals = [(line.rstrip("\n"), time.monotonic() - start) for line in proc.stdout]
     rc = proc.wait()
+    killer.cancel()
     done.set()
     sampler.join()
     lines = []
