@@ -53,6 +53,21 @@ PYEOF
 
 ds bf16 '{"bf16": {"enabled": true}}'
 resume bf16 bf16 6 3
+# the save's log: a line as it starts, then the step directory it wrote with
+# the size of its files, as os.stat gives them
+"$PY" - "$TMP/bf16_a.out" "$TMP/ck_bf16" <<'PYEOF'
+import os, re, sys
+out, ck = open(sys.argv[1]).read(), sys.argv[2]
+d = os.path.join(ck, "step-00000003")
+start = out.index("saving checkpoint %s..." % d)
+m = re.search(r"^saved checkpoint %s \(([\d.]+) (MB|GB) in [\d.]+ s, \d+ MB/s\)$"
+              % re.escape(d), out, re.M)
+assert m and m.start() > start, out[-400:]
+size = float(m.group(1)) * (1e9 if m.group(2) == "GB" else 1e6)
+files = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+assert files > 0 and abs(size - files) <= 0.05e6, (size, files)
+PYEOF
+ok $? "bf16: the save logs its start, then the step directory and the size of its files"
 
 # fp16, dynamic: 2^22 overflows for several steps; hysteresis 2 and window 2
 # make the counters, not only the scale, decide what the next steps do

@@ -326,6 +326,23 @@ static int same_file(const char *a, const char *b)
            sa.st_ino == sb.st_ino;
 }
 
+int64_t sg_checkpoint_step_bytes(const char *dir, int64_t step)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/" SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, dir, step);
+    DIR *d = n > 0 && (size_t)n < sizeof path ? opendir(path) : NULL;
+    if (!d)
+        return -1;
+    int64_t bytes = 0;
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d)))
+        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            bytes += (int64_t)st.st_size;
+    closedir(d);
+    return bytes;
+}
+
 int sg_checkpoint_check_save(const char *dir, const char *load, int resumed, sg_error *err)
 {
     char latest[SG_PATH_MAX + 32], cur[SG_PATH_MAX + 96], from[SG_PATH_MAX + 96];

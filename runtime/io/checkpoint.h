@@ -64,6 +64,10 @@ void sg_checkpoint_abandon(const char *tmp);
  * steps at its first save, the rest by keep_last). */
 int sg_checkpoint_check_save(const char *dir, const char *load, int resumed, sg_error *err);
 
+/* The bytes of the files in a saved step directory (dir/step-NNNNNNNN), -1
+ * when it cannot be read: what a save wrote. */
+int64_t sg_checkpoint_step_bytes(const char *dir, int64_t step);
+
 /* config.json and the weights (model.safetensors or shards, with "step")
  * into dir. */
 int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t step,

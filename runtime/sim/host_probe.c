@@ -1,6 +1,7 @@
 /* host_probe.c - this host's copy bandwidth and clock (host_probe.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "runtime/sim/host_probe.h"
+#include "common/clock.h"
 #include "common/host_ram.h"
 
 #include <pthread.h>
@@ -28,13 +29,6 @@ typedef struct copier {
     double start[PROBE_ROUNDS], end[PROBE_ROUNDS];
 } copier;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Every round starts together (barrier) and copies once; the round's time is
  * from the first start to the last end. */
 static void *copy_rounds(void *arg)
@@ -51,9 +45,9 @@ static void *copy_rounds(void *arg)
     memset(c->dst, 2, c->bytes);
     for (int r = 0; r < PROBE_ROUNDS; r++) {
         pthread_barrier_wait(&c->pr->round);
-        c->start[r] = now_s();
+        c->start[r] = sg_monotonic_s();
         memcpy(c->dst, c->src, c->bytes);
-        c->end[r] = now_s();
+        c->end[r] = sg_monotonic_s();
     }
     return NULL;
 }

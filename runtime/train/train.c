@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "codelets/cpu/adam.h"
+#include "common/clock.h"
 #include "codelets/cpu/gemm.h"
 #include "graph/analysis.h"
 #include "graph/memory_held.h"
@@ -612,6 +613,11 @@ static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
     t->st.data = sg_data_tell(&t->data);
     t->st.config_hash = sg_config_resume_hash(t->cfg);
     sg_dtype dtype = strcmp(r->save_dtype, "bf16") == 0 ? SG_BF16 : SG_F32;
+    /* progress: a large model's save takes minutes */
+    printf("saving checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld...\n", r->save,
+           (long long)t->st.step);
+    fflush(stdout);
+    double t0 = sg_monotonic_s();
     if (t->world > 1)
         rc = sg_rank_save(&(sg_rank_save_args){t->dist, t->rank, t->world, &t->model, &t->spec,
                                                 &t->w, &t->st, reader, r},
@@ -620,9 +626,18 @@ static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
         rc = sg_checkpoint_save(r->save, &t->w, &t->st, &t->model, dtype, r->save_keep,
                                 r->save_shard_size, err);
     if (!rc) {
-        printf("saved checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld\n", r->save,
+        double s = sg_monotonic_s() - t0;
+        int64_t bytes = sg_checkpoint_step_bytes(r->save, t->st.step);
+        printf("saved checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld", r->save,
                (long long)t->st.step);
-        fflush(stdout); /* progress: a save in the middle of a run is seen as it ends */
+        if (bytes >= 1000000000)
+            printf(" (%.2f GB", bytes / 1e9);
+        else if (bytes >= 0)
+            printf(" (%.1f MB", bytes / 1e6);
+        if (bytes >= 0)
+            printf(" in %.2f s, %.0f MB/s)", s, s > 0 ? bytes / 1e6 / s : 0.0);
+        putchar('\n');
+        fflush(stdout);
     }
     return rc;
 }
