@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "codelets/cpu/adam.h"
-#include "common/clock.h"
 #include "codelets/cpu/gemm.h"
+#include "common/clock.h"
 #include "graph/analysis.h"
 #include "graph/memory_held.h"
 #include "graph/peak_workers.h"
