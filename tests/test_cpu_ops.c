@@ -819,31 +819,47 @@ static void check_cast(tcase *c)
     /* The array casts (AVX-512 where the CPU has it) give the one-value
      * functions' bits, NaN payloads included, at every length and offset:
      * a vector's tail, an unaligned start. */
-    size_t bad_len = 0;
-    uint16_t h2[80];
-    float f2[80];
-    for (size_t off = 0; off < 4; off++)
-        for (size_t len = 0; len <= 40; len++) {
-            const size_t base = 997 * (off + len) % (NX32 - 80);
-            memset(h2, 0xab, sizeof h2);
-            sg_cast_f32_to_bf16(h2 + off, xf + base, len);
-            for (size_t i = 0; i < len; i++)
-                bad_len += h2[off + i] != sg_f32_to_bf16(xf[base + i]);
-            bad_len += len + off < 80 && h2[off + len] != 0xabab; // nothing past the end
-            sg_cast_bf16_to_f32(f2 + off, all16 + base % 65000, len);
-            for (size_t i = 0; i < len; i++) {
-                float want = sg_bf16_to_f32(all16[base % 65000 + i]);
-                bad_len += memcmp(&f2[off + i], &want, 4) != 0;
+    for (int half = 0; half < 2; half++) { /* bf16, then fp16 */
+        void (*to16)(uint16_t *, const float *, size_t) =
+            half ? sg_cast_f32_to_f16 : sg_cast_f32_to_bf16;
+        void (*to32)(float *, const uint16_t *, size_t) =
+            half ? sg_cast_f16_to_f32 : sg_cast_bf16_to_f32;
+        uint16_t (*one16)(float) = half ? sg_f32_to_f16 : sg_f32_to_bf16;
+        float (*one32)(uint16_t) = half ? sg_f16_to_f32 : sg_bf16_to_f32;
+        size_t bad_len = 0;
+        uint16_t h2[80];
+        float f2[80];
+        for (size_t off = 0; off < 4; off++)
+            for (size_t len = 0; len <= 40; len++) {
+                const size_t base = 997 * (off + len) % (NX32 - 80);
+                memset(h2, 0xab, sizeof h2);
+                to16(h2 + off, xf + base, len);
+                for (size_t i = 0; i < len; i++)
+                    bad_len += h2[off + i] != one16(xf[base + i]);
+                bad_len += len + off < 80 && h2[off + len] != 0xabab; // nothing past the end
+                to32(f2 + off, all16 + base % 65000, len);
+                for (size_t i = 0; i < len; i++) {
+                    float want = one32(all16[base % 65000 + i]);
+                    bad_len += memcmp(&f2[off + i], &want, 4) != 0;
+                }
             }
+        /* every NaN, from fp32 and (at an odd offset: vectors that mix NaN
+         * and numbers differently) from every 16-bit pattern */
+        size_t bad_payload = 0;
+        to16(h, xf, NX32);
+        for (size_t i = 0; i < NX32; i++)
+            if (f32_isnan_bits(x32[i]))
+                bad_payload += h[i] != one16(xf[i]);
+        to32(f, all16 + 7, 65536 - 7);
+        for (size_t i = 0; i < 65536 - 7; i++) {
+            float want = one32(all16[7 + i]);
+            bad_payload += memcmp(&f[i], &want, 4) != 0;
         }
-    size_t bad_payload = 0;
-    sg_cast_f32_to_bf16(h, xf, NX32);
-    for (size_t i = 0; i < NX32; i++)
-        if (f32_isnan_bits(x32[i]))
-            bad_payload += h[i] != sg_f32_to_bf16(xf[i]);
-    ok(bad_len == 0 && bad_payload == 0,
-       "%s: bf16 array casts = the one-value functions at lengths 0-40, offsets 0-3, and on "
-       "every NaN (%zu, %zu differ)", c->name, bad_len, bad_payload);
+        ok(bad_len == 0 && bad_payload == 0,
+           "%s: %s array casts = the one-value functions at lengths 0-40, offsets 0-3, on "
+           "every NaN and every 16-bit pattern (%zu, %zu differ)", c->name,
+           half ? "fp16" : "bf16", bad_len, bad_payload);
+    }
     FREE(all16, x32, w_bf_f32, w_h_f32, w_f32_bf, w_f32_h, f, h, xf);
 }
 

@@ -109,6 +109,42 @@ static SG_AVX512F void bf16_to_f32_avx512(float *out, const uint16_t *in, size_t
     for (; i < n; i++)
         out[i] = sg_bf16_to_f32(in[i]);
 }
+
+/* 16 lanes of sg_f32_to_f16 and sg_f16_to_f32 with the conversion
+ * instructions: vcvtps2ph rounding to nearest even gives sg_f32_to_f16's
+ * bits, NaNs included (quiet bit set, the top payload bits kept); vcvtph2ps
+ * is exact but quiets a signalling NaN, so a vector holding a NaN is
+ * converted a value at a time, keeping its payload as sg_f16_to_f32 does.
+ * The tails go a value at a time. One core, 32M values, AMD EPYC VM: to
+ * fp16 0.9-1.0 GB/s a value at a time, 20.7-23.5 here; to fp32 2.9-3.0 and
+ * 25.0-27.0 (bytes read and written). */
+static SG_AVX512F void f32_to_f16_avx512(uint16_t *out, const float *in, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(in + i),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_si256((__m256i *)(out + i), h);
+    }
+    for (; i < n; i++)
+        out[i] = sg_f32_to_f16(in[i]);
+}
+
+static SG_AVX512F void f16_to_f32_avx512(float *out, const uint16_t *in, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(in + i)));
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) {
+            for (size_t k = i; k < i + 16; k++)
+                out[k] = sg_f16_to_f32(in[k]);
+            continue;
+        }
+        _mm512_storeu_ps(out + i, x);
+    }
+    for (; i < n; i++)
+        out[i] = sg_f16_to_f32(in[i]);
+}
 #endif
 
 void sg_cast_f32_to_bf16(uint16_t *restrict out, const float *restrict in, size_t n)
@@ -137,12 +173,24 @@ void sg_cast_bf16_to_f32(float *restrict out, const uint16_t *restrict in, size_
 
 void sg_cast_f32_to_f16(uint16_t *restrict out, const float *restrict in, size_t n)
 {
+#if SG_X86_AVX512
+    if (sg_have_avx512f()) {
+        f32_to_f16_avx512(out, in, n);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++)
         out[i] = sg_f32_to_f16(in[i]);
 }
 
 void sg_cast_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
 {
+#if SG_X86_AVX512
+    if (sg_have_avx512f()) {
+        f16_to_f32_avx512(out, in, n);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++)
         out[i] = sg_f16_to_f32(in[i]);
 }
