@@ -473,6 +473,28 @@ const char *sg_st_meta_get(const sg_st_file *f, const char *key)
     return NULL;
 }
 
+/* 16-bit little-endian values (unaligned) to fp32, a chunk at a time
+ * through an aligned buffer, so that the array casts convert them. */
+static void read_16bit(const unsigned char *p, int64_t n, sg_dtype dtype, float *out)
+{
+    enum { CHUNK = 4096 };
+    uint16_t buf[CHUNK];
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        size_t m = (size_t)(n - i < CHUNK ? n - i : CHUNK);
+        const unsigned char *q = p + 2 * i;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(buf, q, 2 * m);
+#else
+        for (size_t k = 0; k < m; k++)
+            buf[k] = (uint16_t)(q[2 * k] | (q[2 * k + 1] << 8));
+#endif
+        if (dtype == SG_BF16)
+            sg_cast_bf16_to_f32(out + i, buf, m);
+        else
+            sg_cast_f16_to_f32(out + i, buf, m);
+    }
+}
+
 void sg_st_read_f32_range(const sg_st_tensor *t, int64_t lo, int64_t n, float *out)
 {
     size_t es = sg_dtype_size(t->dtype);
@@ -482,12 +504,8 @@ void sg_st_read_f32_range(const sg_st_tensor *t, int64_t lo, int64_t n, float *o
         memcpy(out, p, (size_t)n * 4);
         break;
     case SG_BF16:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = sg_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
-        break;
     case SG_F16:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = sg_f16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+        read_16bit(p, n, t->dtype, out);
         break;
     case SG_I32: /* never opened: the reader refuses I32 tensors */
         break;
@@ -680,16 +698,18 @@ static int write_values(FILE *fp, const sg_st_entry *e, const void *data)
         return n == 0 || fwrite(data, sg_dtype_size(e->dtype), n, fp) == n ? 0 : WRITE_IO;
     const float *src = data;
     enum { CHUNK = 8192 };
-    unsigned char buf[2 * CHUNK];
+    uint16_t h[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
-        for (size_t k = 0; k < m; k++) {
-            uint16_t h = e->dtype == SG_BF16 ? sg_f32_to_bf16(src[i + k])
-                                                   : sg_f32_to_f16(src[i + k]);
-            buf[2 * k] = (unsigned char)(h & 0xff);
-            buf[2 * k + 1] = (unsigned char)(h >> 8);
-        }
-        if (fwrite(buf, 2, m, fp) != m)
+        if (e->dtype == SG_BF16)
+            sg_cast_f32_to_bf16(h, src + i, m);
+        else
+            sg_cast_f32_to_f16(h, src + i, m);
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+        for (size_t k = 0; k < m; k++) /* the file is little-endian */
+            h[k] = (uint16_t)((h[k] >> 8) | (h[k] << 8));
+#endif
+        if (fwrite(h, 2, m, fp) != m)
             return WRITE_IO;
     }
     return 0;
