@@ -672,22 +672,27 @@ static int check_entries(const char *path, const sg_st_entry *t, int n, const sg
     return SG_OK;
 }
 
-enum { WRITE_IO = -1, WRITE_FILL = -2, WRITE_NOMEM = -3 };
+enum { WRITE_IO = -1, WRITE_FILL = -2 };
 
 static int write_values(FILE *fp, const sg_st_entry *e, const void *data);
 
-/* Writes one tensor's data (from its fill when it has no data). */
-static int write_data(FILE *fp, const sg_st_entry *e)
+/* Writes one tensor's data (from its fill into tmp when it has no data). */
+static int write_data(FILE *fp, const sg_st_entry *e, float *tmp)
 {
     if (e->data || !e->fill)
         return write_values(fp, e, e->data);
-    size_t n = (size_t)entry_numel(e);
-    float *tmp = malloc((n ? n : 1) * sizeof(float));
-    if (!tmp)
-        return WRITE_NOMEM;
-    int rc = e->fill(e->fill_ctx, e->fill_index, tmp) ? WRITE_FILL : write_values(fp, e, tmp);
-    free(tmp);
-    return rc;
+    return e->fill(e->fill_ctx, e->fill_index, tmp) ? WRITE_FILL : write_values(fp, e, tmp);
+}
+
+/* The most values a fill writes: one buffer of that many serves every
+ * fill, its pages touched once and not once per tensor. */
+static int64_t most_filled(const sg_st_entry *t, int n)
+{
+    int64_t most = 1;
+    for (int i = 0; i < n; i++)
+        if (!t[i].data && t[i].fill && entry_numel(&t[i]) > most)
+            most = entry_numel(&t[i]);
+    return most;
 }
 
 /* The values, converting fp32 to 16 bits in chunks. */
@@ -759,10 +764,18 @@ int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta 
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory building the header", path);
     }
 
+    int64_t most = most_filled(t, n);
+    float *tmp = malloc((size_t)most * sizeof *tmp);
+    if (!tmp) {
+        free(h.s);
+        return sg_error_set(err, SG_ENOMEM, "%s: out of memory for a tensor's values (%lld "
+                            "floats)", path, (long long)most);
+    }
     sg_atomic_file af;
     rc = sg_atomic_open(&af, path, err);
     if (rc < 0) {
         free(h.s);
+        free(tmp);
         return rc;
     }
     unsigned char len8[8];
@@ -772,13 +785,11 @@ int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta 
     free(h.s);
     int at = 0;
     for (; at < n && !bad; at++)
-        bad = write_data(af.fp, &t[at]);
+        bad = write_data(af.fp, &t[at], tmp);
+    int e = errno;
+    free(tmp);
     if (bad) {
-        int e = errno;
         sg_atomic_abort(&af);
-        if (bad == WRITE_NOMEM)
-            return sg_error_set(err, SG_ENOMEM, "%s: tensor \"%s\": out of memory for its "
-                                "values", path, t[at - 1].name);
         if (bad == WRITE_FILL)
             return sg_error_set(err, SG_EIO, "%s: tensor \"%s\": its values could not be read "
                                 "back", path, t[at - 1].name);
