@@ -21,13 +21,9 @@
 set -u
 SG_TEST_NAME=idle_workers
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
+. "$SRC/tests/train_lib.sh"
 
 echo "1..6"
-n=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 
 # a Llama of 35.4 M parameters, most of them its untied embedding and head
 # (vocabulary 65536 x hidden 256): a save of 0.4 GB
@@ -45,15 +41,17 @@ EOF
 ARGS="$TMP/ds.json --model $TMP/model.json --max_length 32 --ncpus 2"
 
 # within FILE FROM TO: the workers' CPU seconds and the wall seconds between
-# the first line matching regex FROM and the first later one matching TO
+# the first line matching regex FROM (START: the run's start) and the first
+# later one matching TO
 within() {
 	"$PY" - "$@" <<'PYEOF'
 import json, re, sys
-d = json.load(open(sys.argv[1]))
-lines = d["lines"]
-i = next(k for k, l in enumerate(lines) if re.search(sys.argv[2], l[0]))
+lines = json.load(open(sys.argv[1]))["lines"]
+i = -1 if sys.argv[2] == "START" else \
+    next(k for k, l in enumerate(lines) if re.search(sys.argv[2], l[0]))
 j = next(k for k in range(i + 1, len(lines)) if re.search(sys.argv[3], lines[k][0]))
-print("%.3f %.3f" % (lines[j][2] - lines[i][2], lines[j][1] - lines[i][1]))
+at = lines[i] if i >= 0 else ["", 0.0, 0.0]
+print("%.3f %.3f" % (lines[j][2] - at[2], lines[j][1] - at[1]))
 PYEOF
 }
 # idle CPU WALL: at most 50 ms plus 5% of the wall time
@@ -77,14 +75,10 @@ $(within "$TMP/end.json" '^  lookahead|steps, log every' '^Step 1 \|')
 EOF
 awk -v c="$cpu" 'BEGIN { exit !(c >= 0.05) }'
 ok $? "the workers ran the step: $cpu s of their CPU in its $wall s"
-"$PY" - "$TMP/end.json" >"$TMP/start.txt" <<'PYEOF'
-import json, re, sys
-d = json.load(open(sys.argv[1]))
 # the header ends the start-up: allocation, initialisation, load
-l = next(l for l in d["lines"] if re.search("steps, log every", l[0]))
-print("%.3f %.3f" % (l[2], l[1]))
-PYEOF
-read -r cpu wall <"$TMP/start.txt"
+read -r cpu wall <<EOF
+$(within "$TMP/end.json" START 'steps, log every')
+EOF
 idle "$cpu" "$wall"
 ok $? "start-up: the workers used $cpu s of CPU in its $wall s"
 read -r cpu wall <<EOF
