@@ -156,7 +156,10 @@ void sg_exec_release(sg_exec *x, int b);
  * workers, which poll for tasks, are paused so as to leave it the cores.
  * Only when every buffer lives in one memory node, where an acquire copies
  * nothing (a CUDA worker, or another NUMA node's, drives the copies back to
- * RAM). The next sg_exec_submit_step, or sg_exec_shutdown, resumes them. */
+ * RAM, and the CUDA state is set up and torn down on the CUDA workers). The
+ * next sg_exec_submit_step, or sg_exec_shutdown, resumes them. The load
+ * (sg_exec_load_state_from) pauses them itself, CUDA workers included:
+ * nothing is on a GPU before the first step. */
 void sg_exec_idle(sg_exec *x);
 
 /* Steps in flight. sg_exec_begin_step starts the next step (needs fewer
