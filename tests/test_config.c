@@ -350,8 +350,8 @@ static void test_forms(void)
            cfg->ds.optimizer.weight_decay == 0 && cfg->ds.optimizer.lr_decay == 0 &&
            cfg->ds.optimizer.initial_accumulator_value == 0,
        "Adagrad: DeepSpeed's defaults (lr 1e-2, eps 1e-10, no decay, accumulator from 0)");
-    ok(sg_config_finalize(cfg, &err) == 0 && strcmp(cfg->run.speculation, "always") == 0,
-       "Adagrad: speculation unset resolves to always");
+    ok(sg_config_finalize(cfg, &err) == 0 && strcmp(cfg->run.speculation, "adaptive") == 0,
+       "Adagrad: speculation unset resolves to adaptive (the default)");
 
     rc = sg_config_load(src("tests/data/good-configs/warmuplr-default-max.json"), cfg, &err);
     ok(rc == 0, "warmuplr-default-max.json loads");

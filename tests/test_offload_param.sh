@@ -85,8 +85,8 @@ HARD_Z="\"stage\": 3, \"sub_group_size\": 9000, \"stage3_param_persistence_thres
 config hard_off "{$HARD_Z}" '"bf16": {"enabled": true},' 2
 config hard_on "{$HARD_Z, $PARAM}" '"bf16": {"enabled": true},' 2
 for s in lws dmdas; do
-	run hard_off hard_off_$s --ncpus 2 --sched $s --activation_checkpointing &&
-		run hard_on hard_on_$s --ncpus 2 --sched $s --activation_checkpointing &&
+	run hard_off hard_off_$s --ncpus 2 --sched $s --activation_checkpointing --speculation always &&
+		run hard_on hard_on_$s --ncpus 2 --sched $s --activation_checkpointing --speculation always &&
 		bits hard_off_$s hard_on_$s &&
 		grep -q 'speculative sub-group steps rolled back' "$TMP/hard_on_$s.out" &&
 		! grep -q ' 0 of [0-9]* speculative sub-group steps rolled back' "$TMP/hard_on_$s.out"
@@ -95,9 +95,11 @@ done
 
 # SuperOffload's adaptive speculation lowers a second graph, waiting for the
 # norm, on the same handles, and runs 3 steps in flight: 16 steps of the
-# default model, where it switches to waiting after rollbacks
+# default model, where it starts waiting (clipping on) and speculates once
+# the norm has stayed under the threshold (100: from the first step)
 for op in none cpu; do
 	"$BIN" run "$SRC/configs/default.json" --steps 16 --ncpus 2 --speculation adaptive \
+		--set gradient_clipping=100 \
 		--lookahead 3 --set zero_optimization.stage=3 --set zero_optimization.sub_group_size=200000 \
 		--set 'zero_optimization.offload_optimizer={"device": "cpu", "super_offload": true, "ratio": 0.5}' \
 		--set zero_optimization.offload_param.device=$op --set 'bf16={"enabled": true}' \
@@ -105,7 +107,8 @@ for op in none cpu; do
 		sed 's/^/# /' "$TMP/adaptive_$op.out" | tail -3
 done
 bits adaptive_none adaptive_cpu 16 &&
-	grep -q ' [1-9][0-9]* of 16 steps waited for the gradient norm' "$TMP/adaptive_cpu.out"
+	grep -q ' [1-9][0-9]* of 16 steps waited for the gradient norm' "$TMP/adaptive_cpu.out" &&
+	grep -q '| speculative' "$TMP/adaptive_cpu.out"
 ok $? "SuperOffload adaptive (both graphs used), 3 steps in flight: offload on = off over 16 steps, bit for bit"
 
 # ---- checkpoints: saved with the parameters offloaded, resumed without

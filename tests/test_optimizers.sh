@@ -52,7 +52,7 @@ run adagrad_so adagrad_so --ncpus 2
 same adagrad_so adagrad && grep -q 'waited for the norm' "$TMP/adagrad_so.out"
 ok $? "Adagrad with L2 decay under SuperOffload waits for the norm (speculation unset): within 1e-5 of torch's"
 torch adagrad0 adagrad:0.3:0.1 0.05 0.9 0.999 1e-10 0
-run adagrad0_so adagrad0_so --ncpus 2
+run adagrad0_so adagrad0_so --ncpus 2 --speculation always
 same adagrad0_so adagrad0 &&
 	grep -q 'speculative sub-group steps rolled back' "$TMP/adagrad0_so.out" &&
 	! grep -q ' 0 of [0-9]* speculative sub-group steps rolled back' "$TMP/adagrad0_so.out"

@@ -126,7 +126,7 @@ ok $? "the resumed tiled step 3 is the untiled run's step 3, bit for bit"
 
 # -- the tasks: .tK chunks in the submitted list
 STEPGRAPH_TASK_LOG="$TMP/tasks.log" "$BIN" run "$SO" --model tiny-llama --max_length 32 --steps 1 \
-	$SG --optimizer_tile $TILE >"$TMP/tasklog.out" 2>&1
+	$SG --optimizer_tile $TILE --speculation always >"$TMP/tasklog.out" 2>&1
 "$PY" - "$TMP/tasks.log" <<'PYEOF'
 import re, sys
 rows = [l.split("\t") for l in open(sys.argv[1])]

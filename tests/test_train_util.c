@@ -616,6 +616,27 @@ static void test_speculation(void)
     is_int(modes[8], 1, "speculation: 3 of the last 8 failing keeps waiting");
     is_int(modes[9], 0, "speculation: 2 of the last 8 failing resumes it");
     is_int(modes[17], 1, "speculation: four failing steps in a row stop it again");
+
+    /* starting to wait (clipping on): the window counts as 8 would-be
+     * rollbacks, so 6 steps under the threshold are needed, and one step
+     * over it in between delays the resumption by one step */
+    sg_speculation w;
+    sg_speculation_init(&w, 1);
+    int start[] = {0, 0, 0, 0, 0, 0};
+    int mode = w.waiting, resumed_after = -1;
+    for (int i = 0; i < 6 && resumed_after < 0; i++)
+        if (!(mode = sg_speculation_update(&w, start[i])))
+            resumed_after = i + 1;
+    is_int(resumed_after, 6, "speculation: started waiting, 6 steps under the threshold resume it");
+    sg_speculation_init(&w, 1);
+    int mixed[] = {0, 0, 1, 0, 0, 0, 0};
+    resumed_after = -1;
+    for (int i = 0; i < 7 && resumed_after < 0; i++)
+        if (!sg_speculation_update(&w, mixed[i]))
+            resumed_after = i + 1;
+    is_int(resumed_after, 7, "speculation: started waiting, a clipped step delays it by one");
+    sg_speculation_init(&w, 0);
+    is_int(w.waiting + (int)w.steps, 0, "speculation: init without waiting is the empty window");
 }
 
 int main(void)

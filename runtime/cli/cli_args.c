@@ -58,9 +58,10 @@ static const char *const run_flags_help =
     "  --save_dtype f32|bf16       run: dtype of the saved weights (default f32)\n"
     "  --save_shard_size BYTES     run: split saved weights into shards of at most BYTES\n"
     "                              (e.g. 5e9) with an index, as save_pretrained; 0 = one file\n"
-    "  --speculation MODE          run, SuperOffload: always (default; never with Lion or\n"
-    "                              Adagrad with weight_decay), adaptive (wait for the\n"
-    "                              gradient norm while clipping keeps firing), never\n"
+    "  --speculation MODE          run, SuperOffload: adaptive (default; never with Lion\n"
+    "                              or Adagrad with weight_decay: speculate only while the\n"
+    "                              norm stays under the clipping threshold, waiting at\n"
+    "                              the start when clipping is on), always, never\n"
     "  --optimizer_tile auto|0|N   elements per chunk of a CPU sub-group's optimizer\n"
     "                              chain (default auto: from the optimizer's workers)\n"
     "  --cast_placement MODE       casts of CPU sub-groups: scheduler (default), cpu,\n"
@@ -184,7 +185,7 @@ int sg_cli_load_config_ex(int argc, char **argv, const sg_cli_opt *opts, int nop
         if (i + 1 < argc && !is_flag(argv[i + 1]) && !is_switch(a + 2))
             vals[nover++] = argv[++i];
         else
-            vals[nover++] = "true";
+            vals[nover++] = NULL; /* a boolean turns on; any other option says it needs a value */
     }
     if (!config_path) {
         rc = sg_error_set(err, SG_EINVAL, "missing CONFIG (a DeepSpeed or run config file)");

@@ -107,16 +107,18 @@ static const char *inexact_rollback(const sg_ds_config *ds)
     return NULL;
 }
 
-/* SuperOffload's speculation: "" (not given) is "always", except for an
- * optimizer whose speculative step a rollback cannot undo exactly, which
- * waits for the gradient norm ("never"); a speculative mode asked for with
- * one is refused. */
+/* SuperOffload's speculation: "" (not given) is "adaptive" (speculate only
+ * while recent steps did not clip or overflow: runtime/train/speculation.h),
+ * except for an optimizer whose speculative step a rollback cannot undo
+ * exactly, which waits for the gradient norm ("never"); a speculative mode
+ * asked for with one is refused. "always" is DeepSpeed's own behaviour, which
+ * from scratch with clipping rolls back nearly every step. */
 static int resolve_speculation(sg_run_options *run, const sg_ds_config *ds, const char *origin,
                                sg_error *err)
 {
     const char *why = inexact_rollback(ds);
     if (!run->speculation[0]) {
-        snprintf(run->speculation, sizeof run->speculation, "%s", why ? "never" : "always");
+        snprintf(run->speculation, sizeof run->speculation, "%s", why ? "never" : "adaptive");
         return SG_OK;
     }
     if (strcmp(run->speculation, "always") != 0 && strcmp(run->speculation, "adaptive") != 0 &&

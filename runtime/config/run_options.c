@@ -43,7 +43,7 @@ void sg_run_options_defaults(sg_run_options *run)
     run->ncuda = -1;
     snprintf(run->save_dtype, sizeof run->save_dtype, "%s", "f32");
     run->save_keep = 2;
-    run->speculation[0] = '\0'; /* resolved in config.c: "always", or "never" with Lion */
+    run->speculation[0] = '\0'; /* resolved in config.c: "adaptive", or "never" with Lion */
     run->lookahead = 2;
     run->numa_node = -1;
     run->optimizer_tile = SG_TILE_AUTO;

@@ -1,6 +1,18 @@
 /* speculation.c - the adaptive speculation rule (speculation.h). */
 #include "runtime/train/speculation.h"
 
+#include <string.h>
+
+void sg_speculation_init(sg_speculation *s, int start_waiting)
+{
+    memset(s, 0, sizeof *s);
+    if (!start_waiting)
+        return;
+    memset(s->would_fail, 1, sizeof s->would_fail);
+    s->steps = SG_SPEC_WINDOW;
+    s->waiting = 1;
+}
+
 int sg_speculation_update(sg_speculation *s, int would_fail)
 {
     s->would_fail[s->steps++ % SG_SPEC_WINDOW] = (uint8_t)(would_fail != 0);

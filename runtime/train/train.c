@@ -95,10 +95,15 @@ typedef struct trainer {
 static int check_outputs(const sg_run_options *r, int *created, sg_error *err)
 {
     *created = 0;
+    struct stat st;
     if (r->save[0] && mkdir(r->save, 0777) == 0)
         *created = 1;
     else if (r->save[0] && errno != EEXIST)
         return sg_error_set(err, SG_EIO, "save: cannot create %s: %s", r->save, strerror(errno));
+    else if (r->save[0] && (stat(r->save, &st) || !S_ISDIR(st.st_mode)))
+        return sg_error_set(err, SG_EINVAL, "save: %s exists and is not a directory (--save "
+                            "names the directory that holds the checkpoints' step-N folders)",
+                            r->save);
     /* an existing directory: writable (a read-only one failed at the first save) */
     if (r->save[0] && access(r->save, W_OK | X_OK))
         return sg_error_set(err, SG_EIO, "save: cannot write in %s: %s", r->save, strerror(errno));
@@ -147,7 +152,12 @@ static int setup_wait_graph(trainer *t, sg_error *err)
         return sg_error_set(err, SG_ENOMEM, "out of memory computing priorities");
     t->have_wait = 1;
     t->adaptive = strcmp(mode, "adaptive") == 0;
-    t->waiting = !t->adaptive;
+    /* clipping, or a dynamic fp16 loss scale, can roll back the first steps:
+     * adaptive waits until the norm has been under the threshold */
+    const sg_ds_config *ds = &t->cfg->ds;
+    sg_speculation_init(&t->speculation, ds->gradient_clipping > 0 ||
+                                             (ds->fp16.enabled && ds->fp16.loss_scale == 0));
+    t->waiting = !t->adaptive || t->speculation.waiting;
     t->waiting_after[0] = (uint8_t)t->waiting;
     return SG_OK;
 }
@@ -271,6 +281,10 @@ static int setup_data(trainer *t, sg_error *err)
     if ((rc = sg_data_open(&t->data, t->data_path, &o, err)))
         return rc;
     t->data_open = 1;
+    for (int i = 0; i < t->data.nfiles; i++)
+        if (t->data.files[i].kind == SG_DATA_TEXT &&
+            (rc = sg_tokenizer_check_text_data(r->model, t->data.files[i].path, err)))
+            return rc;
     if (t->data.files[0].kind != SG_DATA_TEXT) {
         if ((rc = sg_tokenizer_info_read(t->data.files[0].path, &t->tokenizer, err)) < 0)
             return rc;
@@ -409,7 +423,8 @@ static void print_header(const trainer *t)
            s->super_offload ? " (SuperOffload speculation)" : "",
            s->offload_param ? ", parameters offloaded to the CPU" : "",
            s->activation_checkpointing ? ", activation checkpointing" : "", s->gradient_clipping);
-    printf("  StarPU %s: %d workers", cfg->run.sched, sg_exec_worker_count());
+    int nworkers = sg_exec_worker_count();
+    printf("  StarPU %s: %d worker%s", cfg->run.sched, nworkers, nworkers == 1 ? "" : "s");
     if (t->x.low.split.reserved)
         printf(" (%d CPU reserved for the optimizer)", t->x.low.split.reserved);
     if (t->x.bound_cores)
@@ -426,8 +441,8 @@ static void print_header(const trainer *t)
                cfg->run.load, (long long)t->st.step);
     else
         printf("  weights: random, seed %lld\n", (long long)cfg->run.seed);
-    printf("  %lld steps, log every %lld\n", (long long)t->total_steps,
-           (long long)cfg->run.log_interval);
+    printf("  %lld step%s, log every %lld\n", (long long)t->total_steps,
+           t->total_steps == 1 ? "" : "s", (long long)cfg->run.log_interval);
     if (cfg->run.lookahead > 1)
         printf("  lookahead %lld: up to %lld steps in flight; Time = from the later of a step's "
                "submission and the previous step's end to its end\n",
@@ -753,8 +768,8 @@ static void print_memory(const trainer *t, int ncpu, int ncuda)
     if (!ncuda && ncpu > 1) {
         int64_t po = 0, pp = 0;
         if (sg_graph_peak_memory_one_space(&t->graph, &po, &pp) == SG_OK)
-            printf("  (planned for %d CPU workers running ready work out of program order; "
-                   "in program order %.1f MiB)\n", ncpu, po / 1048576.0);
+            printf("  (planned for %d CPU worker%s running ready work out of program order; "
+                   "in program order %.1f MiB)\n", ncpu, ncpu == 1 ? "" : "s", po / 1048576.0);
     }
     if (ncuda)
         print_mem_line("gpu", gpu, pg, held_gpu);
