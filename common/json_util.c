@@ -6,6 +6,7 @@
 #include "common/json_strict.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -456,6 +457,68 @@ const char *sg_json_suggest(const char *key, const char *const *cands, size_t n)
         }
     }
     return best;
+}
+
+const char *sg_suggest_in_list(const char *key, const char *list, char *out, size_t size)
+{
+    enum { MAX_NAMES = 128 };
+    char buf[2048];
+    const char *names[MAX_NAMES] = {0};
+    size_t n = 0;
+    if (size)
+        out[0] = '\0';
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *p = buf; *p && n < MAX_NAMES;) {
+        names[n++] = p;
+        char *sep = strstr(p, ", ");
+        if (!sep)
+            break;
+        *sep = '\0';
+        p = sep + 2;
+    }
+    const char *best = sg_json_suggest(key, names, n);
+    if (best && size)
+        snprintf(out, size, " (did you mean %s?)", best);
+    return out;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void sg_json_list_dir(const char *dir, char *buf, size_t size)
+{
+    enum { MAX_NAMES = 256 };
+    char *names[MAX_NAMES];
+    size_t n = 0;
+    if (size)
+        buf[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < MAX_NAMES) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && !strcmp(de->d_name + len - 5, ".json") &&
+            (names[n] = strndup(de->d_name, len - 5)) != NULL)
+            n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_names);
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        int w = used < size ? snprintf(buf + used, size - used, "%s%s", used ? ", " : "", names[i])
+                            : -1;
+        if (w < 0 || (size_t)w >= size - used) {
+            if (used < size)
+                buf[used] = '\0'; /* whole names only */
+            used = size;
+        } else {
+            used += (size_t)w;
+        }
+        free(names[i]);
+    }
 }
 
 int sg_json_load_object(const char *path, cJSON **root, sg_error *err)

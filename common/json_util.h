@@ -119,4 +119,13 @@ void sg_config_warnings_add(sg_config_warnings *w, const char *msg);
 const char *sg_json_suggest(const char *key, const char *const *cands,
                             size_t n);
 
+/* The same over a list of names separated by ", " (as error messages list
+ * them): writes " (did you mean NAME?)" into out when one is close enough,
+ * else an empty string; returns out. */
+const char *sg_suggest_in_list(const char *key, const char *list, char *out, size_t size);
+
+/* The names of the *.json files in dir, without the extension, sorted and
+ * separated by ", " (an empty string when none, or dir cannot be read). */
+void sg_json_list_dir(const char *dir, char *buf, size_t size);
+
 #endif /* SG_JSON_UTIL_H */

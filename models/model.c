@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/json_util.h"
+
 /* The Makefile passes both with -D; the fallbacks let this file compile
  * alone (tests built by hand, other build systems). */
 #ifndef SG_SRC_MODELS_DIR
@@ -299,28 +301,6 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /* Appends ", name" for each *.json in dir (for "not found" messages). */
-static void list_models(const char *dir, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    size_t used = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (!ends_with(de->d_name, ".json"))
-            continue;
-        int n = snprintf(buf + used, size - used, "%s%.*s", used ? ", " : "",
-                         (int)(strlen(de->d_name) - 5), de->d_name);
-        if (n < 0 || (size_t)n >= size - used) {
-            buf[used] = '\0';
-            break;
-        }
-        used += (size_t)n;
-    }
-    closedir(d);
-}
-
 int sg_model_resolve(const char *name_or_path, const char *models_dir,
                      char *out_path, size_t out_size, sg_error *err)
 {
@@ -369,10 +349,11 @@ int sg_model_resolve(const char *name_or_path, const char *models_dir,
         return sg_error_set(err, SG_ENOENT, "model file %s: not found",
                             out_path);
     char avail[512];
-    list_models(models_dir, avail, sizeof avail);
-    return sg_error_set(err, SG_ENOENT, "model \"%s\": no %s (models in %s: %s)",
-                        name_or_path, out_path, models_dir,
-                        avail[0] ? avail : "none");
+    sg_json_list_dir(models_dir, avail, sizeof avail);
+    char hint[160];
+    sg_suggest_in_list(name_or_path, avail, hint, sizeof hint);
+    return sg_error_set(err, SG_ENOENT, "model \"%s\": no %s%s (models in %s: %s)",
+                        name_or_path, out_path, hint, models_dir, avail[0] ? avail : "none");
 }
 
 /* ------------------------------------------------------------------------ */

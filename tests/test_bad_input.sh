@@ -307,6 +307,22 @@ STEPGRAPH_STALL_SECONDS=3 STARPU_LIMIT_CPU_MEM=20 timeout 60 "$BIN" run "$CFG" $
 	[ "$(grep -c '^Step [0-9]* |' fits.out)" = 8 ] && grep -q "measured 1[0-9.]* MiB" fits.out &&
 	! grep -q "plan needs" fits.err
 ok $? "a step that fits under STARPU_LIMIT_CPU_MEM=20 trains its 8 steps with a 3 s stall window, no warning"
+# what the user wrote, named: a --save that is a file, a flag without its
+# value, and names one edit away from a shipped model, machine or policy
+echo "not a directory" >save_is_a_file
+fails save_file "save: save_is_a_file exists and is not a directory" "$BIN" run "$CFG" $RUN \
+	--save save_is_a_file && [ "$(cat save_is_a_file)" = "not a directory" ]
+ok $? "--save naming a regular file: refused as not a directory (not 'Permission denied'), the file kept"
+fails steps_bare "--steps: a value is required (an integer)" "$BIN" run "$CFG" --steps
+ok $? "--steps without a value says that it needs one"
+fails model_typo 'model "tiny-lama": no ' "$BIN" run "$CFG" $RUN --model tiny-lama &&
+	grep -qF "(did you mean tiny-llama?)" model_typo.err
+ok $? "a model name one letter off: did you mean tiny-llama?"
+fails sched_typo 'unknown StarPU policy "dmdaz" (did you mean dmda?)' "$BIN" run "$CFG" $RUN --sched dmdaz
+ok $? "a policy name one letter off: did you mean dmda?"
+fails machine_typo "machine mi300: no file" "$BIN" simulate "$CFG" --machine mi300 &&
+	grep -qF "(did you mean mi300a?)" machine_typo.err && grep -q "shipped, in .*: .*gh200x4" machine_typo.err
+ok $? "a machine name one letter off: did you mean mi300a?, with the shipped machines listed"
 # graph --format svg of a large graph (Graphviz takes minutes): the old SVG
 # stays, its temporary SVG and DOT files go, and so does dot
 if command -v dot >/dev/null 2>&1; then

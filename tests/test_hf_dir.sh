@@ -13,7 +13,7 @@ SG_TEST_NAME=hf
 HF=$SRC/tests/data/hf
 
 . "$SRC/tests/train_lib.sh"
-echo "1..23"
+echo "1..24"
 
 # 1-4: published totals, and the same description as the shipped file
 for pair in llama-3.1-8b:8,030,261,248 qwen3-14b:14,768,307,200 \
@@ -134,6 +134,14 @@ ok $? "an unsupported model_type: refused with the supported ones"
 mkdir -p "$TMP/empty"
 fails empty "no config.json" --model "$TMP/empty"
 ok $? "a directory without config.json: refused"
+# a directory with its own tokenizer and raw text data: never bytes silently
+hfconfig "$TMP/tok"
+cp "$W" "$TMP/tok/model.safetensors"
+cp "$SRC/tests/data/tokenizers/wordlevel.json" "$TMP/tok/tokenizer.json"
+fails tok "scripts/tokenize.sh --tokenizer $TMP/tok/tokenizer.json --out SHARDS $SRC/README.md" \
+	--model "$TMP/tok" --load "$TMP/tok" --data "$SRC/README.md" &&
+	grep -q "model $TMP/tok has its own tokenizer" "$TMP/tok.err" && ! grep -q "^Step" "$TMP/tok.out"
+ok $? "a model directory with tokenizer.json and raw text data: refused with the tokenize command"
 
 # Saving: every checkpoint step directory is a Hugging Face model directory
 STEPDIR="$TMP/ck/$(cat "$TMP/ck/latest")"

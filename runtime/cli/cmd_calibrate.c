@@ -327,7 +327,8 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
                      (int)(sizeof cfg->node_times - sizeof "/node_times.csv"), abs_sampling);
     }
     if (!rc) {
-        printf("calibrating %s: %ld steps, StarPU models in %s\n", name, nsteps, sampling);
+        printf("calibrating %s: %ld step%s, StarPU models in %s\n", name, nsteps,
+               nsteps == 1 ? "" : "s", sampling);
         rc = sg_train_ranks(cfg, dist, &res, err);
     }
     if (own_tmp && remove_tree(abs_sampling) != 0 && !rc)

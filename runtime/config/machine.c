@@ -326,9 +326,14 @@ int sg_machine_resolve(const char *name, char *out, size_t size, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "machine %s: path too long", name);
     struct stat st;
     if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
-        return sg_error_set(err, SG_ENOENT, "machine %s: no file %s (shipped: gh200 (= "
-                            "gh200-480gb), gh200-120gb, gh200x2, gh200x4, mi300a, mi300ax2, mi300ax4, "
-                            "h100-pcie)", name, out);
+    {
+        char shipped[1024], hint[160] = "";
+        sg_json_list_dir(machines_dir(), shipped, sizeof shipped);
+        if (!is_path)
+            sg_suggest_in_list(name, shipped, hint, sizeof hint);
+        return sg_error_set(err, SG_ENOENT, "machine %s: no file %s%s (shipped, in %s: %s; gh200 "
+                            "is gh200-480gb)", name, out, hint, machines_dir(), shipped);
+    }
     return SG_OK;
 }
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_util.h"
+
 int sg_starpu_check_policy(const char *name, sg_error *err)
 {
     struct starpu_sched_policy **all = starpu_sched_get_predefined_policies();
@@ -17,8 +19,10 @@ int sg_starpu_check_policy(const char *name, sg_error *err)
         size_t n = strlen(list);
         snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", all[i]->policy_name);
     }
-    return sg_error_set(err, SG_EINVAL, "sched: unknown StarPU policy \"%s\" (one of: %s)", name,
-                        list);
+    char hint[160];
+    sg_suggest_in_list(name, list, hint, sizeof hint);
+    return sg_error_set(err, SG_EINVAL, "sched: unknown StarPU policy \"%s\"%s (one of: %s)", name,
+                        hint, list);
 }
 
 int sg_starpu_split_workers(sg_sched_split *s, double share, const char *sched)

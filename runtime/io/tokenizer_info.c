@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/json_strict.h"
 
@@ -85,4 +87,26 @@ int sg_tokenizer_info_read(const char *shard_path, sg_tokenizer_info *ti, sg_err
     }
     free(buf);
     return rc ? rc : 1;
+}
+
+int sg_tokenizer_check_text_data(const char *model_path, const char *text_path, sg_error *err)
+{
+    struct stat st;
+    if (!model_path || !model_path[0] || stat(model_path, &st) || !S_ISDIR(st.st_mode))
+        return 0;
+    static const char *const names[] = {"tokenizer.json", "tokenizer.model"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char tok[4096];
+        if (snprintf(tok, sizeof tok, "%s/%s", model_path, names[i]) >= (int)sizeof tok ||
+            access(tok, F_OK))
+            continue;
+        return sg_error_set(err, SG_EINVAL,
+                            "data %s is raw text, which stepgraph reads as bytes (token ids "
+                            "0-255), but model %s has its own tokenizer (%s): tokenize the text "
+                            "first, e.g. scripts/tokenize.sh --tokenizer %s --out SHARDS %s, then "
+                            "--data 'SHARDS/train_*.bin'%s", text_path, model_path, tok,
+                            i == 0 ? tok : "TOKENIZER.json", text_path,
+                            i == 0 ? "" : " (tokenize.sh reads the tokenizer.json form of it)");
+    }
+    return 0;
 }

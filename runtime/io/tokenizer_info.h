@@ -26,4 +26,12 @@ typedef struct sg_tokenizer_info {
  * message names the file and the key). */
 int sg_tokenizer_info_read(const char *shard_path, sg_tokenizer_info *ti, sg_error *err);
 
+/* A model given as a Hugging Face directory brings its own tokenizer
+ * (tokenizer.json, or SentencePiece's tokenizer.model). Training such a model
+ * on raw text would feed it bytes as token ids, silently ignoring that
+ * tokenizer: when model_path is a directory holding one and text_path (a
+ * data file the loader reads as bytes) is given, SG_EINVAL with the command
+ * that tokenizes the text (scripts/tokenize.sh). 0 otherwise. */
+int sg_tokenizer_check_text_data(const char *model_path, const char *text_path, sg_error *err);
+
 #endif /* SG_TOKENIZER_INFO_H */
