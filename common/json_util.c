@@ -482,6 +482,15 @@ const char *sg_suggest_in_list(const char *key, const char *list, char *out, siz
     return out;
 }
 
+const char *sg_warning_as_error(const char *warning, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", warning);
+    char *ign = strstr(buf, " ignored");
+    if (ign)
+        memmove(ign, ign + 8, strlen(ign + 8) + 1);
+    return buf;
+}
+
 static int cmp_names(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);

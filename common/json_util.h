@@ -114,6 +114,10 @@ void sg_json_warn(const sg_json_ctx *c, const char *fmt, ...)
 /* Appends a warning with no origin processing (already formatted). */
 void sg_config_warnings_add(sg_config_warnings *w, const char *msg);
 
+/* A warning's text made an error's: " ignored" (as in "unknown key K
+ * ignored") dropped, since the error stops there. Writes into buf. */
+const char *sg_warning_as_error(const char *warning, char *buf, size_t size);
+
 /* The candidate closest to key (case-insensitive edit distance <= 2, or a
  * case-only difference), or NULL. */
 const char *sg_json_suggest(const char *key, const char *const *cands,

@@ -323,6 +323,23 @@ ok $? "a policy name one letter off: did you mean dmda?"
 fails machine_typo "machine mi300: no file" "$BIN" simulate "$CFG" --machine mi300 &&
 	grep -qF "(did you mean mi300a?)" machine_typo.err && grep -q "shipped, in .*: .*gh200x4" machine_typo.err
 ok $? "a machine name one letter off: did you mean mi300a?, with the shipped machines listed"
+# a misspelled key: --set names itself, --strict (and "strict": true) stops
+# at an unknown key the file has, and a flag's value is blamed on the flag
+fails set_typo "--set zero_optimisation.stage=1: unknown key zero_optimisation (did you mean zero_optimization?)" \
+	"$BIN" run "$CFG" $RUN --set zero_optimisation.stage=1 && ! grep -q "^Step" set_typo.out
+ok $? "--set with a misspelled key: an error naming the --set, no step run"
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 1}}\n' >typo.json
+"$BIN" config typo.json >typo_warn.out 2>&1 &&
+	grep -q "warning: typo.json: unknown key zero_optimisation" typo_warn.out &&
+	fails typo_strict "unknown key zero_optimisation (did you mean zero_optimization?) (strict: unknown keys are errors)" \
+		"$BIN" config --strict typo.json
+ok $? "a misspelled key in a file: a warning, and an error with --strict"
+printf '{"deepspeed_config": "typo.json", "strict": true}\n' >typo_run.json
+fails typo_strict_key "(strict: unknown keys are errors)" "$BIN" config typo_run.json
+ok $? "the run config key strict: true does the same"
+fails maxlen_cli "command line (--max_length): max_length 100000 is longer than" \
+	"$BIN" run "$CFG" $RUN --max_length 100000
+ok $? "--max_length too long for the model: blamed on the command line, not the config file"
 # graph --format svg of a large graph (Graphviz takes minutes): the old SVG
 # stays, its temporary SVG and DOT files go, and so does dot
 if command -v dot >/dev/null 2>&1; then

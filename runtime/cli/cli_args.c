@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "common/atomic_file.h"
+#include "common/json_util.h"
 
 #ifndef SG_SRC_CONFIGS_DIR
 #define SG_SRC_CONFIGS_DIR "configs"
@@ -62,6 +63,8 @@ static const char *const run_flags_help =
     "                              or Adagrad with weight_decay: speculate only while the\n"
     "                              norm stays under the clipping threshold, waiting at\n"
     "                              the start when clipping is on), always, never\n"
+    "  --strict                    an unknown key in the config files is an error, not\n"
+    "                              a warning (run config key \"strict\": true)\n"
     "  --optimizer_tile auto|0|N   elements per chunk of a CPU sub-group's optimizer\n"
     "                              chain (default auto: from the optimizer's workers)\n"
     "  --cast_placement MODE       casts of CPU sub-groups: scheduler (default), cpu,\n"
@@ -79,7 +82,8 @@ static const char *const run_flags_help =
  * argument as their value. */
 static int is_switch(const char *name)
 {
-    static const char *const switches[] = {"activation_checkpointing", "bind_cores_to_rank"};
+    static const char *const switches[] = {"activation_checkpointing", "bind_cores_to_rank",
+                                           "strict"};
     for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++) {
         size_t i;
         for (i = 0; switches[k][i] && (name[i] == switches[k][i] ||
@@ -123,6 +127,30 @@ static const sg_cli_opt *find_opt(const sg_cli_opt *opts, int nopts, const char 
             return &opts[i];
     }
     return NULL;
+}
+
+/* A finalize error is reported against the config file it checked, but the
+ * value may have come from the command line (--max_length 100000): then the
+ * message starts "ORIGIN: KEY ..." for a KEY the command line gave, and
+ * ORIGIN becomes "command line (--KEY)" (sg_config_run_origin). */
+static void blame_command_line(const sg_config *cfg, sg_error *err)
+{
+    const char *origin = cfg->run_path[0] ? cfg->run_path : "run options";
+    size_t ol = strlen(origin);
+    if (!err || strncmp(err->msg, origin, ol) || strncmp(err->msg + ol, ": ", 2))
+        return;
+    const char *rest = err->msg + ol + 2;
+    size_t n = strcspn(rest, " :");
+    char key[64], by[SG_PATH_MAX + 32], msg[sizeof err->msg];
+    if (n == 0 || n >= sizeof key)
+        return;
+    snprintf(key, sizeof key, "%.*s", (int)n, rest);
+    sg_config_run_origin(cfg, key, by, sizeof by);
+    if (strcmp(by, origin) == 0)
+        return;
+    /* by is "command line (--KEY)" here: short */
+    snprintf(msg, sizeof msg, "%.100s: %s", by, rest);
+    snprintf(err->msg, sizeof err->msg, "%s", msg);
 }
 
 int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts,
@@ -193,11 +221,24 @@ int sg_cli_load_config_ex(int argc, char **argv, const sg_cli_opt *opts, int nop
     }
     if ((rc = sg_config_load_with(config_path, sets, nsets, cfg, err)))
         goto out;
-    for (int k = 0; k < nover; k++)
+    for (int k = 0; k < nover; k++) {
         if ((rc = sg_run_option_set(&cfg->run, keys[k], vals[k], err)))
             goto out;
-    if ((rc = sg_config_finalize(cfg, err)))
+        sg_config_note_cli_option(cfg, keys[k]);
+    }
+    if ((rc = sg_config_finalize(cfg, err))) {
+        blame_command_line(cfg, err);
         goto out;
+    }
+    /* strict: an unknown key is a mistake to stop at (a misspelled
+     * zero_optimization would train at stage 0) */
+    for (int w = 0; cfg->run.strict && w < cfg->warnings.count; w++)
+        if (strstr(cfg->warnings.msg[w], "unknown key")) {
+            char text[sizeof cfg->warnings.msg[0]];
+            rc = sg_error_set(err, SG_EINVAL, "%s (strict: unknown keys are errors)",
+                              sg_warning_as_error(cfg->warnings.msg[w], text, sizeof text));
+            goto out;
+        }
     for (int w = 0; print_warnings && w < cfg->warnings.count; w++)
         fprintf(stderr, "stepgraph: warning: %s\n", cfg->warnings.msg[w]);
 out:

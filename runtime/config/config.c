@@ -139,6 +139,53 @@ int sg_config_load(const char *path, sg_config *cfg, sg_error *err)
     return sg_config_load_with(path, NULL, 0, cfg, err);
 }
 
+/* A warning that only --set brought (an unknown key: --set
+ * zero_optimisation.stage=1 would otherwise train at stage 0 with a warning
+ * blamed on the file) is an error naming the --set: the file loaded without
+ * the assignments did not warn so. When the file alone does not load, the
+ * warnings cannot be told apart and stay warnings. */
+static int refuse_set_warnings(const char *path, const char *const *sets, int nsets,
+                               const sg_config_warnings *with, sg_error *err)
+{
+    sg_config *plain = calloc(1, sizeof *plain);
+    if (!plain)
+        return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
+    sg_ds_config_defaults(&plain->ds);
+    sg_run_options_defaults(&plain->run);
+    sg_error plain_err = {0};
+    int rc = SG_OK;
+    if (load_into(path, NULL, 0, plain, &plain_err) == SG_OK) {
+        for (int w = 0; w < with->count && rc == SG_OK; w++) {
+            int seen = 0;
+            for (int v = 0; v < plain->warnings.count && !seen; v++)
+                seen = strcmp(with->msg[w], plain->warnings.msg[v]) == 0;
+            if (seen)
+                continue;
+            /* "FILE: unknown key K ...": name the --set whose key holds K */
+            const char *what = strstr(with->msg[w], ": ");
+            what = what ? what + 2 : with->msg[w];
+            const char *by = NULL;
+            for (int k = 0; k < nsets && !by; k++) {
+                size_t kl = strcspn(sets[k], "=");
+                for (const char *seg = sets[k]; seg < sets[k] + kl && !by;) {
+                    size_t sl = strcspn(seg, ".=");
+                    char name[128];
+                    snprintf(name, sizeof name, "%.*s", (int)sl, seg);
+                    if (sl && strstr(what, name))
+                        by = sets[k];
+                    seg += sl + 1;
+                }
+            }
+            char text[sizeof with->msg[0]];
+            sg_warning_as_error(what, text, sizeof text);
+            rc = by ? sg_error_set(err, SG_EINVAL, "--set %s: %s", by, text)
+                    : sg_error_set(err, SG_EINVAL, "--set: %s", text);
+        }
+    }
+    free(plain);
+    return rc;
+}
+
 int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg_config *cfg,
                         sg_error *err)
 {
@@ -154,6 +201,8 @@ int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg
     sg_ds_config_defaults(&tmp->ds);
     sg_run_options_defaults(&tmp->run);
     int rc = load_into(path, sets, nsets, tmp, err);
+    if (rc == SG_OK && nsets > 0)
+        rc = refuse_set_warnings(path, sets, nsets, &tmp->warnings, err);
     if (rc == SG_OK)
         *cfg = *tmp; /* a failed load leaves cfg as it was */
     free(tmp);
@@ -244,4 +293,40 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
     cfg->ds = ds;
     cfg->run = run;
     return SG_OK;
+}
+
+/* ---- where a run option came from ------------------------------------- */
+
+static void option_name(const char *key, char *name, size_t size)
+{
+    size_t n = 0;
+    while (*key == '-')
+        key++;
+    for (; *key && n + 1 < size; key++)
+        name[n++] = *key == '-' ? '_' : *key;
+    name[n] = '\0';
+}
+
+void sg_config_note_cli_option(sg_config *cfg, const char *key)
+{
+    char name[64], item[80];
+    option_name(key, name, sizeof name);
+    snprintf(item, sizeof item, ",%s,", name);
+    if (strstr(cfg->cli_options, item))
+        return;
+    size_t used = strlen(cfg->cli_options);
+    snprintf(cfg->cli_options + used, sizeof cfg->cli_options - used, "%s%s,", used ? "" : ",",
+             name);
+}
+
+const char *sg_config_run_origin(const sg_config *cfg, const char *key, char *buf, size_t size)
+{
+    char name[64], item[80];
+    option_name(key, name, sizeof name);
+    snprintf(item, sizeof item, ",%s,", name);
+    if (strstr(cfg->cli_options, item))
+        snprintf(buf, size, "command line (--%s)", name);
+    else
+        snprintf(buf, size, "%s", cfg->run_path[0] ? cfg->run_path : "run options");
+    return buf;
 }

@@ -26,7 +26,18 @@ typedef struct sg_config {
     /* set by `stepgraph calibrate`, not an option: where sg_train writes
      * the CPU task time of every node (runtime/train/node_times.h); "" = no */
     char node_times[SG_PATH_MAX];
+    /* run options given on the command line, ",max_length,steps," (their
+     * errors name the flag, not the config file: sg_config_run_origin) */
+    char cli_options[512];
 } sg_config;
+
+/* Where run option key's value came from, for an error message: "command
+ * line (--KEY)" when the command line gave it, else the run config's path
+ * (or "run options"). Written into buf; returns buf. */
+const char *sg_config_run_origin(const sg_config *cfg, const char *key, char *buf, size_t size);
+
+/* Records that the command line set run option key (any '-' read as '_'). */
+void sg_config_note_cli_option(sg_config *cfg, const char *key);
 
 /* Loads CONFIG (run config or DeepSpeed config, see above) into cfg, after
  * filling defaults. Does not apply the batch rule (CLI flags may still

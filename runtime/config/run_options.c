@@ -94,6 +94,7 @@ static const ropt run_opts[] = {
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
     { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0 },
     { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0 },
+    { "strict", R_BOOL, ROFF(strict), 0, 0, 0, 0, 0 },
     { "optimizer_tile", R_TILE, ROFF(optimizer_tile), 0, 0, NONNEG | SG_JSON_HI, 0,
       (double)((int64_t)1 << 40) },
     { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0 },

@@ -43,13 +43,14 @@ typedef struct sg_run_options {
     int64_t save_keep;                  /* checkpoints kept in save (newest); 0 = all */
     char save_dtype[8];                 /* "f32" (default) or "bf16" weights */
     int64_t save_shard_size;            /* bytes per weights shard; 0 = one model.safetensors */
-    char speculation[16];               /* SuperOffload: "always" (default), "adaptive", "never" */
+    char speculation[16];               /* SuperOffload: "adaptive" (default), "always", "never" */
     int64_t lookahead;                  /* steps in flight at once, default 2; 1 = a barrier
                                            after every step */
     char metrics[SG_PATH_MAX];          /* JSONL metrics file; "" = none */
     char trace[SG_PATH_MAX];            /* Chrome trace of the last step; "" = none */
     int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */
     int bind_cores_to_rank;             /* DeepSpeed launcher style: rank r -> NUMA node r mod count */
+    int strict;                         /* 1: an unknown config key is an error, not a warning */
     int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer
                                            chain: SG_TILE_AUTO (the default), 0 = untiled,
                                            or N > 0 (step_spec.c resolves auto) */

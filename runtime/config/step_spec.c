@@ -170,11 +170,12 @@ int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err)
         return rc;
     /* a run option the head kernels and the buffer sizes read from the model */
     model->head_chunk_tokens = cfg->run.head_chunk_tokens > 0 ? cfg->run.head_chunk_tokens : 0;
+    char origin[SG_PATH_MAX + 32];
     if (cfg->run.max_length > model->max_position_embeddings)
         return sg_error_set(err, SG_EINVAL,
                             "%s: max_length %lld is longer than the %lld positions of model %s "
                             "(max_position_embeddings in %s)",
-                            cfg->run_path[0] ? cfg->run_path : "run options",
+                            sg_config_run_origin(cfg, "max_length", origin, sizeof origin),
                             (long long)cfg->run.max_length,
                             (long long)model->max_position_embeddings, model->name, path);
     return SG_OK;
