@@ -35,6 +35,9 @@ int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts,
 
 /* Prints the run-option flags shared by the commands (for --help). */
 void sg_cli_print_run_flags(void);
+/* The same without the run options named in shadowed (n names, without the
+ * leading --): a command whose own option of that name takes precedence. */
+void sg_cli_print_run_flags_except(const char *const *shadowed, int n);
 
 int sg_cmd_run(int argc, char **argv);
 int sg_cmd_graph(int argc, char **argv);

@@ -100,6 +100,25 @@ void sg_cli_print_run_flags(void)
     fputs(run_flags_help, stdout);
 }
 
+void sg_cli_print_run_flags_except(const char *const *shadowed, int n)
+{
+    int skipping = 0;
+    for (const char *line = run_flags_help; *line;) {
+        size_t len = strcspn(line, "\n");
+        if (!strncmp(line, "  --", 4)) { /* an option's first line; others are indented more */
+            size_t nl = strcspn(line + 4, " \n");
+            skipping = 0;
+            for (int k = 0; k < n && !skipping; k++)
+                skipping = strlen(shadowed[k]) == nl && !strncmp(line + 4, shadowed[k], nl);
+        } else if (strncmp(line, "      ", 6)) {
+            skipping = 0; /* a heading or a blank line */
+        }
+        if (!skipping)
+            fwrite(line, 1, len + (line[len] == '\n'), stdout);
+        line += len + (line[len] == '\n');
+    }
+}
+
 void sg_default_config_path(char *buf, size_t n)
 {
     const char *env = getenv("STEPGRAPH_CONFIGS_DIR");

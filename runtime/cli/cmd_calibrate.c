@@ -67,7 +67,8 @@ static void calibrate_help(void)
            "  --base MACHINE   machine model whose GPU figures to keep (needed when CUDA\n"
            "                   workers ran; the CPU figures are measured or read here)\n"
            "\n");
-    sg_cli_print_run_flags();
+    static const char *const own[] = {"steps"}; /* this command has its own --steps */
+    sg_cli_print_run_flags_except(own, 1);
 }
 
 /* The machine file: CPU figures of this host, GPU figures of the base. */

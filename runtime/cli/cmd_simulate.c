@@ -64,7 +64,8 @@ static void simulate_help(void)
            "                   saved, for other models, batches and sequence lengths\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");
-    sg_cli_print_run_flags();
+    static const char *const own[] = {"steps"}; /* this command has its own --steps */
+    sg_cli_print_run_flags_except(own, 1);
 }
 
 static void print_links(const sg_sim_report *r)

@@ -50,7 +50,8 @@ static void tune_help(void)
            "  --steps N          steps per simulation, 1 to 100 (default 3, the last\n"
            "                     reported)\n"
            "\n", SG_TUNE_MAX_VARY);
-    sg_cli_print_run_flags();
+    static const char *const own[] = {"steps"}; /* this command has its own --steps */
+    sg_cli_print_run_flags_except(own, 1);
 }
 
 /* Splits "a,b,c" into at most max pieces (pointers into the copy). */
