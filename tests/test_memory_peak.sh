@@ -103,7 +103,7 @@ ok $? "the memory line and the lookahead note are printed"
 
 # With CUDA workers StarPU's allocator holds more than the live bytes
 # (graph/memory_held.h). Its plan against StarPU's counts measured on an
-# H100 (2026-11-26, README "Memory"): tiny-moe and tiny-gpt-oss in fp32 with
+# H100 (2026-11-26, docs/memory.md): tiny-moe and tiny-gpt-oss in fp32 with
 # train_lib.sh's base config (micro batch 2, sequence 32), as
 # tests/test_train_gpu.sh runs them there: GPU 46.0 and 32.0 MiB, main RAM
 # 53.1 and 36.4 MiB. A graph compiled for CPU workers gets no such line.
