@@ -7,9 +7,12 @@
 # 3. every relative link and image of README.md, docs/*.md and the examples'
 #    READMEs names a file or folder that exists, and every #anchor one of that
 #    page's headings (tests/docs_links.py, GitHub's anchor rule);
-# 4-6. negative controls: a page with a link to a missing file, one with a
-#    missing anchor and a README of 301 lines are caught, and a link inside
-#    code is not taken for one, and a page's own anchor resolves.
+# 4-7. negative controls: a page with a link to a missing file and one with a
+#    missing anchor are caught, a link inside code is not taken for one and a
+#    page's own anchor resolves, a README of 301 lines fails point 1;
+# 8. README.md's Quick start holds exactly the two commands, and
+#    scripts/quickstart.sh takes both (a third command, or one the script
+#    does not know, fails).
 # Pages other branches add at the same time (PENDING) may be linked before
 # they exist: a missing one is a TAP comment, an existing one is checked like
 # the others. Once they are merged, PENDING can be emptied.
@@ -17,7 +20,7 @@ set -u
 SG_TEST_NAME=docs_links; . "${SG_SRCDIR:-.}/tests/test_env.sh"
 PENDING="docs/interrupts.md docs/flops.md docs/benchmarks-adam-chain.md"
 CHECK="$SRC/tests/docs_links.py"
-echo "1..7"
+echo "1..8"
 
 # short_readme FILE: true when FILE has at most 300 lines; n = its lines
 short_readme() {
@@ -90,4 +93,16 @@ if ! short_readme "$TMP/neg/README.md"; then
 	echo "ok 7 - a README of $n lines fails point 1 (negative control)"
 else
 	echo "not ok 7 - a README of $n lines passes point 1"
+fi
+
+# the Quick start's code block: exactly `scripts/quickstart.sh run` and `test`
+# (each with its comment), and the script's own dispatch knows both
+cmds=$(awk '/^## Quick start/ { q = 1; next } q && /^## / { exit }
+	q && /^```/ { if (inb) exit; inb = 1; next } inb { print $1, $2 }' "$SRC/README.md")
+want=$(printf '%s\n' "scripts/quickstart.sh run" "scripts/quickstart.sh test")
+if [ "$cmds" = "$want" ] && grep -q '^	run) cmd_run' "$SRC/scripts/quickstart.sh" &&
+	grep -q '^	test) cmd_test' "$SRC/scripts/quickstart.sh"; then
+	echo "ok 8 - Quick start: exactly scripts/quickstart.sh run and test, both known to the script"
+else
+	echo "not ok 8 - Quick start's commands: $(echo "$cmds" | tr '\n' ';')"
 fi
