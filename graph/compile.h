@@ -4,7 +4,7 @@
  * run options (runtime/config/step_spec.c fills it from an sg_config); the graph
  * module does not know about JSON.
  *
- * Semantics (DeepSpeed's, see README "The step graph"):
+ * Semantics (DeepSpeed's, see docs/graph.md):
  * - each rank's parameters are packed in unit order into optimizer sub-groups
  *   of sub_group_size elements; with offload ratio r over N sub-groups,
  *   sub-group i is stepped on the CPU iff i >= floor((1 - r) * N);

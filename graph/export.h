@@ -1,6 +1,6 @@
 /* export.h - writes a step graph as DOT, JSON or a text summary.
  *
- * JSON schema (documented in the README, "Graph JSON"):
+ * JSON schema (documented in docs/graph.md, "Graph JSON"):
  * {"nodes":[{"id","name","kind","layer","micro_step","subgroup","device",
  *            "link","flops","bytes","bytes_read","bytes_written","link_bytes",
  *            "buffers":[{"name","mode","bytes","space"}...]}...],

@@ -4,7 +4,7 @@
  * dy^T x of the q (256 x 256), gate (688 x 256) and down (256 x 688)
  * projections. Each product is timed with sgemm (fp32) and with bf16
  * operands on AMX, the two alternating, best of R rounds of at least
- * 0.2 s each; prints GFLOP/s and their ratio. Not a test: README's
+ * 0.2 s each; prints GFLOP/s and their ratio. Not a test: docs/cpu-kernels.md's
  * figures ("bf16 products on AMX") come from it.
  *
  * Usage: OPENBLAS_NUM_THREADS=1 bench_gemm [T] [R]

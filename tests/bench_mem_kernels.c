@@ -2,7 +2,7 @@
  * the gradient-norm partial, the sum of two weight-gradient partials into a
  * gradient, and the bf16 casts both ways, each the best of 6 calls on N
  * values (default 32M; 262144 fits in cache), in GB/s of bytes read and
- * written. Not a test: the figures in README ("Memory-bound kernels") come
+ * written. Not a test: the figures in docs/cpu-kernels.md ("Memory-bound kernels") come
  * from it.
  *
  * Usage: bench_mem_kernels [N] */

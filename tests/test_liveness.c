@@ -79,7 +79,7 @@ static int compile_superoffload(const sg_model *m, int ckpt, sg_step_spec *s, sg
  * with SuperOffload's settings (bf16, ZeRO-3, seq 4096, batch 4), at the
  * first backward node every layer's output is live and no layer's
  * internals are; the layers' outputs add up to hidden_size x 2 bytes per
- * layer per token (README, "Memory"). Without checkpointing every layer's
+ * layer per token (docs/memory.md). Without checkpointing every layer's
  * internals are live there too. */
 static void test_checkpoint_keeps(void)
 {

@@ -18,8 +18,13 @@
 # runs it (graph/peak_workers.h). The default job (configs/default.json:
 # accumulation 4 of micro batch 1, lws, 2 workers) measures 60% over the
 # program-order plan; the check is that it is within 10% of the plan for 2
-# workers, and (so that the check can fail) more than 10% over the
-# program-order figure the run prints beside it; ZeRO-3 with 2 workers too.
+# workers, and (so that the check can fail) that the plan for 2 workers is
+# more than 1.1 / 0.9 times the program-order figure the run prints beside
+# it: then no measured peak within 10% of the one is within 10% of the
+# other. That control compares the two plans, both computed from the graph:
+# how far a run really gets ahead depends on how the two workers' timings
+# fall on a loaded machine, and it asserts nothing about that. ZeRO-3 with
+# 2 workers too.
 # The micro-step window (graph/compile.h micro_window: as many micro-steps in
 # flight as workers) keeps the measured peak steady from run to run: without
 # it (STEPGRAPH_MICRO_WINDOW=0) the default job measured 26 to 37 MiB (plan
@@ -65,10 +70,12 @@ ok $? "checkpointing under eager with 2 workers: recomputes do not run ahead ($(
 rc=$?
 [ $rc -eq 0 ] && within default2
 ok $? "default job, 2 workers: measured peak within 10% of the plan for 2 workers ($(mem default2))"
+# the control compares the two plans (deterministic), not the measured peak
+# with the program-order plan: whether a run gets that far ahead is timing
 po=$(sed -n 's/.*planned for 2 CPU workers.*in program order \([0-9.]*\) MiB.*/\1/p' "$TMP/default2.out")
 set -- $(mem default2) $po
-[ $# -eq 3 ] && "$PY" -c 'import sys; m, p = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (p > 0 and m > 1.10 * p))' "$1" "$3"
-ok $? "default job, 2 workers: more than 10% over the program-order plan (measured ${1:-?}, program order ${3:-?} MiB): the check above can fail"
+[ $# -eq 3 ] && "$PY" -c 'import sys; w, p = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (p > 0 and 0.9 * w > 1.1 * p))' "$2" "$3"
+ok $? "default job: the plan for 2 workers (${2:-?} MiB) is over 1.1 / 0.9 times the program-order plan (${3:-?} MiB): a peak within 10% of one is not within 10% of the other, so the check above can fail"
 # the micro-step window (2 workers: micro-step k + 2 waits for k's backward)
 # holds less than no window, where every micro-step's forward may run ahead,
 # and changes no result
@@ -103,7 +110,7 @@ ok $? "the memory line and the lookahead note are printed"
 
 # With CUDA workers StarPU's allocator holds more than the live bytes
 # (graph/memory_held.h). Its plan against StarPU's counts measured on an
-# H100 (2026-11-26, README "Memory"): tiny-moe and tiny-gpt-oss in fp32 with
+# H100 (2026-11-26, docs/memory.md): tiny-moe and tiny-gpt-oss in fp32 with
 # train_lib.sh's base config (micro batch 2, sequence 32), as
 # tests/test_train_gpu.sh runs them there: GPU 46.0 and 32.0 MiB, main RAM
 # 53.1 and 36.4 MiB. A graph compiled for CPU workers gets no such line.

@@ -240,7 +240,7 @@ ok $? "a re-calibration that fails while training (exit $r) leaves the earlier m
 # two steps' FLOPs do (`graph --summary`), within a factor 1.5 (a fit that
 # ignored the sizes would predict the same time). Nothing is timed here: how
 # close such a prediction comes to a real run is scripts/bench_sim_fidelity.sh's
-# (README, "Benchmarks")
+# (docs/benchmarks.md)
 "$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/cihost.json" --cost fitted \
 	>"$TMP/oos.out" 2>&1 && grep -q "task times fitted on its" "$TMP/oos.out"
 ok $? "simulate --cost fitted predicts a sequence length the calibration did not run"

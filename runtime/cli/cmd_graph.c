@@ -82,7 +82,7 @@ static void graph_help(void)
            "                         efficiencies and memory capacities) or, without it,\n"
            "                         of one GH200 at 100%% of peak; for a graph compiled\n"
            "                         for CUDA workers (--ncuda N), also what StarPU's\n"
-           "                         allocator holds (README, \"Memory\")\n"
+           "                         allocator holds (docs/memory.md)\n"
            "\n"
            "Pictures (dot, svg, html) are laid out by phase: a column per unit, forward\n"
            "left to right, backward back under it, then the optimizer's GPU side, the\n"

@@ -1184,8 +1184,8 @@ static const field top_fields[] = {
     FW("eigenvalue", W_ENABLED, "stepgraph computes no Hessian eigenvalues"),
     FW("autotuning", W_ENABLED,
        "DeepSpeed's autotuner is its launcher's; stepgraph's counterpart is `stepgraph tune`"),
-    FW("nebula", W_ENABLED, "stepgraph writes its own checkpoints (README, \"Weights and "
-       "checkpoints\")"),
+    FW("nebula", W_ENABLED, "stepgraph writes its own checkpoints (docs/training.md, "
+       "\"Weights and checkpoints\")"),
     FW("datastates_ckpt", W_OBJ, "stepgraph writes its own checkpoints"),
     FW("compile", W_OBJ, "stepgraph compiles the step into a StarPU task graph, not with "
        "torch.compile"),
