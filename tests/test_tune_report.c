@@ -162,7 +162,8 @@ static int svg_framed(const char *svg)
 }
 
 /* The progress lines that calls make on stderr. */
-static char *capture_progress(const int *done, int n, int total, const char *what, int tty)
+static char *capture_progress(const int *done, int n, int total, const char *what, int tty,
+                              double secs_per_point)
 {
     FILE *tmp = tmpfile();
     if (!tmp)
@@ -171,7 +172,7 @@ static char *capture_progress(const int *done, int n, int total, const char *wha
     int saved = dup(2);
     dup2(fileno(tmp), 2);
     for (int i = 0; i < n; i++)
-        sg_tune_progress(done[i], total, what, tty);
+        sg_tune_progress(done[i], total, what, tty, secs_per_point * done[i]);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -338,20 +339,23 @@ int main(void)
     int steps[24];
     for (int i = 0; i < 24; i++)
         steps[i] = i + 1;
-    char *log = capture_progress(steps, 24, 24, "gh200 dmdas", 0);
-    is_int(count(log, "\n"), 10, "progress, not a terminal: one line per tenth");
-    is_str(nth_line(log, 0, line, sizeof line), "tune: 3/24 done (gh200 dmdas)",
-           "... the first at 10%%");
-    is_str(nth_line(log, 9, line, sizeof line), "tune: 24/24 done (gh200 dmdas)",
-           "... the last at the end");
+    char *log = capture_progress(steps, 24, 24, "gh200 dmdas", 0, 5.0);
+    is_int(count(log, "\n"), 24, "progress, not a terminal: one line per point");
+    is_str(nth_line(log, 0, line, sizeof line),
+           "tune: 1/24 (4%) gh200 dmdas; 5 s so far, about 1 min 55 s left",
+           "... the first with the time left at the pace so far");
+    is_str(nth_line(log, 23, line, sizeof line), "tune: 24/24 (100%) gh200 dmdas; 2 min 00 s in all",
+           "... the last with the time it took");
     free(log);
     int half_end[] = {12, 24};
-    log = capture_progress(half_end, 2, 24, "gh200 dmdas", 1);
-    is_str(log, "\rtune: [###############---------------] 12/24 gh200 dmdas\033[K"
-                "\rtune: [##############################] 24/24 gh200 dmdas\033[K\n",
-           "progress on a terminal: one redrawn line, a newline at the end");
+    log = capture_progress(half_end, 2, 24, "gh200 dmdas", 1, 300.0);
+    is_str(log, "\rtune: [###############---------------] 12/24 gh200 dmdas; 1 h 00 min so far, "
+                "about 1 h 00 min left\033[K"
+                "\rtune: [##############################] 24/24 gh200 dmdas; 2 h 00 min in all"
+                "\033[K\n",
+           "progress on a terminal: one redrawn line with the time left, a newline at the end");
     free(log);
-    log = capture_progress(half_end, 2, 0, "x", 1);
+    log = capture_progress(half_end, 2, 0, "x", 1, 1.0);
     is_str(log, "", "progress: nothing when the total is 0");
     free(log);
     /* a knob of words: the points hold indices, the reports the words */

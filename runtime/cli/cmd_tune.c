@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "common/clock.h"
 #include "runtime/cli/cli.h"
 #include "runtime/sim/sim_client.h"
 #include "runtime/tune/tune_report.h"
@@ -288,6 +289,7 @@ static int same_config(const tune_run *t, int i, int j)
 static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *err)
 {
     int n = t->set.npoints, next = 0, done = 0, active = 0, tty = isatty(2);
+    double t0 = sg_monotonic_s(); /* the sweep's start, for the progress's time left */
     int *point_of = calloc((size_t)jobs, sizeof *point_of); /* per job slot */
     sg_sim_job *slots = calloc((size_t)jobs, sizeof *slots);
     char **args = calloc((size_t)(t->npass + 2 * SG_TUNE_MAX_VARY + 1), sizeof *args);
@@ -327,13 +329,13 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
                 /* a knob value the config refuses is that point's failure */
                 p->status = SG_TUNE_FAILED;
                 snprintf(p->note, sizeof p->note, "%.255s", perr.msg);
-                sg_tune_progress(++done, n, p->machine, tty);
+                sg_tune_progress(++done, n, p->machine, tty, sg_monotonic_s() - t0);
                 continue;
             }
             if (!pt.fit.fits) {
                 p->status = SG_TUNE_INFEASIBLE;
                 snprintf(p->note, sizeof p->note, "%s", pt.fit.why);
-                sg_tune_progress(++done, n, p->machine, tty);
+                sg_tune_progress(++done, n, p->machine, tty, sg_monotonic_s() - t0);
                 continue;
             }
             int slot;
@@ -363,7 +365,7 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
         }
         char what[128];
         snprintf(what, sizeof what, "%s %s", p->machine, p->sched);
-        sg_tune_progress(++done, n, what, tty);
+        sg_tune_progress(++done, n, what, tty, sg_monotonic_s() - t0);
     }
     while (active > 0) {
         sg_sim_report rep;

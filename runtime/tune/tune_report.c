@@ -742,11 +742,20 @@ int sg_tune_write_svg(const sg_tune_set *s, FILE *out)
 
 /* ---- progress ---- */
 
-void sg_tune_progress(int done, int total, const char *what, int is_tty)
+/* "12 s", "3 min 05 s", "2 h 07 min": a duration a person reads */
+static void format_duration(double s, char *buf, size_t size)
 {
-    /* The tune loop is single-threaded and reports in order; this state only
-     * keeps a log (not a terminal) to one line per tenth of the sweep. */
-    static int last_total, last_decile;
+    long t = s > 0 ? (long)(s + 0.5) : 0;
+    if (t < 60)
+        snprintf(buf, size, "%ld s", t);
+    else if (t < 3600)
+        snprintf(buf, size, "%ld min %02ld s", t / 60, t % 60);
+    else
+        snprintf(buf, size, "%ld h %02ld min", t / 3600, (t % 3600) / 60);
+}
+
+void sg_tune_progress(int done, int total, const char *what, int is_tty, double elapsed_s)
+{
     if (total <= 0)
         return;
     if (done < 0)
@@ -755,6 +764,17 @@ void sg_tune_progress(int done, int total, const char *what, int is_tty)
         done = total;
     if (!what)
         what = "";
+    /* the time left at the mean pace of the points so far */
+    char spent[32], left[32], when[96];
+    format_duration(elapsed_s, spent, sizeof spent);
+    if (done == total)
+        snprintf(when, sizeof when, "%s in all", spent);
+    else if (done == 0)
+        snprintf(when, sizeof when, "%s so far", spent);
+    else {
+        format_duration(elapsed_s / done * (total - done), left, sizeof left);
+        snprintf(when, sizeof when, "%s so far, about %s left", spent, left);
+    }
     if (is_tty) {
         char bar[31];
         int fill = (int)((long long)done * 30 / total);
@@ -762,23 +782,12 @@ void sg_tune_progress(int done, int total, const char *what, int is_tty)
         memset(bar + fill, '-', (size_t)(30 - fill));
         bar[30] = '\0';
         /* ESC[K clears what a longer previous line left behind */
-        fprintf(stderr, "\rtune: [%s] %d/%d %s\033[K%s", bar, done, total, what,
+        fprintf(stderr, "\rtune: [%s] %d/%d %s; %s\033[K%s", bar, done, total, what, when,
                 done == total ? "\n" : "");
         fflush(stderr);
         return;
     }
-    int decile = (int)((long long)done * 10 / total);
-    if (total != last_total || decile < last_decile) {
-        last_total = total; /* a new sweep */
-        last_decile = 0;
-    }
-    if (decile == last_decile && done != total)
-        return;
-    last_decile = decile;
-    if (*what)
-        fprintf(stderr, "tune: %d/%d done (%s)\n", done, total, what);
-    else
-        fprintf(stderr, "tune: %d/%d done\n", done, total);
-    if (done == total)
-        last_total = 0;
+    /* a log: every point, as it finishes */
+    fprintf(stderr, "tune: %d/%d (%d%%)%s%s; %s\n", done, total,
+            (int)((long long)done * 100 / total), *what ? " " : "", what, when);
 }

@@ -75,8 +75,11 @@ int sg_tune_write_markdown(const sg_tune_set *s, FILE *out);
  * knob: one bar per policy per machine panel. A legend names the policies. */
 int sg_tune_write_svg(const sg_tune_set *s, FILE *out);
 
-/* Progress bar on stderr when it is a terminal, else one line per 10%:
- * "tune: [#####.....] 12/24 gh200 dmdas". Call with done = total at the end. */
-void sg_tune_progress(int done, int total, const char *what, int is_tty);
+/* Progress on stderr after each point, with the time spent since the sweep
+ * started (elapsed_s) and the time left at the mean pace so far: a redrawn
+ * bar on a terminal ("tune: [#####.....] 12/24 gh200 dmdas; 41 s so far,
+ * about 41 s left"), else one line per point ("tune: 12/24 (50%) gh200
+ * dmdas; ..."). Call with done = total at the end ("...; 1 min 22 s in all"). */
+void sg_tune_progress(int done, int total, const char *what, int is_tty, double elapsed_s);
 
 #endif /* SG_TUNE_REPORT_H */
