@@ -60,7 +60,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..23"
+echo "1..25"
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&
@@ -220,6 +220,22 @@ timeout 60 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" 
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rank [01]: dp_size 3 in the config, but mpirun started 2 ranks" "$TMP/mis.err"
 ok $? "dp_size 3 under mpirun -np 2: refused with both numbers and the rank"
+
+# a config every rank refuses (a misspelled model): one line from rank 0,
+# no MPI_Abort notice; a config that warns: the warning once
+timeout 60 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" "$BIN" run \
+	"$TMP/mis.json" --dp_size 2 --model tiny-lama --steps 1 --ncpus 1 >"$TMP/typo.out" 2>"$TMP/typo.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c 'tiny-lama' "$TMP/typo.err")" = 1 ] &&
+	grep -q '^stepgraph: model "tiny-lama": .*did you mean tiny-llama' "$TMP/typo.err" &&
+	! grep -q "MPI_ABORT" "$TMP/typo.err"
+ok $? "a model every rank refuses: said once by rank 0, without MPI_Abort's notice (exit $rc)"
+timeout 60 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" "$BIN" run \
+	"$TMP/mis.json" --dp_size 2 --max_length 32 --steps 1 --warmup_steps 3 --ncpus 1 \
+	>"$TMP/warn.out" 2>"$TMP/warn.err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c 'warning: .*warmup_steps 3' "$TMP/warn.err")" = 1 ]
+ok $? "a config warning under 2 ranks: printed once (exit $rc)"
 
 # dp_size > 1 without mpirun: refused, showing the mpirun command
 "$BIN" run "$TMP/mis.json" --dp_size 2 --max_length 32 --steps 2 --ncpus 1 >"$TMP/nompi.out" 2>"$TMP/nompi.err"

@@ -10,6 +10,7 @@
 #include "common/cleanup.h"
 #include "runtime/cli/cli.h"
 #include "runtime/cli/render_html.h"
+#include "runtime/config/step_spec.h"
 #include "runtime/dist/dist.h"
 #include "runtime/train/train.h"
 
@@ -95,6 +96,31 @@ static int check_report_path(const char *report, sg_error *err)
     return SG_OK;
 }
 
+
+/* The model the config names loads (and fits max_length): checked with the
+ * config, so that under mpirun a refusal is agreed on before training. */
+static int check_model(const sg_config *cfg, sg_error *err)
+{
+    sg_model *m = malloc(sizeof *m);
+    if (!m)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    int rc = sg_config_load_model(cfg, m, err);
+    free(m);
+    return rc;
+}
+
+/* Under mpirun, whether every rank refused its config (a config error is
+ * the same on every rank: the same files): then each rank can end without
+ * MPI_Abort, whose notice would bury the one line that matters. Ranks that
+ * disagree (a file one host cannot read) end as any other failure does. */
+static int config_refused_everywhere(const sg_dist *dist, int rc)
+{
+    double refused = rc != 0;
+    sg_error aerr = {0};
+    return sg_dist_host_allreduce(dist, &refused, 1, SG_COMM_SUM, &aerr) == SG_OK &&
+           refused == (double)dist->size;
+}
+
 int sg_cmd_run(int argc, char **argv)
 {
     int help = 0;
@@ -129,7 +155,17 @@ int sg_cmd_run(int argc, char **argv)
         argc++;
     }
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 2, cfg, &err);
+        rc = sg_cli_load_config_ex(argc, argv, opts, 2, cfg, dist.rank == 0, &err);
+    if (!rc)
+        rc = check_model(cfg, &err);
+    if (dist.size > 1 && config_refused_everywhere(&dist, rc)) {
+        /* every rank read the same files and refused them: say it once */
+        if (dist.rank == 0)
+            fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
+        free(cfg);
+        sg_dist_finalize(&dist);
+        return 1;
+    }
     /* a report needs the trace: a temporary one unless --trace names it */
     char tmp_trace[64] = "";
     int tmp_slot = -1;
