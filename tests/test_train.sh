@@ -99,7 +99,7 @@ clipcfg='"gradient_clipping": 0.05, "zero_optimization": {"stage": 3, "sub_group
 ds plain "{$clipcfg}}}"
 ds spec "{$clipcfg, \"super_offload\": true}}}"
 train plain plain --steps 6
-train spec spec --steps 6
+train spec spec --steps 6 --speculation always
 ok "$(cat "$TMP/spec.rc")" "SuperOffload run"
 grep -q "SuperOffload: [1-9][0-9]* of [0-9]* speculative sub-group steps rolled back" "$TMP/spec.out"
 ok $? "clipping makes validation roll speculative steps back"
