@@ -44,6 +44,7 @@
 #include <math.h>
 
 #include "codelets/cuda/cuda_compat.h"
+#include "codelets/cuda/attention_impl.h"
 
 #ifdef SG_CUDA_EMU
 #define ATT_UNROLL
@@ -54,8 +55,8 @@
 #define ATT_THREADS 128 /* threads per block of the tile kernels */
 #define ATT_TY 8        /* thread rows */
 #define ATT_TX 16       /* thread columns */
-#define ATT_LOG2E 1.4426950408889634f
-#define ATT_LN2 0.6931471805599453f
+#define ATT_LOG2E SG_ATT_LOG2E
+#define ATT_LN2 SG_ATT_LN2
 
 /* Tile sizes per head-dim bound: BR queries, BC keys. Chosen so that the
  * per-thread accumulators stay at <= 64 floats and shared memory at
@@ -90,14 +91,6 @@ static constexpr size_t bwd_smem_floats(int maxd, int br, int bc)
 {
     return 2 * (size_t)bc * (maxd + 1) + 2 * (size_t)br * (maxd + 1) + 2 * (size_t)br * (bc + 1) +
            2 * (size_t)br;
-}
-
-/* Key j is visible to query i (both < T): j <= i and, when window > 0,
- * j > i - window. The host has turned a window >= T into 0, so
- * j + window cannot overflow. */
-__device__ static inline bool att_visible(int i, int j, int window)
-{
-    return j <= i && (window == 0 || j + window > i);
 }
 
 /* ---- forward ---------------------------------------------------------------- */
@@ -200,7 +193,7 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
             ATT_UNROLL
             for (int j = 0; j < CN; j++) {
                 const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-                const bool vis = r < nq && c < nk && att_visible(i0 + r, j0 + c, window);
+                const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
                 Ss[r * LS + c] = vis ? s[i][j] : -INFINITY;
             }
         __syncthreads();
@@ -424,7 +417,7 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
                 ATT_UNROLL
                 for (int j = 0; j < CN; j++) {
                     const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-                    const bool vis = r < nq && c < nk && att_visible(i0 + r, j0 + c, window);
+                    const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
                     const float p = vis ? exp2f(s[i][j] * slog2e - lse_s[r]) : 0.0f;
                     Ps[r * LP + c] = p;
                     dSs[r * LP + c] = p * (dp[i][j] - dvec_s[r]);
@@ -515,19 +508,6 @@ __global__ void att_dq_store_kernel(T *dq, const float *dq_acc, size_t n)
 }
 
 /* ---- host side ---------------------------------------------------------------- */
-
-/* Sizes the kernels can take (ints inside, grid y and z limits); also
- * folds a window >= T into 0 (the same attention). */
-static int att_check(size_t B, size_t T, size_t Hq, size_t Hkv, size_t D, size_t *window)
-{
-    if (Hq == 0 || Hkv == 0 || D == 0 || D > 256 || Hq % Hkv)
-        return SG_EINVAL;
-    if (B > 65535 || Hq > 65535 || T > (size_t)INT_MAX / 2)
-        return SG_EINVAL;
-    if (*window >= T)
-        *window = 0;
-    return SG_OK;
-}
 
 /* Lets a kernel use more than the default 48 KiB of dynamic shared memory.
  * Set on every launch rather than once: the attribute belongs to the
@@ -631,13 +611,12 @@ static void att_backward_t(const sg_cu *cu, void *dq, void *dk, void *dv, const 
     SG_LAUNCH(store, sg_cu_blocks(n, 256), 256, cu->stream, (T *)dq, (const float *)dq_acc, n);
 }
 
-extern "C" int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, const void *q,
-                                       const void *k, const void *v, sg_dtype dt, size_t B,
-                                       size_t T, size_t Hq, size_t Hkv, size_t D, size_t window)
+extern "C" int sg_cu_attention_fp32_forward(const sg_cu *cu, void *out, void *lse, const void *q,
+                                            const void *k, const void *v, sg_dtype dt, size_t B,
+                                            size_t T, size_t Hq, size_t Hkv, size_t D,
+                                            size_t window)
 {
-    if (att_check(B, T, Hq, Hkv, D, &window))
-        return SG_EINVAL;
-    if (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16)
+    if (sg_att_check(dt, B, T, Hq, Hkv, D, &window))
         return SG_EINVAL;
     if (B == 0 || T == 0) // empty, as on the CPU
         return SG_OK;
@@ -645,15 +624,13 @@ extern "C" int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, co
     return sg_cu_launch_status();
 }
 
-extern "C" int sg_cu_attention_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
-                                        const void *dout, const void *q, const void *k,
-                                        const void *v, const void *out, const void *lse,
-                                        sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
-                                        size_t D, size_t window, float *work)
+extern "C" int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
+                                             const void *dout, const void *q, const void *k,
+                                             const void *v, const void *out, const void *lse,
+                                             sg_dtype dt, size_t B, size_t T, size_t Hq,
+                                             size_t Hkv, size_t D, size_t window, float *work)
 {
-    if (att_check(B, T, Hq, Hkv, D, &window))
-        return SG_EINVAL;
-    if (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16)
+    if (sg_att_check(dt, B, T, Hq, Hkv, D, &window))
         return SG_EINVAL;
     if (B == 0 || T == 0)
         return SG_OK;
