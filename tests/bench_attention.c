@@ -79,7 +79,8 @@ static int parse_impls(bench_opts *o, const char *list)
         sg_error_clear(&err);
         sg_cu_att_impl impl;
         if (o->nimpl == MAX_IMPLS || sg_cu_attention_impl_parse(t, "--impl", &impl, &err)) {
-            fprintf(stderr, "bench_attention: %s\n", o->nimpl == MAX_IMPLS ? "too many --impl" : err.msg);
+            fprintf(stderr, "bench_attention: %s\n",
+                    o->nimpl == MAX_IMPLS ? "too many --impl" : err.msg);
             return SG_EINVAL;
         }
         o->impl[o->nimpl++] = impl;
@@ -336,7 +337,8 @@ int main(int argc, char **argv)
                              ? sg_cu_attention_blas_tile_rows(o.tile, o.scratch_mb << 20, 1, o.dt,
                                                               o.B, o.T, o.Hq, o.Hkv, o.window)
                              : 0,
-               o.scratch_mb, fwd_flops * 1e-9, tf * 1e3, tfb * 1e3, fwd_flops / tf * 1e-12, fb, fb / FA2_TFLOPS,
+               o.scratch_mb, fwd_flops * 1e-9, tf * 1e3, tfb * 1e3, fwd_flops / tf * 1e-12, fb,
+               fb / FA2_TFLOPS,
                od, qd);
         if (tfb < best) {
             best = tfb;

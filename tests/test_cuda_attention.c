@@ -499,7 +499,9 @@ static void check_tile_rows(void)
     /* backward: 12 bytes a score: 682.7 -> 672 */
     is_int(sg_cu_attention_blas_tile_rows(0, (size_t)512 << 20, 1, SG_BF16, 1, 4096, 16, 16, 0),
            672, "tile rows: backward: 672");
-    /* window 128: rows (rows + 127) 16 x 6 <= 1 MiB: rows (rows + 127) <= 10922.7: 48 */
+    /* window 128: a tile's rows hold its rows + 127 keys, + 7 (the first
+     * key rounded down to 8), rounded up to 8: 48 rows give 184 keys, 48 x
+     * 184 x 16 x 6 = 847872 <= 1 MiB; 64 rows give 200, 1228800 > 1 MiB */
     is_int(sg_cu_attention_blas_tile_rows(0, (size_t)1 << 20, 0, SG_BF16, 1, 4096, 16, 16, 128),
            48, "tile rows: a window of 128 keys bounds the keys of a tile: 48");
     is_int(sg_cu_attention_blas_tile_rows(100, 1, 0, SG_F32, 1, 37, 2, 1, 0), 37,
@@ -521,7 +523,8 @@ static int dispatch_bits(const sg_cu *cu, const acase *c, void **dev, void *out_
                                       c->W, dev[9]);
     if (!rc)
         rc = sg_cu_sync(cu);
-    if (!rc && (sg_cu_to_host(out_bits, dev[4], nq * es) || sg_cu_to_host(dq_bits, dev[6], nq * es)))
+    if (!rc &&
+        (sg_cu_to_host(out_bits, dev[4], nq * es) || sg_cu_to_host(dq_bits, dev[6], nq * es)))
         rc = SG_EIO;
     return rc;
 }

@@ -85,9 +85,11 @@ static void abl_repack(const sg_cu *cu, TD *dst, const TS *src, size_t B, size_t
 
 /* Where a row of a score tile is: the tile holds, for each of the batch's
  * (b, g), Mq = nq G rows (position i0 + rr / G, head g G + rr % G) of nk
- * keys from jlo. */
+ * keys from jlo, ld apart. jlo and ld are multiples of 8 (16 bytes of bf16)
+ * so that cuBLAS can take its aligned tensor-core kernels; the keys before
+ * the first visible one are masked like the others. */
 struct abl_tile {
-    int T, Hq, Hkv, G, i0, nq, jlo, nk, window;
+    int T, Hq, Hkv, G, i0, nq, jlo, nk, ld, window;
 };
 
 struct abl_row {
@@ -105,13 +107,13 @@ __device__ static inline abl_row abl_row_of(const abl_tile &tl, size_t row)
     r.t = tl.i0 + rr / tl.G;
     r.h = (int)(r.bg % tl.Hkv) * tl.G + rr % tl.G;
     const int first = tl.window && r.t + 1 > tl.window ? r.t + 1 - tl.window : 0;
-    r.c0 = first - tl.jlo; // >= 0: jlo is the first key of the tile's first query
+    r.c0 = first - tl.jlo; // >= 0: jlo is at most the first key of the tile's first query
     r.c1 = r.t + 1 - tl.jlo;
     return r;
 }
 
-/* Forward softmax: one block per row of S (fp32, rows of nk), qscale =
- * log2(e) / sqrt(D). Writes P (dt, rows of nk; 0 where masked) normalised,
+/* Forward softmax: one block per row of S (fp32, nk of ld), qscale =
+ * log2(e) / sqrt(D). Writes P (dt, likewise; 0 where masked) normalised,
  * and lse (B, Hq, T) in dt (natural log). Two passes over the row: an
  * online max and sum per thread, then P. */
 template <typename T>
@@ -121,7 +123,7 @@ __global__ void abl_softmax_fwd_kernel(T *P, T *lse, const float *S, abl_tile tl
     __shared__ float red[ABL_THREADS];
     for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const abl_row r = abl_row_of(tl, row);
-        const float *s = S + row * tl.nk;
+        const float *s = S + row * tl.ld;
         float m = -INFINITY, l = 0.0f; // base 2
         for (int c = r.c0 + (int)threadIdx.x; c < r.c1; c += blockDim.x) {
             const float x = s[c] * qscale;
@@ -135,7 +137,7 @@ __global__ void abl_softmax_fwd_kernel(T *P, T *lse, const float *S, abl_tile tl
         const float M = sg_block_max(m, red); // finite: key t is always visible
         const float L = sg_block_sum(m == -INFINITY ? 0.0f : l * exp2f(m - M), red);
         const float lse2 = M + log2f(L);
-        T *p = P + row * tl.nk;
+        T *p = P + row * tl.ld;
         for (int c = threadIdx.x; c < tl.nk; c += blockDim.x)
             p[c] = sg_st<T>(c >= r.c0 && c < r.c1 ? exp2f(s[c] * qscale - lse2) : 0.0f);
         if (threadIdx.x == 0)
@@ -157,7 +159,7 @@ __global__ void abl_softmax_bwd_kernel(T *P, T *dS, const float *S, const float 
                          SG_ATT_LOG2E;
         const size_t Mq = (size_t)tl.nq * tl.G;
         const float dv = dvec[(r.bg * tl.T + tl.i0) * tl.G + row % Mq];
-        const size_t off = row * tl.nk;
+        const size_t off = row * tl.ld;
         for (int c = threadIdx.x; c < tl.nk; c += blockDim.x) {
             const bool vis = c >= r.c0 && c < r.c1;
             const float p = vis ? exp2f(S[off + c] * qscale - l2) : 0.0f;
@@ -228,10 +230,12 @@ static int abl_gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb,
 
 /* ---- sizes and scratch ---------------------------------------------------------- */
 
-/* Keys a tile of `rows` queries may see at most. */
+/* The row length (ld) of a tile of `rows` queries at most: the keys it
+ * may see, 7 more for jlo rounded down to 8, rounded up to 8. */
 static size_t abl_keys(size_t rows, size_t T, size_t window)
 {
-    return window && rows + window - 1 < T ? rows + window - 1 : T;
+    const size_t n = window && rows + window + 6 < T ? rows + window + 6 : T;
+    return (n + 7) / 8 * 8;
 }
 
 /* Bytes per score of the tile buffers: S (fp32) and P (dt) forward; S, dP
@@ -313,19 +317,26 @@ static abl_tile abl_tile_at(const abl_plan *p, size_t i0)
 {
     abl_tile tl;
     const size_t i1 = i0 + p->rows < p->T ? i0 + p->rows : p->T;
-    const size_t jlo = p->window && i0 + 1 > p->window ? i0 + 1 - p->window : 0;
+    const size_t first = p->window && i0 + 1 > p->window ? i0 + 1 - p->window : 0;
+    const size_t jlo = first / 8 * 8;
     tl.T = (int)p->T, tl.Hq = (int)p->Hq, tl.Hkv = (int)p->Hkv, tl.G = (int)p->G;
     tl.i0 = (int)i0, tl.nq = (int)(i1 - i0), tl.jlo = (int)jlo, tl.nk = (int)(i1 - jlo);
+    tl.ld = (tl.nk + 7) / 8 * 8;
     tl.window = (int)p->window;
     return tl;
 }
 
-/* Elements between two (b, g) in a score tile: the tile's rows are
- * packed, Mq rows of nk, so that the row kernels see rows one after the
- * other. */
+/* Elements between two (b, g) in a score tile: Mq rows of ld, so that the
+ * row kernels see the rows of all (b, g) one after the other. */
 static long long abl_tile_stride(const abl_tile &tl)
 {
-    return (long long)tl.nq * tl.G * tl.nk;
+    return (long long)tl.nq * tl.G * tl.ld;
+}
+
+/* A score tile (S, dP: fp32; P, dS: dt) as a cuBLAS operand. */
+static abl_mat abl_tile_mat(const abl_tile &tl, const void *p, cudaDataType t)
+{
+    return abl_mat{p, t, tl.ld, abl_tile_stride(tl)};
 }
 
 /* S' (nk, Mq) = K'^T Q' per (b, g): S (Mq, nk) = Q K^T row-major. X is a
@@ -337,7 +348,7 @@ static int abl_scores(const sg_cu *cu, const abl_plan *p, const abl_tile &tl, fl
     const int Mq = tl.nq * tl.G, D = (int)p->D;
     abl_mat A = {(const char *)Y + (size_t)tl.jlo * p->D * es, p->ty, D, p->skv};
     abl_mat Bm = {(const char *)X + (size_t)tl.i0 * p->G * p->D * es, p->ty, D, p->sq};
-    abl_mat C = {S, CUDA_R_32F, tl.nk, abl_tile_stride(tl)};
+    abl_mat C = abl_tile_mat(tl, S, CUDA_R_32F);
     return abl_gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, tl.nk, Mq, D, A, Bm, 0.0f, C, p->batch);
 }
 
@@ -380,7 +391,7 @@ static int abl_fwd_tile(const sg_cu *cu, const abl_plan *p, const abl_fwd_bufs<T
         return rc;
     // O' (D, Mq) = V' (D, nk) P' (nk, Mq)
     const abl_mat V = {b.Vp + (size_t)tl.jlo * D, p->ty, D, p->skv};
-    const abl_mat P = {b.P, p->ty, tl.nk, abl_tile_stride(tl)};
+    const abl_mat P = abl_tile_mat(tl, b.P, p->ty);
     const abl_mat O = {b.Op + (size_t)tl.i0 * p->G * D, p->ty, D, p->sq};
     return abl_gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, D, Mq, tl.nk, V, P, 0.0f, O, p->batch);
 }
@@ -478,7 +489,7 @@ static int abl_bwd_tile(const sg_cu *cu, const abl_plan *p, const abl_bwd_bufs<T
     if ((rc = sg_cu_launch_status()))
         return rc;
     const size_t qoff = (size_t)tl.i0 * p->G * D, koff = (size_t)tl.jlo * D;
-    const abl_mat P = {b.P, p->ty, tl.nk, abl_tile_stride(tl)}, dS = {b.dS, p->ty, tl.nk, abl_tile_stride(tl)};
+    const abl_mat P = abl_tile_mat(tl, b.P, p->ty), dS = abl_tile_mat(tl, b.dS, p->ty);
     const abl_mat dO = {b.dOp + qoff, p->ty, D, p->sq}, Q = {b.Qp + qoff, p->ty, D, p->sq};
     const abl_mat dV = {b.dV + koff, CUDA_R_32F, D, p->skv};
     const abl_mat dK = {b.dK + koff, CUDA_R_32F, D, p->skv};
