@@ -13,7 +13,8 @@
  *   so exp becomes exp2), rescales its output accumulator (registers) when m
  *   grows, and adds P V. It writes out = acc / l and lse = m + log(l)
  *   (natural log, like the CPU path), both in dt.
- * - Backward: a first kernel computes Dvec_i = sum_d dout_i out_i (fp32) and
+ * - Backward: a first kernel (sg_att_dvec_kernel, attention_impl.h, shared
+ *   with the cuBLAS route) computes Dvec_i = sum_d dout_i out_i (fp32) and
  *   zeroes an fp32 dq accumulator. Then one block per (key tile of BC keys,
  *   kv head, batch) keeps its K, V tile in shared memory and its dK, dV
  *   accumulators in registers, and loops over the query heads of its group
@@ -275,41 +276,6 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
 }
 
 /* ---- backward ----------------------------------------------------------------- */
-
-#define ATT_PRE_TPR 16 /* threads per row of the Dvec kernel */
-
-/* dvec (B, Hq, T) = sum_d dout * out per row (fp32) and dq_acc (B, T, Hq, D)
- * = 0. Rows are the (B, T, Hq) rows of dout and out, ATT_THREADS / 16 per
- * block pass, 16 threads along d (coalesced), partial sums through shared
- * memory. */
-template <typename T>
-__global__ void att_bwd_pre_kernel(float *dvec, float *dq_acc, const T *dout, const T *out,
-                                   size_t rows, int len, int Hq, int D)
-{
-    SG_DYN_SHARED(float, red); // (ATT_THREADS)
-    const int tid = threadIdx.x, part = tid % ATT_PRE_TPR, sub = tid / ATT_PRE_TPR;
-    const size_t per_block = ATT_THREADS / ATT_PRE_TPR;
-    // uniform trip count over the block, since the body synchronises
-    for (size_t base = blockIdx.x * per_block; base < rows; base += gridDim.x * per_block) {
-        const size_t row = base + sub; // (b * T + t) * Hq + h
-        float s = 0.0f;
-        if (row < rows)
-            for (int d = part; d < D; d += ATT_PRE_TPR) {
-                s += sg_ld(dout[row * D + d]) * sg_ld(out[row * D + d]);
-                dq_acc[row * D + d] = 0.0f;
-            }
-        red[tid] = s;
-        __syncthreads();
-        if (part == 0 && row < rows) {
-            float tot = 0.0f;
-            for (int p = 0; p < ATT_PRE_TPR; p++)
-                tot += red[tid + p];
-            const size_t h = row % Hq, t = row / Hq % len, b = row / Hq / len;
-            dvec[(b * Hq + h) * len + t] = tot;
-        }
-        __syncthreads();
-    }
-}
 
 /* dk, dv (B, T, Hkv, D) of one key tile, and dq_acc (B, T, Hq, D) += its
  * part of scale dS K. Grid (key tiles, Hkv, B); scale = 1 / sqrt(D). */
@@ -584,11 +550,11 @@ static void att_backward_t(const sg_cu *cu, void *dq, void *dk, void *dv, const 
     float *dvec = work;                  // (B, Hq, T)
     float *dq_acc = work + B * Hq * T_;  // (B, T, Hq, D)
     const size_t rows = B * T_ * Hq;
-    const unsigned pre_blocks = sg_cu_blocks(rows, ATT_THREADS / ATT_PRE_TPR);
-    void (*pre)(float *, float *, const T *, const T *, size_t, int, int, int) =
-        att_bwd_pre_kernel<T>;
-    SG_LAUNCH_SMEM(pre, pre_blocks, ATT_THREADS, ATT_THREADS * sizeof(float), cu->stream, dvec,
-                   dq_acc, (const T *)dout, (const T *)out, rows, (int)T_, (int)Hq, (int)D);
+    const unsigned pre_blocks = sg_cu_blocks(rows, SG_ATT_PRE_THREADS / SG_ATT_PRE_TPR);
+    void (*pre)(float *, float *, const T *, const T *, size_t, int, int, int, int, int) =
+        sg_att_dvec_kernel<T>;
+    SG_LAUNCH(pre, pre_blocks, SG_ATT_PRE_THREADS, cu->stream, dvec, dq_acc, (const T *)dout,
+              (const T *)out, rows, (int)T_, (int)Hq, (int)Hkv, (int)D, 0);
 
     T *dkt = (T *)dk, *dvt = (T *)dv;
     const T *dot = (const T *)dout, *qq = (const T *)q, *kk = (const T *)k, *vv = (const T *)v;

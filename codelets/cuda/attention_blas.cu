@@ -43,7 +43,6 @@
 #include "codelets/cuda/attention_impl.h"
 
 #define ABL_THREADS 256   /* threads of the row kernels */
-#define ABL_PRE_TPR 16    /* threads per row of the Dvec kernel */
 #define ABL_MIN_ROWS 16   /* smallest query tile */
 #define ABL_ALIGN 256     /* bytes: each scratch buffer starts on this */
 
@@ -166,36 +165,6 @@ __global__ void abl_softmax_bwd_kernel(T *P, T *dS, const float *S, const float 
             P[off + c] = sg_st<T>(p);
             dS[off + c] = sg_st<T>(vis ? p * (dP[off + c] - dv) * scale : 0.0f);
         }
-    }
-}
-
-/* dvec (B, Hkv, T, G) = sum_d dout * out of each row of dout, out (B, T, Hq,
- * D): ABL_PRE_TPR threads along d, partial sums through shared memory. */
-template <typename T>
-__global__ void abl_dvec_kernel(float *dvec, const T *dout, const T *out, size_t rows, int len,
-                                int Hq, int Hkv, int D)
-{
-    __shared__ float red[ABL_THREADS];
-    const int tid = threadIdx.x, part = tid % ABL_PRE_TPR, sub = tid / ABL_PRE_TPR;
-    const size_t per_block = ABL_THREADS / ABL_PRE_TPR;
-    // the same trip count for the whole block, since the body synchronises
-    for (size_t base = blockIdx.x * per_block; base < rows; base += gridDim.x * per_block) {
-        const size_t row = base + sub; // (b T + t) Hq + h
-        float s = 0.0f;
-        if (row < rows)
-            for (int d = part; d < D; d += ABL_PRE_TPR)
-                s += sg_ld(dout[row * D + d]) * sg_ld(out[row * D + d]);
-        red[tid] = s;
-        __syncthreads();
-        if (part == 0 && row < rows) {
-            float tot = 0.0f;
-            for (int p = 0; p < ABL_PRE_TPR; p++)
-                tot += red[tid + p];
-            const int G = Hq / Hkv;
-            const size_t h = row % Hq, t = row / Hq % len, b = row / Hq / len;
-            dvec[((b * Hkv + h / G) * len + t) * G + h % G] = tot;
-        }
-        __syncthreads();
     }
 }
 
@@ -516,9 +485,11 @@ static int abl_backward_t(const sg_cu *cu, const abl_plan *p, T *dq, T *dk, T *d
     abl_bwd_carve(&ar, p, &b);
 
     const size_t rows = B * Tn * p->Hq;
-    void (*pre)(float *, const T *, const T *, size_t, int, int, int, int) = abl_dvec_kernel<T>;
-    SG_LAUNCH(pre, sg_cu_blocks(rows, ABL_THREADS / ABL_PRE_TPR), ABL_THREADS, cu->stream, b.dvec,
-              dout, out, rows, (int)Tn, (int)p->Hq, (int)p->Hkv, (int)D);
+    void (*pre)(float *, float *, const T *, const T *, size_t, int, int, int, int, int) =
+        sg_att_dvec_kernel<T>;
+    SG_LAUNCH(pre, sg_cu_blocks(rows, SG_ATT_PRE_THREADS / SG_ATT_PRE_TPR), SG_ATT_PRE_THREADS,
+              cu->stream, b.dvec, (float *)NULL, dout, out, rows, (int)Tn, (int)p->Hq,
+              (int)p->Hkv, (int)D, 1);
     abl_repack(cu, b.Qp, q, B, Tn, p->Hkv, p->G * D, 1);
     abl_repack(cu, b.dOp, dout, B, Tn, p->Hkv, p->G * D, 1);
     abl_repack(cu, b.Kp, k, B, Tn, p->Hkv, D, 1);
