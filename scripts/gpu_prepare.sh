@@ -28,7 +28,7 @@ in the repository root, ignored by git; MANIFEST.txt beside it). The archive hol
   build/stepgraph, build/stepgraph-sim   the CUDA build, configured --without-mpi
                                          (stepgraph-sim: the SimGrid simulator, a
                                          wrapper that picks lib-sim/)
-  build/tests/test_cuda_ops, test_cuda_attention, test_cuda_block, cuda_ops_dump
+  build/tests/test_cuda_ops, test_cuda_attention, test_cuda_block, cuda_ops_dump, bench_attention
                                          the real-GPU test programs
   mpi/stepgraph                          the same build with Open MPI (for
                                          `mpirun -np 1`)
@@ -211,7 +211,7 @@ if [ "$WANT_SIM" = 0 ]; then
 	done
 	FLAGS=("${kept[@]}")
 fi
-GPU_TESTS=(tests/test_cuda_ops tests/test_cuda_attention tests/test_cuda_block tests/cuda_ops_dump)
+GPU_TESTS=(tests/test_cuda_ops tests/test_cuda_attention tests/test_cuda_block tests/cuda_ops_dump tests/bench_attention)
 
 # 1. the main build: CUDA, no MPI (the GPU machine may have no libmpi)
 MAIN=$BUILD_DIR/main

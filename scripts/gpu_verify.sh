@@ -17,7 +17,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SELF="$REPO_ROOT/scripts/gpu_verify.sh"
 
 # name:cap-seconds, in the order they run (the most valuable first)
-STAGES="env:30 cuda_ops:30 cuda_attention:30 cuda_block:45 train_gpu:100 cuda_vs_torch:45 mpi_np1:30 calibrate:180 memory:60 simulate:45 bench:240"
+STAGES="env:30 cuda_ops:30 cuda_attention:30 attention_bench:60 cuda_block:45 train_gpu:100 cuda_vs_torch:45 mpi_np1:30 calibrate:180 memory:60 simulate:45 bench:240"
 
 usage() {
 	cat <<'EOF'
@@ -29,6 +29,9 @@ Runs, from the repository root, these stages (cap = its timeout in seconds):
   cuda_ops       tests/test_cuda_ops on the GPU (every element-wise, norm, loss, Adam
                  kernel against the CPU kernels), TAP
   cuda_attention tests/test_cuda_attention (forward and backward against the CPU)
+  attention_bench scripts/bench_attention.sh: the fp32 and cuBLAS attention routes timed
+                 at FlashAttention-2's shapes (bf16, causal, T 4096, head dim 128 and 64),
+                 TFLOPS against its 294; which one `auto` should run
   cuda_block     tests/test_cuda_block (every unit of five models, MoE included)
   train_gpu      tests/test_train_gpu.sh (fp32/bf16/SuperOffload training on a CUDA
                  worker against the CPU run; the two tiny mixture-of-experts models)
@@ -167,6 +170,15 @@ stage_env() {
 
 stage_cuda_ops() { need_gpu; [ -x "$SG_BUILDDIR/tests/test_cuda_ops" ] || skip "no $SG_BUILDDIR/tests/test_cuda_ops (a build without CUDA?)"; tap_stage "$SG_BUILDDIR/tests/test_cuda_ops"; }
 stage_cuda_attention() { need_gpu; [ -x "$SG_BUILDDIR/tests/test_cuda_attention" ] || skip "no $SG_BUILDDIR/tests/test_cuda_attention"; tap_stage "$SG_BUILDDIR/tests/test_cuda_attention"; }
+stage_attention_bench() {
+	need_gpu
+	[ -x "$SG_BUILDDIR/tests/bench_attention" ] || skip "no $SG_BUILDDIR/tests/bench_attention (a build without CUDA?)"
+	local rc md=$GV_WORK/results/attention-bench.md
+	scripts/bench_attention.sh --bin "$SG_BUILDDIR/tests/bench_attention" --out "$md"
+	rc=$?
+	key "$(tail -n1 "$md" 2>/dev/null || echo 'no result line'); exit $rc"
+	[ "$rc" = 0 ]
+}
 stage_cuda_block() { need_gpu; [ -x "$SG_BUILDDIR/tests/test_cuda_block" ] || skip "no $SG_BUILDDIR/tests/test_cuda_block"; tap_stage "$SG_BUILDDIR/tests/test_cuda_block"; }
 stage_train_gpu() {
 	need_gpu

@@ -4,7 +4,9 @@
 # implementation of the same op (tests/torch_cuda_ops_ref.py, fp32
 # reference, f32 and bf16 storage, tolerances stated there): the plumbing
 # scripts/check_cuda_vs_torch.sh uses on a GPU machine, and a second check
-# of the kernels besides the CPU-kernel comparisons. Prints TAP.
+# of the kernels besides the CPU-kernel comparisons. bf16 runs twice: with
+# the default attention and with its cuBLAS route (STEPGRAPH_ATTENTION_IMPL=
+# cublas, 1 MiB of score tiles; docs/gpu.md). Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
 BUILD=${SG_BUILDDIR:-.}
@@ -21,13 +23,18 @@ ok() { # ok STATUS DESCRIPTION
 	n=$((n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-for dt in f32 bf16; do
-	"$DUMP" "$TMP/d" --dtype "$dt" --seed 1 >"$TMP/$dt.dump.out" 2>&1
-	ok $? "emulated kernels dump their $dt outputs"
-	"$PY" "$SRC/tests/torch_cuda_ops_ref.py" "$TMP/d/$dt/manifest.json" --device cpu \
-		>"$TMP/$dt.out" 2>&1
+unset STEPGRAPH_ATTENTION_IMPL STEPGRAPH_ATTENTION_SCRATCH_MB
+for run in f32 bf16 bf16-cublas; do
+	dt=${run%-cublas}
+	if [ "$run" = bf16-cublas ]; then
+		export STEPGRAPH_ATTENTION_IMPL=cublas STEPGRAPH_ATTENTION_SCRATCH_MB=1
+	fi
+	"$DUMP" "$TMP/$run" --dtype "$dt" --seed 1 >"$TMP/$run.dump.out" 2>&1
+	ok $? "emulated kernels dump their $run outputs"
+	"$PY" "$SRC/tests/torch_cuda_ops_ref.py" "$TMP/$run/$dt/manifest.json" --device cpu \
+		>"$TMP/$run.out" 2>&1
 	rc=$?
-	grep -v ' PASS ' "$TMP/$dt.out" | sed 's/^/# /'
-	ok $rc "$dt: every op within its tolerance of PyTorch ($(tail -1 "$TMP/$dt.out"))"
+	grep -v ' PASS ' "$TMP/$run.out" | sed 's/^/# /'
+	ok $rc "$run: every op within its tolerance of PyTorch ($(tail -1 "$TMP/$run.out"))"
 done
 echo "1..$n"

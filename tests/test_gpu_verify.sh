@@ -31,13 +31,13 @@ ok() { # ok STATUS DESCRIPTION
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
 
-# the stages, from --list (11 of them, env first)
+# the stages, from --list (12 of them, env first)
 bash "$V" --list >"$TMP/list"
 ok $? "--list exits 0"
 stages=$(awk '{ print $1 }' "$TMP/list")
 count=$(printf '%s\n' "$stages" | wc -l)
-[ "$count" -eq 11 ] && [ "$(printf '%s\n' "$stages" | head -n1)" = env ]
-ok $? "--list names 11 stages, env first (got $count)"
+[ "$count" -eq 12 ] && [ "$(printf '%s\n' "$stages" | head -n1)" = env ]
+ok $? "--list names 12 stages, env first (got $count)"
 
 # 1. everything, no carry: the build in SG_BUILDDIR
 t0=$(date +%s)
@@ -67,12 +67,12 @@ ok $bad "every GPU stage: skip, 'no CUDA device'"
 # the rows come in --list's order
 [ "$(sed -n 's/^| \([a-z_0-9]*\) | \(pass\|fail\|skip\) |.*/\1/p' "$S")" = "$stages" ]
 ok $? "rows in the order of --list"
-grep -Eq '^result: 1 pass, 0 fail, 10 skip; [0-9]+ s of a 120 s budget$' "$S"
-ok $? "the result line counts 1 pass, 0 fail, 10 skip against the budget"
+grep -Eq '^result: 1 pass, 0 fail, 11 skip; [0-9]+ s of a 120 s budget$' "$S"
+ok $? "the result line counts 1 pass, 0 fail, 11 skip against the budget"
 [ "$(tail -n1 "$TMP/stdout")" = "$(tail -n1 "$S")" ] && grep -q '^| stage |' "$TMP/stdout"
 ok $? "stdout ends with the summary (what the device tool's output_tail shows)"
 L=$TMP/out/logs.txt
-[ "$(grep -c '^=================== [a-z_0-9]*: \(pass\|fail\|skip\), [0-9]* s$' "$L")" -eq 11 ]
+[ "$(grep -c '^=================== [a-z_0-9]*: \(pass\|fail\|skip\), [0-9]* s$' "$L")" -eq 12 ]
 ok $? "logs.txt holds one section per stage"
 [ "$(ls "$TMP/out" | wc -l)" -le 8 ]
 ok $? "at most 8 files in OUT (the device tool brings back 8)"

@@ -3,8 +3,9 @@
 # (codelets/cuda/) train the default tiny model, and the loss curve tracks
 # the CPU run of the same model, data and seed; bf16 on the GPU tracks the
 # fp32 CPU run loosely; ZeRO-3 with SuperOffload and activation
-# checkpointing runs with CPU Adam beside GPU work; the two tiny
-# mixture-of-experts models train on the GPU. Prints TAP; without a
+# checkpointing runs with CPU Adam beside GPU work; the cuBLAS attention
+# route tracks the fp32 one; the two tiny mixture-of-experts models train
+# on the GPU. Prints TAP; without a
 # CUDA device (or a build without CUDA) it prints a SKIP plan.
 set -u
 SRC=${SG_SRCDIR:-.}
@@ -58,6 +59,17 @@ ok "$(cat "$TMP/gpu16.rc")" "bf16 run with a CUDA worker"
 close gpu16 cpu 5e-2; ok $? "bf16 GPU losses track the fp32 CPU run (rel 5e-2, every step)"
 train cpu16 bf16 --steps 30 --ncuda 0
 close gpu16 cpu16 2e-2; ok $? "bf16 GPU losses track the bf16 CPU run (rel 2e-2)"
+
+# The cuBLAS attention route (docs/gpu.md, "Attention implementations"): the
+# same bf16 run with attention's products on tensor cores; it rounds P and
+# dS to bf16 where the fp32 route keeps them in fp32, a rounding of the
+# kind that separates the CPU's bf16 run from the GPU's (rel 2e-2).
+(export STEPGRAPH_ATTENTION_IMPL=cublas; train gpu16blas bf16 --steps 30 --ncuda 1)
+ok "$(cat "$TMP/gpu16blas.rc")" "bf16 run with STEPGRAPH_ATTENTION_IMPL=cublas"
+close gpu16blas gpu16 2e-2; ok $? "cuBLAS attention: losses track the fp32 route's run (rel 2e-2)"
+(export STEPGRAPH_ATTENTION_IMPL=fast; train badimpl bf16 --steps 1 --ncuda 1)
+[ "$(cat "$TMP/badimpl.rc")" != 0 ] && grep -q "STEPGRAPH_ATTENTION_IMPL=fast" "$TMP/badimpl.err" "$TMP/badimpl.out"
+ok $? "STEPGRAPH_ATTENTION_IMPL=fast stops the run with a message naming it"
 
 # SuperOffload: ZeRO-3, CPU Adam for most sub-groups, GPU Adam for the rest,
 # activation checkpointing, bf16; speculation validated against clipping.

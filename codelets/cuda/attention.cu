@@ -13,7 +13,8 @@
  *   so exp becomes exp2), rescales its output accumulator (registers) when m
  *   grows, and adds P V. It writes out = acc / l and lse = m + log(l)
  *   (natural log, like the CPU path), both in dt.
- * - Backward: a first kernel computes Dvec_i = sum_d dout_i out_i (fp32) and
+ * - Backward: a first kernel (sg_att_dvec_kernel, attention_impl.h, shared
+ *   with the cuBLAS route) computes Dvec_i = sum_d dout_i out_i (fp32) and
  *   zeroes an fp32 dq accumulator. Then one block per (key tile of BC keys,
  *   kv head, batch) keeps its K, V tile in shared memory and its dK, dV
  *   accumulators in registers, and loops over the query heads of its group
@@ -44,6 +45,7 @@
 #include <math.h>
 
 #include "codelets/cuda/cuda_compat.h"
+#include "codelets/cuda/attention_impl.h"
 
 #ifdef SG_CUDA_EMU
 #define ATT_UNROLL
@@ -54,8 +56,8 @@
 #define ATT_THREADS 128 /* threads per block of the tile kernels */
 #define ATT_TY 8        /* thread rows */
 #define ATT_TX 16       /* thread columns */
-#define ATT_LOG2E 1.4426950408889634f
-#define ATT_LN2 0.6931471805599453f
+#define ATT_LOG2E SG_ATT_LOG2E
+#define ATT_LN2 SG_ATT_LN2
 
 /* Tile sizes per head-dim bound: BR queries, BC keys. Chosen so that the
  * per-thread accumulators stay at <= 64 floats and shared memory at
@@ -90,14 +92,6 @@ static constexpr size_t bwd_smem_floats(int maxd, int br, int bc)
 {
     return 2 * (size_t)bc * (maxd + 1) + 2 * (size_t)br * (maxd + 1) + 2 * (size_t)br * (bc + 1) +
            2 * (size_t)br;
-}
-
-/* Key j is visible to query i (both < T): j <= i and, when window > 0,
- * j > i - window. The host has turned a window >= T into 0, so
- * j + window cannot overflow. */
-__device__ static inline bool att_visible(int i, int j, int window)
-{
-    return j <= i && (window == 0 || j + window > i);
 }
 
 /* ---- forward ---------------------------------------------------------------- */
@@ -200,7 +194,7 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
             ATT_UNROLL
             for (int j = 0; j < CN; j++) {
                 const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-                const bool vis = r < nq && c < nk && att_visible(i0 + r, j0 + c, window);
+                const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
                 Ss[r * LS + c] = vis ? s[i][j] : -INFINITY;
             }
         __syncthreads();
@@ -282,41 +276,6 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
 }
 
 /* ---- backward ----------------------------------------------------------------- */
-
-#define ATT_PRE_TPR 16 /* threads per row of the Dvec kernel */
-
-/* dvec (B, Hq, T) = sum_d dout * out per row (fp32) and dq_acc (B, T, Hq, D)
- * = 0. Rows are the (B, T, Hq) rows of dout and out, ATT_THREADS / 16 per
- * block pass, 16 threads along d (coalesced), partial sums through shared
- * memory. */
-template <typename T>
-__global__ void att_bwd_pre_kernel(float *dvec, float *dq_acc, const T *dout, const T *out,
-                                   size_t rows, int len, int Hq, int D)
-{
-    SG_DYN_SHARED(float, red); // (ATT_THREADS)
-    const int tid = threadIdx.x, part = tid % ATT_PRE_TPR, sub = tid / ATT_PRE_TPR;
-    const size_t per_block = ATT_THREADS / ATT_PRE_TPR;
-    // uniform trip count over the block, since the body synchronises
-    for (size_t base = blockIdx.x * per_block; base < rows; base += gridDim.x * per_block) {
-        const size_t row = base + sub; // (b * T + t) * Hq + h
-        float s = 0.0f;
-        if (row < rows)
-            for (int d = part; d < D; d += ATT_PRE_TPR) {
-                s += sg_ld(dout[row * D + d]) * sg_ld(out[row * D + d]);
-                dq_acc[row * D + d] = 0.0f;
-            }
-        red[tid] = s;
-        __syncthreads();
-        if (part == 0 && row < rows) {
-            float tot = 0.0f;
-            for (int p = 0; p < ATT_PRE_TPR; p++)
-                tot += red[tid + p];
-            const size_t h = row % Hq, t = row / Hq % len, b = row / Hq / len;
-            dvec[(b * Hq + h) * len + t] = tot;
-        }
-        __syncthreads();
-    }
-}
 
 /* dk, dv (B, T, Hkv, D) of one key tile, and dq_acc (B, T, Hq, D) += its
  * part of scale dS K. Grid (key tiles, Hkv, B); scale = 1 / sqrt(D). */
@@ -424,7 +383,7 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
                 ATT_UNROLL
                 for (int j = 0; j < CN; j++) {
                     const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-                    const bool vis = r < nq && c < nk && att_visible(i0 + r, j0 + c, window);
+                    const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
                     const float p = vis ? exp2f(s[i][j] * slog2e - lse_s[r]) : 0.0f;
                     Ps[r * LP + c] = p;
                     dSs[r * LP + c] = p * (dp[i][j] - dvec_s[r]);
@@ -516,19 +475,6 @@ __global__ void att_dq_store_kernel(T *dq, const float *dq_acc, size_t n)
 
 /* ---- host side ---------------------------------------------------------------- */
 
-/* Sizes the kernels can take (ints inside, grid y and z limits); also
- * folds a window >= T into 0 (the same attention). */
-static int att_check(size_t B, size_t T, size_t Hq, size_t Hkv, size_t D, size_t *window)
-{
-    if (Hq == 0 || Hkv == 0 || D == 0 || D > 256 || Hq % Hkv)
-        return SG_EINVAL;
-    if (B > 65535 || Hq > 65535 || T > (size_t)INT_MAX / 2)
-        return SG_EINVAL;
-    if (*window >= T)
-        *window = 0;
-    return SG_OK;
-}
-
 /* Lets a kernel use more than the default 48 KiB of dynamic shared memory.
  * Set on every launch rather than once: the attribute belongs to the
  * current device, and StarPU drives several. A failure here shows up as
@@ -604,11 +550,11 @@ static void att_backward_t(const sg_cu *cu, void *dq, void *dk, void *dv, const 
     float *dvec = work;                  // (B, Hq, T)
     float *dq_acc = work + B * Hq * T_;  // (B, T, Hq, D)
     const size_t rows = B * T_ * Hq;
-    const unsigned pre_blocks = sg_cu_blocks(rows, ATT_THREADS / ATT_PRE_TPR);
-    void (*pre)(float *, float *, const T *, const T *, size_t, int, int, int) =
-        att_bwd_pre_kernel<T>;
-    SG_LAUNCH_SMEM(pre, pre_blocks, ATT_THREADS, ATT_THREADS * sizeof(float), cu->stream, dvec,
-                   dq_acc, (const T *)dout, (const T *)out, rows, (int)T_, (int)Hq, (int)D);
+    const unsigned pre_blocks = sg_cu_blocks(rows, SG_ATT_PRE_THREADS / SG_ATT_PRE_TPR);
+    void (*pre)(float *, float *, const T *, const T *, size_t, int, int, int, int, int) =
+        sg_att_dvec_kernel<T>;
+    SG_LAUNCH(pre, pre_blocks, SG_ATT_PRE_THREADS, cu->stream, dvec, dq_acc, (const T *)dout,
+              (const T *)out, rows, (int)T_, (int)Hq, (int)Hkv, (int)D, 0);
 
     T *dkt = (T *)dk, *dvt = (T *)dv;
     const T *dot = (const T *)dout, *qq = (const T *)q, *kk = (const T *)k, *vv = (const T *)v;
@@ -631,13 +577,12 @@ static void att_backward_t(const sg_cu *cu, void *dq, void *dk, void *dv, const 
     SG_LAUNCH(store, sg_cu_blocks(n, 256), 256, cu->stream, (T *)dq, (const float *)dq_acc, n);
 }
 
-extern "C" int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, const void *q,
-                                       const void *k, const void *v, sg_dtype dt, size_t B,
-                                       size_t T, size_t Hq, size_t Hkv, size_t D, size_t window)
+extern "C" int sg_cu_attention_fp32_forward(const sg_cu *cu, void *out, void *lse, const void *q,
+                                            const void *k, const void *v, sg_dtype dt, size_t B,
+                                            size_t T, size_t Hq, size_t Hkv, size_t D,
+                                            size_t window)
 {
-    if (att_check(B, T, Hq, Hkv, D, &window))
-        return SG_EINVAL;
-    if (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16)
+    if (sg_att_check(dt, B, T, Hq, Hkv, D, &window))
         return SG_EINVAL;
     if (B == 0 || T == 0) // empty, as on the CPU
         return SG_OK;
@@ -645,15 +590,13 @@ extern "C" int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, co
     return sg_cu_launch_status();
 }
 
-extern "C" int sg_cu_attention_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
-                                        const void *dout, const void *q, const void *k,
-                                        const void *v, const void *out, const void *lse,
-                                        sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
-                                        size_t D, size_t window, float *work)
+extern "C" int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
+                                             const void *dout, const void *q, const void *k,
+                                             const void *v, const void *out, const void *lse,
+                                             sg_dtype dt, size_t B, size_t T, size_t Hq,
+                                             size_t Hkv, size_t D, size_t window, float *work)
 {
-    if (att_check(B, T, Hq, Hkv, D, &window))
-        return SG_EINVAL;
-    if (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16)
+    if (sg_att_check(dt, B, T, Hq, Hkv, D, &window))
         return SG_EINVAL;
     if (B == 0 || T == 0)
         return SG_OK;

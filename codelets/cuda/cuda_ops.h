@@ -138,8 +138,9 @@ size_t sg_cu_linear_backward_work_floats(size_t N, size_t out);
 /* Causal grouped-query attention with an optional sliding window, as
  * sg_attention_forward: out (B, T, Hq, D), lse (B, Hq, T) (stored in dt,
  * like the CPU path's saved activations), q (B, T, Hq, D), k, v (B, T, Hkv,
- * D). Flash-style: key tiles with an online softmax, no (T, T) matrix.
- * D at most 256. */
+ * D). D at most 256. Runs the implementation that the environment's
+ * STEPGRAPH_ATTENTION_IMPL names (sg_cu_attention_impl_env; docs/gpu.md,
+ * "Attention implementations"); SG_EINVAL when that value is not valid. */
 int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, const void *q, const void *k,
                             const void *v, sg_dtype dt, size_t B, size_t T, size_t Hq,
                             size_t Hkv, size_t D, size_t window);
@@ -150,6 +151,62 @@ int sg_cu_attention_backward(const sg_cu *cu, void *dq, void *dk, void *dv, cons
                              const void *lse, sg_dtype dt, size_t B, size_t T, size_t Hq,
                              size_t Hkv, size_t D, size_t window, float *work);
 size_t sg_cu_attention_backward_work_floats(size_t B, size_t T, size_t Hq, size_t Hkv, size_t D);
+
+/* The implementations behind those two (attention_select.cu picks one). */
+typedef enum sg_cu_att_impl {
+    SG_CU_ATT_AUTO = 0, /* the documented default for the sizes (sg_cu_attention_impl_auto) */
+    SG_CU_ATT_FP32,     /* attention.cu: FlashAttention-2 tiles on fp32 FMAs, no (T, T) matrix */
+    SG_CU_ATT_CUBLAS,   /* attention_blas.cu: cuBLAS batched products over query tiles */
+    SG_CU_ATT_CUDNN,    /* cuDNN's fused SDPA: named, not built yet (refused) */
+} sg_cu_att_impl;
+
+/* "fp32", "cublas", "cudnn", "auto". */
+const char *sg_cu_attention_impl_name(sg_cu_att_impl impl);
+/* Parses a value of STEPGRAPH_ATTENTION_IMPL (`what` names it in the
+ * message): fp32, cublas or auto (NULL or empty is auto); cudnn and
+ * anything else are SG_EINVAL with a message naming the value. */
+int sg_cu_attention_impl_parse(const char *s, const char *what, sg_cu_att_impl *impl,
+                               sg_error *err);
+/* The environment's choice: STEPGRAPH_ATTENTION_IMPL parsed, and
+ * STEPGRAPH_ATTENTION_SCRATCH_MB (a positive integer, default 512) into
+ * *scratch_bytes, the most the cuBLAS route's score tiles may take. */
+int sg_cu_attention_impl_env(sg_cu_att_impl *impl, size_t *scratch_bytes, sg_error *err);
+/* What auto runs for these sizes: never SG_CU_ATT_AUTO. */
+sg_cu_att_impl sg_cu_attention_impl_auto(sg_dtype dt, size_t T, size_t D);
+
+/* The fp32 route (attention.cu), as sg_cu_attention_forward / _backward. */
+int sg_cu_attention_fp32_forward(const sg_cu *cu, void *out, void *lse, const void *q,
+                                 const void *k, const void *v, sg_dtype dt, size_t B, size_t T,
+                                 size_t Hq, size_t Hkv, size_t D, size_t window);
+int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
+                                  const void *dout, const void *q, const void *k, const void *v,
+                                  const void *out, const void *lse, sg_dtype dt, size_t B,
+                                  size_t T, size_t Hq, size_t Hkv, size_t D, size_t window,
+                                  float *work);
+
+/* The cuBLAS route (attention_blas.cu), the same semantics: q, k, v (and
+ * dout) are repacked head-major, then for each tile of `tile_rows` query
+ * positions the scores S = Q K^T (fp32), a softmax kernel (P in dt), and
+ * P V; the backward likewise (dP = dout V^T, P and dS = P (dP - Dvec) in one
+ * kernel, dV += P^T dout, dK += dS^T Q, dQ = dS K). The GEMMs take dt
+ * inputs and accumulate in fp32 (tensor cores for bf16 / f16). tile_rows 0
+ * takes the most rows whose score tiles fit in scratch_bytes (at least
+ * 16). Scratch is stream-ordered device memory taken and given back inside
+ * the call (SG_ENOMEM when it cannot be had); the backward does not use
+ * `work`. */
+int sg_cu_attention_blas_forward(const sg_cu *cu, size_t tile_rows, size_t scratch_bytes,
+                                 void *out, void *lse, const void *q, const void *k,
+                                 const void *v, sg_dtype dt, size_t B, size_t T, size_t Hq,
+                                 size_t Hkv, size_t D, size_t window);
+int sg_cu_attention_blas_backward(const sg_cu *cu, size_t tile_rows, size_t scratch_bytes,
+                                  void *dq, void *dk, void *dv, const void *dout, const void *q,
+                                  const void *k, const void *v, const void *out, const void *lse,
+                                  sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
+                                  size_t D, size_t window);
+/* The query rows of one tile that the call would use (0 on bad sizes). */
+size_t sg_cu_attention_blas_tile_rows(size_t tile_rows, size_t scratch_bytes, int backward,
+                                      sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
+                                      size_t window);
 
 /* Attention sinks (GPT-OSS), as sg_attention_sinks_forward / _backward of
  * codelets/cpu/ops.h, after sg_cu_attention_forward: out (B, T, Hq, D) and

@@ -157,6 +157,12 @@ int sg_exec_cuda_init(sg_exec_shared *sh, const sg_comm *launch, sg_error *err)
         return SG_OK;
     setup_arg a = {.sh = sh, .nccl_ranks = 1, .nccl_rank = 0};
     int rc;
+    /* the attention codelets read these at each call (attention_select.cu):
+     * a bad value stops the run here, not in its first attention task */
+    sg_cu_att_impl att_impl;
+    size_t att_scratch;
+    if ((rc = sg_cu_attention_impl_env(&att_impl, &att_scratch, err)))
+        return rc;
     if (launch && (rc = share_nccl_id(&a, launch, err)))
         return rc;
     sh->cuda = calloc(1, sizeof *sh->cuda);
