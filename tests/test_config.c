@@ -249,6 +249,7 @@ static void test_defaults(void)
     sg_ds_config want;
     sg_ds_config_defaults(&want);
     want.train_micro_batch_size_per_gpu = 2;
+    want.auto_given = SG_AUTO_BIT(SG_AUTO_MICRO_BATCH); /* a key the Trainer matches, given */
     ok(memcmp(&cfg->ds, &want, sizeof want) == 0, "minimal.json: every other field is the default");
     rc = sg_config_finalize(cfg, &err);
     ok(rc == 0, "minimal.json finalizes");

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "common/json_util.h"
+#include "runtime/config/ds_auto.h"
 
 int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char *bf16_key)
 {
@@ -83,11 +84,15 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
                                  "activation_checkpointing.contiguous_memory_optimization: true needs "
                                  "activation_checkpointing.number_checkpoints (the number of layers)");
     }
-    if (ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR && ds->scheduler.total_num_steps <= 0)
+    /* an "auto" total is filled by sg_config_finalize(), which checks again */
+    int total_pending = (ds->auto_pending & SG_AUTO_BIT(SG_AUTO_TOTAL_STEPS)) != 0;
+    if (ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR && ds->scheduler.total_num_steps <= 0 &&
+        !total_pending)
         return sg_json_error(c, SG_EINVAL,
                              "scheduler.params.total_num_steps is required for WarmupDecayLR "
                              "(an integer > 0)");
-    if (ds->scheduler.type == SG_SCHED_WARMUP_COSINE_LR && ds->scheduler.total_num_steps <= 0)
+    if (ds->scheduler.type == SG_SCHED_WARMUP_COSINE_LR && ds->scheduler.total_num_steps <= 0 &&
+        !total_pending)
         return sg_json_error(c, SG_EINVAL,
                              "scheduler.params.total_num_steps is required for WarmupCosineLR "
                              "(an integer > 0)");
