@@ -284,14 +284,19 @@ static int model_hidden(filler *f, int64_t *hidden, char *name, size_t size)
 static int fill_hidden(filler *f)
 {
     sg_ds_config *ds = f->ds;
+    /* below stage 3 the Trainer leaves these "auto"; DeepSpeed's pydantic
+     * zero config drops an "auto" and keeps its default */
     int stage3_keys[2] = {SG_AUTO_PREFETCH_BUCKET, SG_AUTO_PERSISTENCE};
+    int64_t stage3_defaults[2] = {ds->zero.stage3_prefetch_bucket_size,
+                                  ds->zero.stage3_param_persistence_threshold};
     for (int i = 0; i < 2 && ds->zero.stage != 3; i++)
-        if (pending(f, stage3_keys[i]))
-            return sg_json_error(f->c, SG_EINVAL,
-                                 "%s: \"auto\" at ZeRO stage %lld: the Hugging Face Trainer fills "
-                                 "it at stage 3 only, and DeepSpeed does not take the string; give "
-                                 "an integer or remove the key", key_paths[stage3_keys[i]],
-                                 (long long)ds->zero.stage);
+        if (pending(f, stage3_keys[i])) {
+            char src[224];
+            snprintf(src, sizeof src, "left \"auto\" at stage %lld, where the Trainer does not "
+                     "fill it: DeepSpeed drops it and takes its default",
+                     (long long)ds->zero.stage);
+            record(f, stage3_keys[i], src, "%.0f", (double)stage3_defaults[i]);
+        }
     if (!pending(f, SG_AUTO_REDUCE_BUCKET) && !pending(f, SG_AUTO_PREFETCH_BUCKET) &&
         !pending(f, SG_AUTO_PERSISTENCE))
         return SG_OK;

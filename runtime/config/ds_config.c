@@ -246,6 +246,19 @@ static int takes_auto_placeholder(const field *f)
            f->kind != W_OBJ && f->kind != W_ENABLED;
 }
 
+/* An "auto" the Trainer leaves in a section DeepSpeed reads with its
+ * pydantic models (DeepSpeedConfigModel, non-strict): DeepSpeed drops the key
+ * and takes its default. Elsewhere (top-level scalars, optimizer and
+ * scheduler parameters) the string reaches code that needs a number. */
+static int deepspeed_drops_auto(const char *kp)
+{
+    static const char *const sections[] = {"zero_optimization.", "fp16.", "bf16.", "bfloat16."};
+    for (size_t i = 0; i < ARRAY_LEN(sections); i++)
+        if (strncmp(kp, sections[i], strlen(sections[i])) == 0)
+            return 1;
+    return 0;
+}
+
 static void note_auto(pstate *ps, const char *kp)
 {
     size_t used = strlen(ps->autos);
@@ -309,6 +322,10 @@ static int walk(pstate *ps, const cJSON *obj, const char *path,
             strcmp(it->valuestring, "auto") == 0) {
             if (akey >= 0)
                 ps->ds->auto_pending |= SG_AUTO_BIT(akey);
+            else if (deepspeed_drops_auto(kp))
+                sg_json_warn(&ps->c, "%s%s: \"auto\" that the Hugging Face Trainer does not "
+                             "fill: DeepSpeed drops it and takes the default, and so does "
+                             "stepgraph", ps->c.prefix, kp);
             else
                 note_auto(ps, kp);
             continue;
@@ -1012,8 +1029,10 @@ static const field zero_fields[] = {
     FB("contiguous_gradients", zero.contiguous_gradients),
     FB("reduce_scatter", zero.reduce_scatter),
     FB("allgather_partitions", zero.allgather_partitions),
-    FI("allgather_bucket_size", zero.allgather_bucket_size, POS, 0, 0),
-    FI("reduce_bucket_size", zero.reduce_bucket_size, POS, 0, 0),
+    /* DeepSpeed (zero/config.py) takes 0: each gradient reduced, each
+     * parameter gathered, on its own */
+    FI("allgather_bucket_size", zero.allgather_bucket_size, NONNEG, 0, 0),
+    FI("reduce_bucket_size", zero.reduce_bucket_size, NONNEG, 0, 0),
     FI("sub_group_size", zero.sub_group_size, POS, 0, 0),
     /* pydantic aliases: both spellings are accepted by DeepSpeed */
     FI("stage3_max_live_parameters", zero.stage3_max_live_parameters, NONNEG, 0, 0),

@@ -74,16 +74,15 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
         return sg_json_error(c, SG_EINVAL,
                              "%s.sub_group_size: %lld is out of range (expected sub_group_size > 0)",
                              Z, (long long)ds->zero.sub_group_size);
-    if (ds->activation_checkpointing.contiguous_memory_optimization) {
-        if (!ds->activation_checkpointing.partition_activations)
-            return sg_json_error(c, SG_EINVAL,
-                                 "activation_checkpointing.contiguous_memory_optimization: true needs "
-                                 "activation_checkpointing.partition_activations true (as in DeepSpeed)");
-        if (ds->activation_checkpointing.number_checkpoints <= 0)
-            return sg_json_error(c, SG_EINVAL,
-                                 "activation_checkpointing.contiguous_memory_optimization: true needs "
-                                 "activation_checkpointing.number_checkpoints (the number of layers)");
-    }
+    /* Without number_checkpoints DeepSpeed takes the count from the training
+     * script (deepspeed.checkpointing.configure(num_checkpoints=...);
+     * Megatron passes its number of layers): accepted, as DeepSpeed's config
+     * reader does. */
+    if (ds->activation_checkpointing.contiguous_memory_optimization &&
+        !ds->activation_checkpointing.partition_activations)
+        return sg_json_error(c, SG_EINVAL,
+                             "activation_checkpointing.contiguous_memory_optimization: true needs "
+                             "activation_checkpointing.partition_activations true (as in DeepSpeed)");
     /* an "auto" total is filled by sg_config_finalize(), which checks again */
     int total_pending = (ds->auto_pending & SG_AUTO_BIT(SG_AUTO_TOTAL_STEPS)) != 0;
     if (ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR && ds->scheduler.total_num_steps <= 0 &&
