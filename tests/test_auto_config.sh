@@ -118,6 +118,24 @@ run notfilled config "$SRC/tests/data/bad-configs/auto-not-filled.json"
 [ "$(rc notfilled)" -ne 0 ] && contains "$TMP/notfilled.err" "steps_per_print"
 ok $? "an \"auto\" the Trainer leaves at the top level is refused"
 
+# sub_group_size 0 (axolotl's ZeRO-3 files): one sub-group per tensor; the
+# step is the same as with one sub-group, so the losses are the same
+run axolotl config "$EXT/axolotl-zero3_bf16.json"
+M=$("$PY" -c "import json,sys; c=json.load(open(sys.argv[1])); print(c['num_hidden_layers'] * 9 + 2 + (not c.get('tie_word_embeddings', False)))" "$SRC/models/tiny-llama.json")
+[ "$(rc axolotl)" -eq 0 ] && contains "$TMP/axolotl.out" "sub-groups:       $M (one per parameter tensor: sub_group_size 0)"
+ok $? "axolotl's ZeRO-3 config (sub_group_size 0) loads: $M sub-groups, one per tensor of tiny-llama ($(grep -v warning "$TMP/axolotl.err" | head -c 200))"
+for sgs in 0 1000000000; do
+	run "sg$sgs" run "$EXT/axolotl-zero3_bf16.json" --steps 3 --max_length 32 --per_device_train_batch_size 2 \
+		--set "zero_optimization.sub_group_size=$sgs" \
+		--set 'zero_optimization.offload_optimizer={"device":"cpu","ratio":0.5}' --metrics "$TMP/sg$sgs.jsonl"
+done
+"$PY" - "$TMP/sg0.jsonl" "$TMP/sg1000000000.jsonl" <<'PY'
+import json, math, sys
+a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
+sys.exit(0 if len(a) == 3 and len(b) == 3 and all(math.isclose(x, y, rel_tol=1e-5) for x, y in zip(a, b)) else 1)
+PY
+ok $? "run: sub_group_size 0 (half the tensors' sub-groups on the CPU) trains as one sub-group does ($(rc sg0) $(rc sg1000000000))"
+
 # ---- a Trainer config trains with the filled values ----------------------
 run train run "$EXT/transformers-ds_config_zero2.json" --steps 4 --max_length 32 \
 	--per_device_train_batch_size 2 --learning_rate 1e-3 --adam_beta2 0.95 --lr_warmup_steps 1 \

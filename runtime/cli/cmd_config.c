@@ -148,10 +148,14 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
     else
         printf("batch tiles:      none (batch_tile %s)\n",
                r->batch_tile == SG_TILE_AUTO ? "auto" : "0 or the micro batch");
-    printf("sub-groups:       %d of up to %lld elements over %lld rank parameters; "
-           "0..%d on the GPU, %d..%d on the CPU\n",
-           lay->nsubgroups, (long long)ds->zero.sub_group_size, (long long)lay->rank_params,
-           lay->first_cpu - 1, lay->first_cpu, lay->nsubgroups - 1);
+    char per[64];
+    if (ds->zero.sub_group_size > 0)
+        snprintf(per, sizeof per, "of up to %lld elements", (long long)ds->zero.sub_group_size);
+    else
+        snprintf(per, sizeof per, "(one per parameter tensor: sub_group_size 0)");
+    printf("sub-groups:       %d %s over %lld rank parameters; 0..%d on the GPU, %d..%d on the "
+           "CPU\n", lay->nsubgroups, per, (long long)lay->rank_params, lay->first_cpu - 1,
+           lay->first_cpu, lay->nsubgroups - 1);
     print_autos(&c->autos);
 }
 

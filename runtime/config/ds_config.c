@@ -1033,7 +1033,9 @@ static const field zero_fields[] = {
      * parameter gathered, on its own */
     FI("allgather_bucket_size", zero.allgather_bucket_size, NONNEG, 0, 0),
     FI("reduce_bucket_size", zero.reduce_bucket_size, NONNEG, 0, 0),
-    FI("sub_group_size", zero.sub_group_size, POS, 0, 0),
+    /* 0: each parameter tensor its own sub-group, as DeepSpeed's stage 3
+     * (axolotl's ZeRO-3 files write it) */
+    FI("sub_group_size", zero.sub_group_size, NONNEG, 0, 0),
     /* pydantic aliases: both spellings are accepted by DeepSpeed */
     FI("stage3_max_live_parameters", zero.stage3_max_live_parameters, NONNEG, 0, 0),
     FI("max_live_parameters", zero.stage3_max_live_parameters, NONNEG, 0, 0),

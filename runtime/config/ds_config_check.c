@@ -70,9 +70,9 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
         return sg_json_error(c, SG_EINVAL,
                              "%s.offload_optimizer.cpuadam_cores_perc: %g is out of range (expected 0 < "
                              "cpuadam_cores_perc <= 1)", Z, p);
-    if (ds->zero.sub_group_size <= 0)
+    if (ds->zero.sub_group_size < 0)
         return sg_json_error(c, SG_EINVAL,
-                             "%s.sub_group_size: %lld is out of range (expected sub_group_size > 0)",
+                             "%s.sub_group_size: %lld is out of range (expected sub_group_size >= 0)",
                              Z, (long long)ds->zero.sub_group_size);
     /* Without number_checkpoints DeepSpeed takes the count from the training
      * script (deepspeed.checkpointing.configure(num_checkpoints=...);
