@@ -188,6 +188,20 @@ static int fill_batch(filler *f)
     return SG_OK;
 }
 
+/* A precision flag (fp16, bf16): the run option opt (-1 = not given) fills
+ * key, an int field of the config. */
+static int fill_bool(filler *f, int key, const char *opt, int opt_v, int *field)
+{
+    targ t;
+    double v = *field;
+    int rc = pick(f, opt, opt_v < 0 ? NAN : opt_v, &key, &v, 1, 0, &t);
+    if (rc || !pending(f, key))
+        return rc;
+    *field = t.v != 0;
+    record_text(f, key, t.from, t.v != 0 ? "true" : "false");
+    return SG_OK;
+}
+
 /* trainer_config_process: clipping, the optimizer's parameters, the
  * warm-up's lr range, precision. */
 static int fill_optimizer(filler *f)
@@ -242,20 +256,9 @@ static int fill_optimizer(filler *f)
                "%.0f", 0.0);
     }
 
-    k[0] = SG_AUTO_FP16, v[0] = ds->fp16.enabled;
-    if ((rc = pick(f, "fp16", a->fp16 < 0 ? NAN : a->fp16, k, v, 1, 0, &t)))
+    if ((rc = fill_bool(f, SG_AUTO_FP16, "fp16", a->fp16, &ds->fp16.enabled)))
         return rc;
-    if (pending(f, SG_AUTO_FP16)) {
-        ds->fp16.enabled = t.v != 0;
-        record_text(f, SG_AUTO_FP16, t.from, t.v != 0 ? "true" : "false");
-    }
-    k[0] = SG_AUTO_BF16, v[0] = ds->bf16.enabled;
-    if ((rc = pick(f, "bf16", a->bf16 < 0 ? NAN : a->bf16, k, v, 1, 0, &t)))
-        return rc;
-    if (pending(f, SG_AUTO_BF16)) {
-        ds->bf16.enabled = t.v != 0;
-        record_text(f, SG_AUTO_BF16, t.from, t.v != 0 ? "true" : "false");
-    }
+    return fill_bool(f, SG_AUTO_BF16, "bf16", a->bf16, &ds->bf16.enabled);
     return SG_OK;
 }
 
