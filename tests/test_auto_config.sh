@@ -99,6 +99,15 @@ ok $? "total_num_steps \"auto\" without --steps: an error naming the key and the
 run mismatch config "$EXT/transformers-ds_config_zero3.json" --set train_micro_batch_size_per_gpu=1 --learning_rate 1e-4
 [ "$(rc mismatch)" -ne 0 ] && contains "$TMP/mismatch.err" "optimizer.params.lr: 3e-05 differs from run option learning_rate 0.0001"
 ok $? "a run option that contradicts a value of the config is refused, as the Trainer refuses it"
+# the warm-up compares the updates the option gives, as the Trainer does:
+# 0.5 of 1000 is the config's 500, 0.4 is not
+run warm-same config "$EXT/transformers-ds_config_zero3.json" --set train_micro_batch_size_per_gpu=1 \
+	--steps 1000 --lr_warmup_steps 0.5
+run warm-diff config "$EXT/transformers-ds_config_zero3.json" --set train_micro_batch_size_per_gpu=1 \
+	--steps 1000 --lr_warmup_steps 0.4
+[ "$(rc warm-same)" -eq 0 ] && [ "$(rc warm-diff)" -ne 0 ] &&
+	contains "$TMP/warm-diff.err" "scheduler.params.warmup_num_steps: 500 differs from the 400 updates of run option lr_warmup_steps 0.4"
+ok $? "--lr_warmup_steps 0.5 of 1000 updates matches warmup_num_steps 500; 0.4 is refused"
 run noeffect config "$EXT/llamafactory-ds_z0_config.json" --learning_rate 1e-4
 [ "$(rc noeffect)" -eq 0 ] && contains "$TMP/noeffect.err" 'run option learning_rate has no effect: the DeepSpeed config has no "auto" it fills (optimizer.params.lr)'
 ok $? "a run option that fills nothing is warned about"

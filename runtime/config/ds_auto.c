@@ -336,6 +336,14 @@ static int fill_hidden(filler *f)
     return SG_OK;
 }
 
+/* The Trainer's max(1, get_warmup_steps(total)): w updates when w >= 1,
+ * else ceil(total x w); NAN for a ratio when total is not known. */
+static double warmup_updates(double w, double total)
+{
+    double n = w >= 1 ? floor(w) : w == 0 ? 0 : isnan(total) ? NAN : ceil(total * w);
+    return isnan(n) || n >= 1 ? n : 1;
+}
+
 /* trainer_config_finalize: the schedule's total (the Trainer's
  * num_training_steps: the run options steps, else bench_steps) and warm-up,
  * max(1, get_warmup_steps(total)): TrainingArguments.warmup_steps (here
@@ -363,32 +371,40 @@ static int fill_schedule(filler *f)
         ds->scheduler.total_num_steps = (int64_t)total;
         record(f, SG_AUTO_TOTAL_STEPS, total_from, "%.0f", total);
     }
+    /* the Trainer compares the updates the option gives with a value the
+     * config gives, not the option itself */
+    double opt = run->hf.lr_warmup_steps;
+    if (!isnan(opt) && given(f, SG_AUTO_WARMUP_STEPS)) {
+        double want = warmup_updates(opt, total);
+        if (!isnan(want) && want != (double)ds->scheduler.warmup_num_steps)
+            return sg_json_error(f->c, SG_EINVAL,
+                                 "%s: %lld differs from the %.0f updates of run option "
+                                 "lr_warmup_steps %g (the Hugging Face Trainer refuses such a "
+                                 "mismatch; write \"auto\" there to take the option, or drop the "
+                                 "option)", key_paths[SG_AUTO_WARMUP_STEPS],
+                                 (long long)ds->scheduler.warmup_num_steps, want, opt);
+        return SG_OK;
+    }
     targ w;
     int k = SG_AUTO_WARMUP_STEPS;
     double v = (double)ds->scheduler.warmup_num_steps;
-    int rc = pick(f, "lr_warmup_steps", run->hf.lr_warmup_steps, &k, &v, 1, 0.0, &w);
+    int rc = pick(f, "lr_warmup_steps", opt, &k, &v, 1, 0.0, &w);
     if (rc || !pending(f, SG_AUTO_WARMUP_STEPS))
         return rc;
-    double n;
+    double n = warmup_updates(w.v, total);
     char src[224];
-    if (w.v >= 1) {
-        n = floor(w.v);
-        snprintf(src, sizeof src, "%s", w.from);
-    } else if (w.v == 0) {
-        n = 0;
-        snprintf(src, sizeof src, "%s 0, at least 1", w.from);
-    } else if (isnan(total)) {
+    if (isnan(n))
         return sg_json_error(f->c, SG_EINVAL,
                              "%s: \"auto\" with run option lr_warmup_steps %g (a ratio of the "
                              "updates) needs the number of updates: set run option steps "
                              "(--steps N)", key_paths[SG_AUTO_WARMUP_STEPS], w.v);
-    } else {
-        n = ceil(total * w.v);
+    if (w.v >= 1)
+        snprintf(src, sizeof src, "%s", w.from);
+    else if (w.v == 0)
+        snprintf(src, sizeof src, "%s 0, at least 1", w.from);
+    else
         snprintf(src, sizeof src, "ceil(%s %g x %.0f updates, %s), at least 1", w.from, w.v,
                  total, total_from);
-    }
-    if (n < 1)
-        n = 1;
     ds->scheduler.warmup_num_steps = (int64_t)n;
     record(f, SG_AUTO_WARMUP_STEPS, src, "%.0f", n);
     return SG_OK;
