@@ -123,6 +123,10 @@ ok "$(rc megatron)" "contiguous_memory_optimization without number_checkpoints i
 run dropped config "$SRC/tests/data/good-configs/auto-dropped-by-deepspeed.json"
 [ "$(rc dropped)" -eq 0 ] && contains "$TMP/dropped.err" 'zero_optimization.prefetch_bucket_size: "auto" that the Hugging Face Trainer does not fill: DeepSpeed drops it'
 ok $? "an \"auto\" the Trainer leaves in zero_optimization takes DeepSpeed's default, with a warning"
+run accel config "$EXT/accelerate-zero_stage3_offload_config.json" --steps 100 --learning_rate 2e-5
+[ "$(rc accel)" -eq 0 ] && contains "$TMP/accel.out" "auto values:      12 filled" &&
+	contains "$TMP/accel.err" 'zero_optimization.stage3_gather_16bit_weights_on_model_save: "auto" that the Hugging Face Trainer does not fill'
+ok $? "Accelerate's ZeRO-3 offload template: 12 values filled, the save flag Accelerate fills dropped with a warning ($(grep -v warning "$TMP/accel.err" | head -c 200))"
 run notfilled config "$SRC/tests/data/bad-configs/auto-not-filled.json"
 [ "$(rc notfilled)" -ne 0 ] && contains "$TMP/notfilled.err" "steps_per_print"
 ok $? "an \"auto\" the Trainer leaves at the top level is refused"

@@ -42,8 +42,9 @@ scenario() {
 	why=""
 	[ $rc -eq 0 ] || why=" ($(grep -v warning "$TMP/$name.err" | head -c 200 | tr '\n' ' '))"
 	ok $rc "$name: stepgraph config loads $(basename "$cfg")$why"
+	cat "$TMP/$name.out" "$TMP/$name.err" >"$TMP/$name.all"
 	"$VENV/bin/python" "$SRC/tests/hf_auto_ref.py" "$cfg" "$(hidden "$model")" "$dp" "$updates" \
-		"$TMP/$name.out" "$@" >"$TMP/$name.cmp" 2>"$TMP/$name.pyerr"
+		"$TMP/$name.all" "$@" >"$TMP/$name.cmp" 2>"$TMP/$name.pyerr"
 	prc=$?
 	keys=$(grep -c '^ok ' "$TMP/$name.cmp")
 	[ $prc -eq 0 ] && [ "$keys" -gt 0 ] && ! grep -q '^not ok' "$TMP/$name.cmp"
@@ -75,6 +76,12 @@ scenario z0-llamafactory "$EXT/llamafactory-ds_z0_config.json" tiny-llama 1 10 \
 # stage 2 with stage-3 keys "auto": the Trainer leaves them, DeepSpeed drops them
 scenario stage3-keys-at-stage2 "$SRC/tests/data/good-configs/auto-stage3-key-at-stage2.json" \
 	llama-3.2-1b 1 10 "--steps 10"
+
+# Accelerate's ZeRO-3 test config: torch_adam, and an "auto" the Trainer
+# leaves (stage3_gather_16bit_weights_on_model_save) that DeepSpeed drops
+scenario z3-accelerate "$EXT/accelerate-ds_config_zero3.json" qwen3-14b 8 1000 \
+	"--steps 1000 --learning_rate 1e-5 --weight_decay 0.01 --lr_warmup_steps 0.03 --bf16" \
+	learning_rate=1e-5 weight_decay=0.01 warmup_steps=0.03 bf16=true
 
 # negative control: a value the Trainer would not give is caught
 sed 's/^  train_micro_batch_size_per_gpu = 4 /  train_micro_batch_size_per_gpu = 5 /' \
