@@ -127,6 +127,19 @@ run accel config "$EXT/accelerate-zero_stage3_offload_config.json" --steps 100 -
 [ "$(rc accel)" -eq 0 ] && contains "$TMP/accel.out" "auto values:      12 filled" &&
 	contains "$TMP/accel.err" 'zero_optimization.stage3_gather_16bit_weights_on_model_save: "auto" that the Hugging Face Trainer does not fill'
 ok $? "Accelerate's ZeRO-3 offload template: 12 values filled, the save flag Accelerate fills dropped with a warning ($(grep -v warning "$TMP/accel.err" | head -c 200))"
+# in a run config, "bf16": true is the Trainer's flag, "bf16": {...} a
+# misplaced DeepSpeed section
+cat >"$TMP/run-bf16.json" <<'JSON'
+{"bf16": true, "deepspeed_config": {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": "auto"}}}
+JSON
+cat >"$TMP/run-bf16-section.json" <<'JSON'
+{"bf16": {"enabled": true}, "deepspeed_config": {"train_micro_batch_size_per_gpu": 2}}
+JSON
+run rbf config "$TMP/run-bf16.json"
+run rbfs config "$TMP/run-bf16-section.json"
+contains "$TMP/rbf.out" "precision:        bf16" && contains "$TMP/rbfs.out" "precision:        fp32" &&
+	contains "$TMP/rbfs.err" "unknown key bf16 ignored (a DeepSpeed key: it belongs in the DeepSpeed config"
+ok $? "run config: \"bf16\": true fills bf16.enabled; a \"bf16\" object is a misplaced DeepSpeed section"
 run notfilled config "$SRC/tests/data/bad-configs/auto-not-filled.json"
 [ "$(rc notfilled)" -ne 0 ] && contains "$TMP/notfilled.err" "steps_per_print"
 ok $? "an \"auto\" the Trainer leaves at the top level is refused"

@@ -205,9 +205,12 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
                 break;
             }
         const ropt *o = find_ropt(key);
+        /* "fp16": {...} is the DeepSpeed section, not the Trainer's flag */
+        if (o && cJSON_IsObject(it) && sg_ds_config_is_top_key(key))
+            o = NULL;
         if (!o) {
             const char *s = sg_json_suggest(key, names, ARRAY_LEN(names));
-            if (s)
+            if (s && strcmp(s, key) != 0)
                 sg_json_warn(c, "unknown key %s ignored (did you mean %s?)", key, s);
             else if (sg_ds_config_is_top_key(key))
                 sg_json_warn(c, "unknown key %s ignored (a DeepSpeed key: it belongs in the "
