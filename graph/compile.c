@@ -82,16 +82,57 @@ int64_t sg_unit_shard_offset(const sg_model *m, const sg_step_spec *s, int unit,
     return shard < sg_model_unit_params(m, unit) ? (int64_t)rank * shard : 0;
 }
 
+/* sub_group_size 0 is DeepSpeed's "every parameter tensor its own
+ * sub-group" (stage3.py closes a sub-group once it holds >= sub_group_size
+ * elements, which with 0 happens after each parameter). The sizes of unit
+ * u's per-tensor pieces in this rank's shard of the unit go to sizes (NULL:
+ * counted only): the shard is cut where the tensors' boundaries fall, scaled
+ * from the unit to the shard (exact with one rank, where the shard is the
+ * unit). Returns the number of non-empty pieces, or a negative error code. */
+static int tensor_pieces(const sg_model *m, const sg_step_spec *s, int u, int64_t *sizes)
+{
+    int nt = sg_model_unit_tensors(m, u, NULL, 0);
+    if (nt <= 0)
+        return nt;
+    sg_tensor_info *ti = malloc((size_t)nt * sizeof *ti);
+    if (!ti)
+        return SG_ENOMEM;
+    nt = sg_model_unit_tensors(m, u, ti, nt);
+    int64_t P = sg_model_unit_params(m, u), S = sg_unit_shard_elems(m, s, u);
+    int64_t cum = 0, prev = 0;
+    int k = 0;
+    for (int t = 0; t < nt; t++) {
+        cum += ti[t].numel;
+        int64_t end = S == P ? cum : (int64_t)((__int128)S * cum / P);
+        if (end > prev) {
+            if (sizes)
+                sizes[k] = end - prev;
+            k++;
+        }
+        prev = end;
+    }
+    free(ti);
+    return k;
+}
+
 int sg_subgroup_layout_compute(const sg_model *m, const sg_step_spec *s,
                                sg_subgroup_layout *layout, sg_error *err)
 {
-    if (s->sub_group_size <= 0)
-        return sg_error_set(err, SG_EINVAL, "sub_group_size must be positive (got %lld)",
+    if (s->sub_group_size < 0)
+        return sg_error_set(err, SG_EINVAL, "sub_group_size must be >= 0 (got %lld)",
                             (long long)s->sub_group_size);
-    int64_t total = 0;
-    for (int u = 0; u < sg_model_num_units(m); u++)
+    int64_t total = 0, n = 0;
+    for (int u = 0; u < sg_model_num_units(m); u++) {
         total += sg_unit_shard_elems(m, s, u);
-    int64_t n = (total + s->sub_group_size - 1) / s->sub_group_size;
+        if (s->sub_group_size == 0) {
+            int k = tensor_pieces(m, s, u, NULL);
+            if (k < 0)
+                return sg_error_set(err, k, "unit %d: cannot list its tensors", u);
+            n += k;
+        }
+    }
+    if (s->sub_group_size > 0)
+        n = (total + s->sub_group_size - 1) / s->sub_group_size;
     if (n > 1000000)
         return sg_error_set(err, SG_EINVAL,
                             "sub_group_size %lld splits %lld parameters into %lld sub-groups "
@@ -327,6 +368,9 @@ static double unit_forward_flops_rows(const compiler *c, int u, int64_t rows)
 
 /* ---- set-up: pieces, buffers ---------------------------------------------- */
 
+static int build_tensor_pieces(compiler *c);
+static int finish_pieces(compiler *c);
+
 static int build_pieces(compiler *c)
 {
     const sg_step_spec *s = c->s;
@@ -343,6 +387,8 @@ static int build_pieces(compiler *c)
     for (int i = 0; i < N; i++)
         c->sg_lowest_unit[i] = -1;
     int64_t offset = 0; /* position in the rank's flat partition */
+    if (s->sub_group_size == 0)
+        return build_tensor_pieces(c);
     for (int u = 0; u < c->units; u++) {
         c->unit_first_piece[u] = c->npieces;
         int64_t left = sg_unit_shard_elems(c->m, s, u);
@@ -362,6 +408,43 @@ static int build_pieces(compiler *c)
             left -= take;
         }
     }
+    return finish_pieces(c);
+}
+
+/* sub_group_size 0: one sub-group per tensor piece (tensor_pieces), in unit
+ * and tensor order. */
+static int build_tensor_pieces(compiler *c)
+{
+    for (int u = 0; u < c->units; u++) {
+        c->unit_first_piece[u] = c->npieces;
+        int k = tensor_pieces(c->m, c->s, u, NULL);
+        int64_t *sizes = k > 0 ? malloc((size_t)k * sizeof *sizes) : NULL;
+        if (k < 0 || (k > 0 && !sizes)) {
+            free(sizes);
+            return sg_error_set(c->err, SG_ENOMEM, "out of memory building sub-groups");
+        }
+        tensor_pieces(c->m, c->s, u, sizes);
+        int64_t at = 0;
+        for (int i = 0; i < k; i++) {
+            int sg = c->npieces; /* one piece per sub-group */
+            piece *p = &c->pieces[c->npieces++];
+            p->unit = u;
+            p->subgroup = sg;
+            p->elems = sizes[i];
+            p->unit_offset = at;
+            p->subgroup_offset = 0;
+            c->sg_lowest_unit[sg] = u;
+            at += sizes[i];
+        }
+        free(sizes);
+    }
+    return finish_pieces(c);
+}
+
+/* The pieces' index by sub-group, once every piece is placed. */
+static int finish_pieces(compiler *c)
+{
+    int N = c->lay.nsubgroups;
     c->unit_first_piece[c->units] = c->npieces;
     /* CSR of pieces per sub-group (pieces are sorted by sub-group already) */
     for (int p = 0; p < c->npieces; p++)

@@ -6,7 +6,8 @@
  *
  * Semantics (DeepSpeed's, see docs/graph.md):
  * - each rank's parameters are packed in unit order into optimizer sub-groups
- *   of sub_group_size elements; with offload ratio r over N sub-groups,
+ *   of sub_group_size elements (0: one sub-group per parameter tensor, as
+ *   in DeepSpeed); with offload ratio r over N sub-groups,
  *   sub-group i is stepped on the CPU iff i >= floor((1 - r) * N);
  * - gradient accumulation repeats forward/backward per micro-step and steps
  *   the optimizer once; stage >= 2 reduce-scatters every micro-step, stage
@@ -77,7 +78,8 @@ typedef struct sg_step_spec {
     int offload_param;                  /* stage 3: this rank's parameter pieces live on the
                                            host */
     sg_optimizer_state optimizer_state; /* SG_STATE_ADAM unless set */
-    int64_t sub_group_size;             /* elements per optimizer sub-group */
+    int64_t sub_group_size;             /* elements per optimizer sub-group;
+                                           0 = one per parameter tensor */
     double gradient_clipping;           /* 0 = off */
     int64_t param_persistence_threshold;/* stage 3: units below are never gathered */
     int64_t max_reuse_distance;         /* stage 3: keep gathered params if reused within */

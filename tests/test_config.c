@@ -249,6 +249,7 @@ static void test_defaults(void)
     sg_ds_config want;
     sg_ds_config_defaults(&want);
     want.train_micro_batch_size_per_gpu = 2;
+    want.auto_given = SG_AUTO_BIT(SG_AUTO_MICRO_BATCH); /* a key the Trainer matches, given */
     ok(memcmp(&cfg->ds, &want, sizeof want) == 0, "minimal.json: every other field is the default");
     rc = sg_config_finalize(cfg, &err);
     ok(rc == 0, "minimal.json finalizes");
@@ -1021,6 +1022,93 @@ static void test_files(void)
     free(cfg);
 }
 
+/* ---- "auto": the Hugging Face Trainer's values (ds_auto.c) ---------------- */
+
+static const sg_ds_auto_entry *find_auto(const sg_config *cfg, const char *key)
+{
+    for (int i = 0; i < cfg->autos.n; i++)
+        if (!strcmp(cfg->autos.fill[i].key, key))
+            return &cfg->autos.fill[i];
+    return NULL;
+}
+
+static void test_auto(void)
+{
+    sg_config *cfg = malloc(sizeof *cfg);
+    sg_error err;
+    /* loading leaves "auto" pending with the default in the field */
+    int rc = sg_config_load(src("tests/data/good-configs/batch-auto.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.auto_pending == (SG_AUTO_BIT(SG_AUTO_TRAIN_BATCH) |
+                                           SG_AUTO_BIT(SG_AUTO_MICRO_BATCH)) &&
+           cfg->ds.train_batch_size == 0 && cfg->ds.train_micro_batch_size_per_gpu == 0,
+       "batch-auto.json loads with its two \"auto\" keys pending");
+    /* finalize fills them: micro = the Trainer's default 8, train = dp x 8 x 1 */
+    cfg->run.dp_size = 3;
+    rc = sg_config_finalize(cfg, &err);
+    ok(rc == 0 && cfg->ds.auto_pending == 0 && cfg->ds.train_micro_batch_size_per_gpu == 8 &&
+           cfg->ds.train_batch_size == 24 && cfg->ds.gradient_accumulation_steps == 1,
+       "batch-auto.json: micro 8 (the Trainer's default), train 3 x 8 x 1 = 24 (%s)", err.msg);
+    const sg_ds_auto_entry *e = find_auto(cfg, "train_batch_size");
+    ok(cfg->autos.n == 2 && e && !strcmp(e->value, "24") &&
+           strstr(e->source, "dp_size 3 x per_device_train_batch_size 8"),
+       "batch-auto.json: two filled values, train_batch_size with its formula");
+
+    /* a run option given takes the place of the default */
+    rc = sg_config_load(src("tests/data/good-configs/batch-auto.json"), cfg, &err);
+    if (!rc)
+        rc = sg_run_option_set(&cfg->run, "per-device-train-batch-size", "3", &err);
+    if (!rc)
+        rc = sg_config_finalize(cfg, &err);
+    e = find_auto(cfg, "train_micro_batch_size_per_gpu");
+    ok(rc == 0 && cfg->ds.train_micro_batch_size_per_gpu == 3 && e &&
+           !strcmp(e->source, "run option per_device_train_batch_size"),
+       "--per-device-train-batch-size 3 fills the micro batch (%s)", err.msg);
+
+    /* fp16.enabled "auto" is the Trainer's fp16, false unless given */
+    rc = sg_config_load(src("tests/data/good-configs/fp16-enabled-auto.json"), cfg, &err);
+    if (!rc)
+        rc = sg_config_finalize(cfg, &err);
+    ok(rc == 0 && !cfg->ds.fp16.enabled && find_auto(cfg, "fp16.enabled"),
+       "fp16-enabled-auto.json: fp16 off, as the Trainer's default (%s)", err.msg);
+    rc = sg_config_load(src("tests/data/good-configs/fp16-enabled-auto.json"), cfg, &err);
+    if (!rc)
+        rc = sg_run_option_set(&cfg->run, "fp16", NULL, &err);
+    if (!rc)
+        rc = sg_config_finalize(cfg, &err);
+    ok(rc == 0 && cfg->ds.fp16.enabled == 1, "fp16-enabled-auto.json with --fp16: fp16 on");
+
+    /* an "auto" DeepSpeed drops: the default, a warning, nothing pending */
+    rc = sg_config_load(src("tests/data/good-configs/auto-dropped-by-deepspeed.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.auto_pending == 0 && cfg->warnings.count == 4 &&
+           cfg->ds.zero.stage3_prefetch_bucket_size == 50000000 && !cfg->ds.bf16.enabled &&
+           cfg->ds.zero.offload_optimizer.device == SG_OFFLOAD_NONE,
+       "auto-dropped-by-deepspeed.json: 4 warnings, DeepSpeed's defaults (%d)",
+       cfg->warnings.count);
+
+    /* a failed fill leaves cfg as it was */
+    rc = sg_config_load(src("tests/data/bad-configs/hf-trainer-zero3.json"), cfg, &err);
+    sg_config *before = malloc(sizeof *before);
+    memcpy(before, cfg, sizeof *cfg);
+    if (!rc)
+        rc = sg_config_finalize(cfg, &err);
+    ok(rc == SG_EINVAL && memcmp(before, cfg, sizeof *cfg) == 0,
+       "hf-trainer-zero3.json without steps: finalize fails and leaves cfg untouched");
+    free(before);
+
+    /* the run options' ranges */
+    sg_run_options run;
+    sg_run_options_defaults(&run);
+    ok(sg_run_option_set(&run, "adam_beta2", "1", &err) == SG_EINVAL &&
+           strstr(err.msg, "--adam_beta2: 1 is out of range"),
+       "--adam_beta2 1 is out of range (%s)", err.msg);
+    ok(sg_run_option_set(&run, "learning_rate", "fast", &err) == SG_EINVAL &&
+           strstr(err.msg, "expected a number, got \"fast\""), "--learning_rate fast is refused");
+    ok(sg_run_option_set(&run, "per_device_train_batch_size", "0", &err) == SG_EINVAL,
+       "--per_device_train_batch_size 0 is refused");
+    ok(sg_run_options_check(&run, "x", &err) == SG_OK, "check: options not given pass");
+    free(cfg);
+}
+
 int main(void)
 {
     const char *s = getenv("SG_SRCDIR");
@@ -1042,5 +1130,6 @@ int main(void)
     test_batch_tile();
     test_strict_inputs();
     test_files();
+    test_auto();
     return tap_done();
 }

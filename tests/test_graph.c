@@ -802,6 +802,75 @@ static void test_exports(const sg_model *m)
     sg_graph_free(&g);
 }
 
+/* sub_group_size 0, DeepSpeed's "each parameter tensor its own sub-group":
+ * with one rank every sub-group holds exactly one tensor of the model, in
+ * order; with two ranks at stage 3 the pieces still cover each unit's shard,
+ * one sub-group per tensor that has elements there. */
+static void test_tensor_subgroups(const sg_model *m)
+{
+    sg_step_spec s;
+    sg_step_spec_defaults(&s);
+    s.zero_stage = 3;
+    s.sub_group_size = 0;
+    s.offload_optimizer = 1;
+    s.offload_ratio = 0.5;
+    sg_error err = {0};
+    sg_subgroup_layout lay;
+    int rc = sg_subgroup_layout_compute(m, &s, &lay, &err);
+    /* a Llama layer has 9 tensors (2 norms, q k v o, gate up down); plus the
+     * embedding, the final norm and an untied head */
+    int want = (int)m->num_layers * 9 + 2 + !m->tie_word_embeddings;
+    ok(rc == 0 && lay.nsubgroups == want, "sub_group_size 0: %d sub-groups, one per tensor (%d)",
+       lay.nsubgroups, want);
+    ok(lay.first_cpu == want / 2, "sub_group_size 0: ratio 0.5 puts the last %d on the CPU",
+       want - want / 2);
+    sg_graph g;
+    sg_graph_init(&g);
+    rc = sg_compile_step(m, &s, &g, &err);
+    ok(rc == 0, "sub_group_size 0 compiles (%s)", err.msg);
+    /* each sub-group's parameter pieces add up to one tensor, in model order */
+    int64_t *sum = calloc((size_t)want + 1, sizeof *sum);
+    for (int b = 0; rc == 0 && b < g.nbuffers; b++)
+        if (g.buffers[b].role == SG_BUF_PARAM_PIECE && g.buffers[b].subgroup >= 0 &&
+            g.buffers[b].subgroup < want)
+            sum[g.buffers[b].subgroup] += g.buffers[b].elems;
+    int same = 1, i = 0;
+    for (int u = 0; u < sg_model_num_units(m); u++) {
+        sg_tensor_info ti[64];
+        int nt = sg_model_unit_tensors(m, u, ti, 64);
+        for (int t = 0; t < nt; t++, i++)
+            same &= i < want && sum[i] == ti[t].numel;
+    }
+    ok(same && i == want, "sub_group_size 0: sub-group i holds the i-th tensor's elements");
+    int cpu = 0, gpu = 0;
+    for (int n = 0; n < g.nnodes; n++) {
+        cpu += g.nodes[n].kind == SG_OP_ADAM_CPU;
+        gpu += g.nodes[n].kind == SG_OP_ADAM_GPU;
+    }
+    ok(cpu == want - want / 2 && gpu == want / 2, "sub_group_size 0: one update per sub-group "
+       "(%d CPU, %d GPU)", cpu, gpu);
+    sg_graph_free(&g);
+    free(sum);
+
+    /* two ranks: each unit's shard is cut at the tensors' boundaries */
+    s.dp_size = 2;
+    sg_graph_init(&g);
+    rc = sg_compile_step(m, &s, &g, &err);
+    int64_t *unit_sum = calloc((size_t)sg_model_num_units(m), sizeof *unit_sum);
+    for (int b = 0; rc == 0 && b < g.nbuffers; b++)
+        if (g.buffers[b].role == SG_BUF_PARAM_PIECE && g.buffers[b].unit >= 0)
+            unit_sum[g.buffers[b].unit] += g.buffers[b].elems;
+    int covered = rc == 0;
+    for (int u = 0; u < sg_model_num_units(m); u++)
+        covered &= unit_sum[u] == sg_unit_shard_elems(m, &s, u);
+    sg_subgroup_layout_compute(m, &s, &lay, &err);
+    ok(covered && lay.nsubgroups <= want && lay.nsubgroups >= sg_model_num_units(m),
+       "sub_group_size 0, 2 ranks: the pieces cover every unit's shard, %d sub-groups",
+       lay.nsubgroups);
+    free(unit_sum);
+    sg_graph_free(&g);
+}
+
 int main(void)
 {
     test_ir_edges();
@@ -816,6 +885,7 @@ int main(void)
     test_semantics(m);
     test_loss_scaler_state(m);
     test_comm_order(m);
+    test_tensor_subgroups(m);
     sg_model *q = calloc(1, sizeof *q);
     if (!load_model("tiny-qwen3", q)) /* untied head: a different tensor layout */
         test_grid(q);

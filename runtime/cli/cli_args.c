@@ -76,14 +76,32 @@ static const char *const run_flags_help =
     "  --numa_node N               run: bind CPU workers to NUMA node N's cores\n"
     "  --bind_cores_to_rank        run: rank r binds to NUMA node r mod count\n"
     "  --set KEY=VALUE             set a DeepSpeed config key (dotted path, JSON value),\n"
-    "                              e.g. --set offload_optimizer.ratio=0.8; repeatable\n";
+    "                              e.g. --set offload_optimizer.ratio=0.8; repeatable\n"
+    "\n"
+    "Hugging Face Trainer arguments: they fill the DeepSpeed config's \"auto\" values as\n"
+    "the Trainer does (docs/config-keys.md); a value the config gives for the same key\n"
+    "stands in for one not given, else the Trainer's default applies; an option that\n"
+    "differs from a value the config gives is refused:\n"
+    "  --per_device_train_batch_size N   train_micro_batch_size_per_gpu (default 8)\n"
+    "  --gradient_accumulation_steps N   gradient_accumulation_steps (default 1)\n"
+    "  --learning_rate LR          optimizer lr and warmup_max_lr (default 5e-5)\n"
+    "  --adam_beta1 B, --adam_beta2 B    optimizer betas (default 0.9, 0.999)\n"
+    "  --adam_epsilon E            optimizer eps (default 1e-8)\n"
+    "  --weight_decay W            optimizer weight_decay (default 0)\n"
+    "  --max_grad_norm N           gradient_clipping (default 1)\n"
+    "  --lr_warmup_steps N         the Trainer's warmup_steps: warmup_num_steps N when\n"
+    "                              N >= 1, else ceil(N x steps) (default 0; at least 1)\n"
+    "  --fp16, --bf16              fp16.enabled, bf16.enabled (default false)\n"
+    "  (train_batch_size is dp_size x micro x accumulation; total_num_steps is --steps,\n"
+    "  else --bench_steps; the buckets follow the model's hidden_size H: reduce H^2,\n"
+    "  stage-3 prefetch int(0.9 H^2), stage-3 persistence 10 H)\n";
 
 /* Boolean run options written as bare flags: they never take the next
  * argument as their value. */
 static int is_switch(const char *name)
 {
     static const char *const switches[] = {"activation_checkpointing", "bind_cores_to_rank",
-                                           "strict"};
+                                           "fp16", "bf16", "strict"};
     for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++) {
         size_t i;
         for (i = 0; switches[k][i] && (name[i] == switches[k][i] ||

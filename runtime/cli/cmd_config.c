@@ -12,8 +12,11 @@ static void config_help(void)
     printf("usage: stepgraph config CONFIG [run options]\n"
            "\n"
            "Checks a DeepSpeed or run config (errors name the JSON path and value;\n"
-           "unknown keys are warned about), applies DeepSpeed's batch rule, and prints\n"
-           "the resolved settings and the optimizer sub-group layout.\n\n");
+           "unknown keys are warned about), fills \"auto\" values as the Hugging Face\n"
+           "Trainer does (from the run options named after TrainingArguments, and the\n"
+           "model), applies DeepSpeed's batch rule, and prints the resolved settings,\n"
+           "the optimizer sub-group layout and each filled \"auto\" value with its\n"
+           "source.\n\n");
     sg_cli_print_run_flags();
 }
 
@@ -69,6 +72,17 @@ static void print_scheduler(const sg_ds_config *ds)
                ds->scheduler.lr_range_test_staircase ? " (whole stairs)" : "");
         break;
     }
+}
+
+/* The "auto" values finalize filled (runtime/config/ds_auto.h), one per
+ * line as KEY = VALUE (SOURCE), values written as JSON would. */
+static void print_autos(const sg_ds_autos *a)
+{
+    if (!a->n)
+        return;
+    printf("auto values:      %d filled as the Hugging Face Trainer fills them:\n", a->n);
+    for (int i = 0; i < a->n; i++)
+        printf("  %s = %s (%s)\n", a->fill[i].key, a->fill[i].value, a->fill[i].source);
 }
 
 static void print_config(const sg_config *c, const sg_model *m, const sg_subgroup_layout *lay)
@@ -134,10 +148,15 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
     else
         printf("batch tiles:      none (batch_tile %s)\n",
                r->batch_tile == SG_TILE_AUTO ? "auto" : "0 or the micro batch");
-    printf("sub-groups:       %d of up to %lld elements over %lld rank parameters; "
-           "0..%d on the GPU, %d..%d on the CPU\n",
-           lay->nsubgroups, (long long)ds->zero.sub_group_size, (long long)lay->rank_params,
-           lay->first_cpu - 1, lay->first_cpu, lay->nsubgroups - 1);
+    char per[64];
+    if (ds->zero.sub_group_size > 0)
+        snprintf(per, sizeof per, "of up to %lld elements", (long long)ds->zero.sub_group_size);
+    else
+        snprintf(per, sizeof per, "(one per parameter tensor: sub_group_size 0)");
+    printf("sub-groups:       %d %s over %lld rank parameters; 0..%d on the GPU, %d..%d on the "
+           "CPU\n", lay->nsubgroups, per, (long long)lay->rank_params, lay->first_cpu - 1,
+           lay->first_cpu, lay->nsubgroups - 1);
+    print_autos(&c->autos);
 }
 
 int sg_cmd_config(int argc, char **argv)

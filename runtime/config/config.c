@@ -248,6 +248,11 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
     int rc = sg_run_options_check(&run, run_origin, err);
     if (rc)
         return rc;
+    /* "auto" first: the checks and the batch rule need the values */
+    sg_ds_autos autos;
+    sg_json_ctx ac = { ds_origin, ds_prefix, &cfg->warnings, err };
+    if ((rc = sg_ds_auto_fill(&ds, &run, &ac, &autos)))
+        return rc;
     sg_json_ctx c = { ds_origin, ds_prefix, NULL, err };
     if ((rc = sg_ds_config_check(&c, &ds, "bf16")))
         return rc;
@@ -292,6 +297,7 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
                             (long long)run.max_length, SG_MAX_LENGTH_MAX, INT32_MAX);
     cfg->ds = ds;
     cfg->run = run;
+    cfg->autos = autos;
     return SG_OK;
 }
 

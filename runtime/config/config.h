@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "runtime/config/ds_auto.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/config/run_options.h"
 
@@ -23,6 +24,7 @@ typedef struct sg_config {
     char ds_path[SG_PATH_MAX];          /* "" for inline */
     char run_path[SG_PATH_MAX];         /* "" when CONFIG was a DeepSpeed file */
     sg_config_warnings warnings;
+    sg_ds_autos autos;                  /* the "auto" values finalize filled, with sources */
     /* set by `stepgraph calibrate`, not an option: where sg_train writes
      * the CPU task time of every node (runtime/train/node_times.h); "" = no */
     char node_times[SG_PATH_MAX];
@@ -48,7 +50,9 @@ int sg_config_load(const char *path, sg_config *cfg, sg_error *err);
 int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg_config *cfg,
                         sg_error *err);
 
-/* Applies DeepSpeed's batch rule (train = micro * accum * dp; the missing one
+/* Fills the DeepSpeed config's "auto" values as the Hugging Face Trainer
+ * does (ds_auto.h: from the run options and the model), then applies
+ * DeepSpeed's batch rule (train = micro * accum * dp; the missing one
  * derived; a contradiction is an error that shows the three numbers) and the
  * cross-field checks (super_offload needs stage 3 and a CPU optimizer...). */
 int sg_config_finalize(sg_config *cfg, sg_error *err);

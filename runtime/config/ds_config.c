@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/json_util.h"
+#include "runtime/config/ds_auto.h"
 #include "runtime/config/run_options.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -112,8 +113,9 @@ typedef struct pstate {
     const char *bf16_key;       /* "bf16" or "bfloat16", for messages */
     int bf16_present;           /* "bf16" given: "bfloat16" is ignored */
     int warmup_max_lr_given;
-    /* the keys whose value is "auto" (the HF Trainer's placeholder), all
-     * reported in one error once the walk is done */
+    /* the keys whose value is "auto" (the HF Trainer's placeholder) that
+     * the Trainer does not fill (ds_auto.h), all reported in one error once
+     * the walk is done */
     int nauto;
     char autos[512];
     char first_auto[128];
@@ -244,6 +246,19 @@ static int takes_auto_placeholder(const field *f)
            f->kind != W_OBJ && f->kind != W_ENABLED;
 }
 
+/* An "auto" the Trainer leaves in a section DeepSpeed reads with its
+ * pydantic models (DeepSpeedConfigModel, non-strict): DeepSpeed drops the key
+ * and takes its default. Elsewhere (top-level scalars, optimizer and
+ * scheduler parameters) the string reaches code that needs a number. */
+static int deepspeed_drops_auto(const char *kp)
+{
+    static const char *const sections[] = {"zero_optimization.", "fp16.", "bf16.", "bfloat16."};
+    for (size_t i = 0; i < ARRAY_LEN(sections); i++)
+        if (strncmp(kp, sections[i], strlen(sections[i])) == 0)
+            return 1;
+    return 0;
+}
+
 static void note_auto(pstate *ps, const char *kp)
 {
     size_t used = strlen(ps->autos);
@@ -258,16 +273,17 @@ static void note_auto(pstate *ps, const char *kp)
     ps->nauto++;
 }
 
-/* Every "auto" at once: which keys, and how to give them values (--set
- * paths are inside the DeepSpeed config, without the run config's prefix). */
+/* Every "auto" the Trainer does not fill, at once: which keys, and how to
+ * give them values (--set paths are inside the DeepSpeed config, without the
+ * run config's prefix). */
 static int auto_error(const pstate *ps)
 {
     int inline_ds = ps->c.prefix && ps->c.prefix[0];
     return sg_error_set(ps->c.err, SG_EINVAL,
-                        "%s: %d value%s \"auto\", the Hugging Face Trainer's placeholder (it "
-                        "fills them from its TrainingArguments; DeepSpeed itself, and stepgraph, "
-                        "need the values): %s. Give each a value in the file, or with --set "
-                        "KEY=VALUE on the command line%s (e.g. --set %s=...)", ps->c.origin,
+                        "%s: %d value%s \"auto\" where the Hugging Face Trainer writes no value "
+                        "(it fills the keys listed in docs/config-keys.md; DeepSpeed itself, and "
+                        "stepgraph, need the others): %s. Give each a value in the file, or with "
+                        "--set KEY=VALUE on the command line%s (e.g. --set %s=...)", ps->c.origin,
                         ps->nauto, ps->nauto == 1 ? " is" : "s are", ps->autos,
                         inline_ds ? ", KEY being the path inside deepspeed_config" : "",
                         ps->first_auto);
@@ -299,11 +315,23 @@ static int walk(pstate *ps, const cJSON *obj, const char *path,
         /* null is Python's None: DeepSpeed then uses the default */
         if (cJSON_IsNull(it))
             continue;
+        /* the Trainer's keys: "auto" stays pending (the default meanwhile)
+         * until sg_config_finalize() fills it from the run options */
+        int akey = sg_ds_auto_key_of(kp);
         if (takes_auto_placeholder(f) && cJSON_IsString(it) && it->valuestring &&
             strcmp(it->valuestring, "auto") == 0) {
-            note_auto(ps, kp);
+            if (akey >= 0)
+                ps->ds->auto_pending |= SG_AUTO_BIT(akey);
+            else if (deepspeed_drops_auto(kp))
+                sg_json_warn(&ps->c, "%s%s: \"auto\" that the Hugging Face Trainer does not "
+                             "fill: DeepSpeed drops it and takes the default, and so does "
+                             "stepgraph", ps->c.prefix, kp);
+            else
+                note_auto(ps, kp);
             continue;
         }
+        if (akey >= 0)
+            ps->ds->auto_given |= SG_AUTO_BIT(akey);
         int rc = SG_OK, b;
         int64_t i64;
         double d;
@@ -773,6 +801,7 @@ static int h_sched_params(pstate *ps, const cJSON *it, const char *path)
     }
     if ((ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR ||
          ds->scheduler.type == SG_SCHED_WARMUP_COSINE_LR) &&
+        !(ds->auto_pending & SG_AUTO_BIT(SG_AUTO_WARMUP_STEPS)) &&
         ds->scheduler.total_num_steps > 0 &&
         ds->scheduler.total_num_steps < ds->scheduler.warmup_num_steps)
         sg_json_warn(&ps->c, "%s%s.total_num_steps %lld is less than warmup_num_steps %lld",
@@ -1000,9 +1029,13 @@ static const field zero_fields[] = {
     FB("contiguous_gradients", zero.contiguous_gradients),
     FB("reduce_scatter", zero.reduce_scatter),
     FB("allgather_partitions", zero.allgather_partitions),
-    FI("allgather_bucket_size", zero.allgather_bucket_size, POS, 0, 0),
-    FI("reduce_bucket_size", zero.reduce_bucket_size, POS, 0, 0),
-    FI("sub_group_size", zero.sub_group_size, POS, 0, 0),
+    /* DeepSpeed (zero/config.py) takes 0: each gradient reduced, each
+     * parameter gathered, on its own */
+    FI("allgather_bucket_size", zero.allgather_bucket_size, NONNEG, 0, 0),
+    FI("reduce_bucket_size", zero.reduce_bucket_size, NONNEG, 0, 0),
+    /* 0: each parameter tensor its own sub-group, as DeepSpeed's stage 3
+     * (axolotl's ZeRO-3 files write it) */
+    FI("sub_group_size", zero.sub_group_size, NONNEG, 0, 0),
     /* pydantic aliases: both spellings are accepted by DeepSpeed */
     FI("stage3_max_live_parameters", zero.stage3_max_live_parameters, NONNEG, 0, 0),
     FI("max_live_parameters", zero.stage3_max_live_parameters, NONNEG, 0, 0),

@@ -137,6 +137,12 @@ typedef struct sg_ds_config {
     } activation_checkpointing;
 
     int wall_clock_breakdown;
+
+    /* The keys the Hugging Face Trainer fills (ds_auto.h), one bit each by
+     * sg_ds_auto_key: auto_pending = written "auto" and not filled yet (the
+     * field holds its default meanwhile); auto_given = written with a value. */
+    uint32_t auto_pending;
+    uint32_t auto_given;
 } sg_ds_config;
 
 void sg_ds_config_defaults(sg_ds_config *ds);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "common/json_util.h"
+#include "runtime/config/ds_auto.h"
 
 int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char *bf16_key)
 {
@@ -69,25 +70,28 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
         return sg_json_error(c, SG_EINVAL,
                              "%s.offload_optimizer.cpuadam_cores_perc: %g is out of range (expected 0 < "
                              "cpuadam_cores_perc <= 1)", Z, p);
-    if (ds->zero.sub_group_size <= 0)
+    if (ds->zero.sub_group_size < 0)
         return sg_json_error(c, SG_EINVAL,
-                             "%s.sub_group_size: %lld is out of range (expected sub_group_size > 0)",
+                             "%s.sub_group_size: %lld is out of range (expected sub_group_size >= 0)",
                              Z, (long long)ds->zero.sub_group_size);
-    if (ds->activation_checkpointing.contiguous_memory_optimization) {
-        if (!ds->activation_checkpointing.partition_activations)
-            return sg_json_error(c, SG_EINVAL,
-                                 "activation_checkpointing.contiguous_memory_optimization: true needs "
-                                 "activation_checkpointing.partition_activations true (as in DeepSpeed)");
-        if (ds->activation_checkpointing.number_checkpoints <= 0)
-            return sg_json_error(c, SG_EINVAL,
-                                 "activation_checkpointing.contiguous_memory_optimization: true needs "
-                                 "activation_checkpointing.number_checkpoints (the number of layers)");
-    }
-    if (ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR && ds->scheduler.total_num_steps <= 0)
+    /* Without number_checkpoints DeepSpeed takes the count from the training
+     * script (deepspeed.checkpointing.configure(num_checkpoints=...);
+     * Megatron passes its number of layers): accepted, as DeepSpeed's config
+     * reader does. */
+    if (ds->activation_checkpointing.contiguous_memory_optimization &&
+        !ds->activation_checkpointing.partition_activations)
+        return sg_json_error(c, SG_EINVAL,
+                             "activation_checkpointing.contiguous_memory_optimization: true needs "
+                             "activation_checkpointing.partition_activations true (as in DeepSpeed)");
+    /* an "auto" total is filled by sg_config_finalize(), which checks again */
+    int total_pending = (ds->auto_pending & SG_AUTO_BIT(SG_AUTO_TOTAL_STEPS)) != 0;
+    if (ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR && ds->scheduler.total_num_steps <= 0 &&
+        !total_pending)
         return sg_json_error(c, SG_EINVAL,
                              "scheduler.params.total_num_steps is required for WarmupDecayLR "
                              "(an integer > 0)");
-    if (ds->scheduler.type == SG_SCHED_WARMUP_COSINE_LR && ds->scheduler.total_num_steps <= 0)
+    if (ds->scheduler.type == SG_SCHED_WARMUP_COSINE_LR && ds->scheduler.total_num_steps <= 0 &&
+        !total_pending)
         return sg_json_error(c, SG_EINVAL,
                              "scheduler.params.total_num_steps is required for WarmupCosineLR "
                              "(an integer > 0)");

@@ -50,11 +50,19 @@ void sg_run_options_defaults(sg_run_options *run)
     snprintf(run->cast_placement, sizeof run->cast_placement, "%s", "scheduler");
     run->batch_tile = SG_TILE_AUTO;
     run->head_chunk_tokens = SG_TILE_AUTO;
+    /* TrainingArguments: not given (ds_auto.c picks the value) */
+    run->hf.per_device_train_batch_size = -1;
+    run->hf.gradient_accumulation_steps = -1;
+    run->hf.learning_rate = run->hf.adam_beta1 = run->hf.adam_beta2 = NAN;
+    run->hf.adam_epsilon = run->hf.weight_decay = run->hf.max_grad_norm = NAN;
+    run->hf.lr_warmup_steps = NAN;
+    run->hf.fp16 = run->hf.bf16 = -1;
 }
 
 /* R_TILE: an int64 option, "auto" (stored as SG_TILE_AUTO) or an integer in
- * range, given as a JSON number or string or on the command line */
-typedef enum rkind { R_STR, R_INT, R_BOOL, R_TILE } rkind;
+ * range, given as a JSON number or string or on the command line. R_NUM: a
+ * double, NAN until given. */
+typedef enum rkind { R_STR, R_INT, R_BOOL, R_TILE, R_NUM } rkind;
 
 typedef struct ropt {
     const char *name;
@@ -62,44 +70,59 @@ typedef struct ropt {
     size_t off;
     size_t size;       /* R_STR: buffer size */
     int nonempty;      /* R_STR: 1 non-empty; 2 non-empty when given ("" = unset) */
-    unsigned flags;    /* R_INT range */
+    unsigned flags;    /* R_INT, R_NUM range */
     double lo, hi;
+    int unset;         /* R_INT: -1 means not given (the range applies once given) */
 } ropt;
 
 #define ROFF(m) offsetof(sg_run_options, m)
 static const ropt run_opts[] = {
-    { "model", R_STR, ROFF(model), SG_PATH_MAX, 1, 0, 0, 0 },
-    { "data", R_STR, ROFF(data), SG_PATH_MAX, 0, 0, 0, 0 },
-    { "sched", R_STR, ROFF(sched), SG_NAME_MAX, 1, 0, 0, 0 },
-    { "machine", R_STR, ROFF(machine), SG_NAME_MAX, 0, 0, 0, 0 },
-    { "max_length", R_INT, ROFF(max_length), 0, 0, POS | SG_JSON_HI, 0, SG_MAX_LENGTH_MAX },
-    { "steps", R_INT, ROFF(steps), 0, 0, NONNEG, 0, 0 },
-    { "warmup_steps", R_INT, ROFF(warmup_steps), 0, 0, NONNEG, 0, 0 },
-    { "bench_steps", R_INT, ROFF(bench_steps), 0, 0, NONNEG, 0, 0 },
-    { "log_interval", R_INT, ROFF(log_interval), 0, 0, NONNEG, 0, 0 },
-    { "activation_checkpointing", R_BOOL, ROFF(activation_checkpointing), 0, 0, 0, 0, 0 },
-    { "seed", R_INT, ROFF(seed), 0, 0, NONNEG, 0, 0 },
-    { "dp_size", R_INT, ROFF(dp_size), 0, 0, LO, 1, 0 },
-    { "ncpus", R_INT, ROFF(ncpus), 0, 0, LO, -1, 0 },
-    { "ncuda", R_INT, ROFF(ncuda), 0, 0, LO, -1, 0 },
-    { "load", R_STR, ROFF(load), SG_PATH_MAX, 0, 0, 0, 0 },
-    { "save", R_STR, ROFF(save), SG_PATH_MAX, 0, 0, 0, 0 },
-    { "save_interval", R_INT, ROFF(save_interval), 0, 0, NONNEG, 0, 0 },
-    { "save_keep", R_INT, ROFF(save_keep), 0, 0, NONNEG, 0, 0 },
-    { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0 },
-    { "save_shard_size", R_INT, ROFF(save_shard_size), 0, 0, NONNEG, 0, 0 },
-    { "speculation", R_STR, ROFF(speculation), 16, 2, 0, 0, 0 }, /* "" = unset */
-    { "lookahead", R_INT, ROFF(lookahead), 0, 0, LO | SG_JSON_HI, 1, SG_LOOKAHEAD_MAX },
-    { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0 },
-    { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0 },
-    { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0 },
-    { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0 },
-    { "strict", R_BOOL, ROFF(strict), 0, 0, 0, 0, 0 },
+    { "model", R_STR, ROFF(model), SG_PATH_MAX, 1, 0, 0, 0, 0 },
+    { "data", R_STR, ROFF(data), SG_PATH_MAX, 0, 0, 0, 0, 0 },
+    { "sched", R_STR, ROFF(sched), SG_NAME_MAX, 1, 0, 0, 0, 0 },
+    { "machine", R_STR, ROFF(machine), SG_NAME_MAX, 0, 0, 0, 0, 0 },
+    { "max_length", R_INT, ROFF(max_length), 0, 0, POS | SG_JSON_HI, 0, SG_MAX_LENGTH_MAX, 0 },
+    { "steps", R_INT, ROFF(steps), 0, 0, NONNEG, 0, 0, 0 },
+    { "warmup_steps", R_INT, ROFF(warmup_steps), 0, 0, NONNEG, 0, 0, 0 },
+    { "bench_steps", R_INT, ROFF(bench_steps), 0, 0, NONNEG, 0, 0, 0 },
+    { "log_interval", R_INT, ROFF(log_interval), 0, 0, NONNEG, 0, 0, 0 },
+    { "activation_checkpointing", R_BOOL, ROFF(activation_checkpointing), 0, 0, 0, 0, 0, 0 },
+    { "seed", R_INT, ROFF(seed), 0, 0, NONNEG, 0, 0, 0 },
+    { "dp_size", R_INT, ROFF(dp_size), 0, 0, LO, 1, 0, 0 },
+    { "ncpus", R_INT, ROFF(ncpus), 0, 0, LO, -1, 0, 0 },
+    { "ncuda", R_INT, ROFF(ncuda), 0, 0, LO, -1, 0, 0 },
+    { "load", R_STR, ROFF(load), SG_PATH_MAX, 0, 0, 0, 0, 0 },
+    { "save", R_STR, ROFF(save), SG_PATH_MAX, 0, 0, 0, 0, 0 },
+    { "save_interval", R_INT, ROFF(save_interval), 0, 0, NONNEG, 0, 0, 0 },
+    { "save_keep", R_INT, ROFF(save_keep), 0, 0, NONNEG, 0, 0, 0 },
+    { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0, 0 },
+    { "save_shard_size", R_INT, ROFF(save_shard_size), 0, 0, NONNEG, 0, 0, 0 },
+    { "speculation", R_STR, ROFF(speculation), 16, 2, 0, 0, 0, 0 }, /* "" = unset */
+    { "lookahead", R_INT, ROFF(lookahead), 0, 0, LO | SG_JSON_HI, 1, SG_LOOKAHEAD_MAX, 0 },
+    { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0, 0 },
+    { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0, 0 },
+    { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0, 0 },
+    { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0, 0 },
+    { "strict", R_BOOL, ROFF(strict), 0, 0, 0, 0, 0, 0 },
     { "optimizer_tile", R_TILE, ROFF(optimizer_tile), 0, 0, NONNEG | SG_JSON_HI, 0,
-      (double)((int64_t)1 << 40) },
-    { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0 },
-    { "batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0 },
-    { "head_chunk_tokens", R_TILE, ROFF(head_chunk_tokens), 0, 0, LO, 1, 0 },
+      (double)((int64_t)1 << 40), 0 },
+    { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0, 0 },
+    { "batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0, 0 },
+    { "head_chunk_tokens", R_TILE, ROFF(head_chunk_tokens), 0, 0, LO, 1, 0, 0 },
+    /* TrainingArguments, for "auto" in the DeepSpeed config (ds_auto.h) */
+    { "per_device_train_batch_size", R_INT, ROFF(hf.per_device_train_batch_size), 0, 0, POS,
+      0, 0, 1 },
+    { "gradient_accumulation_steps", R_INT, ROFF(hf.gradient_accumulation_steps), 0, 0, POS,
+      0, 0, 1 },
+    { "learning_rate", R_NUM, ROFF(hf.learning_rate), 0, 0, NONNEG, 0, 0, 0 },
+    { "adam_beta1", R_NUM, ROFF(hf.adam_beta1), 0, 0, LO | SG_JSON_HI | SG_JSON_HI_OPEN, 0, 1, 0 },
+    { "adam_beta2", R_NUM, ROFF(hf.adam_beta2), 0, 0, LO | SG_JSON_HI | SG_JSON_HI_OPEN, 0, 1, 0 },
+    { "adam_epsilon", R_NUM, ROFF(hf.adam_epsilon), 0, 0, NONNEG, 0, 0, 0 },
+    { "weight_decay", R_NUM, ROFF(hf.weight_decay), 0, 0, NONNEG, 0, 0, 0 },
+    { "max_grad_norm", R_NUM, ROFF(hf.max_grad_norm), 0, 0, NONNEG, 0, 0, 0 },
+    { "lr_warmup_steps", R_NUM, ROFF(hf.lr_warmup_steps), 0, 0, NONNEG, 0, 0, 0 },
+    { "fp16", R_BOOL, ROFF(hf.fp16), 0, 0, 0, 0, 0, 0 },
+    { "bf16", R_BOOL, ROFF(hf.bf16), 0, 0, 0, 0, 0, 0 },
 };
 
 static int parse_int_text(const char *s, int64_t *out);
@@ -183,9 +206,12 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
                 break;
             }
         const ropt *o = find_ropt(key);
+        /* "fp16": {...} is the DeepSpeed section, not the Trainer's flag */
+        if (o && cJSON_IsObject(it) && sg_ds_config_is_top_key(key))
+            o = NULL;
         if (!o) {
             const char *s = sg_json_suggest(key, names, ARRAY_LEN(names));
-            if (s)
+            if (s && strcmp(s, key) != 0)
                 sg_json_warn(c, "unknown key %s ignored (did you mean %s?)", key, s);
             else if (sg_ds_config_is_top_key(key))
                 sg_json_warn(c, "unknown key %s ignored (a DeepSpeed key: it belongs in the "
@@ -210,6 +236,10 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
             break;
         case R_BOOL:
             rc = sg_json_bool(c, it, key, (int *)(void *)(base + o->off));
+            break;
+        case R_NUM:
+            rc = sg_json_num(c, it, key, key, o->flags, o->lo, o->hi, NULL,
+                             (double *)(void *)(base + o->off));
             break;
         case R_TILE:
             if (cJSON_IsString(it))
@@ -308,6 +338,20 @@ int sg_run_option_set(sg_run_options *run, const char *key,
         *(int64_t *)(void *)(base + o->off) = v;
         return SG_OK;
     }
+    case R_NUM: {
+        char *end;
+        double d = value ? strtod(value, &end) : NAN;
+        if (!value || end == value || *end || !isfinite(d))
+            return sg_error_set(err, SG_EINVAL, "--%s: expected a number, got \"%s\"", key,
+                                value ? value : "");
+        if (!sg_json_in_range(d, o->flags, o->lo, o->hi)) {
+            char r[128];
+            ropt_expect(o, r, sizeof r);
+            return sg_error_set(err, SG_EINVAL, "--%s: %g is out of range (%s)", key, d, r);
+        }
+        *(double *)(void *)(base + o->off) = d;
+        return SG_OK;
+    }
     case R_BOOL: {
         int b;
         /* a bare flag (--activation_checkpointing) turns it on */
@@ -335,13 +379,21 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
         const ropt *o = &run_opts[i];
         if (o->kind == R_INT || o->kind == R_TILE) {
             int64_t v = *(const int64_t *)(const void *)(base + o->off);
-            if (o->kind == R_TILE && v == SG_TILE_AUTO)
+            if ((o->kind == R_TILE && v == SG_TILE_AUTO) || (o->unset && v == -1))
                 continue;
             if (!sg_json_in_range((double)v, o->flags, o->lo, o->hi)) {
                 char d[128];
                 ropt_expect(o, d, sizeof d);
                 return sg_error_set(err, SG_EINVAL, "%s: %s: %lld is out of range (%s)", origin,
                                     o->name, (long long)v, d);
+            }
+        } else if (o->kind == R_NUM) {
+            double d = *(const double *)(const void *)(base + o->off);
+            if (!isnan(d) && !sg_json_in_range(d, o->flags, o->lo, o->hi)) {
+                char r[128];
+                ropt_expect(o, r, sizeof r);
+                return sg_error_set(err, SG_EINVAL, "%s: %s: %g is out of range (%s)", origin,
+                                    o->name, d, r);
             }
         } else if (o->kind == R_STR) {
             const char *s = base + o->off;
@@ -352,10 +404,12 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
                                     o->name);
         }
     }
-    if (run->activation_checkpointing < -1 || run->activation_checkpointing > 1)
-        return sg_error_set(err, SG_EINVAL,
-                            "%s: activation_checkpointing: %d is out of range (expected -1, 0 or 1)",
-                            origin, run->activation_checkpointing);
+    const int *bools[] = {&run->activation_checkpointing, &run->hf.fp16, &run->hf.bf16};
+    const char *bool_names[] = {"activation_checkpointing", "fp16", "bf16"};
+    for (int i = 0; i < 3; i++)
+        if (*bools[i] < -1 || *bools[i] > 1)
+            return sg_error_set(err, SG_EINVAL, "%s: %s: %d is out of range (expected -1, 0 or 1)",
+                                origin, bool_names[i], *bools[i]);
     if (check_word_options(run, err))
         return sg_error_prefix(err, "%s: ", origin);
     return SG_OK;

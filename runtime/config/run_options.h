@@ -22,6 +22,25 @@
 struct cJSON;
 struct sg_json_ctx;
 
+/* The Hugging Face TrainingArguments that fill "auto" values of a DeepSpeed
+ * config (runtime/config/ds_auto.h), under the Trainer's own names, so that a
+ * Trainer command line carries over. Not given: -1 for the integers and
+ * booleans, NAN for the numbers; ds_auto.c then takes the DeepSpeed config's
+ * own value for the key the Trainer matches the argument with, else the
+ * Trainer's default. */
+typedef struct sg_trainer_args {
+    int64_t per_device_train_batch_size;   /* Trainer default 8 */
+    int64_t gradient_accumulation_steps;   /* default 1 */
+    double learning_rate;                  /* default 5e-5 */
+    double adam_beta1, adam_beta2;         /* default 0.9, 0.999 */
+    double adam_epsilon;                   /* default 1e-8 */
+    double weight_decay;                   /* default 0 */
+    double max_grad_norm;                  /* default 1 */
+    double lr_warmup_steps;                /* TrainingArguments.warmup_steps: >= 1 updates,
+                                              < 1 a ratio of the total; default 0 */
+    int fp16, bf16;                        /* default false */
+} sg_trainer_args;
+
 typedef struct sg_run_options {
     char model[SG_PATH_MAX];            /* model name or path; default "tiny-llama" */
     char data[SG_PATH_MAX];             /* token shard (.bin) or text file; "" = default */
@@ -61,6 +80,7 @@ typedef struct sg_run_options {
     int64_t head_chunk_tokens;          /* tokens per chunk of the head's logits: SG_TILE_AUTO
                                            (-1, the default: chunk x vocab x 4 bytes within
                                            256 MiB) or N >= 1 (models/unit_layout.h) */
+    sg_trainer_args hf;                 /* fill "auto" in the DeepSpeed config */
 } sg_run_options;
 
 /* "auto" in an option that takes a tile size (batch_tile, optimizer_tile). */
