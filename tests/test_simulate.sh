@@ -113,7 +113,8 @@ ok $? "no link carries bytes or transfers without a GPU"
 
 # --- memory: a step that does not fit is reported, not timed -----------------
 "$BIN" simulate "$SRC/configs/llama-3.1-8b-superoffload.json" --machine mi300a >"$TMP/big.out" 2>&1
-ok $? "simulate an 8B SuperOffload step on mi300a"
+[ $? -eq 3 ]
+ok $? "simulate an 8B SuperOffload step on mi300a: status 3, it does not fit"
 grep -q "Does not fit on mi300a: needs .* GB .* unified memory" "$TMP/big.out" &&
 	! grep -q "Step time" "$TMP/big.out"
 ok $? "it does not fit the 128 GB of unified memory and says by how much"
@@ -141,7 +142,7 @@ ok $? "tune's plot is an SVG with lines"
 "$BIN" tune "$SRC/configs/llama-3.1-8b-superoffload.json" --machines mi300a --sched eager \
 	--out "$TMP/inf" >"$TMP/inf.out" 2>&1
 ok $? "tune with a point that does not fit"
-grep -q "^mi300a,eager,on,infeasible,,,,,,[0-9.]*,[A-Za-z0-9 ]*,\"needs" "$TMP/inf.csv" && grep -q "none fits" "$TMP/inf.md"
+grep -q "^mi300a,eager,on,infeasible,,,,,,,[0-9.]*,[A-Za-z0-9 ]*,\"needs" "$TMP/inf.csv" && grep -q "none fits" "$TMP/inf.md"
 ok $? "the point is marked infeasible with the numbers"
 
 # --- bad input -------------------------------------------------------------------

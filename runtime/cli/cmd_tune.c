@@ -268,6 +268,7 @@ static void fill_point(sg_tune_point *p, const sg_sim_report *r)
     p->status = SG_TUNE_OK;
     p->step_s = r->step_s;
     p->tflops = r->tflops;
+    p->mfu = r->mfu;
     p->gpu_busy = r->ncuda > 0 ? r->gpu_busy : NAN;
     p->adam_hidden = r->adam_hidden;
 }

@@ -48,6 +48,9 @@ typedef struct sg_sim_request {
 
 typedef struct sg_sim_report {
     double step_s, tflops, gpu_busy, adam_cpu_s, adam_hidden;   /* NAN when absent */
+    /* runtime/train/step_log.h's sg_step_rates beside tflops (the seed's
+     * formula): model FLOPs' rate, Megatron-LM's, MFU; NAN when absent */
+    double model_tflops, megatron_tflops, mfu;
     double busy_s[SG_DEV_COUNT];
     int ncpu, ncuda;
     int static_bandwidth;        /* the run's bandwidth model (its request's) */
@@ -84,6 +87,8 @@ typedef struct sg_sim_point {
     sg_model model;
     sg_sim_fit fit;
     char sched[64];              /* the config's policy */
+    char speculation[16];        /* the run option: "always", "adaptive" or "never" */
+    int64_t lookahead;           /* steps in flight (run option) */
 } sg_sim_point;
 int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt,
                    sg_error *err);

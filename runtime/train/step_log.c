@@ -1,4 +1,4 @@
-/* step_log.c - TFLOPS estimate, step and summary lines, metrics JSONL
+/* step_log.c - the step's rates, step and summary lines, metrics JSONL
  * (see step_log.h). */
 #include "runtime/train/step_log.h"
 
@@ -7,19 +7,18 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "models/flops.h"
 #include "models/model.h"
 
-double sg_step_tflops(int64_t layers, int64_t hidden, int64_t vocab, int64_t batch_seqs,
-                      int64_t seq_len, int checkpointing, double seconds)
+void sg_step_rates_of(const sg_model *m, int64_t seqs, int64_t seq_len, int checkpointing,
+                      double seconds, double peak_tflops, sg_step_rates *out)
 {
-    if (!(seconds > 0.0) || layers <= 0 || hidden <= 0 || vocab <= 0 || batch_seqs <= 0 ||
-        seq_len <= 0)
-        return NAN;
-    double L = (double)layers, h = (double)hidden, V = (double)vocab;
-    double B = (double)batch_seqs, s = (double)seq_len;
-    double c = checkpointing ? 4.0 : 3.0;   /* fwd + 2x bwd, + recomputed fwd */
-    double flops = 24.0 * c * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
-    return flops / (seconds * 1e12);
+    sg_step_flops f;
+    sg_step_flops_of(m, seqs, seq_len, checkpointing, &f);
+    out->tflops = sg_flops_per_s_tera(f.seed, seconds);
+    out->model_tflops = sg_flops_per_s_tera(f.model, seconds);
+    out->megatron_tflops = sg_flops_per_s_tera(f.megatron, seconds);
+    out->mfu = peak_tflops > 0 ? out->model_tflops / peak_tflops : NAN;
 }
 
 double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int tied,
@@ -257,7 +256,7 @@ static void json_num(FILE *fp, const char *key, double v)
 
 int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_update_hyper *h,
                           double grad_norm, double loss_scale, double seconds,
-                          double tokens_per_s, double tflops, int skipped,
+                          double tokens_per_s, const sg_step_rates *rates, int skipped,
                           const sg_phase_times *phases)
 {
     if (!m->fp)
@@ -282,7 +281,13 @@ int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_upd
     fputc(',', fp);
     json_num(fp, "tokens_per_s", tokens_per_s);
     fputc(',', fp);
-    json_num(fp, "tflops", tflops);
+    json_num(fp, "tflops", rates->tflops);
+    fputc(',', fp);
+    json_num(fp, "model_tflops", rates->model_tflops);
+    fputc(',', fp);
+    json_num(fp, "megatron_tflops", rates->megatron_tflops);
+    fputc(',', fp);
+    json_num(fp, "mfu", rates->mfu);
     fprintf(fp, ",\"skipped\":%s", skipped ? "true" : "false");
     if (phases) {
         fputs(",\"phases_ms\":{", fp);

@@ -502,21 +502,20 @@ static int submit_step(trainer *t, sg_error *err)
     return SG_OK;
 }
 
-static double step_tflops(const trainer *t, double seconds)
+/* per rank: the sequences this rank's GPU processes, as DeepSpeedExamples'
+ * script logs them; no peak here (a real device's is not known), so no MFU */
+static void step_rates(const trainer *t, double seconds, sg_step_rates *out)
 {
-    if (t->model.num_experts > 0)
-        return NAN; /* the formula counts dense layers only */
     const sg_step_spec *s = &t->spec;
-    return sg_step_tflops(t->model.num_layers, t->model.hidden_size, t->model.vocab_size,
-                          s->micro_batch * s->grad_accum * s->dp_size, s->seq_len,
-                          s->activation_checkpointing, seconds);
+    sg_step_rates_of(&t->model, s->micro_batch * s->grad_accum, s->seq_len,
+                     s->activation_checkpointing, seconds, NAN, out);
 }
 
 /* MoE: the active-parameter estimate (NAN for dense models). */
 static double step_active_tflops(const trainer *t, double seconds)
 {
     const sg_step_spec *s = &t->spec;
-    return sg_model_active_tflops(&t->model, s->micro_batch * s->grad_accum * s->dp_size,
+    return sg_model_active_tflops(&t->model, s->micro_batch * s->grad_accum,
                                   s->seq_len, s->activation_checkpointing, seconds);
 }
 
@@ -558,23 +557,28 @@ static int finish_step(trainer *t, sg_error *err)
     double secs = t->x.step_seconds;
     double tokens = (double)(t->spec.micro_batch * t->spec.grad_accum * t->spec.seq_len *
                              t->world); /* every rank's */
-    double tflops = step_tflops(t, secs);
+    sg_step_rates rates;
+    step_rates(t, secs, &rates);
+    double tflops = rates.tflops;
     sg_step_stats_add(&t->stats, t->st.step, secs, tokens, tflops, i < r->warmup_steps);
     sg_phase_times ph;
     sg_timeline_phases(&t->x, &ph);
     if (t->metrics_open &&
         sg_metrics_write_step(&t->metrics, t->st.step, loss, &hyper, sg_exec_grad_norm(&t->x),
-                              scale, secs, tokens / secs, tflops, skipped, &ph))
+                              scale, secs, tokens / secs, &rates, skipped, &ph))
         return sg_error_set(err, SG_EIO, "metrics %s: write failed at step %lld",
                             t->cfg->run.metrics, (long long)t->st.step);
     if (i == 0 || (i + 1) % r->log_interval == 0 || i + 1 == t->total_steps) {
         char line[256];
         sg_format_step_line(line, sizeof line, t->st.step, loss, secs * 1e3, tflops, tokens / secs);
-        /* MoE: TFLOPS is n/a; the active-parameter figure, labelled */
-        char active[48] = "";
+        /* MoE: TFLOPS is n/a; the active-parameter figure, labelled; then
+         * the model FLOPs' rate (MFU's numerator), labelled */
+        char active[96] = "";
         double atf = step_active_tflops(t, secs);
-        if (isfinite(atf))
-            snprintf(active, sizeof active, " | Active TFLOPS: %.2f", atf);
+        int na = isfinite(atf) ? snprintf(active, sizeof active, " | Active TFLOPS: %.2f", atf) : 0;
+        if (isfinite(rates.model_tflops))
+            snprintf(active + na, sizeof active - (size_t)na, " | Model TFLOPS: %.2f",
+                     rates.model_tflops);
         /* SuperOffload: which graph ran, the speculative or the waiting one */
         const char *mode = !t->spec.super_offload ? ""
                            : waited ? " | waited for the norm" : " | speculative";
