@@ -355,10 +355,11 @@ static void test_summary(void)
     char buf[1024];
 
     sg_step_stats_init(&st);
-    sg_step_stats_add(&st, 0, 1.0, 100, 9.0, 1);  /* warm-up: slow, excluded */
-    sg_step_stats_add(&st, 1, 0.2, 1000, 2.0, 0);
-    sg_step_stats_add(&st, 2, 0.3, 1000, 4.0, 0);
-    sg_step_stats_add(&st, 3, 0.1, 1000, 1.0, 0);
+    sg_step_stats_add(&st, 0, 1.0, 100, &(sg_step_rates){9.0, 9.0 / 2, NAN, NAN},
+                      1); /* warm-up: slow, excluded */
+    sg_step_stats_add(&st, 1, 0.2, 1000, &(sg_step_rates){2.0, 2.0 / 2, NAN, NAN}, 0);
+    sg_step_stats_add(&st, 2, 0.3, 1000, &(sg_step_rates){4.0, 4.0 / 2, NAN, NAN}, 0);
+    sg_step_stats_add(&st, 3, 0.1, 1000, &(sg_step_rates){1.0, 1.0 / 2, NAN, NAN}, 0);
     sg_step_stats_summary(&st, &s);
     ok(s.steps == 3 && s.warmup_excluded == 1 && !s.all_warmup && s.first_step == 1 &&
            s.last_step == 3,
@@ -368,6 +369,7 @@ static void test_summary(void)
     is_close(s.tokens_per_s, 5000.0, 1e-12, "summary: tokens/s = 3000 tokens / 0.6 s");
     /* FLOP-weighted: (2*0.2 + 4*0.3 + 1*0.1) / 0.6 */
     is_close(s.tflops, 1.7 / 0.6, 1e-12, "summary: TFLOPS = total FLOP / total time");
+    is_close(s.model_tflops, 0.85 / 0.6, 1e-12, "summary: model TFLOPS weighted the same way");
 
     sg_mem_peak peaks[] = {
         {"CUDA", 3LL << 29}, {"CPU", 512LL << 20}, {"NUMA 1", -1}};
@@ -375,13 +377,14 @@ static void test_summary(void)
     like(buf, "Summary: 3 steps (1..3), 1 warm-up step excluded\n", "summary text: header");
     like(buf, "Step time: mean 200.00 ms | min 100.00 ms | max 300.00 ms\n",
          "summary text: step times");
-    like(buf, "Throughput: 5000.0 tokens/s | TFLOPS: 2.83\n", "summary text: throughput");
+    like(buf, "Throughput: 5000.0 tokens/s | TFLOPS: 2.83 | Model TFLOPS: 1.42\n",
+         "summary text: throughput");
     like(buf, "Peak memory: CUDA 1.50 GiB | CPU 512.0 MiB | NUMA 1 n/a\n",
          "summary text: peak memory per device class");
 
     sg_step_stats_init(&st);
-    sg_step_stats_add(&st, 0, 0.5, 10, 1.0, 1);
-    sg_step_stats_add(&st, 1, 1.5, 30, NAN, 1);
+    sg_step_stats_add(&st, 0, 0.5, 10, &(sg_step_rates){1.0, 1.0 / 2, NAN, NAN}, 1);
+    sg_step_stats_add(&st, 1, 1.5, 30, &(sg_step_rates){NAN, 0.5, NAN, NAN}, 1);
     sg_step_stats_summary(&st, &s);
     ok(s.all_warmup && s.steps == 2 && s.warmup_excluded == 0 && s.mean_s == 1.0,
        "summary: all warm-up steps -> figures over all of them");
@@ -394,7 +397,7 @@ static void test_summary(void)
     sg_step_stats_init(&st);
     sg_step_stats_format_summary(&st, NULL, 0, buf, sizeof buf);
     is_str(buf, "Summary: no steps ran\n", "summary text: no steps");
-    sg_step_stats_add(&st, 5, 0.25, 10, 1.0, 0);
+    sg_step_stats_add(&st, 5, 0.25, 10, &(sg_step_rates){1.0, 1.0 / 2, NAN, NAN}, 0);
     sg_step_stats_format_summary(&st, NULL, 0, buf, sizeof buf);
     like(buf, "Summary: 1 step (step 5)\n  Step time: mean 250.00 ms", "summary text: one step");
 }

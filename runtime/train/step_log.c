@@ -121,7 +121,7 @@ void sg_step_stats_init(sg_step_stats *st)
 }
 
 static void set_add(struct sg_step_set *s, int64_t step, double seconds, double tokens,
-                    double tflops)
+                    double tflops, double model_tflops)
 {
     if (s->steps == 0) {
         s->first_step = step;
@@ -135,6 +135,10 @@ static void set_add(struct sg_step_set *s, int64_t step, double seconds, double 
         s->tflop += tflops * seconds;
     else
         s->tflops_missing = 1;
+    if (isfinite(model_tflops))
+        s->model_tflop += model_tflops * seconds;
+    else
+        s->model_missing = 1;
     if (seconds < s->min_s)
         s->min_s = seconds;
     if (seconds > s->max_s)
@@ -142,11 +146,12 @@ static void set_add(struct sg_step_set *s, int64_t step, double seconds, double 
 }
 
 void sg_step_stats_add(sg_step_stats *st, int64_t step, double seconds, double tokens,
-                       double tflops, int is_warmup)
+                       const sg_step_rates *rates, int is_warmup)
 {
-    set_add(&st->all, step, seconds, tokens, tflops);
+    double tf = rates ? rates->tflops : NAN, mtf = rates ? rates->model_tflops : NAN;
+    set_add(&st->all, step, seconds, tokens, tf, mtf);
     if (!is_warmup)
-        set_add(&st->timed, step, seconds, tokens, tflops);
+        set_add(&st->timed, step, seconds, tokens, tf, mtf);
 }
 
 int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out)
@@ -160,6 +165,7 @@ int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out)
     out->warmup_excluded = out->all_warmup ? 0 : st->all.steps - st->timed.steps;
     out->steps = s->steps;
     out->mean_s = out->min_s = out->max_s = out->tokens_per_s = out->tflops = NAN;
+    out->model_tflops = NAN;
     if (s->steps == 0)
         return 0;
     out->first_step = s->first_step;
@@ -171,6 +177,8 @@ int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out)
         out->tokens_per_s = s->tokens / s->seconds;
         if (!s->tflops_missing)
             out->tflops = s->tflop / s->seconds;
+        if (!s->model_missing)
+            out->model_tflops = s->model_tflop / s->seconds;
     }
     return out->steps;
 }
@@ -218,6 +226,8 @@ int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *pea
         sb_num(&b, s.tokens_per_s, 1);
         sb_printf(&b, " tokens/s | TFLOPS: ");
         sb_num(&b, s.tflops, 2);
+        sb_printf(&b, " | Model TFLOPS: ");
+        sb_num(&b, s.model_tflops, 2);
         sb_printf(&b, "\n");
     }
     if (npeaks > 0 && peaks) {

@@ -90,6 +90,8 @@ typedef struct sg_step_stats {
         double seconds, tokens;
         double tflop;          /* sum of tflops * seconds (= 1e12 FLOP) */
         int tflops_missing;    /* a step had no TFLOPS (NAN) */
+        double model_tflop;    /* the same for model TFLOPS */
+        int model_missing;
         double min_s, max_s;
     } all, timed;              /* every step; non-warm-up steps */
 } sg_step_stats;
@@ -103,6 +105,7 @@ typedef struct sg_step_summary {
     double mean_s, min_s, max_s;
     double tokens_per_s;       /* total tokens / total time */
     double tflops;             /* total FLOP / total time; NAN if unknown */
+    double model_tflops;       /* total model FLOP / total time; NAN if unknown */
 } sg_step_summary;
 
 /* Peak memory of one device class ("CUDA", "CPU", "NUMA 0"...); bytes < 0
@@ -113,17 +116,18 @@ typedef struct sg_mem_peak {
 } sg_mem_peak;
 
 void sg_step_stats_init(sg_step_stats *st);
-/* Adds one step: its number, duration (s), tokens processed, TFLOPS (NAN if
- * none) and whether it is a warm-up step (excluded from the summary). */
+/* Adds one step: its number, duration (s), tokens processed, its rates
+ * (TFLOPS and model TFLOPS used; NULL or NAN: none) and whether it is a
+ * warm-up step (excluded from the summary). */
 void sg_step_stats_add(sg_step_stats *st, int64_t step, double seconds, double tokens,
-                       double tflops, int is_warmup);
+                       const sg_step_rates *rates, int is_warmup);
 /* Fills out from the non-warm-up steps, or from all steps if every step was
  * a warm-up step (out->all_warmup = 1). Returns out->steps. */
 int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out);
 /* Multi-line summary ending in '\n', e.g.
  *   Summary: 8 steps (3..10), 2 warm-up steps excluded
  *     Step time: mean 153.21 ms | min 150.02 ms | max 160.33 ms
- *     Throughput: 6684.2 tokens/s | TFLOPS: 0.01
+ *     Throughput: 6684.2 tokens/s | TFLOPS: 0.01 | Model TFLOPS: 0.01
  *     Peak memory: CUDA 1.23 GiB | CPU 512.0 MiB
  * (the memory line only when npeaks > 0). snprintf semantics. */
 int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *peaks,

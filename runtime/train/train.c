@@ -560,7 +560,7 @@ static int finish_step(trainer *t, sg_error *err)
     sg_step_rates rates;
     step_rates(t, secs, &rates);
     double tflops = rates.tflops;
-    sg_step_stats_add(&t->stats, t->st.step, secs, tokens, tflops, i < r->warmup_steps);
+    sg_step_stats_add(&t->stats, t->st.step, secs, tokens, &rates, i < r->warmup_steps);
     sg_phase_times ph;
     sg_timeline_phases(&t->x, &ph);
     if (t->metrics_open &&
