@@ -77,8 +77,12 @@ static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine 
         return SG_OK;
     if (!cJSON_IsObject(cal))
         return sg_json_type_error(c, cal, "calibration", "an object");
+    /* the job it was calibrated on (runtime/cli/calib_record.h): recorded for
+     * people and for calibrate's check by name, not read here */
     static const char *const keys[] = {"sampling_dir", "hostname", "measured_step_ms", "sched",
-                                       "config", "steps"};
+                                       "config", "steps", "args", "model", "seq_len",
+                                       "micro_batch", "grad_accum", "dp_size", "dtype",
+                                       "simulate"};
     const cJSON *it;
     cJSON_ArrayForEach(it, cal)
     {
