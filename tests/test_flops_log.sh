@@ -3,7 +3,8 @@
 # print the three rates of docs/flops.md (issue 41 item 1): TFLOPS by
 # DeepSpeedExamples' formula, model TFLOPS, Megatron's TFLOPS; each metrics
 # line's figures are checked against the formulas evaluated here from the
-# model file's sizes and the line's own time_ms, with and without activation
+# model file's sizes (tests/flops_ref.py) and the line's own time_ms, with and
+# without activation
 # checkpointing (the recompute counts in TFLOPS and Megatron's, not in model
 # FLOPs); mfu is null (a real run does not know its GPU's peak). Prints TAP.
 set -u
@@ -18,25 +19,16 @@ echo "1..8"
 DEF="$SRC/configs/default.json"
 # the default job: tiny-llama, micro-batch 1 x accumulation 4 (4 sequences a step)
 check() { # check METRICS CHECKPOINTING
-	"$PY" - "$1" "$SRC/models/tiny-llama.json" "$2" <<'PYEOF'
+	"$PY" - "$1" "$SRC/models/tiny-llama.json" "$2" "$SRC/tests" <<'PYEOF'
 import json, sys
+sys.path.insert(0, sys.argv[4])
+from flops_ref import rates
 lines = [json.loads(l) for l in open(sys.argv[1])]
 m = json.load(open(sys.argv[2]))
-c = 4 if sys.argv[3] == "1" else 3
-h, L, V = m["hidden_size"], m["num_hidden_layers"], m["vocab_size"]
-q = m["num_attention_heads"] * m["head_dim"]
-kv = m["num_key_value_heads"] * m["head_dim"]
-layer = h * q + 2 * h * kv + q * h + 3 * h * m["intermediate_size"] + 2 * h
-P = V * h + L * layer + h + (0 if m["tie_word_embeddings"] else V * h)
-Pne = P if m["tie_word_embeddings"] else P - V * h
-B, s = 4, 64
 close = lambda x, y: abs(x - y) <= 1e-9 * abs(y)
 assert len(lines) == 3, len(lines)
 for a in lines:
-    t = a["time_ms"] / 1e3
-    seed = B * (2 * c * P * s + 4 * c * L * h * s * s) / t / 1e12
-    model = B * (6 * Pne * s + 6 * L * q * s * s) / t / 1e12
-    meg = 24 * c * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)) / t / 1e12
+    seed, model, meg = rates(m, 4, 64, sys.argv[3] == "1", a["time_ms"] / 1e3)
     assert close(a["tflops"], seed), (a["tflops"], seed)
     assert close(a["model_tflops"], model), (a["model_tflops"], model)
     assert close(a["megatron_tflops"], meg), (a["megatron_tflops"], meg)

@@ -20,7 +20,7 @@ if ! [ -x "$BUILD/stepgraph-sim" ]; then
 	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU)"
 	exit 0
 fi
-echo "1..16"
+echo "1..17"
 SO="$SRC/configs/deepspeed/superoffload.json"
 TINY="--model tiny-llama --max_length 128"
 
@@ -42,23 +42,18 @@ assert a["ranks_simulated"] == 1 and a["machine_ranks"] == 1, a
 assert a["bound_s"] > 0 and a["bound_by"], a
 PYEOF
 ok $? "--json: the model, the resolved settings, the reported step (warm) and the bound"
-# the rates from the model file's sizes: tiny-llama, tied, h 128, 4 layers,
-# 4 heads x 32, 2 kv heads, MLP 384, vocab 256; 4 sequences of 128 tokens,
-# no checkpointing (c = 3); gh200's bf16 peak from its file
-"$PY" - "$TMP/a.json" "$SRC/models/tiny-llama.json" "$SRC/configs/machines/gh200.json" <<'PYEOF'
+# the rates from the model file's sizes (tests/flops_ref.py): tiny-llama, 4
+# sequences of 128 tokens, no checkpointing (c = 3); gh200's bf16 peak from
+# its file
+"$PY" - "$TMP/a.json" "$SRC/models/tiny-llama.json" "$SRC/configs/machines/gh200.json" \
+	"$SRC/tests" <<'PYEOF'
 import json, sys
+sys.path.insert(0, sys.argv[4])
+from flops_ref import rates
 a = json.load(open(sys.argv[1]))
 m = json.load(open(sys.argv[2]))
 peak = json.load(open(sys.argv[3]))["gpu"]["tflops"]["bf16"]
-h, L, V = m["hidden_size"], m["num_hidden_layers"], m["vocab_size"]
-q = m["num_attention_heads"] * m["head_dim"]
-kv = m["num_key_value_heads"] * m["head_dim"]
-layer = h * q + 2 * h * kv + q * h + 3 * h * m["intermediate_size"] + 2 * h
-P = V * h + L * layer + h + (0 if m["tie_word_embeddings"] else V * h)
-B, s, c, t = 4, 128, 3, a["step_s"]
-seed = B * (2 * c * P * s + 4 * c * L * h * s * s) / t / 1e12
-model = B * (6 * P * s + 6 * L * q * s * s) / t / 1e12   # tied: the head keeps the matrix
-meg = 24 * c * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)) / t / 1e12
+seed, model, meg = rates(m, 4, 128, False, a["step_s"])
 close = lambda x, y: abs(x - y) <= 1e-6 * abs(y)
 assert close(a["tflops"], seed), (a["tflops"], seed)
 assert close(a["model_tflops"], model), (a["model_tflops"], model)
@@ -113,12 +108,27 @@ DEF="$SRC/configs/default.json"
 "$BIN" calibrate "$DEF" --name rephost --out "$TMP/cal" --steps 12 --max_length 64 \
 	>"$TMP/cal.out" 2>&1
 ok $? "calibrate the default job at 64 tokens"
-"$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/rephost.json" >"$TMP/h.out" 2>"$TMP/h.err"
+"$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/rephost.json" --json "$TMP/h.json" \
+	>"$TMP/h.out" 2>"$TMP/h.err"
 r=$?
 [ $r -eq 0 ] && grep -q "lacks task sizes of this step; simulating with the costs fitted" "$TMP/h.err" &&
 	grep -q "^  Cost  *fitted on the node times by itself" "$TMP/h.out" &&
 	grep -q "task times fitted on its node times" "$TMP/h.out" && grep -q "Step time" "$TMP/h.out"
 ok $? "128 tokens, history lacking the sizes: the fitted costs run by themselves, saying so (exit $r)"
+# a calibrated machine's lower bound is one: the busier worker class's busy
+# time in the step over its workers, at most the step; the roofline of the
+# machine's figures is printed apart, not called a bound
+"$PY" - "$TMP/h.json" "$TMP/h.out" <<'PYEOF'
+import json, re, sys
+a = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+assert 0 < a["bound_s"] <= a["step_s"] and a["bound_by"] == "CPU workers' busy time", a
+assert a["roofline_s"] > 0 and a["cost_note"], a
+lb = float(re.search(r"^  Lower bound +([0-9.]+) ms, set by the CPU workers' busy time", text, re.M).group(1))
+assert abs(lb - a["bound_s"] * 1e3) < 0.01, (lb, a["bound_s"])
+assert re.search(r"^  Roofline +[0-9.]+ ms, .*not a bound of measured task times$", text, re.M), text
+PYEOF
+ok $? "on a calibrated machine the lower bound is the measured work, at most the step; the roofline apart"
 "$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/rephost.json" --cost history \
 	>"$TMP/hn.out" 2>"$TMP/hn.err"
 r=$?

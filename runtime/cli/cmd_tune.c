@@ -263,8 +263,17 @@ static void request_for(tune_run *t, int i, char **args, const char **sets, knob
                            .priorities = p->priorities, .steps = t->steps};
 }
 
-static void fill_point(sg_tune_point *p, const sg_sim_report *r)
+/* calibrated: measured task times need not respect the roofline; the bound
+ * is the work of the times used (sim_report.c, docs/simulate.md) */
+static void fill_point(sg_tune_point *p, const sg_sim_report *r, int calibrated)
 {
+    if (calibrated) {
+        p->bound_s = isfinite(r->work_bound_s) ? r->work_bound_s : 0;
+        snprintf(p->bound_by, sizeof p->bound_by, "%s workers' busy time",
+                 p->bound_s > 0 ? r->work_bound_by : "");
+        if (!(p->bound_s > 0))
+            p->bound_by[0] = '\0';
+    }
     p->status = SG_TUNE_OK;
     p->step_s = r->step_s;
     p->tflops = r->tflops;
@@ -359,7 +368,8 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
             p->status = SG_TUNE_FAILED;
             snprintf(p->note, sizeof p->note, "%.255s", serr.msg);
         } else {
-            fill_point(p, &rep);
+            fill_point(p, &rep,
+                       t->machines[t->machine_of[point_of[slot]]].machine.calibration_dir[0] != 0);
         }
         char what[128];
         snprintf(what, sizeof what, "%s %s", p->machine, p->sched);

@@ -217,16 +217,21 @@ void sg_sim_view_print(const sg_sim_view *v, const sg_sim_report *r)
         printf("  Cold step         the reported step still carries the first one's start "
                "(every buffer at home): --steps 3 (the default) reports a warm one\n");
     const char *by = "";
-    double bound = sg_sim_point_lower_bound(v->pt, m, &by, NULL);
-    if (bound > 0 && m->calibration_dir[0])
-        /* the bound is the roofline of the machine's figures; a calibrated
-         * machine's task times are measured and need not respect it */
-        printf("  Roofline bound    %9.2f ms, set by %s, from the machine's figures (the task "
-               "times here are measured): the step is %.2fx it\n", bound * 1e3, by,
-               r->step_s / bound);
-    else if (bound > 0)
-        printf("  Lower bound       %9.2f ms, set by %s: the step is %.2fx it\n", bound * 1e3,
-               by, r->step_s / bound);
+    double roof = sg_sim_point_lower_bound(v->pt, m, &by, NULL);
+    if (m->calibration_dir[0]) {
+        /* measured task times need not respect the roofline of the
+         * machine's figures: the bound here is the work of the times used */
+        if (isfinite(r->work_bound_s) && r->work_bound_s > 0)
+            printf("  Lower bound       %9.2f ms, set by the %s workers' busy time in the "
+                   "step (the task times used, over the workers): the step is %.2fx it\n",
+                   r->work_bound_s * 1e3, r->work_bound_by, r->step_s / r->work_bound_s);
+        if (roof > 0)
+            printf("  Roofline          %9.2f ms, set by %s, from the machine's figures: not "
+                   "a bound of measured task times\n", roof * 1e3, by);
+    } else if (roof > 0) {
+        printf("  Lower bound       %9.2f ms, set by %s: the step is %.2fx it\n", roof * 1e3,
+               by, r->step_s / roof);
+    }
     printf("  Tokens/s          %9.1f per rank\n", tokens / r->step_s);
     print_rates(v, r);
     if (r->ncuda > 0)
@@ -292,7 +297,12 @@ int sg_sim_view_write_json(const char *path, const sg_sim_view *v, const sg_sim_
     write_settings(f, v);
     if (r) {
         const char *by = "";
-        double bound = sg_sim_point_lower_bound(v->pt, &v->sm->machine, &by, NULL);
+        double roof = sg_sim_point_lower_bound(v->pt, &v->sm->machine, &by, NULL);
+        /* calibrated: the work bound of the task times used (above) */
+        int cal = v->sm->machine.calibration_dir[0] != '\0';
+        char work_by[40];
+        snprintf(work_by, sizeof work_by, "%s workers' busy time", r->work_bound_by);
+        double bound = cal ? r->work_bound_s : roof > 0 ? roof : NAN;
         fputs(",\"cost\":", f);
         sg_json_write_string(f, r->cost);
         /* tflops and adam_hidden: -1 when unknown, as before this file */
@@ -302,13 +312,12 @@ int sg_sim_view_write_json(const char *path, const sg_sim_view *v, const sg_sim_
         jnum(f, "model_tflops", r->model_tflops);
         jnum(f, "megatron_tflops", r->megatron_tflops);
         jnum(f, "mfu", r->mfu);
-        jnum(f, "bound_s", bound > 0 ? bound : NAN);
+        jnum(f, "bound_s", bound);
         fputs(",\"bound_by\":", f);
-        sg_json_write_string(f, bound > 0 ? by : "");
-        /* a calibrated machine's bound is its figures' roofline, not a
-         * bound of measured task times */
-        fprintf(f, ",\"bound_is_roofline_only\":%s",
-                v->sm->machine.calibration_dir[0] ? "true" : "false");
+        sg_json_write_string(f, !isfinite(bound) ? "" : cal ? work_by : by);
+        jnum(f, "roofline_s", roof > 0 ? roof : NAN);
+        fputs(",\"roofline_by\":", f);
+        sg_json_write_string(f, roof > 0 ? by : "");
     } else {
         char ways[MAX_WAYS][160];
         int n = ways_out(v, ways);

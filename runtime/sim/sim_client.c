@@ -264,6 +264,10 @@ static int parse_result(const char *path, sg_sim_report *rep, sg_error *err)
     rep->model_tflops = num_or_nan(root, "model_tflops");
     rep->megatron_tflops = num_or_nan(root, "megatron_tflops");
     rep->mfu = num_or_nan(root, "mfu");
+    rep->work_bound_s = num_or_nan(root, "work_bound_s");
+    const cJSON *wb = cJSON_GetObjectItemCaseSensitive(root, "work_bound_by");
+    snprintf(rep->work_bound_by, sizeof rep->work_bound_by, "%s",
+             cJSON_IsString(wb) ? wb->valuestring : "?");
     rep->gpu_busy = num_or_nan(root, "gpu_busy");
     rep->adam_cpu_s = num_or_nan(root, "adam_cpu_s");
     rep->adam_hidden = num_or_nan(root, "adam_hidden");

@@ -51,6 +51,10 @@ typedef struct sg_sim_report {
     /* runtime/train/step_log.h's sg_step_rates beside tflops (the seed's
      * formula): model FLOPs' rate, Megatron-LM's, MFU; NAN when absent */
     double model_tflops, megatron_tflops, mfu;
+    /* the busier worker class's busy time per worker in the reported step
+     * (sim_main.c), a lower bound of it whatever the task times; NAN absent */
+    double work_bound_s;
+    char work_bound_by[8];       /* "CPU" or "GPU" */
     double busy_s[SG_DEV_COUNT];
     int ncpu, ncuda;
     int static_bandwidth;        /* the run's bandwidth model (its request's) */

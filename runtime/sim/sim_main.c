@@ -77,6 +77,14 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
     num(f, "gpu_busy", r->stats.gpu_busy, 1);
     num(f, "adam_cpu_s", r->stats.adam_cpu_s, 1);
     num(f, "adam_hidden", r->stats.adam_cpu_s > 0 ? r->stats.adam_hidden : NAN, 1);
+    /* the work bound: over the reported interval, each class's workers ran
+     * tasks for at most their count times it, so the busier class's busy time
+     * per worker is a lower bound of the step, from the task times used */
+    const sg_overlap *o = &r->stats;
+    double cpu = o->workers[0] ? o->worker_busy_s[0] / o->workers[0] : 0;
+    double gpu = o->workers[1] ? o->worker_busy_s[1] / o->workers[1] : 0;
+    num(f, "work_bound_s", cpu > gpu ? cpu : gpu, 1);
+    fprintf(f, "\"work_bound_by\":\"%s\",", cpu > gpu ? "CPU" : "GPU");
     fprintf(f, "\"busy_s\":{");
     for (int d = 0; d < SG_DEV_COUNT; d++) {
         num(f, sg_device_class_name((sg_device_class)d), r->stats.busy_s[d], d + 1 < SG_DEV_COUNT);
