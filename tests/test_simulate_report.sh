@@ -20,7 +20,7 @@ if ! [ -x "$BUILD/stepgraph-sim" ]; then
 	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU)"
 	exit 0
 fi
-echo "1..17"
+echo "1..18"
 SO="$SRC/configs/deepspeed/superoffload.json"
 TINY="--model tiny-llama --max_length 128"
 
@@ -129,6 +129,18 @@ assert abs(lb - a["bound_s"] * 1e3) < 0.01, (lb, a["bound_s"])
 assert re.search(r"^  Roofline +[0-9.]+ ms, .*not a bound of measured task times$", text, re.M), text
 PYEOF
 ok $? "on a calibrated machine the lower bound is the measured work, at most the step; the roofline apart"
+# tune's bound column on a calibrated machine: the same measured work
+"$BIN" tune "$DEF" --max_length 64 --machines "$TMP/cal/rephost.json" --sched lws,eager \
+	--priorities on --out "$TMP/tune" >"$TMP/tune.out" 2>&1 &&
+	"$PY" - "$TMP/tune.csv" <<'PYEOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2, rows
+for r in rows:
+    assert r["status"] == "ok" and r["bound_by"] == "CPU workers' busy time", r
+    assert 0 < float(r["bound_ms"]) <= float(r["step_ms"]), r
+PYEOF
+ok $? "tune on the calibrated machine: the bound is the measured work, at most each step"
 "$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/rephost.json" --cost history \
 	>"$TMP/hn.out" 2>"$TMP/hn.err"
 r=$?

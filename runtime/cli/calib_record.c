@@ -136,7 +136,8 @@ int sg_calib_check_name(const char *path, const char *name, const sg_calib_job *
         same = str_of(cal, "config") && !strcmp(str_of(cal, "config"), job->config);
     else if (!same) {
         const char *dt = str_of(cal, "dtype");
-        same = !strcmp(str_of(cal, "model"), job->model) && num_of(cal, "seq_len") == job->seq_len &&
+        same = !strcmp(str_of(cal, "model"), job->model) &&
+               num_of(cal, "seq_len") == job->seq_len &&
                num_of(cal, "micro_batch") == job->micro_batch &&
                num_of(cal, "dp_size") == job->dp_size && dt && !strcmp(dt, job->dtype);
     }

@@ -269,10 +269,10 @@ static void fill_point(sg_tune_point *p, const sg_sim_report *r, int calibrated)
 {
     if (calibrated) {
         p->bound_s = isfinite(r->work_bound_s) ? r->work_bound_s : 0;
-        snprintf(p->bound_by, sizeof p->bound_by, "%s workers' busy time",
-                 p->bound_s > 0 ? r->work_bound_by : "");
-        if (!(p->bound_s > 0))
-            p->bound_by[0] = '\0';
+        snprintf(p->bound_by, sizeof p->bound_by, "%s",
+                 !(p->bound_s > 0) ? ""
+                 : !strcmp(r->work_bound_by, "GPU") ? "GPU workers' busy time"
+                                                    : "CPU workers' busy time");
     }
     p->status = SG_TUNE_OK;
     p->step_s = r->step_s;

@@ -98,12 +98,6 @@ static void print_links(const sg_sim_report *r)
                (long long)r->link_transfers[l], r->link_s[l] * 1e3);
 }
 
-static double gpu_peak(const sg_machine *m, sg_dtype d)
-{
-    return d == SG_BF16 ? m->gpu_tflops_bf16 : d == SG_F16 ? m->gpu_tflops_fp16
-                                                           : m->gpu_tflops_fp32;
-}
-
 /* The chunk of a full sub-group's CPU optimizer chain ("auto" resolved for
  * the simulated machine's workers); 0: untiled or no CPU sub-group. */
 static long long tile_of(const sg_step_spec *s)
@@ -171,7 +165,8 @@ static void print_rates(const sg_sim_view *v, const sg_sim_report *r)
         printf("  Model TFLOPS      %9.2f per %s (6 P tokens + causal attention, no recompute)",
                r->model_tflops, per);
         if (isfinite(r->mfu))
-            printf(": MFU %.1f%% of %.0f TFLOP/s", 100 * r->mfu, gpu_peak(m, s->compute_dtype));
+            printf(": MFU %.1f%% of %.0f TFLOP/s", 100 * r->mfu,
+                   sg_machine_gpu_peak_tflops(m, s->compute_dtype));
         printf("\n");
     }
     if (isfinite(r->megatron_tflops))

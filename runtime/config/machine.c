@@ -336,6 +336,14 @@ int sg_machine_resolve(const char *name, char *out, size_t size, sg_error *err)
     return SG_OK;
 }
 
+double sg_machine_gpu_peak_tflops(const sg_machine *m, sg_dtype compute)
+{
+    if (m->gpu_count <= 0)
+        return 0;
+    return compute == SG_BF16 ? m->gpu_tflops_bf16
+           : compute == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
+}
+
 void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm)
 {
     memset(cm, 0, sizeof *cm);

@@ -37,11 +37,8 @@ typedef struct sim_args {
 static void step_rates(const sg_machine *mach, const sg_model *m, const sg_step_spec *s,
                        double seconds, sg_step_rates *out)
 {
-    double peak = mach->gpu_count <= 0 ? NAN
-                  : s->compute_dtype == SG_BF16 ? mach->gpu_tflops_bf16
-                  : s->compute_dtype == SG_F16 ? mach->gpu_tflops_fp16 : mach->gpu_tflops_fp32;
     sg_step_rates_of(m, s->micro_batch * s->grad_accum, s->seq_len, s->activation_checkpointing,
-                     seconds, peak, out);
+                     seconds, sg_machine_gpu_peak_tflops(mach, s->compute_dtype), out);
 }
 
 static void num(FILE *f, const char *key, double v, int comma)

@@ -72,6 +72,8 @@ typedef struct trainer {
     sg_exec x;
     int exec_started;
     int64_t plan_host, plan_gpu;   /* the plan's peaks for the workers (plan_memory) */
+    double peak_tflops;            /* the rank's GPUs' dense peak, MFU's denominator; 0
+                                      unknown (set_peak) */
     sg_node_times node_times;      /* cfg->node_times: CPU task times per node */
     sg_metrics metrics;
     int metrics_open;
@@ -503,12 +505,12 @@ static int submit_step(trainer *t, sg_error *err)
 }
 
 /* per rank: the sequences this rank's GPU processes, as DeepSpeedExamples'
- * script logs them; no peak here (a real device's is not known), so no MFU */
+ * script logs them; MFU where set_peak found the GPUs' peak */
 static void step_rates(const trainer *t, double seconds, sg_step_rates *out)
 {
     const sg_step_spec *s = &t->spec;
     sg_step_rates_of(&t->model, s->micro_batch * s->grad_accum, s->seq_len,
-                     s->activation_checkpointing, seconds, NAN, out);
+                     s->activation_checkpointing, seconds, t->peak_tflops, out);
 }
 
 /* MoE: the active-parameter estimate (NAN for dense models). */
@@ -573,12 +575,14 @@ static int finish_step(trainer *t, sg_error *err)
         sg_format_step_line(line, sizeof line, t->st.step, loss, secs * 1e3, tflops, tokens / secs);
         /* MoE: TFLOPS is n/a; the active-parameter figure, labelled; then
          * the model FLOPs' rate (MFU's numerator), labelled */
-        char active[96] = "";
+        char active[128] = "";
         double atf = step_active_tflops(t, secs);
         int na = isfinite(atf) ? snprintf(active, sizeof active, " | Active TFLOPS: %.2f", atf) : 0;
         if (isfinite(rates.model_tflops))
-            snprintf(active + na, sizeof active - (size_t)na, " | Model TFLOPS: %.2f",
-                     rates.model_tflops);
+            na += snprintf(active + na, sizeof active - (size_t)na, " | Model TFLOPS: %.2f",
+                           rates.model_tflops);
+        if (isfinite(rates.mfu) && na < (int)sizeof active)
+            snprintf(active + na, sizeof active - (size_t)na, " | MFU: %.1f%%", 100 * rates.mfu);
         /* SuperOffload: which graph ran, the speculative or the waiting one */
         const char *mode = !t->spec.super_offload ? ""
                            : waited ? " | waited for the norm" : " | speculative";
@@ -719,6 +723,24 @@ static void held_peaks(const trainer *t, int64_t *host, int64_t *gpu)
     }
     *host = a[SG_MEM_HOST] > b[SG_MEM_HOST] ? a[SG_MEM_HOST] : b[SG_MEM_HOST];
     *gpu = a[SG_MEM_GPU] > b[SG_MEM_GPU] ? a[SG_MEM_GPU] : b[SG_MEM_GPU];
+}
+
+/* MFU's denominator: with CUDA workers and a config that names its
+ * "machine", that machine's dense GPU peak for the compute dtype times the
+ * rank's CUDA workers (docs/flops.md); else 0, and no MFU is printed. The
+ * machine was checked when the config loaded. */
+static void set_peak(trainer *t)
+{
+    int ncpu, ncuda;
+    sg_exec_worker_counts(&ncpu, &ncuda);
+    t->peak_tflops = 0;
+    char path[4096];
+    sg_machine *m = ncuda > 0 && t->cfg->run.machine[0] ? calloc(1, sizeof *m) : NULL;
+    sg_error e = {0};
+    if (m && !sg_machine_resolve(t->cfg->run.machine, path, sizeof path, &e) &&
+        !sg_machine_load(path, m, &e))
+        t->peak_tflops = ncuda * sg_machine_gpu_peak_tflops(m, t->spec.compute_dtype);
+    free(m);
 }
 
 /* The plan's peaks (sg_plan_peaks) for the workers StarPU started, once:
@@ -904,6 +926,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     }
     print_header(&t);
     plan_memory(&t);
+    set_peak(&t);
     /* up to `lookahead` steps in flight; finished (logged) in order. A
      * checkpoint, the trace and the end wait for every step in flight. */
     for (int64_t i = 0; i < t.total_steps; i++) {
