@@ -15,7 +15,7 @@ ok() { # ok STATUS DESCRIPTION
 	n=$((n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-echo "1..8"
+echo "1..9"
 DEF="$SRC/configs/default.json"
 # the default job: tiny-llama, micro-batch 1 x accumulation 4 (4 sequences a step)
 check() { # check METRICS CHECKPOINTING
@@ -63,3 +63,9 @@ ok $? "the step line prints the metrics' TFLOPS and model TFLOPS"
 a = [json.loads(l) for l in open(sys.argv[1])][-1]
 assert a["tflops"] > a["megatron_tflops"] > a["model_tflops"] > 0, a' "$TMP/ck.jsonl"
 ok $? "tiny-llama with checkpointing: seed > Megatron > model FLOPs (recompute, full attention)"
+# MFU needs the GPU's peak: a CPU-only run naming a GPU machine prints none
+"$BIN" run "$DEF" --steps 2 --max_length 64 --log_interval 1 --machine gh200 \
+	--metrics "$TMP/gh.jsonl" >"$TMP/gh.out" 2>&1 && ! grep -q "MFU" "$TMP/gh.out" &&
+	"$PY" -c 'import json, sys
+assert all(json.loads(l)["mfu"] is None for l in open(sys.argv[1]))' "$TMP/gh.jsonl"
+ok $? "a run on CPU workers naming gh200: no MFU (a GPU's peak is no CPU's), mfu null"
