@@ -89,7 +89,7 @@ ok $? "a two-rank machine without --dp_size: it says one rank is simulated"
 ok $? "a step that does not fit exits with status 3"
 grep -q "^Does not fit on mi300a: " "$TMP/nf.out" && grep -q "^  Ways out:" "$TMP/nf.out" &&
 	grep -q "^    --machine mi300ax2 --dp_size 2: " "$TMP/nf.out" &&
-	grep -q "^    stepgraph fit CONFIG --machine mi300a" "$TMP/nf.out" &&
+	grep -q "^    stepgraph fit .*/llama-3.1-8b-superoffload.json --machine mi300a: " "$TMP/nf.out" &&
 	grep -q "^    --set zero_optimization.offload_param.device=cpu" "$TMP/nf.out" &&
 	! grep -q "Step time" "$TMP/nf.out"
 ok $? "it names the ways out: two ranks of mi300ax2, fit, parameter offload"
@@ -129,18 +129,22 @@ assert abs(lb - a["bound_s"] * 1e3) < 0.01, (lb, a["bound_s"])
 assert re.search(r"^  Roofline +[0-9.]+ ms, .*not a bound of measured task times$", text, re.M), text
 PYEOF
 ok $? "on a calibrated machine the lower bound is the measured work, at most the step; the roofline apart"
-# tune's bound column on a calibrated machine: the same measured work
-"$BIN" tune "$DEF" --max_length 64 --machines "$TMP/cal/rephost.json" --sched lws,eager \
-	--priorities on --out "$TMP/tune" >"$TMP/tune.out" 2>&1 &&
+# tune on the calibrated machine: the point whose sizes the history lacks
+# (128 tokens) runs on the fitted costs, saying so in its note, and the
+# bound column is the same measured work
+"$BIN" tune "$DEF" --machines "$TMP/cal/rephost.json" --sched lws --priorities on \
+	--vary max_length=64,128 --out "$TMP/tune" >"$TMP/tune.out" 2>&1 &&
 	"$PY" - "$TMP/tune.csv" <<'PYEOF'
 import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-assert len(rows) == 2, rows
-for r in rows:
+rows = {r["max_length"]: r for r in csv.DictReader(open(sys.argv[1]))}
+assert set(rows) == {"64", "128"}, rows
+for r in rows.values():
     assert r["status"] == "ok" and r["bound_by"] == "CPU workers' busy time", r
     assert 0 < float(r["bound_ms"]) <= float(r["step_ms"]), r
+assert rows["64"]["note"] == "", rows["64"]
+assert "fitted" in rows["128"]["note"] and "lacks these task sizes" in rows["128"]["note"], rows
 PYEOF
-ok $? "tune on the calibrated machine: the bound is the measured work, at most each step"
+ok $? "tune on the calibrated machine: history-less sizes on the fitted costs (noted); the bound is the measured work"
 "$BIN" simulate "$DEF" --max_length 128 --machine "$TMP/cal/rephost.json" --cost history \
 	>"$TMP/hn.out" 2>"$TMP/hn.err"
 r=$?

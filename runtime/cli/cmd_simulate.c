@@ -75,12 +75,6 @@ static void simulate_help(void)
     sg_cli_print_run_flags();
 }
 
-/* StarPU's words when a calibrated history lacks a task size */
-static int history_lacks_size(const char *msg)
-{
-    return strstr(msg, "not calibrated enough") || strstr(msg, "does not have a perfmodel");
-}
-
 /* The command line again, with --cost fitted in place of --cost history:
  * the command that works, for the refusal. */
 static void fitted_command(int argc, char **argv, char *out, size_t n)
@@ -109,7 +103,7 @@ static int run_sim(sg_sim_request *rq, const char *workdir, int cost_named, int 
 {
     int rc = sg_sim_run_one(rq, workdir, rep, err);
     if (!rc || rq->fitted_costs || !rq->sm->machine.calibration_dir[0] ||
-        !history_lacks_size(err->msg))
+        !sg_sim_history_lacks_size(err->msg))
         return rc;
     char starpu[sizeof err->msg], cmd[2048];
     snprintf(starpu, sizeof starpu, "%s", err->msg);
@@ -198,7 +192,7 @@ int sg_cmd_simulate(int argc, char **argv)
     if (!rc && !sched)
         rq.sched = sched = pt->sched;
     sg_sim_report rep;
-    sg_sim_view view = {.sm = sm, .pt = pt, .sched = sched, .priorities = !no_prio,
+    sg_sim_view view = {.config = config, .sm = sm, .pt = pt, .sched = sched, .priorities = !no_prio,
                         .steps = (int)nsteps};
     int not_fit = !rc && !pt->fit.fits;
     if (not_fit) {

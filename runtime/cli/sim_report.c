@@ -11,6 +11,7 @@
 #include "runtime/train/step_log.h"
 
 #define MAX_WAYS 6
+#define WAY_LEN 4400 /* a way: a command with CONFIG's path */
 
 int sg_sim_view_cold(const sg_sim_view *v)
 {
@@ -64,29 +65,31 @@ static void two_rank_sibling(const sg_machine *m, char *out, size_t n)
 /* The ways a step that does not fit can be made to: more ranks (ZeRO
  * shards the state over them), a smaller model (`fit` finds the largest),
  * parameter and optimizer offload, checkpointing. Returns the count. */
-static int ways_out(const sg_sim_view *v, char ways[MAX_WAYS][160])
+static int ways_out(const sg_sim_view *v, char ways[MAX_WAYS][WAY_LEN])
 {
     const sg_machine *m = &v->sm->machine;
     const sg_step_spec *s = &v->pt->spec;
     int n = 0;
     long long ranks = machine_ranks(m);
     char sib[80];
-    if (ranks > s->dp_size)
-        snprintf(ways[n++], 160, "--dp_size %lld: ZeRO shards the state over the %lld ranks of %s",
-                 ranks, ranks, m->name);
-    else if (two_rank_sibling(m, sib, sizeof sib), sib[0] && s->dp_size == 1)
-        snprintf(ways[n++], 160, "--machine %s --dp_size 2: two ranks, ZeRO shards the state over "
-                 "both", sib);
-    snprintf(ways[n++], 160, "stepgraph fit CONFIG --machine %s: the largest model of the family "
-             "that fits", m->name);
+    /* ZeRO-0 replicates the state: more ranks do not make it smaller */
+    if (s->zero_stage >= 1 && ranks > s->dp_size)
+        snprintf(ways[n++], WAY_LEN, "--dp_size %lld: ZeRO shards the state over the %lld "
+                 "ranks of %s", ranks, ranks, m->name);
+    else if (s->zero_stage >= 1 && (two_rank_sibling(m, sib, sizeof sib), sib[0]) &&
+             s->dp_size == 1)
+        snprintf(ways[n++], WAY_LEN, "--machine %s --dp_size 2: two ranks, ZeRO shards the "
+                 "state over both", sib);
+    snprintf(ways[n++], WAY_LEN, "stepgraph fit %s --machine %s: the largest model of the "
+             "family that fits", v->config ? v->config : "CONFIG", m->name);
     if (s->zero_stage == 3 && !s->offload_param)
-        snprintf(ways[n++], 160, "--set zero_optimization.offload_param.device=cpu: parameter "
+        snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_param.device=cpu: parameter "
                  "offload (ZeRO-3)");
     if (!s->offload_optimizer)
-        snprintf(ways[n++], 160, "--set zero_optimization.offload_optimizer.device=cpu: "
+        snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_optimizer.device=cpu: "
                  "optimizer offload");
     if (!s->activation_checkpointing)
-        snprintf(ways[n++], 160, "--activation_checkpointing: keep one activation per layer");
+        snprintf(ways[n++], WAY_LEN, "--activation_checkpointing: keep one activation per layer");
     return n;
 }
 
@@ -192,7 +195,7 @@ void sg_sim_view_print(const sg_sim_view *v, const sg_sim_report *r)
 {
     const sg_machine *m = &v->sm->machine;
     if (!r) {
-        char ways[MAX_WAYS][160];
+        char ways[MAX_WAYS][WAY_LEN];
         int n = ways_out(v, ways);
         printf("Does not fit on %s: %s\n", m->name, v->pt->fit.why);
         print_head(v, NULL);
@@ -314,7 +317,7 @@ int sg_sim_view_write_json(const char *path, const sg_sim_view *v, const sg_sim_
         fputs(",\"roofline_by\":", f);
         sg_json_write_string(f, roof > 0 ? by : "");
     } else {
-        char ways[MAX_WAYS][160];
+        char ways[MAX_WAYS][WAY_LEN];
         int n = ways_out(v, ways);
         fputs(",\"why\":", f);
         sg_json_write_string(f, fit->why);

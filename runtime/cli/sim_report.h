@@ -14,6 +14,7 @@
 
 /* What the run was asked for, beside the point and its result. */
 typedef struct sg_sim_view {
+    const char *config;          /* CONFIG as given (for the ways out's commands) */
     const sg_sim_machine *sm;
     const sg_sim_point *pt;
     const char *sched;

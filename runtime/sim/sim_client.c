@@ -381,6 +381,11 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
     return rc;
 }
 
+int sg_sim_history_lacks_size(const char *msg)
+{
+    return strstr(msg, "not calibrated enough") || strstr(msg, "does not have a perfmodel");
+}
+
 double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, const char **by,
                                 const char **short_name)
 {

@@ -102,6 +102,11 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
 double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, const char **by,
                                 const char **short_name);
 
+/* 1 when a simulation's error is StarPU's refusal of a task size that a
+ * calibrated machine's history lacks ("... does not have a perfmodel, or is
+ * not calibrated enough"): the fitted costs predict it (sim_costfit.h). */
+int sg_sim_history_lacks_size(const char *msg);
+
 /* A fresh private directory under $TMPDIR (or /tmp); sg_sim_workdir_remove
  * deletes it with everything in it. */
 int sg_sim_workdir_make(char *out, size_t n, sg_error *err);
