@@ -15,7 +15,7 @@
 # Run on the GPU machine once stepgraph is built with CUDA (scripts/setup.sh, ./configure
 # $STEPGRAPH_CONFIGURE_FLAGS, make; or scripts/quickstart.sh), from anywhere: it works in
 # the repository root, and relative paths are taken from there. Prints a table
-# (step time, tokens/s, TFLOPS by stepgraph's formula, MFU against --peak, stepgraph's GPU
+# (step time, tokens/s, TFLOPS by the step log's formula, MFU of model FLOPs against --peak, stepgraph's GPU
 # busy share and hidden CPU Adam share, the tokens/s ratios stepgraph / offload and
 # stepgraph / gpu), whether the targets (MFU >= 40%, >= 1.5x the offload baseline) are met,
 # and the commands to reproduce each run; writes the same as Markdown to --out and the
@@ -323,7 +323,8 @@ fi
 sgl="$LOGS/stepgraph.log"
 sg_mean=$(sed -n 's/.*Step time: mean \([0-9.]*\) ms.*/\1/p' "$sgl" | tail -n1)
 sg_tok=$(sed -n 's/.*Throughput: \([0-9.]*\) tokens\/s.*/\1/p' "$sgl" | tail -n1)
-sg_tfl=$(sed -n 's/.*Throughput: .* TFLOPS: \([0-9.]*\).*/\1/p' "$sgl" | tail -n1)
+sg_tfl=$(sed -n 's/.*Throughput: .* | TFLOPS: \([0-9.]*\).*/\1/p' "$sgl" | tail -n1)
+sg_mtf=$(sed -n 's/.*Throughput: .* | Model TFLOPS: \([0-9.]*\).*/\1/p' "$sgl" | tail -n1)
 sg_busy=$(sed -n 's/.*GPU: busy \([0-9.]*\)% of the last step.*/\1/p' "$sgl" | tail -n1)
 sg_hidden=$(sed -n 's/.*CPU Adam [0-9.]* ms, \([0-9.]*\)% of it under GPU work.*/\1/p' "$sgl" | tail -n1)
 sg_adam=$(sed -n 's/.*CPU Adam \([0-9.]*\) ms,.*/\1/p' "$sgl" | tail -n1)
@@ -351,7 +352,7 @@ fi
 
 # ---- PyTorch ----------------------------------------------------------------------------
 
-declare -A T_MEAN T_MED T_TOK T_TFL T_STATUS T_INFO
+declare -A T_MEAN T_MED T_TOK T_TFL T_MFU T_STATUS T_INFO
 for m in "${TORCH_MODES[@]+"${TORCH_MODES[@]}"}"; do
 	torch_cmd "$m"
 	say "torch $m: $(q "${TCMD[@]}")"
@@ -363,6 +364,7 @@ for m in "${TORCH_MODES[@]+"${TORCH_MODES[@]}"}"; do
 		T_MED[$m]=$(field median_step_ms)
 		T_TOK[$m]=$(field tokens_per_s)
 		T_TFL[$m]=$(field tflops)
+		T_MFU[$m]=$(field mfu)
 		T_INFO[$m]=$(sed -n 's/^torch_gpu_info //p' "$e" | tail -n1)
 		[ -n "${T_STATUS[$m]}" ] || { T_STATUS[$m]=failed; failed=1; say "torch $m printed no result line ($o)"; }
 		[ "${T_STATUS[$m]}" != oom ] || say "torch $m: out of GPU memory (status=oom)"
@@ -379,13 +381,14 @@ done
 num() { [[ "${1:-}" =~ ^[0-9]+(\.[0-9]*)?$ ]]; } # a figure (not n/a, not empty)
 fmt() { if num "${2:-}"; then awk -v x="$2" -v f="$1" 'BEGIN { printf f, x }'; else echo n/a; fi; }
 mfu() { if num "${1:-}"; then awk -v t="$1" -v p="$PEAK" 'BEGIN { printf "%.1f%%", 100 * t / p }'; else echo n/a; fi; }
+pct() { if num "${1:-}"; then awk -v f="$1" 'BEGIN { printf "%.1f%%", 100 * f }'; else echo n/a; fi; }
 ratio() { if num "${1:-}" && num "${2:-}" && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; else echo n/a; fi; }
 
 ROWS=() # "run|mean|median|tok|tflops|mfu|busy|hidden|x"
 sg_status=ok
 [ -n "$sg_busy" ] || sg_status="ok, no CUDA worker"
 [ "$sg_ok" = 1 ] || sg_status=failed
-ROWS+=("stepgraph (SuperOffload, 1 CUDA worker)|$(fmt %.1f "$sg_mean")|$(fmt %.1f "$sg_median")|$(fmt %.0f "$sg_tok")|$(fmt %.1f "$sg_tfl")|$(mfu "$sg_tfl")|$(fmt %.1f%% "$sg_busy")|$(fmt %.1f%% "$sg_hidden")|$sg_status")
+ROWS+=("stepgraph (SuperOffload, 1 CUDA worker)|$(fmt %.1f "$sg_mean")|$(fmt %.1f "$sg_median")|$(fmt %.0f "$sg_tok")|$(fmt %.1f "$sg_tfl")|$(mfu "$sg_mtf")|$(fmt %.1f%% "$sg_busy")|$(fmt %.1f%% "$sg_hidden")|$sg_status")
 for m in "${TORCH_MODES[@]+"${TORCH_MODES[@]}"}"; do
 	case "$m" in
 	offload) label="PyTorch offload (AdamW on the CPU)" ;;
@@ -393,7 +396,7 @@ for m in "${TORCH_MODES[@]+"${TORCH_MODES[@]}"}"; do
 	deepspeed) label="DeepSpeed ZeRO-3, optimizer on the CPU" ;;
 	superoffload) label="DeepSpeed SuperOffload" ;;
 	esac
-	ROWS+=("$label|$(fmt %.1f "${T_MEAN[$m]:-}")|$(fmt %.1f "${T_MED[$m]:-}")|$(fmt %.0f "${T_TOK[$m]:-}")|$(fmt %.1f "${T_TFL[$m]:-}")|$(mfu "${T_TFL[$m]:-}")|n/a|n/a|${T_STATUS[$m]}")
+	ROWS+=("$label|$(fmt %.1f "${T_MEAN[$m]:-}")|$(fmt %.1f "${T_MED[$m]:-}")|$(fmt %.0f "${T_TOK[$m]:-}")|$(fmt %.1f "${T_TFL[$m]:-}")|$(pct "${T_MFU[$m]:-}")|n/a|n/a|${T_STATUS[$m]}")
 done
 
 r_off=n/a r_gpu=n/a r_ds=n/a r_so=n/a
@@ -401,8 +404,8 @@ r_off=n/a r_gpu=n/a r_ds=n/a r_so=n/a
 [ -z "${T_TOK[gpu]:-}" ] || r_gpu=$(ratio "$sg_tok" "${T_TOK[gpu]}")
 [ -z "${T_TOK[deepspeed]:-}" ] || r_ds=$(ratio "$sg_tok" "${T_TOK[deepspeed]}")
 [ -z "${T_TOK[superoffload]:-}" ] || r_so=$(ratio "$sg_tok" "${T_TOK[superoffload]}")
-if num "$sg_tfl"; then
-	mfu_met=$(awk -v t="$sg_tfl" -v p="$PEAK" 'BEGIN { print (100 * t / p >= 40) ? "met" : "not met" }')
+if num "$sg_mtf"; then
+	mfu_met=$(awk -v t="$sg_mtf" -v p="$PEAK" 'BEGIN { print (100 * t / p >= 40) ? "met" : "not met" }')
 else
 	mfu_met="not measured"
 fi
@@ -419,7 +422,7 @@ report() { # FORMAT: text or md
 		printf -- '- GPU: %s; CPU: %s, %s CPUs; PyTorch %s on %s thread(s)\n' "$gpu_name" "${cpu_name:-?}" "$NCPU" "$torch_ver" "$THREADS"
 		printf -- '- %s, sequence %s, micro batch %s (%s tokens per step), activation checkpointing %s; %s steps, the first %s left out\n' \
 			"$c_model" "$SEQ" "$BATCH" "$((SEQ * BATCH * c_accum * c_dp))" "$([ "$c_ckpt" = 1 ] && echo on || echo off)" "$STEPS" "$WARMUP"
-		printf -- '- TFLOPS: 24 c B s L h^2 (1 + s/6h + V/16Lh) per step / mean step time (c = %s); MFU against %s TFLOP/s\n\n' \
+		printf -- '- TFLOPS: DeepSpeedExamples'"'"' formula B (2 c P s + 4 c L h s^2) per step / mean step time (c = %s); MFU: model FLOPs B (6 P_ne s + 6 L q s^2) per second against %s TFLOP/s (docs/flops.md)\n\n' \
 			"$([ "$c_ckpt" = 1 ] && echo 4 || echo 3)" "$PEAK"
 		printf '| run | mean step ms | median ms | tokens/s | TFLOPS | MFU | GPU busy | CPU Adam hidden | status |\n'
 		printf '|---|---:|---:|---:|---:|---:|---:|---:|---|\n'
@@ -447,7 +450,7 @@ report() { # FORMAT: text or md
 	for m in "${TORCH_MODES[@]+"${TORCH_MODES[@]}"}"; do
 		[ -z "${T_INFO[$m]:-}" ] || printf '%storch %s: %s\n' "$b" "$m" "${T_INFO[$m]}"
 	done
-	printf '%starget stepgraph MFU >= 40%%: %s (%s)\n' "$b" "$mfu_met" "$(mfu "$sg_tfl")"
+	printf '%starget stepgraph MFU >= 40%%: %s (%s)\n' "$b" "$mfu_met" "$(mfu "$sg_mtf")"
 	printf '%starget stepgraph >= 1.5x the offload baseline (tokens/s): %s (%s)\n' "$b" "$off_met" "$r_off"
 	if [ "$r_ds" != n/a ]; then
 		printf '%starget stepgraph faster than DeepSpeed'"'"'s offload (tokens/s): %s (%s)\n' "$b" \

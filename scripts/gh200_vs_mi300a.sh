@@ -69,11 +69,11 @@ echo "tune 2/2: Llama-3.1-8B over two ranks on gh200x2, mi300ax2" >&2
 python3 - "$OUT" <<'EOF'
 import csv, os, sys
 out = sys.argv[1]
-meta = ("machine", "sched", "priorities", "status", "step_ms", "tflops", "gpu_busy",
+meta = ("machine", "sched", "priorities", "status", "step_ms", "tflops", "mfu", "tokens_per_s", "gpu_busy",
         "adam_hidden", "bound_ms", "bound_by", "note")
 lines = ["# GH200 against MI300A (simulated)", "",
-         "| case | machine | best setting | step (ms) | TFLOPS | GPU busy | bound (ms) | bound by | step / bound | points below bound |",
-         "|---|---|---|---:|---:|---:|---:|---|---:|---:|"]
+         "| case | machine | best setting | step (ms) | TFLOPS | MFU | GPU busy | bound (ms) | bound by | step / bound | points below bound |",
+         "|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
 for case, title in (("3b", "Llama-3.2-3B, 1 rank"), ("8b-2ranks", "Llama-3.1-8B, 2 ranks")):
     rows = list(csv.DictReader(open(os.path.join(out, case + ".csv"))))
     knobs = [k for k in rows[0] if k not in meta]
@@ -82,13 +82,14 @@ for case, title in (("3b", "Llama-3.2-3B, 1 rank"), ("8b-2ranks", "Llama-3.1-8B,
         sound = [r for r in ok if float(r["step_ms"]) >= float(r["bound_ms"])]
         below = f"{len(ok) - len(sound)} of {len(ok)}"
         if not sound:
-            lines.append(f"| {title} | {machine} | no feasible point at or above its bound | | | | | | | {below} |")
+            lines.append(f"| {title} | {machine} | no feasible point at or above its bound | | | | | | | | {below} |")
             continue
         b = min(sound, key=lambda r: float(r["step_ms"]))
         setting = ", ".join([b["sched"]] + [f"{k}={b[k]}" for k in knobs])
         step, bound = float(b["step_ms"]), float(b["bound_ms"])
+        mfu = f"{100 * float(b['mfu']):.1f}%" if b["mfu"] else "n/a"
         lines.append(f"| {title} | {machine} | {setting} | {step:.1f} | {float(b['tflops']):.1f} | "
-                     f"{100 * float(b['gpu_busy']):.1f}% | {bound:.1f} | {b['bound_by']} | "
+                     f"{mfu} | {100 * float(b['gpu_busy']):.1f}% | {bound:.1f} | {b['bound_by']} | "
                      f"{step / bound:.2f} | {below} |")
 tmp = os.path.join(out, ".summary.md.tmp")
 open(tmp, "w").write("\n".join(lines) + "\n")

@@ -51,6 +51,12 @@ int main(void)
     is_close(cm.gpu_flops, 989e12, 1e-12, "gh200: 989 TFLOP/s bf16");
     is_close(cm.link_bw[SG_LINK_H2D], 450e9, 1e-12, "gh200: NVLink-C2C 450 GB/s per direction");
     is_int(m.cpu_cores, 72, "gh200: 72 Grace cores");
+    /* MFU's denominator (docs/flops.md): one GPU's dense peak for the dtype */
+    ok(sg_machine_gpu_peak_tflops(&m, SG_BF16) == 989 &&
+           sg_machine_gpu_peak_tflops(&m, SG_F32) == 494,
+       "gh200: GPU peak for MFU, 989 TFLOP/s bf16, 494 fp32");
+    m.gpu_count = 0;
+    ok(sg_machine_gpu_peak_tflops(&m, SG_BF16) == 0, "no GPU: no peak (no MFU)");
     load("configs/machines/mi300a.json", &m, &err);
     sg_machine_cost_model(&m, SG_BF16, &cm);
     ok(cm.unified_memory && m.cpu_cores == 24, "mi300a: unified memory, 24 cores");

@@ -59,8 +59,8 @@ print("# mean loss of steps 1-5 %.4f, of steps 26-30 %.4f" % (first, last))
 assert last < first - 0.3, (first, last)
 PYEOF
 ok $? "tiny-moe learns (the mean loss of the last 5 steps is 0.3 below the first 5's)"
-grep -q "TFLOPS: n/a | Tokens/s: [0-9.]* | Active TFLOPS: [0-9.]*$" "$TMP/learn.out"
-ok $? "the step line prints TFLOPS n/a for MoE, and the labelled active-parameter TFLOPS"
+grep -q "TFLOPS: n/a | Tokens/s: [0-9.]* | Active TFLOPS: [0-9.]* | Model TFLOPS: [0-9.]*$" "$TMP/learn.out"
+ok $? "the step line prints TFLOPS n/a for MoE, the labelled active-parameter TFLOPS and model TFLOPS"
 
 # ---- experts as tasks ---------------------------------------------------------------
 STEPGRAPH_TASK_LOG="$TMP/tasks.txt" "$BIN" run "$TMP/base.json" --model tiny-moe --steps 1 \

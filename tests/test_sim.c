@@ -398,6 +398,17 @@ static void test_overlap(void)
     is_close(o.span_s, 100e-6, 1e-9, "span");
     is_close(o.gpu_busy, 0.8, 1e-9, "GPU busy 80%%");
     is_close(o.adam_hidden, 40.0 / 60.0, 1e-9, "two thirds of Adam hidden");
+    ok(o.workers[0] == 1 && o.workers[1] == 1 && fabs(o.worker_busy_s[1] - 80e-6) < 1e-12 &&
+           fabs(o.worker_busy_s[0] - 60e-6) < 1e-12,
+       "busy time per worker class: GPU 80 us, CPU 60 us, one worker each");
+    /* a window [30, 90): two tasks overlapping on the GPU worker (30-40 and
+     * 35-90 after clipping) count their union, 60 us; the CPU one 50 us */
+    sg_task_record w[3] = {{0, 0, 40}, {0, 35, 100}, {1, 20, 80}};
+    const sg_graph *gs[1] = {&g};
+    const sg_task_record *rs[1] = {w};
+    ok(sg_overlap_window(gs, rs, 1, is_gpu, 2, 30, 90, &o) == 0 &&
+           fabs(o.worker_busy_s[1] - 60e-6) < 1e-12 && fabs(o.worker_busy_s[0] - 50e-6) < 1e-12,
+       "in a window: a worker's overlapping tasks counted once, clipped to the window");
     sg_graph_free(&g);
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/step_log.h"
 #include "runtime/trace/trace.h"
+#include "models/flops.h"
 #include "tests/tap.h"
 #include "tests/test_util.h"
 
@@ -308,13 +309,13 @@ static void test_step_lines(void)
 {
     /* L=2 h=64 V=128 B=4 s=32: 24*3*4*32*2*64^2 = 75497472;
      * (1 + 32/384 + 128/2048) = 1.1458333; flops 86507520 in 0.5 s */
-    is_close(sg_step_tflops(2, 64, 128, 4, 32, 0, 0.5), 1.7301504e-4, 1e-12,
-             "TFLOPS: Megatron formula, no checkpointing (c = 3)");
-    is_close(sg_step_tflops(2, 64, 128, 4, 32, 1, 0.5), 2.3068672e-4, 1e-12,
-             "TFLOPS: activation checkpointing (c = 4)");
-    ok(isnan(sg_step_tflops(2, 64, 128, 4, 32, 0, 0.0)) &&
-           isnan(sg_step_tflops(0, 64, 128, 4, 32, 0, 1.0)),
-       "TFLOPS: NAN for zero time or a zero size");
+    is_close(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 0), 0.5), 1.7301504e-4,
+             1e-12, "Megatron TFLOPS: no checkpointing (c = 3)");
+    is_close(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 1), 0.5), 2.3068672e-4,
+             1e-12, "Megatron TFLOPS: activation checkpointing (c = 4)");
+    ok(isnan(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 0), 0.0)) &&
+           isnan(sg_flops_megatron(0, 64, 128, 4, 32, 0)),
+       "Megatron TFLOPS: NAN for zero time or a zero size");
     /* active parameters: c B s (2 P + 4 s q L), P = 1e6 - 1e5 embedding rows */
     is_close(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 0, 0.5), 1.394982912e-3,
              1e-12, "Active TFLOPS: 3 B s (2 P + 4 s q L), the input embedding left out");
@@ -354,10 +355,11 @@ static void test_summary(void)
     char buf[1024];
 
     sg_step_stats_init(&st);
-    sg_step_stats_add(&st, 0, 1.0, 100, 9.0, 1);  /* warm-up: slow, excluded */
-    sg_step_stats_add(&st, 1, 0.2, 1000, 2.0, 0);
-    sg_step_stats_add(&st, 2, 0.3, 1000, 4.0, 0);
-    sg_step_stats_add(&st, 3, 0.1, 1000, 1.0, 0);
+    sg_step_stats_add(&st, 0, 1.0, 100, &(sg_step_rates){9.0, 9.0 / 2, NAN, NAN},
+                      1); /* warm-up: slow, excluded */
+    sg_step_stats_add(&st, 1, 0.2, 1000, &(sg_step_rates){2.0, 2.0 / 2, NAN, NAN}, 0);
+    sg_step_stats_add(&st, 2, 0.3, 1000, &(sg_step_rates){4.0, 4.0 / 2, NAN, NAN}, 0);
+    sg_step_stats_add(&st, 3, 0.1, 1000, &(sg_step_rates){1.0, 1.0 / 2, NAN, NAN}, 0);
     sg_step_stats_summary(&st, &s);
     ok(s.steps == 3 && s.warmup_excluded == 1 && !s.all_warmup && s.first_step == 1 &&
            s.last_step == 3,
@@ -367,6 +369,7 @@ static void test_summary(void)
     is_close(s.tokens_per_s, 5000.0, 1e-12, "summary: tokens/s = 3000 tokens / 0.6 s");
     /* FLOP-weighted: (2*0.2 + 4*0.3 + 1*0.1) / 0.6 */
     is_close(s.tflops, 1.7 / 0.6, 1e-12, "summary: TFLOPS = total FLOP / total time");
+    is_close(s.model_tflops, 0.85 / 0.6, 1e-12, "summary: model TFLOPS weighted the same way");
 
     sg_mem_peak peaks[] = {
         {"CUDA", 3LL << 29}, {"CPU", 512LL << 20}, {"NUMA 1", -1}};
@@ -374,13 +377,14 @@ static void test_summary(void)
     like(buf, "Summary: 3 steps (1..3), 1 warm-up step excluded\n", "summary text: header");
     like(buf, "Step time: mean 200.00 ms | min 100.00 ms | max 300.00 ms\n",
          "summary text: step times");
-    like(buf, "Throughput: 5000.0 tokens/s | TFLOPS: 2.83\n", "summary text: throughput");
+    like(buf, "Throughput: 5000.0 tokens/s | TFLOPS: 2.83 | Model TFLOPS: 1.42\n",
+         "summary text: throughput");
     like(buf, "Peak memory: CUDA 1.50 GiB | CPU 512.0 MiB | NUMA 1 n/a\n",
          "summary text: peak memory per device class");
 
     sg_step_stats_init(&st);
-    sg_step_stats_add(&st, 0, 0.5, 10, 1.0, 1);
-    sg_step_stats_add(&st, 1, 1.5, 30, NAN, 1);
+    sg_step_stats_add(&st, 0, 0.5, 10, &(sg_step_rates){1.0, 1.0 / 2, NAN, NAN}, 1);
+    sg_step_stats_add(&st, 1, 1.5, 30, &(sg_step_rates){NAN, 0.5, NAN, NAN}, 1);
     sg_step_stats_summary(&st, &s);
     ok(s.all_warmup && s.steps == 2 && s.warmup_excluded == 0 && s.mean_s == 1.0,
        "summary: all warm-up steps -> figures over all of them");
@@ -393,7 +397,7 @@ static void test_summary(void)
     sg_step_stats_init(&st);
     sg_step_stats_format_summary(&st, NULL, 0, buf, sizeof buf);
     is_str(buf, "Summary: no steps ran\n", "summary text: no steps");
-    sg_step_stats_add(&st, 5, 0.25, 10, 1.0, 0);
+    sg_step_stats_add(&st, 5, 0.25, 10, &(sg_step_rates){1.0, 1.0 / 2, NAN, NAN}, 0);
     sg_step_stats_format_summary(&st, NULL, 0, buf, sizeof buf);
     like(buf, "Summary: 1 step (step 5)\n  Step time: mean 250.00 ms", "summary text: one step");
 }
@@ -414,12 +418,13 @@ static void test_metrics(void)
     int rc = sg_metrics_open(&m, path, &err);
     is_int(rc, 0, "metrics: open");
     sg_update_hyper h1 = {1e-4, 0.9, 0.999}, h2 = {2e-4, 0.85, 0.99};
-    rc = sg_metrics_write_step(&m, 1, 4.25, &h1, 0.5, 65536, 0.125, 2048, 0.5, 0, NULL);
+    sg_step_rates r1 = {0.5, 0.375, 0.625, 0.25}, r2 = {NAN, 0.5, NAN, NAN};
+    rc = sg_metrics_write_step(&m, 1, 4.25, &h1, 0.5, 65536, 0.125, 2048, &r1, 0, NULL);
     char *text = slurp(path);
     ok(rc == 0 && count_lines(text) == 1, "metrics: a line is on disk before close");
     free(text);
     sg_phase_times p = {0.01, 0.02, 0.003, NAN};
-    rc |= sg_metrics_write_step(&m, 2, NAN, &h2, INFINITY, 32768, 0.25, 1024, NAN, 1, &p);
+    rc |= sg_metrics_write_step(&m, 2, NAN, &h2, INFINITY, 32768, 0.25, 1024, &r2, 1, &p);
     rc |= sg_metrics_close(&m, &err);
     is_int(rc, 0, "metrics: write and close");
     is_int(sg_metrics_close(&m, &err), 0, "metrics: close twice is harmless");
@@ -439,12 +444,15 @@ static void test_metrics(void)
                jnum(a, "beta1") == 0.9 && jnum(a, "beta2") == 0.999 &&
                jnum(a, "loss_scale") == 65536 &&
                jnum(a, "time_ms") == 125.0 &&
+               jnum(a, "tflops") == 0.5 && jnum(a, "model_tflops") == 0.375 &&
+               jnum(a, "megatron_tflops") == 0.625 && jnum(a, "mfu") == 0.25 &&
                cJSON_IsFalse(cJSON_GetObjectItem(a, "skipped")) &&
                !cJSON_GetObjectItem(a, "phases_ms"),
            "metrics: line 1 fields");
         ok(cJSON_IsNull(cJSON_GetObjectItem(b, "loss")) &&
                cJSON_IsNull(cJSON_GetObjectItem(b, "grad_norm")) &&
-               cJSON_IsNull(cJSON_GetObjectItem(b, "tflops")),
+               cJSON_IsNull(cJSON_GetObjectItem(b, "tflops")) &&
+               cJSON_IsNull(cJSON_GetObjectItem(b, "mfu")) && jnum(b, "model_tflops") == 0.5,
            "metrics: NAN and inf are written as null");
         cJSON *ph = cJSON_GetObjectItem(b, "phases_ms");
         ok(cJSON_IsTrue(cJSON_GetObjectItem(b, "skipped")) && ph &&

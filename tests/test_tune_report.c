@@ -26,6 +26,7 @@ static sg_tune_point point(const char *machine, const char *sched, int prio, dou
     p.status = st;
     p.step_s = ms / 1e3;
     p.tflops = 100.0;
+    p.mfu = 0.25;
     p.gpu_busy = 0.8;
     p.adam_hidden = 0.5;
     return p;
@@ -219,19 +220,19 @@ int main(void)
     char *csv = capture(sg_tune_write_csv, &a, &rc);
     is_int(rc, SG_OK, "csv: written");
     is_str(nth_line(csv, 0, line, sizeof line),
-           "machine,sched,priorities,offload_optimizer.ratio,status,step_ms,tflops,tokens_per_s,gpu_busy,"
+           "machine,sched,priorities,offload_optimizer.ratio,status,step_ms,tflops,mfu,tokens_per_s,gpu_busy,"
            "adam_hidden,bound_ms,bound_by,note",
            "csv: header");
     is_str(nth_line(csv, 6, line, sizeof line),
-           "gh200,dmdas,on,1,ok,95.1235,123.457,,0.912346,0.5,61.2345,GPU compute,\"policy \"\"dmdas\"\", warm\"",
+           "gh200,dmdas,on,1,ok,95.1235,123.457,0.25,,0.912346,0.5,61.2345,GPU compute,\"policy \"\"dmdas\"\", warm\"",
            "csv: an ok row, note quoted with its quotes doubled");
     is_str(nth_line(csv, 1, line, sizeof line),
-           "gh200,dmdas,off,0.25,infeasible,,,,,,,,\"needs 2.5 GiB more, of 96 GiB\"",
+           "gh200,dmdas,off,0.25,infeasible,,,,,,,,,\"needs 2.5 GiB more, of 96 GiB\"",
            "csv: an infeasible row has no figures and its comma stays in the quoted note");
     is_str(nth_line(csv, 22, line, sizeof line),
-           "mi300a,dmdas,on,0.25,failed,,,,,,,,\"simulation failed: \"\"boom\"\"\"",
+           "mi300a,dmdas,on,0.25,failed,,,,,,,,,\"simulation failed: \"\"boom\"\"\"",
            "csv: a failed row");
-    is_str(nth_line(csv, 2, line, sizeof line), "gh200,dmdas,off,0.5,ok,108,100,,0.8,0.5,,,\"\"",
+    is_str(nth_line(csv, 2, line, sizeof line), "gh200,dmdas,off,0.5,ok,108,100,0.25,,0.8,0.5,,,\"\"",
            "csv: an empty note is still quoted");
     is_int(count(csv, "\n"), 37, "csv: header and 36 rows");
     free(csv);
@@ -262,7 +263,7 @@ int main(void)
          "markdown: best on mi300a");
     ok(md && strstr(md, "Best on gh200") < strstr(md, "Best on mi300a"),
        "markdown: machines in the order they appear");
-    like(md, "\n| gh200 | dmdas | on | 1 | ok | 95.12 | 123.5 | - | 91.2% | 50.0% | 61.23 | "
+    like(md, "\n| gh200 | dmdas | on | 1 | ok | 95.12 | 123.5 | 25.0% | - | 91.2% | 50.0% | 61.23 | "
              "GPU compute | policy \"dmdas\", warm |\n",
          "markdown: a point's row");
     like(md, "\n| gh200 | dmdas | off | 0.25 | infeasible | - | - | - | - | ",
@@ -393,7 +394,7 @@ int main(void)
     char *dmd = capture(sg_tune_write_markdown, &d, &rc), *dcsv = capture(sg_tune_write_csv, &d, &rc);
     like(dmd, "Best on gh200x2: dmdas, priorities on, dp_size=2: 1550.00 ms, 5285 tokens/s",
          "dp_size varied: the best line gives its tokens/s");
-    ok(dcsv && strstr(dcsv, "\ngh200x2,dmdas,on,1,ok,1540,100,2659.74,"),
+    ok(dcsv && strstr(dcsv, "\ngh200x2,dmdas,on,1,ok,1540,100,0.25,2659.74,"),
        "csv: tokens_per_s = tokens / step (4096 / 1.54 s)");
     free(dmd);
     free(dcsv);

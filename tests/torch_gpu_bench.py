@@ -50,10 +50,12 @@ generator seeded with --seed (their content does not change the speed).
 
 A timed step is zero_grad to the end of the optimizer step (with the CUDA
 device synchronized before and after); the figures cover the steps after
-the --warmup first ones. TFLOPS is stepgraph's estimate (runtime/train/step_log.c
-sg_step_tflops, Megatron-LM's formula) 24 c B s L h^2 (1 + s/(6h) + V/(16 L h))
-per step with c = 4 with activation checkpointing, 3 without, divided by the
-mean step time; mfu = tflops / --peak as a fraction (0.40 = 40%).
+the --warmup first ones. TFLOPS is the step log's (docs/flops.md, models/flops.c):
+DeepSpeedExamples' estimate_transformer_tflops, B (2 c P s + 4 c L h s^2) per
+step with P every parameter, c = 4 with activation checkpointing, 3 without,
+divided by the mean step time; mfu = model TFLOPS / --peak as a fraction (0.40
+= 40%), model FLOPs B (6 P_ne s + 6 L q s^2): P_ne without the input
+embedding (kept when tied), q the query width, no recompute.
 
 --device cpu is a smoke test (a tiny model, e.g. --model tiny-llama): the
 same code on the CPU, no pinned memory, foreach AdamW in place of the fused
@@ -149,10 +151,15 @@ def load_model_config(name):
     return cfg
 
 
-def step_flops(L, h, V, B, s, checkpointing):
-    """runtime/train/step_log.c sg_step_tflops times the step's seconds * 1e12."""
+def step_flops(P, L, h, B, s, checkpointing):
+    """models/flops.c sg_flops_seed: the step log's TFLOPS times seconds * 1e12."""
     c = 4.0 if checkpointing else 3.0
-    return 24.0 * c * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h))
+    return B * (2.0 * c * P * s + 4.0 * c * L * h * s * s)
+
+
+def model_flops(P_ne, L, q, B, s):
+    """models/flops.c sg_flops_model: model FLOPs, what MFU divides."""
+    return B * (6.0 * P_ne * s + 6.0 * L * q * s * s)
 
 
 def rope_inv_freq(D, theta, scaling):
@@ -538,7 +545,10 @@ def main(argv):
     mean = sum(timed) / len(timed)
     st = sorted(timed)
     median = (st[(len(st) - 1) // 2] + st[len(st) // 2]) / 2
-    tflops = step_flops(L, H, V, B, T, a.checkpointing) / mean / 1e12
+    tflops = step_flops(nparams, L, H, B, T, a.checkpointing) / mean / 1e12
+    p_ne = nparams if cfg.get("tie_word_embeddings") else nparams - V * H
+    q = cfg["num_attention_heads"] * (cfg.get("head_dim") or H // cfg["num_attention_heads"])
+    model_tflops = model_flops(p_ne, L, q, B, T) / mean / 1e12
     peak_gib = torch.cuda.max_memory_allocated() / 2 ** 30 if on_gpu else float("nan")
     print("torch_gpu_info torch=%s device=%s attention=%s threads=%d params=%d dtype=%s "
           "checkpointing=%d peak_mem_gib=%.2f first_loss=%.4f last_loss=%.4f" %
@@ -547,7 +557,7 @@ def main(argv):
     print("torch_gpu mode=%s model=%s seq=%d batch=%d steps=%d warmup=%d mean_step_ms=%.3f "
           "median_step_ms=%.3f tokens_per_s=%.1f tflops=%.2f mfu=%.4f status=ok" %
           (a.mode, cfg["name"], T, B, a.steps, a.warmup, mean * 1e3, median * 1e3,
-           B * T / mean, tflops, tflops / a.peak))
+           B * T / mean, tflops, model_tflops / a.peak))
     return 0
 
 

@@ -21,6 +21,7 @@
 #include "common/atomic_file.h"
 #include "common/cleanup.h"
 #include "common/host_ram.h"
+#include "runtime/cli/calib_record.h"
 #include "runtime/cli/cli.h"
 #include "common/json_util.h"
 #include "runtime/config/machine.h"
@@ -32,7 +33,7 @@
 static void calibrate_help(void)
 {
     printf("usage: stepgraph calibrate [CONFIG] [--name NAME] [--out DIR] [--steps N]\n"
-           "                           [--base MACHINE] [run options]\n"
+           "                           [--base MACHINE] [--replace] [run options]\n"
            "\n"
            "Trains CONFIG (default: the default job) on this machine for N steps (default\n"
            "40) with StarPU recording how long every codelet takes (its history-based\n"
@@ -45,7 +46,9 @@ static void calibrate_help(void)
            "batch shape; other policies, ZeRO and offload settings reuse the same tasks),\n"
            "and with `simulate --cost fitted` other sizes, from per-device and per-kind\n"
            "fits of node_times.csv. The mean measured step time\n"
-           "is saved with it, to compare with what simulate predicts. The models are\n"
+           "is saved with it, to compare with what simulate predicts, and the job (run\n"
+           "options, model, sequence length, micro-batch, ranks, dtype) with the simulate\n"
+           "command that works for it, which calibrate prints. The models are\n"
            "written to a staging directory that replaces DIR/NAME.sampling only when the\n"
            "run succeeds: a failed calibration leaves an earlier one as it was.\n"
            "\n"
@@ -66,6 +69,9 @@ static void calibrate_help(void)
            "                   more becomes N/4, so that measured steps remain\n"
            "  --base MACHINE   machine model whose GPU figures to keep (needed when CUDA\n"
            "                   workers ran; the CPU figures are measured or read here)\n"
+           "  --replace        replace DIR/NAME.json even when it was calibrated on another\n"
+           "                   job (model, sequence length, micro-batch, ranks or dtype):\n"
+           "                   without it, that is refused, naming the earlier job\n"
            "\n");
     static const char *const own[] = {"steps"}; /* this command has its own --steps */
     sg_cli_print_run_flags_except(own, 1);
@@ -255,16 +261,21 @@ static int rank_sampling_dir(int rank, char *dir, size_t size, sg_error *err)
 static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
 {
     const char *name = NULL, *out = "machines", *steps = "40", *base_name = NULL;
+    int replace = 0;
     sg_cli_opt opts[] = {
-        {"name", NULL, &name, NULL}, {"out", "o", &out, NULL},
+        {"name", NULL, &name, NULL},   {"out", "o", &out, NULL},
         {"steps", NULL, &steps, NULL}, {"base", NULL, &base_name, NULL},
+        {"replace", NULL, NULL, &replace},
     };
     char host[HOST_NAME_MAX + 1] = "localhost";
     gethostname(host, sizeof host);
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_machine *base = calloc(1, sizeof *base);
     char **args = calloc((size_t)argc + 2, sizeof *args);
-    int rc = (!cfg || !base || !args) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    char **pass = calloc((size_t)argc + 2, sizeof *pass);
+    sg_calib_job *job = calloc(1, sizeof *job);
+    int rc = (!cfg || !base || !args || !pass || !job)
+                 ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     char dflt[4096];
     int n = 0;
     if (!rc && (argc == 0 || argv[0][0] == '-')) {
@@ -273,8 +284,12 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     }
     for (int i = 0; i < argc && args; i++)
         args[n++] = argv[i];
+    const char *config = NULL;
+    int npass = 0;
     if (!rc)
-        rc = sg_cli_load_config(n, args, opts, 4, cfg, err);
+        rc = sg_cli_load_config(n, args, opts, 5, cfg, err);
+    if (!rc) /* the run options and --set as given, for the simulate command */
+        sg_cli_split_args(n, args, opts, 5, &config, pass, &npass);
     /* "--steps" is also a run option: here it is ours, set as the run's below */
     char *end;
     long nsteps = strtol(steps, &end, 10);
@@ -300,6 +315,12 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     }
     /* rank 0 writes the files; the others calibrate into their own
      * temporary directory */
+    if (!rc)
+        rc = sg_calib_job_of(cfg, args[0], job, err);
+    /* another job's calibration under this name: refused before training */
+    snprintf(path, sizeof path, "%s/%s.json", out, name);
+    if (!rc && rank == 0)
+        rc = sg_calib_check_name(path, name, job, replace, err);
     if (!rc && rank == 0 && mkdir(out, 0777) != 0 && errno != EEXIST)
         rc = sg_error_set(err, SG_EIO, "--out %s: cannot create it (%s)", out, strerror(errno));
     snprintf(sampling, sizeof sampling, "%s/%s.sampling", out, name);
@@ -346,16 +367,24 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
         free(cfg);
         free(base);
         free(args);
+        free(pass);
+        free(job);
         return rc;
     }
     if (!rc && res.workers_cuda > 0 && !base_name)
         rc = sg_error_set(err, SG_EINVAL, "CUDA workers ran: name the GPU's figures with --base "
                           "MACHINE (e.g. --base h100-pcie)");
     cJSON *root = NULL;
+    char command[8192];
+    snprintf(path, sizeof path, "%s/%s.json", out, name);
+    if (!rc && sg_calib_simulate_command(command, sizeof command, args[0], pass, npass, path,
+                                         dist->size))
+        rc = sg_error_set(err, SG_EINVAL, "the simulate command of this calibration is too long");
     if (!rc) {
         root = machine_json(name, base_name ? base : NULL, &res, args[0], cfg->run.sched,
                             (int)nsteps, dist->size);
-        if (!root)
+        if (!root || sg_calib_record(cJSON_GetObjectItemCaseSensitive(root, "calibration"), job,
+                                     pass, npass, command))
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
     /* the SimGrid platform: StarPU's own when it measured one (GPU
@@ -373,18 +402,16 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
         snprintf(path, sizeof path, "%s/%s.json", out, name);
         rc = write_json(path, root, err);
     }
-    char dp[48] = "";
-    if (dist->size > 1)
-        snprintf(dp, sizeof dp, " --dp_size %d", dist->size);
     if (!rc)
         printf("machine model written to %s (measured step %.2f ms%s); simulate with\n"
-               "  stepgraph simulate %s --machine %s%s\n",
-               path, res.mean_step_s * 1e3, dist->size > 1 ? ", rank 0's" : "", args[0], path,
-               dp);
+               "  %s\n",
+               path, res.mean_step_s * 1e3, dist->size > 1 ? ", rank 0's" : "", command);
     cJSON_Delete(root);
     free(cfg);
     free(base);
     free(args);
+    free(pass);
+    free(job);
     return rc;
 }
 

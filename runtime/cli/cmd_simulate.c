@@ -11,7 +11,7 @@
 #include "graph/compile.h"
 #include "graph/export.h"
 #include "runtime/cli/render_html.h"
-#include "runtime/train/step_log.h"
+#include "runtime/cli/sim_report.h"
 
 static void simulate_help(void)
 {
@@ -29,11 +29,18 @@ static void simulate_help(void)
            "measured, from the history StarPU recorded there. StarPU moves data between\n"
            "host and GPU memory over the modelled links as it would for real.\n"
            "\n"
-           "Prints the predicted step time, TFLOPS (Megatron-LM formula, per GPU; MoE: n/a\n"
-           "and the active-parameter TFLOPS, labelled), GPU busy\n"
-           "share, the share of CPU Adam time hidden under GPU work, and bytes and time per\n"
-           "link direction. A step whose peak memory exceeds the machine's is reported as\n"
-           "not fitting, with the numbers, instead of a time.\n"
+           "Prints the model and the resolved settings (offload ratio, sub_group_size,\n"
+           "cast_placement, optimizer_tile, speculation), which step it reports (a cold\n"
+           "one flagged), the predicted step time and its lower bound, per GPU: TFLOPS\n"
+           "(DeepSpeedExamples' formula, as DeepSpeed's log; MoE: n/a and the active-\n"
+           "parameter TFLOPS, labelled), model TFLOPS with MFU, and Megatron-LM's TFLOPS\n"
+           "(docs/flops.md), GPU busy share, the share of CPU Adam time hidden under GPU\n"
+           "work, and bytes and time per link direction. One rank is simulated, on a\n"
+           "machine of several too. A step whose peak memory exceeds the machine's is\n"
+           "reported as not fitting, with the numbers and the ways out, instead of a\n"
+           "time. On a calibrated machine whose history lacks this step's task sizes,\n"
+           "the fitted costs run by themselves, saying so.\n"
+           "Exit status: 0 simulated, 3 does not fit, 1 an error.\n"
            "\n"
            "  --machine M      gh200 (= gh200-480gb), gh200-120gb, gh200x2, gh200x4,\n"
            "                   mi300a, mi300ax2, mi300ax4, h100-pcie (one rank of the\n"
@@ -58,7 +65,8 @@ static void simulate_help(void)
            "                   over the CPU Adam tasks expected at once); a calibrated\n"
            "                   machine's measured times are used as they are\n"
            "  --cost C         on a calibrated machine: history (default), StarPU's\n"
-           "                   measured mean per task size (only sizes that ran there), or\n"
+           "                   measured mean per task size (only sizes that ran there;\n"
+           "                   without --cost, other sizes fall back to fitted), or\n"
            "                   fitted: per device and kind, overhead + matmul and\n"
            "                   attention FLOPs + bytes fitted on the node times calibrate\n"
            "                   saved, for other models, batches and sequence lengths\n"
@@ -68,121 +76,60 @@ static void simulate_help(void)
     sg_cli_print_run_flags_except(own, 1);
 }
 
-static void print_links(const sg_sim_report *r)
+/* The command line again, with --cost fitted in place of --cost history:
+ * the command that works, for the refusal. */
+static void fitted_command(int argc, char **argv, char *out, size_t n)
 {
-    for (int l = SG_LINK_H2D; l < SG_LINK_COUNT; l++)
-        printf("  Link %-4s         %9.3f GB in %lld transfers, %.2f ms at the modelled bandwidth\n",
-               sg_link_dir_name((sg_link_dir)l), (double)r->link_bytes[l] * 1e-9,
-               (long long)r->link_transfers[l], r->link_s[l] * 1e3);
+    size_t len = (size_t)snprintf(out, n, "stepgraph simulate");
+    for (int i = 0; i < argc && len < n; i++) {
+        if (!strcmp(argv[i], "--cost") && i + 1 < argc) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--cost=", 7))
+            continue;
+        len += (size_t)snprintf(out + len, n - len, " %s", argv[i]);
+    }
+    if (len < n)
+        snprintf(out + len, n - len, " --cost fitted");
 }
 
-static void print_report(const sg_sim_machine *sm, const char *sched, int priorities,
-                         const char *speculation, const sg_sim_point *pt,
-                         const sg_sim_report *r)
+/* Runs the simulation. On a calibrated machine whose history lacks a task
+ * size of this step, StarPU refuses it; then, unless --cost history was
+ * named, the costs fitted on the machine's node times run instead, saying
+ * so (*note); with --cost history named, the refusal names the command that
+ * works. */
+static int run_sim(sg_sim_request *rq, const char *workdir, int cost_named, int argc,
+                   char **argv, sg_sim_report *rep, const char **note, sg_error *err)
 {
-    const sg_machine *m = &sm->machine;
-    const sg_step_spec *s = &pt->spec;
-    printf("Simulated on %s (%d CPU + %d GPU workers per rank), %s, priorities %s, %s\n",
-           m->name, r->ncpu, r->ncuda, sched, priorities ? "on" : "off",
-           m->calibration_dir[0] ? (!strcmp(r->cost, "fitted")
-                                        ? "calibrated, task times fitted on its node times"
-                                        : "calibrated history models")
-           : r->static_bandwidth ? "roofline cost model (static bandwidth share)"
-                                 : "roofline cost model (shared bandwidth)");
-    printf("  %s, ZeRO-%d, %s, micro-batch %lld x accumulation %lld, seq %lld%s%s%s\n",
-           pt->model.name, s->zero_stage, sg_dtype_name(s->compute_dtype),
-           (long long)s->micro_batch, (long long)s->grad_accum, (long long)s->seq_len,
-           s->offload_optimizer ? ", optimizer offloaded" : "",
-           !s->super_offload ? ""
-           : strcmp(speculation, "never") == 0 ? " (SuperOffload, waiting for the gradient norm)"
-                                               : " (SuperOffload)",
-           s->offload_param ? ", parameters offloaded" : "");
-    double tokens = (double)(s->micro_batch * s->grad_accum * s->seq_len);
-    printf("  Step time         %9.2f ms\n", r->step_s * 1e3);
-    const char *by = "";
-    double bound = sg_sim_point_lower_bound(pt, &sm->machine, &by, NULL);
-    if (bound > 0 && m->calibration_dir[0])
-        /* the bound is the roofline of the machine's figures; a calibrated
-         * machine's task times are measured and need not respect it */
-        printf("  Roofline bound    %9.2f ms, set by %s, from the machine's figures (the task "
-               "times here are measured): the step is %.2fx it\n", bound * 1e3, by,
-               r->step_s / bound);
-    else if (bound > 0)
-        printf("  Lower bound       %9.2f ms, set by %s: the step is %.2fx it\n", bound * 1e3,
-               by, r->step_s / bound);
-    printf("  Tokens/s          %9.1f per rank\n", tokens / r->step_s);
-    if (isfinite(r->tflops)) {
-        double peak = s->compute_dtype == SG_BF16 ? m->gpu_tflops_bf16
-                      : s->compute_dtype == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
-        printf("  TFLOPS            %9.2f per %s", r->tflops, m->gpu_count > 0 ? "GPU" : "rank");
-        if (m->gpu_count > 0)
-            printf(" (MFU %.1f%% of %.0f TFLOP/s)", 100 * r->tflops / peak, peak);
-        printf("\n");
-    }
-    const sg_model *mo = &pt->model;
-    if (mo->num_experts > 0) {
-        /* MoE: the dense formula does not apply (n/a, as the step log); the
-         * active-parameter estimate is labelled as such */
-        double act = sg_model_active_tflops(mo, s->micro_batch * s->grad_accum, s->seq_len,
-                                            s->activation_checkpointing, r->step_s);
-        printf("  TFLOPS                  n/a (MoE)\n");
-        double np = (double)sg_model_active_params(mo);
-        if (isfinite(act))
-            printf("  Active TFLOPS     %9.2f per %s (%.2f %s active parameters)\n", act,
-                   m->gpu_count > 0 ? "GPU" : "rank", np >= 1e9 ? np / 1e9 : np / 1e6,
-                   np >= 1e9 ? "B" : "M");
-    }
-    if (r->ncuda > 0)
-        printf("  GPU busy          %9.1f %%\n", 100 * r->gpu_busy);
-    if (isfinite(r->adam_hidden) && r->ncuda > 0)
-        printf("  CPU Adam hidden   %9.1f %% under GPU work (of %.1f ms of CPU Adam task time, "
-               "summed over the workers)\n", 100 * r->adam_hidden, r->adam_cpu_s * 1e3);
-    if (m->gpu_count > 0 && !m->unified_memory)
-        printf("  Peak memory       GPU %.2f GB of %.1f, host %.2f GB of %.1f\n",
-               pt->fit.gpu_bytes * 1e-9, pt->fit.gpu_capacity * 1e-9, pt->fit.host_bytes * 1e-9,
-               pt->fit.host_capacity * 1e-9);
-    else
-        printf("  Peak memory       %.2f GB of %.1f GB of %s memory\n",
-               (pt->fit.gpu_bytes + pt->fit.host_bytes) * 1e-9, pt->fit.host_capacity * 1e-9,
-               m->unified_memory ? "unified" : "host");
-    print_links(r);
-}
-
-static int write_json(const char *path, const sg_sim_machine *sm, const char *sched,
-                      int priorities, const sg_sim_point *pt, const sg_sim_report *r,
-                      sg_error *err)
-{
-    sg_atomic_file af;
-    int rc = sg_atomic_open(&af, path, err);
-    if (rc)
+    int rc = sg_sim_run_one(rq, workdir, rep, err);
+    if (!rc || rq->fitted_costs || !rq->sm->machine.calibration_dir[0] ||
+        !sg_sim_history_lacks_size(err->msg))
         return rc;
-    FILE *f = af.fp;
-    fputs("{\"machine\":", f); // names and the reason are escaped: a quote stays JSON
-    sg_json_write_string(f, sm->machine.name);
-    fputs(",\"sched\":", f);
-    sg_json_write_string(f, sched);
-    fprintf(f, ",\"priorities\":%s,\"fits\":%s", priorities ? "true" : "false",
-            pt->fit.fits ? "true" : "false");
-    fprintf(f, ",\"gpu_peak_bytes\":%.0f,\"host_peak_bytes\":%.0f", pt->fit.gpu_bytes,
-            pt->fit.host_bytes);
-    if (r) {
-        fprintf(f, ",\"step_s\":%.9g,\"tflops\":%.9g,\"gpu_busy\":%.9g,\"adam_hidden\":%.9g",
-                r->step_s, isfinite(r->tflops) ? r->tflops : -1, r->gpu_busy,
-                isfinite(r->adam_hidden) ? r->adam_hidden : -1);
-    } else {
-        fputs(",\"why\":", f);
-        sg_json_write_string(f, pt->fit.why);
-    }
-    fprintf(f, "}\n");
-    if (ferror(f))
-        return sg_atomic_fail(&af, SG_EIO, err);
-    return sg_atomic_commit(&af, err);
+    char starpu[sizeof err->msg], cmd[2048];
+    snprintf(starpu, sizeof starpu, "%s", err->msg);
+    fitted_command(argc, argv, cmd, sizeof cmd);
+    const char *name = rq->sm->machine.name;
+    if (cost_named)
+        return sg_error_set(err, SG_EINVAL, "--cost history: the calibrated history of %s lacks "
+                            "task sizes of this step (StarPU: %s); the costs fitted on its node "
+                            "times predict other sizes: %s", name, starpu, cmd);
+    fprintf(stderr, "stepgraph: the calibrated history of %s lacks task sizes of this step; "
+            "simulating with the costs fitted on its node times (--cost fitted)\n", name);
+    rq->fitted_costs = 1;
+    *note = "fitted on the node times by itself: the calibrated history lacks task sizes of "
+            "this step (--cost history names the history and refuses)";
+    rc = sg_sim_run_one(rq, workdir, rep, err);
+    if (rc)
+        sg_error_prefix(err, "the history lacks task sizes of this step, and the fitted costs "
+                        "failed too: ");
+    return rc;
 }
 
 int sg_cmd_simulate(int argc, char **argv)
 {
     const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "3", *json = NULL;
-    const char *report = NULL, *bandwidth = "shared", *cost = "history";
+    const char *report = NULL, *bandwidth = "shared", *cost = NULL;
     int no_prio = 0;
     sg_cli_opt opts[] = {
         {"machine", NULL, &machine, NULL}, {"sched", NULL, &sched, NULL},
@@ -212,6 +159,9 @@ int sg_cmd_simulate(int argc, char **argv)
         sg_cli_split_args(argc, argv, opts, 9, &config, pass, &npass);
     if (!rc && strcmp(bandwidth, "shared") && strcmp(bandwidth, "static"))
         rc = sg_error_set(&err, SG_EINVAL, "--bandwidth %s: expected shared or static", bandwidth);
+    int cost_named = cost != NULL;
+    if (!cost)
+        cost = "history";
     if (!rc && strcmp(cost, "history") && strcmp(cost, "fitted"))
         rc = sg_error_set(&err, SG_EINVAL, "--cost %s: expected history or fitted", cost);
     char *end;
@@ -243,20 +193,23 @@ int sg_cmd_simulate(int argc, char **argv)
     if (!rc && !sched)
         rq.sched = sched = pt->sched;
     sg_sim_report rep;
-    if (!rc && !pt->fit.fits) {
-        printf("Does not fit on %s: %s\n", sm->machine.name, pt->fit.why);
+    sg_sim_view view = {.config = config, .sm = sm, .pt = pt, .sched = sched, .priorities = !no_prio,
+                        .steps = (int)nsteps};
+    int not_fit = !rc && !pt->fit.fits;
+    if (not_fit) {
+        sg_sim_view_print(&view, NULL);
         if (json)
-            rc = write_json(json, sm, sched, !no_prio, pt, NULL, &err);
+            rc = sg_sim_view_write_json(json, &view, NULL, &err);
     } else if (!rc) {
         fprintf(stderr, "stepgraph: simulating %s on %s with %s...\n", pt->model.name,
                 sm->machine.name, sched);
-        rc = sg_sim_run_one(&rq, workdir, &rep, &err);
+        rc = run_sim(&rq, workdir, cost_named, argc, argv, &rep, &view.cost_note, &err);
         if (!rc)
-            print_report(sm, sched, !no_prio, cfg->run.speculation, pt, &rep);
+            sg_sim_view_print(&view, &rep);
         if (!rc && trace)
             printf("  Trace             %s\n", trace);
         if (!rc && json)
-            rc = write_json(json, sm, sched, !no_prio, pt, &rep, &err);
+            rc = sg_sim_view_write_json(json, &view, &rep, &err);
         if (!rc && report) {
             /* the page's cost figures are this machine's */
             snprintf(cfg->run.machine, sizeof cfg->run.machine, "%s", machine);
@@ -271,5 +224,7 @@ int sg_cmd_simulate(int argc, char **argv)
     free(sm);
     free(pt);
     free(cfg);
-    return rc ? 1 : 0;
+    /* a step that does not fit is an answer, not an error, but no time:
+     * scripts tell it apart by status 3 */
+    return rc ? 1 : not_fit ? 3 : 0;
 }

@@ -265,11 +265,21 @@ static void request_for(tune_run *t, int i, char **args, const char **sets, knob
                            .priorities = p->priorities, .steps = t->steps};
 }
 
-static void fill_point(sg_tune_point *p, const sg_sim_report *r)
+/* calibrated: measured task times need not respect the roofline; the bound
+ * is the work of the times used (sim_report.c, docs/simulate.md) */
+static void fill_point(sg_tune_point *p, const sg_sim_report *r, int calibrated)
 {
+    if (calibrated) {
+        p->bound_s = isfinite(r->work_bound_s) ? r->work_bound_s : 0;
+        snprintf(p->bound_by, sizeof p->bound_by, "%s",
+                 !(p->bound_s > 0) ? ""
+                 : !strcmp(r->work_bound_by, "GPU") ? "GPU workers' busy time"
+                                                    : "CPU workers' busy time");
+    }
     p->status = SG_TUNE_OK;
     p->step_s = r->step_s;
     p->tflops = r->tflops;
+    p->mfu = r->mfu;
     p->gpu_busy = r->ncuda > 0 ? r->gpu_busy : NAN;
     p->adam_hidden = r->adam_hidden;
 }
@@ -293,10 +303,12 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
     int *point_of = calloc((size_t)jobs, sizeof *point_of); /* per job slot */
     sg_sim_job *slots = calloc((size_t)jobs, sizeof *slots);
     char **args = calloc((size_t)(t->npass + 2 * SG_TUNE_MAX_VARY + 1), sizeof *args);
-    if (!point_of || !slots || !args) {
+    char *fitted = calloc((size_t)n + 1, 1); /* points run again on the fitted costs */
+    if (!point_of || !slots || !args || !fitted) {
         free(point_of);
         free(slots);
         free(args);
+        free(fitted);
         return sg_error_set(err, SG_ENOMEM, "out of memory");
     }
     int rc = SG_OK, prc = SG_OK;
@@ -356,12 +368,31 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
             break;
         }
         active--;
-        sg_tune_point *p = &t->set.points[point_of[slot]];
+        int i = point_of[slot];
+        sg_tune_point *p = &t->set.points[i];
+        if (src && !fitted[i] && t->machines[t->machine_of[i]].machine.calibration_dir[0] &&
+            sg_sim_history_lacks_size(serr.msg)) {
+            /* the calibrated history lacks this point's task sizes: the
+             * costs fitted on its node times predict them (as simulate) */
+            const char *sets[SG_TUNE_MAX_VARY];
+            knob_flags flags;
+            sg_sim_request rq;
+            request_for(t, i, args, sets, flags, &rq);
+            rq.fitted_costs = 1;
+            fitted[i] = 1;
+            rc = sg_sim_start(&rq, workdir, i, &slots[slot], err);
+            point_of[slot] = i;
+            active += !rc;
+            continue;
+        }
         if (src) {
             p->status = SG_TUNE_FAILED;
             snprintf(p->note, sizeof p->note, "%.255s", serr.msg);
         } else {
-            fill_point(p, &rep);
+            fill_point(p, &rep, t->machines[t->machine_of[i]].machine.calibration_dir[0] != 0);
+            if (fitted[i])
+                snprintf(p->note, sizeof p->note, "task times fitted on the node times: the "
+                         "calibrated history lacks these task sizes");
         }
         char what[128];
         snprintf(what, sizeof what, "%s %s", p->machine, p->sched);
@@ -378,6 +409,7 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
     free(point_of);
     free(slots);
     free(args);
+    free(fitted);
     return rc;
 }
 

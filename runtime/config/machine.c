@@ -77,8 +77,12 @@ static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine 
         return SG_OK;
     if (!cJSON_IsObject(cal))
         return sg_json_type_error(c, cal, "calibration", "an object");
+    /* the job it was calibrated on (runtime/cli/calib_record.h): recorded for
+     * people and for calibrate's check by name, not read here */
     static const char *const keys[] = {"sampling_dir", "hostname", "measured_step_ms", "sched",
-                                       "config", "steps"};
+                                       "config", "steps", "args", "model", "seq_len",
+                                       "micro_batch", "grad_accum", "dp_size", "dtype",
+                                       "simulate"};
     const cJSON *it;
     cJSON_ArrayForEach(it, cal)
     {
@@ -335,6 +339,14 @@ int sg_machine_resolve(const char *name, char *out, size_t size, sg_error *err)
                             "is gh200-480gb)", name, out, hint, machines_dir(), shipped);
     }
     return SG_OK;
+}
+
+double sg_machine_gpu_peak_tflops(const sg_machine *m, sg_dtype compute)
+{
+    if (m->gpu_count <= 0)
+        return 0;
+    return compute == SG_BF16 ? m->gpu_tflops_bf16
+           : compute == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
 }
 
 void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm)

@@ -53,6 +53,10 @@ int sg_machine_load(const char *path, sg_machine *m, sg_error *err);
  * configs/machines, or the installed $(pkgdatadir)/machines. */
 int sg_machine_resolve(const char *name_or_path, char *out, size_t size, sg_error *err);
 
+/* One GPU's dense peak for the compute dtype in TFLOP/s (MFU's denominator,
+ * docs/flops.md); 0 on a machine without GPU. */
+double sg_machine_gpu_peak_tflops(const sg_machine *m, sg_dtype compute);
+
 /* Cost model for one rank of the machine, with GPU peak for the compute dtype. */
 void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm);
 

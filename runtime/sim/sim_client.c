@@ -261,6 +261,13 @@ static int parse_result(const char *path, sg_sim_report *rep, sg_error *err)
     memset(rep, 0, sizeof *rep);
     rep->step_s = num_or_nan(root, "step_s");
     rep->tflops = num_or_nan(root, "tflops");
+    rep->model_tflops = num_or_nan(root, "model_tflops");
+    rep->megatron_tflops = num_or_nan(root, "megatron_tflops");
+    rep->mfu = num_or_nan(root, "mfu");
+    rep->work_bound_s = num_or_nan(root, "work_bound_s");
+    const cJSON *wb = cJSON_GetObjectItemCaseSensitive(root, "work_bound_by");
+    snprintf(rep->work_bound_by, sizeof rep->work_bound_by, "%s",
+             cJSON_IsString(wb) ? wb->valuestring : "?");
     rep->gpu_busy = num_or_nan(root, "gpu_busy");
     rep->adam_cpu_s = num_or_nan(root, "adam_cpu_s");
     rep->adam_hidden = num_or_nan(root, "adam_hidden");
@@ -352,6 +359,8 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
     if (!rc) {
         sg_step_spec_for_machine(cfg, &rq->sm->machine, &pt->spec);
         snprintf(pt->sched, sizeof pt->sched, "%s", cfg->run.sched);
+        snprintf(pt->speculation, sizeof pt->speculation, "%s", cfg->run.speculation);
+        pt->lookahead = cfg->run.lookahead;
         /* one rank per GPU (or per node without GPU): more ranks than the
          * machine has would cost collectives on links it does not have */
         const sg_machine *mm = &rq->sm->machine;
@@ -370,6 +379,11 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
     free(argv);
     free(cfg);
     return rc;
+}
+
+int sg_sim_history_lacks_size(const char *msg)
+{
+    return strstr(msg, "not calibrated enough") || strstr(msg, "does not have a perfmodel");
 }
 
 double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, const char **by,

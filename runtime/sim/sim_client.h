@@ -48,6 +48,13 @@ typedef struct sg_sim_request {
 
 typedef struct sg_sim_report {
     double step_s, tflops, gpu_busy, adam_cpu_s, adam_hidden;   /* NAN when absent */
+    /* runtime/train/step_log.h's sg_step_rates beside tflops (the seed's
+     * formula): model FLOPs' rate, Megatron-LM's, MFU; NAN when absent */
+    double model_tflops, megatron_tflops, mfu;
+    /* the busier worker class's busy time per worker in the reported step
+     * (sim_main.c), a lower bound of it whatever the task times; NAN absent */
+    double work_bound_s;
+    char work_bound_by[8];       /* "CPU" or "GPU" */
     double busy_s[SG_DEV_COUNT];
     int ncpu, ncuda;
     int static_bandwidth;        /* the run's bandwidth model (its request's) */
@@ -84,6 +91,8 @@ typedef struct sg_sim_point {
     sg_model model;
     sg_sim_fit fit;
     char sched[64];              /* the config's policy */
+    char speculation[16];        /* the run option: "always", "adaptive" or "never" */
+    int64_t lookahead;           /* steps in flight (run option) */
 } sg_sim_point;
 int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt,
                    sg_error *err);
@@ -92,6 +101,11 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
  * sg_step_lower_bound), 0 if its graph does not compile. */
 double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, const char **by,
                                 const char **short_name);
+
+/* 1 when a simulation's error is StarPU's refusal of a task size that a
+ * calibrated machine's history lacks ("... does not have a perfmodel, or is
+ * not calibrated enough"): the fitted costs predict it (sim_costfit.h). */
+int sg_sim_history_lacks_size(const char *msg);
 
 /* A fresh private directory under $TMPDIR (or /tmp); sg_sim_workdir_remove
  * deletes it with everything in it. */

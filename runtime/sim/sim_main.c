@@ -32,14 +32,13 @@ typedef struct sim_args {
     int no_priorities, static_bandwidth, fitted_costs;
 } sim_args;
 
-static double step_tflops(const sg_model *m, const sg_step_spec *s, double seconds)
+/* per rank: the batch this rank's GPU processes; MFU against the machine's
+ * dense GPU peak for the compute dtype (no GPU: no MFU) */
+static void step_rates(const sg_machine *mach, const sg_model *m, const sg_step_spec *s,
+                       double seconds, sg_step_rates *out)
 {
-    if (m->num_experts > 0)
-        return NAN;
-    /* per rank: the batch this rank's GPU processes */
-    return sg_step_tflops(m->num_layers, m->hidden_size, m->vocab_size,
-                          s->micro_batch * s->grad_accum, s->seq_len,
-                          s->activation_checkpointing, seconds);
+    sg_step_rates_of(m, s->micro_batch * s->grad_accum, s->seq_len, s->activation_checkpointing,
+                     seconds, sg_machine_gpu_peak_tflops(mach, s->compute_dtype), out);
 }
 
 static void num(FILE *f, const char *key, double v, int comma)
@@ -66,10 +65,23 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
     fprintf(f, "\"calibrated\":%s,\"ncpu\":%d,\"ncuda\":%d,", m->calibration_dir[0] ? "true" : "false",
             r->ncpu, r->ncuda);
     num(f, "step_s", r->step_s, 1);
-    num(f, "tflops", step_tflops(model, spec, r->step_s), 1);
+    sg_step_rates rt;
+    step_rates(m, model, spec, r->step_s, &rt);
+    num(f, "tflops", rt.tflops, 1);
+    num(f, "model_tflops", rt.model_tflops, 1);
+    num(f, "megatron_tflops", rt.megatron_tflops, 1);
+    num(f, "mfu", rt.mfu, 1);
     num(f, "gpu_busy", r->stats.gpu_busy, 1);
     num(f, "adam_cpu_s", r->stats.adam_cpu_s, 1);
     num(f, "adam_hidden", r->stats.adam_cpu_s > 0 ? r->stats.adam_hidden : NAN, 1);
+    /* the work bound: over the reported interval, each class's workers ran
+     * tasks for at most their count times it, so the busier class's busy time
+     * per worker is a lower bound of the step, from the task times used */
+    const sg_overlap *o = &r->stats;
+    double cpu = o->workers[0] ? o->worker_busy_s[0] / o->workers[0] : 0;
+    double gpu = o->workers[1] ? o->worker_busy_s[1] / o->workers[1] : 0;
+    num(f, "work_bound_s", cpu > gpu ? cpu : gpu, 1);
+    fprintf(f, "\"work_bound_by\":\"%s\",", cpu > gpu ? "CPU" : "GPU");
     fprintf(f, "\"busy_s\":{");
     for (int d = 0; d < SG_DEV_COUNT; d++) {
         num(f, sg_device_class_name((sg_device_class)d), r->stats.busy_s[d], d + 1 < SG_DEV_COUNT);

@@ -15,6 +15,13 @@ static int by_start(const void *x, const void *y)
     return d < 0 ? -1 : d > 0;
 }
 
+/* A worker's busy time (us), to its class's sum and count. */
+static void add_worker(sg_overlap *out, int gpu, double busy_us)
+{
+    out->worker_busy_s[gpu ? 1 : 0] += busy_us * 1e-6;
+    out->workers[gpu ? 1 : 0]++;
+}
+
 /* Sorts and merges overlapping spans in place; returns the new count. */
 static int merge(span *s, int n)
 {
@@ -70,13 +77,15 @@ int sg_overlap_compute(const sg_graph *g, const sg_task_record *records, const i
             all[nall++] = (span){r->start_us, r->end_us};
     }
     for (int w = 0; w < nworkers; w++) {
-        if (!is_gpu[w])
-            continue;
         int n = 0;
         for (int i = 0; i < g->nnodes; i++)
             if (records[i].worker == w)
                 one[n++] = (span){records[i].start_us, records[i].end_us};
-        busy += total(one, merge(one, n));
+        double b = total(one, merge(one, n));
+        add_worker(out, is_gpu[w], b);
+        if (!is_gpu[w])
+            continue;
+        busy += b;
         ngpu++;
     }
     out->span_s = t1 > t0 ? (t1 - t0) * 1e-6 : 0;
@@ -138,14 +147,16 @@ int sg_overlap_window(const sg_graph *const *graphs, const sg_task_record *const
                 all[nall++] = c;
         }
     for (int w = 0; w < nworkers; w++) {
-        if (!is_gpu[w])
-            continue;
         int k = 0;
         for (int s = 0; s < nsteps; s++)
             for (int i = 0; i < graphs[s]->nnodes; i++)
                 if (records[s][i].worker == w && clip(&records[s][i], a_us, b_us, &c))
                     one[k++] = c;
-        busy += total(one, merge(one, k));
+        double b = total(one, merge(one, k));
+        add_worker(out, is_gpu[w], b);
+        if (!is_gpu[w])
+            continue;
+        busy += b;
         ngpu++;
     }
     if (ngpu)

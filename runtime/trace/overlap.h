@@ -13,6 +13,12 @@ typedef struct sg_overlap {
     double adam_cpu_s;        /* summed duration of the CPU Adam tasks */
     double adam_hidden;       /* share of that time while some GPU worker was busy, 0..1 */
     double busy_s[3];         /* summed task time per device class (sg_device_class) */
+    /* time each worker ran tasks (overlapping tasks of a worker counted
+     * once), summed over the CPU workers [0] and the GPU workers [1], and
+     * their counts: over its workers, a class's busy time is a lower bound
+     * of the span (docs/simulate.md, the work bound of calibrated machines) */
+    double worker_busy_s[2];
+    int workers[2];
 } sg_overlap;
 
 /* records: one per node (worker -1 = did not run); is_gpu[w] for each of the

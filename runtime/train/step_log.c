@@ -1,4 +1,4 @@
-/* step_log.c - TFLOPS estimate, step and summary lines, metrics JSONL
+/* step_log.c - the step's rates, step and summary lines, metrics JSONL
  * (see step_log.h). */
 #include "runtime/train/step_log.h"
 
@@ -7,19 +7,18 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "models/flops.h"
 #include "models/model.h"
 
-double sg_step_tflops(int64_t layers, int64_t hidden, int64_t vocab, int64_t batch_seqs,
-                      int64_t seq_len, int checkpointing, double seconds)
+void sg_step_rates_of(const sg_model *m, int64_t seqs, int64_t seq_len, int checkpointing,
+                      double seconds, double peak_tflops, sg_step_rates *out)
 {
-    if (!(seconds > 0.0) || layers <= 0 || hidden <= 0 || vocab <= 0 || batch_seqs <= 0 ||
-        seq_len <= 0)
-        return NAN;
-    double L = (double)layers, h = (double)hidden, V = (double)vocab;
-    double B = (double)batch_seqs, s = (double)seq_len;
-    double c = checkpointing ? 4.0 : 3.0;   /* fwd + 2x bwd, + recomputed fwd */
-    double flops = 24.0 * c * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
-    return flops / (seconds * 1e12);
+    sg_step_flops f;
+    sg_step_flops_of(m, seqs, seq_len, checkpointing, &f);
+    out->tflops = sg_flops_per_s_tera(f.seed, seconds);
+    out->model_tflops = sg_flops_per_s_tera(f.model, seconds);
+    out->megatron_tflops = sg_flops_per_s_tera(f.megatron, seconds);
+    out->mfu = peak_tflops > 0 ? out->model_tflops / peak_tflops : NAN;
 }
 
 double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int tied,
@@ -122,7 +121,7 @@ void sg_step_stats_init(sg_step_stats *st)
 }
 
 static void set_add(struct sg_step_set *s, int64_t step, double seconds, double tokens,
-                    double tflops)
+                    double tflops, double model_tflops)
 {
     if (s->steps == 0) {
         s->first_step = step;
@@ -136,6 +135,10 @@ static void set_add(struct sg_step_set *s, int64_t step, double seconds, double 
         s->tflop += tflops * seconds;
     else
         s->tflops_missing = 1;
+    if (isfinite(model_tflops))
+        s->model_tflop += model_tflops * seconds;
+    else
+        s->model_missing = 1;
     if (seconds < s->min_s)
         s->min_s = seconds;
     if (seconds > s->max_s)
@@ -143,11 +146,12 @@ static void set_add(struct sg_step_set *s, int64_t step, double seconds, double 
 }
 
 void sg_step_stats_add(sg_step_stats *st, int64_t step, double seconds, double tokens,
-                       double tflops, int is_warmup)
+                       const sg_step_rates *rates, int is_warmup)
 {
-    set_add(&st->all, step, seconds, tokens, tflops);
+    double tf = rates ? rates->tflops : NAN, mtf = rates ? rates->model_tflops : NAN;
+    set_add(&st->all, step, seconds, tokens, tf, mtf);
     if (!is_warmup)
-        set_add(&st->timed, step, seconds, tokens, tflops);
+        set_add(&st->timed, step, seconds, tokens, tf, mtf);
 }
 
 int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out)
@@ -161,6 +165,7 @@ int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out)
     out->warmup_excluded = out->all_warmup ? 0 : st->all.steps - st->timed.steps;
     out->steps = s->steps;
     out->mean_s = out->min_s = out->max_s = out->tokens_per_s = out->tflops = NAN;
+    out->model_tflops = NAN;
     if (s->steps == 0)
         return 0;
     out->first_step = s->first_step;
@@ -172,6 +177,8 @@ int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out)
         out->tokens_per_s = s->tokens / s->seconds;
         if (!s->tflops_missing)
             out->tflops = s->tflop / s->seconds;
+        if (!s->model_missing)
+            out->model_tflops = s->model_tflop / s->seconds;
     }
     return out->steps;
 }
@@ -219,6 +226,8 @@ int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *pea
         sb_num(&b, s.tokens_per_s, 1);
         sb_printf(&b, " tokens/s | TFLOPS: ");
         sb_num(&b, s.tflops, 2);
+        sb_printf(&b, " | Model TFLOPS: ");
+        sb_num(&b, s.model_tflops, 2);
         sb_printf(&b, "\n");
     }
     if (npeaks > 0 && peaks) {
@@ -257,7 +266,7 @@ static void json_num(FILE *fp, const char *key, double v)
 
 int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_update_hyper *h,
                           double grad_norm, double loss_scale, double seconds,
-                          double tokens_per_s, double tflops, int skipped,
+                          double tokens_per_s, const sg_step_rates *rates, int skipped,
                           const sg_phase_times *phases)
 {
     if (!m->fp)
@@ -282,7 +291,13 @@ int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_upd
     fputc(',', fp);
     json_num(fp, "tokens_per_s", tokens_per_s);
     fputc(',', fp);
-    json_num(fp, "tflops", tflops);
+    json_num(fp, "tflops", rates->tflops);
+    fputc(',', fp);
+    json_num(fp, "model_tflops", rates->model_tflops);
+    fputc(',', fp);
+    json_num(fp, "megatron_tflops", rates->megatron_tflops);
+    fputc(',', fp);
+    json_num(fp, "mfu", rates->mfu);
     fprintf(fp, ",\"skipped\":%s", skipped ? "true" : "false");
     if (phases) {
         fputs(",\"phases_ms\":{", fp);

@@ -2,8 +2,8 @@
  *
  * One job: turn step measurements into text, in DeepSpeed's words, so runs
  * compare line by line with DeepSpeed's example scripts:
- * - a TFLOPS estimate with the Megatron-LM formula those scripts use
- *   (including DeepSpeedExamples' SuperOffload fine-tuning script);
+ * - TFLOPS by the formula of DeepSpeedExamples' SuperOffload fine-tuning
+ *   script, model TFLOPS and MFU (models/flops.h counts the FLOPs);
  * - the step line `Step 12 | Loss: 4.5123 | Time: 153.21 ms | TFLOPS: 0.01 |
  *   Tokens/s: 6684.2` and the wall_clock_breakdown line;
  * - an accumulator for the closing summary (warm-up steps excluded);
@@ -21,17 +21,25 @@
 
 /* --- TFLOPS ------------------------------------------------------------- */
 
-/* Megatron-LM's estimate (Narayanan et al. 2021, eq. 3) of the FLOPs of one
- * optimizer step, divided by its duration:
- *   flops = 24 c B s L h^2 (1 + s / (6 h) + V / (16 L h))
- *   c = 4 with activation checkpointing (forward recomputed), else 3;
- *   B = sequences per optimizer step (global batch), s = sequence length,
- *   L = layers, h = hidden size, V = vocabulary size.
- * Returns flops / (seconds * 1e12), or NAN when seconds <= 0 or a size is not
- * positive. The formula counts a dense transformer: for MoE models it does
- * not hold, and callers print "n/a" (pass NAN on) instead of calling this. */
-double sg_step_tflops(int64_t layers, int64_t hidden, int64_t vocab, int64_t batch_seqs,
-                      int64_t seq_len, int checkpointing, double seconds);
+/* A step's rates, per rank (the sequences this rank's GPU processes, as
+ * DeepSpeedExamples' script logs them), from models/flops.h's counts:
+ * - tflops: the seed's formula (DeepSpeedExamples' estimate_transformer_tflops,
+ *   recompute counted), the step line's and metrics' "TFLOPS", so runs
+ *   compare line for line with DeepSpeed's SuperOffload log;
+ * - model_tflops: model FLOPs (6 P_ne tokens + causal attention, GQA-exact,
+ *   no recompute) per second, what MFU divides;
+ * - megatron_tflops: Megatron-LM's eq. 3 (recompute counted), named so;
+ * - mfu: model_tflops / the GPU's dense peak, a fraction; NAN without one.
+ * Each is NAN where its formula does not apply (MoE: tflops and megatron) or
+ * seconds <= 0. docs/flops.md has the formulas and sources. */
+typedef struct sg_step_rates {
+    double tflops, model_tflops, megatron_tflops, mfu;
+} sg_step_rates;
+
+struct sg_model;
+void sg_step_rates_of(const struct sg_model *m, int64_t seqs, int64_t seq_len,
+                      int checkpointing, double seconds, double peak_tflops,
+                      sg_step_rates *out);
 
 /* The active-parameter estimate, for MoE models (a separate, labelled figure
  * of the step line: "Active TFLOPS"):
@@ -48,7 +56,6 @@ double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int ti
 
 /* The same for a model: its active parameters, input embedding, tying,
  * layers and query width taken from m; NAN for a dense model (no experts). */
-struct sg_model;
 double sg_model_active_tflops(const struct sg_model *m, int64_t batch_seqs, int64_t seq_len,
                               int checkpointing, double seconds);
 
@@ -83,6 +90,8 @@ typedef struct sg_step_stats {
         double seconds, tokens;
         double tflop;          /* sum of tflops * seconds (= 1e12 FLOP) */
         int tflops_missing;    /* a step had no TFLOPS (NAN) */
+        double model_tflop;    /* the same for model TFLOPS */
+        int model_missing;
         double min_s, max_s;
     } all, timed;              /* every step; non-warm-up steps */
 } sg_step_stats;
@@ -96,6 +105,7 @@ typedef struct sg_step_summary {
     double mean_s, min_s, max_s;
     double tokens_per_s;       /* total tokens / total time */
     double tflops;             /* total FLOP / total time; NAN if unknown */
+    double model_tflops;       /* total model FLOP / total time; NAN if unknown */
 } sg_step_summary;
 
 /* Peak memory of one device class ("CUDA", "CPU", "NUMA 0"...); bytes < 0
@@ -106,17 +116,18 @@ typedef struct sg_mem_peak {
 } sg_mem_peak;
 
 void sg_step_stats_init(sg_step_stats *st);
-/* Adds one step: its number, duration (s), tokens processed, TFLOPS (NAN if
- * none) and whether it is a warm-up step (excluded from the summary). */
+/* Adds one step: its number, duration (s), tokens processed, its rates
+ * (TFLOPS and model TFLOPS used; NULL or NAN: none) and whether it is a
+ * warm-up step (excluded from the summary). */
 void sg_step_stats_add(sg_step_stats *st, int64_t step, double seconds, double tokens,
-                       double tflops, int is_warmup);
+                       const sg_step_rates *rates, int is_warmup);
 /* Fills out from the non-warm-up steps, or from all steps if every step was
  * a warm-up step (out->all_warmup = 1). Returns out->steps. */
 int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out);
 /* Multi-line summary ending in '\n', e.g.
  *   Summary: 8 steps (3..10), 2 warm-up steps excluded
  *     Step time: mean 153.21 ms | min 150.02 ms | max 160.33 ms
- *     Throughput: 6684.2 tokens/s | TFLOPS: 0.01
+ *     Throughput: 6684.2 tokens/s | TFLOPS: 0.01 | Model TFLOPS: 0.01
  *     Peak memory: CUDA 1.23 GiB | CPU 512.0 MiB
  * (the memory line only when npeaks > 0). snprintf semantics. */
 int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *peaks,
@@ -130,9 +141,10 @@ int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *pea
  * until the end and lose everything on a crash.) Non-finite numbers are
  * written as null. A line:
  *   {"step":12,"loss":4.5123,"lr":0.0001,"grad_norm":1.02,"loss_scale":65536,
- *    "time_ms":153.21,"tokens_per_s":6684.2,"tflops":0.01,"skipped":false,
+ *    "time_ms":153.21,"tokens_per_s":6684.2,"tflops":0.01,"model_tflops":0.01,
+ *    "megatron_tflops":0.01,"mfu":null,"skipped":false,
  *    "phases_ms":{"forward":..,"backward":..,"optimizer":..,"transfer":..}}
- * ("phases_ms" only when phases are given). */
+ * ("phases_ms" only when phases are given; the rates are sg_step_rates). */
 typedef struct sg_metrics {
     FILE *fp;
     char path[4096];
@@ -148,7 +160,7 @@ typedef struct sg_update_hyper {
 /* Returns 0, or SG_EIO after a write error (reported again by close). */
 int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_update_hyper *h,
                           double grad_norm, double loss_scale, double seconds,
-                          double tokens_per_s, double tflops, int skipped,
+                          double tokens_per_s, const sg_step_rates *rates, int skipped,
                           const sg_phase_times *phases);
 /* Closes; returns SG_EIO with a message if any write failed. Safe twice. */
 int sg_metrics_close(sg_metrics *m, sg_error *err);

@@ -72,6 +72,8 @@ typedef struct trainer {
     sg_exec x;
     int exec_started;
     int64_t plan_host, plan_gpu;   /* the plan's peaks for the workers (plan_memory) */
+    double peak_tflops;            /* the rank's GPUs' dense peak, MFU's denominator; 0
+                                      unknown (set_peak) */
     sg_node_times node_times;      /* cfg->node_times: CPU task times per node */
     sg_metrics metrics;
     int metrics_open;
@@ -517,21 +519,20 @@ static int submit_step(trainer *t, sg_error *err)
     return SG_OK;
 }
 
-static double step_tflops(const trainer *t, double seconds)
+/* per rank: the sequences this rank's GPU processes, as DeepSpeedExamples'
+ * script logs them; MFU where set_peak found the GPUs' peak */
+static void step_rates(const trainer *t, double seconds, sg_step_rates *out)
 {
-    if (t->model.num_experts > 0)
-        return NAN; /* the formula counts dense layers only */
     const sg_step_spec *s = &t->spec;
-    return sg_step_tflops(t->model.num_layers, t->model.hidden_size, t->model.vocab_size,
-                          s->micro_batch * s->grad_accum * s->dp_size, s->seq_len,
-                          s->activation_checkpointing, seconds);
+    sg_step_rates_of(&t->model, s->micro_batch * s->grad_accum, s->seq_len,
+                     s->activation_checkpointing, seconds, t->peak_tflops, out);
 }
 
 /* MoE: the active-parameter estimate (NAN for dense models). */
 static double step_active_tflops(const trainer *t, double seconds)
 {
     const sg_step_spec *s = &t->spec;
-    return sg_model_active_tflops(&t->model, s->micro_batch * s->grad_accum * s->dp_size,
+    return sg_model_active_tflops(&t->model, s->micro_batch * s->grad_accum,
                                   s->seq_len, s->activation_checkpointing, seconds);
 }
 
@@ -573,23 +574,30 @@ static int finish_step(trainer *t, sg_error *err)
     double secs = t->x.step_seconds;
     double tokens = (double)(t->spec.micro_batch * t->spec.grad_accum * t->spec.seq_len *
                              t->world); /* every rank's */
-    double tflops = step_tflops(t, secs);
-    sg_step_stats_add(&t->stats, t->st.step, secs, tokens, tflops, i < r->warmup_steps);
+    sg_step_rates rates;
+    step_rates(t, secs, &rates);
+    double tflops = rates.tflops;
+    sg_step_stats_add(&t->stats, t->st.step, secs, tokens, &rates, i < r->warmup_steps);
     sg_phase_times ph;
     sg_timeline_phases(&t->x, &ph);
     if (t->metrics_open &&
         sg_metrics_write_step(&t->metrics, t->st.step, loss, &hyper, sg_exec_grad_norm(&t->x),
-                              scale, secs, tokens / secs, tflops, skipped, &ph))
+                              scale, secs, tokens / secs, &rates, skipped, &ph))
         return sg_error_set(err, SG_EIO, "metrics %s: write failed at step %lld",
                             t->cfg->run.metrics, (long long)t->st.step);
     if (i == 0 || (i + 1) % r->log_interval == 0 || i + 1 == t->total_steps) {
         char line[256];
         sg_format_step_line(line, sizeof line, t->st.step, loss, secs * 1e3, tflops, tokens / secs);
-        /* MoE: TFLOPS is n/a; the active-parameter figure, labelled */
-        char active[48] = "";
+        /* MoE: TFLOPS is n/a; the active-parameter figure, labelled; then
+         * the model FLOPs' rate (MFU's numerator), labelled */
+        char active[128] = "";
         double atf = step_active_tflops(t, secs);
-        if (isfinite(atf))
-            snprintf(active, sizeof active, " | Active TFLOPS: %.2f", atf);
+        int na = isfinite(atf) ? snprintf(active, sizeof active, " | Active TFLOPS: %.2f", atf) : 0;
+        if (isfinite(rates.model_tflops))
+            na += snprintf(active + na, sizeof active - (size_t)na, " | Model TFLOPS: %.2f",
+                           rates.model_tflops);
+        if (isfinite(rates.mfu) && na < (int)sizeof active)
+            snprintf(active + na, sizeof active - (size_t)na, " | MFU: %.1f%%", 100 * rates.mfu);
         /* SuperOffload: which graph ran, the speculative or the waiting one */
         const char *mode = !t->spec.super_offload ? ""
                            : waited ? " | waited for the norm" : " | speculative";
@@ -730,6 +738,24 @@ static void held_peaks(const trainer *t, int64_t *host, int64_t *gpu)
     }
     *host = a[SG_MEM_HOST] > b[SG_MEM_HOST] ? a[SG_MEM_HOST] : b[SG_MEM_HOST];
     *gpu = a[SG_MEM_GPU] > b[SG_MEM_GPU] ? a[SG_MEM_GPU] : b[SG_MEM_GPU];
+}
+
+/* MFU's denominator: with CUDA workers and a config that names its
+ * "machine", that machine's dense GPU peak for the compute dtype times the
+ * rank's CUDA workers (docs/flops.md); else 0, and no MFU is printed. The
+ * machine was checked when the config loaded. */
+static void set_peak(trainer *t)
+{
+    int ncpu, ncuda;
+    sg_exec_worker_counts(&ncpu, &ncuda);
+    t->peak_tflops = 0;
+    char path[4096];
+    sg_machine *m = ncuda > 0 && t->cfg->run.machine[0] ? calloc(1, sizeof *m) : NULL;
+    sg_error e = {0};
+    if (m && !sg_machine_resolve(t->cfg->run.machine, path, sizeof path, &e) &&
+        !sg_machine_load(path, m, &e))
+        t->peak_tflops = ncuda * sg_machine_gpu_peak_tflops(m, t->spec.compute_dtype);
+    free(m);
 }
 
 /* The plan's peaks (sg_plan_peaks) for the workers StarPU started, once:
@@ -915,6 +941,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     }
     print_header(&t);
     plan_memory(&t);
+    set_peak(&t);
     /* up to `lookahead` steps in flight; finished (logged) in order. A
      * checkpoint, the trace and the end wait for every step in flight. */
     for (int64_t i = 0; i < t.total_steps; i++) {

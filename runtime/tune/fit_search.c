@@ -89,9 +89,10 @@ static int measure(search *s, sg_fit_point *p)
     snprintf(p->why, sizeof p->why, "%s", fit.why);
     p->bound_s = sg_step_lower_bound(&sum, &s->cm, NULL, &p->bound_by);
     /* per rank: the sequences this rank's GPU processes, as the step log */
-    p->tflops = sg_step_tflops(p->layers, p->hidden, s->m->vocab_size,
-                               s->spec.micro_batch * s->spec.grad_accum, s->spec.seq_len,
-                               s->spec.activation_checkpointing, p->bound_s);
+    sg_step_rates rt;
+    sg_step_rates_of(s->m, s->spec.micro_batch * s->spec.grad_accum, s->spec.seq_len,
+                     s->spec.activation_checkpointing, p->bound_s, NAN, &rt);
+    p->tflops = rt.tflops;
     return SG_OK;
 }
 

@@ -12,7 +12,7 @@
  * than the rule's finds the deepest model there that fits, the answer when
  * it has more parameters. Every compiled candidate gets the step's lower
  * bound on the machine (sg_step_lower_bound) and the TFLOPS it implies
- * (model FLOPs as the step log counts them, over that time).
+ * (the seed's formula, as the step log's TFLOPS, over that time).
  */
 #ifndef SG_TUNE_FIT_SEARCH_H
 #define SG_TUNE_FIT_SEARCH_H
@@ -31,7 +31,8 @@ typedef struct sg_fit_point {
     double gpu_bytes, host_bytes;  /* the step's peaks */
     double gpu_capacity, host_capacity;
     double bound_s;                /* the step's lower bound on the machine */
-    double tflops;                 /* model FLOPs / bound_s / 1e12; NAN if unknown */
+    double tflops;                 /* the step log's TFLOPS (the seed's formula,
+                                    * runtime/train/step_log.h) at bound_s; NAN if unknown */
     const char *bound_by;          /* "GPU compute", "CPU work", ... */
     char why[256];                 /* when it does not fit */
     int not_compiled;              /* too large to compile: Adam's fp32 state alone exceeds

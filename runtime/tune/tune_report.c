@@ -187,7 +187,7 @@ int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
         fputc(',', out);
         csv_field(out, FIELD(s->keys[k]), 0);
     }
-    fputs(",status,step_ms,tflops,tokens_per_s,gpu_busy,adam_hidden,bound_ms,bound_by,note\n",
+    fputs(",status,step_ms,tflops,mfu,tokens_per_s,gpu_busy,adam_hidden,bound_ms,bound_by,note\n",
           out);
     for (int i = 0; i < s->npoints; i++) {
         const sg_tune_point *p = &s->points[i];
@@ -204,11 +204,12 @@ int sg_tune_write_csv(const sg_tune_set *s, FILE *out)
         if (p->status == SG_TUNE_OK) {
             csv_num(out, p->step_s * 1e3);
             csv_num(out, p->tflops);
+            csv_num(out, p->mfu);
             csv_num(out, tokens_per_s(p));
             csv_num(out, p->gpu_busy);
             csv_num(out, p->adam_hidden);
         } else {
-            fputs(",,,,,", out);
+            fputs(",,,,,,", out);
         }
         csv_num(out, p->bound_s > 0 ? p->bound_s * 1e3 : NAN);
         fputc(',', out);
@@ -252,11 +253,11 @@ static void md_points(const sg_tune_set *s, FILE *out)
     fputs("### Simulated points\n\n| machine | sched | priorities ", out);
     for (int k = 0; k < s->nvary; k++)
         md_cell(out, FIELD(s->keys[k]));
-    fputs("| status | step (ms) | TFLOPS | tokens/s | GPU busy | Adam hidden | bound (ms) | "
+    fputs("| status | step (ms) | TFLOPS | MFU | tokens/s | GPU busy | Adam hidden | bound (ms) | "
           "bound by | note |\n|---|---|---|", out);
     for (int k = 0; k < s->nvary; k++)
         fputs("---:|", out);
-    fputs("---|---:|---:|---:|---:|---:|---:|---|---|\n", out);
+    fputs("---|---:|---:|---:|---:|---:|---:|---:|---|---|\n", out);
     for (int i = 0; i < s->npoints; i++) {
         const sg_tune_point *p = &s->points[i];
         int okp = p->status == SG_TUNE_OK;
@@ -271,6 +272,7 @@ static void md_points(const sg_tune_set *s, FILE *out)
         fprintf(out, "| %s ", status_name(p->status));
         md_num(out, okp, p->step_s * 1e3, 2, "");
         md_num(out, okp, p->tflops, 1, "");
+        md_num(out, okp, p->mfu * 100.0, 1, "%");
         md_num(out, okp, tokens_per_s(p), 0, "");
         md_num(out, okp, p->gpu_busy * 100.0, 1, "%");
         md_num(out, okp, p->adam_hidden * 100.0, 1, "%");

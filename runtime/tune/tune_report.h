@@ -30,7 +30,9 @@ typedef struct sg_tune_point {
     sg_tune_status status;
     char note[256];
     double step_s;                        /* predicted step time, seconds */
-    double tflops;                        /* model FLOPs of the step / step_s / 1e12 */
+    double tflops;                        /* the seed's FLOPs of the step / step_s / 1e12, per
+                                           * rank (runtime/train/step_log.h's sg_step_rates) */
+    double mfu;                           /* model FLOPs' rate / GPU peak, 0..1; NAN unknown */
     double tokens;                        /* tokens per step over every rank (dp x micro x
                                            * accumulation x sequence); 0: unknown */
     double gpu_busy;                      /* share of the step the GPU workers computed, 0..1 */
@@ -57,7 +59,7 @@ typedef struct sg_tune_set {
 int sg_tune_best(const sg_tune_set *s, const char *machine);
 
 /* CSV with a header line:
- * machine,sched,priorities,<keys...>,status,step_ms,tflops,gpu_busy,adam_hidden,
+ * machine,sched,priorities,<keys...>,status,step_ms,tflops,mfu,tokens_per_s,gpu_busy,adam_hidden,
  * bound_ms,bound_by,note
  * (empty figures for points that are not OK; notes quoted). */
 int sg_tune_write_csv(const sg_tune_set *s, FILE *out);
