@@ -429,10 +429,11 @@ fi
 # scripts/check_hf_export.sh use. Best effort: without PyPI, setup goes on and
 # tokenize.sh tries again on first use (its tests are skipped meanwhile).
 TOOLS_VENV=${STEPGRAPH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stepgraph}/venv-bench
-if ! "$TOOLS_VENV/bin/python" -c 'import tokenizers' 2>/dev/null; then
-	log "Python tools: tokenizers from PyPI into $TOOLS_VENV"
+# jinja2 renders models' chat templates (scripts/prepare_instruct.py).
+if ! "$TOOLS_VENV/bin/python" -c 'import tokenizers, jinja2' 2>/dev/null; then
+	log "Python tools: tokenizers and jinja2 from PyPI into $TOOLS_VENV"
 	if { [ -x "$TOOLS_VENV/bin/python" ] || python3 -m venv "$TOOLS_VENV"; } &&
-		timeout 300 "$TOOLS_VENV/bin/pip" install -q tokenizers; then
+		timeout 300 "$TOOLS_VENV/bin/pip" install -q tokenizers jinja2; then
 		log "Python tools: tokenizers $("$TOOLS_VENV/bin/python" -c 'import tokenizers; print(tokenizers.__version__)')"
 	else
 		log "Python tools: could not install tokenizers (no PyPI?); scripts/tokenize.sh will try again"

@@ -150,6 +150,7 @@ static int scan_vocab(const sg_data_file *f, int64_t vocab, sg_error *err)
 
 static void file_close(sg_data_file *f)
 {
+    sg_loss_mask_close(&f->mask);
     if (f->map)
         munmap(f->map, f->map_len);
     free(f->path);
@@ -264,6 +265,8 @@ static int file_open(sg_data_file *f, const char *path, const sg_data_opts *o, s
                           (unsigned long long)(T + 1), (unsigned long long)T);
     if (rc == SG_OK)
         rc = scan_vocab(f, o->vocab_size, err);
+    if (rc == SG_OK && is_bin)
+        rc = sg_loss_mask_open(&f->mask, path, f->ntokens, err);
     if (rc < 0) {
         file_close(f);
         return rc;
@@ -440,7 +443,7 @@ int sg_data_next(sg_data_loader *dl, int32_t *inputs, int32_t *targets, sg_error
             if (in && t < T)
                 in[t] = (int32_t)tok;
             if (tg && t > 0)
-                tg[t - 1] = (int32_t)tok;
+                tg[t - 1] = f->mask.bits && !f->mask.bits[start + (uint64_t)t] ? -1 : (int32_t)tok;
         }
     }
     uint64_t step = (uint64_t)B * (uint64_t)dl->opts.world;
@@ -448,6 +451,19 @@ int sg_data_next(sg_data_loader *dl, int32_t *inputs, int32_t *targets, sg_error
     dl->pos.epoch += dl->pos.index / dl->nwindows;
     dl->pos.index %= dl->nwindows;
     return SG_OK;
+}
+
+int sg_data_mask_stats(const sg_data_loader *dl, uint64_t *trained, uint64_t *tokens)
+{
+    int n = 0;
+    *trained = *tokens = 0;
+    for (int i = 0; i < dl->nfiles; i++)
+        if (dl->files[i].mask.bits) {
+            n++;
+            *trained += dl->files[i].mask.trained;
+            *tokens += dl->files[i].ntokens;
+        }
+    return n;
 }
 
 sg_data_pos sg_data_tell(const sg_data_loader *dl)

@@ -11,6 +11,9 @@
  *     each byte is one token).
  *   - a glob pattern ("shards/train_*.bin") or a list of files: each file is
  *     a shard; text and token shards may be mixed.
+ *   - a token shard may have a loss mask beside it (SHARD.bin.mask,
+ *     runtime/io/loss_mask.h): instruction data, whose prompt and padding
+ *     tokens are not targets.
  *
  * Windows: shard s of n tokens holds (n - 1) / T windows; window i covers
  * tokens [i*T, i*T + T] (T + 1 tokens: inputs are the first T, targets the
@@ -40,6 +43,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "runtime/io/loss_mask.h"
 
 #define SG_DATA_HEADER_INTS 256
 #define SG_DATA_MAGIC_U16 20240520  /* llm.c GPT-2 shards, version 1 */
@@ -86,6 +90,7 @@ typedef struct sg_data_file {
     const unsigned char *tokens;   /* first token inside map */
     uint64_t ntokens;
     uint64_t nwindows;    /* (ntokens - 1) / T */
+    sg_loss_mask mask;    /* SHARD.bin.mask (loss_mask.h), or none (mask.map NULL) */
 } sg_data_file;
 
 typedef struct sg_data_loader {
@@ -116,7 +121,8 @@ void sg_data_close(sg_data_loader *dl);
 
 /* Fills the next batch and advances:
  *   inputs  (B, T) int32, row b = window tokens [0, T)
- *   targets (B, T) int32, row b = window tokens [1, T]
+ *   targets (B, T) int32, row b = window tokens [1, T]; -1 (ignored by the
+ *           loss) where the shard's loss mask marks that token untrained
  * Either may be NULL (skip a batch). Errors only if a file changed under
  * the mapping (a token out of the vocabulary). */
 int sg_data_next(sg_data_loader *dl, int32_t *inputs, int32_t *targets, sg_error *err);
@@ -127,6 +133,10 @@ sg_data_pos sg_data_tell(const sg_data_loader *dl);
  * SG_EINVAL when pos.nwindows differs from this loader's (other data or
  * other T) or pos.index is out of range. */
 int sg_data_seek(sg_data_loader *dl, sg_data_pos pos, sg_error *err);
+
+/* The files with a loss mask: their count (0: none), the tokens the masks
+ * mark as targets and the tokens of those files. */
+int sg_data_mask_stats(const sg_data_loader *dl, uint64_t *trained, uint64_t *tokens);
 
 /* Global window number of row b of the next batch (for tests and logs). */
 uint64_t sg_data_peek_window(sg_data_loader *dl, int64_t b);

@@ -438,6 +438,12 @@ static void print_header(const trainer *t)
     if (t->have_tokenizer)
         printf("  tokens: from tokenizer %s (sha256 %.12s..., vocabulary %lld)\n",
                t->tokenizer.tokenizer, t->tokenizer.sha256, (long long)t->tokenizer.vocab_size);
+    uint64_t trained, masked_tokens;
+    if (sg_data_mask_stats(&t->data, &trained, &masked_tokens) > 0)
+        printf("  loss mask: %llu of the %llu tokens of masked shards are targets (%.1f%%; "
+               "prompt and padding are not)\n", (unsigned long long)trained,
+               (unsigned long long)masked_tokens,
+               masked_tokens ? 100.0 * (double)trained / (double)masked_tokens : 0.0);
     if (cfg->run.load[0])
         printf("  %s %s at step %lld\n", t->resumed ? "resuming from" : "weights from",
                cfg->run.load, (long long)t->st.step);
