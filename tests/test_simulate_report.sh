@@ -34,7 +34,7 @@ a = json.load(open(sys.argv[1]))
 s = a["settings"]
 assert a["model"] == "tiny-llama", a
 assert s["ratio"] == 0.5 and s["sub_group_size"] == 400000000, s
-assert s["cast_placement"] == "scheduler" and s["speculation"] == "always", s
+assert s["cast_placement"] == "scheduler" and s["speculation"] == "adaptive", s
 assert s["zero_stage"] == 3 and s["micro_batch"] == 4 and s["seq_len"] == 128, s
 assert s["optimizer_tile"] >= 0 and s["optimizer_tile_auto"] is True, s
 assert a["steps"] == 3 and a["reported_step"] == 3 and a["cold"] is False, a
@@ -61,7 +61,7 @@ assert close(a["megatron_tflops"], meg), (a["megatron_tflops"], meg)
 assert close(a["mfu"], model / peak), (a["mfu"], model / peak)
 PYEOF
 ok $? "--json: TFLOPS (seed), model TFLOPS, Megatron TFLOPS and MFU are the formulas' values"
-grep -q "^  Settings  *offload ratio 0.5, sub_group_size 400000000, cast_placement scheduler, optimizer_tile [0-9]* (auto, per full sub-group), speculation always$" "$TMP/a.out" &&
+grep -q "^  Settings  *offload ratio 0.5, sub_group_size 400000000, cast_placement scheduler, optimizer_tile [0-9]* (auto, per full sub-group), speculation adaptive$" "$TMP/a.out" &&
 	grep -q "^  tiny-llama, ZeRO-3, bf16, micro-batch 4 x accumulation 1, seq 128" "$TMP/a.out" &&
 	grep -q "^  Step time  *[0-9.]* ms, step 3 of 3 " "$TMP/a.out" && ! grep -q "Cold step" "$TMP/a.out"
 ok $? "the report prints the model, the settings and which step it reports"
