@@ -61,7 +61,7 @@ assert close(a["megatron_tflops"], meg), (a["megatron_tflops"], meg)
 assert close(a["mfu"], model / peak), (a["mfu"], model / peak)
 PYEOF
 ok $? "--json: TFLOPS (seed), model TFLOPS, Megatron TFLOPS and MFU are the formulas' values"
-grep -q "^  Settings  *offload ratio 0.5, sub_group_size 400000000, cast_placement scheduler, optimizer_tile [0-9]* (auto, per full sub-group), speculation adaptive$" "$TMP/a.out" &&
+grep -q "^  Settings  *offload ratio 0.5, sub_group_size 400000000, cast_placement scheduler, optimizer_tile [0-9]* (auto, per full sub-group), speculation adaptive (simulated speculating, as always)$" "$TMP/a.out" &&
 	grep -q "^  tiny-llama, ZeRO-3, bf16, micro-batch 4 x accumulation 1, seq 128" "$TMP/a.out" &&
 	grep -q "^  Step time  *[0-9.]* ms, step 3 of 3 " "$TMP/a.out" && ! grep -q "Cold step" "$TMP/a.out"
 ok $? "the report prints the model, the settings and which step it reports"
