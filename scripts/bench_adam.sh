@@ -7,6 +7,9 @@
 #   OPTIM=lion scripts/bench_adam.sh         # Lion (or OPTIM=adagrad) instead of Adam
 #   N=16e6 THREADS=1,2,4 REPS=5 scripts/bench_adam.sh
 #   BENCH_OFFLINE=1 scripts/bench_adam.sh    # no PyPI: only what is installed
+#   MODE=chain scripts/bench_adam.sh         # the whole bf16 CPU chain, casts
+#                                            # unfused and fused, against DeepSpeed's
+#                                            # (scripts/bench_adam_chain.sh)
 #
 # Peers (a column each; "best peer" and "ours/best" compare with the fastest):
 #   torch 1.13 foreach   Debian's python3-torch ($SYSTEM_PYTHON, default
@@ -33,7 +36,7 @@
 # in its own libgomp, so OMP_NUM_THREADS is what sizes it), and reports the
 # best of REPS steps after one warm-up step (which allocates the moments).
 #
-# Environment: OPTIM (adam, lion, adagrad), N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
+# Environment: MODE (step, the default, or chain), OPTIM (adam, lion, adagrad), N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
 # SG_ADAM_ISA=scalar|avx2|avx512|neon (the variant of the main column), and those of
 # scripts/bench_venv.sh (BENCH_VENV, BENCH_OFFLINE=1, BENCH_NO_VENV=1, ...).
 # When PyPI cannot be reached and the environment does not exist yet, the PyPI
@@ -53,6 +56,14 @@ case "${1:-}" in
 "") ;;
 *)
 	printf 'bench_adam: no arguments (environment variables only, see --help)\n' >&2
+	exit 2
+	;;
+esac
+case "${MODE:-step}" in
+step) ;;
+chain) exec "$REPO_ROOT/scripts/bench_adam_chain.sh" ;;
+*)
+	printf 'bench_adam: MODE must be step or chain (got %s)\n' "$MODE" >&2
 	exit 2
 	;;
 esac
