@@ -75,18 +75,11 @@ PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 CC=${CC:-gcc}
 
 say() { printf 'bench_adam: %s\n' "$*" >&2; }
-case "$THREADS" in '' | *[!0-9,]* | ,* | *, | *,,*)
-	say "THREADS must be a comma list of thread counts (got '$THREADS')"
-	exit 2
-	;;
-esac
+# shellcheck source=scripts/bench_lib.sh
+. "$REPO_ROOT/scripts/bench_lib.sh"
+bench_check_args
 case "$OPTIM" in adam | lion | adagrad) ;; *)
 	say "OPTIM must be adam, lion or adagrad (got '$OPTIM')"
-	exit 2
-	;;
-esac
-case "$REPS" in '' | *[!0-9]* | 0)
-	say "REPS must be a positive integer (got '$REPS')"
 	exit 2
 	;;
 esac
@@ -160,23 +153,7 @@ print("peer_seconds=%.6f" % best)  # DeepSpeed logs to stdout too
 PYEOF
 
 # time_peer LABEL PYTHON KIND: "T:SECONDS,..." over THREADS (0 where it failed)
-time_peer() {
-	local label=$1 py=$2 kind=$3 out="" t s tl
-	IFS=, read -r -a tl <<<"$THREADS"
-	for t in "${tl[@]}"; do
-		say "timing $label, $t thread(s)"
-		if s=$(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
-			"$py" "$tmp/peer_adam.py" "$kind" "$N" "$t" "$REPS" "$OPTIM" 2>"$tmp/peer.err" |
-			sed -n 's/^peer_seconds=//p') && [ -n "$s" ]; then
-			say "  $label, $t thread(s): $s s per step"
-		else
-			say "  $label failed, n/a: $(grep -v 'WARNING' "$tmp/peer.err" | tail -n 4 | tr '\n' ' ')"
-			s=0
-		fi
-		out="$out${out:+,}$t:$s"
-	done
-	printf '%s' "$out"
-}
+time_peer() { bench_time_peer "$1" "$2" "$tmp/peer_adam.py" "$3" "$OPTIM"; }
 
 # the optimizer's class names, for the column headers
 case $OPTIM in
@@ -209,7 +186,7 @@ else
 fi
 if [ "$BENCH_HAVE_DS" = 1 ]; then
 	say "$dsname: the first use JIT-builds its extension (minutes; then cached)"
-	peer_args+=(--peer "$dsname=$(time_peer $dsname "$BENCH_PY" deepspeed)")
+	peer_args+=(--peer "$dsname=$(time_peer "$dsname" "$BENCH_PY" deepspeed)")
 else
 	say "no DeepSpeed in the benchmark environment: its column shows n/a"
 	peer_args+=(--peer "$dsname=")

@@ -56,25 +56,18 @@ THREADS=${THREADS:-1,2}
 REPS=${REPS:-5}
 CC=${CC:-gcc}
 say() { printf 'bench_adam_chain: %s\n' "$*" >&2; }
-case "$THREADS" in '' | *[!0-9,]* | ,* | *, | *,,*)
-	say "THREADS must be a comma list of thread counts (got '$THREADS')"
-	exit 2
-	;;
-esac
-case "$REPS" in '' | *[!0-9]* | 0)
-	say "REPS must be a positive integer (got '$REPS')"
-	exit 2
-	;;
-esac
+# shellcheck source=scripts/bench_lib.sh
+. "$REPO_ROOT/scripts/bench_lib.sh"
+bench_check_args
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 say "building tests/bench_adam_chain.c"
-vect="-ftree-vectorize -fvect-cost-model=dynamic"
-"$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" $vect -fno-math-errno -fno-trapping-math \
+vect=(-ftree-vectorize -fvect-cost-model=dynamic)
+"$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" "${vect[@]}" -fno-math-errno -fno-trapping-math \
 	-c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c -o "$tmp/lion_adagrad.o"
-"$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" $vect \
+"$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" "${vect[@]}" \
 	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_lowp.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/codelets/cpu/cast.c "$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/common/host_ram.c "$REPO_ROOT"/runtime/sim/host_probe.c \
@@ -114,23 +107,7 @@ print("peer_seconds=%.6f" % best)
 PYEOF
 
 # time_peer LABEL KIND: "T:SECONDS,..." over THREADS (0 where it failed)
-time_peer() {
-	local label=$1 kind=$2 out="" t s tl
-	IFS=, read -r -a tl <<<"$THREADS"
-	for t in "${tl[@]}"; do
-		say "timing $label, $t thread(s)"
-		if s=$(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
-			"$BENCH_PY" "$tmp/peer_chain.py" "$kind" "$N" "$t" "$REPS" 2>"$tmp/peer.err" |
-			sed -n 's/^peer_seconds=//p') && [ -n "$s" ]; then
-			say "  $label, $t thread(s): $s s per step"
-		else
-			say "  $label failed, n/a: $(grep -v 'WARNING' "$tmp/peer.err" | tail -n 4 | tr '\n' ' ')"
-			s=0
-		fi
-		out="$out${out:+,}$t:$s"
-	done
-	printf '%s' "$out"
-}
+time_peer() { bench_time_peer "$1" "$BENCH_PY" "$tmp/peer_chain.py" "$2"; }
 
 # shellcheck source=scripts/bench_venv.sh
 . "$REPO_ROOT/scripts/bench_venv.sh"

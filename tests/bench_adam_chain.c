@@ -38,19 +38,10 @@
 #include "codelets/cpu/ops.h"
 #include "common/clock.h"
 #include "runtime/sim/host_probe.h"
+#include "tests/bench_util.h"
 
-#define MAXT 64
-#define MAXPEERS 4
 #define UNFUSED_BYTES 40.0
 #define FUSED_BYTES 28.0
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
-#elif defined(__GNUC__) && !defined(__clang__)
-#define BW_KERNEL __attribute__((optimize("O3")))
-#else
-#define BW_KERNEL
-#endif
 
 /* The fused chain's traffic with no Adam in it: g16 and p, m, v read; p,
  * m, v and the bf16 p written (truncated, not rounded: a bound, not a
@@ -132,59 +123,6 @@ static double run_chain(const arrays *a, int nthreads, int fused, int64_t t, int
     return s;
 }
 
-typedef struct peer {
-    char name[64];
-    int threads[MAXT];
-    double secs[MAXT];
-    int count;
-} peer;
-
-/* 'NAME=T:S,T:S' */
-static int parse_peer(const char *s, peer *pr)
-{
-    const char *eq = strchr(s, '=');
-    if (!eq || eq == s || (size_t)(eq - s) >= sizeof pr->name)
-        return -1;
-    memcpy(pr->name, s, (size_t)(eq - s));
-    pr->name[eq - s] = '\0';
-    pr->count = 0;
-    for (const char *q = eq + 1; *q && pr->count < MAXT;) {
-        char *end;
-        long t = strtol(q, &end, 10);
-        if (*end != ':')
-            return -1;
-        double sec = strtod(end + 1, &end);
-        pr->threads[pr->count] = (int)t;
-        pr->secs[pr->count++] = sec;
-        q = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return 0;
-}
-
-static double peer_secs(const peer *pr, int t)
-{
-    for (int i = 0; i < pr->count; i++)
-        if (pr->threads[i] == t)
-            return pr->secs[i];
-    return 0;
-}
-
-static int parse_threads(const char *s, int *out)
-{
-    int k = 0;
-    for (const char *q = s; *q && k < 8;) {
-        char *end;
-        long t = strtol(q, &end, 10);
-        if (end == q || t < 1 || t > MAXT)
-            return -1;
-        out[k++] = (int)t;
-        q = *end == ',' ? end + 1 : end;
-    }
-    return k;
-}
-
 static void *xalloc(size_t bytes)
 {
     void *b = NULL;
@@ -228,17 +166,17 @@ int main(int argc, char **argv)
 {
     size_t n = 64u << 20;
     int threads[8] = {1, 2}, nthr = 2, reps = 5, npeers = 0;
-    peer peers[MAXPEERS];
+    static peer peers[MAXPEER];
     for (int i = 1; i < argc; i++) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--n") && val) {
             n = (size_t)strtod(val, NULL);
         } else if (!strcmp(argv[i], "--threads") && val) {
-            nthr = parse_threads(val, threads);
+            nthr = parse_list(val, threads, 8);
         } else if (!strcmp(argv[i], "--reps") && val) {
             reps = atoi(val);
-        } else if (!strcmp(argv[i], "--peer") && val && npeers < MAXPEERS) {
-            if (parse_peer(val, &peers[npeers++])) {
+        } else if (!strcmp(argv[i], "--peer") && val && npeers < MAXPEER) {
+            if (parse_peer(val, NULL, &peers[npeers++])) {
                 fprintf(stderr, "bench_adam_chain: --peer '%s': expected NAME=T:SECONDS,...\n",
                         val);
                 return 2;
@@ -292,7 +230,7 @@ int main(int argc, char **argv)
                bound > 0 ? 100.0 * pps_f / bound : 0.0, 100.0 * pps_f / pps_k,
                pps_f / pps_u);
         for (int k = 0; k < npeers; k++) {
-            double s = peer_secs(&peers[k], T);
+            double s = peers[k].s[T];
             if (s > 0)
                 printf(" %.0f M/s | %.2fx |", (double)n / s / 1e6, pps_f * s / (double)n);
             else

@@ -85,25 +85,13 @@ if [ -x "$BUILD/stepgraph-sim" ]; then
 	ok $? "tune --vary cast_placement=cpu,fused"
 fi
 
-# -- runs: run NAME CONFIG ARGS... (tiny-llama, 3 steps, metrics and checkpoint)
-run() {
-	name=$1 cfg=$2
-	shift 2
-	"$BIN" run "$cfg" --model tiny-llama --max_length 32 --steps 3 --log_interval 1 $SG \
-		--metrics "$TMP/$name.jsonl" --save "$TMP/ck_$name" "$@" >"$TMP/$name.out" 2>&1
-	ok $? "$name: stepgraph run $*"
-}
-same_ck() {
-	a="$TMP/ck_$1/$(cat "$TMP/ck_$1/latest" 2>/dev/null)" b="$TMP/ck_$2/$(cat "$TMP/ck_$2/latest" 2>/dev/null)"
-	[ -f "$a/state.safetensors" ] && cmp -s "$a/model.safetensors" "$b/model.safetensors" &&
-		cmp -s "$a/state.safetensors" "$b/state.safetensors"
-}
+# -- runs (train_lib.sh's ck_run: tiny-llama, 3 steps, metrics and checkpoint)
 # pair LABEL CONFIG ARGS...: the unfused and fused runs, compared
 pair() {
 	l=$1 cfg=$2
 	shift 2
-	run "${l}_cpu" "$cfg" --cast_placement cpu "$@"
-	run "${l}_fused" "$cfg" --cast_placement fused "$@"
+	ck_run "${l}_cpu" "$cfg" --cast_placement cpu "$@"
+	ck_run "${l}_fused" "$cfg" --cast_placement fused "$@"
 	differs "${l}_cpu" "${l}_fused" && same "${l}_cpu" "${l}_fused" && same_ck "${l}_cpu" "${l}_fused"
 	ok $? "$l: fused casts give the unfused losses and checkpoint bit for bit ($*)"
 }
