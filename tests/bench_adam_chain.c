@@ -45,9 +45,11 @@
 
 /* The fused chain's traffic with no Adam in it: g16 and p, m, v read; p,
  * m, v and the bf16 p written (truncated, not rounded: a bound, not a
- * cast). */
-BW_KERNEL static void k_pattern(float *restrict p, const uint16_t *restrict g, float *restrict m,
-                                float *restrict v, uint16_t *restrict pb, size_t n)
+ * cast), with the software prefetch of adam.c's loops (256 floats ahead,
+ * once per 16 elements), which lifts Adam from 81-87% to 94-103% of this
+ * machine's read-4/write-3 bound (adam.c). */
+static inline void pattern_block(float *restrict p, const uint16_t *restrict g, float *restrict m,
+                                 float *restrict v, uint16_t *restrict pb, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u = (uint32_t)g[i] << 16;
@@ -61,6 +63,20 @@ BW_KERNEL static void k_pattern(float *restrict p, const uint16_t *restrict g, f
         memcpy(&w, &pi, sizeof w);
         pb[i] = (uint16_t)(w >> 16);
     }
+}
+
+BW_KERNEL static void k_pattern(float *restrict p, const uint16_t *restrict g, float *restrict m,
+                                float *restrict v, uint16_t *restrict pb, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __builtin_prefetch(p + i + 256);
+        __builtin_prefetch(m + i + 256);
+        __builtin_prefetch(v + i + 256);
+        __builtin_prefetch(g + i + 256);
+        pattern_block(p + i, g + i, m + i, v + i, pb + i, 16);
+    }
+    pattern_block(p + i, g + i, m + i, v + i, pb + i, n - i);
 }
 
 typedef struct chain {
