@@ -12,7 +12,8 @@
 # it. Runs: tiny-llama's losses and checkpoint files equal the unfused
 # run's bit for bit - SuperOffload bf16 (every speculative step rolled back
 # by clipping, so the redo's rewrite of the bf16 parameters is exercised),
-# untiled and in chunks, with 1 and 2 CPU workers; ZeRO-Offload bf16
+# untiled and in chunks, with 1 and 2 CPU workers, with adaptive speculation
+# (two graphs on the same handles); ZeRO-Offload bf16
 # (non-speculative); fp16 with loss scaling (an overflow skips a step: the
 # fp16 parameters are still written); Lion. The fused runs compile other
 # graphs (fewer tasks), so equal losses are not vacuous. Prints TAP.
@@ -100,6 +101,8 @@ grep -q "rolled back" "$TMP/so_fused.out"
 ok $? "so: speculative steps were rolled back (the redo rewrote the bf16 parameters)"
 pair so_tiled "$SO" --optimizer_tile $TILE --ncpus 2 --sched dmda
 pair so_1cpu "$SO" --optimizer_tile $TILE --ncpus 1
+# adaptive speculation: a speculative and a waiting graph on the same handles
+pair so_adaptive "$SO" --optimizer_tile $TILE --ncpus 2 --steps 6 --speculation adaptive
 pair offload "$OFF" --ncpus 2
 # fp16 from a loss scale of 2^18: the first step overflows and is skipped;
 # a learning rate from the first step on, so the steps taken move the master
