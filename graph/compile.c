@@ -463,6 +463,15 @@ static int unit_fetched(const compiler *c, int u)
     return c->unit_gathered[u] || c->s->offload_param;
 }
 
+/* CPU sub-group i's casts are fused into its Adam (cast_placement "fused",
+ * mixed precision): no fp32 copy of the gradients, no cast nodes; Adam
+ * reads the 16-bit host gradients and writes the 16-bit host parameters.
+ * Known before the buffers are declared (resolve_cast_placement). */
+static int casts_fused(const compiler *c, int i)
+{
+    return c->mixed && c->cast_place && c->cast_place[i] == SG_CAST_FUSED;
+}
+
 static int declare_buffers(compiler *c)
 {
     const sg_model *m = c->m;
@@ -627,19 +636,19 @@ static int declare_buffers(compiler *c)
             if (cpu) {
                 ch->ghost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d%s", i, sfx),
                                 SG_BUF_GRAD_HOST, -1, -1, i);
-                if (c->mixed) {
+                if (c->mixed && !casts_fused(c, i))
                     ch->ghost32 = tag(c, buffer(c, e, SG_F32, SG_MEM_HOST, 0,
                                                 "grad_host_f32.sg%d%s", i, sfx),
                                       SG_BUF_GRAD_HOST_F32, -1, -1, i);
-                    /* offloaded parameters take the cast directly */
-                    if (!s->offload_param)
-                        ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0,
-                                                  "param_host.sg%d%s", i, sfx),
-                                        SG_BUF_PARAM_HOST, -1, -1, i);
-                }
+                /* offloaded parameters take the cast directly */
+                if (c->mixed && !s->offload_param)
+                    ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "param_host.sg%d%s",
+                                              i, sfx),
+                                    SG_BUF_PARAM_HOST, -1, -1, i);
             }
             if (ch->moments < 0 || ((c->mixed || cpu || s->offload_param) && ch->master < 0) ||
-                (cpu && ch->ghost < 0) || (cpu && c->mixed && ch->ghost32 < 0) ||
+                (cpu && ch->ghost < 0) ||
+                (cpu && c->mixed && !casts_fused(c, i) && ch->ghost32 < 0) ||
                 (cpu && c->mixed && !s->offload_param && ch->phost < 0))
                 return SG_ENOMEM;
             /* a GPU sub-group's update, cast to the compute dtype on the GPU
@@ -708,10 +717,14 @@ static int resolve_cast_placement(compiler *c)
         sg_cast_placement pl = c->s->cast_placement;
         if (pl == SG_CAST_AUTO) {
             double workers = c->s->optimizer_workers > 0 ? (double)c->s->optimizer_workers : 1.0;
-            int64_t nch = c->sg_first_chunk[i + 1] - c->sg_first_chunk[i];
+            /* its chunks, as declare_buffers will cut it (which runs after:
+             * fused casts change the buffers it declares) */
+            int64_t n = subgroup_elems(c, i);
+            int64_t tile = i >= c->lay.first_cpu ? sg_optimizer_tile_for(c->s, n) : 0;
+            int64_t nch = tile > 0 ? (n + tile - 1) / tile : 1;
             if ((double)nch < workers)
                 workers = (double)nch; /* an untiled sub-group's cast is one task */
-            double bytes = 12.0 * (double)subgroup_elems(c, i);
+            double bytes = 12.0 * (double)n;
             pl = SG_CAST_CPU;
             if (k->cpu_worker_bw > 0 && k->gpu_bw > 0 && k->link_bw > 0 &&
                 bytes / k->gpu_bw + bytes / k->link_bw < bytes / (k->cpu_worker_bw * workers))
@@ -1219,9 +1232,11 @@ static int push_step_checks(compiler *c, access_list *l, int always_norm)
     return rc;
 }
 
-static int chunk_grad_buffer(const compiler *c, const opt_chunk *ch)
+/* The gradients a chunk's Adam reads: the fp32 copy the cast made, or the
+ * host copy itself (fp32 training, fused casts). */
+static int chunk_grad_buffer(const opt_chunk *ch)
 {
-    return c->mixed ? ch->ghost32 : ch->ghost;
+    return ch->ghost32 >= 0 ? ch->ghost32 : ch->ghost;
 }
 
 /* "d2h.grad.sg3" for an untiled sub-group, "d2h.grad.sg3.t5" for chunk 5. */
@@ -1316,7 +1331,7 @@ static int emit_cpu_grad_copy(compiler *c, access_list *l, int i)
         if ((rc = chunk_node(c, l, ch, SG_OP_D2H, SG_DEV_LINK, 0.0, SG_LINK_D2H,
                              ch->elems * (int64_t)sg_dtype_size(c->cd), "d2h.grad")) < 0)
             return rc;
-        if (!c->mixed)
+        if (!c->mixed || casts_fused(c, i))
             continue;
         if ((rc = al_push(l, ch->ghost, SG_R)) || (rc = al_push(l, ch->ghost32, SG_W)))
             return rc;
@@ -1334,7 +1349,7 @@ static int emit_cpu_adam(compiler *c, access_list *l, int i)
     int rc;
     int spec = c->s->super_offload;
     FOR_CHUNKS(c, i, ch) {
-        if ((rc = al_push(l, chunk_grad_buffer(c, ch), SG_R)))
+        if ((rc = al_push(l, chunk_grad_buffer(ch), SG_R)))
             return rc;
         /* a speculative step does not wait for the norm: validation fixes it up;
          * with fp16 it unscales by the scale of this step, read before the
@@ -1344,6 +1359,9 @@ static int emit_cpu_adam(compiler *c, access_list *l, int i)
         if (spec && c->loss_scale >= 0 && (rc = al_push(l, c->loss_scale, SG_R)))
             return rc;
         if ((rc = al_push(l, ch->master, SG_RW)) || (rc = al_push(l, ch->moments, SG_RW)))
+            return rc;
+        /* fused casts: the 16-bit parameters come out of the same pass */
+        if (casts_fused(c, i) && ch->phost >= 0 && (rc = al_push(l, ch->phost, SG_W)))
             return rc;
         if ((rc = chunk_node(c, l, ch, SG_OP_ADAM_CPU, SG_DEV_CPU,
                              ADAM_FLOPS_PER_ELEM * (double)ch->elems, SG_LINK_NONE, 0,
@@ -1362,8 +1380,12 @@ static int emit_cpu_finish(compiler *c, access_list *l, int i)
              * as DeepSpeed's CPU Adam does: no copy of the state is kept; every
              * chunk decides from the same global norm, element by element */
             if ((rc = push_step_checks(c, l, 1)) ||
-                (rc = al_push(l, chunk_grad_buffer(c, ch), SG_R)) ||
+                (rc = al_push(l, chunk_grad_buffer(ch), SG_R)) ||
                 (rc = al_push(l, ch->master, SG_RW)) || (rc = al_push(l, ch->moments, SG_RW)))
+                return rc;
+            /* fused casts: a rollback or redo rewrites the 16-bit parameters
+             * (read-write: a kept step leaves Adam's) */
+            if (casts_fused(c, i) && ch->phost >= 0 && (rc = al_push(l, ch->phost, SG_RW)))
                 return rc;
             if ((rc = chunk_node(c, l, ch, SG_OP_VALIDATE, SG_DEV_CPU, 2.0 * (double)ch->elems,
                                  SG_LINK_NONE, 0, "validate")) < 0)
@@ -1380,13 +1402,14 @@ static int emit_cpu_finish(compiler *c, access_list *l, int i)
             continue;
         }
         int src = ch->master;
-        if (c->mixed) {
+        if (c->mixed && !casts_fused(c, i)) {
             if ((rc = al_push(l, ch->master, SG_R)) || (rc = al_push(l, ch->phost, SG_W)))
                 return rc;
             if ((rc = cast_node(c, l, i, ch, "cast.param")) < 0)
                 return rc;
-            src = ch->phost;
         }
+        if (c->mixed)
+            src = ch->phost;
         if ((rc = al_push(l, src, SG_R)) || (rc = push_chunk_pieces(c, l, ch, 0, SG_W)))
             return rc;
         if ((rc = chunk_node(c, l, ch, SG_OP_H2D, SG_DEV_LINK, 0.0, SG_LINK_H2D,
@@ -1763,7 +1786,7 @@ int sg_compile_step(const sg_model *m, const sg_step_spec *s, sg_graph *g, sg_er
         goto out;
     }
     if ((rc = sg_subgroup_layout_compute(m, s, &c.lay, err)) || (rc = build_pieces(&c)) ||
-        (rc = declare_buffers(&c)) || (rc = resolve_cast_placement(&c)) ||
+        (rc = resolve_cast_placement(&c)) || (rc = declare_buffers(&c)) ||
         (rc = declare_grad_parts(&c)) || (rc = declare_window(&c)))
         goto out;
     for (int mb = 0; mb < s->grad_accum; mb++) {

@@ -41,6 +41,11 @@ typedef enum sg_cast_placement {
     SG_CAST_CPU,
     SG_CAST_GPU,
     SG_CAST_SCHEDULER,                  /* the scheduling policy picks per task */
+    SG_CAST_FUSED,                      /* no cast nodes: the CPU Adam (and SuperOffload's
+                                           validation) reads the 16-bit host gradients and
+                                           writes the 16-bit host parameters in its pass
+                                           (codelets/cpu/adam_lowp.h); with parameter
+                                           offload the parameter cast stays a node */
 } sg_cast_placement;
 
 /* What cast_placement "auto" weighs (bytes per second; 0 = unknown, then

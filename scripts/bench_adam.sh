@@ -7,6 +7,9 @@
 #   OPTIM=lion scripts/bench_adam.sh         # Lion (or OPTIM=adagrad) instead of Adam
 #   N=16e6 THREADS=1,2,4 REPS=5 scripts/bench_adam.sh
 #   BENCH_OFFLINE=1 scripts/bench_adam.sh    # no PyPI: only what is installed
+#   MODE=chain scripts/bench_adam.sh         # the whole bf16 CPU chain, casts
+#                                            # unfused and fused, against DeepSpeed's
+#                                            # (scripts/bench_adam_chain.sh)
 #
 # Peers (a column each; "best peer" and "ours/best" compare with the fastest):
 #   torch 1.13 foreach   Debian's python3-torch ($SYSTEM_PYTHON, default
@@ -33,7 +36,7 @@
 # in its own libgomp, so OMP_NUM_THREADS is what sizes it), and reports the
 # best of REPS steps after one warm-up step (which allocates the moments).
 #
-# Environment: OPTIM (adam, lion, adagrad), N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
+# Environment: MODE (step, the default, or chain), OPTIM (adam, lion, adagrad), N (parameters), THREADS (comma list), REPS, SYSTEM_PYTHON, CC,
 # SG_ADAM_ISA=scalar|avx2|avx512|neon (the variant of the main column), and those of
 # scripts/bench_venv.sh (BENCH_VENV, BENCH_OFFLINE=1, BENCH_NO_VENV=1, ...).
 # When PyPI cannot be reached and the environment does not exist yet, the PyPI
@@ -56,6 +59,14 @@ case "${1:-}" in
 	exit 2
 	;;
 esac
+case "${MODE:-step}" in
+step) ;;
+chain) exec "$REPO_ROOT/scripts/bench_adam_chain.sh" ;;
+*)
+	printf 'bench_adam: MODE must be step or chain (got %s)\n' "$MODE" >&2
+	exit 2
+	;;
+esac
 N=${N:-67108864}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-5}
@@ -64,18 +75,11 @@ PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 CC=${CC:-gcc}
 
 say() { printf 'bench_adam: %s\n' "$*" >&2; }
-case "$THREADS" in '' | *[!0-9,]* | ,* | *, | *,,*)
-	say "THREADS must be a comma list of thread counts (got '$THREADS')"
-	exit 2
-	;;
-esac
+# shellcheck source=scripts/bench_lib.sh
+. "$REPO_ROOT/scripts/bench_lib.sh"
+bench_check_args
 case "$OPTIM" in adam | lion | adagrad) ;; *)
 	say "OPTIM must be adam, lion or adagrad (got '$OPTIM')"
-	exit 2
-	;;
-esac
-case "$REPS" in '' | *[!0-9]* | 0)
-	say "REPS must be a positive integer (got '$REPS')"
 	exit 2
 	;;
 esac
@@ -149,23 +153,7 @@ print("peer_seconds=%.6f" % best)  # DeepSpeed logs to stdout too
 PYEOF
 
 # time_peer LABEL PYTHON KIND: "T:SECONDS,..." over THREADS (0 where it failed)
-time_peer() {
-	local label=$1 py=$2 kind=$3 out="" t s tl
-	IFS=, read -r -a tl <<<"$THREADS"
-	for t in "${tl[@]}"; do
-		say "timing $label, $t thread(s)"
-		if s=$(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t \
-			"$py" "$tmp/peer_adam.py" "$kind" "$N" "$t" "$REPS" "$OPTIM" 2>"$tmp/peer.err" |
-			sed -n 's/^peer_seconds=//p') && [ -n "$s" ]; then
-			say "  $label, $t thread(s): $s s per step"
-		else
-			say "  $label failed, n/a: $(grep -v 'WARNING' "$tmp/peer.err" | tail -n 4 | tr '\n' ' ')"
-			s=0
-		fi
-		out="$out${out:+,}$t:$s"
-	done
-	printf '%s' "$out"
-}
+time_peer() { bench_time_peer "$1" "$2" "$tmp/peer_adam.py" "$3" "$OPTIM"; }
 
 # the optimizer's class names, for the column headers
 case $OPTIM in
@@ -198,7 +186,7 @@ else
 fi
 if [ "$BENCH_HAVE_DS" = 1 ]; then
 	say "$dsname: the first use JIT-builds its extension (minutes; then cached)"
-	peer_args+=(--peer "$dsname=$(time_peer $dsname "$BENCH_PY" deepspeed)")
+	peer_args+=(--peer "$dsname=$(time_peer "$dsname" "$BENCH_PY" deepspeed)")
 else
 	say "no DeepSpeed in the benchmark environment: its column shows n/a"
 	peer_args+=(--peer "$dsname=")

@@ -13,7 +13,9 @@
  * (decay, skip_nonfinite) and Adagrad (L2, lr_decay, skip_nonfinite), whose
  * scalar variant gives the same bits too; lengths with every tail of 4, 8
  * and 16 lanes; three steps with the bf16 copy, then the rollback of the
- * third. Not a test by itself. */
+ * third; then a fourth step with the casts fused (sg_adam_step_lowp: bf16
+ * gradient in, bf16 parameters out) and its fused rollback and redo
+ * (sg_adam_redo_lowp). Not a test by itself. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "codelets/cpu/adam.h"
+#include "codelets/cpu/adam_lowp.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
@@ -123,6 +126,27 @@ int main(int argc, char **argv)
             put(p, n * sizeof *p);
             put(m, n * sizeof *m);
             put(v, n * sizeof *v);
+            /* step 4 with the casts fused, then its rollback and redo with
+             * half the multiplier; the bf16 gradient is g rounded */
+            uint16_t *gb = malloc(n * sizeof *gb);
+            if (!gb) {
+                fprintf(stderr, "adam_variants_dump: out of memory\n");
+                return 1;
+            }
+            for (size_t i = 0; i < n; i++)
+                gb[i] = sg_f32_to_bf16(g[i]);
+            if (sg_adam_step_lowp(&prm, 4, p, gb, SG_BF16, m, v, pb, SG_BF16, n, c->grad_scale) ||
+                (put(p, n * sizeof *p), put(pb, n * sizeof *pb),
+                 sg_adam_redo_lowp(&prm, 4, p, gb, SG_BF16, m, v, pb, SG_BF16, n, c->grad_scale,
+                                   0.5f * c->grad_scale, 1))) {
+                fprintf(stderr, "adam_variants_dump: %s n=%zu: fused step failed\n", c->name, n);
+                return 1;
+            }
+            free(gb);
+            put(p, n * sizeof *p);
+            put(m, n * sizeof *m);
+            put(v, n * sizeof *v);
+            put(pb, n * sizeof *pb);
             for (size_t i = 0; i < n; i++) {
                 values++;
                 finite += isfinite(p[i]) && isfinite(m[i]) && isfinite(v[i]);

@@ -34,8 +34,7 @@
 #include <time.h>
 
 #include "codelets/cpu/adam.h"
-
-#define MAXT 64
+#include "tests/bench_util.h"
 
 static double now(void)
 {
@@ -44,16 +43,7 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- memory kernels (vectorised for the best ISA via target_clones) ---- */
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default"), \
-                                 optimize("O3")))
-#elif defined(__GNUC__) && !defined(__clang__)
-#define BW_KERNEL __attribute__((optimize("O3")))
-#else
-#define BW_KERNEL /* clang vectorises these at -O2 */
-#endif
+/* ---- memory kernels (BW_KERNEL: bench_util.h) ---- */
 
 BW_KERNEL static void k_rw4(float *restrict p, const float *restrict g,
                             float *restrict m, float *restrict v, size_t n)
@@ -181,62 +171,6 @@ static void time_validation(ctx *c, int reps)
            (double)c->n / best[1] / 1e6, best[0] / best[1]);
 }
 
-static int parse_list(const char *s, int *out, int max)
-{
-    int k = 0;
-    while (*s && k < max) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 1 || x > MAXT)
-            return -1;
-        out[k++] = (int)x;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return k;
-}
-
-#define MAXPEER 6
-
-typedef struct peer {
-    char name[64];
-    double s[MAXT + 1]; /* seconds per step at T threads, 0 = not measured */
-} peer;
-
-/* NAME=T:SECONDS,... (or T:SECONDS,... with name given); 0 or -1 on bad input */
-static int parse_peer(const char *val, const char *name, peer *pr)
-{
-    memset(pr, 0, sizeof *pr);
-    const char *s = val;
-    if (!name) {
-        const char *eq = strchr(val, '=');
-        if (!eq || eq == val || (size_t)(eq - val) >= sizeof pr->name)
-            return -1;
-        memcpy(pr->name, val, (size_t)(eq - val));
-        s = eq + 1;
-    } else {
-        snprintf(pr->name, sizeof pr->name, "%s", name);
-    }
-    for (const char *c = pr->name; *c; c++)
-        if (*c == '|' || *c == '\n')
-            return -1;
-    while (*s) {
-        char *end;
-        long t = strtol(s, &end, 10);
-        if (end == s || *end != ':' || t < 1 || t > MAXT)
-            return -1;
-        const char *num = end + 1;
-        double v = strtod(num, &end);
-        if (end == num || !(v >= 0) || isinf(v))
-            return -1;
-        pr->s[t] = v;
-        if (*end && *end != ',')
-            return -1;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return 0;
-}
 
 int main(int argc, char **argv)
 {

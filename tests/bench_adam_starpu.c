@@ -28,8 +28,8 @@
 #include "codelets/starpu/codelets.h"
 #include "graph/compile.h"
 #include "runtime/exec/lower.h"
+#include "tests/bench_util.h"
 
-#define MAXT 64
 
 static double now(void)
 {
@@ -39,14 +39,6 @@ static double now(void)
 }
 
 /* ---- the bound: Adam's access pattern without its arithmetic ---- */
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
-#elif defined(__GNUC__) && !defined(__clang__)
-#define BW_KERNEL __attribute__((optimize("O3")))
-#else
-#define BW_KERNEL
-#endif
 
 BW_KERNEL static void k_rw4(float *restrict p, const float *restrict g, float *restrict m,
                             float *restrict v, size_t n)

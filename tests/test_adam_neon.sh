@@ -4,7 +4,8 @@
 # the AVX2 and AVX-512 variants built natively: steps with the bf16 copy and
 # rollbacks, AdamW and Adam with L2, no bias correction, a gradient scale,
 # skip_nonfinite with Inf and NaN gradients, Lion and Adagrad, every tail
-# length (tests/adam_variants_dump.c). The AVX variants themselves are checked
+# length, and the fused 16-bit chain (sg_adam_step_lowp, sg_adam_redo_lowp:
+# bf16 gradient in, bf16 parameters out) (tests/adam_variants_dump.c). The AVX variants themselves are checked
 # against torch by tests/test_adam. Skips without aarch64-linux-gnu-gcc or
 # qemu-aarch64 (scripts/setup.sh installs both) or on a non-x86 host. This
 # checks the arithmetic only: the variant's speed on a real Grace is not
@@ -31,7 +32,7 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
 
-files="$SRC/codelets/cpu/adam.c $SRC/codelets/cpu/lion_adagrad.c $SRC/common/error.c $SRC/common/dtype.c $SRC/tests/adam_variants_dump.c"
+files="$SRC/codelets/cpu/adam.c $SRC/codelets/cpu/adam_lowp.c $SRC/codelets/cpu/cast.c $SRC/codelets/cpu/lion_adagrad.c $SRC/common/error.c $SRC/common/dtype.c $SRC/tests/adam_variants_dump.c"
 # lion_adagrad.c's flags in Makefile.am (they let GCC vectorise its loops;
 # they change no value, and nothing in adam.c)
 fl="-fno-math-errno -fno-trapping-math"

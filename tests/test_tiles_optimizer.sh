@@ -39,19 +39,8 @@ FP16="$SRC/configs/deepspeed/zero3-offload-fp16.json"
 SG="--set zero_optimization.sub_group_size=200000 --batch_tile 0"
 TILE=30001
 # run NAME CONFIG ARGS...: tiny-llama, 3 steps; metrics NAME.jsonl, checkpoint ck_NAME
-run() {
-	name=$1 cfg=$2
-	shift 2
-	"$BIN" run "$cfg" --model tiny-llama --max_length 32 --steps 3 --log_interval 1 $SG \
-		--metrics "$TMP/$name.jsonl" --save "$TMP/ck_$name" "$@" >"$TMP/$name.out" 2>&1
-	ok $? "$name: stepgraph run $*"
-}
-# same_ck A B: the two runs' checkpoint files are byte-identical
-same_ck() {
-	a="$TMP/ck_$1/$(cat "$TMP/ck_$1/latest" 2>/dev/null)" b="$TMP/ck_$2/$(cat "$TMP/ck_$2/latest" 2>/dev/null)"
-	[ -f "$a/state.safetensors" ] && cmp -s "$a/model.safetensors" "$b/model.safetensors" &&
-		cmp -s "$a/state.safetensors" "$b/state.safetensors"
-}
+# (train_lib.sh's ck_run; same_ck compares the checkpoints)
+run() { ck_run "$@"; }
 
 # -- SuperOffload: untiled reference, tiled under every policy and worker count
 run so_ref "$SO" --optimizer_tile 0 --sched dmda --ncpus 2

@@ -65,6 +65,21 @@ bad = [(i, x, y) for i, (x, y) in enumerate(zip(a, b))
 assert not bad, bad
 PYEOF
 }
+# ck_run NAME CONFIG ARGS...: tiny-llama, 3 steps, with the caller's $SG
+# options; metrics in $TMP/NAME.jsonl, checkpoint in $TMP/ck_NAME, one TAP line
+ck_run() {
+	name=$1 cfg=$2
+	shift 2
+	"$BIN" run "$cfg" --model tiny-llama --max_length 32 --steps 3 --log_interval 1 $SG \
+		--metrics "$TMP/$name.jsonl" --save "$TMP/ck_$name" "$@" >"$TMP/$name.out" 2>&1
+	ok $? "$name: stepgraph run $*"
+}
+# same_ck A B: the two ck_run runs' checkpoint files are byte-identical
+same_ck() {
+	a="$TMP/ck_$1/$(cat "$TMP/ck_$1/latest" 2>/dev/null)" b="$TMP/ck_$2/$(cat "$TMP/ck_$2/latest" 2>/dev/null)"
+	[ -f "$a/state.safetensors" ] && cmp -s "$a/model.safetensors" "$b/model.safetensors" &&
+		cmp -s "$a/state.safetensors" "$b/state.safetensors"
+}
 # same A B: the runs' losses are equal bit for bit and finite
 same() { losscmp "$TMP/$2.jsonl" "$TMP/$1.jsonl" 0 0; }
 # same_from A B K: B (a resumed run) has A's losses after A's first K steps

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codelets/cpu/adam_loops.h"
 #include "codelets/cpu/lion_adagrad.h"
 #include "codelets/cpu/simd.h"
 
@@ -749,9 +750,9 @@ int sg_adam_check_params(const sg_adam_params *prm, sg_error *err)
     return 0;
 }
 
-static int check_call(const sg_adam_params *prm, int64_t t, const float *p,
-                      const float *g, const float *m, const float *v, size_t n,
-                      float grad_scale, sg_adam_isa *isa)
+int sg_adam_check_call(const sg_adam_params *prm, int64_t t, const float *p,
+                       const void *g, const float *m, const float *v, size_t n,
+                       float grad_scale, sg_adam_isa *isa)
 {
     if (sg_adam_check_params(prm, NULL))
         return SG_EINVAL;
@@ -764,7 +765,7 @@ static int check_call(const sg_adam_params *prm, int64_t t, const float *p,
     return sg_adam_isa_resolve(prm->isa, isa, NULL);
 }
 
-static step_fn step_for(sg_optim_algo algo, sg_adam_isa isa)
+step_fn sg_adam_step_loop(sg_optim_algo algo, sg_adam_isa isa)
 {
     if (algo != SG_OPTIM_ADAM)
         return sg_lion_adagrad_step_fn(algo, isa);
@@ -782,7 +783,7 @@ static step_fn step_for(sg_optim_algo algo, sg_adam_isa isa)
     return step_scalar;
 }
 
-static rollback_fn rollback_for(sg_optim_algo algo, sg_adam_isa isa)
+rollback_fn sg_adam_rollback_loop(sg_optim_algo algo, sg_adam_isa isa)
 {
     if (algo != SG_OPTIM_ADAM)
         return sg_lion_adagrad_rollback_fn(algo, isa);
@@ -805,14 +806,14 @@ int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
                  float grad_scale)
 {
     sg_adam_isa isa;
-    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
+    int rc = sg_adam_check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
     if (rc)
         return rc;
     if (n == 0)
         return 0;
     adam_coef c;
     sg_adam_coef_init(&c, prm, t, grad_scale);
-    step_for(prm->algo, isa)(&c, p, g, m, v, p_bf16, n);
+    sg_adam_step_loop(prm->algo, isa)(&c, p, g, m, v, p_bf16, n);
     return 0;
 }
 
@@ -832,14 +833,11 @@ int sg_adam_speculation_fails(const float norm[2], int overflow, double clip)
     return overflow || sg_adam_grad_multiplier(norm, clip) != norm[1];
 }
 
-/* The checks and coefficients of a rollback of step t taken with grad_scale:
- * 1 when there is nothing to do (n == 0), 0 when c and isa are set, or an
- * error. */
-static int rollback_prepare(const sg_adam_params *prm, int64_t t, const float *p,
-                            const float *g, const float *m, const float *v, size_t n,
-                            float grad_scale, adam_coef *c, sg_adam_isa *isa)
+int sg_adam_rollback_prepare(const sg_adam_params *prm, int64_t t, const float *p,
+                             const void *g, const float *m, const float *v, size_t n,
+                             float grad_scale, adam_coef *c, sg_adam_isa *isa)
 {
-    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, isa);
+    int rc = sg_adam_check_call(prm, t, p, g, m, v, n, grad_scale, isa);
     if (rc)
         return rc;
     sg_adam_coef_init(c, prm, t, grad_scale);
@@ -860,41 +858,10 @@ int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
 {
     sg_adam_isa isa;
     adam_coef c;
-    int rc = rollback_prepare(prm, t, p, g, m, v, n, grad_scale, &c, &isa);
+    int rc = sg_adam_rollback_prepare(prm, t, p, g, m, v, n, grad_scale, &c, &isa);
     if (rc)
         return rc < 0 ? rc : 0;
-    rollback_for(prm->algo, isa)(&c, p, g, m, v, n);
-    return 0;
-}
-
-/* Blocks of the fused rollback and redo: 2048 floats (8 KiB) of each stream,
- * still in the core's caches when the redo reads them back; a multiple of 16,
- * so every vector variant runs whole vectors up to the array's own tail. */
-#define ADAM_REDO_BLOCK 2048
-
-int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g,
-                 float *m, float *v, size_t n, float spec_scale, float grad_scale,
-                 int redo)
-{
-    sg_adam_isa isa;
-    adam_coef undo, again;
-    int rc = rollback_prepare(prm, t, p, g, m, v, n, spec_scale, &undo, &isa);
-    if (rc < 0)
-        return rc;
-    if (redo && !isfinite(grad_scale))
-        return SG_EINVAL;
-    if (rc)
-        return 0;
-    sg_adam_coef_init(&again, prm, t, grad_scale);
-    rollback_fn back = rollback_for(prm->algo, isa);
-    step_fn step = step_for(prm->algo, isa);
-    for (size_t off = 0; off < n; off += ADAM_REDO_BLOCK) {
-        size_t len = n - off < ADAM_REDO_BLOCK ? n - off : ADAM_REDO_BLOCK;
-        float *bm = m ? m + off : NULL, *bv = v ? v + off : NULL;
-        back(&undo, p + off, g + off, bm, bv, len);
-        if (redo)
-            step(&again, p + off, g + off, bm, bv, NULL, len);
-    }
+    sg_adam_rollback_loop(prm->algo, isa)(&c, p, g, m, v, n);
     return 0;
 }
 
@@ -923,7 +890,7 @@ int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
                           size_t n, float grad_scale, int nthreads)
 {
     sg_adam_isa isa;
-    int rc = check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
+    int rc = sg_adam_check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
     if (rc)
         return rc;
     if (nthreads < 1 || nthreads > SG_ADAM_MAX_THREADS)
@@ -932,7 +899,7 @@ int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
         return 0;
     adam_coef c;
     sg_adam_coef_init(&c, prm, t, grad_scale);
-    step_fn fn = step_for(prm->algo, isa);
+    step_fn fn = sg_adam_step_loop(prm->algo, isa);
 
     /* Chunks of whole 64-byte lines (16 floats) so threads never share one. */
     size_t per = (n + (size_t)nthreads - 1) / (size_t)nthreads;

@@ -37,6 +37,9 @@
  * test_cuda_ops.c, test_adam_neon.sh). p, g, m, v and p_bf16 must not
  * overlap (they never do: five distinct buffers).
  *
+ * The same steps with a bf16/fp16 gradient in and bf16/fp16 parameters out
+ * in one pass (cast_placement "fused"): codelets/cpu/adam_lowp.h.
+ *
  * Functions return 0 or a negative SG_E* code (common/error.h); they never
  * print or exit.
  */
@@ -226,7 +229,8 @@ int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
 /* SuperOffload's validation when the speculative step fails: sg_adam_rollback
  * of step t taken with spec_scale, then, when redo is set, sg_adam_step of
  * step t with grad_scale (no bf16 copy), fused: block by block, so the state
- * crosses memory once instead of twice. Bit-identical to the two calls one
+ * crosses memory once instead of twice (codelets/cpu/adam_lowp.c: the fp32
+ * case of sg_adam_redo_lowp). Bit-identical to the two calls one
  * after the other (tests/test_adam.c); the same errors as sg_adam_rollback,
  * and SG_EINVAL for a non-finite grad_scale with redo. */
 int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g,

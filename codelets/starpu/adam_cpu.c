@@ -1,8 +1,10 @@
 /* adam_cpu.c - the CPU Adam codelet: Adam on a sub-group whose state is
  * offloaded to the host (fp32 gradients on the host, fp32 master,
- * moments). With SuperOffload the step is speculative: unscaled but not
+ * moments; with cast_placement "fused" the 16-bit host gradients instead,
+ * and the 16-bit host parameters written in the same pass). With SuperOffload the step is speculative: unscaled but not
  * clipped, and not skipped on overflow; the validate node then keeps it or
  * corrects it. CPU only. */
+#include "codelets/cpu/adam_lowp.h"
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 
@@ -20,10 +22,19 @@ void sg_adam_cpu_cpu(void *buffers[], void *arg)
         mult = (float)(1.0 / (double)sg_arg_scalar(buffers, sg_arg_find(c, SG_BUF_LOSS_SCALE, -2),
                                                    1.0f));
     } else if (sg_arg_step_checks(c, buffers, &mult)) {
-        return; /* overflow: skip */
+        /* overflow: skip; with fused casts the 16-bit parameters this task
+         * writes are still the master's, as the cast node would make them */
+        if (h.pout)
+            sg_f32_store(h.pout, h.pdt, h.p, h.n);
+        return;
     }
     sg_adam_params prm = sg_arg_adam_params(c);
-    int rc = sg_adam_step(&prm, c->step->t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
+    int rc;
+    if (h.gdt == SG_F32 && !h.pout)
+        rc = sg_adam_step(&prm, c->step->t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
+    else /* fused casts: 16-bit gradients in, 16-bit parameters out, one pass */
+        rc = sg_adam_step_lowp(&prm, c->step->t, h.p, h.g, h.gdt, h.m, h.v, h.pout, h.pdt,
+                               h.n, mult);
     if (rc)
         sg_task_fail(c, rc, "Adam step failed");
 }

@@ -407,10 +407,14 @@ int sg_arg_host_group(const sg_task_ctx *c, void *buffers[], sg_host_group *h)
     if (g < 0)
         g = sg_arg_find(c, SG_BUF_GRAD_HOST, -2);
     int p = sg_arg_find(c, SG_BUF_MASTER, -2), mv = sg_arg_find(c, SG_BUF_MOMENTS, -2);
-    if (g < 0 || p < 0 || mv < 0 || sg_arg_buffer(c, g)->dtype != SG_F32)
+    int ph = sg_arg_find(c, SG_BUF_PARAM_HOST, -2);
+    if (g < 0 || p < 0 || mv < 0)
         return SG_EINVAL;
     h->n = (size_t)sg_arg_buffer(c, p)->elems;
     h->g = sg_arg_ptr(buffers, g);
+    h->gdt = sg_arg_buffer(c, g)->dtype;
+    h->pout = ph >= 0 ? sg_arg_ptr(buffers, ph) : NULL;
+    h->pdt = ph >= 0 ? sg_arg_buffer(c, ph)->dtype : SG_F32;
     h->p = sg_arg_ptr(buffers, p);
     h->m = sg_arg_ptr(buffers, mv);
     h->v = c->shared->spec->optimizer_state == SG_STATE_ADAM ? h->m + h->n : h->m;

@@ -72,15 +72,21 @@ void *sg_arg_role_ptr(const sg_task_ctx *c, void *buffers[], sg_buf_role role);
  * coefficient). */
 int sg_arg_step_checks(const sg_task_ctx *c, void *buffers[], float *mult);
 
-/* A CPU sub-group (offloaded optimizer): fp32 gradients on the host, the
- * fp32 master and the moments, n elements each. */
+/* A CPU sub-group (offloaded optimizer): the gradients on the host, the
+ * fp32 master and the moments, n elements each. With fused casts
+ * (cast_placement "fused") the gradients are the 16-bit host copy and the
+ * task also writes the 16-bit host parameters (pout). */
 typedef struct sg_host_group {
-    float *g, *p, *m, *v;
+    const void *g;    /* the gradients, stored as gdt */
+    sg_dtype gdt;     /* SG_F32, or the compute dtype when the casts are fused */
+    void *pout;       /* the 16-bit host parameters the task writes, or NULL */
+    sg_dtype pdt;     /* their dtype (the compute dtype) */
+    float *p, *m, *v;
     size_t n;
 } sg_host_group;
 
-/* Binds a CPU sub-group; SG_EINVAL when a buffer is missing or the
- * gradients are not fp32 (the task is not marked failed). */
+/* Binds a CPU sub-group; SG_EINVAL when a buffer is missing (the task is
+ * not marked failed). */
 int sg_arg_host_group(const sg_task_ctx *c, void *buffers[], sg_host_group *h);
 
 /* A sub-group whose Adam state stays with the compute (no offload, or

@@ -1,6 +1,7 @@
 /* validate.c - SuperOffload's validation of a speculative CPU Adam step:
  * keep it, or undo it (fp16 overflow), or undo and redo it with the
  * clipping coefficient now known. CPU only. */
+#include "codelets/cpu/adam_lowp.h"
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/codelets.h"
 
@@ -24,8 +25,10 @@ void sg_validate_cpu(void *buffers[], void *arg)
     sg_adam_params prm = sg_arg_adam_params(c);
     int64_t t = c->step->t;
     /* undo the speculative step and, unless the step is skipped, redo it
-     * with the multiplier now known: one pass over the state */
-    int rc = sg_adam_redo(&prm, t, h.p, h.g, h.m, h.v, h.n, spec_mult, mult, !skip);
+     * with the multiplier now known: one pass over the state; with fused
+     * casts the 16-bit parameters the step wrote are rewritten in it */
+    int rc = sg_adam_redo_lowp(&prm, t, h.p, h.g, h.gdt, h.m, h.v, h.pout, h.pdt, h.n,
+                               spec_mult, mult, !skip);
     if (rc)
         sg_task_fail(c, rc, "rollback failed");
 }

@@ -153,13 +153,13 @@ static int tile_from_json_text(const sg_json_ctx *c, const cJSON *it, const ropt
 
 int sg_run_cast_placement(const sg_run_options *run, int *placement, sg_error *err)
 {
-    static const char *const names[] = {"auto", "cpu", "gpu", "scheduler"};
-    for (int i = 0; i < 4; i++)
+    static const char *const names[] = {"auto", "cpu", "gpu", "scheduler", "fused"};
+    for (int i = 0; i < 5; i++)
         if (strcmp(run->cast_placement, names[i]) == 0) {
             *placement = i;
             return SG_OK;
         }
-    return sg_error_set(err, SG_EINVAL, "cast_placement: expected scheduler, cpu, gpu or auto, "
+    return sg_error_set(err, SG_EINVAL, "cast_placement: expected scheduler, cpu, gpu, fused or auto, "
                         "got \"%s\"", run->cast_placement);
 }
 

@@ -73,7 +73,7 @@ typedef struct sg_run_options {
     int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer
                                            chain: SG_TILE_AUTO (the default), 0 = untiled,
                                            or N > 0 (step_spec.c resolves auto) */
-    char cast_placement[16];            /* "scheduler" (default), "cpu", "gpu" or "auto" */
+    char cast_placement[16];            /* "scheduler" (default), "cpu", "gpu", "fused" or "auto" */
     int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step:
                                            SG_TILE_AUTO (-1, the default), 0 = untiled, or
                                            1..micro batch (step_spec.c resolves auto) */
@@ -102,7 +102,7 @@ int sg_run_options_from_json(const struct cJSON *root, const struct sg_json_ctx 
  * DeepSpeed config). */
 int sg_run_option_is_key(const char *key);
 
-/* cast_placement as an index: 0 auto, 1 cpu, 2 gpu, 3 scheduler (the order
+/* cast_placement as an index: 0 auto, 1 cpu, 2 gpu, 3 scheduler, 4 fused (the order
  * of graph/compile.h's sg_cast_placement); SG_EINVAL otherwise. */
 int sg_run_cast_placement(const sg_run_options *run, int *placement, sg_error *err);
 
