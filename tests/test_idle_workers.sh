@@ -71,13 +71,13 @@ assert any(t.startswith("Step 1 |") for t in text) and \
 PYEOF
 ok $? "a run with --save: exit 0, two workers named CPU 0 and CPU 1 seen, the step and the save logged"
 read -r cpu wall <<EOF
-$(within "$TMP/end.json" '^  lookahead|steps, log every' '^Step 1 \|')
+$(within "$TMP/end.json" '^  lookahead|steps?, log every' '^Step 1 \|')
 EOF
 awk -v c="$cpu" 'BEGIN { exit !(c >= 0.05) }'
 ok $? "the workers ran the step: $cpu s of their CPU in its $wall s"
 # the header ends the start-up: allocation, initialisation, load
 read -r cpu wall <<EOF
-$(within "$TMP/end.json" START 'steps, log every')
+$(within "$TMP/end.json" START 'steps?, log every')
 EOF
 idle "$cpu" "$wall"
 ok $? "start-up: the workers used $cpu s of CPU in its $wall s"

@@ -139,7 +139,7 @@ int sg_config_load(const char *path, sg_config *cfg, sg_error *err)
     return sg_config_load_with(path, NULL, 0, cfg, err);
 }
 
-/* A warning that only --set brought (an unknown key: --set
+/* An unknown-key warning that only --set brought (--set
  * zero_optimisation.stage=1 would otherwise train at stage 0 with a warning
  * blamed on the file) is an error naming the --set: the file loaded without
  * the assignments did not warn so. When the file alone does not load, the
@@ -156,7 +156,9 @@ static int refuse_set_warnings(const char *path, const char *const *sets, int ns
     int rc = SG_OK;
     if (load_into(path, NULL, 0, plain, &plain_err) == SG_OK) {
         for (int w = 0; w < with->count && rc == SG_OK; w++) {
-            int seen = 0;
+            /* only a key no reader knows: another warning (a scheduler's
+             * betas override) stays a warning */
+            int seen = !strstr(with->msg[w], "unknown key");
             for (int v = 0; v < plain->warnings.count && !seen; v++)
                 seen = strcmp(with->msg[w], plain->warnings.msg[v]) == 0;
             if (seen)
