@@ -16,7 +16,10 @@
 #   written from transformers' formulas (tests/torch_model_ref.py); the saved
 #   step is a Hugging Face directory with the family's tensor names and
 #   model_type, and a run started from it (model and weights read back from
-#   that directory) computes PyTorch's 6th loss.
+#   that directory) computes PyTorch's 6th loss; where a python with
+#   transformers is at hand (SG_TRANSFORMERS_PYTHON), every loss is also
+#   within 1e-5 of transformers' own class (Qwen2ForCausalLM, ...) trained
+#   the same way (tests/transformers_ref.py), else that check is skipped.
 # Prints TAP.
 set -u
 SG_TEST_NAME=families
@@ -24,6 +27,9 @@ SG_TEST_NAME=families
 . "$SRC/tests/train_lib.sh"
 export STEPGRAPH_MODELS_DIR="${STEPGRAPH_MODELS_DIR:-$SRC/models}"
 HF=$SRC/tests/data/hf
+# a python with transformers (and torch) for the optional check against
+# transformers' own classes; Debian's python has none
+TPY=${SG_TRANSFORMERS_PYTHON:-$PY}
 
 # ---- published totals -----------------------------------------------------------
 # Hugging Face's safetensors parameter counts of microsoft/phi-4,
@@ -118,10 +124,22 @@ print("# loss from the saved directory %.9f, PyTorch's 6th %.9f" % (got, want))
 assert abs(got - want) <= 1e-5 * abs(want)
 PYEOF
 		ok $? "$f: model and weights read back from that directory give PyTorch's loss after $REF_STEPS steps"
+		# transformers' own class, where a python has it (tests/transformers_ref.py)
+		if "$TPY" -c 'import transformers' >/dev/null 2>&1; then
+			# shellcheck disable=SC2086 # the hyper-parameters are separate words
+			"$TPY" "$SRC/tests/transformers_ref.py" "$R" $REF_STEPS $REF_HYPER >"$R/hf.txt" 2>"$R/hf.err" &&
+				"$PY" "$SRC/tests/compare_losses.py" "$R/sg.jsonl" "$R/hf.txt" --steps $REF_STEPS \
+					--rel 1e-5 --learns 0.05 --per-step
+			ok $? "$f: every loss within 1e-5 relative of transformers' $cls (float64, eager attention)"
+		else
+			n=$((n + 1))
+			echo "ok $n # SKIP $f against transformers' $cls: no transformers (set SG_TRANSFORMERS_PYTHON)"
+		fi
 	done
 else
 	for f in qwen2 mistral phi3 mixtral; do
-		for d in "trains as PyTorch" "saves a Hugging Face directory" "reads it back"; do
+		for d in "trains as PyTorch" "saves a Hugging Face directory" "reads it back" \
+			"trains as transformers"; do
 			n=$((n + 1))
 			echo "ok $n # SKIP $f $d: needs python3 with torch and numpy"
 		done
