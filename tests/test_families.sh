@@ -13,7 +13,9 @@
 # - per family, an odd-sized model (tests/torch_train_ref.py: its weights
 #   written under the family's own tensor names by python) trains 5 AdamW
 #   steps in fp32 with every loss within 1e-5 relative of a PyTorch model
-#   written from transformers' formulas (tests/torch_model_ref.py); the saved
+#   written from transformers' formulas (tests/torch_model_ref.py), also
+#   under ZeRO-3 with the optimizer offloaded in sub-groups that cut the
+#   fused tensors; the saved
 #   step is a Hugging Face directory with the family's tensor names and
 #   model_type, and a run started from it (model and weights read back from
 #   that directory) computes PyTorch's 6th loss; where a python with
@@ -99,6 +101,20 @@ if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
 		"$PY" "$SRC/tests/torch_train_ref.py" prepare "$R" "$f" && ref_config "$R" &&
 			ref_run "$R" sg --ncpus 2 --save "$R/ck" && ref_torch "$R" && ref_compare "$R" sg
 		ok $? "$f: $REF_STEPS fp32 AdamW steps (clipping, decay) within 1e-5 relative of PyTorch's losses"
+		# ZeRO-3, the optimizer on the CPU, sub-groups of 3,000 elements: the
+		# fused tensors (phi3's qkv_proj is 8,640) and experts cut across them
+		"$PY" - "$R/ds.json" "$R/z3.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["zero_optimization"] = {"stage": 3, "sub_group_size": 3000, "offload_optimizer": {"device": "cpu"}}
+json.dump(d, open(sys.argv[2], "w"))
+PYEOF
+		"$BIN" run "$R/z3.json" --model "$R/model.json" --data "$R/data.bin" --max_length 16 \
+			--load "$R/init.safetensors" --steps $REF_STEPS --metrics "$R/z3.jsonl" --ncpus 2 \
+			>"$R/z3.out" 2>&1 &&
+			"$PY" "$SRC/tests/compare_losses.py" "$R/z3.jsonl" "$R/torch.txt" --steps $REF_STEPS \
+				--rel 1e-5 --learns 0.05
+		ok $? "$f: under ZeRO-3 with the optimizer offloaded (sub-groups of 3,000) too"
 		S="$R/ck/step-0000000$REF_STEPS"
 		"$PY" - "$R/init.safetensors" "$S" "$f" "$cls" "$SRC/tests" <<'PYEOF'
 import json, sys
@@ -138,7 +154,8 @@ PYEOF
 	done
 else
 	for f in qwen2 mistral phi3 mixtral; do
-		for d in "trains as PyTorch" "saves a Hugging Face directory" "reads it back" \
+		for d in "trains as PyTorch" "ZeRO-3 offload as PyTorch" "saves a Hugging Face directory" \
+			"reads it back" \
 			"trains as transformers"; do
 			n=$((n + 1))
 			echo "ok $n # SKIP $f $d: needs python3 with torch and numpy"
