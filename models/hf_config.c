@@ -455,6 +455,10 @@ int sg_hf_config_text(const sg_model *m, const char *torch_dtype, char **out, sg
     cJSON_AddItemToObject(o, "rope_scaling", rope_scaling_json(m));
     cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
     add_attention_pattern(o, m);
+    /* Phi3Config's default pad_token_id is 32000: an embedding row that
+     * transformers would never train (padding_idx), or past a smaller
+     * vocabulary; stepgraph trains every row */
+    cJSON_AddNullToObject(o, "pad_token_id");
     cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tie_word_embeddings);
     cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
     cJSON_AddBoolToObject(o, "use_cache", 1);

@@ -21,7 +21,10 @@
 #   that directory) computes PyTorch's 6th loss; where a python with
 #   transformers is at hand (SG_TRANSFORMERS_PYTHON), every loss is also
 #   within 1e-5 of transformers' own class (Qwen2ForCausalLM, ...) trained
-#   the same way (tests/transformers_ref.py), else that check is skipped.
+#   the same way (tests/transformers_ref.py), and transformers'
+#   from_pretrained reads the saved directory (every tensor of its class,
+#   no other) and computes PyTorch's 6th loss; without transformers those
+#   checks are skipped.
 # Prints TAP.
 set -u
 SG_TEST_NAME=families
@@ -147,16 +150,26 @@ PYEOF
 				"$PY" "$SRC/tests/compare_losses.py" "$R/sg.jsonl" "$R/hf.txt" --steps $REF_STEPS \
 					--rel 1e-5 --learns 0.05 --per-step
 			ok $? "$f: every loss within 1e-5 relative of transformers' $cls (float64, eager attention)"
+			"$TPY" "$SRC/tests/transformers_ref.py" load "$S" "$R" >"$R/hf_load.txt" 2>"$R/hf_load.err" &&
+				"$PY" - "$R/hf_load.txt" "$R/torch6.txt" <<'PYEOF'
+import sys
+got = float(open(sys.argv[1]).read().split()[-1])
+want = float(open(sys.argv[2]).read().split()[-1])
+print("# transformers' loss of the saved directory %.9f, PyTorch's 6th %.9f" % (got, want))
+assert abs(got - want) <= 1e-5 * abs(want)
+PYEOF
+			ok $? "$f: transformers' from_pretrained reads the saved directory (every tensor, no other) and computes PyTorch's loss after $REF_STEPS steps"
 		else
-			n=$((n + 1))
-			echo "ok $n # SKIP $f against transformers' $cls: no transformers (set SG_TRANSFORMERS_PYTHON)"
+			for d in "against transformers' $cls" "transformers reads the saved directory"; do
+				n=$((n + 1))
+				echo "ok $n # SKIP $f $d: no transformers (set SG_TRANSFORMERS_PYTHON)"
+			done
 		fi
 	done
 else
 	for f in qwen2 mistral phi3 mixtral; do
 		for d in "trains as PyTorch" "ZeRO-3 offload as PyTorch" "saves a Hugging Face directory" \
-			"reads it back" \
-			"trains as transformers"; do
+			"reads it back" "trains as transformers" "transformers reads the saved directory"; do
 			n=$((n + 1))
 			echo "ok $n # SKIP $f $d: needs python3 with torch and numpy"
 		done

@@ -5,6 +5,7 @@ at hand, e.g. SG_TRANSFORMERS_PYTHON=~/.cache/stepgraph/venv-NAME/bin/python;
 tests/torch_model_ref.py is the reference that needs torch only).
 
 Usage: transformers_ref.py DIR STEPS LR BETA1 BETA2 EPS WD CLIP
+       transformers_ref.py load STEPDIR DIR
   DIR as tests/torch_train_ref.py prepare wrote it (model.json in
   stepgraph's keys, init.safetensors under the family's Hugging Face names,
   data.bin). Builds Qwen2ForCausalLM, MistralForCausalLM, Phi3ForCausalLM or
@@ -15,6 +16,10 @@ Usage: transformers_ref.py DIR STEPS LR BETA1 BETA2 EPS WD CLIP
   loss per step, computed before the step's update: the mean cross-entropy
   of the logits against the next tokens, plus router_aux_loss_coef times the
   model's own aux_loss for Mixtral (output_router_logits).
+  "load": AutoModelForCausalLM.from_pretrained(STEPDIR) (a step directory
+  stepgraph saved: its config.json and model.safetensors; every tensor the
+  class has must be there and no other) in float64, and prints its loss on
+  DIR's batch, as above.
 """
 import json
 import os
@@ -62,32 +67,58 @@ def build(m):
     return model
 
 
+def batch(d):
+    raw = open(os.path.join(d, "data.bin"), "rb").read()
+    toks = np.frombuffer(raw[1024:], dtype="<u2").astype(np.int64)
+    x = torch.from_numpy(np.stack([toks[i * T:i * T + T] for i in range(B)]))
+    y = torch.from_numpy(np.stack([toks[i * T + 1:i * T + T + 1] for i in range(B)]))
+    return x, y
+
+
+def loss_of(model, x, y):
+    cfg = model.config
+    router = getattr(cfg, "output_router_logits", False)
+    out = model(input_ids=x, use_cache=False, **({"output_router_logits": True} if router else {}))
+    loss = torch.nn.functional.cross_entropy(out.logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
+    if router:
+        loss = loss + cfg.router_aux_loss_coef * out.aux_loss
+    return loss
+
+
+def load(step_dir, d):
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(
+        step_dir, output_loading_info=True, torch_dtype=torch.float64,
+        attn_implementation="eager")
+    bad = {k: v for k, v in info.items() if v}
+    assert not bad, bad
+    model.train()  # as in training: no dropout (the configs have none), no cache
+    x, y = batch(d)
+    with torch.no_grad():
+        print(repr(loss_of(model, x, y).item()))
+    return 0
+
+
 def main(argv):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    if len(argv) == 4 and argv[1] == "load":
+        return load(argv[2], argv[3])
     if len(argv) != 9:
         sys.stderr.write(__doc__)
         return 2
     d, steps = argv[1], int(argv[2])
     lr, b1, b2, eps, wd, clip = map(float, argv[3:9])
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
     m = json.load(open(os.path.join(d, "model.json")))
     model = build(m)
     w = {k: torch.tensor(v, dtype=torch.float64) for k, v in
          read_safetensors(os.path.join(d, "init.safetensors")).items()}
     model.load_state_dict(w, strict=True)
-    raw = open(os.path.join(d, "data.bin"), "rb").read()
-    toks = np.frombuffer(raw[1024:], dtype="<u2").astype(np.int64)
-    x = torch.from_numpy(np.stack([toks[i * T:i * T + T] for i in range(B)]))
-    y = torch.from_numpy(np.stack([toks[i * T + 1:i * T + T + 1] for i in range(B)]))
+    x, y = batch(d)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
     for _ in range(steps):
         opt.zero_grad()
-        out = model(input_ids=x, use_cache=False)
-        loss = torch.nn.functional.cross_entropy(out.logits.reshape(-1, m["vocab_size"]),
-                                                 y.reshape(-1))
-        if m["architecture"] == "mixtral":
-            loss = loss + m["router_aux_loss_coef"] * out.aux_loss
+        loss = loss_of(model, x, y)
         loss.backward()
         for p in params:  # an expert no token picked: a zero gradient, as DeepSpeed
             if p.grad is None:
