@@ -16,7 +16,8 @@ static const struct {
     const char *model_type, *arch;
 } arch_of_type[] = {
     {"llama", "llama"},       {"qwen3", "qwen3"},     {"qwen3_moe", "qwen3_moe"},
-    {"gpt_oss", "gpt_oss"},   {"seed_oss", "seed_oss"},
+    {"gpt_oss", "gpt_oss"},   {"seed_oss", "seed_oss"}, {"qwen2", "qwen2"},
+    {"mistral", "mistral"},   {"phi3", "phi3"},         {"mixtral", "mixtral"},
 };
 
 /* Keys stepgraph's model files read under the same name. */
@@ -38,6 +39,9 @@ static const char *const dropped_keys[] = {
     "use_sliding_window", "max_window_layers", "output_router_logits", "router_aux_loss_coef",
     "mlp_only_layers", "decoder_sparse_step", "norm_topk_prob", "experts_per_token",
     "swiglu_limit", "initial_context_length", "residual_dropout", "attention_out_bias",
+    "use_mrope", "router_jitter_noise", "resid_pdrop", "embd_pdrop", "partial_rotary_factor",
+    /* Phi3Config: read only by its longrope scaling, which is refused */
+    "original_max_position_embeddings",
 };
 
 static int in_list(const char *k, const char *const *list, size_t n)
@@ -75,18 +79,52 @@ static int is_zero_number(const cJSON *v)
     return cJSON_IsNumber(v) && v->valuedouble == 0.0;
 }
 
+/* The keys of qwen2, phi3 and mixtral that change the math: refused unless
+ * they say what stepgraph computes. */
+static int check_family_keys(const cJSON *root, const char *arch, const char *origin,
+                             sg_error *err)
+{
+    const cJSON *v;
+    if ((v = get(root, "use_mrope")) && !cJSON_IsFalse(v))
+        return bad(origin, "use_mrope", v, "is not supported (one-dimensional rotary "
+                   "positions only)", err);
+    /* MixtralSparseMoeBlock multiplies its input by uniform noise in training */
+    if ((v = get(root, "router_jitter_noise")) && !is_zero_number(v))
+        return bad(origin, "router_jitter_noise", v, "is not supported (a router without "
+                   "jitter noise, 0.0, only)", err);
+    if ((v = get(root, "partial_rotary_factor")) &&
+        !(cJSON_IsNumber(v) && v->valuedouble == 1.0))
+        return bad(origin, "partial_rotary_factor", v, "is not supported (rotary embedding "
+                   "over the whole head, 1.0, only)", err);
+    if (strcmp(arch, "phi3") == 0 && (v = get(root, "rope_scaling"))) {
+        /* Phi3's longrope (short and long factors per frequency) is not
+         * implemented; Phi-4 has none */
+        const cJSON *t = cJSON_IsObject(v) ? get(v, "rope_type") : NULL;
+        if (!t && cJSON_IsObject(v))
+            t = get(v, "type");
+        if (!(cJSON_IsString(t) && strcmp(t->valuestring, "default") == 0))
+            return bad(origin, "rope_scaling", t ? t : v, "is not supported for phi3 (no "
+                       "rope_scaling, or \"default\", only; longrope is not implemented)",
+                       err);
+    }
+    return SG_OK;
+}
+
 /* Keys whose value changes what the step computes: refused unless they say
  * what stepgraph computes. */
 static int check_math_keys(const cJSON *root, const char *arch, const char *origin,
                            sg_error *err)
 {
     const cJSON *v;
+    int rc;
     if ((v = get(root, "hidden_act")) &&
         !(cJSON_IsString(v) && strcmp(v->valuestring, "silu") == 0))
         return bad(origin, "hidden_act", v, "is not supported (stepgraph's MLP is SwiGLU, "
                    "\"silu\")", err);
-    static const char *const dropouts[] = {"attention_dropout", "residual_dropout"};
-    for (int i = 0; i < 2; i++)
+    /* Phi3Config spells two of them resid_pdrop and embd_pdrop */
+    static const char *const dropouts[] = {"attention_dropout", "residual_dropout",
+                                           "resid_pdrop", "embd_pdrop"};
+    for (int i = 0; i < 4; i++)
         if ((v = get(root, dropouts[i])) && !is_zero_number(v))
             return bad(origin, dropouts[i], v, "is not supported: stepgraph trains without "
                        "dropout (set it to 0.0 in a copy of the file to train without it)",
@@ -100,6 +138,8 @@ static int check_math_keys(const cJSON *root, const char *arch, const char *orig
     if (!sliding_arch && (v = get(root, "use_sliding_window")) && !cJSON_IsFalse(v))
         return bad(origin, "use_sliding_window", v, "is not supported for this "
                    "architecture (full attention in every layer only)", err);
+    if ((rc = check_family_keys(root, arch, origin, err)) < 0)
+        return rc;
     if (strcmp(arch, "qwen3_moe") == 0) {
         if ((v = get(root, "mlp_only_layers")) &&
             !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
@@ -111,6 +151,8 @@ static int check_math_keys(const cJSON *root, const char *arch, const char *orig
                        "sparse)", err);
         if ((v = get(root, "norm_topk_prob")) && !cJSON_IsBool(v))
             return bad(origin, "norm_topk_prob", v, "is not true or false", err);
+    }
+    if (strcmp(arch, "qwen3_moe") == 0 || strcmp(arch, "mixtral") == 0) {
         if ((v = get(root, "output_router_logits")) && !cJSON_IsBool(v))
             return bad(origin, "output_router_logits", v, "is not true or false", err);
         if ((v = get(root, "router_aux_loss_coef")) &&
@@ -191,7 +233,7 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
                 arch = arch_of_type[i].arch;
     if (!arch)
         return bad(origin, "model_type", mt, "is not supported (llama, qwen3, qwen3_moe, "
-                   "gpt_oss, seed_oss)", err);
+                   "gpt_oss, seed_oss, qwen2, mistral, phi3, mixtral)", err);
     int rc = check_math_keys(root, arch, origin, err);
     if (rc)
         return rc;
@@ -201,9 +243,11 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
     int o_bias = ob ? cJSON_IsTrue(ob) : -1;
     if (ob && !cJSON_IsBool(ob))
         return bad(origin, "attention_out_bias", ob, "is not true or false", err);
-    /* Qwen3 writes sliding_window even when use_sliding_window is false: then
-     * no layer slides */
-    int drop_window = strcmp(arch, "gpt_oss") != 0;
+    /* Qwen2 and Qwen3 write sliding_window even when use_sliding_window is
+     * false: then no layer slides. Mistral, Mixtral and Phi3 slide in every
+     * layer when it is not null. */
+    int drop_window = strcmp(arch, "gpt_oss") != 0 && strcmp(arch, "mistral") != 0 &&
+                      strcmp(arch, "mixtral") != 0 && strcmp(arch, "phi3") != 0;
 
     char name[SG_MODEL_NAME_MAX];
     model_name(root, origin, name, sizeof name);
@@ -212,9 +256,13 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
      * loss only with output_router_logits (router_aux_loss_coef defaults to
      * 0.001); stepgraph's model file says both explicitly */
     int moe_router = strcmp(arch, "qwen3_moe") == 0, oss = strcmp(arch, "gpt_oss") == 0;
+    int mix = strcmp(arch, "mixtral") == 0;
     int norm_topk = 0;
     double aux_coef = 0.0;
-    if (moe_router || oss) { /* GptOssConfig: the same rule, coefficient 0.9 by default */
+    /* GptOssConfig and MixtralConfig: the same rule, coefficient 0.9 and
+     * 0.001 by default; Mixtral always renormalises (the model file's
+     * default) */
+    if (moe_router || oss || mix) {
         const cJSON *v = get(root, "norm_topk_prob");
         norm_topk = v && cJSON_IsTrue(v);
         if ((v = get(root, "output_router_logits")) && cJSON_IsTrue(v)) {
@@ -243,7 +291,8 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
         !cJSON_AddStringToObject(root, "architecture", arch) ||
         (o_bias >= 0 && !cJSON_AddBoolToObject(root, "o_proj_bias", o_bias)) ||
         (moe_router && !cJSON_AddBoolToObject(root, "norm_topk_prob", norm_topk)) ||
-        ((moe_router || oss) && !cJSON_AddNumberToObject(root, "router_aux_loss_coef", aux_coef)))
+        ((moe_router || oss || mix) &&
+         !cJSON_AddNumberToObject(root, "router_aux_loss_coef", aux_coef)))
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", origin);
     return SG_OK;
 }
@@ -258,6 +307,10 @@ static const char *class_of(sg_arch a)
     case SG_ARCH_SEED_OSS: return "SeedOssForCausalLM";
     case SG_ARCH_QWEN3_MOE: return "Qwen3MoeForCausalLM";
     case SG_ARCH_GPT_OSS: return "GptOssForCausalLM";
+    case SG_ARCH_QWEN2: return "Qwen2ForCausalLM";
+    case SG_ARCH_MISTRAL: return "MistralForCausalLM";
+    case SG_ARCH_PHI3: return "Phi3ForCausalLM";
+    case SG_ARCH_MIXTRAL: return "MixtralForCausalLM";
     }
     return "";
 }
@@ -292,10 +345,13 @@ static cJSON *rope_scaling_json(const sg_model *m)
 
 static void add_moe(cJSON *o, const sg_model *m)
 {
-    int gpt = m->arch == SG_ARCH_GPT_OSS;
-    add_int(o, gpt ? "num_local_experts" : "num_experts", m->num_experts);
+    int gpt = m->arch == SG_ARCH_GPT_OSS, mix = m->arch == SG_ARCH_MIXTRAL;
+    add_int(o, gpt || mix ? "num_local_experts" : "num_experts", m->num_experts);
     add_int(o, "num_experts_per_tok", m->experts_per_token);
-    if (gpt) {
+    if (mix) {
+        add_int(o, "intermediate_size", m->moe_intermediate_size);
+        cJSON_AddNumberToObject(o, "router_jitter_noise", 0.0);
+    } else if (gpt) {
         add_int(o, "experts_per_token", m->experts_per_token);
         add_int(o, "intermediate_size", m->moe_intermediate_size);
         cJSON_AddNumberToObject(o, "swiglu_limit", 7.0);
@@ -314,11 +370,24 @@ static void add_moe(cJSON *o, const sg_model *m)
     cJSON_AddBoolToObject(o, "output_router_logits", m->router_aux_loss_coef > 0);
 }
 
+/* Mistral, Mixtral and Phi3 slide in every layer or in none */
+static int slides_everywhere(sg_arch a)
+{
+    return a == SG_ARCH_MISTRAL || a == SG_ARCH_MIXTRAL || a == SG_ARCH_PHI3;
+}
+
 static void add_attention_pattern(cJSON *o, const sg_model *m)
 {
     int sliding = 0;
     for (int64_t l = 0; l < m->num_layers; l++)
         sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
+    if (slides_everywhere(m->arch)) {
+        if (sliding)
+            add_int(o, "sliding_window", m->sliding_window);
+        else
+            cJSON_AddNullToObject(o, "sliding_window");
+        return;
+    }
     if (m->arch != SG_ARCH_GPT_OSS) {
         cJSON_AddBoolToObject(o, "use_sliding_window", 0);
         cJSON_AddNullToObject(o, "sliding_window");
@@ -341,15 +410,23 @@ int sg_hf_config_text(const sg_model *m, const char *torch_dtype, char **out, sg
         return sg_error_set(err, SG_ENOTSUP, "model %s: its rope_scaling type is not one "
                             "stepgraph can write to a config.json (llama3 only)", m->name);
     int seed = m->arch == SG_ARCH_SEED_OSS, gpt = m->arch == SG_ARCH_GPT_OSS;
-    if (!seed && m->o_bias != m->qkv_bias)
+    /* Qwen2Attention: q/k/v biases and no o_proj one (model_parse.c insists) */
+    if (!seed && m->arch != SG_ARCH_QWEN2 && m->o_bias != m->qkv_bias)
         return sg_error_set(err, SG_ENOTSUP, "model %s: an o_proj bias %s q/k/v biases has no "
                             "transformers config for architecture %s", m->name,
                             m->o_bias ? "without" : "with", sg_arch_name(m->arch));
-    for (int64_t l = 0; !gpt && l < m->num_layers; l++)
-        if (m->layer_attn[l] == SG_ATTN_SLIDING)
-            return sg_error_set(err, SG_ENOTSUP, "model %s: sliding-window layers have no "
-                                "transformers config for architecture %s", m->name,
-                                sg_arch_name(m->arch));
+    int n_sliding = 0;
+    for (int64_t l = 0; l < m->num_layers; l++)
+        n_sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
+    if (!gpt && n_sliding && !(slides_everywhere(m->arch) && n_sliding == m->num_layers))
+        return sg_error_set(err, SG_ENOTSUP, "model %s: sliding-window layers%s have no "
+                            "transformers config for architecture %s", m->name,
+                            slides_everywhere(m->arch) ? " in some layers only" : "",
+                            sg_arch_name(m->arch));
+    if (m->arch == SG_ARCH_PHI3 && m->head_dim * m->num_heads != m->hidden_size)
+        return sg_error_set(err, SG_ENOTSUP, "model %s: head_dim %lld is not hidden_size / "
+                            "num_attention_heads, which Phi3Config assumes", m->name,
+                            (long long)m->head_dim);
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_CreateArray();
     cJSON_AddItemToArray(arr, cJSON_CreateString(class_of(m->arch)));
@@ -378,6 +455,10 @@ int sg_hf_config_text(const sg_model *m, const char *torch_dtype, char **out, sg
     cJSON_AddItemToObject(o, "rope_scaling", rope_scaling_json(m));
     cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
     add_attention_pattern(o, m);
+    /* Phi3Config's default pad_token_id is 32000: an embedding row that
+     * transformers would never train (padding_idx), or past a smaller
+     * vocabulary; stepgraph trains every row */
+    cJSON_AddNullToObject(o, "pad_token_id");
     cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tie_word_embeddings);
     cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
     cJSON_AddBoolToObject(o, "use_cache", 1);

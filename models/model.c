@@ -40,6 +40,10 @@ const char *sg_arch_name(sg_arch arch)
     case SG_ARCH_SEED_OSS: return "seed_oss";
     case SG_ARCH_QWEN3_MOE: return "qwen3_moe";
     case SG_ARCH_GPT_OSS: return "gpt_oss";
+    case SG_ARCH_QWEN2: return "qwen2";
+    case SG_ARCH_MISTRAL: return "mistral";
+    case SG_ARCH_PHI3: return "phi3";
+    case SG_ARCH_MIXTRAL: return "mixtral";
     }
     return "unknown";
 }
@@ -89,15 +93,21 @@ static void visit_layer(const sg_model *m, int l, const visitor *v)
     const char *p = "model.layers";
 
     W1(v, H, "%s.%d.input_layernorm.weight", p, l);              /* (H) */
-    W2(v, QW, H, "%s.%d.self_attn.q_proj.weight", p, l);         /* (heads*D, H) */
-    if (m->qkv_bias)
-        W1(v, QW, "%s.%d.self_attn.q_proj.bias", p, l);
-    W2(v, KW, H, "%s.%d.self_attn.k_proj.weight", p, l);         /* (kv*D, H) */
-    if (m->qkv_bias)
-        W1(v, KW, "%s.%d.self_attn.k_proj.bias", p, l);
-    W2(v, KW, H, "%s.%d.self_attn.v_proj.weight", p, l);         /* (kv*D, H) */
-    if (m->qkv_bias)
-        W1(v, KW, "%s.%d.self_attn.v_proj.bias", p, l);
+    if (m->arch == SG_ARCH_PHI3) {
+        /* Phi3Attention's one qkv_proj: its rows are q's, then k's, then v's,
+         * the same floats as the three projections one after the other */
+        W2(v, QW + 2 * KW, H, "%s.%d.self_attn.qkv_proj.weight", p, l); /* (QW+2KW, H) */
+    } else {
+        W2(v, QW, H, "%s.%d.self_attn.q_proj.weight", p, l);         /* (heads*D, H) */
+        if (m->qkv_bias)
+            W1(v, QW, "%s.%d.self_attn.q_proj.bias", p, l);
+        W2(v, KW, H, "%s.%d.self_attn.k_proj.weight", p, l);         /* (kv*D, H) */
+        if (m->qkv_bias)
+            W1(v, KW, "%s.%d.self_attn.k_proj.bias", p, l);
+        W2(v, KW, H, "%s.%d.self_attn.v_proj.weight", p, l);         /* (kv*D, H) */
+        if (m->qkv_bias)
+            W1(v, KW, "%s.%d.self_attn.v_proj.bias", p, l);
+    }
     W2(v, H, QW, "%s.%d.self_attn.o_proj.weight", p, l);         /* (H, heads*D) */
     if (m->o_bias)
         W1(v, H, "%s.%d.self_attn.o_proj.bias", p, l);
@@ -109,6 +119,13 @@ static void visit_layer(const sg_model *m, int l, const visitor *v)
         W1(v, m->num_heads, "%s.%d.self_attn.sinks", p, l);      /* (heads) */
     W1(v, H, "%s.%d.post_attention_layernorm.weight", p, l);     /* (H) */
 
+    if (m->num_experts == 0 && m->arch == SG_ARCH_PHI3) {
+        /* Phi3MLP's gate_up_proj: gate's rows, then up's */
+        const int64_t I = m->intermediate_size;
+        W2(v, 2 * I, H, "%s.%d.mlp.gate_up_proj.weight", p, l);  /* (2I, H) */
+        W2(v, H, I, "%s.%d.mlp.down_proj.weight", p, l);         /* (H, I) */
+        return;
+    }
     if (m->num_experts == 0) {
         const int64_t I = m->intermediate_size;
         W2(v, I, H, "%s.%d.mlp.gate_proj.weight", p, l);         /* (I, H) */
@@ -130,6 +147,19 @@ static void visit_layer(const sg_model *m, int l, const visitor *v)
         emit(v, 1, 3, E, I, H, "%s.%d.mlp.experts.down_proj", p, l);
         if (m->expert_bias)
             emit(v, 1, 2, E, H, 0, "%s.%d.mlp.experts.down_proj_bias", p, l);
+        return;
+    }
+
+    if (m->arch == SG_ARCH_MIXTRAL) {
+        /* MixtralSparseMoeBlock: router "gate", expert e's w1 (gate), w3
+         * (up), w2 (down), packed in the order gate, up, down as qwen3_moe's */
+        W2(v, E, H, "%s.%d.block_sparse_moe.gate.weight", p, l); /* (E, H) */
+        for (int64_t e = 0; e < E; e++) {
+            static const char *const w[] = {"w1", "w3", "w2"};
+            for (int j = 0; j < 3; j++)
+                emit(v, 1, 2, j == 2 ? H : I, j == 2 ? I : H, 0,
+                     "%s.%d.block_sparse_moe.experts.%lld.%s.weight", p, l, (long long)e, w[j]);
+        }
         return;
     }
 

@@ -22,11 +22,15 @@
 #define SG_MODEL_MAX_LAYERS 1024
 
 typedef enum sg_arch {
-    SG_ARCH_LLAMA,      /* Llama 3.x, Phi-4 (same block) */
+    SG_ARCH_LLAMA,      /* Llama 3.x */
     SG_ARCH_QWEN3,      /* Llama block + RMSNorm on q and k (QK-norm) */
     SG_ARCH_SEED_OSS,   /* Llama block + q/k/v biases */
     SG_ARCH_QWEN3_MOE,  /* Qwen3 attention + routed experts, no shared expert */
     SG_ARCH_GPT_OSS,    /* biases, attention sinks, MoE, sliding window */
+    SG_ARCH_QWEN2,      /* Llama block + q/k/v biases (Qwen2, Qwen2.5) */
+    SG_ARCH_MISTRAL,    /* Llama block, every layer sliding when sliding_window is set */
+    SG_ARCH_PHI3,       /* Llama block, HF tensors fused: qkv_proj, gate_up_proj */
+    SG_ARCH_MIXTRAL,    /* Mistral attention + routed experts (block_sparse_moe) */
 } sg_arch;
 
 typedef enum sg_attn_kind {

@@ -27,7 +27,7 @@
 
 static int is_moe_arch(sg_arch a)
 {
-    return a == SG_ARCH_QWEN3_MOE || a == SG_ARCH_GPT_OSS;
+    return a == SG_ARCH_QWEN3_MOE || a == SG_ARCH_GPT_OSS || a == SG_ARCH_MIXTRAL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -293,7 +293,8 @@ static int parse_arch(parser *ps, sg_arch *out)
     if (!it)
         return missing(ps, "architecture", NULL);
     static const sg_arch all[] = {SG_ARCH_LLAMA, SG_ARCH_QWEN3, SG_ARCH_SEED_OSS,
-                                  SG_ARCH_QWEN3_MOE, SG_ARCH_GPT_OSS};
+                                  SG_ARCH_QWEN3_MOE, SG_ARCH_GPT_OSS, SG_ARCH_QWEN2,
+                                  SG_ARCH_MISTRAL, SG_ARCH_PHI3, SG_ARCH_MIXTRAL};
     if (cJSON_IsString(it))
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             if (strcmp(it->valuestring, sg_arch_name(all[i])) == 0) {
@@ -301,7 +302,7 @@ static int parse_arch(parser *ps, sg_arch *out)
                 return 0;
             }
     return bad_value(ps, "architecture", it, "is not one of llama, qwen3, "
-                     "seed_oss, qwen3_moe, gpt_oss");
+                     "seed_oss, qwen3_moe, gpt_oss, qwen2, mistral, phi3, mixtral");
 }
 
 /* The router's options. norm_topk_prob defaults to true (what Qwen3-30B-A3B
@@ -314,6 +315,10 @@ static int parse_router(parser *ps, sg_model *m)
     int rc = get_bool(ps, "norm_topk_prob", 1, &m->norm_topk_prob);
     if (rc < 0)
         return rc;
+    /* MixtralSparseMoeBlock always renormalises the top-k weights */
+    if (m->arch == SG_ARCH_MIXTRAL && !m->norm_topk_prob)
+        return bad_value(ps, "norm_topk_prob", get(ps, "norm_topk_prob"), "is not supported "
+                         "for mixtral (its router always renormalises the top-k weights)");
     m->router_aux_loss_coef = 0.001;
     const cJSON *it = get(ps, "router_aux_loss_coef");
     if (it) {
@@ -336,7 +341,7 @@ static int parse_moe(parser *ps, sg_model *m)
             const cJSON *it = get(ps, moe_keys[i]);
             if (it)
                 return bad_value(ps, moe_keys[i], it, "applies only to the "
-                                 "qwen3_moe and gpt_oss architectures, not %s",
+                                 "qwen3_moe, mixtral and gpt_oss architectures, not %s",
                                  sg_arch_name(m->arch));
         }
         return 0;
@@ -374,8 +379,9 @@ static int parse_moe(parser *ps, sg_model *m)
         (rc = get_size(ps, "intermediate_size", &inter, &has_i)) < 0)
         return rc;
     if (!has_moe_i) {
-        /* gpt-oss's config.json names the expert width intermediate_size. */
-        if (m->arch == SG_ARCH_GPT_OSS && has_i)
+        /* gpt-oss's and Mixtral's config.json name the expert width
+         * intermediate_size. */
+        if ((m->arch == SG_ARCH_GPT_OSS || m->arch == SG_ARCH_MIXTRAL) && has_i)
             m->moe_intermediate_size = inter;
         else
             return missing(ps, "moe_intermediate_size", "(width of each expert)");
@@ -396,11 +402,16 @@ static int parse_layer_types(parser *ps, sg_model *m)
 
     const cJSON *lt = get(ps, "layer_types");
     int n_sliding = 0;
+    /* Mistral, Mixtral and Phi3 slide in every layer when sliding_window is
+     * set (their models' mask: a sliding-window causal mask unless it is
+     * null) */
+    const int every = (m->arch == SG_ARCH_MISTRAL || m->arch == SG_ARCH_MIXTRAL ||
+                       m->arch == SG_ARCH_PHI3) && m->sliding_window > 0;
     if (!lt) {
         /* gpt-oss alternates, sliding first (transformers' GptOssConfig);
          * the others are full attention throughout. */
         for (int64_t l = 0; l < m->num_layers; l++) {
-            m->layer_attn[l] = (m->arch == SG_ARCH_GPT_OSS && l % 2 == 0)
+            m->layer_attn[l] = (every || (m->arch == SG_ARCH_GPT_OSS && l % 2 == 0))
                                    ? SG_ATTN_SLIDING : SG_ATTN_FULL;
             n_sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
         }
@@ -446,6 +457,34 @@ static int check_total_fits(parser *ps, const sg_model *m)
         return sg_error_set(ps->err, SG_EINVAL, "%s: the sizes give %.3g "
                             "parameters, more than stepgraph counts (1e18)",
                             ps->origin, total);
+    return 0;
+}
+
+/* transformers' Llama, Qwen3 and GptOss attention give o_proj a bias
+ * exactly when attention_bias is set; Seed-OSS keeps it apart
+ * (attention_out_bias, false in its config). Qwen2Attention always has q/k/v
+ * biases and never an o_proj one; Phi3Attention, MistralAttention and
+ * Mixtral's have none. */
+static int parse_biases(parser *ps, sg_model *m)
+{
+    const int qwen2 = m->arch == SG_ARCH_QWEN2;
+    const int none = m->arch == SG_ARCH_PHI3 || m->arch == SG_ARCH_MISTRAL ||
+                     m->arch == SG_ARCH_MIXTRAL;
+    int rc;
+    if ((rc = get_bool(ps, "attention_bias", qwen2, &m->qkv_bias)) < 0 ||
+        (rc = get_bool(ps, "o_proj_bias",
+                       m->arch == SG_ARCH_SEED_OSS || qwen2 ? 0 : m->qkv_bias,
+                       &m->o_bias)) < 0)
+        return rc;
+    if (qwen2 && (!m->qkv_bias || m->o_bias))
+        return bad_value(ps, m->qkv_bias ? "o_proj_bias" : "attention_bias",
+                         get(ps, m->qkv_bias ? "o_proj_bias" : "attention_bias"),
+                         "is not supported for qwen2 (q/k/v biases, no o_proj bias)");
+    if (none && (m->qkv_bias || m->o_bias))
+        return bad_value(ps, m->qkv_bias ? "attention_bias" : "o_proj_bias",
+                         get(ps, m->qkv_bias ? "attention_bias" : "o_proj_bias"),
+                         "is not supported for %s (its projections have no biases)",
+                         sg_arch_name(m->arch));
     return 0;
 }
 
@@ -522,13 +561,7 @@ static int parse_root(parser *ps, sg_model *m)
         return bad_value(ps, "rms_norm_eps", get(ps, "rms_norm_eps"),
                          "is not below 1 (an epsilon is tiny, e.g. 1e-5)");
 
-    /* transformers' Llama, Qwen3 and GptOss attention give o_proj a bias
-     * exactly when attention_bias is set; Seed-OSS keeps it apart
-     * (attention_out_bias, false in its config). */
-    if ((rc = get_bool(ps, "attention_bias", 0, &m->qkv_bias)) < 0 ||
-        (rc = get_bool(ps, "o_proj_bias",
-                       m->arch == SG_ARCH_SEED_OSS ? 0 : m->qkv_bias,
-                       &m->o_bias)) < 0)
+    if ((rc = parse_biases(ps, m)) < 0)
         return rc;
 
     m->qk_norm = m->arch == SG_ARCH_QWEN3 || m->arch == SG_ARCH_QWEN3_MOE;

@@ -17,10 +17,11 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "model %s: gpt_oss without experts "
                             "(num_local_experts)", m->name);
     if (m->num_experts > 0) {
-        if (m->arch != SG_ARCH_QWEN3_MOE && !oss)
+        if (m->arch != SG_ARCH_QWEN3_MOE && m->arch != SG_ARCH_MIXTRAL && !oss)
             return sg_error_set(err, SG_ENOTSUP, "model %s: mixture of experts in "
                                 "architecture %s is not supported by the CPU unit kernels "
-                                "(qwen3_moe and gpt_oss are)", m->name, sg_arch_name(m->arch));
+                                "(qwen3_moe, mixtral and gpt_oss are)", m->name,
+                                sg_arch_name(m->arch));
         if (m->experts_per_token < 1 || m->experts_per_token > m->num_experts)
             return sg_error_set(err, SG_EINVAL, "model %s: num_experts_per_tok %lld is not "
                                 "between 1 and num_experts %lld", m->name,
@@ -78,20 +79,23 @@ static size_t total_floats(const sg_tensor_info *t, int n)
     return s;
 }
 
-/* qwen3_moe: the router and expert e's projections, each expert's three
- * tensors one after the other with the same stride (checked name by name). */
+/* qwen3_moe and mixtral: the router and expert e's projections, each
+ * expert's three tensors (gate, up, down) one after the other with the same
+ * stride (checked name by name). */
 static int moe_offsets(const sg_model *m, int layer, const sg_tensor_info *t, int n,
                        sg_layer_param_offsets *o)
 {
     char name[SG_TENSOR_NAME_MAX];
-    o->router = find_offset(t, n, ".mlp.gate.weight");
+    const int mix = m->arch == SG_ARCH_MIXTRAL; /* MixtralSparseMoeBlock's names */
+    o->router = find_offset(t, n, mix ? ".block_sparse_moe.gate.weight" : ".mlp.gate.weight");
     const size_t IH = (size_t)m->moe_intermediate_size * (size_t)m->hidden_size;
     o->ex_stride = 3 * IH;
     for (int64_t e = 0; e < m->num_experts; e++) {
         static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
+        static const char *const w[] = {"w1", "w3", "w2"};
         for (int j = 0; j < 3; j++) {
-            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%lld.%s.weight", layer,
-                     (long long)e, proj[j]);
+            snprintf(name, sizeof name, "model.layers.%d.%s.experts.%lld.%s.weight", layer,
+                     mix ? "block_sparse_moe" : "mlp", (long long)e, mix ? w[j] : proj[j]);
             size_t off = find_offset(t, n, name);
             if (e == 0 && j == 0)
                 o->ex_wg = off;
@@ -134,6 +138,22 @@ void sg_oss_expert_offsets(const sg_model *m, const sg_layer_param_offsets *o, s
     off[3] = o->ex_dnb + e * H;
 }
 
+/* phi3: q, k and v are consecutive row blocks of the fused qkv_proj (QW +
+ * 2 KW, H), gate and up the two halves of gate_up_proj (2 I, H) */
+static void phi3_offsets(const sg_model *m, const sg_tensor_info *t, int n,
+                         sg_layer_param_offsets *o)
+{
+    const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
+    const size_t QW = (size_t)m->num_heads * D, KW = (size_t)m->num_kv_heads * D;
+    o->wq = find_offset(t, n, ".self_attn.qkv_proj.weight");
+    o->wk = o->wq == SG_NO_OFFSET ? SG_NO_OFFSET : o->wq + QW * H;
+    o->wv = o->wq == SG_NO_OFFSET ? SG_NO_OFFSET : o->wq + (QW + KW) * H;
+    o->bq = o->bk = o->bv = SG_NO_OFFSET;
+    o->wg = find_offset(t, n, ".mlp.gate_up_proj.weight");
+    o->wu = o->wg == SG_NO_OFFSET ? SG_NO_OFFSET : o->wg + (size_t)m->intermediate_size * H;
+    o->wd = find_offset(t, n, ".mlp.down_proj.weight");
+}
+
 int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offsets *o)
 {
     int rc = sg_unit_check_model(m, NULL);
@@ -150,12 +170,19 @@ int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offs
     n = sg_model_unit_tensors(m, layer + 1, t, n);
     rc = n < 0 ? n : 0;
     o->ln1 = find_offset(t, n, ".input_layernorm.weight");
-    o->wq = find_offset(t, n, ".self_attn.q_proj.weight");
-    o->bq = find_offset(t, n, ".self_attn.q_proj.bias");
-    o->wk = find_offset(t, n, ".self_attn.k_proj.weight");
-    o->bk = find_offset(t, n, ".self_attn.k_proj.bias");
-    o->wv = find_offset(t, n, ".self_attn.v_proj.weight");
-    o->bv = find_offset(t, n, ".self_attn.v_proj.bias");
+    if (m->arch == SG_ARCH_PHI3) {
+        phi3_offsets(m, t, n, o);
+    } else {
+        o->wq = find_offset(t, n, ".self_attn.q_proj.weight");
+        o->bq = find_offset(t, n, ".self_attn.q_proj.bias");
+        o->wk = find_offset(t, n, ".self_attn.k_proj.weight");
+        o->bk = find_offset(t, n, ".self_attn.k_proj.bias");
+        o->wv = find_offset(t, n, ".self_attn.v_proj.weight");
+        o->bv = find_offset(t, n, ".self_attn.v_proj.bias");
+        o->wg = find_offset(t, n, ".mlp.gate_proj.weight");
+        o->wu = find_offset(t, n, ".mlp.up_proj.weight");
+        o->wd = find_offset(t, n, ".mlp.down_proj.weight");
+    }
     o->wo = find_offset(t, n, ".self_attn.o_proj.weight");
     o->bo = find_offset(t, n, ".self_attn.o_proj.bias");
     o->q_norm = find_offset(t, n, ".self_attn.q_norm.weight");
@@ -171,9 +198,6 @@ int sg_layer_param_offsets_get(const sg_model *m, int layer, sg_layer_param_offs
             rc = m->arch == SG_ARCH_GPT_OSS ? oss_offsets(m, t, n, o)
                                             : moe_offsets(m, layer, t, n, o);
     } else {
-        o->wg = find_offset(t, n, ".mlp.gate_proj.weight");
-        o->wu = find_offset(t, n, ".mlp.up_proj.weight");
-        o->wd = find_offset(t, n, ".mlp.down_proj.weight");
         if (o->wg == SG_NO_OFFSET || o->wu == SG_NO_OFFSET || o->wd == SG_NO_OFFSET)
             rc = SG_EINVAL;
     }

@@ -15,8 +15,9 @@
 #include "models/model.h"
 
 /* Refuses, with a message naming the model and the feature, a model the unit
- * functions cannot run (MoE other than qwen3_moe and gpt_oss, biases or
- * attention sinks outside gpt_oss, rope_scaling other than llama3 and yarn). */
+ * functions cannot run (MoE other than qwen3_moe, mixtral and gpt_oss, biases
+ * or attention sinks outside gpt_oss, rope_scaling other than llama3 and
+ * yarn). */
 int sg_unit_check_model(const sg_model *m, sg_error *err);
 
 /* Floats the forward of `unit` saves for its backward, for B sequences of T
@@ -38,9 +39,11 @@ size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T);
 
 typedef struct sg_layer_param_offsets {
     size_t ln1, wq, bq, wk, bk, wv, bv, wo, bo, q_norm, k_norm, ln2, wg, wu, wd;
-    /* qwen3_moe (else SG_NO_OFFSET, wg / wu / wd are then SG_NO_OFFSET): the
-     * router (E, H) and expert 0's gate_proj, up_proj (I, H), down_proj (H, I);
-     * expert e's are ex_stride * e floats further */
+    /* qwen3_moe and mixtral (else SG_NO_OFFSET, wg / wu / wd are then
+     * SG_NO_OFFSET): the router (E, H) and expert 0's gate_proj, up_proj
+     * (I, H), down_proj (H, I) (Mixtral's w1, w3, w2); expert e's are
+     * ex_stride * e floats further. phi3: wq, wk, wv inside qkv_proj, wg, wu
+     * inside gate_up_proj */
     size_t router, ex_wg, ex_wu, ex_wd, ex_stride;
     /* gpt_oss (else SG_NO_OFFSET): the router's bias (E), the attention sinks
      * (heads), and the fused expert tensors of transformers' GptOssExperts:

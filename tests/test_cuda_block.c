@@ -118,6 +118,31 @@ static const char *GPT_OSS_JSON =
     " \"beta_slow\": 1.0, \"original_max_position_embeddings\": 8, \"truncate\": false},\n"
     " \"tie_word_embeddings\": false, \"rms_norm_eps\": 1e-5, \"rope_theta\": 150000.0}";
 
+/* The families of tests/test_families.sh: Phi3's fused qkv_proj and
+ * gate_up_proj (and a window in every layer), Qwen2's q/k/v biases without
+ * an o_proj bias, Mixtral's experts under block_sparse_moe with a window */
+static const char *PHI3_JSON =
+    "{\"name\": \"cu-phi3\", \"architecture\": \"phi3\",\n"
+    " \"hidden_size\": 48, \"intermediate_size\": 72, \"num_hidden_layers\": 2,\n"
+    " \"num_attention_heads\": 3, \"num_key_value_heads\": 1, \"head_dim\": 16,\n"
+    " \"vocab_size\": 70, \"max_position_embeddings\": 64, \"sliding_window\": 5,\n"
+    " \"tie_word_embeddings\": false, \"rms_norm_eps\": 1e-5, \"rope_theta\": 250000.0}";
+
+static const char *QWEN2_JSON =
+    "{\"name\": \"cu-qwen2\", \"architecture\": \"qwen2\",\n"
+    " \"hidden_size\": 32, \"intermediate_size\": 80, \"num_hidden_layers\": 2,\n"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,\n"
+    " \"vocab_size\": 90, \"max_position_embeddings\": 64,\n"
+    " \"tie_word_embeddings\": true, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000.0}";
+
+static const char *MIXTRAL_JSON =
+    "{\"name\": \"cu-mixtral\", \"architecture\": \"mixtral\",\n"
+    " \"hidden_size\": 32, \"intermediate_size\": 24, \"num_hidden_layers\": 2,\n"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8,\n"
+    " \"vocab_size\": 64, \"max_position_embeddings\": 64, \"num_local_experts\": 6,\n"
+    " \"num_experts_per_tok\": 2, \"router_aux_loss_coef\": 0.02, \"sliding_window\": 5,\n"
+    " \"tie_word_embeddings\": false, \"rms_norm_eps\": 1e-5, \"rope_theta\": 1000000.0}";
+
 /* ---- host memory and bf16 ------------------------------------------------------------ */
 
 static float *zeros(size_t n)
@@ -1207,7 +1232,8 @@ int main(int argc, char **argv)
         const char *label, *json;
     } cases[] = {{"cu-llama", LLAMA_JSON},   {"cu-qwen3", QWEN3_JSON},
                  {"cu-window", WINDOW_JSON}, {"cu-moe", MOE_JSON},
-                 {"cu-gpt-oss", GPT_OSS_JSON}};
+                 {"cu-gpt-oss", GPT_OSS_JSON}, {"cu-phi3", PHI3_JSON},
+                 {"cu-qwen2", QWEN2_JSON},   {"cu-mixtral", MIXTRAL_JSON}};
     const sg_dtype dts[] = {SG_F32, SG_BF16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         net n;

@@ -35,6 +35,10 @@ static const struct {
     {"qwen3-30b-a3b", 30532122624LL, 3350000000LL}, /* "~3.35e9" */
     {"seed-oss-36b", 36151104512LL, 0},
     {"llama-3.3-70b", 70553706496LL, 0},
+    /* Hugging Face's safetensors counts; Mixtral's "12.9B active" */
+    {"qwen2.5-7b", 7615616512LL, 0},
+    {"mistral-7b-v0.3", 7248023552LL, 0},
+    {"mixtral-8x7b", 46702792704LL, 12900000000LL},
 };
 #define N_PUBLISHED (int)(sizeof published / sizeof published[0])
 
@@ -341,7 +345,7 @@ static const struct {
     {"too-many-layers", "num_hidden_layers: 2000 is more than SG_MODEL_MAX_LAYERS"},
     {"unknown-key", "num_key_value_head: 2 is an unknown key (did you mean "
                     "\"num_key_value_heads\"?)"},
-    {"bad-arch", "architecture: \"mistral\" is not one of"},
+    {"bad-arch", "architecture: \"gemma2\" is not one of"},
     {"moe-key-on-dense", "num_experts: 4 applies only to"},
     {"fractional-head-dim", "head_dim: 32.5 is not an integer"},
     {"tie-not-bool", "tie_word_embeddings: 1 is not true or false"},
@@ -537,7 +541,8 @@ static void test_hf_round_trip(void)
     static const char *const names[] = {"tiny-llama", "tiny-qwen3", "tiny-moe", "llama-3.1-8b",
                                         "llama-3.2-1b", "qwen3-14b", "qwen3-30b-a3b",
                                         "seed-oss-36b", "phi-4", "bench-3m", "gpt-oss-20b",
-                                        "tiny-gpt-oss"};
+                                        "tiny-gpt-oss", "qwen2.5-7b", "mistral-7b-v0.3",
+                                        "mixtral-8x7b"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/%s.json", models_dir, names[i]);
@@ -590,6 +595,39 @@ static void test_hf_round_trip(void)
     free(h);
 }
 
+/* Each family's own Hugging Face tensor names, shapes and packing order */
+static void test_family_names(void)
+{
+    sg_model m;
+    sg_error err = {0};
+    sg_tensor_info t[32];
+    if (!ok(load_named("phi-4", &m, &err) == 0 && m.arch == SG_ARCH_PHI3, "phi-4 loads as phi3"))
+        tap_diag("  %s", err.msg);
+    int n = sg_model_unit_tensors(&m, 1, t, 32);
+    ok(n == 6 && !strcmp(t[1].name, "model.layers.0.self_attn.qkv_proj.weight") &&
+           t[1].shape[0] == 5120 + 2 * 1280 && t[1].shape[1] == 5120 &&
+           !strcmp(t[4].name, "model.layers.0.mlp.gate_up_proj.weight") &&
+           t[4].shape[0] == 2 * 17920 && t[4].shape[1] == 5120 &&
+           !strcmp(t[5].name, "model.layers.0.mlp.down_proj.weight"),
+       "phi-4 layer: qkv_proj (q + 2 kv rows, H), o_proj, gate_up_proj (2 I, H), down_proj");
+    if (!ok(load_named("qwen2.5-7b", &m, &err) == 0 && m.qkv_bias && !m.o_bias,
+            "qwen2.5-7b loads with q/k/v biases, no o_proj bias"))
+        tap_diag("  %s", err.msg);
+    n = sg_model_unit_tensors(&m, 1, t, 32);
+    ok(n == 12 && !strcmp(t[6].name, "model.layers.0.self_attn.v_proj.bias") && t[6].shape[0] == 512,
+       "qwen2 layer: 9 tensors + q/k/v biases (v_proj.bias 512)");
+    if (!ok(load_named("mixtral-8x7b", &m, &err) == 0, "mixtral-8x7b loads"))
+        tap_diag("  %s", err.msg);
+    n = sg_model_unit_tensors(&m, 1, t, 32);
+    ok(n == 6 + 1 + 24 && !strcmp(t[6].name, "model.layers.0.block_sparse_moe.gate.weight") &&
+           !strcmp(t[7].name, "model.layers.0.block_sparse_moe.experts.0.w1.weight") &&
+           !strcmp(t[8].name, "model.layers.0.block_sparse_moe.experts.0.w3.weight") &&
+           !strcmp(t[9].name, "model.layers.0.block_sparse_moe.experts.0.w2.weight") &&
+           t[9].shape[0] == 4096 && t[9].shape[1] == 14336 && t[9].is_expert &&
+           m.norm_topk_prob && !m.qk_norm,
+       "mixtral layer: router block_sparse_moe.gate, experts' w1 (gate), w3 (up), w2 (down: H, I)");
+}
+
 int main(void)
 {
     const char *s = getenv("SG_SRCDIR");
@@ -605,6 +643,7 @@ int main(void)
     test_parse();
     test_strict_json();
     test_resolve();
+    test_family_names();
     test_hf_round_trip();
     return tap_done();
 }

@@ -10,6 +10,16 @@ load_balancing_loss_func over the router logits of every layer, concatenated,
 added to the loss times router_aux_loss_coef (as Qwen3MoeForCausalLM does
 with output_router_logits).
 
+Other families (model.txt's "arch"), after transformers' modeling files:
+qwen2 (Qwen2Attention: q/k/v biases, used when the tensors are there);
+mistral (every layer sliding when model.txt's "window" is set; the layers
+are listed as sliding); phi3 (Phi3Attention's fused qkv_proj, split into
+the first heads*D rows for q, the next kv*D for k, the rest for v;
+Phi3MLP's gate_up_proj, its first half gate, its second up); mixtral
+(MixtralSparseMoeBlock: router "block_sparse_moe.gate", softmax over every
+expert, top-k, the k weights renormalised; expert e's w1 gate, w3 up, w2
+down).
+
 GPT-OSS layers (model.txt has "arch gpt_oss"), after the published formulas
 of transformers' modeling_gpt_oss.py (restated, not its code): q/k/v/o with
 biases; the attention softmax over the scaled scores plus one learned sink
@@ -161,7 +171,8 @@ class Model:
             self.aux_coef = float(args["aux_coef"])
         self.router_logits = []
         self.clamped = [0, 0, 0]  # GPT-OSS: gate values cut, up values cut, of
-        self.oss = args.get("arch") == "gpt_oss"
+        self.arch = args.get("arch", "")
+        self.oss = self.arch == "gpt_oss"
         self.yarn = None
         if "yarn_factor" in args:
             self.yarn = tuple(float(args[k]) for k in (
@@ -180,9 +191,16 @@ class Model:
         B, T, D = self.B, self.T, self.D
         pre = f"model.layers.{l}."
         n1 = rms_norm(x, self.w(pre + "input_layernorm.weight"), self.eps)
-        q = self.linear(n1, pre + "self_attn.q_proj").view(B, T, self.Hq, D)
-        k = self.linear(n1, pre + "self_attn.k_proj").view(B, T, self.Hkv, D)
-        v = self.linear(n1, pre + "self_attn.v_proj").view(B, T, self.Hkv, D)
+        if self.arch == "phi3":  # one projection; q, k, v its consecutive column blocks
+            qkv = self.linear(n1, pre + "self_attn.qkv_proj")
+            qw, kw = self.Hq * D, self.Hkv * D
+            q = qkv[..., :qw].reshape(B, T, self.Hq, D)
+            k = qkv[..., qw:qw + kw].reshape(B, T, self.Hkv, D)
+            v = qkv[..., qw + kw:].reshape(B, T, self.Hkv, D)
+        else:
+            q = self.linear(n1, pre + "self_attn.q_proj").view(B, T, self.Hq, D)
+            k = self.linear(n1, pre + "self_attn.k_proj").view(B, T, self.Hkv, D)
+            v = self.linear(n1, pre + "self_attn.v_proj").view(B, T, self.Hkv, D)
         if self.qk_norm:  # Qwen3: over head_dim, before rope
             q = rms_norm(q, self.w(pre + "self_attn.q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(pre + "self_attn.k_norm.weight"), self.eps)
@@ -196,6 +214,9 @@ class Model:
             return h + self.oss_moe(n2, pre)
         if self.E:
             return h + self.moe(n2, pre)
+        if self.arch == "phi3":
+            gate, up = self.linear(n2, pre + "mlp.gate_up_proj").chunk(2, dim=-1)
+            return h + self.linear(up * torch.nn.functional.silu(gate), pre + "mlp.down_proj")
         gate = self.linear(n2, pre + "mlp.gate_proj")
         up = self.linear(n2, pre + "mlp.up_proj")
         return h + self.linear(torch.nn.functional.silu(gate) * up, pre + "mlp.down_proj")
@@ -203,7 +224,8 @@ class Model:
     def moe(self, x, pre):
         # Qwen3MoeSparseMoeBlock: route each token to its top-k experts
         xs = x.reshape(-1, self.H)                                  # (N, H)
-        logits = self.linear(xs, pre + "mlp.gate")                  # (N, E)
+        mix = self.arch == "mixtral"
+        logits = self.linear(xs, pre + ("block_sparse_moe.gate" if mix else "mlp.gate"))
         self.router_logits.append(logits)
         probs = torch.softmax(logits, dim=-1)
         weights, selected = torch.topk(probs, self.K, dim=-1)       # (N, K)
@@ -215,9 +237,13 @@ class Model:
             if tok.numel() == 0:
                 continue
             xe = xs[tok]
-            ep = pre + f"mlp.experts.{e}."
-            ye = self.linear(torch.nn.functional.silu(self.linear(xe, ep + "gate_proj")) *
-                             self.linear(xe, ep + "up_proj"), ep + "down_proj")
+            if mix:  # MixtralBlockSparseTop2MLP: w2(silu(w1 x) * w3 x)
+                ep = pre + f"block_sparse_moe.experts.{e}."
+                g, u, dn = ep + "w1", ep + "w3", ep + "w2"
+            else:
+                ep = pre + f"mlp.experts.{e}."
+                g, u, dn = ep + "gate_proj", ep + "up_proj", ep + "down_proj"
+            ye = self.linear(torch.nn.functional.silu(self.linear(xe, g)) * self.linear(xe, u), dn)
             out = out.index_add(0, tok, ye * weights[tok, slot, None])
         return out.view_as(x)
 

@@ -5,12 +5,16 @@ cross-entropy; the forward is tests/torch_model_ref.py's (plain torch ops
 after Hugging Face's modeling_llama.py).
 
 Usage:
-  torch_train_ref.py prepare DIR [moe|gptoss]   writes DIR/model.json (odd
+  torch_train_ref.py prepare DIR [moe|gptoss|qwen2|mistral|phi3|mixtral]
+      writes DIR/model.json (odd
       sizes; "moe": a Qwen3-MoE model, top 2 of 6 experts, renormalised, with
       a load-balancing loss of weight 0.05; "gptoss": a GPT-OSS model, top 2
       of 6 experts, biases, sinks, a sliding layer (window 5) then a full one,
       YaRN, the same loss weight, its gate_up biases wide enough for the
-      SwiGLU clamps to cut),
+      SwiGLU clamps to cut; "qwen2": q/k/v biases; "mistral": every layer
+      sliding, window 5; "phi3": fused qkv_proj and gate_up_proj;
+      "mixtral": top 2 of 6 experts under Mixtral's names, window 5, the
+      same loss weight),
       DIR/init.safetensors (the initial weights, F32, Hugging Face names) and
       DIR/data.bin (an llm.c uint16 shard holding exactly B windows of T
       tokens, so every step's batch is those B windows: the loader's
@@ -73,6 +77,17 @@ OSS_MODEL = {
     "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"],
 }
 
+QWEN2_MODEL = dict(MODEL, name="odd-qwen2", architecture="qwen2", attention_bias=True)
+MISTRAL_MODEL = dict(MODEL, name="odd-mistral", architecture="mistral", sliding_window=5)
+PHI3_MODEL = dict(MODEL, name="odd-phi3", architecture="phi3")
+MIXTRAL_MODEL = dict(MODEL, name="odd-mixtral", architecture="mixtral", intermediate_size=40,
+                     source="tests/torch_train_ref.py: odd sizes, top 2 of 6 experts of width 40",
+                     sliding_window=5, num_local_experts=6, num_experts_per_tok=2,
+                     router_aux_loss_coef=0.05)
+del PHI3_MODEL["attention_bias"], MISTRAL_MODEL["attention_bias"], MIXTRAL_MODEL["attention_bias"]
+KINDS = {"moe": MOE_MODEL, "gptoss": OSS_MODEL, "qwen2": QWEN2_MODEL, "mistral": MISTRAL_MODEL,
+         "phi3": PHI3_MODEL, "mixtral": MIXTRAL_MODEL}
+
 
 def oss_layer_shapes(m, p):
     H, D, E, F = m["hidden_size"], m["head_dim"], m["num_local_experts"], m["moe_intermediate_size"]
@@ -93,6 +108,16 @@ def oss_layer_shapes(m, p):
 
 def mlp_shapes(m, p):
     H = m["hidden_size"]
+    if m["architecture"] == "phi3":  # Phi3MLP: gate and up in one (2F, H)
+        F = m["intermediate_size"]
+        return [(p + "mlp.gate_up_proj.weight", (2 * F, H)), (p + "mlp.down_proj.weight", (H, F))]
+    if m["architecture"] == "mixtral":
+        E, F = m["num_local_experts"], m["intermediate_size"]
+        out = [(p + "block_sparse_moe.gate.weight", (E, H))]
+        for e in range(E):
+            q = p + f"block_sparse_moe.experts.{e}."
+            out += [(q + "w1.weight", (F, H)), (q + "w2.weight", (H, F)), (q + "w3.weight", (F, H))]
+        return out
     if "num_experts" not in m:
         F = m["intermediate_size"]
         return [(p + "mlp.gate_proj.weight", (F, H)), (p + "mlp.up_proj.weight", (F, H)),
@@ -116,11 +141,15 @@ def tensor_shapes(m):
         if m["architecture"] == "gpt_oss":
             out += oss_layer_shapes(m, p)
             continue
-        out += [(p + "input_layernorm.weight", (H,)),
-                (p + "self_attn.q_proj.weight", (Hq * D, H)),
-                (p + "self_attn.k_proj.weight", (Hkv * D, H)),
-                (p + "self_attn.v_proj.weight", (Hkv * D, H)),
-                (p + "self_attn.o_proj.weight", (H, Hq * D))]
+        out += [(p + "input_layernorm.weight", (H,))]
+        if m["architecture"] == "phi3":  # Phi3Attention: q, k, v rows in one tensor
+            out += [(p + "self_attn.qkv_proj.weight", ((Hq + 2 * Hkv) * D, H))]
+        else:
+            for j, rows in (("q", Hq * D), ("k", Hkv * D), ("v", Hkv * D)):
+                out += [(p + f"self_attn.{j}_proj.weight", (rows, H))]
+                if m["architecture"] == "qwen2":  # Qwen2Attention: q/k/v biases
+                    out += [(p + f"self_attn.{j}_proj.bias", (rows,))]
+        out += [(p + "self_attn.o_proj.weight", (H, Hq * D))]
         if moe:  # Qwen3: QK-norm (the loader's order: after the projections)
             out += [(p + "self_attn.q_norm.weight", (D,)), (p + "self_attn.k_norm.weight", (D,))]
         out += [(p + "post_attention_layernorm.weight", (H,))] + mlp_shapes(m, p)
@@ -159,7 +188,7 @@ def read_safetensors(path):
 
 def prepare(d, kind=""):
     rng = np.random.default_rng(1234)
-    model = {"moe": MOE_MODEL, "gptoss": OSS_MODEL}.get(kind, MODEL)
+    model = KINDS.get(kind, MODEL)
     json.dump(model, open(os.path.join(d, "model.json"), "w"), indent=1)
     tensors = []
     for name, shape in tensor_shapes(model):
@@ -197,6 +226,13 @@ def setup(d):
                      "Fm": m["moe_intermediate_size"], "norm_topk": int(m["norm_topk_prob"]),
                      "aux_coef": m["router_aux_loss_coef"]})
     sliding = set()
+    args["arch"] = m["architecture"]
+    if m.get("sliding_window") and m["architecture"] in ("mistral", "mixtral"):
+        args["window"], sliding = m["sliding_window"], set(range(m["num_hidden_layers"]))
+    if m["architecture"] == "mixtral":  # the router always renormalises
+        args.update({"F": 0, "E": m["num_local_experts"], "K": m["num_experts_per_tok"],
+                     "Fm": m["intermediate_size"], "norm_topk": 1,
+                     "aux_coef": m["router_aux_loss_coef"]})
     if m["architecture"] == "gpt_oss":
         rs = m["rope_scaling"]
         factor = rs["factor"]
