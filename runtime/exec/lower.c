@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "codelets/starpu/activity.h"
+#include "common/first_touch.h"
 #include "common/host_ram.h"
 #include "runtime/exec/starpu_include.h"
 
@@ -75,15 +76,12 @@ static int shared_handle(const sg_lowering *base, const sg_buffer *b, void **h, 
     return SG_OK;
 }
 
-static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *err)
+/* Registers g's buffers; the state buffers it allocates are listed in
+ * (touch, touch_bytes, *ntouch) for the caller to zero. */
+static int register_each(sg_lowering *l, const sg_lowering *base, void **touch,
+                         size_t *touch_bytes, int *ntouch, sg_error *err)
 {
     const sg_graph *g = l->graph;
-    size_t nb = (size_t)(g->nbuffers > 0 ? g->nbuffers : 1);
-    l->handles = calloc(nb, sizeof(void *));
-    l->memory = calloc(nb, sizeof(void *));
-    l->owned = calloc(nb, 1);
-    if (!l->handles || !l->memory || !l->owned)
-        return sg_error_set(err, SG_ENOMEM, "out of memory");
     int simulated = l->target.memory == SG_LOWER_MEMORY_SIMULATED;
     unsigned gpu_node = simulated && l->target.have_cuda ? first_cuda_node() : STARPU_MAIN_RAM;
     /* simulated addresses, one range per home node, never dereferenced */
@@ -119,7 +117,9 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
              * measured peak (sg_lower_memory_used) covers the state too */
             if (starpu_malloc_flags(&l->memory[b], (size_t)n * esize + skew, OUR_MALLOC_FLAGS))
                 return state_alloc_error(buf, err);
-            memset(l->memory[b], 0, (size_t)n * esize + skew);
+            /* zeroed by the caller, every buffer at once on several threads */
+            touch[*ntouch] = l->memory[b];
+            touch_bytes[(*ntouch)++] = (size_t)n * esize + skew;
             starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)l->memory[b] + skew, n,
                                         esize);
         }
@@ -128,6 +128,31 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
         l->owned[b] = 1;
     }
     return SG_OK;
+}
+
+static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *err)
+{
+    const sg_graph *g = l->graph;
+    size_t nb = (size_t)(g->nbuffers > 0 ? g->nbuffers : 1);
+    l->handles = calloc(nb, sizeof(void *));
+    l->memory = calloc(nb, sizeof(void *));
+    l->owned = calloc(nb, 1);
+    void **touch = calloc(nb, sizeof *touch);
+    size_t *touch_bytes = calloc(nb, sizeof *touch_bytes);
+    int threads = 1, ntouch = 0, rc = SG_OK;
+    if (!l->handles || !l->memory || !l->owned || !touch || !touch_bytes)
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc && l->target.memory != SG_LOWER_MEMORY_SIMULATED)
+        rc = sg_first_touch_threads(&threads, err);
+    if (!rc)
+        rc = register_each(l, base, touch, touch_bytes, &ntouch, err);
+    /* the state starts at zero (the initial state's load then writes the
+     * weights and masters) */
+    if (!rc)
+        sg_first_touch_zero(touch, touch_bytes, ntouch, threads);
+    free(touch);
+    free(touch_bytes);
+    return rc;
 }
 
 /* Steps in flight: their locks, condition variables and records. */
