@@ -59,6 +59,11 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-checkpointing", dest="checkpointing", action="store_false")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--count-params", action="store_true",
+                    help="build the model on the meta device, print its parameter count, exit")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="cpu: a smoke test of the gpu, gpu-compile and fsdp2 modes with a "
+                    "tiny model (tests/test_bench_suite.sh)")
     ap.add_argument("--ds-config", help="the DeepSpeed config (deepspeed mode)")
     ap.add_argument("--gradient-clipping", default="default",
                     help="deepspeed mode: 'default' (the config's) or a number")
@@ -67,6 +72,8 @@ def parse_args(argv):
         ap.error("need --seq, --batch, --steps >= 1 and 0 <= --warmup < --steps")
     if a.mode == "deepspeed" and not a.ds_config:
         ap.error("--mode deepspeed needs --ds-config")
+    if a.mode == "deepspeed" and a.device == "cpu":
+        ap.error("--mode deepspeed runs on cuda only")
     if a.gradient_clipping != "default":
         try:
             float(a.gradient_clipping)
@@ -92,12 +99,12 @@ def hf_config(path):
     return cfg
 
 
-def build_model(cfg, dtype):
+def build_model(cfg, dtype, device):
     """Random weights, initialised on the GPU (seconds, where the CPU takes
     minutes for 8B), as transformers' from_config draws them."""
     import torch
     from transformers import AutoModelForCausalLM
-    with torch.device("cuda"):
+    with torch.device(device):
         try:
             return AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation="sdpa")
         except TypeError:  # transformers before 4.56 names it torch_dtype
@@ -139,18 +146,22 @@ def setup_deepspeed(a, model, note):
     return step
 
 
-def setup_fsdp2(model, note):
+def setup_fsdp2(a, model, note):
     import torch
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
-    one_process_group("nccl")
+    one_process_group("nccl" if a.device == "cuda" else "gloo")
+    mesh = init_device_mesh(a.device, (1,))
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    off = CPUOffloadPolicy(pin_memory=True)
+    # the CPU smoke test keeps the parameters where they are
+    kw = {"offload_policy": CPUOffloadPolicy(pin_memory=True)} if a.device == "cuda" else {}
     for layer in model.model.layers:
-        fully_shard(layer, mp_policy=mp, offload_policy=off)
-    fully_shard(model, mp_policy=mp, offload_policy=off)
+        fully_shard(layer, mesh=mesh, mp_policy=mp, **kw)
+    fully_shard(model, mesh=mesh, mp_policy=mp, **kw)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.01)
-    note.append("torch %s FSDP2, CPUOffloadPolicy" % torch.__version__)
+    note.append("torch %s FSDP2%s" % (torch.__version__,
+                                      ", CPUOffloadPolicy" if kw else " (CPU smoke test)"))
 
     def step(x):
         loss = model(input_ids=x, labels=x).loss
@@ -167,11 +178,12 @@ def setup_gpu(a, model, note):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.01, fused=True)
     fwd = torch.compile(model) if a.mode == "gpu-compile" else model
+    dev = a.device
     note.append("torch %s, %s" % (torch.__version__,
                                   "torch.compile" if a.mode == "gpu-compile" else "eager"))
 
     def step(x):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev, dtype=torch.bfloat16):
             loss = fwd(input_ids=x, labels=x).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -188,7 +200,7 @@ def run(a, result):
     # bf16 weights as the example loads them; fp32 where an optimizer keeps them
     dtype = torch.bfloat16 if a.mode == "deepspeed" else torch.float32
     t0 = time.time()
-    model = build_model(cfg, dtype)
+    model = build_model(cfg, dtype, a.device)
     result["params"] = sum(p.numel() for p in model.parameters())
     if a.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -197,17 +209,18 @@ def run(a, result):
     if a.mode == "deepspeed":
         step = setup_deepspeed(a, model, note)
     elif a.mode == "fsdp2":
-        step = setup_fsdp2(model, note)
+        step = setup_fsdp2(a, model, note)
     else:
         step = setup_gpu(a, model, note)
     result["startup_s"] = round(time.time() - t0, 2)
-    gen = torch.Generator(device="cuda").manual_seed(a.seed)
+    gen = torch.Generator(device=a.device).manual_seed(a.seed)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     for i in range(a.steps):
-        x = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device="cuda", generator=gen)
-        torch.cuda.synchronize()
+        x = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device=a.device, generator=gen)
+        sync()
         t = time.perf_counter()
         loss = step(x)
-        torch.cuda.synchronize()
+        sync()
         ms = (time.perf_counter() - t) * 1000.0
         result["losses"].append(float(loss.item()))
         if i >= a.warmup:
@@ -215,7 +228,8 @@ def run(a, result):
         print("hf_gpu_peer %s: step %d %.1f ms loss %.4f" % (a.mode, i + 1, ms,
                                                             result["losses"][-1]),
               file=sys.stderr, flush=True)
-    result["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    if a.device == "cuda":
+        result["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     result["note"] = "; ".join(note + ["attn sdpa", "checkpointing %s" %
                                        ("on" if a.checkpointing else "off")])
     result["status"] = "ok"
@@ -223,6 +237,11 @@ def run(a, result):
 
 def main(argv):
     a = parse_args(argv)
+    if a.count_params:  # no memory: the shapes only
+        import torch
+        model = build_model(hf_config(a.model), torch.bfloat16, "meta")
+        print(sum(p.numel() for p in model.parameters()))
+        return 0
     result = {"mode": a.mode, "status": "failed", "step_ms": [], "losses": [],
               "params": None, "peak_gpu_gib": None, "note": ""}
     try:

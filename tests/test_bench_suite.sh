@@ -7,7 +7,13 @@
 # writes result files that pass the schema check, with the figures computed
 # from the stand-ins' step times; a failing run and a run past the budget are
 # recorded, not fatal), the example's DeepSpeed configs as the suite writes
-# them, and the peers' Python compiled. Prints TAP.
+# them, and the peers' Python compiled. With BENCH_PEER_PYTHON set to a Python
+# that has torch (2.4 or later) and transformers (e.g. a venv's), the peer
+# itself runs on the CPU: transformers' Llama-3.1-8B built from
+# models/llama-3.1-8b.json has the P of the hand value (on the meta device),
+# and the gpu and fsdp2 modes train tiny-llama 3 steps (its parameter count
+# is `stepgraph model list`'s); without it those three checks are SKIPs.
+# Prints TAP.
 #
 # The hand value: Llama-3.1-8B, P = 8,030,261,248 parameters, L = 32,
 # h = 4096, s = 4096, c = 4 (activation checkpointing). Per sequence
@@ -23,7 +29,7 @@ SG_TEST_NAME=bench_suite
 
 n=0
 ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-echo "1..15"
+echo "1..18"
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -169,3 +175,32 @@ assert zo["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_me
 assert "optimizer" not in so and "gradient_clipping" not in so and "gradient_clipping" not in zo
 PYEOF
 ok $? "the example's DeepSpeed configs as written: ZeRO-3, ratio 0.8, cpuadam_cores_perc 0.9, no optimizer and no clipping key"
+
+# the peer itself, where a Python with torch and transformers is given
+PP=${BENCH_PEER_PYTHON:-}
+if [ -n "$PP" ] && "$PP" -c 'import torch, transformers' >/dev/null 2>&1; then
+	got=$("$PP" "$SRC/tests/hf_gpu_peer.py" --mode gpu --model "$SRC/models/llama-3.1-8b.json" \
+		--count-params 2>"$TMP/count.err")
+	[ "$got" = 8030261248 ]
+	ok $? "transformers' Llama-3.1-8B from models/llama-3.1-8b.json: $got parameters, the hand value's P"
+	tiny=$("$BIN" model list 2>/dev/null | awk '$1 == "tiny-llama" { print $3 }')
+	for m in gpu fsdp2; do
+		"$PP" "$SRC/tests/hf_gpu_peer.py" --mode $m --device cpu --model "$SRC/models/tiny-llama.json" \
+			--seq 32 --batch 2 --steps 3 --warmup 1 >"$TMP/peer-$m.out" 2>"$TMP/peer-$m.err"
+		r=$?
+		"$PY" - "$TMP/peer-$m.out" "$tiny" $r <<'PYEOF'
+import json, math, sys
+line = [l for l in open(sys.argv[1]) if l.startswith("peer_result ")][-1]
+res = json.loads(line[len("peer_result "):])
+assert sys.argv[3] == "0" and res["status"] == "ok", res
+assert res["params"] == int(sys.argv[2]), (res["params"], sys.argv[2])
+assert len(res["step_ms"]) == 2 and len(res["losses"]) == 3, res
+assert all(math.isfinite(x) and x > 0 for x in res["losses"] + res["step_ms"]), res
+PYEOF
+		ok $? "peer --mode $m on the CPU: 3 steps of tiny-llama, $tiny parameters as stepgraph counts them, 2 timed"
+	done
+else
+	for c in "the 8B parameter count" "peer --mode gpu on the CPU" "peer --mode fsdp2 on the CPU"; do
+		ok 0 "# SKIP $c: set BENCH_PEER_PYTHON to a Python with torch >= 2.4 and transformers"
+	done
+fi
