@@ -55,17 +55,11 @@ EXAMPLE_DS_CONFIGS = {
                                   "super_offload": True, "cpuadam_cores_perc": 0.90}},
         "wall_clock_breakdown": True,
     },
-    "zerooffload": {
-        "train_batch_size": 4,
-        "gradient_accumulation_steps": 1,
-        "bf16": {"enabled": True},
-        "zero_optimization": {
-            "stage": 3, "overlap_comm": False, "reduce_bucket_size": 4e8,
-            "sub_group_size": 4e8,
-            "offload_optimizer": {"device": "cpu", "pin_memory": True}},
-        "wall_clock_breakdown": True,
-    },
 }
+# "zerooffload": the same but for offload_optimizer's three SuperOffload keys
+EXAMPLE_DS_CONFIGS["zerooffload"] = json.loads(json.dumps(EXAMPLE_DS_CONFIGS["superoffload"]))
+EXAMPLE_DS_CONFIGS["zerooffload"]["zero_optimization"]["offload_optimizer"] = {
+    "device": "cpu", "pin_memory": True}
 
 CFG_8B = "configs/llama-3.1-8b-superoffload.json"
 CFG_1B = "configs/llama-3.2-1b-superoffload-gpu.json"

@@ -146,6 +146,16 @@ def setup_deepspeed(a, model, note):
     return step
 
 
+def torch_update(loss, model, opt):
+    """The backward and update of a plain PyTorch loop (clipping at 1.0)."""
+    import torch
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
 def setup_fsdp2(a, model, note):
     import torch
     from torch.distributed.device_mesh import init_device_mesh
@@ -164,12 +174,7 @@ def setup_fsdp2(a, model, note):
                                       ", CPUOffloadPolicy" if kw else " (CPU smoke test)"))
 
     def step(x):
-        loss = model(input_ids=x, labels=x).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
+        return torch_update(model(input_ids=x, labels=x).loss, model, opt)
     return step
 
 
@@ -185,11 +190,7 @@ def setup_gpu(a, model, note):
     def step(x):
         with torch.autocast(dev, dtype=torch.bfloat16):
             loss = fwd(input_ids=x, labels=x).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
+        return torch_update(loss, model, opt)
     return step
 
 

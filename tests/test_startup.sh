@@ -11,19 +11,12 @@
 set -u
 SG_TEST_NAME=startup
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+. "$SRC/tests/train_lib.sh"
 echo "1..5"
 
 # 35.4 M parameters, most of them the untied embedding and head
 # (vocabulary 65536 x hidden 256: 64 MiB of fp32 each)
-cat >"$TMP/model.json" <<'JSON'
-{"name": "startup-llama", "architecture": "llama", "hidden_size": 256,
- "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 65536,
- "max_position_embeddings": 256, "tie_word_embeddings": false, "rms_norm_eps": 1e-05,
- "rope_theta": 10000.0, "attention_bias": false}
-JSON
+cp "$SRC/tests/data/models/wide-head-llama.json" "$TMP/model.json"
 cat >"$TMP/ds.json" <<'JSON'
 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
