@@ -84,7 +84,7 @@ class Stage:
 STAGES = [
     Stage("env", 20, "the machine", gpu=False),
     Stage("calibrate", 100, "stepgraph calibrate, 1B", MODEL_1B, "stepgraph"),
-    Stage("tune_8b", 45, "stepgraph tune, 8B on the calibrated machine"),
+    Stage("tune_8b", 60, "stepgraph tune, 8B on the calibrated machine"),
     Stage("sg_8b", 150, "stepgraph run, 8B", MODEL_8B, "stepgraph"),
     Stage("ds_so_noclip", 110, "DeepSpeed super_offload, gradient_clipping 0", MODEL_8B,
           "deepspeed"),
@@ -92,7 +92,7 @@ STAGES = [
     Stage("tune_1b", 25, "stepgraph tune, 1B on the calibrated machine"),
     Stage("sg_1b", 50, "stepgraph run, 1B", MODEL_1B, "stepgraph"),
     Stage("pt_1b_eager", 40, "PyTorch all on the GPU, eager, 1B"),
-    Stage("pt_1b_compile", 70, "PyTorch all on the GPU, torch.compile, 1B"),
+    Stage("pt_1b_compile", 90, "PyTorch all on the GPU, torch.compile, 1B"),
     Stage("ds_zo", 100, "DeepSpeed ZeRO-3 offload (zerooffload)", MODEL_8B, "deepspeed"),
     Stage("fsdp2_8b", 100, "PyTorch FSDP2 CPUOffloadPolicy, 8B", MODEL_8B, "fsdp2"),
 ]
@@ -122,8 +122,13 @@ def parse_args(argv):
     ap.add_argument("--python", default=os.environ.get("PYTHON", sys.executable),
                     help="the Python with CUDA torch for the peers (default: this one)")
     ap.add_argument("--out", default=os.environ.get("OUT") or "bench-gpu-out")
-    ap.add_argument("--work", help="scratch directory, outside --out (the device tool brings "
-                    "back at most 8 files from $OUT; default: a new one under $TMPDIR or /tmp)")
+    ap.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR") or "/tmp",
+                                                   "bench-gpu-work"),
+                    help="scratch directory, outside --out (the device tool brings back at "
+                    "most 8 files from $OUT); a later call on the same machine finds there "
+                    "the calibrated machine, tune's choices and the rows so far, and adds "
+                    "to them (default $TMPDIR/bench-gpu-work)")
+    ap.add_argument("--fresh", action="store_true", help="empty --work first")
     ap.add_argument("--no-memory-check", dest="memory_check", action="store_false",
                     help="start the runs whatever host memory is free (tests)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the commands")
@@ -524,11 +529,40 @@ def finish_prebuild(pb, deadline, log):
                                                                          time.time() - t))
 
 
+def resume(c):
+    """An earlier call's state in --work: the calibrated machine, tune's
+    choices, the result documents (their rows and stages carry on)."""
+    path = c.w("machines", "gb-gpu.json")
+    if os.path.exists(path):
+        c.machine = path
+    try:
+        with open(c.w("best.json")) as f:
+            c.best = {k: tuple(v) for k, v in json.load(f).items()}
+    except (OSError, ValueError):
+        pass
+    stages = []
+    for model in (MODEL_8B, MODEL_1B):
+        name = os.path.splitext(os.path.basename(model))[0]
+        try:
+            with open(c.w("bench-%s.json" % name)) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not br.validate(doc):
+            c.docs[name] = doc
+            c.device = doc.get("device", c.device)
+            stages = doc.get("stages", stages)
+    return list(stages)
+
+
 def write_outputs(c, log_rows, t0):
     os.makedirs(c.out, exist_ok=True)
     for name, doc in c.docs.items():
         doc["stages"] = [r for r in log_rows]
         br.write_doc(os.path.join(c.out, "bench-%s.json" % name), doc)
+        br.write_doc(c.w("bench-%s.json" % name), doc)  # for a later call (resume)
+    with open(c.w("best.json"), "w") as f:
+        json.dump(c.best, f)
     lines = ["# bench_gpu_suite", "", "- device: %s" % c.device,
              "- budget %d s, used %.0f s" % (c.a.budget, time.time() - t0), "",
              "| stage | result | seconds | note |", "|---|---|---:|---|"]
@@ -543,19 +577,22 @@ def run_all(c, stages):
     a = c.a
     t0 = float(os.environ.get("BENCH_T0", time.time()))
     deadline = t0 + a.budget
-    import tempfile
-    c.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="bench-gpu-work.")
+    c.work = os.path.abspath(a.work)
+    if a.fresh and os.path.isdir(c.work):
+        import shutil
+        shutil.rmtree(c.work)
     os.makedirs(os.path.join(c.work, "machines"), exist_ok=True)
+    log_rows = resume(c)
     os.makedirs(c.out, exist_ok=True)
     for conf, d in EXAMPLE_DS_CONFIGS.items():
         with open(c.w("ds-%s.json" % conf), "w") as f:
             json.dump(d, f, indent=1)
     os.environ.setdefault("STARPU_HOME", c.w("starpu"))  # StarPU's bus figures, measured once
+    os.makedirs(os.environ["STARPU_HOME"], exist_ok=True)
     os.environ.setdefault("STARPU_SILENT", "1")
     os.environ["PYTHONUNBUFFERED"] = "1"
     doc_for(c, MODEL_8B)
     doc_for(c, MODEL_1B)
-    log_rows = []
     prebuild = None
     with open(os.path.join(c.out, "logs.txt"), "w") as log:
         for s in stages:
@@ -593,7 +630,9 @@ def run_all(c, stages):
                     note = "; ".join(x for x in (note, plugged) if x)
                     result = "pass" if ok else ("timeout" if rc is None else "fail")
             log_rows.append({"stage": s.name, "result": result,
-                             "seconds": round(time.time() - start, 1), "note": note})
+                             "seconds": round(time.time() - start, 1), "note": note,
+                             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                      time.gmtime(start))})
             print("bench_gpu_suite: %-14s %-7s %5.0f s  %s" % (s.name, result,
                                                               time.time() - start, note),
                   flush=True)

@@ -28,7 +28,7 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-echo "1..18"
+echo "1..19"
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -107,7 +107,7 @@ for s in $stages; do grep -q "^  $s: " "$TMP/plan.out" || miss=1; done
 grep -q "tune_8b: .* tune .*--cost fitted" "$TMP/plan.out" &&
 	grep -q "ds_so_noclip: .*hf_gpu_peer.py --mode deepspeed .*--gradient-clipping 0" "$TMP/plan.out" &&
 	grep -q "fsdp2_8b: .*--mode fsdp2 --model models/llama-3.1-8b.json --seq 4096 --batch 4" "$TMP/plan.out" &&
-	grep -q "^caps add up to 910 s against a budget of 570 s$" "$TMP/plan.out" || miss=1
+	grep -q "^caps add up to 945 s against a budget of 570 s$" "$TMP/plan.out" || miss=1
 ok $miss "every stage's command printed (tune with fitted costs, DeepSpeed with clipping 0, FSDP2 at 4096 x 4), the caps' sum against the budget"
 "$PY" "$S" --dry-run --only nosuch >"$TMP/only.out" 2>&1
 [ $? -eq 2 ] && grep -q "no stage 'nosuch'" "$TMP/only.out"
@@ -174,6 +174,18 @@ assert zo["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_me
 assert "optimizer" not in so and "gradient_clipping" not in so and "gradient_clipping" not in zo
 PYEOF
 ok $? "the example's DeepSpeed configs as written: ZeRO-3, ratio 0.8, cpuadam_cores_perc 0.9, no optimizer and no clipping key"
+
+# a second call on the same machine (the same --work) adds to the first's
+BENCH_ASSUME_GPU=1 "$PY" "$S" --bin "$TMP/sg" --python "$TMP/py" --only sg_8b \
+	--no-memory-check --budget 30 --out "$TMP/out2" --work "$TMP/work" >"$TMP/run2.out" 2>&1 &&
+	"$PY" - "$TMP/out2/bench-llama-3.1-8b.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [r["system"] for r in d["rows"]].count("stepgraph") == 2, d["rows"]
+assert [s["stage"] for s in d["stages"]] == ["env", "sg_8b", "ds_so", "sg_1b", "fsdp2_8b",
+                                             "env", "sg_8b"], d["stages"]
+PYEOF
+ok $? "a second call with the same --work keeps the first call's rows and stages and adds its own"
 
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}
