@@ -84,12 +84,12 @@ class Stage:
 STAGES = [
     Stage("env", 20, "the machine", gpu=False),
     Stage("calibrate", 100, "stepgraph calibrate, 1B", MODEL_1B, "stepgraph"),
-    Stage("tune_8b", 60, "stepgraph tune, 8B on the calibrated machine"),
+    Stage("tune_8b", 75, "stepgraph tune, 8B on the calibrated machine"),
     Stage("sg_8b", 150, "stepgraph run, 8B", MODEL_8B, "stepgraph"),
     Stage("ds_so_noclip", 110, "DeepSpeed super_offload, gradient_clipping 0", MODEL_8B,
           "deepspeed"),
     Stage("ds_so", 100, "DeepSpeed super_offload, default clipping", MODEL_8B, "deepspeed"),
-    Stage("tune_1b", 25, "stepgraph tune, 1B on the calibrated machine"),
+    Stage("tune_1b", 30, "stepgraph tune, 1B on the calibrated machine"),
     Stage("sg_1b", 50, "stepgraph run, 1B", MODEL_1B, "stepgraph"),
     Stage("pt_1b_eager", 40, "PyTorch all on the GPU, eager, 1B"),
     Stage("pt_1b_compile", 90, "PyTorch all on the GPU, torch.compile, 1B"),
@@ -175,7 +175,8 @@ class Ctx:
 
 def tune_cmd(c, cfg, prefix, varies, extra):
     cmd = [c.a.bin, "tune", cfg, "--machines", c.machine or c.w("machines", "gb-gpu.json"),
-           "--sched", "dmda,dmdas", "--priorities", "on", "--steps", "1",
+           # the second step, after one in flight: the steady state the run measures
+           "--sched", "dmda,dmdas", "--priorities", "on", "--steps", "2",
            "--jobs", str(c.a.jobs), "--out", c.w(prefix)] + extra
     for v in varies:
         cmd += ["--vary", v]

@@ -107,7 +107,7 @@ for s in $stages; do grep -q "^  $s: " "$TMP/plan.out" || miss=1; done
 grep -q "tune_8b: .* tune .*--cost fitted" "$TMP/plan.out" &&
 	grep -q "ds_so_noclip: .*hf_gpu_peer.py --mode deepspeed .*--gradient-clipping 0" "$TMP/plan.out" &&
 	grep -q "fsdp2_8b: .*--mode fsdp2 --model models/llama-3.1-8b.json --seq 4096 --batch 4" "$TMP/plan.out" &&
-	grep -q "^caps add up to 945 s against a budget of 570 s$" "$TMP/plan.out" || miss=1
+	grep -q "^caps add up to 965 s against a budget of 570 s$" "$TMP/plan.out" || miss=1
 ok $miss "every stage's command printed (tune with fitted costs, DeepSpeed with clipping 0, FSDP2 at 4096 x 4), the caps' sum against the budget"
 "$PY" "$S" --dry-run --only nosuch >"$TMP/only.out" 2>&1
 [ $? -eq 2 ] && grep -q "no stage 'nosuch'" "$TMP/only.out"
