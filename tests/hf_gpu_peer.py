@@ -7,6 +7,7 @@ Usage: hf_gpu_peer.py --mode deepspeed|fsdp2|gpu|gpu-compile --model models/llam
                       [--seq 4096] [--batch 4] [--steps 5] [--warmup 2]
                       [--no-checkpointing] [--seed 42]
                       [--ds-config FILE] [--gradient-clipping default|X]
+                      [--device cpu] [--count-params]
 
 Modes:
   deepspeed    DeepSpeedExamples' training/DeepSpeed-SuperOffload/finetune_zero3.py,
@@ -28,6 +29,11 @@ Modes:
   gpu          everything on the GPU, eager: fp32 parameters, torch.autocast(bf16),
                AdamW(fused=True), clip_grad_norm_(1.0).
   gpu-compile  the same with the model wrapped in torch.compile.
+
+--device cpu runs the gpu, gpu-compile and fsdp2 modes on the CPU (a smoke test
+with a tiny model; FSDP2 then without CPUOffloadPolicy); --count-params builds
+the model on the meta device and prints its parameter count
+(tests/test_bench_suite.sh runs both where a Python with transformers is given).
 
 Data: random token ids (seeded), labels = inputs, the model's own loss. A
 timed step runs from before the forward to after the optimizer step with the

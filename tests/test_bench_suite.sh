@@ -28,7 +28,7 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-echo "1..19"
+echo "1..20"
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -186,6 +186,15 @@ assert [s["stage"] for s in d["stages"]] == ["env", "sg_8b", "ds_so", "sg_1b", "
                                              "env", "sg_8b"], d["stages"]
 PYEOF
 ok $? "a second call with the same --work keeps the first call's rows and stages and adds its own"
+
+# the device call's script without a GPU and without a carry: the build here,
+# every GPU stage a skip, the files written
+OUT="$TMP/out3" BIN="$BIN" bash "$SRC/scripts/bench_gpu_suite.sh" --only sg_8b,pt_1b_eager \
+	--budget 30 --work "$TMP/work3" >"$TMP/wrap.out" 2>&1 &&
+	grep -q "^| env | pass |" "$TMP/out3/summary.md" &&
+	[ "$(grep -c "| skip | 0 | no GPU (nvidia-smi listed none) |" "$TMP/out3/summary.md")" -eq 2 ] &&
+	"$PY" "$R" check "$TMP/out3/bench-llama-3.1-8b.json" >/dev/null
+ok $? "bench_gpu_suite.sh without a GPU: env passes, the GPU stages skip saying why, valid files"
 
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}
