@@ -28,7 +28,7 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-echo "1..20"
+echo "1..21"
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -195,6 +195,16 @@ OUT="$TMP/out3" BIN="$BIN" bash "$SRC/scripts/bench_gpu_suite.sh" --only sg_8b,p
 	[ "$(grep -c "| skip | 0 | no GPU (nvidia-smi listed none) |" "$TMP/out3/summary.md")" -eq 2 ] &&
 	"$PY" "$R" check "$TMP/out3/bench-llama-3.1-8b.json" >/dev/null
 ok $? "bench_gpu_suite.sh without a GPU: env passes, the GPU stages skip saying why, valid files"
+
+# stepgraph's side of the seed's case, as stepgraph reads its config
+"$BIN" config "$SRC/configs/llama-3.1-8b-superoffload.json" >"$TMP/cfg8b.out" 2>&1 &&
+	grep -q "^batch: *train_batch_size 4 = micro 4 x accumulation 1 x dp 1$" "$TMP/cfg8b.out" &&
+	grep -q "^precision: *bf16" "$TMP/cfg8b.out" &&
+	grep -q "^zero: *stage 3, .*offload_optimizer cpu (ratio 0.8, super_offload on, cpuadam_cores_perc 0.9)$" "$TMP/cfg8b.out" &&
+	grep -q "^model: *llama-3.1-8b (8030261248 parameters)$" "$TMP/cfg8b.out" &&
+	grep -q "^run: *max_length 4096," "$TMP/cfg8b.out" &&
+	grep -q "activation_checkpointing on" "$TMP/cfg8b.out"
+ok $? "configs/llama-3.1-8b-superoffload.json is the seed's case: bf16 ZeRO-3, micro batch 4, sequence 4096, ratio 0.8, cpuadam_cores_perc 0.9, checkpointing, 8,030,261,248 parameters"
 
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}
