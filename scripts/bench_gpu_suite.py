@@ -129,6 +129,13 @@ def parse_args(argv):
                     "the calibrated machine, tune's choices and the rows so far, and adds "
                     "to them (default $TMPDIR/bench-gpu-work)")
     ap.add_argument("--fresh", action="store_true", help="empty --work first")
+    ap.add_argument("--config-8b", default=CFG_8B, help="the 8B run config (default %(default)s)")
+    ap.add_argument("--config-1b", default=CFG_1B, help="the 1B run config (default %(default)s)")
+    ap.add_argument("--sg-args", default="",
+                    help="more arguments for stepgraph's calibrate, tune and run (one string; "
+                    "tests run the chain on a tiny model with it)")
+    ap.add_argument("--ncuda", type=int, default=1,
+                    help="stepgraph's CUDA workers (default 1; 0 for the tests' CPU chain)")
     ap.add_argument("--no-memory-check", dest="memory_check", action="store_false",
                     help="start the runs whatever host memory is free (tests)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the commands")
@@ -173,20 +180,25 @@ class Ctx:
         return os.path.join(self.work or "WORK", *p)
 
 
+def sg_extra(c):
+    return shlex.split(c.a.sg_args)
+
+
 def tune_cmd(c, cfg, prefix, varies, extra):
     cmd = [c.a.bin, "tune", cfg, "--machines", c.machine or c.w("machines", "gb-gpu.json"),
            # the second step, after one in flight: the steady state the run measures
            "--sched", "dmda,dmdas", "--priorities", "on", "--steps", "2",
-           "--jobs", str(c.a.jobs), "--out", c.w(prefix)] + extra
+           "--jobs", str(c.a.jobs), "--out", c.w(prefix)] + extra + sg_extra(c)
     for v in varies:
         cmd += ["--vary", v]
     return cmd
 
 
 def stepgraph_run_cmd(c, cfg, steps, warmup, tag, args):
-    return [c.a.bin, "run", cfg, "--ncuda", "1", "--steps", str(steps),
+    return [c.a.bin, "run", cfg, "--ncuda", str(c.a.ncuda), "--steps", str(steps),
             "--warmup_steps", str(warmup), "--log_interval", "1",
-            "--metrics", c.w(tag + ".jsonl"), "--trace", c.w(tag + "-trace.json")] + args
+            "--metrics", c.w(tag + ".jsonl"), "--trace", c.w(tag + "-trace.json")] + \
+        sg_extra(c) + args
 
 
 def peer_cmd(c, mode, model, steps, warmup, extra=()):
@@ -208,17 +220,19 @@ def commands(c, name):
                 ["sh", "-c", "grep -h MemTotal /proc/meminfo /sys/devices/system/node/node*/meminfo;"
                  " grep MemAvailable /proc/meminfo"]]
     if name == "calibrate":
-        return [[a.bin, "calibrate", CFG_1B, "--name", "gb-gpu", "--out", c.w("machines"),
-                 "--steps", str(a.cal_steps), "--base", "h100-pcie", "--ncuda", "1"]]
+        return [[a.bin, "calibrate", a.config_1b, "--name", "gb-gpu", "--out", c.w("machines"),
+                 "--steps", str(a.cal_steps), "--base", "h100-pcie", "--ncuda", str(a.ncuda)] +
+                sg_extra(c)]
     if name == "tune_8b":
-        return [tune_cmd(c, CFG_8B, "tune-8b", ["offload_optimizer.ratio=0.5,0.8,1",
-                                                "cast_placement=cpu,gpu"], ["--cost", "fitted"])]
+        return [tune_cmd(c, a.config_8b, "tune-8b", ["offload_optimizer.ratio=0.5,0.8,1",
+                                                     "cast_placement=cpu,gpu"],
+                         ["--cost", "fitted"])]
     if name == "tune_1b":
-        return [tune_cmd(c, CFG_1B, "tune-1b", ["offload_optimizer.ratio=0,0.5,0.9"], [])]
+        return [tune_cmd(c, a.config_1b, "tune-1b", ["offload_optimizer.ratio=0,0.5,0.9"], [])]
     if name in ("sg_8b", "sg_1b"):
         big = name == "sg_8b"
         args = c.best.get("8b" if big else "1b", ([], None, ""))[0]
-        return [stepgraph_run_cmd(c, CFG_8B if big else CFG_1B,
+        return [stepgraph_run_cmd(c, a.config_8b if big else a.config_1b,
                                   a.steps if big else a.steps_1b,
                                   a.warmup if big else a.warmup_1b, name, args)]
     if name.startswith("ds_"):

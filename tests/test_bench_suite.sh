@@ -28,7 +28,7 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-echo "1..21"
+echo "1..22"
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -205,6 +205,31 @@ ok $? "bench_gpu_suite.sh without a GPU: env passes, the GPU stages skip saying 
 	grep -q "^run: *max_length 4096," "$TMP/cfg8b.out" &&
 	grep -q "activation_checkpointing on" "$TMP/cfg8b.out"
 ok $? "configs/llama-3.1-8b-superoffload.json is the seed's case: bf16 ZeRO-3, micro batch 4, sequence 4096, ratio 0.8, cpuadam_cores_perc 0.9, checkpointing, 8,030,261,248 parameters"
+
+# the stepgraph chain for real, on the CPU and a tiny model: calibrate, tune on
+# the calibrated machine with fitted costs, the run at tune's best point (the
+# stages' own commands, with --sg-args and --ncuda 0)
+BENCH_ASSUME_GPU=1 "$PY" "$S" --bin "$BIN" --only calibrate,tune_8b,sg_8b \
+	--config-8b "$SRC/configs/deepspeed/superoffload.json" \
+	--config-1b "$SRC/configs/deepspeed/superoffload.json" \
+	--sg-args "--model tiny-llama --max_length 64 --ncpus 2" --ncuda 0 --cal-steps 6 --jobs 2 \
+	--no-memory-check --budget 300 --out "$TMP/out4" --work "$TMP/work4" >"$TMP/chain.out" 2>&1 &&
+	"$PY" - "$TMP/out4/bench-llama-3.1-8b.json" "$TMP/work4/tune-8b.csv" <<'PYEOF'
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+assert [s["result"] for s in d["stages"]] == ["pass"] * 4, d["stages"]
+row = [r for r in d["rows"] if r["system"] == "stepgraph"]
+assert len(row) == 1 and row[0]["status"] == "ok" and row[0]["step_ms"] > 0, row
+row = row[0]
+pts = [r for r in csv.DictReader(open(sys.argv[2])) if r["status"] == "ok"]
+best = max(pts, key=lambda r: float(r["tokens_per_s"]))
+want = "--sched %s --set offload_optimizer.ratio=%s --cast_placement %s" % (
+    best["sched"], best["offload_optimizer.ratio"], best["cast_placement"])
+assert len(pts) == 12 and row["args"] == want, (len(pts), row["args"], want)
+assert row["predicted_step_ms"] == float(best["step_ms"]), row
+assert abs(row["prediction_error"] - (row["predicted_step_ms"] / row["step_ms"] - 1)) < 1e-12
+PYEOF
+ok $? "calibrate, tune --cost fitted (12 points) and the run at the point with the most tokens/s, its prediction beside its step"
 
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}
