@@ -485,6 +485,7 @@ def stage_result(c, s, rc, out):
         start = grab(r"start-up: ([0-9.]+) s", out)
         args, pred, why = c.best.get(key, ([], None, "tune did not run: the config's settings"))
         extra = {"startup_s": start, "hidden_adam": None if hidden is None else hidden / 100,
+                 "gpu_busy_source": None if busy is None else "trace",
                  "note": why, "args": " ".join(args)}
         if pred and ms:
             extra.update(predicted_step_ms=pred, prediction_error=(pred - ms) / ms)
@@ -509,7 +510,9 @@ def stage_result(c, s, rc, out):
             "ds_zo": "ZeRO-3 offload, example zerooffload config",
             "fsdp2_8b": "FSDP2 CPUOffloadPolicy", "pt_1b_eager": "all on the GPU, eager",
             "pt_1b_compile": "all on the GPU, torch.compile"}[s.name]
-    add_row(c, s.model or MODEL_1B, system, mode, ms, None, res.get("status", "failed"),
+    busy = res.get("gpu_busy") if ms is not None else None
+    add_row(c, s.model or MODEL_1B, system, mode, ms, busy, res.get("status", "failed"),
+            gpu_busy_source=None if busy is None else "nvml",
             note=res.get("note", ""), startup_s=res.get("startup_s"),
             median_step_ms=sorted(steps)[len(steps) // 2] if steps else None)
     return ms is not None, "%s: mean step %s ms (%s)" % (res.get("status"), ms, res.get("note"))

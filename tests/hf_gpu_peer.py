@@ -43,7 +43,10 @@ synchronize; with it the step's GPU work is counted whole). Steps after
 
 Prints progress on stderr and one line on stdout:
   peer_result {"mode": ..., "status": "ok"|"oom"|"failed", "step_ms": [...],
-               "losses": [...], "params": P, "peak_gpu_gib": X, "note": ...}
+               "losses": [...], "params": P, "peak_gpu_gib": X, "gpu_busy": F,
+               "note": ...}
+(gpu_busy: NVML's utilization over the timed steps as a fraction, null where
+NVML cannot be read or on the CPU).
 Exit status 0 when the line says ok or oom, 1 when the run failed, 2 when a
 package it needs is missing or the arguments are wrong.
 """
@@ -200,6 +203,41 @@ def setup_gpu(a, model, note):
     return step
 
 
+class BusySampler:
+    """NVML's GPU utilization (the share of each sample period in which a
+    kernel ran; torch.cuda.utilization, which needs nvidia-ml-py) read ten
+    times a second over the timed steps: the peers' GPU busy, where
+    stepgraph's comes from its trace."""
+
+    def __init__(self):
+        import threading
+        self.samples, self.stop, self.thread = [], threading.Event(), None
+        self.threading = threading
+
+    def start(self):
+        import torch
+        try:
+            torch.cuda.utilization()
+        except Exception:  # no NVML: not measured
+            return
+
+        def loop():
+            while not self.stop.is_set():
+                try:
+                    self.samples.append(torch.cuda.utilization())
+                except Exception:  # NVML gone: what was read stands
+                    return
+                self.stop.wait(0.1)
+        self.thread = self.threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+
+    def finish(self):
+        self.stop.set()
+        if self.thread:
+            self.thread.join()
+        return round(sum(self.samples) / len(self.samples) / 100.0, 4) if self.samples else None
+
+
 def run(a, result):
     import torch
     torch.manual_seed(a.seed)
@@ -222,7 +260,10 @@ def run(a, result):
     result["startup_s"] = round(time.time() - t0, 2)
     gen = torch.Generator(device=a.device).manual_seed(a.seed)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    busy = BusySampler()
     for i in range(a.steps):
+        if i == a.warmup and a.device == "cuda":
+            busy.start()
         x = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device=a.device, generator=gen)
         sync()
         t = time.perf_counter()
@@ -235,6 +276,7 @@ def run(a, result):
         print("hf_gpu_peer %s: step %d %.1f ms loss %.4f" % (a.mode, i + 1, ms,
                                                             result["losses"][-1]),
               file=sys.stderr, flush=True)
+    result["gpu_busy"] = busy.finish()
     if a.device == "cuda":
         result["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     result["note"] = "; ".join(note + ["attn sdpa", "checkpointing %s" %
@@ -250,7 +292,7 @@ def main(argv):
         print(sum(p.numel() for p in model.parameters()))
         return 0
     result = {"mode": a.mode, "status": "failed", "step_ms": [], "losses": [],
-              "params": None, "peak_gpu_gib": None, "note": ""}
+              "params": None, "peak_gpu_gib": None, "gpu_busy": None, "note": ""}
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401

@@ -130,7 +130,7 @@ cat >"$TMP/py" <<'EOF'
 #!/bin/sh
 case "$1" in -c) echo "torch (stand-in)"; exit 0 ;; esac
 case " $* " in *" --mode fsdp2 "*) sleep 40 ;; esac
-echo 'peer_result {"mode": "deepspeed", "status": "ok", "step_ms": [5000.0, 5000.0], "losses": [12.0, 11.9], "params": 8030261248, "note": "stand-in"}'
+echo 'peer_result {"mode": "deepspeed", "status": "ok", "step_ms": [5000.0, 5000.0], "losses": [12.0, 11.9], "params": 8030261248, "gpu_busy": 0.75, "note": "stand-in"}'
 EOF
 chmod +x "$TMP/sg" "$TMP/py"
 BENCH_ASSUME_GPU=1 "$PY" "$S" --bin "$TMP/sg" --python "$TMP/py" --only sg_8b,ds_so,sg_1b,fsdp2_8b \
@@ -148,10 +148,11 @@ ds = next(x for x in d["rows"] if x["system"] == "deepspeed")
 assert abs(sg["tflops_seed"] - 1193.279890653184 / 2.65) < 1e-6, sg
 assert sg["gpu_busy"] == 0.9 and sg["hidden_adam"] == 0.95 and sg["startup_s"] == 30.5, sg
 assert abs(sg["mfu"] - 894.959917989888 / 2.65 / 989) < 1e-9, sg
-assert abs(ds["tflops_seed"] - 1193.279890653184 / 5.0) < 1e-6 and ds["gpu_busy"] is None, ds
+assert abs(ds["tflops_seed"] - 1193.279890653184 / 5.0) < 1e-6, ds
+assert (ds["gpu_busy"], ds["gpu_busy_source"], sg["gpu_busy_source"]) == (0.75, "nvml", "trace"), ds
 assert (d["seq"], d["micro_batch"], d["model"]) == (4096, 4, "llama-3.1-8b"), d
 PYEOF
-ok $? "the 8B rows: stepgraph 450.294 TFLOPS at 2650 ms, GPU busy 0.9, hidden Adam 0.95, start-up 30.5 s; DeepSpeed 238.656 at 5000 ms"
+ok $? "the 8B rows: stepgraph 450.294 TFLOPS at 2650 ms, GPU busy 0.9 from its trace, hidden Adam 0.95, start-up 30.5 s; DeepSpeed 238.656 at 5000 ms, busy 0.75 from NVML"
 "$PY" - "$TMP/out" <<'PYEOF'
 import json, sys
 one = json.load(open(sys.argv[1] + "/bench-llama-3.2-1b.json"))
