@@ -293,3 +293,24 @@ int sg_node_runs_on_gpu(const sg_node *nd)
         return nd->device != SG_DEV_CPU;
     }
 }
+
+int sg_node_may_run_on_gpu(const sg_node *nd)
+{
+    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
+    if (!nd->pinned && info && info->placement == SG_PLACE_EITHER)
+        return 1;
+    return sg_node_runs_on_gpu(nd);
+}
+
+void sg_graph_gpu_touched(const sg_graph *g, unsigned char *touched)
+{
+    memset(touched, 0, (size_t)(g->nbuffers > 0 ? g->nbuffers : 0));
+    for (int n = 0; n < g->nnodes; n++) {
+        const sg_node *nd = &g->nodes[n];
+        if (!sg_node_may_run_on_gpu(nd))
+            continue;
+        for (int a = 0; a < nd->naccess; a++)
+            if (nd->access[a].buffer >= 0 && nd->access[a].buffer < g->nbuffers)
+                touched[nd->access[a].buffer] = 1;
+    }
+}

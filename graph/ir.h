@@ -194,6 +194,18 @@ const char *sg_mem_space_name(sg_mem_space m);
  * runtime/exec/starpu_setup.c's sg_starpu_where uses it. */
 int sg_node_runs_on_gpu(const sg_node *nd);
 
+/* 1 when node nd may run on a CUDA worker in a run that has them: it runs
+ * there (sg_node_runs_on_gpu), or its kind lets the scheduler pick a side. */
+int sg_node_may_run_on_gpu(const sg_node *nd);
+
+/* touched[b] = 1 for every buffer b of g that a node that may run on a CUDA
+ * worker accesses, else 0 (g->nbuffers entries). Only those buffers ever
+ * cross the link, so only they need pinned host memory: the lowering pins
+ * the state buffers so marked and leaves the rest (the CPU sub-groups'
+ * moments, the host gradients CPU Adam reads) in ordinary memory, which
+ * costs nothing to pin at start-up. */
+void sg_graph_gpu_touched(const sg_graph *g, unsigned char *touched);
+
 /* Parameters offloaded (ZeRO-3 offload_param): whether nd is a unit's
  * fetch, the host-to-device copy of its pieces before a use (an h2d node
  * with a unit; a sub-group's h2d copy has none). */

@@ -355,18 +355,7 @@ stage_bench() {
 	case ",${GV_BENCH_MODES:-}," in
 	*,deepspeed,* | *,superoffload,*)
 		# DeepSpeed from the carried wheels (gpu_prepare.sh), into a directory of its own
-		if [ -d "${SG_CARRY:-}/wheels" ] && python3 -m pip install -q --no-index --no-deps \
-			--no-compile --no-cache-dir --upgrade --target "$GV_WORK/site" "$SG_CARRY"/wheels/*.whl; then
-			export PYTHONPATH="$GV_WORK/site${PYTHONPATH:+:$PYTHONPATH}"
-			# ninja's wheel puts its program in bin/: torch's extension builder runs it
-			export PATH="$GV_WORK/site/bin:$PATH"
-			echo "DeepSpeed from the carried wheels: $(ls "$SG_CARRY/wheels" | tr '\n' ' ')"
-			# what DeepSpeed's CPU Adam needs to be JIT-built here
-			echo "c++: $(c++ --version 2>&1 | head -n1); ninja: $(ninja --version 2>&1 | head -n1);" \
-				"Python.h: $(python3 -c 'import sysconfig, os; p = os.path.join(sysconfig.get_paths()["include"], "Python.h"); print(p if os.path.exists(p) else "missing")' 2>&1)"
-		else
-			echo "no DeepSpeed wheels installed (gpu_prepare.sh --no-deepspeed, or pip failed): its rows will fail"
-		fi
+		gpu_carry_wheels "$GV_WORK/site" || true
 		;;
 	esac
 	shared_starpu_home
@@ -437,35 +426,10 @@ export GV_WORK
 trap 'rm -rf "$GV_WORK"' EXIT
 
 # the carry's environment (its archive unpacked into /tmp), else the build in the repository
-# root
-CARRY_REL_SHOWN=$CARRY
-case "$CARRY" in /*) ;; *) CARRY=$REPO_ROOT/$CARRY ;; esac
-ARCHIVE=$CARRY/stepgraph-gpu.tar.xz
-CARRY_NOTE=""
-if [ -f "$ARCHIVE" ]; then
-	UNPACK=${GV_UNPACK:-${TMPDIR:-/tmp}/stepgraph-gpu-carry}
-	if [ ! -f "$UNPACK/.unpacked" ] || [ "$ARCHIVE" -nt "$UNPACK/.unpacked" ]; then
-		rm -rf "$UNPACK"
-		mkdir -p "$UNPACK"
-		if command -v xz >/dev/null 2>&1; then
-			tar -C "$UNPACK" -xJf "$ARCHIVE"
-		else
-			python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$ARCHIVE" "$UNPACK"
-		fi && touch "$UNPACK/.unpacked" || CARRY_NOTE="could not unpack $ARCHIVE into $UNPACK"
-	fi
-	CARRY=$UNPACK
-fi
-if [ -z "$CARRY_NOTE" ] && [ -f "$CARRY/env.sh" ]; then
-	export SG_SRCDIR=$REPO_ROOT
-	# shellcheck disable=SC1091
-	. "$CARRY/env.sh"
-else
-	unset SG_CARRY
-	export SG_BUILDDIR=${SG_BUILDDIR:-$REPO_ROOT} SG_SRCDIR=$REPO_ROOT
-	export STEPGRAPH_MODELS_DIR=${STEPGRAPH_MODELS_DIR:-$REPO_ROOT/models}
-	export STEPGRAPH_MACHINES_DIR=${STEPGRAPH_MACHINES_DIR:-$REPO_ROOT/configs/machines}
-	[ -n "$CARRY_NOTE" ] || CARRY_NOTE="no $CARRY_REL_SHOWN (scripts/gpu_prepare.sh): the build in $SG_BUILDDIR"
-fi
+# root (scripts/gpu_carry_env.sh)
+# shellcheck disable=SC1091
+. "$REPO_ROOT/scripts/gpu_carry_env.sh"
+gpu_carry_env "$CARRY" "$REPO_ROOT"
 export GV_CARRY_NOTE=$CARRY_NOTE
 export STARPU_SILENT=1 PYTHONUNBUFFERED=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 unset STARPU_NCPU STARPU_NCPUS STARPU_NCUDA STARPU_SCHED

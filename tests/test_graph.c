@@ -868,6 +868,51 @@ static void test_tensor_subgroups(const sg_model *m)
        "sub_group_size 0, 2 ranks: the pieces cover every unit's shard, %d sub-groups",
        lay.nsubgroups);
     free(unit_sum);
+/* The buffers a GPU task may touch (sg_graph_gpu_touched): what the lowering
+ * pins. SuperOffload with half the sub-groups on the CPU: their moments and
+ * fp32 masters' optimizer state never cross the link (CPU Adam alone reads
+ * them), the GPU sub-groups' moments do (GPU Adam), and every buffer of a
+ * forward, which runs on the GPU, does. */
+static void test_gpu_touched(const sg_model *m)
+{
+    sg_step_spec s;
+    superoffload_spec(&s, 0.5);
+    sg_graph g;
+    sg_graph_init(&g);
+    sg_error err = {0};
+    if (sg_compile_step(m, &s, &g, &err)) {
+        ok(0, "gpu touched: compiles (%s)", err.msg);
+        return;
+    }
+    unsigned char *t = malloc((size_t)g.nbuffers);
+    sg_graph_gpu_touched(&g, t);
+    int host_moments = 0, host_moments_touched = 0, gpu_moments = 0, gpu_moments_untouched = 0;
+    for (int b = 0; b < g.nbuffers; b++) {
+        if (g.buffers[b].role != SG_BUF_MOMENTS)
+            continue;
+        if (g.buffers[b].space == SG_MEM_HOST) {
+            host_moments++;
+            host_moments_touched += t[b];
+        } else {
+            gpu_moments++;
+            gpu_moments_untouched += !t[b];
+        }
+    }
+    ok(host_moments > 0 && host_moments_touched == 0,
+       "gpu touched: none of the %d CPU sub-groups' moments (%d marked)", host_moments,
+       host_moments_touched);
+    ok(gpu_moments > 0 && gpu_moments_untouched == 0,
+       "gpu touched: all %d GPU sub-groups' moments (%d left out)", gpu_moments,
+       gpu_moments_untouched);
+    int fwd_missed = 0, nfwd = 0;
+    for (int n = 0; n < g.nnodes; n++)
+        if (g.nodes[n].kind == SG_OP_FORWARD) {
+            nfwd++;
+            for (int a = 0; a < g.nodes[n].naccess; a++)
+                fwd_missed += !t[g.nodes[n].access[a].buffer];
+        }
+    ok(nfwd > 0 && fwd_missed == 0, "gpu touched: every buffer of the %d forward nodes", nfwd);
+    free(t);
     sg_graph_free(&g);
 }
 
@@ -892,6 +937,7 @@ int main(void)
     free(q);
     test_superoffload_8b();
     test_exports(m);
+    test_gpu_touched(m);
     free(m);
     return tap_done();
 }

@@ -27,13 +27,7 @@ echo "1..6"
 
 # a Llama of 35.4 M parameters, most of them its untied embedding and head
 # (vocabulary 65536 x hidden 256): a save of 0.4 GB
-cat >"$TMP/model.json" <<'EOF'
-{"name": "idle-llama", "architecture": "llama", "hidden_size": 256,
- "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 65536,
- "max_position_embeddings": 256, "tie_word_embeddings": false, "rms_norm_eps": 1e-05,
- "rope_theta": 10000.0, "attention_bias": false}
-EOF
+cp "$SRC/tests/data/models/wide-head-llama.json" "$TMP/model.json"
 cat >"$TMP/ds.json" <<'EOF'
 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}

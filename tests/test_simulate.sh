@@ -254,6 +254,19 @@ awk -v p="$pred" -v m="$ms" -v a="$f64" -v b="$f128" 'BEGIN {
 	if (!(p > 0 && m > 0 && a > 0 && b > a)) exit 1
 	r = (p / m) / (b / a); exit !(r > 1 / 1.5 && r < 1.5) }'
 ok $? "out of sample: predicted $pred ms at 128 tokens against $ms ms at 64, as the FLOPs grow ($f64 to $f128 GFLOP)"
+# tune --cost fitted takes the same fitted costs: its point at the length the
+# calibration never ran is simulate's prediction above (the flag reaches the
+# simulation), and on a modelled machine it is refused like simulate's
+osched=$(sed -n 's/.*simulating .* with \([a-z]*\)\.\.\..*/\1/p' "$TMP/oos.out" | head -n1)
+"$BIN" tune "$DEF" --max_length 128 --machines "$TMP/cal/cihost.json" --cost fitted \
+	--sched "${osched:-dmdas}" --priorities on --jobs 1 --out "$TMP/tfit" >"$TMP/tfit.out" 2>&1
+tpred=$(awk -F, 'NR == 2 && $4 == "ok" { print $5 }' "$TMP/tfit.csv" 2>/dev/null)
+awk -v t="$tpred" -v p="$pred" 'BEGIN { exit !(t > 0 && p > 0 && t / p > 0.995 && t / p < 1.005) }'
+ok $? "tune --cost fitted on the calibrated machine: ${tpred:-?} ms, simulate --cost fitted's $pred ms"
+"$BIN" tune "$DEF" --machines gh200 --cost fitted --out "$TMP/tnofit" >"$TMP/tnofit.out" 2>&1
+[ $? -ne 0 ] && grep -q "cost fitted: gh200 is a modelled machine" "$TMP/tnofit.out" &&
+	[ ! -e "$TMP/tnofit.csv" ]
+ok $? "tune --cost fitted on a modelled machine is refused, no files written"
 "$BIN" simulate "$DEF" --machine gh200 --cost fitted >"$TMP/nofit.out" 2>&1
 [ $? -ne 0 ] && grep -q "cost fitted: gh200 is a modelled machine" "$TMP/nofit.out"
 ok $? "--cost fitted on a modelled machine is refused"

@@ -23,7 +23,8 @@ static void tune_help(void)
     printf("usage: stepgraph tune CONFIG [--machines M1,M2] [--sched P1,P2,...]\n"
            "                      [--vary KEY=LO:HI:STEP | --vary KEY=V1,V2,...]...\n"
            "                      [--priorities both|on|off] [--out PREFIX] [--jobs N]\n"
-           "                      [--steps N] [--set KEY=VALUE]... [run options]\n"
+           "                      [--steps N] [--cost history|fitted] [--set KEY=VALUE]...\n"
+           "                      [run options]\n"
            "\n"
            "Simulates CONFIG's step graph (see `stepgraph simulate --help`) for every\n"
            "combination of machine, StarPU policy, priority setting and varied knob, then\n"
@@ -50,6 +51,10 @@ static void tune_help(void)
            "  -j, --jobs N       simulations at once, 1 to 256 (default: the CPU count)\n"
            "  --steps N          steps per simulation, 1 to 100 (default 3, the last\n"
            "                     reported)\n"
+           "  --cost C           on calibrated machines: history (default: StarPU's\n"
+           "                     recorded task times) or fitted (per-device fits of the\n"
+           "                     calibration's node times: sizes it did not run, e.g. a\n"
+           "                     larger model; see `stepgraph simulate --help`)\n"
            "\n", SG_TUNE_MAX_VARY);
     static const char *const own[] = {"steps"}; /* this command has its own --steps */
     sg_cli_print_run_flags_except(own, 1);
@@ -189,6 +194,7 @@ typedef struct tune_run {
     int npass;
     const char *config;
     int steps;
+    int fitted_costs;            /* --cost fitted: every machine is a calibrated one */
     sg_sim_machine *machines;
     int nmachines;
     /* per point: the arguments it adds */
@@ -262,7 +268,8 @@ static void request_for(tune_run *t, int i, char **args, const char **sets, knob
     sg_tune_point *p = &t->set.points[i];
     *rq = (sg_sim_request){.config = t->config, .args = args, .nargs = na, .sets = sets,
                            .nsets = ns, .sm = &t->machines[t->machine_of[i]], .sched = p->sched,
-                           .priorities = p->priorities, .steps = t->steps};
+                           .priorities = p->priorities, .steps = t->steps,
+                           .fitted_costs = t->fitted_costs};
 }
 
 /* calibrated: measured task times need not respect the roofline; the bound
@@ -442,12 +449,14 @@ static int write_file(const char *prefix, const char *ext, int (*fn)(const sg_tu
 static int tune(tune_run *t, int argc, char **argv, sg_error *err)
 {
     const char *machines = "gh200,mi300a", *scheds = "eager,lws,dmda,dmdas,heteroprio";
-    const char *prio = "both", *out = "tune", *jobs_s = NULL, *steps = "3";
+    const char *prio = "both", *out = "tune", *jobs_s = NULL, *steps = "3", *cost = "history";
     sg_cli_opt opts[] = {
         {"machines", NULL, &machines, NULL}, {"sched", NULL, &scheds, NULL},
         {"priorities", NULL, &prio, NULL},   {"out", "o", &out, NULL},
         {"jobs", "j", &jobs_s, NULL},        {"steps", NULL, &steps, NULL},
+        {"cost", NULL, &cost, NULL},
     };
+    const int nopts = (int)(sizeof opts / sizeof opts[0]);
     /* --vary may repeat: taken out before the shared parser sees the rest */
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     sg_config *cfg = calloc(1, sizeof *cfg);
@@ -465,12 +474,15 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
             rc = parse_vary(argv[++i], &t->knobs[t->nknobs++], err);
     }
     if (!rc)
-        rc = sg_cli_load_config(nrest, rest, opts, 6, cfg, err);
+        rc = sg_cli_load_config(nrest, rest, opts, nopts, cfg, err);
     t->pass = calloc((size_t)nrest + 1, sizeof *t->pass);
     if (!rc && !t->pass)
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     if (!rc)
-        sg_cli_split_args(nrest, rest, opts, 6, &t->config, t->pass, &t->npass);
+        sg_cli_split_args(nrest, rest, opts, nopts, &t->config, t->pass, &t->npass);
+    if (!rc && strcmp(cost, "history") && strcmp(cost, "fitted"))
+        rc = sg_error_set(err, SG_EINVAL, "--cost %s: expected history or fitted", cost);
+    t->fitted_costs = !strcmp(cost, "fitted");
     if (!rc && strcmp(prio, "both") && strcmp(prio, "on") && strcmp(prio, "off"))
         rc = sg_error_set(err, SG_EINVAL, "--priorities %s: expected both, on or off", prio);
     char *end;
@@ -485,7 +497,7 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
     for (int k = 0; k < t->nknobs; k++) {
         classify_knob(&t->knobs[k]);
         if (!rc && !t->knobs[k].is_run_option)
-            rc = check_ds_knob(&t->knobs[k], rest, nrest, opts, 6, err);
+            rc = check_ds_knob(&t->knobs[k], rest, nrest, opts, nopts, err);
         snprintf(t->set.keys[k], sizeof t->set.keys[k], "%s", t->knobs[k].key);
         t->set.nwords[k] = t->knobs[k].nwords;
         for (int w = 0; w < t->knobs[k].nwords; w++)
@@ -506,8 +518,14 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
     t->machines = calloc((size_t)(nm ? nm : 1), sizeof *t->machines);
     if (!rc && !t->machines)
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
-    for (int m = 0; m < nm && !rc; m++, t->nmachines++)
+    for (int m = 0; m < nm && !rc; m++, t->nmachines++) {
         rc = sg_sim_machine_open(&t->machines[m], mnames[m], workdir, err);
+        /* fitted costs come from a calibration's node times */
+        if (!rc && t->fitted_costs && !t->machines[m].machine.calibration_dir[0])
+            rc = sg_error_set(err, SG_EINVAL, "--cost fitted: %s is a modelled machine "
+                              "(roofline costs); it needs one that `stepgraph calibrate` "
+                              "measured", t->machines[m].machine.name);
+    }
     if (!rc)
         rc = build_points(t, snames, ns, prio, err);
     if (!rc) {

@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "codelets/starpu/codelets.h"
+#include "common/clock.h"
 #include "codelets/starpu/comm.h"
 #include "runtime/exec/binding.h"
 #include "runtime/exec/lower.h"
@@ -203,6 +204,7 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
         return rc;
     if ((rc = sg_rope_cache_init(&x->shared.rope, m, (size_t)spec->seq_len)))
         return sg_error_set(err, rc, "cannot build the rotary tables");
+    double t0 = sg_monotonic_s();
     if ((rc = start_starpu(x, opt, err)))
         return rc;
     /* the NCCL collectives of several ranks are written but have never run
@@ -224,6 +226,8 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     /* no CUDA codelets in this build: CUDA workers (if StarPU has them) idle */
     x->have_cuda = 0;
 #endif
+    double t1 = sg_monotonic_s();
+    x->startup_starpu_s = t1 - t0;
     for (int k = 0; k < SG_OP_KIND_COUNT; k++)
         x->codelets[k] = sg_codelet_for((sg_op_kind)k);
     sg_lower_target target = {
@@ -239,6 +243,7 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     x->cur = -1;
     if ((rc = sg_lower_init(&x->low, g, &x->shared, &target, err)))
         return rc;
+    x->startup_alloc_s = sg_monotonic_s() - t1;
     return init_steps(x, err);
 }
 

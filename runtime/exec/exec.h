@@ -96,6 +96,9 @@ typedef struct sg_exec {
      * the previous step's end, to its end (with steps in flight, the
      * interval between consecutive step ends) */
     double step_seconds;
+    /* start-up, for the run's header: StarPU's start (with its CUDA set-up)
+     * and the lowering with the state's allocation, in seconds */
+    double startup_starpu_s, startup_alloc_s;
 } sg_exec;
 
 /* Starts StarPU with the options and lowers the graph. */

@@ -7,11 +7,14 @@
 #include <time.h>
 
 #include "codelets/starpu/activity.h"
+#include "common/first_touch.h"
 #include "common/host_ram.h"
 #include "runtime/exec/starpu_include.h"
 
 #define HANDLE(l, b) ((starpu_data_handle_t)(l)->handles[b])
-#define OUR_MALLOC_FLAGS (STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT)
+/* counted in StarPU's used memory; pinned where a GPU task may touch the
+ * buffer (sg_graph_gpu_touched) */
+#define OUR_MALLOC_FLAGS STARPU_MALLOC_COUNT
 
 /* elements of a buffer as a StarPU vector: at least one, below 2^32 */
 static int vector_elems(const sg_buffer *buf, uint32_t *n, sg_error *err)
@@ -75,15 +78,12 @@ static int shared_handle(const sg_lowering *base, const sg_buffer *b, void **h, 
     return SG_OK;
 }
 
-static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *err)
+/* Registers g's buffers; the state buffers it allocates are listed in
+ * (touch, touch_bytes, *ntouch) for the caller to zero. */
+static int register_each(sg_lowering *l, const sg_lowering *base, const unsigned char *pin,
+                         void **touch, size_t *touch_bytes, int *ntouch, sg_error *err)
 {
     const sg_graph *g = l->graph;
-    size_t nb = (size_t)(g->nbuffers > 0 ? g->nbuffers : 1);
-    l->handles = calloc(nb, sizeof(void *));
-    l->memory = calloc(nb, sizeof(void *));
-    l->owned = calloc(nb, 1);
-    if (!l->handles || !l->memory || !l->owned)
-        return sg_error_set(err, SG_ENOMEM, "out of memory");
     int simulated = l->target.memory == SG_LOWER_MEMORY_SIMULATED;
     unsigned gpu_node = simulated && l->target.have_cuda ? first_cuda_node() : STARPU_MAIN_RAM;
     /* simulated addresses, one range per home node, never dereferenced */
@@ -117,17 +117,50 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
             size_t skew = buffer_skew(b);
             /* counted in StarPU's used memory (STARPU_MALLOC_COUNT), so the
              * measured peak (sg_lower_memory_used) covers the state too */
-            if (starpu_malloc_flags(&l->memory[b], (size_t)n * esize + skew, OUR_MALLOC_FLAGS))
+            int flags = OUR_MALLOC_FLAGS | (pin[b] ? STARPU_MALLOC_PINNED : 0);
+            if (starpu_malloc_flags(&l->memory[b], (size_t)n * esize + skew, flags))
                 return state_alloc_error(buf, err);
-            memset(l->memory[b], 0, (size_t)n * esize + skew);
+            /* zeroed by the caller, every buffer at once on several threads */
+            touch[*ntouch] = l->memory[b];
+            touch_bytes[(*ntouch)++] = (size_t)n * esize + skew;
             starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)l->memory[b] + skew, n,
                                         esize);
         }
         starpu_data_set_name(h, buf->name);
         l->handles[b] = h;
-        l->owned[b] = 1;
+        l->owned[b] = (char)(1 | (l->memory[b] && pin[b] ? SG_OWNED_PINNED : 0));
     }
     return SG_OK;
+}
+
+static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *err)
+{
+    const sg_graph *g = l->graph;
+    size_t nb = (size_t)(g->nbuffers > 0 ? g->nbuffers : 1);
+    l->handles = calloc(nb, sizeof(void *));
+    l->memory = calloc(nb, sizeof(void *));
+    l->owned = calloc(nb, 1);
+    void **touch = calloc(nb, sizeof *touch);
+    size_t *touch_bytes = calloc(nb, sizeof *touch_bytes);
+    /* pinned: what may cross the link; without CUDA workers, nothing */
+    unsigned char *pin = calloc(nb, 1);
+    int threads = 1, ntouch = 0, rc = SG_OK;
+    if (!l->handles || !l->memory || !l->owned || !touch || !touch_bytes || !pin)
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc && l->target.have_cuda)
+        sg_graph_gpu_touched(g, pin);
+    if (!rc && l->target.memory != SG_LOWER_MEMORY_SIMULATED)
+        rc = sg_first_touch_threads(&threads, err);
+    if (!rc)
+        rc = register_each(l, base, pin, touch, touch_bytes, &ntouch, err);
+    /* the state starts at zero (the initial state's load then writes the
+     * weights and masters) */
+    if (!rc)
+        sg_first_touch_zero(touch, touch_bytes, ntouch, threads);
+    free(touch);
+    free(touch_bytes);
+    free(pin);
+    return rc;
 }
 
 /* Steps in flight: their locks, condition variables and records. */
@@ -271,7 +304,9 @@ void sg_lower_free(sg_lowering *l)
             starpu_free_flags(l->memory[b], (size_t)(g->buffers[b].elems > 0
                                                          ? g->buffers[b].elems : 1) *
                                                 sg_dtype_size(g->buffers[b].dtype) +
-                                                buffer_skew(b), OUR_MALLOC_FLAGS);
+                                                buffer_skew(b),
+                            OUR_MALLOC_FLAGS |
+                                (l->owned[b] & SG_OWNED_PINNED ? STARPU_MALLOC_PINNED : 0));
     if (!l->shares)
         sg_starpu_split_free(&l->split);
     free(l->handles);

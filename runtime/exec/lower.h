@@ -75,12 +75,15 @@ typedef struct sg_lower_flight {
     void *lock, *cond;         /* starpu_pthread_mutex_t, starpu_pthread_cond_t */
 } sg_lower_flight;
 
+#define SG_OWNED_PINNED 2
+
 typedef struct sg_lowering {
     const sg_graph *graph;
     sg_lower_target target;
     void **handles;            /* starpu_data_handle_t per IR buffer */
     void **memory;             /* real memory behind a handle, or NULL */
-    char *owned;               /* 1: registered here; 0: another lowering's handle */
+    char *owned;               /* non-zero: registered here (SG_OWNED_PINNED set when its
+                                  memory is pinned); 0: another lowering's handle */
     int shares;                /* this lowering borrows handles (sg_lower_init_sharing) */
     sg_task_ctx *ctx;          /* per flight, per node: the task's cl_arg */
     int *slot_buffer;          /* storage behind ctx[].slot_buffer */
