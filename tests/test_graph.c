@@ -868,6 +868,9 @@ static void test_tensor_subgroups(const sg_model *m)
        "sub_group_size 0, 2 ranks: the pieces cover every unit's shard, %d sub-groups",
        lay.nsubgroups);
     free(unit_sum);
+    sg_graph_free(&g);
+}
+
 /* The buffers a GPU task may touch (sg_graph_gpu_touched): what the lowering
  * pins. SuperOffload with half the sub-groups on the CPU: their moments and
  * fp32 masters' optimizer state never cross the link (CPU Adam alone reads
