@@ -225,7 +225,7 @@ def commands(c, name):
                 sg_extra(c)]
     if name == "tune_8b":
         return [tune_cmd(c, a.config_8b, "tune-8b", ["offload_optimizer.ratio=0.5,0.8,1",
-                                                     "cast_placement=cpu,gpu"],
+                                                     "cast_placement=cpu,gpu,fused"],
                          ["--cost", "fitted"])]
     if name == "tune_1b":
         return [tune_cmd(c, a.config_1b, "tune-1b", ["offload_optimizer.ratio=0,0.5,0.9"], [])]

@@ -226,11 +226,11 @@ pts = [r for r in csv.DictReader(open(sys.argv[2])) if r["status"] == "ok"]
 best = max(pts, key=lambda r: float(r["tokens_per_s"]))
 want = "--sched %s --set offload_optimizer.ratio=%s --cast_placement %s" % (
     best["sched"], best["offload_optimizer.ratio"], best["cast_placement"])
-assert len(pts) == 12 and row["args"] == want, (len(pts), row["args"], want)
+assert len(pts) == 18 and row["args"] == want, (len(pts), row["args"], want)
 assert row["predicted_step_ms"] == float(best["step_ms"]), row
 assert abs(row["prediction_error"] - (row["predicted_step_ms"] / row["step_ms"] - 1)) < 1e-12
 PYEOF
-ok $? "calibrate, tune --cost fitted (12 points) and the run at the point with the most tokens/s, its prediction beside its step"
+ok $? "calibrate, tune --cost fitted (18 points) and the run at the point with the most tokens/s, its prediction beside its step"
 
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}

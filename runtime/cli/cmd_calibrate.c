@@ -295,6 +295,11 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     long nsteps = strtol(steps, &end, 10);
     if (!rc && (*end || nsteps < 1 || nsteps > 100000))
         rc = sg_error_set(err, SG_EINVAL, "--steps %s: expected a positive step count", steps);
+    /* SuperOffload: the measured step is the speculative one, the step
+     * simulate models for "adaptive" (which, under clipping, starts by
+     * waiting for the norm and would record no speculative step) */
+    if (!rc && strcmp(cfg->run.speculation, "adaptive") == 0)
+        snprintf(cfg->run.speculation, sizeof cfg->run.speculation, "%s", "always");
     if (!rc) {
         cfg->run.steps = nsteps;
         cfg->run.bench_steps = 0;
