@@ -75,6 +75,10 @@ static const char *const run_flags_help =
     "  --trace FILE                run: Chrome trace of the last step\n"
     "  --numa_node N               run: bind CPU workers to NUMA node N's cores\n"
     "  --bind_cores_to_rank        run: rank r binds to NUMA node r mod count\n"
+    "  --comm_timeout S            run, several ranks: every rank ends with an error\n"
+    "                              naming the rank that stopped answering once no\n"
+    "                              collective completed for max(S, 10 step times)\n"
+    "                              seconds (1 to 86400, default 60)\n"
     "  --set KEY=VALUE             set a DeepSpeed config key (dotted path, JSON value),\n"
     "                              e.g. --set offload_optimizer.ratio=0.8; repeatable\n";
 
