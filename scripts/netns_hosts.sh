@@ -15,7 +15,10 @@
 #   nh_up N          makes hosts 1..N; NH_ADDR1.., NH_NS1.. name them
 #   nh_mpirun R ARGS runs mpirun with R ranks per host (ARGS: PROGRAM ...)
 #   nh_link I down|up   takes host I's link down or up (a partition)
-#   nh_netem I ARGS  `tc qdisc replace ... netem ARGS` on host I's link
+#   nh_netem I ARGS  `tc qdisc replace ... netem ARGS` on host I's link (both
+#                    ways; fails where the kernel has no sch_netem)
+#   nh_rate I RATE   host I's link limited to RATE each way (htb)
+#   nh_clear I       host I's link up, its queues back to the default
 #   nh_down          kills what runs in the hosts, deletes them (idempotent)
 # nh_up returns 2 with the reason in NH_WHY where namespaces cannot be made.
 #
@@ -106,11 +109,31 @@ nh_link() { # nh_link I down|up: the host's side and the bridge's side
 	ip -n "sgh${NH_ID}h$1" link set eth0 "$2" && ip link set "sgv${NH_ID}h$1" "$2"
 }
 
-nh_netem() { # nh_netem I NETEM-ARGS...: both directions of host I's link
+# nh_qdisc I QDISC-ARGS...: both directions of host I's link (its own side,
+# in its namespace, and the bridge's side) get `root QDISC-ARGS`
+nh_qdisc() {
 	h=$1
 	shift
-	tc -n "sgh${NH_ID}h$h" qdisc replace dev eth0 root netem "$@" &&
-		tc qdisc replace dev "sgv${NH_ID}h$h" root netem "$@"
+	tc -n "sgh${NH_ID}h$h" qdisc replace dev eth0 root "$@" &&
+		tc qdisc replace dev "sgv${NH_ID}h$h" root "$@"
+}
+
+nh_netem() { # nh_netem I NETEM-ARGS...: loss, delay... (needs the kernel's sch_netem)
+	h=$1
+	shift
+	nh_qdisc "$h" netem "$@"
+}
+
+nh_rate() { # nh_rate I RATE: host I's link limited to RATE each way (htb, e.g. 100mbit)
+	nh_qdisc "$1" handle 1: htb default 10 r2q 100 &&
+		tc -n "sgh${NH_ID}h$1" class add dev eth0 parent 1: classid 1:10 htb rate "$2" &&
+		tc class add dev "sgv${NH_ID}h$1" parent 1: classid 1:10 htb rate "$2"
+}
+
+nh_clear() { # nh_clear I: host I's link back to the default queue, and up
+	tc -n "sgh${NH_ID}h$1" qdisc del dev eth0 root 2>/dev/null
+	tc qdisc del dev "sgv${NH_ID}h$1" root 2>/dev/null
+	nh_link "$1" up
 }
 
 nh_down() {
