@@ -6,10 +6,11 @@
 #
 # As a command:
 #   scripts/netns_hosts.sh [--hosts N] [--ranks-per-host R] -- PROGRAM ARGS...
-# builds N hosts (2 by default), runs
+# builds N hosts (2 by default, at most 250), runs
 #   mpirun -np N*R --host ADDR1:R,ADDR2:R,... PROGRAM ARGS...
-# across them (TCP only, on the hosts' subnet), removes everything it made
-# (also on failure or interrupt) and exits with mpirun's status.
+# across them (TCP only, on the hosts' subnet; mpirun options such as
+# `-x VAR` may come first after --), removes everything it made (also on
+# failure or interrupt) and exits with mpirun's status.
 #
 # As a library (`. scripts/netns_hosts.sh` with NH_LIB=1 set first):
 #   nh_up N          makes hosts 1..N; NH_ADDR1.., NH_NS1.. name them
@@ -164,12 +165,16 @@ if [ -z "${NH_LIB:-}" ]; then
 		--ranks-per-host) rph=$2; shift 2 ;;
 		--) shift; break ;;
 		-h | --help)
-			sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+			sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
 			exit 0 ;;
 		*) echo "netns_hosts.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 		esac
 	done
-	case $hosts$rph in *[!0-9]*) echo "netns_hosts.sh: --hosts and --ranks-per-host take numbers" >&2; exit 2 ;; esac
+	case $hosts$rph in *[!0-9]* | '') echo "netns_hosts.sh: --hosts and --ranks-per-host take numbers" >&2; exit 2 ;; esac
+	if [ "$hosts" -lt 1 ] || [ "$hosts" -gt 250 ] || [ "$rph" -lt 1 ]; then
+		echo "netns_hosts.sh: --hosts $hosts --ranks-per-host $rph: 1 to 250 hosts, 1 or more ranks each" >&2
+		exit 2
+	fi
 	[ $# -gt 0 ] || { echo "netns_hosts.sh: no program (… -- PROGRAM ARGS)" >&2; exit 2; }
 	trap 'nh_down' EXIT
 	trap 'exit 130' INT TERM
