@@ -81,11 +81,12 @@ EOF
 	return 0
 }
 
-# mpirun's daemons notice a lost host by TCP keepalive: after NH_KEEPALIVE
-# idle seconds + 3 probes 1 s apart (Open MPI's default, 300 s + 3 x 20 s,
-# is why a partitioned mpirun took minutes). Longer than the ranks' own
-# watchdog bound (comm_timeout), so that the ranks say what happened first.
-NH_KEEPALIVE=${NH_KEEPALIVE:-30}
+# mpirun's daemons notice a lost host by TCP keepalive on their idle
+# connections: Open MPI's default is 300 s, then probes 20 s apart. With
+# NH_KEEPALIVE=S set: S idle seconds, then 3 probes 1 s apart (mpirun then
+# ends a partitioned job itself, killing the ranks before their watchdog
+# speaks if S is the shorter). Unset: as on a real cluster.
+NH_KEEPALIVE=${NH_KEEPALIVE:-}
 
 nh_mpirun() { # nh_mpirun RANKS_PER_HOST PROGRAM ARGS...
 	rph=$1
@@ -95,15 +96,16 @@ nh_mpirun() { # nh_mpirun RANKS_PER_HOST PROGRAM ARGS...
 		hosts="$hosts${hosts:+,}$NH_NET.$i:$rph"
 		i=$((i + 1))
 	done
+	ka=""
+	[ -n "$NH_KEEPALIVE" ] && ka="--mca oob_tcp_keepalive_time $NH_KEEPALIVE
+		--mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3"
 	# rtc hwloc off: orted segfaults in hwloc_shmem_topology_write inside a
 	# namespace here (Open MPI 4.1.4)
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 		mpirun --oversubscribe --bind-to none -np $((NH_N * rph)) --host "$hosts" \
 		--mca plm_rsh_agent "$NH_DIR/agent.sh" --mca btl tcp,self \
 		--mca btl_tcp_if_include "$NH_NET.0/24" --mca oob_tcp_if_include "$NH_NET.0/24" \
-		--mca mpi_yield_when_idle 1 --mca rtc ^hwloc \
-		--mca oob_tcp_keepalive_time "$NH_KEEPALIVE" --mca oob_tcp_keepalive_intvl 1 \
-		--mca oob_tcp_keepalive_probes 3 "$@"
+		--mca mpi_yield_when_idle 1 --mca rtc ^hwloc $ka "$@"
 }
 
 nh_link() { # nh_link I down|up: the host's side and the bridge's side

@@ -25,67 +25,9 @@ SG_TEST_NAME=multihost_part
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/ranks_env.sh"
 . "$SRC/tests/multihost_env.sh"
+. "$SRC/tests/multihost_faults.sh"
 
 ds z3 1 1 '{"stage": 3}'
-# ranks_in I: stepgraph processes in host I
-ranks_in() {
-	c=0
-	for p in $(ip netns pids "sgh${NH_ID}h$1" 2>/dev/null); do
-		[ "$(cat /proc/$p/comm 2>/dev/null)" = stepgraph ] && c=$((c + 1))
-	done
-	echo $c
-}
-# cut NAME HOW: a long run across the hosts, cut by HOW (a command) once rank
-# 0 logged 5 steps; then waits (at most 120 s) until no rank runs in host 1
-# (and in host 2 when BOTH=1); 0 when they ended. Leaves mpirun to settle()
-cut() {
-	BG=1 hosts "$1" 1 z3 --steps 100000 --comm_timeout 3 --save "$TMP/$1.ck" \
-		--save_interval 2 --log_interval 1
-	i=0
-	while [ "$(cat "$TMP/$1.jsonl" 2>/dev/null | wc -l)" -lt 5 ] && kill -0 $MPID 2>/dev/null &&
-		[ $i -lt 1200 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	$2
-	i=0
-	while { [ "$(ranks_in 1)" -gt 0 ] || { [ "${BOTH:-0}" = 1 ] && [ "$(ranks_in 2)" -gt 0 ]; }; } &&
-		[ $i -lt 1200 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	echo "# $1: ranks ended $((i / 10)) s after the cut (host 1: $(ranks_in 1) left, host 2: $(ranks_in 2))"
-	[ $i -lt 1200 ]
-}
-# settle NAME: mpirun ended within 10 s more (said, not tested), else
-# killed; every process in the hosts killed, host 2's link up, no netem
-settle() {
-	if wait_for $MPID 10; then
-		wait $MPID
-		echo "# $1: mpirun ended (exit $?)"
-	else
-		echo "# $1: mpirun still waits on host 2's daemon: killed"
-	fi
-	for h in 1 2; do
-		for p in $(ip netns pids "sgh${NH_ID}h$h" 2>/dev/null); do
-			kill -CONT "$p" 2>/dev/null
-			kill -9 "$p" 2>/dev/null
-		done
-	done
-	sleep 0.5
-	nh_clear 2
-	return 0
-}
-freeze() {
-	for p in $(ip netns pids "sgh${NH_ID}h2"); do kill -STOP "$p"; done
-}
-slay() {
-	for p in $(ip netns pids "sgh${NH_ID}h2"); do kill -9 "$p"; done
-}
-linkdown() {
-	nh_link 2 down
-}
-
 # check_bound NAME: rank 0's error states the bound max(comm_timeout 3 s,
 # 10 x the mean step time of its metrics), and that it had passed
 check_bound() {
@@ -112,7 +54,7 @@ CK=$TMP/down.ck/$LATEST
 rc=$?
 first=$(sed -n 's/^Step \([0-9]*\) |.*/\1/p' "$TMP/res.out" | head -n1)
 [ $rc -eq 0 ] && [ -f "$CK/model.safetensors" ] && [ -s "$CK/optim.rank0-of-2.safetensors" ] &&
-	[ -s "$CK/optim.rank1-of-2.safetensors" ] && [ "$first" = $((${LATEST#step-} + 1)) ]
+	[ -s "$CK/optim.rank1-of-2.safetensors" ] && [ "$first" = "$(expr "${LATEST#step-}" + 1)" ]
 ok $? "latest ($LATEST) is complete (model, both partitions): one process resumes it at step $first"
 [ $rc -eq 0 ] || sed 's/^/# /' "$TMP/res.err" | head -5
 settle down
