@@ -33,12 +33,14 @@ cut() {
 	echo "# $1: ranks ended $((i / 10)) s after the cut (host 1: $(ranks_in 1) left, host 2: $(ranks_in 2))"
 	[ $i -lt 1200 ]
 }
-# settle NAME: mpirun ended within 10 s more (said, not tested), else
-# killed; every process in the hosts killed, host 2's link up, no netem
+# settle NAME: mpirun ended within 10 s more (said, not tested; its status
+# in MPRC, "" when it had to be killed), else killed; every process in the hosts killed, host 2's link up, no netem
 settle() {
+	MPRC=""
 	if wait_for $MPID 10; then
 		wait $MPID
-		echo "# $1: mpirun ended (exit $?)"
+		MPRC=$?
+		echo "# $1: mpirun ended (exit $MPRC)"
 	else
 		echo "# $1: mpirun still waits on host 2's daemon: killed"
 	fi

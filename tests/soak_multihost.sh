@@ -11,7 +11,10 @@
 # - every rank on host 1 (and on host 2 unless it is frozen) ended within
 #   120 s;
 # - the end was explained: rank 0's watchdog error naming a rank on host 2,
-#   or mpirun's report of a lost daemon or a killed process;
+#   or mpirun's report of a lost daemon, a killed process or a peer gone;
+#   when host 2 was killed whole, mpirun may end at once with the status 9
+#   and no message (its daemon there died with it): a status other than 0
+#   is then the explanation;
 # - `latest` names a complete checkpoint (the model, every rank's
 #   partition), and one process resumes it at the step after it.
 # Prints TAP; skips where the hosts cannot be made.
@@ -41,10 +44,12 @@ while [ "$r" -le "$ROUNDS" ]; do
 	RPH=$rph CUT_AT=$at BOTH=$both cut "$name" $fault
 	ok $? "round $r: $fault after step $at, 2 hosts x $rph ranks: every reachable rank ended"
 	settle "$name"
-	grep -E "^stepgraph: rank|noticed that|lost communication" "$TMP/$name.err" | head -n 3 |
-		sed 's/^/# /'
-	grep -Eq "^stepgraph: rank [0-9]+ on .*: no collective completed .*stopped answering: rank [0-9]+ on .*\($NH_ADDR2\)|mpirun noticed that process rank [0-9]+ .* exited on signal 9|ORTE has lost communication with a remote daemon" \
-		"$TMP/$name.err"
+	cat "$TMP/$name.err" "$TMP/$name.out" >"$TMP/$name.all"
+	grep -E "^stepgraph: rank|noticed that|lost communication|unexpectedly disconnected" \
+		"$TMP/$name.all" | head -n 3 | sed 's/^/# /'
+	grep -Eq "^stepgraph: rank [0-9]+ on .*: no collective completed .*stopped answering: rank [0-9]+ on .*\($NH_ADDR2\)|mpirun noticed that process rank [0-9]+ .* exited on signal 9|ORTE has lost communication with a remote daemon|peer process has unexpectedly disconnected" \
+		"$TMP/$name.all" || { [ "$fault" = slay ] && [ -n "$MPRC" ] && [ "$MPRC" -ne 0 ] &&
+		echo "# $name: mpirun ended with status $MPRC and no message (its daemon on host 2 killed)"; }
 	ok $? "round $r: the end was explained (the watchdog naming host 2, or mpirun)"
 	LATEST=$(cat "$TMP/$name.ck/latest" 2>/dev/null)
 	CK=$TMP/$name.ck/$LATEST
