@@ -5,7 +5,7 @@
 # $TMP/rank.sh, a wrapper that gives each rank its own StarPU home
 # (performance models are written at exit), and $TMP/bad1.sh, the same
 # wrapper that gives rank 1 alone a data file that does not exist. Defines
-# ok STATUS DESCRIPTION, the TAP line of check $n.
+# ok STATUS DESCRIPTION, the TAP line of check $n, and ds (a config).
 MPIRUN_BIN=$(command -v mpirun || true)
 if [ -z "$MPIRUN_BIN" ]; then
 	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
@@ -29,6 +29,16 @@ mkdir -p "$STARPU_HOME"
 if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" --data /nonexistent/rank1.bin; fi
 exec "$@"
 SHEOF
+
+# ds NAME MICRO ACCUM ZERO-JSON [EXTRA-JSON]: $TMP/NAME.json, a DeepSpeed
+# config of AdamW with clipping (a test may define its own after sourcing)
+ds() {
+	cat >"$TMP/$1.json" <<JEOF
+{"train_micro_batch_size_per_gpu": $2, "gradient_accumulation_steps": $3,
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
+ "gradient_clipping": 1.0, "zero_optimization": $4 ${5:+, $5}}
+JEOF
+}
 
 n=0
 ok() { # ok STATUS DESCRIPTION

@@ -16,14 +16,7 @@ SG_TEST_NAME=ranks
 
 . "$SRC/tests/ranks_env.sh"
 
-# ds NAME MICRO ACCUM ZERO-JSON [EXTRA-JSON]: a DeepSpeed config
-ds() {
-	cat >"$TMP/$1.json" <<JEOF
-{"train_micro_batch_size_per_gpu": $2, "gradient_accumulation_steps": $3,
- "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
- "gradient_clipping": 1.0, "zero_optimization": $4 ${5:+, $5}}
-JEOF
-}
+# ds NAME MICRO ACCUM ZERO-JSON [EXTRA-JSON]: a DeepSpeed config (ranks_env.sh)
 STEPS=10
 # one NAME DS ARGS...: one process
 one() {

@@ -36,13 +36,7 @@ SG_TEST_NAME=ranks_ck
 
 . "$SRC/tests/ranks_env.sh"
 
-ds() { # ds NAME MICRO ACCUM ZERO-JSON
-	cat >"$TMP/$1.json" <<JEOF
-{"train_micro_batch_size_per_gpu": $2, "gradient_accumulation_steps": $3,
- "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},
- "gradient_clipping": 1.0, "zero_optimization": $4}
-JEOF
-}
+# ds NAME MICRO ACCUM ZERO-JSON: a DeepSpeed config (ranks_env.sh)
 # run NAME NP DS ARGS...: NP ranks under mpirun (NP 0: one process, no mpirun)
 run() {
 	name=$1 np=$2 cfg=$3

@@ -46,6 +46,7 @@ void sg_run_options_defaults(sg_run_options *run)
     run->speculation[0] = '\0'; /* resolved in config.c: "adaptive", or "never" with Lion */
     run->lookahead = 2;
     run->numa_node = -1;
+    run->comm_timeout = 60;
     run->optimizer_tile = SG_TILE_AUTO;
     snprintf(run->cast_placement, sizeof run->cast_placement, "%s", "scheduler");
     run->batch_tile = SG_TILE_AUTO;
@@ -104,6 +105,7 @@ static const ropt run_opts[] = {
     { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0, 0 },
     { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0, 0 },
     { "strict", R_BOOL, ROFF(strict), 0, 0, 0, 0, 0, 0 },
+    { "comm_timeout", R_INT, ROFF(comm_timeout), 0, 0, LO | SG_JSON_HI, 1, 86400, 0 },
     { "optimizer_tile", R_TILE, ROFF(optimizer_tile), 0, 0, NONNEG | SG_JSON_HI, 0,
       (double)((int64_t)1 << 40), 0 },
     { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0, 0 },

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/dist/watchdog.h"
 #include "sg_autoconf.h"
 
 #ifdef SG_HAVE_MPI
@@ -56,7 +57,14 @@ typedef struct dist_impl {
     int rank;
     MPI_Comm tasks;     /* collective tasks only */
     MPI_Comm host;      /* the main thread only */
+    MPI_Comm beat;      /* the watchdog's heartbeats only */
+    sg_watchdog *wd;    /* told of every completed collective */
 } dist_impl;
+
+static sg_watchdog *wd_of(const sg_dist *d)
+{
+    return d && d->mpi && d->impl ? ((dist_impl *)d->impl)->wd : NULL;
+}
 
 /* "rank R: CALL: MPI's message" into msg; returns SG_EIO. */
 static int mpi_fail(int rank, int code, const char *call, char *msg, size_t size)
@@ -86,6 +94,7 @@ static int c_allgather(void *impl, const void *send, void *recv, size_t bytes, c
     if (rc)
         return rc;
     rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, p->tasks);
+    sg_watchdog_progress(rc == MPI_SUCCESS ? p->wd : NULL);
     return rc == MPI_SUCCESS ? SG_OK : mpi_fail(p->rank, rc, "MPI_Allgather", msg, size);
 }
 
@@ -97,6 +106,7 @@ static int c_reduce_scatter(void *impl, const float *send, float *recv, size_t c
     if (rc)
         return rc;
     rc = MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, p->tasks);
+    sg_watchdog_progress(rc == MPI_SUCCESS ? p->wd : NULL);
     return rc == MPI_SUCCESS ? SG_OK
                              : mpi_fail(p->rank, rc, "MPI_Reduce_scatter_block", msg, size);
 }
@@ -106,22 +116,48 @@ static MPI_Datatype mpi_type(sg_comm_type t)
     return t == SG_COMM_F64 ? MPI_DOUBLE : t == SG_COMM_I32 ? MPI_INT32_T : MPI_FLOAT;
 }
 
-static int allreduce_on(MPI_Comm comm, int rank, void *buf, size_t count, sg_comm_type type,
-                        sg_comm_op op, char *msg, size_t size)
+static int allreduce_on(const dist_impl *p, MPI_Comm comm, void *buf, size_t count,
+                        sg_comm_type type, sg_comm_op op, char *msg, size_t size)
 {
-    int rc = count_ok(rank, count, "MPI_Allreduce", msg, size);
+    int rc = count_ok(p->rank, count, "MPI_Allreduce", msg, size);
     if (rc)
         return rc;
     rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(type),
                        op == SG_COMM_MAX ? MPI_MAX : MPI_SUM, comm);
-    return rc == MPI_SUCCESS ? SG_OK : mpi_fail(rank, rc, "MPI_Allreduce", msg, size);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(p->rank, rc, "MPI_Allreduce", msg, size);
+    sg_watchdog_progress(p->wd);
+    return SG_OK;
 }
 
 static int c_allreduce(void *impl, void *buf, size_t count, sg_comm_type type, sg_comm_op op,
                        char *msg, size_t size)
 {
     dist_impl *p = impl;
-    return allreduce_on(p->tasks, p->rank, buf, count, type, op, msg, size);
+    return allreduce_on(p, p->tasks, buf, count, type, op, msg, size);
+}
+
+/* Every rank's host name (for the watchdog's messages), then its thread. */
+static int start_watchdog(sg_dist *d, dist_impl *p, sg_error *err)
+{
+    char me[SG_WATCHDOG_HOST_MAX];
+    char (*hosts)[SG_WATCHDOG_HOST_MAX] = calloc((size_t)d->size, sizeof *hosts);
+    if (!hosts)
+        return sg_error_set(err, SG_ENOMEM, "rank %d: out of memory", d->rank);
+    memset(me, 0, sizeof me);
+    sg_watchdog_host_name(me, sizeof me);
+    int rc = MPI_Allgather(me, SG_WATCHDOG_HOST_MAX, MPI_CHAR, hosts, SG_WATCHDOG_HOST_MAX,
+                           MPI_CHAR, p->host);
+    if (rc != MPI_SUCCESS) {
+        char msg[SG_ERROR_MSG_MAX];
+        mpi_fail(d->rank, rc, "MPI_Allgather", msg, sizeof msg);
+        free(hosts);
+        return sg_error_set(err, SG_EIO, "%s", msg);
+    }
+    rc = sg_watchdog_start(&p->wd, &p->beat, d->rank, d->size,
+                           (const char (*)[SG_WATCHDOG_HOST_MAX])hosts, err);
+    free(hosts);
+    return rc;
 }
 
 int sg_dist_init(sg_dist *d, sg_error *err)
@@ -149,15 +185,17 @@ int sg_dist_init(sg_dist *d, sg_error *err)
     if (!p)
         return sg_error_set(err, SG_ENOMEM, "rank %d: out of memory", d->rank);
     p->rank = d->rank;
-    p->tasks = p->host = MPI_COMM_NULL;
+    p->tasks = p->host = p->beat = MPI_COMM_NULL;
     d->impl = p;
     if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->tasks)) != MPI_SUCCESS ||
-        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->host)) != MPI_SUCCESS) {
+        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->host)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->beat)) != MPI_SUCCESS) {
         mpi_fail(d->rank, rc, "MPI_Comm_dup", msg, sizeof msg);
         return sg_error_set(err, SG_EIO, "%s", msg);
     }
     MPI_Comm_set_errhandler(p->tasks, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(p->host, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(p->beat, MPI_ERRORS_RETURN);
     /* the ranks that share this host's memory */
     MPI_Comm node = MPI_COMM_NULL;
     if ((rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL,
@@ -167,6 +205,8 @@ int sg_dist_init(sg_dist *d, sg_error *err)
         return sg_error_set(err, SG_EIO, "%s", msg);
     }
     MPI_Comm_free(&node);
+    if (d->size > 1 && (rc = start_watchdog(d, p, err)))
+        return rc;
     d->comm = (sg_comm){
         .rank = d->rank,
         .size = d->size,
@@ -183,7 +223,16 @@ void sg_dist_finalize(sg_dist *d)
     if (!d->mpi)
         return;
     dist_impl *p = d->impl;
+    if (p && p->wd) {
+        /* every rank is here (the watchdog, still armed, ends a rank whose
+         * peer never comes) before the heartbeats stop */
+        MPI_Barrier(p->host);
+        sg_watchdog_stop(p->wd);
+        p->wd = NULL;
+    }
     if (p) {
+        if (p->beat != MPI_COMM_NULL)
+            MPI_Comm_free(&p->beat);
         if (p->tasks != MPI_COMM_NULL)
             MPI_Comm_free(&p->tasks);
         if (p->host != MPI_COMM_NULL)
@@ -201,7 +250,7 @@ int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg
         return SG_OK;
     dist_impl *p = d->impl;
     char msg[SG_ERROR_MSG_MAX];
-    int rc = allreduce_on(p->host, d->rank, v, (size_t)n, SG_COMM_F64, op, msg, sizeof msg);
+    int rc = allreduce_on(p, p->host, v, (size_t)n, SG_COMM_F64, op, msg, sizeof msg);
     return rc ? sg_error_set(err, rc, "%s", msg) : SG_OK;
 }
 
@@ -222,6 +271,7 @@ int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t
         mpi_fail(d->rank, rc, "MPI_Gather", msg, sizeof msg);
         return sg_error_set(err, SG_EIO, "%s", msg);
     }
+    sg_watchdog_progress(p->wd);
     return SG_OK;
 }
 
@@ -232,6 +282,12 @@ void sg_dist_abort(const sg_dist *d, int code)
 }
 
 #else /* no MPI in this build */
+
+static sg_watchdog *wd_of(const sg_dist *d)
+{
+    (void)d;
+    return NULL;
+}
 
 int sg_dist_init(sg_dist *d, sg_error *err)
 {
@@ -270,3 +326,21 @@ void sg_dist_abort(const sg_dist *d, int code)
 }
 
 #endif /* SG_HAVE_MPI */
+
+void sg_dist_watch_arm(const sg_dist *d, double comm_timeout_s, const char *checkpoint)
+{
+    sg_watchdog *w = wd_of(d);
+    if (checkpoint && checkpoint[0])
+        sg_watchdog_checkpoint(w, checkpoint);
+    sg_watchdog_arm(w, comm_timeout_s);
+}
+
+void sg_dist_watch_step(const sg_dist *d, double seconds)
+{
+    sg_watchdog_step(wd_of(d), seconds);
+}
+
+void sg_dist_watch_checkpoint(const sg_dist *d, const char *path)
+{
+    sg_watchdog_checkpoint(wd_of(d), path);
+}

@@ -14,8 +14,12 @@
  *     communicators use MPI_ERRORS_RETURN).
  *   - A build without MPI (configure found no ompi-c) is a world of one; a
  *     launch of several processes is then refused.
- * Library code never exits: the CLI calls sg_dist_abort after printing an
- * error when size > 1, so the other ranks end too.
+ *   - With several ranks, a watchdog thread (watchdog.h) ends each rank
+ *     with an error naming the rank that stopped answering when no
+ *     collective completes within the run's bound (comm_timeout).
+ * Library code never exits (the watchdog's _exit is the one exception: a
+ * partition leaves no caller to return to): the CLI calls sg_dist_abort
+ * after printing an error when size > 1, so the other ranks end too.
  */
 #ifndef SG_DIST_H
 #define SG_DIST_H
@@ -66,5 +70,14 @@ void sg_dist_abort(const sg_dist *d, int code);
  * that already names its rank is printed as it is) and ends every rank with
  * several ranks; "stepgraph: <err>" and returns with one. */
 void sg_dist_fail(const sg_dist *d, int rc, const sg_error *err);
+
+/* The partition watchdog (watchdog.h), with several ranks; no-ops with one
+ * rank or d NULL. Armed by the training loop with comm_timeout (seconds)
+ * and the checkpoint it resumed from (NULL or "": none); told of each
+ * finished step's measured time and each checkpoint written. It stays
+ * armed to the end of sg_dist_finalize (whose barrier waits on every rank). */
+void sg_dist_watch_arm(const sg_dist *d, double comm_timeout_s, const char *checkpoint);
+void sg_dist_watch_step(const sg_dist *d, double seconds);
+void sg_dist_watch_checkpoint(const sg_dist *d, const char *path);
 
 #endif /* SG_DIST_H */

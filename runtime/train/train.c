@@ -587,6 +587,7 @@ static int finish_step(trainer *t, sg_error *err)
     if (!skipped)
         t->st.adam_step++;
     double secs = t->x.step_seconds;
+    sg_dist_watch_step(t->dist, secs); /* the partition watchdog's bound scales with it */
     double tokens = (double)(t->spec.micro_batch * t->spec.grad_accum * t->spec.seq_len *
                              t->world); /* every rank's */
     sg_step_rates rates;
@@ -666,8 +667,11 @@ static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
     if (!rc) {
         double s = sg_monotonic_s() - t0;
         int64_t bytes = sg_checkpoint_step_bytes(r->save, t->st.step);
-        printf("saved checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld", r->save,
-               (long long)t->st.step);
+        char saved[SG_PATH_MAX + 64];
+        snprintf(saved, sizeof saved, "%s/" SG_CHECKPOINT_STEP_PREFIX "%08lld", r->save,
+                 (long long)t->st.step);
+        sg_dist_watch_checkpoint(t->dist, saved); /* named if a peer stops answering */
+        printf("saved checkpoint %s", saved);
         if (bytes >= 1000000000)
             printf(" (%.2f GB", bytes / 1e9);
         else if (bytes >= 0)
@@ -958,6 +962,8 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     print_header(&t);
     plan_memory(&t);
     set_peak(&t);
+    /* several ranks: from here a silent peer ends the run (runtime/dist/watchdog.h) */
+    sg_dist_watch_arm(dist, (double)r->comm_timeout, t.resumed ? r->load : NULL);
     /* up to `lookahead` steps in flight; finished (logged) in order. A
      * checkpoint, the trace and the end wait for every step in flight. */
     for (int64_t i = 0; i < t.total_steps; i++) {
