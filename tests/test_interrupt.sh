@@ -79,6 +79,21 @@ interrupted() {
 			"$TMP/$1.out" &&
 		[ "$(latest_step "$2")" = "$N" ] && clean "$2"
 }
+# resumes REF NAME CMD...: CMD (a run that loads NAME's checkpoint) runs one
+# more step, whose loss is REF's at that step (tests/resumed_step.py); a
+# failure counts in bad
+resumes() {
+	ref=$1 b=$2 step=
+	shift 2
+	if "$@" --steps 1 --metrics "$TMP/r$b.jsonl" >"$TMP/r$b.out" 2>&1 &&
+		step=$("$PY" "$SRC/tests/resumed_step.py" "$ref" "$TMP/r$b.jsonl" 2>&1); then
+		echo "# $b: resumed at step $step, loss as uninterrupted"
+	else
+		bad=$((bad + 1))
+		echo "# $b: resume failed: $step"
+		tail -3 "$TMP/r$b.out" | sed 's/^/#   /'
+	fi
+}
 MAXSTEP=0
 note_step() { # note_step N: the reference runs must reach N + 1
 	[ "${1:-0}" -gt $MAXSTEP ] && MAXSTEP=$1
@@ -195,17 +210,7 @@ ok $? "SIGINT then SIGTERM: the run ends at once (no save, no line), latest stil
 ok $? "reference run, $((MAXSTEP + 1)) steps without interruption"
 bad=0
 for D in "$TMP"/s? "$TMP/once" "$TMP"/e? "$TMP"/t?; do
-	[ -e "$D" ] || continue
-	b=$(basename "$D")
-	if "$BIN" run "$CFG" $RUN --load "$D" --steps 1 --metrics "$TMP/r$b.jsonl" \
-		>"$TMP/r$b.out" 2>&1 &&
-		step=$("$PY" "$SRC/tests/resumed_step.py" "$TMP/ref.jsonl" "$TMP/r$b.jsonl" 2>&1); then
-		echo "# $b: resumed at step $step, loss as uninterrupted"
-	else
-		bad=$((bad + 1))
-		echo "# $b: resume failed: $step"
-		tail -3 "$TMP/r$b.out" | sed 's/^/#   /'
-	fi
+	[ -e "$D" ] && resumes "$TMP/ref.jsonl" "$(basename "$D")" "$BIN" run "$CFG" $RUN --load "$D"
 done
 [ $bad -eq 0 ]
 ok $? "every checkpoint an interrupt left resumes with the uninterrupted run's loss"
@@ -286,16 +291,8 @@ timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh"
 ok $? "2-rank reference run, $((MAXSTEP + 1)) steps without interruption"
 bad=0
 for b in r0 r1 rb r2; do
-	if timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" \
-		"$BIN" run "$TMP/ds2.json" $RUN2 --load "$TMP/$b" --steps 1 \
-		--metrics "$TMP/r$b.jsonl" >"$TMP/r$b.out" 2>&1 &&
-		step=$("$PY" "$SRC/tests/resumed_step.py" "$TMP/ref2.jsonl" "$TMP/r$b.jsonl" 2>&1); then
-		echo "# $b: resumed at step $step, loss as uninterrupted"
-	else
-		bad=$((bad + 1))
-		echo "# $b: resume failed: $step"
-		tail -3 "$TMP/r$b.out" | sed 's/^/#   /'
-	fi
+	resumes "$TMP/ref2.jsonl" $b timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 \
+		sh "$TMP/rank.sh" "$BIN" run "$TMP/ds2.json" $RUN2 --load "$TMP/$b"
 done
 [ $bad -eq 0 ]
 ok $? "every 2-rank checkpoint an interrupt left resumes with the uninterrupted 2-rank run's loss"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "runtime/io/checkpoint.h"
 
 #define NVOTES (SG_LOOKAHEAD_MAX + 1)
 
@@ -75,4 +76,20 @@ const char *sg_interrupt_signal_name(int signo, char *buf, size_t size)
         return "SIGTERM";
     snprintf(buf, size, "signal %d", signo);
     return buf;
+}
+
+void sg_interrupt_print(const sg_interrupt *it, int64_t steps_run, int64_t step,
+                        const char *save)
+{
+    char buf[24];
+    const char *sig = sg_interrupt_signal_name(it->signo, buf, sizeof buf);
+    if (steps_run == 0)
+        printf("interrupted (%s) before the first step; nothing to save\n", sig);
+    else if (save[0])
+        printf("interrupted at step %lld (%s); checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX
+               "%08lld\n", (long long)step, sig, save, (long long)step);
+    else
+        printf("interrupted at step %lld (%s); no checkpoint (no --save)\n", (long long)step,
+               sig);
+    fflush(stdout);
 }

@@ -58,4 +58,12 @@ int sg_interrupt_settle(sg_interrupt *it, sg_error *err);
 /* "SIGINT", "SIGTERM", else "signal N" (buf holds at least 24 bytes). */
 const char *sg_interrupt_signal_name(int signo, char *buf, size_t size);
 
+/* On stdout, once the run stopped by it->signo ended (rank 0's; the other
+ * ranks' stdout is /dev/null): "interrupted at step STEP (SIGTERM);
+ * checkpoint SAVE/step-0000000N", "...; no checkpoint (no --save)" when
+ * save is empty, or "interrupted (SIGTERM) before the first step; nothing
+ * to save" when steps_run (this invocation's) is 0. */
+void sg_interrupt_print(const sg_interrupt *it, int64_t steps_run, int64_t step,
+                        const char *save);
+
 #endif /* SG_RUNTIME_TRAIN_INTERRUPT_H */

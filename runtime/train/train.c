@@ -900,22 +900,6 @@ static int train_loop(trainer *t, sg_train_result *res, sg_error *err)
     return sg_interrupt_settle(&t->intr, err);
 }
 
-/* The line that says where an interrupted run stopped (rank 0's stdout). */
-static void print_interrupted(const trainer *t, const sg_train_result *res)
-{
-    char buf[24];
-    const char *sig = sg_interrupt_signal_name(res->signo, buf, sizeof buf);
-    if (res->steps == 0)
-        printf("interrupted (%s) before the first step; nothing to save\n", sig);
-    else if (t->cfg->run.save[0])
-        printf("interrupted at step %lld (%s); checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX
-               "%08lld\n", (long long)t->st.step, sig, t->cfg->run.save, (long long)t->st.step);
-    else
-        printf("interrupted at step %lld (%s); no checkpoint (no --save)\n",
-               (long long)t->st.step, sig);
-    fflush(stdout);
-}
-
 /* After the last step: the summary, the trace, the checkpoint, the node
  * times, the metrics closed. Interrupted before any step: nothing but the
  * metrics (there is no step to sum up, trace or save). */
@@ -953,7 +937,7 @@ static int end_run(trainer *t, sg_train_result *res, sg_error *err)
         rc = sg_metrics_close(&t->metrics, err);
     }
     if (!rc && res->signo)
-        print_interrupted(t, res);
+        sg_interrupt_print(&t->intr, res->steps, t->st.step, r->save);
     return rc;
 }
 
