@@ -13,7 +13,8 @@
 # interval saves at the interrupt; without --save the line says so. A
 # signal at a random moment from the start leaves the save directory
 # absent or holding a current checkpoint, never empty. A second signal
-# (SIGINT then SIGTERM at once) ends the run at once, without the line,
+# (SIGINT and SIGTERM sent while the process is stopped, so that it takes
+# both at once when continued) ends the run at once, without the line,
 # `latest` still valid and resuming exactly.
 # Two ranks (mpirun, skipped without it): the signal reaches rank 0 only,
 # rank 1 only, or both at different moments (lookahead 1, 2 and 3); every
@@ -188,8 +189,11 @@ while [ $i -le 4 ]; do
 	pid=$!
 	wait_for "$D/latest" $pid
 	pause $((i + 20))
+	# stopped, the process takes both at once when continued
+	kill -STOP $pid
 	kill -INT $pid
 	kill -TERM $pid
+	kill -CONT $pid
 	wait $pid
 	rc=$?
 	if { [ $rc -eq 130 ] || [ $rc -eq 143 ]; } && [ -z "$(stopped "$TMP/t$i.out")" ] &&
@@ -202,7 +206,7 @@ while [ $i -le 4 ]; do
 	i=$((i + 1))
 done
 [ $good -eq 4 ]
-ok $? "SIGINT then SIGTERM: the run ends at once (no save, no line), latest still names a checkpoint"
+ok $? "SIGINT and SIGTERM at once: the run ends at once (no save, no line), latest still names a checkpoint"
 
 # the reference, past every step reached, and every checkpoint resumed
 "$BIN" run "$CFG" $RUN --log_interval 1000 --steps $((MAXSTEP + 1)) \
@@ -245,10 +249,11 @@ ranks_of() {
 }
 # two NAME LOOKAHEAD WHO SIG [SIG2]: 2 ranks saving every 10 steps; after
 # the first checkpoint and a random pause, SIG to rank WHO (0, 1, or "both":
-# rank 0, then rank 1 a random moment later); SIG2: then to the same rank at once
+# rank 0, then rank 1 a random moment later); SIG2 (WHO 1 only): SIG and SIG2
+# to rank 1 at once
 two() {
 	D="$TMP/$1"
-	timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" \
+	timeout 120 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" \
 		"$BIN" run "$TMP/ds2.json" $RUN2 --lookahead "$2" --steps $LONG --save "$D" \
 		--save_interval 10 >"$TMP/$1.out" 2>"$TMP/$1.err" &
 	mpid=$!
@@ -257,14 +262,19 @@ two() {
 	set -- "$1" "$2" "$3" "$4" "${5:-}" $(ranks_of $mpid) none none
 	case $3 in
 	0) kill -"$4" "$6" ;;
-	1) kill -"$4" "$7" ;;
+	1) [ -n "$5" ] || kill -"$4" "$7" ;;
 	both)
 		kill -"$4" "$6"
 		pause 7
 		kill -"$4" "$7"
 		;;
 	esac
-	[ -n "$5" ] && kill -"$5" "$7"
+	if [ -n "$5" ]; then # both at once: sent while the rank is stopped
+		kill -STOP "$7"
+		kill -"$4" "$7"
+		kill -"$5" "$7"
+		kill -CONT "$7"
+	fi
 	wait $mpid
 	rc=$?
 	echo "# $1: lookahead $2, SIG$4 to rank $3${5:+ then SIG$5}: exit $rc," \
@@ -285,13 +295,13 @@ two r2 2 1 INT TERM && [ -z "$(stopped "$TMP/r2.out")" ] && [ -n "$(latest_step 
 ok $? "2 ranks, a second signal on rank 1: every rank ends at once (exit $rc), latest still current"
 note_step "$(latest_step "$TMP/r2")"
 
-timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" "$BIN" run \
+timeout 120 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" "$BIN" run \
 	"$TMP/ds2.json" $RUN2 --log_interval 1000 --steps $((MAXSTEP + 1)) \
 	--metrics "$TMP/ref2.jsonl" >"$TMP/ref2.out" 2>&1
 ok $? "2-rank reference run, $((MAXSTEP + 1)) steps without interruption"
 bad=0
 for b in r0 r1 rb r2; do
-	resumes "$TMP/ref2.jsonl" $b timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 \
+	resumes "$TMP/ref2.jsonl" $b timeout 120 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 \
 		sh "$TMP/rank.sh" "$BIN" run "$TMP/ds2.json" $RUN2 --load "$TMP/$b"
 done
 [ $bad -eq 0 ]
