@@ -26,11 +26,7 @@ set -u
 SG_TEST_NAME=interrupt
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+. "$SRC/tests/train_lib.sh" # n and ok STATUS DESCRIPTION
 CFG="$SRC/configs/default.json"
 RUN="--max_length 64 --log_interval 1"
 LONG=100000 # steps no run reaches before its signal
