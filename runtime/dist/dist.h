@@ -74,7 +74,8 @@ typedef struct sg_dist_vote {
     void *req;          /* the MPI request while in flight, else NULL */
 } sg_dist_vote;
 int sg_dist_vote_start(const sg_dist *d, sg_dist_vote *v, int value, sg_error *err);
-/* *max: the largest value over the ranks; a vote never started gives 0. */
+/* *max: the largest value over the ranks; a zeroed vote never started
+ * gives 0. */
 int sg_dist_vote_wait(const sg_dist *d, sg_dist_vote *v, int *max, sg_error *err);
 
 /* Ends every rank (MPI_Abort); returns only with one rank or without MPI. */
