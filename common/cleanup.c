@@ -1,9 +1,10 @@
 /* cleanup.c - temporary paths removed on SIGINT, SIGTERM, SIGHUP (cleanup.h).
  *
  * The handler runs system calls only (openat, getdents64, unlinkat, close,
- * sigaction, raise): it may interrupt malloc or stdio in any thread. A slot
- * is claimed with a compare-and-swap (0 free, 1 being written, 2 ready) so
- * that the handler reads only complete paths. */
+ * sigaction, raise), or while deferring one atomic compare-and-swap: it
+ * may interrupt malloc or stdio in any thread. A slot is claimed with a
+ * compare-and-swap (0 free, 1 being written, 2 ready) so that the handler
+ * reads only complete paths. */
 #define _GNU_SOURCE
 #include "common/cleanup.h"
 
@@ -18,10 +19,14 @@
 
 static struct {
     int state;
+    int if_empty;   /* a directory removed only when empty, after the others */
     char path[PATH_LEN];
 } slots[SLOTS];
 
-int sg_cleanup_add(const char *path)
+/* sg_cleanup_defer_signals: whether to defer, and the signal deferred */
+static int defer, deferred;
+
+static int add(const char *path, int if_empty)
 {
     size_t n = strlen(path);
     if (n == 0 || n >= PATH_LEN)
@@ -31,11 +36,22 @@ int sg_cleanup_add(const char *path)
         if (__atomic_compare_exchange_n(&slots[i].state, &want, 1, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
             memcpy(slots[i].path, path, n + 1);
+            slots[i].if_empty = if_empty;
             __atomic_store_n(&slots[i].state, 2, __ATOMIC_RELEASE);
             return i;
         }
     }
     return -1;
+}
+
+int sg_cleanup_add(const char *path)
+{
+    return add(path, 0);
+}
+
+int sg_cleanup_add_if_empty(const char *dir)
+{
+    return add(dir, 1);
 }
 
 void sg_cleanup_forget(int slot)
@@ -94,9 +110,25 @@ static void remove_at(int dirfd, const char *name, int depth)
 
 static void handler(int sig)
 {
-    for (int i = 0; i < SLOTS; i++)
-        if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == 2)
-            remove_at(AT_FDCWD, slots[i].path, 0);
+    /* deferred: the first SIGINT or SIGTERM is only recorded (the training
+     * loop polls it); any later one ends the process below */
+    if ((sig == SIGINT || sig == SIGTERM) && __atomic_load_n(&defer, __ATOMIC_ACQUIRE)) {
+        int none = 0;
+        if (__atomic_compare_exchange_n(&deferred, &none, sig, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+    /* the staging paths first: a save directory is then empty if nothing
+     * else was saved in it */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < SLOTS; i++)
+            if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) != 2 ||
+                slots[i].if_empty != pass)
+                continue;
+            else if (pass)
+                unlinkat(AT_FDCWD, slots[i].path, AT_REMOVEDIR);
+            else
+                remove_at(AT_FDCWD, slots[i].path, 0);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -119,6 +151,18 @@ void sg_cleanup_on_signals(void)
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = handler;
         sigfillset(&sa.sa_mask); /* one handler at a time */
+        /* a deferred signal returns: the system calls it interrupted go on */
+        sa.sa_flags = SA_RESTART;
         sigaction(sigs[i], &sa, NULL);
     }
+}
+
+void sg_cleanup_defer_signals(int on)
+{
+    __atomic_store_n(&defer, on, __ATOMIC_RELEASE);
+}
+
+int sg_cleanup_deferred_signal(void)
+{
+    return __atomic_load_n(&deferred, __ATOMIC_ACQUIRE);
 }

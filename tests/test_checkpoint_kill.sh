@@ -35,18 +35,9 @@ STEPS=24
 ok $? "reference run, $((STEPS + 1)) steps without interruption"
 
 # same_loss METRICS: the step and loss of the one line of METRICS equal the
-# reference's at that step, and are finite
+# reference's at that step, and are finite (tests/resumed_step.py)
 same_loss() {
-	"$PY" - "$TMP/ref.jsonl" "$1" <<'PYEOF'
-import json, math, sys
-ref = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
-rows = [json.loads(l) for l in open(sys.argv[2])]
-assert len(rows) == 1, rows
-step, loss = rows[0]["step"], rows[0]["loss"]
-assert isinstance(loss, float) and math.isfinite(loss), loss
-assert ref[step] == loss, (step, ref[step], loss)
-print(step)
-PYEOF
+	"$PY" "$SRC/tests/resumed_step.py" "$TMP/ref.jsonl" "$1"
 }
 
 kills=0 resumed=0

@@ -2,7 +2,8 @@
  * tests/test_dist_ranks.sh with 3 ranks) the collectives codelets call through
  * codelets/starpu/comm.h, each checked against a formula of the ranks'
  * inputs: an all-gather rank-major, a reduce-scatter of blocks (sums), an
- * in-place all-reduce (sum and max), the main thread's all-reduce, and a
+ * in-place all-reduce (sum and max), the main thread's all-reduce, votes
+ * (sg_dist_vote: several in flight, the max over the ranks), and a
  * count too large for MPI refused with the rank and the call. Every rank
  * checks its own results; rank 0 prints TAP, with every rank's failures
  * (the other ranks' stdout is not read). */
@@ -42,6 +43,34 @@ static void world_of_one(const sg_dist *d)
     float f[3] = {1.5f, -2.0f, 7.0f}, g[3] = {0};
     ok(sg_dist_host_gather(d, f, g, 3, &err) == 0 && g[0] == 1.5f && g[1] == -2.0f && g[2] == 7.0f,
        "no launcher: the host gather copies the values");
+    sg_dist_vote vote = {0}, never = {0};
+    int max = -1, none = -1;
+    ok(sg_dist_vote_start(d, &vote, 15, &err) == 0 &&
+           sg_dist_vote_wait(d, &vote, &max, &err) == 0 && max == 15 &&
+           sg_dist_vote_wait(d, &never, &none, &err) == 0 && none == 0,
+       "no launcher: a vote gives the value itself, a vote never started 0");
+}
+
+/* Votes as the training loop uses them (runtime/train/interrupt.c): 4 in
+ * flight at once, started in order, waited for in order, between them
+ * the main thread's own collectives. Vote k: rank (k mod R) votes k + 1,
+ * the others 0 (k = 3: every rank votes its rank): the max is k + 1 (R - 1). */
+static int votes_in_flight(const sg_dist *d)
+{
+    int R = d->size, r = d->rank, good = 1;
+    sg_dist_vote v[4];
+    sg_error err = {0};
+    memset(v, 0, sizeof v);
+    for (int k = 0; k < 4; k++)
+        good &= sg_dist_vote_start(d, &v[k], k == 3 ? r : r == k % R ? k + 1 : 0, &err) == 0;
+    double h = 1.0;
+    good &= sg_dist_host_allreduce(d, &h, 1, SG_COMM_SUM, &err) == 0 && h == R;
+    for (int k = 0; k < 4; k++) {
+        int max = -1;
+        good &= sg_dist_vote_wait(d, &v[k], &max, &err) == 0 && max == (k == 3 ? R - 1 : k + 1);
+        good &= v[k].req == NULL;
+    }
+    return good;
 }
 
 static void ranks(const sg_dist *d)
@@ -102,6 +131,9 @@ static void ranks(const sg_dist *d)
         for (int k = 0; k < 3; k++)
             good &= gr[q * 3 + k] == (float)(100 * q + k);
     report(d, good, "host gather to rank 0, rank-major, on the main thread's communicator");
+
+    report(d, votes_in_flight(d), "4 votes in flight (max over the ranks), a host all-reduce "
+                                  "between their starts and their waits");
 
     /* a count MPI cannot take: refused before any MPI call, naming rank and call */
     char want[64];

@@ -1,7 +1,8 @@
 # train_lib.sh - helpers of the training tests (sourced by test_train.sh,
-# test_train_gpu.sh, test_moe.sh and test_gpt_oss.sh, which set BIN, PY and TMP
-# first): TAP counting, small DeepSpeed configs merged over a base, runs with
-# their metrics, loss comparisons, and refusals of broken model files.
+# test_train_gpu.sh, test_moe.sh, test_gpt_oss.sh and test_interrupt.sh,
+# which set BIN, PY and TMP first): TAP counting, small DeepSpeed configs
+# merged over a base, runs with their metrics, loss comparisons, and refusals
+# of broken model files.
 n=0
 ok() { # ok STATUS DESCRIPTION
 	n=$((n + 1))

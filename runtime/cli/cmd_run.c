@@ -67,6 +67,12 @@ static void run_help(void)
            "StarPU's own variables work as usual (STARPU_SCHED overrides --sched,\n"
            "STARPU_FXT_TRACE=1 with STARPU_FXT_PREFIX records an FxT trace).\n"
            "\n"
+           "SIGINT (Ctrl-C) or SIGTERM (a batch system's warning) stops the run after the\n"
+           "steps in flight (at most --lookahead), saves when --save is given, prints\n"
+           "`interrupted at step N (SIGTERM); checkpoint DIR/step-0000000N` and exits with\n"
+           "128 + the signal's number; a second signal ends it at once, the previous\n"
+           "checkpoint still current (docs/interrupts.md).\n"
+           "\n"
            "Several data-parallel ranks (docs/ranks.md): one process per rank,\n"
            "  mpirun -np N stepgraph run CONFIG --dp_size N --ncuda 0\n"
            "dp_size must equal N. Each rank trains its ZeRO shard on CPU workers; the\n"
@@ -141,6 +147,10 @@ int sg_cmd_run(int argc, char **argv)
             return 0;
         }
     sg_error err = {0};
+    /* SIGINT, SIGTERM: the first one stops the training loop at a step
+     * boundary (runtime/train/interrupt.h); armed before MPI starts its
+     * threads, so that no signal finds the old handler */
+    sg_cleanup_defer_signals(1);
     /* under mpirun: MPI first, so that any error below ends every rank */
     sg_dist dist;
     int rc = sg_dist_init(&dist, &err);
@@ -190,9 +200,12 @@ int sg_cmd_run(int argc, char **argv)
             snprintf(cfg->run.trace, sizeof cfg->run.trace, "%s", tmp_trace);
         }
     }
-    sg_train_result res;
+    sg_train_result res = {0};
     if (!rc)
         rc = sg_train_ranks(cfg, &dist, &res, &err);
+    /* interrupted: the report waits for a run that ends on its own */
+    if (!rc && res.signo)
+        report = NULL;
     if (!rc && report && !(rc = sg_write_report(cfg, cfg->run.trace, report, &err)))
         fprintf(stderr, "stepgraph: report written to %s\n", report);
     if (tmp_trace[0])
@@ -212,5 +225,9 @@ int sg_cmd_run(int argc, char **argv)
     if (rc && dist.size == 1)
         fprintf(stderr, "stepgraph: %s\n", err.msg[0] ? err.msg : sg_strerror(rc));
     sg_dist_finalize(&dist);
-    return rc ? 1 : 0;
+    /* a signal came (during the run or after its last step): 128 + its
+     * number, as a shell reports a process the signal ended */
+    int sig = res.signo ? res.signo : sg_cleanup_deferred_signal();
+    sg_cleanup_defer_signals(0);
+    return rc ? 1 : sig ? 128 + sig : 0;
 }

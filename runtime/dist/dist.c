@@ -59,6 +59,7 @@ typedef struct dist_impl {
     MPI_Comm host;      /* the main thread only */
     MPI_Comm beat;      /* the watchdog's heartbeats only */
     sg_watchdog *wd;    /* told of every completed collective */
+    MPI_Comm votes;     /* the main thread's votes (sg_dist_vote_start) */
 } dist_impl;
 
 static sg_watchdog *wd_of(const sg_dist *d)
@@ -185,17 +186,19 @@ int sg_dist_init(sg_dist *d, sg_error *err)
     if (!p)
         return sg_error_set(err, SG_ENOMEM, "rank %d: out of memory", d->rank);
     p->rank = d->rank;
-    p->tasks = p->host = p->beat = MPI_COMM_NULL;
+    p->tasks = p->host = p->beat = p->votes = MPI_COMM_NULL;
     d->impl = p;
     if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->tasks)) != MPI_SUCCESS ||
         (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->host)) != MPI_SUCCESS ||
-        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->beat)) != MPI_SUCCESS) {
+        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->beat)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &p->votes)) != MPI_SUCCESS) {
         mpi_fail(d->rank, rc, "MPI_Comm_dup", msg, sizeof msg);
         return sg_error_set(err, SG_EIO, "%s", msg);
     }
     MPI_Comm_set_errhandler(p->tasks, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(p->host, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(p->beat, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(p->votes, MPI_ERRORS_RETURN);
     /* the ranks that share this host's memory */
     MPI_Comm node = MPI_COMM_NULL;
     if ((rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL,
@@ -237,6 +240,8 @@ void sg_dist_finalize(sg_dist *d)
             MPI_Comm_free(&p->tasks);
         if (p->host != MPI_COMM_NULL)
             MPI_Comm_free(&p->host);
+        if (p->votes != MPI_COMM_NULL)
+            MPI_Comm_free(&p->votes);
         free(p);
     }
     MPI_Finalize();
@@ -272,6 +277,44 @@ int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t
         return sg_error_set(err, SG_EIO, "%s", msg);
     }
     sg_watchdog_progress(p->wd);
+    return SG_OK;
+}
+
+int sg_dist_vote_start(const sg_dist *d, sg_dist_vote *v, int value, sg_error *err)
+{
+    v->in = v->out = value;
+    v->req = NULL;
+    if (!d || !d->mpi || d->size == 1)
+        return SG_OK;
+    dist_impl *p = d->impl;
+    MPI_Request *req = malloc(sizeof *req);
+    if (!req)
+        return sg_error_set(err, SG_ENOMEM, "rank %d: out of memory", d->rank);
+    int rc = MPI_Iallreduce(&v->in, &v->out, 1, MPI_INT, MPI_MAX, p->votes, req);
+    if (rc != MPI_SUCCESS) {
+        free(req);
+        char msg[SG_ERROR_MSG_MAX];
+        mpi_fail(d->rank, rc, "MPI_Iallreduce", msg, sizeof msg);
+        return sg_error_set(err, SG_EIO, "%s", msg);
+    }
+    v->req = req;
+    return SG_OK;
+}
+
+int sg_dist_vote_wait(const sg_dist *d, sg_dist_vote *v, int *max, sg_error *err)
+{
+    int rc = MPI_SUCCESS;
+    if (v->req) {
+        rc = MPI_Wait(v->req, MPI_STATUS_IGNORE);
+        free(v->req);
+        v->req = NULL;
+    }
+    *max = v->out;
+    if (rc != MPI_SUCCESS) {
+        char msg[SG_ERROR_MSG_MAX];
+        mpi_fail(d->rank, rc, "MPI_Wait (a vote)", msg, sizeof msg);
+        return sg_error_set(err, SG_EIO, "%s", msg);
+    }
     return SG_OK;
 }
 
@@ -317,6 +360,21 @@ int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t
 {
     (void)d, (void)err;
     memcpy(recv, send, count * sizeof(float));
+    return SG_OK;
+}
+
+int sg_dist_vote_start(const sg_dist *d, sg_dist_vote *v, int value, sg_error *err)
+{
+    (void)d, (void)err;
+    v->in = v->out = value;
+    v->req = NULL;
+    return SG_OK;
+}
+
+int sg_dist_vote_wait(const sg_dist *d, sg_dist_vote *v, int *max, sg_error *err)
+{
+    (void)d, (void)err;
+    *max = v->out;
     return SG_OK;
 }
 

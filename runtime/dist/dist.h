@@ -6,9 +6,10 @@
  *   - sg_dist_init detects an MPI launch (Open MPI's OMPI_COMM_WORLD_SIZE,
  *     PMIx's PMIX_RANK, PMI's PMI_RANK), then calls MPI_Init_thread asking
  *     for MPI_THREAD_MULTIPLE (StarPU workers and the main thread call MPI
- *     at once) and duplicates two communicators: one used only by collective
- *     TASKS (sg_dist_comm, through codelets/starpu/comm.h), one used only by
- *     the main thread (sg_dist_host_allreduce). Without a
+ *     at once) and duplicates three communicators: one used only by
+ *     collective TASKS (sg_dist_comm, through codelets/starpu/comm.h), one
+ *     used only by the main thread (sg_dist_host_allreduce), one by the
+ *     main thread's votes (sg_dist_vote_start). Without a
  *     launch: rank 0 of 1 and no MPI call at all.
  *   - Every MPI error comes back as an sg_error "rank R: MPI_Xxx: ..." (the
  *     communicators use MPI_ERRORS_RETURN).
@@ -62,6 +63,24 @@ int sg_dist_host_allreduce(const sg_dist *d, double *v, int n, sg_comm_op op, sg
  * is not used on the other ranks). With one rank, a copy. */
 int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t count,
                         sg_error *err);
+
+/* A vote: the largest of every rank's value, started without waiting
+ * (MPI_Iallreduce on a third communicator, used by votes only) and waited
+ * for later. Every rank starts its votes in the same order (the training
+ * loop: one per step, at the step's submission) and waits for each once
+ * (at the step's end). Unlike sg_dist_host_allreduce this may run while
+ * steps are in flight: a rank waiting for a vote needs only that the
+ * others started it, which they did before they could wait on anything of
+ * this rank's. v must stay in place until waited for. With one rank: the
+ * value itself. */
+typedef struct sg_dist_vote {
+    int in, out;
+    void *req;          /* the MPI request while in flight, else NULL */
+} sg_dist_vote;
+int sg_dist_vote_start(const sg_dist *d, sg_dist_vote *v, int value, sg_error *err);
+/* *max: the largest value over the ranks; a zeroed vote never started
+ * gives 0. */
+int sg_dist_vote_wait(const sg_dist *d, sg_dist_vote *v, int *max, sg_error *err);
 
 /* Ends every rank (MPI_Abort); returns only with one rank or without MPI. */
 void sg_dist_abort(const sg_dist *d, int code);

@@ -13,11 +13,13 @@
 
 #include "codelets/cpu/adam.h"
 #include "codelets/cpu/gemm.h"
+#include "common/cleanup.h"
 #include "common/clock.h"
 #include "graph/analysis.h"
 #include "graph/memory_held.h"
 #include "graph/peak_workers.h"
 #include "runtime/train/host_fit.h"
+#include "runtime/train/interrupt.h"
 #include "runtime/exec/starpu_info.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data_loader.h"
@@ -90,6 +92,8 @@ typedef struct trainer {
     /* start-up in seconds, for the header: all of it (from sg_train_ranks's
      * start) and the initial state's load into StarPU's buffers */
     double start_s, startup_load_s;
+    sg_interrupt intr;          /* SIGINT, SIGTERM: where to stop */
+    int64_t saved_at;           /* the step of the last checkpoint written, or -1 */
 } trainer;
 
 /* ---- set-up ------------------------------------------------------------------ */
@@ -707,6 +711,8 @@ static int save_checkpoint(trainer *t, sg_error *err)
         t->w.source = t->st.source = &source;
         rc = write_checkpoint(t, reader, err);
         t->w.source = t->st.source = NULL;
+        if (!rc)
+            t->saved_at = t->st.step;
     }
     sg_state_reader_close(reader);
     drop_state_shapes(t);
@@ -888,6 +894,8 @@ static void teardown(trainer *t)
 static int finish_one(trainer *t, sg_train_result *res, sg_error *err)
 {
     int rc = finish_step(t, err);
+    if (!rc)
+        rc = sg_interrupt_finished(&t->intr, t->finished, err);
     if (rc)
         return rc;
     if (res->steps == 0)
@@ -917,6 +925,82 @@ static int check_ranks(const trainer *t, sg_error *err)
     return SG_OK;
 }
 
+/* Up to `lookahead` steps in flight; finished (logged) in order. A
+ * checkpoint, the trace and the end wait for every step in flight. SIGINT
+ * or SIGTERM: no step is submitted after the one interrupt.h names. */
+static int train_loop(trainer *t, sg_train_result *res, sg_error *err)
+{
+    const sg_run_options *r = &t->cfg->run;
+    int rc;
+    for (int64_t i = 0; i < t->total_steps; i++) {
+        while (sg_exec_in_flight(&t->x) >= (int)r->lookahead)
+            if ((rc = finish_one(t, res, err)))
+                return rc;
+        if (!sg_interrupt_may_submit(&t->intr, t->submitted + 1))
+            break;
+        if ((rc = submit_step(t, err)) ||
+            (rc = sg_interrupt_submitted(&t->intr, t->submitted, err)))
+            return rc;
+        while (sg_exec_in_flight(&t->x) > 0 && sg_exec_oldest_done(&t->x))
+            if ((rc = finish_one(t, res, err)))
+                return rc;
+        if (r->save[0] && r->save_interval > 0 && (i + 1) % r->save_interval == 0 &&
+            i + 1 < t->total_steps) {
+            while (sg_exec_in_flight(&t->x) > 0)
+                if ((rc = finish_one(t, res, err)))
+                    return rc;
+            if ((rc = save_checkpoint(t, err)))
+                return rc;
+        }
+    }
+    while (sg_exec_in_flight(&t->x) > 0)
+        if ((rc = finish_one(t, res, err)))
+            return rc;
+    /* a signal after the last vote stops the run here, where it ends anyway */
+    return sg_interrupt_settle(&t->intr, err);
+}
+
+/* After the last step: the summary, the trace, the checkpoint, the node
+ * times, the metrics closed. Interrupted before any step: nothing but the
+ * metrics (there is no step to sum up, trace or save). */
+static int end_run(trainer *t, sg_train_result *res, sg_error *err)
+{
+    const sg_config *cfg = t->cfg;
+    const sg_run_options *r = &cfg->run;
+    int rc = SG_OK;
+    sg_exec_idle(&t->x); /* the rest (summary, trace, save) runs on this thread */
+    res->signo = t->intr.signo;
+    res->last_step = t->st.step;
+    res->last_loss = t->losses[0];
+    if (res->steps > 0) {
+        print_summary(t);
+        sg_step_summary sum;
+        sg_step_stats_summary(&t->stats, &sum);
+        res->mean_step_s = sum.mean_s;
+        res->tokens_per_s = sum.tokens_per_s;
+        sg_exec_worker_counts(&res->workers_cpu, &res->workers_cuda);
+        if (r->trace[0] && t->rank == 0) {
+            if ((rc = sg_timeline_write_trace(&t->x, r->trace, err)))
+                return rc;
+            printf("trace of step %lld written to %s\n", (long long)t->st.step, r->trace);
+        }
+        /* an interrupt right after a periodic save: that one is this step's */
+        if (r->save[0] && t->saved_at != t->st.step && (rc = save_checkpoint(t, err)))
+            return rc;
+        if (cfg->node_times[0] &&
+            (rc = sg_node_times_write(&t->node_times, &t->graph, cfg->node_times, err)))
+            return rc;
+    }
+    if (t->metrics_open) {
+        /* the file is complete only once closed: a failure here fails the run */
+        t->metrics_open = 0;
+        rc = sg_metrics_close(&t->metrics, err);
+    }
+    if (!rc && res->signo)
+        sg_interrupt_print(&t->intr, res->steps, t->st.step, r->save);
+    return rc;
+}
+
 int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
 {
     return sg_train_ranks(cfg, NULL, res, err);
@@ -928,6 +1012,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     trainer t;
     memset(&t, 0, sizeof t);
     t.start_s = sg_monotonic_s();
+    t.saved_at = -1;
     t.cfg = cfg;
     t.dist = dist;
     t.rank = dist ? dist->rank : 0;
@@ -938,11 +1023,15 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     int rc;
     /* ranks first: a refused run creates no output directory */
     double stall_s;
-    int save_created = 0;
+    int save_created = 0, save_slot = -1;
     if ((rc = check_ranks(&t, err)) || (rc = sg_gemm_check_env(err)) ||
         (rc = sg_stall_seconds(&stall_s, err)) || (rc = sg_buffer_cache_check_env(err)) ||
-        (rc = check_outputs(r, &save_created, err)) ||
-        (rc = setup_graph(&t, err)) || (rc = check_host_memory(&t, err)) ||
+        (rc = check_outputs(r, &save_created, err)))
+        goto out;
+    /* a second signal ends the process at once: not with an empty directory */
+    if (save_created)
+        save_slot = sg_cleanup_add_if_empty(r->save);
+    if ((rc = setup_graph(&t, err)) || (rc = check_host_memory(&t, err)) ||
         (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)) || (rc = check_schedule(&t, err)))
@@ -964,53 +1053,9 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     set_peak(&t);
     /* several ranks: from here a silent peer ends the run (runtime/dist/watchdog.h) */
     sg_dist_watch_arm(dist, (double)r->comm_timeout, t.resumed ? r->load : NULL);
-    /* up to `lookahead` steps in flight; finished (logged) in order. A
-     * checkpoint, the trace and the end wait for every step in flight. */
-    for (int64_t i = 0; i < t.total_steps; i++) {
-        while (sg_exec_in_flight(&t.x) >= (int)r->lookahead)
-            if ((rc = finish_one(&t, res, err)))
-                goto out;
-        if ((rc = submit_step(&t, err)))
-            goto out;
-        while (sg_exec_in_flight(&t.x) > 0 && sg_exec_oldest_done(&t.x))
-            if ((rc = finish_one(&t, res, err)))
-                goto out;
-        if (r->save[0] && r->save_interval > 0 && (i + 1) % r->save_interval == 0 &&
-            i + 1 < t.total_steps) {
-            while (sg_exec_in_flight(&t.x) > 0)
-                if ((rc = finish_one(&t, res, err)))
-                    goto out;
-            if ((rc = save_checkpoint(&t, err)))
-                goto out;
-        }
-    }
-    while (sg_exec_in_flight(&t.x) > 0)
-        if ((rc = finish_one(&t, res, err)))
-            goto out;
-    sg_exec_idle(&t.x); /* the rest (summary, trace, save) runs on this thread */
-    res->last_step = t.st.step;
-    res->last_loss = t.losses[0];
-    print_summary(&t);
-    sg_step_summary sum;
-    sg_step_stats_summary(&t.stats, &sum);
-    res->mean_step_s = sum.mean_s;
-    res->tokens_per_s = sum.tokens_per_s;
-    sg_exec_worker_counts(&res->workers_cpu, &res->workers_cuda);
-    if (r->trace[0] && t.rank == 0) {
-        if ((rc = sg_timeline_write_trace(&t.x, r->trace, err)))
-            goto out;
-        printf("trace of step %lld written to %s\n", (long long)t.st.step, r->trace);
-    }
-    if (r->save[0] && (rc = save_checkpoint(&t, err)))
-        goto out;
-    if (cfg->node_times[0] &&
-        (rc = sg_node_times_write(&t.node_times, &t.graph, cfg->node_times, err)))
-        goto out;
-    if (t.metrics_open) {
-        /* the file is complete only once closed: a failure here fails the run */
-        t.metrics_open = 0;
-        rc = sg_metrics_close(&t.metrics, err);
-    }
+    sg_interrupt_init(&t.intr, dist, (int)r->lookahead);
+    if (!(rc = train_loop(&t, res, err)))
+        rc = end_run(&t, res, err);
 out:
     /* several ranks: after an error, StarPU's workers may wait in a
      * collective for a rank that will never call it, so StarPU is not shut
@@ -1019,9 +1064,10 @@ out:
     if (rc && t.world > 1)
         t.exec_started = 0;
     teardown(&t);
-    /* a refused or failed run leaves no empty save directory of its own
-     * (rmdir removes only an empty one: saved steps stay) */
-    if (rc && save_created)
+    /* a refused, failed or interrupted run leaves no empty save directory
+     * of its own (rmdir removes only an empty one: saved steps stay) */
+    sg_cleanup_forget(save_slot);
+    if (save_created)
         rmdir(r->save);
     return rc;
 }

@@ -20,6 +20,8 @@ typedef struct sg_train_result {
     double mean_step_s;         /* over non-warm-up steps */
     double tokens_per_s;
     int workers_cpu, workers_cuda;  /* StarPU workers of the run */
+    int signo;                  /* SIGINT or SIGTERM: the signal that stopped the run
+                                   early (runtime/train/interrupt.h), else 0 */
 } sg_train_result;
 
 /* cfg must be finalized. Prints the run's header, step lines and summary on
