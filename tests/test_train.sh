@@ -104,7 +104,7 @@ ok "$(cat "$TMP/spec.rc")" "SuperOffload run"
 grep -q "SuperOffload: [1-9][0-9]* of [0-9]* speculative sub-group steps rolled back" "$TMP/spec.out"
 ok $? "clipping makes validation roll speculative steps back"
 close spec plain 1e-5; ok $? "speculation + rollback under clipping equals the non-speculative steps (rel 1e-5)"
-train spec2 spec --steps 6 --ncpus 2
+train spec2 spec --steps 6 --ncpus 2 --speculation always
 grep -q "1 CPU reserved for the optimizer" "$TMP/spec2.out"; ok $? "cpuadam_cores_perc reserves a CPU worker for the optimizer"
 same spec2 spec; ok $? "... and the losses do not change"
 
