@@ -103,7 +103,7 @@ SO8="$SRC/configs/llama-3.1-8b-superoffload.json"
 "$BIN" fit "$SO8" --machine gh200 >"$TMP/def.out" 2>/dev/null &&
 	"$BIN" fit "$SO8" --machine gh200 --max-hidden 65536 >"$TMP/wide.out" 2>"$TMP/wide.err" &&
 	grep -q '^  65536 .* no .*(optimizer state > memory)' "$TMP/wide.out" &&
-	grep -q "hidden 65536.*does not fit: the optimizer's fp32 state alone is [0-9.]* GB per rank" "$TMP/wide.err" &&
+	grep -q "hidden 65536.*does not fit: the optimizer's fp32 state alone is [0-9.]* GiB per rank" "$TMP/wide.err" &&
 	[ "$(grep '^largest that fits' "$TMP/def.out")" = "$(grep '^largest that fits' "$TMP/wide.out")" ] &&
 	[ -n "$(grep '^largest that fits' "$TMP/def.out")" ]
 ok $? "--max-hidden 65536: the widest candidates are too large for Adam's state alone, not fitting; the same answer as the default range"

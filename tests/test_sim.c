@@ -355,13 +355,13 @@ static void test_fit(void)
     m.gpu_memory_gb = 40;
     sg_sim_check_fit(&g, &m, &f);
     ok(!f.fits, "not in 40 GB of GPU memory");
-    like(f.why, "GPU peak 50.0 GB > 40.0 GB", "the numbers are given");
+    like(f.why, "GPU peak 46.6 GiB > 37.3 GiB (40 GB)", "the numbers are given, in GiB (the file's GB beside)");
     sg_machine u = gh200();
     u.unified_memory = 1;
     u.cpu_memory_gb = 128;
     sg_sim_check_fit(&g, &u, &f);
     ok(!f.fits, "unified: 150 GB counted once against 128 GB");
-    like(f.why, "needs 150.0 GB (GPU-side 50.0 + host 100.0)", "unified message");
+    like(f.why, "needs 139.7 GiB (GPU-side 46.6 + host 93.1) in gh200's 119.2 GiB (128 GB)", "unified message");
     sg_graph_free(&g);
 }
 

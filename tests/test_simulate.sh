@@ -115,7 +115,7 @@ ok $? "no link carries bytes or transfers without a GPU"
 "$BIN" simulate "$SRC/configs/llama-3.1-8b-superoffload.json" --machine mi300a >"$TMP/big.out" 2>&1
 [ $? -eq 3 ]
 ok $? "simulate an 8B SuperOffload step on mi300a: status 3, it does not fit"
-grep -q "Does not fit on mi300a: needs .* GB .* unified memory" "$TMP/big.out" &&
+grep -q "Does not fit on mi300a: needs .* GiB .* unified memory" "$TMP/big.out" &&
 	! grep -q "Step time" "$TMP/big.out"
 ok $? "it does not fit the 128 GB of unified memory and says by how much"
 

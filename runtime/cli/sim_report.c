@@ -177,17 +177,19 @@ static void print_rates(const sg_sim_view *v, const sg_sim_report *r)
                "attention)\n", r->megatron_tflops, per);
 }
 
+#define GIB 1073741824.0 /* memory in GiB, as graph --summary and fit print it */
+
 static void print_memory(const sg_sim_view *v)
 {
     const sg_machine *m = &v->sm->machine;
     const sg_sim_fit *f = &v->pt->fit;
     if (m->gpu_count > 0 && !m->unified_memory)
-        printf("  Peak memory       GPU %.2f GB of %.1f, host %.2f GB of %.1f\n",
-               f->gpu_bytes * 1e-9, f->gpu_capacity * 1e-9, f->host_bytes * 1e-9,
-               f->host_capacity * 1e-9);
+        printf("  Peak memory       GPU %.2f GiB of %.1f, host %.2f GiB of %.1f\n",
+               f->gpu_bytes / GIB, f->gpu_capacity / GIB, f->host_bytes / GIB,
+               f->host_capacity / GIB);
     else
-        printf("  Peak memory       %.2f GB of %.1f GB of %s memory\n",
-               (f->gpu_bytes + f->host_bytes) * 1e-9, f->host_capacity * 1e-9,
+        printf("  Peak memory       %.2f GiB of %.1f GiB of %s memory\n",
+               (f->gpu_bytes + f->host_bytes) / GIB, f->host_capacity / GIB,
                m->unified_memory ? "unified" : "host");
 }
 

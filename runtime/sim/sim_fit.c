@@ -17,26 +17,30 @@ int sg_sim_check_fit(const sg_graph *g, const sg_machine *m, sg_sim_fit *out)
     out->host_capacity = m->cpu_memory_gb * 1e9;
     out->gpu_capacity = m->unified_memory ? out->host_capacity : m->gpu_memory_gb * 1e9;
     out->fits = 1;
-    const double gb = 1e9;
+    /* GiB, as graph --summary, fit and run print memory; the machine file's
+     * capacities are decimal GB, as vendors quote them (said beside) */
+    const double gib = 1073741824.0;
     if (m->gpu_count == 0 || m->unified_memory) {
         double all = out->gpu_bytes + out->host_bytes;
         if (all > out->host_capacity) {
             out->fits = 0;
             snprintf(out->why, sizeof out->why,
-                     "needs %.1f GB (GPU-side %.1f + host %.1f) in %s's %.1f GB of %s memory",
-                     all / gb, out->gpu_bytes / gb, out->host_bytes / gb, m->name,
-                     out->host_capacity / gb, m->unified_memory ? "unified" : "host");
+                     "needs %.1f GiB (GPU-side %.1f + host %.1f) in %s's %.1f GiB (%g GB) of %s "
+                     "memory", all / gib, out->gpu_bytes / gib, out->host_bytes / gib, m->name,
+                     out->host_capacity / gib, m->cpu_memory_gb,
+                     m->unified_memory ? "unified" : "host");
         }
         return SG_OK;
     }
     if (out->gpu_bytes > out->gpu_capacity) {
         out->fits = 0;
-        snprintf(out->why, sizeof out->why, "GPU peak %.1f GB > %.1f GB of GPU memory on %s",
-                 out->gpu_bytes / gb, out->gpu_capacity / gb, m->name);
+        snprintf(out->why, sizeof out->why, "GPU peak %.1f GiB > %.1f GiB (%g GB) of GPU memory "
+                 "on %s", out->gpu_bytes / gib, out->gpu_capacity / gib, m->gpu_memory_gb, m->name);
     } else if (out->host_bytes > out->host_capacity) {
         out->fits = 0;
-        snprintf(out->why, sizeof out->why, "host peak %.1f GB > %.1f GB of host memory on %s",
-                 out->host_bytes / gb, out->host_capacity / gb, m->name);
+        snprintf(out->why, sizeof out->why, "host peak %.1f GiB > %.1f GiB (%g GB) of host memory "
+                 "on %s", out->host_bytes / gib, out->host_capacity / gib, m->cpu_memory_gb,
+                 m->name);
     }
     return SG_OK;
 }

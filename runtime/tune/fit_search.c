@@ -58,8 +58,9 @@ static int too_large(const search *s, sg_fit_point *p)
     p->host_capacity = m->cpu_memory_gb * 1e9;
     p->bound_s = NAN;
     p->not_compiled = 1;
-    snprintf(p->why, sizeof p->why, "the optimizer's fp32 state alone is %.1f GB per rank, more "
-             "than the %.1f GB of %s's memories together", state / 1e9, cap / 1e9, m->name);
+    snprintf(p->why, sizeof p->why, "the optimizer's fp32 state alone is %.1f GiB per rank, more "
+             "than the %.1f GiB of %s's memories together", state / 1073741824.0,
+             cap / 1073741824.0, m->name);
     return 1;
 }
 
