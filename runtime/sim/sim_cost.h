@@ -19,6 +19,7 @@
 #define SG_SIM_COST_H
 
 #include "graph/ir.h"
+#include "models/model.h"
 #include "runtime/config/machine.h"
 
 typedef enum sg_sim_arch { SG_SIM_CPU, SG_SIM_GPU } sg_sim_arch;
@@ -28,12 +29,23 @@ typedef struct sg_sim_costs {
     sg_dtype compute;            /* the GPU peak used for GEMM-class nodes */
     int dp_size;
     double cpu_core_bw;          /* B/s one CPU worker gets (see above) */
+    /* set by sg_sim_costs_set_model: with the machine's gpu.kernels, GPU
+     * tasks take the kernel model (gpu_kernels.h) instead of the roofline */
+    const sg_model *model;
+    int64_t tokens;              /* rows of a GPU unit task: micro-batch x sequence */
+    int64_t seq_len;
 } sg_sim_costs;
 
 /* cpu_streams: how many CPU tasks are expected to stream memory at once
  * (the caller passes min(CPU optimizer tasks of a step, CPU workers)). */
 void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, int dp_size,
                        int cpu_streams);
+
+/* The model and shapes the GPU kernel model needs (a GPU unit task covers
+ * micro_batch sequences of seq_len tokens). Without it, or without the
+ * machine's gpu.kernels, GPU tasks keep the roofline. */
+void sg_sim_costs_set_model(sg_sim_costs *c, const sg_model *model, int64_t micro_batch,
+                            int64_t seq_len);
 
 /* Seconds node nd takes on one worker of architecture a. */
 double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a);
