@@ -141,7 +141,7 @@ static int parse_attention(const sg_json_ctx *c, const cJSON *arr, sg_gpu_kernel
 
 /* gpu.kernels (optional): the shape-dependent GPU cost model's figures. No
  * figure may exceed the GPU's own peak: a kernel measured faster than the
- * data sheet is a unit error. */
+ * data sheet is a unit error. Ignored (but checked for form) with gpu.count 0. */
 static int parse_kernels(const sg_json_ctx *c, const cJSON *obj, sg_machine *m)
 {
     sg_gpu_kernels *k = &m->kernels;
@@ -165,8 +165,8 @@ static int parse_kernels(const sg_json_ctx *c, const cJSON *obj, sg_machine *m)
         return sg_json_error(c, SG_EINVAL, "gpu.kernels.attention is missing");
     if ((rc = parse_attention(c, att, k)))
         return rc;
-    if (m->gpu_count < 1)
-        return sg_json_error(c, SG_EINVAL, "gpu.kernels is given but gpu.count is 0");
+    if (m->gpu_count < 1) /* a CPU-only copy of a GPU machine: nothing runs on a GPU */
+        return SG_OK;
     double peak = m->gpu_tflops_bf16 > m->gpu_tflops_fp16 ? m->gpu_tflops_bf16
                                                           : m->gpu_tflops_fp16;
     if (k->gemm_tflops > peak)

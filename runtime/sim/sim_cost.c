@@ -38,7 +38,7 @@ void sg_sim_costs_set_model(sg_sim_costs *c, const sg_model *model, int64_t micr
 /* The kernel model applies: the file gives gpu.kernels and the model is known. */
 static int kernel_model(const sg_sim_costs *c)
 {
-    return c->model && c->machine->kernels.gemm_tflops > 0;
+    return c->model && c->machine->gpu_count > 0 && c->machine->kernels.gemm_tflops > 0;
 }
 
 /* A GPU task under the kernel model (gpu_kernels.h): units' forward,
