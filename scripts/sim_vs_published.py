@@ -99,7 +99,8 @@ def error(sim, lo, hi):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="./stepgraph")
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="sim-vs-published")

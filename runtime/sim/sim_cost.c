@@ -138,6 +138,20 @@ void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
         d->fixed_s += collective_seconds(c, nd);
 }
 
+static double kernel_node_seconds(const void *ctx, const sg_node *nd)
+{
+    return sg_sim_node_seconds(ctx, nd, SG_SIM_GPU);
+}
+
+int sg_sim_cost_model_use_kernels(sg_cost_model *cm, const sg_sim_costs *c)
+{
+    if (!kernel_model(c))
+        return 0;
+    cm->gpu_seconds = kernel_node_seconds;
+    cm->gpu_ctx = c;
+    return 1;
+}
+
 double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a)
 {
     sg_sim_demand d;

@@ -47,6 +47,11 @@ void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, i
 void sg_sim_costs_set_model(sg_sim_costs *c, const sg_model *model, int64_t micro_batch,
                             int64_t seq_len);
 
+/* Makes cm cost GPU nodes as c does (cm->gpu_seconds) where the kernel
+ * model applies; c must outlive cm's use. Returns 1 if it applies, else 0
+ * (cm unchanged: the roofline). */
+int sg_sim_cost_model_use_kernels(sg_cost_model *cm, const sg_sim_costs *c);
+
 /* Seconds node nd takes on one worker of architecture a. */
 double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a);
 
