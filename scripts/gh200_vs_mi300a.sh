@@ -70,7 +70,7 @@ echo "tune 2/2: Llama-3.1-8B over two ranks on gh200x2, mi300ax2" >&2
 python3 - "$OUT" <<'EOF'
 import csv, json, os, sys
 out = sys.argv[1]
-meta = ("machine", "sched", "priorities", "status", "step_ms", "tflops", "gpu_busy",
+meta = ("machine", "sched", "priorities", "status", "step_ms", "tflops", "tokens_per_s", "gpu_busy",
         "adam_hidden", "bound_ms", "bound_by", "note")
 lines = ["# GH200 against MI300A (simulated)", "",
          "| case | machine | best setting | step (ms) | TFLOPS | GPU busy | bound (ms) | bound by | step / bound | points below bound |",

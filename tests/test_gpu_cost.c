@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/analysis.h"
 #include "models/model.h"
 #include "runtime/config/machine.h"
 #include "runtime/sim/gpu_kernels.h"
@@ -121,6 +122,42 @@ static void test_machine_and_node(const sg_model *md)
     ok(sg_sim_node_seconds(&c, &nd, SG_SIM_CPU) == cpu, "CPU tasks keep their cost");
 }
 
+/* The graph's cost model with the kernel hook: GPU nodes take the
+ * simulation's time, CPU nodes keep the roofline; a machine without
+ * gpu.kernels leaves the hook unset. */
+static void test_cost_model_hook(const sg_model *md)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
+    sg_machine m;
+    sg_error err = {0};
+    if (sg_machine_load(path, &m, &err)) {
+        ok(0, "gh200.json loads: %s", err.msg);
+        ok(0, "skipped");
+        ok(0, "skipped");
+        return;
+    }
+    sg_sim_costs c;
+    sg_sim_costs_init(&c, &m, SG_BF16, 1, 1);
+    sg_sim_costs_set_model(&c, md, 4, 4096);
+    sg_cost_model cm;
+    sg_machine_cost_model(&m, SG_BF16, &cm);
+    sg_node gpu;
+    memset(&gpu, 0, sizeof gpu);
+    gpu.kind = SG_OP_CAST;
+    gpu.device = SG_DEV_GPU;
+    gpu.layer = -1;
+    gpu.bytes_read = 3580000000; /* 1 ms at 3580 GB/s, + 20 us */
+    sg_node cpu = gpu;
+    cpu.device = SG_DEV_CPU;
+    double cpu_roof = sg_node_ideal_seconds(&cm, &cpu);
+    ok(sg_sim_cost_model_use_kernels(&cm, &c) == 1 && cm.gpu_seconds != NULL,
+       "gh200 with the model: the hook is set");
+    is_close(sg_node_ideal_seconds(&cm, &gpu), 1e-3 + 20e-6, 1e-9,
+             "a GPU node's ideal time is the kernel model's");
+    ok(sg_node_ideal_seconds(&cm, &cpu) == cpu_roof, "a CPU node keeps the roofline");
+}
+
 /* gh200.json with text replaced, loaded from a scratch file: the message */
 static int load_edited(const char *from, const char *to, char *msg, size_t size)
 {
@@ -171,7 +208,7 @@ static void test_refusals(void)
 
 int main(void)
 {
-    tap_plan(24);
+    tap_plan(27);
     test_gemm();
     test_attention();
     sg_model *m = calloc(1, sizeof *m);
@@ -181,6 +218,7 @@ int main(void)
     }
     test_units(m);
     test_machine_and_node(m);
+    test_cost_model_hook(m);
     test_refusals();
     free(m);
     return tap_done();

@@ -4,7 +4,8 @@
 # the seed's 8B SuperOffload step on gh200 lands within 15% of DeepSpeed's
 # published ~500-600 TFLOPS on a GH200, counted by DeepSpeedExamples'
 # estimate_transformer_tflops (written out here from its definition, with the
-# parameter count the model file states), a slower GEMM lengthens the
+# parameter count the model file states) and close above its lower bound
+# (GPU compute at the same kernel times), a slower GEMM lengthens the
 # simulated step, and removing gpu.kernels brings back the flat roofline.
 # Simulated time only. Prints TAP.
 set -u
@@ -48,6 +49,11 @@ PYEOF
 t=$(tflops "$TMP/gh.json")
 awk -v t="$t" 'BEGIN { exit !(t >= 500 * 0.85 && t <= 600 * 1.15) }'
 ok $? "8B SuperOffload on gh200: $t TFLOPS by DeepSpeedExamples' formula, within 15% of 500-600"
+# the lower bound counts GPU tasks at the same times: the GPU-bound step is
+# at most 10% above it (with the roofline bound it read 1.37x)
+awk '/Step time/ { t = $3 } /Lower bound/ { b = $3; by = $0 }
+	END { exit !(b > 0 && t >= b && t <= 1.1 * b && by ~ /set by GPU compute/) }' "$TMP/gh.txt"
+ok $? "8B on gh200: the step is within 10% above its lower bound, set by GPU compute"
 
 # the same machine with a GEMM rate halved, and without gpu.kernels
 "$PY" - "$SRC/configs/machines/gh200.json" "$TMP" <<'PYEOF'
