@@ -6,7 +6,12 @@
  * the machine model states for the node's op class. A GPU worker is the
  * whole GPU; a CPU worker is one core, whose bandwidth is the machine's
  * memory bandwidth shared by the CPU tasks expected to stream at once
- * (capped by what one core can draw alone, cpu.core_bw_gbs).
+ * (capped by what one core can draw alone, cpu.core_bw_gbs). Where the
+ * machine file gives gpu.kernels and the model is set
+ * (sg_sim_costs_set_model), GPU tasks are costed from their kernels
+ * instead (gpu_kernels.h): products by shape, attention at published
+ * FlashAttention rates, element-wise and other memory-bound work at the
+ * achieved HBM bandwidth.
  *
  * Host/device copy nodes run where their destination is and StarPU moves
  * their source over the modelled link (sim_platform.h), so their own time is
