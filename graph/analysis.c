@@ -52,6 +52,8 @@ double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n)
     const sg_op_kind_info *info = sg_op_kind_info_of(n->kind);
     if (info && info->cost_rule == SG_COST_OVERHEAD)
         return 0.0;
+    if (cm->gpu_seconds && n->device == SG_DEV_GPU && !cm->no_gpu)
+        return cm->gpu_seconds(cm->gpu_ctx, n);
     double eff = cm->efficiency[n->kind];
     return roofline_seconds(cm, n) / (eff > 0 ? eff : 1.0);
 }
@@ -234,7 +236,7 @@ double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const c
         double sec;
     } part[] = {
         /* tasks the scheduler may place on either side count on neither */
-        {"GPU compute (every GPU task back to back at its roofline)", "GPU compute",
+        {"GPU compute (every GPU task back to back at its modelled time)", "GPU compute",
          s->fixed_work_s[SG_DEV_GPU]},
         {"CPU work (every CPU task back to back at the socket's roofline)", "CPU work",
          s->fixed_work_s[SG_DEV_CPU]},

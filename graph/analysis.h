@@ -27,6 +27,11 @@ typedef struct sg_cost_model {
     int unified_memory;      /* CPU and GPU share one memory (MI300A) */
     int no_gpu;              /* a CPU-only machine: the GPU-side tasks run on one CPU core
                                 each (gpu_flops and gpu_mem_bw are that core's) */
+    /* optional: a GPU node's seconds from a finer model than the roofline
+     * (the machine's kernel model, runtime/sim/sim_cost.h), used as they are
+     * (no efficiency); NULL: the roofline */
+    double (*gpu_seconds)(const void *ctx, const sg_node *n);
+    const void *gpu_ctx;
 } sg_cost_model;
 
 /* GH200 figures from public specs (see DESIGN.md): H100 989 TFLOP/s bf16

@@ -17,7 +17,8 @@
 # sub-group size, the StarPU policy and where the casts run. Writes into DIR
 # (default gh200-vs-mi300a/): 3b.{csv,md,svg}, 8b-2ranks.{csv,md,svg} (tune's
 # outputs) and summary.md (best setting per machine among the points whose step
-# is not below their lower bound, its step, the bound and what sets it).
+# is not below their lower bound, its step, the bound and what sets it, then
+# which figures of gh200 and mi300a are measured, cited, derived or assumed).
 # 120 points, 18 CPU-minutes: about 10 min on 2 idle cores. --quick (1 step per
 # point, dmda, two ratios: 10 points, ~20 s) is what
 # tests/test_gh200_vs_mi300a.sh runs. Environment: BIN (the stepgraph binary,
@@ -67,7 +68,7 @@ echo "tune 2/2: Llama-3.1-8B over two ranks on gh200x2, mi300ax2" >&2
 # CPU memory bandwidth (issue 16 item 2) lets casts and Adam together draw
 # more than the socket has; such points are counted, not chosen.
 python3 - "$OUT" <<'EOF'
-import csv, os, sys
+import csv, json, os, sys
 out = sys.argv[1]
 meta = ("machine", "sched", "priorities", "status", "step_ms", "tflops", "mfu", "tokens_per_s", "gpu_busy",
         "adam_hidden", "bound_ms", "bound_by", "note")
@@ -91,6 +92,43 @@ for case, title in (("3b", "Llama-3.2-3B, 1 rank"), ("8b-2ranks", "Llama-3.1-8B,
         lines.append(f"| {title} | {machine} | {setting} | {step:.1f} | {float(b['tflops']):.1f} | "
                      f"{mfu} | {100 * float(b['gpu_busy']):.1f}% | {bound:.1f} | {b['bound_by']} | "
                      f"{step / bound:.2f} | {below} |")
+# where each figure of the two machines comes from: measured (on this
+# hardware, by us or a cited source), cited (a data sheet or a paper),
+# derived (computed from measured or cited figures, the file says how),
+# assumed (no source found); the values are read from the machine files
+mdir = os.environ.get("STEPGRAPH_MACHINES_DIR", "configs/machines")
+gh = json.load(open(os.path.join(mdir, "gh200.json")))
+mi = json.load(open(os.path.join(mdir, "mi300a.json")))
+def get(m, path):
+    for k in path.split("."):
+        m = m[k]
+    return m
+def att(m):
+    p = [a for a in m["gpu"]["kernels"]["attention"] if a["seq"] == 4096][0]
+    return f"{p['fwd_tflops']} / {p['bwd_tflops']}"
+figures = [
+    ("GPU bf16 peak (TFLOP/s)", "gpu.tflops.bf16", "cited (NVIDIA data sheet)", "cited (AMD data sheet, ROCm CU arithmetic)"),
+    ("best GEMM (TFLOP/s)", "gpu.kernels.gemm_tflops", "measured (H100 SXM, not raised to the GH200's)", "derived from a measurement (MI300X trains 8B 1.32-1.40x slower than an H200)"),
+    ("attention fwd / bwd at 4k (TFLOP/s)", None, "cited (FlashAttention-2/3 papers, H100)", "derived (the same MI300X ratio)"),
+    ("GPU HBM achieved (GB/s)", "gpu.kernels.hbm_gbs", "derived (the H100's measured share of its spec)", "assumed (the H100's share)"),
+    ("CPU memory bandwidth (GB/s)", "cpu.memory_bw_gbs", "measured (NVIDIA's STREAM on Grace, cited)", "assumed"),
+    ("one core's bandwidth (GB/s)", "cpu.core_bw_gbs", "assumed", "assumed"),
+    ("host link per direction (GB/s)", "links.h2d_gbs", "cited (NVLink-C2C)", "modelled at memory speed (unified HBM)"),
+    ("GPU task launch (us)", "gpu.kernels.launch_us", "assumed", "assumed"),
+    ("CPU Adam, copy, collective efficiencies", None, "assumed", "assumed"),
+]
+lines += ["", "## Where the figures come from", "",
+          "| figure | gh200 | source | mi300a | source |", "|---|---:|---|---:|---|"]
+for label, path, gs, ms in figures:
+    if path:
+        gv, mv = get(gh, path), get(mi, path)
+    elif label.startswith("attention"):
+        gv, mv = att(gh), att(mi)
+    else:
+        gv = mv = ""
+    lines.append(f"| {label} | {gv} | {gs} | {mv} | {ms} |")
+lines += ["", "Each machine file cites its sources (configs/machines/gh200.json, mi300a.json);",
+          "`stepgraph calibrate` on the machine replaces modelled task times with measured ones."]
 tmp = os.path.join(out, ".summary.md.tmp")
 open(tmp, "w").write("\n".join(lines) + "\n")
 os.replace(tmp, os.path.join(out, "summary.md"))

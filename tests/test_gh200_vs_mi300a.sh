@@ -5,7 +5,8 @@
 # sum), the 8B step that does not fit one MI300A fits two ranks of mi300ax2,
 # simulate refuses more ranks than a machine has, and
 # scripts/gh200_vs_mi300a.sh --quick gives feasible points on every machine
-# whose "bound by" is one of the lower bound's words. Prints TAP.
+# whose "bound by" is one of the lower bound's words, and its summary says
+# where each figure of the two machines comes from. Prints TAP.
 set -u
 SG_TEST_NAME=gh200_vs_mi300a
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
@@ -83,4 +84,18 @@ EOF
 rc=$?
 ok $rc "every machine has feasible points, bound_by is a known word, summary.md names each machine"
 [ $rc -eq 0 ] || cat "$TMP/check.txt" "$TMP/script.txt" | sed 's/^/# /'
+"$PY" - "$TMP/out/summary.md" "$STEPGRAPH_MACHINES_DIR" <<'EOF' >"$TMP/figs.txt" 2>&1
+import json, os, sys
+t = open(sys.argv[1]).read().split("## Where the figures come from")[1]
+gh = json.load(open(os.path.join(sys.argv[2], "gh200.json")))
+mi = json.load(open(os.path.join(sys.argv[2], "mi300a.json")))
+row = [l for l in t.splitlines() if l.startswith("| best GEMM")][0].split("|")
+assert float(row[2]) == gh["gpu"]["kernels"]["gemm_tflops"] and "measured" in row[3], row
+assert float(row[4]) == mi["gpu"]["kernels"]["gemm_tflops"] and "derived" in row[5], row
+for word in ("measured", "cited", "derived", "assumed"):
+    assert word in t, word
+EOF
+rc=$?
+ok $rc "summary.md says which figures of gh200 and mi300a are measured, cited, derived or assumed"
+[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/figs.txt"
 echo "1..$n"

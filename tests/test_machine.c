@@ -31,7 +31,8 @@ static double critical_path(const sg_graph *g, const sg_cost_model *cm)
 int main(void)
 {
     static const char *const shipped[] = {"gh200",   "gh200-480gb", "gh200-120gb", "gh200x2",
-                                          "gh200x4", "mi300a",      "mi300ax2",    "mi300ax4", "h100-pcie"};
+                                          "gh200x4", "mi300a",      "mi300ax2",    "mi300ax4", "h100-pcie",
+                                          "h100-sxm", "h200"};
     const int nshipped = (int)(sizeof shipped / sizeof *shipped);
     sg_machine m;
     sg_error err = {0};

@@ -115,6 +115,77 @@ static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine 
     return SG_OK;
 }
 
+/* gpu.kernels.attention: [{"head_dim", "seq", "fwd_tflops", "bwd_tflops"}...],
+ * published causal attention throughputs (sg_gpu_kernels). */
+static int parse_attention(const sg_json_ctx *c, const cJSON *arr, sg_gpu_kernels *k)
+{
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
+        cJSON_GetArraySize(arr) > SG_ATTN_POINTS_MAX)
+        return sg_json_error(c, SG_EINVAL, "gpu.kernels.attention: expected an array of 1 to %d "
+                                           "points {head_dim, seq, fwd_tflops, bwd_tflops}",
+                             SG_ATTN_POINTS_MAX);
+    const cJSON *it;
+    k->nattn = 0;
+    cJSON_ArrayForEach(it, arr)
+    {
+        char sec[64];
+        sg_attn_point *p = &k->attn[k->nattn];
+        snprintf(sec, sizeof sec, "gpu.kernels.attention[%d]", k->nattn);
+        num_field f[] = {{"head_dim", &p->head_dim, 0, 4096},
+                         {"seq", &p->seq, 0, 1e8},
+                         {"fwd_tflops", &p->fwd_tflops, 0, SG_MAX_TFLOPS},
+                         {"bwd_tflops", &p->bwd_tflops, 0, SG_MAX_TFLOPS}};
+        int rc = read_fields(c, it, sec, f, 4, NULL, 0);
+        if (rc)
+            return rc;
+        k->nattn++;
+    }
+    return SG_OK;
+}
+
+/* gpu.kernels (optional): the shape-dependent GPU cost model's figures. No
+ * figure may exceed the GPU's own peak: a kernel measured faster than the
+ * data sheet is a unit error. Ignored (but checked for form) with gpu.count 0. */
+static int parse_kernels(const sg_json_ctx *c, const cJSON *obj, sg_machine *m)
+{
+    sg_gpu_kernels *k = &m->kernels;
+    memset(k, 0, sizeof *k);
+    if (!obj)
+        return SG_OK;
+    double sms;
+    num_field f[] = {{"gemm_tflops", &k->gemm_tflops, 0, SG_MAX_TFLOPS},
+                     {"sms", &sms, 0, 100000},
+                     {"hbm_gbs", &k->hbm_gbs, 0, SG_MAX_BW_GBS},
+                     {"launch_us", &k->launch_us, 1, SG_MAX_LATENCY_US}};
+    static const char *const extra[] = {"attention"};
+    int rc = read_fields(c, obj, "gpu.kernels", f, 4, extra, 1);
+    if (rc)
+        return rc;
+    k->sms = (int)sms;
+    if (sms != k->sms)
+        return sg_json_error(c, SG_EINVAL, "gpu.kernels.sms: %g is not an integer", sms);
+    const cJSON *att = cJSON_GetObjectItemCaseSensitive(obj, "attention");
+    if (!att)
+        return sg_json_error(c, SG_EINVAL, "gpu.kernels.attention is missing");
+    if ((rc = parse_attention(c, att, k)))
+        return rc;
+    if (m->gpu_count < 1) /* a CPU-only copy of a GPU machine: nothing runs on a GPU */
+        return SG_OK;
+    double peak = m->gpu_tflops_bf16 > m->gpu_tflops_fp16 ? m->gpu_tflops_bf16
+                                                          : m->gpu_tflops_fp16;
+    if (k->gemm_tflops > peak)
+        return sg_json_error(c, SG_EINVAL, "gpu.kernels.gemm_tflops %g is above the GPU's peak "
+                                           "(gpu.tflops %g)", k->gemm_tflops, peak);
+    for (int i = 0; i < k->nattn; i++)
+        if (k->attn[i].fwd_tflops > peak || k->attn[i].bwd_tflops > peak)
+            return sg_json_error(c, SG_EINVAL, "gpu.kernels.attention[%d]: a throughput above "
+                                               "the GPU's peak (gpu.tflops %g)", i, peak);
+    if (k->hbm_gbs > m->gpu_memory_bw_gbs)
+        return sg_json_error(c, SG_EINVAL, "gpu.kernels.hbm_gbs %g is above gpu.memory_bw_gbs %g",
+                             k->hbm_gbs, m->gpu_memory_bw_gbs);
+    return SG_OK;
+}
+
 /* A unified-memory machine (MI300A): CPU and GPU allocate from one pool
  * whose bandwidth they share. The file states that bandwidth, and both
  * memory_gb figures are the one pool, so that the fit check (graph
@@ -224,12 +295,12 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
         return sg_json_error(c, SG_EINVAL, "cpu.cores and cpu.numa_nodes must be integers");
 
     const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "gpu");
-    static const char *const gpu_extra[] = {"name", "tflops"};
+    static const char *const gpu_extra[] = {"name", "tflops", "kernels"};
     /* a CPU-only machine (gpu.count 0) may give zero GPU figures */
     num_field gf[] = {{"count", &gpus, 1, 0},
                       {"memory_gb", &m->gpu_memory_gb, 1, SG_MAX_MEMORY_GB},
                       {"memory_bw_gbs", &m->gpu_memory_bw_gbs, 1, SG_MAX_BW_GBS}};
-    if ((rc = read_fields(c, gpu, "gpu", gf, 3, gpu_extra, 2)))
+    if ((rc = read_fields(c, gpu, "gpu", gf, 3, gpu_extra, 3)))
         return rc;
     if (!(gpus >= 0 && gpus <= 4096))
         return sg_json_error(c, SG_EINVAL, "gpu.count must be in [0, 4096]");
@@ -251,6 +322,8 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
         return sg_json_error(c, SG_EINVAL, "gpu: memory_gb, memory_bw_gbs and every tflops "
                                            "figure must be above 0 when gpu.count is %d",
                              m->gpu_count);
+    if ((rc = parse_kernels(c, cJSON_GetObjectItemCaseSensitive(gpu, "kernels"), m)))
+        return rc;
 
     num_field lf[] = {{"h2d_gbs", &m->h2d_gbs, 0, SG_MAX_BW_GBS},
                       {"d2h_gbs", &m->d2h_gbs, 0, SG_MAX_BW_GBS},

@@ -15,6 +15,26 @@
 
 /* sg_op_class, sg_op_kind_class() and sg_op_class_name(): graph/op_kinds.h */
 
+/* One published attention throughput: FlashAttention-style kernels, causal,
+ * at one head dimension and sequence length, each direction in TFLOP/s as
+ * the kernels' authors count them (backward = 2.5x the forward's FLOPs). */
+typedef struct sg_attn_point {
+    double head_dim, seq, fwd_tflops, bwd_tflops;
+} sg_attn_point;
+#define SG_ATTN_POINTS_MAX 16
+
+/* gpu.kernels: how the GPU's kernels behave, from measurements the file
+ * cites (runtime/sim/gpu_kernels.h uses them); gemm_tflops 0 = not given,
+ * the GPU then takes the flat roofline of "efficiency". */
+typedef struct sg_gpu_kernels {
+    double gemm_tflops;       /* best measured dense GEMM, compute dtype (bf16) */
+    int sms;                  /* SMs / CUs: the GEMM's wave quantization */
+    double hbm_gbs;           /* achieved device-to-device copy bandwidth */
+    double launch_us;         /* fixed cost of one GPU task (its kernel launches) */
+    int nattn;
+    sg_attn_point attn[SG_ATTN_POINTS_MAX];
+} sg_gpu_kernels;
+
 typedef struct sg_machine {
     char name[64];
     int nodes;                       /* superchips / ranks */
@@ -30,6 +50,7 @@ typedef struct sg_machine {
     double gpu_memory_gb;
     double gpu_memory_bw_gbs;
     double gpu_tflops_bf16, gpu_tflops_fp16, gpu_tflops_fp32;
+    sg_gpu_kernels kernels;          /* gpu.kernels, optional */
     double h2d_gbs, d2h_gbs, gpu_gpu_gbs, latency_us;
     char interconnect[128];          /* links.interconnect: the fabric between devices;
                                       * required when nodes x gpu.count > 1 */

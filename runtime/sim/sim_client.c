@@ -2,6 +2,7 @@
  * (sim_client.h). */
 #define _XOPEN_SOURCE 700
 #include "runtime/sim/sim_client.h"
+#include "runtime/sim/sim_cost.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -396,6 +397,11 @@ double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, con
     sg_summary s;
     double bound = 0;
     sg_machine_cost_model(m, pt->spec.compute_dtype, &cm);
+    /* GPU tasks at the times the simulation gives them (the kernel model) */
+    sg_sim_costs costs;
+    sg_sim_costs_init(&costs, m, pt->spec.compute_dtype, (int)pt->spec.dp_size, 1);
+    sg_sim_costs_set_model(&costs, &pt->model, pt->spec.micro_batch, pt->spec.seq_len);
+    sg_sim_cost_model_use_kernels(&cm, &costs);
     if (!sg_compile_step(&pt->model, &pt->spec, &g, &err) && !sg_summary_compute(&g, &cm, &s))
         bound = sg_step_lower_bound(&s, &cm, by, short_name);
     sg_graph_free(&g);

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "runtime/sim/gpu_kernels.h"
+
 /* What a GPU task costs besides its roofline time: the kernel launches of
  * one unit's forward or backward (tens of kernels at a few microseconds). */
 #define GPU_TASK_OVERHEAD_S 20e-6
@@ -21,6 +23,59 @@ void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, i
     if (m->cpu_core_bw_gbs > 0 && bw > m->cpu_core_bw_gbs * 1e9)
         bw = m->cpu_core_bw_gbs * 1e9;
     c->cpu_core_bw = bw;
+    c->model = NULL;
+    c->tokens = c->seq_len = 0;
+}
+
+void sg_sim_costs_set_model(sg_sim_costs *c, const sg_model *model, int64_t micro_batch,
+                            int64_t seq_len)
+{
+    c->model = model;
+    c->tokens = micro_batch * seq_len;
+    c->seq_len = seq_len;
+}
+
+/* The kernel model applies: the file gives gpu.kernels and the model is known. */
+static int kernel_model(const sg_sim_costs *c)
+{
+    return c->model && c->machine->gpu_count > 0 && c->machine->kernels.gemm_tflops > 0;
+}
+
+/* A GPU task under the kernel model (gpu_kernels.h): units' forward,
+ * recompute and backward from their shapes; MoE experts as products of
+ * the tokens one expert gets on average; the rest streams its bytes at the
+ * achieved HBM bandwidth (expressed, as the roofline's, in bytes at the raw
+ * bandwidth so that the shared-bandwidth model divides the same pool). */
+static void gpu_kernel_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_demand *d)
+{
+    const sg_machine *m = c->machine;
+    const sg_gpu_kernels *k = &m->kernels;
+    const sg_model *md = c->model;
+    double raw_per_achieved = m->gpu_memory_bw_gbs / k->hbm_gbs;
+    d->fixed_s = k->launch_us * 1e-6;
+    d->alone_bw = m->gpu_memory_bw_gbs * 1e9;
+    d->bytes = (double)(nd->bytes_read + nd->bytes_written) * raw_per_achieved;
+    switch (nd->kind) {
+    case SG_OP_FORWARD:
+    case SG_OP_RECOMPUTE:
+    case SG_OP_BACKWARD:
+        d->compute_s = sg_unit_gpu_seconds(k, md, nd->layer, c->tokens, c->seq_len, nd->kind,
+                                           nd->flops - nd->attention_flops, nd->attention_flops);
+        return;
+    case SG_OP_MOE_EXPERT:
+    case SG_OP_MOE_EXPERT_BWD: {
+        /* (T k / E, 2F) gate and up over H: the expert's typical product */
+        double rows = (double)c->tokens * (double)md->experts_per_token /
+                      (double)(md->num_experts > 0 ? md->num_experts : 1);
+        double n = 2.0 * (double)md->moe_intermediate_size, kk = (double)md->hidden_size;
+        double t = sg_gemm_seconds(k, rows, n, kk);
+        d->compute_s = t > 0 ? nd->flops / (2 * rows * n * kk / t) : 0;
+        return;
+    }
+    default:
+        d->compute_s = nd->flops / (m->gpu_tflops_fp32 * 1e12);
+        return;
+    }
 }
 
 static double gpu_peak(const sg_sim_costs *c, const sg_node *nd)
@@ -62,6 +117,12 @@ void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
         d->fixed_s = a == SG_SIM_GPU ? GPU_TASK_OVERHEAD_S : CPU_TASK_OVERHEAD_S;
         return;
     }
+    if (a == SG_SIM_GPU && kernel_model(c)) {
+        gpu_kernel_demand(c, nd, d);
+        if (cls == SG_CLASS_COLLECTIVE)
+            d->fixed_s += collective_seconds(c, nd);
+        return;
+    }
     d->bytes = (double)(nd->bytes_read + nd->bytes_written) / eff;
     if (a == SG_SIM_GPU) {
         d->compute_s = nd->flops / (gpu_peak(c, nd) * eff);
@@ -75,6 +136,20 @@ void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
     }
     if (cls == SG_CLASS_COLLECTIVE)
         d->fixed_s += collective_seconds(c, nd);
+}
+
+static double kernel_node_seconds(const void *ctx, const sg_node *nd)
+{
+    return sg_sim_node_seconds(ctx, nd, SG_SIM_GPU);
+}
+
+int sg_sim_cost_model_use_kernels(sg_cost_model *cm, const sg_sim_costs *c)
+{
+    if (!kernel_model(c))
+        return 0;
+    cm->gpu_seconds = kernel_node_seconds;
+    cm->gpu_ctx = c;
+    return 1;
 }
 
 double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a)

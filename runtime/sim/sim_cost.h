@@ -6,7 +6,12 @@
  * the machine model states for the node's op class. A GPU worker is the
  * whole GPU; a CPU worker is one core, whose bandwidth is the machine's
  * memory bandwidth shared by the CPU tasks expected to stream at once
- * (capped by what one core can draw alone, cpu.core_bw_gbs).
+ * (capped by what one core can draw alone, cpu.core_bw_gbs). Where the
+ * machine file gives gpu.kernels and the model is set
+ * (sg_sim_costs_set_model), GPU tasks are costed from their kernels
+ * instead (gpu_kernels.h): products by shape, attention at published
+ * FlashAttention rates, element-wise and other memory-bound work at the
+ * achieved HBM bandwidth.
  *
  * Host/device copy nodes run where their destination is and StarPU moves
  * their source over the modelled link (sim_platform.h), so their own time is
@@ -19,6 +24,7 @@
 #define SG_SIM_COST_H
 
 #include "graph/ir.h"
+#include "models/model.h"
 #include "runtime/config/machine.h"
 
 typedef enum sg_sim_arch { SG_SIM_CPU, SG_SIM_GPU } sg_sim_arch;
@@ -28,12 +34,28 @@ typedef struct sg_sim_costs {
     sg_dtype compute;            /* the GPU peak used for GEMM-class nodes */
     int dp_size;
     double cpu_core_bw;          /* B/s one CPU worker gets (see above) */
+    /* set by sg_sim_costs_set_model: with the machine's gpu.kernels, GPU
+     * tasks take the kernel model (gpu_kernels.h) instead of the roofline */
+    const sg_model *model;
+    int64_t tokens;              /* rows of a GPU unit task: micro-batch x sequence */
+    int64_t seq_len;
 } sg_sim_costs;
 
 /* cpu_streams: how many CPU tasks are expected to stream memory at once
  * (the caller passes min(CPU optimizer tasks of a step, CPU workers)). */
 void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, int dp_size,
                        int cpu_streams);
+
+/* The model and shapes the GPU kernel model needs (a GPU unit task covers
+ * micro_batch sequences of seq_len tokens). Without it, or without the
+ * machine's gpu.kernels, GPU tasks keep the roofline. */
+void sg_sim_costs_set_model(sg_sim_costs *c, const sg_model *model, int64_t micro_batch,
+                            int64_t seq_len);
+
+/* Makes cm cost GPU nodes as c does (cm->gpu_seconds) where the kernel
+ * model applies; c must outlive cm's use. Returns 1 if it applies, else 0
+ * (cm unchanged: the roofline). */
+int sg_sim_cost_model_use_kernels(sg_cost_model *cm, const sg_sim_costs *c);
 
 /* Seconds node nd takes on one worker of architecture a. */
 double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "graph/compile.h"
+#include "models/model.h"
 #include "common/error.h"
 #include "runtime/config/machine.h"
 #include "runtime/trace/overlap.h"
@@ -38,6 +39,8 @@ typedef struct sg_sim_options {
                                      streaming at the moment (sim_share.h) */
     int fitted_costs;             /* calibrated machine: CPU task times from the fit of
                                      its history (sim_costfit.h), not the history */
+    const sg_model *model;        /* the GPU kernel model's shapes (sim_cost.h); NULL:
+                                     GPU tasks keep the roofline */
 } sg_sim_options;
 
 typedef struct sg_sim_result {

@@ -169,7 +169,7 @@ static int simulate(int argc, char **argv, sg_error *err)
                                  spec.offload_optimizer && cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0,
                              .trace_path = a.trace, .static_bandwidth = a.static_bandwidth,
-                             .fitted_costs = a.fitted_costs};
+                             .fitted_costs = a.fitted_costs, .model = model};
         rc = sg_sim_run(m, &spec, &g, &so, &res, err);
     }
     if (!rc)
