@@ -114,11 +114,11 @@ ok $? "--max-hidden 65536: the widest candidates are too large for Adam's state 
 	>"$TMP/lion.out" 2>"$TMP/lion.err" &&
 	"$PY" - "$TMP/wide.err" "$TMP/lion.err" "$TMP/wide.out" "$TMP/lion.out" <<'PYEOF'
 import re, sys
-gb = [float(re.search(r"hidden 65536.*state alone is ([0-9.]+) GB", open(f).read()).group(1))
+gb = [float(re.search(r"hidden 65536.*state alone is ([0-9.]+) GiB", open(f).read()).group(1))
       for f in sys.argv[1:3]]
 size = [float(re.search(r"^largest that fits: .*, ([0-9.]+) B parameters", open(f).read(),
                         re.M).group(1)) for f in sys.argv[3:5]]
-print("# hidden 65536: state %.1f GB (Adam), %.1f GB (Lion); largest that fits %.2f B (Adam), "
+print("# hidden 65536: state %.1f GiB (Adam), %.1f GiB (Lion); largest that fits %.2f B (Adam), "
       "%.2f B (Lion)" % (gb[0], gb[1], size[0], size[1]))
 sys.exit(0 if abs(gb[1] / gb[0] - 8 / 12) < 1e-3 and size[1] >= size[0] else 1)
 PYEOF
