@@ -442,8 +442,9 @@ static void print_header(const trainer *t)
         printf(", CPU workers bound to the %d cores of NUMA node %d", t->x.bound_cores,
                t->x.bound_node);
     printf("; graph %d tasks, %d dependencies per step\n", t->graph.nnodes, t->graph.nedges);
-    printf("  data: %s (%llu tokens, %llu windows)\n", t->data_path,
-           (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows);
+    printf("  data: %s (%llu tokens, %llu window%s)\n", t->data_path,
+           (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows,
+           t->data.nwindows == 1 ? "" : "s");
     if (t->have_tokenizer)
         printf("  tokens: from tokenizer %s (sha256 %.12s..., vocabulary %lld)\n",
                t->tokenizer.tokenizer, t->tokenizer.sha256, (long long)t->tokenizer.vocab_size);
