@@ -240,13 +240,13 @@ done
 import re, sys
 def fig(path):
     t = open(path).read()
-    gpu = float(re.search(r"Peak memory\s+GPU ([0-9.]+) GB", t).group(1))
+    gpu = float(re.search(r"Peak memory\s+GPU ([0-9.]+) GiB", t).group(1))
     h2d = float(re.search(r"Link h2d\s+([0-9.]+) GB", t).group(1))
     step = float(re.search(r"Step time\s+([0-9.]+) ms", t).group(1))
     return gpu, h2d, step
 off, on = fig(sys.argv[1]), fig(sys.argv[2])
-print("# without: GPU peak %.2f GB, h2d %.3f GB, step %.2f ms" % off)
-print("# with:    GPU peak %.2f GB, h2d %.3f GB, step %.2f ms" % on)
+print("# without: GPU peak %.2f GiB, h2d %.3f GB, step %.2f ms" % off)
+print("# with:    GPU peak %.2f GiB, h2d %.3f GB, step %.2f ms" % on)
 sys.exit(0 if on[0] < off[0] and on[1] > 0 and on[2] > 0 else 1)
 PYEOF
 [ $? -eq 0 ] && grep -q "seq [0-9]*, optimizer offloaded (SuperOffload), parameters offloaded" "$TMP/sim_cpu.out" &&
