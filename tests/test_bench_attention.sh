@@ -19,8 +19,7 @@ if ! [ -x "$BENCH" ]; then
 fi
 unset STEPGRAPH_ATTENTION_IMPL STEPGRAPH_ATTENTION_SCRATCH_MB
 echo "1..10"
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$TMP/$1" | head -n1; }
 
 # GQA 2:1, window 20 over T 48, tiles of 16 rows

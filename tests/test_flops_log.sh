@@ -10,11 +10,6 @@
 set -u
 SG_TEST_NAME=flops_log
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 echo "1..9"
 DEF="$SRC/configs/default.json"
 # the default job: tiny-llama, micro-batch 1 x accumulation 4 (4 sequences a step)

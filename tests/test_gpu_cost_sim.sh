@@ -11,18 +11,10 @@
 set -u
 SG_TEST_NAME=gpu_cost_sim
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-if ! [ -x "$BUILD/stepgraph-sim" ]; then
-	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU)"
-	exit 0
-fi
+sg_needs_sim
 export STEPGRAPH_MODELS_DIR=$SRC/models
 export STEPGRAPH_MACHINES_DIR=$SRC/configs/machines
 CONFIG=$SRC/configs/llama-3.1-8b-superoffload.json
-n=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 
 bad=""
 for f in "$SRC"/configs/machines/*.json; do

@@ -11,15 +11,7 @@
 set -u
 SG_TEST_NAME=simulate_report
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-if ! [ -x "$BUILD/stepgraph-sim" ]; then
-	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU)"
-	exit 0
-fi
+sg_needs_sim
 echo "1..18"
 SO="$SRC/configs/deepspeed/superoffload.json"
 TINY="--model tiny-llama --max_length 128"
