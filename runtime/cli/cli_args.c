@@ -76,6 +76,10 @@ static const char *const run_flags_help =
     "  --trace FILE                run: Chrome trace of the last step\n"
     "  --numa_node N               run: bind CPU workers to NUMA node N's cores\n"
     "  --bind_cores_to_rank        run: rank r binds to NUMA node r mod count\n"
+    "  --numa                      run: one StarPU memory node per NUMA node; each CPU\n"
+    "                              sub-group's optimizer state and tasks on one node\n"
+    "  --numa_emulate N            run: split this machine's cores into N emulated NUMA\n"
+    "                              nodes (a hwloc topology; implies --numa; docs/numa.md)\n"
     "  --comm_timeout S            run, several ranks: every rank ends with an error\n"
     "                              naming the rank that stopped answering once no\n"
     "                              collective completed for max(S, 10 step times)\n"
@@ -106,7 +110,7 @@ static const char *const run_flags_help =
 static int is_switch(const char *name)
 {
     static const char *const switches[] = {"activation_checkpointing", "bind_cores_to_rank",
-                                           "fp16", "bf16", "strict"};
+                                           "fp16", "bf16", "numa", "strict"};
     for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++) {
         size_t i;
         for (i = 0; switches[k][i] && (name[i] == switches[k][i] ||

@@ -104,6 +104,8 @@ static const ropt run_opts[] = {
     { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0, 0 },
     { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0, 0 },
     { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0, 0 },
+    { "numa", R_BOOL, ROFF(numa), 0, 0, 0, 0, 0, 0 },
+    { "numa_emulate", R_INT, ROFF(numa_emulate), 0, 0, NONNEG | SG_JSON_HI, 0, 1024, 0 },
     { "strict", R_BOOL, ROFF(strict), 0, 0, 0, 0, 0, 0 },
     { "comm_timeout", R_INT, ROFF(comm_timeout), 0, 0, LO | SG_JSON_HI, 1, 86400, 0 },
     { "optimizer_tile", R_TILE, ROFF(optimizer_tile), 0, 0, NONNEG | SG_JSON_HI, 0,

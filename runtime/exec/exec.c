@@ -18,6 +18,7 @@
 #include "runtime/exec/lower.h"
 #include "runtime/exec/buffer_cache.h"
 #include "runtime/exec/malloc_tune.h"
+#include "runtime/exec/numa_topo.h"
 #include "runtime/exec/starpu_info.h"
 #include "runtime/exec/starpu_setup.h"
 #ifdef SG_STARPU_CUDA
@@ -44,6 +45,15 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     conf.ncpus = opt->ncpus;
     conf.ncuda = opt->ncuda;
     conf.nopencl = 0;
+    if (opt->numa_emulate > 0) {
+        /* before the core lists below: they read the emulated topology */
+        rc = sg_numa_emulate(opt->numa_emulate, x->numa_xml, sizeof x->numa_xml,
+                             &x->numa_xml_slot, err);
+        if (rc)
+            return rc;
+    } else if (opt->numa) {
+        setenv("STARPU_USE_NUMA", "1", 0); /* one memory node per NUMA node */
+    }
     int node = opt->numa_node;
     if (opt->numa_by_rank) {
         /* DeepSpeed's launcher: rank r takes NUMA node r mod the node count */
@@ -238,6 +248,7 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
         .sched = opt->sched,
         .optimizer_share = spec->offload_optimizer ? opt->optimizer_cores_share : 0,
         .flights = opt->lookahead > 0 ? opt->lookahead : 1,
+        .numa = opt->numa || opt->numa_emulate > 0,
     };
     x->lookahead = target.flights;
     x->cur = -1;
@@ -271,6 +282,7 @@ void sg_exec_shutdown(sg_exec *x)
     if (x->stalled) {
         /* StarPU's workers still retry the allocation and would never let
          * a wait or a shutdown return; what they hold ends with the process */
+        sg_numa_topo_remove(x->numa_xml, x->numa_xml_slot);
         memset(x, 0, sizeof *x);
         return;
     }
@@ -289,6 +301,7 @@ void sg_exec_shutdown(sg_exec *x)
     }
     free_steps(x);
     sg_rope_cache_free(&x->shared.rope);
+    sg_numa_topo_remove(x->numa_xml, x->numa_xml_slot);
     memset(x, 0, sizeof *x);
 }
 
@@ -314,6 +327,11 @@ void sg_exec_wait_for_norm(sg_exec *x, int wait)
 const sg_graph *sg_exec_last_graph(const sg_exec *x)
 {
     return x->cur >= 0 && x->steps[x->cur].waited ? x->wait_low.graph : x->graph;
+}
+
+const sg_lowering *sg_exec_last_lowering(const sg_exec *x)
+{
+    return x->cur >= 0 && x->steps[x->cur].low ? x->steps[x->cur].low : &x->low;
 }
 
 const sg_task_record *sg_exec_last_records(const sg_exec *x)
@@ -490,16 +508,28 @@ static const void *result_of(const sg_exec *x, int b)
 
 /* ---- host access to buffers ---------------------------------------------- */
 
+/* Where the trainer reads and writes buffer b: its home node when it has
+ * one in CPU memory (a sub-group's NUMA node: no copy of the state to main
+ * memory), else main memory. */
+static unsigned access_node(sg_exec *x, int b)
+{
+    int home = starpu_data_get_home_node(H(x, b));
+    return home >= 0 && starpu_node_get_kind((unsigned)home) == STARPU_CPU_RAM
+               ? (unsigned)home : STARPU_MAIN_RAM;
+}
+
 void *sg_exec_acquire(sg_exec *x, int b, int write)
 {
-    if (starpu_data_acquire(H(x, b), write == 2 ? STARPU_RW : write ? STARPU_W : STARPU_R))
+    unsigned node = access_node(x, b);
+    if (starpu_data_acquire_on_node(H(x, b), (int)node,
+                                    write == 2 ? STARPU_RW : write ? STARPU_W : STARPU_R))
         return NULL;
-    return (void *)starpu_data_get_local_ptr(H(x, b));
+    return starpu_data_handle_to_pointer(H(x, b), node);
 }
 
 void sg_exec_release(sg_exec *x, int b)
 {
-    starpu_data_release(H(x, b));
+    starpu_data_release_on_node(H(x, b), (int)access_node(x, b));
 }
 
 /* The first buffer of a role, or -1 if the graph has none. */

@@ -38,6 +38,10 @@ typedef struct sg_exec_options {
     int numa_node;                 /* bind CPU workers to this node's cores; -1: StarPU's binding */
     int numa_by_rank;              /* bind_cores_to_rank: bind to NUMA node rank mod the node
                                       count (rank: comm's, 0 without) instead of numa_node */
+    int numa;                      /* run option numa: StarPU's NUMA memory nodes
+                                      (STARPU_USE_NUMA=1), state placed per node */
+    int numa_emulate;              /* run option numa_emulate: this many emulated NUMA
+                                      nodes (numa_topo.h); 0 = the machine's own */
     double optimizer_cores_share;  /* cpuadam_cores_perc: CPU workers reserved for
                                       the optimizer's CPU tasks (0 = none) */
     int lookahead;                 /* steps in flight at most; 0 = 1 */
@@ -84,6 +88,8 @@ typedef struct sg_exec {
     void *codelets[SG_OP_KIND_COUNT]; /* struct starpu_codelet * per node kind */
     int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
     int bound_node;                /* that node, -1 if none */
+    char numa_xml[4096];           /* numa_emulate: the topology file, removed at shutdown */
+    int numa_xml_slot;             /* its cleanup slot (common/cleanup.h) */
     int started;                   /* starpu_init succeeded */
     int paused;                    /* workers paused until the next step (sg_exec_idle) */
     /* a step that cannot progress (stall.h): then StarPU is left as it is,
@@ -214,6 +220,8 @@ int sg_exec_loss_scaler(sg_exec *x, sg_loss_scaler_state *s);
 /* Name of StarPU worker w ("CPU 0", "CUDA 0"). */
 const char *sg_exec_worker_name(int w, char *buf, size_t n);
 int sg_exec_worker_count(void);
+/* The lowering the last finished step ran (the main or the waiting one). */
+const sg_lowering *sg_exec_last_lowering(const sg_exec *x);
 /* 1 if StarPU worker w is a CPU worker. */
 int sg_exec_worker_is_cpu(int w);
 void sg_exec_worker_counts(int *ncpu, int *ncuda);

@@ -1,6 +1,7 @@
 /* lower.c - the step graph as StarPU handles and tasks (lower.h). */
 #include "runtime/exec/lower.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,32 @@ static unsigned first_cuda_node(void)
 {
     int w = starpu_worker_get_by_type(STARPU_CUDA_WORKER, 0);
     return w < 0 ? STARPU_MAIN_RAM : starpu_worker_get_memory_node((unsigned)w);
+}
+
+/* The memory node buffer b lives on: its sub-group's NUMA node where the
+ * state is placed per node (numa_place.h), else main memory. */
+static unsigned home_node(const sg_lowering *l, int b)
+{
+    int node = l->numa.buffer_node ? l->numa.buffer_node[b] : -1;
+    return node >= 0 ? (unsigned)node : STARPU_MAIN_RAM;
+}
+
+/* Our memory for buffer b, on its home node (hwloc binds it there when
+ * StarPU has several NUMA nodes). */
+static int alloc_state(sg_lowering *l, int b, size_t bytes, int flags)
+{
+    if (!l->numa.buffer_node || l->numa.buffer_node[b] < 0)
+        return starpu_malloc_flags(&l->memory[b], bytes, flags);
+    l->memory[b] = (void *)starpu_malloc_on_node_flags(home_node(l, b), bytes, flags);
+    return l->memory[b] ? 0 : -ENOMEM;
+}
+
+static void free_state(sg_lowering *l, int b, size_t bytes, int flags)
+{
+    if (!l->numa.buffer_node || l->numa.buffer_node[b] < 0)
+        starpu_free_flags(l->memory[b], bytes, flags);
+    else
+        starpu_free_on_node_flags(home_node(l, b), (uintptr_t)l->memory[b], bytes, flags);
 }
 
 /* The handle of base's buffer that b can share, NULL if none is named alike;
@@ -118,13 +145,13 @@ static int register_each(sg_lowering *l, const sg_lowering *base, const unsigned
             /* counted in StarPU's used memory (STARPU_MALLOC_COUNT), so the
              * measured peak (sg_lower_memory_used) covers the state too */
             int flags = OUR_MALLOC_FLAGS | (pin[b] ? STARPU_MALLOC_PINNED : 0);
-            if (starpu_malloc_flags(&l->memory[b], (size_t)n * esize + skew, flags))
+            if (alloc_state(l, b, (size_t)n * esize + skew, flags))
                 return state_alloc_error(buf, err);
             /* zeroed by the caller, every buffer at once on several threads */
             touch[*ntouch] = l->memory[b];
             touch_bytes[(*ntouch)++] = (size_t)n * esize + skew;
-            starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)l->memory[b] + skew, n,
-                                        esize);
+            starpu_vector_data_register(&h, (int)home_node(l, b), (uintptr_t)l->memory[b] + skew,
+                                        n, esize);
         }
         starpu_data_set_name(h, buf->name);
         l->handles[b] = h;
@@ -260,14 +287,21 @@ static int init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
     l->graph = g;
     l->target = *t;
     l->shares = base != NULL;
-    int rc = register_buffers(l, base, err);
+    int rc = SG_OK;
+    /* the contexts first: the NUMA placement of the state follows the
+     * workers of the optimizer's context */
+    if (base)
+        l->split = base->split; /* the same scheduling contexts */
+    else if (sg_starpu_split_workers(&l->split, t->optimizer_share, t->sched))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc)
+        rc = sg_numa_place_init(&l->numa, g, t->numa && t->memory == SG_LOWER_MEMORY_REAL,
+                                &l->split, err);
+    if (!rc)
+        rc = register_buffers(l, base, err);
     if (!rc)
         rc = build_contexts(l, shared, err);
     if (!rc && sg_graph_liveness(g, &l->live))
-        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
-    if (!rc && base)
-        l->split = base->split; /* the same scheduling contexts */
-    else if (!rc && sg_starpu_split_workers(&l->split, t->optimizer_share, t->sched))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     return rc;
 }
@@ -301,12 +335,11 @@ void sg_lower_free(sg_lowering *l)
     }
     for (int b = 0; l->memory && b < g->nbuffers; b++)
         if (l->memory[b])
-            starpu_free_flags(l->memory[b], (size_t)(g->buffers[b].elems > 0
-                                                         ? g->buffers[b].elems : 1) *
-                                                sg_dtype_size(g->buffers[b].dtype) +
-                                                buffer_skew(b),
-                            OUR_MALLOC_FLAGS |
-                                (l->owned[b] & SG_OWNED_PINNED ? STARPU_MALLOC_PINNED : 0));
+            free_state(l, b, (size_t)(g->buffers[b].elems > 0 ? g->buffers[b].elems : 1) *
+                                     sg_dtype_size(g->buffers[b].dtype) + buffer_skew(b),
+                       OUR_MALLOC_FLAGS |
+                           (l->owned[b] & SG_OWNED_PINNED ? STARPU_MALLOC_PINNED : 0));
+    sg_numa_place_free(&l->numa);
     if (!l->shares)
         sg_starpu_split_free(&l->split);
     free(l->handles);
@@ -470,6 +503,8 @@ static int submit_node(sg_lowering *l, int f, int i, struct starpu_data_descr *d
     int priority = l->target.priorities ? (int)nd->priority : 0;
     if (log)
         log_task(log, l, i, cl, priority, where, ctx);
+    unsigned nmask;
+    const uint32_t *mask = sg_numa_place_task(&l->numa, nd, where, &nmask);
     c->records[i].worker = -1;
     sg_lower_flight_hold(c->flight); /* released by the task's callback */
     int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, c->nslots,
@@ -477,7 +512,8 @@ static int submit_node(sg_lowering *l, int f, int i, struct starpu_data_descr *d
                                 STARPU_EXECUTE_WHERE, (unsigned long long)where,
                                 STARPU_PRIORITY, priority,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c,
-                                STARPU_SCHED_CTX, ctx, 0);
+                                STARPU_SCHED_CTX, ctx,
+                                STARPU_TASK_WORKERIDS, nmask, mask, 0);
     if (rc)
         sg_lower_flight_release(c->flight);
     if (rc)

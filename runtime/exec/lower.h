@@ -40,6 +40,7 @@
 #include "common/error.h"
 #include "graph/ir.h"
 #include "graph/liveness.h"
+#include "runtime/exec/numa_place.h"
 #include "runtime/exec/starpu_setup.h"
 
 typedef enum sg_lower_memory {
@@ -61,6 +62,8 @@ typedef struct sg_lower_target {
     double optimizer_share;    /* cpuadam_cores_perc of the CPU workers for the
                                   optimizer's CPU tasks; 0 = one context */
     int flights;               /* steps in flight at most (lookahead); 0 = 1 */
+    int numa;                  /* several NUMA memory nodes: each CPU sub-group's state and
+                                  optimizer tasks on one (numa_place.h) */
 } sg_lower_target;
 
 /* One step in flight: its hyper-parameters, its task records and how many of
@@ -95,6 +98,7 @@ typedef struct sg_lowering {
     sg_sched_split split;      /* cpuadam_cores_perc scheduling contexts */
     int64_t steps_submitted;
     sg_liveness live;          /* when each step-local value dies (graph/liveness.h) */
+    sg_numa_place numa;        /* sub-groups' NUMA nodes (target.numa) */
 } sg_lowering;
 
 /* Registers the graph's buffers and builds every node's cl_arg, pointing at

@@ -80,19 +80,33 @@ static int write_critical_lane(sg_trace *t, const sg_step_view *v)
     return rc;
 }
 
+/* The NUMA node of the first placed buffer node nd touches, or -1. */
+static int data_numa(const sg_step_view *v, const sg_node *nd)
+{
+    for (int a = 0; a < nd->naccess; a++)
+        if (v->buffer_numa[nd->access[a].buffer] >= 0)
+            return v->buffer_numa[nd->access[a].buffer];
+    return -1;
+}
+
 static int write_event(sg_trace *t, const sg_step_view *v, int i)
 {
     const sg_node *nd = &v->graph->nodes[i];
     int lane, w = v->records[i].worker;
     const sg_task_record *r = drawn(v, i, &lane);
     char args[512];
-    snprintf(args, sizeof args,
+    int at = snprintf(args, sizeof args,
              "{\"node\":%d,\"kind\":\"%s\",\"layer\":%d,\"micro_step\":%d,\"subgroup\":%d,"
              "\"device_class\":\"%s\",\"worker\":\"%s\",\"flops\":%.0f,\"bytes_read\":%lld,"
-             "\"bytes_written\":%lld}",
+             "\"bytes_written\":%lld",
              i, sg_op_kind_name(nd->kind), nd->layer, nd->micro_step, nd->subgroup,
              sg_device_class_name(nd->device), w >= 0 && w < v->nworkers ? v->worker_names[w] : "?",
              nd->flops, (long long)nd->bytes_read, (long long)nd->bytes_written);
+    if (v->worker_numa && v->buffer_numa && at > 0 && (size_t)at < sizeof args)
+        at += snprintf(args + at, sizeof args - (size_t)at, ",\"numa\":%d,\"data_numa\":%d",
+                       w >= 0 && w < v->nworkers ? v->worker_numa[w] : -1, data_numa(v, nd));
+    if (at > 0 && (size_t)at < sizeof args - 1)
+        snprintf(args + at, sizeof args - (size_t)at, "}");
     return sg_trace_event(t, lane, nd->name, sg_op_kind_name(nd->kind), r->start_us - v->t0_us,
                           r->end_us - r->start_us, args);
 }

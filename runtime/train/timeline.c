@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/exec/numa_place.h"
 #include "runtime/trace/step_trace.h"
 
 /* The phase column of graph/op_kinds.h. */
@@ -33,19 +34,46 @@ void sg_timeline_phases(const sg_exec *x, sg_phase_times *out)
     }
 }
 
+/* With several NUMA memory nodes: each worker's node and each placed
+ * buffer's (numa_place.h), for the trace's "numa" and "data_numa". */
+static int numa_view(const sg_exec *x, sg_step_view *v, int **wn, int **bn, sg_error *err)
+{
+    *wn = *bn = NULL;
+    if (!sg_numa_several())
+        return SG_OK;
+    const sg_lowering *low = sg_exec_last_lowering(x);
+    int nb = v->graph->nbuffers;
+    *wn = malloc((size_t)(v->nworkers > 0 ? v->nworkers : 1) * sizeof **wn);
+    *bn = malloc((size_t)(nb > 0 ? nb : 1) * sizeof **bn);
+    if (!*wn || !*bn)
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    for (int w = 0; w < v->nworkers; w++)
+        (*wn)[w] = sg_numa_worker_os_index(w);
+    for (int b = 0; b < nb; b++)
+        (*bn)[b] = low->numa.buffer_node ? sg_numa_os_index(low->numa.buffer_node[b]) : -1;
+    v->worker_numa = *wn;
+    v->buffer_numa = *bn;
+    return SG_OK;
+}
+
 int sg_timeline_write_trace(const sg_exec *x, const char *path, sg_error *err)
 {
     int nworkers = sg_exec_worker_count();
     char (*names)[64] = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *names);
     const char **ptrs = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *ptrs);
+    int *wn = NULL, *bn = NULL;
     int rc = (!names || !ptrs) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     for (int w = 0; w < nworkers && !rc; w++)
         ptrs[w] = sg_exec_worker_name(w, names[w], sizeof names[w]);
     sg_step_view v = {.graph = sg_exec_last_graph(x), .records = sg_exec_last_records(x), .nworkers = nworkers,
                       .worker_names = ptrs, .t0_us = x->step_start_us};
     if (!rc)
+        rc = numa_view(x, &v, &wn, &bn, err);
+    if (!rc)
         rc = sg_step_trace_write(&v, path, err);
     free(names);
     free(ptrs);
+    free(wn);
+    free(bn);
     return rc;
 }

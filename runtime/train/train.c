@@ -388,6 +388,8 @@ static int setup_exec(trainer *t, sg_error *err)
         .numa_node = (int)cfg->run.numa_node,
         /* rank r takes NUMA node r mod the node count (one process: node 0) */
         .numa_by_rank = cfg->run.numa_node < 0 && cfg->run.bind_cores_to_rank,
+        .numa = cfg->run.numa,
+        .numa_emulate = (int)cfg->run.numa_emulate,
         .comm = sg_dist_comm(t->dist),
         .launch = t->dist && t->dist->mpi ? &t->dist->comm : NULL,
         /* SuperOffload's key: the share of cores kept for CPU Adam */
@@ -442,6 +444,9 @@ static void print_header(const trainer *t)
         printf(", CPU workers bound to the %d cores of NUMA node %d", t->x.bound_cores,
                t->x.bound_node);
     printf("; graph %d tasks, %d dependencies per step\n", t->graph.nnodes, t->graph.nedges);
+    char numa[256];
+    if (sg_numa_place_describe(&t->x.low.numa, cfg->run.numa_emulate > 0, numa, sizeof numa))
+        printf("%s\n", numa);
     printf("  data: %s (%llu tokens, %llu window%s)\n", t->data_path,
            (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows,
            t->data.nwindows == 1 ? "" : "s");
