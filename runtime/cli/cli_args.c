@@ -79,7 +79,7 @@ static const char *const run_flags_help =
     "  --numa                      run: one StarPU memory node per NUMA node; each CPU\n"
     "                              sub-group's optimizer state and tasks on one node\n"
     "  --numa_emulate N            run: split this machine's cores into N emulated NUMA\n"
-    "                              nodes (a hwloc topology; implies --numa; docs/numa.md)\n"
+    "                              nodes (a hwloc topology; implies --numa; docs/training.md)\n"
     "  --comm_timeout S            run, several ranks: every rank ends with an error\n"
     "                              naming the rank that stopped answering once no\n"
     "                              collective completed for max(S, 10 step times)\n"

@@ -70,7 +70,7 @@ typedef struct sg_run_options {
     int64_t numa_node;                  /* bind CPU workers to this NUMA node; -1 = StarPU's binding */
     int bind_cores_to_rank;             /* DeepSpeed launcher style: rank r -> NUMA node r mod count */
     int numa;                           /* StarPU's NUMA memory nodes, each CPU sub-group's
-                                           state and optimizer tasks on one (docs/numa.md) */
+                                           state and optimizer tasks on one (docs/training.md, "NUMA nodes") */
     int64_t numa_emulate;               /* split the cores into N emulated NUMA nodes; 0 = off */
     int64_t comm_timeout;               /* several ranks: seconds without a completed collective
                                            before every rank ends (runtime/dist/watchdog.h);

@@ -8,11 +8,6 @@
 
 #include "runtime/exec/starpu_include.h"
 
-int sg_numa_several(void)
-{
-    return starpu_memory_nodes_get_numa_count() > 1;
-}
-
 int sg_numa_os_index(int mem)
 {
     if (mem < 0 || (unsigned)mem >= starpu_memory_nodes_get_numa_count() ||
@@ -87,7 +82,7 @@ int sg_numa_place_init(sg_numa_place *p, const sg_graph *g, int enable,
                        const sg_sched_split *split, sg_error *err)
 {
     memset(p, 0, sizeof *p);
-    if (!enable || !sg_numa_several())
+    if (!enable)
         return SG_OK;
     int rc = find_active(p, split, placed_ctx(g, split), err);
     if (rc || p->nactive < 1)
@@ -120,9 +115,9 @@ int sg_numa_place_describe(const sg_numa_place *p, int emulated, char *buf, size
     if (p->nactive < 1 || cap == 0)
         return 0;
     size_t at = 0;
-    at += (size_t)snprintf(buf, cap, "  NUMA: %u memory nodes%s; the optimizer's CPU workers",
-                           starpu_memory_nodes_get_numa_count(),
-                           emulated ? " (emulated: numa_emulate)" : "");
+    unsigned nnuma = starpu_memory_nodes_get_numa_count();
+    at += (size_t)snprintf(buf, cap, "  NUMA: %u memory node%s%s; the optimizer's CPU workers",
+                           nnuma, nnuma == 1 ? "" : "s", emulated ? " (emulated: numa_emulate)" : "");
     for (int k = 0; k < p->nactive && at < cap; k++) {
         int count = 0;
         for (unsigned w = 0; w < starpu_worker_get_count(); w++)

@@ -1,6 +1,6 @@
 /* numa_place.h - where a CPU sub-group's optimizer state lives and where its
  * optimizer tasks run when StarPU has several NUMA memory nodes
- * (STARPU_USE_NUMA=1: run options numa and numa_emulate, docs/numa.md).
+ * (STARPU_USE_NUMA=1: run options numa and numa_emulate, docs/training.md, "NUMA nodes").
  *
  * The memory nodes that hold CPU workers of this process (those the
  * optimizer may use) are the active nodes; sub-group s belongs to active
@@ -10,8 +10,10 @@
  * tasks (the casts, Adam, the validation) may run only on that node's
  * workers (StarPU's task->workerids), so the update reads and writes local
  * memory. Everything else is StarPU's choice: data moves between the nodes
- * as the tasks that read it need it. With one NUMA memory node nothing is
- * placed.
+ * as the tasks that read it need it. With one NUMA memory node (a machine
+ * of one node, or a rank bound to one: StarPU makes memory nodes for the
+ * NUMA nodes of its workers only) that node holds everything, as without
+ * placement.
  *
  * Compiled into both StarPU flavours (lower.c uses it); a simulation has one
  * memory node per host and never places anything. */
@@ -50,10 +52,6 @@ const uint32_t *sg_numa_place_task(const sg_numa_place *p, const sg_node *nd, ui
  * CPU worker w's memory (-1 for other workers); -1 outside the NUMA nodes. */
 int sg_numa_os_index(int mem);
 int sg_numa_worker_os_index(int w);
-
-/* StarPU has several NUMA memory nodes (STARPU_USE_NUMA=1 on a machine, or
- * an emulated topology, with several). */
-int sg_numa_several(void);
 
 /* The run header's line (no newline): the NUMA memory nodes, the
  * optimizer's CPU workers on each active one, and how the sub-groups are

@@ -1,6 +1,6 @@
 /* numa_topo.h - an emulated NUMA topology: this machine's cores split into
  * N NUMA nodes, written as a hwloc XML file that StarPU and hwloc load in
- * place of the real topology (run option numa_emulate, docs/numa.md).
+ * place of the real topology (run option numa_emulate, docs/training.md, "NUMA nodes").
  *
  * Only the topology is emulated: the PUs keep their operating-system
  * indexes, so binding a thread to a PU binds it to that real core

@@ -20,7 +20,7 @@ typedef struct sg_step_view {
     /* optional, per node: when the data a copy node moves crossed its link
      * (simulations draw these on the link lanes instead of the task) */
     const sg_task_record *link_spans;
-    /* optional (several NUMA memory nodes, docs/numa.md): the NUMA node of
+    /* optional (run option numa, docs/training.md, "NUMA nodes"): the NUMA node of
      * each worker (-1: none) and of each buffer placed on one (-1: not
      * placed); each task's args then give "numa" (its worker's) and
      * "data_numa" (that of the first placed buffer it touches, or -1) */

@@ -34,14 +34,14 @@ void sg_timeline_phases(const sg_exec *x, sg_phase_times *out)
     }
 }
 
-/* With several NUMA memory nodes: each worker's node and each placed
- * buffer's (numa_place.h), for the trace's "numa" and "data_numa". */
+/* With the state placed per NUMA node (numa_place.h): each worker's node and
+ * each placed buffer's, for the trace's "numa" and "data_numa". */
 static int numa_view(const sg_exec *x, sg_step_view *v, int **wn, int **bn, sg_error *err)
 {
     *wn = *bn = NULL;
-    if (!sg_numa_several())
-        return SG_OK;
     const sg_lowering *low = sg_exec_last_lowering(x);
+    if (!low->numa.buffer_node)
+        return SG_OK; /* nothing placed: run option numa off */
     int nb = v->graph->nbuffers;
     *wn = malloc((size_t)(v->nworkers > 0 ? v->nworkers : 1) * sizeof **wn);
     *bn = malloc((size_t)(nb > 0 ? nb : 1) * sizeof **bn);
@@ -50,7 +50,7 @@ static int numa_view(const sg_exec *x, sg_step_view *v, int **wn, int **bn, sg_e
     for (int w = 0; w < v->nworkers; w++)
         (*wn)[w] = sg_numa_worker_os_index(w);
     for (int b = 0; b < nb; b++)
-        (*bn)[b] = low->numa.buffer_node ? sg_numa_os_index(low->numa.buffer_node[b]) : -1;
+        (*bn)[b] = sg_numa_os_index(low->numa.buffer_node[b]);
     v->worker_numa = *wn;
     v->buffer_numa = *bn;
     return SG_OK;
