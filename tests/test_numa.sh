@@ -28,7 +28,10 @@ echo "1..15"
 # each with its casts and Adam
 ds off '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 100000,
         "offload_optimizer": {"device": "cpu"}}}'
-RUN="--model tiny-llama --steps 4 --log_interval 1"
+# eager: a policy that does not weigh where data lives, so only the placement keeps a
+# sub-group's Adam on its state's node (with the placement's task masks removed, check 4
+# fails: Adam of sub-group 1 ran on node 0)
+RUN="--model tiny-llama --steps 4 --log_interval 1 --sched eager"
 train one off $RUN --save "$TMP/ck_one"
 train two off $RUN --save "$TMP/ck_two" --numa_emulate 2 --trace "$TMP/two.trace.json"
 [ "$(cat "$TMP/one.rc")" = 0 ] && [ "$(cat "$TMP/two.rc")" = 0 ]
