@@ -8,8 +8,9 @@
 # resumed with numa continues as one resumed without, SuperOffload's
 # reserved optimizer core keeps every sub-group's state on its node, more
 # nodes than cores and a topology already given are refused, and (with
-# mpirun) bind_cores_to_rank binds rank 0 to node 0 with the 2-rank losses
-# unchanged. Prints TAP.
+# mpirun) bind_cores_to_rank binds rank 0 to node 0 and rank 1 to other CPUs
+# (its StarPU worker thread's affinity, read from /proc while it runs), with
+# the 2-rank losses unchanged. Prints TAP.
 set -u
 SG_TEST_NAME=numa
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
@@ -23,7 +24,7 @@ unset HWLOC_XMLFILE HWLOC_SYNTHETIC STARPU_HWLOC_INPUT STARPU_USE_NUMA
 # where numa_emulate writes its topology file (checked removed)
 export TMPDIR="$TMP/tmpdir"
 mkdir -p "$TMPDIR"
-echo "1..15"
+echo "1..16"
 # bf16 with the optimizer offloaded and small sub-groups: 9 CPU sub-groups,
 # each with its casts and Adam
 ds off '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "sub_group_size": 100000,
@@ -93,7 +94,7 @@ ok $? "numa_emulate -1: refused naming the key"
 # bind_cores_to_rank across the two nodes: rank r takes node r mod 2
 MPIRUN_BIN=$(command -v mpirun || true)
 if [ -z "$MPIRUN_BIN" ] || "$BIN" run --help | grep -q "This build has no MPI support"; then
-	for k in 1 2; do n=$((n + 1)); echo "ok $n # SKIP no mpirun or no MPI support"; done
+	for k in 1 2 3; do n=$((n + 1)); echo "ok $n # SKIP no mpirun or no MPI support"; done
 	exit 0
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -106,16 +107,49 @@ ranks() { # ranks NAME ARGS...: 2 ranks of micro 1
 	name=$1
 	shift
 	timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" \
-		"$BIN" run "$TMP/off.json" --dp_size 2 --model tiny-llama --max_length 32 --steps 4 \
+		"$BIN" run "$TMP/off.json" --dp_size 2 --model tiny-llama --max_length 32 --steps 12 \
 		--set train_micro_batch_size_per_gpu=1 --metrics "$TMP/$name.jsonl" "$@" \
 		>"$TMP/$name.out" 2>"$TMP/$name.err"
 	echo $? >"$TMP/$name.rc"
 }
+# worker_cpus RANK: the CPUs (Cpus_allowed_list) of that rank's StarPU CPU worker
+# thread (named "CPU 0"), read from /proc while the run lasts; "" if not seen
+worker_cpus() {
+	for p in $(pgrep -x stepgraph); do
+		env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
+		echo "$env" | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
+			echo "$env" | grep -q "^STARPU_HOME=$TMP/" || continue
+		for t in /proc/$p/task/*; do
+			[ "$(cat "$t/comm" 2>/dev/null)" = "CPU 0" ] &&
+				sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$t/status" 2>/dev/null && return 0
+		done
+	done
+}
 ranks r_one --ncpus 1
-ranks r_two --numa_emulate 2 --bind_cores_to_rank --trace "$TMP/r_two.trace.json"
+ranks r_two --numa_emulate 2 --bind_cores_to_rank --trace "$TMP/r_two.trace.json" &
+bg=$!
+c0="" c1="" i=0
+while kill -0 $bg 2>/dev/null && [ $i -lt 600 ] && { [ -z "$c0" ] || [ -z "$c1" ]; }; do
+	[ -n "$c0" ] || c0=$(worker_cpus 0)
+	[ -n "$c1" ] || c1=$(worker_cpus 1)
+	sleep 0.1
+	i=$((i + 1))
+done
+wait $bg
+echo "# bind_cores_to_rank: rank 0's CPU worker on CPUs '$c0', rank 1's on '$c1'"
 [ "$(cat "$TMP/r_two.rc")" = 0 ] && grep -q "bound to the [0-9]* cores of NUMA node 0" "$TMP/r_two.out" &&
 	"$PY" "$CHECK" "$TMP/r_two.trace.json" 2 0 >"$TMP/r_two.check" 2>&1
 ok $? "2 ranks, bind_cores_to_rank on 2 nodes: rank 0 bound to node 0, its state and Adam there"
 sed 's/^/# /' "$TMP/r_two.check" 2>/dev/null
+# the two nodes split the cores: rank 1 on other CPUs than rank 0 is rank 1 on node 1
+[ -n "$c0" ] && [ -n "$c1" ] && "$PY" -c 'import sys
+def cpus(s):
+    out = set()
+    for part in s.split(","):
+        a, _, b = part.partition("-")
+        out |= set(range(int(a), int(b or a) + 1))
+    return out
+sys.exit(0 if cpus(sys.argv[1]).isdisjoint(cpus(sys.argv[2])) else 1)' "$c0" "$c1"
+ok $? "bind_cores_to_rank: rank 1's worker is bound to other CPUs than rank 0's (node 1's)"
 [ "$(cat "$TMP/r_one.rc")" = 0 ] && same r_one r_two
 ok $? "2 ranks bound to 2 NUMA nodes: the losses of 2 unbound ranks, bit for bit"
