@@ -75,6 +75,8 @@ PACKAGES=(
 	dpkg-dev xz-utils ca-certificates
 	# scripts/fuzz.sh and scripts/sanitize.sh: libFuzzer, ASan and UBSan runtimes
 	clang libclang-rt-14-dev
+	# scripts/format.sh and tests/test_format.sh: the house style (.clang-format)
+	clang-format
 	# tests/test_graph_html.sh: the graph page checked in a real (headless) browser
 	chromium
 	# several data-parallel ranks (docs/ranks.md): mpirun and MPI for stepgraph
