@@ -21,7 +21,7 @@
 #include "graph/analysis.h"
 #include "common/atomic_file.h"
 #include "common/cleanup.h"
-#include "runtime/cli/cli.h"
+#include "runtime/config/config_args.h"
 #include "runtime/config/machine.h"
 #include "runtime/sim/sim_exec.h"
 #include "runtime/train/step_log.h"
