@@ -2,6 +2,7 @@
 #include "runtime/tune/fit_search.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 #include "models/model_family.h"
 #include "runtime/config/step_spec.h"
 #include "runtime/sim/sim_fit.h"
-#include "runtime/train/step_log.h"
+#include "models/step_rates.h"
 
 typedef struct search {
     const sg_config *cfg;

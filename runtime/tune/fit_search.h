@@ -32,7 +32,7 @@ typedef struct sg_fit_point {
     double gpu_capacity, host_capacity;
     double bound_s;                /* the step's lower bound on the machine */
     double tflops;                 /* the step log's TFLOPS (the seed's formula,
-                                    * runtime/train/step_log.h) at bound_s; NAN if unknown */
+                                    * models/step_rates.h) at bound_s; NAN if unknown */
     const char *bound_by;          /* "GPU compute", "CPU work", ... */
     char why[256];                 /* when it does not fit */
     int not_compiled;              /* too large to compile: Adam's fp32 state alone exceeds
