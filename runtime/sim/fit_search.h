@@ -14,8 +14,8 @@
  * bound on the machine (sg_step_lower_bound) and the TFLOPS it implies
  * (the seed's formula, as the step log's TFLOPS, over that time).
  */
-#ifndef SG_TUNE_FIT_SEARCH_H
-#define SG_TUNE_FIT_SEARCH_H
+#ifndef SG_SIM_FIT_SEARCH_H
+#define SG_SIM_FIT_SEARCH_H
 
 #include <stdint.h>
 
@@ -60,4 +60,4 @@ int sg_fit_search(const sg_config *cfg, const sg_machine *mach, const char *fami
                   sg_fit_progress_fn progress, void *ctx, sg_fit_result *out, sg_error *err);
 void sg_fit_result_free(sg_fit_result *r);
 
-#endif /* SG_TUNE_FIT_SEARCH_H */
+#endif /* SG_SIM_FIT_SEARCH_H */

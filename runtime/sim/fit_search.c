@@ -1,5 +1,5 @@
 /* fit_search.c - the largest model that fits a machine (fit_search.h). */
-#include "runtime/tune/fit_search.h"
+#include "runtime/sim/fit_search.h"
 
 #include <math.h>
 #include <stdio.h>
