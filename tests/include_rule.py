@@ -197,6 +197,79 @@ def check_cycles(edges, cycle_ok, problems):
                         f'includes {", ".join(where)}): no cycle (rule "no cycle")')
 
 
+def read_makefile(path):
+    """Variables of a Makefile.am: name -> (first line, words), with '+='
+    appended and both branches of a conditional taken."""
+    vars_, ln, buf, start = {}, 0, '', 0
+    for raw in open(path):
+        ln += 1
+        if not buf:
+            start = ln
+        line = raw.rstrip('\n')
+        if line.endswith('\\'):
+            buf += line[:-1] + ' '
+            continue
+        line, buf = buf + line, ''
+        m = re.match(r'([A-Za-z_][A-Za-z0-9_]*)\s*(\+?=)\s*(.*)$', line)
+        if not m or line.startswith('\t'):
+            continue
+        name, op, value = m.groups()
+        first, words = vars_.get(name, (start, []))
+        vars_[name] = (first, (words if op == '+=' else []) + value.split())
+    return vars_
+
+
+def expand(vars_, words, depth=0):
+    out = []
+    for w in words:
+        m = re.fullmatch(r'\$\(([A-Za-z_][A-Za-z0-9_]*)\)', w)
+        if m and depth < 20:
+            out += expand(vars_, vars_.get(m.group(1), (0, []))[1], depth + 1)
+        else:
+            out.append(w)
+    return out
+
+
+def check_libraries(src, may, allowed, libs, problems):
+    """Each library holds its folders' sources only; link lines name the
+    libraries upper layer first, each once."""
+    mk = os.path.join(src, 'Makefile.am')
+    if not libs or not os.path.isfile(mk):
+        return
+    vars_ = read_makefile(mk)
+
+    def var(lib):
+        return lib.replace('.', '_').replace('-', '_')
+
+    line, listed = vars_.get('noinst_LIBRARIES', (1, []))
+    for lib in listed:
+        if lib not in libs:
+            problems.append(f'Makefile.am:{line}: {lib} has no "library:" line in the rule')
+    for lib, folders in libs.items():
+        line, words = vars_.get(var(lib) + '_SOURCES', (1, []))
+        for w in expand(vars_, words):
+            if w.endswith(('.c', '.cc', '.cu')) and folder_of(w, may) not in folders:
+                problems.append(f'Makefile.am:{line}: {lib} holds {w}, which is not of '
+                                f'{" ".join(folders)} (rule "library")')
+
+    def upper(a, b):
+        """True when library a may include library b (a is above b)."""
+        return any(g in allowed[f][0] and f != g for f in libs[a] for g in libs[b])
+
+    for name in sorted(vars_):
+        if not name.endswith('_LDADD'):
+            continue
+        line, words = vars_[name]
+        seq = [w for w in expand(vars_, words) if w in libs]
+        for i, a in enumerate(seq):
+            if a in seq[:i]:
+                problems.append(f'Makefile.am:{line}: {name} links {a} twice')
+            for b in seq[i + 1:]:
+                if upper(b, a):
+                    problems.append(f'Makefile.am:{line}: {name} links {a} before {b}, '
+                                    f'which may include it (upper layer first)')
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
@@ -206,6 +279,7 @@ def main():
     problems = []
     edges = check_includes(src, may, pure, closure(may), known, problems)
     check_cycles(edges, cycle_ok, problems)
+    check_libraries(src, may, closure(may), libs, problems)
     for p in problems:
         print(p)
     return 1 if problems else 0
