@@ -12,27 +12,6 @@ const char *sg_op_kind_color(sg_op_kind k)
 }
 
 /* The head is the unit with the largest index seen in the graph. */
-static int max_layer(const sg_graph *g)
-{
-    int m = -1;
-    for (int n = 0; n < g->nnodes; n++)
-        if (g->nodes[n].layer > m)
-            m = g->nodes[n].layer;
-    return m;
-}
-
-void sg_unit_label(const sg_graph *g, int unit, char *buf, size_t size)
-{
-    if (unit < 0)
-        snprintf(buf, size, "none");
-    else if (unit == 0)
-        snprintf(buf, size, "embed");
-    else if (unit == max_layer(g))
-        snprintf(buf, size, "head");
-    else
-        snprintf(buf, size, "layer%d", unit - 1);
-}
-
 static void human_bytes(double b, char *buf, size_t n)
 {
     const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -19,9 +19,6 @@
 #include "graph/ir.h"
 #include "graph/phase_layout.h"
 
-/* Human-readable names of units: "embed", "layer3", "head". */
-void sg_unit_label(const sg_graph *g, int unit, char *buf, size_t size);
-
 int sg_export_dot(const sg_graph *g, FILE *out);
 /* The same with fold's groups drawn as one box each (graph/fold.h), left to
  * right; every node has the SVG id "nID", every group "fG". NULL = unfolded. */

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/export.h"
 #include "graph/op_kinds.h"
 
 /* A member: a unit (key = layer) or a sub-group outside units. */

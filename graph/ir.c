@@ -314,3 +314,24 @@ void sg_graph_gpu_touched(const sg_graph *g, unsigned char *touched)
                 touched[nd->access[a].buffer] = 1;
     }
 }
+
+static int max_layer(const sg_graph *g)
+{
+    int m = -1;
+    for (int n = 0; n < g->nnodes; n++)
+        if (g->nodes[n].layer > m)
+            m = g->nodes[n].layer;
+    return m;
+}
+
+void sg_unit_label(const sg_graph *g, int unit, char *buf, size_t size)
+{
+    if (unit < 0)
+        snprintf(buf, size, "none");
+    else if (unit == 0)
+        snprintf(buf, size, "embed");
+    else if (unit == max_layer(g))
+        snprintf(buf, size, "head");
+    else
+        snprintf(buf, size, "layer%d", unit - 1);
+}

@@ -211,4 +211,8 @@ void sg_graph_gpu_touched(const sg_graph *g, unsigned char *touched);
  * with a unit; a sub-group's h2d copy has none). */
 int sg_node_is_param_fetch(const sg_node *nd);
 
+/* Human-readable names of units: "embed", "layer3", "head" (the exporters',
+ * the folding's and the views' labels). */
+void sg_unit_label(const sg_graph *g, int unit, char *buf, size_t size);
+
 #endif /* SG_IR_H */

@@ -58,9 +58,10 @@ Relative paths are taken from the repository root.
 
 Build the dump programs first (make; or by hand):
   gcc -std=c11 -O1 -Wall -I. tests/cuda_ops_dump.c libsgcudaemu.a libsgcpu.a \
-      libsgcore.a -lcjson -lopenblas -lm -lstdc++ -lpthread -o tests/cuda_ops_dump_emu
+      libsggraph.a libsgmodels.a libsgcommon.a -lcjson -lopenblas -lm -lstdc++ -lpthread \
+      -o tests/cuda_ops_dump_emu
   gcc -std=c11 -O1 -Wall -I. tests/cuda_ops_dump.c libsgcuda.a libsgcpu.a \
-      libsgcore.a -lcjson -lopenblas -lm -L/usr/local/cuda/lib64 \
+      libsggraph.a libsgmodels.a libsgcommon.a -lcjson -lopenblas -lm -L/usr/local/cuda/lib64 \
       -Wl,-rpath,/usr/local/cuda/lib64 -lcublas -lcublasLt -lcudart -lnccl \
       -lstdc++ -lpthread -o tests/cuda_ops_dump
 

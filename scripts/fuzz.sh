@@ -9,8 +9,8 @@
 #   scripts/fuzz.sh --seeds                  # rewrite the binary seed files
 #   scripts/fuzz.sh --list                   # the target names
 #
-# Builds the library sources (the .c files of libsgcore_a_SOURCES in
-# Makefile.am) and tests/fuzz/fuzz_<target>.c with ${CLANG:-clang} into
+# Builds the library sources (the .c files of Makefile.am's pure libraries,
+# FUZZ_LIBS below) and tests/fuzz/fuzz_<target>.c with ${CLANG:-clang} into
 # ${FUZZ_DIR:-<repo>/build-fuzz} (a generated Makefile: rebuilds only what
 # changed; the gcc build of the tree is untouched). Per target it prints the
 # executions, the time and whether it crashed; a crash input is saved under
@@ -63,12 +63,21 @@ fi
 # ---------------------------------------------------------------- build
 CJSON_CFLAGS=$(pkg-config --cflags libcjson 2>/dev/null || true)
 CJSON_LIBS=$(pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
-LIB_SRCS=$(awk '/^libsgcore_a_SOURCES/ { on = 1; next }
-	on { for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) print $i; if ($NF != "\\") exit }' \
-	"$REPO_ROOT/Makefile.am")
-[ -n "$LIB_SRCS" ] || { say "no libsgcore_a_SOURCES in Makefile.am"; exit 2; }
-# the optimizer partitions' reader (libsgruntime's, but it needs only the core)
-LIB_SRCS="$LIB_SRCS runtime/io/checkpoint_parts.c"
+# the pure libraries the targets' readers live in (Makefile.am; the rule of
+# docs/architecture.md puts them below the runtime), and the casts of
+# codelets/cpu/ that the safetensors reader calls
+FUZZ_LIBS="libsgcommon libsgmodels libsggraph libsgconfig libsgio libsgtrace"
+LIB_SRCS=$(awk -v libs=" $FUZZ_LIBS " '
+	on { for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) print $i; if ($NF != "\\") on = 0; next }
+	$1 ~ /_a_SOURCES$/ && ($2 == "=" || $2 == "+=") {
+		lib = $1; sub(/_a_SOURCES$/, "", lib)
+		if (index(libs, " " lib " ")) {
+			for (i = 3; i <= NF; i++) if ($i ~ /\.c$/) print $i
+			on = ($NF == "\\")
+		}
+	}' "$REPO_ROOT/Makefile.am")
+[ -n "$LIB_SRCS" ] || { say "no sources of $FUZZ_LIBS in Makefile.am"; exit 2; }
+LIB_SRCS="$LIB_SRCS codelets/cpu/cast.c"
 
 mk=$FUZZ_DIR/Makefile.new
 {

@@ -62,6 +62,23 @@ static void usage(FILE *out)
             "--help'; StarPU's STARPU_* as usual.\n");
 }
 
+int sg_cli_write_output(const char *path, sg_write_fn fn, void *ctx, sg_error *err)
+{
+    if (!path || strcmp(path, "-") == 0) {
+        int rc = fn(ctx, stdout);
+        if (fflush(stdout) != 0 || rc)
+            return sg_error_set(err, SG_EIO, "writing to standard output failed");
+        return SG_OK;
+    }
+    sg_atomic_file f;
+    int rc = sg_atomic_open(&f, path, err);
+    if (rc)
+        return rc;
+    if ((rc = fn(ctx, f.fp)))
+        return sg_atomic_fail(&f, rc, err);
+    return sg_atomic_commit(&f, err);
+}
+
 static const char *const short_usage = "run 'stepgraph --help' for usage";
 
 static int cmd_version(void)

@@ -7,46 +7,11 @@
 
 #include "common/error.h"
 #include "runtime/config/config.h"
-
-/* A command's own option: "--name VALUE" (value != NULL) or "--name" (flag). */
-typedef struct sg_cli_opt {
-    const char *name;          /* without dashes, e.g. "format" */
-    const char *short_name;    /* e.g. "o", or NULL */
-    const char **value;        /* receives the argument, or NULL for a flag */
-    int *flag;                 /* set to 1 when present (flags) */
-} sg_cli_opt;
-
-/* Parses `argv` (after the command name): exactly one positional CONFIG, the
- * command's options, and run-option flags (--max_length 4096, --seed 1,
- * --activation_checkpointing, ...) that override the config. Loads CONFIG,
- * applies the overrides, finalizes, and prints config warnings on stderr. */
-int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts,
-                       sg_config *cfg, sg_error *err);
-/* The same, printing the config's warnings only if print_warnings. */
-int sg_cli_load_config_ex(int argc, char **argv, const sg_cli_opt *opts, int nopts,
-                          sg_config *cfg, int print_warnings, sg_error *err);
-
-/* The same walk as sg_cli_load_config without loading: CONFIG (NULL if
- * none), and in pass (argc entries) the arguments that are not the
- * command's own options, i.e. the run options and --set with their values,
- * in order, to hand to another program. */
-int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts,
-                      const char **config, char **pass, int *npass);
-
-/* Prints the run-option flags shared by the commands (for --help). */
-void sg_cli_print_run_flags(void);
-/* The same without the run options named in shadowed (n names, without the
- * leading --): a command whose own option of that name takes precedence. */
-void sg_cli_print_run_flags_except(const char *const *shadowed, int n);
+#include "runtime/config/config_args.h" /* sg_cli_opt, sg_cli_load_config */
 
 int sg_cmd_run(int argc, char **argv);
 int sg_cmd_graph(int argc, char **argv);
 int sg_cmd_compare(int argc, char **argv);
-
-/* The default job's config: $STEPGRAPH_CONFIGS_DIR/default.json, else the
- * source tree's configs/default.json from a build tree, else the installed
- * one. */
-void sg_default_config_path(char *buf, size_t n);
 int sg_cmd_model(int argc, char **argv);
 int sg_cmd_config(int argc, char **argv);
 int sg_cmd_simulate(int argc, char **argv);

@@ -1,5 +1,5 @@
 /* cmd_fit.c - `stepgraph fit`: the largest model of a family that fits a
- * machine under a config (runtime/tune/fit_search.h does the search). */
+ * machine under a config (runtime/sim/fit_search.h does the search). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -13,7 +13,7 @@
 #include "runtime/cli/cli.h"
 #include "runtime/config/machine.h"
 #include "runtime/config/step_spec.h"
-#include "runtime/tune/fit_search.h"
+#include "runtime/sim/fit_search.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define FAMILY_TEMPLATE "llama-3.1-8b" /* vocabulary, rope, eps, positions */

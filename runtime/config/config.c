@@ -49,7 +49,7 @@ static int load_into(const char *path, const char *const *sets, int nsets, sg_co
     }
 
     snprintf(cfg->run_path, sizeof cfg->run_path, "%s", path);
-    if ((rc = sg_run_options_from_json(root, &c, &cfg->run)))
+    if ((rc = sg_run_options_from_json(root, &c, sg_ds_config_is_top_key, &cfg->run)))
         goto out;
     if (cJSON_IsObject(dsc)) {
         cfg->ds_path[0] = '\0';

@@ -23,39 +23,6 @@
 #include "common/json_util.h"
 #include "models/model.h"
 
-static const char *const key_paths[SG_AUTO_NKEYS] = {
-    [SG_AUTO_MICRO_BATCH] = "train_micro_batch_size_per_gpu",
-    [SG_AUTO_ACCUM] = "gradient_accumulation_steps",
-    [SG_AUTO_TRAIN_BATCH] = "train_batch_size",
-    [SG_AUTO_CLIPPING] = "gradient_clipping",
-    [SG_AUTO_LR] = "optimizer.params.lr",
-    [SG_AUTO_BETAS] = "optimizer.params.betas",
-    [SG_AUTO_EPS] = "optimizer.params.eps",
-    [SG_AUTO_WEIGHT_DECAY] = "optimizer.params.weight_decay",
-    [SG_AUTO_WARMUP_MIN_LR] = "scheduler.params.warmup_min_lr",
-    [SG_AUTO_WARMUP_MAX_LR] = "scheduler.params.warmup_max_lr",
-    [SG_AUTO_FP16] = "fp16.enabled",
-    [SG_AUTO_BF16] = "bf16.enabled",
-    [SG_AUTO_REDUCE_BUCKET] = "zero_optimization.reduce_bucket_size",
-    [SG_AUTO_PREFETCH_BUCKET] = "zero_optimization.stage3_prefetch_bucket_size",
-    [SG_AUTO_PERSISTENCE] = "zero_optimization.stage3_param_persistence_threshold",
-    [SG_AUTO_TOTAL_STEPS] = "scheduler.params.total_num_steps",
-    [SG_AUTO_WARMUP_STEPS] = "scheduler.params.warmup_num_steps",
-};
-
-int sg_ds_auto_key_of(const char *path)
-{
-    for (int k = 0; k < SG_AUTO_NKEYS; k++)
-        if (strcmp(path, key_paths[k]) == 0)
-            return k;
-    return -1;
-}
-
-const char *sg_ds_auto_key_path(int key)
-{
-    return key >= 0 && key < SG_AUTO_NKEYS ? key_paths[key] : "";
-}
-
 typedef struct filler {
     sg_ds_config *ds;
     const sg_run_options *run;
@@ -77,7 +44,7 @@ static int given(const filler *f, int key)
 static void record_text(filler *f, int key, const char *source, const char *value)
 {
     sg_ds_auto_entry *e = &f->out->fill[f->out->n++];
-    snprintf(e->key, sizeof e->key, "%s", key_paths[key]);
+    snprintf(e->key, sizeof e->key, "%s", sg_ds_auto_key_path(key));
     snprintf(e->value, sizeof e->value, "%s", value);
     snprintf(e->source, sizeof e->source, "%s", source);
     f->ds->auto_pending &= ~SG_AUTO_BIT(key);
@@ -113,21 +80,22 @@ static int pick(filler *f, const char *opt, double opt_v, const int *keys, const
             return sg_json_error(f->c, SG_EINVAL,
                                  "%s: %.9g differs from run option %s %.9g (the Hugging Face "
                                  "Trainer refuses such a mismatch; write \"auto\" there to take "
-                                 "the option, or drop the option)", key_paths[keys[i]], vals[i],
-                                 opt, opt_v);
+                                 "the option, or drop the option)",
+                                 sg_ds_auto_key_path(keys[i]), vals[i], opt, opt_v);
     }
     if (!isnan(opt_v)) {
         t->v = opt_v;
         snprintf(t->from, sizeof t->from, "run option %s", opt);
         if (!used)
             sg_json_warn(f->c, "run option %s has no effect: the DeepSpeed config has no \"auto\" "
-                         "it fills (%s%s)", opt, f->c->prefix, key_paths[keys[0]]);
+                         "it fills (%s%s)", opt, f->c->prefix, sg_ds_auto_key_path(keys[0]));
         return SG_OK;
     }
     for (int i = 0; i < nkeys; i++)
         if (given(f, keys[i])) {
             t->v = vals[i];
-            snprintf(t->from, sizeof t->from, "%s as %s gives it", opt, key_paths[keys[i]]);
+            snprintf(t->from, sizeof t->from, "%s as %s gives it", opt,
+                     sg_ds_auto_key_path(keys[i]));
             return SG_OK;
         }
     t->v = dflt;
@@ -367,7 +335,7 @@ static int fill_schedule(filler *f)
             return sg_json_error(f->c, SG_EINVAL,
                                  "%s: \"auto\" is the number of optimizer updates, which this run "
                                  "does not know before it reads its data: set run option steps "
-                                 "(--steps N)", key_paths[SG_AUTO_TOTAL_STEPS]);
+                                 "(--steps N)", sg_ds_auto_key_path(SG_AUTO_TOTAL_STEPS));
         ds->scheduler.total_num_steps = (int64_t)total;
         record(f, SG_AUTO_TOTAL_STEPS, total_from, "%.0f", total);
     }
@@ -381,7 +349,7 @@ static int fill_schedule(filler *f)
                                  "%s: %lld differs from the %.0f updates of run option "
                                  "lr_warmup_steps %g (the Hugging Face Trainer refuses such a "
                                  "mismatch; write \"auto\" there to take the option, or drop the "
-                                 "option)", key_paths[SG_AUTO_WARMUP_STEPS],
+                                 "option)", sg_ds_auto_key_path(SG_AUTO_WARMUP_STEPS),
                                  (long long)ds->scheduler.warmup_num_steps, want, opt);
         return SG_OK;
     }
@@ -397,7 +365,7 @@ static int fill_schedule(filler *f)
         return sg_json_error(f->c, SG_EINVAL,
                              "%s: \"auto\" with run option lr_warmup_steps %g (a ratio of the "
                              "updates) needs the number of updates: set run option steps "
-                             "(--steps N)", key_paths[SG_AUTO_WARMUP_STEPS], w.v);
+                             "(--steps N)", sg_ds_auto_key_path(SG_AUTO_WARMUP_STEPS), w.v);
     if (w.v >= 1)
         snprintf(src, sizeof src, "%s", w.from);
     else if (w.v == 0)

@@ -25,7 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/json_util.h"
-#include "runtime/config/ds_auto.h"
+#include "runtime/config/ds_auto_keys.h"
 #include "runtime/config/run_options.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -17,7 +17,6 @@
 #include <cjson/cJSON.h>
 
 #include "common/json_util.h"
-#include "runtime/config/ds_config.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LO SG_JSON_LO
@@ -193,7 +192,8 @@ static void ropt_expect(const ropt *o, char *buf, size_t size)
     sg_json_range_desc(buf, size, o->name, o->flags, o->lo, o->hi);
 }
 
-int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_options *run)
+int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c,
+                             int (*is_ds_key)(const char *key), sg_run_options *run)
 {
     const char *names[ARRAY_LEN(run_opts) + 1];
     for (size_t i = 0; i < ARRAY_LEN(run_opts); i++)
@@ -211,13 +211,13 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c, sg_run_opt
             }
         const ropt *o = find_ropt(key);
         /* "fp16": {...} is the DeepSpeed section, not the Trainer's flag */
-        if (o && cJSON_IsObject(it) && sg_ds_config_is_top_key(key))
+        if (o && cJSON_IsObject(it) && is_ds_key && is_ds_key(key))
             o = NULL;
         if (!o) {
             const char *s = sg_json_suggest(key, names, ARRAY_LEN(names));
             if (s && strcmp(s, key) != 0)
                 sg_json_warn(c, "unknown key %s ignored (did you mean %s?)", key, s);
-            else if (sg_ds_config_is_top_key(key))
+            else if (is_ds_key && is_ds_key(key))
                 sg_json_warn(c, "unknown key %s ignored (a DeepSpeed key: it belongs in the "
                              "DeepSpeed config named by \"deepspeed_config\")", key);
             else

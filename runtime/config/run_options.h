@@ -100,9 +100,14 @@ int sg_run_option_set(sg_run_options *run, const char *key,
                       const char *value, sg_error *err);
 
 /* Parses the run option keys of a run config object (all but
- * "deepspeed_config") into run. */
+ * "deepspeed_config") into run. is_ds_key (may be NULL) says whether a key
+ * is one of the DeepSpeed config's top-level keys (config.c passes
+ * ds_config.h's sg_ds_config_is_top_key): such a key is not taken for a run
+ * option when its value is an object, and an unknown one is warned about
+ * as misplaced. Passed in, because ds_config.c includes this header (its
+ * "auto" values and hints come from the run options). */
 int sg_run_options_from_json(const struct cJSON *root, const struct sg_json_ctx *c,
-                             sg_run_options *run);
+                             int (*is_ds_key)(const char *key), sg_run_options *run);
 
 /* 1 if key names a run option (for hints when one is written in a
  * DeepSpeed config). */

@@ -28,6 +28,7 @@
 
 #include "runtime/io/checkpoint_parts.h"
 #include "runtime/io/hf_dir.h"
+#include "runtime/config/config.h" /* sg_config (the resume hash), SG_PATH_MAX */
 #include "runtime/io/weights.h"
 
 #define SG_CHECKPOINT_LATEST "latest"

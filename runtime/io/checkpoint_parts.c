@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/config/run_options.h" /* SG_PATH_MAX */
+
 #define PART_NAME_MAX 64
 #define PART_FILE_MAX (SG_PATH_MAX + PART_NAME_MAX + 2)
 

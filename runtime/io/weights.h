@@ -26,7 +26,7 @@
 
 #include "common/error.h"
 #include "models/model.h"
-#include "runtime/config/config.h"       /* sg_config_warnings */
+#include "common/warnings.h"            /* sg_config_warnings */
 #include "runtime/io/data_loader.h"  /* sg_data_pos */
 #include "runtime/io/safetensors.h"
 

@@ -21,7 +21,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "runtime/cli/cli.h"
+#include "runtime/config/config_args.h"
 #include "common/cleanup.h"
 #include "common/json_util.h"
 #include "runtime/config/step_spec.h"

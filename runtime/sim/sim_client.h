@@ -48,7 +48,7 @@ typedef struct sg_sim_request {
 
 typedef struct sg_sim_report {
     double step_s, tflops, gpu_busy, adam_cpu_s, adam_hidden;   /* NAN when absent */
-    /* runtime/train/step_log.h's sg_step_rates beside tflops (the seed's
+    /* models/step_rates.h's sg_step_rates beside tflops (the seed's
      * formula): model FLOPs' rate, Megatron-LM's, MFU; NAN when absent */
     double model_tflops, megatron_tflops, mfu;
     /* the busier worker class's busy time per worker in the reported step

@@ -21,10 +21,10 @@
 #include "graph/analysis.h"
 #include "common/atomic_file.h"
 #include "common/cleanup.h"
-#include "runtime/cli/cli.h"
+#include "runtime/config/config_args.h"
 #include "runtime/config/machine.h"
 #include "runtime/sim/sim_exec.h"
-#include "runtime/train/step_log.h"
+#include "models/step_rates.h"
 #include "runtime/config/step_spec.h"
 
 typedef struct sim_args {

@@ -3,7 +3,8 @@
  * One job: turn step measurements into text, in DeepSpeed's words, so runs
  * compare line by line with DeepSpeed's example scripts:
  * - TFLOPS by the formula of DeepSpeedExamples' SuperOffload fine-tuning
- *   script, model TFLOPS and MFU (models/flops.h counts the FLOPs);
+ *   script, model TFLOPS and MFU (models/step_rates.h computes them from
+ *   models/flops.h's counts);
  * - the step line `Step 12 | Loss: 4.5123 | Time: 153.21 ms | TFLOPS: 0.01 |
  *   Tokens/s: 6684.2` and the wall_clock_breakdown line;
  * - an accumulator for the closing summary (warm-up steps excluded);
@@ -18,46 +19,7 @@
 #include <stdio.h>
 
 #include "common/error.h"
-
-/* --- TFLOPS ------------------------------------------------------------- */
-
-/* A step's rates, per rank (the sequences this rank's GPU processes, as
- * DeepSpeedExamples' script logs them), from models/flops.h's counts:
- * - tflops: the seed's formula (DeepSpeedExamples' estimate_transformer_tflops,
- *   recompute counted), the step line's and metrics' "TFLOPS", so runs
- *   compare line for line with DeepSpeed's SuperOffload log;
- * - model_tflops: model FLOPs (6 P_ne tokens + causal attention, GQA-exact,
- *   no recompute) per second, what MFU divides;
- * - megatron_tflops: Megatron-LM's eq. 3 (recompute counted), named so;
- * - mfu: model_tflops / the GPU's dense peak, a fraction; NAN without one.
- * Each is NAN where its formula does not apply (MoE: tflops and megatron) or
- * seconds <= 0. docs/flops.md has the formulas and sources. */
-typedef struct sg_step_rates {
-    double tflops, model_tflops, megatron_tflops, mfu;
-} sg_step_rates;
-
-struct sg_model;
-void sg_step_rates_of(const struct sg_model *m, int64_t seqs, int64_t seq_len,
-                      int checkpointing, double seconds, double peak_tflops,
-                      sg_step_rates *out);
-
-/* The active-parameter estimate, for MoE models (a separate, labelled figure
- * of the step line: "Active TFLOPS"):
- *   flops = c B s (2 P + 4 s q L)
- *   P = the parameters a token multiplies by (sg_model_active_params: top-k
- *       experts, router, attention, norms, head; less the input embedding,
- *       a lookup, unless tied to the head), q = query width (heads x
- *       head_dim), c, B, s, L as above (causal attention counted whole, as
- *       Megatron's formula does).
- * Returns flops / (seconds * 1e12), or NAN as above. */
-double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int tied,
-                             int64_t layers, int64_t q_width, int64_t batch_seqs,
-                             int64_t seq_len, int checkpointing, double seconds);
-
-/* The same for a model: its active parameters, input embedding, tying,
- * layers and query width taken from m; NAN for a dense model (no experts). */
-double sg_model_active_tflops(const struct sg_model *m, int64_t batch_seqs, int64_t seq_len,
-                              int checkpointing, double seconds);
+#include "models/step_rates.h" /* sg_step_rates */
 
 /* --- lines -------------------------------------------------------------- */
 

@@ -31,7 +31,7 @@ typedef struct sg_tune_point {
     char note[256];
     double step_s;                        /* predicted step time, seconds */
     double tflops;                        /* the seed's FLOPs of the step / step_s / 1e12, per
-                                           * rank (runtime/train/step_log.h's sg_step_rates) */
+                                           * rank (models/step_rates.h's sg_step_rates) */
     double mfu;                           /* model FLOPs' rate / GPU peak, 0..1; NAN unknown */
     double tokens;                        /* tokens per step over every rank (dp x micro x
                                            * accumulation x sequence); 0: unknown */

@@ -14,8 +14,8 @@
  * bound on the machine (sg_step_lower_bound) and the TFLOPS it implies
  * (the seed's formula, as the step log's TFLOPS, over that time).
  */
-#ifndef SG_TUNE_FIT_SEARCH_H
-#define SG_TUNE_FIT_SEARCH_H
+#ifndef SG_SIM_FIT_SEARCH_H
+#define SG_SIM_FIT_SEARCH_H
 
 #include <stdint.h>
 
@@ -32,7 +32,7 @@ typedef struct sg_fit_point {
     double gpu_capacity, host_capacity;
     double bound_s;                /* the step's lower bound on the machine */
     double tflops;                 /* the step log's TFLOPS (the seed's formula,
-                                    * runtime/train/step_log.h) at bound_s; NAN if unknown */
+                                    * models/step_rates.h) at bound_s; NAN if unknown */
     const char *bound_by;          /* "GPU compute", "CPU work", ... */
     char why[256];                 /* when it does not fit */
     int not_compiled;              /* too large to compile: Adam's fp32 state alone exceeds
@@ -60,4 +60,4 @@ int sg_fit_search(const sg_config *cfg, const sg_machine *mach, const char *fami
                   sg_fit_progress_fn progress, void *ctx, sg_fit_result *out, sg_error *err);
 void sg_fit_result_free(sg_fit_result *r);
 
-#endif /* SG_TUNE_FIT_SEARCH_H */
+#endif /* SG_SIM_FIT_SEARCH_H */

@@ -1,14 +1,13 @@
-/* cli_args.c - option parsing shared by the stepgraph commands and by
- * stepgraph-sim (cli.h). No StarPU here. */
+/* config_args.c - a command line to a loaded config, shared by the stepgraph
+ * commands and by stepgraph-sim (config_args.h). No StarPU here. */
 #define _POSIX_C_SOURCE 200809L
-#include "runtime/cli/cli.h"
+#include "runtime/config/config_args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/atomic_file.h"
 #include "common/json_util.h"
 
 #ifndef SG_SRC_CONFIGS_DIR
@@ -293,24 +292,6 @@ out:
     free(sets);
     return rc;
 }
-
-int sg_cli_write_output(const char *path, sg_write_fn fn, void *ctx, sg_error *err)
-{
-    if (!path || strcmp(path, "-") == 0) {
-        int rc = fn(ctx, stdout);
-        if (fflush(stdout) != 0 || rc)
-            return sg_error_set(err, SG_EIO, "writing to standard output failed");
-        return SG_OK;
-    }
-    sg_atomic_file f;
-    int rc = sg_atomic_open(&f, path, err);
-    if (rc)
-        return rc;
-    if ((rc = fn(ctx, f.fp)))
-        return sg_atomic_fail(&f, rc, err);
-    return sg_atomic_commit(&f, err);
-}
-
 
 int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts,
                       const char **config, char **pass, int *npass)

@@ -1,7 +1,8 @@
 /* fit_search.c - the largest model that fits a machine (fit_search.h). */
-#include "runtime/tune/fit_search.h"
+#include "runtime/sim/fit_search.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 #include "models/model_family.h"
 #include "runtime/config/step_spec.h"
 #include "runtime/sim/sim_fit.h"
-#include "runtime/train/step_log.h"
+#include "models/step_rates.h"
 
 typedef struct search {
     const sg_config *cfg;
