@@ -13,7 +13,8 @@
 #     with ZeRO 3 (every unit gathered), its perplexity is its exp, and the
 #     token count is the mask's;
 # (c) the mask is honoured (without it the reference differs), and at lr 0
-#     every evaluation gives the same loss (the same batches each time);
+#     every evaluation gives the same loss (the same batches each time); a
+#     resumed run evaluates as the uninterrupted one;
 # (d) bad eval options are refused before any step, naming eval_data (a
 #     missing file, a token outside the vocabulary, another tokenizer, too
 #     few windows for a micro-batch) or the option;
@@ -40,7 +41,7 @@ shard tr/train $((40 * T + 1)) 37
 shard ev/val $((6 * T + 1)) 53 5
 ARGS="--max_length $T --log_interval 1 --data $TMP/tr/train.bin"
 EV="--eval_data $TMP/ev/val.bin --eval_batches 2"
-echo "1..16"
+echo "1..17"
 
 ds z0 '{}'
 train plain z0 $ARGS --steps 3
@@ -72,6 +73,13 @@ nomask=$("$PY" "$EREF" "$MODEL" "$TMP/ck0/step-00000003/model.safetensors" "$TMP
 "$PY" -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if "eval_loss" in l][-1]; l=r["eval_loss"]; n=float(sys.argv[2]); sys.exit(not (abs(l-n) > 1e-3*abs(n) and r["eval_tokens"] < 4*16))' \
 	"$TMP/evals.jsonl" "$nomask"
 ok $? "(c) the loss mask is read: fewer targets than tokens, and the loss without the mask is another"
+
+# a run resumed from step 2's checkpoint evaluates after step 3 as the whole run did
+train resumed z0 $ARGS --steps 2 --save "$TMP/ck2"
+train resumed2 z0 $ARGS --steps 1 $EV --load "$TMP/ck2/step-00000002"
+"$PY" -c 'import json,sys; a,b=[[json.loads(l) for l in open(p) if "eval_loss" in l][-1] for p in sys.argv[1:]]; assert a["step"] == b["step"] == 3 and a["eval_loss"] == b["eval_loss"], (a, b)' \
+	"$TMP/evals.jsonl" "$TMP/resumed2.jsonl"
+ok $? "a run resumed from step 2's checkpoint evaluates after step 3 (global step numbers) the loss of the uninterrupted run, bit for bit"
 
 # ZeRO 3 with every unit gathered before its forward
 ds z3 '{"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0}}'

@@ -1,0 +1,232 @@
+/* test_forward_only.c - graph/forward_only.h: the forward of a compiled step,
+ * checked against what the step's semantics say it must hold (graph/compile.h),
+ * counted from the model and the spec, not from the cut's own output:
+ * - one forward node per unit and batch tile, in unit order, named as the
+ *   step's micro-step 0 nodes; with ZeRO 3 one all-gather per gathered unit
+ *   before its forward, and with parameter offload one fetch per unit;
+ * - no backward, recompute, reduction, optimizer node; no gradient,
+ *   optimizer-state, saved-for-backward-only or other micro-step's buffer
+ *   beyond what the forward writes;
+ * - every buffer it holds is one of the step's, with the same name, size,
+ *   dtype, space and persistence (what the lowering shares by name);
+ * - MoE models: the experts and combines of each MoE layer;
+ * - a graph whose forward range holds another kind of node is refused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/compile.h"
+#include "graph/forward_only.h"
+#include "graph/ir.h"
+#include "models/model.h"
+#include "tests/tap.h"
+#include "tests/test_util.h"
+
+static int count_kind(const sg_graph *g, sg_op_kind k)
+{
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        n += g->nodes[i].kind == k;
+    return n;
+}
+
+/* 1 if every buffer of f is a buffer of s alike (name, size, dtype, space,
+ * persistence) */
+static int buffers_shared(const sg_graph *f, const sg_graph *s)
+{
+    for (int b = 0; b < f->nbuffers; b++) {
+        int found = 0;
+        for (int c = 0; c < s->nbuffers && !found; c++) {
+            const sg_buffer *x = &f->buffers[b], *y = &s->buffers[c];
+            found = !strcmp(x->name, y->name) && x->elems == y->elems && x->dtype == y->dtype &&
+                    x->space == y->space && x->persistent == y->persistent && x->role == y->role;
+        }
+        if (!found) {
+            tap_diag("buffer %s is not the step's", f->buffers[b].name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int no_training_buffer(const sg_graph *f)
+{
+    for (int b = 0; b < f->nbuffers; b++) {
+        sg_buf_role r = f->buffers[b].role;
+        if (r == SG_BUF_GRAD_PIECE || r == SG_BUF_GRAD || r == SG_BUF_GRAD_NORM ||
+            r == SG_BUF_MASTER || r == SG_BUF_MOMENTS || r == SG_BUF_GRAD_HOST ||
+            r == SG_BUF_GRAD_HOST_F32 || r == SG_BUF_PARAM_HOST || r == SG_BUF_DACT ||
+            r == SG_BUF_GRAD_PART || r == SG_BUF_NORM_PART || r == SG_BUF_MOE_GRAD ||
+            r == SG_BUF_OVERFLOW || r == SG_BUF_LOSS_SCALER_STATE || r == SG_BUF_WINDOW ||
+            f->buffers[b].micro_step > 0) {
+            tap_diag("buffer %s has no place in a forward", f->buffers[b].name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Compiles m's step under s, cuts its forward; 0 on success. */
+static int cut(const sg_model *m, const sg_step_spec *s, sg_graph *step, sg_graph *fwd)
+{
+    sg_error err = {0};
+    sg_graph_init(step);
+    sg_graph_init(fwd);
+    if (sg_compile_step(m, s, step, &err) || sg_graph_forward_only(step, fwd, &err)) {
+        tap_diag("%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* ZeRO 3 with SuperOffload, two micro-steps, every unit gathered: the
+ * forward of micro-step 0 alone. */
+static void test_zero3(const sg_model *m)
+{
+    sg_step_spec s;
+    sg_step_spec_defaults(&s);
+    s.zero_stage = 3;
+    s.offload_optimizer = 1;
+    s.super_offload = 1;
+    s.offload_ratio = 0.8;
+    s.compute_dtype = SG_BF16;
+    s.grad_accum = 2;
+    s.micro_batch = 2;
+    s.seq_len = 16;
+    s.param_persistence_threshold = 0;
+    s.max_reuse_distance = 0;
+    sg_graph step, fwd;
+    if (cut(m, &s, &step, &fwd)) {
+        tap_skip(5, "no graph");
+        return;
+    }
+    int units = sg_model_num_units(m);
+    is_int(count_kind(&fwd, SG_OP_FORWARD), units, "ZeRO 3: one forward node per unit");
+    is_int(count_kind(&fwd, SG_OP_ALLGATHER), units,
+           "ZeRO 3, every unit gathered: one all-gather per unit, none of the backward's");
+    int order = 1, unit = -1;
+    for (int i = 0; i < fwd.nnodes; i++) {
+        const sg_node *nd = &fwd.nodes[i];
+        if (nd->micro_step != 0)
+            order = 0;
+        if (nd->kind == SG_OP_ALLGATHER) /* its unit's forward follows it */
+            order &= i + 1 < fwd.nnodes && fwd.nodes[i + 1].kind == SG_OP_FORWARD &&
+                     fwd.nodes[i + 1].layer == nd->layer && nd->layer == unit + 1;
+        if (nd->kind == SG_OP_FORWARD)
+            order &= nd->layer == ++unit;
+    }
+    ok(order && fwd.nnodes == 2 * units,
+       "ZeRO 3: all-gather then forward, unit after unit, all of micro-step 0 (%d nodes)",
+       fwd.nnodes);
+    ok(no_training_buffer(&fwd), "ZeRO 3: no gradient, optimizer state or other micro-step");
+    ok(buffers_shared(&fwd, &step), "ZeRO 3: every buffer is the step's, alike");
+    sg_graph_free(&step);
+    sg_graph_free(&fwd);
+}
+
+/* Parameter offload, batch tiles: a fetch per unit, a forward per unit and tile. */
+static void test_offload_tiles(const sg_model *m)
+{
+    sg_step_spec s;
+    sg_step_spec_defaults(&s);
+    s.zero_stage = 3;
+    s.offload_optimizer = 1;
+    s.offload_param = 1;
+    s.micro_batch = 4;
+    s.batch_tile = 2;
+    s.seq_len = 16;
+    sg_graph step, fwd;
+    if (cut(m, &s, &step, &fwd)) {
+        tap_skip(3, "no graph");
+        return;
+    }
+    int units = sg_model_num_units(m);
+    is_int(count_kind(&fwd, SG_OP_FORWARD), 2 * units, "batch tiles: a forward per unit and tile");
+    is_int(count_kind(&fwd, SG_OP_H2D), units, "parameters offloaded: one fetch per unit");
+    int losses = 0;
+    for (int b = 0; b < fwd.nbuffers; b++)
+        losses += fwd.buffers[b].role == SG_BUF_LOSS;
+    ok(losses == 2 && no_training_buffer(&fwd) && buffers_shared(&fwd, &step),
+       "batch tiles: a loss buffer per tile, every buffer the step's, no training buffer");
+    sg_graph_free(&step);
+    sg_graph_free(&fwd);
+}
+
+/* MoE: each MoE layer's experts and combine are part of the forward. */
+static void test_moe(void)
+{
+    sg_model *m = calloc(1, sizeof *m);
+    if (!m || load_model("tiny-moe", m)) {
+        tap_skip(2, "tiny-moe.json missing");
+        free(m);
+        return;
+    }
+    sg_step_spec s;
+    sg_step_spec_defaults(&s);
+    s.micro_batch = 2;
+    s.seq_len = 16;
+    s.grad_accum = 2;
+    sg_graph step, fwd;
+    if (cut(m, &s, &step, &fwd)) {
+        tap_skip(2, "no graph");
+        free(m);
+        return;
+    }
+    int moe_layers = 0;
+    for (int u = 1; u < sg_model_num_units(m) - 1; u++)
+        moe_layers += m->num_experts > 0;
+    int combines = count_kind(&fwd, SG_OP_MOE_COMBINE), experts = count_kind(&fwd, SG_OP_MOE_EXPERT);
+    ok(combines == moe_layers && experts >= moe_layers,
+       "MoE: a combine per MoE layer (%d) and its experts (%d groups)", combines, experts);
+    ok(count_kind(&fwd, SG_OP_MOE_EXPERT_BWD) == 0 && count_kind(&fwd, SG_OP_BACKWARD) == 0 &&
+           no_training_buffer(&fwd),
+       "MoE: no backward of experts or units");
+    sg_graph_free(&step);
+    sg_graph_free(&fwd);
+    free(m);
+}
+
+/* A hand-made graph whose forward range holds a backward node: refused. */
+static void test_refused(void)
+{
+    sg_graph g, out;
+    sg_graph_init(&g);
+    sg_graph_init(&out);
+    int a = sg_graph_add_buffer(&g, "tokens.mb0", 4, SG_I32, SG_MEM_HOST, 1);
+    int b = sg_graph_add_buffer(&g, "act.0.mb0", 4, SG_F32, SG_MEM_GPU, 0);
+    sg_access w[2] = {{a, SG_R, 0}, {b, SG_W, 0}};
+    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 0, w, 2, "fwd.embed.mb0");
+    sg_access r[1] = {{b, SG_RW, 0}};
+    int bw = sg_graph_add_node(&g, SG_OP_BACKWARD, SG_DEV_GPU, 0, 0, r, 1, "bwd.odd.mb0");
+    int fw = sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 1, 0, r, 1, "fwd.layer0.mb0");
+    g.nodes[0].micro_step = g.nodes[bw].micro_step = g.nodes[fw].micro_step = 0;
+    sg_error err = {0};
+    int rc = sg_graph_finalize(&g, &err) ? -1 : sg_graph_forward_only(&g, &out, &err);
+    ok(rc == SG_EINVAL && strstr(err.msg, "bwd.odd.mb0"),
+       "a backward node inside the forward's range is refused, named (%s)", err.msg);
+    sg_graph_free(&g);
+    sg_graph_free(&out);
+    sg_graph_init(&g);
+    sg_graph_init(&out);
+    memset(&err, 0, sizeof err);
+    sg_graph_finalize(&g, &err);
+    ok(sg_graph_forward_only(&g, &out, &err) == SG_EINVAL, "a graph without a forward is refused");
+    sg_graph_free(&g);
+    sg_graph_free(&out);
+}
+
+int main(void)
+{
+    tap_plan(12);
+    sg_model *m = calloc(1, sizeof *m);
+    if (!m || load_model("tiny-llama", m)) {
+        tap_skip(8, "tiny-llama.json missing");
+    } else {
+        test_zero3(m);
+        test_offload_tiles(m);
+    }
+    free(m);
+    test_moe();
+    test_refused();
+    return tap_done();
+}
