@@ -12,6 +12,7 @@ int sg_exec_eval_init(sg_exec_eval *e, sg_exec *x, const sg_step_spec *spec, con
 {
     memset(e, 0, sizeof *e);
     e->tokens = -1;
+    e->exec = x;
     e->shared = x->shared;
     e->shared.spec = spec;
     e->shared.graph = g;
@@ -65,9 +66,17 @@ int sg_exec_eval_batch(sg_exec_eval *e, sg_exec *x, const int32_t *inputs,
     sg_lower_flight *fl = &e->low.flight[0];
     fl->end_us = 0;
     int rc = sg_lower_submit_step(&e->low, 0, err);
-    sg_lower_flight_wait(fl); /* what was submitted, also after a failure */
-    if (rc)
+    if (rc) {
+        sg_lower_flight_wait(fl); /* what was submitted */
         return rc;
+    }
+    /* as a step is waited for: a batch whose data StarPU cannot fit in
+     * memory ends the run with an error instead of waiting for ever */
+    sg_stall_watch_start(&x->stall, err);
+    if ((rc = sg_lower_flight_wait_polling(fl, SG_STALL_POLL_S, sg_stall_check, &x->stall))) {
+        x->stalled = 1;
+        return rc;
+    }
     if (e->shared.failed)
         return sg_error_set(err, e->shared.failed, "evaluation: %s", e->shared.fail_msg);
     /* batch tiles: each tile's loss buffer holds its share of the batch's
@@ -87,7 +96,9 @@ int sg_exec_eval_batch(sg_exec_eval *e, sg_exec *x, const int32_t *inputs,
 
 void sg_exec_eval_free(sg_exec_eval *e)
 {
-    if (e->started)
+    /* a stalled run's workers never finish: what they hold ends with the
+     * process (as sg_exec_shutdown leaves it) */
+    if (e->started && !(e->exec && e->exec->stalled))
         sg_lower_free(&e->low);
     free(e->loss);
     memset(e, 0, sizeof *e);

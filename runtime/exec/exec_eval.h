@@ -25,6 +25,7 @@ typedef struct sg_exec_eval {
     int tokens;                   /* the token buffer (IR index in the forward graph) */
     int nloss, *loss;             /* its loss buffers (a loss per batch tile) */
     size_t token_elems;           /* int32: B*T inputs then B*T targets */
+    const sg_exec *exec;          /* the run's exec, whose handles this lowering borrows */
     int started;
 } sg_exec_eval;
 
