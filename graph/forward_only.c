@@ -1,22 +1,42 @@
-/* forward_only.c - the forward of micro-step 0 cut out of a step graph
+/* forward_only.c - the forward of every micro-step cut out of a step graph
  * (forward_only.h). */
 #include "graph/forward_only.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* The kinds a forward may hold: its own phase's, and the transfers that
- * bring a unit's parameters to it (stage 3, parameter offload). */
-static int forward_kind(sg_op_kind k)
+static int forward_phase(sg_op_kind k)
 {
     const sg_op_kind_info *info = sg_op_kind_info_of(k);
-    return (info && info->phase == SG_PHASE_FORWARD) || k == SG_OP_ALLGATHER || k == SG_OP_H2D;
+    return info && info->phase == SG_PHASE_FORWARD;
 }
 
-static int is_forward_node(const sg_node *nd)
+static int is_transfer(const sg_node *nd)
 {
-    const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
-    return nd->micro_step == 0 && info && info->phase == SG_PHASE_FORWARD;
+    return (nd->kind == SG_OP_ALLGATHER || nd->kind == SG_OP_H2D) && nd->micro_step >= 0;
+}
+
+/* keep[i]: node i belongs to the forward. A forward-phase node of a
+ * micro-step does; a transfer (all-gather, fetch) of a micro-step does when
+ * the node that next accesses what it writes does: a unit's parameters
+ * brought for its forward (through a fetch then an all-gather with the
+ * parameters offloaded), not for its backward. Decided from the last node
+ * back, so that the next accessor is decided first. */
+static void mark_forward(const sg_graph *g, unsigned char *keep)
+{
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        const sg_node *nd = &g->nodes[i];
+        keep[i] = forward_phase(nd->kind) && nd->micro_step >= 0;
+        if (!is_transfer(nd))
+            continue;
+        int next = -1;
+        for (int j = i + 1; j < g->nnodes && next < 0; j++)
+            for (int a = 0; a < nd->naccess && next < 0; a++)
+                for (int k = 0; (nd->access[a].mode & SG_W) && k < g->nodes[j].naccess; k++)
+                    if (g->nodes[j].access[k].buffer == nd->access[a].buffer)
+                        next = j;
+        keep[i] = next >= 0 && keep[next];
+    }
 }
 
 /* Buffer b of step in out (copied on first use, every field kept: the
@@ -61,31 +81,34 @@ static int copy_node(const sg_graph *step, sg_graph *out, int *map, const sg_nod
 
 int sg_graph_forward_only(const sg_graph *step, sg_graph *out, sg_error *err)
 {
-    int last = -1, maxacc = 1;
+    int nfwd = 0, maxacc = 1;
     for (int i = 0; i < step->nnodes; i++) {
-        if (is_forward_node(&step->nodes[i]))
-            last = i;
-        if (step->nodes[i].naccess > maxacc)
-            maxacc = step->nodes[i].naccess;
+        const sg_node *nd = &step->nodes[i];
+        if (nd->kind == SG_OP_RECOMPUTE)
+            return sg_error_set(err, SG_EINVAL, "node %s: the step is compiled with activation "
+                                "checkpointing; its forward is cut from a step without",
+                                nd->name);
+        nfwd += forward_phase(nd->kind) && nd->micro_step >= 0;
+        if (nd->naccess > maxacc)
+            maxacc = nd->naccess;
     }
-    if (last < 0)
+    if (nfwd == 0)
         return sg_error_set(err, SG_EINVAL, "the step graph has no forward node");
     int *map = malloc((size_t)(step->nbuffers > 0 ? step->nbuffers : 1) * sizeof *map);
     sg_access *acc = malloc((size_t)maxacc * sizeof *acc);
-    int rc = !map || !acc ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+    unsigned char *keep = malloc((size_t)step->nnodes);
+    int rc = !map || !acc || !keep ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     for (int b = 0; !rc && b < step->nbuffers; b++)
         map[b] = -1;
-    for (int i = 0; !rc && i <= last; i++) {
-        const sg_node *nd = &step->nodes[i];
-        if (nd->micro_step != 0)
-            continue; /* another micro-step's (none when compiled with one) */
-        if (!forward_kind(nd->kind))
-            rc = sg_error_set(err, SG_EINVAL, "node %s (%s) lies within micro-step 0's "
-                              "forward", nd->name, sg_op_kind_name(nd->kind));
-        else
-            rc = copy_node(step, out, map, nd, acc, err);
-    }
+    if (!rc)
+        mark_forward(step, keep);
+    for (int i = 0; !rc && i < step->nnodes; i++)
+        if (keep[i])
+            rc = copy_node(step, out, map, &step->nodes[i], acc, err);
     free(map);
     free(acc);
+    free(keep);
+    /* a forward node that read what only a backward wrote would be refused
+     * here: a non-persistent buffer read before any node of out wrote it */
     return rc ? rc : sg_graph_finalize(out, err);
 }

@@ -1,7 +1,7 @@
 /* forward_only.h - the forward of a step graph alone: what an evaluation runs.
  *
  * An evaluation (runtime/train/eval.h) needs the loss of the model's current
- * weights on held-out tokens: the forward of one micro-step and nothing else
+ * weights on held-out tokens: the forward of its micro-steps and nothing else
  * (no backward, no gradient buffers, no optimizer node or state). Rather than
  * a second compiler, the forward is cut out of a compiled step: its nodes
  * are the step's own (stage-3 all-gathers and parameter fetches included),
@@ -18,12 +18,15 @@
 #include "graph/ir.h"
 
 /* Copies into out (initialised by the caller with sg_graph_init; finalized on
- * success) the nodes of step's micro-step 0 in program order up to its last
- * forward-phase node (graph/op_kinds.h: the units' forwards, MoE experts and
- * combines) with the transfers among them (all-gathers, host-to-device
- * fetches), and only the buffers those nodes access. step must be a
- * finalized graph; SG_EINVAL when it has no forward node, or when a node of
- * another kind (a backward, an optimizer node) falls inside that range. */
+ * success), in program order, the forward of every micro-step of step: its
+ * forward-phase nodes (graph/op_kinds.h: the units' forwards, MoE experts and
+ * combines) and the transfers that feed them (an all-gather or a
+ * host-to-device fetch of a micro-step whose output a forward-phase node
+ * reads next, not a backward's), with only the buffers those nodes access,
+ * every field kept. step must be finalized and compiled without activation
+ * checkpointing (a checkpointed MoE layer's recompute runs its experts
+ * again, forward-phase nodes inside the backward): SG_EINVAL when it has a
+ * recompute node or no forward node. */
 int sg_graph_forward_only(const sg_graph *step, sg_graph *out, sg_error *err);
 
 #endif /* SG_FORWARD_ONLY_H */

@@ -87,11 +87,15 @@ static int resolve_batches(sg_eval *e, const sg_run_options *r, const struct sg_
     return SG_OK;
 }
 
-/* The forward of one micro-step of the run's step. */
-static int compile_forward(sg_eval *e, const sg_model *m, sg_error *err)
+/* The forward of the run's step with `micro` micro-steps (what one run of
+ * the forward graph evaluates), without checkpointing: the forward computes
+ * the same either way, and a checkpointed step's backward runs forward-phase
+ * nodes again (forward_only.h). */
+static int compile_forward(sg_eval *e, const sg_model *m, int micro, sg_error *err)
 {
-    e->spec.grad_accum = 1;
+    e->spec.grad_accum = micro;
     e->spec.micro_window = 0;
+    e->spec.activation_checkpointing = 0;
     sg_graph step;
     sg_graph_init(&step);
     int rc = sg_compile_step(m, &e->spec, &step, err);
@@ -139,6 +143,7 @@ int sg_eval_open(sg_eval *e, const sg_config *cfg, const sg_model *m, const sg_s
     if (rc)
         return sg_error_prefix(err, "eval_data: "), rc;
     e->data_open = 1;
+    e->model = m;
     size_t n = (size_t)(spec->micro_batch * spec->seq_len);
     e->inputs = malloc(n * sizeof *e->inputs);
     e->targets = malloc(n * sizeof *e->targets);
@@ -147,15 +152,43 @@ int sg_eval_open(sg_eval *e, const sg_config *cfg, const sg_model *m, const sg_s
     if ((rc = check_tokens(e, r->eval_data, r->model, m, train_tok, err)) ||
         (rc = resolve_batches(e, r, dist, err)))
         return rc;
-    return compile_forward(e, m, err);
+    /* that the forward compiles is known before StarPU starts */
+    if ((rc = compile_forward(e, m, 1, err)))
+        return rc;
+    return SG_OK;
 }
 
 int sg_eval_attach(sg_eval *e, sg_exec *x, sg_error *err)
 {
     if (!e->on)
         return SG_OK;
-    int rc = sg_exec_eval_init(&e->x, x, &e->spec, &e->graph, err);
-    e->lowered = 1;
+    /* micro-batches run side by side on the compute CPU workers, as the
+     * training's micro-steps do (at most that many micro-batches'
+     * activations at once); with CUDA workers one at a time */
+    int ncpu, ncuda;
+    sg_exec_worker_counts(&ncpu, &ncuda);
+    int64_t micro = ncuda > 0 ? 1 : ncpu - x->low.split.reserved;
+    micro = micro < 1 ? 1 : micro > e->batches ? e->batches : micro;
+    int rc = SG_OK;
+    if (micro > 1) {
+        sg_graph_free(&e->graph);
+        sg_graph_init(&e->graph);
+        rc = compile_forward(e, e->model, (int)micro, err);
+    }
+    size_t n = (size_t)(micro * e->spec.micro_batch * e->spec.seq_len);
+    int32_t *in = rc ? NULL : realloc(e->inputs, n * sizeof *in);
+    if (in)
+        e->inputs = in;
+    int32_t *tg = in ? realloc(e->targets, n * sizeof *tg) : NULL;
+    if (tg)
+        e->targets = tg;
+    e->losses = tg ? calloc((size_t)micro, sizeof *e->losses) : NULL;
+    if (!rc && !e->losses)
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc) {
+        rc = sg_exec_eval_init(&e->x, x, &e->spec, &e->graph, err);
+        e->lowered = 1;
+    }
     return rc ? sg_error_prefix(err, "eval_data: "), rc : SG_OK;
 }
 
@@ -171,7 +204,8 @@ void sg_eval_print_header(const sg_eval *e, const char *path)
         printf("every %lld steps and after the last; ", (long long)e->interval);
     else
         printf("after the last step; ");
-    printf("forward graph %d tasks\n", e->graph.nnodes);
+    printf("forward graph %d tasks, %d micro-batch%s at a time\n", e->graph.nnodes, e->x.micro,
+           e->x.micro == 1 ? "" : "es");
 }
 
 int sg_eval_due(const sg_eval *e, int64_t step, int last)
@@ -185,18 +219,22 @@ int sg_eval_run(sg_eval *e, sg_exec *x, const struct sg_dist *dist, int64_t step
                 sg_metrics *metrics, sg_eval_result *out, sg_error *err)
 {
     double t0 = sg_monotonic_s();
-    size_t n = (size_t)(e->spec.micro_batch * e->spec.seq_len);
+    size_t bt = (size_t)(e->spec.micro_batch * e->spec.seq_len); /* B*T */
     sg_data_pos first = {0, 0, e->data.nwindows};
     int rc = sg_data_seek(&e->data, first, err);
     double v[2] = {0, 0}; /* sum of loss x targets, targets */
-    for (int64_t b = 0; b < e->batches && !rc; b++) {
-        float loss;
-        if ((rc = sg_data_next(&e->data, e->inputs, e->targets, err)) ||
-            (rc = sg_exec_eval_batch(&e->x, x, e->inputs, e->targets, &loss, err)))
+    for (int64_t b = 0; b < e->batches && !rc; b += e->x.micro) {
+        int n = (int)(e->batches - b < e->x.micro ? e->batches - b : e->x.micro);
+        for (int i = 0; i < n && !rc; i++)
+            rc = sg_data_next(&e->data, e->inputs + (size_t)i * bt, e->targets + (size_t)i * bt,
+                              err);
+        if (rc || (rc = sg_exec_eval_run(&e->x, x, n, e->inputs, e->targets, e->losses, err)))
             break;
-        int64_t c = count_targets(e->targets, n);
-        v[0] += (double)loss * (double)c;
-        v[1] += (double)c;
+        for (int i = 0; i < n; i++) {
+            int64_t c = count_targets(e->targets + (size_t)i * bt, bt);
+            v[0] += (double)e->losses[i] * (double)c;
+            v[1] += (double)c;
+        }
     }
     if (!rc)
         rc = sg_dist_host_allreduce(dist, v, 2, SG_COMM_SUM, err);
@@ -228,5 +266,6 @@ void sg_eval_close(sg_eval *e)
     sg_graph_free(&e->graph);
     free(e->inputs);
     free(e->targets);
+    free(e->losses);
     memset(e, 0, sizeof *e);
 }

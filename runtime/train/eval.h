@@ -8,10 +8,11 @@
  * consecutive windows, rank r reading the r-th B, as in training.
  *
  * An evaluation runs the step's forward alone (graph/forward_only.h,
- * runtime/exec/exec_eval.h) on the training state, one micro-batch at a
- * time, once no step is in flight: no backward, no gradient, no optimizer
- * state, and the training's losses are bit for bit those of a run without
- * it (tests/test_eval.sh).
+ * runtime/exec/exec_eval.h) on the training state, as many micro-batches at
+ * once as there are compute CPU workers (one with CUDA workers), once no step
+ * is in flight: no backward, no gradient, no optimizer state, and the
+ * training's losses are bit for bit those of a run without it
+ * (tests/test_eval.sh).
  *
  * The loss: each batch's mean cross-entropy over its trained targets
  * (targets under a loss mask's 0 are not), weighted by those targets, summed
@@ -41,11 +42,14 @@ typedef struct sg_eval {
     int rank, world;
     sg_data_loader data;
     int data_open;
-    sg_step_spec spec;          /* the run's, with one micro-step */
+    sg_step_spec spec;          /* the run's, with the micro-steps of one run of the forward
+                                   graph and no checkpointing */
     sg_graph graph;             /* its forward (graph/forward_only.h) */
     sg_exec_eval x;
     int lowered;
-    int32_t *inputs, *targets;  /* (B, T) each */
+    const sg_model *model;
+    int32_t *inputs, *targets;  /* (micro, B, T) each: a run's micro-batches */
+    float *losses;              /* [micro]: their losses */
     int64_t last_step;          /* global step of the last evaluation, -1 before one */
 } sg_eval;
 
@@ -70,8 +74,10 @@ typedef struct sg_eval_result {
 int sg_eval_open(sg_eval *e, const sg_config *cfg, const sg_model *m, const sg_step_spec *spec,
                  const struct sg_dist *dist, const sg_tokenizer_info *train_tok, sg_error *err);
 
-/* Lowers the forward graph beside x's step graph (after sg_exec_init and the
- * state's load). */
+/* Compiles the forward graph for the workers StarPU started (micro-batches
+ * side by side on the compute CPU workers, one at a time with CUDA workers)
+ * and lowers it beside x's step graph (after sg_exec_init and the state's
+ * load). */
 int sg_eval_attach(sg_eval *e, sg_exec *x, sg_error *err);
 
 /* The header's line ("  eval: ..."), nothing when off. */
