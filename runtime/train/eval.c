@@ -158,19 +158,23 @@ int sg_eval_open(sg_eval *e, const sg_config *cfg, const sg_model *m, const sg_s
     return SG_OK;
 }
 
-int sg_eval_attach(sg_eval *e, sg_exec *x, sg_error *err)
+int sg_eval_attach(sg_eval *e, sg_exec *x, const struct sg_dist *dist, sg_error *err)
 {
     if (!e->on)
         return SG_OK;
     /* micro-batches run side by side on the compute CPU workers, as the
      * training's micro-steps do (at most that many micro-batches'
-     * activations at once); with CUDA workers one at a time */
+     * activations at once); with CUDA workers one at a time. Several ranks
+     * take the fewest of any rank: every rank runs the same graph, whose
+     * all-gathers are collectives */
     int ncpu, ncuda;
     sg_exec_worker_counts(&ncpu, &ncuda);
     int64_t micro = ncuda > 0 ? 1 : ncpu - x->low.split.reserved;
     micro = micro < 1 ? 1 : micro > e->batches ? e->batches : micro;
-    int rc = SG_OK;
-    if (micro > 1) {
+    double neg = -(double)micro;
+    int rc = sg_dist_host_allreduce(dist, &neg, 1, SG_COMM_MAX, err);
+    micro = (int64_t)-neg;
+    if (!rc && micro > 1) {
         sg_graph_free(&e->graph);
         sg_graph_init(&e->graph);
         rc = compile_forward(e, e->model, (int)micro, err);
@@ -201,7 +205,8 @@ void sg_eval_print_header(const sg_eval *e, const char *path)
            (unsigned long long)e->data.nwindows, (long long)e->batches,
            e->batches == 1 ? "" : "es", (long long)seqs);
     if (e->interval > 0)
-        printf("every %lld steps and after the last; ", (long long)e->interval);
+        printf("every %lld step%s and after the last; ", (long long)e->interval,
+               e->interval == 1 ? "" : "s");
     else
         printf("after the last step; ");
     printf("forward graph %d tasks, %d micro-batch%s at a time\n", e->graph.nnodes, e->x.micro,

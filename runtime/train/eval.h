@@ -75,10 +75,11 @@ int sg_eval_open(sg_eval *e, const sg_config *cfg, const sg_model *m, const sg_s
                  const struct sg_dist *dist, const sg_tokenizer_info *train_tok, sg_error *err);
 
 /* Compiles the forward graph for the workers StarPU started (micro-batches
- * side by side on the compute CPU workers, one at a time with CUDA workers)
- * and lowers it beside x's step graph (after sg_exec_init and the state's
- * load). */
-int sg_eval_attach(sg_eval *e, sg_exec *x, sg_error *err);
+ * side by side on the compute CPU workers, one at a time with CUDA workers;
+ * with several ranks the fewest of any rank, every rank calling this at the
+ * same point) and lowers it beside x's step graph (after sg_exec_init and
+ * the state's load). */
+int sg_eval_attach(sg_eval *e, sg_exec *x, const struct sg_dist *dist, sg_error *err);
 
 /* The header's line ("  eval: ..."), nothing when off. */
 void sg_eval_print_header(const sg_eval *e, const char *path);

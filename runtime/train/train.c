@@ -1068,7 +1068,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
             goto out;
         t.metrics_open = 1;
     }
-    if ((rc = setup_exec(&t, err)) || (rc = sg_eval_attach(&t.eval, &t.x, err)))
+    if ((rc = setup_exec(&t, err)) || (rc = sg_eval_attach(&t.eval, &t.x, dist, err)))
         goto out;
     if (cfg->node_times[0] && sg_node_times_init(&t.node_times, t.graph.nnodes)) {
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
