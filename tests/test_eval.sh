@@ -144,11 +144,13 @@ ok $? "run --help lists --eval_data, --eval_interval and --eval_batches"
 # (e) 2 ranks of micro batch 1 against 1 rank of micro batch 2: the same windows
 ds r1 '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}'
 ds r2 '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}'
+# 3 micro-batches, 2 side by side on each rank's 2 CPU workers: runs of 2 then 1
+EV3="--eval_data $TMP/ev/val.bin --eval_batches 3"
 (
 	. "$SRC/tests/ranks_env.sh"
-	"$BIN" run "$TMP/r1.json" $ARGS --steps 2 --ncpus 1 $EV --metrics "$TMP/r1.jsonl" >"$TMP/r1.out" 2>&1 &&
+	"$BIN" run "$TMP/r1.json" $ARGS --steps 2 --ncpus 2 $EV3 --metrics "$TMP/r1.jsonl" >"$TMP/r1.out" 2>&1 &&
 		timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" "$BIN" run \
-			"$TMP/r2.json" $ARGS --steps 2 --ncpus 1 --dp_size 2 $EV --metrics "$TMP/r2.jsonl" \
+			"$TMP/r2.json" $ARGS --steps 2 --ncpus 2 --dp_size 2 $EV3 --metrics "$TMP/r2.jsonl" \
 			>"$TMP/r2.out" 2>&1
 	echo "rc $?"
 ) >"$TMP/ranks.log" 2>&1
@@ -156,7 +158,8 @@ if grep -q "^1..0 # SKIP" "$TMP/ranks.log"; then
 	ok 0 "# SKIP $(sed -n 's/^1..0 # SKIP //p' "$TMP/ranks.log")"
 else
 	grep -q "^rc 0" "$TMP/ranks.log" && [ "$(grep -c '^Eval at step' "$TMP/r2.out")" = 1 ] &&
+		grep -q "2 micro-batches at a time" "$TMP/r2.out" &&
 		"$PY" -c 'import json,sys; a,b=[[json.loads(l) for l in open(p) if "eval_loss" in l][-1] for p in sys.argv[1:]]; print("# 1 rank %r, 2 ranks %r" % (a["eval_loss"], b["eval_loss"])); sys.exit(not (a["eval_tokens"] == b["eval_tokens"] and abs(a["eval_loss"]-b["eval_loss"]) <= 1e-5*abs(a["eval_loss"])))' \
 			"$TMP/r1.jsonl" "$TMP/r2.jsonl"
-	ok $? "(e) ZeRO 3, 2 ranks of micro batch 1: the eval loss of 1 rank of micro batch 2 within 1e-5, printed once"
+	ok $? "(e) ZeRO 3, 2 ranks of micro batch 1 (2 micro-batches side by side): the eval loss of 1 rank of micro batch 2 within 1e-5, printed once"
 fi
