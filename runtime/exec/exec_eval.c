@@ -143,13 +143,18 @@ int sg_exec_eval_run(sg_exec_eval *e, sg_exec *x, int n, const int32_t *inputs,
     return SG_OK;
 }
 
+void sg_exec_eval_forget(sg_exec_eval *e)
+{
+    free(e->loss);
+    free(e->tokens);
+    memset(e, 0, sizeof *e);
+}
+
 void sg_exec_eval_free(sg_exec_eval *e)
 {
     /* a stalled run's workers never finish: what they hold ends with the
      * process (as sg_exec_shutdown leaves it) */
     if (e->started && !(e->exec && e->exec->stalled))
         sg_lower_free(&e->low);
-    free(e->loss);
-    free(e->tokens);
-    memset(e, 0, sizeof *e);
+    sg_exec_eval_forget(e);
 }

@@ -45,5 +45,8 @@ int sg_exec_eval_run(sg_exec_eval *e, sg_exec *x, int n, const int32_t *inputs,
                      const int32_t *targets, float *losses, sg_error *err);
 
 void sg_exec_eval_free(sg_exec_eval *e);
+/* Frees e's own memory and leaves its lowering to StarPU, which is left
+ * running (several ranks after an error: a wait could hang). */
+void sg_exec_eval_forget(sg_exec_eval *e);
 
 #endif /* SG_EXEC_EVAL_H */

@@ -262,10 +262,12 @@ int sg_eval_run(sg_eval *e, sg_exec *x, const struct sg_dist *dist, int64_t step
     return SG_OK;
 }
 
-void sg_eval_close(sg_eval *e)
+void sg_eval_close(sg_eval *e, int lowering)
 {
-    if (e->lowered)
+    if (e->lowered && lowering)
         sg_exec_eval_free(&e->x);
+    else if (e->lowered) /* the handles stay with StarPU: only our memory */
+        sg_exec_eval_forget(&e->x);
     if (e->data_open)
         sg_data_close(&e->data);
     sg_graph_free(&e->graph);

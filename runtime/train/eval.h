@@ -96,7 +96,9 @@ int sg_eval_run(sg_eval *e, sg_exec *x, const struct sg_dist *dist, int64_t step
                 sg_metrics *metrics, sg_eval_result *out, sg_error *err);
 
 /* Frees everything; the forward's lowering before x's (call before
- * sg_exec_shutdown). Safe on a zeroed or closed e. */
-void sg_eval_close(sg_eval *e);
+ * sg_exec_shutdown). lowering 0: StarPU is left running as it is (several
+ * ranks after an error, whose workers may wait in a collective), and the
+ * lowering's handles with it. Safe on a zeroed or closed e. */
+void sg_eval_close(sg_eval *e, int lowering);
 
 #endif /* SG_EVAL_H */

@@ -877,7 +877,9 @@ static void print_summary(const trainer *t)
 static void teardown(trainer *t)
 {
     sg_node_times_free(&t->node_times);
-    sg_eval_close(&t->eval); /* its lowering shares the exec's buffers: first */
+    /* its lowering shares the exec's buffers: first, and left to StarPU
+     * when StarPU is (several ranks after an error) */
+    sg_eval_close(&t->eval, t->exec_started);
     if (t->exec_started)
         sg_exec_shutdown(&t->x);
     if (t->metrics_open) {
@@ -948,8 +950,8 @@ static int maybe_eval(trainer *t, sg_train_result *res, int last, sg_error *err)
 
 /* Up to `lookahead` steps in flight; finished (logged) in order. A
  * checkpoint, an evaluation, the trace and the end wait for every step in
- * flight. SIGINT
- * or SIGTERM: no step is submitted after the one interrupt.h names. */
+ * flight. SIGINT or SIGTERM: no step is submitted after the one interrupt.h
+ * names. */
 static int train_loop(trainer *t, sg_train_result *res, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
