@@ -235,6 +235,7 @@ int sg_eval_run(sg_eval *e, sg_exec *x, const struct sg_dist *dist, int64_t step
                               err);
         if (rc || (rc = sg_exec_eval_run(&e->x, x, n, e->inputs, e->targets, e->losses, err)))
             break;
+        sg_dist_watch_progress(dist); /* the partition watchdog: this rank is alive */
         for (int i = 0; i < n; i++) {
             int64_t c = count_targets(e->targets + (size_t)i * bt, bt);
             v[0] += (double)e->losses[i] * (double)c;
