@@ -201,9 +201,10 @@ void sg_eval_print_header(const sg_eval *e, const char *path)
     if (!e->on)
         return;
     int64_t seqs = e->batches * e->spec.micro_batch * e->world;
-    printf("  eval: %s (%llu windows), %lld micro-batch%s (%lld sequences) ", path,
-           (unsigned long long)e->data.nwindows, (long long)e->batches,
-           e->batches == 1 ? "" : "es", (long long)seqs);
+    printf("  eval: %s (%llu window%s), %lld micro-batch%s (%lld sequence%s) ", path,
+           (unsigned long long)e->data.nwindows, e->data.nwindows == 1 ? "" : "s",
+           (long long)e->batches, e->batches == 1 ? "" : "es", (long long)seqs,
+           seqs == 1 ? "" : "s");
     if (e->interval > 0)
         printf("every %lld step%s and after the last; ", (long long)e->interval,
                e->interval == 1 ? "" : "s");
