@@ -15,3 +15,34 @@ export STARPU_HOME=${STARPU_HOME:-$OUT/starpu}
 mkdir -p "$STARPU_HOME"
 ci() { [ "$EXAMPLE_SIZE" = ci ]; }
 say() { printf '\n== %s\n' "$*"; }
+# hf_llama_config FILE: config.json as transformers writes it for the small
+# Llama of the fine-tuning examples (hidden 128, 4 layers, vocabulary 512)
+hf_llama_config() {
+	cat >"$1" <<'JSON'
+{
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "hidden_size": 128,
+  "intermediate_size": 384,
+  "num_hidden_layers": 4,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 2,
+  "head_dim": 32,
+  "vocab_size": 512,
+  "max_position_embeddings": 1024,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 10000.0,
+  "rope_scaling": null,
+  "tie_word_embeddings": false,
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "mlp_bias": false,
+  "hidden_act": "silu",
+  "initializer_range": 0.02,
+  "bos_token_id": null,
+  "eos_token_id": 0,
+  "torch_dtype": "float32",
+  "use_cache": true
+}
+JSON
+}

@@ -39,18 +39,22 @@ def write(shard, ids, mask):
         f.write(bytes(mask))
 
 
-def read_window(shard, T, use_mask):
+def read_window(shard, T, use_mask, i=0):
+    """Window i of the shard (tokens [i T, i T + T], runtime/io/data_loader.h):
+    its inputs and its targets, -100 where the mask says 0."""
     raw = open(shard, "rb").read()
     n = struct.unpack("<256i", raw[:1024])[2]
-    ids = struct.unpack("<%dH" % n, raw[1024:1024 + 2 * n])[:T + 1]
+    ids = struct.unpack("<%dH" % n, raw[1024:1024 + 2 * n])[i * T:i * T + T + 1]
     mask = [1] * (T + 1)
     if use_mask:
-        mask = list(open(shard + ".mask", "rb").read()[1024:1024 + T + 1])
+        mask = list(open(shard + ".mask", "rb").read()[1024 + i * T:1024 + i * T + T + 1])
     targets = [ids[t + 1] if mask[t + 1] else -100 for t in range(T)]
     return list(ids[:T]), targets
 
 
-def loss(model_json, weights, shard, T, use_mask):
+def model_of(model_json, weights, T):
+    """tests/torch_model_ref.py's Llama (float64, B = 1, T) with the weights of a
+    safetensors file."""
     m = json.load(open(model_json))
     args = {"H": m["hidden_size"], "L": m["num_hidden_layers"],
             "Hq": m["num_attention_heads"], "Hkv": m["num_key_value_heads"],
@@ -64,7 +68,11 @@ def loss(model_json, weights, shard, T, use_mask):
         b, e = v["data_offsets"]
         a = np.frombuffer(data[b:e], dtype="<f4").astype(np.float64)
         params[name] = torch.from_numpy(a.copy()).requires_grad_(True)
-    model = torch_model_ref.Model({k: str(v) for k, v in args.items()}, set(), params)
+    return torch_model_ref.Model({k: str(v) for k, v in args.items()}, set(), params)
+
+
+def loss(model_json, weights, shard, T, use_mask):
+    model = model_of(model_json, weights, T)
     tokens, targets = read_window(shard, T, use_mask)
     out, _ = model.forward(torch.tensor(tokens), torch.tensor(targets), torch.float64)
     return out.item()

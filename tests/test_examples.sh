@@ -6,7 +6,10 @@
 # point simulated, parameter offload's table across three machines, DeepSpeed's CIFAR config giving the same fp32 losses at
 # every ZeRO stage, and (when the tokenizers package is there) the
 # fine-tuned export's validation loss agreeing between stepgraph and
-# transformers (the example itself fails otherwise). Prints TAP.
+# transformers (the example itself fails otherwise); DeepSpeedExamples'
+# SuperOffload fine-tune with its config unchanged: the validation loss
+# (run option eval_data) falling, and (with transformers) the export
+# reloaded and answering a prompt. Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
 BIN=${SG_BUILDDIR:-.}/stepgraph
@@ -24,7 +27,7 @@ ok() {
 	n=$((n + 1))
 	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-echo "1..13"
+echo "1..15"
 example() { # NAME: runs it, output in $TMP/NAME, log in $TMP/NAME.log, status in $TMP/NAME.rc
 	OUT=$TMP/$1 STARPU_HOME=$TMP/$1-starpu bash "$SRC/examples/$1/run.sh" >"$TMP/$1.log" 2>&1
 	echo $? >"$TMP/$1.rc"
@@ -128,4 +131,26 @@ case "$(cat "$TMP/two-ranks.rc")" in
 	ok $? "two-ranks: 2 ranks then 1 rank resumed from their checkpoint give 1 rank's losses" ;;
 77) n=$((n + 1)); echo "ok $n # SKIP two-ranks: $(tail -1 "$TMP/two-ranks.log")" ;;
 *) ok 1 "two-ranks: 2 ranks then 1 rank resumed from their checkpoint give 1 rank's losses" ;;
+esac
+
+example finetune-superoffload
+d=$TMP/finetune-superoffload
+case "$(cat "$TMP/finetune-superoffload.rc")" in
+0) "$PY" - "$d/finetune.jsonl" <<'PYEOF'
+import json, sys
+ev = [r for r in map(json.loads, open(sys.argv[1])) if "eval_loss" in r]
+assert [r["step"] for r in ev] == [8, 16, 24], ev
+assert ev[0]["eval_loss"] > ev[1]["eval_loss"] > ev[2]["eval_loss"] and ev[0]["eval_tokens"] > 0, ev
+PYEOF
+	ok $? "finetune-superoffload: the SuperOffload config unchanged on instruction shards; the validation loss falls at steps 8, 16, 24"
+	if grep -q "^transformers reload: skipped" "$TMP/finetune-superoffload.log"; then
+		n=$((n + 1)); echo "ok $n # SKIP finetune-superoffload: $(grep "^transformers reload: skipped" "$TMP/finetune-superoffload.log")"
+	else
+		grep -q "^validation loss of the export: transformers" "$TMP/finetune-superoffload.log" &&
+			grep -q "^greedy answer: " "$TMP/finetune-superoffload.log"
+		ok $? "finetune-superoffload: the export reloads in transformers (its validation loss within 2% of stepgraph's) and answers a held-out prompt"
+	fi ;;
+77) for i in 1 2; do n=$((n + 1)); echo "ok $n # SKIP finetune-superoffload: $(tail -1 "$TMP/finetune-superoffload.log")"; done ;;
+*) ok 1 "finetune-superoffload: fine-tune, validation loss falling"
+	ok 1 "finetune-superoffload: the export reloaded in transformers" ;;
 esac

@@ -472,6 +472,36 @@ static void test_metrics(void)
        "metrics: unwritable path is SG_EIO naming it (%s)", err.msg);
 }
 
+/* An evaluation's line (runtime/train/eval.h): the Trainer's key names, no
+ * "loss" (readers of training losses take the lines that have one), a
+ * non-finite loss as null. */
+static void test_metrics_eval(void)
+{
+    sg_metrics m;
+    sg_error err = {0};
+    const char *path = tmp("eval.jsonl");
+    int rc = sg_metrics_open(&m, path, &err);
+    rc |= sg_metrics_write_eval(&m, 12, 2.5, exp(2.5), 2048, 0.0625);
+    rc |= sg_metrics_write_eval(&m, 13, NAN, NAN, 0, 0.5);
+    rc |= sg_metrics_close(&m, &err);
+    char *text = slurp(path);
+    char *nl = text ? strchr(text, '\n') : NULL;
+    if (nl)
+        *nl = '\0';
+    cJSON *a = text ? cJSON_Parse(text) : NULL;
+    cJSON *b = nl ? cJSON_Parse(nl + 1) : NULL;
+    ok(rc == 0 && a && b && jnum(a, "step") == 12 && jnum(a, "eval_loss") == 2.5 &&
+           jnum(a, "eval_ppl") == exp(2.5) && jnum(a, "eval_tokens") == 2048 &&
+           jnum(a, "eval_time_ms") == 62.5 && !cJSON_GetObjectItem(a, "loss"),
+       "metrics: an evaluation's line (eval_loss, eval_ppl, eval_tokens, eval_time_ms, no loss)");
+    ok(b && cJSON_IsNull(cJSON_GetObjectItem(b, "eval_loss")) &&
+           cJSON_IsNull(cJSON_GetObjectItem(b, "eval_ppl")),
+       "metrics: a non-finite eval loss is written as null");
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(text);
+}
+
 /* -------------------------------------------------------------- trace --- */
 
 /* first event with this ph and tid (and name, if given) */
@@ -656,6 +686,7 @@ int main(void)
     test_step_lines();
     test_summary();
     test_metrics();
+    test_metrics_eval();
     test_trace();
     test_speculation();
     rm_tree(dir);

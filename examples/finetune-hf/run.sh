@@ -26,33 +26,7 @@ PYEOF
 
 say "2. a Hugging Face model directory: config.json, then weights from a short pre-training"
 mkdir -p "$OUT/base-model"
-cat >"$OUT/base-model/config.json" <<'JSON'
-{
-  "architectures": ["LlamaForCausalLM"],
-  "model_type": "llama",
-  "hidden_size": 128,
-  "intermediate_size": 384,
-  "num_hidden_layers": 4,
-  "num_attention_heads": 4,
-  "num_key_value_heads": 2,
-  "head_dim": 32,
-  "vocab_size": 512,
-  "max_position_embeddings": 1024,
-  "rms_norm_eps": 1e-05,
-  "rope_theta": 10000.0,
-  "rope_scaling": null,
-  "tie_word_embeddings": false,
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "mlp_bias": false,
-  "hidden_act": "silu",
-  "initializer_range": 0.02,
-  "bos_token_id": null,
-  "eos_token_id": 0,
-  "torch_dtype": "float32",
-  "use_cache": true
-}
-JSON
+hf_llama_config "$OUT/base-model/config.json"
 "$REPO_ROOT/scripts/tokenize.sh" --tokenizer "$OUT/tokenizer.json" --out "$OUT/pre-data" \
 	--val-fraction 0 "$REPO_ROOT"/docs/*.md
 cat >"$OUT/ds.json" <<'JSON'

@@ -112,6 +112,10 @@ static const ropt run_opts[] = {
     { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0, 0 },
     { "batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0, 0 },
     { "head_chunk_tokens", R_TILE, ROFF(head_chunk_tokens), 0, 0, LO, 1, 0, 0 },
+    /* validation during a run (runtime/train/eval.h) */
+    { "eval_data", R_STR, ROFF(eval_data), SG_PATH_MAX, 0, 0, 0, 0, 0 },
+    { "eval_interval", R_INT, ROFF(eval_interval), 0, 0, NONNEG, 0, 0, 0 },
+    { "eval_batches", R_INT, ROFF(eval_batches), 0, 0, NONNEG, 0, 0, 0 },
     /* TrainingArguments, for "auto" in the DeepSpeed config (ds_auto.h) */
     { "per_device_train_batch_size", R_INT, ROFF(hf.per_device_train_batch_size), 0, 0, POS,
       0, 0, 1 },

@@ -86,6 +86,11 @@ typedef struct sg_run_options {
     int64_t head_chunk_tokens;          /* tokens per chunk of the head's logits: SG_TILE_AUTO
                                            (-1, the default: chunk x vocab x 4 bytes within
                                            256 MiB) or N >= 1 (models/unit_layout.h) */
+    char eval_data[SG_PATH_MAX];        /* held-out token shards (a glob as data); "" = none
+                                           (runtime/train/eval.h) */
+    int64_t eval_interval;              /* evaluate every N steps and at the last; 0 = never */
+    int64_t eval_batches;               /* micro-batches per evaluation; 0 = every whole
+                                           micro-batch of eval_data */
     sg_trainer_args hf;                 /* fill "auto" in the DeepSpeed config */
 } sg_run_options;
 

@@ -402,3 +402,8 @@ void sg_dist_watch_checkpoint(const sg_dist *d, const char *path)
 {
     sg_watchdog_checkpoint(wd_of(d), path);
 }
+
+void sg_dist_watch_progress(const sg_dist *d)
+{
+    sg_watchdog_progress(wd_of(d));
+}

@@ -98,5 +98,9 @@ void sg_dist_fail(const sg_dist *d, int rc, const sg_error *err);
 void sg_dist_watch_arm(const sg_dist *d, double comm_timeout_s, const char *checkpoint);
 void sg_dist_watch_step(const sg_dist *d, double seconds);
 void sg_dist_watch_checkpoint(const sg_dist *d, const char *path);
+/* Progress made outside steps and collectives (an evaluation's forward runs,
+ * runtime/train/eval.h), so that a long one does not look like a rank that
+ * stopped answering. */
+void sg_dist_watch_progress(const sg_dist *d);
 
 #endif /* SG_DIST_H */

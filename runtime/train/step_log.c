@@ -279,6 +279,26 @@ int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_upd
     return SG_OK;
 }
 
+int sg_metrics_write_eval(sg_metrics *m, int64_t step, double eval_loss, double eval_ppl,
+                          int64_t eval_tokens, double seconds)
+{
+    if (!m->fp || m->err_no)
+        return SG_EIO;
+    FILE *fp = m->fp;
+    fprintf(fp, "{\"step\":%lld,", (long long)step);
+    json_num(fp, "eval_loss", eval_loss);
+    fputc(',', fp);
+    json_num(fp, "eval_ppl", eval_ppl);
+    fprintf(fp, ",\"eval_tokens\":%lld,", (long long)eval_tokens);
+    json_num(fp, "eval_time_ms", seconds * 1e3);
+    fputs("}\n", fp);
+    if (fflush(fp) != 0 || ferror(fp)) {
+        m->err_no = errno ? errno : EIO;
+        return SG_EIO;
+    }
+    return SG_OK;
+}
+
 int sg_metrics_close(sg_metrics *m, sg_error *err)
 {
     if (!m->fp)

@@ -124,6 +124,13 @@ int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_upd
                           double grad_norm, double loss_scale, double seconds,
                           double tokens_per_s, const sg_step_rates *rates, int skipped,
                           const sg_phase_times *phases);
+/* An evaluation's line (runtime/train/eval.h), after its step's, with the
+ * names the Hugging Face Trainer logs it under:
+ *   {"step":12,"eval_loss":4.1234,"eval_ppl":61.78,"eval_tokens":2048,
+ *    "eval_time_ms":45.67}
+ * (no "loss": a reader of training losses takes the lines that have one). */
+int sg_metrics_write_eval(sg_metrics *m, int64_t step, double eval_loss, double eval_ppl,
+                          int64_t eval_tokens, double seconds);
 /* Closes; returns SG_EIO with a message if any write failed. Safe twice. */
 int sg_metrics_close(sg_metrics *m, sg_error *err);
 

@@ -36,6 +36,7 @@
 #include "runtime/train/speculation.h"
 #include "runtime/train/state_source.h"
 #include "runtime/train/timeline.h"
+#include "runtime/train/eval.h"
 
 typedef struct trainer {
     const sg_config *cfg;
@@ -94,6 +95,7 @@ typedef struct trainer {
     double start_s, startup_load_s;
     sg_interrupt intr;          /* SIGINT, SIGTERM: where to stop */
     int64_t saved_at;           /* the step of the last checkpoint written, or -1 */
+    sg_eval eval;               /* the validation loss (eval.h) */
 } trainer;
 
 /* ---- set-up ------------------------------------------------------------------ */
@@ -459,6 +461,7 @@ static void print_header(const trainer *t)
                "prompt and padding are not)\n", (unsigned long long)trained,
                (unsigned long long)masked_tokens,
                masked_tokens ? 100.0 * (double)trained / (double)masked_tokens : 0.0);
+    sg_eval_print_header(&t->eval, cfg->run.eval_data);
     if (cfg->run.load[0])
         printf("  %s %s at step %lld\n", t->resumed ? "resuming from" : "weights from",
                cfg->run.load, (long long)t->st.step);
@@ -879,6 +882,9 @@ static void print_summary(const trainer *t)
 static void teardown(trainer *t)
 {
     sg_node_times_free(&t->node_times);
+    /* its lowering shares the exec's buffers: first, and left to StarPU
+     * when StarPU is (several ranks after an error) */
+    sg_eval_close(&t->eval, t->exec_started);
     if (t->exec_started)
         sg_exec_shutdown(&t->x);
     if (t->metrics_open) {
@@ -931,9 +937,26 @@ static int check_ranks(const trainer *t, sg_error *err)
     return SG_OK;
 }
 
+/* The validation loss after the step just submitted when it is due
+ * (eval.h): once every step in flight has finished, on every rank alike
+ * (the step numbers are the same everywhere). */
+static int maybe_eval(trainer *t, sg_train_result *res, int last, sg_error *err)
+{
+    int64_t step = t->st.step + sg_exec_in_flight(&t->x); /* the submitted step's number */
+    if (!sg_eval_due(&t->eval, step, last))
+        return SG_OK;
+    int rc;
+    while (sg_exec_in_flight(&t->x) > 0)
+        if ((rc = finish_one(t, res, err)))
+            return rc;
+    return sg_eval_run(&t->eval, &t->x, t->dist, t->st.step,
+                       t->metrics_open ? &t->metrics : NULL, NULL, err);
+}
+
 /* Up to `lookahead` steps in flight; finished (logged) in order. A
- * checkpoint, the trace and the end wait for every step in flight. SIGINT
- * or SIGTERM: no step is submitted after the one interrupt.h names. */
+ * checkpoint, an evaluation, the trace and the end wait for every step in
+ * flight. SIGINT or SIGTERM: no step is submitted after the one interrupt.h
+ * names. */
 static int train_loop(trainer *t, sg_train_result *res, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
@@ -950,6 +973,8 @@ static int train_loop(trainer *t, sg_train_result *res, sg_error *err)
         while (sg_exec_in_flight(&t->x) > 0 && sg_exec_oldest_done(&t->x))
             if ((rc = finish_one(t, res, err)))
                 return rc;
+        if ((rc = maybe_eval(t, res, i + 1 == t->total_steps, err)))
+            return rc;
         if (r->save[0] && r->save_interval > 0 && (i + 1) % r->save_interval == 0 &&
             i + 1 < t->total_steps) {
             while (sg_exec_in_flight(&t->x) > 0)
@@ -1040,7 +1065,9 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     if ((rc = setup_graph(&t, err)) || (rc = check_host_memory(&t, err)) ||
         (rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
-        (rc = setup_data(&t, err)) || (rc = check_schedule(&t, err)))
+        (rc = setup_data(&t, err)) || (rc = check_schedule(&t, err)) ||
+        (rc = sg_eval_open(&t.eval, cfg, &t.model, &t.spec, dist,
+                           t.have_tokenizer ? &t.tokenizer : NULL, err)))
         goto out;
     /* several ranks: rank 0 writes the metrics and the trace, the others none */
     if (r->metrics[0] && t.rank == 0) {
@@ -1048,7 +1075,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
             goto out;
         t.metrics_open = 1;
     }
-    if ((rc = setup_exec(&t, err)))
+    if ((rc = setup_exec(&t, err)) || (rc = sg_eval_attach(&t.eval, &t.x, dist, err)))
         goto out;
     if (cfg->node_times[0] && sg_node_times_init(&t.node_times, t.graph.nnodes)) {
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
