@@ -20,6 +20,10 @@ typedef struct sg_step_view {
     /* optional, per node: when the data a copy node moves crossed its link
      * (simulations draw these on the link lanes instead of the task) */
     const sg_task_record *link_spans;
+    /* optional, 2 per node: when its disk read and its write-back ran (a
+     * simulation's ZeRO-Infinity disk, runtime/sim/sim_disk.h; worker -1:
+     * none), drawn on the "disk read" and "disk write" lanes */
+    const sg_task_record *disk_spans;
 } sg_step_view;
 
 /* Writes the step (atomically). */
