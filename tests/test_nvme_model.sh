@@ -15,7 +15,9 @@
 # layers, as test_fit.sh's rule in python says. `simulate` on a machine
 # with a slow disk reports 12 P read and written, a step no shorter than
 # 12 P / read + 12 P / write, the disk as the bound, and the disk's lanes in
-# the trace. A machine file without a disk cannot hold nvme state (error
+# the trace. On a machine of 10 MB of host memory the state in RAM does not
+# fit and the ways out name nvme, with which it fits and simulates. A
+# machine file without a disk cannot hold nvme state (error
 # naming the key and the machine), and `run` refuses nvme in this build.
 # Prints TAP.
 set -u
@@ -122,7 +124,7 @@ ok $? "fit on a machine without a disk: refused, naming it"
 # ---- simulate: a slow disk (1 GB/s read, 0.5 GB/s write) binds the step
 if ! [ -x "$BUILD/stepgraph-sim" ]; then
 	for d in "simulate: disk bytes" "simulate: step >= disk bound" "simulate: trace lanes" \
-		"simulate: no disk"; do
+		"simulate: ways out" "simulate: no disk"; do
 		n=$((n + 1))
 		echo "ok $n # SKIP stepgraph-sim not built ($d)"
 	done
@@ -169,6 +171,22 @@ print("# %d disk reads, %d writes in the trace, %d tiles" % (reads, writes, tile
 sys.exit(0 if {"disk read", "disk write"} <= lanes and reads == tiles and writes == tiles else 1)
 PYEOF
 ok $? "simulate --trace: a disk read and a write-back per tile on the disk lanes"
+# 10 MB of host memory: the state in RAM (12.5 MiB) does not fit, on disk (7.7 MiB) it does
+"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/smallram.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "smallram"
+m["cpu"]["memory_gb"] = 0.01
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+"$BIN" simulate "$TMP/ds.json" --model tiny-llama --max_length 64 --machine "$TMP/smallram.json" \
+	--set zero_optimization.offload_optimizer.device=cpu >"$TMP/small_cpu.txt" 2>&1
+grep -q "^Does not fit on smallram: host peak" "$TMP/small_cpu.txt" &&
+	grep -q "offload_optimizer.device=nvme .*the optimizer state on smallram's disk" "$TMP/small_cpu.txt" &&
+	"$BIN" simulate "$TMP/ds.json" --model tiny-llama --max_length 64 \
+		--machine "$TMP/smallram.json" >"$TMP/small_nvme.txt" 2>&1 &&
+	grep -q "Step time" "$TMP/small_nvme.txt"
+ok $? "10 MB of host memory: cpu does not fit and the ways out name nvme; nvme fits and simulates"
 "$BIN" simulate "$TMP/ds.json" --model tiny-llama --max_length 64 --machine h100-sxm \
 	>"$TMP/simno.txt" 2>&1
 [ $? -ne 0 ] && grep -q "machine h100-sxm gives none" "$TMP/simno.txt"

@@ -88,6 +88,13 @@ static int ways_out(const sg_sim_view *v, char ways[MAX_WAYS][WAY_LEN])
     if (!s->offload_optimizer)
         snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_optimizer.device=cpu: "
                  "optimizer offload");
+    /* ZeRO-Infinity: the host is what does not fit and the machine has a disk */
+    const sg_sim_fit *f = &v->pt->fit;
+    if (s->offload_optimizer && !s->nvme_optimizer && !s->super_offload &&
+        m->disk_capacity_gb > 0 && f->host_bytes > f->host_capacity)
+        snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_optimizer.device=nvme --set "
+                 "zero_optimization.offload_optimizer.nvme_path=DIR: the optimizer state on %s's "
+                 "disk (ZeRO-Infinity)", m->name);
     if (!s->activation_checkpointing)
         snprintf(ways[n++], WAY_LEN, "--activation_checkpointing: keep one activation per layer");
     return n;
