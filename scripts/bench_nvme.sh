@@ -30,7 +30,8 @@
 #            with offload_optimizer nvme on the CPU accelerator, per step time
 #            and /proc/self/io bytes; where its async_io op (libaio) cannot
 #            run here, the line says why. --no-deepspeed skips it.
-# Prints the figures, step / bound for each, stepgraph / DeepSpeed, and the
+# Prints the figures, the machine file's "disk" block for this disk (free
+# space as capacity), step / bound for each, stepgraph / DeepSpeed, and the
 # command that reproduces the run. The files under --dir are removed at exit.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -170,6 +171,10 @@ mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1e6 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 printf '%s\n\n' "$REPRODUCE"
 printf 'disk %s: read %s GB/s, write %s GB/s (O_DIRECT, %s MiB)\n' "$DIR" "$RBW" "$WBW" "$PROBE_MIB"
+# the machine file's block for this disk (docs/simulate.md, machine model keys)
+CAP=$(df -P -B 1000000000 "$DIR" | awk 'NR == 2 { print $4 }')
+printf 'machine file block: "disk": {"name": "%s (probed)", "capacity_gb": %s, "read_gbs": %s, "write_gbs": %s}\n' \
+	"$(df -P "$DIR" | awk 'NR == 2 { print $1 }')" "$CAP" "$RBW" "$WBW"
 printf 'model: llama hidden %s, %s layers, intermediate %s, vocab %s: %s parameters; sequence %s, ZeRO-3, fp32 AdamW, buffer_count %s\n' \
 	"$HIDDEN" "$LAYERS" "$INTER" "$VOCAB" "$PARAMS" "$SEQ" "$BUFFERS"
 printf 'state on disk %s (12 B a parameter: master, m, v); RAM working set %s\n' "$(mb "$DISK")" "$(mb "$RAM")"
