@@ -31,6 +31,17 @@ cat >"$TMP/ds.json" <<JSON
    "offload_optimizer": {"device": "nvme", "nvme_path": "$TMP"}}}
 JSON
 ARGS="--model tiny-llama --max_length 64 --machine gh200"
+# machine NAME STATEMENTS: $TMP/NAME.json, gh200's file named NAME and changed by the
+# python statements (on its dict m)
+machine() {
+	"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/$1.json" "$1" "$2" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = sys.argv[3]
+exec(sys.argv[4])
+json.dump(m, open(sys.argv[2], "w"))
+PYEOF
+}
 # P from the model's JSON, written again here
 P=$("$PY" - "$SRC/models/tiny-llama.json" <<'PYEOF'
 import json, sys
@@ -102,14 +113,7 @@ assert disk(2048, 16) < disk(3072, 10) < disk(3072, 28)
 print(disk(3072, 10) + (disk(3072, 11) - disk(3072, 10)) // 2)
 PYEOF
 )
-"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/bigmem.json" "$DISK" <<'PYEOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["name"] = "bigmem"
-m["gpu"]["memory_gb"] = m["cpu"]["memory_gb"] = 10000
-m["disk"]["capacity_gb"] = int(sys.argv[3]) / 1e9
-json.dump(m, open(sys.argv[2], "w"))
-PYEOF
+machine bigmem "m['gpu']['memory_gb'] = m['cpu']['memory_gb'] = 10000; m['disk']['capacity_gb'] = $DISK / 1e9"
 "$BIN" fit "$TMP/ds1.json" --machine "$TMP/bigmem.json" --max_length 16 --max-hidden 4096 \
 	>"$TMP/fit.txt" 2>"$TMP/fit.err"
 st=$?
@@ -131,13 +135,7 @@ if ! [ -x "$BUILD/stepgraph-sim" ]; then
 	echo "1..$n"
 	exit 0
 fi
-"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/slowdisk.json" <<'PYEOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["name"] = "slowdisk"
-m["disk"]["read_gbs"], m["disk"]["write_gbs"] = 1.0, 0.5
-json.dump(m, open(sys.argv[2], "w"))
-PYEOF
+machine slowdisk "m['disk']['read_gbs'], m['disk']['write_gbs'] = 1.0, 0.5"
 "$BIN" simulate "$TMP/ds.json" --model tiny-llama --max_length 64 --machine "$TMP/slowdisk.json" \
 	--steps 3 --json "$TMP/sim.json" --trace "$TMP/trace.json" >"$TMP/sim.txt" 2>&1
 ok $? "simulate the nvme config on a machine with a slow disk"
@@ -172,13 +170,7 @@ sys.exit(0 if {"disk read", "disk write"} <= lanes and reads == tiles and writes
 PYEOF
 ok $? "simulate --trace: a disk read and a write-back per tile on the disk lanes"
 # 10 MB of host memory: the state in RAM (12.5 MiB) does not fit, on disk (7.7 MiB) it does
-"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/smallram.json" <<'PYEOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["name"] = "smallram"
-m["cpu"]["memory_gb"] = 0.01
-json.dump(m, open(sys.argv[2], "w"))
-PYEOF
+machine smallram "m['cpu']['memory_gb'] = 0.01"
 "$BIN" simulate "$TMP/ds.json" --model tiny-llama --max_length 64 --machine "$TMP/smallram.json" \
 	--set zero_optimization.offload_optimizer.device=cpu >"$TMP/small_cpu.txt" 2>&1
 grep -q "^Does not fit on smallram: host peak" "$TMP/small_cpu.txt" &&
