@@ -135,6 +135,7 @@ int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s
     s->capacity_bytes[SG_MEM_GPU] = cm->gpu_mem_bytes;
     s->capacity_bytes[SG_MEM_HOST] = cm->host_mem_bytes;
     s->unified_memory = cm->unified_memory;
+    s->disk_capacity_bytes = cm->disk_bytes;
     for (int n = 0; n < g->nnodes; n++) {
         const sg_node *node = &g->nodes[n];
         s->count[node->kind]++;
@@ -247,6 +248,10 @@ double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const c
          cm->link_bw[SG_LINK_D2H] > 0 ? (double)s->link_bytes[SG_LINK_D2H] / cm->link_bw[SG_LINK_D2H]
                                       : 0},
         {"the critical path (dependencies)", "critical path", s->critical_path_s},
+        /* ZeRO-Infinity's disk: reads and writes share the device */
+        {"the disk (the state on disk read and written at its bandwidths)", "disk",
+         (cm->disk_read_bw > 0 ? (double)s->disk_read_bytes / cm->disk_read_bw : 0) +
+             (cm->disk_write_bw > 0 ? (double)s->disk_write_bytes / cm->disk_write_bw : 0)},
     };
     if (cm->no_gpu && cm->gpu_flops > 0) {
         /* A CPU-only machine: the GPU-side tasks run one per core (their times

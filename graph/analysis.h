@@ -25,6 +25,9 @@ typedef struct sg_cost_model {
     double gpu_mem_bytes;    /* capacity; 0 = unknown */
     double host_mem_bytes;
     int unified_memory;      /* CPU and GPU share one memory (MI300A) */
+    double disk_read_bw, disk_write_bw; /* B/s of the disk ZeRO-Infinity's state lives on;
+                                           0 = the machine has none */
+    double disk_bytes;       /* its capacity */
     int no_gpu;              /* a CPU-only machine: the GPU-side tasks run on one CPU core
                                 each (gpu_flops and gpu_mem_bw are that core's) */
     /* optional: a GPU node's seconds from a finer model than the roofline
@@ -62,6 +65,13 @@ typedef struct sg_summary {
     const char *cost_model_name;
     double capacity_bytes[SG_MEM_COUNT];    /* of the cost model's machine, 0 = unknown */
     int unified_memory;
+    /* the disk tier (graph/disk_tier.h, sg_disk_tier_apply); 0 without one */
+    int64_t disk_bytes;                     /* state on disk */
+    int64_t disk_ram_bytes;                 /* its working set in RAM (in peak_bytes[HOST]) */
+    int64_t disk_read_bytes, disk_write_bytes; /* per step */
+    int64_t disk_buffer_count, disk_tile_bytes; /* optimizer tiles in RAM, the largest's bytes */
+    int64_t disk_param_ram_bytes, disk_param_buffer_count; /* the parameters' share of it */
+    double disk_capacity_bytes;             /* of the cost model's machine, 0 = no disk */
 } sg_summary;
 
 int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s);

@@ -82,6 +82,12 @@ typedef struct sg_step_spec {
     int super_offload;                  /* speculation-then-validation */
     int offload_param;                  /* stage 3: this rank's parameter pieces live on the
                                            host */
+    /* ZeRO-Infinity (device "nvme"): the offloaded state compiles as with "cpu"
+     * (host-space buffers); its home is on disk (graph/disk_tier.h counts it) */
+    int nvme_optimizer;                 /* the CPU sub-groups' masters and moments on disk */
+    int nvme_param;                     /* the offloaded parameter pieces on disk */
+    int64_t nvme_buffer_count;          /* optimizer tiles in RAM at once (1 updated + prefetched) */
+    int64_t nvme_param_buffer_count;    /* units' parameter pieces in RAM at once */
     sg_optimizer_state optimizer_state; /* SG_STATE_ADAM unless set */
     int64_t sub_group_size;             /* elements per optimizer sub-group;
                                            0 = one per parameter tensor */

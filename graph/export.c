@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/disk_tier.h"
+
 const char *sg_op_kind_color(sg_op_kind k)
 {
     const sg_op_kind_info *info = sg_op_kind_info_of(k);
@@ -489,6 +491,7 @@ int sg_summary_json(const sg_summary *s, FILE *out)
             s->peak_bytes[SG_MEM_GPU], s->peak_bytes[SG_MEM_HOST]);
     fprintf(out, "\"persistent_bytes\":{\"gpu\":%" PRId64 ",\"host\":%" PRId64 "},",
             s->persistent_bytes[SG_MEM_GPU], s->persistent_bytes[SG_MEM_HOST]);
+    sg_disk_tier_json(s, out);
     fprintf(out, "\"ideal_machine\":");
     sg_json_write_string(out, s->cost_model_name ? s->cost_model_name : "");
     fprintf(out, ",\"critical_path_ms\":%.6f,\"critical_path_nodes\":%d,"
@@ -593,6 +596,8 @@ int sg_summary_print(const sg_summary *s, FILE *out)
                     need <= s->capacity_bytes[SG_MEM_HOST] ? "fits" : "DOES NOT FIT");
         }
     }
+    if (sg_disk_tier_print(s, out))
+        return SG_EIO;
     fprintf(out, "critical path on %s (unlimited workers): %.3f ms over %d nodes\n",
             s->cost_model_name ? s->cost_model_name : "an ideal machine", s->critical_path_s * 1e3,
             s->critical_path_nodes);

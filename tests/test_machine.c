@@ -129,6 +129,10 @@ int main(void)
         {"shared-bw-not-unified", "shared_memory_bw_gbs"},
         {"multi-no-interconnect", "links.interconnect"},
         {"multi-no-gpu-gpu", "links.gpu_gpu_gbs"},
+        {"disk-missing-write", "disk.write_gbs is missing"},
+        {"disk-read-in-mbs", "disk.read_gbs"},
+        {"disk-zero-capacity", "disk.capacity_gb"},
+        {"disk-unknown-key", "disk.read_mbs"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char rel[128];

@@ -255,7 +255,8 @@ ok $? "simulate llama-3.2-1b on h100-pcie: parameter offload lowers the GPU's pe
 
 # ---- refusals
 "$BIN" run "$TMP/gathered.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
-	--steps 1 --set zero_optimization.offload_param.device=nvme >"$TMP/nvme.out" 2>&1
-[ $? -ne 0 ] && grep -q '"nvme" is not supported' "$TMP/nvme.out"
-ok $? "offload_param to NVMe is refused"
+	--steps 1 --set zero_optimization.offload_param.device=nvme \
+	--set zero_optimization.offload_param.nvme_path="$TMP" >"$TMP/nvme.out" 2>&1
+[ $? -ne 0 ] && grep -q '"nvme" is not supported by `stepgraph run`' "$TMP/nvme.out"
+ok $? "offload_param to NVMe is refused by run (graph, fit and simulate model it)"
 echo "1..$n"

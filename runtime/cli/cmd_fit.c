@@ -73,9 +73,12 @@ static void progress(const sg_fit_point *p, void *ctx)
                 (double)p->params / 1e9, p->why);
         return;
     }
+    char disk[48] = "";
+    if (p->disk_bytes > 0)
+        snprintf(disk, sizeof disk, ", disk %.1f GiB", p->disk_bytes / GIB);
     fprintf(stderr, "stepgraph fit: hidden %lld, %lld layers (%.2f B parameters): GPU %.1f "
-            "GiB, host %.1f GiB: %s\n", (long long)p->hidden, (long long)p->layers,
-            (double)p->params / 1e9, p->gpu_bytes / GIB, p->host_bytes / GIB,
+            "GiB, host %.1f GiB%s: %s\n", (long long)p->hidden, (long long)p->layers,
+            (double)p->params / 1e9, p->gpu_bytes / GIB, p->host_bytes / GIB, disk,
             p->fits ? "fits" : "does not fit");
 }
 
@@ -87,12 +90,20 @@ static int by_params(const void *a, const void *b)
 
 static void print_table(const sg_fit_result *r, const sg_machine *mach, const sg_config *cfg)
 {
-    printf("largest llama-shaped model on %s (GPU %.1f GiB, host %.1f GiB) under %s\n",
+    /* ZeRO-Infinity: a disk column, the state on disk */
+    int disk = 0;
+    for (int i = 0; i < r->npoints; i++)
+        disk |= r->points[i].disk_bytes > 0;
+    char dcap[48] = "";
+    if (disk)
+        snprintf(dcap, sizeof dcap, ", disk %.1f GiB", mach->disk_capacity_gb * 1e9 / GIB);
+    printf("largest llama-shaped model on %s (GPU %.1f GiB, host %.1f GiB%s) under %s\n",
            mach->name, r->npoints ? r->points[0].gpu_capacity / GIB : 0.0,
-           r->npoints ? r->points[0].host_capacity / GIB : 0.0,
+           r->npoints ? r->points[0].host_capacity / GIB : 0.0, dcap,
            cfg->run_path[0] ? cfg->run_path : cfg->ds_path);
-    printf("%7s %6s %12s %13s %14s %5s %14s %7s  %s\n", "hidden", "layers", "params (B)",
-           "GPU peak GiB", "host peak GiB", "fits", "step bound ms", "TFLOPS", "bound by");
+    printf("%7s %6s %12s %13s %14s%s %5s %14s %7s  %s\n", "hidden", "layers", "params (B)",
+           "GPU peak GiB", "host peak GiB", disk ? "       disk GiB" : "", "fits",
+           "step bound ms", "TFLOPS", "bound by");
     sg_fit_point *sorted = malloc((size_t)(r->npoints ? r->npoints : 1) * sizeof *sorted);
     if (!sorted)
         return;
@@ -106,14 +117,18 @@ static void print_table(const sg_fit_result *r, const sg_machine *mach, const sg
         else
             snprintf(tf, sizeof tf, "-");
         if (p->not_compiled) { // the optimizer's state alone is too large: no graph, no peaks
-            printf("%7lld %5lld%s %12.2f %13s %14s %5s %14s %7s  %s\n", (long long)p->hidden,
+            printf("%7lld %5lld%s %12.2f %13s %14s%s %5s %14s %7s  %s\n", (long long)p->hidden,
                    (long long)p->layers, p->on_rule ? " " : "*", (double)p->params / 1e9, "-",
-                   "-", "no", "-", "-", "(optimizer state > memory)");
+                   "-", disk ? "              -" : "", "no", "-", "-",
+                   "(optimizer state > memory)");
             continue;
         }
-        printf("%7lld %5lld%s %12.2f %13.1f %14.1f %5s %14.0f %7s  %s\n", (long long)p->hidden,
+        char dcol[24] = "";
+        if (disk)
+            snprintf(dcol, sizeof dcol, " %14.1f", p->disk_bytes / GIB);
+        printf("%7lld %5lld%s %12.2f %13.1f %14.1f%s %5s %14.0f %7s  %s\n", (long long)p->hidden,
                (long long)p->layers, p->on_rule ? " " : "*", (double)p->params / 1e9,
-               p->gpu_bytes / GIB, p->host_bytes / GIB, p->fits ? "yes" : "no",
+               p->gpu_bytes / GIB, p->host_bytes / GIB, dcol, p->fits ? "yes" : "no",
                p->bound_s * 1e3, tf, p->bound_by ? p->bound_by : "-");
     }
     free(sorted);

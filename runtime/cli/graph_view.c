@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph/critical_path.h"
+#include "graph/disk_tier.h"
 #include "runtime/config/machine.h"
 #include "runtime/config/step_spec.h"
 
@@ -60,6 +61,22 @@ static int cost_model(const sg_config *cfg, sg_graph_view *v, sg_error *err)
     return rc;
 }
 
+/* ZeRO-Infinity's disk tier in the summary (graph/disk_tier.h): the host
+ * figures without the state on disk, the disk's bytes; a machine without a
+ * disk cannot hold it. */
+static int disk_tier(const sg_config *cfg, sg_graph_view *v, sg_error *err)
+{
+    sg_step_spec spec;
+    sg_disk_tier t;
+    sg_step_spec_for_machine(cfg, v->mach, &spec);
+    int rc = v->mach ? sg_spec_check_disk(&spec, v->mach, err) : SG_OK;
+    if (!rc && sg_disk_tier_compute(&v->g, &spec, &t))
+        rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc)
+        sg_disk_tier_apply(&v->s, &t);
+    return rc;
+}
+
 /* The executed critical path from the trace, and the traced step's length. */
 static void executed_path(sg_graph_view *v)
 {
@@ -96,6 +113,8 @@ int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path
         rc = sg_compile_for_machine(cfg, v->mach, v->model, &v->g, err);
     if (!rc && sg_summary_compute(&v->g, &v->cm, &v->s))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory summarising the graph");
+    if (!rc)
+        rc = disk_tier(cfg, v, err);
     if (!rc && !unfold && sg_fold_compute(&v->g, &v->fold))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory folding the graph");
     if (!rc && times_path) {

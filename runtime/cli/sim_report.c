@@ -88,6 +88,13 @@ static int ways_out(const sg_sim_view *v, char ways[MAX_WAYS][WAY_LEN])
     if (!s->offload_optimizer)
         snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_optimizer.device=cpu: "
                  "optimizer offload");
+    /* ZeRO-Infinity: the host is what does not fit and the machine has a disk */
+    const sg_sim_fit *f = &v->pt->fit;
+    if (s->offload_optimizer && !s->nvme_optimizer && !s->super_offload &&
+        m->disk_capacity_gb > 0 && f->host_bytes > f->host_capacity)
+        snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_optimizer.device=nvme --set "
+                 "zero_optimization.offload_optimizer.nvme_path=DIR: the optimizer state on %s's "
+                 "disk (ZeRO-Infinity)", m->name);
     if (!s->activation_checkpointing)
         snprintf(ways[n++], WAY_LEN, "--activation_checkpointing: keep one activation per layer");
     return n;
@@ -191,6 +198,24 @@ static void print_memory(const sg_sim_view *v)
         printf("  Peak memory       %.2f GiB of %.1f GiB of %s memory\n",
                (f->gpu_bytes + f->host_bytes) / GIB, f->host_capacity / GIB,
                m->unified_memory ? "unified" : "host");
+    if (f->disk_bytes > 0) /* ZeRO-Infinity (graph/disk_tier.h) */
+        printf("  Disk (nvme)       %.2f GiB of state of %.1f GiB; RAM working set %.2f GiB "
+               "(in the host peak); per step %.3f GB read, %.3f GB written\n",
+               f->disk_bytes / GIB, f->disk_capacity / GIB, f->disk_ram_bytes / GIB,
+               f->disk_read_bytes * 1e-9, f->disk_write_bytes * 1e-9);
+}
+
+/* The simulated disk of the reported step (runtime/sim/sim_disk.h). */
+static void print_disk(const sg_sim_view *v, const sg_sim_report *r)
+{
+    const sg_machine *m = &v->sm->machine;
+    if (r->disk_read_bytes + r->disk_write_bytes <= 0)
+        return;
+    printf("  Disk              %9.3f GB read, %.3f GB written, busy %.2f ms (%.1f%% of the "
+           "step) at %g / %g GB/s\n", (double)r->disk_read_bytes * 1e-9,
+           (double)r->disk_write_bytes * 1e-9, r->disk_s * 1e3,
+           r->step_s > 0 ? 100.0 * r->disk_s / r->step_s : 0.0, m->disk_read_gbs,
+           m->disk_write_gbs);
 }
 
 void sg_sim_view_print(const sg_sim_view *v, const sg_sim_report *r)
@@ -241,6 +266,7 @@ void sg_sim_view_print(const sg_sim_view *v, const sg_sim_report *r)
                "summed over the workers)\n", 100 * r->adam_hidden, r->adam_cpu_s * 1e3);
     print_memory(v);
     print_links(r);
+    print_disk(v, r);
 }
 
 /* `"key":v` with a leading comma; null when not finite */
@@ -294,6 +320,9 @@ int sg_sim_view_write_json(const char *path, const sg_sim_view *v, const sg_sim_
             fit->fits ? "true" : "false");
     fprintf(f, ",\"gpu_peak_bytes\":%.0f,\"host_peak_bytes\":%.0f", fit->gpu_bytes,
             fit->host_bytes);
+    if (fit->disk_bytes > 0)
+        fprintf(f, ",\"disk_bytes\":%.0f,\"disk_ram_bytes\":%.0f", fit->disk_bytes,
+                fit->disk_ram_bytes);
     write_settings(f, v);
     if (r) {
         const char *by = "";
@@ -316,6 +345,9 @@ int sg_sim_view_write_json(const char *path, const sg_sim_view *v, const sg_sim_
         fputs(",\"bound_by\":", f);
         sg_json_write_string(f, !isfinite(bound) ? "" : cal ? work_by : by);
         jnum(f, "roofline_s", roof > 0 ? roof : NAN);
+        if (r->disk_read_bytes + r->disk_write_bytes > 0)
+            fprintf(f, ",\"disk_read_bytes\":%lld,\"disk_write_bytes\":%lld,\"disk_s\":%.9g",
+                    (long long)r->disk_read_bytes, (long long)r->disk_write_bytes, r->disk_s);
         fputs(",\"roofline_by\":", f);
         sg_json_write_string(f, roof > 0 ? by : "");
     } else {

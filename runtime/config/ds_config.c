@@ -100,6 +100,9 @@ void sg_ds_config_defaults(sg_ds_config *ds)
     ds->zero.offload_optimizer.cpuadam_cores_perc = 0.8;
     ds->zero.offload_param.device = SG_OFFLOAD_NONE;
     ds->zero.offload_param.pin_memory = 0;
+    /* DeepSpeed's defaults (offload_config.py): 4 optimizer buffers, 5 parameter buffers */
+    ds->zero.offload_optimizer.buffer_count = 4;
+    ds->zero.offload_param.buffer_count = 5;
 
     /* activation_checkpointing: all false, number_checkpoints None (0) */
     ds->wall_clock_breakdown = 0;
@@ -933,9 +936,6 @@ static int h_opt_device(pstate *ps, const cJSON *it, const char *path)
     int rc = parse_device(ps, it, path, &d);
     if (rc)
         return rc;
-    if (d == SG_OFFLOAD_NVME)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"nvme\" is not supported by stepgraph (use \"cpu\" or \"none\")", path);
     ps->ds->zero.offload_optimizer.device = d;
     return SG_OK;
 }
@@ -946,18 +946,26 @@ static int h_param_device(pstate *ps, const cJSON *it, const char *path)
     int rc = parse_device(ps, it, path, &d);
     if (rc)
         return rc;
-    if (d == SG_OFFLOAD_NVME)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"nvme\" is not supported by stepgraph (use \"cpu\" or \"none\")",
-                             path);
     ps->ds->zero.offload_param.device = d;
     return SG_OK;
 }
 
+static int h_opt_nvme_path(pstate *ps, const cJSON *it, const char *path)
+{
+    return sg_json_str(&ps->c, it, path, ps->ds->zero.offload_optimizer.nvme_path,
+                       sizeof ps->ds->zero.offload_optimizer.nvme_path);
+}
+
+static int h_param_nvme_path(pstate *ps, const cJSON *it, const char *path)
+{
+    return sg_json_str(&ps->c, it, path, ps->ds->zero.offload_param.nvme_path,
+                       sizeof ps->ds->zero.offload_param.nvme_path);
+}
+
 static const field offload_opt_fields[] = {
     FF("device", h_opt_device),
-    FX("nvme_path", X_STR),
-    FX("buffer_count", X_INT),
+    FF("nvme_path", h_opt_nvme_path),
+    FI("buffer_count", zero.offload_optimizer.buffer_count, POS, 0, 0),
     FB("pin_memory", zero.offload_optimizer.pin_memory),
     FX("pipeline_read", X_BOOL),
     FX("pipeline_write", X_BOOL),
@@ -978,8 +986,8 @@ static int h_offload_opt(pstate *ps, const cJSON *it, const char *path)
 
 static const field offload_param_fields[] = {
     FF("device", h_param_device),
-    FX("nvme_path", X_STR),
-    FX("buffer_count", X_INT),
+    FF("nvme_path", h_param_nvme_path),
+    FI("buffer_count", zero.offload_param.buffer_count, POS, 0, 0),
     FX("buffer_size", X_INT),
     FX("max_in_cpu", X_INT),
     FB("pin_memory", zero.offload_param.pin_memory),

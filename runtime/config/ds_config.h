@@ -35,7 +35,9 @@ typedef enum sg_warmup_type { SG_WARMUP_LOG, SG_WARMUP_LINEAR } sg_warmup_type;
 typedef enum sg_offload_device {
     SG_OFFLOAD_NONE,
     SG_OFFLOAD_CPU,
-    SG_OFFLOAD_NVME,          /* parsed so the error can say it is unsupported */
+    SG_OFFLOAD_NVME,          /* ZeRO-Infinity: the state's home on disk under nvme_path
+                                 (graph --summary, fit and simulate model it; run refuses it
+                                 until the runtime lands, runtime/train/train.c) */
 } sg_offload_device;
 
 typedef struct sg_ds_config {
@@ -119,10 +121,16 @@ typedef struct sg_ds_config {
             double ratio;               /* share of sub-groups stepped on the CPU, default 1 */
             int super_offload;
             double cpuadam_cores_perc;  /* share of cores for CPU Adam, default 0.8 */
+            char nvme_path[1024];       /* device nvme: the directory of the state; "" = unset */
+            int64_t buffer_count;       /* device nvme: optimizer tiles held in RAM at once (one
+                                           being updated, the rest prefetched), default 4 */
         } offload_optimizer;
         struct {
             sg_offload_device device;
             int pin_memory;
+            char nvme_path[1024];
+            int64_t buffer_count;       /* device nvme: units' parameters held in RAM at once,
+                                           default 5 (DeepSpeed's) */
         } offload_param;
     } zero;
 

@@ -36,6 +36,7 @@ typedef struct num_field {
 #define SG_MAX_CORE_BW_GBS 1000.0    /* one core streaming alone */
 #define SG_MAX_TFLOPS 100000.0       /* 100 PFLOP/s per device */
 #define SG_MAX_LATENCY_US 1e6        /* one second */
+#define SG_MAX_DISK_GBS 1000.0       /* a node's disks together: a figure in MB/s is far above */
 
 static int read_fields(const sg_json_ctx *c, const cJSON *obj, const char *section,
                        const num_field *f, int nf, const char *const *extra, int nextra)
@@ -228,11 +229,41 @@ static int check_unified(const sg_json_ctx *c, const cJSON *sbw, sg_machine *m)
     return SG_OK;
 }
 
+/* "disk" (optional): {"name", "capacity_gb", "read_gbs", "write_gbs"}, the
+ * drive's sequential bandwidths in GB/s; absent, the machine has no disk
+ * for ZeRO-Infinity's state (sg_machine_check_disk). */
+static int parse_disk(const sg_json_ctx *c, const cJSON *obj, sg_machine *m)
+{
+    m->disk_capacity_gb = m->disk_read_gbs = m->disk_write_gbs = 0;
+    m->disk_name[0] = '\0';
+    if (!obj)
+        return SG_OK;
+    num_field f[] = {{"capacity_gb", &m->disk_capacity_gb, 0, SG_MAX_MEMORY_GB},
+                     {"read_gbs", &m->disk_read_gbs, 0, SG_MAX_DISK_GBS},
+                     {"write_gbs", &m->disk_write_gbs, 0, SG_MAX_DISK_GBS}};
+    static const char *const extra[] = {"name"};
+    int rc = read_fields(c, obj, "disk", f, 3, extra, 1);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(obj, "name");
+    if (!rc && name)
+        rc = sg_json_str(c, name, "disk.name", m->disk_name, sizeof m->disk_name);
+    return rc;
+}
+
+int sg_machine_check_disk(const sg_machine *m, const char *what, sg_error *err)
+{
+    if (m->disk_capacity_gb > 0)
+        return SG_OK;
+    return sg_error_set(err, SG_EINVAL, "%s: \"nvme\" needs a disk, and machine %s gives none "
+                        "(its file has no \"disk\" block with capacity_gb, read_gbs and "
+                        "write_gbs; docs/config-keys.md, machine files)", what, m->name);
+}
+
 static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
 {
     static const char *const top_keys[] = {"name", "description", "sources", "nodes", "cpu",
                                            "gpu", "links", "unified_memory",
-                                           "shared_memory_bw_gbs", "efficiency", "calibration"};
+                                           "shared_memory_bw_gbs", "efficiency", "calibration",
+                                           "disk"};
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
@@ -363,6 +394,8 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
         if (m->efficiency[k] > 1.0)
             return sg_json_error(c, SG_EINVAL, "efficiency.%s: %g is above 1 (a share of peak)",
                                  sg_op_class_name((sg_op_class)k), m->efficiency[k]);
+    if ((rc = parse_disk(c, cJSON_GetObjectItemCaseSensitive(root, "disk"), m)))
+        return rc;
     return parse_calibration(c, cJSON_GetObjectItemCaseSensitive(root, "calibration"), m);
 }
 
@@ -448,4 +481,7 @@ void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model 
     cm->gpu_mem_bytes = m->gpu_memory_gb * 1e9;
     cm->host_mem_bytes = m->cpu_memory_gb * 1e9;
     cm->unified_memory = m->unified_memory;
+    cm->disk_read_bw = m->disk_read_gbs * 1e9;
+    cm->disk_write_bw = m->disk_write_gbs * 1e9;
+    cm->disk_bytes = m->disk_capacity_gb * 1e9;
 }

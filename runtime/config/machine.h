@@ -64,6 +64,10 @@ typedef struct sg_machine {
     char calibration_dir[4096];
     char calibration_host[64];
     double calibration_step_ms;      /* mean step measured while calibrating, 0 = unknown */
+    /* "disk" (optional): the drive ZeRO-Infinity's "nvme" state lives on;
+     * capacity 0 = the file gives none (such a machine cannot offload to nvme) */
+    char disk_name[128];
+    double disk_capacity_gb, disk_read_gbs, disk_write_gbs;
 } sg_machine;
 
 /* Loads a machine model; errors name the file, the JSON path and value. */
@@ -77,6 +81,11 @@ int sg_machine_resolve(const char *name_or_path, char *out, size_t size, sg_erro
 /* One GPU's dense peak for the compute dtype in TFLOP/s (MFU's denominator,
  * docs/flops.md); 0 on a machine without GPU. */
 double sg_machine_gpu_peak_tflops(const sg_machine *m, sg_dtype compute);
+
+/* SG_EINVAL naming the machine and the key when the step puts state on disk
+ * (offload_optimizer or offload_param device "nvme": what, e.g.
+ * "zero_optimization.offload_optimizer.device") and the file gives no disk. */
+int sg_machine_check_disk(const sg_machine *m, const char *what, sg_error *err);
 
 /* Cost model for one rank of the machine, with GPU peak for the compute dtype. */
 void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm);

@@ -85,10 +85,14 @@ void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step
     s->seq_len = cfg->run.max_length;
     s->compute_dtype = ds->bf16.enabled ? SG_BF16 : ds->fp16.enabled ? SG_F16 : SG_F32;
     s->activation_checkpointing = cfg->run.activation_checkpointing > 0;
-    s->offload_optimizer = ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU;
+    s->offload_optimizer = ds->zero.offload_optimizer.device != SG_OFFLOAD_NONE;
     s->offload_ratio = ds->zero.offload_optimizer.ratio;
     s->super_offload = ds->zero.offload_optimizer.super_offload;
-    s->offload_param = ds->zero.stage == 3 && ds->zero.offload_param.device == SG_OFFLOAD_CPU;
+    s->offload_param = ds->zero.stage == 3 && ds->zero.offload_param.device != SG_OFFLOAD_NONE;
+    s->nvme_optimizer = ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME;
+    s->nvme_param = s->offload_param && ds->zero.offload_param.device == SG_OFFLOAD_NVME;
+    s->nvme_buffer_count = ds->zero.offload_optimizer.buffer_count;
+    s->nvme_param_buffer_count = ds->zero.offload_param.buffer_count;
     s->optimizer_state = ds->optimizer.type == SG_OPT_LION      ? SG_STATE_MOMENTUM
                          : ds->optimizer.type == SG_OPT_ADAGRAD ? SG_STATE_SQUARES
                                                                 : SG_STATE_ADAM;
@@ -204,4 +208,13 @@ int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *
     sg_step_spec spec;
     sg_step_spec_for_machine(cfg, m, &spec);
     return sg_compile_spec(cfg, &spec, model, g, err);
+}
+
+int sg_spec_check_disk(const sg_step_spec *spec, const sg_machine *m, sg_error *err)
+{
+    if (spec->nvme_optimizer)
+        return sg_machine_check_disk(m, "zero_optimization.offload_optimizer.device", err);
+    if (spec->nvme_param)
+        return sg_machine_check_disk(m, "zero_optimization.offload_param.device", err);
+    return SG_OK;
 }

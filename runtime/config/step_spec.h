@@ -15,6 +15,10 @@ void sg_step_spec_from_config(const sg_config *cfg, sg_step_spec *spec);
  * link and memory bandwidths (sg_cast_costs). */
 void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step_spec *spec);
 
+/* SG_EINVAL naming the key and machine m when spec puts state on disk
+ * (device "nvme") and m's file gives no disk (sg_machine_check_disk). */
+int sg_spec_check_disk(const sg_step_spec *spec, const sg_machine *m, sg_error *err);
+
 /* ---- worker counts and automatic tiles ----
  * Tile options set to "auto" (SG_TILE_AUTO) are resolved from the workers
  * the step will run on; sg_step_spec_from_config resolves them for this

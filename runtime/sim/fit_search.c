@@ -8,6 +8,7 @@
 
 #include "graph/analysis.h"
 #include "graph/compile.h"
+#include "graph/disk_tier.h"
 #include "models/model_family.h"
 #include "runtime/config/step_spec.h"
 #include "runtime/sim/sim_fit.h"
@@ -50,6 +51,8 @@ static int too_large(const search *s, sg_fit_point *p)
 {
     const sg_machine *m = s->mach;
     double cap = m->cpu_memory_gb * 1e9 + (m->unified_memory ? 0.0 : m->gpu_memory_gb * 1e9);
+    if (s->spec.nvme_optimizer)
+        cap += m->disk_capacity_gb * 1e9; /* ZeRO-Infinity: the state's home is the disk */
     double per_param = 4.0 * (1 + sg_optimizer_state_arrays(s->spec.optimizer_state));
     double state = per_param * (double)p->params /
                    (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
@@ -60,8 +63,8 @@ static int too_large(const search *s, sg_fit_point *p)
     p->bound_s = NAN;
     p->not_compiled = 1;
     snprintf(p->why, sizeof p->why, "the optimizer's fp32 state alone is %.1f GiB per rank, more "
-             "than the %.1f GiB of %s's memories together", state / 1073741824.0,
-             cap / 1073741824.0, m->name);
+             "than the %.1f GiB of %s's memories%s together", state / 1073741824.0,
+             cap / 1073741824.0, m->name, s->spec.nvme_optimizer ? " and disk" : "");
     return 1;
 }
 
@@ -78,11 +81,16 @@ static int measure(search *s, sg_fit_point *p)
     }
     sg_sim_fit fit;
     sg_summary sum;
-    if (sg_sim_check_fit(&g, s->mach, &fit) || sg_summary_compute(&g, &s->cm, &sum)) {
+    sg_disk_tier tier;
+    if (sg_sim_check_fit_spec(&g, &s->spec, s->mach, &fit) ||
+        sg_summary_compute(&g, &s->cm, &sum) || sg_disk_tier_compute(&g, &s->spec, &tier)) {
         sg_graph_free(&g);
         return sg_error_set(s->err, SG_ENOMEM, "out of memory summarising %s", s->m->name);
     }
     sg_graph_free(&g);
+    sg_disk_tier_apply(&sum, &tier); /* the bound counts the disk's bytes */
+    p->disk_bytes = fit.disk_bytes;
+    p->disk_capacity = fit.disk_capacity;
     p->fits = fit.fits;
     p->gpu_bytes = fit.gpu_bytes;
     p->host_bytes = fit.host_bytes;
@@ -218,6 +226,8 @@ int sg_fit_search(const sg_config *cfg, const sg_machine *mach, const char *fami
     search s = {.cfg = cfg, .mach = mach, .tmpl = tmpl, .progress = progress, .ctx = ctx,
                 .r = out, .err = err};
     sg_step_spec_for_machine(cfg, mach, &s.spec);
+    if ((rc = sg_spec_check_disk(&s.spec, mach, err)))
+        return rc;
     sg_machine_cost_model(mach, s.spec.compute_dtype, &s.cm);
     s.m = malloc(sizeof *s.m);
     if (!s.m)

@@ -30,6 +30,8 @@ typedef struct sg_fit_point {
     int fits;
     double gpu_bytes, host_bytes;  /* the step's peaks */
     double gpu_capacity, host_capacity;
+    double disk_bytes, disk_capacity; /* ZeRO-Infinity ("nvme"): the state on disk, the
+                                         machine's disk; host_bytes holds its RAM working set */
     double bound_s;                /* the step's lower bound on the machine */
     double tflops;                 /* the step log's TFLOPS (the seed's formula,
                                     * models/step_rates.h) at bound_s; NAN if unknown */

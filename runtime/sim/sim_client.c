@@ -2,6 +2,7 @@
  * (sim_client.h). */
 #define _XOPEN_SOURCE 700
 #include "runtime/sim/sim_client.h"
+#include "graph/disk_tier.h"
 #include "runtime/sim/sim_cost.h"
 
 #include <errno.h>
@@ -288,6 +289,12 @@ static int parse_result(const char *path, sg_sim_report *rep, sg_error *err)
         rep->link_transfers[l] = (int64_t)num_or_nan(o, "transfers");
         rep->link_s[l] = num_or_nan(o, "seconds");
     }
+    const cJSON *disk = cJSON_GetObjectItemCaseSensitive(root, "disk");
+    if (disk) {
+        rep->disk_read_bytes = (int64_t)num_or_nan(disk, "read_bytes");
+        rep->disk_write_bytes = (int64_t)num_or_nan(disk, "write_bytes");
+        rep->disk_s = num_or_nan(disk, "seconds");
+    }
     cJSON_Delete(root);
     if (!isfinite(rep->step_s))
         return sg_error_set(err, SG_EIO, "%s: no step time in the simulation's result", path);
@@ -372,8 +379,10 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
                               "mi300ax4)", (long long)pt->spec.dp_size, mm->name, ranks,
                               ranks == 1 ? "" : "s");
     }
+    if (!rc)
+        rc = sg_spec_check_disk(&pt->spec, &rq->sm->machine, err);
     if (!rc) {
-        if (sg_sim_check_fit(&g, &rq->sm->machine, &pt->fit))
+        if (sg_sim_check_fit_spec(&g, &pt->spec, &rq->sm->machine, &pt->fit))
             rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     }
     sg_graph_free(&g);
@@ -402,8 +411,12 @@ double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, con
     sg_sim_costs_init(&costs, m, pt->spec.compute_dtype, (int)pt->spec.dp_size, 1);
     sg_sim_costs_set_model(&costs, &pt->model, pt->spec.micro_batch, pt->spec.seq_len);
     sg_sim_cost_model_use_kernels(&cm, &costs);
-    if (!sg_compile_step(&pt->model, &pt->spec, &g, &err) && !sg_summary_compute(&g, &cm, &s))
+    sg_disk_tier t;
+    if (!sg_compile_step(&pt->model, &pt->spec, &g, &err) && !sg_summary_compute(&g, &cm, &s) &&
+        !sg_disk_tier_compute(&g, &pt->spec, &t)) {
+        sg_disk_tier_apply(&s, &t); /* the disk's bytes over its bandwidths */
         bound = sg_step_lower_bound(&s, &cm, by, short_name);
+    }
     sg_graph_free(&g);
     return bound;
 }

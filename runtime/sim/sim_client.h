@@ -61,6 +61,9 @@ typedef struct sg_sim_report {
     char cost[16];               /* "roofline", "history" or "fitted" */
     int64_t link_bytes[SG_LINK_COUNT], link_transfers[SG_LINK_COUNT];
     double link_s[SG_LINK_COUNT];
+    /* ZeRO-Infinity's disk in the reported step (sim_disk.h) */
+    int64_t disk_read_bytes, disk_write_bytes;
+    double disk_s;
 } sg_sim_report;
 
 typedef struct sg_sim_job {

@@ -10,6 +10,7 @@
 #include "runtime/exec/lower.h"
 #include "runtime/sim/sim_cost.h"
 #include "runtime/sim/sim_costfit.h"
+#include "runtime/sim/sim_disk.h"
 #include "runtime/sim/sim_share.h"
 #include "runtime/exec/starpu_setup.h"
 #include "runtime/trace/step_trace.h"
@@ -39,6 +40,9 @@ typedef struct sim_state {
     /* --cost fitted on a calibrated machine: the CPU history fitted per kind */
     int fitted;
     sg_cost_fit fits[SG_COST_DEVICES][SG_OP_KIND_COUNT];
+    /* ZeRO-Infinity's disk (sim_disk.h): the kinds whose tasks read or write it */
+    sg_sim_disk disk;
+    unsigned char disk_kind[SG_OP_KIND_COUNT];
 } sim_state;
 
 /* SimGrid accounts for a task's time from its performance model and never
@@ -96,11 +100,8 @@ static void stream_leave(sim_state *st, const sg_bw_stream *s)
     share_rates(st);
 }
 
-static void stream_task(void *buffers[], void *arg)
+static void stream_body(sim_state *st, const sg_task_ctx *c)
 {
-    (void)buffers;
-    const sg_task_ctx *c = arg;
-    sim_state *st = (sim_state *)c->shared;
     const sg_node *nd = &st->graph->nodes[c->node];
     sg_sim_arch a = starpu_worker_get_type(starpu_worker_get_id()) == STARPU_CUDA_WORKER
                         ? SG_SIM_GPU : SG_SIM_CPU;
@@ -129,6 +130,45 @@ static void stream_task(void *buffers[], void *arg)
     }
     stream_leave(st, &s);
     starpu_sleep((float)d.fixed_s);
+}
+
+static void stream_task(void *buffers[], void *arg)
+{
+    (void)buffers;
+    const sg_task_ctx *c = arg;
+    stream_body((sim_state *)c->shared, c);
+}
+
+/* A task of a kind that reads or writes ZeRO-Infinity's disk (sim_disk.h),
+ * run in simulated time: it waits for its reads, works (streaming at its
+ * share of the bandwidth, or for its performance model's time), then for
+ * its write-back. */
+static void disk_task(void *buffers[], void *arg)
+{
+    (void)buffers;
+    const sg_task_ctx *c = arg;
+    sim_state *st = (sim_state *)c->shared;
+    double now = starpu_timing_now() * 1e-6;
+    double ready = sg_sim_disk_begin(&st->disk, c->node, now);
+    if (ready > now)
+        starpu_sleep((float)(ready - now));
+    int worker = starpu_worker_get_id();
+    int cuda = starpu_worker_get_type(worker) == STARPU_CUDA_WORKER;
+    int calibrated = st->machine->calibration_dir[0] != '\0';
+    if (st->shared_bw && !calibrated && (!cuda || st->machine->unified_memory)) {
+        stream_body(st, c);
+    } else {
+        struct starpu_task *task = starpu_task_get_current();
+        struct starpu_perfmodel_arch *arch =
+            starpu_worker_get_perf_archtype(worker, task->sched_ctx);
+        double us = starpu_task_expected_length(task, arch, 0);
+        if (us > 0)
+            starpu_sleep((float)(us * 1e-6));
+    }
+    now = starpu_timing_now() * 1e-6;
+    double done = sg_sim_disk_end(&st->disk, c->node, now);
+    if (done > now)
+        starpu_sleep((float)(done - now));
 }
 
 /* A calibrated machine's tasks from the fit of its node times on the same
@@ -179,6 +219,12 @@ static void init_codelets(sim_state *st, int calibrated)
                 cl->cuda_funcs[0] = stream_task;
                 cl->cuda_flags[0] = 0;
             }
+        }
+        if (st->disk_kind[k]) { /* its tasks wait for the disk in simulated time */
+            cl->flags |= STARPU_CODELET_SIMGRID_EXECUTE;
+            cl->cpu_funcs[0] = disk_task;
+            cl->cuda_funcs[0] = disk_task;
+            cl->cuda_flags[0] = 0;
         }
         cl->nbuffers = STARPU_VARIABLE_NBUFFERS;
         cl->model = pm;
@@ -338,7 +384,8 @@ static int write_trace(const sim_state *st, const char *path, double t0_us, sg_e
     if (!rc) {
         link_spans(st, spans);
         sg_step_view v = {.graph = st->graph, .records = st->last, .nworkers = nw,
-                          .worker_names = ptrs, .t0_us = t0_us, .link_spans = spans};
+                          .worker_names = ptrs, .t0_us = t0_us, .link_spans = spans,
+                          .disk_spans = st->disk.active ? st->disk.spans : NULL};
         rc = sg_step_trace_write(&v, path, err);
     }
     free(names);
@@ -382,8 +429,14 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
                                                                 : m->gpu_memory_bw_gbs) * 1e9,
                                   m->cpu_memory_bw_gbs * 1e9}
                    : (sg_bw_pool){m->cpu_memory_bw_gbs * 1e9, 0};
+    /* the reported step: the last one asked for (with steps in flight one
+     * more is submitted after it) */
+    int rc = sg_sim_disk_init(&st->disk, g, spec, m, opt->steps, err);
+    for (int i = 0; !rc && i < g->nnodes; i++)
+        st->disk_kind[g->nodes[i].kind] |= st->disk.read[i] > 0 || st->disk.write[i] > 0;
     init_codelets(st, m->calibration_dir[0] != '\0');
-    int rc = sg_starpu_check_policy(opt->sched, err);
+    if (!rc)
+        rc = sg_starpu_check_policy(opt->sched, err);
     int started = 0;
     if (!rc && !(rc = start(st, m, opt, err)))
         started = 1;
@@ -459,6 +512,9 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     for (int i = 0; !rc && L > 1 && i < g->nnodes; i++)
         if (st->last[i].worker >= 0 && st->last[i].start_us < t0)
             t0 = st->last[i].start_us;
+    if (!rc)
+        sg_sim_disk_totals(&st->disk, &res->disk_read_bytes, &res->disk_write_bytes,
+                           &res->disk_s);
     if (!rc && opt->trace_path)
         rc = write_trace(st, opt->trace_path, t0, err);
     if (started) {
@@ -467,6 +523,7 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     }
     free(st->active);
     free(st->scratch);
+    sg_sim_disk_free(&st->disk);
     free(st);
     return rc;
 }

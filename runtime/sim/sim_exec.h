@@ -52,6 +52,10 @@ typedef struct sg_sim_result {
     int64_t link_bytes[SG_LINK_COUNT];
     int64_t link_transfers[SG_LINK_COUNT];
     double link_s[SG_LINK_COUNT]; /* bytes at the link's bandwidth + latency per transfer */
+    /* ZeRO-Infinity's disk (sim_disk.h), the last step's: bytes read and
+     * written, seconds the disk was busy */
+    int64_t disk_read_bytes, disk_write_bytes;
+    double disk_s;
 } sg_sim_result;
 
 /* StarPU must not be started. Starts it (SimGrid reads the platform of

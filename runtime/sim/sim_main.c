@@ -91,7 +91,8 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
         fprintf(f, "\"%s\":{\"bytes\":%lld,\"transfers\":%lld,\"seconds\":%.9g}%s",
                 sg_link_dir_name((sg_link_dir)l), (long long)r->link_bytes[l],
                 (long long)r->link_transfers[l], r->link_s[l], l + 1 < SG_LINK_COUNT ? "," : "");
-    fprintf(f, "}}\n");
+    fprintf(f, "},\"disk\":{\"read_bytes\":%lld,\"write_bytes\":%lld,\"seconds\":%.9g}}\n",
+            (long long)r->disk_read_bytes, (long long)r->disk_write_bytes, r->disk_s);
     if (ferror(f))
         return sg_atomic_fail(&af, SG_EIO, err);
     return sg_atomic_commit(&af, err);

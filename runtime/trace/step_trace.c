@@ -39,6 +39,32 @@ static int write_lanes(sg_trace *t, const sg_step_view *v)
     return rc;
 }
 
+/* A simulation's disk reads and write-backs (sg_step_view.disk_spans) on
+ * two lanes after the critical path's; their args name the node as
+ * "disk_of" (not "node": trace readers take tasks from the worker lanes). */
+static int write_disk_lanes(sg_trace *t, const sg_step_view *v)
+{
+    int base = v->nworkers + SG_LINK_COUNT + 1, rc = SG_OK;
+    static const char *const what[2] = {"read", "write"};
+    for (int k = 0; k < 2 && !rc; k++) {
+        char label[32];
+        snprintf(label, sizeof label, "disk %s", what[k]);
+        rc = sg_trace_lane(t, base + k, label, base + k);
+    }
+    for (int i = 0; i < v->graph->nnodes && !rc; i++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            const sg_task_record *r = &v->disk_spans[2 * i + k];
+            if (r->worker < 0)
+                continue;
+            char name[SG_IR_NAME_MAX + 16], args[96];
+            snprintf(name, sizeof name, "disk.%s.%s", what[k], v->graph->nodes[i].name);
+            snprintf(args, sizeof args, "{\"disk_of\":%d,\"direction\":\"%s\"}", i, what[k]);
+            rc = sg_trace_event(t, base + k, name, "disk", r->start_us - v->t0_us,
+                                r->end_us - r->start_us, args);
+        }
+    return rc;
+}
+
 /* The executed critical path (graph/critical_path.h) drawn again in a lane of
  * its own, so that the chain that set the step's length reads left to right;
  * those copies carry "on_path" instead of "node" (trace readers take the
@@ -124,6 +150,8 @@ int sg_step_trace_write(const sg_step_view *v, const char *path, sg_error *err)
             rc = write_event(&t, v, i);
     if (!rc)
         rc = write_critical_lane(&t, v);
+    if (!rc && v->disk_spans)
+        rc = write_disk_lanes(&t, v);
     /* one arrow per dependency, from inside the producer to inside the consumer */
     for (int e = 0; e < g->nedges && !rc; e++) {
         int la, lb;

@@ -26,6 +26,10 @@ typedef struct sg_step_view {
      * "data_numa" (that of the first placed buffer it touches, or -1) */
     const int *worker_numa;
     const int *buffer_numa;
+    /* optional, 2 per node: when its disk read and its write-back ran (a
+     * simulation's ZeRO-Infinity disk, runtime/sim/sim_disk.h; worker -1:
+     * none), drawn on the "disk read" and "disk write" lanes */
+    const sg_task_record *disk_spans;
 } sg_step_view;
 
 /* Writes the step (atomically). */
