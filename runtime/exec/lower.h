@@ -95,6 +95,9 @@ typedef struct sg_lowering {
     sg_sched_split split;      /* cpuadam_cores_perc scheduling contexts */
     int64_t steps_submitted;
     sg_liveness live;          /* when each step-local value dies (graph/liveness.h) */
+    /* the state's memory allocated here, and of it pinned (bytes; the
+     * run's start-up line) */
+    int64_t state_bytes, pinned_bytes;
 } sg_lowering;
 
 /* Registers the graph's buffers and builds every node's cl_arg, pointing at
