@@ -125,6 +125,30 @@ static void test_cost(void)
        "a collective over 4 ranks adds the NVLink traffic");
 }
 
+/* SuperOffload's validation (--rollback-passes): the norm check alone costs
+ * a CPU task's overhead (5 us); N passes stream N times the bytes it
+ * declares at one core's capped bandwidth, derated by the optimizer's
+ * efficiency: 8 GB at 30 GB/s x 0.7 is 0.381 s a pass, worked out here. */
+static void test_rollback_passes(void)
+{
+    sg_machine m = gh200();
+    sg_sim_costs c;
+    sg_sim_costs_init(&c, &m, SG_BF16, 1, 8);
+    sg_node v = node(SG_OP_VALIDATE, 2e9, 4000000000LL);
+    v.bytes_written = 4000000000LL;
+    is_close(sg_sim_node_seconds(&c, &v, SG_SIM_CPU), 5e-6, 1e-12,
+             "validation, no rollback: a task's overhead");
+    for (int p = 1; p <= 2; p++) {
+        c.rollback_passes = p;
+        is_close(sg_sim_node_seconds(&c, &v, SG_SIM_CPU), p * 8e9 / (30e9 * 0.7) + 5e-6, 1e-9,
+                 "validation, %d rollback pass%s: %d x 8 GB at 30 GB/s x 0.7", p,
+                 p == 1 ? "" : "es", p);
+    }
+    sg_node adam = node(SG_OP_ADAM_CPU, 1e6, 8000000000LL);
+    is_close(sg_sim_node_seconds(&c, &adam, SG_SIM_CPU), 8e9 / (30e9 * 0.7) + 5e-6, 1e-9,
+             "other kinds keep one pass whatever the rollbacks");
+}
+
 /* The demand a node states and the static cost agree: one stream at the
  * core's cap takes what sg_sim_node_seconds says with one stream. */
 static void test_demand(void)
@@ -458,6 +482,7 @@ int main(void)
     test_platform();
     test_cost();
     test_demand();
+    test_rollback_passes();
     test_share();
     test_costfit();
     test_node_times();

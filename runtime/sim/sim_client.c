@@ -184,6 +184,12 @@ int sg_sim_start(const sg_sim_request *rq, const char *workdir, int tag, sg_sim_
         argv[n++] = "--static-bandwidth";
     if (rq->fitted_costs)
         argv[n++] = "--fitted-costs";
+    char passes[16];
+    snprintf(passes, sizeof passes, "%d", rq->rollback_passes);
+    if (rq->rollback_passes) {
+        argv[n++] = "--rollback-passes";
+        argv[n++] = passes;
+    }
     if (rq->steps > 0) {
         argv[n++] = "--steps";
         argv[n++] = steps;

@@ -44,6 +44,7 @@ typedef struct sg_sim_request {
     int fitted_costs;            /* 1: a calibrated machine's fitted history */
     int steps;                   /* 0: stepgraph-sim's default */
     const char *trace;           /* or NULL */
+    int rollback_passes;         /* sim_cost.h: a validation's passes over its state */
 } sg_sim_request;
 
 typedef struct sg_sim_report {
