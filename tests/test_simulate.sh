@@ -337,11 +337,13 @@ for p in 0 2; do
 done
 "$PY" - "$TMP/rb0.json" "$TMP/rb2.json" <<'PYEOF'
 import json, sys
-a, b = (json.load(open(p))["step_s"] for p in sys.argv[1:3])
-assert b > a > 0, (a, b)
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert b["step_s"] > a["step_s"] > 0, (a["step_s"], b["step_s"])
+# the lower bound counts the passes too, and stays under the step
+assert a["bound_s"] < b["bound_s"] <= b["step_s"], (a["bound_s"], b["bound_s"], b["step_s"])
 PYEOF
 [ $? -eq 0 ] && [ ! -s "$TMP/rb.err" ]
-ok $? "--rollback-passes 2 lengthens the simulated SuperOffload step"
+ok $? "--rollback-passes 2 lengthens the simulated SuperOffload step and its lower bound"
 "$BIN" simulate "$SO" $TINY --rollback-passes 3 >"$TMP/rb3.out" 2>&1
 [ $? -eq 1 ] && grep -q -- "--rollback-passes 3: expected 0, 1 or 2" "$TMP/rb3.out"
 ok $? "--rollback-passes 3 refused naming the flag and the value"

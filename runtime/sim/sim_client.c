@@ -347,6 +347,7 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
                    sg_error *err)
 {
     memset(pt, 0, sizeof *pt);
+    pt->rollback_passes = rq->rollback_passes;
     const char **argv = calloc((size_t)(rq->nargs + 2 * rq->nsets + 2), sizeof *argv);
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_graph g;
@@ -408,6 +409,7 @@ double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, con
     sg_sim_costs_init(&costs, m, pt->spec.compute_dtype, (int)pt->spec.dp_size, 1);
     sg_sim_costs_set_model(&costs, &pt->model, pt->spec.micro_batch, pt->spec.seq_len);
     sg_sim_cost_model_use_kernels(&cm, &costs);
+    cm.validate_passes = pt->rollback_passes;
     if (!sg_compile_step(&pt->model, &pt->spec, &g, &err) && !sg_summary_compute(&g, &cm, &s))
         bound = sg_step_lower_bound(&s, &cm, by, short_name);
     sg_graph_free(&g);

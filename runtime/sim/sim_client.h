@@ -94,6 +94,7 @@ typedef struct sg_sim_point {
     char sched[64];              /* the config's policy */
     char speculation[16];        /* the run option: "always", "adaptive" or "never" */
     int64_t lookahead;           /* steps in flight (run option) */
+    int rollback_passes;         /* the request's (sim_cost.h), for the lower bound */
 } sg_sim_point;
 int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt,
                    sg_error *err);
