@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/analysis.h"
 #include "runtime/config/config.h"
 #include "runtime/config/config_override.h"
 #include "runtime/config/machine.h"
@@ -147,6 +148,17 @@ static void test_rollback_passes(void)
     sg_node adam = node(SG_OP_ADAM_CPU, 1e6, 8000000000LL);
     is_close(sg_sim_node_seconds(&c, &adam, SG_SIM_CPU), 8e9 / (30e9 * 0.7) + 5e-6, 1e-9,
              "other kinds keep one pass whatever the rollbacks");
+    /* the lower bound's cost model (graph/analysis.h): the same passes over
+     * the socket's bandwidth at the CPU Adam's efficiency, nothing without */
+    sg_cost_model cm;
+    sg_cost_model_gh200(&cm);
+    v.device = SG_DEV_CPU;
+    v.flops = 0;
+    ok(sg_node_ideal_seconds(&cm, &v) == 0.0, "lower bound: a validation without rollback is free");
+    cm.validate_passes = 2;
+    is_close(sg_node_ideal_seconds(&cm, &v), 2 * 8e9 / cm.cpu_mem_bw / cm.efficiency[SG_OP_ADAM_CPU],
+             1e-9, "lower bound: 2 passes of 8 GB at the socket's %.0f GB/s x %.2f",
+             cm.cpu_mem_bw / 1e9, cm.efficiency[SG_OP_ADAM_CPU]);
 }
 
 /* The demand a node states and the static cost agree: one stream at the
