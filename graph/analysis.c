@@ -50,6 +50,10 @@ double sg_node_ideal_seconds(const sg_cost_model *cm, const sg_node *n)
      * reads the norm; the sub-group it lists is rewritten only on a rare
      * rollback) cost what the simulator charges them: next to nothing */
     const sg_op_kind_info *info = sg_op_kind_info_of(n->kind);
+    if (n->kind == SG_OP_VALIDATE && cm->validate_passes > 0) {
+        double eff = cm->efficiency[SG_OP_ADAM_CPU];
+        return cm->validate_passes * roofline_seconds(cm, n) / (eff > 0 ? eff : 1.0);
+    }
     if (info && info->cost_rule == SG_COST_OVERHEAD)
         return 0.0;
     if (cm->gpu_seconds && n->device == SG_DEV_GPU && !cm->no_gpu)

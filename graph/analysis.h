@@ -35,6 +35,10 @@ typedef struct sg_cost_model {
      * (no efficiency); NULL: the roofline */
     double (*gpu_seconds)(const void *ctx, const sg_node *n);
     const void *gpu_ctx;
+    /* SuperOffload's validations: 0 their norm check (next to nothing);
+     * N > 0 N passes over their data at the CPU Adam's efficiency, as when
+     * every speculative step rolls back (simulate --rollback-passes) */
+    int validate_passes;
 } sg_cost_model;
 
 /* GH200 figures from public specs (see DESIGN.md): H100 989 TFLOP/s bf16

@@ -335,3 +335,21 @@ void sg_unit_label(const sg_graph *g, int unit, char *buf, size_t size)
     else
         snprintf(buf, size, "layer%d", unit - 1);
 }
+
+void sg_graph_host_pinned(const sg_graph *g, unsigned char *pin)
+{
+    sg_graph_gpu_touched(g, pin);
+    /* 2: a node that may run on the CPU reads or writes it too */
+    for (int n = 0; n < g->nnodes; n++) {
+        const sg_node *nd = &g->nodes[n];
+        if (sg_node_runs_on_gpu(nd))
+            continue;
+        for (int a = 0; a < nd->naccess; a++) {
+            int b = nd->access[a].buffer;
+            if (b >= 0 && b < g->nbuffers && pin[b])
+                pin[b] = 2;
+        }
+    }
+    for (int b = 0; b < g->nbuffers; b++)
+        pin[b] = pin[b] && (g->buffers[b].space != SG_MEM_GPU || pin[b] == 2);
+}

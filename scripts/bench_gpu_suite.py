@@ -81,21 +81,34 @@ class Stage:
         self.model, self.host, self.gpu = model, host, gpu
 
 
+# In order of value; the first eight fit one 600 s device call (their caps,
+# 515 s, and the wrapper's carry and wheels, WRAPPER_S, within --budget 570):
+# the 8B comparison, then the 1B one. tune simulates (no GPU work): on the
+# machine model shipped for the GPU seen, or on the machine a calibrate of an
+# earlier call left in --work, with its fitted costs.
 STAGES = [
-    Stage("env", 20, "the machine", gpu=False),
-    Stage("calibrate", 100, "stepgraph calibrate, 1B", MODEL_1B, "stepgraph"),
-    Stage("tune_8b", 75, "stepgraph tune, 8B on the calibrated machine"),
+    Stage("env", 15, "the machine", gpu=False),
+    Stage("tune_8b", 40, "stepgraph tune, 8B (the GPU's machine model, or the calibrated one)"),
     Stage("sg_8b", 150, "stepgraph run, 8B", MODEL_8B, "stepgraph"),
     Stage("ds_so_noclip", 110, "DeepSpeed super_offload, gradient_clipping 0", MODEL_8B,
           "deepspeed"),
     Stage("ds_so", 100, "DeepSpeed super_offload, default clipping", MODEL_8B, "deepspeed"),
-    Stage("tune_1b", 30, "stepgraph tune, 1B on the calibrated machine"),
-    Stage("sg_1b", 50, "stepgraph run, 1B", MODEL_1B, "stepgraph"),
-    Stage("pt_1b_eager", 40, "PyTorch all on the GPU, eager, 1B"),
+    Stage("tune_1b", 20, "stepgraph tune, 1B (as tune_8b)"),
+    Stage("sg_1b", 45, "stepgraph run, 1B", MODEL_1B, "stepgraph"),
+    Stage("pt_1b_eager", 35, "PyTorch all on the GPU, eager, 1B"),
+    Stage("calibrate", 100, "stepgraph calibrate, 1B (for a later call's tune)", MODEL_1B,
+          "stepgraph"),
     Stage("pt_1b_compile", 90, "PyTorch all on the GPU, torch.compile, 1B"),
     Stage("ds_zo", 100, "DeepSpeed ZeRO-3 offload (zerooffload)", MODEL_8B, "deepspeed"),
     Stage("fsdp2_8b", 100, "PyTorch FSDP2 CPUOffloadPolicy, 8B", MODEL_8B, "fsdp2"),
 ]
+# seconds bench_gpu_suite.sh spends before this script (the carry unpacked,
+# DeepSpeed's wheels installed), within the budget, which counts from its start
+WRAPPER_S = 30
+# the machine models shipped for the lent GPUs (configs/machines/), by the
+# name nvidia-smi gives; tune runs on them until a calibrate has run
+GPU_MACHINES = [("H200", "h200"), ("H100 PCIe", "h100-pcie"), ("H100", "h100-sxm")]
+DEFAULT_MACHINE = "h200"
 STAGE_NAMES = [s.name for s in STAGES]
 
 
@@ -108,9 +121,9 @@ def parse_args(argv):
                     help="seconds for all stages (default 570: a 600 s device call)")
     ap.add_argument("--only", help="comma-separated stages to run (env always runs)")
     ap.add_argument("--skip", help="comma-separated stages to leave out")
-    ap.add_argument("--steps", type=int, default=5, help="steps per 8B run (default 5)")
+    ap.add_argument("--steps", type=int, default=4, help="steps per 8B run (default 4)")
     ap.add_argument("--warmup", type=int, default=2, help="of them left out (default 2)")
-    ap.add_argument("--steps-1b", type=int, default=8, help="steps per 1B run (default 8)")
+    ap.add_argument("--steps-1b", type=int, default=6, help="steps per 1B run (default 6)")
     ap.add_argument("--warmup-1b", type=int, default=3)
     ap.add_argument("--cal-steps", type=int, default=4, help="calibrate's steps (default 4)")
     ap.add_argument("--peak", type=float, default=br.DEFAULT_PEAK_TFLOPS,
@@ -171,6 +184,7 @@ class Ctx:
         self.out = a.out
         self.work = None  # WORK in the dry run's commands
         self.machine = None           # the calibrated machine's JSON
+        self.gpu_machine = DEFAULT_MACHINE  # the shipped model of the GPU seen
         self.best = {}                # model -> (args list, predicted ms, note)
         self.docs = {}
         self.device = "unknown (no GPU seen)"
@@ -185,7 +199,9 @@ def sg_extra(c):
 
 
 def tune_cmd(c, cfg, prefix, varies, extra):
-    cmd = [c.a.bin, "tune", cfg, "--machines", c.machine or c.w("machines", "gb-gpu.json"),
+    # fitted costs need a calibrated machine's node times
+    extra = extra if c.machine else [x for x in extra if x not in ("--cost", "fitted")]
+    cmd = [c.a.bin, "tune", cfg, "--machines", c.machine or c.gpu_machine,
            # the second step, after one in flight: the steady state the run measures
            "--sched", "dmda,dmdas", "--priorities", "on", "--steps", "2",
            "--jobs", str(c.a.jobs), "--out", c.w(prefix)] + extra + sg_extra(c)
@@ -223,7 +239,7 @@ def commands(c, name):
         return [[a.bin, "calibrate", a.config_1b, "--name", "gb-gpu", "--out", c.w("machines"),
                  "--steps", str(a.cal_steps), "--base", "h100-pcie", "--ncuda", str(a.ncuda)] +
                 sg_extra(c)]
-    if name == "tune_8b":
+    if name == "tune_8b":  # --cost fitted when calibrated
         return [tune_cmd(c, a.config_8b, "tune-8b", ["offload_optimizer.ratio=0.5,0.8,1",
                                                      "cast_placement=cpu,gpu,fused"],
                          ["--cost", "fitted"])]
@@ -258,19 +274,39 @@ def host_need(stage):
     return p * HOST_BYTES_PER_PARAM[stage.host]
 
 
+def calls(stages, budget):
+    """The device call each stage falls in when every stage takes its cap:
+    a call holds the wrapper's WRAPPER_S and stages up to the budget, and
+    the next call (--only the rest, on the still-warm machine) the rest."""
+    out, call, used = [], 1, WRAPPER_S
+    for s in stages:
+        if used + s.cap > budget and used > WRAPPER_S:
+            call, used = call + 1, WRAPPER_S
+        used += s.cap
+        out.append(call)
+    return out
+
+
 def dry_run(c, stages):
     total = 0
     print("bench_gpu_suite: plan for a budget of %d s (stages in order of value; a stage is "
           "skipped, with a note, when under %d s are left or its host memory is not free)"
           % (c.a.budget, MIN_STAGE_S))
-    print("  %-14s %5s %7s %9s  %s" % ("stage", "cap", "by", "host GiB", "what"))
-    for s in stages:
+    print("  %-14s %5s %7s %9s %4s  %s" % ("stage", "cap", "by", "host GiB", "call", "what"))
+    where = calls(stages, c.a.budget)
+    for s, call in zip(stages, where):
         total += s.cap
-        mark = "" if total <= c.a.budget else "  (past the budget if every stage takes its cap)"
         need = host_need(s)
-        print("  %-14s %5d %7d %9s  %s%s" % (s.name, s.cap, total,
-                                            "%.0f" % (need / GIB) if need else "-", s.what, mark))
-    print("caps add up to %d s against a budget of %d s" % (total, c.a.budget))
+        print("  %-14s %5d %7d %9s %4d  %s" % (s.name, s.cap, total,
+                                              "%.0f" % (need / GIB) if need else "-", call,
+                                              s.what))
+    print("caps add up to %d s against a budget of %d s (%d s before this script)"
+          % (total, c.a.budget, WRAPPER_S))
+    for k in range(1, max(where or [1]) + 1):
+        names = [s.name for s, call in zip(stages, where) if call == k]
+        print("call %d: %s (%d s of caps)" % (k, ",".join(names),
+                                             sum(s.cap for s, call in zip(stages, where)
+                                                 if call == k)))
     print("commands (WORK: the scratch directory, --work; tune's best setting is added to the "
           "stepgraph runs):")
     for s in stages:
@@ -439,7 +475,8 @@ def parse_tune(c, key, prefix, out):
     if "cast_placement" in best:
         args += ["--cast_placement", best["cast_placement"]]
         said.append("cast_placement " + best["cast_placement"])
-    c.best[key] = (args, float(best["step_ms"]), "tune's best: " + ", ".join(said))
+    on = os.path.basename(c.machine) if c.machine else c.gpu_machine
+    c.best[key] = (args, float(best["step_ms"]), "tune's best on %s: %s" % (on, ", ".join(said)))
     return "%s; predicted %.1f ms" % (c.best[key][2], float(best["step_ms"]))
 
 
@@ -453,6 +490,8 @@ def stage_result(c, s, rc, out):
             c.have_gpu = True
         if os.environ.get("BENCH_ASSUME_GPU") == "1":  # tests: the GPU stages run anyway
             c.have_gpu = True
+        c.gpu_machine = next((mc for name, mc in GPU_MACHINES if name in c.device),
+                             DEFAULT_MACHINE)
         cpu = ""
         try:
             with open("/proc/cpuinfo") as f:
@@ -463,7 +502,7 @@ def stage_result(c, s, rc, out):
         c.device += "; %s, %d CPUs" % (cpu or "CPU ?", os.cpu_count() or 0)
         for d in c.docs.values():
             d["device"] = c.device
-        return True, c.device
+        return True, "%s; tune on %s" % (c.device, c.machine or c.gpu_machine)
     if s.name == "calibrate":
         path = c.w("machines", "gb-gpu.json")
         if rc == 0 and os.path.exists(path):
@@ -496,8 +535,11 @@ def stage_result(c, s, rc, out):
         if not ok:
             last = out.strip().splitlines()[-1:] or [""]
             return False, "%s: %s" % ("timed out" if rc is None else "exit %s" % rc, last[0][:200])
-        return True, "step %s ms, GPU busy %s%%, start-up %s s%s" % (
-            ms, busy, start, "" if not pred else ", predicted %.1f ms" % pred)
+        # the start-up's parts, for the summary (docs/gpu.md, "Start-up")
+        parts = re.findall(r"start-up: (.*)", out)
+        return True, "step %s ms, GPU busy %s%%, start-up %s%s" % (
+            ms, busy, parts[-1] if parts else "%s s" % start,
+            "" if not pred else ", predicted %.1f ms" % pred)
     # the peers: their result line
     m = re.search(r"^peer_result (\{.*\})$", out, re.M)
     res = json.loads(m.group(1)) if m else {"status": "timeout" if rc is None else "failed",

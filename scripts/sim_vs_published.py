@@ -72,8 +72,11 @@ ROWS = [
          model="llama-3.2-1b", seq=2048, batch=4, ckpt=True, measured=(1093.83, 1093.83), unit="ms",
          counted="mean step after 2 warm-up; every speculative step rolled back", source=README_H200,
          role="held back",
+         # 72 of 72 sub-group steps rolled back, each a rollback pass then a
+         # redo pass (the code of the time, before sg_adam_redo; its trace:
+         # validation 5786.2 ms of CPU task time against Adam's 2892.5)
          args=["configs/llama-3.2-1b-superoffload-gpu.json", "--machine", "h200",
-               "--max_length", "2048"]),
+               "--max_length", "2048", "--rollback-passes", "2"]),
 ]
 
 

@@ -28,7 +28,7 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-echo "1..22"
+echo "1..23"
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -98,17 +98,24 @@ ok $? "write_doc writes no file for a faulty document"
 # the plan
 "$PY" "$S" --dry-run >"$TMP/plan.out" 2>&1
 ok $? "--dry-run exits 0"
-stages="env calibrate tune_8b sg_8b ds_so_noclip ds_so tune_1b sg_1b pt_1b_eager pt_1b_compile ds_zo fsdp2_8b"
+stages="env tune_8b sg_8b ds_so_noclip ds_so tune_1b sg_1b pt_1b_eager calibrate pt_1b_compile ds_zo fsdp2_8b"
 got=$(awk '/^  [a-z_0-9]+ +[0-9]+ +[0-9]+ / { printf "%s ", $1 }' "$TMP/plan.out")
 [ "$got" = "$stages " ]
 ok $? "the plan lists the 12 stages in order of value with cap and running total (got: $got)"
+# one device call: the caps of the 8B and the 1B comparisons (15 + 40 + 150 +
+# 110 + 100 + 20 + 45 + 35 = 515 s) and the wrapper's 30 s within 570
+grep -q "^call 1: env,tune_8b,sg_8b,ds_so_noclip,ds_so,tune_1b,sg_1b,pt_1b_eager (515 s of caps)$" "$TMP/plan.out" &&
+	grep -q "^call 2: calibrate,pt_1b_compile,ds_zo,fsdp2_8b (390 s of caps)$" "$TMP/plan.out" &&
+	awk '/^  [a-z_0-9]+ +[0-9]+ +[0-9]+ / && $5 == 1 { t += $2 } END { exit !(t + 30 <= 570) }' "$TMP/plan.out"
+ok $? "call 1 holds the 8B comparison (stepgraph, DeepSpeed with and without clipping) and the 1B one, 515 s of caps and the wrapper's 30 within 570; call 2 the rest"
 miss=0
 for s in $stages; do grep -q "^  $s: " "$TMP/plan.out" || miss=1; done
-grep -q "tune_8b: .* tune .*--cost fitted" "$TMP/plan.out" &&
+grep -q "tune_8b: .* tune .*--machines h200 " "$TMP/plan.out" &&
+	grep -q "sg_8b: .* run .*--steps 4 --warmup_steps 2 " "$TMP/plan.out" &&
 	grep -q "ds_so_noclip: .*hf_gpu_peer.py --mode deepspeed .*--gradient-clipping 0" "$TMP/plan.out" &&
 	grep -q "fsdp2_8b: .*--mode fsdp2 --model models/llama-3.1-8b.json --seq 4096 --batch 4" "$TMP/plan.out" &&
-	grep -q "^caps add up to 965 s against a budget of 570 s$" "$TMP/plan.out" || miss=1
-ok $miss "every stage's command printed (tune with fitted costs, DeepSpeed with clipping 0, FSDP2 at 4096 x 4), the caps' sum against the budget"
+	grep -q "^caps add up to 905 s against a budget of 570 s (30 s before this script)$" "$TMP/plan.out" || miss=1
+ok $miss "every stage's command printed (tune on h200's model before a calibrate, 8B runs of 4 steps with 2 left out, DeepSpeed with clipping 0, FSDP2 at 4096 x 4), the caps' sum against the budget"
 "$PY" "$S" --dry-run --only nosuch >"$TMP/only.out" 2>&1
 [ $? -eq 2 ] && grep -q "no stage 'nosuch'" "$TMP/only.out"
 ok $? "--only with an unknown stage: exit 2 naming it"
@@ -120,7 +127,7 @@ cat >"$TMP/sg" <<'EOF'
 case "$1" in
 version) echo "stepgraph (stand-in)" ;;
 run) case " $* " in *" configs/llama-3.2-1b"*) echo "cannot start"; exit 1 ;; esac
-	echo "  start-up: 30.50 s (StarPU 1.00 s, state allocation 9.50 s, initial state 20.00 s)"
+	echo "  start-up: 30.50 s (config 0.10 s, compile 0.20 s, state and data 0.20 s, StarPU 1.00 s, state allocation 9.00 s, initial state 20.00 s); state 104.7 GiB, 24.0 GiB of it pinned"
 	echo "  Step time: mean 2650.00 ms | min 2600.00 ms | max 2700.00 ms"
 	echo "  GPU: busy 90.0% of the last step; CPU Adam 1000.0 ms, 95.0% of it under GPU work" ;;
 *) exit 3 ;;
@@ -161,8 +168,12 @@ assert row["status"] == "failed" and row["step_ms"] is None, row
 st = {s["stage"]: s for s in one["stages"]}
 assert st["sg_1b"]["result"] == "fail" and st["sg_1b"]["note"] == "exit 1: cannot start", st
 assert st["fsdp2_8b"]["result"] in ("timeout", "skip"), st
+# the 8B run's stage note carries its start-up's parts for the summary
+assert "start-up 30.50 s (config 0.10 s, compile 0.20 s, state and data 0.20 s, StarPU 1.00 s, " \
+    "state allocation 9.00 s, initial state 20.00 s); state 104.7 GiB, 24.0 GiB of it pinned" \
+    in st["sg_8b"]["note"], st["sg_8b"]
 PYEOF
-ok $? "the failed 1B run is a failed row; FSDP2, past the budget, timed out or skipped"
+ok $? "the failed 1B run is a failed row; FSDP2, past the budget, timed out or skipped; the 8B stage's note has the start-up's parts"
 "$PY" - "$TMP/work" <<'PYEOF'
 import json, sys
 so = json.load(open(sys.argv[1] + "/ds-superoffload.json"))
@@ -207,18 +218,23 @@ ok $? "bench_gpu_suite.sh without a GPU: env passes, the GPU stages skip saying 
 	grep -q "activation_checkpointing on" "$TMP/cfg8b.out"
 ok $? "configs/llama-3.1-8b-superoffload.json is the seed's case: bf16 ZeRO-3, micro batch 4, sequence 4096, ratio 0.8, cpuadam_cores_perc 0.9, checkpointing, 8,030,261,248 parameters"
 
-# the stepgraph chain for real, on the CPU and a tiny model: calibrate, tune on
-# the calibrated machine with fitted costs, the run at tune's best point (the
-# stages' own commands, with --sg-args and --ncuda 0)
-BENCH_ASSUME_GPU=1 "$PY" "$S" --bin "$BIN" --only calibrate,tune_8b,sg_8b \
-	--config-8b "$SRC/configs/deepspeed/superoffload.json" \
-	--config-1b "$SRC/configs/deepspeed/superoffload.json" \
-	--sg-args "--model tiny-llama --max_length 64 --ncpus 2" --ncuda 0 --cal-steps 6 --jobs 2 \
-	--no-memory-check --budget 300 --out "$TMP/out4" --work "$TMP/work4" >"$TMP/chain.out" 2>&1 &&
+# the stepgraph chain for real, on the CPU and a tiny model: calibrate (a
+# first call), then tune on the calibrated machine with fitted costs and the
+# run at tune's best point (a second call on the same --work: the stages' own
+# commands, with --sg-args and --ncuda 0)
+CHAIN="--bin $BIN --config-8b $SRC/configs/deepspeed/superoffload.json
+	--config-1b $SRC/configs/deepspeed/superoffload.json --ncuda 0 --cal-steps 6 --jobs 2
+	--no-memory-check --work $TMP/work4"
+BENCH_ASSUME_GPU=1 "$PY" "$S" $CHAIN --sg-args "--model tiny-llama --max_length 64 --ncpus 2" \
+	--only calibrate --budget 200 --out "$TMP/out4a" >"$TMP/chain1.out" 2>&1 &&
+	BENCH_ASSUME_GPU=1 "$PY" "$S" $CHAIN --sg-args "--model tiny-llama --max_length 64 --ncpus 2" \
+	--only tune_8b,sg_8b --budget 200 --out "$TMP/out4" >"$TMP/chain.out" 2>&1 &&
+	grep -q -- "--machines $TMP/work4/machines/gb-gpu.json .*--cost fitted" "$TMP/out4/logs.txt" &&
 	"$PY" - "$TMP/out4/bench-llama-3.1-8b.json" "$TMP/work4/tune-8b.csv" <<'PYEOF'
 import csv, json, sys
 d = json.load(open(sys.argv[1]))
-assert [s["result"] for s in d["stages"]] == ["pass"] * 4, d["stages"]
+assert [s["stage"] for s in d["stages"]] == ["env", "calibrate", "env", "tune_8b", "sg_8b"], d["stages"]
+assert [s["result"] for s in d["stages"]] == ["pass"] * 5, d["stages"]
 row = [r for r in d["rows"] if r["system"] == "stepgraph"]
 assert len(row) == 1 and row[0]["status"] == "ok" and row[0]["step_ms"] > 0, row
 row = row[0]
@@ -230,7 +246,7 @@ assert len(pts) == 18 and row["args"] == want, (len(pts), row["args"], want)
 assert row["predicted_step_ms"] == float(best["step_ms"]), row
 assert abs(row["prediction_error"] - (row["predicted_step_ms"] / row["step_ms"] - 1)) < 1e-12
 PYEOF
-ok $? "calibrate, tune --cost fitted (18 points) and the run at the point with the most tokens/s, its prediction beside its step"
+ok $? "calibrate in one call; in the next, tune on the calibrated machine with --cost fitted (18 points) and the run at the point with the most tokens/s, its prediction beside its step"
 
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}

@@ -915,6 +915,38 @@ static void test_gpu_touched(const sg_model *m)
                 fwd_missed += !t[g.nodes[n].access[a].buffer];
         }
     ok(nfwd > 0 && fwd_missed == 0, "gpu touched: every buffer of the %d forward nodes", nfwd);
+    /* pinned (sg_graph_host_pinned): the host-space buffers a forward reads
+     * (they cross the link every step), none of the GPU sub-groups' moments
+     * (only GPU Adam touches them: they cross once, at the first step), and
+     * of the GPU-space buffers only those a CPU-capable node also accesses */
+    unsigned char *pin = malloc((size_t)g.nbuffers);
+    sg_graph_host_pinned(&g, pin);
+    int host_fwd = 0, host_fwd_unpinned = 0, gpu_moments_pinned = 0, gpu_pinned_bad = 0;
+    for (int n = 0; n < g.nnodes; n++)
+        for (int a = 0; a < g.nodes[n].naccess; a++) {
+            int b = g.nodes[n].access[a].buffer;
+            if (g.nodes[n].kind == SG_OP_FORWARD && g.buffers[b].space == SG_MEM_HOST) {
+                host_fwd++;
+                host_fwd_unpinned += !pin[b];
+            }
+        }
+    for (int b = 0; b < g.nbuffers; b++) {
+        if (!pin[b] || g.buffers[b].space != SG_MEM_GPU)
+            continue;
+        gpu_moments_pinned += g.buffers[b].role == SG_BUF_MOMENTS;
+        int cpu_side = 0; /* a node placed on the CPU or left to the scheduler uses it */
+        for (int n = 0; n < g.nnodes && !cpu_side; n++)
+            for (int a = 0; a < g.nodes[n].naccess; a++)
+                cpu_side |= g.nodes[n].access[a].buffer == b && !sg_node_runs_on_gpu(&g.nodes[n]);
+        gpu_pinned_bad += !cpu_side;
+    }
+    ok(host_fwd > 0 && host_fwd_unpinned == 0,
+       "pinned: every host-space buffer of a forward (%d accesses, %d not pinned)", host_fwd,
+       host_fwd_unpinned);
+    ok(gpu_moments_pinned == 0 && gpu_pinned_bad == 0,
+       "pinned: no GPU sub-group's moments (%d pinned), no GPU-space buffer only GPU nodes use "
+       "(%d pinned)", gpu_moments_pinned, gpu_pinned_bad);
+    free(pin);
     free(t);
     sg_graph_free(&g);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/analysis.h"
 #include "runtime/config/config.h"
 #include "runtime/config/config_override.h"
 #include "runtime/config/machine.h"
@@ -123,6 +124,41 @@ static void test_cost(void)
     sg_sim_costs_init(&c, &m, SG_BF16, 4, 16);
     ok(sg_sim_node_seconds(&c, &ag, SG_SIM_GPU) > dp1 + 0.002,
        "a collective over 4 ranks adds the NVLink traffic");
+}
+
+/* SuperOffload's validation (--rollback-passes): the norm check alone costs
+ * a CPU task's overhead (5 us); N passes stream N times the bytes it
+ * declares at one core's capped bandwidth, derated by the optimizer's
+ * efficiency: 8 GB at 30 GB/s x 0.7 is 0.381 s a pass, worked out here. */
+static void test_rollback_passes(void)
+{
+    sg_machine m = gh200();
+    sg_sim_costs c;
+    sg_sim_costs_init(&c, &m, SG_BF16, 1, 8);
+    sg_node v = node(SG_OP_VALIDATE, 2e9, 4000000000LL);
+    v.bytes_written = 4000000000LL;
+    is_close(sg_sim_node_seconds(&c, &v, SG_SIM_CPU), 5e-6, 1e-12,
+             "validation, no rollback: a task's overhead");
+    for (int p = 1; p <= 2; p++) {
+        c.rollback_passes = p;
+        is_close(sg_sim_node_seconds(&c, &v, SG_SIM_CPU), p * 8e9 / (30e9 * 0.7) + 5e-6, 1e-9,
+                 "validation, %d rollback pass%s: %d x 8 GB at 30 GB/s x 0.7", p,
+                 p == 1 ? "" : "es", p);
+    }
+    sg_node adam = node(SG_OP_ADAM_CPU, 1e6, 8000000000LL);
+    is_close(sg_sim_node_seconds(&c, &adam, SG_SIM_CPU), 8e9 / (30e9 * 0.7) + 5e-6, 1e-9,
+             "other kinds keep one pass whatever the rollbacks");
+    /* the lower bound's cost model (graph/analysis.h): the same passes over
+     * the socket's bandwidth at the CPU Adam's efficiency, nothing without */
+    sg_cost_model cm;
+    sg_cost_model_gh200(&cm);
+    v.device = SG_DEV_CPU;
+    v.flops = 0;
+    ok(sg_node_ideal_seconds(&cm, &v) == 0.0, "lower bound: a validation without rollback is free");
+    cm.validate_passes = 2;
+    is_close(sg_node_ideal_seconds(&cm, &v), 2 * 8e9 / cm.cpu_mem_bw / cm.efficiency[SG_OP_ADAM_CPU],
+             1e-9, "lower bound: 2 passes of 8 GB at the socket's %.0f GB/s x %.2f",
+             cm.cpu_mem_bw / 1e9, cm.efficiency[SG_OP_ADAM_CPU]);
 }
 
 /* The demand a node states and the static cost agree: one stream at the
@@ -458,6 +494,7 @@ int main(void)
     test_platform();
     test_cost();
     test_demand();
+    test_rollback_passes();
     test_share();
     test_costfit();
     test_node_times();

@@ -328,4 +328,23 @@ ok $? "tune where every simulation fails exits non-zero, saying so; the table is
 	grep -q "warning: tune: 1 of 2 simulations failed" "$TMP/tp.err" &&
 	grep -q "^gh200,dmda,on,ok," "$TMP/tp.csv"
 ok $? "tune where some simulations fail exits 0 with a warning counting them"
+# SuperOffload's validations with every speculative step rolled back
+# (--rollback-passes, docs/simulate.md): the step grows with the passes; a
+# count outside 0-2 is refused naming the flag
+for p in 0 2; do
+	"$BIN" simulate "$SO" $TINY --machine h200 --rollback-passes $p --json "$TMP/rb$p.json" \
+		>"$TMP/rb$p.out" 2>&1 || echo "failed: $p" >>"$TMP/rb.err"
+done
+"$PY" - "$TMP/rb0.json" "$TMP/rb2.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert b["step_s"] > a["step_s"] > 0, (a["step_s"], b["step_s"])
+# the lower bound counts the passes too, and stays under the step
+assert a["bound_s"] < b["bound_s"] <= b["step_s"], (a["bound_s"], b["bound_s"], b["step_s"])
+PYEOF
+[ $? -eq 0 ] && [ ! -s "$TMP/rb.err" ]
+ok $? "--rollback-passes 2 lengthens the simulated SuperOffload step and its lower bound"
+"$BIN" simulate "$SO" $TINY --rollback-passes 3 >"$TMP/rb3.out" 2>&1
+[ $? -eq 1 ] && grep -q -- "--rollback-passes 3: expected 0, 1 or 2" "$TMP/rb3.out"
+ok $? "--rollback-passes 3 refused naming the flag and the value"
 echo "1..$n"

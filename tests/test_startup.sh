@@ -1,12 +1,15 @@
 #!/bin/sh
 # test_startup.sh - a run's start-up (scripts/bench_gpu_suite.py reads it):
-# the header's "start-up:" line gives the whole and its parts (StarPU's start,
-# the state's allocation and zeroing, the initial state); the state is zeroed
+# the header's "start-up:" line gives the whole and its parts (the process's
+# start to the trainer, the compile, the state's shapes and the data, StarPU's
+# start, the state's allocation and zeroing, the initial state) and the
+# state's size, none of it pinned without CUDA workers; the state is zeroed
 # on STEPGRAPH_INIT_THREADS threads (common/first_touch.h) without changing
 # any result: three steps of a Llama whose fp32 embedding and head masters
 # are 64 MiB each (so that they are cut into pieces zeroed by different
-# threads) give the same loss and gradient norm, bit for bit, with 1 and with
-# 3 threads; a bad thread count is refused before StarPU starts. Nothing is
+# threads, and converted into StarPU's buffers in parts, common/par_for.h)
+# give the same loss and gradient norm, bit for bit, with 1 and with 3
+# threads; a bad thread count is refused before StarPU starts. Nothing is
 # timed. Prints TAP.
 set -u
 SG_TEST_NAME=startup
@@ -38,13 +41,23 @@ for x, y in zip(a, b):
 PYEOF
 ok $? "the same losses and gradient norms, bit for bit, every step"
 line=$(grep -m1 '^  start-up: ' "$TMP/three.out")
-echo "$line" | awk '{
-	# "  start-up: T s (StarPU A s, state allocation B s, initial state C s)"
-	gsub(/[(),]/, " ")
-	t = $2; a = $5; b = $9; c = $13
-	exit !($3 == "s" && t > 0 && a >= 0 && b >= 0 && c >= 0 && a + b + c <= t + 0.01)
-}'
-ok $? "the header's start-up line: the whole and its three parts, which it covers ($line)"
+"$PY" - "$line" <<'PYEOF'
+import re, sys
+# "  start-up: T s (config P s, compile C s, state and data D s, StarPU A s,
+#  state allocation B s, initial state I s); state X GiB, Y GiB of it pinned"
+m = re.fullmatch(r"  start-up: ([0-9.]+) s \(config ([0-9.]+) s, compile ([0-9.]+) s, state and "
+                 r"data ([0-9.]+) s, StarPU ([0-9.]+) s, state allocation ([0-9.]+) s, initial "
+                 r"state ([0-9.]+) s\); state ([0-9.]+) GiB, ([0-9.]+) GiB of it pinned",
+                 sys.argv[1])
+assert m, sys.argv[1]
+t, *parts = (float(x) for x in m.groups()[:7])
+state, pinned = float(m.group(8)), float(m.group(9))
+assert t > 0 and sum(parts) <= t + 0.03, (t, parts)
+# 35.4 M parameters: bf16 pieces, fp32 masters and two moments, about 0.5 GiB;
+# no CUDA worker: nothing pinned
+assert 0.3 <= state <= 1.0 and pinned == 0.0, (state, pinned)
+PYEOF
+ok $? "the header's start-up line: the whole and its six parts, which it covers, the state's GiB, none pinned ($line)"
 awk '/^  start-up: / { s = NR } /steps, log every/ { e = NR } END { exit !(s && e == s + 1) }' "$TMP/three.out"
 ok $? "the start-up line closes the header's start-up part, just before the steps"
 STEPGRAPH_INIT_THREADS=0 "$BIN" run $ARGS >"$TMP/bad.out" 2>&1

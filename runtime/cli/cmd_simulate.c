@@ -18,7 +18,8 @@ static void simulate_help(void)
     printf("usage: stepgraph simulate CONFIG [--machine NAME|PATH] [--sched POLICY]\n"
            "                          [--trace FILE] [--report PAGE] [--steps N]\n"
            "                          [--no-priorities] [--bandwidth shared|static]\n"
-           "                          [--cost history|fitted] [--json FILE]\n"
+           "                          [--cost history|fitted] [--rollback-passes N]\n"
+           "                          [--json FILE]\n"
            "                          [--set KEY=VALUE]... [run options]\n"
            "\n"
            "Builds the step graph of CONFIG, as `stepgraph run` would, and runs it under\n"
@@ -71,6 +72,12 @@ static void simulate_help(void)
            "                   fitted: per device and kind, overhead + matmul and\n"
            "                   attention FLOPs + bytes fitted on the node times calibrate\n"
            "                   saved, for other models, batches and sequence lengths\n"
+           "  --rollback-passes N  SuperOffload: each sub-group's validation costs N\n"
+           "                   passes over its optimizer state, as when clipping (or an\n"
+           "                   fp16 overflow) rolls back every speculative step: 0 (default)\n"
+           "                   the norm check alone; 1 a rollback and redo as run does\n"
+           "                   them now (one pass); 2 as run did before 2026-11-28 (a\n"
+           "                   rollback pass, then a redo pass)\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");
     static const char *const own[] = {"steps"}; /* this command has its own --steps */
@@ -130,13 +137,14 @@ static int run_sim(sg_sim_request *rq, const char *workdir, int cost_named, int 
 int sg_cmd_simulate(int argc, char **argv)
 {
     const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "3", *json = NULL;
-    const char *report = NULL, *bandwidth = "shared", *cost = NULL;
+    const char *report = NULL, *bandwidth = "shared", *cost = NULL, *rollback = "0";
     int no_prio = 0;
     sg_cli_opt opts[] = {
         {"machine", NULL, &machine, NULL}, {"sched", NULL, &sched, NULL},
         {"trace", NULL, &trace, NULL},     {"steps", NULL, &steps, NULL},
         {"json", NULL, &json, NULL},       {"no-priorities", NULL, NULL, &no_prio},
         {"report", NULL, &report, NULL},   {"bandwidth", NULL, &bandwidth, NULL},
+        {"rollback-passes", NULL, &rollback, NULL},
         {"cost", NULL, &cost, NULL},
     };
     for (int i = 0; i < argc; i++)
@@ -155,9 +163,9 @@ int sg_cmd_simulate(int argc, char **argv)
     const char *config = NULL;
     /* loads once here for the errors and the config's machine */
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 9, cfg, &err);
+        rc = sg_cli_load_config(argc, argv, opts, 10, cfg, &err);
     if (!rc)
-        sg_cli_split_args(argc, argv, opts, 9, &config, pass, &npass);
+        sg_cli_split_args(argc, argv, opts, 10, &config, pass, &npass);
     if (!rc && strcmp(bandwidth, "shared") && strcmp(bandwidth, "static"))
         rc = sg_error_set(&err, SG_EINVAL, "--bandwidth %s: expected shared or static", bandwidth);
     int cost_named = cost != NULL;
@@ -169,6 +177,9 @@ int sg_cmd_simulate(int argc, char **argv)
     long nsteps = strtol(steps, &end, 10);
     if (!rc && (*end || nsteps < 1 || nsteps > 100))
         rc = sg_error_set(&err, SG_EINVAL, "--steps %s: expected 1 to 100", steps);
+    long rollback_passes = strtol(rollback, &end, 10);
+    if (!rc && (!rollback[0] || *end || rollback_passes < 0 || rollback_passes > 2))
+        rc = sg_error_set(&err, SG_EINVAL, "--rollback-passes %s: expected 0, 1 or 2", rollback);
     if (!rc && !machine)
         machine = cfg->run.machine[0] ? cfg->run.machine : "gh200";
     if (!rc)
@@ -188,7 +199,8 @@ int sg_cmd_simulate(int argc, char **argv)
     sg_sim_request rq = {.config = config, .args = pass, .nargs = npass, .sm = sm,
                          .sched = sched, .priorities = !no_prio, .steps = (int)nsteps,
                          .trace = trace, .static_bandwidth = !strcmp(bandwidth, "static"),
-                         .fitted_costs = !strcmp(cost, "fitted")};
+                         .fitted_costs = !strcmp(cost, "fitted"),
+                         .rollback_passes = (int)rollback_passes};
     if (!rc)
         rc = sg_sim_prepare(&rq, 0, pt, &err);
     if (!rc && !sched)

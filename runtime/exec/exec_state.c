@@ -9,6 +9,8 @@
 
 #include "codelets/starpu/args.h"
 #include "codelets/starpu/comm.h"
+#include "common/first_touch.h"
+#include "common/par_for.h"
 #include "runtime/exec/exec.h"
 
 /* A per-tensor set (the weights or one moment) seen unit by unit: a unit's
@@ -66,6 +68,37 @@ static int index_build(unit_index *ix, const sg_model *m, const sg_weights *w)
     return SG_OK;
 }
 
+typedef struct conversion {
+    float *f32;
+    char *raw;
+    sg_dtype dt;
+    int to_f32;
+} conversion;
+
+static void convert_part(void *ctx, int64_t lo, int64_t hi)
+{
+    const conversion *c = ctx;
+    char *raw = c->raw + (size_t)lo * sg_dtype_size(c->dt);
+    if (c->to_f32)
+        sg_f32_load(c->f32 + lo, raw, c->dt, (size_t)(hi - lo));
+    else
+        sg_f32_store(raw, c->dt, c->f32 + lo, (size_t)(hi - lo));
+}
+
+/* n elements between fp32 (f32) and dtype dt (raw), on the start-up's
+ * threads (STEPGRAPH_INIT_THREADS, checked when the state was allocated):
+ * a whole model's load or save is a pass over all of its state, and no task
+ * runs meanwhile (sg_exec_load_state_from pauses StarPU's workers). */
+static void convert(float *f32, void *raw, sg_dtype dt, size_t n, int to_f32)
+{
+    int threads = 1;
+    sg_error ignored = {0};
+    if (n >= 2 * (size_t)SG_PAR_FOR_MIN && sg_first_touch_threads(&threads, &ignored))
+        threads = 1;
+    conversion c = {.f32 = f32, .raw = raw, .dt = dt, .to_f32 = to_f32};
+    sg_par_for((int64_t)n, threads, convert_part, &c);
+}
+
 /* Elements [off, off + n) of unit u to (to_view) or from buf, which holds n
  * values of dtype dt. Several ranks: elements past the unit's end are the
  * last rank's padding, zero on load and dropped on store. */
@@ -81,10 +114,8 @@ static void unit_range(const unit_view *v, int u, int64_t off, int64_t n, void *
             char *b = (char *)buf + (size_t)(lo - off) * es;
             size_t len = (size_t)(hi - lo);
             float *t = v->data ? v->data[i] : NULL;
-            if (to_view && t)
-                sg_f32_load(t + (lo - t0), b, dt, len);
-            else if (!to_view && t)
-                sg_f32_store(b, dt, t + (lo - t0), len);
+            if (t)
+                convert(t + (lo - t0), b, dt, len, to_view);
         }
         t0 += numel;
     }

@@ -13,8 +13,8 @@
 #include "runtime/exec/starpu_include.h"
 
 #define HANDLE(l, b) ((starpu_data_handle_t)(l)->handles[b])
-/* counted in StarPU's used memory; pinned where a GPU task may touch the
- * buffer (sg_graph_gpu_touched) */
+/* counted in StarPU's used memory; pinned where the buffer crosses the link
+ * every step (sg_graph_host_pinned) */
 #define OUR_MALLOC_FLAGS STARPU_MALLOC_COUNT
 
 /* elements of a buffer as a StarPU vector: at least one, below 2^32 */
@@ -150,6 +150,8 @@ static int register_each(sg_lowering *l, const sg_lowering *base, const unsigned
             /* zeroed by the caller, every buffer at once on several threads */
             touch[*ntouch] = l->memory[b];
             touch_bytes[(*ntouch)++] = (size_t)n * esize + skew;
+            l->state_bytes += (int64_t)n * (int64_t)esize;
+            l->pinned_bytes += pin[b] ? (int64_t)n * (int64_t)esize : 0;
             starpu_vector_data_register(&h, (int)home_node(l, b), (uintptr_t)l->memory[b] + skew,
                                         n, esize);
         }
@@ -175,15 +177,19 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
     if (!l->handles || !l->memory || !l->owned || !touch || !touch_bytes || !pin)
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     if (!rc && l->target.have_cuda)
-        sg_graph_gpu_touched(g, pin);
+        sg_graph_host_pinned(g, pin);
     if (!rc && l->target.memory != SG_LOWER_MEMORY_SIMULATED)
         rc = sg_first_touch_threads(&threads, err);
     if (!rc)
         rc = register_each(l, base, pin, touch, touch_bytes, &ntouch, err);
     /* the state starts at zero (the initial state's load then writes the
-     * weights and masters) */
-    if (!rc)
+     * weights and masters); no task runs yet, and StarPU's idle workers,
+     * one per core, would poll for work on the cores the zeroing uses */
+    if (!rc && ntouch > 0) {
+        starpu_pause();
         sg_first_touch_zero(touch, touch_bytes, ntouch, threads);
+        starpu_resume();
+    }
     free(touch);
     free(touch_bytes);
     free(pin);

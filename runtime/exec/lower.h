@@ -99,6 +99,9 @@ typedef struct sg_lowering {
     int64_t steps_submitted;
     sg_liveness live;          /* when each step-local value dies (graph/liveness.h) */
     sg_numa_place numa;        /* sub-groups' NUMA nodes (target.numa) */
+    /* the state's memory allocated here, and of it pinned (bytes; the
+     * run's start-up line) */
+    int64_t state_bytes, pinned_bytes;
 } sg_lowering;
 
 /* Registers the graph's buffers and builds every node's cl_arg, pointing at

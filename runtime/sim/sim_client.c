@@ -185,6 +185,12 @@ int sg_sim_start(const sg_sim_request *rq, const char *workdir, int tag, sg_sim_
         argv[n++] = "--static-bandwidth";
     if (rq->fitted_costs)
         argv[n++] = "--fitted-costs";
+    char passes[16];
+    snprintf(passes, sizeof passes, "%d", rq->rollback_passes);
+    if (rq->rollback_passes) {
+        argv[n++] = "--rollback-passes";
+        argv[n++] = passes;
+    }
     if (rq->steps > 0) {
         argv[n++] = "--steps";
         argv[n++] = steps;
@@ -348,6 +354,7 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
                    sg_error *err)
 {
     memset(pt, 0, sizeof *pt);
+    pt->rollback_passes = rq->rollback_passes;
     const char **argv = calloc((size_t)(rq->nargs + 2 * rq->nsets + 2), sizeof *argv);
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_graph g;
@@ -411,6 +418,7 @@ double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, con
     sg_sim_costs_init(&costs, m, pt->spec.compute_dtype, (int)pt->spec.dp_size, 1);
     sg_sim_costs_set_model(&costs, &pt->model, pt->spec.micro_batch, pt->spec.seq_len);
     sg_sim_cost_model_use_kernels(&cm, &costs);
+    cm.validate_passes = pt->rollback_passes;
     sg_disk_tier t;
     if (!sg_compile_step(&pt->model, &pt->spec, &g, &err) && !sg_summary_compute(&g, &cm, &s) &&
         !sg_disk_tier_compute(&g, &pt->spec, &t)) {

@@ -44,6 +44,7 @@ typedef struct sg_sim_request {
     int fitted_costs;            /* 1: a calibrated machine's fitted history */
     int steps;                   /* 0: stepgraph-sim's default */
     const char *trace;           /* or NULL */
+    int rollback_passes;         /* sim_cost.h: a validation's passes over its state */
 } sg_sim_request;
 
 typedef struct sg_sim_report {
@@ -96,6 +97,7 @@ typedef struct sg_sim_point {
     char sched[64];              /* the config's policy */
     char speculation[16];        /* the run option: "always", "adaptive" or "never" */
     int64_t lookahead;           /* steps in flight (run option) */
+    int rollback_passes;         /* the request's (sim_cost.h), for the lower bound */
 } sg_sim_point;
 int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt,
                    sg_error *err);

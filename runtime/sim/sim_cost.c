@@ -25,6 +25,7 @@ void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, i
     c->cpu_core_bw = bw;
     c->model = NULL;
     c->tokens = c->seq_len = 0;
+    c->rollback_passes = 0;
 }
 
 void sg_sim_costs_set_model(sg_sim_costs *c, const sg_model *model, int64_t micro_batch,
@@ -113,23 +114,28 @@ void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
     /* kinds whose work is not modelled (SuperOffload's validation reads the
      * norm only; a rollback and redo is rare) cost a task's overhead */
     const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
-    if (info && info->cost_rule == SG_COST_OVERHEAD) {
+    int passes = nd->kind == SG_OP_VALIDATE ? c->rollback_passes : 1;
+    if (info && info->cost_rule == SG_COST_OVERHEAD && passes == 0) {
         d->fixed_s = a == SG_SIM_GPU ? GPU_TASK_OVERHEAD_S : CPU_TASK_OVERHEAD_S;
         return;
     }
+    /* a rollback and a redo are Adam's passes: the CPU optimizer's efficiency */
+    if (nd->kind == SG_OP_VALIDATE)
+        eff = m->efficiency[SG_CLASS_OPTIMIZER_CPU];
     if (a == SG_SIM_GPU && kernel_model(c)) {
         gpu_kernel_demand(c, nd, d);
         if (cls == SG_CLASS_COLLECTIVE)
             d->fixed_s += collective_seconds(c, nd);
         return;
     }
-    d->bytes = (double)(nd->bytes_read + nd->bytes_written) / eff;
+    d->bytes = passes * (double)(nd->bytes_read + nd->bytes_written) / eff;
     if (a == SG_SIM_GPU) {
         d->compute_s = nd->flops / (gpu_peak(c, nd) * eff);
         d->alone_bw = m->gpu_memory_bw_gbs * 1e9;
         d->fixed_s = GPU_TASK_OVERHEAD_S;
     } else {
-        d->compute_s = nd->flops / (m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle * eff);
+        d->compute_s = passes * nd->flops /
+                       (m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle * eff);
         d->alone_bw = (m->cpu_core_bw_gbs > 0 && m->cpu_core_bw_gbs < m->cpu_memory_bw_gbs
                            ? m->cpu_core_bw_gbs : m->cpu_memory_bw_gbs) * 1e9;
         d->fixed_s = CPU_TASK_OVERHEAD_S;

@@ -39,6 +39,12 @@ typedef struct sg_sim_costs {
     const sg_model *model;
     int64_t tokens;              /* rows of a GPU unit task: micro-batch x sequence */
     int64_t seq_len;
+    /* SuperOffload's validation of a speculative sub-group step: 0 its norm
+     * check alone (a task's overhead); N > 0: N passes over the data it
+     * declares (the gradient, the fp32 master, the moments: one Adam pass),
+     * as when every speculative step rolls back (a rollback and redo: one
+     * pass with sg_adam_redo, two before it) */
+    int rollback_passes;
 } sg_sim_costs;
 
 /* cpu_streams: how many CPU tasks are expected to stream memory at once

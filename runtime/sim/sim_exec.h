@@ -41,6 +41,7 @@ typedef struct sg_sim_options {
                                      its history (sim_costfit.h), not the history */
     const sg_model *model;        /* the GPU kernel model's shapes (sim_cost.h); NULL:
                                      GPU tasks keep the roofline */
+    int rollback_passes;          /* SuperOffload's validations (sim_cost.h) */
 } sg_sim_options;
 
 typedef struct sg_sim_result {

@@ -28,7 +28,7 @@
 #include "runtime/config/step_spec.h"
 
 typedef struct sim_args {
-    const char *machine, *sched, *result, *trace, *steps;
+    const char *machine, *sched, *result, *trace, *steps, *rollback_passes;
     int no_priorities, static_bandwidth, fitted_costs;
 } sim_args;
 
@@ -116,13 +116,14 @@ static int compile_as_run(const sg_config *cfg, const sg_machine *m, sg_model *m
 
 static int simulate(int argc, char **argv, sg_error *err)
 {
-    sim_args a = {.sched = NULL, .steps = "2"};
+    sim_args a = {.sched = NULL, .steps = "2", .rollback_passes = "0"};
     sg_cli_opt opts[] = {
         {"machine", NULL, &a.machine, NULL}, {"sched", NULL, &a.sched, NULL},
         {"result", NULL, &a.result, NULL},   {"trace", NULL, &a.trace, NULL},
         {"steps", NULL, &a.steps, NULL},     {"no-priorities", NULL, NULL, &a.no_priorities},
         {"static-bandwidth", NULL, NULL, &a.static_bandwidth},
         {"fitted-costs", NULL, NULL, &a.fitted_costs},
+        {"rollback-passes", NULL, &a.rollback_passes, NULL},
     };
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_model *model = calloc(1, sizeof *model);
@@ -131,7 +132,7 @@ static int simulate(int argc, char **argv, sg_error *err)
     sg_graph_init(&g);
     int rc = (!cfg || !model || !m) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 8, cfg, err);
+        rc = sg_cli_load_config(argc, argv, opts, 9, cfg, err);
     if (!rc && (!a.machine || !a.result))
         rc = sg_error_set(err, SG_EINVAL, "stepgraph-sim needs --machine PATH and --result PATH");
     char *end;
@@ -170,7 +171,8 @@ static int simulate(int argc, char **argv, sg_error *err)
                                  spec.offload_optimizer && cfg->ds.zero.offload_optimizer.super_offload
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0,
                              .trace_path = a.trace, .static_bandwidth = a.static_bandwidth,
-                             .fitted_costs = a.fitted_costs, .model = model};
+                             .fitted_costs = a.fitted_costs, .model = model,
+                             .rollback_passes = atoi(a.rollback_passes)};
         rc = sg_sim_run(m, &spec, &g, &so, &res, err);
     }
     if (!rc)

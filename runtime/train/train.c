@@ -34,6 +34,7 @@
 #include "runtime/train/step_log.h"
 #include "runtime/config/step_spec.h"
 #include "runtime/train/speculation.h"
+#include "runtime/train/startup.h"
 #include "runtime/train/state_source.h"
 #include "runtime/train/timeline.h"
 #include "runtime/train/eval.h"
@@ -90,9 +91,9 @@ typedef struct trainer {
     int64_t submit_adam_step;   /* Adam steps done before the next submitted one */
     int advance_pending;        /* the last submitted step's skip is not known yet */
     int64_t finished;           /* steps finished (logged) */
-    /* start-up in seconds, for the header: all of it (from sg_train_ranks's
-     * start) and the initial state's load into StarPU's buffers */
-    double start_s, startup_load_s;
+    /* start-up, for the header: the trainer's start, and the parts (startup.h) */
+    double start_s;
+    sg_startup startup;
     sg_interrupt intr;          /* SIGINT, SIGTERM: where to stop */
     int64_t saved_at;           /* the step of the last checkpoint written, or -1 */
     sg_eval eval;               /* the validation loss (eval.h) */
@@ -410,7 +411,7 @@ static int setup_exec(trainer *t, sg_error *err)
     t->submit_adam_step = t->st.adam_step;
     double t0 = sg_monotonic_s();
     rc = sg_exec_load_state_from(&t->x, &t->w, &t->source.src, &t->scaler, err);
-    t->startup_load_s = sg_monotonic_s() - t0;
+    t->startup.load_s = sg_monotonic_s() - t0;
     if (rc && sg_state_source_error(&t->source)->code)
         *err = *sg_state_source_error(&t->source);
     drop_state_shapes(t);
@@ -468,9 +469,12 @@ static void print_header(const trainer *t)
     else
         printf("  weights: random, seed %lld\n", (long long)cfg->run.seed);
     /* what a benchmark's budget pays before the first step (scripts/bench_gpu_suite.py) */
-    printf("  start-up: %.2f s (StarPU %.2f s, state allocation %.2f s, initial state %.2f s)\n",
-           sg_monotonic_s() - t->start_s, t->x.startup_starpu_s, t->x.startup_alloc_s,
-           t->startup_load_s);
+    sg_startup su = t->startup;
+    su.starpu_s = t->x.startup_starpu_s;
+    su.alloc_s = t->x.startup_alloc_s;
+    su.state_bytes = t->x.low.state_bytes;
+    su.pinned_bytes = t->x.low.pinned_bytes;
+    sg_startup_print(stdout, &su, sg_monotonic_s() - t->start_s);
     printf("  %lld step%s, log every %lld\n", (long long)t->total_steps,
            t->total_steps == 1 ? "" : "s", (long long)cfg->run.log_interval);
     if (cfg->run.lookahead > 1)
@@ -1043,6 +1047,7 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     trainer t;
     memset(&t, 0, sizeof t);
     t.start_s = sg_monotonic_s();
+    t.startup.config_s = sg_process_age_s();
     t.saved_at = -1;
     t.cfg = cfg;
     t.dist = dist;
@@ -1072,13 +1077,18 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     /* a second signal ends the process at once: not with an empty directory */
     if (save_created)
         save_slot = sg_cleanup_add_if_empty(r->save);
-    if ((rc = setup_graph(&t, err)) || (rc = check_host_memory(&t, err)) ||
-        (rc = setup_weights(&t, err)) ||
+    double t_set = sg_monotonic_s();
+    if ((rc = setup_graph(&t, err)) || (rc = check_host_memory(&t, err)))
+        goto out;
+    t.startup.compile_s = sg_monotonic_s() - t_set;
+    t_set = sg_monotonic_s();
+    if ((rc = setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
         (rc = setup_data(&t, err)) || (rc = check_schedule(&t, err)) ||
         (rc = sg_eval_open(&t.eval, cfg, &t.model, &t.spec, dist,
                            t.have_tokenizer ? &t.tokenizer : NULL, err)))
         goto out;
+    t.startup.inputs_s = sg_monotonic_s() - t_set;
     /* several ranks: rank 0 writes the metrics and the trace, the others none */
     if (r->metrics[0] && t.rank == 0) {
         if ((rc = sg_metrics_open(&t.metrics, r->metrics, err)))
