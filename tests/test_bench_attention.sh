@@ -14,11 +14,10 @@ SG_TEST_NAME=bench_attention
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 BENCH=$BUILD/tests/bench_attention_emu
 if ! [ -x "$BENCH" ]; then
-	echo "1..0 # SKIP no $BENCH"
-	exit 0
+	skip_all "no $BENCH"
 fi
 unset STEPGRAPH_ATTENTION_IMPL STEPGRAPH_ATTENTION_SCRATCH_MB
-echo "1..10"
+plan 10
 
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$TMP/$1" | head -n1; }
 

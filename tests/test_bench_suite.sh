@@ -28,7 +28,7 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-echo "1..22"
+plan 22
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -257,6 +257,6 @@ PYEOF
 	done
 else
 	for c in "the 8B parameter count" "peer --mode gpu on the CPU" "peer --mode fsdp2 on the CPU"; do
-		ok 0 "# SKIP $c: set BENCH_PEER_PYTHON to a Python with torch >= 2.4 and transformers"
+		skip "$c: set BENCH_PEER_PYTHON to a Python with torch >= 2.4 and transformers"
 	done
 fi

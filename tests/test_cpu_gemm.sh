@@ -17,13 +17,7 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*://')
 amx=0
 case " $flags " in *" amx_bf16 "*) case " $flags " in *" amx_tile "*) amx=1 ;; esac ;; esac
 
-echo "1..7"
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+plan 7
 
 # 1. the engine `version` names follows the CPU's flags
 line=$("$BIN" version | grep '^CPU products of bf16 runs:')

@@ -153,4 +153,4 @@ for bad in 0 9; do
 	[ "$(cat "$TMP/bad$bad.rc")" -ne 0 ] && grep -q "lookahead" "$TMP/bad$bad.err"
 	ok $? "lookahead $bad is refused, naming the option"
 done
-echo "1..$n"
+done_testing

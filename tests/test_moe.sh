@@ -41,8 +41,7 @@ if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
 	ok $? "every loss within 1e-5 relative of PyTorch's (MoE top 2 of 6, aux loss, AdamW, clipping)"
 else
 	for d in "python writes the MoE model" "stepgraph trains it" "torch trains it" "losses equal torch's"; do
-		n=$((n + 1))
-		echo "ok $n # SKIP $d: needs python3 with torch and numpy"
+		skip "$d: needs python3 with torch and numpy"
 	done
 fi
 
@@ -211,8 +210,7 @@ ok $? "batch tiles are refused for an MoE model, with the reason"
 # top-2 of the experts' gate/up/down; then the final norm and lm_head; the
 # input embedding is not a matmul)
 if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ]; then
-	n=$((n + 1))
-	echo "ok $n # SKIP simulate: stepgraph-sim not built (no SimGrid flavour of StarPU)"
+	skip "simulate: stepgraph-sim not built (no SimGrid flavour of StarPU)"
 elif "$BIN" simulate "$SRC/configs/default.json" --model tiny-moe --machine gh200 --steps 1 \
 	>"$TMP/sim.out" 2>&1; then
 	awk 'BEGIN { H = 128; I = 128; kvw = 64; hd = 32; V = 256; L = 4; k = 2; E = 8
@@ -230,4 +228,4 @@ else
 	sed 's/^/# /' "$TMP/sim.out" | tail -5
 	ok 1 "simulate prints TFLOPS n/a for MoE and the active-parameter TFLOPS of the formula"
 fi
-echo "1..$n"
+done_testing

@@ -18,16 +18,14 @@
 # naming the option. Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BIN=${SG_BUILDDIR:-.}/stepgraph
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 if ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP no python3"
-	exit 0
+	skip_all "no python3"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_tiles.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
+tap_tmpdir tiles
+tap_starpu_home
 unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
 . "$SRC/tests/train_lib.sh"
 
@@ -224,4 +222,4 @@ printf '{"deepspeed_config": "%s", "optimizer_tile": 40000}\n' "$SOABS" >"$TMP/g
 "$BIN" graph "$TMP/goodrun.json" --model tiny-llama $SG --format json -o "$TMP/g_cfg.json" \
 	>/dev/null 2>&1 && grep -q '"adam_cpu.sg0.t1"' "$TMP/g_cfg.json"
 ok $? "a run config's optimizer_tile 40000 (a JSON number) tiles the graph"
-echo "1..$n"
+done_testing

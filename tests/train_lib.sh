@@ -1,13 +1,9 @@
 # train_lib.sh - helpers of the training tests (sourced by test_train.sh,
 # test_train_gpu.sh, test_moe.sh, test_gpt_oss.sh and test_interrupt.sh,
-# which set BIN, PY and TMP first): TAP counting, small DeepSpeed configs
-# merged over a base, runs with their metrics, loss comparisons, and refusals
-# of broken model files.
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+# which set SRC, BIN, PY and TMP first): TAP (tests/tap_lib.sh, loaded here
+# when the test has not), small DeepSpeed configs merged over a base, runs
+# with their metrics, loss comparisons, and refusals of broken model files.
+. "$SRC/tests/tap_lib.sh"
 # A DeepSpeed config: ds NAME JSON-FRAGMENT (merged over the base).
 ds() {
 	"$PY" - "$TMP/$1.json" "$2" <<'PYEOF'
