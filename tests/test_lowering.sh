@@ -13,22 +13,15 @@
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BIN=${SG_BUILDDIR:-.}/stepgraph
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
-	exit 0
+	skip_all "stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_lower.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
+tap_tmpdir lower
+tap_starpu_home
 unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 
 # A machine like this one: two cores, no GPU, so both sides place tasks alike
 # and split cpuadam_cores_perc over the same number of CPU workers.
@@ -107,4 +100,4 @@ ok $? "parameters offloaded: a fetch task before each gather, which reads its sh
 grep -q "^recompute\.layer0\.mb0\.t1	sg_recompute	" "$TMP/tiles_ckpt.run" &&
 	grep -q "^grad_sum\.embed\.mb3	sg_grad_sum	" "$TMP/tiles_ckpt.run"
 ok $? "batch tiles' list has per-tile recompute tasks and a grad_sum per unit and micro-step"
-echo "1..$n"
+done_testing

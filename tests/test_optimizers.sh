@@ -184,4 +184,4 @@ ok $? "Lion and Adagrad keep one state array: 4 bytes per offloaded parameter le
 	grep -q '^optimizer: *Lion lr 0.002 betas (0.9, 0.99) weight_decay 0.1' "$TMP/cfg_lion.out" &&
 	grep -q '^speculation: *never' "$TMP/cfg_lion.out"
 ok $? "stepgraph config prints Lion's settings and the speculation mode it resolved to"
-echo "1..$n"
+done_testing

@@ -10,19 +10,8 @@
 # checked is that a checkpoint holds the whole state. Tiny model,
 # sequences of 32. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_resume.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
+SG_TEST_NAME=resume
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
 
@@ -134,4 +123,4 @@ cp "$SRC/configs/deepspeed/superoffload.json" "$TMP/so.json"
 resume superoffload so 5 2 --ncpus 2
 ds ga3 '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 3}'
 resume accumulation ga3 5 2
-echo "1..$n"
+done_testing

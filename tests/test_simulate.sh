@@ -7,21 +7,14 @@
 # calibrated machine simulates. Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BIN=${SG_BUILDDIR:-.}/stepgraph
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_sim.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
+tap_tmpdir sim
+tap_starpu_home
 unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
-	exit 0
+	skip_all "stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
 fi
 DEF="$SRC/configs/default.json"
 SO="$SRC/configs/deepspeed/superoffload.json"
@@ -328,4 +321,4 @@ ok $? "tune where every simulation fails exits non-zero, saying so; the table is
 	grep -q "warning: tune: 1 of 2 simulations failed" "$TMP/tp.err" &&
 	grep -q "^gh200,dmda,on,ok," "$TMP/tp.csv"
 ok $? "tune where some simulations fail exits 0 with a warning counting them"
-echo "1..$n"
+done_testing

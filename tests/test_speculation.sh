@@ -19,22 +19,15 @@
 # Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BIN=${SG_BUILDDIR:-.}/stepgraph
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 if ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP no python3"
-	exit 0
+	skip_all "no python3"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_spec.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
+tap_tmpdir spec
+tap_starpu_home
 unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 SO="$SRC/configs/deepspeed/superoffload.json"
 RUN="--model tiny-llama --max_length 32 --steps 10 --log_interval 1"
 
@@ -108,4 +101,4 @@ ok $? "always: losses within 1e-4 of the non-speculative step (rollbacks are exa
 "$BIN" run "$SO" $RUN --speculation sometimes >"$TMP/bad.out" 2>&1
 [ $? -ne 0 ] && grep -q 'speculation "sometimes"' "$TMP/bad.out"
 ok $? "an unknown speculation mode is refused, naming it"
-echo "1..$n"
+done_testing

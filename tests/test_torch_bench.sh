@@ -9,25 +9,12 @@
 # finite, in Debian's torch ($SYSTEM_PYTHON). The benchmark's ratios mean
 # something only if this holds. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+SG_TEST_NAME=torch_bench
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 DATA=$(ls /usr/share/vim/vim*/doc/version8.txt 2>/dev/null | head -n 1)
-if ! [ -x "$BIN" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1 || [ -z "$DATA" ]; then
-	echo "1..0 # SKIP needs $BIN, python3 with torch and numpy, and vim-runtime's version8.txt"
-	exit 0
+if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1 || [ -z "$DATA" ]; then
+	skip_all "needs $BIN, python3 with torch and numpy, and vim-runtime's version8.txt"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_torch_bench.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 STEPS=5 SEQ=32
 MODELS=${STEPGRAPH_MODELS_DIR:-$SRC/models}
 
@@ -69,4 +56,4 @@ print("# step 1: 8x1 %.7f 2x4 %.7f" % (a, b))
 assert math.isfinite(a) and abs(a - b) <= 1e-5 * abs(a), (a, b)
 PYEOF
 ok $? "8 x 1 and 2 x 4 start from the same loss (same weights, same 8 sequences)"
-echo "1..$n"
+done_testing
