@@ -235,8 +235,8 @@ stage_mpi_np1() {
 		key "with $how: the MPI build's libraries are not all found"
 		return 1
 	fi
-	# shellcheck disable=SC2034 # BIN, PY, TMP and n are train_lib.sh's
-	local BIN PY TMP n r1 r2 rel
+	# shellcheck disable=SC2034 # BIN, PY and TMP are train_lib.sh's
+	local BIN PY TMP r1 r2 rel
 	PY=$(command -v python3)
 	TMP=$GV_WORK/mpi
 	mkdir -p "$TMP"

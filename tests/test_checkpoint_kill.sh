@@ -10,16 +10,8 @@
 # naming the problem and leave the previous checkpoint current and loadable.
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-. "$SRC/tests/tap_lib.sh"
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ]; then
-	skip_all "no python3"
-fi
-tap_tmpdir kill
-tap_starpu_home
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
+SG_TEST_NAME=kill SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 CFG="$SRC/configs/default.json"
 RUN="--max_length 64 --log_interval 1000"
 STEPS=24

@@ -88,9 +88,5 @@ fi
 
 # 7. fp32 runs never use it: the same bits with SG_CPU_GEMM=auto and sgemm
 train fp32 auto && train fp32_sgemm sgemm &&
-	"$PY" - "$TMP/fp32.jsonl" "$TMP/fp32_sgemm.jsonl" <<'PYEOF'
-import json, math, sys
-a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
-sys.exit(0 if len(a) == 10 and all(math.isfinite(x) for x in a) and a == b else 1)
-PYEOF
+	"$PY" "$SRC/tests/sglog.py" same "$TMP/fp32.jsonl" "$TMP/fp32_sgemm.jsonl" --steps 10
 ok $? "fp32 runs: the same losses, bit for bit, whatever SG_CPU_GEMM says"

@@ -5,10 +5,10 @@
 # SRC (source tree), BUILD and BIN (the built stepgraph), PY (Debian's python3);
 # the test skips (TAP "1..0 # SKIP") without stepgraph or python3; TMP, a
 # temporary directory removed at exit; a private STARPU_HOME in it (this
-# test's performance models only), CPU workers only, and StarPU's and
-# stepgraph's own selection variables unset so the caller's shell cannot
-# change what is tested; sg_needs_sim, which skips a test without
-# stepgraph-sim.
+# test's performance models only), CPU workers only (SG_TEST_CUDA=1 before
+# sourcing: StarPU's default, every GPU), and StarPU's and stepgraph's own
+# selection variables unset so the caller's shell cannot change what is
+# tested; sg_needs_sim, which skips a test without stepgraph-sim.
 SRC=${SG_SRCDIR:-.}
 BUILD=${SG_BUILDDIR:-.}
 BIN=$BUILD/stepgraph
@@ -20,7 +20,11 @@ fi
 tap_tmpdir "${SG_TEST_NAME:-test}"
 tap_starpu_home
 unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG SG_CPU_GEMM
-export STARPU_NCUDA=0
+if [ "${SG_TEST_CUDA:-0}" = 1 ]; then
+	unset STARPU_NCUDA
+else
+	export STARPU_NCUDA=0
+fi
 # sg_needs_sim: skip the whole test (TAP) without the simulation program
 sg_needs_sim() {
 	[ -x "$BUILD/stepgraph-sim" ] ||

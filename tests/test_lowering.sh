@@ -12,16 +12,9 @@
 # --format json` exports (read here with Python's json, independently).
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-. "$SRC/tests/tap_lib.sh"
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
-	skip_all "stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
-fi
-tap_tmpdir lower
-tap_starpu_home
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
+SG_TEST_NAME=lower SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+sg_needs_sim
 
 # A machine like this one: two cores, no GPU, so both sides place tasks alike
 # and split cpuadam_cores_perc over the same number of CPU workers.

@@ -6,16 +6,9 @@
 # reported as not fitting, tune's CSV parses and names a best setting, and a
 # calibrated machine simulates. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-. "$SRC/tests/tap_lib.sh"
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-tap_tmpdir sim
-tap_starpu_home
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
-	skip_all "stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
-fi
+SG_TEST_NAME=sim SG_TEST_CUDA=1 # the simulated machines' GPUs
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+sg_needs_sim
 DEF="$SRC/configs/default.json"
 SO="$SRC/configs/deepspeed/superoffload.json"
 TINY="--model tiny-llama --max_length 128"

@@ -17,16 +17,8 @@
 # JSON and the simulated lowering's where column); bad values are refused
 # naming the option. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-. "$SRC/tests/tap_lib.sh"
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ]; then
-	skip_all "no python3"
-fi
-tap_tmpdir tiles
-tap_starpu_home
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
+SG_TEST_NAME=tiles SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/train_lib.sh"
 
 SO="$SRC/configs/deepspeed/superoffload.json"

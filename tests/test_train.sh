@@ -115,16 +115,8 @@ ds fp16static '{"fp16": {"enabled": true, "loss_scale": 1e30}}'
 train f16all fp16static --steps 3 --save "$TMP/ck_f16"
 ds lr0 '{"optimizer": {"params": {"lr": 0}}}'
 train lr0 lr0 --steps 3 --save "$TMP/ck_lr0"
-"$PY" - "$TMP/ck_f16/step-00000003/model.safetensors" "$TMP/ck_lr0/step-00000003/model.safetensors" <<'PYEOF'
-import json, struct, sys
-def tensors(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
-    return {k: b[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and all(a[k] == b[k] for k in a)
-PYEOF
+"$PY" "$SRC/tests/stfile.py" same-tensors "$TMP/ck_f16/step-00000003/model.safetensors" \
+	"$TMP/ck_lr0/step-00000003/model.safetensors"
 ok $? "fp16 steps that all overflow leave the weights exactly as initialised"
 
 # ---- checkpoint and exact resume -------------------------------------------

@@ -8,20 +8,12 @@
 # on the GPU. Prints TAP; without a
 # CUDA device (or a build without CUDA) it prints a SKIP plan.
 set -u
-SRC=${SG_SRCDIR:-.}
-. "$SRC/tests/tap_lib.sh"
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	skip_all "needs $BIN and python3"
-fi
+SG_TEST_NAME=train_gpu SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 devices=$("$BIN" version 2>/dev/null | sed -n 's/.*CUDA devices: \([0-9]*\).*/\1/p')
 if [ -z "$devices" ] || [ "$devices" -eq 0 ]; then
 	skip_all "no CUDA device"
 fi
-tap_tmpdir train_gpu
-tap_starpu_home
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STARPU_NCUDA
 
 . "$SRC/tests/train_lib.sh"
 
