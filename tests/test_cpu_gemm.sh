@@ -2,7 +2,7 @@
 # test_cpu_gemm.sh - the CPU's bf16 products (codelets/cpu/gemm.h) in whole
 # runs. The references: the CPU's flag list in /proc/cpuinfo (read here, not
 # through the program's cpuid probe) for which engine `stepgraph version`
-# must name, and PyTorch's bf16 mixed precision (tests/torch_train_bench.py
+# must name, and PyTorch's bf16 mixed precision (bench/torch_train_bench.py
 # --bf16: torch.autocast on the CPU, Debian's torch) training the default
 # job's model from the same weights on the same batches: every one of 10
 # steps' losses within 2e-3 relative of PyTorch's, and finite. Where the CPU
@@ -62,7 +62,7 @@ if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
 	skip "no torch and numpy in $PY"
 else
 	# the default job's model, data, batch (4 x 256 tokens) and seed
-	"$PY" "$SRC/tests/torch_train_bench.py" --bf16 --threads 2 --steps 10 --warmup 1 \
+	"$PY" "$SRC/bench/torch_train_bench.py" --bf16 --threads 2 --steps 10 --warmup 1 \
 		--losses "$TMP/torch.txt" >"$TMP/torch.out" 2>&1 || sed 's/^/# /' "$TMP/torch.out"
 	compare() { # METRICS: every loss within 2e-3 relative of PyTorch's, finite
 		"$PY" "$SRC/tests/compare_losses.py" "$1" "$TMP/torch.txt" --steps 10 --rel 2e-3 \

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_cuda_vs_torch.sh - every CUDA kernel of codelets/cuda/cuda_ops.h,
-# emulated on the CPU (tests/cuda_ops_dump_emu), against PyTorch's CPU
+# emulated on the CPU (tools/cuda_ops_dump_emu), against PyTorch's CPU
 # implementation of the same op (tests/torch_cuda_ops_ref.py, fp32
 # reference, f32 and bf16 storage, tolerances stated there): the plumbing
 # scripts/check_cuda_vs_torch.sh uses on a GPU machine, and a second check
@@ -12,7 +12,7 @@ SRC=${SG_SRCDIR:-.}
 . "$SRC/tests/tap_lib.sh"
 BUILD=${SG_BUILDDIR:-.}
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-DUMP=$BUILD/tests/cuda_ops_dump_emu
+DUMP=$BUILD/tools/cuda_ops_dump_emu
 if ! [ -x "$DUMP" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
 	skip_all "needs $DUMP and python3 with torch and numpy"
 fi

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_torch_bench.sh - tests/torch_train_bench.py, the PyTorch side of
+# test_torch_bench.sh - bench/torch_train_bench.py, the PyTorch side of
 # `MODE=bench-3m scripts/bench_train.sh`, trains what stepgraph trains: on
 # models/bench-3m.json (untied head) with the two DeepSpeed splits of the
 # benchmark (configs/deepspeed/bench-3m-8x1.json: one micro-batch of 8;
@@ -26,7 +26,7 @@ for split in 8x1 2x4; do
 	rc=$?
 	ok $rc "stepgraph trains bench-3m $STEPS steps at $mb x $ga"
 	[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/sg-$split.out" | tail -5
-	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$PY" "$SRC/tests/torch_train_bench.py" \
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$PY" "$SRC/bench/torch_train_bench.py" \
 		--model "$MODELS/bench-3m.json" --data "$DATA" --seq $SEQ --seed 42 \
 		--micro-batch "$mb" --accum "$ga" --steps $STEPS --warmup 1 --threads 2 \
 		--losses "$TMP/torch-$split.txt" >"$TMP/torch-$split.out" 2>&1
