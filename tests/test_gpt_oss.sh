@@ -128,15 +128,7 @@ ok $? "tiny-gpt-oss learns (the mean loss of the last 5 steps is 0.3 below the f
 STEPGRAPH_TASK_LOG="$TMP/tasks.txt" "$BIN" run "$TMP/base.json" --model tiny-gpt-oss --steps 1 \
 	--max_length 16 --ncpus 2 >"$TMP/tasks.out" 2>&1
 ok $? "tiny-gpt-oss runs with its task list logged"
-"$PY" - "$TMP/tasks.txt" <<'PYEOF'
-import collections, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-kinds = collections.Counter(r[1] for r in rows)
-want = {"sg_moe_expert": 32, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4}
-got = {k: kinds.get(k, 0) for k in want}
-print("# task kinds:", dict(kinds))
-assert got == want, (got, want)
-PYEOF
+"$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks.txt" sg_moe_expert=32 sg_moe_expert_bwd=32 sg_moe_combine=4
 ok $? "a GPT-OSS layer is a forward (attention, router), 8 expert tasks and a combine; its backward 8 expert tasks and the layer's"
 
 # ---- bit-identical across schedulers and worker counts ---------------------------

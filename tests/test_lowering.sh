@@ -42,11 +42,12 @@ compare() {
 	ok $? "$label: stepgraph graph --format json"
 	cmp -s "$TMP/$label.run" "$TMP/$label.sim"
 	ok $? "$label: run and simulate submit the same task list ($(wc -l <"$TMP/$label.run") tasks)"
-	"$PY" - "$TMP/$label.graph.json" "$TMP/$label.run" <<'PYEOF'
+	PYTHONPATH="$SRC/tests" "$PY" - "$TMP/$label.graph.json" "$TMP/$label.run" <<'PYEOF'
 import json, sys
+from tasklog import rows as task_rows
 g = json.load(open(sys.argv[1]))
 names = [n["name"] for n in g["nodes"]]
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])]
+rows = task_rows(sys.argv[2])
 assert len(rows) == len(names), (len(rows), len(names))
 assert [r[0] for r in rows] == names, "tasks not in the graph's program order"
 for r in rows:

@@ -58,18 +58,14 @@ ok $? "the step line prints TFLOPS n/a for MoE, the labelled active-parameter TF
 STEPGRAPH_TASK_LOG="$TMP/tasks.txt" "$BIN" run "$TMP/base.json" --model tiny-moe --steps 1 \
 	--max_length 16 --ncpus 2 >"$TMP/tasks.out" 2>&1
 ok $? "tiny-moe runs with its task list logged"
-"$PY" - "$TMP/tasks.txt" <<'PYEOF'
-import collections, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-kinds = collections.Counter(r[1] for r in rows)
 # 4 layers x 8 groups of one expert each, one combine per layer
-want = {"sg_moe_expert": 32, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4}
-got = {k: kinds.get(k, 0) for k in want}
-print("# task kinds:", dict(kinds))
-assert got == want, (got, want)
+"$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks.txt" sg_moe_expert=32 sg_moe_expert_bwd=32 sg_moe_combine=4 &&
+	PYTHONPATH="$SRC/tests" "$PY" - "$TMP/tasks.txt" <<'PYEOF'
+import sys
+from tasklog import accesses, rows
 # a group's forward writes its own buffer and reads the layer's saved activations;
 # the combine (not the layer's forward) writes the layer's output
-acc = {r[0]: dict(a.rsplit(":", 1) for a in r[5].split(",")) for r in rows}
+acc = accesses(rows(sys.argv[1]))
 assert acc["moe_expert.layer1.g3.mb0"].get("moe_act.2.g3.mb0") == "W", acc["moe_expert.layer1.g3.mb0"]
 assert acc["moe_combine.layer1.mb0"].get("act.2.mb0") == "W"
 assert "act.2.mb0" not in acc["fwd.layer1.mb0"]
@@ -83,15 +79,12 @@ ok $? "a MoE layer is a forward (attention, router), 8 expert tasks and a combin
 STEPGRAPH_TASK_LOG="$TMP/tasks_ck.txt" "$BIN" run "$TMP/base.json" --model tiny-moe --steps 1 \
 	--max_length 16 --ncpus 2 --activation_checkpointing >"$TMP/tasks_ck.out" 2>&1
 ok $? "tiny-moe runs with checkpointing and its task list logged"
-"$PY" - "$TMP/tasks_ck.txt" <<'PYEOF'
-import collections, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-kinds = collections.Counter(r[1] for r in rows)
-want = {"sg_moe_expert": 64, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4, "sg_recompute": 4}
-got = {k: kinds.get(k, 0) for k in want}
-print("# task kinds:", dict(kinds))
-assert got == want, (got, want)
-acc = {r[0]: dict(a.rsplit(":", 1) for a in r[5].split(",")) for r in rows}
+"$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks_ck.txt" sg_moe_expert=64 sg_moe_expert_bwd=32 \
+	sg_moe_combine=4 sg_recompute=4 &&
+	PYTHONPATH="$SRC/tests" "$PY" - "$TMP/tasks_ck.txt" <<'PYEOF'
+import sys
+from tasklog import accesses, rows
+acc = accesses(rows(sys.argv[1]))
 assert acc["recompute.layer1.mb0"].get("saved.2.mb0") == "W", acc["recompute.layer1.mb0"]
 assert "moe_stats.mb0" not in acc["recompute.layer1.mb0"]  # the statistics are added once
 assert acc["moe_expert_re.layer1.g3.mb0"].get("moe_act.2.g3.mb0") == "W"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_test_modules.sh - the Python modules the shell tests share, on files
-# written here: tests/sglog.py (metrics files: same, learns, losses) and
-# tests/stfile.py (safetensors: meta, same-tensors), each check with a
+# written here: tests/sglog.py (metrics files: same, learns, losses),
+# tests/stfile.py (safetensors: meta, same-tensors) and tests/tasklog.py
+# (STEPGRAPH_TASK_LOG's task list: kinds, accesses), each check with a
 # control that must fail, so a module that accepts everything is caught.
 # Prints TAP.
 set -u
@@ -62,4 +63,17 @@ ok $? "stfile meta: removing a key that is not there fails and leaves the file"
 "$PY" "$ST" same-tensors "$TMP/x.safetensors" "$TMP/x0.safetensors" &&
 	! "$PY" "$ST" same-tensors "$TMP/x0.safetensors" "$TMP/y.safetensors" 2>/dev/null
 ok $? "stfile same-tensors: the metadata aside the same bytes; one element changed differs"
+
+# a task list as STEPGRAPH_TASK_LOG writes it (tab-separated)
+printf 'fwd.layer0.mb0\tsg_forward\t0\tany\t0\tw.0:R,act.1.mb0:W\nfwd.layer1.mb0\tsg_forward\t0\tany\t0\tw.1:R,act.1.mb0:R,act.2.mb0:W\nadam.sg0\tsg_adam\t1\tcpu\t0\tp.0:RW\n' \
+	>"$TMP/tasks.txt"
+"$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks.txt" sg_forward=2 sg_adam=1 sg_recompute=0 >/dev/null &&
+	! "$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks.txt" sg_forward=3 >/dev/null 2>&1
+ok $? "tasklog kinds: 2 forwards, 1 Adam, no recompute; 3 forwards fails"
+PYTHONPATH="$SRC/tests" "$PY" -c 'import sys
+from tasklog import accesses, rows
+a = accesses(rows(sys.argv[1]))
+assert a["fwd.layer1.mb0"] == {"w.1": "R", "act.1.mb0": "R", "act.2.mb0": "W"}, a
+assert a["adam.sg0"] == {"p.0": "RW"} and len(a) == 3, a' "$TMP/tasks.txt"
+ok $? "tasklog accesses: each task's buffers and their modes"
 done_testing

@@ -106,9 +106,10 @@ ok $? "the resumed tiled step 3 is the untiled run's step 3, bit for bit"
 # -- the tasks: .tK chunks in the submitted list
 STEPGRAPH_TASK_LOG="$TMP/tasks.log" "$BIN" run "$SO" --model tiny-llama --max_length 32 --steps 1 \
 	$SG --optimizer_tile $TILE --speculation always >"$TMP/tasklog.out" 2>&1
-"$PY" - "$TMP/tasks.log" <<'PYEOF'
+PYTHONPATH="$SRC/tests" "$PY" - "$TMP/tasks.log" <<'PYEOF'
 import re, sys
-rows = [l.split("\t") for l in open(sys.argv[1])]
+from tasklog import rows as task_rows
+rows = task_rows(sys.argv[1])
 names = [r[0] for r in rows]
 for kind in ("d2h.grad", "cast.grad", "adam_cpu", "validate", "cast.param", "h2d.param"):
     ch = [n for n in names if re.fullmatch(r"%s\.sg\d+\.t\d+" % re.escape(kind), n)]
