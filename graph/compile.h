@@ -115,7 +115,7 @@ typedef struct sg_step_spec {
  * alias in the caches, measured slower); where that leaves one chunk of n, a
  * multiple of 1024 with n >= 2 SG_OPTIMIZER_TILE_MIN, two chunks instead
  * (a 64M sub-group on one worker: 45% of the bandwidth bound whole, 88% in
- * two chunks, tests/bench_adam_starpu.c). */
+ * two chunks, bench/bench_adam_starpu.c). */
 #define SG_OPTIMIZER_TILE_AUTO (-1)
 #define SG_OPTIMIZER_TILE_MIN 262144
 int64_t sg_optimizer_tile_auto(int64_t n, int64_t workers);

@@ -42,7 +42,7 @@
 # When PyPI cannot be reached and the environment does not exist yet, the PyPI
 # columns show n/a.
 #
-# Builds tests/bench_adam.c with ${CC:-gcc} into a temporary directory, times
+# Builds bench/bench_adam.c with ${CC:-gcc} into a temporary directory, times
 # the peers, then sg_adam, and prints the table. About 1 min on 2 cores with
 # the defaults once the environment exists; needs ~2.5 GB of memory.
 set -euo pipefail
@@ -87,16 +87,17 @@ esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-say "building tests/bench_adam.c"
+say "building bench/bench_adam.c"
 # lion_adagrad.c with the flags Makefile.am gives it (its loops are vectorised
 # by the compiler: without them they stay scalar, the same bits, slower)
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" -ftree-vectorize -fvect-cost-model=dynamic \
 	-fno-math-errno -fno-trapping-math -c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
 	-o "$tmp/lion_adagrad.o"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$tmp/lion_adagrad.o" \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_lowp.c \
+	"$REPO_ROOT"/codelets/cpu/cast.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
-	"$REPO_ROOT"/tests/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
+	"$REPO_ROOT"/bench/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
 
 # One peer at one thread count, in its own process: prints the best seconds per step.
 cat >"$tmp/peer_adam.py" <<'PYEOF'

@@ -63,7 +63,7 @@ bench_check_args
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-say "building tests/bench_adam_chain.c"
+say "building bench/bench_adam_chain.c"
 vect=(-ftree-vectorize -fvect-cost-model=dynamic)
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" "${vect[@]}" -fno-math-errno -fno-trapping-math \
 	-c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c -o "$tmp/lion_adagrad.o"
@@ -71,7 +71,7 @@ vect=(-ftree-vectorize -fvect-cost-model=dynamic)
 	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_lowp.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/codelets/cpu/cast.c "$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/common/host_ram.c "$REPO_ROOT"/runtime/sim/host_probe.c \
-	"$REPO_ROOT"/tests/bench_adam_chain.c -lm -lpthread -o "$tmp/bench_adam_chain"
+	"$REPO_ROOT"/bench/bench_adam_chain.c -lm -lpthread -o "$tmp/bench_adam_chain"
 
 cat >"$tmp/peer_chain.py" <<'PYEOF'
 import sys, time

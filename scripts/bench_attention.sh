@@ -4,7 +4,7 @@
 # (docs/gpu.md, "Attention implementations"). Run on a GPU machine, by hand
 # or as scripts/gpu_verify.sh's stage attention_bench.
 #
-#   scripts/bench_attention.sh [--bin tests/bench_attention] [--out attention-bench.md]
+#   scripts/bench_attention.sh [--bin bench/bench_attention] [--out attention-bench.md]
 #
 # Shapes (bf16, causal, B 4, T 4096, hidden 2048 as FlashAttention-2's
 # figures): head dim 128 (16 heads) and 64 (32 heads), each with the fp32
@@ -18,7 +18,7 @@
 # the exact bound). BENCH_ATTENTION_ARGS (words) is appended to every run
 # (tests/test_bench_attention.sh shrinks the shapes with it).
 set -u
-BIN=${SG_BUILDDIR:-.}/tests/bench_attention
+BIN=${SG_BUILDDIR:-.}/bench/bench_attention
 OUT=attention-bench.md
 while [ "$#" -gt 0 ]; do
 	case "$1" in
@@ -28,7 +28,7 @@ while [ "$#" -gt 0 ]; do
 	*) echo "bench_attention.sh: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
 done
-[ -x "$BIN" ] || { echo "bench_attention.sh: no $BIN (a build with CUDA: make tests/bench_attention)" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "bench_attention.sh: no $BIN (a build with CUDA: make bench/bench_attention)" >&2; exit 2; }
 unset STEPGRAPH_ATTENTION_IMPL STEPGRAPH_ATTENTION_SCRATCH_MB
 # shellcheck disable=SC2206
 EXTRA=(${BENCH_ATTENTION_ARGS:-})

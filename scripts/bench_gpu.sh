@@ -3,7 +3,7 @@
 # with SuperOffload (configs/llama-3.2-1b-superoffload-gpu.json: Llama-3.2-1B, sequence
 # 4096, micro batch 4, bf16, ZeRO-3, optimizer offloaded to the CPU with speculative CPU
 # Adam, activation checkpointing) on one CUDA worker, against the same step in plain
-# PyTorch (tests/torch_gpu_bench.py) with the optimizer on the CPU ("offload", the baseline)
+# PyTorch (bench/torch_gpu_bench.py) with the optimizer on the CPU ("offload", the baseline)
 # and with everything on the GPU ("gpu").
 #
 #   scripts/bench_gpu.sh                                  # the defaults above, 12 steps, 3 warm-up
@@ -36,9 +36,9 @@ usage: scripts/bench_gpu.sh [options] [-- STEPGRAPH_RUN_OPTIONS...]
 Runs, on one NVIDIA GPU and from the repository root:
   1. ./stepgraph run CONFIG --ncuda 1 ... once for --calibrate steps (StarPU's performance
      models; not reported), then for --steps steps: the stepgraph row;
-  2. tests/torch_gpu_bench.py --mode offload: bf16 weights on the GPU, fp32 master weights
+  2. bench/torch_gpu_bench.py --mode offload: bf16 weights on the GPU, fp32 master weights
      and torch AdamW(foreach) on the CPU, gradients and weights over PCIe each step;
-  3. tests/torch_gpu_bench.py --mode gpu: all on the GPU, autocast bf16, fused AdamW
+  3. bench/torch_gpu_bench.py --mode gpu: all on the GPU, autocast bf16, fused AdamW
      (a row "oom" when it does not fit);
 and prints a table of step time, tokens/s, TFLOPS, MFU, GPU busy and hidden CPU Adam
 (stepgraph only), the tokens/s ratios, whether the targets are met (stepgraph MFU >= 40%,
@@ -60,7 +60,7 @@ Options:
   --threads N        PyTorch CPU threads (default: nproc)
   --peak TFLOPS      the GPU's dense bf16 peak for MFU (default 989: H100 SXM; H200 too)
   --python PY        Python with CUDA PyTorch (default: $PYTHON, else python3)
-  --modes LIST       peer modes, comma-separated, of tests/torch_gpu_bench.py: offload,gpu
+  --modes LIST       peer modes, comma-separated, of bench/torch_gpu_bench.py: offload,gpu
                      (default), deepspeed (DeepSpeed ZeRO-3 with CPU offload, the same
                      config less its SuperOffload keys), superoffload (DeepSpeed with the
                      config's super_offload); or none. The DeepSpeed modes need deepspeed
@@ -236,7 +236,7 @@ else:
 PYEOF
 }
 torch_cmd() { # MODE: the peer's command into the array TCMD
-	TCMD=("$PY" tests/torch_gpu_bench.py --mode "$1"
+	TCMD=("$PY" bench/torch_gpu_bench.py --mode "$1"
 		--model "$TMODEL" --seq "$SEQ" --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP"
 		--threads "$THREADS" --peak "$PEAK" --seed "$c_seed")
 	[ "$c_ckpt" = 1 ] || TCMD+=(--no-checkpointing)

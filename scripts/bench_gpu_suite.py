@@ -218,7 +218,7 @@ def stepgraph_run_cmd(c, cfg, steps, warmup, tag, args):
 
 
 def peer_cmd(c, mode, model, steps, warmup, extra=()):
-    return [c.a.python, os.path.join("tests", "hf_gpu_peer.py"), "--mode", mode,
+    return [c.a.python, os.path.join("bench", "hf_gpu_peer.py"), "--mode", mode,
             "--model", model, "--seq", str(SEQ), "--batch", str(BATCH), "--steps", str(steps),
             "--warmup", str(warmup)] + list(extra)
 

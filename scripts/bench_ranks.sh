@@ -14,7 +14,7 @@
 #   stepgraph  `mpirun --bind-to core -np R ./stepgraph run ... --ncpus 1`, ZeRO
 #              stage 0 (all-reduce, what DDP does) and stage 3 (parameters,
 #              gradients and optimizer state partitioned, what FSDP does)
-#   peers      tests/torch_train_bench.py, R processes (torch.distributed's env://), --threads 1
+#   peers      bench/torch_train_bench.py, R processes (torch.distributed's env://), --threads 1
 #              --bind-rank: PyTorch 2.x from PyPI (the venv of
 #              scripts/bench_venv.sh, never a dependency of stepgraph) with
 #              DDP (no_sync on the micro-steps before the last) and FSDP2
@@ -114,7 +114,7 @@ run_peer() {
 	local port=$((29500 + RANDOM % 1000)) i pids=() rc=0
 	for i in $(seq 0 $((r - 1))); do
 		env -u OMP_NUM_THREADS RANK="$i" LOCAL_RANK="$i" WORLD_SIZE="$r" MASTER_ADDR=127.0.0.1 \
-			MASTER_PORT="$port" "$py" tests/torch_train_bench.py --dist "${kind#*-}" --bind-rank \
+			MASTER_PORT="$port" "$py" bench/torch_train_bench.py --dist "${kind#*-}" --bind-rank \
 			--threads 1 --steps "$STEPS" --warmup "$WARMUP" --seq 256 --micro-batch "$MICRO" \
 			--accum "$((GLOBAL / (r * MICRO)))" --model "models/$MODEL.json" --seed 42 >"$out.$i" 2>"$out.err.$i" &
 		pids+=($!)

@@ -33,7 +33,7 @@
 #   stepgraph  each policy of SCHEDS (default lws,dmdas), fresh and calibrated
 #           (see below), on THREADS CPU workers (default nproc).
 #   checks  every row's step-1 loss must match stepgraph's (same initial
-#           weights and batches, tests/torch_train_bench.py), else the script
+#           weights and batches, bench/torch_train_bench.py), else the script
 #           fails after the tables (LOSS MISMATCH).
 #   prints  per split a table (tokens/s, mean / median / rounds ms, others),
 #           the best peer by name and stepgraph's best policy / the best peer;
@@ -55,12 +55,12 @@
 # (default 40), the first WARMUP (default 5) left out of the figures, on
 # THREADS CPU workers (default nproc, no GPU) twice with one fresh STARPU_HOME:
 # "fresh" (the performance models calibrate during the run) and "calibrated"
-# (a second run on the models the first one wrote). tests/torch_train_bench.py
+# (a second run on the models the first one wrote). bench/torch_train_bench.py
 # trains the same model from the same initial weights on the same batches
 # (the losses match stepgraph's) with torch.set_num_threads(THREADS), twice:
 # with the system OpenBLAS on THREADS threads (what set_num_threads alone gives
 # with Debian's torch) and on 1 thread (as stepgraph runs its BLAS: one thread
-# per task). tests/bench_task_overhead measures StarPU's wall time per task
+# per task). bench/bench_task_overhead measures StarPU's wall time per task
 # (empty, dependency chain, independent writes) for each policy; the overhead
 # share is tasks per step x the largest of the three / the calibrated mean step.
 #
@@ -75,7 +75,7 @@
 # SYSTEM_PYTHON; MODE=default: NTASKS; MODE=bench-3m: SPLITS (default 8x1,2x4),
 # PEER_THREADS (default 1,2), DTYPE (default fp32) and scripts/bench_venv.sh's BENCH_VENV,
 # BENCH_OFFLINE, BENCH_NO_VENV, TORCH_INDEX_URL.
-# Builds only through `make tests/bench_task_overhead stepgraph` (the tree must
+# Builds only through `make bench/bench_task_overhead stepgraph` (the tree must
 # be configured). $SYSTEM_PYTHON (default /usr/bin/python3, Debian's
 # python3-torch) runs the Debian torch side; without torch its rows show n/a.
 # STARPU_SCHED is ignored here (SCHEDS picks the policy); STARPU_SILENT
@@ -174,8 +174,8 @@ if [ -f .deps-build/env.sh ]; then
 	# shellcheck disable=SC1091
 	. .deps-build/env.sh
 fi
-say "make tests/bench_task_overhead tests/bench_sgemm stepgraph"
-make -s tests/bench_task_overhead tests/bench_sgemm stepgraph >&2
+say "make bench/bench_task_overhead bench/bench_sgemm stepgraph"
+make -s bench/bench_task_overhead bench/bench_sgemm stepgraph >&2
 # shellcheck source=scripts/bench_venv.sh
 . "$REPO_ROOT/scripts/bench_venv.sh"
 # the OpenBLAS peers (Debian's torch) get the kernels stepgraph chose
@@ -302,7 +302,7 @@ run_peer() { # SPLIT VARIANT ROUND
 	say "round $r, split $sp: $(peer_label "$v"), $STEPS steps"
 	mark "$key.r$r.0"
 	# torch_train_bench.py sizes the BLAS/OpenMP pools to --threads before importing torch
-	env -u OMP_NUM_THREADS "${blasenv[@]}" "$py" tests/torch_train_bench.py \
+	env -u OMP_NUM_THREADS "${blasenv[@]}" "$py" bench/torch_train_bench.py \
 		--model "$MODEL_FILE" --seq "$SEQ" --micro-batch "${MB[$sp]}" --accum "${GA[$sp]}" \
 		--threads "$t" --steps "$STEPS" --warmup "$WARMUP" --seed "$SEED" "${extra[@]}" \
 		>"$tmp/$key.r$r.out" 2>"$tmp/$key.r$r.err" || {
@@ -467,7 +467,7 @@ json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CONFIG" "$ds" "$tmp/run-$sp.js
 
 # gemm_context SPLIT STEPGRAPH_TOK PEER_TOK: the FLOP rates against the
 # machine's GEMM bound (THREADS cores x one core's sgemm on the step's MLP
-# product, tests/bench_sgemm): how far any implementation could go
+# product, bench/bench_sgemm): how far any implementation could go
 gemm_context() {
 	local sum flops tokens gf
 	sum=$(./stepgraph graph "$tmp/run-$1.json" --summary 2>/dev/null)
@@ -475,7 +475,7 @@ gemm_context() {
 	tokens=$(sed -n 's/.*micro-batch \([0-9]*\) x \([0-9]*\) accumulation, seq \([0-9]*\).*/\1 \2 \3/p' <<<"$sum" |
 		awk '{ print $1 * $2 * $3 }')
 	local kern
-	gf=$(OPENBLAS_NUM_THREADS=1 ./tests/bench_sgemm $((8 * 256)) 688 256 2 2>"$tmp/sgemm.err" | awk '{ print $5 }')
+	gf=$(OPENBLAS_NUM_THREADS=1 ./bench/bench_sgemm $((8 * 256)) 688 256 2 2>"$tmp/sgemm.err" | awk '{ print $5 }')
 	kern=$(sed -n 's/.*kernels \([A-Za-z0-9]*\).*/\1/p' "$tmp/sgemm.err")
 	[ -n "$flops" ] && [ -n "$tokens" ] && [ -n "$gf" ] || return 0
 	awk -v f="$flops" -v t="$tokens" -v g="$gf" -v k="${kern:-?}" -v n="$THREADS" -v a="$2" -v b="$3" 'BEGIN {
@@ -501,10 +501,10 @@ run_torch() { # VARIANT ROUND
 	[ "$v" = passive ] && ob=1 && wait=PASSIVE
 	say "round $r: torch, $STEPS steps, set_num_threads($THREADS), OpenBLAS $ob thread(s)"
 	mark "$key.r$r.0"
-	env -u OMP_NUM_THREADS OPENBLAS_NUM_THREADS="$ob" OMP_WAIT_POLICY="$wait" "$PY" tests/torch_train_bench.py \
+	env -u OMP_NUM_THREADS OPENBLAS_NUM_THREADS="$ob" OMP_WAIT_POLICY="$wait" "$PY" bench/torch_train_bench.py \
 		--threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" \
 		>"$tmp/$key.r$r.out" 2>"$tmp/$key.r$r.err" ||
-		{ cat "$tmp/$key.r$r.err" >&2; die "tests/torch_train_bench.py failed"; }
+		{ cat "$tmp/$key.r$r.err" >&2; die "bench/torch_train_bench.py failed"; }
 	mark "$key.r$r.1"
 	others "$key.r$r" >"$tmp/$key.r$r.others"
 }
@@ -548,9 +548,9 @@ for s in "${sched_list[@]}"; do
 	say "bench_task_overhead: sched $s, $THREADS CPU worker(s), $NTASKS tasks"
 	mkdir -p "$tmp/starpu-home-ovh-$s"
 	env -u STARPU_SCHED STARPU_HOME="$tmp/starpu-home-ovh-$s" STARPU_SILENT=1 \
-		tests/bench_task_overhead --sched "$s" --ncpus "$THREADS" --ntasks "$NTASKS" \
+		bench/bench_task_overhead --sched "$s" --ncpus "$THREADS" --ntasks "$NTASKS" \
 		>"$tmp/ovh-$s.out" 2>"$tmp/ovh-$s.err" ||
-		{ cat "$tmp/ovh-$s.out" "$tmp/ovh-$s.err" >&2; die "tests/bench_task_overhead failed"; }
+		{ cat "$tmp/ovh-$s.out" "$tmp/ovh-$s.err" >&2; die "bench/bench_task_overhead failed"; }
 done
 
 # ---- tables --------------------------------------------------------------------------
@@ -623,7 +623,7 @@ if [ "$worst" -ge 10 ]; then
 	printf '  WARNING: up to %s%% of the machine went to other work during a run: those figures are skewed\n' "$worst"
 fi
 
-printf '\nStarPU cost per task (tests/bench_task_overhead, %s CPU workers: %s tasks a round, median of 3 rounds;\n' \
+printf '\nStarPU cost per task (bench/bench_task_overhead, %s CPU workers: %s tasks a round, median of 3 rounds;\n' \
 	"$THREADS" "$NTASKS"
 printf '  submitted like runtime/exec/exec.c: history model, profiling, callback, name, priority)\n'
 printf '  %-6s %10s %10s %10s\n' sched "empty us" "chain us" "indep us"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_cuda_vs_torch.sh - every kernel of codelets/cuda/cuda_ops.h against PyTorch:
-# tests/cuda_ops_dump runs the kernels on fixed inputs (f32 and bf16) and writes
+# tools/cuda_ops_dump runs the kernels on fixed inputs (f32 and bf16) and writes
 # inputs and outputs to files, tests/torch_cuda_ops_ref.py recomputes each op with
 # PyTorch and compares (max abs error, max error relative to max|ref|, tolerance).
 #
@@ -34,12 +34,12 @@ Runs, from the repository root, and builds nothing:
 Prints that table and writes it, with the commands, as Markdown to --out.
 
 Options:
-  --emulated        the emulated kernels (BIN tests/cuda_ops_dump_emu, linked with
+  --emulated        the emulated kernels (BIN tools/cuda_ops_dump_emu, linked with
                     libsgcudaemu.a: they run on the CPU) and PyTorch on the CPU
                     (--device cpu, PY /usr/bin/python3: Debian's torch); for testing
                     the check without a GPU
-  --bin PATH        the dump program (default tests/cuda_ops_dump, linked with
-                    libsgcuda.a; tests/cuda_ops_dump_emu with --emulated)
+  --bin PATH        the dump program (default tools/cuda_ops_dump, linked with
+                    libsgcuda.a; tools/cuda_ops_dump_emu with --emulated)
   --python PY       Python with torch and numpy (default $PYTHON, else python3;
                     /usr/bin/python3 with --emulated)
   --device DEV      PyTorch device (default cuda; cpu with --emulated)
@@ -57,13 +57,13 @@ Options:
 Relative paths are taken from the repository root.
 
 Build the dump programs first (make; or by hand):
-  gcc -std=c11 -O1 -Wall -I. tests/cuda_ops_dump.c libsgcudaemu.a libsgcpu.a \
+  gcc -std=c11 -O1 -Wall -I. tools/cuda_ops_dump.c libsgcudaemu.a libsgcpu.a \
       libsggraph.a libsgmodels.a libsgcommon.a -lcjson -lopenblas -lm -lstdc++ -lpthread \
-      -o tests/cuda_ops_dump_emu
-  gcc -std=c11 -O1 -Wall -I. tests/cuda_ops_dump.c libsgcuda.a libsgcpu.a \
+      -o tools/cuda_ops_dump_emu
+  gcc -std=c11 -O1 -Wall -I. tools/cuda_ops_dump.c libsgcuda.a libsgcpu.a \
       libsggraph.a libsgmodels.a libsgcommon.a -lcjson -lopenblas -lm -L/usr/local/cuda/lib64 \
       -Wl,-rpath,/usr/local/cuda/lib64 -lcublas -lcublasLt -lcudart -lnccl \
-      -lstdc++ -lpthread -o tests/cuda_ops_dump
+      -lstdc++ -lpthread -o tools/cuda_ops_dump
 
 Exit status: 0 every comparison passed; 1 a comparison failed or a program failed;
 2 a usage error, a missing program, a Python without torch, or no CUDA device
@@ -101,11 +101,11 @@ done
 
 cd "$REPO_ROOT"
 if [ "$EMULATED" = 1 ]; then
-	BIN=${BIN:-tests/cuda_ops_dump_emu}
+	BIN=${BIN:-tools/cuda_ops_dump_emu}
 	PY=${PY:-/usr/bin/python3}
 	DEVICE=${DEVICE:-cpu}
 else
-	BIN=${BIN:-tests/cuda_ops_dump}
+	BIN=${BIN:-tools/cuda_ops_dump}
 	PY=${PY:-${PYTHON:-python3}}
 	DEVICE=${DEVICE:-cuda}
 fi

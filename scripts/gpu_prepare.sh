@@ -211,7 +211,7 @@ if [ "$WANT_SIM" = 0 ]; then
 	done
 	FLAGS=("${kept[@]}")
 fi
-GPU_TESTS=(tests/test_cuda_ops tests/test_cuda_attention tests/test_cuda_block tests/cuda_ops_dump tests/bench_attention)
+GPU_TESTS=(tests/test_cuda_ops tests/test_cuda_attention tests/test_cuda_block tools/cuda_ops_dump bench/bench_attention)
 
 # 1. the main build: CUDA, no MPI (the GPU machine may have no libmpi)
 MAIN=$BUILD_DIR/main
@@ -245,7 +245,7 @@ fi
 # ---- the carry folder --------------------------------------------------------------------
 STAGE=$BUILD_DIR/carry
 rm -rf "$STAGE.tmp"
-mkdir -p "$STAGE.tmp/build/tests" "$STAGE.tmp/lib"
+mkdir -p "$STAGE.tmp/build/tests" "$STAGE.tmp/build/bench" "$STAGE.tmp/build/tools" "$STAGE.tmp/lib"
 put_bin() { # put_bin SRC DEST: copy and strip
 	cp "$1" "$2"
 	strip --strip-unneeded "$2" 2>/dev/null || strip "$2"
@@ -307,7 +307,7 @@ copy_deps() {
 native_starpu=$(ldd "$MAIN/stepgraph" | awk '$1 ~ /^libstarpu-1\.4\.so/ { print $3 }')
 [ -n "$native_starpu" ] || die "stepgraph does not link libstarpu-1.4: unexpected"
 case "$native_starpu" in "$STARPU_NATIVE_PREFIX"/*) ;; *) die "stepgraph links $native_starpu, not the native StarPU of $STARPU_NATIVE_PREFIX" ;; esac
-bins=("$STAGE.tmp"/build/stepgraph "$STAGE.tmp"/build/tests/*)
+bins=("$STAGE.tmp"/build/stepgraph "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/build/bench/* "$STAGE.tmp"/build/tools/*)
 [ "$MPI_BUILT" = 1 ] && bins+=("$STAGE.tmp/mpi/stepgraph")
 copy_deps "$STAGE.tmp/lib" "${bins[@]}"
 
@@ -387,10 +387,10 @@ fi
 
 # the C++ runtime of this machine, used there only when the GPU machine's is older than
 # what the programs need (env.sh checks)
-NEED_GLIBCXX=$(for f in "$STAGE.tmp"/build/stepgraph "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/lib/* "$STAGE.tmp"/lib-sim/*; do
+NEED_GLIBCXX=$(for f in "$STAGE.tmp"/build/stepgraph "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/build/bench/* "$STAGE.tmp"/build/tools/* "$STAGE.tmp"/lib/* "$STAGE.tmp"/lib-sim/*; do
 	objdump -T "$f" 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*'
 done | sort -uV | tail -n1)
-NEED_GLIBC=$(for f in "$STAGE.tmp"/build/* "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/lib/* "$STAGE.tmp"/lib-sim/*; do
+NEED_GLIBC=$(for f in "$STAGE.tmp"/build/* "$STAGE.tmp"/build/tests/* "$STAGE.tmp"/build/bench/* "$STAGE.tmp"/build/tools/* "$STAGE.tmp"/lib/* "$STAGE.tmp"/lib-sim/*; do
 	objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'
 done | sort -uV | tail -n1)
 # DeepSpeed and what it needs beyond the GPU machines' image, as wheels (a peer of the

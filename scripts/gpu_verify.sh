@@ -133,7 +133,7 @@ stage_env() {
 	echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 	local missing=""
 	if [ -x "$SG_BUILDDIR/stepgraph" ]; then
-		for b in "$SG_BUILDDIR/stepgraph" "$SG_BUILDDIR"/tests/test_cuda_ops "$SG_BUILDDIR"/tests/cuda_ops_dump; do
+		for b in "$SG_BUILDDIR/stepgraph" "$SG_BUILDDIR"/tests/test_cuda_ops "$SG_BUILDDIR"/tools/cuda_ops_dump; do
 			[ -x "$b" ] || continue
 			echo "== ldd $b"
 			ldd "$b" 2>&1 | grep -E 'not found|GLIBC|starpu|cublas|cudart|nccl' || true
@@ -172,9 +172,9 @@ stage_cuda_ops() { need_gpu; [ -x "$SG_BUILDDIR/tests/test_cuda_ops" ] || skip "
 stage_cuda_attention() { need_gpu; [ -x "$SG_BUILDDIR/tests/test_cuda_attention" ] || skip "no $SG_BUILDDIR/tests/test_cuda_attention"; tap_stage "$SG_BUILDDIR/tests/test_cuda_attention"; }
 stage_attention_bench() {
 	need_gpu
-	[ -x "$SG_BUILDDIR/tests/bench_attention" ] || skip "no $SG_BUILDDIR/tests/bench_attention (a build without CUDA?)"
+	[ -x "$SG_BUILDDIR/bench/bench_attention" ] || skip "no $SG_BUILDDIR/bench/bench_attention (a build without CUDA?)"
 	local rc md=$GV_WORK/results/attention-bench.md
-	scripts/bench_attention.sh --bin "$SG_BUILDDIR/tests/bench_attention" --out "$md"
+	scripts/bench_attention.sh --bin "$SG_BUILDDIR/bench/bench_attention" --out "$md"
 	rc=$?
 	key "$(tail -n1 "$md" 2>/dev/null || echo 'no result line'); exit $rc"
 	[ "$rc" = 0 ]
@@ -187,9 +187,9 @@ stage_train_gpu() {
 
 stage_cuda_vs_torch() {
 	need_gpu
-	[ -x "$SG_BUILDDIR/tests/cuda_ops_dump" ] || skip "no $SG_BUILDDIR/tests/cuda_ops_dump"
+	[ -x "$SG_BUILDDIR/tools/cuda_ops_dump" ] || skip "no $SG_BUILDDIR/tools/cuda_ops_dump"
 	local rc
-	scripts/check_cuda_vs_torch.sh --bin "$SG_BUILDDIR/tests/cuda_ops_dump" --python python3 \
+	scripts/check_cuda_vs_torch.sh --bin "$SG_BUILDDIR/tools/cuda_ops_dump" --python python3 \
 		--out "$GV_WORK/results/cuda-vs-torch.md" --dir "$GV_WORK/cvt"
 	rc=$?
 	local line
@@ -235,8 +235,8 @@ stage_mpi_np1() {
 		key "with $how: the MPI build's libraries are not all found"
 		return 1
 	fi
-	# shellcheck disable=SC2034 # BIN, PY, TMP and n are train_lib.sh's
-	local BIN PY TMP n r1 r2 rel
+	# shellcheck disable=SC2034 # BIN, PY and TMP are train_lib.sh's
+	local BIN PY TMP r1 r2 rel
 	PY=$(command -v python3)
 	TMP=$GV_WORK/mpi
 	mkdir -p "$TMP"

@@ -1,7 +1,7 @@
 # multihost_env.sh - sourced by the multi-host tests after tests/test_env.sh
 # and tests/ranks_env.sh: builds 2 hosts as network namespaces with
 # scripts/netns_hosts.sh (skips, TAP, where they cannot be made), removes
-# them at exit whatever happens (and TMP, as test_env.sh does), and defines
+# them at exit whatever happens (at_exit: before TMP goes), and defines
 #   hosts NAME RPH DS ARGS...  stepgraph run across the 2 hosts, RPH ranks
 #                              each (NAME.out, .err, .rc, .jsonl in TMP; at
 #                              most 300 s), in the background when BG=1 (its
@@ -11,13 +11,11 @@
 # Each rank writes its host's address to TMP/addr.RANK (rank.sh below).
 NH_LIB=1
 . "$SRC/scripts/netns_hosts.sh"
-trap 'nh_down; rm -rf "$TMP"' EXIT
-trap 'exit 1' INT TERM HUP
+at_exit nh_down
 if ! nh_up 2; then
 	why=${NH_WHY:-could not make network namespaces}
 	nh_down
-	echo "1..0 # SKIP $why"
-	exit 0
+	skip_all "$why"
 fi
 cat >"$TMP/mhrank.sh" <<SHEOF
 r=\${OMPI_COMM_WORLD_RANK:-0}

@@ -15,14 +15,8 @@
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 unset SG_REF_OPTIMIZER
 if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs python3 with torch and numpy"
-	exit 0
+	skip_all "needs python3 with torch and numpy"
 fi
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 STEPS=5
 CLIP=0.5
 

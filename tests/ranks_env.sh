@@ -5,15 +5,13 @@
 # $TMP/rank.sh, a wrapper that gives each rank its own StarPU home
 # (performance models are written at exit), and $TMP/bad1.sh, the same
 # wrapper that gives rank 1 alone a data file that does not exist. Defines
-# ok STATUS DESCRIPTION, the TAP line of check $n, and ds (a config).
+# ds (a config); ok and the rest of TAP come from tests/tap_lib.sh.
 MPIRUN_BIN=$(command -v mpirun || true)
 if [ -z "$MPIRUN_BIN" ]; then
-	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-	exit 0
+	skip_all "no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
 fi
 if "$BIN" run --help | grep -q "This build has no MPI support"; then
-	echo "1..0 # SKIP stepgraph was built without MPI support"
-	exit 0
+	skip_all "stepgraph was built without MPI support"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_mpi_yield_when_idle=1 STARPU_WORKERS_NOBIND=1
@@ -40,8 +38,3 @@ ds() {
 JEOF
 }
 
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}

@@ -28,7 +28,7 @@ SG_TEST_NAME=soak_mh
 ROUNDS=${1:-8}
 SEED=${2:-1}
 ds z3 1 1 '{"stage": 3}'
-echo "1..$((ROUNDS * 3))"
+plan $((ROUNDS * 3))
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	set -- $(awk -v s="$SEED" -v r="$r" 'BEGIN { srand(s * 1000 + r)

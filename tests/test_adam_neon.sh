@@ -12,25 +12,20 @@
 # measured here.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 CROSS=${AARCH64_CC:-aarch64-linux-gnu-gcc}
 QEMU=${QEMU_AARCH64:-qemu-aarch64}
 CC=${CC:-gcc}
 if ! command -v "$CROSS" >/dev/null 2>&1 || ! command -v "$QEMU" >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs $CROSS and $QEMU (Debian: gcc-aarch64-linux-gnu, qemu-user)"
-	exit 0
+	skip_all "needs $CROSS and $QEMU (Debian: gcc-aarch64-linux-gnu, qemu-user)"
 fi
 case "$(uname -m)" in x86_64) ;; *)
-	echo "1..0 # SKIP the comparison is with the x86 AVX variants (this is $(uname -m))"
-	exit 0 ;;
+	skip_all "the comparison is with the x86 AVX variants (this is $(uname -m))" ;;
 esac
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_adam_neon.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+tap_tmpdir adam_neon
 
-echo "1..6"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+plan 6
+check() { if [ "$1" = 0 ]; then ok 0 "$2"; else ok 1 "$2"; fi; }
 
 files="$SRC/codelets/cpu/adam.c $SRC/codelets/cpu/adam_lowp.c $SRC/codelets/cpu/cast.c $SRC/codelets/cpu/lion_adagrad.c $SRC/common/error.c $SRC/common/dtype.c $SRC/tests/adam_variants_dump.c"
 # lion_adagrad.c's flags in Makefile.am (they let GCC vectorise its loops;
@@ -62,16 +57,16 @@ check $r "NEON results: ${1:-?} values, ${2:-?} finite, ${3:-?} parameters chang
 for isa in avx2 avx512; do
 	if ! "$TMP/dump_x86" $isa >"$TMP/$isa.bin" 2>"$TMP/$isa.err"; then
 		if grep -q 'lacks' "$TMP/$isa.err"; then
-			ok "# SKIP this CPU has no $isa"
+			skip "this CPU has no $isa"
 		else
-			nok "the $isa variant ran: $(cat "$TMP/$isa.err")"
+			ok 1 "the $isa variant ran: $(cat "$TMP/$isa.err")"
 		fi
 		continue
 	fi
 	if cmp -s "$TMP/neon.bin" "$TMP/$isa.bin"; then
-		ok "NEON = $isa, bit for bit ($(wc -c <"$TMP/neon.bin") bytes of p, m, v, bf16 copies and rollbacks)"
+		ok 0 "NEON = $isa, bit for bit ($(wc -c <"$TMP/neon.bin") bytes of p, m, v, bf16 copies and rollbacks)"
 	else
-		nok "NEON = $isa, bit for bit: $(cmp "$TMP/neon.bin" "$TMP/$isa.bin" 2>&1 | head -n 1)"
+		ok 1 "NEON = $isa, bit for bit: $(cmp "$TMP/neon.bin" "$TMP/$isa.bin" 2>&1 | head -n 1)"
 	fi
 done
 

@@ -10,46 +10,43 @@
 set -u
 SRC=${SG_SRCDIR:-.}
 BUILD=${SG_BUILDDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 if [ -z "${STARPU_ARM64_PREFIX:-}" ] && [ -f "$BUILD/.deps-build/env.sh" ]; then
 	# shellcheck disable=SC1091
 	. "$BUILD/.deps-build/env.sh"
 fi
 if [ -z "${STARPU_ARM64_PREFIX:-}" ] || ! [ -f "$STARPU_ARM64_PREFIX/lib/pkgconfig/starpu-1.4.pc" ]; then
-	echo "1..0 # SKIP no arm64 StarPU (scripts/setup.sh --arm64 builds it)"
-	exit 0
+	skip_all "no arm64 StarPU (scripts/setup.sh --arm64 builds it)"
 fi
 case "$(uname -m)" in x86_64) ;; *)
-	echo "1..0 # SKIP cross-building from $(uname -m) is not set up"
-	exit 0 ;;
+	skip_all "cross-building from $(uname -m) is not set up" ;;
 esac
 if ! [ -x "$BUILD/stepgraph" ] || [ "$(cd "$BUILD" && pwd)" != "$(cd "$SRC" && pwd)" ]; then
-	echo "1..0 # SKIP needs the in-tree native build (check_arm64.sh compares with ./stepgraph)"
-	exit 0
+	skip_all "needs the in-tree native build (check_arm64.sh compares with ./stepgraph)"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_arm64_test.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+tap_tmpdir arm64_test
 
-echo "1..3"
+plan 3
 bash "$SRC/scripts/check_arm64.sh" --steps 6 >"$TMP/out" 2>"$TMP/err"
 rc=$?
 sed 's/^/# /' "$TMP/out"
 grep -E 'check_arm64: (ERROR|AArch64)' "$TMP/err" | sed 's/^/# /'
 if grep -q 'is not an AArch64 executable\|aarch64 build failed\|does not start under qemu' "$TMP/err"; then
-	echo "not ok 1 - stepgraph builds for aarch64-linux-gnu and starts under qemu"
+	ok 1 "stepgraph builds for aarch64-linux-gnu and starts under qemu"
 else
-	echo "ok 1 - stepgraph builds for aarch64-linux-gnu and starts under qemu"
+	ok 0 "stepgraph builds for aarch64-linux-gnu and starts under qemu"
 fi
 # six rows, each with a relative difference of at most 1e-5
 rows=$(grep -c '^| [0-9]' "$TMP/out")
 if [ "$rc" = 0 ] && [ "$rows" = 6 ] && ! grep -q 'losses differ' "$TMP/err"; then
-	echo "ok 2 - 6 steps of the default job under qemu-aarch64: every loss finite and within 1e-5 of the native build's"
+	ok 0 "6 steps of the default job under qemu-aarch64: every loss finite and within 1e-5 of the native build's"
 else
-	echo "not ok 2 - 6 steps of the default job under qemu-aarch64 within 1e-5 of the native build ($rows rows, exit $rc)"
+	ok 1 "6 steps of the default job under qemu-aarch64 within 1e-5 of the native build ($rows rows, exit $rc)"
 fi
 if [ "$rc" = 0 ] && grep -q '^ok 5 - NEON = avx512' "$TMP/out"; then
-	echo "ok 3 - CPU Adam's NEON variant gives the AVX variants' bits (test_adam_neon)"
+	ok 0 "CPU Adam's NEON variant gives the AVX variants' bits (test_adam_neon)"
 elif grep -q '^ok 5 # SKIP' "$TMP/out" && [ "$rc" = 0 ]; then
-	echo "ok 3 - CPU Adam's NEON variant gives the AVX2 variant's bits (no AVX-512 here)"
+	ok 0 "CPU Adam's NEON variant gives the AVX2 variant's bits (no AVX-512 here)"
 else
-	echo "not ok 3 - CPU Adam's NEON variant against the AVX variants (see test_adam_neon)"
+	ok 1 "CPU Adam's NEON variant against the AVX variants (see test_adam_neon)"
 fi

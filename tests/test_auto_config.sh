@@ -9,12 +9,6 @@
 set -u
 SG_TEST_NAME=auto_config
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-n=0
-failed=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
 contains() { grep -q -F -- "$2" "$1"; }
 run() { # run NAME ARGS...: stdout, stderr and status under $TMP/NAME.*
 	name=$1
@@ -174,5 +168,4 @@ sys.exit(0 if math.isclose(last["lr"], 1e-3, rel_tol=1e-6) and math.isclose(last
 PY
 ok $? "run: the last step's lr is --learning_rate 1e-3 and beta2 is --adam_beta2 0.95 ($(rc train))"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+done_testing

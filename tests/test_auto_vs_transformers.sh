@@ -16,16 +16,9 @@ have() { "$VENV/bin/python" -c "import transformers.integrations.deepspeed, tran
 if ! have; then
 	{ "$PY" -m venv "$VENV" && timeout 600 "$VENV/bin/pip" install -q transformers; } >"$TMP/pip.log" 2>&1
 	if ! have; then
-		echo "1..0 # SKIP transformers from PyPI not installable into $VENV ($(tail -n 1 "$TMP/pip.log"))"
-		exit 0
+		skip_all "transformers from PyPI not installable into $VENV ($(tail -n 1 "$TMP/pip.log"))"
 	fi
 fi
-n=0
-failed=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
 hidden() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['hidden_size'])" "$SRC/models/$1.json"; }
 EXT="$SRC/tests/data/external"
 VERSION=$("$VENV/bin/python" -c "import transformers; print(transformers.__version__)")
@@ -92,5 +85,4 @@ sed 's/^  train_micro_batch_size_per_gpu = 4 /  train_micro_batch_size_per_gpu =
 grep -q '^not ok train_micro_batch_size_per_gpu hf=4 stepgraph=5' "$TMP/control.cmp"
 ok $? "negative control: a micro batch of 5 where the Trainer fills 4 is reported"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+done_testing

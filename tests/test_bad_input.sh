@@ -22,11 +22,6 @@ BIN=$(abs "$BIN")
 cd "$TMP" || exit 1
 CFG=$SRC/configs/default.json
 RUN="--max_length 32 --steps 1 --warmup_steps 0 --log_interval 1"
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 # fails NAME TEXT CMD...: CMD exits 1..125 within 60 s (not a signal, not a
 # hang, not success) and its standard error contains TEXT
 fails() {
@@ -201,16 +196,16 @@ if command -v prlimit >/dev/null 2>&1; then
 			no_tmp out_svg
 		ok $? "svg: the same, its DOT file removed"
 	else
-		ok 0 "# SKIP no Graphviz"
+		skip "no Graphviz"
 	fi
 else
-	for i in 1 2 3 4 5 6; do ok 0 "# SKIP no prlimit"; done
+	skip "no prlimit" 6
 fi
 # a read-only checkpoint directory (a read-only bind mount: root can write
 # through permissions): refused before training, not at the first save
 mkdir rosrc romnt
 cp -r keep rosrc/ck
-trap 'umount "$TMP/romnt" 2>/dev/null; rm -rf "$TMP"' EXIT
+at_exit 'umount "$TMP/romnt" 2>/dev/null'
 if mount --bind -o ro rosrc romnt 2>/dev/null && ! touch romnt/probe 2>/dev/null; then
 	fails o_ro "romnt/ck" "$BIN" run "$CFG" $RUN --steps 20 --load romnt/ck --save romnt/ck &&
 		! grep -q "^Step" o_ro.out
@@ -219,7 +214,7 @@ if mount --bind -o ro rosrc romnt 2>/dev/null && ! touch romnt/probe 2>/dev/null
 	ok $r "run --save into a read-only checkpoint directory fails before training, naming it"
 else
 	mountpoint -q romnt 2>/dev/null && umount romnt
-	ok 0 "# SKIP no read-only bind mount here (needs root)"
+	skip "no read-only bind mount here (needs root)"
 fi
 
 # ---- tune: a --vary key the config does not read ---------------------------
@@ -368,6 +363,6 @@ if command -v dot >/dev/null 2>&1; then
 		no_tmp svgsig
 	ok $? "graph --format svg killed by SIGTERM during the layout: old SVG kept, no temporary file, no dot left (exit $s)"
 else
-	ok 0 "# SKIP no Graphviz"
+	skip "no Graphviz"
 fi
-echo "1..$n"
+done_testing

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_bench_attention.sh - tests/bench_attention, the program that times
+# test_bench_attention.sh - bench/bench_attention, the program that times
 # the GPU attention implementations (docs/gpu.md, "Attention
 # implementations"), in its emulated build on a small shape: it runs each
 # implementation asked for and names the fastest; it counts FLOPs as
@@ -12,13 +12,12 @@
 set -u
 SG_TEST_NAME=bench_attention
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-BENCH=$BUILD/tests/bench_attention_emu
+BENCH=$BUILD/bench/bench_attention_emu
 if ! [ -x "$BENCH" ]; then
-	echo "1..0 # SKIP no $BENCH"
-	exit 0
+	skip_all "no $BENCH"
 fi
 unset STEPGRAPH_ATTENTION_IMPL STEPGRAPH_ATTENTION_SCRATCH_MB
-echo "1..10"
+plan 10
 
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$TMP/$1" | head -n1; }
 

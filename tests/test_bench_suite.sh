@@ -28,11 +28,11 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-echo "1..23"
+plan 23
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
-"$PY" -m py_compile "$SRC/tests/hf_gpu_peer.py" "$R" "$S" "$SRC/tests/torch_gpu_bench.py" 2>"$TMP/pyc.err"
+"$PY" -m py_compile "$SRC/bench/hf_gpu_peer.py" "$R" "$S" "$SRC/bench/torch_gpu_bench.py" 2>"$TMP/pyc.err"
 ok $? "the peers' and the suite's Python compile ($(head -c 200 "$TMP/pyc.err"))"
 
 "$PY" "$R" flops --model "$SRC/models/llama-3.1-8b.json" --seq 4096 --batch 4 --step-ms 2650 \
@@ -251,13 +251,13 @@ ok $? "calibrate in one call; in the next, tune on the calibrated machine with -
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}
 if [ -n "$PP" ] && "$PP" -c 'import torch, transformers' >/dev/null 2>&1; then
-	got=$("$PP" "$SRC/tests/hf_gpu_peer.py" --mode gpu --model "$SRC/models/llama-3.1-8b.json" \
+	got=$("$PP" "$SRC/bench/hf_gpu_peer.py" --mode gpu --model "$SRC/models/llama-3.1-8b.json" \
 		--count-params 2>"$TMP/count.err")
 	[ "$got" = 8030261248 ]
 	ok $? "transformers' Llama-3.1-8B from models/llama-3.1-8b.json: $got parameters, the hand value's P"
 	tiny=$("$BIN" model list 2>/dev/null | awk '$1 == "tiny-llama" { print $3 }')
 	for m in gpu fsdp2; do
-		"$PP" "$SRC/tests/hf_gpu_peer.py" --mode $m --device cpu --model "$SRC/models/tiny-llama.json" \
+		"$PP" "$SRC/bench/hf_gpu_peer.py" --mode $m --device cpu --model "$SRC/models/tiny-llama.json" \
 			--seq 32 --batch 2 --steps 3 --warmup 1 >"$TMP/peer-$m.out" 2>"$TMP/peer-$m.err"
 		r=$?
 		"$PY" - "$TMP/peer-$m.out" "$tiny" $r <<'PYEOF'
@@ -273,6 +273,6 @@ PYEOF
 	done
 else
 	for c in "the 8B parameter count" "peer --mode gpu on the CPU" "peer --mode fsdp2 on the CPU"; do
-		ok 0 "# SKIP $c: set BENCH_PEER_PYTHON to a Python with torch >= 2.4 and transformers"
+		skip "$c: set BENCH_PEER_PYTHON to a Python with torch >= 2.4 and transformers"
 	done
 fi

@@ -13,20 +13,15 @@ unset OPENBLAS_CORETYPE STEPGRAPH_BLAS_DETECTED
 
 line=$("$BIN" version | grep '^BLAS:')
 case "$line" in *OpenBLAS*) ;; *)
-	echo "1..0 # SKIP the build's BLAS is not OpenBLAS ($line)"
-	exit 0 ;;
+	skip_all "the build's BLAS is not OpenBLAS ($line)" ;;
 esac
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*://')
 has() { case " $flags " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ -z "$flags" ]; then
-	echo "1..0 # SKIP no /proc/cpuinfo flags"
-	exit 0
+	skip_all "no /proc/cpuinfo flags"
 fi
 
-echo "1..6"
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; }
+plan 6
 
 kernels=$(printf '%s\n' "$line" | sed -n 's/.*kernels \([A-Za-z0-9()]*\).*/\1/p')
 echo "# $line"
@@ -39,28 +34,28 @@ is_old() { case " $old " in *" $1 "*) return 0 ;; esac; return 1; }
 # FMA rate Zen 4's 256-bit datapaths match) are kept
 vendor=$(grep -m1 '^vendor_id' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//')
 if [ "$vendor" = GenuineIntel ] && has avx512f && has avx512vl && has avx512bw && has avx512dq; then
-	case "$kernels" in SkylakeX | Cooperlake | SapphireRapids) ok "Intel AVX-512 CPU: AVX-512 kernels ($kernels)" ;;
-	*) nok "Intel AVX-512 CPU but kernels $kernels" ;; esac
+	case "$kernels" in SkylakeX | Cooperlake | SapphireRapids) ok 0 "Intel AVX-512 CPU: AVX-512 kernels ($kernels)" ;;
+	*) ok 1 "Intel AVX-512 CPU but kernels $kernels" ;; esac
 elif has avx2 && has fma; then
-	if is_old "$kernels"; then nok "AVX2 CPU but pre-Haswell kernels $kernels"; else ok "AVX2 CPU: kernels $kernels"; fi
+	if is_old "$kernels"; then ok 1 "AVX2 CPU but pre-Haswell kernels $kernels"; else ok 0 "AVX2 CPU: kernels $kernels"; fi
 else
-	ok "# SKIP no AVX2 on this CPU: OpenBLAS's own choice ($kernels) stands"
+	skip "no AVX2 on this CPU: OpenBLAS's own choice ($kernels) stands"
 fi
 
 # 2. the line says who chose: stepgraph when OpenBLAS's own choice was old
 case "$line" in
 *"chosen by stepgraph; OpenBLAS's own choice: "*)
 	own=$(printf '%s\n' "$line" | sed -n "s/.*OpenBLAS's own choice: \([A-Za-z0-9()]*\)).*/\1/p")
-	if is_old "$own"; then ok "stepgraph replaced OpenBLAS's $own by $kernels"; else nok "replaced a modern choice $own"; fi ;;
+	if is_old "$own"; then ok 0 "stepgraph replaced OpenBLAS's $own by $kernels"; else ok 1 "replaced a modern choice $own"; fi ;;
 *"(OpenBLAS's own choice)"*)
-	if is_old "$kernels" && has avx2; then nok "kept old kernels $kernels"; else ok "OpenBLAS's own choice $kernels kept"; fi ;;
-*) nok "unexpected line: $line" ;;
+	if is_old "$kernels" && has avx2; then ok 1 "kept old kernels $kernels"; else ok 0 "OpenBLAS's own choice $kernels kept"; fi ;;
+*) ok 1 "unexpected line: $line" ;;
 esac
 
 # 3. a caller's OPENBLAS_CORETYPE is kept
 forced=$(OPENBLAS_CORETYPE=Prescott "$BIN" version | grep '^BLAS:')
-case "$forced" in *"kernels Prescott (OPENBLAS_CORETYPE=Prescott)"*) ok "OPENBLAS_CORETYPE=Prescott kept" ;;
-*) nok "OPENBLAS_CORETYPE=Prescott gave: $forced" ;; esac
+case "$forced" in *"kernels Prescott (OPENBLAS_CORETYPE=Prescott)"*) ok 0 "OPENBLAS_CORETYPE=Prescott kept" ;;
+*) ok 1 "OPENBLAS_CORETYPE=Prescott gave: $forced" ;; esac
 
 # 4-6. a run on the chosen kernels (re-executed, same arguments) against one
 # on Prescott's: both finish, the losses agree to float rounding (different
@@ -70,11 +65,11 @@ steps="--steps 4 --ncpus 1 --seed 7"
 ra=$?
 OPENBLAS_CORETYPE=Prescott "$BIN" run $steps --metrics "$TMP/b.jsonl" >"$TMP/b.out" 2>&1
 rb=$?
-if [ $ra -eq 0 ] && [ $rb -eq 0 ]; then ok "both runs finish"; else
-	nok "runs failed ($ra, $rb)"
+if [ $ra -eq 0 ] && [ $rb -eq 0 ]; then ok 0 "both runs finish"; else
+	ok 1 "runs failed ($ra, $rb)"
 	tail -n 5 "$TMP/a.out" "$TMP/b.out" | sed 's/^/# /'
 fi
-if "$PY" - "$TMP/a.jsonl" "$TMP/b.jsonl" <<'EOF'; then ok "4 steps: losses agree within 1e-5 relative"; else nok "losses differ"; fi
+if "$PY" - "$TMP/a.jsonl" "$TMP/b.jsonl" <<'EOF'; then ok 0 "4 steps: losses agree within 1e-5 relative"; else ok 1 "losses differ"; fi
 import json, math, sys
 def losses(p):
     with open(p) as f:
@@ -86,8 +81,8 @@ ok = len(a) == 4 and len(b) == 4 and all(math.isfinite(x) and math.isfinite(y) a
 sys.exit(0 if ok else 1)
 EOF
 if [ "$(grep -c '"loss"' "$TMP/a.jsonl" 2>/dev/null)" = 4 ]; then
-	ok "the re-executed run kept its arguments (4 steps in its --metrics file)"
+	ok 0 "the re-executed run kept its arguments (4 steps in its --metrics file)"
 else
-	nok "the re-executed run's output"
+	ok 1 "the re-executed run's output"
 	tail -n 5 "$TMP/a.out" | sed 's/^/# /'
 fi

@@ -9,7 +9,7 @@ set -u
 SG_TEST_NAME=calibrate_record
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 sg_needs_sim
-echo "1..10"
+plan 10
 DEF="$SRC/configs/default.json"
 M="$TMP/cal/mybox.json"
 "$BIN" calibrate "$DEF" --model tiny-qwen3 --max_length 128 --set 'bf16={"enabled": false}' \

@@ -10,23 +10,8 @@
 # naming the problem and leave the previous checkpoint current and loadable.
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP no python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_kill.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+SG_TEST_NAME=kill SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 CFG="$SRC/configs/default.json"
 RUN="--max_length 64 --log_interval 1000"
 STEPS=24
@@ -101,4 +86,4 @@ echo "step-00000999" >"$D/latest"
 "$BIN" run "$CFG" $RUN --load "$D" --steps 1 >"$TMP/bad.out" 2>&1
 [ $? -ne 0 ] && grep -q "step-00000999" "$TMP/bad.out"
 ok $? "a latest file naming a missing checkpoint is refused, naming it"
-echo "1..$n"
+done_testing

@@ -4,16 +4,10 @@
 # fail with a message and leave existing files untouched. Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BIN=${SG_BUILDDIR:-.}/stepgraph
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_cli.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-n=0
-failed=0
-ok() { # ok CONDITION-STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
+tap_tmpdir cli
 contains() { grep -q -- "$2" "$1"; }
 run() { # run NAME ARGS... : stdout to $TMP/NAME.out, stderr to $TMP/NAME.err, status in $TMP/NAME.rc
 	name=$1
@@ -56,7 +50,7 @@ print("ok")
 PYEOF
 	ok $? "SuperOffload JSON: valid, every node kind present, edges forward, 17 CPU sub-groups"
 else
-	n=$((n + 1)); echo "ok $n # SKIP no python3"
+	skip "no python3"
 fi
 
 if [ -n "${DOT:-}" ]; then
@@ -64,7 +58,7 @@ if [ -n "${DOT:-}" ]; then
 	ok "$(rc svg)" "graph --format svg"
 	head -c 2000 "$TMP/g.svg" | grep -q "<svg"; ok $? "the SVG file is an SVG"
 else
-	n=$((n + 2)); echo "ok $((n - 1)) # SKIP no Graphviz"; echo "ok $n # SKIP no Graphviz"
+	skip "no Graphviz" 2
 fi
 run dot graph "$SRC/configs/default.json"
 contains "$TMP/dot.out" "digraph step"; ok $? "DOT on standard output by default"
@@ -190,5 +184,4 @@ if [ -w /dev/full ]; then
 	ok $? "run with an unwritable --metrics file exits non-zero, naming the file"
 fi
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+done_testing

@@ -2,7 +2,7 @@
 # test_cpu_gemm.sh - the CPU's bf16 products (codelets/cpu/gemm.h) in whole
 # runs. The references: the CPU's flag list in /proc/cpuinfo (read here, not
 # through the program's cpuid probe) for which engine `stepgraph version`
-# must name, and PyTorch's bf16 mixed precision (tests/torch_train_bench.py
+# must name, and PyTorch's bf16 mixed precision (bench/torch_train_bench.py
 # --bf16: torch.autocast on the CPU, Debian's torch) training the default
 # job's model from the same weights on the same batches: every one of 10
 # steps' losses within 2e-3 relative of PyTorch's, and finite. Where the CPU
@@ -17,13 +17,7 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*://')
 amx=0
 case " $flags " in *" amx_bf16 "*) case " $flags " in *" amx_tile "*) amx=1 ;; esac ;; esac
 
-echo "1..7"
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+plan 7
 
 # 1. the engine `version` names follows the CPU's flags
 line=$("$BIN" version | grep '^CPU products of bf16 runs:')
@@ -68,7 +62,7 @@ if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
 	skip "no torch and numpy in $PY"
 else
 	# the default job's model, data, batch (4 x 256 tokens) and seed
-	"$PY" "$SRC/tests/torch_train_bench.py" --bf16 --threads 2 --steps 10 --warmup 1 \
+	"$PY" "$SRC/bench/torch_train_bench.py" --bf16 --threads 2 --steps 10 --warmup 1 \
 		--losses "$TMP/torch.txt" >"$TMP/torch.out" 2>&1 || sed 's/^/# /' "$TMP/torch.out"
 	compare() { # METRICS: every loss within 2e-3 relative of PyTorch's, finite
 		"$PY" "$SRC/tests/compare_losses.py" "$1" "$TMP/torch.txt" --steps 10 --rel 2e-3 \
@@ -94,9 +88,5 @@ fi
 
 # 7. fp32 runs never use it: the same bits with SG_CPU_GEMM=auto and sgemm
 train fp32 auto && train fp32_sgemm sgemm &&
-	"$PY" - "$TMP/fp32.jsonl" "$TMP/fp32_sgemm.jsonl" <<'PYEOF'
-import json, math, sys
-a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
-sys.exit(0 if len(a) == 10 and all(math.isfinite(x) for x in a) and a == b else 1)
-PYEOF
+	"$PY" "$SRC/tests/sglog.py" same "$TMP/fp32.jsonl" "$TMP/fp32_sgemm.jsonl" --steps 10
 ok $? "fp32 runs: the same losses, bit for bit, whatever SG_CPU_GEMM says"

@@ -10,7 +10,6 @@ SG_TEST_NAME=cuda_block_cublas
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 PROG=$BUILD/tests/test_cuda_block_emu
 if ! [ -x "$PROG" ]; then
-	echo "1..0 # SKIP no $PROG"
-	exit 0
+	skip_all "no $PROG"
 fi
 STEPGRAPH_ATTENTION_IMPL=cublas STEPGRAPH_ATTENTION_SCRATCH_MB=1 "$PROG"

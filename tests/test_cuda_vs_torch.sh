@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_cuda_vs_torch.sh - every CUDA kernel of codelets/cuda/cuda_ops.h,
-# emulated on the CPU (tests/cuda_ops_dump_emu), against PyTorch's CPU
+# emulated on the CPU (tools/cuda_ops_dump_emu), against PyTorch's CPU
 # implementation of the same op (tests/torch_cuda_ops_ref.py, fp32
 # reference, f32 and bf16 storage, tolerances stated there): the plumbing
 # scripts/check_cuda_vs_torch.sh uses on a GPU machine, and a second check
@@ -9,20 +9,14 @@
 # cublas, 1 MiB of score tiles; docs/gpu.md). Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BUILD=${SG_BUILDDIR:-.}
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-DUMP=$BUILD/tests/cuda_ops_dump_emu
+DUMP=$BUILD/tools/cuda_ops_dump_emu
 if ! [ -x "$DUMP" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs $DUMP and python3 with torch and numpy"
-	exit 0
+	skip_all "needs $DUMP and python3 with torch and numpy"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_cuda_torch.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+tap_tmpdir cuda_torch
 unset STEPGRAPH_ATTENTION_IMPL STEPGRAPH_ATTENTION_SCRATCH_MB
 for run in f32 bf16 bf16-cublas; do
 	dt=${run%-cublas}
@@ -37,4 +31,4 @@ for run in f32 bf16 bf16-cublas; do
 	grep -v ' PASS ' "$TMP/$run.out" | sed 's/^/# /'
 	ok $rc "$run: every op within its tolerance of PyTorch ($(tail -1 "$TMP/$run.out"))"
 done
-echo "1..$n"
+done_testing

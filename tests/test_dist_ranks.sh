@@ -4,14 +4,13 @@
 # Skips without mpirun or without MPI support in this build.
 set -u
 BUILD=${SG_BUILDDIR:-.}
+. "${SG_SRCDIR:-.}/tests/tap_lib.sh"
 MPIRUN_BIN=$(command -v mpirun || true)
 if [ -z "$MPIRUN_BIN" ]; then
-	echo "1..0 # SKIP no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-	exit 0
+	skip_all "no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
 fi
 if ! [ -x "$BUILD/tests/test_dist" ] || "$BUILD/stepgraph" run --help | grep -q "This build has no MPI support"; then
-	echo "1..0 # SKIP no MPI support in this build"
-	exit 0
+	skip_all "no MPI support in this build"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 exec timeout 120 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 3 "$BUILD/tests/test_dist"

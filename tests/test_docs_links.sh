@@ -20,17 +20,17 @@ set -u
 SG_TEST_NAME=docs_links; . "${SG_SRCDIR:-.}/tests/test_env.sh"
 PENDING=""
 CHECK="$SRC/tests/docs_links.py"
-echo "1..8"
+plan 8
 
-# short_readme FILE: true when FILE has at most 300 lines; n = its lines
+# short_readme FILE: true when FILE has at most 300 lines; lines = its lines
 short_readme() {
-	n=$(wc -l <"$1")
-	[ "$n" -le 300 ]
+	lines=$(wc -l <"$1")
+	[ "$lines" -le 300 ]
 }
 if short_readme "$SRC/README.md"; then
-	echo "ok 1 - README.md has $n lines (at most 300)"
+	ok 0 "README.md has $lines lines (at most 300)"
 else
-	echo "not ok 1 - README.md has $n lines, more than 300: move details to docs/"
+	ok 1 "README.md has $lines lines, more than 300: move details to docs/"
 fi
 
 missing=
@@ -39,9 +39,9 @@ for p in "$SRC"/docs/*.md; do
 	grep -q "](${page})" "$SRC/README.md" || missing="$missing $page"
 done
 if [ -z "$missing" ]; then
-	echo "ok 2 - README.md links every page of docs/"
+	ok 0 "README.md links every page of docs/"
 else
-	echo "not ok 2 - README.md does not link:$missing"
+	ok 1 "README.md does not link:$missing"
 fi
 
 ok_args=
@@ -51,9 +51,9 @@ pages=$(cd "$SRC" && ls README.md docs/*.md examples/README.md examples/*/README
 # shellcheck disable=SC2086 # word splitting of the lists is meant
 if "$PY" "$CHECK" "$SRC" $pages $ok_args >"$TMP/links.out" 2>&1 &&
 	! grep -v ': pending$' "$TMP/links.out" | grep -q .; then
-	echo "ok 3 - every relative link of $(echo "$pages" | wc -w) pages resolves"
+	ok 0 "every relative link of $(echo "$pages" | wc -w) pages resolves"
 else
-	echo "not ok 3 - broken links:"
+	ok 1 "broken links:"
 	sed 's/^/# /' "$TMP/links.out"
 fi
 grep ': pending$' "$TMP/links.out" | sed 's/^/# not here yet (another branch adds the page): /'
@@ -68,31 +68,31 @@ printf '# D\n\n`[in code](nowhere.md)`\n\n```\n[fenced](nowhere.md)\n```\n[self]
 	>"$TMP/neg/docs/d.md"
 if ! "$PY" "$CHECK" "$TMP/neg" docs/b.md >"$TMP/neg.out" 2>&1 &&
 	grep -q "a-missing.md: no such file" "$TMP/neg.out" && ! grep -q "a.md:" "$TMP/neg.out"; then
-	echo "ok 4 - a link to a missing file is caught (negative control)"
+	ok 0 "a link to a missing file is caught (negative control)"
 else
-	echo "not ok 4 - a link to a missing file is not caught"
+	ok 1 "a link to a missing file is not caught"
 	sed 's/^/# /' "$TMP/neg.out"
 fi
 if ! "$PY" "$CHECK" "$TMP/neg" docs/c.md >"$TMP/neg.out" 2>&1 &&
 	grep -q "#no-such-heading: no heading" "$TMP/neg.out" &&
 	! grep -q "#a-code-heading" "$TMP/neg.out"; then
-	echo "ok 5 - a missing anchor is caught, a heading's own is not (negative control)"
+	ok 0 "a missing anchor is caught, a heading's own is not (negative control)"
 else
-	echo "not ok 5 - anchors are not checked as GitHub makes them"
+	ok 1 "anchors are not checked as GitHub makes them"
 	sed 's/^/# /' "$TMP/neg.out"
 fi
 if "$PY" "$CHECK" "$TMP/neg" docs/d.md >"$TMP/neg.out" 2>&1 && ! grep -q . "$TMP/neg.out"; then
-	echo "ok 6 - links inside code are not links; a page's own anchor resolves"
+	ok 0 "links inside code are not links; a page's own anchor resolves"
 else
-	echo "not ok 6 - code or a page's own anchor misread"
+	ok 1 "code or a page's own anchor misread"
 	sed 's/^/# /' "$TMP/neg.out"
 fi
 # the README check of point 1, on 301 lines
 awk 'BEGIN { for (i = 0; i < 301; i++) print "line" }' >"$TMP/neg/README.md"
 if ! short_readme "$TMP/neg/README.md"; then
-	echo "ok 7 - a README of $n lines fails point 1 (negative control)"
+	ok 0 "a README of $lines lines fails point 1 (negative control)"
 else
-	echo "not ok 7 - a README of $n lines passes point 1"
+	ok 1 "a README of $lines lines passes point 1"
 fi
 
 # the Quick start's code block: exactly `scripts/quickstart.sh run` and `test`
@@ -102,7 +102,7 @@ cmds=$(awk '/^## Quick start/ { q = 1; next } q && /^## / { exit }
 want=$(printf '%s\n' "scripts/quickstart.sh run" "scripts/quickstart.sh test")
 if [ "$cmds" = "$want" ] && grep -q '^	run) cmd_run' "$SRC/scripts/quickstart.sh" &&
 	grep -q '^	test) cmd_test' "$SRC/scripts/quickstart.sh"; then
-	echo "ok 8 - Quick start: exactly scripts/quickstart.sh run and test, both known to the script"
+	ok 0 "Quick start: exactly scripts/quickstart.sh run and test, both known to the script"
 else
-	echo "not ok 8 - Quick start's commands: $(echo "$cmds" | tr '\n' ';')"
+	ok 1 "Quick start's commands: $(echo "$cmds" | tr '\n' ';')"
 fi

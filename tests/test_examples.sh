@@ -11,23 +11,10 @@
 # (run option eval_data) falling, and (with transformers) the export
 # reloaded and answering a prompt. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_ex.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0 EXAMPLE_SIZE=ci STEPGRAPH=$(cd "$(dirname "$BIN")" && pwd)/stepgraph
-n=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-echo "1..15"
+SG_TEST_NAME=ex
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+export EXAMPLE_SIZE=ci STEPGRAPH=$(cd "$(dirname "$BIN")" && pwd)/stepgraph
+plan 15
 example() { # NAME: runs it, output in $TMP/NAME, log in $TMP/NAME.log, status in $TMP/NAME.rc
 	OUT=$TMP/$1 STARPU_HOME=$TMP/$1-starpu bash "$SRC/examples/$1/run.sh" >"$TMP/$1.log" 2>&1
 	echo $? >"$TMP/$1.rc"
@@ -118,7 +105,7 @@ example finetune-hf
 case "$(cat "$TMP/finetune-hf.rc")" in
 0) grep -q "validation loss over" "$TMP/finetune-hf.log" || grep -q "validation loss by stepgraph only" "$TMP/finetune-hf.log"
 	ok $? "finetune-hf: tokenize, pre-train, fine-tune, export sharded, reload (and agree with transformers when installed)" ;;
-77) n=$((n + 1)); echo "ok $n # SKIP finetune-hf: $(tail -1 "$TMP/finetune-hf.log")" ;;
+77) skip "finetune-hf: $(tail -1 "$TMP/finetune-hf.log")" ;;
 *) ok 1 "finetune-hf: tokenize, pre-train, fine-tune, export sharded, reload" ;;
 esac
 
@@ -129,7 +116,7 @@ case "$(cat "$TMP/two-ranks.rc")" in
 		[ -f "$d/ckpt/$(cat "$d/ckpt/latest")/optim.rank1-of-2.safetensors" ] &&
 		grep -q "largest relative difference" "$TMP/two-ranks.log"
 	ok $? "two-ranks: 2 ranks then 1 rank resumed from their checkpoint give 1 rank's losses" ;;
-77) n=$((n + 1)); echo "ok $n # SKIP two-ranks: $(tail -1 "$TMP/two-ranks.log")" ;;
+77) skip "two-ranks: $(tail -1 "$TMP/two-ranks.log")" ;;
 *) ok 1 "two-ranks: 2 ranks then 1 rank resumed from their checkpoint give 1 rank's losses" ;;
 esac
 

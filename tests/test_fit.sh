@@ -19,11 +19,6 @@
 set -u
 SG_TEST_NAME=fit
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 # machine NAME GPU_BYTES: gh200 with that much GPU memory and 10 TB of host memory
 machine() {
 	"$PY" - "$SRC/configs/machines/gh200.json" "$TMP/$1.json" "$1" "$2" <<'PYEOF'
@@ -179,4 +174,4 @@ refuse "missing CONFIG" --machine gh200
 ok $? "no CONFIG: refused"
 "$BIN" fit --help | grep -q -- "--family NAME"
 ok $? "fit --help documents --family"
-echo "1..$n"
+done_testing

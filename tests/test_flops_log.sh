@@ -10,7 +10,7 @@
 set -u
 SG_TEST_NAME=flops_log
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-echo "1..9"
+plan 9
 DEF="$SRC/configs/default.json"
 # the default job: tiny-llama, micro-batch 1 x accumulation 4 (4 sequences a step)
 check() { # check METRICS CHECKPOINTING

@@ -10,18 +10,10 @@
 set -u
 SG_TEST_NAME=gh200_vs_mi300a
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
-if ! [ -x "$BUILD/stepgraph-sim" ]; then
-	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU)"
-	exit 0
-fi
+sg_needs_sim
 export STEPGRAPH_MODELS_DIR=${STEPGRAPH_MODELS_DIR:-$SRC/models}
 export STEPGRAPH_MACHINES_DIR=${STEPGRAPH_MACHINES_DIR:-$SRC/configs/machines}
 CONFIG=$SRC/configs/llama-3.1-8b-superoffload.json
-n=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 
 # unified: needed = GPU peak + host peak (GiB, one decimal each as printed)
 unified_sum() {
@@ -98,4 +90,4 @@ EOF
 rc=$?
 ok $rc "summary.md says which figures of gh200 and mi300a are measured, cited, derived or assumed"
 [ $rc -eq 0 ] || sed 's/^/# /' "$TMP/figs.txt"
-echo "1..$n"
+done_testing

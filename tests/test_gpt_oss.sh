@@ -113,8 +113,7 @@ else
 	for d in "python writes the GPT-OSS model" "stepgraph runs one step" "torch gradients" \
 		"gradients equal torch's" "both clamps cut" "stepgraph trains it" "torch trains it" "losses equal torch's" \
 		"missing router refused" "missing router bias refused" "missing sinks refused"; do
-		n=$((n + 1))
-		echo "ok $n # SKIP $d: needs python3 with torch and numpy"
+		skip "$d: needs python3 with torch and numpy"
 	done
 fi
 
@@ -122,29 +121,14 @@ fi
 ds base '{}'
 train learn base --model tiny-gpt-oss --steps 30 --ncpus 2
 ok "$(cat "$TMP/learn.rc")" "tiny-gpt-oss trains 30 steps"
-"$PY" - "$TMP/learn.jsonl" <<'PYEOF'
-import json, math, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-assert len(a) == 30 and all(math.isfinite(x) for x in a), a
-first, last = sum(a[:5]) / 5, sum(a[-5:]) / 5
-print("# mean loss of steps 1-5 %.4f, of steps 26-30 %.4f" % (first, last))
-assert last < first - 0.3, (first, last)
-PYEOF
+"$PY" "$SRC/tests/sglog.py" learns "$TMP/learn.jsonl" --steps 30 --window 5 --drop 0.3 --show
 ok $? "tiny-gpt-oss learns (the mean loss of the last 5 steps is 0.3 below the first 5's)"
 
 # ---- experts as tasks ---------------------------------------------------------------
 STEPGRAPH_TASK_LOG="$TMP/tasks.txt" "$BIN" run "$TMP/base.json" --model tiny-gpt-oss --steps 1 \
 	--max_length 16 --ncpus 2 >"$TMP/tasks.out" 2>&1
 ok $? "tiny-gpt-oss runs with its task list logged"
-"$PY" - "$TMP/tasks.txt" <<'PYEOF'
-import collections, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-kinds = collections.Counter(r[1] for r in rows)
-want = {"sg_moe_expert": 32, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4}
-got = {k: kinds.get(k, 0) for k in want}
-print("# task kinds:", dict(kinds))
-assert got == want, (got, want)
-PYEOF
+"$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks.txt" sg_moe_expert=32 sg_moe_expert_bwd=32 sg_moe_combine=4
 ok $? "a GPT-OSS layer is a forward (attention, router), 8 expert tasks and a combine; its backward 8 expert tasks and the layer's"
 
 # ---- bit-identical across schedulers and worker counts ---------------------------
@@ -187,4 +171,4 @@ bad_model "$M" mscale '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "ms
 grep -q "softmax over the top-k logits" "$TMP/info.out" && grep -q "clamped SwiGLU" "$TMP/info.out" &&
 	! grep -qi "not supported\|unsupported" "$TMP/info.out"
 ok $? "stepgraph model info gpt-oss-20b describes its router and clamps, nothing unsupported"
-echo "1..$n"
+done_testing

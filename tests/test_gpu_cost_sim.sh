@@ -68,4 +68,4 @@ ok $? "half the GEMM rate: $ts TFLOPS, well below $t (the products dominate the 
 tf=$(tflops "$TMP/flat.json.out")
 awk -v a="$tf" 'BEGIN { exit !(a > 700) }'
 ok $? "without gpu.kernels the flat roofline is back: $tf TFLOPS (above 700, as before the model)"
-echo "1..$n"
+done_testing

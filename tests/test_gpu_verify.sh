@@ -9,27 +9,20 @@
 # run the script itself).
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BUILD=${SG_BUILDDIR:-.}
 if ! [ -x "$BUILD/stepgraph" ] || ! command -v bash >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs $BUILD/stepgraph and bash"
-	exit 0
+	skip_all "needs $BUILD/stepgraph and bash"
 fi
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-	echo "1..0 # SKIP a GPU is here: run scripts/gpu_verify.sh itself"
-	exit 0
+	skip_all "a GPU is here: run scripts/gpu_verify.sh itself"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_gpu_verify.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+tap_tmpdir gpu_verify
 BUILD=$(cd "$BUILD" && pwd)
 V="$SRC/scripts/gpu_verify.sh"
 unset OUT GV_ASSUME_GPU
 export GV_UNPACK="$TMP/unpack"
 
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 
 # the stages, from --list (12 of them, env first)
 bash "$V" --list >"$TMP/list"
@@ -104,4 +97,4 @@ ok $? "--budget not a number: exit 2"
 bash "$V" --help | grep -q '^usage: scripts/gpu_verify.sh'
 ok $? "--help prints the usage"
 
-echo "1..$n"
+done_testing

@@ -13,16 +13,9 @@ SG_TEST_NAME=html
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 if ! command -v dot >/dev/null; then
-	echo "1..0 # SKIP needs Graphviz"
-	exit 0
+	skip_all "needs Graphviz"
 fi
-n=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
-echo "1..21"
+plan 21
 CFG8=$SRC/configs/llama-3.1-8b-superoffload.json
 
 # folding never loses a node (no browser needed)

@@ -23,14 +23,13 @@
 # Negative controls show each check can fail.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 BIN=${SG_BUILDDIR:-.}/stepgraph
 if ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN"
-	exit 0
+	skip_all "needs $BIN"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_help_truth.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
+tap_tmpdir help_truth
+tap_starpu_home
 export STEPGRAPH_MODELS_DIR="${STEPGRAPH_MODELS_DIR:-$SRC/models}"
 export STEPGRAPH_MACHINES_DIR="${STEPGRAPH_MACHINES_DIR:-$SRC/configs/machines}"
 CONFIG="$SRC/configs/default.json"
@@ -39,12 +38,6 @@ CONFIG="$SRC/configs/default.json"
 core=$("$BIN" version 2>/dev/null | sed -n 's/^BLAS:.* kernels \([A-Za-z0-9_]*\) (chosen by stepgraph.*/\1/p')
 [ -n "$core" ] && [ -z "${OPENBLAS_CORETYPE:-}" ] && export OPENBLAS_CORETYPE="$core"
 DOC="$SRC/docs/config-keys.md"
-n=0
-failed=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
-}
 
 # ---- (a) options named in each command's --help are accepted -------------
 
@@ -437,5 +430,4 @@ done
 [ -z "$missing" ]
 ok $? "every run option is in docs/config-keys.md's run options table${missing:+; missing:$missing}"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+done_testing

@@ -13,7 +13,7 @@ SG_TEST_NAME=hf
 HF=$SRC/tests/data/hf
 
 . "$SRC/tests/train_lib.sh"
-echo "1..24"
+plan 24
 
 # 1-4: published totals, and the same description as the shipped file
 for pair in llama-3.1-8b:8,030,261,248 qwen3-14b:14,768,307,200 \

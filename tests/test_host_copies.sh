@@ -31,7 +31,7 @@ SG_TEST_NAME=host_copies
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/train_lib.sh"
 
-echo "1..6"
+plan 6
 BIG=$SRC/tests/data/models/big-head-llama.json
 # rss NAME ARGS...: runs stepgraph ARGS, output in NAME.out, its peak RSS in
 # bytes in NAME.rss, its exit status in NAME.rc

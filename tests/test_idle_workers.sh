@@ -23,7 +23,7 @@ SG_TEST_NAME=idle_workers
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/train_lib.sh"
 
-echo "1..6"
+plan 6
 
 # a Llama of 35.4 M parameters, most of them its untied embedding and head
 # (vocabulary 65536 x hidden 256): a save of 0.4 GB

@@ -12,23 +12,9 @@
 # --format json` exports (read here with Python's json, independently).
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_lower.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+SG_TEST_NAME=lower SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+sg_needs_sim
 
 # A machine like this one: two cores, no GPU, so both sides place tasks alike
 # and split cpuadam_cores_perc over the same number of CPU workers.
@@ -56,11 +42,12 @@ compare() {
 	ok $? "$label: stepgraph graph --format json"
 	cmp -s "$TMP/$label.run" "$TMP/$label.sim"
 	ok $? "$label: run and simulate submit the same task list ($(wc -l <"$TMP/$label.run") tasks)"
-	"$PY" - "$TMP/$label.graph.json" "$TMP/$label.run" <<'PYEOF'
+	PYTHONPATH="$SRC/tests" "$PY" - "$TMP/$label.graph.json" "$TMP/$label.run" <<'PYEOF'
 import json, sys
+from tasklog import rows as task_rows
 g = json.load(open(sys.argv[1]))
 names = [n["name"] for n in g["nodes"]]
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])]
+rows = task_rows(sys.argv[2])
 assert len(rows) == len(names), (len(rows), len(names))
 assert [r[0] for r in rows] == names, "tasks not in the graph's program order"
 for r in rows:
@@ -107,4 +94,4 @@ ok $? "parameters offloaded: a fetch task before each gather, which reads its sh
 grep -q "^recompute\.layer0\.mb0\.t1	sg_recompute	" "$TMP/tiles_ckpt.run" &&
 	grep -q "^grad_sum\.embed\.mb3	sg_grad_sum	" "$TMP/tiles_ckpt.run"
 ok $? "batch tiles' list has per-tile recompute tasks and a grad_sum per unit and micro-step"
-echo "1..$n"
+done_testing

@@ -23,21 +23,9 @@
 # - a OneCycle whose momentum decay passes 1 ends with an error naming it.
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$BIN" ] || ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_lr.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
-. "$SRC/tests/train_lib.sh" # ok
-skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
+SG_TEST_NAME=lr
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+. "$SRC/tests/train_lib.sh"
 STEPS=16
 
 # config NAME SCHEDULER_JSON: $TMP/NAME.json, AdamW lr 2e-3, betas (0.9, 0.95)
@@ -182,4 +170,4 @@ rc=$?
 ok $? "OneCycle's momentum decaying past 1 within the run: refused before the first step, no checkpoint directory or metrics left (exit $rc: $(grep "beta1 reaches" "$TMP/bad.out" | head -c 200))"
 run bad_short onecycle_bad --steps 3
 ok $? "the same schedule for 3 steps (beta1 below 1 throughout) trains"
-echo "1..$n"
+done_testing

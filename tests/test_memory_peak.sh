@@ -46,7 +46,7 @@ within() {
 	[ $# -eq 2 ] && "$PY" -c 'import sys; m, p = map(float, sys.argv[1:]); sys.exit(not (m > 0 and p > 0 and abs(m - p) <= 0.10 * p))' "$1" "$2"
 }
 
-echo "1..18"
+plan 18
 ds z0 '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 0}}'
 ds z3 '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 3, "sub_group_size": 200000, "offload_optimizer": {"device": "cpu"}}}'
 for c in z0 z3; do

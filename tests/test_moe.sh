@@ -41,8 +41,7 @@ if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
 	ok $? "every loss within 1e-5 relative of PyTorch's (MoE top 2 of 6, aux loss, AdamW, clipping)"
 else
 	for d in "python writes the MoE model" "stepgraph trains it" "torch trains it" "losses equal torch's"; do
-		n=$((n + 1))
-		echo "ok $n # SKIP $d: needs python3 with torch and numpy"
+		skip "$d: needs python3 with torch and numpy"
 	done
 fi
 
@@ -50,14 +49,7 @@ fi
 ds base '{}'
 train learn base --model tiny-moe --steps 30 --ncpus 2
 ok "$(cat "$TMP/learn.rc")" "tiny-moe trains 30 steps"
-"$PY" - "$TMP/learn.jsonl" <<'PYEOF'
-import json, math, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-assert len(a) == 30 and all(math.isfinite(x) for x in a), a
-first, last = sum(a[:5]) / 5, sum(a[-5:]) / 5
-print("# mean loss of steps 1-5 %.4f, of steps 26-30 %.4f" % (first, last))
-assert last < first - 0.3, (first, last)
-PYEOF
+"$PY" "$SRC/tests/sglog.py" learns "$TMP/learn.jsonl" --steps 30 --window 5 --drop 0.3 --show
 ok $? "tiny-moe learns (the mean loss of the last 5 steps is 0.3 below the first 5's)"
 grep -q "TFLOPS: n/a | Tokens/s: [0-9.]* | Active TFLOPS: [0-9.]* | Model TFLOPS: [0-9.]*$" "$TMP/learn.out"
 ok $? "the step line prints TFLOPS n/a for MoE, the labelled active-parameter TFLOPS and model TFLOPS"
@@ -66,18 +58,14 @@ ok $? "the step line prints TFLOPS n/a for MoE, the labelled active-parameter TF
 STEPGRAPH_TASK_LOG="$TMP/tasks.txt" "$BIN" run "$TMP/base.json" --model tiny-moe --steps 1 \
 	--max_length 16 --ncpus 2 >"$TMP/tasks.out" 2>&1
 ok $? "tiny-moe runs with its task list logged"
-"$PY" - "$TMP/tasks.txt" <<'PYEOF'
-import collections, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-kinds = collections.Counter(r[1] for r in rows)
 # 4 layers x 8 groups of one expert each, one combine per layer
-want = {"sg_moe_expert": 32, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4}
-got = {k: kinds.get(k, 0) for k in want}
-print("# task kinds:", dict(kinds))
-assert got == want, (got, want)
+"$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks.txt" sg_moe_expert=32 sg_moe_expert_bwd=32 sg_moe_combine=4 &&
+	PYTHONPATH="$SRC/tests" "$PY" - "$TMP/tasks.txt" <<'PYEOF'
+import sys
+from tasklog import accesses, rows
 # a group's forward writes its own buffer and reads the layer's saved activations;
 # the combine (not the layer's forward) writes the layer's output
-acc = {r[0]: dict(a.rsplit(":", 1) for a in r[5].split(",")) for r in rows}
+acc = accesses(rows(sys.argv[1]))
 assert acc["moe_expert.layer1.g3.mb0"].get("moe_act.2.g3.mb0") == "W", acc["moe_expert.layer1.g3.mb0"]
 assert acc["moe_combine.layer1.mb0"].get("act.2.mb0") == "W"
 assert "act.2.mb0" not in acc["fwd.layer1.mb0"]
@@ -91,15 +79,12 @@ ok $? "a MoE layer is a forward (attention, router), 8 expert tasks and a combin
 STEPGRAPH_TASK_LOG="$TMP/tasks_ck.txt" "$BIN" run "$TMP/base.json" --model tiny-moe --steps 1 \
 	--max_length 16 --ncpus 2 --activation_checkpointing >"$TMP/tasks_ck.out" 2>&1
 ok $? "tiny-moe runs with checkpointing and its task list logged"
-"$PY" - "$TMP/tasks_ck.txt" <<'PYEOF'
-import collections, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-kinds = collections.Counter(r[1] for r in rows)
-want = {"sg_moe_expert": 64, "sg_moe_expert_bwd": 32, "sg_moe_combine": 4, "sg_recompute": 4}
-got = {k: kinds.get(k, 0) for k in want}
-print("# task kinds:", dict(kinds))
-assert got == want, (got, want)
-acc = {r[0]: dict(a.rsplit(":", 1) for a in r[5].split(",")) for r in rows}
+"$PY" "$SRC/tests/tasklog.py" kinds "$TMP/tasks_ck.txt" sg_moe_expert=64 sg_moe_expert_bwd=32 \
+	sg_moe_combine=4 sg_recompute=4 &&
+	PYTHONPATH="$SRC/tests" "$PY" - "$TMP/tasks_ck.txt" <<'PYEOF'
+import sys
+from tasklog import accesses, rows
+acc = accesses(rows(sys.argv[1]))
 assert acc["recompute.layer1.mb0"].get("saved.2.mb0") == "W", acc["recompute.layer1.mb0"]
 assert "moe_stats.mb0" not in acc["recompute.layer1.mb0"]  # the statistics are added once
 assert acc["moe_expert_re.layer1.g3.mb0"].get("moe_act.2.g3.mb0") == "W"
@@ -211,8 +196,7 @@ ok $? "batch tiles are refused for an MoE model, with the reason"
 # top-2 of the experts' gate/up/down; then the final norm and lm_head; the
 # input embedding is not a matmul)
 if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ]; then
-	n=$((n + 1))
-	echo "ok $n # SKIP simulate: stepgraph-sim not built (no SimGrid flavour of StarPU)"
+	skip "simulate: stepgraph-sim not built (no SimGrid flavour of StarPU)"
 elif "$BIN" simulate "$SRC/configs/default.json" --model tiny-moe --machine gh200 --steps 1 \
 	>"$TMP/sim.out" 2>&1; then
 	awk 'BEGIN { H = 128; I = 128; kvw = 64; hd = 32; V = 256; L = 4; k = 2; E = 8
@@ -230,4 +214,4 @@ else
 	sed 's/^/# /' "$TMP/sim.out" | tail -5
 	ok 1 "simulate prints TFLOPS n/a for MoE and the active-parameter TFLOPS of the formula"
 fi
-echo "1..$n"
+done_testing

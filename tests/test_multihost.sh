@@ -48,7 +48,7 @@ on_hosts() {
 	done
 }
 
-echo "1..8"
+plan 8
 # 1. the script itself, as a command (its own hosts, removed at its exit)
 "$SRC/scripts/netns_hosts.sh" --hosts 2 --ranks-per-host 2 -- sh -c \
 	'echo "rank $OMPI_COMM_WORLD_RANK $(ip -4 -o addr show eth0 | awk "{print \$4}")"' \

@@ -116,20 +116,7 @@ ok $? "a Lion checkpoint resumed with Adagrad is refused, naming both"
 # holds Adam's moments; a value that is not a rule is refused, naming it
 # meta CKPT KEY VALUE: sets (or, VALUE "-", deletes) __metadata__.KEY of CKPT's state
 meta() {
-	"$PY" - "$1/$(cat "$1/latest")/state.safetensors" "$2" "$3" <<'PYEOF'
-import json, struct, sys
-p, key, value = sys.argv[1:4]
-b = open(p, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-if value == "-":
-    del h["__metadata__"][key]
-else:
-    h["__metadata__"][key] = value
-hb = json.dumps(h).encode()
-hb += b" " * (-len(hb) % 8)
-open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
-PYEOF
+	"$PY" "$SRC/tests/stfile.py" meta "$1/$(cat "$1/latest")/state.safetensors" "$2=$3"
 }
 cp -r "$TMP/ck_lion" "$TMP/ck_old" && meta "$TMP/ck_old" optimizer - &&
 	"$BIN" run "$TMP/lion.json" --model "$TMP/model.json" --data "$TMP/data.bin" --max_length 16 \
@@ -184,4 +171,4 @@ ok $? "Lion and Adagrad keep one state array: 4 bytes per offloaded parameter le
 	grep -q '^optimizer: *Lion lr 0.002 betas (0.9, 0.99) weight_decay 0.1' "$TMP/cfg_lion.out" &&
 	grep -q '^speculation: *never' "$TMP/cfg_lion.out"
 ok $? "stepgraph config prints Lion's settings and the speculation mode it resolved to"
-echo "1..$n"
+done_testing

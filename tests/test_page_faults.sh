@@ -44,11 +44,6 @@ SG_TEST_NAME=page_faults
 unset GLIBC_TUNABLES MALLOC_TOP_PAD_ MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ \
 	MALLOC_MMAP_MAX_ MALLOC_ARENA_MAX MALLOC_ARENA_TEST STEPGRAPH_MALLOPT STEPGRAPH_BUFFER_CACHE
 
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 # faults NAME STEPS [VAR=VALUE ...] [-- RUN ARGS...]: a run (by default
 # bench-3m on one worker); prints the run's minor page faults ("fail" if it
 # failed), metrics in $TMP/NAME.jsonl
@@ -72,21 +67,17 @@ PYEOF
 }
 # the losses and gradient norms of two runs' metrics, bit for bit
 same() {
-	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" <<'PYEOF'
-import json, sys
-a, b = ([(r["loss"], r["grad_norm"]) for r in map(json.loads, open(p))] for p in sys.argv[1:])
-sys.exit(not (len(a) == 3 and a == b))
-PYEOF
+	"$PY" "$SRC/tests/sglog.py" same "$TMP/$1.jsonl" "$TMP/$2.jsonl" --steps 3 --keys loss,grad_norm
 }
 
-echo "1..11"
+plan 11
 t2=$(faults t2 2)
 t3=$(faults t3 3)
 p3=$(faults p3 3 STEPGRAPH_MALLOPT=0)
 "$PY" -c 'import sys; a, b = map(int, sys.argv[1:]); sys.exit(not (abs(b - a) < 1000))' "$t2" "$t3" 2>/dev/null
 ok $? "the third step faults fewer than 1,000 times (run of 2 steps: $t2 faults, of 3: $t3)"
 if grep -q '\[always\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
-	echo "ok $((n = n + 1)) # SKIP transparent huge pages always on: a fault maps 2 MiB"
+	skip "transparent huge pages always on: a fault maps 2 MiB"
 else
 	"$PY" -c 'import sys; a, b = map(int, sys.argv[1:]); sys.exit(not (b - a > 7000))' "$t3" "$p3" 2>/dev/null
 	ok $? "STEPGRAPH_MALLOPT=0: the later steps fault again, over 7,000 times more ($p3 faults against $t3): the check above can fail"

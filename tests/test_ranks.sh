@@ -53,7 +53,7 @@ case2() {
 	compare "$1_one" "$1_two" "${5:-1e-5}"
 }
 
-echo "1..25"
+plan 25
 case2 z0 '{"stage": 0}' 1
 ok $? "ZeRO 0 fp32: 2 ranks give 1 rank's losses and norms (micro 2) within 1e-5"
 grep -q "data parallel: 2 ranks" "$TMP/z0_two.out" && [ "$(grep -c '^Step ' "$TMP/z0_two.out")" -ge 1 ] &&

@@ -39,7 +39,7 @@ mkdir -p "$TMPDIR"
 # scripts/bench_sim_fidelity.sh; timed assertions do not belong in tests.
 SIM_FACTOR=10
 
-echo "1..9"
+plan 9
 timeout 120 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" \
 	"$BIN" calibrate "$TMP/z2.json" --dp_size 2 --ncuda 0 --ncpus 1 --max_length 32 \
 	--steps 16 --warmup_steps 2 --name cal2 --out "$TMP/m" >"$TMP/cal.out" 2>"$TMP/cal.err"

@@ -66,7 +66,7 @@ same() {
 	return $s
 }
 
-echo "1..18"
+plan 18
 # 1-3. ZeRO 3 (gathered units sharded, the small ones persistent and whole),
 # accumulation 2: 6 steps, against 3 saved + 3 resumed
 ds z3 1 2 '{"stage": 3}'

@@ -26,7 +26,7 @@ SG_TEST_NAME=ranks_host_copies
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/ranks_env.sh"
 
-echo "1..4"
+plan 4
 cat >"$TMP/z3.json" <<'JEOF'
 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "weight_decay": 0.01}},

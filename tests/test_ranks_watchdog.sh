@@ -23,7 +23,7 @@ echo \$\$ >"$TMP/pid.\${OMPI_COMM_WORLD_RANK:-0}"
 exec sh "$TMP/rank.sh" "\$@"
 SHEOF
 
-echo "1..4"
+plan 4
 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/pid.sh" "$BIN" run "$TMP/z3.json" \
 	--dp_size 2 --max_length 32 --ncpus 1 --steps 100000 --comm_timeout 3 --save "$TMP/ck" \
 	--save_interval 2 --metrics "$TMP/m.jsonl" >"$TMP/run.out" 2>"$TMP/run.err" &

@@ -10,19 +10,8 @@
 # checked is that a checkpoint holds the whole state. Tiny model,
 # sequences of 32. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_resume.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
+SG_TEST_NAME=resume
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
 
@@ -96,34 +85,15 @@ ok $? "fp16: saved at step 9 (after clean steps), steps 10-14 as uninterrupted: 
 # still loads, with the config's first counters: here that changes the
 # trajectory, which shows that the comparison above depends on them
 cp -r "$TMP/ck_fp16" "$TMP/ck_fp16old"
-"$PY" - "$TMP/ck_fp16old/$(cat "$TMP/ck_fp16old/latest")/state.safetensors" <<'PYEOF'
-import json, struct, sys
-p = sys.argv[1]
-b = open(p, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-for k in [k for k in h["__metadata__"] if k.startswith("loss_scaler_")]:
-    del h["__metadata__"][k]
-hb = json.dumps(h).encode()
-hb += b" " * (-len(hb) % 8)
-open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
-PYEOF
+"$PY" "$SRC/tests/stfile.py" meta "$TMP/ck_fp16old/$(cat "$TMP/ck_fp16old/latest")/state.safetensors" \
+	--drop-prefix loss_scaler_
 train fp16old fp16 --steps 11 --load "$TMP/ck_fp16old"
 [ "$(cat "$TMP/fp16old.rc")" -eq 0 ] && ! scales fp16_full fp16old 3 2>/dev/null
 ok $? "fp16: an older checkpoint (scale only) loads, and its counters' defaults change the run"
 # a hysteresis counter the config cannot produce is refused, naming it
 cp -r "$TMP/ck_fp16" "$TMP/ck_fp16hyst"
-"$PY" - "$TMP/ck_fp16hyst/$(cat "$TMP/ck_fp16hyst/latest")/state.safetensors" <<'PYEOF'
-import json, struct, sys
-p = sys.argv[1]
-b = open(p, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-h["__metadata__"]["loss_scaler_cur_hysteresis"] = "5"
-hb = json.dumps(h).encode()
-hb += b" " * (-len(hb) % 8)
-open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
-PYEOF
+"$PY" "$SRC/tests/stfile.py" meta "$TMP/ck_fp16hyst/$(cat "$TMP/ck_fp16hyst/latest")/state.safetensors" \
+	loss_scaler_cur_hysteresis=5
 train fp16hyst fp16 --steps 1 --load "$TMP/ck_fp16hyst"
 [ "$(cat "$TMP/fp16hyst.rc")" -ne 0 ] && grep -q "loss_scaler_cur_hysteresis 5 is above fp16.hysteresis 2" "$TMP/fp16hyst.err"
 ok $? "fp16: a checkpoint whose hysteresis counter exceeds fp16.hysteresis is refused, naming both"
@@ -134,4 +104,4 @@ cp "$SRC/configs/deepspeed/superoffload.json" "$TMP/so.json"
 resume superoffload so 5 2 --ncpus 2
 ds ga3 '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 3}'
 resume accumulation ga3 5 2
-echo "1..$n"
+done_testing

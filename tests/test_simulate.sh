@@ -6,23 +6,9 @@
 # reported as not fitting, tune's CSV parses and names a best setting, and a
 # calibrated machine simulates. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_sim.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
-if ! [ -x "${SG_BUILDDIR:-.}/stepgraph-sim" ] || ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP stepgraph-sim not built (no SimGrid flavour of StarPU) or no python3"
-	exit 0
-fi
+SG_TEST_NAME=sim SG_TEST_CUDA=1 # the simulated machines' GPUs
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+sg_needs_sim
 DEF="$SRC/configs/default.json"
 SO="$SRC/configs/deepspeed/superoffload.json"
 TINY="--model tiny-llama --max_length 128"
@@ -347,4 +333,4 @@ ok $? "--rollback-passes 2 lengthens the simulated SuperOffload step and its low
 "$BIN" simulate "$SO" $TINY --rollback-passes 3 >"$TMP/rb3.out" 2>&1
 [ $? -eq 1 ] && grep -q -- "--rollback-passes 3: expected 0, 1 or 2" "$TMP/rb3.out"
 ok $? "--rollback-passes 3 refused naming the flag and the value"
-echo "1..$n"
+done_testing

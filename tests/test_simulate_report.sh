@@ -12,7 +12,7 @@ set -u
 SG_TEST_NAME=simulate_report
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 sg_needs_sim
-echo "1..18"
+plan 18
 SO="$SRC/configs/deepspeed/superoffload.json"
 TINY="--model tiny-llama --max_length 128"
 

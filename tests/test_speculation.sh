@@ -18,23 +18,8 @@
 # with lookahead 1, the same for every run whatever the timing.
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP no python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_spec.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+SG_TEST_NAME=spec SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 SO="$SRC/configs/deepspeed/superoffload.json"
 RUN="--model tiny-llama --max_length 32 --steps 10 --log_interval 1"
 
@@ -84,15 +69,7 @@ ok $? "never: every step waits for the norm"
 
 # compare A B RTOL: equal step counts, every loss finite, |a-b| <= RTOL |b|
 compare() {
-	"$PY" - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "$3" <<'PYEOF'
-import json, math, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-rtol = float(sys.argv[3])
-assert len(a) == len(b) == 10, (len(a), len(b))
-assert all(isinstance(x, float) and math.isfinite(x) for x in a + b), (a, b)
-assert all(abs(x - y) <= rtol * abs(y) for x, y in zip(a, b)), list(zip(a, b))
-PYEOF
+	"$PY" "$SRC/tests/sglog.py" same "$TMP/$2.jsonl" "$TMP/$1.jsonl" --rtol "$3" --steps 10
 }
 compare never offload 0
 ok $? "never: losses bit-identical to the non-speculative ZeRO-Offload step, and finite"
@@ -108,4 +85,4 @@ ok $? "always: losses within 1e-4 of the non-speculative step (rollbacks are exa
 "$BIN" run "$SO" $RUN --speculation sometimes >"$TMP/bad.out" 2>&1
 [ $? -ne 0 ] && grep -q 'speculation "sometimes"' "$TMP/bad.out"
 ok $? "an unknown speculation mode is refused, naming it"
-echo "1..$n"
+done_testing

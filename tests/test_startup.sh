@@ -15,7 +15,7 @@ set -u
 SG_TEST_NAME=startup
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/train_lib.sh"
-echo "1..5"
+plan 5
 
 # 35.4 M parameters, most of them the untied embedding and head
 # (vocabulary 65536 x hidden 256: 64 MiB of fp32 each)

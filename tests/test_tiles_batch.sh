@@ -15,12 +15,11 @@ set -u
 SG_TEST_NAME=tiles
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 if ! "$BIN" run --help >/dev/null 2>&1; then
-	echo "1..0 # SKIP stepgraph run unavailable"
-	exit 0
+	skip_all "stepgraph run unavailable"
 fi
 
 . "$SRC/tests/train_lib.sh"
-echo "1..30"
+plan 30
 
 ds mb4 '{"train_micro_batch_size_per_gpu": 4}'
 ds mb4x2 '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}'

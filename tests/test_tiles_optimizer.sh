@@ -17,18 +17,8 @@
 # JSON and the simulated lowering's where column); bad values are refused
 # naming the option. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ]; then
-	echo "1..0 # SKIP no python3"
-	exit 0
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_tiles.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG
+SG_TEST_NAME=tiles SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 . "$SRC/tests/train_lib.sh"
 
 SO="$SRC/configs/deepspeed/superoffload.json"
@@ -116,9 +106,10 @@ ok $? "the resumed tiled step 3 is the untiled run's step 3, bit for bit"
 # -- the tasks: .tK chunks in the submitted list
 STEPGRAPH_TASK_LOG="$TMP/tasks.log" "$BIN" run "$SO" --model tiny-llama --max_length 32 --steps 1 \
 	$SG --optimizer_tile $TILE --speculation always >"$TMP/tasklog.out" 2>&1
-"$PY" - "$TMP/tasks.log" <<'PYEOF'
+PYTHONPATH="$SRC/tests" "$PY" - "$TMP/tasks.log" <<'PYEOF'
 import re, sys
-rows = [l.split("\t") for l in open(sys.argv[1])]
+from tasklog import rows as task_rows
+rows = task_rows(sys.argv[1])
 names = [r[0] for r in rows]
 for kind in ("d2h.grad", "cast.grad", "adam_cpu", "validate", "cast.param", "h2d.param"):
     ch = [n for n in names if re.fullmatch(r"%s\.sg\d+\.t\d+" % re.escape(kind), n)]
@@ -224,4 +215,4 @@ printf '{"deepspeed_config": "%s", "optimizer_tile": 40000}\n' "$SOABS" >"$TMP/g
 "$BIN" graph "$TMP/goodrun.json" --model tiny-llama $SG --format json -o "$TMP/g_cfg.json" \
 	>/dev/null 2>&1 && grep -q '"adam_cpu.sg0.t1"' "$TMP/g_cfg.json"
 ok $? "a run config's optimizer_tile 40000 (a JSON number) tiles the graph"
-echo "1..$n"
+done_testing

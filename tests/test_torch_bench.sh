@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_torch_bench.sh - tests/torch_train_bench.py, the PyTorch side of
+# test_torch_bench.sh - bench/torch_train_bench.py, the PyTorch side of
 # `MODE=bench-3m scripts/bench_train.sh`, trains what stepgraph trains: on
 # models/bench-3m.json (untied head) with the two DeepSpeed splits of the
 # benchmark (configs/deepspeed/bench-3m-8x1.json: one micro-batch of 8;
@@ -9,25 +9,12 @@
 # finite, in Debian's torch ($SYSTEM_PYTHON). The benchmark's ratios mean
 # something only if this holds. Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
+SG_TEST_NAME=torch_bench
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 DATA=$(ls /usr/share/vim/vim*/doc/version8.txt 2>/dev/null | head -n 1)
-if ! [ -x "$BIN" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1 || [ -z "$DATA" ]; then
-	echo "1..0 # SKIP needs $BIN, python3 with torch and numpy, and vim-runtime's version8.txt"
-	exit 0
+if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1 || [ -z "$DATA" ]; then
+	skip_all "needs $BIN, python3 with torch and numpy, and vim-runtime's version8.txt"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_torch_bench.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 STEPS=5 SEQ=32
 MODELS=${STEPGRAPH_MODELS_DIR:-$SRC/models}
 
@@ -39,7 +26,7 @@ for split in 8x1 2x4; do
 	rc=$?
 	ok $rc "stepgraph trains bench-3m $STEPS steps at $mb x $ga"
 	[ $rc -eq 0 ] || sed 's/^/# /' "$TMP/sg-$split.out" | tail -5
-	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$PY" "$SRC/tests/torch_train_bench.py" \
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 "$PY" "$SRC/bench/torch_train_bench.py" \
 		--model "$MODELS/bench-3m.json" --data "$DATA" --seq $SEQ --seed 42 \
 		--micro-batch "$mb" --accum "$ga" --steps $STEPS --warmup 1 --threads 2 \
 		--losses "$TMP/torch-$split.txt" >"$TMP/torch-$split.out" 2>&1
@@ -69,4 +56,4 @@ print("# step 1: 8x1 %.7f 2x4 %.7f" % (a, b))
 assert math.isfinite(a) and abs(a - b) <= 1e-5 * abs(a), (a, b)
 PYEOF
 ok $? "8 x 1 and 2 x 4 start from the same loss (same weights, same 8 sequences)"
-echo "1..$n"
+done_testing

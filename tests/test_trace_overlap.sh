@@ -9,12 +9,10 @@
 # forward. Prints TAP.
 set -u
 SRC=${SG_SRCDIR:-.}
+. "$SRC/tests/tap_lib.sh"
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-[ -x "$PY" ] || { echo "1..0 # SKIP needs python3"; exit 0; }
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_trace_overlap.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+[ -x "$PY" ] || skip_all "needs python3"
+tap_tmpdir trace_overlap
 cat >"$TMP/t.json" <<'JSON'
 {"traceEvents": [
  {"name": "thread_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "CUDA 0"}},
@@ -48,4 +46,4 @@ echo '{"traceEvents": []}' >"$TMP/empty.json"
 ! "$PY" "$SRC/tests/trace_overlap.py" "$TMP/empty.json" >/dev/null 2>&1
 ok $? "a trace without slices: exit 1"
 sed 's/^/# /' "$TMP/out"
-echo "1..$n"
+done_testing

@@ -8,23 +8,11 @@
 # Losses are compared from the metrics files (JSONL, 17 significant digits).
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_train.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"   # perfmodels of this test only
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-# CPU numerics are compared bit for bit: no CUDA worker even on a GPU machine
-export STARPU_NCUDA=0
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
+SG_TEST_NAME=train
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+# (CPU numerics are compared bit for bit: test_env.sh sets no CUDA worker)
 if ! "$BIN" run --help >/dev/null 2>&1; then
-	echo "1..0 # SKIP stepgraph run unavailable"
-	exit 0
+	skip_all "stepgraph run unavailable"
 fi
 
 . "$SRC/tests/train_lib.sh"
@@ -127,16 +115,8 @@ ds fp16static '{"fp16": {"enabled": true, "loss_scale": 1e30}}'
 train f16all fp16static --steps 3 --save "$TMP/ck_f16"
 ds lr0 '{"optimizer": {"params": {"lr": 0}}}'
 train lr0 lr0 --steps 3 --save "$TMP/ck_lr0"
-"$PY" - "$TMP/ck_f16/step-00000003/model.safetensors" "$TMP/ck_lr0/step-00000003/model.safetensors" <<'PYEOF'
-import json, struct, sys
-def tensors(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
-    return {k: b[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and all(a[k] == b[k] for k in a)
-PYEOF
+"$PY" "$SRC/tests/stfile.py" same-tensors "$TMP/ck_f16/step-00000003/model.safetensors" \
+	"$TMP/ck_lr0/step-00000003/model.safetensors"
 ok $? "fp16 steps that all overflow leave the weights exactly as initialised"
 
 # ---- checkpoint and exact resume -------------------------------------------
@@ -241,4 +221,4 @@ assert abs(a[0] - math.log(256)) < 0.3, a[0]
 assert a[-1] < 0.75 * a[0], (a[0], a[-1])
 PYEOF
 ok $? "default job: loss starts near ln(256) and falls by a quarter in 60 steps"
-echo "1..$n"
+done_testing

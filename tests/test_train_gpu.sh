@@ -8,23 +8,12 @@
 # on the GPU. Prints TAP; without a
 # CUDA device (or a build without CUDA) it prints a SKIP plan.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
-	echo "1..0 # SKIP needs $BIN and python3"
-	exit 0
-fi
+SG_TEST_NAME=train_gpu SG_TEST_CUDA=1
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
 devices=$("$BIN" version 2>/dev/null | sed -n 's/.*CUDA devices: \([0-9]*\).*/\1/p')
 if [ -z "$devices" ] || [ "$devices" -eq 0 ]; then
-	echo "1..0 # SKIP no CUDA device"
-	exit 0
+	skip_all "no CUDA device"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_train_gpu.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STARPU_NCUDA
 
 . "$SRC/tests/train_lib.sh"
 
@@ -177,4 +166,4 @@ ok $? "its node_times.csv has the forward and backward tasks' GPU times"
 "$BIN" simulate "$TMP/f32.json" --max_length 32 --machine "$TMP/cal/gpucal.json" --cost fitted >"$TMP/calsim.out" 2>&1
 ok $? "simulate --cost fitted on it"
 
-echo "1..$n"
+done_testing

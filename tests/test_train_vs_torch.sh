@@ -12,24 +12,11 @@
 # bias correction.
 # Prints TAP.
 set -u
-SRC=${SG_SRCDIR:-.}
-BIN=${SG_BUILDDIR:-.}/stepgraph
-PY=${SYSTEM_PYTHON:-/usr/bin/python3}
-if ! [ -x "$BIN" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-	echo "1..0 # SKIP needs $BIN and python3 with torch and numpy"
-	exit 0
+SG_TEST_NAME=vs_torch
+. "${SG_SRCDIR:-.}/tests/test_env.sh"
+if ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
+	skip_all "needs $BIN and python3 with torch and numpy"
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sg_vs_torch.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-export STARPU_HOME="$TMP/starpu"
-mkdir -p "$STARPU_HOME"
-unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS
-export STARPU_NCUDA=0
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 . "$SRC/tests/torch_ref_lib.sh"
 
 "$PY" "$SRC/tests/torch_train_ref.py" prepare "$TMP"
@@ -83,4 +70,4 @@ ok $? "bias_correction false: every loss within 1e-5 relative of PyTorch's (Adam
 ! "$PY" "$SRC/tests/compare_losses.py" "$TMP/sg.jsonl" "$TMP/torch_nobc.txt" --steps $REF_STEPS \
 	--rel 1e-5 --per-step >/dev/null 2>&1
 ok $? "control: the run with bias correction does not match the uncorrected reference"
-echo "1..$n"
+done_testing

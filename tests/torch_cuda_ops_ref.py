@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_cuda_ops_ref.py - the GPU kernels of codelets/cuda/cuda_ops.h against
-PyTorch, from the files tests/cuda_ops_dump wrote.
+PyTorch, from the files tools/cuda_ops_dump wrote.
 
 Usage: torch_cuda_ops_ref.py DIR|MANIFEST [...] [--device cuda|cpu]
                              [--ref auto|torch|fp32] [--markdown FILE] [--verbose]
@@ -763,7 +763,7 @@ def find_manifests(paths):
 
 def main(argv):
     ap = argparse.ArgumentParser(
-        description="Compare the dumps of tests/cuda_ops_dump with PyTorch.",
+        description="Compare the dumps of tools/cuda_ops_dump with PyTorch.",
         epilog="See the module docstring (head of this file) for the ops and tolerances.")
     ap.add_argument("paths", nargs="+", metavar="DIR|MANIFEST")
     ap.add_argument("--device", default="cuda", help="torch device (default cuda)")

@@ -1,13 +1,9 @@
 # train_lib.sh - helpers of the training tests (sourced by test_train.sh,
 # test_train_gpu.sh, test_moe.sh, test_gpt_oss.sh and test_interrupt.sh,
-# which set BIN, PY and TMP first): TAP counting, small DeepSpeed configs
-# merged over a base, runs with their metrics, loss comparisons, and refusals
-# of broken model files.
-n=0
-ok() { # ok STATUS DESCRIPTION
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
+# which set SRC, BIN, PY and TMP first, and load tests/tap_lib.sh for ok:
+# tests/test_env.sh does both): small DeepSpeed configs merged over a base,
+# runs with their metrics, loss comparisons (tests/sglog.py), and refusals of
+# broken model files. scripts/gpu_verify.sh uses ds and train alone.
 # A DeepSpeed config: ds NAME JSON-FRAGMENT (merged over the base).
 ds() {
 	"$PY" - "$TMP/$1.json" "$2" <<'PYEOF'
@@ -41,30 +37,12 @@ train() {
 tasks() { sed -n 's/.*graph \([0-9]*\) tasks.*/\1/p' "$TMP/$1.out"; }
 # differs A B: the two runs compiled different graphs (so "same losses" is not vacuous)
 differs() { [ -n "$(tasks "$1")" ] && [ -n "$(tasks "$2")" ] && [ "$(tasks "$1")" != "$(tasks "$2")" ]; }
-losses() { "$PY" -c 'import json,sys; print(" ".join(repr(json.loads(l)["loss"]) for l in open(sys.argv[1])))' "$TMP/$1.jsonl" 2>/dev/null; }
+losses() { "$PY" "$SRC/tests/sglog.py" losses "$TMP/$1.jsonl" 2>/dev/null; }
 # losscmp A.jsonl B.jsonl RTOL SKIP: B's losses are A's from the (SKIP+1)-th
-# on, as many, every one a finite number (a NaN, an infinity or a null - how
-# the metrics write a NaN - fails even where both runs have it), equal
-# (RTOL 0: bit for bit, the metrics having 17 significant digits) or within
-# RTOL relative. Fails with the first difference on stderr.
+# on, as many, every one finite, equal (RTOL 0) or within RTOL relative
+# (tests/sglog.py same). Fails with the first difference on stderr.
 losscmp() {
-	"$PY" - "$1" "$2" "$3" "$4" <<'PYEOF'
-import json, math, sys
-def read(p):
-    out = []
-    for l in open(p):
-        x = json.loads(l)["loss"]
-        assert isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x), \
-            "%s: loss %r is not a finite number" % (p, x)
-        out.append(float(x))
-    return out
-a, b = read(sys.argv[1])[int(sys.argv[4]):], read(sys.argv[2])
-tol = float(sys.argv[3])
-assert len(a) == len(b) and len(a) > 0, ("different or no steps", a, b)
-bad = [(i, x, y) for i, (x, y) in enumerate(zip(a, b))
-       if (x != y if tol == 0 else abs(x - y) > tol * abs(x))]
-assert not bad, bad
-PYEOF
+	"$PY" "$SRC/tests/sglog.py" same "$1" "$2" --rtol "$3" --skip "$4"
 }
 # ck_run NAME CONFIG ARGS...: tiny-llama, 3 steps, with the caller's $SG
 # options; metrics in $TMP/NAME.jsonl, checkpoint in $TMP/ck_NAME, one TAP line
@@ -90,12 +68,7 @@ close() { losscmp "$TMP/$2.jsonl" "$TMP/$1.jsonl" "$3" 0; }
 # falls NAME STEPS DROP: run NAME logged STEPS finite losses, and the mean of
 # its last three is below the mean of its first three by more than DROP
 falls() {
-	"$PY" - "$TMP/$1.jsonl" "$2" "$3" <<'PYEOF'
-import json, math, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-assert len(a) == int(sys.argv[2]) and all(math.isfinite(x) for x in a), a
-assert sum(a[-3:]) / 3 < sum(a[:3]) / 3 - float(sys.argv[3]), a
-PYEOF
+	"$PY" "$SRC/tests/sglog.py" learns "$TMP/$1.jsonl" --steps "$2" --window 3 --drop "$3"
 }
 # bad_model BASE NAME JSON-FRAGMENT EXPECTED DESCRIPTION: a copy of the model
 # file BASE with the fragment merged (null removes a key) is refused by

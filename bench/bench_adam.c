@@ -34,7 +34,7 @@
 #include <time.h>
 
 #include "codelets/cpu/adam.h"
-#include "tests/bench_util.h"
+#include "bench/bench_util.h"
 
 static double now(void)
 {

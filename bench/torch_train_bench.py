@@ -51,7 +51,7 @@ leaves out reading the batch); the figures cover the steps after the W
 warm-up steps, like stepgraph's summary.
 
 Data parallel (--dist ddp|fsdp, launched by torchrun: `python -m
-torch.distributed.run --nproc_per_node N tests/torch_train_bench.py --dist ddp
+torch.distributed.run --nproc_per_node N bench/torch_train_bench.py --dist ddp
 --threads 1 ...`): the gloo backend; the global batch of a step is N x accum x
 micro-batch sequences, the loader's draws of micro_batch sequences in order,
 draw k*N + r going to rank r at micro-step k (stepgraph's order, docs/ranks.md);
@@ -127,7 +127,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # torch_model_ref.py, the tests' reference model
 from torch_model_ref import apply_rope, attention, rms_norm  # noqa: E402
 
 M64 = (1 << 64) - 1

@@ -3,7 +3,7 @@
  * (scripts/bench_train.sh): stepgraph runs one single-threaded task per CPU
  * worker, so the machine's GEMM bound for it is cores x this rate.
  *
- *   tests/bench_sgemm [M N K] [seconds]
+ *   bench/bench_sgemm [M N K] [seconds]
  *
  * Defaults: 2048 x 688 x 256 (a bench-3m MLP product over 8 sequences of
  * 256 tokens), 2 s. Set OPENBLAS_NUM_THREADS=1 (the script does). Prints

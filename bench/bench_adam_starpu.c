@@ -28,7 +28,7 @@
 #include "codelets/starpu/codelets.h"
 #include "graph/compile.h"
 #include "runtime/exec/lower.h"
-#include "tests/bench_util.h"
+#include "bench/bench_util.h"
 
 
 static double now(void)

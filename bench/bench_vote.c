@@ -4,7 +4,7 @@
  * nothing is asserted. Under mpirun, rank 0 prints the mean per vote of 3
  * rounds of N (default 2000); without a launch, a world of one (no MPI call).
  *
- * Usage: mpirun -np 2 tests/bench_vote [N] */
+ * Usage: mpirun -np 2 bench/bench_vote [N] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

@@ -38,7 +38,7 @@
 #include "codelets/cpu/ops.h"
 #include "common/clock.h"
 #include "runtime/sim/host_probe.h"
-#include "tests/bench_util.h"
+#include "bench/bench_util.h"
 
 #define UNFUSED_BYTES 40.0
 #define FUSED_BYTES 28.0

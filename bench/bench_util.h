@@ -1,4 +1,4 @@
-/* bench_util.h - what the CPU benchmarks share (tests/bench_adam.c,
+/* bench_util.h - what the CPU benchmarks share (bench/bench_adam.c,
  * bench_adam_chain.c, bench_adam_starpu.c): the thread-count limit, the
  * memory kernels' attribute (vectorised for the best ISA via
  * target_clones), the comma lists of thread counts and the peers' timings
