@@ -94,7 +94,8 @@ say "building tests/bench_adam.c"
 	-fno-math-errno -fno-trapping-math -c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
 	-o "$tmp/lion_adagrad.o"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$tmp/lion_adagrad.o" \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_variants.c \
+	"$REPO_ROOT"/codelets/cpu/adam_lowp.c "$REPO_ROOT"/codelets/cpu/cast.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/tests/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
 

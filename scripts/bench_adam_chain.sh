@@ -68,7 +68,8 @@ vect=(-ftree-vectorize -fvect-cost-model=dynamic)
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" "${vect[@]}" -fno-math-errno -fno-trapping-math \
 	-c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c -o "$tmp/lion_adagrad.o"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" "${vect[@]}" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_lowp.c "$tmp/lion_adagrad.o" \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_variants.c \
+	"$REPO_ROOT"/codelets/cpu/adam_lowp.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/codelets/cpu/cast.c "$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/common/host_ram.c "$REPO_ROOT"/runtime/sim/host_probe.c \
 	"$REPO_ROOT"/tests/bench_adam_chain.c -lm -lpthread -o "$tmp/bench_adam_chain"

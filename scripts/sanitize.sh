@@ -131,7 +131,8 @@ if [ "$tsan" = 1 ]; then
 	say "tests/test_adam under ThreadSanitizer"
 	mkdir -p tsan
 	if "$CC_" -std=gnu11 -O1 -g -fsanitize=thread -I"$REPO_ROOT" \
-		"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
+		"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_variants.c \
+		"$REPO_ROOT"/codelets/cpu/adam_lowp.c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
 		"$REPO_ROOT"/codelets/cpu/cast.c \
 		"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c "$REPO_ROOT"/tests/test_adam.c \
 		-lm -lpthread -o tsan/test_adam >tsan/build.log 2>&1; then
