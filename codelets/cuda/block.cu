@@ -11,28 +11,13 @@
  * bytes from io->scratch by the plans below; sg_cu_unit_scratch_bytes is
  * the largest plan, so sizing and carving cannot disagree.
  */
-/* The C headers have no extern "C" of their own: include them first, under
- * C linkage, so that libsgcore's functions link from this C++ file. */
-extern "C" {
-#include "common/error.h"
-#include "graph/ir.h"
-#include "models/model.h"
-#include "codelets/cpu/adam.h"
-#include "codelets/cpu/block.h"
-}
+#include "codelets/cuda/cuda_prologue.h"
 
 #include "codelets/cuda/block_cuda.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ < 0)                                                                       \
-            return rc_;                                                                    \
-    } while (0)
 
 /* Every scratch region starts on this boundary (cudaMalloc's alignment), so
  * kernels may use vector loads on them whatever the dtype. */
@@ -378,7 +363,7 @@ static int layer_ctx_init(layer_ctx *c, const sg_cu *cu, const sg_model *m, int 
 {
     if (!io->params || !io->x || !io->cos_tab || !io->sin_tab)
         return SG_EINVAL;
-    TRY(sg_layer_param_offsets_get(m, unit - 1, &c->o));
+    SG_CU_TRY_OR_RETURN(sg_layer_param_offsets_get(m, unit - 1, &c->o));
     c->cu = cu;
     c->d = dims_of(m, B, T, io->dt);
     c->window = m->layer_attn[unit - 1] == SG_ATTN_SLIDING ? (size_t)m->sliding_window : 0;
@@ -403,11 +388,11 @@ static int project_rope(const layer_ctx *c, void *out, void *pre, void *rstd, si
     const dims *d = &c->d;
     const int qk = norm_w != SG_NO_OFFSET;
     void *lin = qk ? pre : out; // (N, heads*D)
-    TRY(sg_cu_linear_forward(c->cu, lin, c->a.n1, lp(c, w), lp(c, b), d->dt, d->N, d->H,
-                             heads * d->D));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(c->cu, lin, c->a.n1, lp(c, w), lp(c, b), d->dt, d->N,
+                                             d->H, heads * d->D));
     if (qk) // RMSNorm over each head's D values
-        TRY(sg_cu_rmsnorm_forward(c->cu, out, rstd, pre, lp(c, norm_w), d->dt, d->N * heads,
-                                  d->D, d->eps));
+        SG_CU_TRY_OR_RETURN(sg_cu_rmsnorm_forward(c->cu, out, rstd, pre, lp(c, norm_w), d->dt,
+                                                  d->N * heads, d->D, d->eps));
     return sg_cu_rope_forward(c->cu, out, out, c->cos_tab, c->sin_tab, d->dt, d->B, d->T,
                               heads, d->D);
 }
@@ -418,19 +403,19 @@ static int attn_forward(const layer_ctx *c, const void *x)
     const dims *d = &c->d;
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
-    TRY(sg_cu_rmsnorm_forward(c->cu, a->n1, a->rstd1, x, lp(c, o->ln1), d->dt, d->N, d->H,
-                              d->eps));
-    TRY(project_rope(c, a->q, a->qpre, a->rstdq, o->wq, o->bq, o->q_norm, d->Hq));
-    TRY(project_rope(c, a->k, a->kpre, a->rstdk, o->wk, o->bk, o->k_norm, d->Hkv));
-    TRY(sg_cu_linear_forward(c->cu, a->v, a->n1, lp(c, o->wv), lp(c, o->bv), d->dt, d->N,
-                             d->H, d->KV));
-    TRY(sg_cu_attention_forward(c->cu, a->att, a->lse, a->q, a->k, a->v, d->dt, d->B, d->T,
-                                d->Hq, d->Hkv, d->D, c->window));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_rmsnorm_forward(c->cu, a->n1, a->rstd1, x, lp(c, o->ln1), d->dt, d->N, d->H, d->eps));
+    SG_CU_TRY_OR_RETURN(project_rope(c, a->q, a->qpre, a->rstdq, o->wq, o->bq, o->q_norm, d->Hq));
+    SG_CU_TRY_OR_RETURN(project_rope(c, a->k, a->kpre, a->rstdk, o->wk, o->bk, o->k_norm, d->Hkv));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(c->cu, a->v, a->n1, lp(c, o->wv), lp(c, o->bv), d->dt,
+                                             d->N, d->H, d->KV));
+    SG_CU_TRY_OR_RETURN(sg_cu_attention_forward(c->cu, a->att, a->lse, a->q, a->k, a->v, d->dt,
+                                                d->B, d->T, d->Hq, d->Hkv, d->D, c->window));
     if (o->sinks != SG_NO_OFFSET) // gpt_oss: att and lse with the sinks' column
-        TRY(sg_cu_attention_sinks_forward(c->cu, a->att, a->lse, lp(c, o->sinks), d->dt, d->B,
-                                          d->T, d->Hq, d->D));
-    TRY(sg_cu_linear_forward(c->cu, a->h, a->att, lp(c, o->wo), lp(c, o->bo), d->dt, d->N,
-                             d->Q, d->H));
+        SG_CU_TRY_OR_RETURN(sg_cu_attention_sinks_forward(c->cu, a->att, a->lse, lp(c, o->sinks),
+                                                          d->dt, d->B, d->T, d->Hq, d->D));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(c->cu, a->h, a->att, lp(c, o->wo), lp(c, o->bo), d->dt,
+                                             d->N, d->Q, d->H));
     return sg_cu_add_into(c->cu, a->h, x, d->dt, d->N * d->H); // residual
 }
 
@@ -442,16 +427,17 @@ static int mlp_forward(const layer_ctx *c, void *y, void *act)
     const dims *d = &c->d;
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
-    TRY(sg_cu_rmsnorm_forward(c->cu, a->n2, a->rstd2, a->h, lp(c, o->ln2), d->dt, d->N, d->H,
-                              d->eps));
-    TRY(sg_cu_linear_forward(c->cu, a->gate, a->n2, lp(c, o->wg), NULL, d->dt, d->N, d->H,
-                             d->F));
-    TRY(sg_cu_linear_forward(c->cu, a->up, a->n2, lp(c, o->wu), NULL, d->dt, d->N, d->H,
-                             d->F));
+    SG_CU_TRY_OR_RETURN(sg_cu_rmsnorm_forward(c->cu, a->n2, a->rstd2, a->h, lp(c, o->ln2), d->dt,
+                                              d->N, d->H, d->eps));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_forward(c->cu, a->gate, a->n2, lp(c, o->wg), NULL, d->dt, d->N, d->H, d->F));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_forward(c->cu, a->up, a->n2, lp(c, o->wu), NULL, d->dt, d->N, d->H, d->F));
     if (!y)
         return 0;
-    TRY(sg_cu_swiglu_forward(c->cu, act, a->gate, a->up, d->dt, d->N, d->F));
-    TRY(sg_cu_linear_forward(c->cu, y, act, lp(c, o->wd), NULL, d->dt, d->N, d->F, d->H));
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_forward(c->cu, act, a->gate, a->up, d->dt, d->N, d->F));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_forward(c->cu, y, act, lp(c, o->wd), NULL, d->dt, d->N, d->F, d->H));
     return sg_cu_add_into(c->cu, y, a->h, d->dt, d->N * d->H); // residual
 }
 
@@ -464,7 +450,7 @@ static int moe_slots(const layer_ctx *c, const float *sel, int32_t *slots, int32
                      size_t *first)
 {
     const size_t E = (size_t)c->m->num_experts, K = (size_t)c->m->experts_per_token;
-    TRY(sg_cu_moe_expert_slots(c->cu, slots, counts, sel, c->d.N, K, 0, E));
+    SG_CU_TRY_OR_RETURN(sg_cu_moe_expert_slots(c->cu, slots, counts, sel, c->d.N, K, 0, E));
     int32_t *h = (int32_t *)malloc(E * sizeof *h);
     if (!h)
         return SG_ENOMEM;
@@ -518,23 +504,25 @@ static int moe_forward(const layer_ctx *c, void *y, float *stats, int split, voi
     moe_plan p = plan_moe(m, d, at, 0);
     float *probs = (float *)region(scratch, p.probs), *sel = (float *)region(scratch, p.sel);
     float *topw = (float *)region(scratch, p.topw);
-    TRY(sg_cu_rmsnorm_forward(c->cu, a->n2, a->rstd2, a->h, lp(c, o->ln2), d->dt, N, d->H,
-                              d->eps));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_rmsnorm_forward(c->cu, a->n2, a->rstd2, a->h, lp(c, o->ln2), d->dt, N, d->H, d->eps));
     float *logits = (float *)region(scratch, p.logits);
     if (m->arch == SG_ARCH_GPT_OSS)
-        TRY(sg_cu_moe_oss_router_forward(c->cu, probs, sel, topw, logits, a->n2,
-                                         lp(c, o->router), lp(c, o->router_b), d->dt, N, d->H,
-                                         E, K));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_oss_router_forward(c->cu, probs, sel, topw, logits, a->n2,
+                                                         lp(c, o->router), lp(c, o->router_b),
+                                                         d->dt, N, d->H, E, K));
     else
-        TRY(sg_cu_moe_router_forward(c->cu, probs, sel, topw, logits, a->n2, lp(c, o->router),
-                                     d->dt, N, d->H, E, K, m->norm_topk_prob));
-    TRY(sg_cu_cast(c->cu, a->probs, d->dt, probs, SG_F32, N * E));
-    TRY(sg_cu_cast(c->cu, a->sel, d->dt, sel, SG_F32, NK));
-    TRY(sg_cu_cast(c->cu, a->topw, d->dt, topw, SG_F32, NK));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_router_forward(c->cu, probs, sel, topw, logits, a->n2,
+                                                     lp(c, o->router), d->dt, N, d->H, E, K,
+                                                     m->norm_topk_prob));
+    SG_CU_TRY_OR_RETURN(sg_cu_cast(c->cu, a->probs, d->dt, probs, SG_F32, N * E));
+    SG_CU_TRY_OR_RETURN(sg_cu_cast(c->cu, a->sel, d->dt, sel, SG_F32, NK));
+    SG_CU_TRY_OR_RETURN(sg_cu_cast(c->cu, a->topw, d->dt, topw, SG_F32, NK));
     if ((y || split) && stats) {
         if (c->unit == 1)
-            TRY(sg_cu_zero_async(c->cu, stats, sg_moe_stats_floats(m) * sizeof(float)));
-        TRY(sg_cu_moe_stats_add(c->cu, stats, probs, sel, N, E, K));
+            SG_CU_TRY_OR_RETURN(
+                sg_cu_zero_async(c->cu, stats, sg_moe_stats_floats(m) * sizeof(float)));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_stats_add(c->cu, stats, probs, sel, N, E, K));
     }
     if (split || !y)
         return 0;
@@ -548,9 +536,9 @@ static int moe_forward(const layer_ctx *c, void *y, float *stats, int split, voi
     for (size_t e = 0; e < E && rc == 0; e++)
         rc = expert_forward(c, e, slots, first[e], first[e + 1] - first[e], gate, up, outs, ex);
     free(first);
-    TRY(rc);
+    SG_CU_TRY_OR_RETURN(rc);
     const void **ptrs = (const void **)region(scratch, p.ptrs);
-    TRY(sg_cu_moe_slot_rows(c->cu, ptrs, slots, NK, outs, d->H * d->es));
+    SG_CU_TRY_OR_RETURN(sg_cu_moe_slot_rows(c->cu, ptrs, slots, NK, outs, d->H * d->es));
     return sg_cu_moe_combine_forward(c->cu, y, a->h, (const void *const *)ptrs, topw, d->dt, N,
                                      d->H, K);
 }
@@ -572,14 +560,14 @@ static int moe_backward(const layer_ctx *c, const sg_cu_unit_io *io, const void 
     float *probs = (float *)region(scratch, p.probs), *sel = (float *)region(scratch, p.sel);
     float *topw = (float *)region(scratch, p.topw), *dtopw = (float *)region(scratch, p.dtopw);
     void *dn2 = region(scratch, p.dn2), *tmp = region(scratch, p.tmp);
-    TRY(sg_cu_cast(c->cu, probs, SG_F32, a->probs, d->dt, N * E));
-    TRY(sg_cu_cast(c->cu, sel, SG_F32, a->sel, d->dt, NK));
-    TRY(sg_cu_cast(c->cu, topw, SG_F32, a->topw, d->dt, NK));
+    SG_CU_TRY_OR_RETURN(sg_cu_cast(c->cu, probs, SG_F32, a->probs, d->dt, N * E));
+    SG_CU_TRY_OR_RETURN(sg_cu_cast(c->cu, sel, SG_F32, a->sel, d->dt, NK));
+    SG_CU_TRY_OR_RETURN(sg_cu_cast(c->cu, topw, SG_F32, a->topw, d->dt, NK));
     if (io->moe_split) {
         if (!io->moe_dn2 || !io->moe_dtopw)
             return SG_EINVAL;
-        TRY(sg_cu_copy_async(c->cu, dn2, io->moe_dn2, N * H * es));
-        TRY(sg_cu_copy_async(c->cu, dtopw, io->moe_dtopw, NK * sizeof(float)));
+        SG_CU_TRY_OR_RETURN(sg_cu_copy_async(c->cu, dn2, io->moe_dn2, N * H * es));
+        SG_CU_TRY_OR_RETURN(sg_cu_copy_async(c->cu, dtopw, io->moe_dtopw, NK * sizeof(float)));
     } else {
         int32_t *slots = (int32_t *)region(scratch, p.slots);
         size_t *first = (size_t *)malloc((E + 1) * sizeof *first);
@@ -615,11 +603,12 @@ static int moe_backward(const layer_ctx *c, const sg_cu_unit_io *io, const void 
                                            lp(c, o->ex_wd + s), d->dt, H, F, K, ex);
         }
         free(first);
-        TRY(rc);
+        SG_CU_TRY_OR_RETURN(rc);
         const void **ptrs = (const void **)region(scratch, p.ptrs);
-        TRY(sg_cu_moe_slot_rows(c->cu, ptrs, slots, NK, dxs, H * es));
-        TRY(sg_cu_moe_slots_sum(c->cu, dn2, (const void *const *)ptrs, d->dt, N, H, K));
-        TRY(sg_cu_moe_scatter_slots(c->cu, dtopw, dtr, slots, NK));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_slot_rows(c->cu, ptrs, slots, NK, dxs, H * es));
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_moe_slots_sum(c->cu, dn2, (const void *const *)ptrs, d->dt, N, H, K));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_scatter_slots(c->cu, dtopw, dtr, slots, NK));
     }
     const float *stats = io->moe_stats;
     const double LN = (double)m->num_layers * (double)N;
@@ -628,18 +617,17 @@ static int moe_backward(const layer_ctx *c, const sg_cu_unit_io *io, const void 
     void *dlogits = region(scratch, p.dlogits);
     float *rwork = (float *)region(scratch, p.rwork);
     if (m->arch == SG_ARCH_GPT_OSS)
-        TRY(sg_cu_moe_oss_router_backward(c->cu, tmp, mat_(g, o->router, es),
-                                          mat_(g, o->router_b, es), dlogits, dtopw, probs, sel,
-                                          topw, stats, aux, dloss_scale, a->n2,
-                                          lp(c, o->router), d->dt, N, H, E, K, rwork));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_oss_router_backward(
+            c->cu, tmp, mat_(g, o->router, es), mat_(g, o->router_b, es), dlogits, dtopw, probs,
+            sel, topw, stats, aux, dloss_scale, a->n2, lp(c, o->router), d->dt, N, H, E, K, rwork));
     else
-        TRY(sg_cu_moe_router_backward(c->cu, tmp, mat_(g, o->router, es), dlogits, dtopw,
-                                      probs, sel, topw, stats, aux, dloss_scale, a->n2,
-                                      lp(c, o->router), d->dt, N, H, E, K, m->norm_topk_prob,
-                                      rwork));
-    TRY(sg_cu_add_into(c->cu, dn2, tmp, d->dt, N * H));
-    TRY(sg_cu_rmsnorm_backward(c->cu, dx, mat_(g, o->ln2, es), dn2, a->h, lp(c, o->ln2),
-                               a->rstd2, d->dt, N, H, (float *)region(scratch, p.nwork)));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_router_backward(
+            c->cu, tmp, mat_(g, o->router, es), dlogits, dtopw, probs, sel, topw, stats, aux,
+            dloss_scale, a->n2, lp(c, o->router), d->dt, N, H, E, K, m->norm_topk_prob, rwork));
+    SG_CU_TRY_OR_RETURN(sg_cu_add_into(c->cu, dn2, tmp, d->dt, N * H));
+    SG_CU_TRY_OR_RETURN(sg_cu_rmsnorm_backward(c->cu, dx, mat_(g, o->ln2, es), dn2, a->h,
+                                               lp(c, o->ln2), a->rstd2, d->dt, N, H,
+                                               (float *)region(scratch, p.nwork)));
     return sg_cu_add_into(c->cu, dx, dy, d->dt, N * H); // residual
 }
 
@@ -649,7 +637,7 @@ static int layer_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B,
     if (!io->y && !io->saved)
         return SG_EINVAL;
     layer_ctx c;
-    TRY(layer_ctx_init(&c, cu, m, unit, B, T, io));
+    SG_CU_TRY_OR_RETURN(layer_ctx_init(&c, cu, m, unit, B, T, io));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, c.d.N, &l);
     layer_fwd_plan p = plan_layer_fwd(&c.d, l.total, io->saved == NULL, io->y != NULL);
@@ -659,7 +647,7 @@ static int layer_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B,
         return SG_EINVAL;
     void *saved = io->saved ? io->saved : region(io->scratch, p.saved); // checkpointing
     layer_act_at(&c.a, saved, &l, m->qk_norm, m->num_experts > 0, c.d.es);
-    TRY(attn_forward(&c, io->x));
+    SG_CU_TRY_OR_RETURN(attn_forward(&c, io->x));
     if (m->num_experts > 0) {
         if (io->moe_split && !io->saved)
             return SG_EINVAL;
@@ -682,18 +670,20 @@ static int mlp_backward(const layer_ctx *c, const void *dy, void *dx, void *g, v
     void *dup = region(scratch, p.dup);                                  // (N, F)
     void *dn2 = region(scratch, p.dn2), *tmp = region(scratch, p.tmp);   // (N, H)
     float *work = (float *)region(scratch, p.work);
-    TRY(sg_cu_swiglu_forward(c->cu, act, a->gate, a->up, d->dt, d->N, d->F)); // recomputed
-    TRY(sg_cu_linear_backward(c->cu, dact, mat_(g, o->wd, es), NULL, dy, act, lp(c, o->wd),
-                              d->dt, d->N, d->F, d->H, NULL));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_swiglu_forward(c->cu, act, a->gate, a->up, d->dt, d->N, d->F)); // recomputed
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(c->cu, dact, mat_(g, o->wd, es), NULL, dy, act,
+                                              lp(c, o->wd), d->dt, d->N, d->F, d->H, NULL));
     void *dgate = act; // act is dead: dgate takes its place
-    TRY(sg_cu_swiglu_backward(c->cu, dgate, dup, dact, a->gate, a->up, d->dt, d->N, d->F));
-    TRY(sg_cu_linear_backward(c->cu, dn2, mat_(g, o->wg, es), NULL, dgate, a->n2,
-                              lp(c, o->wg), d->dt, d->N, d->H, d->F, NULL));
-    TRY(sg_cu_linear_backward(c->cu, tmp, mat_(g, o->wu, es), NULL, dup, a->n2, lp(c, o->wu),
-                              d->dt, d->N, d->H, d->F, NULL));
-    TRY(sg_cu_add_into(c->cu, dn2, tmp, d->dt, d->N * d->H));
-    TRY(sg_cu_rmsnorm_backward(c->cu, dx, mat_(g, o->ln2, es), dn2, a->h, lp(c, o->ln2),
-                               a->rstd2, d->dt, d->N, d->H, work));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_swiglu_backward(c->cu, dgate, dup, dact, a->gate, a->up, d->dt, d->N, d->F));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(c->cu, dn2, mat_(g, o->wg, es), NULL, dgate, a->n2,
+                                              lp(c, o->wg), d->dt, d->N, d->H, d->F, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(c->cu, tmp, mat_(g, o->wu, es), NULL, dup, a->n2,
+                                              lp(c, o->wu), d->dt, d->N, d->H, d->F, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_add_into(c->cu, dn2, tmp, d->dt, d->N * d->H));
+    SG_CU_TRY_OR_RETURN(sg_cu_rmsnorm_backward(c->cu, dx, mat_(g, o->ln2, es), dn2, a->h,
+                                               lp(c, o->ln2), a->rstd2, d->dt, d->N, d->H, work));
     return sg_cu_add_into(c->cu, dx, dy, d->dt, d->N * d->H); // residual
 }
 
@@ -723,15 +713,18 @@ static int qkv_backward(const layer_ctx *c, void *dn1, void *tmp, const void *dq
     const sg_layer_param_offsets *o = &c->o;
     const size_t es = d->es;
     float *bw = o->bq != SG_NO_OFFSET ? work : NULL;
-    TRY(sg_cu_linear_backward(c->cu, dn1, mat_(g, o->wq, es), mat_(g, o->bq, es), dq, a->n1,
-                              lp(c, o->wq), d->dt, d->N, d->H, d->Q, bw));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(c->cu, dn1, mat_(g, o->wq, es), mat_(g, o->bq, es),
+                                              dq, a->n1, lp(c, o->wq), d->dt, d->N, d->H, d->Q,
+                                              bw));
     bw = o->bk != SG_NO_OFFSET ? work : NULL;
-    TRY(sg_cu_linear_backward(c->cu, tmp, mat_(g, o->wk, es), mat_(g, o->bk, es), dk, a->n1,
-                              lp(c, o->wk), d->dt, d->N, d->H, d->KV, bw));
-    TRY(sg_cu_add_into(c->cu, dn1, tmp, d->dt, d->N * d->H));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(c->cu, tmp, mat_(g, o->wk, es), mat_(g, o->bk, es),
+                                              dk, a->n1, lp(c, o->wk), d->dt, d->N, d->H, d->KV,
+                                              bw));
+    SG_CU_TRY_OR_RETURN(sg_cu_add_into(c->cu, dn1, tmp, d->dt, d->N * d->H));
     bw = o->bv != SG_NO_OFFSET ? work : NULL;
-    TRY(sg_cu_linear_backward(c->cu, tmp, mat_(g, o->wv, es), mat_(g, o->bv, es), dv, a->n1,
-                              lp(c, o->wv), d->dt, d->N, d->H, d->KV, bw));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(c->cu, tmp, mat_(g, o->wv, es), mat_(g, o->bv, es),
+                                              dv, a->n1, lp(c, o->wv), d->dt, d->N, d->H, d->KV,
+                                              bw));
     return sg_cu_add_into(c->cu, dn1, tmp, d->dt, d->N * d->H);
 }
 
@@ -751,23 +744,26 @@ static int attn_backward(const layer_ctx *c, const sg_model *m, const void *x, v
     void *dn1 = region(scratch, p.dn1), *tmp = region(scratch, p.tmp); // (N, H)
     float *work = (float *)region(scratch, p.work);
     float *ow = o->bo != SG_NO_OFFSET ? work : NULL;
-    TRY(sg_cu_linear_backward(c->cu, datt, mat_(g, o->wo, es), mat_(g, o->bo, es), dx, a->att,
-                              lp(c, o->wo), d->dt, d->N, d->Q, d->H, ow));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(c->cu, datt, mat_(g, o->wo, es), mat_(g, o->bo, es),
+                                              dx, a->att, lp(c, o->wo), d->dt, d->N, d->Q, d->H,
+                                              ow));
     if (o->sinks != SG_NO_OFFSET)
-        TRY(sg_cu_attention_sinks_backward(c->cu, mat_(g, o->sinks, es), datt, a->att, a->lse,
-                                           lp(c, o->sinks), d->dt, d->B, d->T, d->Hq, d->D));
-    TRY(sg_cu_attention_backward(c->cu, dq, dk, dv, datt, a->q, a->k, a->v, a->att, a->lse,
-                                 d->dt, d->B, d->T, d->Hq, d->Hkv, d->D, c->window, work));
+        SG_CU_TRY_OR_RETURN(sg_cu_attention_sinks_backward(c->cu, mat_(g, o->sinks, es), datt,
+                                                           a->att, a->lse, lp(c, o->sinks), d->dt,
+                                                           d->B, d->T, d->Hq, d->D));
+    SG_CU_TRY_OR_RETURN(sg_cu_attention_backward(c->cu, dq, dk, dv, datt, a->q, a->k, a->v, a->att,
+                                                 a->lse, d->dt, d->B, d->T, d->Hq, d->Hkv, d->D,
+                                                 c->window, work));
     int rc = 0;
     void *dqpre = datt; // datt is dead: dq before QK-norm takes its place
     const void *dqin = unrope(c, dq, dqpre, a->qpre, a->rstdq, g, o->q_norm, d->Hq, work, &rc);
-    TRY(rc);
+    SG_CU_TRY_OR_RETURN(rc);
     const void *dkin = unrope(c, dk, dkpre, a->kpre, a->rstdk, g, o->k_norm, d->Hkv, work,
                               &rc);
-    TRY(rc);
-    TRY(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g, work));
-    TRY(sg_cu_rmsnorm_backward(c->cu, tmp, mat_(g, o->ln1, es), dn1, x, lp(c, o->ln1),
-                               a->rstd1, d->dt, d->N, d->H, work));
+    SG_CU_TRY_OR_RETURN(rc);
+    SG_CU_TRY_OR_RETURN(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g, work));
+    SG_CU_TRY_OR_RETURN(sg_cu_rmsnorm_backward(c->cu, tmp, mat_(g, o->ln1, es), dn1, x,
+                                               lp(c, o->ln1), a->rstd1, d->dt, d->N, d->H, work));
     return sg_cu_add_into(c->cu, dx, tmp, d->dt, d->N * d->H); // residual
 }
 
@@ -778,7 +774,7 @@ static int layer_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B
     if (!io->saved || !io->scratch || !dy || !dx || !dparams || dx == dy)
         return SG_EINVAL;
     layer_ctx c;
-    TRY(layer_ctx_init(&c, cu, m, unit, B, T, io));
+    SG_CU_TRY_OR_RETURN(layer_ctx_init(&c, cu, m, unit, B, T, io));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, c.d.N, &l);
     layer_act_at(&c.a, io->saved, &l, m->qk_norm, m->num_experts > 0, c.d.es);
@@ -787,9 +783,9 @@ static int layer_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B
         (m->num_experts > 0 && plan_moe(m, &c.d, 0, 1).end > cap))
         return SG_EINVAL; /* the plans disagree with the size: a bug, never an overrun */
     if (m->num_experts > 0)
-        TRY(moe_backward(&c, io, dy, dx, dparams, dloss, dloss_scale, io->scratch));
+        SG_CU_TRY_OR_RETURN(moe_backward(&c, io, dy, dx, dparams, dloss, dloss_scale, io->scratch));
     else
-        TRY(mlp_backward(&c, dy, dx, dparams, io->scratch));
+        SG_CU_TRY_OR_RETURN(mlp_backward(&c, dy, dx, dparams, io->scratch));
     // the attention half reuses the MLP half's scratch: stream order keeps them apart
     return attn_backward(&c, m, io->x, dx, dparams, io->scratch);
 }
@@ -811,7 +807,7 @@ static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
         return SG_EINVAL;
     if (m->tie_word_embeddings && !io->embed)
         return SG_EINVAL;
-    TRY(sg_head_param_offsets_get(m, &c->o));
+    SG_CU_TRY_OR_RETURN(sg_head_param_offsets_get(m, &c->o));
     c->d = dims_of(m, B, T, io->dt);
     const size_t es = c->d.es;
     c->norm_w = cat_(io->params, c->o.norm, es);
@@ -850,23 +846,25 @@ static int head_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
         return SG_EINVAL;
     void *saved = io->saved ? io->saved : region(io->scratch, p.saved); // checkpointing
     head_ctx c;
-    TRY(head_ctx_init(&c, m, B, T, io, saved));
+    SG_CU_TRY_OR_RETURN(head_ctx_init(&c, m, B, T, io, saved));
     const dims *d = &c.d;
     float *loss = io->loss ? io->loss : (float *)region(io->scratch, p.loss);
     void *logits = region(io->scratch, p.logits); // (C, V)
     float *row_loss = (float *)region(io->scratch, p.work); // (N)
-    TRY(sg_cu_rmsnorm_forward(cu, c.n, c.rstd, io->x, c.norm_w, d->dt, d->N, d->H, d->eps));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_rmsnorm_forward(cu, c.n, c.rstd, io->x, c.norm_w, d->dt, d->N, d->H, d->eps));
     for (size_t r = 0; r < d->N; r += c.C) {
         const size_t nc = chunk_rows(&c, r);
-        TRY(sg_cu_linear_forward(cu, logits, cat_(c.n, r * d->H, d->es), c.W, NULL, d->dt, nc,
-                                 d->H, d->V)); // (nc, V)
-        TRY(sg_cu_cross_entropy_rows(cu, row_loss + r, mat_(c.lse, r, d->es), logits,
-                                     io->targets + r, d->dt, nc, d->V));
+        SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(cu, logits, cat_(c.n, r * d->H, d->es), c.W, NULL,
+                                                 d->dt, nc, d->H, d->V)); // (nc, V)
+        SG_CU_TRY_OR_RETURN(sg_cu_cross_entropy_rows(cu, row_loss + r, mat_(c.lse, r, d->es),
+                                                     logits, io->targets + r, d->dt, nc, d->V));
     }
-    TRY(sg_cu_cross_entropy_mean(cu, loss, row_loss, io->targets, d->N, d->V));
+    SG_CU_TRY_OR_RETURN(sg_cu_cross_entropy_mean(cu, loss, row_loss, io->targets, d->N, d->V));
     if (io->moe_stats && m->num_experts > 0) // the router's load-balancing loss
-        TRY(sg_cu_moe_aux_loss_add(cu, loss, io->moe_stats, (size_t)m->num_experts,
-                                   (size_t)m->num_layers, d->N, m->router_aux_loss_coef));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_aux_loss_add(cu, loss, io->moe_stats, (size_t)m->num_experts,
+                                                   (size_t)m->num_layers, d->N,
+                                                   m->router_aux_loss_coef));
     return SG_OK;
 }
 
@@ -879,7 +877,7 @@ static int head_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B,
     if (!dx || !dparams || (m->tie_word_embeddings && !dembed))
         return SG_EINVAL;
     head_ctx c;
-    TRY(head_ctx_init(&c, m, B, T, io, io->saved));
+    SG_CU_TRY_OR_RETURN(head_ctx_init(&c, m, B, T, io, io->saved));
     const dims *d = &c.d;
     head_bwd_plan p = plan_head_bwd(d, c.C);
     if (p.end > sg_cu_unit_scratch_bytes(m, unit, B, T, io->dt))
@@ -889,16 +887,18 @@ static int head_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B,
     float *g = (float *)region(io->scratch, p.weight);
     float *work = (float *)region(io->scratch, p.work);
     // the divisor (the targets >= 0 of all chunks) is counted on the device, as the forward's
-    TRY(sg_cu_cross_entropy_weight(cu, g, io->targets, d->N, d->V, dloss, dloss_scale));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_cross_entropy_weight(cu, g, io->targets, d->N, d->V, dloss, dloss_scale));
     void *dW = m->tie_word_embeddings ? dembed : mat_(dparams, c.o.lm_head, d->es); // (V, H) +=
     for (size_t r = 0; r < d->N; r += c.C) {
         const size_t nc = chunk_rows(&c, r);
         const void *n = cat_(c.n, r * d->H, d->es); // (nc, H)
-        TRY(sg_cu_linear_forward(cu, logits, n, c.W, NULL, d->dt, nc, d->H, d->V)); // (nc, V)
-        TRY(sg_cu_cross_entropy_backward_rows(cu, logits, logits, cat_(c.lse, r, d->es),
-                                              io->targets + r, d->dt, nc, d->V, g));
-        TRY(sg_cu_linear_backward(cu, mat_(dn, r * d->H, d->es), dW, NULL, logits, n, c.W,
-                                  d->dt, nc, d->H, d->V, NULL));
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_linear_forward(cu, logits, n, c.W, NULL, d->dt, nc, d->H, d->V)); // (nc, V)
+        SG_CU_TRY_OR_RETURN(sg_cu_cross_entropy_backward_rows(
+            cu, logits, logits, cat_(c.lse, r, d->es), io->targets + r, d->dt, nc, d->V, g));
+        SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(cu, mat_(dn, r * d->H, d->es), dW, NULL, logits,
+                                                  n, c.W, d->dt, nc, d->H, d->V, NULL));
     }
     return sg_cu_rmsnorm_backward(cu, dx, mat_(dparams, c.o.norm, d->es), dn, io->x, c.norm_w,
                                   c.rstd, d->dt, d->N, d->H, work);

@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "codelets/cuda/cuda_prologue.h"
 /* The C headers have no extern "C" of their own (ops.h: the GPT-OSS
  * constants SG_OSS_SWIGLU_LIMIT and SG_OSS_SWIGLU_ALPHA). */
 extern "C" {
@@ -74,13 +75,6 @@ static int mm_in_out(const sg_cu *cu, void *y, const void *x, const void *W, siz
 {
     return gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, out, n, in, W, out, x, in, beta, y, out, dt);
 }
-
-#define TRY(x)                                                                          \
-    do {                                                                                \
-        int rc_ = (x);                                                                  \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
 
 /* ---- router ------------------------------------------------------------------- */
 
@@ -167,7 +161,7 @@ static int router_logits(const sg_cu *cu, float *logits, const void *x, const vo
     SG_CU_DISPATCH(dt, T,
                    SG_LAUNCH(k_logit_bias<T>, sg_cu_blocks(N * E, THREADS), THREADS,
                              cu->stream, logits, (const T *)br, N, E));
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     // logits' (E, N) = op_T(Wr' (H, E)) x' (H, N) + logits', A, B in dt, C fp32
     const float alpha = 1.0f, beta = 1.0f;
     cudaDataType t = blas_type(dt);
@@ -187,7 +181,7 @@ static int router_forward(const sg_cu *cu, float *probs, float *sel, float *topw
         return SG_EINVAL;
     if (N == 0)
         return SG_OK;
-    TRY(router_logits(cu, logits, x, Wr, br, dt, N, H, E));
+    SG_CU_TRY_OR_RETURN(router_logits(cu, logits, x, Wr, br, dt, N, H, E));
     SG_LAUNCH(k_router_fwd, sg_cu_blocks(N, 64), 64, cu->stream, probs, sel, topw,
               (const float *)logits, N, E, K, oss, norm);
     return sg_cu_launch_status();
@@ -278,7 +272,7 @@ static int router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void
                    SG_LAUNCH(k_router_bwd<T>, sg_cu_blocks(N, 64), 64, cu->stream,
                              (T *)dlogits, work, dtopw, probs, sel, topw, stats, aux_scale,
                              scale, N, E, K, oss, norm));
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     return sg_cu_linear_backward(cu, dx, dWr, dbr, dlogits, x, Wr, dt, N, H, E, work + N * E);
 }
 
@@ -604,16 +598,16 @@ static int qwen_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, co
 {
     T *xe = w, *g = xe + n * H, *u = g + n * F, *act = u + n * F, *o = act + n * F;
     gather(cu, xe, x, slots, n, H, K);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_linear_forward(cu, g, xe, Wg, NULL, dt, n, H, F));
-    TRY(sg_cu_linear_forward(cu, u, xe, Wu, NULL, dt, n, H, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(cu, g, xe, Wg, NULL, dt, n, H, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(cu, u, xe, Wu, NULL, dt, n, H, F));
     scatter(cu, gate_s, (const T *)g, rows, n, F);
     scatter(cu, up_s, (const T *)u, rows, n, F);
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     if (!out_s)
         return SG_OK;
-    TRY(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));
-    TRY(sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H));
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H));
     scatter(cu, out_s, (const T *)o, rows, n, H);
     return sg_cu_launch_status();
 }
@@ -649,16 +643,19 @@ static int qwen_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWg, 
     gather(cu, xe, x, slots, n, H, K);
     gather(cu, g, gate_s, rows, n, F, 1);
     gather(cu, u, up_s, rows, n, F, 1);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));           // recomputed
-    TRY(sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H)); // the output, recomputed
-    TRY(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
-    TRY(sg_cu_linear_backward(cu, dact, dWd, NULL, dout, act, Wd, dt, n, F, H, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));           // recomputed
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H)); // the output, recomputed
+    SG_CU_TRY_OR_RETURN(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_backward(cu, dact, dWd, NULL, dout, act, Wd, dt, n, F, H, NULL));
     T *dgate = act; // act is dead
-    TRY(sg_cu_swiglu_backward(cu, dgate, dup, dact, g, u, dt, n, F));
-    TRY(sg_cu_linear_backward(cu, dxe, dWg, NULL, dgate, xe, Wg, dt, n, H, F, NULL));
-    TRY(sg_cu_linear_backward(cu, tmp, dWu, NULL, dup, xe, Wu, dt, n, H, F, NULL));
-    TRY(sg_cu_add_into(cu, dxe, tmp, dt, n * H));
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_backward(cu, dgate, dup, dact, g, u, dt, n, F));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_backward(cu, dxe, dWg, NULL, dgate, xe, Wg, dt, n, H, F, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(cu, tmp, dWu, NULL, dup, xe, Wu, dt, n, H, F, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_add_into(cu, dxe, tmp, dt, n * H));
     scatter(cu, dx_s, (const T *)dxe, rows, n, H);
     return sg_cu_launch_status();
 }
@@ -709,20 +706,20 @@ static int oss_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, con
     gather(cu, xe, x, slots, n, H, K);
     SG_LAUNCH(k_bias_rows<T>, sg_cu_blocks(2 * n * F, THREADS), THREADS, cu->stream, gu, bgu, n,
               2 * F);
-    TRY(sg_cu_launch_status());
-    TRY(mm_in_out(cu, gu, xe, Wgu, n, H, 2 * F, 1.0f, dt)); // (n, 2F) + bias
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(mm_in_out(cu, gu, xe, Wgu, n, H, 2 * F, 1.0f, dt)); // (n, 2F) + bias
     SG_LAUNCH(k_deinterleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, gate_s,
               up_s, (const T *)gu, rows, n, F);
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     if (!out_s)
         return SG_OK;
     SG_LAUNCH(k_deinterleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, g, u,
               (const T *)gu, (const int32_t *)NULL, n, F);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F));
     SG_LAUNCH(k_bias_rows<T>, sg_cu_blocks(n * H, THREADS), THREADS, cu->stream, o, bd, n, H);
-    TRY(sg_cu_launch_status());
-    TRY(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // (n, H) + bias
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // (n, H) + bias
     scatter(cu, out_s, (const T *)o, rows, n, H);
     return sg_cu_launch_status();
 }
@@ -760,31 +757,36 @@ static int oss_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWgu, 
     gather(cu, xe, x, slots, n, H, K);
     gather(cu, g, gate_s, rows, n, F, 1);
     gather(cu, u, up_s, rows, n, F, 1);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F)); // recomputed
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F)); // recomputed
     SG_LAUNCH(k_bias_rows<T>, sg_cu_blocks(n * H, THREADS), THREADS, cu->stream, o, bd, n, H);
-    TRY(sg_cu_launch_status());
-    TRY(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // the output, recomputed
-    TRY(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // the output, recomputed
+    SG_CU_TRY_OR_RETURN(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
     if (dWd) // dWd (F, H) += act^T dout: dWd' (H, F) += dout' (H, n) act'^T
-        TRY(gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, H, F, n, dout, H, act, F, 1.0f, dWd, H, dt));
+        SG_CU_TRY_OR_RETURN(
+            gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, H, F, n, dout, H, act, F, 1.0f, dWd, H, dt));
     if (dbd)
-        TRY(sg_cu_linear_backward(cu, NULL, NULL, dbd, dout, NULL, NULL, dt, n, 1, H, bw));
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_linear_backward(cu, NULL, NULL, dbd, dout, NULL, NULL, dt, n, 1, H, bw));
     // dact (n, F) = dout Wd^T: dact' (F, n) = Wd'^T (F, H) dout' (H, n), Wd' (H, F)
-    TRY(gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, F, n, H, Wd, H, dout, H, 0.0f, dact, F, dt));
-    TRY(sg_cu_oss_glu_backward(cu, g, u, dact, g, u, dt, n, F)); // dgate, dup in place
+    SG_CU_TRY_OR_RETURN(
+        gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, F, n, H, Wd, H, dout, H, 0.0f, dact, F, dt));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_oss_glu_backward(cu, g, u, dact, g, u, dt, n, F)); // dgate, dup in place
     T *dgu = act;                                                // act, dact dead: (n, 2F)
     SG_LAUNCH(k_interleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, dgu,
               (const T *)g, (const T *)u, n, F);
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     // dxe (n, H) = dgu Wgu^T: dxe' (H, n) = Wgu'^T (H, 2F) dgu' (2F, n), Wgu' (2F, H)
-    TRY(gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, H, n, 2 * F, Wgu, 2 * F, dgu, 2 * F, 0.0f, dxe, H,
-             dt));
+    SG_CU_TRY_OR_RETURN(
+        gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, H, n, 2 * F, Wgu, 2 * F, dgu, 2 * F, 0.0f, dxe, H, dt));
     if (dWgu) // dWgu (H, 2F) += xe^T dgu: dWgu' (2F, H) += dgu' (2F, n) xe'^T
-        TRY(gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, 2 * F, H, n, dgu, 2 * F, xe, H, 1.0f, dWgu,
-                 2 * F, dt));
+        SG_CU_TRY_OR_RETURN(gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, 2 * F, H, n, dgu, 2 * F, xe, H, 1.0f,
+                                 dWgu, 2 * F, dt));
     if (dbgu)
-        TRY(sg_cu_linear_backward(cu, NULL, NULL, dbgu, dgu, NULL, NULL, dt, n, 1, 2 * F, bw));
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_linear_backward(cu, NULL, NULL, dbgu, dgu, NULL, NULL, dt, n, 1, 2 * F, bw));
     scatter(cu, dx_s, (const T *)dxe, rows, n, H);
     return sg_cu_launch_status();
 }
