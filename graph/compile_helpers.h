@@ -33,10 +33,10 @@ static inline int al_push(access_list *l, int buf, sg_access_mode mode)
 }
 
 static inline int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
-                  int persistent, const char *fmt, ...)
+                         int persistent, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 static inline int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
-                  int persistent, const char *fmt, ...)
+                         int persistent, const char *fmt, ...)
 {
     char name[SG_IR_NAME_MAX];
     va_list ap;
@@ -75,8 +75,8 @@ static inline const char *unit_label(const compiler *c, int u, char *buf, size_t
 
 /* Appends a node; fills micro-step, sub-group and link fields. */
 static inline int node(compiler *c, access_list *l, sg_op_kind kind, sg_device_class dev,
-                int layer, int micro, int subgroup, double flops, sg_link_dir link,
-                int64_t link_bytes, const char *name)
+                       int layer, int micro, int subgroup, double flops, sg_link_dir link,
+                       int64_t link_bytes, const char *name)
 {
     int id = sg_graph_add_node(c->g, kind, dev, layer, flops, l->a, l->n, "%s", name);
     l->n = 0;
@@ -194,7 +194,7 @@ static inline int push_comm_order(compiler *c, access_list *l)
 
 /* "allgather.fwd.layer3.mb0", or without the micro-step "allgather.step.layer3". */
 static inline void unit_step_name(const compiler *c, char *name, size_t size, const char *what,
-                           const char *why, int u, int micro)
+                                  const char *why, int u, int micro)
 {
     char lab[24];
     unit_label(c, u, lab, sizeof lab);

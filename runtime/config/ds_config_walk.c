@@ -128,7 +128,7 @@ int sg_ds_auto_error(const pstate *ps)
 }
 
 int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path,
-                const field *tab, size_t n)
+               const field *tab, size_t n)
 {
     const char *names[128];
     size_t nn = n < ARRAY_LEN(names) ? n : ARRAY_LEN(names);
