@@ -39,23 +39,13 @@
 # quarter of the RAM); about 2 minutes on 2 cores once the environment exists.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in
--h | --help)
-	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"
-	exit 0
-	;;
-"") ;;
-*)
-	printf 'bench_adam_chain: no arguments (environment variables only, see --help)\n' >&2
-	exit 2
-	;;
-esac
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sg_env_only_args "$@"
 N=${N:-67108864}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-5}
 CC=${CC:-gcc}
-say() { printf 'bench_adam_chain: %s\n' "$*" >&2; }
 # shellcheck source=scripts/bench_lib.sh
 . "$REPO_ROOT/scripts/bench_lib.sh"
 bench_check_args
