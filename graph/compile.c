@@ -18,7 +18,6 @@
 #include "models/unit_layout.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,7 +8,6 @@
 #include "graph/compile_internal.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 int sg_compile_emit_allgather(compiler *c, access_list *l, int u, int micro, const char *why)
 {

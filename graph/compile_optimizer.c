@@ -8,7 +8,6 @@
 #include "graph/compile_internal.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 static int push_subgroup_pieces(compiler *c, access_list *l, int i, int grads,
                                 sg_access_mode mode)
