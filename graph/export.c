@@ -276,6 +276,167 @@ static const char *band_label[SG_BAND_COUNT] = {
     [SG_BAND_OPT_CPU] = "host side: CPU optimizer",
 };
 
+/* Every endpoint declared, in grid order, with its cell. Graphviz breaks the
+ * order inside a rank that clusters span, so the grid has no clusters: a
+ * header names each unit's column, a label each band's first row. */
+static void dot_endpoint_cells(const sg_graph *g, const sg_dot_style *st,
+                               const sg_phase_layout *l, cell *cells, int *nc, FILE *out)
+{
+    for (int k = 0; k < l->nsorted; k++) {
+        int e = l->sorted[k];
+        dot_endpoint_decl(g, st, e, out, "  ");
+        cell *c = &cells[(*nc)++];
+        snprintf(c->name, sizeof c->name, "%s%d", e < g->nnodes ? "n" : "f",
+                 e < g->nnodes ? e : e - g->nnodes);
+        c->id = e;
+        c->col = l->col[e];
+        c->row = l->row[e];
+        fprintf(out, "  %s [group=\"r%d\"];\n", c->name, c->row);
+    }
+}
+
+/* A header cell over each column that holds a unit (or folded units). */
+static void dot_column_headers(const sg_graph *g, const sg_fold *fold, const sg_phase_layout *l,
+                               cell *cells, int *nc, FILE *out)
+{
+    for (int col = 0; col < l->ncols; col++) {
+        int unit = -1, unit_group = -1;
+        for (int k = 0; k < l->nsorted && unit < 0 && unit_group < 0; k++) {
+            int e = l->sorted[k];
+            if (l->col[e] != col)
+                continue;
+            if (e < g->nnodes && g->nodes[e].layer >= 0)
+                unit = g->nodes[e].layer;
+            else if (e >= g->nnodes && !fold->groups[e - g->nnodes].is_subgroup)
+                unit_group = e - g->nnodes;
+        }
+        if (unit < 0 && unit_group < 0)
+            continue;
+        char lab[32];
+        if (unit >= 0)
+            sg_unit_label(g, unit, lab, sizeof lab);
+        else
+            snprintf(lab, sizeof lab, "(folded units)");
+        cell *c = &cells[(*nc)++];
+        snprintf(c->name, sizeof c->name, "col%d", col);
+        c->id = -1;
+        c->col = col;
+        c->row = -1;
+        fprintf(out, "  col%d [label=\"%s\", shape=plaintext, fontsize=14];\n", col, lab);
+    }
+}
+
+/* A label cell left of each band's first row (bands of folded units alone
+ * get none). */
+static void dot_band_labels(const sg_graph *g, const sg_phase_layout *l, cell *cells, int *nc,
+                            FILE *out)
+{
+    int bands[SG_BAND_COUNT], first_row[SG_BAND_COUNT];
+    for (int b = 0; b < SG_BAND_COUNT; b++)
+        bands[b] = 0, first_row[b] = l->nrows;
+    for (int k = 0; k < l->nsorted; k++) {
+        int e = l->sorted[k];
+        bands[l->band[e]] |= e < g->nnodes; /* not for folded units alone */
+        first_row[l->band[e]] =
+            l->row[e] < first_row[l->band[e]] ? l->row[e] : first_row[l->band[e]];
+    }
+    for (int b = 0; b < SG_BAND_COUNT; b++)
+        if (bands[b]) {
+            cell *c = &cells[(*nc)++];
+            snprintf(c->name, sizeof c->name, "band%d", b);
+            c->id = -1;
+            c->col = -1;
+            c->row = first_row[b];
+            fprintf(out, "  band%d [label=\"%s\", shape=plaintext, fontsize=13, "
+                         "fontcolor=\"#555555\"];\n",
+                    b, band_label[b]);
+        }
+}
+
+/* An invisible point in every empty cell (col, row) of the grid (col -1:
+ * the band labels, row -1: the headers). */
+static int dot_fill_grid(const sg_phase_layout *l, size_t grid, cell *cells, int *nc, FILE *out)
+{
+    unsigned char *used = calloc(grid, 1);
+    if (!used)
+        return SG_ENOMEM;
+    for (int k = 0; k < *nc; k++)
+        used[(size_t)(cells[k].col + 1) * (size_t)(l->nrows + 1) + (size_t)(cells[k].row + 1)] = 1;
+    for (int col = -1; col < l->ncols; col++)
+        for (int row = -1; row < l->nrows; row++) {
+            if (used[(size_t)(col + 1) * (size_t)(l->nrows + 1) + (size_t)(row + 1)] ||
+                (col < 0 && row < 0))
+                continue;
+            cell *c = &cells[(*nc)++];
+            snprintf(c->name, sizeof c->name, "p%d_%d", col + 1, row + 1);
+            c->id = -1;
+            c->col = col;
+            c->row = row;
+            fprintf(out, "  %s [shape=point, style=invis, width=0.01, label=\"\"];\n", c->name);
+        }
+    free(used);
+    return SG_OK;
+}
+
+/* Edges between what is drawn, once each, none inside a folded group, into
+ * es (sorted); returns their count. With rankdir=LR a column is a rank, and
+ * Graphviz puts the tail of an edge inside a rank above its head: an edge is
+ * written so as to agree with the grid (left to right, top to bottom),
+ * reversed and drawn with its arrow back where the step goes against it
+ * (the backward coming back, a task above its predecessor in a column). */
+static int dot_edges(const sg_graph *g, const sg_fold *fold, const sg_phase_layout *l,
+                     sg_edge *es, FILE *out)
+{
+    int ne = 0;
+    for (int e = 0; e < g->nedges; e++) {
+        int a = drawn_as(g, fold, g->edges[e].from), b = drawn_as(g, fold, g->edges[e].to);
+        if (a == b)
+            continue;
+        int keep = l->col[a] != l->col[b] ? l->col[a] < l->col[b] : sg_phase_layout_before(l, a, b);
+        /* as written; `to` negative: drawn back */
+        es[ne++] = keep ? (sg_edge){a, b} : (sg_edge){b, -a - 1};
+    }
+    qsort(es, (size_t)ne, sizeof *es, cmp_edge);
+    int nu = 0;
+    for (int e = 0; e < ne; e++)
+        if (!nu || es[e].from != es[nu - 1].from || es[e].to != es[nu - 1].to)
+            es[nu++] = es[e];
+    ne = nu;
+    for (int e = 0; e < ne; e++) {
+        int back = es[e].to < 0;
+        fprintf(out, "  ");
+        dot_endpoint(g, out, es[e].from);
+        fprintf(out, " -> ");
+        dot_endpoint(g, out, back ? -es[e].to - 1 : es[e].to);
+        fprintf(out, back ? " [dir=back];\n" : ";\n");
+    }
+    return ne;
+}
+
+/* The grid: a rank per column, kept top to bottom by invisible edges; each
+ * row chained left to right (heavy, so that it runs straight). */
+static void dot_grid(cell *cells, int nc, const sg_edge *es, int ne, FILE *out)
+{
+    qsort(cells, (size_t)nc, sizeof *cells, cmp_cell_col);
+    for (int k = 0; k < nc;) {
+        int k0 = k;
+        fprintf(out, "  { rank=same;");
+        for (; k < nc && cells[k].col == cells[k0].col; k++)
+            fprintf(out, " %s;", cells[k].name);
+        fprintf(out, " }\n");
+        for (int j = k0 + 1; j < k; j++)
+            grid_edge(out, es, ne, &cells[j - 1], &cells[j], "");
+        /* the top cells of neighbouring columns, when no row joins them */
+        if (k < nc && cells[k].row != cells[k0].row)
+            grid_edge(out, es, ne, &cells[k0], &cells[k], "");
+    }
+    qsort(cells, (size_t)nc, sizeof *cells, cmp_cell_row);
+    for (int k = 1; k < nc; k++)
+        if (cells[k].row == cells[k - 1].row) /* the headers' row heaviest: long edges pass over */
+            grid_edge(out, es, ne, &cells[k - 1], &cells[k],
+                      cells[k].row < 0 ? ", weight=50" : ", weight=30");
+}
+
 int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
 {
     const sg_fold *fold = st ? st->fold : NULL;
@@ -302,89 +463,15 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
                  "ranksep=0.45];\n"
                  "  node [fontname=\"Helvetica\", fontsize=10];\n"
                  "  edge [color=\"#555555\", arrowsize=0.6];\n");
-    /* Graphviz breaks the order inside a rank that clusters span, so the
-     * grid has no clusters: a header names each unit's column, a label each
-     * band's first row */
     int nc = 0;
-    for (int k = 0; k < l.nsorted; k++) {
-        int e = l.sorted[k];
-        dot_endpoint_decl(g, st, e, out, "  ");
-        cell *c = &cells[nc++];
-        snprintf(c->name, sizeof c->name, "%s%d", e < g->nnodes ? "n" : "f",
-                 e < g->nnodes ? e : e - g->nnodes);
-        c->id = e;
-        c->col = l.col[e];
-        c->row = l.row[e];
-        fprintf(out, "  %s [group=\"r%d\"];\n", c->name, c->row);
-    }
-    for (int col = 0; col < l.ncols; col++) {
-        int unit = -1, unit_group = -1;
-        for (int k = 0; k < l.nsorted && unit < 0 && unit_group < 0; k++) {
-            int e = l.sorted[k];
-            if (l.col[e] != col)
-                continue;
-            if (e < g->nnodes && g->nodes[e].layer >= 0)
-                unit = g->nodes[e].layer;
-            else if (e >= g->nnodes && !fold->groups[e - g->nnodes].is_subgroup)
-                unit_group = e - g->nnodes;
-        }
-        if (unit < 0 && unit_group < 0)
-            continue;
-        char lab[32];
-        if (unit >= 0)
-            sg_unit_label(g, unit, lab, sizeof lab);
-        else
-            snprintf(lab, sizeof lab, "(folded units)");
-        cell *c = &cells[nc++];
-        snprintf(c->name, sizeof c->name, "col%d", col);
-        c->id = -1;
-        c->col = col;
-        c->row = -1;
-        fprintf(out, "  col%d [label=\"%s\", shape=plaintext, fontsize=14];\n", col, lab);
-    }
-    int bands[SG_BAND_COUNT], first_row[SG_BAND_COUNT];
-    for (int b = 0; b < SG_BAND_COUNT; b++)
-        bands[b] = 0, first_row[b] = l.nrows;
-    for (int k = 0; k < l.nsorted; k++) {
-        int e = l.sorted[k];
-        bands[l.band[e]] |= e < g->nnodes; /* not for folded units alone */
-        first_row[l.band[e]] = l.row[e] < first_row[l.band[e]] ? l.row[e] : first_row[l.band[e]];
-    }
-    for (int b = 0; b < SG_BAND_COUNT; b++)
-        if (bands[b]) {
-            cell *c = &cells[nc++];
-            snprintf(c->name, sizeof c->name, "band%d", b);
-            c->id = -1;
-            c->col = -1;
-            c->row = first_row[b];
-            fprintf(out, "  band%d [label=\"%s\", shape=plaintext, fontsize=13, "
-                         "fontcolor=\"#555555\"];\n",
-                    b, band_label[b]);
-        }
-    if (fill_grid) {
-        /* cells (col, row), col -1 the band labels, row -1 the headers */
-        unsigned char *used = calloc(grid, 1);
-        if (!used) {
-            free(es);
-            free(cells);
-            sg_phase_layout_free(&l);
-            return SG_ENOMEM;
-        }
-        for (int k = 0; k < nc; k++)
-            used[(size_t)(cells[k].col + 1) * (size_t)(l.nrows + 1) + (size_t)(cells[k].row + 1)] = 1;
-        for (int col = -1; col < l.ncols; col++)
-            for (int row = -1; row < l.nrows; row++) {
-                if (used[(size_t)(col + 1) * (size_t)(l.nrows + 1) + (size_t)(row + 1)] ||
-                    (col < 0 && row < 0))
-                    continue;
-                cell *c = &cells[nc++];
-                snprintf(c->name, sizeof c->name, "p%d_%d", col + 1, row + 1);
-                c->id = -1;
-                c->col = col;
-                c->row = row;
-                fprintf(out, "  %s [shape=point, style=invis, width=0.01, label=\"\"];\n", c->name);
-            }
-        free(used);
+    dot_endpoint_cells(g, st, &l, cells, &nc, out);
+    dot_column_headers(g, fold, &l, cells, &nc, out);
+    dot_band_labels(g, &l, cells, &nc, out);
+    if (fill_grid && dot_fill_grid(&l, grid, cells, &nc, out)) {
+        free(es);
+        free(cells);
+        sg_phase_layout_free(&l);
+        return SG_ENOMEM;
     }
     /* the legend: rows under the drawing, item i in column i % ncols */
     int nlegend = dot_legend(g, st, out, &legend);
@@ -395,55 +482,8 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
         c->col = l.ncols > 0 ? i % l.ncols : 0;
         c->row = l.nrows + (l.ncols > 0 ? i / l.ncols : i);
     }
-    /* edges between what is drawn, once each, none inside a folded group.
-     * With rankdir=LR a column is a rank, and Graphviz puts the tail of an
-     * edge inside a rank above its head: an edge is written so as to agree
-     * with the grid (left to right, top to bottom), reversed and drawn with
-     * its arrow back where the step goes against it (the backward coming
-     * back, a task above its predecessor in a column) */
-    int ne = 0;
-    for (int e = 0; e < g->nedges; e++) {
-        int a = drawn_as(g, fold, g->edges[e].from), b = drawn_as(g, fold, g->edges[e].to);
-        if (a == b)
-            continue;
-        int keep = l.col[a] != l.col[b] ? l.col[a] < l.col[b] : sg_phase_layout_before(&l, a, b);
-        /* as written; `to` negative: drawn back */
-        es[ne++] = keep ? (sg_edge){a, b} : (sg_edge){b, -a - 1};
-    }
-    qsort(es, (size_t)ne, sizeof *es, cmp_edge);
-    int nu = 0;
-    for (int e = 0; e < ne; e++)
-        if (!nu || es[e].from != es[nu - 1].from || es[e].to != es[nu - 1].to)
-            es[nu++] = es[e];
-    ne = nu;
-    for (int e = 0; e < ne; e++) {
-        int back = es[e].to < 0;
-        fprintf(out, "  ");
-        dot_endpoint(g, out, es[e].from);
-        fprintf(out, " -> ");
-        dot_endpoint(g, out, back ? -es[e].to - 1 : es[e].to);
-        fprintf(out, back ? " [dir=back];\n" : ";\n");
-    }
-    /* the grid: a rank per column, kept top to bottom by invisible edges;
-     * each row chained left to right (heavy, so that it runs straight) */
-    qsort(cells, (size_t)nc, sizeof *cells, cmp_cell_col);
-    for (int k = 0; k < nc;) {
-        int k0 = k;
-        fprintf(out, "  { rank=same;");
-        for (; k < nc && cells[k].col == cells[k0].col; k++)
-            fprintf(out, " %s;", cells[k].name);
-        fprintf(out, " }\n");
-        for (int j = k0 + 1; j < k; j++)
-            grid_edge(out, es, ne, &cells[j - 1], &cells[j], "");
-        /* the top cells of neighbouring columns, when no row joins them */
-        if (k < nc && cells[k].row != cells[k0].row)
-            grid_edge(out, es, ne, &cells[k0], &cells[k], "");
-    }
-    qsort(cells, (size_t)nc, sizeof *cells, cmp_cell_row);
-    for (int k = 1; k < nc; k++)
-        if (cells[k].row == cells[k - 1].row) /* the headers' row heaviest: long edges pass over */
-            grid_edge(out, es, ne, &cells[k - 1], &cells[k],
-                      cells[k].row < 0 ? ", weight=50" : ", weight=30");
+    int ne = dot_edges(g, fold, &l, es, out);
+    dot_grid(cells, nc, es, ne, out);
     fprintf(out, "}\n");
     free(legend);
     free(cells);

@@ -96,97 +96,145 @@ static int cmp_pair(const void *a, const void *b)
     return (x->key > y->key) - (x->key < y->key);
 }
 
-int sg_phase_layout_compute(const sg_graph *g, const sg_fold *fold, const unsigned char *where,
-                            sg_phase_layout *l)
+/* The scratch of one layout: per node its endpoint; per endpoint its depth
+ * in its chain and its unit (-1 outside units); the gathers (and fetches)
+ * that feed a forward; edge pairs; each unit's column. */
+typedef struct layout_work {
+    const sg_graph *g;
+    const sg_fold *fold;
+    int nn, ne;
+    size_t sz;
+    int *end_of, *depth, *unit;
+    unsigned char *gfwd;
+    pair *pairs;
+    int maxlayer, *unit_col, nunit;
+} layout_work;
+
+/* The chains outside units: per endpoint its chain (-1: none); per chain its
+ * first node, width, band and first column. */
+typedef struct layout_chains {
+    int *chain, *first, *w, *band, *base;
+    int n;
+} layout_chains;
+
+static int work_alloc(layout_work *w, sg_phase_layout *l, const sg_graph *g,
+                      const sg_fold *fold)
 {
     memset(l, 0, sizeof *l);
+    memset(w, 0, sizeof *w);
     int nn = g->nnodes, ng = fold ? fold->ngroups : 0, ne = nn + ng;
     size_t sz = (size_t)(ne > 0 ? ne : 1);
+    w->g = g;
+    w->fold = fold;
+    w->nn = nn;
+    w->ne = ne;
+    w->sz = sz;
     l->nends = ne;
     l->col = malloc(sz * sizeof *l->col);
     l->band = malloc(sz * sizeof *l->band);
     l->order = malloc(sz * sizeof *l->order);
     l->row = malloc(sz * sizeof *l->row);
     l->sorted = malloc(sz * sizeof *l->sorted);
-    int *end_of = malloc((size_t)(nn > 0 ? nn : 1) * sizeof *end_of);
-    int *depth = calloc(sz, sizeof *depth);
-    int *unit = malloc(sz * sizeof *unit);           /* unit key, -1 outside units */
-    unsigned char *gfwd = calloc((size_t)(nn > 0 ? nn : 1), 1);
-    pair *pairs = malloc((size_t)(g->nedges > 0 ? g->nedges : 1) * sizeof *pairs);
-    int maxlayer = -1;
+    w->end_of = malloc((size_t)(nn > 0 ? nn : 1) * sizeof *w->end_of);
+    w->depth = calloc(sz, sizeof *w->depth);
+    w->unit = malloc(sz * sizeof *w->unit);
+    w->gfwd = calloc((size_t)(nn > 0 ? nn : 1), 1);
+    w->pairs = malloc((size_t)(g->nedges > 0 ? g->nedges : 1) * sizeof *w->pairs);
+    w->maxlayer = -1;
     for (int i = 0; i < nn; i++)
-        maxlayer = g->nodes[i].layer > maxlayer ? g->nodes[i].layer : maxlayer;
-    int *unit_col = malloc((size_t)(maxlayer + 2) * sizeof *unit_col);
-    int rc = SG_OK;
-    if (!l->col || !l->band || !l->order || !l->row || !l->sorted || !end_of || !depth || !unit || !gfwd ||
-        !pairs || !unit_col) {
-        rc = SG_ENOMEM;
-        goto out;
-    }
+        w->maxlayer = g->nodes[i].layer > w->maxlayer ? g->nodes[i].layer : w->maxlayer;
+    w->unit_col = malloc((size_t)(w->maxlayer + 2) * sizeof *w->unit_col);
+    if (!l->col || !l->band || !l->order || !l->row || !l->sorted || !w->end_of || !w->depth ||
+        !w->unit || !w->gfwd || !w->pairs || !w->unit_col)
+        return SG_ENOMEM;
     for (int e = 0; e < ne; e++) {
         l->col[e] = -1;
         l->band[e] = -1;
         l->row[e] = -1;
         l->order[e] = -1; /* here: the first node (program order) of the endpoint */
-        unit[e] = -1;
+        w->unit[e] = -1;
     }
+    return SG_OK;
+}
+
+static void work_free(layout_work *w)
+{
+    free(w->end_of);
+    free(w->depth);
+    free(w->unit);
+    free(w->gfwd);
+    free(w->pairs);
+    free(w->unit_col);
+}
+
+/* The gathers a forward reads; a fetch goes with the forward it feeds,
+ * directly or through its gather. */
+static void mark_forward_gathers(layout_work *w)
+{
+    const sg_graph *g = w->g;
     for (int e = 0; e < g->nedges; e++)
         if (g->nodes[g->edges[e].from].kind == SG_OP_ALLGATHER &&
             g->nodes[g->edges[e].to].kind == SG_OP_FORWARD)
-            gfwd[g->edges[e].from] = 1;
-    /* a fetch goes with the forward it feeds, directly or through its gather */
+            w->gfwd[g->edges[e].from] = 1;
     for (int e = 0; e < g->nedges; e++) {
         const sg_node *to = &g->nodes[g->edges[e].to];
         if (sg_node_is_param_fetch(&g->nodes[g->edges[e].from]) &&
-            (to->kind == SG_OP_FORWARD || (to->kind == SG_OP_ALLGATHER && gfwd[to->id])))
-            gfwd[g->edges[e].from] = 1;
+            (to->kind == SG_OP_FORWARD || (to->kind == SG_OP_ALLGATHER && w->gfwd[to->id])))
+            w->gfwd[g->edges[e].from] = 1;
     }
-    /* endpoints: bands, first nodes, units */
-    for (int i = 0; i < nn; i++) {
+}
+
+/* Endpoints: bands, first nodes, units. */
+static void place_endpoints(layout_work *w, sg_phase_layout *l, const unsigned char *where)
+{
+    const sg_graph *g = w->g;
+    const sg_fold *fold = w->fold;
+    for (int i = 0; i < w->nn; i++) {
         const sg_node *n = &g->nodes[i];
         int gi = fold ? fold->group_of[i] : -1;
-        int e = gi >= 0 ? nn + gi : i;
-        end_of[i] = e;
-        sg_where w = where ? (sg_where)where[i] : sg_where_planned(n);
-        int b = band_of(n, w, gfwd[i]);
+        int e = gi >= 0 ? w->nn + gi : i;
+        w->end_of[i] = e;
+        sg_where wh = where ? (sg_where)where[i] : sg_where_planned(n);
+        int b = band_of(n, wh, w->gfwd[i]);
         if (l->order[e] < 0)
             l->order[e] = i;
         if (gi < 0) {
             l->band[e] = b;
-            unit[e] = n->layer;
+            w->unit[e] = n->layer;
         } else if (!fold->groups[gi].is_subgroup) {
             l->band[e] = SG_BAND_GATHER_BWD; /* folded units: mid-column */
-            unit[e] = (int)fold->groups[gi].first;
+            w->unit[e] = (int)fold->groups[gi].first;
         } else if (b > l->band[e]) {
             l->band[e] = b;                  /* folded sub-groups: their lowest band */
         }
     }
-    /* columns of units, in unit order */
-    for (int u = 0; u <= maxlayer + 1; u++)
-        unit_col[u] = -1;
-    for (int e = 0; e < ne; e++)
-        if (l->order[e] >= 0 && unit[e] >= 0)
-            unit_col[unit[e]] = 0;
-    int nunit = 0;
-    for (int u = 0; u <= maxlayer; u++)
-        if (unit_col[u] == 0)
-            unit_col[u] = nunit++;
-    /* outside units, chains: a sub-group's (or an optimizer chunk's) tasks,
-     * the step's own checks, each folded sub-group alone; a task's depth in
-     * its chain (edges forward in program order: folding may close cycles)
-     * is its column from the chain's start */
-    int *chain = malloc(sz * sizeof *chain);
-    int *chain_first = malloc(sz * sizeof *chain_first); /* per chain: its first node */
-    int *chain_w = calloc(sz, sizeof *chain_w), *chain_band = calloc(sz, sizeof *chain_band);
-    int *chain_base = malloc(sz * sizeof *chain_base);
-    if (!chain || !chain_first || !chain_w || !chain_band || !chain_base) {
-        rc = SG_ENOMEM;
-        goto out_chain;
-    }
-    int nchain = 0;
-    for (int e = 0; e < ne; e++) {
+}
+
+/* Columns of units, in unit order. */
+static void unit_columns(layout_work *w, const sg_phase_layout *l)
+{
+    for (int u = 0; u <= w->maxlayer + 1; u++)
+        w->unit_col[u] = -1;
+    for (int e = 0; e < w->ne; e++)
+        if (l->order[e] >= 0 && w->unit[e] >= 0)
+            w->unit_col[w->unit[e]] = 0;
+    w->nunit = 0;
+    for (int u = 0; u <= w->maxlayer; u++)
+        if (w->unit_col[u] == 0)
+            w->unit_col[u] = w->nunit++;
+}
+
+/* Outside units, chains: a sub-group's (or an optimizer chunk's) tasks, the
+ * step's own checks, each folded sub-group alone. */
+static void find_chains(const layout_work *w, const sg_phase_layout *l, layout_chains *ch)
+{
+    const sg_graph *g = w->g;
+    int nn = w->nn;
+    int *chain = ch->chain;
+    ch->n = 0;
+    for (int e = 0; e < w->ne; e++) {
         chain[e] = -1;
-        if (l->order[e] < 0 || unit[e] >= 0)
+        if (l->order[e] < 0 || w->unit[e] >= 0)
             continue;
         /* the chain of e: the same (sub-group, tile) as an endpoint before it */
         const sg_node *n = e < nn ? &g->nodes[e] : NULL;
@@ -195,84 +243,117 @@ int sg_phase_layout_compute(const sg_graph *g, const sg_fold *fold, const unsign
                 g->nodes[j].tile == n->tile)
                 chain[e] = chain[j];
         if (chain[e] < 0) {
-            chain_first[nchain] = l->order[e];
-            chain[e] = nchain++;
-        } else if (l->order[e] < chain_first[chain[e]]) {
-            chain_first[chain[e]] = l->order[e];
+            ch->first[ch->n] = l->order[e];
+            chain[e] = ch->n++;
+        } else if (l->order[e] < ch->first[chain[e]]) {
+            ch->first[chain[e]] = l->order[e];
         }
     }
+}
+
+/* A task's depth in its chain (edges forward in program order: folding may
+ * close cycles) is its column from the chain's start; a chain's width is
+ * its deepest task's, its band its lowest. */
+static void chain_depths(layout_work *w, const sg_phase_layout *l, layout_chains *ch)
+{
+    const sg_graph *g = w->g;
+    int *chain = ch->chain, *depth = w->depth;
     int np = 0;
     for (int k = 0; k < g->nedges; k++) {
-        int a = end_of[g->edges[k].from], b = end_of[g->edges[k].to];
+        int a = w->end_of[g->edges[k].from], b = w->end_of[g->edges[k].to];
         if (a != b && chain[a] >= 0 && chain[a] == chain[b] && l->order[a] < l->order[b])
-            pairs[np++] = (pair){a, b, l->order[a]};
+            w->pairs[np++] = (pair){a, b, l->order[a]};
     }
-    qsort(pairs, (size_t)np, sizeof *pairs, cmp_pair);
+    qsort(w->pairs, (size_t)np, sizeof *w->pairs, cmp_pair);
     for (int k = 0; k < np; k++)
-        if (depth[pairs[k].from] + 1 > depth[pairs[k].to])
-            depth[pairs[k].to] = depth[pairs[k].from] + 1;
-    for (int e = 0; e < ne; e++)
+        if (depth[w->pairs[k].from] + 1 > depth[w->pairs[k].to])
+            depth[w->pairs[k].to] = depth[w->pairs[k].from] + 1;
+    for (int e = 0; e < w->ne; e++)
         if (chain[e] >= 0) {
-            if (depth[e] + 1 > chain_w[chain[e]])
-                chain_w[chain[e]] = depth[e] + 1;
-            if (l->band[e] > chain_band[chain[e]])
-                chain_band[chain[e]] = l->band[e];
+            if (depth[e] + 1 > ch->w[chain[e]])
+                ch->w[chain[e]] = depth[e] + 1;
+            if (l->band[e] > ch->band[chain[e]])
+                ch->band[chain[e]] = l->band[e];
         }
-    /* chains packed left to right in program order, one cursor per band (the
-     * GPU side and the host side both start at the first column), wrapping
-     * at the units' width: a wrapped chain goes on a row under the others */
-    {
-        pair *byfirst = malloc((size_t)(nchain > 0 ? nchain : 1) * sizeof *byfirst);
-        if (!byfirst) {
-            rc = SG_ENOMEM;
-            goto out_chain;
-        }
-        for (int c = 0; c < nchain; c++)
-            byfirst[c] = (pair){c, 0, chain_first[c]};
-        qsort(byfirst, (size_t)nchain, sizeof *byfirst, cmp_pair);
-        int cursor[SG_BAND_COUNT] = {0};
-        for (int k = 0; k < nchain; k++) {
-            int c = byfirst[k].from, b = chain_band[c];
-            int width = nunit > chain_w[c] ? nunit : chain_w[c];
-            if (cursor[b] > 0 && cursor[b] + chain_w[c] > width)
-                cursor[b] = 0;
-            chain_base[c] = cursor[b];
-            cursor[b] += chain_w[c];
-        }
-        free(byfirst);
+}
+
+/* Chains packed left to right in program order, one cursor per band (the
+ * GPU side and the host side both start at the first column), wrapping at
+ * the units' width: a wrapped chain goes on a row under the others. */
+static int pack_chains(const layout_work *w, layout_chains *ch)
+{
+    int nchain = ch->n, nunit = w->nunit;
+    pair *byfirst = malloc((size_t)(nchain > 0 ? nchain : 1) * sizeof *byfirst);
+    if (!byfirst)
+        return SG_ENOMEM;
+    for (int c = 0; c < nchain; c++)
+        byfirst[c] = (pair){c, 0, ch->first[c]};
+    qsort(byfirst, (size_t)nchain, sizeof *byfirst, cmp_pair);
+    int cursor[SG_BAND_COUNT] = {0};
+    for (int k = 0; k < nchain; k++) {
+        int c = byfirst[k].from, b = ch->band[c];
+        int width = nunit > ch->w[c] ? nunit : ch->w[c];
+        if (cursor[b] > 0 && cursor[b] + ch->w[c] > width)
+            cursor[b] = 0;
+        ch->base[c] = cursor[b];
+        cursor[b] += ch->w[c];
     }
-    for (int e = 0; e < ne; e++)
-        if (chain[e] >= 0)
-            depth[e] += chain_base[chain[e]];
-out_chain:
-    free(chain);
-    free(chain_first);
-    free(chain_w);
-    free(chain_band);
-    free(chain_base);
-    if (rc)
-        goto out;
-    l->ncols = nunit;
+    free(byfirst);
+    return SG_OK;
+}
+
+/* The columns of the endpoints outside units: their chain's first column
+ * plus their depth in it (w->depth). */
+static int chain_columns(layout_work *w, const sg_phase_layout *l)
+{
+    size_t sz = w->sz;
+    layout_chains ch = {0};
+    ch.chain = malloc(sz * sizeof *ch.chain);
+    ch.first = malloc(sz * sizeof *ch.first); /* per chain: its first node */
+    ch.w = calloc(sz, sizeof *ch.w);
+    ch.band = calloc(sz, sizeof *ch.band);
+    ch.base = malloc(sz * sizeof *ch.base);
+    int rc = SG_ENOMEM;
+    if (ch.chain && ch.first && ch.w && ch.band && ch.base) {
+        find_chains(w, l, &ch);
+        chain_depths(w, l, &ch);
+        rc = pack_chains(w, &ch);
+    }
+    if (rc == SG_OK)
+        for (int e = 0; e < w->ne; e++)
+            if (ch.chain[e] >= 0)
+                w->depth[e] += ch.base[ch.chain[e]];
+    free(ch.chain);
+    free(ch.first);
+    free(ch.w);
+    free(ch.band);
+    free(ch.base);
+    return rc;
+}
+
+/* Every endpoint's column (its unit's, or its place in its chain), then its
+ * row: the k-th of band b in a column; per band, as many rows as its
+ * fullest column. */
+static int place_cells(const layout_work *w, sg_phase_layout *l)
+{
+    int ne = w->ne, nn = w->nn;
+    l->ncols = w->nunit;
     for (int e = 0; e < ne; e++) {
         if (l->order[e] < 0)
             continue;
-        l->col[e] = unit[e] >= 0 ? unit_col[unit[e]] : depth[e];
+        l->col[e] = w->unit[e] >= 0 ? w->unit_col[w->unit[e]] : w->depth[e];
         if (l->col[e] + 1 > l->ncols)
             l->ncols = l->col[e] + 1;
         l->nsorted++;
     }
     pair *cells = malloc((size_t)(l->nsorted > 0 ? l->nsorted : 1) * sizeof *cells);
-    if (!cells) {
-        rc = SG_ENOMEM;
-        goto out;
-    }
+    if (!cells)
+        return SG_ENOMEM;
     int nc = 0;
     for (int e = 0; e < ne; e++)
         if (l->col[e] >= 0)
             cells[nc++] = (pair){e, l->col[e], l->band[e] * nn + l->order[e]};
     qsort(cells, (size_t)nc, sizeof *cells, cmp_cell);
-    /* rows: the k-th of band b in a column; per band, as many rows as its
-     * fullest column */
     int kmax[SG_BAND_COUNT] = {0}, base[SG_BAND_COUNT + 1] = {0};
     for (int k = 0, run = 0; k < nc; k++) {
         int e = cells[k].from;
@@ -292,13 +373,23 @@ out_chain:
         l->row[cells[k].from] += base[l->band[cells[k].from]];
     l->nrows = base[SG_BAND_COUNT];
     free(cells);
-out:
-    free(end_of);
-    free(depth);
-    free(unit);
-    free(gfwd);
-    free(pairs);
-    free(unit_col);
+    return SG_OK;
+}
+
+int sg_phase_layout_compute(const sg_graph *g, const sg_fold *fold, const unsigned char *where,
+                            sg_phase_layout *l)
+{
+    layout_work w;
+    int rc = work_alloc(&w, l, g, fold);
+    if (rc == SG_OK) {
+        mark_forward_gathers(&w);
+        place_endpoints(&w, l, where);
+        unit_columns(&w, l);
+        rc = chain_columns(&w, l);
+    }
+    if (rc == SG_OK)
+        rc = place_cells(&w, l);
+    work_free(&w);
     if (rc)
         sg_phase_layout_free(l);
     return rc;

@@ -47,18 +47,9 @@
 # the defaults once the environment exists; needs ~2.5 GB of memory.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in
--h | --help)
-	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"
-	exit 0
-	;;
-"") ;;
-*)
-	printf 'bench_adam: no arguments (environment variables only, see --help)\n' >&2
-	exit 2
-	;;
-esac
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sg_env_only_args "$@"
 case "${MODE:-step}" in
 step) ;;
 chain) exec "$REPO_ROOT/scripts/bench_adam_chain.sh" ;;
@@ -74,7 +65,6 @@ OPTIM=${OPTIM:-adam}
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 CC=${CC:-gcc}
 
-say() { printf 'bench_adam: %s\n' "$*" >&2; }
 # shellcheck source=scripts/bench_lib.sh
 . "$REPO_ROOT/scripts/bench_lib.sh"
 bench_check_args
@@ -94,8 +84,8 @@ say "building bench/bench_adam.c"
 	-fno-math-errno -fno-trapping-math -c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
 	-o "$tmp/lion_adagrad.o"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_lowp.c \
-	"$REPO_ROOT"/codelets/cpu/cast.c "$tmp/lion_adagrad.o" \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_variants.c \
+	"$REPO_ROOT"/codelets/cpu/adam_lowp.c "$REPO_ROOT"/codelets/cpu/cast.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/bench/bench_adam.c -lm -lpthread -o "$tmp/bench_adam"
 

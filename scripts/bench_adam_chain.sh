@@ -39,23 +39,13 @@
 # quarter of the RAM); about 2 minutes on 2 cores once the environment exists.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in
--h | --help)
-	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"
-	exit 0
-	;;
-"") ;;
-*)
-	printf 'bench_adam_chain: no arguments (environment variables only, see --help)\n' >&2
-	exit 2
-	;;
-esac
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sg_env_only_args "$@"
 N=${N:-67108864}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-5}
 CC=${CC:-gcc}
-say() { printf 'bench_adam_chain: %s\n' "$*" >&2; }
 # shellcheck source=scripts/bench_lib.sh
 . "$REPO_ROOT/scripts/bench_lib.sh"
 bench_check_args
@@ -68,7 +58,8 @@ vect=(-ftree-vectorize -fvect-cost-model=dynamic)
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" "${vect[@]}" -fno-math-errno -fno-trapping-math \
 	-c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c -o "$tmp/lion_adagrad.o"
 "$CC" -std=gnu11 -O2 -Wall -Wextra -I"$REPO_ROOT" "${vect[@]}" \
-	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_lowp.c "$tmp/lion_adagrad.o" \
+	"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_variants.c \
+	"$REPO_ROOT"/codelets/cpu/adam_lowp.c "$tmp/lion_adagrad.o" \
 	"$REPO_ROOT"/codelets/cpu/cast.c "$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c \
 	"$REPO_ROOT"/common/host_ram.c "$REPO_ROOT"/runtime/sim/host_probe.c \
 	"$REPO_ROOT"/bench/bench_adam_chain.c -lm -lpthread -o "$tmp/bench_adam_chain"

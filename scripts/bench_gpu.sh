@@ -24,10 +24,9 @@
 # usage error.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-say() { printf 'bench_gpu: %s\n' "$*" >&2; }
-die() { say "$1"; exit "${2:-1}"; }
 
 usage() {
 	cat <<'EOF'

@@ -31,10 +31,11 @@
 # support and Open MPI's mpirun.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case "${1:-}" in
 -h | --help)
-	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"
+	sg_usage
 	exit 0
 	;;
 esac
@@ -50,8 +51,6 @@ ROUNDS=${ROUNDS:-1}
 PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 CONFIG=configs/default.json
 
-say() { printf 'bench_ranks: %s\n' "$*" >&2; }
-die() { say "$*"; exit 1; }
 
 [ -f "models/$MODEL.json" ] || die "MODEL: no models/$MODEL.json"
 for v in GLOBAL MICRO STEPS WARMUP ROUNDS; do

@@ -83,18 +83,9 @@
 # MODE=default: about 70 s with the defaults on 2 cores, 30 s more per extra policy.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in
--h | --help)
-	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"
-	exit 0
-	;;
-"") ;;
-*)
-	printf 'bench_train: no arguments (environment variables only, see --help)\n' >&2
-	exit 2
-	;;
-esac
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sg_env_only_args "$@"
 MODE=${MODE:-default}
 case "$MODE" in
 default)
@@ -130,8 +121,6 @@ PY=${SYSTEM_PYTHON:-/usr/bin/python3}
 [ -f "$CONFIG" ] || { printf 'bench_train: CONFIG %s: no such file\n' "$CONFIG" >&2; exit 2; }
 CONFIG=$(cd "$(dirname "$CONFIG")" && pwd)/$(basename "$CONFIG")
 
-say() { printf 'bench_train: %s\n' "$*" >&2; }
-die() { say "$*"; exit 1; }
 
 for v in STEPS WARMUP THREADS ROUNDS NTASKS; do
 	case "${!v}" in '' | *[!0-9]*) die "$v must be a non-negative integer (got '${!v}')" ;; esac

@@ -33,10 +33,9 @@
 # qemu-aarch64 and Debian's arm64 libraries.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-say() { printf 'check_arm64: %s\n' "$*" >&2; }
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 die() { printf 'check_arm64: ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; }
 
 STEPS=6
 KEEP=""
@@ -44,8 +43,8 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--steps) [ $# -ge 2 ] || die "--steps needs a value"; STEPS=$2; shift 2 ;;
 	--keep) [ $# -ge 2 ] || die "--keep needs a directory"; KEEP=$2; shift 2 ;;
-	-h | --help) usage; exit 0 ;;
-	*) usage >&2; die "unknown argument: $1" ;;
+	-h | --help) sg_usage; exit 0 ;;
+	*) sg_usage >&2; die "unknown argument: $1" ;;
 	esac
 done
 case "$STEPS" in '' | *[!0-9]*) die "--steps $STEPS: expected 1..20" ;; esac

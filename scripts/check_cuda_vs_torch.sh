@@ -14,10 +14,9 @@
 # references and the tolerances.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-say() { printf 'check_cuda_vs_torch: %s\n' "$*" >&2; }
-die() { say "$1"; exit "${2:-1}"; }
 
 usage() {
 	cat <<'EOF'

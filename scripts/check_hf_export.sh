@@ -15,11 +15,11 @@
 # 1e-5 relative or transformers cannot load the directory, 2 when the
 # environment cannot be set up (no network: nothing is claimed).
 set -euo pipefail
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV=${STEPGRAPH_HF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/stepgraph/venv-bench}
 MODELS=${MODELS:-tiny-llama,tiny-qwen3}
 BIN=$REPO_ROOT/stepgraph
-say() { printf 'check_hf_export: %s\n' "$*" >&2; }
 case "${1:-}" in -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 [ -x "$BIN" ] || { say "build stepgraph first (./stepgraph missing)"; exit 2; }
 

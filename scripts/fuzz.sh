@@ -20,14 +20,14 @@
 # Exit status: 0 no crash, 1 a crash, 2 usage or build error, 77 no libFuzzer.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 FUZZ_DIR=${FUZZ_DIR:-$REPO_ROOT/build-fuzz}
 CLANG=${CLANG:-clang}
 JOBS=${FUZZ_JOBS:-1}
 TARGETS=(ds_config run_config model machine safetensors weights train_state parts data)
 JSON_TARGETS=" ds_config run_config model machine "
 
-say() { printf 'fuzz: %s\n' "$*" >&2; }
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 seconds="" runs="" build_only=0 seeds=0 sel=()

@@ -11,9 +11,9 @@
 # Then on the GPU machine: scripts/gpu_verify.sh (which sources .gpu-carry/env.sh).
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-say() { printf 'gpu_prepare: %s\n' "$*" >&2; }
 die() { say "ERROR: $1"; exit "${2:-1}"; }
 
 usage() {

@@ -10,10 +10,10 @@
 # and trains the AArch64 build under qemu; should that set-up fail, the test is skipped.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
-say() { printf 'quickstart: %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------- the default job
 # What `quickstart.sh run` does once everything is built. Change it here.

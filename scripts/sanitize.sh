@@ -30,7 +30,8 @@
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; esac
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${ASAN_BUILD_DIR:-$REPO_ROOT/build-asan}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 CC_=${CLANG:-clang}
@@ -41,7 +42,6 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-poin
 # tests link with the C driver.
 CXXSAN="$SAN -fno-sanitize=function,vptr"
 
-say() { printf 'sanitize: %s\n' "$*" >&2; }
 
 # The test programs of Makefile.am (check_PROGRAMS without the CUDA-device
 # ones), but tests/test_cuda_emu: it tests the emulator's own fault detection
@@ -131,7 +131,8 @@ if [ "$tsan" = 1 ]; then
 	say "tests/test_adam under ThreadSanitizer"
 	mkdir -p tsan
 	if "$CC_" -std=gnu11 -O1 -g -fsanitize=thread -I"$REPO_ROOT" \
-		"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
+		"$REPO_ROOT"/codelets/cpu/adam.c "$REPO_ROOT"/codelets/cpu/adam_variants.c \
+		"$REPO_ROOT"/codelets/cpu/adam_lowp.c "$REPO_ROOT"/codelets/cpu/lion_adagrad.c \
 		"$REPO_ROOT"/codelets/cpu/cast.c \
 		"$REPO_ROOT"/common/error.c "$REPO_ROOT"/common/dtype.c "$REPO_ROOT"/tests/test_adam.c \
 		-lm -lpthread -o tsan/test_adam >tsan/build.log 2>&1; then

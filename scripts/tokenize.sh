@@ -10,7 +10,8 @@
 #   scripts/tokenize.sh --instruct --tokenizer MODEL_DIR --max-length 512 --out sft/ alpaca.json
 # Environment: STEPGRAPH_TOKENIZE_VENV (the virtual environment), XDG_CACHE_HOME.
 set -euo pipefail
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV=${STEPGRAPH_TOKENIZE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/stepgraph/venv-bench}
 # --help: this, then tokenize_data.py's (argparse needs no tokenizers: no set-up)
 for a in "$@"; do

@@ -27,14 +27,14 @@ tap_tmpdir adam_neon
 plan 6
 check() { if [ "$1" = 0 ]; then ok 0 "$2"; else ok 1 "$2"; fi; }
 
-files="$SRC/codelets/cpu/adam.c $SRC/codelets/cpu/adam_lowp.c $SRC/codelets/cpu/cast.c $SRC/codelets/cpu/lion_adagrad.c $SRC/common/error.c $SRC/common/dtype.c $SRC/tests/adam_variants_dump.c"
+files="$SRC/codelets/cpu/adam.c $SRC/codelets/cpu/adam_variants.c $SRC/codelets/cpu/adam_lowp.c $SRC/codelets/cpu/cast.c $SRC/codelets/cpu/lion_adagrad.c $SRC/common/error.c $SRC/common/dtype.c $SRC/tests/adam_variants_dump.c"
 # lion_adagrad.c's flags in Makefile.am (they let GCC vectorise its loops;
 # they change no value, and nothing in adam.c)
 fl="-fno-math-errno -fno-trapping-math"
 # shellcheck disable=SC2086
 "$CROSS" -std=gnu11 -O2 $fl -Wall -Wextra -Werror -static -I"$SRC" $files -lm -lpthread \
 	-o "$TMP/dump_arm" 2>"$TMP/cross.err"
-check $? "the AArch64 build of adam.c and lion_adagrad.c compiles without a warning ($CROSS -static)"
+check $? "the AArch64 build of adam*.c and lion_adagrad.c compiles without a warning ($CROSS -static)"
 [ -s "$TMP/cross.err" ] && sed 's/^/# /' "$TMP/cross.err"
 # shellcheck disable=SC2086
 "$CC" -std=gnu11 -O2 $fl -I"$SRC" $files -lm -lpthread -o "$TMP/dump_x86" 2>"$TMP/native.err" ||

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_cuda_block_cublas.sh - tests/test_cuda_block_emu (every unit of five
-# small models through codelets/cuda/block.cu against the CPU units of
+# small models through codelets/cuda/block*.cu against the CPU units of
 # codelets/cpu/block.c, MoE, sinks and windows included) with attention on
 # its cuBLAS route (STEPGRAPH_ATTENTION_IMPL=cublas, docs/gpu.md, "Attention
 # implementations") at the same tolerances: the route as the units call

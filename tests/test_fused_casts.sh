@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_fused_casts.sh - cast_placement "fused" end to end: a mixed-precision
 # CPU sub-group's chain without cast nodes, Adam reading the 16-bit host
-# gradients and writing the 16-bit host parameters (graph/compile.c,
+# gradients and writing the 16-bit host parameters (graph/compile_optimizer.c,
 # codelets/cpu/adam_lowp.h).
 #
 # Graph: no cast node and no fp32 gradient copy on a CPU sub-group; adam_cpu

@@ -16,7 +16,7 @@
 #     of them set to null in one config (null = "not given"), the reader must
 #     not call any of them unknown (SG_HELP_TRUTH_FULL=1: also, one run per
 #     key, a wrong-typed value must be refused with an error naming its path);
-# (d) every key in the DeepSpeed reader's tables (runtime/config/ds_config.c)
+# (d) every key in the DeepSpeed reader's tables (runtime/config/ds_config*.c)
 #     and in the run options' table is written in docs/config-keys.md;
 # (e) the keys the doc says are ignored with a warning are warned about when
 #     set away from DeepSpeed's default, and not at the default.
@@ -413,10 +413,10 @@ ok $? "control: a known key passes the typed probe"
 
 # ---- (d) every key the readers know is documented ---------------------------
 
-# the string of each field table entry of ds_config.c: FI("x", ..., FX("x", ...
-sed -n 's/^ *F[A-Z]*("\([a-z0-9_]*\)",.*/\1/p' "$SRC/runtime/config/ds_config.c" | sort -u >"$TMP/ds_names"
+# the string of each field table entry of ds_config*.c: FI("x", ..., FX("x", ...
+sed -n 's/^ *F[A-Z]*("\([a-z0-9_]*\)",.*/\1/p' "$SRC"/runtime/config/ds_config*.c | sort -u >"$TMP/ds_names"
 [ "$(wc -l <"$TMP/ds_names")" -ge 100 ]
-ok $? "ds_config.c's tables have $(wc -l <"$TMP/ds_names") key names"
+ok $? "ds_config*.c's tables have $(wc -l <"$TMP/ds_names") key names"
 missing=""
 for k in $(cat "$TMP/ds_names"); do
 	awk '{ print $2 }' "$TMP/doc_keys" | grep -q "\(^\|\.\)$k\(\.\|$\)" || missing="$missing $k"

@@ -3,7 +3,7 @@
 #
 # With optimizer_tile N, a CPU sub-group's host chain (d2h, cast, Adam,
 # validation, cast, h2d) becomes chunks of N elements, each a task of its
-# own (graph/compile.c). Chunks cut the parameter pieces at odd places here
+# own (graph/compile_optimizer.c). Chunks cut the parameter pieces at odd places here
 # (tile 30001 over sub-groups of 200000), so every copy and every chunk's
 # Adam touches a sub-range. Adam, SuperOffload's validation and the casts are
 # element-wise, so the tiled runs must give the untiled run's losses and

@@ -96,6 +96,119 @@ static constexpr size_t bwd_smem_floats(int maxd, int br, int bc)
 
 /* ---- forward ---------------------------------------------------------------- */
 
+/* The steps of att_fwd_kernel, each run by every thread of the block (the
+ * ones with __syncthreads() too), inlined into it. Thread (ty, tx) holds
+ * rows ty + ATT_TY i and columns tx + ATT_TX j of its tiles. */
+
+/* Ss (BR, BC + 1) = Qs Ks^T of query tile i0 (nq rows) and key tile j0 (nk
+ * keys), -inf where a query does not see a key. */
+template <int MAXD, int BR, int BC>
+__device__ __forceinline__ void att_fwd_scores(float *Ss, const float *Qs, const float *Ks,
+                                               int ty, int tx, int D, int nq, int nk, int i0,
+                                               int j0, int window)
+{
+    constexpr int LD = MAXD + 1, LS = BC + 1;
+    constexpr int RM = BR / ATT_TY, CN = BC / ATT_TX;
+    float s[RM][CN];
+    ATT_UNROLL
+    for (int i = 0; i < RM; i++)
+        ATT_UNROLL
+        for (int j = 0; j < CN; j++)
+            s[i][j] = 0.0f;
+    for (int d = 0; d < D; d++) {
+        float qv[RM], kv[CN];
+        ATT_UNROLL
+        for (int i = 0; i < RM; i++)
+            qv[i] = Qs[(ty + ATT_TY * i) * LD + d];
+        ATT_UNROLL
+        for (int j = 0; j < CN; j++)
+            kv[j] = Ks[(tx + ATT_TX * j) * LD + d];
+        ATT_UNROLL
+        for (int i = 0; i < RM; i++)
+            ATT_UNROLL
+            for (int j = 0; j < CN; j++)
+                s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+    }
+    ATT_UNROLL
+    for (int i = 0; i < RM; i++)
+        ATT_UNROLL
+        for (int j = 0; j < CN; j++) {
+            const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
+            const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
+            Ss[r * LS + c] = vis ? s[i][j] : -INFINITY;
+        }
+}
+
+/* Online softmax of the key tile, ATT_THREADS / BR threads per row: the
+ * rows' new maxima, P = 2^(S - max) in place of S, the running sums l_s and
+ * maxima m_s updated and each row's rescale factor of the output in a_s.
+ * red, red2: the partial maxima and sums (ATT_THREADS each). */
+template <int BR, int BC>
+__device__ __forceinline__ void att_fwd_softmax(float *Ss, float *m_s, float *l_s, float *a_s,
+                                                float *red, float *red2, int tid)
+{
+    constexpr int LS = BC + 1, TPR = ATT_THREADS / BR;
+    const int sr = tid / TPR, sp = tid % TPR; // softmax: row and part of it
+    float mx = -INFINITY;
+    for (int c = sp; c < BC; c += TPR)
+        mx = fmaxf(mx, Ss[sr * LS + c]);
+    red[tid] = mx;
+    __syncthreads();
+    const float mold = m_s[sr];
+    float mnew = mold;
+    for (int p = 0; p < TPR; p++)
+        mnew = fmaxf(mnew, red[sr * TPR + p]);
+    float sum = 0.0f;
+    for (int c = sp; c < BC; c += TPR) {
+        // a row with nothing visible yet (mnew = -inf) gets P = 0, not NaN
+        const float p = mnew == -INFINITY ? 0.0f : exp2f(Ss[sr * LS + c] - mnew);
+        Ss[sr * LS + c] = p;
+        sum += p;
+    }
+    red2[tid] = sum;
+    __syncthreads(); // every thread has read m_s[sr] before it changes
+    if (sp == 0) {
+        float tot = 0.0f;
+        for (int p = 0; p < TPR; p++)
+            tot += red2[sr * TPR + p];
+        const float alpha = mnew == -INFINITY ? 1.0f : exp2f(mold - mnew); // 0 at first
+        l_s[sr] = l_s[sr] * alpha + tot;
+        m_s[sr] = mnew;
+        a_s[sr] = alpha;
+    }
+    __syncthreads();
+}
+
+/* acc (BR, MAXD) = alpha acc + P (BR, BC) V (BC, MAXD), over the tile's nk
+ * keys. */
+template <int MAXD, int BR, int BC>
+__device__ __forceinline__ void att_fwd_accumulate(float (&acc)[BR / ATT_TY][MAXD / ATT_TX],
+                                                   const float *a_s, const float *Ss,
+                                                   const float *Vs, int ty, int tx, int nk)
+{
+    constexpr int LS = BC + 1, RM = BR / ATT_TY, DN = MAXD / ATT_TX;
+    ATT_UNROLL
+    for (int i = 0; i < RM; i++) {
+        const float alpha = a_s[ty + ATT_TY * i];
+        ATT_UNROLL
+        for (int j = 0; j < DN; j++)
+            acc[i][j] *= alpha;
+    }
+    for (int c = 0; c < nk; c++) {
+        float vv[DN];
+        ATT_UNROLL
+        for (int j = 0; j < DN; j++)
+            vv[j] = Vs[c * MAXD + tx + ATT_TX * j];
+        ATT_UNROLL
+        for (int i = 0; i < RM; i++) {
+            const float p = Ss[(ty + ATT_TY * i) * LS + c];
+            ATT_UNROLL
+            for (int j = 0; j < DN; j++)
+                acc[i][j] = fmaf(p, vv[j], acc[i][j]);
+        }
+    }
+}
+
 /* out (B, T, Hq, D), lse (B, Hq, T); q (B, T, Hq, D), k, v (B, T, Hkv, D).
  * Grid (query tiles, Hq, B); qscale = log2(e) / sqrt(D). */
 template <typename T, int MAXD, int BR, int BC>
@@ -103,7 +216,7 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
                                int Hq, int Hkv, int D, int window, float qscale)
 {
     constexpr int LD = MAXD + 1, LS = BC + 1;         // padded row strides
-    constexpr int RM = BR / ATT_TY, CN = BC / ATT_TX; // per-thread S microtile
+    constexpr int RM = BR / ATT_TY;                   // per-thread output rows
     constexpr int DN = MAXD / ATT_TX;                 // per-thread output columns
     constexpr int TPR = ATT_THREADS / BR;             // threads per row in the softmax
     static_assert(BR % ATT_TY == 0 && BC % ATT_TX == 0 && MAXD % ATT_TX == 0, "tiles");
@@ -152,7 +265,6 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
     // keys the tile's queries may see: [first key of query i0, i0 + nq)
     const int jlo = window && i0 + 1 > window ? i0 + 1 - window : 0;
     const int jend = i0 + nq;
-    const int sr = tid / TPR, sp = tid % TPR; // softmax: row and part of it
     for (int j0 = jlo; j0 < jend; j0 += BC) {
         const int nk = jend - j0 < BC ? jend - j0 : BC;
         __syncthreads(); // the previous tile's readers of Ks, Vs, Ss are done
@@ -169,87 +281,12 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
         __syncthreads();
 
         // S (BR, BC) = Qs Ks^T, masked to -inf
-        float s[RM][CN];
-        ATT_UNROLL
-        for (int i = 0; i < RM; i++)
-            ATT_UNROLL
-            for (int j = 0; j < CN; j++)
-                s[i][j] = 0.0f;
-        for (int d = 0; d < D; d++) {
-            float qv[RM], kv[CN];
-            ATT_UNROLL
-            for (int i = 0; i < RM; i++)
-                qv[i] = Qs[(ty + ATT_TY * i) * LD + d];
-            ATT_UNROLL
-            for (int j = 0; j < CN; j++)
-                kv[j] = Ks[(tx + ATT_TX * j) * LD + d];
-            ATT_UNROLL
-            for (int i = 0; i < RM; i++)
-                ATT_UNROLL
-                for (int j = 0; j < CN; j++)
-                    s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
-        }
-        ATT_UNROLL
-        for (int i = 0; i < RM; i++)
-            ATT_UNROLL
-            for (int j = 0; j < CN; j++) {
-                const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-                const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
-                Ss[r * LS + c] = vis ? s[i][j] : -INFINITY;
-            }
+        att_fwd_scores<MAXD, BR, BC>(Ss, Qs, Ks, ty, tx, D, nq, nk, i0, j0, window);
         __syncthreads();
-
         // online softmax, TPR threads per row: max, then P and its sum
-        float mx = -INFINITY;
-        for (int c = sp; c < BC; c += TPR)
-            mx = fmaxf(mx, Ss[sr * LS + c]);
-        red[tid] = mx;
-        __syncthreads();
-        const float mold = m_s[sr];
-        float mnew = mold;
-        for (int p = 0; p < TPR; p++)
-            mnew = fmaxf(mnew, red[sr * TPR + p]);
-        float sum = 0.0f;
-        for (int c = sp; c < BC; c += TPR) {
-            // a row with nothing visible yet (mnew = -inf) gets P = 0, not NaN
-            const float p = mnew == -INFINITY ? 0.0f : exp2f(Ss[sr * LS + c] - mnew);
-            Ss[sr * LS + c] = p;
-            sum += p;
-        }
-        red2[tid] = sum;
-        __syncthreads(); // every thread has read m_s[sr] before it changes
-        if (sp == 0) {
-            float tot = 0.0f;
-            for (int p = 0; p < TPR; p++)
-                tot += red2[sr * TPR + p];
-            const float alpha = mnew == -INFINITY ? 1.0f : exp2f(mold - mnew); // 0 at first
-            l_s[sr] = l_s[sr] * alpha + tot;
-            m_s[sr] = mnew;
-            a_s[sr] = alpha;
-        }
-        __syncthreads();
-
+        att_fwd_softmax<BR, BC>(Ss, m_s, l_s, a_s, red, red2, tid);
         // acc (BR, MAXD) = alpha acc + P (BR, BC) V (BC, MAXD)
-        ATT_UNROLL
-        for (int i = 0; i < RM; i++) {
-            const float alpha = a_s[ty + ATT_TY * i];
-            ATT_UNROLL
-            for (int j = 0; j < DN; j++)
-                acc[i][j] *= alpha;
-        }
-        for (int c = 0; c < nk; c++) {
-            float vv[DN];
-            ATT_UNROLL
-            for (int j = 0; j < DN; j++)
-                vv[j] = Vs[c * MAXD + tx + ATT_TX * j];
-            ATT_UNROLL
-            for (int i = 0; i < RM; i++) {
-                const float p = Ss[(ty + ATT_TY * i) * LS + c];
-                ATT_UNROLL
-                for (int j = 0; j < DN; j++)
-                    acc[i][j] = fmaf(p, vv[j], acc[i][j]);
-            }
-        }
+        att_fwd_accumulate<MAXD, BR, BC>(acc, a_s, Ss, Vs, ty, tx, nk);
     }
     __syncthreads(); // l_s, m_s of the last tile (also when there was no tile)
 
@@ -277,6 +314,133 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
 
 /* ---- backward ----------------------------------------------------------------- */
 
+/* The steps of att_bwd_kv_kernel, as the forward's: every thread runs each,
+ * inlined into the kernel. */
+
+/* For query tile i0 (nq rows) against key tile j0 (nk keys): S = Q K^T and
+ * dP = dout V^T (BR, BC), then P = 2^(S scale log2(e) - lse) into Ps and
+ * dS = P (dP - Dvec) into dSs (0 where a query does not see a key). */
+template <int MAXD, int BR, int BC>
+__device__ __forceinline__ void att_bwd_p_ds(float *Ps, float *dSs, const float *Qs,
+                                             const float *Os, const float *Ks, const float *Vs,
+                                             const float *lse_s, const float *dvec_s, int ty,
+                                             int tx, int D, int nq, int nk, int i0, int j0,
+                                             int window, float slog2e)
+{
+    constexpr int LD = MAXD + 1, LP = BC + 1;
+    constexpr int RM = BR / ATT_TY, CN = BC / ATT_TX;
+    float s[RM][CN], dp[RM][CN];
+    ATT_UNROLL
+    for (int i = 0; i < RM; i++)
+        ATT_UNROLL
+        for (int j = 0; j < CN; j++)
+            s[i][j] = dp[i][j] = 0.0f;
+    for (int d = 0; d < D; d++) {
+        float qv[RM], ov[RM], kv[CN], vv[CN];
+        ATT_UNROLL
+        for (int i = 0; i < RM; i++) {
+            qv[i] = Qs[(ty + ATT_TY * i) * LD + d];
+            ov[i] = Os[(ty + ATT_TY * i) * LD + d];
+        }
+        ATT_UNROLL
+        for (int j = 0; j < CN; j++) {
+            kv[j] = Ks[(tx + ATT_TX * j) * LD + d];
+            vv[j] = Vs[(tx + ATT_TX * j) * LD + d];
+        }
+        ATT_UNROLL
+        for (int i = 0; i < RM; i++)
+            ATT_UNROLL
+            for (int j = 0; j < CN; j++) {
+                s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+                dp[i][j] = fmaf(ov[i], vv[j], dp[i][j]);
+            }
+    }
+    ATT_UNROLL
+    for (int i = 0; i < RM; i++)
+        ATT_UNROLL
+        for (int j = 0; j < CN; j++) {
+            const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
+            const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
+            const float p = vis ? exp2f(s[i][j] * slog2e - lse_s[r]) : 0.0f;
+            Ps[r * LP + c] = p;
+            dSs[r * LP + c] = p * (dp[i][j] - dvec_s[r]);
+        }
+}
+
+/* dV (BC, MAXD) += P^T dout, dK (BC, MAXD) += dS^T Q over the tile's nq
+ * queries (dK's scale comes at the end). */
+template <int MAXD, int BR, int BC>
+__device__ __forceinline__ void att_bwd_accumulate_kv(float (&dka)[BC / ATT_TY][MAXD / ATT_TX],
+                                                      float (&dva)[BC / ATT_TY][MAXD / ATT_TX],
+                                                      const float *Os, const float *Qs,
+                                                      const float *Ps, const float *dSs, int ty,
+                                                      int tx, int nq)
+{
+    constexpr int LD = MAXD + 1, LP = BC + 1;
+    constexpr int KR = BC / ATT_TY, DN = MAXD / ATT_TX;
+    for (int r = 0; r < nq; r++) {
+        float ov[DN], qv[DN];
+        ATT_UNROLL
+        for (int j = 0; j < DN; j++) {
+            ov[j] = Os[r * LD + tx + ATT_TX * j];
+            qv[j] = Qs[r * LD + tx + ATT_TX * j];
+        }
+        ATT_UNROLL
+        for (int i = 0; i < KR; i++) {
+            const float p = Ps[r * LP + ty + ATT_TY * i];
+            const float ds = dSs[r * LP + ty + ATT_TY * i];
+            ATT_UNROLL
+            for (int j = 0; j < DN; j++) {
+                dva[i][j] = fmaf(p, ov[j], dva[i][j]);
+                dka[i][j] = fmaf(ds, qv[j], dka[i][j]);
+            }
+        }
+    }
+}
+
+/* The dq rows of query tile i0 (nq rows; dqb: the head's row 0, rows ldq
+ * apart) += scale dS (BR, BC) K (BC, MAXD), by fp32 atomics. */
+template <int MAXD, int BR, int BC>
+__device__ __forceinline__ void att_bwd_add_dq(float *dqb, size_t ldq, const float *dSs,
+                                               const float *Ks, int ty, int tx, int D, int nq,
+                                               int nk, int i0, float scale)
+{
+    constexpr int LD = MAXD + 1, LP = BC + 1;
+    constexpr int RM = BR / ATT_TY, DN = MAXD / ATT_TX;
+    float dqa[RM][DN];
+    ATT_UNROLL
+    for (int i = 0; i < RM; i++)
+        ATT_UNROLL
+        for (int j = 0; j < DN; j++)
+            dqa[i][j] = 0.0f;
+    for (int c = 0; c < nk; c++) {
+        float kv[DN];
+        ATT_UNROLL
+        for (int j = 0; j < DN; j++)
+            kv[j] = Ks[c * LD + tx + ATT_TX * j];
+        ATT_UNROLL
+        for (int i = 0; i < RM; i++) {
+            const float ds = dSs[(ty + ATT_TY * i) * LP + c];
+            ATT_UNROLL
+            for (int j = 0; j < DN; j++)
+                dqa[i][j] = fmaf(ds, kv[j], dqa[i][j]);
+        }
+    }
+    ATT_UNROLL
+    for (int i = 0; i < RM; i++) {
+        const int r = ty + ATT_TY * i;
+        if (r >= nq)
+            continue;
+        float *dqr = dqb + (size_t)(i0 + r) * ldq; // (D)
+        ATT_UNROLL
+        for (int j = 0; j < DN; j++) {
+            const int d = tx + ATT_TX * j;
+            if (d < D)
+                atomicAdd(dqr + d, dqa[i][j] * scale);
+        }
+    }
+}
+
 /* dk, dv (B, T, Hkv, D) of one key tile, and dq_acc (B, T, Hq, D) += its
  * part of scale dS K. Grid (key tiles, Hkv, B); scale = 1 / sqrt(D). */
 template <typename T, int MAXD, int BR, int BC>
@@ -285,7 +449,6 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
                                   int len, int Hq, int Hkv, int D, int window, float scale)
 {
     constexpr int LD = MAXD + 1, LP = BC + 1;        // padded row strides
-    constexpr int RM = BR / ATT_TY, CN = BC / ATT_TX; // S / dP microtile (BR, BC)
     constexpr int KR = BC / ATT_TY;                   // dK, dV rows per thread
     constexpr int DN = MAXD / ATT_TX;                 // columns per thread
     static_assert(BR % ATT_TY == 0 && BC % ATT_TX == 0 && MAXD % ATT_TX == 0, "tiles");
@@ -352,97 +515,14 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
             __syncthreads();
 
             // S = Q K^T and dP = dout V^T (BR, BC), then P and dS
-            float s[RM][CN], dp[RM][CN];
-            ATT_UNROLL
-            for (int i = 0; i < RM; i++)
-                ATT_UNROLL
-                for (int j = 0; j < CN; j++)
-                    s[i][j] = dp[i][j] = 0.0f;
-            for (int d = 0; d < D; d++) {
-                float qv[RM], ov[RM], kv[CN], vv[CN];
-                ATT_UNROLL
-                for (int i = 0; i < RM; i++) {
-                    qv[i] = Qs[(ty + ATT_TY * i) * LD + d];
-                    ov[i] = Os[(ty + ATT_TY * i) * LD + d];
-                }
-                ATT_UNROLL
-                for (int j = 0; j < CN; j++) {
-                    kv[j] = Ks[(tx + ATT_TX * j) * LD + d];
-                    vv[j] = Vs[(tx + ATT_TX * j) * LD + d];
-                }
-                ATT_UNROLL
-                for (int i = 0; i < RM; i++)
-                    ATT_UNROLL
-                    for (int j = 0; j < CN; j++) {
-                        s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
-                        dp[i][j] = fmaf(ov[i], vv[j], dp[i][j]);
-                    }
-            }
-            ATT_UNROLL
-            for (int i = 0; i < RM; i++)
-                ATT_UNROLL
-                for (int j = 0; j < CN; j++) {
-                    const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-                    const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
-                    const float p = vis ? exp2f(s[i][j] * slog2e - lse_s[r]) : 0.0f;
-                    Ps[r * LP + c] = p;
-                    dSs[r * LP + c] = p * (dp[i][j] - dvec_s[r]);
-                }
+            att_bwd_p_ds<MAXD, BR, BC>(Ps, dSs, Qs, Os, Ks, Vs, lse_s, dvec_s, ty, tx, D, nq,
+                                       nk, i0, j0, window, slog2e);
             __syncthreads();
-
             // dV (BC, MAXD) += P^T dout, dK (BC, MAXD) += dS^T Q (scale at the end)
-            for (int r = 0; r < nq; r++) {
-                float ov[DN], qv[DN];
-                ATT_UNROLL
-                for (int j = 0; j < DN; j++) {
-                    ov[j] = Os[r * LD + tx + ATT_TX * j];
-                    qv[j] = Qs[r * LD + tx + ATT_TX * j];
-                }
-                ATT_UNROLL
-                for (int i = 0; i < KR; i++) {
-                    const float p = Ps[r * LP + ty + ATT_TY * i];
-                    const float ds = dSs[r * LP + ty + ATT_TY * i];
-                    ATT_UNROLL
-                    for (int j = 0; j < DN; j++) {
-                        dva[i][j] = fmaf(p, ov[j], dva[i][j]);
-                        dka[i][j] = fmaf(ds, qv[j], dka[i][j]);
-                    }
-                }
-            }
-
+            att_bwd_accumulate_kv<MAXD, BR, BC>(dka, dva, Os, Qs, Ps, dSs, ty, tx, nq);
             // dq rows of this tile += scale dS (BR, BC) K (BC, MAXD), fp32 atomics
-            float dqa[RM][DN];
-            ATT_UNROLL
-            for (int i = 0; i < RM; i++)
-                ATT_UNROLL
-                for (int j = 0; j < DN; j++)
-                    dqa[i][j] = 0.0f;
-            for (int c = 0; c < nk; c++) {
-                float kv[DN];
-                ATT_UNROLL
-                for (int j = 0; j < DN; j++)
-                    kv[j] = Ks[c * LD + tx + ATT_TX * j];
-                ATT_UNROLL
-                for (int i = 0; i < RM; i++) {
-                    const float ds = dSs[(ty + ATT_TY * i) * LP + c];
-                    ATT_UNROLL
-                    for (int j = 0; j < DN; j++)
-                        dqa[i][j] = fmaf(ds, kv[j], dqa[i][j]);
-                }
-            }
-            ATT_UNROLL
-            for (int i = 0; i < RM; i++) {
-                const int r = ty + ATT_TY * i;
-                if (r >= nq)
-                    continue;
-                float *dqr = dq_acc + qoff + (size_t)(i0 + r) * ldq; // (D)
-                ATT_UNROLL
-                for (int j = 0; j < DN; j++) {
-                    const int d = tx + ATT_TX * j;
-                    if (d < D)
-                        atomicAdd(dqr + d, dqa[i][j] * scale);
-                }
-            }
+            att_bwd_add_dq<MAXD, BR, BC>(dq_acc + qoff, ldq, dSs, Ks, ty, tx, D, nq, nk, i0,
+                                         scale);
         }
     }
 

@@ -170,11 +170,6 @@ __global__ void abl_softmax_bwd_kernel(T *P, T *dS, const float *S, const float 
 
 /* ---- cuBLAS ------------------------------------------------------------------ */
 
-static cudaDataType abl_type(sg_dtype dt)
-{
-    return dt == SG_BF16 ? CUDA_R_16BF : dt == SG_F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
 /* One operand of a strided batched product: pointer, type, leading
  * dimension (elements) and the stride between the batch's matrices. */
 struct abl_mat {
@@ -274,7 +269,7 @@ static int abl_plan_init(abl_plan *p, size_t tile_rows, size_t scratch_bytes, in
     if (B * Hkv > INT_MAX || p->rows * p->G > INT_MAX || p->keys > INT_MAX)
         return SG_EINVAL;
     p->batch = (int)(B * Hkv);
-    p->ty = abl_type(dt);
+    p->ty = sg_cu_blas_type(dt);
     p->sq = (long long)(T * p->G * D);
     p->skv = (long long)(T * D);
     p->tile_elems = (size_t)p->batch * p->rows * p->G * p->keys;

@@ -39,6 +39,18 @@
 typedef __nv_bfloat16 sg_bf16;
 typedef __half sg_f16;
 
+/* Whether dt is a storage dtype the kernels take (f32, bf16, f16). */
+static inline int sg_cu_dtype_ok(sg_dtype dt)
+{
+    return dt == SG_F32 || dt == SG_BF16 || dt == SG_F16;
+}
+
+/* The cuBLAS data type of a storage dtype (f32, bf16, f16). */
+static inline cudaDataType sg_cu_blas_type(sg_dtype dt)
+{
+    return dt == SG_BF16 ? CUDA_R_16BF : dt == SG_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
 /* ---- launching ------------------------------------------------------------ */
 
 #ifdef SG_CUDA_EMU

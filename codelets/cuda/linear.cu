@@ -16,11 +16,6 @@
 
 #define BIAS_ROWS_PER_CHUNK 256u
 
-static cudaDataType blas_type(sg_dtype dt)
-{
-    return dt == SG_BF16 ? CUDA_R_16BF : dt == SG_F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
 static int fits_int(size_t a, size_t b, size_t c)
 {
     return a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
@@ -34,7 +29,7 @@ static int gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb, siz
     if (m == 0 || n == 0)
         return SG_OK;
     const float alpha = 1.0f;
-    cudaDataType t = blas_type(dt);
+    cudaDataType t = sg_cu_blas_type(dt);
     cublasStatus_t st = cublasGemmEx((cublasHandle_t)cu->blas, ta, tb, (int)m, (int)n, (int)k,
                                      &alpha, A, t, (int)lda, B, t, (int)ldb, &beta, C, t,
                                      (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);

@@ -1,6 +1,7 @@
 /* moe.cu - the mixture-of-experts MLPs of Qwen3-MoE and GPT-OSS on the GPU,
- * forward and backward (cuda_ops.h): router, per-expert slot lists, experts,
- * combine, the load-balancing statistics and loss. The semantics are those
+ * forward and backward (cuda_ops.h): per-expert slot lists, experts and
+ * combine; the router and the load-balancing statistics and loss are
+ * moe_router.cu's. The semantics are those
  * of codelets/cpu/moe.c and codelets/cpu/gpt_oss.c, which state the Hugging
  * Face formulas; this file only says how they run on the device.
  *
@@ -28,6 +29,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "codelets/cuda/cuda_prologue.h"
 /* The C headers have no extern "C" of their own (ops.h: the GPT-OSS
  * constants SG_OSS_SWIGLU_LIMIT and SG_OSS_SWIGLU_ALPHA). */
 extern "C" {
@@ -38,16 +40,6 @@ extern "C" {
 #define THREADS 256
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static cudaDataType blas_type(sg_dtype dt)
-{
-    return dt == SG_BF16 ? CUDA_R_16BF : dt == SG_F16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
-static int dt_ok(sg_dtype dt)
-{
-    return dt == SG_F32 || dt == SG_BF16 || dt == SG_F16;
-}
 
 /* C (m, n) = op(A) op(B) + beta C, column-major, all in dt, fp32 accumulation. */
 static int gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb, size_t m, size_t n,
@@ -60,7 +52,7 @@ static int gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb, siz
         ldc > INT_MAX)
         return SG_EINVAL;
     const float alpha = 1.0f;
-    cudaDataType t = blas_type(dt);
+    cudaDataType t = sg_cu_blas_type(dt);
     cublasStatus_t st = cublasGemmEx((cublasHandle_t)cu->blas, ta, tb, (int)m, (int)n, (int)k,
                                      &alpha, A, t, (int)lda, B, t, (int)ldb, &beta, C, t,
                                      (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -73,302 +65,6 @@ static int mm_in_out(const sg_cu *cu, void *y, const void *x, const void *W, siz
                      size_t in, size_t out, float beta, sg_dtype dt)
 {
     return gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, out, n, in, W, out, x, in, beta, y, out, dt);
-}
-
-#define TRY(x)                                                                          \
-    do {                                                                                \
-        int rc_ = (x);                                                                  \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
-/* ---- router ------------------------------------------------------------------- */
-
-/* One thread per token row. oss: top-k of the logits, softmax over them;
- * else top-k of the softmax, renormalised when norm. */
-__global__ void k_router_fwd(float *probs, float *sel, float *topw, const float *logits,
-                             size_t N, size_t E, size_t K, int oss, int norm)
-{
-    SG_GRID_STRIDE(n, N) {
-        const float *l = logits + n * E;
-        float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
-        float mx = sg_ld(l[0]);
-        for (size_t e = 1; e < E; e++) {
-            const float v = sg_ld(l[e]);
-            mx = v > mx ? v : mx;
-        }
-        double sum = 0.0;
-        for (size_t e = 0; e < E; e++) {
-            p[e] = expf(sg_ld(l[e]) - mx);
-            sum += p[e];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (size_t e = 0; e < E; e++)
-            p[e] *= inv;
-        /* the k largest by (value desc, index asc): the next pick is the best
-         * of those strictly after the previous one in that order */
-        float pv = 0.0f;
-        size_t pi = 0;
-        for (size_t j = 0; j < K; j++) {
-            size_t best = E;
-            float bv = 0.0f;
-            for (size_t e = 0; e < E; e++) {
-                const float v = oss ? sg_ld(l[e]) : p[e];
-                const int after = j == 0 || v < pv || (v == pv && e > pi);
-                if (after && (best == E || v > bv)) {
-                    best = e;
-                    bv = v;
-                }
-            }
-            if (best == E) // NaN scores: nothing orders after; take the next index
-                best = j;
-            s[j] = (float)best;
-            pv = bv;
-            pi = best;
-        }
-        if (oss) { /* softmax over the selected logits; the first is the largest */
-            const float top = sg_ld(l[(size_t)s[0]]);
-            double ws = 0.0;
-            for (size_t j = 0; j < K; j++) {
-                w[j] = expf(sg_ld(l[(size_t)s[j]]) - top);
-                ws += w[j];
-            }
-            const float winv = (float)(1.0 / ws);
-            for (size_t j = 0; j < K; j++)
-                w[j] *= winv;
-        } else {
-            float wsum = 0.0f;
-            for (size_t j = 0; j < K; j++) {
-                w[j] = p[(size_t)s[j]];
-                wsum += w[j];
-            }
-            if (norm)
-                for (size_t j = 0; j < K; j++)
-                    w[j] /= wsum;
-        }
-    }
-}
-
-/* logits (N, E) fp32 = b (E, in dt) on every row, or 0. */
-template <typename T> __global__ void k_logit_bias(float *y, const T *b, size_t N, size_t E)
-{
-    SG_GRID_STRIDE(i, N * E)
-        y[i] = b ? sg_ld(b[i % E]) : 0.0f;
-}
-
-/* The router's logits stay fp32 whatever dt (x, Wr in dt, fp32 accumulation
- * and output: one rounding fewer than a dt GEMM output), so that the picks
- * are those of the CPU path, which keeps them in fp32. */
-static int router_logits(const sg_cu *cu, float *logits, const void *x, const void *Wr,
-                         const void *br, sg_dtype dt, size_t N, size_t H, size_t E)
-{
-    if (N > INT_MAX || H > INT_MAX || E > INT_MAX)
-        return SG_EINVAL;
-    SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_logit_bias<T>, sg_cu_blocks(N * E, THREADS), THREADS,
-                             cu->stream, logits, (const T *)br, N, E));
-    TRY(sg_cu_launch_status());
-    // logits' (E, N) = op_T(Wr' (H, E)) x' (H, N) + logits', A, B in dt, C fp32
-    const float alpha = 1.0f, beta = 1.0f;
-    cudaDataType t = blas_type(dt);
-    cublasStatus_t st = cublasGemmEx((cublasHandle_t)cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)E,
-                                     (int)N, (int)H, &alpha, Wr, t, (int)H, x, t, (int)H, &beta,
-                                     logits, CUDA_R_32F, (int)E, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT);
-    return st == CUBLAS_STATUS_SUCCESS ? SG_OK : SG_EIO;
-}
-
-static int router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                          float *logits, const void *x, const void *Wr, const void *br,
-                          sg_dtype dt, size_t N, size_t H, size_t E, size_t K, int oss, int norm)
-{
-    if (!cu || !probs || !sel || !topw || !logits || !x || !Wr || (oss && !br) || !dt_ok(dt) ||
-        E == 0 || K == 0 || K > E || E > (1u << 24) || H == 0)
-        return SG_EINVAL;
-    if (N == 0)
-        return SG_OK;
-    TRY(router_logits(cu, logits, x, Wr, br, dt, N, H, E));
-    SG_LAUNCH(k_router_fwd, sg_cu_blocks(N, 64), 64, cu->stream, probs, sel, topw,
-              (const float *)logits, N, E, K, oss, norm);
-    return sg_cu_launch_status();
-}
-
-int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                             float *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
-                             size_t H, size_t E, size_t K, int norm_topk_prob)
-{
-    return router_forward(cu, probs, sel, topw, logits, x, Wr, NULL, dt, N, H, E, K, 0,
-                          norm_topk_prob);
-}
-
-int sg_cu_moe_oss_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                                 float *logits, const void *x, const void *Wr, const void *br,
-                                 sg_dtype dt, size_t N, size_t H, size_t E, size_t K)
-{
-    return router_forward(cu, probs, sel, topw, logits, x, Wr, br, dt, N, H, E, K, 1, 0);
-}
-
-/* dlogits (N, E) in dt, one thread per row (moe.c / gpt_oss.c's router
- * backward, same order of operations). */
-template <typename T>
-__global__ void k_router_bwd(T *dlogits, float *dp_work, const float *dtopw, const float *probs,
-                             const float *sel, const float *topw, const float *stats,
-                             double aux_scale, const float *scale, size_t N, size_t E, size_t K,
-                             int oss, int norm)
-{
-    if (scale)
-        aux_scale *= (double)*scale;
-    SG_GRID_STRIDE(n, N) {
-        const float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
-        const float *dw = dtopw + n * K;
-        float *dp = dp_work + n * E;
-        for (size_t e = 0; e < E; e++)
-            dp[e] = stats && aux_scale != 0.0 ? (float)(aux_scale * (double)stats[e]) : 0.0f;
-        if (oss) {
-            double pd = 0.0;
-            for (size_t e = 0; e < E; e++)
-                pd += (double)p[e] * dp[e];
-            for (size_t e = 0; e < E; e++)
-                dp[e] = p[e] * (dp[e] - (float)pd);
-            float dot = 0.0f;
-            for (size_t j = 0; j < K; j++)
-                dot += w[j] * dw[j];
-            for (size_t j = 0; j < K; j++)
-                dp[(size_t)s[j]] += w[j] * (dw[j] - dot);
-        } else {
-            float dot = 0.0f, S = 0.0f;
-            if (norm)
-                for (size_t j = 0; j < K; j++) {
-                    dot += dw[j] * w[j];
-                    S += p[(size_t)s[j]];
-                }
-            for (size_t j = 0; j < K; j++)
-                dp[(size_t)s[j]] += norm ? (dw[j] - dot) / S : dw[j];
-            double pd = 0.0;
-            for (size_t e = 0; e < E; e++)
-                pd += (double)p[e] * dp[e];
-            for (size_t e = 0; e < E; e++)
-                dp[e] = p[e] * (dp[e] - (float)pd);
-        }
-        T *dl = dlogits + n * E;
-        for (size_t e = 0; e < E; e++)
-            dl[e] = sg_st<T>(dp[e]);
-    }
-}
-
-size_t sg_cu_moe_router_backward_work_floats(size_t N, size_t E)
-{
-    size_t lin = sg_cu_linear_backward_work_floats(N, E);
-    return N * E + lin;
-}
-
-static int router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void *dlogits,
-                           const float *dtopw, const float *probs, const float *sel,
-                           const float *topw, const float *stats, double aux_scale,
-                           const float *scale, const void *x, const void *Wr, sg_dtype dt,
-                           size_t N, size_t H, size_t E, size_t K, int oss, int norm,
-                           float *work)
-{
-    if (!cu || !dx || !dlogits || !dtopw || !probs || !sel || !topw || !x || !Wr || !work ||
-        !dt_ok(dt) || E == 0 || K == 0 || K > E || H == 0)
-        return SG_EINVAL;
-    if (N == 0)
-        return SG_OK;
-    SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_router_bwd<T>, sg_cu_blocks(N, 64), 64, cu->stream,
-                             (T *)dlogits, work, dtopw, probs, sel, topw, stats, aux_scale,
-                             scale, N, E, K, oss, norm));
-    TRY(sg_cu_launch_status());
-    return sg_cu_linear_backward(cu, dx, dWr, dbr, dlogits, x, Wr, dt, N, H, E, work + N * E);
-}
-
-int sg_cu_moe_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dlogits,
-                              const float *dtopw, const float *probs, const float *sel,
-                              const float *topw, const float *stats, double aux_scale,
-                              const float *aux_scale_mul, const void *x, const void *Wr,
-                              sg_dtype dt, size_t N, size_t H, size_t E, size_t K,
-                              int norm_topk_prob, float *work)
-{
-    return router_backward(cu, dx, dWr, NULL, dlogits, dtopw, probs, sel, topw, stats,
-                           aux_scale, aux_scale_mul, x, Wr, dt, N, H, E, K, 0, norm_topk_prob,
-                           work);
-}
-
-int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr,
-                                  void *dlogits, const float *dtopw, const float *probs,
-                                  const float *sel, const float *topw, const float *stats,
-                                  double aux_scale, const float *aux_scale_mul, const void *x,
-                                  const void *Wr, sg_dtype dt, size_t N, size_t H, size_t E,
-                                  size_t K, float *work)
-{
-    return router_backward(cu, dx, dWr, dbr, dlogits, dtopw, probs, sel, topw, stats,
-                           aux_scale, aux_scale_mul, x, Wr, dt, N, H, E, K, 1, 0, work);
-}
-
-/* ---- load-balancing statistics and loss ------------------------------------------ */
-
-/* One thread per expert: picks and the probability sum in token order. */
-__global__ void k_stats_add(float *stats, const float *probs, const float *sel, size_t N,
-                            size_t E, size_t K)
-{
-    SG_GRID_STRIDE(e, E) {
-        double picks = 0.0, psum = 0.0;
-        for (size_t n = 0; n < N; n++) {
-            psum += probs[n * E + e];
-            for (size_t j = 0; j < K; j++)
-                picks += (size_t)sel[n * K + j] == e;
-        }
-        stats[e] += (float)picks;
-        stats[E + e] += (float)psum;
-    }
-}
-
-int sg_cu_moe_stats_add(const sg_cu *cu, float *stats, const float *probs, const float *sel,
-                        size_t N, size_t E, size_t K)
-{
-    if (!cu || !stats || !probs || !sel || E == 0)
-        return SG_EINVAL;
-    SG_LAUNCH(k_stats_add, sg_cu_blocks(E, 64), 64, cu->stream, stats, probs, sel, N, E, K);
-    return sg_cu_launch_status();
-}
-
-__global__ void k_aux_loss(float *loss, const float *stats, size_t E, double rows)
-{
-    if (blockIdx.x != 0 || threadIdx.x != 0)
-        return;
-    double s = 0.0;
-    for (size_t e = 0; e < E; e++)
-        s += ((double)stats[e] / rows) * ((double)stats[E + e] / rows);
-    *loss = (float)((double)E * s);
-}
-
-int sg_cu_moe_aux_loss(const sg_cu *cu, float *loss, const float *stats, size_t E, size_t L,
-                       size_t N)
-{
-    if (!cu || !loss || !stats || E == 0 || L == 0 || N == 0)
-        return SG_EINVAL;
-    SG_LAUNCH(k_aux_loss, 1, 1, cu->stream, loss, stats, E, (double)L * (double)N);
-    return sg_cu_launch_status();
-}
-
-__global__ void k_aux_loss_add(float *loss, const float *stats, size_t E, double rows,
-                               double coef)
-{
-    if (blockIdx.x != 0 || threadIdx.x != 0)
-        return;
-    double s = 0.0;
-    for (size_t e = 0; e < E; e++)
-        s += ((double)stats[e] / rows) * ((double)stats[E + e] / rows);
-    *loss = (float)((double)*loss + coef * ((double)E * s));
-}
-
-int sg_cu_moe_aux_loss_add(const sg_cu *cu, float *loss, const float *stats, size_t E,
-                           size_t L, size_t N, double coef)
-{
-    if (!cu || !loss || !stats || E == 0 || L == 0 || N == 0)
-        return SG_EINVAL;
-    SG_LAUNCH(k_aux_loss_add, 1, 1, cu->stream, loss, stats, E, (double)L * (double)N, coef);
-    return sg_cu_launch_status();
 }
 
 /* ---- slot lists ----------------------------------------------------------------- */
@@ -516,7 +212,7 @@ int sg_cu_oss_glu_forward(const sg_cu *cu, void *h, const void *gate, const void
                           sg_dtype dt, size_t N, size_t F)
 {
     size_t n;
-    if (!cu || !sg_cu_mul_ok(N, F, &n) || !dt_ok(dt))
+    if (!cu || !sg_cu_mul_ok(N, F, &n) || !sg_cu_dtype_ok(dt))
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -532,7 +228,7 @@ int sg_cu_oss_glu_backward(const sg_cu *cu, void *dgate, void *dup, const void *
                            const void *gate, const void *up, sg_dtype dt, size_t N, size_t F)
 {
     size_t n;
-    if (!cu || !sg_cu_mul_ok(N, F, &n) || !dt_ok(dt))
+    if (!cu || !sg_cu_mul_ok(N, F, &n) || !sg_cu_dtype_ok(dt))
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -604,16 +300,16 @@ static int qwen_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, co
 {
     T *xe = w, *g = xe + n * H, *u = g + n * F, *act = u + n * F, *o = act + n * F;
     gather(cu, xe, x, slots, n, H, K);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_linear_forward(cu, g, xe, Wg, NULL, dt, n, H, F));
-    TRY(sg_cu_linear_forward(cu, u, xe, Wu, NULL, dt, n, H, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(cu, g, xe, Wg, NULL, dt, n, H, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(cu, u, xe, Wu, NULL, dt, n, H, F));
     scatter(cu, gate_s, (const T *)g, rows, n, F);
     scatter(cu, up_s, (const T *)u, rows, n, F);
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     if (!out_s)
         return SG_OK;
-    TRY(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));
-    TRY(sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H));
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H));
     scatter(cu, out_s, (const T *)o, rows, n, H);
     return sg_cu_launch_status();
 }
@@ -624,7 +320,7 @@ int sg_cu_moe_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *ou
                              size_t H, size_t F, size_t K, void *work)
 {
     if (!cu || !gate_s || !up_s || !x || !slots || !Wg || !Wu || (out_s && !Wd) || !work ||
-        K == 0 || H == 0 || F == 0 || !dt_ok(dt) || n > INT_MAX)
+        K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -649,16 +345,19 @@ static int qwen_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWg, 
     gather(cu, xe, x, slots, n, H, K);
     gather(cu, g, gate_s, rows, n, F, 1);
     gather(cu, u, up_s, rows, n, F, 1);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));           // recomputed
-    TRY(sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H)); // the output, recomputed
-    TRY(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
-    TRY(sg_cu_linear_backward(cu, dact, dWd, NULL, dout, act, Wd, dt, n, F, H, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));           // recomputed
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H)); // the output, recomputed
+    SG_CU_TRY_OR_RETURN(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_backward(cu, dact, dWd, NULL, dout, act, Wd, dt, n, F, H, NULL));
     T *dgate = act; // act is dead
-    TRY(sg_cu_swiglu_backward(cu, dgate, dup, dact, g, u, dt, n, F));
-    TRY(sg_cu_linear_backward(cu, dxe, dWg, NULL, dgate, xe, Wg, dt, n, H, F, NULL));
-    TRY(sg_cu_linear_backward(cu, tmp, dWu, NULL, dup, xe, Wu, dt, n, H, F, NULL));
-    TRY(sg_cu_add_into(cu, dxe, tmp, dt, n * H));
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_backward(cu, dgate, dup, dact, g, u, dt, n, F));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_linear_backward(cu, dxe, dWg, NULL, dgate, xe, Wg, dt, n, H, F, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_linear_backward(cu, tmp, dWu, NULL, dup, xe, Wu, dt, n, H, F, NULL));
+    SG_CU_TRY_OR_RETURN(sg_cu_add_into(cu, dxe, tmp, dt, n * H));
     scatter(cu, dx_s, (const T *)dxe, rows, n, H);
     return sg_cu_launch_status();
 }
@@ -671,7 +370,7 @@ int sg_cu_moe_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *d
                               void *work)
 {
     if (!cu || !dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wg ||
-        !Wu || !Wd || !work || K == 0 || H == 0 || F == 0 || !dt_ok(dt) || n > INT_MAX)
+        !Wu || !Wd || !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -709,20 +408,20 @@ static int oss_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, con
     gather(cu, xe, x, slots, n, H, K);
     SG_LAUNCH(k_bias_rows<T>, sg_cu_blocks(2 * n * F, THREADS), THREADS, cu->stream, gu, bgu, n,
               2 * F);
-    TRY(sg_cu_launch_status());
-    TRY(mm_in_out(cu, gu, xe, Wgu, n, H, 2 * F, 1.0f, dt)); // (n, 2F) + bias
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(mm_in_out(cu, gu, xe, Wgu, n, H, 2 * F, 1.0f, dt)); // (n, 2F) + bias
     SG_LAUNCH(k_deinterleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, gate_s,
               up_s, (const T *)gu, rows, n, F);
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     if (!out_s)
         return SG_OK;
     SG_LAUNCH(k_deinterleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, g, u,
               (const T *)gu, (const int32_t *)NULL, n, F);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F));
     SG_LAUNCH(k_bias_rows<T>, sg_cu_blocks(n * H, THREADS), THREADS, cu->stream, o, bd, n, H);
-    TRY(sg_cu_launch_status());
-    TRY(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // (n, H) + bias
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // (n, H) + bias
     scatter(cu, out_s, (const T *)o, rows, n, H);
     return sg_cu_launch_status();
 }
@@ -734,7 +433,7 @@ int sg_cu_moe_oss_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void
                                  void *work)
 {
     if (!cu || !gate_s || !up_s || !x || !slots || !Wgu || !bgu || (out_s && (!Wd || !bd)) ||
-        !work || K == 0 || H == 0 || F == 0 || !dt_ok(dt) || n > INT_MAX)
+        !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -760,31 +459,36 @@ static int oss_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWgu, 
     gather(cu, xe, x, slots, n, H, K);
     gather(cu, g, gate_s, rows, n, F, 1);
     gather(cu, u, up_s, rows, n, F, 1);
-    TRY(sg_cu_launch_status());
-    TRY(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F)); // recomputed
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_oss_glu_forward(cu, act, g, u, dt, n, F)); // recomputed
     SG_LAUNCH(k_bias_rows<T>, sg_cu_blocks(n * H, THREADS), THREADS, cu->stream, o, bd, n, H);
-    TRY(sg_cu_launch_status());
-    TRY(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // the output, recomputed
-    TRY(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(mm_in_out(cu, o, act, Wd, n, F, H, 1.0f, dt)); // the output, recomputed
+    SG_CU_TRY_OR_RETURN(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
     if (dWd) // dWd (F, H) += act^T dout: dWd' (H, F) += dout' (H, n) act'^T
-        TRY(gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, H, F, n, dout, H, act, F, 1.0f, dWd, H, dt));
+        SG_CU_TRY_OR_RETURN(
+            gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, H, F, n, dout, H, act, F, 1.0f, dWd, H, dt));
     if (dbd)
-        TRY(sg_cu_linear_backward(cu, NULL, NULL, dbd, dout, NULL, NULL, dt, n, 1, H, bw));
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_linear_backward(cu, NULL, NULL, dbd, dout, NULL, NULL, dt, n, 1, H, bw));
     // dact (n, F) = dout Wd^T: dact' (F, n) = Wd'^T (F, H) dout' (H, n), Wd' (H, F)
-    TRY(gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, F, n, H, Wd, H, dout, H, 0.0f, dact, F, dt));
-    TRY(sg_cu_oss_glu_backward(cu, g, u, dact, g, u, dt, n, F)); // dgate, dup in place
+    SG_CU_TRY_OR_RETURN(
+        gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, F, n, H, Wd, H, dout, H, 0.0f, dact, F, dt));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_oss_glu_backward(cu, g, u, dact, g, u, dt, n, F)); // dgate, dup in place
     T *dgu = act;                                                // act, dact dead: (n, 2F)
     SG_LAUNCH(k_interleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, dgu,
               (const T *)g, (const T *)u, n, F);
-    TRY(sg_cu_launch_status());
+    SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     // dxe (n, H) = dgu Wgu^T: dxe' (H, n) = Wgu'^T (H, 2F) dgu' (2F, n), Wgu' (2F, H)
-    TRY(gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, H, n, 2 * F, Wgu, 2 * F, dgu, 2 * F, 0.0f, dxe, H,
-             dt));
+    SG_CU_TRY_OR_RETURN(
+        gemm(cu, CUBLAS_OP_T, CUBLAS_OP_N, H, n, 2 * F, Wgu, 2 * F, dgu, 2 * F, 0.0f, dxe, H, dt));
     if (dWgu) // dWgu (H, 2F) += xe^T dgu: dWgu' (2F, H) += dgu' (2F, n) xe'^T
-        TRY(gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, 2 * F, H, n, dgu, 2 * F, xe, H, 1.0f, dWgu,
-                 2 * F, dt));
+        SG_CU_TRY_OR_RETURN(gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, 2 * F, H, n, dgu, 2 * F, xe, H, 1.0f,
+                                 dWgu, 2 * F, dt));
     if (dbgu)
-        TRY(sg_cu_linear_backward(cu, NULL, NULL, dbgu, dgu, NULL, NULL, dt, n, 1, 2 * F, bw));
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_linear_backward(cu, NULL, NULL, dbgu, dgu, NULL, NULL, dt, n, 1, 2 * F, bw));
     scatter(cu, dx_s, (const T *)dxe, rows, n, H);
     return sg_cu_launch_status();
 }
@@ -797,7 +501,7 @@ int sg_cu_moe_oss_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, voi
                                   sg_dtype dt, size_t H, size_t F, size_t K, void *work)
 {
     if (!cu || !dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wgu ||
-        !Wd || !bd || !work || K == 0 || H == 0 || F == 0 || !dt_ok(dt) || n > INT_MAX)
+        !Wd || !bd || !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -857,7 +561,7 @@ int sg_cu_moe_combine_forward(const sg_cu *cu, void *y, const void *h, const voi
                               const float *topw, sg_dtype dt, size_t N, size_t H, size_t K)
 {
     size_t n;
-    if (!cu || !y || !h || !outs || !topw || !dt_ok(dt) || !sg_cu_mul_ok(N, H, &n))
+    if (!cu || !y || !h || !outs || !topw || !sg_cu_dtype_ok(dt) || !sg_cu_mul_ok(N, H, &n))
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -871,7 +575,7 @@ int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_d
                         size_t N, size_t H, size_t K)
 {
     size_t n;
-    if (!cu || !dx || !dx_s || K == 0 || !dt_ok(dt) || !sg_cu_mul_ok(N, H, &n))
+    if (!cu || !dx || !dx_s || K == 0 || !sg_cu_dtype_ok(dt) || !sg_cu_mul_ok(N, H, &n))
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;

@@ -16,13 +16,7 @@
  * are copied to the host (cuBLAS sizes), so each call waits for its stream
  * once.
  */
-extern "C" {
-#include "common/error.h"
-#include "graph/ir.h"
-#include "models/model.h"
-#include "codelets/cpu/adam.h"
-#include "codelets/cpu/block.h"
-}
+#include "codelets/cuda/cuda_prologue.h"
 
 #include "codelets/cuda/block_cuda.h"
 
@@ -31,13 +25,6 @@ extern "C" {
 #include <string.h>
 
 #include <vector>
-
-#define TRY(call)                                                                          \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ < 0)                                                                       \
-            return rc_;                                                                    \
-    } while (0)
 
 #define ALIGN 256
 
@@ -135,9 +122,10 @@ static int group_slots(const sg_cu *cu, const sg_model *m, const gdims *d, int g
     *e1 = *e0 + ge < d->E ? *e0 + ge : d->E;
     float *sel = (float *)at_(scratch, p->sel);
     int32_t *counts = (int32_t *)at_(scratch, p->counts);
-    TRY(sg_cu_cast(cu, sel, SG_F32, cat_(saved, l->sel, d->es), d->dt, d->N * d->K));
-    TRY(sg_cu_moe_expert_slots(cu, (int32_t *)at_(scratch, p->slots), counts, sel, d->N, d->K,
-                               *e0, *e1));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_cast(cu, sel, SG_F32, cat_(saved, l->sel, d->es), d->dt, d->N * d->K));
+    SG_CU_TRY_OR_RETURN(sg_cu_moe_expert_slots(cu, (int32_t *)at_(scratch, p->slots), counts, sel,
+                                               d->N, d->K, *e0, *e1));
     const size_t ne = *e1 - *e0;
     int32_t *h = (int32_t *)malloc((ne + 1) * sizeof *h);
     if (!h)
@@ -160,15 +148,16 @@ int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g,
     gdims d;
     if (!cu || !io || !io->params || !io->saved || !io->act || !io->scratch)
         return SG_EINVAL;
-    TRY(gdims_of(m, unit, B, T, io->dt, &d));
+    SG_CU_TRY_OR_RETURN(gdims_of(m, unit, B, T, io->dt, &d));
     sg_layer_param_offsets o;
-    TRY(sg_layer_param_offsets_get(m, unit - 1, &o));
+    SG_CU_TRY_OR_RETURN(sg_layer_param_offsets_get(m, unit - 1, &o));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, d.N, &l);
     gplan p = plan(&d);
     size_t e0, e1;
     std::vector<size_t> first((size_t)sg_moe_group_experts(m) + 1);
-    TRY(group_slots(cu, m, &d, g, io->saved, &l, io->scratch, &p, &e0, &e1, first.data()));
+    SG_CU_TRY_OR_RETURN(
+        group_slots(cu, m, &d, g, io->saved, &l, io->scratch, &p, &e0, &e1, first.data()));
     const int32_t *slots = (const int32_t *)at_(io->scratch, p.slots);
     const void *n2 = cat_(io->saved, l.n2, d.es);
     void *gate = io->act, *up = mat_(io->act, d.cap * d.F, d.es);
@@ -180,20 +169,17 @@ int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g,
         if (m->arch == SG_ARCH_GPT_OSS) {
             size_t off[4];
             sg_oss_expert_offsets(m, &o, e, off);
-            TRY(sg_cu_moe_oss_expert_forward(cu, ge, ue, oe, n2, slots + r, NULL, n,
-                                             cat_(io->params, off[0], d.es),
-                                             cat_(io->params, off[1], d.es),
-                                             cat_(io->params, off[2], d.es),
-                                             cat_(io->params, off[3], d.es), d.dt, d.H, d.F,
-                                             d.K, ex));
+            SG_CU_TRY_OR_RETURN(sg_cu_moe_oss_expert_forward(
+                cu, ge, ue, oe, n2, slots + r, NULL, n, cat_(io->params, off[0], d.es),
+                cat_(io->params, off[1], d.es), cat_(io->params, off[2], d.es),
+                cat_(io->params, off[3], d.es), d.dt, d.H, d.F, d.K, ex));
             continue;
         }
         const size_t s = e * o.ex_stride;
-        TRY(sg_cu_moe_expert_forward(cu, ge, ue, oe, n2, slots + r, NULL, n,
-                                     cat_(io->params, o.ex_wg + s, d.es),
-                                     cat_(io->params, o.ex_wu + s, d.es),
-                                     cat_(io->params, o.ex_wd + s, d.es), d.dt, d.H, d.F, d.K,
-                                     ex));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_expert_forward(
+            cu, ge, ue, oe, n2, slots + r, NULL, n, cat_(io->params, o.ex_wg + s, d.es),
+            cat_(io->params, o.ex_wu + s, d.es), cat_(io->params, o.ex_wd + s, d.es), d.dt, d.H,
+            d.F, d.K, ex));
     }
     return SG_OK;
 }
@@ -205,7 +191,7 @@ int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, si
     gdims d;
     if (!cu || !y || !saved || !acts || !groups || !scratch)
         return SG_EINVAL;
-    TRY(gdims_of(m, unit, B, T, dt, &d));
+    SG_CU_TRY_OR_RETURN(gdims_of(m, unit, B, T, dt, &d));
     if (ngroups != sg_moe_groups(m))
         return SG_EINVAL;
     sg_layer_saved_layout l;
@@ -213,23 +199,25 @@ int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, si
     gplan p = plan(&d);
     const void **ptrs = (const void **)at_(scratch, p.ptrs);
     const size_t NK = d.N * d.K;
-    TRY(sg_cu_zero_async(cu, ptrs, NK * sizeof *ptrs)); /* a slot no group holds: a fault */
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_zero_async(cu, ptrs, NK * sizeof *ptrs)); /* a slot no group holds: a fault */
     size_t total = 0;
     std::vector<size_t> first((size_t)sg_moe_group_experts(m) + 1);
     for (int i = 0; i < ngroups; i++) {
         size_t e0, e1;
         if (!acts[i])
             return SG_EINVAL;
-        TRY(group_slots(cu, m, &d, groups[i], saved, &l, scratch, &p, &e0, &e1, first.data()));
+        SG_CU_TRY_OR_RETURN(
+            group_slots(cu, m, &d, groups[i], saved, &l, scratch, &p, &e0, &e1, first.data()));
         const size_t n = first[e1 - e0];
-        TRY(sg_cu_moe_slot_rows(cu, ptrs, (const int32_t *)at_(scratch, p.slots), n,
-                                cat_(acts[i], 2 * d.cap * d.F, d.es), d.H * d.es));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_slot_rows(cu, ptrs, (const int32_t *)at_(scratch, p.slots), n,
+                                                cat_(acts[i], 2 * d.cap * d.F, d.es), d.H * d.es));
         total += n;
     }
     if (total != NK)
         return SG_EINVAL; /* a group is missing or given twice */
     float *topw = (float *)at_(scratch, p.topw);
-    TRY(sg_cu_cast(cu, topw, SG_F32, cat_(saved, l.topw, d.es), d.dt, NK));
+    SG_CU_TRY_OR_RETURN(sg_cu_cast(cu, topw, SG_F32, cat_(saved, l.topw, d.es), d.dt, NK));
     return sg_cu_moe_combine_forward(cu, y, cat_(saved, l.h, d.es), (const void *const *)ptrs,
                                      topw, d.dt, d.N, d.H, d.K);
 }
@@ -243,56 +231,56 @@ int sg_cu_moe_group_backward(const sg_cu *cu, const sg_model *m, int unit, int g
     if (!cu || !io || !io->params || !io->saved || !io->act || !io->grad || !io->scratch ||
         !dy)
         return SG_EINVAL;
-    TRY(gdims_of(m, unit, B, T, io->dt, &d));
+    SG_CU_TRY_OR_RETURN(gdims_of(m, unit, B, T, io->dt, &d));
     sg_layer_param_offsets o;
-    TRY(sg_layer_param_offsets_get(m, unit - 1, &o));
+    SG_CU_TRY_OR_RETURN(sg_layer_param_offsets_get(m, unit - 1, &o));
     sg_layer_saved_layout l;
     sg_layer_saved_layout_get(m, d.N, &l);
     gplan p = plan(&d);
     size_t e0, e1;
     std::vector<size_t> first((size_t)sg_moe_group_experts(m) + 1);
-    TRY(group_slots(cu, m, &d, g, io->saved, &l, io->scratch, &p, &e0, &e1, first.data()));
+    SG_CU_TRY_OR_RETURN(
+        group_slots(cu, m, &d, g, io->saved, &l, io->scratch, &p, &e0, &e1, first.data()));
     const int32_t *slots = (const int32_t *)at_(io->scratch, p.slots);
     const void *n2 = cat_(io->saved, l.n2, d.es);
     float *topw = (float *)at_(io->scratch, p.topw);
-    TRY(sg_cu_cast(cu, topw, SG_F32, cat_(io->saved, l.topw, d.es), d.dt, d.N * d.K));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_cast(cu, topw, SG_F32, cat_(io->saved, l.topw, d.es), d.dt, d.N * d.K));
     const void *gate = io->act, *up = cat_(io->act, d.cap * d.F, d.es);
     void *dxs = at_(io->scratch, p.dxs), *dw = at_(io->scratch, p.dw);
     void *ex = at_(io->scratch, p.ex);
     float *gdx = io->grad, *gdtopw = io->grad + d.cap * d.H, *gdw = gdtopw + d.cap;
     const size_t n_all = first[e1 - e0];
     if (n_all < d.cap) /* rows past the group's slots: zero, as fresh memory on the CPU */
-        TRY(sg_cu_zero_async(cu, gdx + n_all * d.H, (d.cap - n_all) * d.H * sizeof(float)));
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_zero_async(cu, gdx + n_all * d.H, (d.cap - n_all) * d.H * sizeof(float)));
     for (size_t e = e0; e < e1; e++) {
         const size_t r = first[e - e0], n = first[e - e0 + 1] - r;
         const void *ge = cat_(gate, r * d.F, d.es), *ue = cat_(up, r * d.F, d.es);
         void *dxr = mat_(dxs, r * d.H, d.es);
-        TRY(sg_cu_zero_async(cu, dw, d.HF3 * d.es)); /* this expert's gradient, fresh */
+        SG_CU_TRY_OR_RETURN(
+            sg_cu_zero_async(cu, dw, d.HF3 * d.es)); /* this expert's gradient, fresh */
         if (m->arch == SG_ARCH_GPT_OSS) { /* gate_up, its bias, down, its bias */
             size_t off[4];
             sg_oss_expert_offsets(m, &o, e, off);
             void *dgu = dw, *dgub = mat_(dw, 2 * d.F * d.H, d.es);
             void *ddn = mat_(dgub, 2 * d.F, d.es), *ddnb = mat_(ddn, d.F * d.H, d.es);
-            TRY(sg_cu_moe_oss_expert_backward(cu, dxr, gdtopw + r, dgu, dgub, ddn, ddnb, dy, n2,
-                                              ge, ue, topw, slots + r, NULL, n,
-                                              cat_(io->params, off[0], d.es),
-                                              cat_(io->params, off[2], d.es),
-                                              cat_(io->params, off[3], d.es), d.dt, d.H, d.F,
-                                              d.K, ex));
+            SG_CU_TRY_OR_RETURN(sg_cu_moe_oss_expert_backward(
+                cu, dxr, gdtopw + r, dgu, dgub, ddn, ddnb, dy, n2, ge, ue, topw, slots + r, NULL, n,
+                cat_(io->params, off[0], d.es), cat_(io->params, off[2], d.es),
+                cat_(io->params, off[3], d.es), d.dt, d.H, d.F, d.K, ex));
         } else {
             const size_t s = e * o.ex_stride, FH = d.F * d.H;
-            TRY(sg_cu_moe_expert_backward(cu, dxr, gdtopw + r, dw, mat_(dw, FH, d.es),
-                                          mat_(dw, 2 * FH, d.es), dy, n2, ge, ue, topw,
-                                          slots + r, NULL, n,
-                                          cat_(io->params, o.ex_wg + s, d.es),
-                                          cat_(io->params, o.ex_wu + s, d.es),
-                                          cat_(io->params, o.ex_wd + s, d.es), d.dt, d.H, d.F,
-                                          d.K, ex));
+            SG_CU_TRY_OR_RETURN(sg_cu_moe_expert_backward(
+                cu, dxr, gdtopw + r, dw, mat_(dw, FH, d.es), mat_(dw, 2 * FH, d.es), dy, n2, ge, ue,
+                topw, slots + r, NULL, n, cat_(io->params, o.ex_wg + s, d.es),
+                cat_(io->params, o.ex_wu + s, d.es), cat_(io->params, o.ex_wd + s, d.es), d.dt, d.H,
+                d.F, d.K, ex));
         }
-        TRY(sg_cu_cast(cu, gdw + (e - e0) * d.HF3, SG_F32, dw, d.dt, d.HF3));
+        SG_CU_TRY_OR_RETURN(sg_cu_cast(cu, gdw + (e - e0) * d.HF3, SG_F32, dw, d.dt, d.HF3));
     }
     if (n_all > 0)
-        TRY(sg_cu_cast(cu, gdx, SG_F32, dxs, d.dt, n_all * d.H));
+        SG_CU_TRY_OR_RETURN(sg_cu_cast(cu, gdx, SG_F32, dxs, d.dt, n_all * d.H));
     return SG_OK;
 }
 
@@ -304,7 +292,7 @@ int sg_cu_moe_gather_backward(const sg_cu *cu, const sg_model *m, int unit, size
     gdims d;
     if (!cu || !saved || !grads || !groups || !dn2 || !dtopw || !scratch)
         return SG_EINVAL;
-    TRY(gdims_of(m, unit, B, T, dt, &d));
+    SG_CU_TRY_OR_RETURN(gdims_of(m, unit, B, T, dt, &d));
     if (ngroups != sg_moe_groups(m))
         return SG_EINVAL;
     sg_layer_saved_layout l;
@@ -312,24 +300,26 @@ int sg_cu_moe_gather_backward(const sg_cu *cu, const sg_model *m, int unit, size
     gplan p = plan(&d);
     const void **ptrs = (const void **)at_(scratch, p.ptrs);
     const size_t NK = d.N * d.K;
-    TRY(sg_cu_zero_async(cu, ptrs, NK * sizeof *ptrs));
+    SG_CU_TRY_OR_RETURN(sg_cu_zero_async(cu, ptrs, NK * sizeof *ptrs));
     size_t total = 0;
     std::vector<size_t> first((size_t)sg_moe_group_experts(m) + 1);
     for (int i = 0; i < ngroups; i++) {
         size_t e0, e1;
         if (!grads[i])
             return SG_EINVAL;
-        TRY(group_slots(cu, m, &d, groups[i], saved, &l, scratch, &p, &e0, &e1, first.data()));
+        SG_CU_TRY_OR_RETURN(
+            group_slots(cu, m, &d, groups[i], saved, &l, scratch, &p, &e0, &e1, first.data()));
         const size_t n = first[e1 - e0];
         const int32_t *slots = (const int32_t *)at_(scratch, p.slots);
-        TRY(sg_cu_moe_slot_rows(cu, ptrs, slots, n, grads[i], d.H * sizeof(float)));
-        TRY(sg_cu_moe_scatter_slots(cu, dtopw, grads[i] + d.cap * d.H, slots, n));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_slot_rows(cu, ptrs, slots, n, grads[i], d.H * sizeof(float)));
+        SG_CU_TRY_OR_RETURN(sg_cu_moe_scatter_slots(cu, dtopw, grads[i] + d.cap * d.H, slots, n));
         total += n;
     }
     if (total != NK)
         return SG_EINVAL;
     float *dn2f = (float *)at_(scratch, p.dn2);
-    TRY(sg_cu_moe_slots_sum(cu, dn2f, (const void *const *)ptrs, SG_F32, d.N, d.H, d.K));
+    SG_CU_TRY_OR_RETURN(
+        sg_cu_moe_slots_sum(cu, dn2f, (const void *const *)ptrs, SG_F32, d.N, d.H, d.K));
     return sg_cu_cast(cu, dn2, d.dt, dn2f, SG_F32, d.N * d.H);
 }
 
@@ -340,9 +330,9 @@ int sg_cu_moe_add_expert_grads(const sg_cu *cu, const sg_model *m, int unit, sg_
     gdims d;
     if (!cu || !grads || !groups || !dparams || !scratch)
         return SG_EINVAL;
-    TRY(gdims_of(m, unit, B, T, dt, &d));
+    SG_CU_TRY_OR_RETURN(gdims_of(m, unit, B, T, dt, &d));
     sg_layer_param_offsets o;
-    TRY(sg_layer_param_offsets_get(m, unit - 1, &o));
+    SG_CU_TRY_OR_RETURN(sg_layer_param_offsets_get(m, unit - 1, &o));
     gplan p = plan(&d);
     void *tmp = at_(scratch, p.tmp);
     const size_t ge = (size_t)sg_moe_group_experts(m);
@@ -353,20 +343,21 @@ int sg_cu_moe_add_expert_grads(const sg_cu *cu, const sg_model *m, int unit, sg_
         const size_t e1 = e0 + ge < d.E ? e0 + ge : d.E;
         const float *w = grads[i] + d.cap * (d.H + 1);
         for (size_t e = e0; e < e1; e++, w += d.HF3) {
-            TRY(sg_cu_cast(cu, tmp, d.dt, w, SG_F32, d.HF3)); /* this expert's, in dt */
+            SG_CU_TRY_OR_RETURN(
+                sg_cu_cast(cu, tmp, d.dt, w, SG_F32, d.HF3)); /* this expert's, in dt */
             if (m->arch == SG_ARCH_GPT_OSS) { /* its four slices, scattered */
                 const size_t len[4] = {2 * d.F * d.H, 2 * d.F, d.F * d.H, d.H};
                 size_t off[4], at = 0;
                 sg_oss_expert_offsets(m, &o, e, off);
                 for (int t = 0; t < 4; t++) {
-                    TRY(sg_cu_add_into(cu, mat_(dparams, off[t], d.es), cat_(tmp, at, d.es),
-                                       d.dt, len[t]));
+                    SG_CU_TRY_OR_RETURN(sg_cu_add_into(cu, mat_(dparams, off[t], d.es),
+                                                       cat_(tmp, at, d.es), d.dt, len[t]));
                     at += len[t];
                 }
                 continue;
             }
-            TRY(sg_cu_add_into(cu, mat_(dparams, o.ex_wg + e * o.ex_stride, d.es), tmp, d.dt,
-                               d.HF3));
+            SG_CU_TRY_OR_RETURN(sg_cu_add_into(cu, mat_(dparams, o.ex_wg + e * o.ex_stride, d.es),
+                                               tmp, d.dt, d.HF3));
         }
     }
     return SG_OK;

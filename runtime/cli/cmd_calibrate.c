@@ -258,6 +258,49 @@ static int rank_sampling_dir(int rank, char *dir, size_t size, sg_error *err)
     return SG_OK;
 }
 
+/* The run calibrate trains: --steps steps (its own option, though also a
+ * run option), warm-up at most a quarter of them, and SuperOffload's
+ * speculative step, the one simulate models for "adaptive" (which, under
+ * clipping, starts by waiting for the norm and would record no speculative
+ * step). */
+static int calib_steps(sg_config *cfg, const char *steps, long *nsteps, sg_error *err)
+{
+    char *end;
+    *nsteps = strtol(steps, &end, 10);
+    if (*end || *nsteps < 1 || *nsteps > 100000)
+        return sg_error_set(err, SG_EINVAL, "--steps %s: expected a positive step count", steps);
+    if (strcmp(cfg->run.speculation, "adaptive") == 0)
+        snprintf(cfg->run.speculation, sizeof cfg->run.speculation, "%s", "always");
+    cfg->run.steps = *nsteps;
+    cfg->run.bench_steps = 0;
+    if (cfg->run.warmup_steps >= *nsteps)
+        cfg->run.warmup_steps = *nsteps / 4;
+    return SG_OK;
+}
+
+/* StarPU calibrates into `sampling` under the machine's name; rank 0 also
+ * records every node's task time per device there (simulate --cost
+ * fitted). */
+static int calib_env(sg_config *cfg, const char *sampling, const char *name, int rank,
+                     sg_error *err)
+{
+    setenv("STARPU_PERF_MODEL_DIR", sampling, 1);
+    /* StarPU also reads (and then saves back to) the models under
+     * $STARPU_HOME/.starpu/sampling: a name equal to this host's would
+     * find older ones there and leave the sampling directory empty */
+    setenv("STARPU_HOME", sampling, 1);
+    setenv("STARPU_HOSTNAME", name, 1);
+    setenv("STARPU_CALIBRATE", "1", 1);
+    if (rank > 0)
+        cfg->node_times[0] = '\0';
+    else if (strlen(sampling) + sizeof "/node_times.csv" > sizeof cfg->node_times)
+        return sg_error_set(err, SG_EINVAL, "%s: path too long", sampling);
+    else
+        snprintf(cfg->node_times, sizeof cfg->node_times, "%.*s/node_times.csv",
+                 (int)(sizeof cfg->node_times - sizeof "/node_times.csv"), sampling);
+    return SG_OK;
+}
+
 static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
 {
     const char *name = NULL, *out = "machines", *steps = "40", *base_name = NULL;
@@ -290,22 +333,9 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
         rc = sg_cli_load_config(n, args, opts, 5, cfg, err);
     if (!rc) /* the run options and --set as given, for the simulate command */
         sg_cli_split_args(n, args, opts, 5, &config, pass, &npass);
-    /* "--steps" is also a run option: here it is ours, set as the run's below */
-    char *end;
-    long nsteps = strtol(steps, &end, 10);
-    if (!rc && (*end || nsteps < 1 || nsteps > 100000))
-        rc = sg_error_set(err, SG_EINVAL, "--steps %s: expected a positive step count", steps);
-    /* SuperOffload: the measured step is the speculative one, the step
-     * simulate models for "adaptive" (which, under clipping, starts by
-     * waiting for the norm and would record no speculative step) */
-    if (!rc && strcmp(cfg->run.speculation, "adaptive") == 0)
-        snprintf(cfg->run.speculation, sizeof cfg->run.speculation, "%s", "always");
-    if (!rc) {
-        cfg->run.steps = nsteps;
-        cfg->run.bench_steps = 0;
-        if (cfg->run.warmup_steps >= nsteps)
-            cfg->run.warmup_steps = nsteps / 4;
-    }
+    long nsteps = 0;
+    if (!rc)
+        rc = calib_steps(cfg, steps, &nsteps, err);
     if (!name)
         name = host;
     if (!rc && !sg_is_simple_name(name))
@@ -336,23 +366,8 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     if (!rc && rank > 0 && !(rc = rank_sampling_dir(rank, abs_sampling, sizeof abs_sampling, err)))
         own_tmp = 1;
     sg_train_result res;
-    if (!rc) {
-        setenv("STARPU_PERF_MODEL_DIR", abs_sampling, 1);
-        /* StarPU also reads (and then saves back to) the models under
-         * $STARPU_HOME/.starpu/sampling: a name equal to this host's would
-         * find older ones there and leave the sampling directory empty */
-        setenv("STARPU_HOME", abs_sampling, 1);
-        setenv("STARPU_HOSTNAME", name, 1);
-        setenv("STARPU_CALIBRATE", "1", 1);
-        /* every node's task time per device, for simulate --cost fitted: rank 0's */
-        if (rank > 0)
-            cfg->node_times[0] = '\0';
-        else if (strlen(abs_sampling) + sizeof "/node_times.csv" > sizeof cfg->node_times)
-            rc = sg_error_set(err, SG_EINVAL, "%s: path too long", abs_sampling);
-        else
-            snprintf(cfg->node_times, sizeof cfg->node_times, "%.*s/node_times.csv",
-                     (int)(sizeof cfg->node_times - sizeof "/node_times.csv"), abs_sampling);
-    }
+    if (!rc)
+        rc = calib_env(cfg, abs_sampling, name, rank, err);
     if (!rc) {
         printf("calibrating %s: %ld step%s, StarPU models in %s\n", name, nsteps,
                nsteps == 1 ? "" : "s", sampling);
