@@ -4,7 +4,7 @@
 Usage: compare_losses.py METRICS REF --steps N --rel TOL --learns DROP [--per-step]
 
 METRICS is `stepgraph run --metrics`'s JSONL (one object with "loss" per
-step), REF one loss per line (the reference's). Passes (exit 0) when both
+step; an evaluation's lines, with "eval_loss", are left out), REF one loss per line (the reference's). Passes (exit 0) when both
 hold N losses, all finite, the reference's last loss is below its first by
 more than DROP (a reference that does not learn would make the check
 vacuous), and every loss is within TOL relative of the reference's. Prints
@@ -25,7 +25,8 @@ def main(argv):
     ap.add_argument("--learns", type=float, required=True)
     ap.add_argument("--per-step", action="store_true")
     a = ap.parse_args(argv[1:])
-    sg = [json.loads(line)["loss"] for line in open(a.metrics)]
+    rows = [json.loads(line) for line in open(a.metrics)]
+    sg = [r["loss"] for r in rows if "eval_loss" not in r]
     ref = [float(line) for line in open(a.ref)]
     if not (len(sg) == len(ref) == a.steps):
         print("# expected %d losses each: %r %r" % (a.steps, sg, ref))

@@ -31,9 +31,11 @@ class CheckFailed(Exception):
 
 
 def rows(path):
-    """The metrics rows of PATH (dicts), blank lines skipped."""
+    """The step rows of PATH (dicts): blank lines and an evaluation's rows
+    (those with "eval_loss", docs/training.md#validation) skipped."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        out = [json.loads(line) for line in f if line.strip()]
+    return [r for r in out if "eval_loss" not in r]
 
 
 def column(path, key="loss"):
