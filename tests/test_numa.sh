@@ -107,13 +107,14 @@ ranks() { # ranks NAME ARGS...: 2 ranks of micro 1
 	name=$1
 	shift
 	timeout 300 "$MPIRUN_BIN" --oversubscribe --bind-to none -np 2 sh "$TMP/rank.sh" \
-		"$BIN" run "$TMP/off.json" --dp_size 2 --model tiny-llama --max_length 32 --steps 12 \
+		"$BIN" run "$TMP/off.json" --dp_size 2 --model tiny-llama --max_length 32 --steps 40 \
 		--set train_micro_batch_size_per_gpu=1 --metrics "$TMP/$name.jsonl" "$@" \
 		>"$TMP/$name.out" 2>"$TMP/$name.err"
 	echo $? >"$TMP/$name.rc"
 }
 # worker_cpus RANK: the CPUs (Cpus_allowed_list) of that rank's StarPU CPU worker
-# thread (named "CPU 0"), read from /proc while the run lasts; "" if not seen
+# thread (named "CPU 0"), read from /proc while the run lasts (40 steps: long
+# enough to be seen on a loaded machine); "" if not seen
 worker_cpus() {
 	for p in $(pgrep -x stepgraph); do
 		env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
