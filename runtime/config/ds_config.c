@@ -100,6 +100,8 @@ void sg_ds_config_defaults(sg_ds_config *ds)
     ds->zero.offload_optimizer.cpuadam_cores_perc = 0.8;
     ds->zero.offload_param.device = SG_OFFLOAD_NONE;
     ds->zero.offload_param.pin_memory = 0;
+    ds->zero.offload_optimizer.buffer_count = 4; /* offload_config.py */
+    ds->zero.offload_param.buffer_count = 5;
 
     /* activation_checkpointing: all false, number_checkpoints None (0) */
     ds->wall_clock_breakdown = 0;
@@ -933,9 +935,6 @@ static int h_opt_device(pstate *ps, const cJSON *it, const char *path)
     int rc = parse_device(ps, it, path, &d);
     if (rc)
         return rc;
-    if (d == SG_OFFLOAD_NVME)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"nvme\" is not supported by stepgraph (use \"cpu\" or \"none\")", path);
     ps->ds->zero.offload_optimizer.device = d;
     return SG_OK;
 }
@@ -946,22 +945,47 @@ static int h_param_device(pstate *ps, const cJSON *it, const char *path)
     int rc = parse_device(ps, it, path, &d);
     if (rc)
         return rc;
-    if (d == SG_OFFLOAD_NVME)
-        return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"nvme\" is not supported by stepgraph (use \"cpu\" or \"none\")",
-                             path);
     ps->ds->zero.offload_param.device = d;
     return SG_OK;
 }
 
+static int str_into(pstate *ps, const cJSON *it, const char *path, char *out, size_t size)
+{
+    if (!cJSON_IsString(it) || !it->valuestring[0])
+        return sg_json_type_error(&ps->c, it, path, "a directory path");
+    if (strlen(it->valuestring) >= size)
+        return sg_json_error(&ps->c, SG_EINVAL, "%s: the path is longer than %zu bytes", path,
+                             size - 1);
+    snprintf(out, size, "%s", it->valuestring);
+    return SG_OK;
+}
+
+static int h_opt_nvme_path(pstate *ps, const cJSON *it, const char *path)
+{
+    return str_into(ps, it, path, ps->ds->zero.offload_optimizer.nvme_path,
+                    sizeof ps->ds->zero.offload_optimizer.nvme_path);
+}
+
+static int h_param_nvme_path(pstate *ps, const cJSON *it, const char *path)
+{
+    return str_into(ps, it, path, ps->ds->zero.offload_param.nvme_path,
+                    sizeof ps->ds->zero.offload_param.nvme_path);
+}
+
+/* ZeRO-Infinity's keys (offload_config.py): nvme_path and buffer_count have a
+ * StarPU meaning (the disk node's directory, the RAM working set); the
+ * staging details of DeepSpeed's swapper have none (docs/nvme.md). */
 static const field offload_opt_fields[] = {
     FF("device", h_opt_device),
-    FX("nvme_path", X_STR),
-    FX("buffer_count", X_INT),
+    FF("nvme_path", h_opt_nvme_path),
+    FI("buffer_count", zero.offload_optimizer.buffer_count, NONNEG, 0, 0),
     FB("pin_memory", zero.offload_optimizer.pin_memory),
+    /* StarPU always prefetches the next tiles and writes a tile back once
+     * its update is done: both pipelines are on whatever the value */
     FX("pipeline_read", X_BOOL),
     FX("pipeline_write", X_BOOL),
-    FX("fast_init", X_BOOL),
+    FW("fast_init", W_TRUE, "the disk node's files start empty (sparse) and the initial "
+       "state is written through StarPU a tensor at a time"),
     FD("ratio", zero.offload_optimizer.ratio, LO | HI, 0, 1),
     FB("super_offload", zero.offload_optimizer.super_offload),
     FX("convert_grad_on_cpu", X_BOOL),
@@ -978,10 +1002,11 @@ static int h_offload_opt(pstate *ps, const cJSON *it, const char *path)
 
 static const field offload_param_fields[] = {
     FF("device", h_param_device),
-    FX("nvme_path", X_STR),
-    FX("buffer_count", X_INT),
-    FX("buffer_size", X_INT),
-    FX("max_in_cpu", X_INT),
+    FF("nvme_path", h_param_nvme_path),
+    FI("buffer_count", zero.offload_param.buffer_count, NONNEG, 0, 0),
+    FW("buffer_size", W_POS, "StarPU moves each parameter piece whole between the disk node "
+       "and RAM: the working set is counted in pieces (buffer_count)"),
+    FW("max_in_cpu", W_POS, "the parameter pieces in RAM are bounded by buffer_count"),
     FB("pin_memory", zero.offload_param.pin_memory),
 };
 
@@ -1112,10 +1137,12 @@ static int h_zero(pstate *ps, const cJSON *it, const char *path)
         ds->zero.overlap_comm = ds->zero.stage == 3;
     /* only DeepSpeed's ZeRO-3 partitions parameters; its stage 1 and 2
      * optimizers never read offload_param */
-    if (ds->zero.offload_param.device == SG_OFFLOAD_CPU && ds->zero.stage != 3)
-        sg_json_warn(&ps->c, "%s%s.offload_param: device \"cpu\" has no effect at stage %lld "
+    if (ds->zero.offload_param.device != SG_OFFLOAD_NONE && ds->zero.stage != 3)
+        sg_json_warn(&ps->c, "%s%s.offload_param: device \"%s\" has no effect at stage %lld "
                      "(ignored, as in DeepSpeed: only ZeRO stage 3 offloads parameters)",
-                     ps->c.prefix, path, (long long)ds->zero.stage);
+                     ps->c.prefix, path,
+                     ds->zero.offload_param.device == SG_OFFLOAD_CPU ? "cpu" : "nvme",
+                     (long long)ds->zero.stage);
     return SG_OK;
 }
 
@@ -1155,6 +1182,30 @@ static int h_act(pstate *ps, const cJSON *it, const char *path)
                      "checkpointed activations stay in the memory of the device that made them",
                      ps->c.prefix, path);
     return SG_OK;
+}
+
+/* ---- aio (DeepSpeed's swap_tensor/aio_config.py) ------------------------ */
+
+/* StarPU's disk node does its own reads and writes (one request per buffer,
+ * its unistd back-end's threads): none of DeepSpeed's libaio settings has a
+ * meaning there. Type-checked; warned when not DeepSpeed's default. */
+#define AIO_WHY "StarPU's disk node does its own I/O (docs/nvme.md)"
+static const field aio_fields[] = {
+    FW("block_size", W_POS, AIO_WHY),
+    FW("queue_depth", W_POS, AIO_WHY),
+    FW("thread_count", W_GT1, AIO_WHY),
+    FW("single_submit", W_TRUE, AIO_WHY),
+    FW("overlap_events", W_FALSE, AIO_WHY),
+    FW("use_gds", W_TRUE, "GPUDirect Storage: " AIO_WHY),
+    FW("intra_op_parallelism", W_GT1, AIO_WHY),
+};
+
+static int h_aio(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    if (rc)
+        return rc;
+    return walk(ps, it, path, aio_fields, ARRAY_LEN(aio_fields));
 }
 
 /* ---- top level -------------------------------------------------------- */
@@ -1197,7 +1248,7 @@ static const field top_fields[] = {
     FX("comms_logger", X_OBJ),
     FX("checkpoint", X_OBJ),
     FX("timers", X_OBJ),
-    FX("aio", X_OBJ),
+    FF("aio", h_aio),
     FW("data_types", W_OBJ,
        "stepgraph's gradient dtypes follow its precision mode alone"),
     FX("disable_python_gc", X_BOOL),

@@ -11,6 +11,7 @@
 
 #include "common/json_util.h"
 #include "runtime/config/ds_auto.h"
+#include "runtime/config/ds_nvme.h"
 
 int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char *bf16_key)
 {
@@ -34,17 +35,15 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
     if (ds->zero.stage < 0 || ds->zero.stage > 3)
         return sg_json_error(c, SG_EINVAL, "%s.stage: %lld is out of range (expected 0, 1, 2 or 3)",
                              Z, (long long)ds->zero.stage);
-    if (ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME)
-        return sg_json_error(c, SG_ENOTSUP,
-                             "%s.offload_optimizer.device: \"nvme\" is not supported by stepgraph", Z);
-    if (ds->zero.offload_param.device == SG_OFFLOAD_NVME)
-        return sg_json_error(c, SG_ENOTSUP,
-                             "%s.offload_param.device: \"nvme\" is not supported by stepgraph", Z);
-    if (ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU && ds->zero.stage == 0)
+    int rc = sg_ds_nvme_check(c, ds);
+    if (rc)
+        return rc;
+    if (ds->zero.offload_optimizer.device != SG_OFFLOAD_NONE && ds->zero.stage == 0)
         return sg_json_error(c, SG_EINVAL,
-                             "%s.offload_optimizer.device: \"cpu\" needs ZeRO stage 1, 2 or 3 (%s.stage "
+                             "%s.offload_optimizer.device: \"%s\" needs ZeRO stage 1, 2 or 3 (%s.stage "
                              "is 0; DeepSpeed offloads the optimizer only through a ZeRO optimizer)",
-                             Z, Z);
+                             Z, ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU ? "cpu" : "nvme",
+                             Z);
     if (ds->zero.offload_optimizer.super_offload && ds->zero.stage != 3)
         return sg_json_error(c, SG_EINVAL,
                              "%s.offload_optimizer.super_offload: true needs %s.stage 3 (got %lld; "

@@ -85,10 +85,10 @@ void sg_step_spec_for_machine(const sg_config *cfg, const sg_machine *m, sg_step
     s->seq_len = cfg->run.max_length;
     s->compute_dtype = ds->bf16.enabled ? SG_BF16 : ds->fp16.enabled ? SG_F16 : SG_F32;
     s->activation_checkpointing = cfg->run.activation_checkpointing > 0;
-    s->offload_optimizer = ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU;
+    s->offload_optimizer = ds->zero.offload_optimizer.device != SG_OFFLOAD_NONE; /* cpu or nvme */
     s->offload_ratio = ds->zero.offload_optimizer.ratio;
     s->super_offload = ds->zero.offload_optimizer.super_offload;
-    s->offload_param = ds->zero.stage == 3 && ds->zero.offload_param.device == SG_OFFLOAD_CPU;
+    s->offload_param = ds->zero.stage == 3 && ds->zero.offload_param.device != SG_OFFLOAD_NONE;
     s->optimizer_state = ds->optimizer.type == SG_OPT_LION      ? SG_STATE_MOMENTUM
                          : ds->optimizer.type == SG_OPT_ADAGRAD ? SG_STATE_SQUARES
                                                                 : SG_STATE_ADAM;

@@ -205,7 +205,13 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     if ((rc = sg_rope_cache_init(&x->shared.rope, m, (size_t)spec->seq_len)))
         return sg_error_set(err, rc, "cannot build the rotary tables");
     double t0 = sg_monotonic_s();
+    /* NVMe offload: StarPU's RAM limit is read by starpu_init */
+    if (opt->disk && (rc = sg_disk_prepare(&x->disk, opt->disk, g, err)))
+        return rc;
+    x->have_disk = opt->disk != NULL;
     if ((rc = start_starpu(x, opt, err)))
+        return rc;
+    if (x->have_disk && (rc = sg_disk_register(&x->disk, err)))
         return rc;
     /* the NCCL collectives of several ranks are written but have never run
      * on several GPUs: refused unless a verification run asks for them
@@ -238,6 +244,7 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
         .sched = opt->sched,
         .optimizer_share = spec->offload_optimizer ? opt->optimizer_cores_share : 0,
         .flights = opt->lookahead > 0 ? opt->lookahead : 1,
+        .disk = x->have_disk ? &x->disk : NULL,
     };
     x->lookahead = target.flights;
     x->cur = -1;
@@ -249,7 +256,8 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
 
 void sg_exec_idle(sg_exec *x)
 {
-    if (x->paused || starpu_memory_nodes_get_count() != 1)
+    /* a disk node's transfers need the workers (they drive its requests) */
+    if (x->paused || x->have_disk || starpu_memory_nodes_get_count() != 1)
         return;
     starpu_pause();
     x->paused = 1;
@@ -271,6 +279,8 @@ void sg_exec_shutdown(sg_exec *x)
     if (x->stalled) {
         /* StarPU's workers still retry the allocation and would never let
          * a wait or a shutdown return; what they hold ends with the process */
+        if (x->have_disk)
+            sg_disk_remove(&x->disk);
         memset(x, 0, sizeof *x);
         return;
     }
@@ -287,6 +297,8 @@ void sg_exec_shutdown(sg_exec *x)
         starpu_shutdown();
         sg_buffer_cache_uninstall();
     }
+    if (x->have_disk)
+        sg_disk_remove(&x->disk);
     free_steps(x);
     sg_rope_cache_free(&x->shared.rope);
     memset(x, 0, sizeof *x);
@@ -490,16 +502,23 @@ static const void *result_of(const sg_exec *x, int b)
 
 /* ---- host access to buffers ---------------------------------------------- */
 
+/* In main memory whatever the handle's home (a disk node's buffers are
+ * fetched there, NVMe offload). */
 void *sg_exec_acquire(sg_exec *x, int b, int write)
 {
-    if (starpu_data_acquire(H(x, b), write == 2 ? STARPU_RW : write ? STARPU_W : STARPU_R))
+    if (starpu_data_acquire_on_node(H(x, b), STARPU_MAIN_RAM,
+                                    write == 2 ? STARPU_RW : write ? STARPU_W : STARPU_R))
         return NULL;
     return (void *)starpu_data_get_local_ptr(H(x, b));
 }
 
 void sg_exec_release(sg_exec *x, int b)
 {
-    starpu_data_release(H(x, b));
+    starpu_data_release_on_node(H(x, b), STARPU_MAIN_RAM);
+    /* a load or save of the state on disk goes one buffer at a time: each
+     * written back and dropped from RAM before the next */
+    if (x->low.owned && (x->low.owned[b] & SG_OWNED_DISK))
+        starpu_data_evict_from_node(H(x, b), STARPU_MAIN_RAM);
 }
 
 /* The first buffer of a role, or -1 if the graph has none. */

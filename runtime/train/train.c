@@ -19,6 +19,7 @@
 #include "graph/memory_held.h"
 #include "graph/peak_workers.h"
 #include "runtime/train/host_fit.h"
+#include "runtime/train/nvme_run.h"
 #include "runtime/train/interrupt.h"
 #include "runtime/exec/starpu_info.h"
 #include "runtime/io/checkpoint.h"
@@ -395,6 +396,8 @@ static int setup_exec(trainer *t, sg_error *err)
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
         .lookahead = (int)cfg->run.lookahead,
     };
+    sg_disk_plan disk;
+    opt.disk = sg_nvme_plan(cfg, &disk) ? &disk : NULL;
     int rc = sg_exec_init(&t->x, &t->model, &t->spec, &t->graph, &opt, err);
     t->exec_started = 1;
     if (!rc && t->have_wait)
@@ -442,6 +445,11 @@ static void print_header(const trainer *t)
         printf(", CPU workers bound to the %d cores of NUMA node %d", t->x.bound_cores,
                t->x.bound_node);
     printf("; graph %d tasks, %d dependencies per step\n", t->graph.nnodes, t->graph.nedges);
+    if (t->x.have_disk) {
+        char line[1024];
+        sg_disk_describe(&t->x.disk, line, sizeof line);
+        printf("  %s\n", line);
+    }
     printf("  data: %s (%llu tokens, %llu window%s)\n", t->data_path,
            (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows,
            t->data.nwindows == 1 ? "" : "s");
@@ -733,7 +741,8 @@ static int check_host_memory(const trainer *t, sg_error *err)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
     return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda,
-                             t->dist ? t->dist->local_size : 1, err);
+                             t->dist ? t->dist->local_size : 1,
+                             sg_nvme_disk_bytes(t->cfg, &t->graph), err);
 }
 
 static double percent_over(int64_t measured, int64_t planned)
