@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "runtime/exec/buffer_cache.h"
 #include "graph/peak_workers.h"
 #include "runtime/config/ds_nvme.h"
 #include "runtime/exec/starpu_include.h"
@@ -81,15 +82,10 @@ static void remove_stale(const char *dir)
 }
 
 /* StarPU's O_DIRECT back-end reads and writes whole buffers straight to the
- * device, which needs a file system that takes O_DIRECT (tmpfs does not) and
- * every buffer a multiple of the page size. */
-static const char *direct_refusal(const sg_disk_node *d, const sg_graph *g)
+ * device, which needs a file system that takes O_DIRECT (tmpfs does not);
+ * the buffers are padded to whole pages (sg_disk_register_vector). */
+static const char *direct_refusal(const sg_disk_node *d)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    for (int b = 0; b < g->nbuffers; b++)
-        if (sg_disk_homes(d->optimizer, d->params, &g->buffers[b]) &&
-            g->buffers[b].bytes % page != 0)
-            return "a buffer on disk is not a multiple of the page size";
     char probe[700];
     snprintf(probe, sizeof probe, "%s/probe", d->dir);
     int fd = open(probe, O_CREAT | O_RDWR | O_DIRECT, 0600);
@@ -121,6 +117,10 @@ static int set_ram_limit(sg_disk_node *d, const sg_graph *g, int ncpus)
         return SG_EINVAL;
     int64_t ram = peak - d->disk_bytes + d->working_set;
     ram += ram / 10 + (int64_t)(256 * MIB);
+    /* the graph's order prefetches (disk_prefetch.c): a dm* scheduler's own
+     * prefetch of every ready task's data would fill the RAM under the limit
+     * with copies no task frees, and the step would wait for memory */
+    setenv("STARPU_PREFETCH", "0", 0);
     if (getenv("STARPU_LIMIT_CPU_MEM"))
         return SG_OK; /* the user's own bound wins */
     char mib[32];
@@ -149,7 +149,7 @@ int sg_disk_prepare(sg_disk_node *d, const sg_disk_plan *p, const sg_graph *g, s
                             strerror(errno));
     d->cleanup_slot = sg_cleanup_add(d->dir);
     d->disk_bytes = sg_disk_bytes(p->optimizer, p->params, g);
-    d->why_not_direct = direct_refusal(d, g);
+    d->why_not_direct = direct_refusal(d);
     d->o_direct = d->why_not_direct == NULL;
     d->working_set = p->buffer_count;
     if (set_ram_limit(d, g, p->ncpus))
@@ -162,6 +162,9 @@ int sg_disk_register(sg_disk_node *d, sg_error *err)
 {
     /* room for StarPU's bandwidth probe (STARPU_DISK_SIZE_MIN) beside the state */
     starpu_ssize_t size = (starpu_ssize_t)d->disk_bytes + 4 * STARPU_DISK_SIZE_MIN;
+    /* from here on (the registration measures the disk with a buffer) */
+    if (d->o_direct)
+        sg_buffer_cache_align_small((size_t)sysconf(_SC_PAGESIZE));
     int node = starpu_disk_register(d->o_direct ? &starpu_disk_unistd_o_direct_ops
                                                 : &starpu_disk_unistd_ops,
                                     d->dir, size);
@@ -185,8 +188,14 @@ static int no_space(const sg_disk_node *d, int e, sg_error *err)
 int sg_disk_register_vector(sg_disk_node *d, void **handle, uint32_t n, size_t esize,
                             const char *name, sg_error *err)
 {
-    size_t bytes = (size_t)n * esize;
-    uintptr_t at = starpu_malloc_on_node(d->node, bytes ? bytes : esize);
+    /* whole pages for O_DIRECT: the codelets and the state's loads use the
+     * graph's element counts, never the vector's, so the tail is never read */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t bytes = ((size_t)n * esize + page - 1) / page * page;
+    if (!bytes)
+        bytes = page;
+    n = (uint32_t)(bytes / esize);
+    uintptr_t at = starpu_malloc_on_node(d->node, bytes);
     if (!at) {
         (void)name;
         return no_space(d, errno ? errno : ENOSPC, err);
@@ -218,6 +227,12 @@ static int reserve_one(const char *path, const struct stat *st, int flag, struct
 
 int sg_disk_reserve(sg_disk_node *d, sg_error *err)
 {
+    /* the node full to StarPU: it would otherwise evict step-local values
+     * there when RAM runs short, in files made during a step, outside the
+     * reservation (and not in whole pages for O_DIRECT) */
+    starpu_ssize_t room = starpu_memory_get_available((unsigned)d->node);
+    if (room > 0)
+        starpu_memory_allocate((unsigned)d->node, (size_t)room, STARPU_MEMORY_OVERFLOW);
     reserve_errno = 0;
     if (nftw(d->dir, reserve_one, 16, FTW_PHYS) != 0)
         return no_space(d, reserve_errno ? reserve_errno : errno, err);

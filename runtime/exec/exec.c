@@ -514,11 +514,10 @@ void *sg_exec_acquire(sg_exec *x, int b, int write)
 
 void sg_exec_release(sg_exec *x, int b)
 {
+    /* a buffer on disk stays in RAM while StarPU's limit leaves room (a
+     * load fills a buffer a tensor at a time), and is written back when
+     * evicted */
     starpu_data_release_on_node(H(x, b), STARPU_MAIN_RAM);
-    /* a load or save of the state on disk goes one buffer at a time: each
-     * written back and dropped from RAM before the next */
-    if (x->low.owned && (x->low.owned[b] & SG_OWNED_DISK))
-        starpu_data_evict_from_node(H(x, b), STARPU_MAIN_RAM);
 }
 
 /* The first buffer of a role, or -1 if the graph has none. */
