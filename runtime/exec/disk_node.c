@@ -130,6 +130,8 @@ static int set_ram_limit(sg_disk_node *d, const sg_graph *g, int ncpus)
     return SG_OK;
 }
 
+static int no_space(const sg_disk_node *d, int e, sg_error *err);
+
 int sg_disk_prepare(sg_disk_node *d, const sg_disk_plan *p, const sg_graph *g, sg_error *err)
 {
     memset(d, 0, sizeof *d);
@@ -149,6 +151,15 @@ int sg_disk_prepare(sg_disk_node *d, const sg_disk_plan *p, const sg_graph *g, s
                             strerror(errno));
     d->cleanup_slot = sg_cleanup_add(d->dir);
     d->disk_bytes = sg_disk_bytes(p->optimizer, p->params, g);
+    /* before StarPU writes there (its registration measures the disk with
+     * a 16 MiB file, and a full disk is an assertion inside StarPU) */
+    struct statvfs vfs;
+    if (statvfs(d->dir, &vfs) == 0 &&
+        (double)vfs.f_bavail * (double)vfs.f_frsize < (double)d->disk_bytes + 2 * 16 * MIB) {
+        int rc2 = no_space(d, ENOSPC, err);
+        sg_disk_remove(d);
+        return rc2;
+    }
     d->why_not_direct = direct_refusal(d);
     d->o_direct = d->why_not_direct == NULL;
     d->working_set = p->buffer_count;
@@ -180,9 +191,9 @@ static int no_space(const sg_disk_node *d, int e, sg_error *err)
     struct statvfs vfs;
     double avail = statvfs(d->dir, &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize : -1;
     return sg_error_set(err, e == ENOSPC ? SG_ENOMEM : SG_EIO,
-                        "%s: %s: cannot hold the state's %.2f GiB (%s; %.2f GiB free there)",
-                        d->key, d->dir, (double)d->disk_bytes / GIB, strerror(e),
-                        avail / GIB);
+                        "%s: %s: cannot hold the state's %.1f MiB (%s; %.1f MiB free there)",
+                        d->key, d->dir, (double)d->disk_bytes / MIB, strerror(e),
+                        avail / MIB);
 }
 
 int sg_disk_register_vector(sg_disk_node *d, void **handle, uint32_t n, size_t esize,
