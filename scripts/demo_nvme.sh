@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo_nvme.sh - ZeRO-Infinity's NVMe offload on this machine (docs/nvme.md):
+# demo_nvme.sh - ZeRO-Infinity's NVMe offload on this machine (docs/memory.md, "NVMe offload"):
 # a model whose training state (fp32 master, Adam moments and gradients: 16
 # bytes a parameter) is at least 1.5x this machine's RAM trains a few steps
 # on the CPU with its optimizer state and parameters on a StarPU disk node,
@@ -14,9 +14,10 @@
 #    offload_param device "nvme", sub_group_size 1e8, lookahead 1) with the
 #    step log every step; the process's storage bytes (/proc/PID/io
 #    read_bytes, write_bytes) are sampled at each step's log line.
-# 3. Per step after the first: the bytes read and written, the time, and the
-#    disk bound (read bytes / read rate + written bytes / write rate); the
-#    factor is the step's time over that bound.
+# 3. Per step: the bytes read and written, the time, and the disk bound
+#    (read bytes / read rate + written bytes / write rate); the factor is the
+#    step's time over that bound. Then the least a step must move (the state
+#    on disk read once and written once) and its bound.
 # Needs about 36 GB free in NVME_PATH; everything it writes there is removed.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -86,4 +87,7 @@ awk -v rr="$r" -v ww="$w" '
 		bound = rd * 1e9 / rr + wr * 1e9 / ww
 		printf "%d | %.2f | %.2f | %.1f | %.1f | %.2f\n", $1, rd, wr, t, bound, t / bound }
 	  prev = $1; t0 = $2; r0 = $3; w0 = $4; have = 1 }' "$OUT/io.txt"
+# the least a step moves: every byte on disk read once and written once
+awk -v rr="$r" -v ww="$w" '/on disk: [0-9.]+ GiB/ { for (i = 1; i <= NF; i++) if ($i == "disk:") d = $(i + 1) * 2^30 }
+	END { if (d) printf "the state on disk read and written once: %.2f GB each way, bound %.1f s (reads of a buffer evicted before its last use add to the figures above)\n", d / 1e9, d / rr + d / ww }' "$OUT/run.out"
 echo "files: $OUT (run.out, io.txt); $NVME_PATH holds nothing of this run"

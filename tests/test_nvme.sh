@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_nvme.sh - ZeRO-Infinity's NVMe offload on a StarPU disk node
-# (runtime/exec/disk_node.h, docs/nvme.md).
+# (runtime/exec/disk_node.h, docs/memory.md, "NVMe offload").
 #
 # The reference is the same run with device "cpu" (the state in RAM), a
 # different code path for the state's home: tiny-llama's fp32 losses and

@@ -121,7 +121,7 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
            ds->zero.offload_optimizer.super_offload ? "on" : "off",
            ds->zero.offload_optimizer.cpuadam_cores_perc);
     if (ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME)
-        printf("nvme:             optimizer state in %s, buffer_count %lld (docs/nvme.md)\n",
+        printf("nvme:             optimizer state in %s, buffer_count %lld (docs/memory.md)\n",
                ds->zero.offload_optimizer.nvme_path,
                (long long)ds->zero.offload_optimizer.buffer_count);
     if (ds->zero.offload_param.device == SG_OFFLOAD_NVME && ds->zero.stage == 3)

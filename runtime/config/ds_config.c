@@ -972,9 +972,33 @@ static int h_param_nvme_path(pstate *ps, const cJSON *it, const char *path)
                     sizeof ps->ds->zero.offload_param.nvme_path);
 }
 
+/* An integer >= 0 with no effect here: warned when not DeepSpeed's default. */
+static int warn_int_not(pstate *ps, const cJSON *it, const char *path, int64_t dflt,
+                        const char *why)
+{
+    int64_t v;
+    int rc = sg_json_int(&ps->c, it, path, it->string, SG_JSON_LO, 0, 0, NULL, &v);
+    if (!rc && v != dflt)
+        sg_json_warn(&ps->c, "%s%s: %lld has no effect in stepgraph (ignored): %s", ps->c.prefix,
+                     path, (long long)v, why);
+    return rc;
+}
+
+static int h_param_buffer_size(pstate *ps, const cJSON *it, const char *path)
+{
+    return warn_int_not(ps, it, path, 100000000, "StarPU moves each parameter piece whole "
+                        "between the disk node and RAM (the working set is buffer_count pieces)");
+}
+
+static int h_param_max_in_cpu(pstate *ps, const cJSON *it, const char *path)
+{
+    return warn_int_not(ps, it, path, 1000000000,
+                        "the parameter pieces in RAM are bounded by buffer_count");
+}
+
 /* ZeRO-Infinity's keys (offload_config.py): nvme_path and buffer_count have a
  * StarPU meaning (the disk node's directory, the RAM working set); the
- * staging details of DeepSpeed's swapper have none (docs/nvme.md). */
+ * staging details of DeepSpeed's swapper have none (docs/memory.md, "NVMe offload"). */
 static const field offload_opt_fields[] = {
     FF("device", h_opt_device),
     FF("nvme_path", h_opt_nvme_path),
@@ -1004,9 +1028,8 @@ static const field offload_param_fields[] = {
     FF("device", h_param_device),
     FF("nvme_path", h_param_nvme_path),
     FI("buffer_count", zero.offload_param.buffer_count, NONNEG, 0, 0),
-    FW("buffer_size", W_POS, "StarPU moves each parameter piece whole between the disk node "
-       "and RAM: the working set is counted in pieces (buffer_count)"),
-    FW("max_in_cpu", W_POS, "the parameter pieces in RAM are bounded by buffer_count"),
+    FF("buffer_size", h_param_buffer_size),
+    FF("max_in_cpu", h_param_max_in_cpu),
     FB("pin_memory", zero.offload_param.pin_memory),
 };
 
@@ -1225,7 +1248,7 @@ static int h_aio(pstate *ps, const cJSON *it, const char *path)
             char r[96];
             sg_json_repr(k, r, sizeof r);
             sg_json_warn(&ps->c, "%s%s: %s has no effect in stepgraph (ignored): StarPU's disk "
-                         "node does its own I/O (docs/nvme.md)", ps->c.prefix, kp, r);
+                         "node does its own I/O (docs/memory.md, NVMe offload)", ps->c.prefix, kp, r);
         }
     }
     return rc;

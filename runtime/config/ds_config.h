@@ -36,7 +36,7 @@ typedef enum sg_offload_device {
     SG_OFFLOAD_NONE,
     SG_OFFLOAD_CPU,
     SG_OFFLOAD_NVME,          /* ZeRO-Infinity: the state's home is a StarPU disk node under
-                                 nvme_path (runtime/exec/disk_node.h, docs/nvme.md) */
+                                 nvme_path (runtime/exec/disk_node.h, docs/memory.md, "NVMe offload") */
 } sg_offload_device;
 
 typedef struct sg_ds_config {

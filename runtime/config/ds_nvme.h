@@ -2,7 +2,7 @@
  * device "nvme", nvme_path, buffer_count): the checks that involve several
  * keys, and the check of the directory itself, which only a run needs (a
  * graph or a simulation of a config written for another machine does not).
- * docs/nvme.md says how a run uses them. */
+ * docs/memory.md, "NVMe offload" says how a run uses them. */
 #ifndef SG_DS_NVME_H
 #define SG_DS_NVME_H
 

@@ -1,5 +1,5 @@
 /* disk_node.c - the optimizer state (and parameters) on a StarPU disk node
- * (disk_node.h, docs/nvme.md). */
+ * (disk_node.h, docs/memory.md, "NVMe offload"). */
 #include "runtime/exec/disk_node.h"
 
 #include <dirent.h>
@@ -42,20 +42,6 @@ int64_t sg_disk_bytes(int optimizer, int params, const sg_graph *g)
     return n;
 }
 
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-static void remove_tree(const char *dir)
-{
-    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* The per-run directories of processes that no longer exist (a run killed
  * by SIGKILL cannot remove its own): their files would fill nvme_path. */
 static void remove_stale(const char *dir)
@@ -76,7 +62,7 @@ static void remove_stale(const char *dir)
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         fprintf(stderr, "stepgraph: removing %s, left by a process that no longer exists\n",
                 path);
-        remove_tree(path);
+        sg_remove_tree(path);
     }
     closedir(dp);
 }
@@ -145,7 +131,7 @@ int sg_disk_prepare(sg_disk_node *d, const sg_disk_plan *p, const sg_graph *g, s
         return rc;
     remove_stale(p->dir);
     snprintf(d->dir, sizeof d->dir, "%s/" RUN_PREFIX "%ld", p->dir, (long)getpid());
-    remove_tree(d->dir);
+    sg_remove_tree(d->dir);
     if (mkdir(d->dir, 0700) != 0)
         return sg_error_set(err, SG_EIO, "%s: cannot create %s: %s", p->key, d->dir,
                             strerror(errno));
@@ -254,7 +240,7 @@ void sg_disk_remove(sg_disk_node *d)
 {
     if (!d->dir[0])
         return;
-    remove_tree(d->dir);
+    sg_remove_tree(d->dir);
     sg_cleanup_forget(d->cleanup_slot);
     d->cleanup_slot = -1;
     d->dir[0] = '\0';

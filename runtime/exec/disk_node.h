@@ -13,7 +13,7 @@
  * tile's master and moments, or a unit's pieces) are prefetched when the
  * last task of a group ends. The space of every file is reserved before
  * the first step (posix_fallocate), so a disk that fills up fails the start,
- * naming nvme_path, never a step. docs/nvme.md.
+ * naming nvme_path, never a step. docs/memory.md, "NVMe offload".
  */
 #ifndef SG_DISK_NODE_H
 #define SG_DISK_NODE_H
