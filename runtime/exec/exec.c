@@ -206,9 +206,9 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
         return sg_error_set(err, rc, "cannot build the rotary tables");
     double t0 = sg_monotonic_s();
     /* NVMe offload: StarPU's RAM limit is read by starpu_init */
+    x->have_disk = opt->disk != NULL; /* set first: a failed start still removes its directory */
     if (opt->disk && (rc = sg_disk_prepare(&x->disk, opt->disk, g, err)))
         return rc;
-    x->have_disk = opt->disk != NULL;
     if ((rc = start_starpu(x, opt, err)))
         return rc;
     if (x->have_disk && (rc = sg_disk_register(&x->disk, err)))
