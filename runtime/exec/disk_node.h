@@ -9,8 +9,8 @@
  * (STARPU_LIMIT_CPU_MEM, set before starpu_init: the step's plan without the
  * state on disk, plus buffer_count disk buffers), each buffer is marked
  * first to evict once its last task of the step is submitted
- * (starpu_data_wont_use), and the next groups in the graph's order (a
- * tile's master and moments, or a unit's pieces) are prefetched when the
+ * (starpu_data_wont_use), and the next group in the graph's order (a
+ * tile's master and moments, or a unit's pieces) is prefetched when the
  * last task of a group ends. The space of every file is reserved before
  * the first step (posix_fallocate), so a disk that fills up fails the start,
  * naming nvme_path, never a step. docs/memory.md, "NVMe offload".

@@ -42,16 +42,13 @@ int sg_disk_sched_init(sg_disk_sched *s, sg_disk_node *d, const sg_graph *g,
                 first[b] = i;
             s->last_access[b] = i;
         }
-    /* groups in program order of their first node; bytes of the largest */
-    int64_t largest = 0;
+    /* groups in program order of their first node */
     int nbuf = 0;
     for (int i = 0; i < g->nnodes; i++) {
-        int64_t bytes = 0;
         int end = -1, start = nbuf;
         for (int b = 0; b < g->nbuffers; b++)
             if (first[b] == i) {
                 s->group_buf[nbuf++] = b;
-                bytes += g->buffers[b].bytes;
                 end = s->last_access[b] > end ? s->last_access[b] : end;
             }
         if (nbuf == start)
@@ -59,13 +56,20 @@ int sg_disk_sched_init(sg_disk_sched *s, sg_disk_node *d, const sg_graph *g,
         s->group_start[s->ngroups] = start;
         s->group_end[s->ngroups++] = end;
         s->is_end[end] = 1;
-        largest = bytes > largest ? bytes : largest;
     }
     s->group_start[s->ngroups] = nbuf;
     free(first);
-    /* what the working set holds beside the group a task works on */
-    int64_t fit = largest > 0 ? d->working_set / largest : 1;
-    s->depth = fit > 2 ? (int)(fit - 1) : 1;
+    /* one group ahead: on a 0.48 B model (6.3 GiB on disk, 4 groups fit the
+     * working set) prefetching 4 groups ahead read as much and took 1.9x
+     * the time of 1 ahead (docs/benchmarks.md, "NVMe offload"): copies
+     * fetched early push out buffers still to be used. The working set
+     * holds the group in use, the next, and what StarPU keeps cached. */
+    s->depth = 1;
+    /* STEPGRAPH_NVME_PREFETCH=N: N groups ahead instead (0: StarPU fetches
+     * each buffer when its task runs), to compare the disk bytes */
+    const char *pf = getenv("STEPGRAPH_NVME_PREFETCH");
+    if (pf && *pf >= '0' && *pf <= '9')
+        s->depth = atoi(pf);
     d->depth = s->depth;
     return SG_OK;
 }
@@ -82,7 +86,7 @@ void sg_disk_sched_free(sg_disk_sched *s)
 
 static void prefetch_group(const sg_disk_sched *s, int j)
 {
-    if (j < 0 || j >= s->ngroups)
+    if (s->depth == 0 || j < 0 || j >= s->ngroups)
         return;
     for (int k = s->group_start[j]; k < s->group_start[j + 1]; k++)
         starpu_data_prefetch_on_node((starpu_data_handle_t)s->handles[s->group_buf[k]],
