@@ -108,6 +108,11 @@ static void remove_at(int dirfd, const char *name, int depth)
 }
 #endif
 
+void sg_remove_tree(const char *path)
+{
+    remove_at(AT_FDCWD, path, 0);
+}
+
 static void handler(int sig)
 {
     /* deferred: the first SIGINT or SIGTERM is only recorded (the training

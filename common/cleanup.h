@@ -30,6 +30,10 @@ int sg_cleanup_add(const char *path);
  * the paths of sg_cleanup_add): a save directory a run created, which must
  * not be left behind empty. Same slots and return value. */
 int sg_cleanup_add_if_empty(const char *dir);
+/* Removes path now: a file, or a directory with its contents (8 levels deep
+ * at most), as the handler does. */
+void sg_remove_tree(const char *path);
+
 /* Forgets a slot (after the path was renamed or removed); -1 is ignored. */
 void sg_cleanup_forget(int slot);
 

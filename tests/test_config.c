@@ -305,6 +305,18 @@ static void test_forms(void)
            cfg->ds.zero.offload_param.pin_memory == 1 && cfg->warnings.count == 0,
        "zero3-offload-all.json: offload_param {device cpu, pin_memory}, no warning");
     diag_warnings(&cfg->warnings);
+    /* ZeRO-Infinity (docs/memory.md, "NVMe offload"): the directory is only
+     * checked by a run, so a config written for another machine loads */
+    rc = sg_config_load(src("tests/data/good-configs/nvme-optimizer.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.zero.offload_optimizer.device == SG_OFFLOAD_NVME &&
+           !strcmp(cfg->ds.zero.offload_optimizer.nvme_path, "/local_nvme") &&
+           cfg->ds.zero.offload_optimizer.buffer_count == 4,
+       "nvme-optimizer.json: offload_optimizer {device nvme, nvme_path}, buffer_count 4");
+    rc = sg_config_load(src("tests/data/good-configs/offload-param-nvme.json"), cfg, &err);
+    ok(rc == 0 && cfg->ds.zero.offload_param.device == SG_OFFLOAD_NVME &&
+           !strcmp(cfg->ds.zero.offload_param.nvme_path, "/local_nvme") &&
+           cfg->ds.zero.offload_param.buffer_count == 5,
+       "offload-param-nvme.json: offload_param {device nvme, nvme_path}, buffer_count 5");
     rc = sg_config_load(src("tests/data/good-configs/cpu-offload-param-legacy.json"), cfg, &err);
     ok(rc == 0 && cfg->ds.zero.offload_param.device == SG_OFFLOAD_CPU &&
            cfg->ds.zero.offload_optimizer.device == SG_OFFLOAD_CPU,

@@ -120,6 +120,13 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
            offload_name(ds->zero.offload_optimizer.device), ds->zero.offload_optimizer.ratio,
            ds->zero.offload_optimizer.super_offload ? "on" : "off",
            ds->zero.offload_optimizer.cpuadam_cores_perc);
+    if (ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME)
+        printf("nvme:             optimizer state in %s, buffer_count %lld (docs/memory.md)\n",
+               ds->zero.offload_optimizer.nvme_path,
+               (long long)ds->zero.offload_optimizer.buffer_count);
+    if (ds->zero.offload_param.device == SG_OFFLOAD_NVME && ds->zero.stage == 3)
+        printf("nvme:             parameters in %s, buffer_count %lld\n",
+               ds->zero.offload_param.nvme_path, (long long)ds->zero.offload_param.buffer_count);
     if (ds->zero.offload_param.device != SG_OFFLOAD_NONE)
         printf("offload_param:    %s (%s)\n", offload_name(ds->zero.offload_param.device),
                ds->zero.stage == 3 ? "the parameter shards live in host memory; each use of a "

@@ -266,6 +266,53 @@ static int h_act(pstate *ps, const cJSON *it, const char *path)
     return SG_OK;
 }
 
+/* ---- aio (DeepSpeed's swap_tensor/aio_config.py) ------------------------ */
+
+/* StarPU's disk node does its own reads and writes (one request per buffer,
+ * its unistd back-end's threads): none of DeepSpeed's libaio settings has a
+ * meaning there. Type-checked; warned when not DeepSpeed's default. */
+static const struct {
+    const char *name;
+    int is_bool;
+    int64_t dflt;
+} aio_keys[] = {
+    {"block_size", 0, 1048576}, {"queue_depth", 0, 8},    {"thread_count", 0, 1},
+    {"single_submit", 1, 0},    {"overlap_events", 1, 1}, {"use_gds", 1, 0},
+    {"intra_op_parallelism", 0, 1},
+};
+
+static int h_aio(pstate *ps, const cJSON *it, const char *path)
+{
+    int rc = need_object(ps, it, path);
+    const char *names[ARRAY_LEN(aio_keys)];
+    for (size_t i = 0; i < ARRAY_LEN(aio_keys); i++)
+        names[i] = aio_keys[i].name;
+    for (const cJSON *k = it->child; k && !rc; k = k->next) {
+        char kp[256];
+        join(kp, sizeof kp, path, k->string);
+        size_t i = 0;
+        while (i < ARRAY_LEN(aio_keys) && strcmp(aio_keys[i].name, k->string) != 0)
+            i++;
+        if (i == ARRAY_LEN(aio_keys)) {
+            sg_ds_warn_unknown(&ps->c, kp, k->string, names, ARRAY_LEN(aio_keys), 0);
+            continue;
+        }
+        int b = 0;
+        int64_t v = 0;
+        if (cJSON_IsNull(k))
+            continue;
+        rc = aio_keys[i].is_bool ? sg_json_bool(&ps->c, k, kp, &b)
+                                 : sg_json_int(&ps->c, k, kp, k->string, SG_JSON_LO, 0, 0, NULL, &v);
+        if (!rc && (aio_keys[i].is_bool ? b : v) != aio_keys[i].dflt) {
+            char r[96];
+            sg_json_repr(k, r, sizeof r);
+            sg_json_warn(&ps->c, "%s%s: %s has no effect in stepgraph (ignored): StarPU's disk "
+                         "node does its own I/O (docs/memory.md, NVMe offload)", ps->c.prefix, kp, r);
+        }
+    }
+    return rc;
+}
+
 /* ---- top level -------------------------------------------------------- */
 
 static const field top_fields[] = {
@@ -306,7 +353,7 @@ static const field top_fields[] = {
     FX("comms_logger", X_OBJ),
     FX("checkpoint", X_OBJ),
     FX("timers", X_OBJ),
-    FX("aio", X_OBJ),
+    FF("aio", h_aio),
     FW("data_types", W_OBJ,
        "stepgraph's gradient dtypes follow its precision mode alone"),
     FX("disable_python_gc", X_BOOL),

@@ -35,9 +35,8 @@ typedef enum sg_warmup_type { SG_WARMUP_LOG, SG_WARMUP_LINEAR } sg_warmup_type;
 typedef enum sg_offload_device {
     SG_OFFLOAD_NONE,
     SG_OFFLOAD_CPU,
-    SG_OFFLOAD_NVME,          /* ZeRO-Infinity: the state's home on disk under nvme_path
-                                 (graph --summary, fit and simulate model it; run refuses it
-                                 until the runtime lands, runtime/train/train.c) */
+    SG_OFFLOAD_NVME,          /* ZeRO-Infinity: the state's home is a StarPU disk node under
+                                 nvme_path (runtime/exec/disk_node.h, docs/memory.md, "NVMe offload") */
 } sg_offload_device;
 
 typedef struct sg_ds_config {
@@ -121,16 +120,16 @@ typedef struct sg_ds_config {
             double ratio;               /* share of sub-groups stepped on the CPU, default 1 */
             int super_offload;
             double cpuadam_cores_perc;  /* share of cores for CPU Adam, default 0.8 */
-            char nvme_path[1024];       /* device nvme: the directory of the state; "" = unset */
-            int64_t buffer_count;       /* device nvme: optimizer tiles held in RAM at once (one
-                                           being updated, the rest prefetched), default 4 */
+            char nvme_path[512];        /* device "nvme": the directory of the disk node */
+            int64_t buffer_count;       /* device "nvme": state buffers (sub-group tiles' master
+                                           or moments) kept in RAM at most, default 4 */
         } offload_optimizer;
         struct {
             sg_offload_device device;
             int pin_memory;
-            char nvme_path[1024];
-            int64_t buffer_count;       /* device nvme: units' parameters held in RAM at once,
-                                           default 5 (DeepSpeed's) */
+            char nvme_path[512];        /* device "nvme": the directory of the disk node */
+            int64_t buffer_count;       /* device "nvme": parameter pieces in RAM at most,
+                                           default 5 */
         } offload_param;
     } zero;
 

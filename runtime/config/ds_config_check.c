@@ -11,6 +11,7 @@
 
 #include "common/json_util.h"
 #include "runtime/config/ds_auto.h"
+#include "runtime/config/ds_nvme.h"
 
 int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char *bf16_key)
 {
@@ -34,22 +35,15 @@ int sg_ds_config_check(const sg_json_ctx *c, const sg_ds_config *ds, const char 
     if (ds->zero.stage < 0 || ds->zero.stage > 3)
         return sg_json_error(c, SG_EINVAL, "%s.stage: %lld is out of range (expected 0, 1, 2 or 3)",
                              Z, (long long)ds->zero.stage);
-    /* "nvme" compiles like "cpu" (the state in host space, its home on disk):
-     * graph --summary, fit and simulate model the disk tier; `run` refuses it
-     * until the runtime lands (runtime/train/train.c) */
-    const char *opt_dev = ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME ? "nvme" : "cpu";
+    int rc = sg_ds_nvme_check(c, ds);
+    if (rc)
+        return rc;
     if (ds->zero.offload_optimizer.device != SG_OFFLOAD_NONE && ds->zero.stage == 0)
         return sg_json_error(c, SG_EINVAL,
                              "%s.offload_optimizer.device: \"%s\" needs ZeRO stage 1, 2 or 3 (%s.stage "
                              "is 0; DeepSpeed offloads the optimizer only through a ZeRO optimizer)",
-                             Z, opt_dev, Z);
-    if (ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME &&
-        !ds->zero.offload_optimizer.nvme_path[0])
-        return sg_json_error(c, SG_EINVAL, "%s.offload_optimizer.nvme_path is missing: device "
-                             "\"nvme\" keeps the optimizer state in files under it", Z);
-    if (ds->zero.offload_param.device == SG_OFFLOAD_NVME && !ds->zero.offload_param.nvme_path[0])
-        return sg_json_error(c, SG_EINVAL, "%s.offload_param.nvme_path is missing: device "
-                             "\"nvme\" keeps the parameters in files under it", Z);
+                             Z, ds->zero.offload_optimizer.device == SG_OFFLOAD_CPU ? "cpu" : "nvme",
+                             Z);
     if (ds->zero.offload_optimizer.super_offload && ds->zero.stage != 3)
         return sg_json_error(c, SG_EINVAL,
                              "%s.offload_optimizer.super_offload: true needs %s.stage 3 (got %lld; "

@@ -112,6 +112,10 @@ static inline int h_skip(pstate *ps, const cJSON *it, const char *path)
  * obj's dotted path, "" at the top level); every "auto" the Trainer does not
  * fill is collected for sg_ds_auto_error, which reports them at once. */
 int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path, const field *tab, size_t n);
+/* An unknown key KP (KEY) among NAMES: warned, with a did-you-mean (and, at
+ * the top level of a DeepSpeed config, a note when KEY is a run option). */
+void sg_ds_warn_unknown(const sg_json_ctx *c, const char *kp, const char *key,
+                        const char *const *names, size_t n, int top_level_ds);
 int sg_ds_auto_error(const pstate *ps);
 
 /* the section handlers of the top-level table: ds_config_optimizer.c,

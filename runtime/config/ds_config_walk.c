@@ -13,7 +13,7 @@
 #include "runtime/config/ds_auto.h"
 #include "runtime/config/run_options.h"
 
-static void warn_unknown(const sg_json_ctx *c, const char *kp, const char *key,
+void sg_ds_warn_unknown(const sg_json_ctx *c, const char *kp, const char *key,
                          const char *const *names, size_t n, int top_level_ds)
 {
     const char *s = sg_json_suggest(key, names, n);
@@ -147,7 +147,7 @@ int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path,
             }
         const field *f = find_field(tab, n, key);
         if (!f) {
-            warn_unknown(&ps->c, kp, key, names, nn, path[0] == '\0');
+            sg_ds_warn_unknown(&ps->c, kp, key, names, nn, path[0] == '\0');
             continue;
         }
         /* null is Python's None: DeepSpeed then uses the default */

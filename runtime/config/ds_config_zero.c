@@ -47,26 +47,68 @@ static int h_param_device(pstate *ps, const cJSON *it, const char *path)
     return SG_OK;
 }
 
+static int str_into(pstate *ps, const cJSON *it, const char *path, char *out, size_t size)
+{
+    if (!cJSON_IsString(it) || !it->valuestring[0])
+        return sg_json_type_error(&ps->c, it, path, "a directory path");
+    if (strlen(it->valuestring) >= size)
+        return sg_json_error(&ps->c, SG_EINVAL, "%s: the path is longer than %zu bytes", path,
+                             size - 1);
+    snprintf(out, size, "%s", it->valuestring);
+    return SG_OK;
+}
+
 static int h_opt_nvme_path(pstate *ps, const cJSON *it, const char *path)
 {
-    return sg_json_str(&ps->c, it, path, ps->ds->zero.offload_optimizer.nvme_path,
-                       sizeof ps->ds->zero.offload_optimizer.nvme_path);
+    return str_into(ps, it, path, ps->ds->zero.offload_optimizer.nvme_path,
+                    sizeof ps->ds->zero.offload_optimizer.nvme_path);
 }
 
 static int h_param_nvme_path(pstate *ps, const cJSON *it, const char *path)
 {
-    return sg_json_str(&ps->c, it, path, ps->ds->zero.offload_param.nvme_path,
-                       sizeof ps->ds->zero.offload_param.nvme_path);
+    return str_into(ps, it, path, ps->ds->zero.offload_param.nvme_path,
+                    sizeof ps->ds->zero.offload_param.nvme_path);
 }
+
+/* An integer >= 0 with no effect here: warned when not DeepSpeed's default. */
+static int warn_int_not(pstate *ps, const cJSON *it, const char *path, int64_t dflt,
+                        const char *why)
+{
+    int64_t v;
+    int rc = sg_json_int(&ps->c, it, path, it->string, SG_JSON_LO, 0, 0, NULL, &v);
+    if (!rc && v != dflt)
+        sg_json_warn(&ps->c, "%s%s: %lld has no effect in stepgraph (ignored): %s", ps->c.prefix,
+                     path, (long long)v, why);
+    return rc;
+}
+
+static int h_param_buffer_size(pstate *ps, const cJSON *it, const char *path)
+{
+    return warn_int_not(ps, it, path, 100000000, "StarPU moves each parameter piece whole "
+                        "between the disk node and RAM (the working set is buffer_count pieces)");
+}
+
+static int h_param_max_in_cpu(pstate *ps, const cJSON *it, const char *path)
+{
+    return warn_int_not(ps, it, path, 1000000000,
+                        "the parameter pieces in RAM are bounded by buffer_count");
+}
+
+/* ZeRO-Infinity's keys (offload_config.py): nvme_path and buffer_count have a
+ * StarPU meaning (the disk node's directory, the RAM working set); the
+ * staging details of DeepSpeed's swapper have none (docs/memory.md, "NVMe offload"). */
 
 static const field offload_opt_fields[] = {
     FF("device", h_opt_device),
     FF("nvme_path", h_opt_nvme_path),
-    FI("buffer_count", zero.offload_optimizer.buffer_count, POS, 0, 0),
+    FI("buffer_count", zero.offload_optimizer.buffer_count, NONNEG, 0, 0),
     FB("pin_memory", zero.offload_optimizer.pin_memory),
+    /* StarPU always prefetches the next tiles and writes a tile back once
+     * its update is done: both pipelines are on whatever the value */
     FX("pipeline_read", X_BOOL),
     FX("pipeline_write", X_BOOL),
-    FX("fast_init", X_BOOL),
+    FW("fast_init", W_TRUE, "the disk node's files start empty (sparse) and the initial "
+       "state is written through StarPU a tensor at a time"),
     FD("ratio", zero.offload_optimizer.ratio, LO | HI, 0, 1),
     FB("super_offload", zero.offload_optimizer.super_offload),
     FX("convert_grad_on_cpu", X_BOOL),
@@ -84,9 +126,9 @@ static int h_offload_opt(pstate *ps, const cJSON *it, const char *path)
 static const field offload_param_fields[] = {
     FF("device", h_param_device),
     FF("nvme_path", h_param_nvme_path),
-    FI("buffer_count", zero.offload_param.buffer_count, POS, 0, 0),
-    FX("buffer_size", X_INT),
-    FX("max_in_cpu", X_INT),
+    FI("buffer_count", zero.offload_param.buffer_count, NONNEG, 0, 0),
+    FF("buffer_size", h_param_buffer_size),
+    FF("max_in_cpu", h_param_max_in_cpu),
     FB("pin_memory", zero.offload_param.pin_memory),
 };
 
@@ -217,9 +259,11 @@ int sg_ds_h_zero(pstate *ps, const cJSON *it, const char *path)
         ds->zero.overlap_comm = ds->zero.stage == 3;
     /* only DeepSpeed's ZeRO-3 partitions parameters; its stage 1 and 2
      * optimizers never read offload_param */
-    if (ds->zero.offload_param.device == SG_OFFLOAD_CPU && ds->zero.stage != 3)
-        sg_json_warn(&ps->c, "%s%s.offload_param: device \"cpu\" has no effect at stage %lld "
+    if (ds->zero.offload_param.device != SG_OFFLOAD_NONE && ds->zero.stage != 3)
+        sg_json_warn(&ps->c, "%s%s.offload_param: device \"%s\" has no effect at stage %lld "
                      "(ignored, as in DeepSpeed: only ZeRO stage 3 offloads parameters)",
-                     ps->c.prefix, path, (long long)ds->zero.stage);
+                     ps->c.prefix, path,
+                     ds->zero.offload_param.device == SG_OFFLOAD_CPU ? "cpu" : "nvme",
+                     (long long)ds->zero.stage);
     return SG_OK;
 }

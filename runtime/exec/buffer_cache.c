@@ -30,6 +30,7 @@ static struct {
     block_list held; /* handed to StarPU */
     block_list kept; /* freed by StarPU, oldest first */
     long long live;  /* held through the hooks now: StarPU's buffers, tasks' memory */
+    size_t small_align; /* alignment of the small buffers, 0: malloc's */
     sg_buffer_cache_stats stats;
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -126,8 +127,8 @@ static int hook_malloc(unsigned node, void **out, size_t bytes, int flags)
     (void)node;
     (void)flags;
     if (bytes < SG_BUFFER_CACHE_MIN_BYTES) {
-        *out = malloc(bytes);
-        if (!*out)
+        if (cache.small_align ? posix_memalign(out, cache.small_align, bytes) != 0
+                              : !(*out = malloc(bytes)))
             return -ENOMEM;
         pthread_mutex_lock(&cache.lock);
         count_live((long long)bytes);
@@ -204,6 +205,11 @@ int sg_buffer_cache_install(void)
     cache.live = 0;
     cache.stats = (sg_buffer_cache_stats){.installed = 1}; /* this run's counts */
     return 1;
+}
+
+void sg_buffer_cache_align_small(size_t align)
+{
+    cache.small_align = align;
 }
 
 void sg_buffer_cache_trim(void)

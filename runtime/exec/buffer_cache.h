@@ -57,6 +57,11 @@ int sg_buffer_cache_check_env(sg_error *err);
  * allocated, when the conditions above hold. Returns 1 when installed. */
 int sg_buffer_cache_install(void);
 
+/* The small buffers (malloc'd) aligned to `align` bytes from now on: StarPU's
+ * O_DIRECT disk back-end reads into and writes from whole pages (NVMe
+ * offload, runtime/exec/disk_node.h); the large ones are mapped pages. */
+void sg_buffer_cache_align_small(size_t align);
+
 /* Unmaps every kept buffer: before work that takes memory StarPU does not
  * count (a checkpoint's save). */
 void sg_buffer_cache_trim(void);

@@ -215,7 +215,13 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     if ((rc = sg_rope_cache_init(&x->shared.rope, m, (size_t)spec->seq_len)))
         return sg_error_set(err, rc, "cannot build the rotary tables");
     double t0 = sg_monotonic_s();
+    /* NVMe offload: StarPU's RAM limit is read by starpu_init */
+    x->have_disk = opt->disk != NULL; /* set first: a failed start still removes its directory */
+    if (opt->disk && (rc = sg_disk_prepare(&x->disk, opt->disk, g, err)))
+        return rc;
     if ((rc = start_starpu(x, opt, err)))
+        return rc;
+    if (x->have_disk && (rc = sg_disk_register(&x->disk, err)))
         return rc;
     /* the NCCL collectives of several ranks are written but have never run
      * on several GPUs: refused unless a verification run asks for them
@@ -249,6 +255,7 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
         .optimizer_share = spec->offload_optimizer ? opt->optimizer_cores_share : 0,
         .flights = opt->lookahead > 0 ? opt->lookahead : 1,
         .numa = opt->numa || opt->numa_emulate > 0,
+        .disk = x->have_disk ? &x->disk : NULL,
     };
     x->lookahead = target.flights;
     x->cur = -1;
@@ -260,7 +267,8 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
 
 void sg_exec_idle(sg_exec *x)
 {
-    if (x->paused || starpu_memory_nodes_get_count() != 1)
+    /* a disk node's transfers need the workers (they drive its requests) */
+    if (x->paused || x->have_disk || starpu_memory_nodes_get_count() != 1)
         return;
     starpu_pause();
     x->paused = 1;
@@ -283,6 +291,8 @@ void sg_exec_shutdown(sg_exec *x)
         /* StarPU's workers still retry the allocation and would never let
          * a wait or a shutdown return; what they hold ends with the process */
         sg_numa_topo_remove(x->numa_xml, x->numa_xml_slot);
+        if (x->have_disk)
+            sg_disk_remove(&x->disk);
         memset(x, 0, sizeof *x);
         return;
     }
@@ -299,6 +309,8 @@ void sg_exec_shutdown(sg_exec *x)
         starpu_shutdown();
         sg_buffer_cache_uninstall();
     }
+    if (x->have_disk)
+        sg_disk_remove(&x->disk);
     free_steps(x);
     sg_rope_cache_free(&x->shared.rope);
     sg_numa_topo_remove(x->numa_xml, x->numa_xml_slot);
@@ -510,7 +522,8 @@ static const void *result_of(const sg_exec *x, int b)
 
 /* Where the trainer reads and writes buffer b: its home node when it has
  * one in CPU memory (a sub-group's NUMA node: no copy of the state to main
- * memory), else main memory. */
+ * memory), else main memory (a disk node's buffers, NVMe offload, are
+ * fetched there). */
 static unsigned access_node(sg_exec *x, int b)
 {
     int home = starpu_data_get_home_node(H(x, b));
@@ -529,6 +542,9 @@ void *sg_exec_acquire(sg_exec *x, int b, int write)
 
 void sg_exec_release(sg_exec *x, int b)
 {
+    /* a buffer on disk stays in RAM while StarPU's limit leaves room (a
+     * load fills a buffer a tensor at a time), and is written back when
+     * evicted */
     starpu_data_release_on_node(H(x, b), (int)access_node(x, b));
 }
 

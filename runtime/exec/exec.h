@@ -27,6 +27,7 @@
 #include "codelets/starpu/task_ctx.h"
 #include "common/error.h"
 #include "runtime/trace/overlap.h"
+#include "runtime/exec/disk_node.h"
 #include "runtime/exec/lower.h"
 #include "runtime/exec/stall.h"
 #include "runtime/exec/starpu_setup.h"
@@ -50,6 +51,7 @@ typedef struct sg_exec_options {
     const struct sg_comm *launch;  /* the MPI world when mpirun started this process (even
                                       of one rank), else NULL: CUDA workers get their NCCL
                                       communicator's unique id over it (exec_cuda.h) */
+    const struct sg_disk_plan *disk; /* NVMe offload (runtime/exec/disk_node.h), or NULL */
 } sg_exec_options;
 
 /* A step in flight, as the exec sees it. */
@@ -105,6 +107,8 @@ typedef struct sg_exec {
     /* start-up, for the run's header: StarPU's start (with its CUDA set-up)
      * and the lowering with the state's allocation, in seconds */
     double startup_starpu_s, startup_alloc_s;
+    sg_disk_node disk;             /* NVMe offload: the disk node (disk.node < 0 without) */
+    int have_disk;
 } sg_exec;
 
 /* Starts StarPU with the options and lowers the graph. */

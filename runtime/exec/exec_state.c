@@ -424,8 +424,10 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
                             (long long)most);
     }
     /* no task runs yet: StarPU's idle workers would poll for work on the
-     * cores the initialisation and the conversions use */
-    starpu_pause();
+     * cores the initialisation and the conversions use (a disk node's
+     * transfers need them: NVMe offload keeps them running) */
+    if (!x->have_disk)
+        starpu_pause();
     rc = transfer(x, &r->s, 1, scaler, NO_UNIT, r->sg_units, r->nsg);
     for (int i = 0; i < shape->ntensors && !rc; i++) {
         int u = shape->unit[i];
@@ -447,7 +449,8 @@ int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor
                                   shape->info[i].name);
         }
     }
-    starpu_resume();
+    if (!x->have_disk)
+        starpu_resume();
     free(tmp);
     sg_state_reader_close(r);
     return rc;

@@ -10,6 +10,7 @@
 #include "codelets/starpu/activity.h"
 #include "common/first_touch.h"
 #include "common/host_ram.h"
+#include "runtime/exec/disk_node.h"
 #include "runtime/exec/starpu_include.h"
 
 #define HANDLE(l, b) ((starpu_data_handle_t)(l)->handles[b])
@@ -127,6 +128,15 @@ static int register_each(sg_lowering *l, const sg_lowering *base, const unsigned
         if (l->handles[b])
             continue;
         starpu_data_handle_t h;
+        if (l->target.disk && sg_disk_homes(l->target.disk->optimizer, l->target.disk->params, buf)) {
+            /* NVMe offload: the home copy is a file of the disk node */
+            if ((rc = sg_disk_register_vector(l->target.disk, &l->handles[b], n, esize, buf->name,
+                                              err)))
+                return rc;
+            starpu_data_set_name(HANDLE(l, b), buf->name);
+            l->owned[b] = 1 | SG_OWNED_DISK;
+            continue;
+        }
         if (!buf->persistent && (buf->space != SG_MEM_HOST || !simulated)) {
             /* step-local: StarPU allocates it where it is first written and
              * frees it when the value dies (sg_graph_liveness) */
@@ -190,6 +200,8 @@ static int register_buffers(sg_lowering *l, const sg_lowering *base, sg_error *e
         sg_first_touch_zero(touch, touch_bytes, ntouch, threads);
         starpu_resume();
     }
+    if (!rc && l->target.disk && !base)
+        rc = sg_disk_reserve(l->target.disk, err);
     free(touch);
     free(touch_bytes);
     free(pin);
@@ -286,6 +298,17 @@ static int build_contexts(sg_lowering *l, sg_exec_shared *shared, sg_error *err)
     return SG_OK;
 }
 
+/* NVMe offload: the order the disk buffers are fetched in, for every flight. */
+static int init_disk_sched(sg_lowering *l, sg_error *err)
+{
+    l->disk = calloc(1, sizeof *l->disk);
+    if (!l->disk || sg_disk_sched_init(l->disk, l->target.disk, l->graph, l->handles))
+        return sg_error_set(err, SG_ENOMEM, "out of memory");
+    for (int f = 0; f < l->nflights; f++)
+        l->flight[f].disk = l->disk;
+    return SG_OK;
+}
+
 static int init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
                 const sg_lower_target *t, const sg_lowering *base, sg_error *err)
 {
@@ -309,6 +332,8 @@ static int init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
         rc = build_contexts(l, shared, err);
     if (!rc && sg_graph_liveness(g, &l->live))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
+    if (!rc && t->disk)
+        rc = init_disk_sched(l, err);
     return rc;
 }
 
@@ -334,7 +359,9 @@ void sg_lower_free(sg_lowering *l)
     for (int b = 0; l->handles && b < g->nbuffers; b++) {
         if (!l->handles[b] || !l->owned[b])
             continue;
-        if (l->target.memory == SG_LOWER_MEMORY_SIMULATED)
+        /* the disk node's copies are dropped with their files (its RAM
+         * copy is not written back at the end) */
+        if (l->target.memory == SG_LOWER_MEMORY_SIMULATED || (l->owned[b] & SG_OWNED_DISK))
             starpu_data_unregister_no_coherency(HANDLE(l, b));
         else
             starpu_data_unregister(HANDLE(l, b));
@@ -357,6 +384,9 @@ void sg_lower_free(sg_lowering *l)
     free(l->slot_mode);
     free(l->records);
     sg_liveness_free(&l->live);
+    if (l->disk)
+        sg_disk_sched_free(l->disk);
+    free(l->disk);
     memset(l, 0, sizeof *l);
 }
 
@@ -452,6 +482,7 @@ static void record_task(void *arg)
         r->end_us = starpu_timing_timespec_to_us(&t->profiling_info->end_time);
     }
     sg_activity_note();
+    sg_disk_task_done(c->flight->disk, c->node);
     sg_lower_flight_release(c->flight);
 }
 
@@ -599,10 +630,14 @@ int sg_lower_submit_step(sg_lowering *l, int f, sg_error *err)
     /* STEPGRAPH_LIVENESS=0: every step-local buffer lives to the end of
      * the step, as before liveness (a check that results do not change) */
     int early = liveness_enabled();
+    if (l->disk)
+        sg_disk_step_begins(l->disk);
     for (int i = 0; i < g->nnodes && !rc; i++) {
         rc = submit_node(l, f, i, d, log, err);
         if (!rc)
             release_fetched(l, i);
+        if (!rc && l->disk)
+            sg_disk_node_submitted(l->disk, g, i);
         if (!rc && early)
             invalidate_dead(l, i);
     }

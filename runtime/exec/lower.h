@@ -64,6 +64,8 @@ typedef struct sg_lower_target {
     int flights;               /* steps in flight at most (lookahead); 0 = 1 */
     int numa;                  /* several NUMA memory nodes: each CPU sub-group's state and
                                   optimizer tasks on one (numa_place.h) */
+    struct sg_disk_node *disk; /* NVMe offload: the disk node the state's home is on
+                                  (runtime/exec/disk_node.h), NULL without */
 } sg_lower_target;
 
 /* One step in flight: its hyper-parameters, its task records and how many of
@@ -76,9 +78,11 @@ typedef struct sg_lower_flight {
     int64_t peak_host, peak_gpu; /* most StarPU-counted bytes seen at a task's end
                                     (sg_lower_memory_used), under lock */
     void *lock, *cond;         /* starpu_pthread_mutex_t, starpu_pthread_cond_t */
+    const struct sg_disk_sched *disk; /* NVMe offload: prefetches at a task's end, or NULL */
 } sg_lower_flight;
 
 #define SG_OWNED_PINNED 2
+#define SG_OWNED_DISK 4        /* homed on the disk node (NVMe offload) */
 
 typedef struct sg_lowering {
     const sg_graph *graph;
@@ -102,6 +106,7 @@ typedef struct sg_lowering {
     /* the state's memory allocated here, and of it pinned (bytes; the
      * run's start-up line) */
     int64_t state_bytes, pinned_bytes;
+    struct sg_disk_sched *disk; /* NVMe offload: the disk buffers' order, or NULL */
 } sg_lowering;
 
 /* Registers the graph's buffers and builds every node's cl_arg, pointing at

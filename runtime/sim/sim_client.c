@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -78,19 +77,10 @@ int sg_sim_workdir_make(char *out, size_t n, sg_error *err)
     return SG_OK;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
 void sg_sim_workdir_remove(const char *dir)
 {
     if (dir && *dir)
-        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        sg_remove_tree(dir);
     sg_cleanup_forget(workdir_slot);
     workdir_slot = -1;
 }

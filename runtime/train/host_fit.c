@@ -25,7 +25,7 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
 }
 
 int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
-                      int ranks_here, sg_error *err)
+                      int ranks_here, int64_t on_disk, sg_error *err)
 {
     double ram = sg_host_ram_bytes();
     if (ram <= 0)
@@ -35,6 +35,7 @@ int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncu
     if (wait)
         sg_plan_peaks(wait, ncpu, ncuda, &wait_host, &gpu);
     host = wait_host > host ? wait_host : host;
+    host -= on_disk;
     int ranks = ranks_here > 1 ? ranks_here : 1;
     double need = (double)host * ranks;
     if (need <= ram)

@@ -22,8 +22,9 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
  * workers, times ranks_here: the ranks on this host, which each hold such a
  * plan (data parallel: the same graph). The trainer holds no copy of the
  * model beside it: loads and saves go a tensor (with several ranks, a unit)
- * at a time. SG_OK otherwise (and when the RAM is unknown). */
+ * at a time. on_disk: bytes of the plan whose home is a disk node (NVMe
+ * offload), left out. SG_OK otherwise (and when the RAM is unknown). */
 int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
-                      int ranks_here, sg_error *err);
+                      int ranks_here, int64_t on_disk, sg_error *err);
 
 #endif

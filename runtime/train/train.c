@@ -196,16 +196,6 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     /* ranks first: a refused run creates no output directory */
     double stall_s;
     int save_created = 0, save_slot = -1;
-    /* graph, fit and simulate model ZeRO-Infinity's disk tier; the runtime
-     * that keeps the state on a StarPU disk node is not in this build */
-    const sg_ds_config *ds = &cfg->ds;
-    if (ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME ||
-        (ds->zero.stage == 3 && ds->zero.offload_param.device == SG_OFFLOAD_NVME))
-        return sg_error_set(err, SG_ENOTSUP, "zero_optimization.%s.device: \"nvme\" is not "
-                            "supported by `stepgraph run` in this build (graph --summary, fit and "
-                            "simulate model it; use \"cpu\" to train)",
-                            ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME
-                                ? "offload_optimizer" : "offload_param");
     if ((rc = check_ranks(&t, err)) || (rc = sg_gemm_check_env(err)) ||
         (rc = sg_stall_seconds(&stall_s, err)) || (rc = sg_buffer_cache_check_env(err)) ||
         (rc = sg_trainer_check_outputs(r, &save_created, err)))

@@ -15,6 +15,7 @@
 
 #include "graph/memory_held.h"
 #include "runtime/train/host_fit.h"
+#include "runtime/train/nvme_run.h"
 #include "runtime/exec/starpu_info.h"
 #include "runtime/exec/buffer_cache.h"
 #include "runtime/config/step_spec.h"
@@ -32,7 +33,8 @@ int sg_trainer_check_host_memory(const trainer *t, sg_error *err)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int ncpu = r->ncpus > 0 ? (int)r->ncpus : (int)(online > ncuda ? online - ncuda : 1);
     return sg_host_fit_check(&t->graph, t->have_wait ? &t->wait_graph : NULL, ncpu, ncuda,
-                             t->dist ? t->dist->local_size : 1, err);
+                             t->dist ? t->dist->local_size : 1,
+                             sg_nvme_disk_bytes(t->cfg, &t->graph), err);
 }
 
 static double percent_over(int64_t measured, int64_t planned)
@@ -97,12 +99,15 @@ void sg_trainer_plan_memory(trainer *t)
         sg_plan_peaks(&t->wait_graph, ncpu, ncuda, &wh, &wg);
     t->plan_host = wh > t->plan_host ? wh : t->plan_host;
     t->plan_gpu = wg > t->plan_gpu ? wg : t->plan_gpu;
-    if (limit > 0 && t->plan_host > limit)
+    /* NVMe offload: the state on disk is in RAM only in the working set
+     * that StarPU's limit already counts */
+    int64_t in_ram = t->plan_host - sg_nvme_disk_bytes(t->cfg, &t->graph);
+    if (limit > 0 && in_ram > limit)
         fprintf(stderr, "stepgraph: warning: a step's plan needs %.1f MiB of main memory, more "
                 "than the %.1f MiB StarPU may use (STARPU_LIMIT_CPU_MEM, else 90%% of RAM): it "
                 "will likely wait for memory no task frees, and the run end with an error once "
                 "no task has run for STEPGRAPH_STALL_SECONDS\n",
-                t->plan_host / 1048576.0, limit / 1048576.0);
+                in_ram / 1048576.0, limit / 1048576.0);
 }
 
 /* StarPU's count of the memory it manages (sg_exec_memory_peak) next to the

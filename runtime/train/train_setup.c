@@ -18,6 +18,7 @@
 #include "codelets/cpu/gemm.h"
 #include "common/clock.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/nvme_run.h"
 #include "runtime/config/step_spec.h"
 
 /* Outputs written at the end are checked before training: a run must not
@@ -297,6 +298,8 @@ int sg_trainer_setup_exec(trainer *t, sg_error *err)
                                      ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
         .lookahead = (int)cfg->run.lookahead,
     };
+    sg_disk_plan disk;
+    opt.disk = sg_nvme_plan(cfg, &disk) ? &disk : NULL;
     int rc = sg_exec_init(&t->x, &t->model, &t->spec, &t->graph, &opt, err);
     t->exec_started = 1;
     if (!rc && t->have_wait)
@@ -347,6 +350,11 @@ void sg_trainer_print_header(const trainer *t)
     char numa[256];
     if (sg_numa_place_describe(&t->x.low.numa, cfg->run.numa_emulate > 0, numa, sizeof numa))
         printf("%s\n", numa);
+    if (t->x.have_disk) {
+        char line[1024];
+        sg_disk_describe(&t->x.disk, line, sizeof line);
+        printf("  %s\n", line);
+    }
     printf("  data: %s (%llu tokens, %llu window%s)\n", t->data_path,
            (unsigned long long)t->data.ntokens, (unsigned long long)t->data.nwindows,
            t->data.nwindows == 1 ? "" : "s");
