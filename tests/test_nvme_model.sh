@@ -18,7 +18,7 @@
 # the trace. On a machine of 10 MB of host memory the state in RAM does not
 # fit and the ways out name nvme, with which it fits and simulates. A
 # machine file without a disk cannot hold nvme state (error
-# naming the key and the machine), and `run` refuses nvme in this build.
+# naming the key and the machine). (`run` with nvme: tests/test_nvme.sh.)
 # Prints TAP.
 set -u
 SG_TEST_NAME=nvme_model
@@ -90,9 +90,6 @@ ok $? "graph --summary prints the disk tier and its fit on gh200's disk"
 	>"$TMP/nodisk.txt" 2>&1
 [ $? -ne 0 ] && grep -q 'zero_optimization.offload_optimizer.device: "nvme" needs a disk, and machine h100-sxm gives none' "$TMP/nodisk.txt"
 ok $? "a machine file without a disk cannot hold nvme state: the error names the key and the machine"
-"$BIN" run "$TMP/ds.json" --model tiny-llama --max_length 16 --steps 1 >"$TMP/run.txt" 2>&1
-[ $? -ne 0 ] && grep -q '"nvme" is not supported by `stepgraph run`' "$TMP/run.txt"
-ok $? "run refuses nvme in this build"
 
 # ---- fit: the disk binds (GPU and host 10 TB each), stage 1, fp32, seq 16
 cat >"$TMP/ds1.json" <<JSON
