@@ -45,8 +45,8 @@ static double now(void)
 
 /* ---- memory kernels (BW_KERNEL: bench_util.h) ---- */
 
-BW_KERNEL static void k_rw4(float *restrict p, const float *restrict g,
-                            float *restrict m, float *restrict v, size_t n)
+BW_KERNEL static void k_rw4(float *restrict p, const float *restrict g, float *restrict m,
+                            float *restrict v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
@@ -56,8 +56,8 @@ BW_KERNEL static void k_rw4(float *restrict p, const float *restrict g,
     }
 }
 
-BW_KERNEL static void k_triad(float *restrict a, const float *restrict b,
-                              const float *restrict c, size_t n)
+BW_KERNEL static void k_triad(float *restrict a, const float *restrict b, const float *restrict c,
+                              size_t n)
 {
     for (size_t i = 0; i < n; i++)
         a[i] = b[i] + 0.5f * c[i];
@@ -90,16 +90,15 @@ static void *job_run(void *arg)
 }
 
 /* Runs one kernel over [0, n) split in nthreads chunks of whole cache lines. */
-static void run_split(int kind, int nthreads, float *p, const float *g, float *m,
-                      float *v, size_t n)
+static void run_split(int kind, int nthreads, float *p, const float *g, float *m, float *v,
+                      size_t n)
 {
     job jobs[MAXT];
     pthread_t tid[MAXT];
     size_t per = ((n + (size_t)nthreads - 1) / (size_t)nthreads + 15) / 16 * 16;
     int nj = 0;
     for (size_t off = 0; off < n && nj < MAXT; off += per, nj++)
-        jobs[nj] = (job){kind, p + off, m + off, v + off, g + off,
-                         n - off < per ? n - off : per};
+        jobs[nj] = (job){kind, p + off, m + off, v + off, g + off, n - off < per ? n - off : per};
     for (int i = 1; i < nj; i++)
         if (pthread_create(&tid[i], NULL, job_run, &jobs[i]))
             job_run(&jobs[i]), tid[i] = 0;
@@ -129,8 +128,8 @@ static double time_adam(void *arg)
 {
     ctx *c = arg;
     double t0 = now();
-    int rc = sg_adam_step_parallel(&c->prm, ++c->t, c->p, c->g, c->m, c->v, NULL,
-                                   c->n, 1.0f, c->nthreads);
+    int rc = sg_adam_step_parallel(&c->prm, ++c->t, c->p, c->g, c->m, c->v, NULL, c->n, 1.0f,
+                                   c->nthreads);
     double s = now() - t0;
     if (rc) {
         fprintf(stderr, "bench_adam: sg_adam_step_parallel: %s\n", sg_strerror(rc));
@@ -170,7 +169,6 @@ static void time_validation(ctx *c, int reps)
            sg_adam_isa_name(SG_ADAM_ISA_AUTO), (double)c->n / best[0] / 1e6,
            (double)c->n / best[1] / 1e6, best[0] / best[1]);
 }
-
 
 int main(int argc, char **argv)
 {
@@ -253,18 +251,17 @@ int main(int argc, char **argv)
     }
 
     printf("# %s, N = %zu parameters (%.2f GB of fp32 p, g, m, v), best of %d, "
-           "sg_adam default variant: %s\n", sg_optim_algo_name(algo),
-           n, 16.0 * (double)n / 1e9, reps, sg_adam_isa_name(SG_ADAM_ISA_AUTO));
+           "sg_adam default variant: %s\n",
+           sg_optim_algo_name(algo), n, 16.0 * (double)n / 1e9, reps,
+           sg_adam_isa_name(SG_ADAM_ISA_AUTO));
 
     /* rows: threads x {bound, variants} */
     /* three variants, best first; the ones this CPU lacks are left out (on
      * AArch64: NEON and scalar) */
 #if defined(__aarch64__)
-    static const sg_adam_isa isas[] = {SG_ADAM_ISA_NEON, SG_ADAM_ISA_AVX2,
-                                       SG_ADAM_ISA_SCALAR};
+    static const sg_adam_isa isas[] = {SG_ADAM_ISA_NEON, SG_ADAM_ISA_AVX2, SG_ADAM_ISA_SCALAR};
 #else
-    static const sg_adam_isa isas[] = {SG_ADAM_ISA_AVX512, SG_ADAM_ISA_AVX2,
-                                       SG_ADAM_ISA_SCALAR};
+    static const sg_adam_isa isas[] = {SG_ADAM_ISA_AVX512, SG_ADAM_ISA_AVX2, SG_ADAM_ISA_SCALAR};
 #endif
     double bound_pps[8], ours_pps[8][3];
     const double bytes[3] = {28.0, 12.0, 8.0};
@@ -304,17 +301,18 @@ int main(int argc, char **argv)
             bound_pps[ti] = fmax(bound_pps[ti], gbs[k] * 1e9 / param_bytes);
         }
         printf("# %d thread(s): memory bandwidth rw4 %.1f GB/s, triad %.1f GB/s, "
-               "copy %.1f GB/s\n", c.nthreads, gbs[0], gbs[1], gbs[2]);
+               "copy %.1f GB/s\n",
+               c.nthreads, gbs[0], gbs[1], gbs[2]);
         for (int k = 0; k < 3; k++)
-            ours_pps[ti][k] = sg_adam_isa_supported(isas[k])
-                                  ? (double)n / best[3 + k] : NAN;
+            ours_pps[ti][k] = sg_adam_isa_supported(isas[k]) ? (double)n / best[3 + k] : NAN;
     }
 
     printf("\n| threads | sg_adam %s |", sg_adam_isa_name(auto_isa));
     for (int k = 0; k < npeer; k++)
         printf(" %s |", peers[k].name);
-    printf(" best peer | ours/best | bound (%.0f B/param) | ours/bound | other variants |\n|---|---|",
-           param_bytes);
+    printf(
+        " best peer | ours/best | bound (%.0f B/param) | ours/bound | other variants |\n|---|---|",
+        param_bytes);
     for (int k = 0; k < npeer; k++)
         printf("---|");
     printf("---|---|---|---|---|\n");
@@ -338,16 +336,15 @@ int main(int argc, char **argv)
         size_t len = 0;
         for (int k = 0; k < 3; k++)
             if (k != ka && !isnan(ours_pps[ti][k]))
-                len += (size_t)snprintf(other + len, sizeof other - len,
-                                        "%s%s %.0f M/s", len ? ", " : "",
-                                        sg_adam_isa_name(isas[k]),
+                len += (size_t)snprintf(other + len, sizeof other - len, "%s%s %.0f M/s",
+                                        len ? ", " : "", sg_adam_isa_name(isas[k]),
                                         ours_pps[ti][k] / 1e6);
         if (best >= 0)
             printf(" %s | %.2fx |", peers[best].name, ours / best_pps);
         else
             printf(" n/a | n/a |");
-        printf(" %.0f M/s | %.0f%% | %s |\n", bound_pps[ti] / 1e6,
-               100.0 * ours / bound_pps[ti], other);
+        printf(" %.0f M/s | %.0f%% | %s |\n", bound_pps[ti] / 1e6, 100.0 * ours / bound_pps[ti],
+               other);
     }
     if (algo == SG_OPTIM_ADAM)
         time_validation(&c, reps);

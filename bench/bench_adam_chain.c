@@ -98,13 +98,13 @@ static void *chain_run(void *arg)
         return NULL;
     }
     if (c->fused) {
-        c->rc = sg_adam_step_lowp(&prm, c->t, c->p, c->g16, SG_BF16, c->m, c->v, c->p16,
-                                  SG_BF16, c->n, 1.0f);
+        c->rc = sg_adam_step_lowp(&prm, c->t, c->p, c->g16, SG_BF16, c->m, c->v, c->p16, SG_BF16,
+                                  c->n, 1.0f);
         return NULL;
     }
-    sg_cast_bf16_to_f32(c->g32, c->g16, c->n);                      /* cast.grad */
+    sg_cast_bf16_to_f32(c->g32, c->g16, c->n); /* cast.grad */
     c->rc = sg_adam_step(&prm, c->t, c->p, c->g32, c->m, c->v, NULL, c->n, 1.0f);
-    sg_cast_f32_to_bf16(c->p16, c->p, c->n);                        /* cast.param */
+    sg_cast_f32_to_bf16(c->p16, c->p, c->n); /* cast.param */
     return NULL;
 }
 
@@ -123,8 +123,16 @@ static double run_chain(const arrays *a, int nthreads, int fused, int64_t t, int
     size_t per = ((a->n + (size_t)nthreads - 1) / (size_t)nthreads + 15) / 16 * 16;
     int nc = 0;
     for (size_t off = 0; off < a->n && nc < MAXT; off += per, nc++)
-        ch[nc] = (chain){a->p + off, a->m + off, a->v + off, a->g32 + off, a->g16 + off,
-                         a->p16 + off, a->n - off < per ? a->n - off : per, t, fused, 0};
+        ch[nc] = (chain){a->p + off,
+                         a->m + off,
+                         a->v + off,
+                         a->g32 + off,
+                         a->g16 + off,
+                         a->p16 + off,
+                         a->n - off < per ? a->n - off : per,
+                         t,
+                         fused,
+                         0};
     double t0 = sg_monotonic_s();
     for (int i = 1; i < nc; i++)
         if (pthread_create(&tid[i], NULL, chain_run, &ch[i]))
@@ -213,8 +221,8 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("CPU optimizer chain, bf16 gradients in, bf16 parameters out, %zu parameters "
-           "(Adam variant %s); best of %d rounds\n\n", n, sg_adam_isa_name(SG_ADAM_ISA_AUTO),
-           reps);
+           "(Adam variant %s); best of %d rounds\n\n",
+           n, sg_adam_isa_name(SG_ADAM_ISA_AUTO), reps);
     printf("| threads | copy probe | bound (28 B) | pattern (28 B) | unfused (40 B) | "
            "fused (28 B) | fused/bound | fused/pattern | fused/unfused |");
     for (int k = 0; k < npeers; k++)
@@ -240,11 +248,10 @@ int main(int argc, char **argv)
         double pps_k = (double)n / best[2];
         double bound = copy * 1e9 / FUSED_BYTES;
         printf("| %d | %.1f GB/s | %.0f M/s | %.0f M/s, %.1f GB/s | %.0f M/s, %.1f GB/s | "
-               "%.0f M/s, %.1f GB/s | %.0f%% | %.0f%% | %.2fx |", T, copy, bound / 1e6,
-               pps_k / 1e6, pps_k * FUSED_BYTES / 1e9, pps_u / 1e6,
+               "%.0f M/s, %.1f GB/s | %.0f%% | %.0f%% | %.2fx |",
+               T, copy, bound / 1e6, pps_k / 1e6, pps_k * FUSED_BYTES / 1e9, pps_u / 1e6,
                pps_u * UNFUSED_BYTES / 1e9, pps_f / 1e6, pps_f * FUSED_BYTES / 1e9,
-               bound > 0 ? 100.0 * pps_f / bound : 0.0, 100.0 * pps_f / pps_k,
-               pps_f / pps_u);
+               bound > 0 ? 100.0 * pps_f / bound : 0.0, 100.0 * pps_f / pps_k, pps_f / pps_u);
         for (int k = 0; k < npeers; k++) {
             double s = peers[k].s[T];
             if (s > 0)

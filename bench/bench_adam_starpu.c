@@ -30,7 +30,6 @@
 #include "runtime/exec/lower.h"
 #include "bench/bench_util.h"
 
-
 static double now(void)
 {
     struct timespec ts;
@@ -169,8 +168,7 @@ static int bench(int64_t n, int threads, int64_t tile_opt, int reps, const bound
     void *codelets[SG_OP_KIND_COUNT];
     for (int k = 0; k < SG_OP_KIND_COUNT; k++)
         codelets[k] = sg_codelet_for((sg_op_kind)k);
-    sg_lower_target target = {.codelets = codelets, .memory = SG_LOWER_MEMORY_REAL,
-                              .sched = "lws"};
+    sg_lower_target target = {.codelets = codelets, .memory = SG_LOWER_MEMORY_REAL, .sched = "lws"};
     sg_lowering low;
     int rc = build_graph(&g, n, tile, &err);
     if (!rc)
@@ -182,8 +180,13 @@ static int bench(int64_t n, int threads, int64_t tile_opt, int reps, const bound
     }
     /* one step in flight at a time: flight 0's hyper-parameters */
     sg_step_params *step = &low.flight[0].params;
-    step->adam = (sg_adam_params){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                                  .weight_decay = 0.01f, .adamw_mode = 1, .bias_correction = 1};
+    step->adam = (sg_adam_params){.lr = 1e-3f,
+                                  .beta1 = 0.9f,
+                                  .beta2 = 0.999f,
+                                  .eps = 1e-8f,
+                                  .weight_decay = 0.01f,
+                                  .adamw_mode = 1,
+                                  .bias_correction = 1};
     step->t = 1;
     /* rounds alternate the bound and an Adam step, so that both see the
      * same load on a shared machine; the best of each counts */

@@ -62,9 +62,11 @@ static double now(void)
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "bench_attention: %s\nusage: bench_attention [--impl fp32,cublas] [--dtype "
-                    "bf16|f16|f32] [--B N] [--T N] [--Hq N] [--Hkv N] [--D N] [--window N] "
-                    "[--iters N] [--warmup N] [--tile N] [--scratch-mb N]\n", why);
+    fprintf(stderr,
+            "bench_attention: %s\nusage: bench_attention [--impl fp32,cublas] [--dtype "
+            "bf16|f16|f32] [--B N] [--T N] [--Hq N] [--Hkv N] [--D N] [--window N] "
+            "[--iters N] [--warmup N] [--tile N] [--scratch-mb N]\n",
+            why);
     return 2;
 }
 
@@ -102,13 +104,24 @@ static int parse_size(const char *flag, const char *v, size_t *out)
 
 static int parse_args(bench_opts *o, int argc, char **argv)
 {
-    *o = (bench_opts){.dt = SG_BF16, .B = 4, .T = 4096, .Hq = 16, .Hkv = 16, .D = 128,
-                      .scratch_mb = 512, .iters = 10, .warmup = 2};
+    *o = (bench_opts){.dt = SG_BF16,
+                      .B = 4,
+                      .T = 4096,
+                      .Hq = 16,
+                      .Hkv = 16,
+                      .D = 128,
+                      .scratch_mb = 512,
+                      .iters = 10,
+                      .warmup = 2};
     if (parse_impls(o, "fp32,cublas"))
         return SG_EINVAL;
-    struct { const char *flag; size_t *dst; } sizes[] = {
-        {"--B", &o->B}, {"--T", &o->T}, {"--Hq", &o->Hq}, {"--Hkv", &o->Hkv}, {"--D", &o->D},
-        {"--window", &o->window}, {"--tile", &o->tile}, {"--scratch-mb", &o->scratch_mb}};
+    struct {
+        const char *flag;
+        size_t *dst;
+    } sizes[] = {{"--B", &o->B},       {"--T", &o->T},
+                 {"--Hq", &o->Hq},     {"--Hkv", &o->Hkv},
+                 {"--D", &o->D},       {"--window", &o->window},
+                 {"--tile", &o->tile}, {"--scratch-mb", &o->scratch_mb}};
     for (int i = 1; i < argc; i += 2) {
         if (i + 1 >= argc)
             return usage("each option takes a value");
@@ -127,10 +140,14 @@ static int parse_args(bench_opts *o, int argc, char **argv)
             if (parse_impls(o, v))
                 return SG_EINVAL;
         } else if (!strcmp(f, "--dtype")) {
-            if (!strcmp(v, "bf16")) o->dt = SG_BF16;
-            else if (!strcmp(v, "f16")) o->dt = SG_F16;
-            else if (!strcmp(v, "f32")) o->dt = SG_F32;
-            else return usage("--dtype: bf16, f16 or f32");
+            if (!strcmp(v, "bf16"))
+                o->dt = SG_BF16;
+            else if (!strcmp(v, "f16"))
+                o->dt = SG_F16;
+            else if (!strcmp(v, "f32"))
+                o->dt = SG_F32;
+            else
+                return usage("--dtype: bf16, f16 or f32");
         } else if (!strcmp(f, "--iters") || !strcmp(f, "--warmup")) {
             if (parse_size(f, v, &x) || x > 100000)
                 return SG_EINVAL;
@@ -195,8 +212,7 @@ static int bufs_alloc(bench_bufs *b, const bench_opts *o)
     b->dq = sg_cu_malloc(nq * es), b->dk = sg_cu_malloc(nk * es), b->dv = sg_cu_malloc(nk * es);
     b->work = sg_cu_malloc(sg_cu_attention_backward_work_floats(o->B, o->T, o->Hq, o->Hkv, o->D) *
                            sizeof(float));
-    return b->q && b->k && b->v && b->dout && b->out && b->lse && b->dq && b->dk && b->dv &&
-                   b->work
+    return b->q && b->k && b->v && b->dout && b->out && b->lse && b->dq && b->dk && b->dv && b->work
                ? SG_OK
                : SG_ENOMEM;
 }
@@ -213,9 +229,9 @@ static void bufs_free(bench_bufs *b)
 static int forward(const sg_cu *cu, const bench_opts *o, sg_cu_att_impl impl, bench_bufs *b)
 {
     if (impl == SG_CU_ATT_CUBLAS)
-        return sg_cu_attention_blas_forward(cu, o->tile, o->scratch_mb << 20, b->out, b->lse,
-                                            b->q, b->k, b->v, o->dt, o->B, o->T, o->Hq, o->Hkv,
-                                            o->D, o->window);
+        return sg_cu_attention_blas_forward(cu, o->tile, o->scratch_mb << 20, b->out, b->lse, b->q,
+                                            b->k, b->v, o->dt, o->B, o->T, o->Hq, o->Hkv, o->D,
+                                            o->window);
     return sg_cu_attention_fp32_forward(cu, b->out, b->lse, b->q, b->k, b->v, o->dt, o->B, o->T,
                                         o->Hq, o->Hkv, o->D, o->window);
 }
@@ -223,12 +239,12 @@ static int forward(const sg_cu *cu, const bench_opts *o, sg_cu_att_impl impl, be
 static int backward(const sg_cu *cu, const bench_opts *o, sg_cu_att_impl impl, bench_bufs *b)
 {
     if (impl == SG_CU_ATT_CUBLAS)
-        return sg_cu_attention_blas_backward(cu, o->tile, o->scratch_mb << 20, b->dq, b->dk,
-                                             b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse,
-                                             o->dt, o->B, o->T, o->Hq, o->Hkv, o->D, o->window);
-    return sg_cu_attention_fp32_backward(cu, b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v,
-                                         b->out, b->lse, o->dt, o->B, o->T, o->Hq, o->Hkv, o->D,
-                                         o->window, b->work);
+        return sg_cu_attention_blas_backward(cu, o->tile, o->scratch_mb << 20, b->dq, b->dk, b->dv,
+                                             b->dout, b->q, b->k, b->v, b->out, b->lse, o->dt, o->B,
+                                             o->T, o->Hq, o->Hkv, o->D, o->window);
+    return sg_cu_attention_fp32_backward(cu, b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out,
+                                         b->lse, o->dt, o->B, o->T, o->Hq, o->Hkv, o->D, o->window,
+                                         b->work);
 }
 
 /* Seconds per call of forward (with_bwd 0) or forward + backward. */
@@ -309,9 +325,8 @@ int main(int argc, char **argv)
     int failed = 0;
     printf("bench_attention: %s device\n", sg_cu_is_emulated() ? "emulated" : "CUDA");
     for (int i = 0; i < o.nimpl; i++) {
-        sg_cu_att_impl impl = o.impl[i] == SG_CU_ATT_AUTO
-                                  ? sg_cu_attention_impl_auto(o.dt, o.T, o.D)
-                                  : o.impl[i];
+        sg_cu_att_impl impl =
+            o.impl[i] == SG_CU_ATT_AUTO ? sg_cu_attention_impl_auto(o.dt, o.T, o.D) : o.impl[i];
         double tf = 0, tfb = 0;
         int rc = time_calls(&cu, &o, impl, &b, 0, &tf);
         if (!rc)
@@ -333,13 +348,13 @@ int main(int argc, char **argv)
                "scratch_mb=%zu fwd_gflop=%.9g fwd_ms=%.3f fwdbwd_ms=%.3f fwd_tflops=%.1f "
                "fwdbwd_tflops=%.1f of_fa2=%.2f out_diff=%.2e dq_diff=%.2e\n",
                sg_cu_attention_impl_name(impl), sg_dtype_name(o.dt), o.B, o.T, o.Hq, o.Hkv, o.D,
-               o.window, impl == SG_CU_ATT_CUBLAS
-                             ? sg_cu_attention_blas_tile_rows(o.tile, o.scratch_mb << 20, 1, o.dt,
-                                                              o.B, o.T, o.Hq, o.Hkv, o.window)
-                             : 0,
+               o.window,
+               impl == SG_CU_ATT_CUBLAS
+                   ? sg_cu_attention_blas_tile_rows(o.tile, o.scratch_mb << 20, 1, o.dt, o.B, o.T,
+                                                    o.Hq, o.Hkv, o.window)
+                   : 0,
                o.scratch_mb, fwd_flops * 1e-9, tf * 1e3, tfb * 1e3, fwd_flops / tf * 1e-12, fb,
-               fb / FA2_TFLOPS,
-               od, qd);
+               fb / FA2_TFLOPS, od, qd);
         if (tfb < best) {
             best = tfb;
             best_name = sg_cu_attention_impl_name(impl);

@@ -68,7 +68,7 @@ int main(int argc, char **argv)
                         "columns measure sgemm\n");
     const size_t t = (size_t)T;
     const product prods[] = {
-        {"forward q", 0, 1, t, 256, 256, 0.0f},   {"forward gate", 0, 1, t, 688, 256, 0.0f},
+        {"forward q", 0, 1, t, 256, 256, 0.0f},    {"forward gate", 0, 1, t, 688, 256, 0.0f},
         {"forward down", 0, 1, t, 256, 688, 0.0f}, {"dx gate", 0, 0, t, 256, 688, 0.0f},
         {"dx down", 0, 0, t, 688, 256, 0.0f},      {"dW q", 1, 0, 256, 256, t, 1.0f},
         {"dW gate", 1, 0, 688, 256, t, 1.0f},      {"dW down", 1, 0, 256, 688, t, 1.0f},
@@ -87,8 +87,8 @@ int main(int argc, char **argv)
     char what[200];
     sg_gemm_describe(what, sizeof what);
     printf("%s\none core, %ld tokens, best of %ld alternating rounds\n", what, T, R);
-    printf("%-14s %6s %6s %6s %12s %12s %7s\n", "product", "M", "N", "K", "sgemm GF/s",
-           "amx GF/s", "ratio");
+    printf("%-14s %6s %6s %6s %12s %12s %7s\n", "product", "M", "N", "K", "sgemm GF/s", "amx GF/s",
+           "ratio");
     for (size_t i = 0; i < sizeof prods / sizeof prods[0]; i++) {
         double best[2] = {0, 0};
         for (long r = 0; r < R; r++)
@@ -96,8 +96,8 @@ int main(int argc, char **argv)
                 double g = rate(&prods[i], e, A, B, C);
                 best[e] = g > best[e] ? g : best[e];
             }
-        printf("%-14s %6zu %6zu %6zu %12.1f %12.1f %6.2fx\n", prods[i].name, prods[i].M,
-               prods[i].N, prods[i].K, best[0], best[1], best[1] / best[0]);
+        printf("%-14s %6zu %6zu %6zu %12.1f %12.1f %6.2fx\n", prods[i].name, prods[i].M, prods[i].N,
+               prods[i].K, best[0], best[1], best[1] / best[0]);
     }
     free(A);
     free(B);

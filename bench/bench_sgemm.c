@@ -65,8 +65,8 @@ int main(int argc, char **argv)
             best = flops / dt;
         runs++;
     }
-    printf("sgemm %ld %ld %ld: %.1f GFLOP/s (best of %d runs, checksum %g)\n", M, N, K,
-           best * 1e-9, runs, (double)c[(M * N) / 2]);
+    printf("sgemm %ld %ld %ld: %.1f GFLOP/s (best of %d runs, checksum %g)\n", M, N, K, best * 1e-9,
+           runs, (double)c[(M * N) / 2]);
     char blas[200];
     sg_blas_core_describe(blas, sizeof blas);
     fprintf(stderr, "%s\n", blas);

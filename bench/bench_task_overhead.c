@@ -85,8 +85,9 @@ typedef struct bench {
 
 static int submit(bench *b, int pat, int i)
 {
-    struct starpu_codelet *cl = pat == PAT_EMPTY ? &cl_empty : pat == PAT_CHAIN ? &cl_chain
-                                                                               : &cl_indep;
+    struct starpu_codelet *cl = pat == PAT_EMPTY   ? &cl_empty
+                                : pat == PAT_CHAIN ? &cl_chain
+                                                   : &cl_indep;
     starpu_data_handle_t h = pat == PAT_CHAIN ? b->one : pat == PAT_INDEP ? b->many[i] : NULL;
     struct starpu_data_descr d[1];
     int nd = 0;
@@ -97,10 +98,9 @@ static int submit(bench *b, int pat, int i)
     }
     if (b->bare)
         return starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, nd, 0);
-    return starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, nd, STARPU_CL_ARGS_NFREE,
-                              &b->ctx_arg, sizeof b->ctx_arg, STARPU_NAME, pat_name[pat],
-                              STARPU_PRIORITY, i % 4, STARPU_CALLBACK_WITH_ARG_NFREE, on_done,
-                              &b->ctx_arg, 0);
+    return starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, nd, STARPU_CL_ARGS_NFREE, &b->ctx_arg,
+                              sizeof b->ctx_arg, STARPU_NAME, pat_name[pat], STARPU_PRIORITY, i % 4,
+                              STARPU_CALLBACK_WITH_ARG_NFREE, on_done, &b->ctx_arg, 0);
 }
 
 /* seconds for n tasks of pattern pat, submitted and waited for */

@@ -14,8 +14,7 @@
 #define MAXT 64
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default"), \
-                                 optimize("O3")))
+#define BW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
 #elif defined(__GNUC__) && !defined(__clang__)
 #define BW_KERNEL __attribute__((optimize("O3")))
 #else

@@ -34,8 +34,7 @@ int main(int argc, char **argv)
         }
         double us = (sg_monotonic_s() - t0) / n * 1e6;
         if (d.rank == 0 && !err.msg[0])
-            printf("%d ranks: %.2f us per vote (start + wait, 4 bytes, max %d)\n", d.size, us,
-                   max);
+            printf("%d ranks: %.2f us per vote (start + wait, 4 bytes, max %d)\n", d.size, us, max);
     }
     if (err.msg[0])
         fprintf(stderr, "bench_vote: rank %d: %s\n", d.rank, err.msg);

@@ -11,10 +11,10 @@
 #include "common/error.h"
 
 typedef struct sg_atomic_file {
-    FILE *fp;                 /* write here */
-    char path[4096];          /* final path */
-    char tmp[4096];           /* temporary path in the same directory */
-    int cleanup_slot;         /* 1 + tmp's slot in common/cleanup.h, 0 for none */
+    FILE *fp;         /* write here */
+    char path[4096];  /* final path */
+    char tmp[4096];   /* temporary path in the same directory */
+    int cleanup_slot; /* 1 + tmp's slot in common/cleanup.h, 0 for none */
 } sg_atomic_file;
 
 int sg_atomic_open(sg_atomic_file *f, const char *path, sg_error *err);

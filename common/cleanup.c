@@ -19,7 +19,7 @@
 
 static struct {
     int state;
-    int if_empty;   /* a directory removed only when empty, after the others */
+    int if_empty; /* a directory removed only when empty, after the others */
     char path[PATH_LEN];
 } slots[SLOTS];
 

@@ -11,11 +11,11 @@
 
 enum {
     SG_OK = 0,
-    SG_EINVAL = -22,   /* bad input: config, model, data, flag */
+    SG_EINVAL = -22, /* bad input: config, model, data, flag */
     SG_ENOMEM = -12,
-    SG_EIO = -5,       /* file could not be read or written */
-    SG_ENOENT = -2,    /* file or named thing not found */
-    SG_ENOTSUP = -95,  /* valid request that stepgraph does not support */
+    SG_EIO = -5,      /* file could not be read or written */
+    SG_ENOENT = -2,   /* file or named thing not found */
+    SG_ENOTSUP = -95, /* valid request that stepgraph does not support */
 };
 
 #define SG_ERROR_MSG_MAX 1024
@@ -31,8 +31,7 @@ int sg_error_set(sg_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Prepends context ("while reading X: ") to an existing message. */
-int sg_error_prefix(sg_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int sg_error_prefix(sg_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void sg_error_clear(sg_error *err);
 

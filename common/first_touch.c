@@ -15,8 +15,8 @@ typedef struct touch_work {
     void *const *ptrs;
     const size_t *bytes;
     int n;
-    size_t *first_piece;     /* per buffer: its first piece's global index (n + 1 entries) */
-    size_t next;             /* the next piece to take, under lock */
+    size_t *first_piece; /* per buffer: its first piece's global index (n + 1 entries) */
+    size_t next;         /* the next piece to take, under lock */
     pthread_mutex_t lock;
 } touch_work;
 
@@ -27,8 +27,10 @@ int sg_first_touch_threads(int *threads, sg_error *err)
         char *end;
         long t = strtol(v, &end, 10);
         if (*end || t < 1 || t > 256)
-            return sg_error_set(err, SG_EINVAL, "STEPGRAPH_INIT_THREADS=%s: expected a number "
-                                "of threads from 1 to 256", v);
+            return sg_error_set(err, SG_EINVAL,
+                                "STEPGRAPH_INIT_THREADS=%s: expected a number "
+                                "of threads from 1 to 256",
+                                v);
         *threads = (int)t;
         return SG_OK;
     }

@@ -11,20 +11,20 @@
 #include <string.h>
 
 typedef struct key_ent {
-    size_t str_off;  /* decoded key in checker.keys */
+    size_t str_off; /* decoded key in checker.keys */
     size_t len;
-    size_t src_off;  /* its opening quote in the text */
-    const char *s;   /* set just before sorting */
+    size_t src_off; /* its opening quote in the text */
+    const char *s;  /* set just before sorting */
 } key_ent;
 
 typedef struct checker {
     const unsigned char *t;
     size_t len, pos;
-    size_t line_start_at;  /* 3 after a BOM: columns count from the first character */
+    size_t line_start_at; /* 3 after a BOM: columns count from the first character */
     unsigned flags;
     const char *origin;
     sg_error *err;
-    char *keys;            /* decoded keys of the open objects, stacked */
+    char *keys; /* decoded keys of the open objects, stacked */
     size_t keys_len, keys_cap;
     key_ent *ents;
     size_t nents, ents_cap;
@@ -68,8 +68,8 @@ enum { SNIP_ASCII = 1, SNIP_DOTS = 2 };
  * SNIP_ASCII it stops before a control byte or any byte above 0x7E (raw
  * text around an error); without, control bytes show as '?' (a decoded
  * key). Never cuts a UTF-8 character; with SNIP_DOTS, "..." marks a cut. */
-static const char *snippet(const unsigned char *s, size_t n, size_t max, unsigned how,
-                           char *out, size_t size)
+static const char *snippet(const unsigned char *s, size_t n, size_t max, unsigned how, char *out,
+                           size_t size)
 {
     size_t i = 0;
     if (max > size - 4)
@@ -182,8 +182,10 @@ static int unexpected(checker *ck, const char *expected)
         return fail_at(ck, p, "unexpected end of text (expected %s)", expected);
     unsigned char c = ck->t[p];
     if (c < 0x20 || c == 0x7F)
-        return fail_at(ck, p, "control character 0x%02X where %s was expected (JSON whitespace "
-                       "is only space, tab, LF and CR)", c, expected);
+        return fail_at(ck, p,
+                       "control character 0x%02X where %s was expected (JSON whitespace "
+                       "is only space, tab, LF and CR)",
+                       c, expected);
     if (c >= 0x80) {
         const char *why;
         size_t n = utf8_seq(ck->t + p, ck->len - p, &why);
@@ -192,8 +194,10 @@ static int unexpected(checker *ck, const char *expected)
         unsigned long cp = n == 2 ? (c & 0x1Fu) : n == 3 ? (c & 0x0Fu) : (c & 0x07u);
         for (size_t i = 1; i < n; i++)
             cp = (cp << 6) | (ck->t[p + i] & 0x3Fu);
-        return fail_at(ck, p, "unexpected character U+%04lX (expected %s; JSON whitespace is "
-                       "only space, tab, LF and CR)", cp, expected);
+        return fail_at(ck, p,
+                       "unexpected character U+%04lX (expected %s; JSON whitespace is "
+                       "only space, tab, LF and CR)",
+                       cp, expected);
     }
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
         size_t e = p;
@@ -201,9 +205,10 @@ static int unexpected(checker *ck, const char *expected)
                ((ck->t[e] >= 'a' && ck->t[e] <= 'z') || (ck->t[e] >= 'A' && ck->t[e] <= 'Z') ||
                 (ck->t[e] >= '0' && ck->t[e] <= '9') || ck->t[e] == '_'))
             e++;
-        return fail_at(ck, p, "unexpected word '%.*s' (expected %s; the only JSON words are "
-                       "true, false and null, and strings need double quotes)", (int)(e - p),
-                       (const char *)ck->t + p, expected);
+        return fail_at(ck, p,
+                       "unexpected word '%.*s' (expected %s; the only JSON words are "
+                       "true, false and null, and strings need double quotes)",
+                       (int)(e - p), (const char *)ck->t + p, expected);
     }
     return fail_at(ck, p, "unexpected '%c' (expected %s)", c, expected);
 }
@@ -322,14 +327,19 @@ static int string(checker *ck, int record)
         }
         if (c < 0x20) {
             if (c == '\n' || c == '\r')
-                return fail_at(ck, ck->pos, "line break inside a string (a string ends on its "
+                return fail_at(ck, ck->pos,
+                               "line break inside a string (a string ends on its "
                                "line; write \\n for a newline)");
             const char *esc = c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
             if (esc)
-                return fail_at(ck, ck->pos, "raw control character 0x%02X inside a string (write "
-                               "it as %s)", c, esc);
-            return fail_at(ck, ck->pos, "raw control character 0x%02X inside a string (write it "
-                           "as \\u%04X)", c, c);
+                return fail_at(ck, ck->pos,
+                               "raw control character 0x%02X inside a string (write "
+                               "it as %s)",
+                               c, esc);
+            return fail_at(ck, ck->pos,
+                           "raw control character 0x%02X inside a string (write it "
+                           "as \\u%04X)",
+                           c, c);
         }
         if (c >= 0x80) {
             const char *why;
@@ -361,29 +371,37 @@ static int string(checker *ck, int record)
         }
         if (e != 'u') {
             if (e > 0x20 && e < 0x7F)
-                return fail_at(ck, esc, "invalid escape '\\%c' (JSON has \\\" \\\\ \\/ \\b \\f "
-                               "\\n \\r \\t and \\u followed by 4 hex digits)", e);
+                return fail_at(ck, esc,
+                               "invalid escape '\\%c' (JSON has \\\" \\\\ \\/ \\b \\f "
+                               "\\n \\r \\t and \\u followed by 4 hex digits)",
+                               e);
             return fail_at(ck, esc, "invalid escape: '\\' followed by byte 0x%02X", e);
         }
         unsigned cp;
         if (hex4(ck, esc + 2, &cp)) {
             char near[16];
-            return fail_at(ck, esc, "invalid escape '\\u%s' (\\u needs 4 hex digits)",
-                           snippet(ck->t + esc + 2, ck->len - esc - 2, 4, SNIP_ASCII, near, sizeof near));
+            return fail_at(
+                ck, esc, "invalid escape '\\u%s' (\\u needs 4 hex digits)",
+                snippet(ck->t + esc + 2, ck->len - esc - 2, 4, SNIP_ASCII, near, sizeof near));
         }
         ck->pos = esc + 6;
         if (cp == 0)
-            return fail_at(ck, esc, "\\u0000 (NUL) inside a string: C strings cannot hold it, "
+            return fail_at(ck, esc,
+                           "\\u0000 (NUL) inside a string: C strings cannot hold it, "
                            "so the text after it would be lost");
         if (cp >= 0xDC00 && cp <= 0xDFFF)
-            return fail_at(ck, esc, "unpaired surrogate \\u%04X (a low surrogate must follow "
-                           "a high one, \\uD800-\\uDBFF)", cp);
+            return fail_at(ck, esc,
+                           "unpaired surrogate \\u%04X (a low surrogate must follow "
+                           "a high one, \\uD800-\\uDBFF)",
+                           cp);
         if (cp >= 0xD800 && cp <= 0xDBFF) {
             unsigned lo;
             if (ck->pos + 1 >= ck->len || ck->t[ck->pos] != '\\' || ck->t[ck->pos + 1] != 'u' ||
                 hex4(ck, ck->pos + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                return fail_at(ck, esc, "unpaired surrogate \\u%04X (a high surrogate must be "
-                               "followed by a low one, \\uDC00-\\uDFFF)", cp);
+                return fail_at(ck, esc,
+                               "unpaired surrogate \\u%04X (a high surrogate must be "
+                               "followed by a low one, \\uDC00-\\uDFFF)",
+                               cp);
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             ck->pos += 6;
         }
@@ -393,7 +411,8 @@ static int string(checker *ck, int record)
             if (cp < 0x80) {
                 u[0] = (unsigned char)cp, n = 1;
             } else if (cp < 0x800) {
-                u[0] = (unsigned char)(0xC0 | (cp >> 6)), u[1] = (unsigned char)(0x80 | (cp & 0x3F));
+                u[0] = (unsigned char)(0xC0 | (cp >> 6)),
+                u[1] = (unsigned char)(0x80 | (cp & 0x3F));
                 n = 2;
             } else if (cp < 0x10000) {
                 u[0] = (unsigned char)(0xE0 | (cp >> 12));
@@ -466,8 +485,10 @@ static int check_dups(checker *ck, size_t first)
             snippet((const unsigned char *)e[i].s, e[i].len, 80, SNIP_DOTS, name, sizeof name);
     int line, col;
     line_col(ck, first_of_best, &line, &col);
-    return fail_at(ck, best, "duplicate key \"%s\" (first at line %d, column %d; an object "
-                   "holds each key once)", name, line, col);
+    return fail_at(ck, best,
+                   "duplicate key \"%s\" (first at line %d, column %d; an object "
+                   "holds each key once)",
+                   name, line, col);
 }
 
 static int object(checker *ck, int depth)
@@ -571,23 +592,18 @@ static int value(checker *ck, int depth)
         return unexpected(ck, "a value");
     unsigned char c = ck->t[ck->pos];
     switch (c) {
-    case '{':
-        return object(ck, depth + 1);
-    case '[':
-        return array(ck, depth + 1);
-    case '"':
-        return string(ck, 0);
-    case 't':
-        return literal(ck, "true", "a value");
-    case 'f':
-        return literal(ck, "false", "a value");
-    case 'n':
-        return literal(ck, "null", "a value");
-    case '-':
-        return number(ck);
+    case '{': return object(ck, depth + 1);
+    case '[': return array(ck, depth + 1);
+    case '"': return string(ck, 0);
+    case 't': return literal(ck, "true", "a value");
+    case 'f': return literal(ck, "false", "a value");
+    case 'n': return literal(ck, "null", "a value");
+    case '-': return number(ck);
     case '+':
-        return fail_at(ck, ck->pos, "number '%.*s' starts with '+' (JSON numbers have no '+' "
-                       "sign)", num_text_len(ck, ck->pos), (const char *)ck->t + ck->pos);
+        return fail_at(ck, ck->pos,
+                       "number '%.*s' starts with '+' (JSON numbers have no '+' "
+                       "sign)",
+                       num_text_len(ck, ck->pos), (const char *)ck->t + ck->pos);
     case '.':
         return fail_at(ck, ck->pos, "number '%.*s' has no digits before '.'",
                        num_text_len(ck, ck->pos), (const char *)ck->t + ck->pos);
@@ -601,8 +617,11 @@ static int value(checker *ck, int depth)
 int sg_json_check_strict(const char *text, size_t len, unsigned flags, const char *origin,
                          sg_error *err)
 {
-    checker ck = {.t = (const unsigned char *)text, .len = len, .flags = flags,
-                  .origin = origin ? origin : "(JSON)", .err = err};
+    checker ck = {.t = (const unsigned char *)text,
+                  .len = len,
+                  .flags = flags,
+                  .origin = origin ? origin : "(JSON)",
+                  .err = err};
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) /* UTF-8 BOM */
         ck.pos = ck.line_start_at = 3;
     int rc = value(&ck, 0);

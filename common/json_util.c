@@ -17,8 +17,7 @@
 
 /* ---- files and parsing ------------------------------------------------ */
 
-int sg_json_read_file(const char *path, char **text, size_t *len,
-                      sg_error *err)
+int sg_json_read_file(const char *path, char **text, size_t *len, sg_error *err)
 {
     *text = NULL;
     *len = 0;
@@ -37,9 +36,8 @@ int sg_json_read_file(const char *path, char **text, size_t *len,
         if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > SG_JSON_MAX_FILE) {
             fclose(f);
             return sg_error_set(err, SG_EINVAL,
-                                "%s: file is %.1f MiB; JSON files over %u MiB are refused",
-                                path, (double)st.st_size / (1024.0 * 1024.0),
-                                SG_JSON_MAX_FILE >> 20);
+                                "%s: file is %.1f MiB; JSON files over %u MiB are refused", path,
+                                (double)st.st_size / (1024.0 * 1024.0), SG_JSON_MAX_FILE >> 20);
         }
     }
     /* Read in chunks: st_size is 0 for pipes and /proc files. */
@@ -82,8 +80,9 @@ int sg_json_read_file(const char *path, char **text, size_t *len,
     fclose(f);
     if (n > SG_JSON_MAX_FILE) {
         free(buf);
-        return sg_error_set(err, SG_EINVAL, "%s: more than %u MiB; JSON files over %u MiB are refused",
-                            path, SG_JSON_MAX_FILE >> 20, SG_JSON_MAX_FILE >> 20);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: more than %u MiB; JSON files over %u MiB are refused", path,
+                            SG_JSON_MAX_FILE >> 20, SG_JSON_MAX_FILE >> 20);
     }
     buf[n] = '\0';
     *text = buf;
@@ -91,8 +90,7 @@ int sg_json_read_file(const char *path, char **text, size_t *len,
     return SG_OK;
 }
 
-int sg_json_parse(const char *text, size_t len, const char *origin,
-                  cJSON **root, sg_error *err)
+int sg_json_parse(const char *text, size_t len, const char *origin, cJSON **root, sg_error *err)
 {
     return sg_json_parse_flags(text, len, origin, 0, root, err);
 }
@@ -111,8 +109,8 @@ int sg_json_parse_flags(const char *text, size_t len, const char *origin, unsign
         return sg_error_set(err, SG_EINVAL, "%s: file is empty (expected a JSON object)", origin);
     size_t slen = strlen(text);
     if (slen != len)
-        return sg_error_set(err, SG_EINVAL, "%s: invalid JSON: NUL byte at offset %zu",
-                            origin, slen);
+        return sg_error_set(err, SG_EINVAL, "%s: invalid JSON: NUL byte at offset %zu", origin,
+                            slen);
     /* cJSON is lenient (01, 2., \uZZZZ, \u0000, bad UTF-8, repeated keys):
      * only text that passes the strict check reaches it. */
     int rc = sg_json_check_strict(text, len, flags, origin, err);
@@ -294,37 +292,39 @@ static int looks_numeric(const char *s)
     return end != s && *end == '\0';
 }
 
-int sg_json_type_error(const sg_json_ctx *c, const cJSON *item,
-                       const char *path, const char *what)
+int sg_json_type_error(const sg_json_ctx *c, const cJSON *item, const char *path, const char *what)
 {
     char v[128];
     sg_json_repr(item, v, sizeof v);
     if (cJSON_IsString(item)) {
         const char *s = item->valuestring ? item->valuestring : "";
         if (strcmp(s, "auto") == 0)
-            return sg_json_error(c, SG_EINVAL,
-                                 "%s: \"auto\" is not supported: \"auto\" must be replaced by %s "
-                                 "(stepgraph reads the DeepSpeed config as is; no HF Trainer fills it in)",
-                                 path, auto_replacement(what));
+            return sg_json_error(
+                c, SG_EINVAL,
+                "%s: \"auto\" is not supported: \"auto\" must be replaced by %s "
+                "(stepgraph reads the DeepSpeed config as is; no HF Trainer fills it in)",
+                path, auto_replacement(what));
         const char *hint = "";
         if (strstr(what, "true or false") && (strcmp(s, "true") == 0 || strcmp(s, "false") == 0))
             hint = " (write true or false without quotes)";
         else if ((strstr(what, "integer") || strstr(what, "number")) && looks_numeric(s))
             hint = " (write numbers without quotes)";
-        return sg_json_error(c, SG_EINVAL, "%s: expected %s, got the string %s%s", path, what, v, hint);
+        return sg_json_error(c, SG_EINVAL, "%s: expected %s, got the string %s%s", path, what, v,
+                             hint);
     }
     return sg_json_error(c, SG_EINVAL, "%s: expected %s, got %s", path, what, v);
 }
 
-void sg_json_range_desc(char *buf, size_t size, const char *name,
-                        unsigned flags, double lo, double hi)
+void sg_json_range_desc(char *buf, size_t size, const char *name, unsigned flags, double lo,
+                        double hi)
 {
     char a[40], b[40];
     sg_json_fmt_num(lo, a, sizeof a);
     sg_json_fmt_num(hi, b, sizeof b);
     if ((flags & SG_JSON_LO) && (flags & SG_JSON_HI))
-        snprintf(buf, size, "expected %s %s %s %s %s", a, (flags & SG_JSON_LO_OPEN) ? "<" : "<=",
-                 name, (flags & SG_JSON_HI_OPEN) ? "<" : "<=", b);
+        snprintf(buf, size, "expected %s %s %s %s %s", a,
+                 (flags & SG_JSON_LO_OPEN) ? "<" : "<=", name,
+                 (flags & SG_JSON_HI_OPEN) ? "<" : "<=", b);
     else if (flags & SG_JSON_LO)
         snprintf(buf, size, "expected %s %s %s", name, (flags & SG_JSON_LO_OPEN) ? ">" : ">=", a);
     else if (flags & SG_JSON_HI)
@@ -346,9 +346,8 @@ int sg_json_in_range(double v, unsigned flags, double lo, double hi)
     return 1;
 }
 
-static int range_error(const sg_json_ctx *c, const cJSON *item, const char *path,
-                       const char *name, unsigned flags, double lo, double hi,
-                       const char *expect)
+static int range_error(const sg_json_ctx *c, const cJSON *item, const char *path, const char *name,
+                       unsigned flags, double lo, double hi, const char *expect)
 {
     char v[64], d[160];
     sg_json_repr(item, v, sizeof v);
@@ -361,9 +360,8 @@ static int range_error(const sg_json_ctx *c, const cJSON *item, const char *path
 
 /* ---- typed getters ---------------------------------------------------- */
 
-int sg_json_int(const sg_json_ctx *c, const cJSON *item, const char *path,
-                const char *name, unsigned flags, double lo, double hi,
-                const char *expect, int64_t *out)
+int sg_json_int(const sg_json_ctx *c, const cJSON *item, const char *path, const char *name,
+                unsigned flags, double lo, double hi, const char *expect, int64_t *out)
 {
     if (!cJSON_IsNumber(item))
         return sg_json_type_error(c, item, path, "an integer");
@@ -372,16 +370,16 @@ int sg_json_int(const sg_json_ctx *c, const cJSON *item, const char *path,
         return sg_json_type_error(c, item, path, "an integer");
     /* 2^63: JSON numbers are doubles in cJSON; 4e8 arrives as 400000000.0. */
     if (v < -9223372036854775808.0 || v >= 9223372036854775808.0)
-        return range_error(c, item, path, name, 0, 0, 0, "expected an integer that fits in 64 bits");
+        return range_error(c, item, path, name, 0, 0, 0,
+                           "expected an integer that fits in 64 bits");
     if (!sg_json_in_range(v, flags, lo, hi))
         return range_error(c, item, path, name, flags, lo, hi, expect);
     *out = (int64_t)v;
     return SG_OK;
 }
 
-int sg_json_num(const sg_json_ctx *c, const cJSON *item, const char *path,
-                const char *name, unsigned flags, double lo, double hi,
-                const char *expect, double *out)
+int sg_json_num(const sg_json_ctx *c, const cJSON *item, const char *path, const char *name,
+                unsigned flags, double lo, double hi, const char *expect, double *out)
 {
     if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
         return sg_json_type_error(c, item, path, "a number");
@@ -392,8 +390,7 @@ int sg_json_num(const sg_json_ctx *c, const cJSON *item, const char *path,
     return SG_OK;
 }
 
-int sg_json_bool(const sg_json_ctx *c, const cJSON *item, const char *path,
-                 int *out)
+int sg_json_bool(const sg_json_ctx *c, const cJSON *item, const char *path, int *out)
 {
     if (!cJSON_IsBool(item))
         return sg_json_type_error(c, item, path, "true or false");
@@ -401,8 +398,7 @@ int sg_json_bool(const sg_json_ctx *c, const cJSON *item, const char *path,
     return SG_OK;
 }
 
-int sg_json_str(const sg_json_ctx *c, const cJSON *item, const char *path,
-                char *buf, size_t size)
+int sg_json_str(const sg_json_ctx *c, const cJSON *item, const char *path, char *buf, size_t size)
 {
     if (!cJSON_IsString(item) || !item->valuestring)
         return sg_json_type_error(c, item, path, "a string");
@@ -427,7 +423,8 @@ static size_t edit_distance(const char *a, const char *b)
     for (size_t i = 1; i <= la; i++) {
         cur[0] = i;
         for (size_t j = 1; j <= lb; j++) {
-            size_t cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
+            size_t cost =
+                tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
             size_t m = prev[j] + 1;
             if (cur[j - 1] + 1 < m)
                 m = cur[j - 1] + 1;

@@ -16,8 +16,7 @@ static void *run_part(void *arg)
     return NULL;
 }
 
-int sg_par_for(int64_t n, int threads, void (*fn)(void *ctx, int64_t lo, int64_t hi),
-               void *ctx)
+int sg_par_for(int64_t n, int threads, void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx)
 {
     enum { MAX_PARTS = 256 };
     if (n <= 0)

@@ -17,7 +17,6 @@
  * at least SG_PAR_FOR_MIN elements each (the last part the remainder), one
  * on this thread and the rest on threads started here; a thread that
  * cannot start leaves its part to this one. Returns the parts run. */
-int sg_par_for(int64_t n, int threads, void (*fn)(void *ctx, int64_t lo, int64_t hi),
-               void *ctx);
+int sg_par_for(int64_t n, int threads, void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx);
 
 #endif /* SG_PAR_FOR_H */

@@ -246,11 +246,13 @@ double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const c
         {"CPU work (every CPU task back to back at the socket's roofline)", "CPU work",
          s->fixed_work_s[SG_DEV_CPU]},
         {"the host-to-device link", "h2d link",
-         cm->link_bw[SG_LINK_H2D] > 0 ? (double)s->link_bytes[SG_LINK_H2D] / cm->link_bw[SG_LINK_H2D]
-                                      : 0},
+         cm->link_bw[SG_LINK_H2D] > 0
+             ? (double)s->link_bytes[SG_LINK_H2D] / cm->link_bw[SG_LINK_H2D]
+             : 0},
         {"the device-to-host link", "d2h link",
-         cm->link_bw[SG_LINK_D2H] > 0 ? (double)s->link_bytes[SG_LINK_D2H] / cm->link_bw[SG_LINK_D2H]
-                                      : 0},
+         cm->link_bw[SG_LINK_D2H] > 0
+             ? (double)s->link_bytes[SG_LINK_D2H] / cm->link_bw[SG_LINK_D2H]
+             : 0},
         {"the critical path (dependencies)", "critical path", s->critical_path_s},
         /* ZeRO-Infinity's disk: reads and writes share the device */
         {"the disk (the state on disk read and written at its bandwidths)", "disk",
@@ -264,8 +266,8 @@ double sg_step_lower_bound(const sg_summary *s, const sg_cost_model *cm, const c
         double cores = cm->cpu_flops / cm->gpu_flops;
         part[0].what = "CPU compute (no GPU: every task's core-seconds over all the cores)";
         part[0].brief = "CPU compute";
-        part[0].sec = s->fixed_work_s[SG_DEV_GPU] / (cores > 1 ? cores : 1) +
-                      s->fixed_work_s[SG_DEV_CPU];
+        part[0].sec =
+            s->fixed_work_s[SG_DEV_GPU] / (cores > 1 ? cores : 1) + s->fixed_work_s[SG_DEV_CPU];
         part[1].sec = 0; // counted in part[0]
     }
     int best = 0;

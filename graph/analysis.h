@@ -15,20 +15,20 @@
 
 typedef struct sg_cost_model {
     const char *name;
-    double gpu_flops;        /* FLOP/s at the compute dtype, dense */
-    double gpu_mem_bw;       /* B/s */
-    double cpu_flops;        /* FLOP/s of all cores, fp32 vector FMA */
-    double cpu_mem_bw;       /* B/s */
-    double link_bw[SG_LINK_COUNT]; /* B/s per direction: h2d, d2h, net */
-    double link_latency;     /* s per transfer */
+    double gpu_flops;                    /* FLOP/s at the compute dtype, dense */
+    double gpu_mem_bw;                   /* B/s */
+    double cpu_flops;                    /* FLOP/s of all cores, fp32 vector FMA */
+    double cpu_mem_bw;                   /* B/s */
+    double link_bw[SG_LINK_COUNT];       /* B/s per direction: h2d, d2h, net */
+    double link_latency;                 /* s per transfer */
     double efficiency[SG_OP_KIND_COUNT]; /* share of peak a kind reaches (0, 1] */
-    double gpu_mem_bytes;    /* capacity; 0 = unknown */
+    double gpu_mem_bytes;                /* capacity; 0 = unknown */
     double host_mem_bytes;
-    int unified_memory;      /* CPU and GPU share one memory (MI300A) */
+    int unified_memory;                 /* CPU and GPU share one memory (MI300A) */
     double disk_read_bw, disk_write_bw; /* B/s of the disk ZeRO-Infinity's state lives on;
                                            0 = the machine has none */
-    double disk_bytes;       /* its capacity */
-    int no_gpu;              /* a CPU-only machine: the GPU-side tasks run on one CPU core
+    double disk_bytes;                  /* its capacity */
+    int no_gpu; /* a CPU-only machine: the GPU-side tasks run on one CPU core
                                 each (gpu_flops and gpu_mem_bw are that core's) */
     /* optional: a GPU node's seconds from a finer model than the roofline
      * (the machine's kernel model, runtime/sim/sim_cost.h), used as they are
@@ -58,24 +58,24 @@ typedef struct sg_summary {
     double flops_total;
     double flops_by_device[SG_DEV_COUNT];
     int64_t link_bytes[SG_LINK_COUNT];
-    int64_t peak_bytes[SG_MEM_COUNT];       /* in program order */
+    int64_t peak_bytes[SG_MEM_COUNT]; /* in program order */
     int64_t persistent_bytes[SG_MEM_COUNT];
-    double critical_path_s;                 /* on the ideal machine */
+    double critical_path_s; /* on the ideal machine */
     int critical_path_nodes;
-    double work_s[SG_DEV_COUNT];            /* sum of ideal node times per class */
-    double fixed_work_s[SG_DEV_COUNT];      /* the same without the nodes the scheduler may
+    double work_s[SG_DEV_COUNT];       /* sum of ideal node times per class */
+    double fixed_work_s[SG_DEV_COUNT]; /* the same without the nodes the scheduler may
                                                place on either side (casts unless pinned):
                                                what the lower bound may count */
     const char *cost_model_name;
-    double capacity_bytes[SG_MEM_COUNT];    /* of the cost model's machine, 0 = unknown */
+    double capacity_bytes[SG_MEM_COUNT]; /* of the cost model's machine, 0 = unknown */
     int unified_memory;
     /* the disk tier (graph/disk_tier.h, sg_disk_tier_apply); 0 without one */
-    int64_t disk_bytes;                     /* state on disk */
-    int64_t disk_ram_bytes;                 /* its working set in RAM (in peak_bytes[HOST]) */
-    int64_t disk_read_bytes, disk_write_bytes; /* per step */
+    int64_t disk_bytes;                         /* state on disk */
+    int64_t disk_ram_bytes;                     /* its working set in RAM (in peak_bytes[HOST]) */
+    int64_t disk_read_bytes, disk_write_bytes;  /* per step */
     int64_t disk_buffer_count, disk_tile_bytes; /* optimizer tiles in RAM, the largest's bytes */
     int64_t disk_param_ram_bytes, disk_param_buffer_count; /* the parameters' share of it */
-    double disk_capacity_bytes;             /* of the cost model's machine, 0 = no disk */
+    double disk_capacity_bytes; /* of the cost model's machine, 0 = no disk */
 } sg_summary;
 
 int sg_summary_compute(const sg_graph *g, const sg_cost_model *cm, sg_summary *s);

@@ -117,8 +117,8 @@ static int tensor_pieces(const sg_model *m, const sg_step_spec *s, int u, int64_
     return k;
 }
 
-int sg_subgroup_layout_compute(const sg_model *m, const sg_step_spec *s,
-                               sg_subgroup_layout *layout, sg_error *err)
+int sg_subgroup_layout_compute(const sg_model *m, const sg_step_spec *s, sg_subgroup_layout *layout,
+                               sg_error *err)
 {
     if (s->sub_group_size < 0)
         return sg_error_set(err, SG_EINVAL, "sub_group_size must be >= 0 (got %lld)",
@@ -165,8 +165,8 @@ static int build_pieces(compiler *c)
     c->sg_lowest_unit = malloc((size_t)(N + 1) * sizeof(int));
     c->sg_first_piece = calloc((size_t)N + 2, sizeof(int));
     c->sg_piece_idx = malloc((size_t)(c->units + N + 1) * sizeof(int));
-    if (!c->pieces || !c->unit_first_piece || !c->sg_lowest_unit ||
-        !c->sg_first_piece || !c->sg_piece_idx)
+    if (!c->pieces || !c->unit_first_piece || !c->sg_lowest_unit || !c->sg_first_piece ||
+        !c->sg_piece_idx)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory building sub-groups");
     for (int i = 0; i < N; i++)
         c->sg_lowest_unit[i] = -1;
@@ -251,13 +251,16 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
                             (long long)s->dp_size, (long long)s->micro_batch,
                             (long long)s->grad_accum, (long long)s->seq_len);
     if (s->grad_accum > 4096)
-        return sg_error_set(err, SG_EINVAL, "gradient_accumulation_steps %lld: at most 4096 "
-                            "micro-steps are compiled into one graph", (long long)s->grad_accum);
+        return sg_error_set(err, SG_EINVAL,
+                            "gradient_accumulation_steps %lld: at most 4096 "
+                            "micro-steps are compiled into one graph",
+                            (long long)s->grad_accum);
     if (s->offload_ratio < 0 || s->offload_ratio > 1)
         return sg_error_set(err, SG_EINVAL, "offload ratio %g is out of range [0, 1]",
                             s->offload_ratio);
     if (s->super_offload && (!s->offload_optimizer || s->zero_stage != 3))
-        return sg_error_set(err, SG_EINVAL, "super_offload needs ZeRO stage 3 with the optimizer "
+        return sg_error_set(err, SG_EINVAL,
+                            "super_offload needs ZeRO stage 3 with the optimizer "
                             "offloaded to the CPU");
     if (s->offload_optimizer && s->zero_stage == 0)
         return sg_error_set(err, SG_EINVAL, "optimizer offload needs ZeRO stage 1, 2 or 3");
@@ -274,12 +277,14 @@ static int check_spec(const sg_model *m, const sg_step_spec *s, sg_error *err)
                             (long long)s->batch_tile, (long long)s->micro_batch);
     if (s->batch_tile > 0 && s->batch_tile < s->micro_batch && m->num_experts > 0 &&
         !s->batch_tile_auto)
-        return sg_error_set(err, SG_ENOTSUP, "batch_tile %lld: model %s is a mixture of "
+        return sg_error_set(err, SG_ENOTSUP,
+                            "batch_tile %lld: model %s is a mixture of "
                             "experts, whose load-balancing loss pools the whole micro batch; "
                             "batch tiles are not supported for it (use batch_tile 0)",
                             (long long)s->batch_tile, m->name);
     if (s->batch_tile > 0 && (s->micro_batch + s->batch_tile - 1) / s->batch_tile > 4096)
-        return sg_error_set(err, SG_EINVAL, "batch_tile %lld splits the micro batch of %lld "
+        return sg_error_set(err, SG_EINVAL,
+                            "batch_tile %lld splits the micro batch of %lld "
                             "sequences into more than 4096 tiles",
                             (long long)s->batch_tile, (long long)s->micro_batch);
     return SG_OK;

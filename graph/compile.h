@@ -37,11 +37,11 @@
 /* Where the casts of mixed precision run (gradients to fp32 before a CPU
  * Adam, the fp32 master back to the compute dtype). */
 typedef enum sg_cast_placement {
-    SG_CAST_AUTO,                       /* decided from the graph: link bytes against compute */
+    SG_CAST_AUTO, /* decided from the graph: link bytes against compute */
     SG_CAST_CPU,
     SG_CAST_GPU,
-    SG_CAST_SCHEDULER,                  /* the scheduling policy picks per task */
-    SG_CAST_FUSED,                      /* no cast nodes: the CPU Adam (and SuperOffload's
+    SG_CAST_SCHEDULER, /* the scheduling policy picks per task */
+    SG_CAST_FUSED,     /* no cast nodes: the CPU Adam (and SuperOffload's
                                            validation) reads the 16-bit host gradients and
                                            writes the 16-bit host parameters in its pass
                                            (codelets/cpu/adam_lowp.h); with parameter
@@ -58,9 +58,9 @@ typedef struct sg_cast_costs {
 /* The fp32 optimizer state a sub-group keeps per parameter, in its
  * SG_BUF_MOMENTS buffer (the update rules: codelets/cpu/adam.h). */
 typedef enum sg_optimizer_state {
-    SG_STATE_ADAM = 0,   /* Adam: exp_avg then exp_avg_sq, two arrays */
-    SG_STATE_MOMENTUM,   /* Lion: exp_avg only */
-    SG_STATE_SQUARES,    /* Adagrad: exp_avg_sq (its sum of squares) only */
+    SG_STATE_ADAM = 0, /* Adam: exp_avg then exp_avg_sq, two arrays */
+    SG_STATE_MOMENTUM, /* Lion: exp_avg only */
+    SG_STATE_SQUARES,  /* Adagrad: exp_avg_sq (its sum of squares) only */
 } sg_optimizer_state;
 
 /* Arrays of the sub-group's length in its state buffer: 2 for Adam, else 1. */
@@ -70,43 +70,43 @@ static inline int sg_optimizer_state_arrays(sg_optimizer_state s)
 }
 
 typedef struct sg_step_spec {
-    int zero_stage;                     /* 0..3 */
-    int64_t dp_size;                    /* data-parallel ranks (>= 1) */
-    int64_t micro_batch;                /* sequences per micro-step per rank */
-    int64_t grad_accum;                 /* micro-steps per optimizer step */
-    int64_t seq_len;                    /* tokens per sequence */
-    sg_dtype compute_dtype;             /* SG_F32, SG_BF16 or SG_F16 */
+    int zero_stage;         /* 0..3 */
+    int64_t dp_size;        /* data-parallel ranks (>= 1) */
+    int64_t micro_batch;    /* sequences per micro-step per rank */
+    int64_t grad_accum;     /* micro-steps per optimizer step */
+    int64_t seq_len;        /* tokens per sequence */
+    sg_dtype compute_dtype; /* SG_F32, SG_BF16 or SG_F16 */
     int activation_checkpointing;
-    int offload_optimizer;              /* optimizer state on the CPU */
-    double offload_ratio;               /* share of sub-groups stepped on the CPU */
-    int super_offload;                  /* speculation-then-validation */
-    int offload_param;                  /* stage 3: this rank's parameter pieces live on the
+    int offload_optimizer; /* optimizer state on the CPU */
+    double offload_ratio;  /* share of sub-groups stepped on the CPU */
+    int super_offload;     /* speculation-then-validation */
+    int offload_param;     /* stage 3: this rank's parameter pieces live on the
                                            host */
     /* ZeRO-Infinity (device "nvme"): the offloaded state compiles as with "cpu"
      * (host-space buffers); its home is on disk (graph/disk_tier.h counts it) */
-    int nvme_optimizer;                 /* the CPU sub-groups' masters and moments on disk */
-    int nvme_param;                     /* the offloaded parameter pieces on disk */
-    int64_t nvme_buffer_count;          /* optimizer tiles in RAM at once (1 updated + prefetched) */
-    int64_t nvme_param_buffer_count;    /* units' parameter pieces in RAM at once */
-    sg_optimizer_state optimizer_state; /* SG_STATE_ADAM unless set */
-    int64_t sub_group_size;             /* elements per optimizer sub-group;
+    int nvme_optimizer;              /* the CPU sub-groups' masters and moments on disk */
+    int nvme_param;                  /* the offloaded parameter pieces on disk */
+    int64_t nvme_buffer_count;       /* optimizer tiles in RAM at once (1 updated + prefetched) */
+    int64_t nvme_param_buffer_count; /* units' parameter pieces in RAM at once */
+    sg_optimizer_state optimizer_state;  /* SG_STATE_ADAM unless set */
+    int64_t sub_group_size;              /* elements per optimizer sub-group;
                                            0 = one per parameter tensor */
-    double gradient_clipping;           /* 0 = off */
-    int64_t param_persistence_threshold;/* stage 3: units below are never gathered */
-    int64_t max_reuse_distance;         /* stage 3: keep gathered params if reused within */
+    double gradient_clipping;            /* 0 = off */
+    int64_t param_persistence_threshold; /* stage 3: units below are never gathered */
+    int64_t max_reuse_distance;          /* stage 3: keep gathered params if reused within */
     /* tiles: 0 = untiled (one task per sub-group / per unit and micro-step) */
-    int64_t optimizer_tile;             /* elements per chunk of a CPU sub-group's optimizer
+    int64_t optimizer_tile;           /* elements per chunk of a CPU sub-group's optimizer
                                            chain; SG_OPTIMIZER_TILE_AUTO: from the workers */
-    int64_t optimizer_workers;          /* CPU workers that run the optimizer (auto tiles) */
-    int64_t micro_window;               /* > 0: micro-step k + W's forward waits for micro-step
+    int64_t optimizer_workers;        /* CPU workers that run the optimizer (auto tiles) */
+    int64_t micro_window;             /* > 0: micro-step k + W's forward waits for micro-step
                                            k's backward (at most W micro-steps' activations
                                            live however the workers run them); 0: unbounded */
-    int64_t batch_tile;                 /* sequences per forward/backward tile of a micro-step */
-    int batch_tile_auto;                /* batch_tile was chosen automatically: a model that
+    int64_t batch_tile;               /* sequences per forward/backward tile of a micro-step */
+    int batch_tile_auto;              /* batch_tile was chosen automatically: a model that
                                            cannot be tiled (MoE) compiles untiled instead of
                                            being refused */
-    sg_cast_placement cast_placement;   /* SG_CAST_SCHEDULER unless set */
-    sg_cast_costs cast_costs;           /* for SG_CAST_AUTO */
+    sg_cast_placement cast_placement; /* SG_CAST_SCHEDULER unless set */
+    sg_cast_costs cast_costs;         /* for SG_CAST_AUTO */
 } sg_step_spec;
 
 /* optimizer_tile "auto": ceil(n / optimizer_workers) elements per chunk of an
@@ -128,27 +128,24 @@ void sg_step_spec_defaults(sg_step_spec *spec);
 
 /* Sub-group layout of one rank's parameters. */
 typedef struct sg_subgroup_layout {
-    int nsubgroups;                     /* N */
-    int first_cpu;                      /* floor((1 - r) * N), or N without offload */
-    int64_t rank_params;                /* elements in this rank's partition */
+    int nsubgroups;      /* N */
+    int first_cpu;       /* floor((1 - r) * N), or N without offload */
+    int64_t rank_params; /* elements in this rank's partition */
 } sg_subgroup_layout;
 
 int sg_subgroup_layout_compute(const sg_model *model, const sg_step_spec *spec,
                                sg_subgroup_layout *layout, sg_error *err);
 
 /* Elements of unit `unit` that this rank owns (its partition). */
-int64_t sg_unit_shard_elems(const sg_model *model, const sg_step_spec *spec,
-                            int unit);
+int64_t sg_unit_shard_elems(const sg_model *model, const sg_step_spec *spec, int unit);
 
 /* Where rank `rank`'s partition of unit `unit` starts in the unit: rank x
  * its shard for a sharded unit (the last rank's may run past the unit's
  * end: padding), 0 for a unit every rank holds whole. */
-int64_t sg_unit_shard_offset(const sg_model *model, const sg_step_spec *spec, int unit,
-                             int rank);
+int64_t sg_unit_shard_offset(const sg_model *model, const sg_step_spec *spec, int unit, int rank);
 
 /* Compiles one training step into g (initialised by the caller with
  * sg_graph_init, finalized on success). */
-int sg_compile_step(const sg_model *model, const sg_step_spec *spec,
-                    sg_graph *g, sg_error *err);
+int sg_compile_step(const sg_model *model, const sg_step_spec *spec, sg_graph *g, sg_error *err);
 
 #endif /* SG_COMPILE_H */

@@ -26,8 +26,8 @@ static int alloc_buffer_ids(compiler *c)
     c->sg_pdev = malloc((size_t)(N + 1) * sizeof(int));
     if (!c->sg_master || !c->sg_moments || !c->sg_pdev)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
-    if (!c->unit_gathered || !c->unit_kept || !c->unit_full || !c->unit_gbuf ||
-        !c->unit_shard || !c->unit_grad)
+    if (!c->unit_gathered || !c->unit_kept || !c->unit_full || !c->unit_gbuf || !c->unit_shard ||
+        !c->unit_grad)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
     return SG_OK;
 }
@@ -40,10 +40,10 @@ static int declare_piece_buffers(compiler *c)
     sg_mem_space param_space = s->offload_param ? SG_MEM_HOST : SG_MEM_GPU;
     for (int p = 0; p < c->npieces; p++) {
         piece *pc = &c->pieces[p];
-        pc->pbuf = buffer(c, pc->elems, c->cd, param_space, 1, "param.%d.sg%d",
-                          pc->unit, pc->subgroup);
-        pc->gbuf = buffer(c, pc->elems, c->cd, SG_MEM_GPU, 0, "grad_shard.%d.sg%d",
-                          pc->unit, pc->subgroup);
+        pc->pbuf =
+            buffer(c, pc->elems, c->cd, param_space, 1, "param.%d.sg%d", pc->unit, pc->subgroup);
+        pc->gbuf = buffer(c, pc->elems, c->cd, SG_MEM_GPU, 0, "grad_shard.%d.sg%d", pc->unit,
+                          pc->subgroup);
         if (pc->pbuf < 0 || pc->gbuf < 0)
             return SG_ENOMEM;
         tag(c, pc->pbuf, SG_BUF_PARAM_PIECE, pc->unit, -1, pc->subgroup);
@@ -71,8 +71,7 @@ static int declare_unit_buffers(compiler *c)
         c->unit_full[u] = c->unit_gbuf[u] = c->unit_shard[u] = -1;
         c->unit_gathered[u] = s->zero_stage == 3 && pu >= s->param_persistence_threshold;
         if (c->unit_gathered[u]) {
-            c->unit_kept[u] = reuse <= s->max_reuse_distance ||
-                              (u == 0 && m->tie_word_embeddings);
+            c->unit_kept[u] = reuse <= s->max_reuse_distance || (u == 0 && m->tie_word_embeddings);
             reuse += pu;
         } else if (s->offload_param) {
             /* a unit every rank holds whole, its pieces on the host: copied
@@ -85,16 +84,17 @@ static int declare_unit_buffers(compiler *c)
             c->unit_gbuf[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "gathered.%d", u),
                                   SG_BUF_GATHERED, u, -1, -1);
         if (c->unit_gathered[u] && s->offload_param &&
-            (c->unit_shard[u] = tag(c, buffer(c, sg_unit_shard_elems(m, s, u), c->cd,
-                                              SG_MEM_GPU, 0, "param_shard.%d", u),
-                                    SG_BUF_PARAM_SHARD, u, -1, -1)) >= 0)
+            (c->unit_shard[u] = tag(
+                 c,
+                 buffer(c, sg_unit_shard_elems(m, s, u), c->cd, SG_MEM_GPU, 0, "param_shard.%d", u),
+                 SG_BUF_PARAM_SHARD, u, -1, -1)) >= 0)
             c->g->buffers[c->unit_shard[u]].unit_offset =
                 c->pieces[c->unit_first_piece[u]].unit_offset;
         if (s->zero_stage == 1 || s->zero_stage == 2)
             c->unit_full[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 1, "param_full.%d", u),
                                   SG_BUF_PARAM_FULL, u, -1, -1);
-        c->unit_grad[u] = tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "grad.%d", u),
-                              SG_BUF_GRAD, u, -1, -1);
+        c->unit_grad[u] =
+            tag(c, buffer(c, pu, c->cd, SG_MEM_GPU, 0, "grad.%d", u), SG_BUF_GRAD, u, -1, -1);
         if (c->unit_grad[u] < 0 || (unit_fetched(c, u) && c->unit_gbuf[u] < 0) ||
             (c->unit_gathered[u] && s->offload_param && c->unit_shard[u] < 0))
             return SG_ENOMEM;
@@ -108,8 +108,8 @@ static int declare_step_buffers(compiler *c)
 {
     const sg_step_spec *s = c->s;
     size_t nu = (size_t)c->units;
-    c->grad_norm = tag(c, buffer(c, 2, SG_F32, SG_MEM_GPU, 0, "grad_norm"),
-                       SG_BUF_GRAD_NORM, -1, -1, -1);
+    c->grad_norm =
+        tag(c, buffer(c, 2, SG_F32, SG_MEM_GPU, 0, "grad_norm"), SG_BUF_GRAD_NORM, -1, -1, -1);
     /* each unit's pieces' partials of the norm, taken right after the unit's
      * last reduction so that its gradient pieces need not wait for the norm */
     c->unit_norm_part = malloc(nu * sizeof(int));
@@ -118,9 +118,9 @@ static int declare_step_buffers(compiler *c)
     for (int u = 0; u < c->units; u++) {
         int np = c->unit_first_piece[u + 1] - c->unit_first_piece[u];
         c->unit_norm_part[u] = -1;
-        if (np > 0 && (c->unit_norm_part[u] = tag(c, buffer(c, (int64_t)np * SG_NORM_PART_F32,
-                                                            SG_F32, SG_MEM_GPU, 0,
-                                                            "norm_part.%d", u),
+        if (np > 0 && (c->unit_norm_part[u] = tag(c,
+                                                  buffer(c, (int64_t)np * SG_NORM_PART_F32, SG_F32,
+                                                         SG_MEM_GPU, 0, "norm_part.%d", u),
                                                   SG_BUF_NORM_PART, u, -1, -1)) < 0)
             return SG_ENOMEM;
     }
@@ -134,15 +134,15 @@ static int declare_step_buffers(compiler *c)
         return SG_ENOMEM;
     c->overflow = c->loss_scale = c->loss_scaler_state = -1;
     if (c->cd == SG_F16) {
-        c->overflow = tag(c, buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow"),
-                          SG_BUF_OVERFLOW, -1, -1, -1);
-        c->loss_scale = tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 1, "loss_scale"),
-                            SG_BUF_LOSS_SCALE, -1, -1, -1);
+        c->overflow =
+            tag(c, buffer(c, 1, SG_I32, SG_MEM_GPU, 0, "overflow"), SG_BUF_OVERFLOW, -1, -1, -1);
+        c->loss_scale = tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 1, "loss_scale"), SG_BUF_LOSS_SCALE,
+                            -1, -1, -1);
         /* the scaler's state (raw bytes of sg_loss_scaler_state), on the
          * host where the update runs */
-        c->loss_scaler_state = tag(c, buffer(c, SG_LOSS_SCALER_STATE_I32, SG_I32, SG_MEM_HOST, 1,
-                                             "loss_scaler_state"),
-                                   SG_BUF_LOSS_SCALER_STATE, -1, -1, -1);
+        c->loss_scaler_state =
+            tag(c, buffer(c, SG_LOSS_SCALER_STATE_I32, SG_I32, SG_MEM_HOST, 1, "loss_scaler_state"),
+                SG_BUF_LOSS_SCALER_STATE, -1, -1, -1);
         if (c->overflow < 0 || c->loss_scale < 0 || c->loss_scaler_state < 0)
             return SG_ENOMEM;
     }
@@ -170,27 +170,26 @@ static int declare_chunk(compiler *c, int i, int k, int nch, int64_t n, int64_t 
     /* with the parameters on the host, a GPU sub-group keeps its fp32
      * parameters beside its state, in fp32 training too */
     if (c->mixed || cpu || s->offload_param)
-        ch->master = tag(c, buffer(c, e, SG_F32, sp, 1, "master.sg%d%s", i, sfx),
-                         SG_BUF_MASTER, -1, -1, i);
-    ch->moments = tag(c, buffer(c, sg_optimizer_state_arrays(c->s->optimizer_state) * e,
-                                SG_F32, sp, 1, "adam_moments.sg%d%s", i, sfx),
+        ch->master =
+            tag(c, buffer(c, e, SG_F32, sp, 1, "master.sg%d%s", i, sfx), SG_BUF_MASTER, -1, -1, i);
+    ch->moments = tag(c,
+                      buffer(c, sg_optimizer_state_arrays(c->s->optimizer_state) * e, SG_F32, sp, 1,
+                             "adam_moments.sg%d%s", i, sfx),
                       SG_BUF_MOMENTS, -1, -1, i);
     if (cpu) {
         ch->ghost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "grad_host.sg%d%s", i, sfx),
                         SG_BUF_GRAD_HOST, -1, -1, i);
         if (c->mixed && !casts_fused(c, i))
-            ch->ghost32 = tag(c, buffer(c, e, SG_F32, SG_MEM_HOST, 0,
-                                        "grad_host_f32.sg%d%s", i, sfx),
-                              SG_BUF_GRAD_HOST_F32, -1, -1, i);
+            ch->ghost32 =
+                tag(c, buffer(c, e, SG_F32, SG_MEM_HOST, 0, "grad_host_f32.sg%d%s", i, sfx),
+                    SG_BUF_GRAD_HOST_F32, -1, -1, i);
         /* offloaded parameters take the cast directly */
         if (c->mixed && !s->offload_param)
-            ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "param_host.sg%d%s",
-                                      i, sfx),
+            ch->phost = tag(c, buffer(c, e, c->cd, SG_MEM_HOST, 0, "param_host.sg%d%s", i, sfx),
                             SG_BUF_PARAM_HOST, -1, -1, i);
     }
     if (ch->moments < 0 || ((c->mixed || cpu || s->offload_param) && ch->master < 0) ||
-        (cpu && ch->ghost < 0) ||
-        (cpu && c->mixed && !casts_fused(c, i) && ch->ghost32 < 0) ||
+        (cpu && ch->ghost < 0) || (cpu && c->mixed && !casts_fused(c, i) && ch->ghost32 < 0) ||
         (cpu && c->mixed && !s->offload_param && ch->phost < 0))
         return SG_ENOMEM;
     /* a GPU sub-group's update, cast to the compute dtype on the GPU
@@ -228,7 +227,8 @@ static int declare_optimizer_state(compiler *c)
         int64_t tile = cpu ? sg_optimizer_tile_for(s, n) : 0;
         int64_t nch64 = tile > 0 ? (n + tile - 1) / tile : 1;
         if (nch64 > 1 && (int64_t)c->nchunks + nch64 > 1000000)
-            return sg_error_set(c->err, SG_EINVAL, "optimizer_tile %lld makes more than "
+            return sg_error_set(c->err, SG_EINVAL,
+                                "optimizer_tile %lld makes more than "
                                 "1000000 optimizer chunks (at most 1000000 supported)",
                                 (long long)tile);
         int nch = (int)nch64;
@@ -319,24 +319,26 @@ int sg_compile_declare_micro(compiler *c, int mb, micro_bufs *b)
             tile_suffix(c, t, sfx, sizeof sfx);
             /* a tile's loss buffer holds its share of the micro-step's mean loss */
             b->act[i] = is_head
-                ? tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "loss.mb%d%s", mb, sfx), SG_BUF_LOSS,
-                      u, mb, -1)
-                : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0, "act.%d.mb%d%s", u,
-                                mb, sfx),
-                      SG_BUF_ACT, u, mb, -1);
+                            ? tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "loss.mb%d%s", mb, sfx),
+                                  SG_BUF_LOSS, u, mb, -1)
+                            : tag(c,
+                                  buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0,
+                                         "act.%d.mb%d%s", u, mb, sfx),
+                                  SG_BUF_ACT, u, mb, -1);
             b->dact[i] = is_head ? -1
-                                 : tag(c, buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0,
-                                                 "dact.%d.mb%d%s", u, mb, sfx),
+                                 : tag(c,
+                                       buffer(c, T * m->hidden_size, c->cd, SG_MEM_GPU, 0,
+                                              "dact.%d.mb%d%s", u, mb, sfx),
                                        SG_BUF_DACT, u, mb, -1);
             /* what the backward reads: logits and the final norm's output for the
              * head, the block's internals for a layer (models/unit_layout.h) */
             size_t saved = sg_unit_saved_floats(m, u, (size_t)rows, (size_t)c->s->seq_len);
             b->inner[i] = saved == 0 ? -1
-                                     : tag(c, buffer(c, (int64_t)saved, c->cd, SG_MEM_GPU, 0,
-                                                     "saved.%d.mb%d%s", u, mb, sfx),
+                                     : tag(c,
+                                           buffer(c, (int64_t)saved, c->cd, SG_MEM_GPU, 0,
+                                                  "saved.%d.mb%d%s", u, mb, sfx),
                                            SG_BUF_SAVED, u, mb, -1);
-            if (b->act[i] < 0 || (!is_head && b->dact[i] < 0) ||
-                (saved > 0 && b->inner[i] < 0))
+            if (b->act[i] < 0 || (!is_head && b->dact[i] < 0) || (saved > 0 && b->inner[i] < 0))
                 return SG_ENOMEM;
             if (is_head) {
                 int *nl = realloc(c->loss_bufs, (size_t)(c->nloss + 1) * sizeof *nl);
@@ -364,8 +366,9 @@ int sg_compile_declare_grad_parts(compiler *c)
         return sg_error_set(c->err, SG_ENOMEM, "out of memory");
     for (int u = 0; u < c->units; u++)
         for (int t = 0; t < c->ntiles; t++) {
-            int id = tag(c, buffer(c, sg_model_unit_params(c->m, u), SG_F32, SG_MEM_GPU, 0,
-                                   "grad_part.%d.t%d", u, t),
+            int id = tag(c,
+                         buffer(c, sg_model_unit_params(c->m, u), SG_F32, SG_MEM_GPU, 0,
+                                "grad_part.%d.t%d", u, t),
                          SG_BUF_GRAD_PART, u, -1, -1);
             if (id < 0)
                 return SG_ENOMEM;
@@ -394,8 +397,9 @@ int sg_compile_declare_window(compiler *c)
             *id = -1;
             if (W < 1 || k + W >= A)
                 continue;
-            *id = tag(c, buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "window.mb%lld%s", (long long)k,
-                                tile_suffix(c, t, sfx, sizeof sfx)),
+            *id = tag(c,
+                      buffer(c, 1, SG_F32, SG_MEM_GPU, 0, "window.mb%lld%s", (long long)k,
+                             tile_suffix(c, t, sfx, sizeof sfx)),
                       SG_BUF_WINDOW, 0, (int)k, -1);
             if (*id < 0)
                 return SG_ENOMEM;

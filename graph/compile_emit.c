@@ -49,8 +49,8 @@ static int emit_fetch(compiler *c, access_list *l, int u, int micro, const char 
         if ((rc = al_push(l, dst, SG_W)))
             return rc;
         unit_step_name(c, name, sizeof name, "h2d.param", why, u, micro);
-        if ((rc = node(c, l, SG_OP_H2D, SG_DEV_LINK, u, micro, -1, 0.0, SG_LINK_H2D, bytes,
-                       name)) < 0)
+        if ((rc = node(c, l, SG_OP_H2D, SG_DEV_LINK, u, micro, -1, 0.0, SG_LINK_H2D, bytes, name)) <
+            0)
             return rc;
     }
     return c->unit_gathered[u] ? sg_compile_emit_allgather(c, l, u, micro, why) : SG_OK;
@@ -66,8 +66,8 @@ int sg_compile_tile_node(compiler *c, access_list *l, sg_op_kind kind, int u, in
     if (id >= 0 && c->ntiles > 1)
         c->g->nodes[id].tile = t;
     if (id >= 0) /* the backward computes the attention's products twice over */
-        c->g->nodes[id].attention_flops = (kind == SG_OP_BACKWARD ? 2.0 : 1.0) *
-                                          unit_attention_flops_rows(c, u, tile_rows(c, t));
+        c->g->nodes[id].attention_flops =
+            (kind == SG_OP_BACKWARD ? 2.0 : 1.0) * unit_attention_flops_rows(c, u, tile_rows(c, t));
     return id;
 }
 
@@ -105,8 +105,8 @@ int sg_compile_emit_forward(compiler *c, access_list *l, micro_bufs *b, int mb)
             snprintf(name, sizeof name, "fwd.%s.mb%d%s", unit_label(c, u, lab, sizeof lab), mb,
                      tile_suffix(c, t, sfx, sizeof sfx));
             if ((rc = sg_compile_tile_node(c, l, SG_OP_FORWARD, u, mb, t,
-                                           unit_forward_flops_rows(c, u, tile_rows(c, t)),
-                                           name)) < 0)
+                                           unit_forward_flops_rows(c, u, tile_rows(c, t)), name)) <
+                0)
                 return rc;
             if (moe_layer(c, u) && (rc = sg_compile_emit_moe_forward(c, l, b, u, mb)))
                 return rc;
@@ -136,8 +136,8 @@ static int emit_reduction(compiler *c, access_list *l, int u, int mb, int last)
     unit_label(c, u, lab, sizeof lab);
     if (stage >= 2) {
         snprintf(name, sizeof name, "reduce_scatter.%s.mb%d", lab, mb);
-        return node(c, l, SG_OP_REDUCE_SCATTER, SG_DEV_LINK, u, mb, -1, (double)pu,
-                    SG_LINK_NET, collective_bytes(c, pu, 1.0), name);
+        return node(c, l, SG_OP_REDUCE_SCATTER, SG_DEV_LINK, u, mb, -1, (double)pu, SG_LINK_NET,
+                    collective_bytes(c, pu, 1.0), name);
     }
     snprintf(name, sizeof name, "allreduce.%s", lab);
     return node(c, l, SG_OP_ALLREDUCE, SG_DEV_LINK, u, mb, -1, (double)pu, SG_LINK_NET,
@@ -165,8 +165,7 @@ static int emit_norm_part(compiler *c, access_list *l, int u)
     if ((rc = al_push(l, c->unit_norm_part[u], SG_W)))
         return rc;
     snprintf(name, sizeof name, "norm_part.%s", unit_label(c, u, lab, sizeof lab));
-    rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, u, -1, -1, 2.0 * (double)n, SG_LINK_NONE, 0,
-              name);
+    rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, u, -1, -1, 2.0 * (double)n, SG_LINK_NONE, 0, name);
     return rc < 0 ? rc : SG_OK;
 }
 
@@ -240,8 +239,7 @@ int sg_compile_emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
                  * every layer ahead and hold all their internals at once */
                 if ((rc = push_unit_params(c, l, u)) ||
                     (rc = al_push(l, b->act[TI(c, u - 1, t)], SG_R)) ||
-                    (rc = al_push(l, b->dact[i], SG_R)) ||
-                    (rc = al_push(l, b->inner[i], SG_W)))
+                    (rc = al_push(l, b->dact[i], SG_R)) || (rc = al_push(l, b->inner[i], SG_W)))
                     return rc;
                 snprintf(name, sizeof name, "recompute.%s.mb%d%s", lab, mb, sfx);
                 if ((rc = sg_compile_tile_node(c, l, SG_OP_RECOMPUTE, u, mb, t,
@@ -274,7 +272,7 @@ int sg_compile_emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
                 return rc;
             /* the head's backward also recomputes its logits, a chunk at a time
              * (models/unit_layout.h): one more forward's worth */
-            double flops = u == 0       ? (double)(rows * c->s->seq_len) * (double)c->m->hidden_size
+            double flops = u == 0 ? (double)(rows * c->s->seq_len) * (double)c->m->hidden_size
                            : u == c->head ? 3.0 * unit_forward_flops_rows(c, u, rows)
                                           : 2.0 * unit_forward_flops_rows(c, u, rows);
             snprintf(name, sizeof name, "bwd.%s.mb%d%s", lab, mb, sfx);
@@ -285,8 +283,8 @@ int sg_compile_emit_backward(compiler *c, access_list *l, micro_bufs *b, int mb)
             return rc;
         if ((rc = emit_reduction(c, l, u, mb, last)) < 0)
             return rc;
-        if (last && ((rc = emit_norm_part(c, l, u)) ||
-                     (rc = sg_compile_emit_ready_subgroups(c, l, u))))
+        if (last &&
+            ((rc = emit_norm_part(c, l, u)) || (rc = sg_compile_emit_ready_subgroups(c, l, u))))
             return rc;
     }
     return SG_OK;

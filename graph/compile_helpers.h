@@ -32,11 +32,10 @@ static inline int al_push(access_list *l, int buf, sg_access_mode mode)
     return al_push_part(l, buf, mode, 0);
 }
 
-static inline int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
-                         int persistent, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static inline int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp,
-                         int persistent, const char *fmt, ...)
+static inline int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp, int persistent,
+                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static inline int buffer(compiler *c, int64_t elems, sg_dtype dt, sg_mem_space sp, int persistent,
+                         const char *fmt, ...)
 {
     char name[SG_IR_NAME_MAX];
     va_list ap;
@@ -74,9 +73,9 @@ static inline const char *unit_label(const compiler *c, int u, char *buf, size_t
 }
 
 /* Appends a node; fills micro-step, sub-group and link fields. */
-static inline int node(compiler *c, access_list *l, sg_op_kind kind, sg_device_class dev,
-                       int layer, int micro, int subgroup, double flops, sg_link_dir link,
-                       int64_t link_bytes, const char *name)
+static inline int node(compiler *c, access_list *l, sg_op_kind kind, sg_device_class dev, int layer,
+                       int micro, int subgroup, double flops, sg_link_dir link, int64_t link_bytes,
+                       const char *name)
 {
     int id = sg_graph_add_node(c->g, kind, dev, layer, flops, l->a, l->n, "%s", name);
     l->n = 0;

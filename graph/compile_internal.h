@@ -17,15 +17,15 @@
 typedef struct piece {
     int unit, subgroup;
     int64_t elems;
-    int64_t unit_offset;       /* first element within the unit's shard */
-    int64_t subgroup_offset;   /* first element within the sub-group */
-    int pbuf, gbuf;            /* parameter and gradient piece buffers */
+    int64_t unit_offset;     /* first element within the unit's shard */
+    int64_t subgroup_offset; /* first element within the sub-group */
+    int pbuf, gbuf;          /* parameter and gradient piece buffers */
 } piece;
 
 /* One chunk of a sub-group's optimizer chain and its host buffers (-1: none). */
 typedef struct opt_chunk {
-    int subgroup, tile;        /* tile: -1 for an untiled sub-group */
-    int64_t offset, elems;     /* elements [offset, offset + elems) of the sub-group */
+    int subgroup, tile;    /* tile: -1 for an untiled sub-group */
+    int64_t offset, elems; /* elements [offset, offset + elems) of the sub-group */
     int master, moments, ghost, ghost32, phost;
 } opt_chunk;
 
@@ -34,30 +34,30 @@ typedef struct compiler {
     const sg_step_spec *s;
     sg_graph *g;
     sg_error *err;
-    int units;                 /* L + 2 */
-    int head;                  /* L + 1 */
-    int64_t tokens;            /* micro_batch * seq_len per rank */
-    sg_dtype cd;               /* compute dtype */
-    int mixed;                 /* compute dtype != f32: fp32 master + casts */
+    int units;      /* L + 2 */
+    int head;       /* L + 1 */
+    int64_t tokens; /* micro_batch * seq_len per rank */
+    sg_dtype cd;    /* compute dtype */
+    int mixed;      /* compute dtype != f32: fp32 master + casts */
     sg_subgroup_layout lay;
     piece *pieces;
     int npieces;
-    int *unit_first_piece;     /* units + 1: pieces of unit u are [first[u], first[u+1]) */
-    int *unit_gathered;        /* stage 3: 1 if gathered (not persistent) */
-    int *unit_kept;            /* stage 3: gathered params kept until backward */
-    int *unit_full;            /* stage 1/2: full parameter buffer */
-    int *unit_gbuf;            /* gathered buffer (stage 3) */
-    int *unit_shard;           /* parameter offload: the device copy of a gathered unit's
+    int *unit_first_piece; /* units + 1: pieces of unit u are [first[u], first[u+1]) */
+    int *unit_gathered;    /* stage 3: 1 if gathered (not persistent) */
+    int *unit_kept;        /* stage 3: gathered params kept until backward */
+    int *unit_full;        /* stage 1/2: full parameter buffer */
+    int *unit_gbuf;        /* gathered buffer (stage 3) */
+    int *unit_shard;       /* parameter offload: the device copy of a gathered unit's
                                   pieces, or -1 */
-    int *unit_grad;            /* full gradient buffer per unit */
-    int *sg_lowest_unit;       /* lowest unit a sub-group touches */
-    int *sg_first_piece;       /* nsubgroups + 1 CSR over `sg_piece_idx` */
+    int *unit_grad;        /* full gradient buffer per unit */
+    int *sg_lowest_unit;   /* lowest unit a sub-group touches */
+    int *sg_first_piece;   /* nsubgroups + 1 CSR over `sg_piece_idx` */
     int *sg_piece_idx;
     int grad_norm, overflow, loss_scale, loss_scaler_state;
-    int comm_order;            /* dp_size > 1: every collective node's RW token, else -1 */
-    int *loss_bufs, nloss;     /* every micro-step's (and tile's) loss buffer */
+    int comm_order;              /* dp_size > 1: every collective node's RW token, else -1 */
+    int *loss_bufs, nloss;       /* every micro-step's (and tile's) loss buffer */
     int *sg_master, *sg_moments; /* per sub-group (an untiled one's; -1 when tiled) */
-    int *sg_pdev;              /* parameters offloaded: a mixed-precision GPU sub-group's cast
+    int *sg_pdev;                /* parameters offloaded: a mixed-precision GPU sub-group's cast
                                   update on the device, else -1 */
     /* the optimizer chain of every sub-group in chunks (optimizer tiles):
      * chunks of sub-group i are [sg_first_chunk[i], sg_first_chunk[i + 1]);
@@ -71,9 +71,9 @@ typedef struct compiler {
      * sequences each (the last may be shorter); ntiles = 1 when untiled */
     int ntiles;
     int64_t tile_rows;
-    int *grad_part;            /* units * ntiles: fp32 weight-gradient partial of (unit, tile) */
-    int *unit_norm_part;       /* per unit: its pieces' partials of the gradient norm, or -1 */
-    int *window;               /* grad_accum * ntiles: micro-step k's window token (tile t),
+    int *grad_part;      /* units * ntiles: fp32 weight-gradient partial of (unit, tile) */
+    int *unit_norm_part; /* per unit: its pieces' partials of the gradient norm, or -1 */
+    int *window;         /* grad_accum * ntiles: micro-step k's window token (tile t),
                                   written by its embedding backward, read by k + W's forward;
                                   -1 where none (sg_compile_declare_window) */
 } compiler;
@@ -86,11 +86,11 @@ typedef struct access_list {
 /* Buffers of one micro-step. Per unit and batch tile: index u * ntiles + t
  * (t = 0 when untiled). */
 typedef struct micro_bufs {
-    int *act;      /* act[u]: output of unit u (u = 0..L), act[head] = loss */
-    int *inner;    /* saved activations per unit, or -1 */
-    int *dact;     /* gradient w.r.t. act[u] */
+    int *act;   /* act[u]: output of unit u (u = 0..L), act[head] = loss */
+    int *inner; /* saved activations per unit, or -1 */
+    int *dact;  /* gradient w.r.t. act[u] */
     int tokens;
-    int moe_stats; /* MoE: the router statistics of the micro-step, else -1 */
+    int moe_stats;           /* MoE: the router statistics of the micro-step, else -1 */
     int *moe_act, *moe_grad; /* MoE: [u * groups + g] each group's buffers, or NULL */
 } micro_bufs;
 

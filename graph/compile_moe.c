@@ -39,11 +39,13 @@ int sg_compile_declare_moe_stats(compiler *c, int mb, micro_bufs *b)
         return SG_ENOMEM;
     for (int u = 1; u < c->head; u++)
         for (int g = 0; g < G; g++) {
-            int a = tag(c, buffer(c, (int64_t)sg_moe_group_act_floats(c->m, N), c->cd,
-                                  SG_MEM_GPU, 0, "moe_act.%d.g%d.mb%d", u, g, mb),
+            int a = tag(c,
+                        buffer(c, (int64_t)sg_moe_group_act_floats(c->m, N), c->cd, SG_MEM_GPU, 0,
+                               "moe_act.%d.g%d.mb%d", u, g, mb),
                         SG_BUF_MOE_ACT, u, mb, g);
-            int d = tag(c, buffer(c, (int64_t)sg_moe_group_grad_floats(c->m, N), SG_F32,
-                                  SG_MEM_GPU, 0, "moe_grad.%d.g%d.mb%d", u, g, mb),
+            int d = tag(c,
+                        buffer(c, (int64_t)sg_moe_group_grad_floats(c->m, N), SG_F32, SG_MEM_GPU, 0,
+                               "moe_grad.%d.g%d.mb%d", u, g, mb),
                         SG_BUF_MOE_GRAD, u, mb, g);
             if (a < 0 || d < 0)
                 return SG_ENOMEM;
@@ -75,8 +77,8 @@ static int emit_moe_experts(compiler *c, access_list *l, micro_bufs *b, int u, i
         if ((rc = push_unit_params(c, l, u)) || (rc = al_push(l, b->inner[TI(c, u, 0)], SG_R)) ||
             (rc = al_push(l, b->moe_act[u * G + g], SG_W)))
             return rc;
-        snprintf(name, sizeof name, "%s.%s.g%d.mb%d",
-                 recompute ? "moe_expert_re" : "moe_expert", lab, g, mb);
+        snprintf(name, sizeof name, "%s.%s.g%d.mb%d", recompute ? "moe_expert_re" : "moe_expert",
+                 lab, g, mb);
         if ((rc = node(c, l, SG_OP_MOE_EXPERT, SG_DEV_GPU, u, mb, -1, moe_group_flops(c),
                        SG_LINK_NONE, 0, name)) < 0)
             return rc;
@@ -103,8 +105,7 @@ int sg_compile_emit_moe_forward(compiler *c, access_list *l, micro_bufs *b, int 
         return rc;
     snprintf(name, sizeof name, "moe_combine.%s.mb%d", lab, mb);
     rc = node(c, l, SG_OP_MOE_COMBINE, SG_DEV_GPU, u, mb, -1,
-              2.0 * (double)c->tokens * (double)c->m->experts_per_token *
-                  (double)c->m->hidden_size,
+              2.0 * (double)c->tokens * (double)c->m->experts_per_token * (double)c->m->hidden_size,
               SG_LINK_NONE, 0, name);
     return rc < 0 ? rc : SG_OK;
 }
@@ -124,8 +125,8 @@ int sg_compile_emit_moe_backward(compiler *c, access_list *l, micro_bufs *b, int
             (rc = al_push(l, b->moe_grad[u * G + g], SG_W)))
             return rc;
         snprintf(name, sizeof name, "moe_expert_bwd.%s.g%d.mb%d", lab, g, mb);
-        if ((rc = node(c, l, SG_OP_MOE_EXPERT_BWD, SG_DEV_GPU, u, mb, -1,
-                       2.0 * moe_group_flops(c), SG_LINK_NONE, 0, name)) < 0)
+        if ((rc = node(c, l, SG_OP_MOE_EXPERT_BWD, SG_DEV_GPU, u, mb, -1, 2.0 * moe_group_flops(c),
+                       SG_LINK_NONE, 0, name)) < 0)
             return rc;
     }
     return SG_OK;

@@ -9,8 +9,7 @@
 
 #include <stdio.h>
 
-static int push_subgroup_pieces(compiler *c, access_list *l, int i, int grads,
-                                sg_access_mode mode)
+static int push_subgroup_pieces(compiler *c, access_list *l, int i, int grads, sg_access_mode mode)
 {
     int rc;
     for (int p = c->sg_first_piece[i]; p < c->sg_first_piece[i + 1]; p++) {
@@ -85,8 +84,8 @@ static sg_device_class cast_device(const compiler *c, int i, int *pinned)
     return pl == SG_CAST_GPU ? SG_DEV_GPU : SG_DEV_CPU;
 }
 
-static int cast_node_on(compiler *c, access_list *l, int i, const opt_chunk *ch,
-                        const char *what, sg_device_class dev, int pinned)
+static int cast_node_on(compiler *c, access_list *l, int i, const opt_chunk *ch, const char *what,
+                        sg_device_class dev, int pinned)
 {
     char name[SG_IR_NAME_MAX];
     chunk_name(name, sizeof name, what, ch);
@@ -118,15 +117,16 @@ static int chunk_node(compiler *c, access_list *l, const opt_chunk *ch, sg_op_ki
     return rc;
 }
 
-#define FOR_CHUNKS(c, i, ch)                                                              \
-    for (const opt_chunk *ch = &(c)->chunks[(c)->sg_first_chunk[i]];                      \
+#define FOR_CHUNKS(c, i, ch)                                         \
+    for (const opt_chunk *ch = &(c)->chunks[(c)->sg_first_chunk[i]]; \
          ch < &(c)->chunks[(c)->sg_first_chunk[(i) + 1]]; ch++)
 
 /* D2H copy of a CPU sub-group's gradients, and their cast to fp32, per chunk. */
 static int emit_cpu_grad_copy(compiler *c, access_list *l, int i)
 {
     int rc;
-    FOR_CHUNKS(c, i, ch) {
+    FOR_CHUNKS(c, i, ch)
+    {
         if ((rc = push_chunk_pieces(c, l, ch, 1, SG_R)) || (rc = al_push(l, ch->ghost, SG_W)))
             return rc;
         if ((rc = chunk_node(c, l, ch, SG_OP_D2H, SG_DEV_LINK, 0.0, SG_LINK_D2H,
@@ -149,7 +149,8 @@ static int emit_cpu_adam(compiler *c, access_list *l, int i)
 {
     int rc;
     int spec = c->s->super_offload;
-    FOR_CHUNKS(c, i, ch) {
+    FOR_CHUNKS(c, i, ch)
+    {
         if ((rc = al_push(l, chunk_grad_buffer(ch), SG_R)))
             return rc;
         /* a speculative step does not wait for the norm: validation fixes it up;
@@ -175,7 +176,8 @@ static int emit_cpu_adam(compiler *c, access_list *l, int i)
 static int emit_cpu_finish(compiler *c, access_list *l, int i)
 {
     int rc;
-    FOR_CHUNKS(c, i, ch) {
+    FOR_CHUNKS(c, i, ch)
+    {
         if (c->s->super_offload) {
             /* a rollback inverts the step algebraically from the same gradient,
              * as DeepSpeed's CPU Adam does: no copy of the state is kept; every
@@ -197,8 +199,8 @@ static int emit_cpu_finish(compiler *c, access_list *l, int i)
              * the pieces, on a CPU worker (a copy in fp32) */
             if ((rc = al_push(l, ch->master, SG_R)) || (rc = push_chunk_pieces(c, l, ch, 0, SG_W)))
                 return rc;
-            if ((rc = cast_node_on(c, l, i, ch, c->mixed ? "cast.param" : "copy.param",
-                                   SG_DEV_CPU, 1)) < 0)
+            if ((rc = cast_node_on(c, l, i, ch, c->mixed ? "cast.param" : "copy.param", SG_DEV_CPU,
+                                   1)) < 0)
                 return rc;
             continue;
         }
@@ -263,8 +265,8 @@ static int emit_gpu_adam(compiler *c, access_list *l, int i)
             (rc = dst >= 0 ? al_push(l, dst, SG_W) : push_subgroup_pieces(c, l, i, 0, SG_W)))
             return rc;
         snprintf(name, sizeof name, "cast.param.sg%d", i);
-        if ((rc = node(c, l, SG_OP_CAST, SG_DEV_GPU, -1, -1, i, (double)n, SG_LINK_NONE, 0,
-                       name)) < 0)
+        if ((rc = node(c, l, SG_OP_CAST, SG_DEV_GPU, -1, -1, i, (double)n, SG_LINK_NONE, 0, name)) <
+            0)
             return rc;
     }
     return c->s->offload_param ? emit_param_d2h(c, l, i) : SG_OK;
@@ -307,8 +309,8 @@ int sg_compile_emit_optimizer(compiler *c, access_list *l)
     for (int k = 0; c->comm_order >= 0 && k < c->nloss; k++)
         if ((rc = al_push(l, c->loss_bufs[k], SG_RW)))
             return rc;
-    if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1,
-                   (double)c->npieces, SG_LINK_NONE, 0, "grad_norm")) < 0)
+    if ((rc = node(c, l, SG_OP_GRAD_NORM, SG_DEV_GPU, -1, -1, -1, (double)c->npieces, SG_LINK_NONE,
+                   0, "grad_norm")) < 0)
         return rc;
     if (c->overflow >= 0) {
         if ((rc = al_push(l, c->grad_norm, SG_R)) || (rc = al_push(l, c->overflow, SG_W)))

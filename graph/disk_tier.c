@@ -21,10 +21,9 @@ static int64_t access_bytes(const sg_graph *g, const sg_access *a)
     return a->bytes > 0 ? a->bytes : g->buffers[a->buffer].bytes;
 }
 
-
 /* Units: the pieces on disk per unit. */
 typedef struct tier_scan {
-    int64_t *unit_bytes;   /* per unit */
+    int64_t *unit_bytes; /* per unit */
     int nunits_max;
 } tier_scan;
 
@@ -159,14 +158,13 @@ int sg_disk_tier_compute(const sg_graph *g, const sg_step_spec *spec, sg_disk_ti
         return SG_ENOMEM;
     scan_buffers(g, spec, &sc, t);
     free(sc.unit_bytes);
-    t->buffer_count = spec->nvme_buffer_count > 0 ? spec->nvme_buffer_count
-                                                  : SG_DISK_BUFFER_COUNT_DEFAULT;
-    t->param_buffer_count = spec->nvme_param_buffer_count > 0
-                                ? spec->nvme_param_buffer_count
-                                : SG_DISK_PARAM_BUFFER_COUNT_DEFAULT;
+    t->buffer_count =
+        spec->nvme_buffer_count > 0 ? spec->nvme_buffer_count : SG_DISK_BUFFER_COUNT_DEFAULT;
+    t->param_buffer_count = spec->nvme_param_buffer_count > 0 ? spec->nvme_param_buffer_count
+                                                              : SG_DISK_PARAM_BUFFER_COUNT_DEFAULT;
     t->optimizer_ram = (t->buffer_count < t->ntiles ? t->buffer_count : t->ntiles) * t->tile_bytes;
-    t->param_ram = (t->param_buffer_count < t->nunits ? t->param_buffer_count : t->nunits) *
-                   t->unit_bytes;
+    t->param_ram =
+        (t->param_buffer_count < t->nunits ? t->param_buffer_count : t->nunits) * t->unit_bytes;
     /* never more than what is on disk (a few large units or tiles) */
     if (t->param_ram > t->param_bytes)
         t->param_ram = t->param_bytes;
@@ -215,8 +213,10 @@ int sg_disk_tier_print(const sg_summary *s, FILE *out)
     if (s->disk_bytes <= 0)
         return SG_OK;
     const double gib = 1073741824.0;
-    fprintf(out, "disk tier (nvme): %.1f MiB on disk; RAM working set %.1f MiB, in the host "
-                 "peak above", mib(s->disk_bytes), mib(s->disk_ram_bytes));
+    fprintf(out,
+            "disk tier (nvme): %.1f MiB on disk; RAM working set %.1f MiB, in the host "
+            "peak above",
+            mib(s->disk_bytes), mib(s->disk_ram_bytes));
     if (s->disk_ram_bytes > s->disk_param_ram_bytes)
         fprintf(out, "; optimizer: %lld tiles (buffer_count) of at most %.1f MiB",
                 (long long)s->disk_buffer_count, mib(s->disk_tile_bytes));
@@ -224,8 +224,8 @@ int sg_disk_tier_print(const sg_summary *s, FILE *out)
         fprintf(out, "; parameters: %lld units' pieces (buffer_count), %.1f MiB",
                 (long long)s->disk_param_buffer_count, mib(s->disk_param_ram_bytes));
     fprintf(out, "\n");
-    fprintf(out, "disk bytes per step: read %.1f MiB, written %.1f MiB\n",
-            mib(s->disk_read_bytes), mib(s->disk_write_bytes));
+    fprintf(out, "disk bytes per step: read %.1f MiB, written %.1f MiB\n", mib(s->disk_read_bytes),
+            mib(s->disk_write_bytes));
     if (s->disk_capacity_bytes > 0)
         fprintf(out, "disk: %.1f GiB needed of %.1f GiB: %s\n", (double)s->disk_bytes / gib,
                 s->disk_capacity_bytes / gib,
@@ -237,9 +237,10 @@ void sg_disk_tier_json(const sg_summary *s, FILE *out)
 {
     if (s->disk_bytes <= 0)
         return;
-    fprintf(out, "\"disk\":{\"bytes\":%" PRId64 ",\"ram_bytes\":%" PRId64 ",\"read_bytes\":%" PRId64
-                 ",\"write_bytes\":%" PRId64 ",\"buffer_count\":%" PRId64 ",\"tile_bytes\":%" PRId64
-                 ",\"param_ram_bytes\":%" PRId64 ",\"capacity_bytes\":%.0f},",
+    fprintf(out,
+            "\"disk\":{\"bytes\":%" PRId64 ",\"ram_bytes\":%" PRId64 ",\"read_bytes\":%" PRId64
+            ",\"write_bytes\":%" PRId64 ",\"buffer_count\":%" PRId64 ",\"tile_bytes\":%" PRId64
+            ",\"param_ram_bytes\":%" PRId64 ",\"capacity_bytes\":%.0f},",
             s->disk_bytes, s->disk_ram_bytes, s->disk_read_bytes, s->disk_write_bytes,
             s->disk_buffer_count, s->disk_tile_bytes, s->disk_param_ram_bytes,
             s->disk_capacity_bytes);

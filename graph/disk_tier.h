@@ -32,27 +32,27 @@
 #include "graph/compile.h"
 #include "graph/ir.h"
 
-#define SG_DISK_BUFFER_COUNT_DEFAULT 4        /* offload_optimizer.buffer_count */
-#define SG_DISK_PARAM_BUFFER_COUNT_DEFAULT 5  /* offload_param.buffer_count */
+#define SG_DISK_BUFFER_COUNT_DEFAULT 4       /* offload_optimizer.buffer_count */
+#define SG_DISK_PARAM_BUFFER_COUNT_DEFAULT 5 /* offload_param.buffer_count */
 
 typedef struct sg_disk_tier {
-    int active;                  /* the spec puts something on disk */
-    int64_t optimizer_bytes;     /* masters and moments on disk */
-    int64_t param_bytes;         /* parameter pieces on disk */
-    int64_t bytes;               /* both */
-    int ntiles;                  /* optimizer tiles on disk (sub-group, tile) */
-    int64_t tile_bytes;          /* the largest tile's master and moments */
-    int64_t buffer_count;        /* optimizer tiles in RAM at once */
-    int64_t optimizer_ram;       /* min(buffer_count, ntiles) x tile_bytes, at most
+    int active;                 /* the spec puts something on disk */
+    int64_t optimizer_bytes;    /* masters and moments on disk */
+    int64_t param_bytes;        /* parameter pieces on disk */
+    int64_t bytes;              /* both */
+    int ntiles;                 /* optimizer tiles on disk (sub-group, tile) */
+    int64_t tile_bytes;         /* the largest tile's master and moments */
+    int64_t buffer_count;       /* optimizer tiles in RAM at once */
+    int64_t optimizer_ram;      /* min(buffer_count, ntiles) x tile_bytes, at most
                                     optimizer_bytes */
-    int nunits;                  /* units with pieces on disk */
-    int64_t unit_bytes;          /* the largest unit's pieces on disk */
-    int64_t param_buffer_count;  /* units' pieces in RAM at once */
-    int64_t param_ram;           /* min(param_buffer_count, nunits) x unit_bytes, at most
+    int nunits;                 /* units with pieces on disk */
+    int64_t unit_bytes;         /* the largest unit's pieces on disk */
+    int64_t param_buffer_count; /* units' pieces in RAM at once */
+    int64_t param_ram;          /* min(param_buffer_count, nunits) x unit_bytes, at most
                                     param_bytes */
-    int64_t ram_bytes;           /* the working set: optimizer_ram + param_ram */
-    int64_t read_bytes;          /* disk bytes read per step */
-    int64_t write_bytes;         /* disk bytes written per step */
+    int64_t ram_bytes;          /* the working set: optimizer_ram + param_ram */
+    int64_t read_bytes;         /* disk bytes read per step */
+    int64_t write_bytes;        /* disk bytes written per step */
 } sg_disk_tier;
 
 /* The disk tier of g compiled from spec (all zero when nothing is on

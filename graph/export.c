@@ -62,9 +62,9 @@ static void dot_node(const sg_graph *g, const sg_node *nd, const sg_dot_style *s
 {
     char fl[32], by[32], fill[48];
     human_flops(nd->flops, fl, sizeof fl);
-    human_bytes((double)(nd->device == SG_DEV_LINK ? nd->link_bytes
-                                                   : nd->bytes_read + nd->bytes_written),
-                by, sizeof by);
+    human_bytes(
+        (double)(nd->device == SG_DEV_LINK ? nd->link_bytes : nd->bytes_read + nd->bytes_written),
+        by, sizeof by);
     const char *place = sg_where_color(where_of(g, st, nd->id));
     double h = st && st->heat ? st->heat[nd->id] : -2;
     /* measured: the red share of the width from the left is the time */
@@ -146,8 +146,9 @@ static void dot_group(const sg_graph *g, const sg_dot_style *st, int gi, FILE *o
         int w = (int)where_of(g, st, n);
         place = place == -1 || place == w ? w : -2;
     }
-    fprintf(out, "%sf%d [id=\"f%d\", shape=folder, style=filled, fillcolor=\"%s\", label=\"%s\", "
-                 "tooltip=\"%s\"%s];\n",
+    fprintf(out,
+            "%sf%d [id=\"f%d\", shape=folder, style=filled, fillcolor=\"%s\", label=\"%s\", "
+            "tooltip=\"%s\"%s];\n",
             indent, gi, gi, place >= 0 ? sg_where_color((sg_where)place) : "#e8e8e8",
             fold->groups[gi].label, fold->groups[gi].label,
             crit ? ", color=\"#d00000\", penwidth=3" : "");
@@ -175,20 +176,22 @@ static int dot_legend(const sg_graph *g, const sg_dot_style *st, FILE *out, char
     int heat = st && st->heat, crit = 0;
     for (int n = 0; st && st->critical && n < g->nnodes && !crit; n++)
         crit = st->critical[n];
-    char (*nm)[16] = calloc(SG_WHERE_COUNT + 12, sizeof *nm);
+    char(*nm)[16] = calloc(SG_WHERE_COUNT + 12, sizeof *nm);
     if (!(*names = nm))
         return -1;
     int n = 0;
     /* a title, then the items */
     snprintf(nm[n++], sizeof nm[0], "legend");
-    fprintf(out, "  legend [shape=plaintext, fontsize=13, label=\"legend: fill = where a task "
-                 "runs%s,\\nshape = its phase, [kind] in its label\"];\n",
+    fprintf(out,
+            "  legend [shape=plaintext, fontsize=13, label=\"legend: fill = where a task "
+            "runs%s,\\nshape = its phase, [kind] in its label\"];\n",
             st && st->heat ? " (from the trace)" : "");
     for (int w = 0; w < SG_WHERE_COUNT; w++)
         if (place[w]) {
             snprintf(nm[n++], sizeof nm[0], "legend_%s", sg_where_name((sg_where)w));
-            fprintf(out, "  legend_%s [label=\"%s\", shape=box, style=\"filled,rounded\", "
-                         "fillcolor=\"%s\"];\n",
+            fprintf(out,
+                    "  legend_%s [label=\"%s\", shape=box, style=\"filled,rounded\", "
+                    "fillcolor=\"%s\"];\n",
                     sg_where_name((sg_where)w), sg_where_label((sg_where)w),
                     sg_where_color((sg_where)w));
         }
@@ -224,8 +227,9 @@ static int dot_legend(const sg_graph *g, const sg_dot_style *st, FILE *out, char
     }
     if (crit) {
         snprintf(nm[n++], sizeof nm[0], "legend_crit");
-        fprintf(out, "  legend_crit [label=\"red outline: critical path\", shape=box, "
-                     "style=\"filled,rounded\", fillcolor=white, color=\"#d00000\", penwidth=3];\n");
+        fprintf(out,
+                "  legend_crit [label=\"red outline: critical path\", shape=box, "
+                "style=\"filled,rounded\", fillcolor=white, color=\"#d00000\", penwidth=3];\n");
     }
     return n;
 }
@@ -279,8 +283,8 @@ static const char *band_label[SG_BAND_COUNT] = {
 /* Every endpoint declared, in grid order, with its cell. Graphviz breaks the
  * order inside a rank that clusters span, so the grid has no clusters: a
  * header names each unit's column, a label each band's first row. */
-static void dot_endpoint_cells(const sg_graph *g, const sg_dot_style *st,
-                               const sg_phase_layout *l, cell *cells, int *nc, FILE *out)
+static void dot_endpoint_cells(const sg_graph *g, const sg_dot_style *st, const sg_phase_layout *l,
+                               cell *cells, int *nc, FILE *out)
 {
     for (int k = 0; k < l->nsorted; k++) {
         int e = l->sorted[k];
@@ -347,8 +351,9 @@ static void dot_band_labels(const sg_graph *g, const sg_phase_layout *l, cell *c
             c->id = -1;
             c->col = -1;
             c->row = first_row[b];
-            fprintf(out, "  band%d [label=\"%s\", shape=plaintext, fontsize=13, "
-                         "fontcolor=\"#555555\"];\n",
+            fprintf(out,
+                    "  band%d [label=\"%s\", shape=plaintext, fontsize=13, "
+                    "fontcolor=\"#555555\"];\n",
                     b, band_label[b]);
         }
 }
@@ -384,8 +389,8 @@ static int dot_fill_grid(const sg_phase_layout *l, size_t grid, cell *cells, int
  * written so as to agree with the grid (left to right, top to bottom),
  * reversed and drawn with its arrow back where the step goes against it
  * (the backward coming back, a task above its predecessor in a column). */
-static int dot_edges(const sg_graph *g, const sg_fold *fold, const sg_phase_layout *l,
-                     sg_edge *es, FILE *out)
+static int dot_edges(const sg_graph *g, const sg_fold *fold, const sg_phase_layout *l, sg_edge *es,
+                     FILE *out)
 {
     int ne = 0;
     for (int e = 0; e < g->nedges; e++) {
@@ -447,11 +452,11 @@ int sg_export_dot_styled(const sg_graph *g, const sg_dot_style *st, FILE *out)
      * a size past which Graphviz would take minutes anyway */
     size_t grid = (size_t)(l.ncols + 1) * (size_t)(l.nrows + 1);
     int fill_grid = grid <= SG_DOT_GRID_FILL_MAX;
-    size_t ncell_max = (size_t)l.nsorted + (size_t)l.ncols + SG_BAND_COUNT + 32 +
-                       (fill_grid ? grid : 0);
+    size_t ncell_max =
+        (size_t)l.nsorted + (size_t)l.ncols + SG_BAND_COUNT + 32 + (fill_grid ? grid : 0);
     sg_edge *es = malloc((size_t)(g->nedges > 0 ? g->nedges : 1) * sizeof *es);
     cell *cells = calloc(ncell_max, sizeof *cells);
-    char (*legend)[16] = NULL;
+    char(*legend)[16] = NULL;
     if (!es || !cells) {
         free(es);
         free(cells);
@@ -534,8 +539,9 @@ int sg_summary_json(const sg_summary *s, FILE *out)
     sg_disk_tier_json(s, out);
     fprintf(out, "\"ideal_machine\":");
     sg_json_write_string(out, s->cost_model_name ? s->cost_model_name : "");
-    fprintf(out, ",\"critical_path_ms\":%.6f,\"critical_path_nodes\":%d,"
-                 "\"work_ms\":{\"gpu\":%.6f,\"cpu\":%.6f,\"link\":%.6f}}",
+    fprintf(out,
+            ",\"critical_path_ms\":%.6f,\"critical_path_nodes\":%d,"
+            "\"work_ms\":{\"gpu\":%.6f,\"cpu\":%.6f,\"link\":%.6f}}",
             s->critical_path_s * 1e3, s->critical_path_nodes, s->work_s[SG_DEV_GPU] * 1e3,
             s->work_s[SG_DEV_CPU] * 1e3, s->work_s[SG_DEV_LINK] * 1e3);
     return ferror(out) ? SG_EIO : SG_OK;
@@ -574,15 +580,17 @@ int sg_export_json(const sg_graph *g, const sg_summary *s, FILE *out)
             fprintf(out, "\"%s\"", sg_link_dir_name(nd->link));
         else
             fprintf(out, "null");
-        fprintf(out, ",\"flops\":%.6e,\"bytes\":%" PRId64 ",\"bytes_read\":%" PRId64
-                     ",\"bytes_written\":%" PRId64 ",\"link_bytes\":%" PRId64 ",\"buffers\":[",
+        fprintf(out,
+                ",\"flops\":%.6e,\"bytes\":%" PRId64 ",\"bytes_read\":%" PRId64
+                ",\"bytes_written\":%" PRId64 ",\"link_bytes\":%" PRId64 ",\"buffers\":[",
                 nd->flops, nd->bytes_read + nd->bytes_written, nd->bytes_read, nd->bytes_written,
                 nd->link_bytes);
         for (int i = 0; i < nd->naccess; i++) {
             const sg_buffer *b = &g->buffers[nd->access[i].buffer];
             fprintf(out, "%s{\"name\":", i ? "," : "");
             sg_json_write_string(out, b->name);
-            fprintf(out, ",\"mode\":\"%s\",\"bytes\":%" PRId64 ",\"space\":\"%s\",\"dtype\":\"%s\"}",
+            fprintf(out,
+                    ",\"mode\":\"%s\",\"bytes\":%" PRId64 ",\"space\":\"%s\",\"dtype\":\"%s\"}",
                     mode_name(nd->access[i].mode), b->bytes, sg_mem_space_name(b->space),
                     sg_dtype_name(b->dtype));
         }
@@ -612,8 +620,10 @@ int sg_summary_print(const sg_summary *s, FILE *out)
     human_bytes((double)s->link_bytes[SG_LINK_H2D], a, sizeof a);
     human_bytes((double)s->link_bytes[SG_LINK_D2H], b, sizeof b);
     human_bytes((double)s->link_bytes[SG_LINK_NET], c, sizeof c);
-    fprintf(out, "bytes per link direction: host-to-device %s, device-to-host %s, "
-                 "collectives (per rank) %s\n", a, b, c);
+    fprintf(out,
+            "bytes per link direction: host-to-device %s, device-to-host %s, "
+            "collectives (per rank) %s\n",
+            a, b, c);
     human_bytes((double)s->peak_bytes[SG_MEM_GPU], a, sizeof a);
     human_bytes((double)s->persistent_bytes[SG_MEM_GPU], b, sizeof b);
     fprintf(out, "peak memory, gpu:  %s (persistent %s)\n", a, b);
@@ -642,7 +652,6 @@ int sg_summary_print(const sg_summary *s, FILE *out)
             s->cost_model_name ? s->cost_model_name : "an ideal machine", s->critical_path_s * 1e3,
             s->critical_path_nodes);
     fprintf(out, "work on that machine: gpu %.3f ms, cpu %.3f ms, links %.3f ms\n",
-            s->work_s[SG_DEV_GPU] * 1e3, s->work_s[SG_DEV_CPU] * 1e3,
-            s->work_s[SG_DEV_LINK] * 1e3);
+            s->work_s[SG_DEV_GPU] * 1e3, s->work_s[SG_DEV_CPU] * 1e3, s->work_s[SG_DEV_LINK] * 1e3);
     return ferror(out) ? SG_EIO : SG_OK;
 }

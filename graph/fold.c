@@ -13,9 +13,9 @@
 typedef struct member {
     int is_subgroup;
     int64_t key;
-    char *shape;                 /* malloc'ed signature */
+    char *shape; /* malloc'ed signature */
     int nodes;
-    int cls;                     /* index of the first member with the same shape */
+    int cls; /* index of the first member with the same shape */
 } member;
 
 /* name with the digits after "layer", "sg" and ".t" blanked: fwd.layer#.mb0,
@@ -25,9 +25,9 @@ static void normalise(const char *name, char *out, size_t size)
     size_t j = 0;
     for (size_t i = 0; name[i] && j + 1 < size;) {
         int tok = !strncmp(name + i, "layer", 5) ? 5
-                  : !strncmp(name + i, "sg", 2) ? 2
-                  : !strncmp(name + i, ".t", 2) ? 2
-                                                : 0;
+                  : !strncmp(name + i, "sg", 2)  ? 2
+                  : !strncmp(name + i, ".t", 2)  ? 2
+                                                 : 0;
         if (tok && name[i + tok] >= '0' && name[i + tok] <= '9') {
             for (int k = 0; k < tok && j + 1 < size; k++)
                 out[j++] = name[i + k];
@@ -157,8 +157,10 @@ int sg_fold_compute(const sg_graph *g, sg_fold *f)
             }
             f->groups = ng;
             gi = f->ngroups++;
-            f->groups[gi] = (sg_fold_group){.is_subgroup = m[k].is_subgroup, .like = m[c].key,
-                                            .first = m[k].key, .last = m[k].key};
+            f->groups[gi] = (sg_fold_group){.is_subgroup = m[k].is_subgroup,
+                                            .like = m[c].key,
+                                            .first = m[k].key,
+                                            .last = m[k].key};
         }
         sg_fold_group *gr = &f->groups[gi];
         group_of_member[k] = gi;
@@ -182,8 +184,10 @@ int sg_fold_compute(const sg_graph *g, sg_fold *f)
                      (int)(gr->last % SG_FOLD_CHUNK_KEY));
             snprintf(like, sizeof like, "chunk sg%d.t%d", (int)(gr->like / SG_FOLD_CHUNK_KEY),
                      (int)(gr->like % SG_FOLD_CHUNK_KEY));
-            snprintf(gr->label, sizeof gr->label, "%d optimizer chunks between %s and %s, same "
-                     "shape as %s: %d tasks", gr->count, a, b, like, gr->nodes);
+            snprintf(gr->label, sizeof gr->label,
+                     "%d optimizer chunks between %s and %s, same "
+                     "shape as %s: %d tasks",
+                     gr->count, a, b, like, gr->nodes);
             continue;
         }
         if (gr->is_subgroup) {
@@ -205,11 +209,15 @@ int sg_fold_compute(const sg_graph *g, sg_fold *f)
             snprintf(gr->label, sizeof gr->label, "%ss %s-%s (%d), same shape as %s: %d tasks",
                      what, a, b, gr->count, like, gr->nodes);
         else if (regular)
-            snprintf(gr->label, sizeof gr->label, "%ss %s-%s, every %d (%d), same shape as %s: "
-                     "%d tasks", what, a, b, stride, gr->count, like, gr->nodes);
+            snprintf(gr->label, sizeof gr->label,
+                     "%ss %s-%s, every %d (%d), same shape as %s: "
+                     "%d tasks",
+                     what, a, b, stride, gr->count, like, gr->nodes);
         else
-            snprintf(gr->label, sizeof gr->label, "%d %ss between %s and %s, same shape as %s: "
-                     "%d tasks", gr->count, what, a, b, like, gr->nodes);
+            snprintf(gr->label, sizeof gr->label,
+                     "%d %ss between %s and %s, same shape as %s: "
+                     "%d tasks",
+                     gr->count, what, a, b, like, gr->nodes);
     }
     for (int k = 0; k < nm; k++)
         free(m[k].shape);

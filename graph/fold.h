@@ -19,22 +19,22 @@
 #include "graph/ir.h"
 
 #define SG_FOLD_CHUNK 2
-#define SG_FOLD_CHUNK_KEY 1048576     /* a chunk's key: sub-group x this + tile */
+#define SG_FOLD_CHUNK_KEY 1048576 /* a chunk's key: sub-group x this + tile */
 
 typedef struct sg_fold_group {
-    int is_subgroup;             /* 0 units, 1 optimizer sub-groups, SG_FOLD_CHUNK chunks of
+    int is_subgroup;     /* 0 units, 1 optimizer sub-groups, SG_FOLD_CHUNK chunks of
                                     CPU sub-groups (optimizer tiles) */
-    int64_t like;                /* the member drawn in full (a unit, a sub-group, or a
+    int64_t like;        /* the member drawn in full (a unit, a sub-group, or a
                                     chunk: sub-group x SG_FOLD_CHUNK_KEY + tile) */
-    int64_t first, last;         /* members, lowest and highest */
+    int64_t first, last; /* members, lowest and highest */
     int count;
-    int nodes;                   /* nodes folded into the group */
-    char label[224];             /* "units layer1-layer31 (31), same shape as layer0: 62 tasks" */
+    int nodes;       /* nodes folded into the group */
+    char label[224]; /* "units layer1-layer31 (31), same shape as layer0: 62 tasks" */
 } sg_fold_group;
 
 typedef struct sg_fold {
     int nnodes;
-    int *group_of;               /* per node: -1 drawn, else its group */
+    int *group_of; /* per node: -1 drawn, else its group */
     int ngroups;
     sg_fold_group *groups;
 } sg_fold;

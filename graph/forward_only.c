@@ -46,8 +46,8 @@ static int map_buffer(const sg_graph *step, sg_graph *out, int *map, int b)
     if (map[b] >= 0)
         return map[b];
     const sg_buffer *src = &step->buffers[b];
-    int id = sg_graph_add_buffer(out, src->name, src->elems, src->dtype, src->space,
-                                 src->persistent);
+    int id =
+        sg_graph_add_buffer(out, src->name, src->elems, src->dtype, src->space, src->persistent);
     if (id < 0)
         return id;
     out->buffers[id] = *src;
@@ -63,8 +63,8 @@ static int copy_node(const sg_graph *step, sg_graph *out, int *map, const sg_nod
         if ((acc[a].buffer = map_buffer(step, out, map, nd->access[a].buffer)) < 0)
             return sg_error_set(err, SG_ENOMEM, "out of memory");
     }
-    int id = sg_graph_add_node(out, nd->kind, nd->device, nd->layer, nd->flops, acc,
-                               nd->naccess, "%s", nd->name);
+    int id = sg_graph_add_node(out, nd->kind, nd->device, nd->layer, nd->flops, acc, nd->naccess,
+                               "%s", nd->name);
     if (id < 0)
         return sg_error_set(err, id, "cannot add node %s", nd->name);
     sg_node *c = &out->nodes[id];
@@ -85,7 +85,8 @@ int sg_graph_forward_only(const sg_graph *step, sg_graph *out, sg_error *err)
     for (int i = 0; i < step->nnodes; i++) {
         const sg_node *nd = &step->nodes[i];
         if (nd->kind == SG_OP_RECOMPUTE)
-            return sg_error_set(err, SG_EINVAL, "node %s: the step is compiled with activation "
+            return sg_error_set(err, SG_EINVAL,
+                                "node %s: the step is compiled with activation "
                                 "checkpointing; its forward is cut from a step without",
                                 nd->name);
         nfwd += forward_phase(nd->kind) && nd->micro_step >= 0;

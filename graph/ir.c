@@ -36,13 +36,12 @@ void sg_graph_free(sg_graph *g)
     sg_graph_init(g);
 }
 
-int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
-                        sg_dtype dtype, sg_mem_space space, int persistent)
+int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems, sg_dtype dtype,
+                        sg_mem_space space, int persistent)
 {
     if (elems < 0)
         return SG_EINVAL;
-    int rc = grow((void **)&g->buffers, &g->cap_buffers, g->nbuffers + 1,
-                  sizeof *g->buffers);
+    int rc = grow((void **)&g->buffers, &g->cap_buffers, g->nbuffers + 1, sizeof *g->buffers);
     if (rc)
         return rc;
     sg_buffer *b = &g->buffers[g->nbuffers];
@@ -58,17 +57,15 @@ int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
     return g->nbuffers++;
 }
 
-int sg_graph_add_node(sg_graph *g, sg_op_kind kind, sg_device_class device,
-                      int layer, double flops, const sg_access *access,
-                      int naccess, const char *name_fmt, ...)
+int sg_graph_add_node(sg_graph *g, sg_op_kind kind, sg_device_class device, int layer, double flops,
+                      const sg_access *access, int naccess, const char *name_fmt, ...)
 {
     if (g->finalized || naccess < 0)
         return SG_EINVAL;
     for (int i = 0; i < naccess; i++)
         if (access[i].buffer < 0 || access[i].buffer >= g->nbuffers)
             return SG_EINVAL;
-    int rc = grow((void **)&g->nodes, &g->cap_nodes, g->nnodes + 1,
-                  sizeof *g->nodes);
+    int rc = grow((void **)&g->nodes, &g->cap_nodes, g->nnodes + 1, sizeof *g->nodes);
     if (rc)
         return rc;
     sg_node *n = &g->nodes[g->nnodes];
@@ -105,8 +102,7 @@ static int push_edge(sg_graph *g, int from, int to)
 {
     if (from < 0 || from == to)
         return SG_OK;
-    int rc = grow((void **)&g->edges, &g->cap_edges, g->nedges + 1,
-                  sizeof *g->edges);
+    int rc = grow((void **)&g->edges, &g->cap_edges, g->nedges + 1, sizeof *g->edges);
     if (rc)
         return rc;
     g->edges[g->nedges++] = (sg_edge){from, to};
@@ -121,15 +117,14 @@ typedef struct buffer_state {
     int nreaders, cap_readers;
 } buffer_state;
 
-static int replay_access(sg_graph *g, buffer_state *st, int node,
-                         const sg_access *a, sg_error *err)
+static int replay_access(sg_graph *g, buffer_state *st, int node, const sg_access *a, sg_error *err)
 {
     const sg_buffer *b = &g->buffers[a->buffer];
     int rc;
     if ((a->mode & SG_R) && st->last_writer < 0 && !b->persistent)
         return sg_error_set(err, SG_EINVAL,
-                            "node %d (%s) reads buffer %s before any node writes it",
-                            node, g->nodes[node].name, b->name);
+                            "node %d (%s) reads buffer %s before any node writes it", node,
+                            g->nodes[node].name, b->name);
     if ((rc = push_edge(g, st->last_writer, node)))
         return rc;
     if (a->mode & SG_W) {
@@ -139,8 +134,7 @@ static int replay_access(sg_graph *g, buffer_state *st, int node,
         st->nreaders = 0;
         st->last_writer = node;
     } else {
-        if ((rc = grow((void **)&st->readers, &st->cap_readers,
-                       st->nreaders + 1, sizeof(int))))
+        if ((rc = grow((void **)&st->readers, &st->cap_readers, st->nreaders + 1, sizeof(int))))
             return rc;
         st->readers[st->nreaders++] = node;
     }
@@ -197,8 +191,8 @@ int sg_graph_check(const sg_graph *g, sg_error *err)
         const sg_edge *ed = &g->edges[e];
         if (ed->from < 0 || ed->to >= g->nnodes || ed->from >= ed->to)
             return sg_error_set(err, SG_EINVAL,
-                                "edge %d -> %d does not go forward in program order",
-                                ed->from, ed->to);
+                                "edge %d -> %d does not go forward in program order", ed->from,
+                                ed->to);
     }
     /* Every read of a non-persistent buffer must follow a write. */
     char *written = calloc((size_t)(g->nbuffers ? g->nbuffers : 1), 1);
@@ -209,8 +203,7 @@ int sg_graph_check(const sg_graph *g, sg_error *err)
         const sg_node *node = &g->nodes[n];
         for (int i = 0; i < node->naccess; i++) {
             const sg_access *a = &node->access[i];
-            if ((a->mode & SG_R) && !written[a->buffer] &&
-                !g->buffers[a->buffer].persistent) {
+            if ((a->mode & SG_R) && !written[a->buffer] && !g->buffers[a->buffer].persistent) {
                 rc = sg_error_set(err, SG_EINVAL, "node %s reads %s before it is written",
                                   node->name, g->buffers[a->buffer].name);
                 break;
@@ -285,10 +278,8 @@ int sg_node_runs_on_gpu(const sg_node *nd)
     if (nd->pinned)
         return nd->device != SG_DEV_CPU;
     switch (info ? info->placement : SG_PLACE_NODE) {
-    case SG_PLACE_CPU:
-        return 0;
-    case SG_PLACE_CUDA:
-        return 1;
+    case SG_PLACE_CPU: return 0;
+    case SG_PLACE_CUDA: return 1;
     default: /* SG_PLACE_NODE, and SG_PLACE_EITHER at its node's device */
         return nd->device != SG_DEV_CPU;
     }

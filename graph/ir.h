@@ -17,25 +17,21 @@
 
 #include "common/dtype.h" /* sg_dtype, sg_dtype_size, sg_dtype_name */
 #include "common/error.h"
-#include "graph/op_kinds.h"   /* sg_op_kind, sg_device_class: the table of node kinds */
+#include "graph/op_kinds.h" /* sg_op_kind, sg_device_class: the table of node kinds */
 
 #define SG_IR_NAME_MAX 64
 
 /* Which link a LINK node uses. */
 typedef enum sg_link_dir {
     SG_LINK_NONE,
-    SG_LINK_H2D,            /* host to device */
-    SG_LINK_D2H,            /* device to host */
-    SG_LINK_NET,            /* GPU to GPU collectives (NVLink / network) */
+    SG_LINK_H2D, /* host to device */
+    SG_LINK_D2H, /* device to host */
+    SG_LINK_NET, /* GPU to GPU collectives (NVLink / network) */
     SG_LINK_COUNT
 } sg_link_dir;
 
 /* Where a buffer lives. */
-typedef enum sg_mem_space {
-    SG_MEM_GPU,
-    SG_MEM_HOST,
-    SG_MEM_COUNT
-} sg_mem_space;
+typedef enum sg_mem_space { SG_MEM_GPU, SG_MEM_HOST, SG_MEM_COUNT } sg_mem_space;
 
 typedef enum sg_access_mode {
     SG_R = 1,
@@ -47,41 +43,41 @@ typedef enum sg_access_mode {
  * arguments by role (and unit / micro-step / sub-group), never by name. */
 typedef enum sg_buf_role {
     SG_BUF_OTHER,
-    SG_BUF_PARAM_PIECE,          /* this rank's part of a unit in one sub-group */
-    SG_BUF_GRAD_PIECE,           /* its reduced gradient */
-    SG_BUF_GATHERED,             /* stage 3: a unit's gathered parameters */
-    SG_BUF_PARAM_SHARD,          /* stage 3, parameters offloaded: this rank's pieces of a
+    SG_BUF_PARAM_PIECE,       /* this rank's part of a unit in one sub-group */
+    SG_BUF_GRAD_PIECE,        /* its reduced gradient */
+    SG_BUF_GATHERED,          /* stage 3: a unit's gathered parameters */
+    SG_BUF_PARAM_SHARD,       /* stage 3, parameters offloaded: this rank's pieces of a
                                     unit copied to the device, end to end, for its all-gather */
-    SG_BUF_PARAM_FULL,           /* stage 1/2: a unit's full parameters */
-    SG_BUF_GRAD,                 /* a unit's full gradient, before reduction */
-    SG_BUF_GRAD_NORM,            /* [global norm of the unscaled gradients, 1/loss scale] */
-    SG_BUF_OVERFLOW,             /* fp16: 1 if a gradient is not finite */
-    SG_BUF_LOSS_SCALE,           /* fp16: the current loss scale */
-    SG_BUF_LOSS_SCALER_STATE,    /* fp16: the loss scaler's state (codelets/cpu/loss_scale.h) */
-    SG_BUF_MASTER,               /* fp32 master parameters of a sub-group */
-    SG_BUF_MOMENTS,              /* Adam exp_avg then exp_avg_sq of a sub-group */
-    SG_BUF_GRAD_HOST,            /* a CPU sub-group's gradients on the host */
-    SG_BUF_GRAD_HOST_F32,        /* the same cast to fp32 */
-    SG_BUF_PARAM_HOST,           /* updated parameters cast to the compute dtype (a CPU
+    SG_BUF_PARAM_FULL,        /* stage 1/2: a unit's full parameters */
+    SG_BUF_GRAD,              /* a unit's full gradient, before reduction */
+    SG_BUF_GRAD_NORM,         /* [global norm of the unscaled gradients, 1/loss scale] */
+    SG_BUF_OVERFLOW,          /* fp16: 1 if a gradient is not finite */
+    SG_BUF_LOSS_SCALE,        /* fp16: the current loss scale */
+    SG_BUF_LOSS_SCALER_STATE, /* fp16: the loss scaler's state (codelets/cpu/loss_scale.h) */
+    SG_BUF_MASTER,            /* fp32 master parameters of a sub-group */
+    SG_BUF_MOMENTS,           /* Adam exp_avg then exp_avg_sq of a sub-group */
+    SG_BUF_GRAD_HOST,         /* a CPU sub-group's gradients on the host */
+    SG_BUF_GRAD_HOST_F32,     /* the same cast to fp32 */
+    SG_BUF_PARAM_HOST,        /* updated parameters cast to the compute dtype (a CPU
                                     sub-group's on the host; parameters offloaded, a GPU
                                     sub-group's on the device, before their copy back) */
-    SG_BUF_TOKENS,               /* micro-batch input ids then target ids */
-    SG_BUF_ACT,                  /* output of a unit */
-    SG_BUF_LOSS,                 /* mean loss of a micro-step */
-    SG_BUF_DACT,                 /* gradient of a unit's output */
-    SG_BUF_SAVED,                /* activations a unit saves for its backward */
-    SG_BUF_GRAD_PART,            /* batch tiles: fp32 weight-gradient partial of a unit's tile */
-    SG_BUF_MOE_STATS,            /* MoE: a micro-step's router statistics (models/unit_layout.h
+    SG_BUF_TOKENS,            /* micro-batch input ids then target ids */
+    SG_BUF_ACT,               /* output of a unit */
+    SG_BUF_LOSS,              /* mean loss of a micro-step */
+    SG_BUF_DACT,              /* gradient of a unit's output */
+    SG_BUF_SAVED,             /* activations a unit saves for its backward */
+    SG_BUF_GRAD_PART,         /* batch tiles: fp32 weight-gradient partial of a unit's tile */
+    SG_BUF_MOE_STATS,         /* MoE: a micro-step's router statistics (models/unit_layout.h
                                     sg_moe_stats_floats) for the load-balancing loss */
-    SG_BUF_MOE_ACT,              /* MoE: a group of experts' activations (subgroup = group) */
-    SG_BUF_MOE_GRAD,             /* MoE: a group of experts' gradients (subgroup = group) */
-    SG_BUF_NORM_PART,            /* per gradient piece of a unit, in piece order, 16 bytes:
+    SG_BUF_MOE_ACT,           /* MoE: a group of experts' activations (subgroup = group) */
+    SG_BUF_MOE_GRAD,          /* MoE: a group of experts' gradients (subgroup = group) */
+    SG_BUF_NORM_PART,         /* per gradient piece of a unit, in piece order, 16 bytes:
                                     [sum of squares (double), non-finite flag (int32), pad]
                                     (SG_NORM_PART_F32 f32 elements per piece) */
-    SG_BUF_WINDOW,               /* a dependency only (no codelet reads it): micro-step k's
+    SG_BUF_WINDOW,            /* a dependency only (no codelet reads it): micro-step k's
                                     last backward writes it, micro-step k + W's first forward
                                     reads it (sg_step_spec.micro_window) */
-    SG_BUF_COMM_ORDER,           /* several ranks: the token every collective node reads and
+    SG_BUF_COMM_ORDER,        /* several ranks: the token every collective node reads and
                                     writes, so collectives run in program order (no data) */
 } sg_buf_role;
 
@@ -93,48 +89,48 @@ typedef enum sg_buf_role {
 #define SG_NORM_PART_F32 4
 
 typedef struct sg_buffer {
-    char name[SG_IR_NAME_MAX];   /* "param.3", "grad_host.7" */
+    char name[SG_IR_NAME_MAX]; /* "param.3", "grad_host.7" */
     int64_t bytes;
     int64_t elems;
     sg_dtype dtype;
     sg_mem_space space;
-    int persistent;              /* lives across steps (weights, optimizer state) */
-    sg_buf_role role;            /* SG_BUF_OTHER unless the compiler sets it */
+    int persistent;                 /* lives across steps (weights, optimizer state) */
+    sg_buf_role role;               /* SG_BUF_OTHER unless the compiler sets it */
     int unit, micro_step, subgroup; /* -1 where not applicable */
-    int64_t unit_offset;         /* pieces: first element within the unit's parameters */
-    int64_t subgroup_offset;     /* pieces and optimizer tiles: first element within the
+    int64_t unit_offset;            /* pieces: first element within the unit's parameters */
+    int64_t subgroup_offset;        /* pieces and optimizer tiles: first element within the
                                     sub-group */
-    int tile;                    /* tile index (a batch tile of a micro-step, or a chunk of a
+    int tile;                       /* tile index (a batch tile of a micro-step, or a chunk of a
                                     CPU sub-group's optimizer chain); -1 when untiled */
 } sg_buffer;
 
 typedef struct sg_access {
     int buffer;
     sg_access_mode mode;
-    int64_t bytes;               /* the part of the buffer the node touches (a chunk's
+    int64_t bytes; /* the part of the buffer the node touches (a chunk's
                                     overlap of a parameter piece); 0 = all of it */
 } sg_access;
 
 typedef struct sg_node {
-    int id;                      /* index in program order */
-    char name[SG_IR_NAME_MAX];   /* "fwd.layer3.mb0" */
+    int id;                    /* index in program order */
+    char name[SG_IR_NAME_MAX]; /* "fwd.layer3.mb0" */
     sg_op_kind kind;
-    int layer;                   /* unit index, or -1 for none */
-    int micro_step;              /* or -1 */
-    int subgroup;                /* optimizer sub-group, or -1 */
-    int tile;                    /* batch tile or optimizer chunk, -1 when untiled */
+    int layer;      /* unit index, or -1 for none */
+    int micro_step; /* or -1 */
+    int subgroup;   /* optimizer sub-group, or -1 */
+    int tile;       /* batch tile or optimizer chunk, -1 when untiled */
     sg_device_class device;
     sg_link_dir link;
     double flops;
-    double attention_flops;      /* the part of flops in a unit's attention (quadratic
+    double attention_flops; /* the part of flops in a unit's attention (quadratic
                                     in the sequence length); 0 for other nodes */
-    int64_t bytes_read;          /* derived from the accesses */
+    int64_t bytes_read;     /* derived from the accesses */
     int64_t bytes_written;
-    int64_t link_bytes;          /* bytes that cross the node's link (collectives: per rank) */
+    int64_t link_bytes; /* bytes that cross the node's link (collectives: per rank) */
     int naccess;
     sg_access *access;
-    int64_t priority;            /* filled by passes (bottom level); 0 by default */
-    int pinned;                  /* 1: runs on `device` only, whatever the kind's placement
+    int64_t priority; /* filled by passes (bottom level); 0 by default */
+    int pinned;       /* 1: runs on `device` only, whatever the kind's placement
                                     (cast_placement cpu / gpu); 0 by default */
 } sg_node;
 
@@ -147,7 +143,7 @@ typedef struct sg_graph {
     int nbuffers, cap_buffers;
     sg_node *nodes;
     int nnodes, cap_nodes;
-    sg_edge *edges;              /* valid after sg_graph_finalize, sorted by (from, to) */
+    sg_edge *edges; /* valid after sg_graph_finalize, sorted by (from, to) */
     int nedges, cap_edges;
     int finalized;
 } sg_graph;
@@ -156,14 +152,13 @@ void sg_graph_init(sg_graph *g);
 void sg_graph_free(sg_graph *g);
 
 /* Declares a buffer; returns its index (>= 0) or a negative error code. */
-int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems,
-                        sg_dtype dtype, sg_mem_space space, int persistent);
+int sg_graph_add_buffer(sg_graph *g, const char *name, int64_t elems, sg_dtype dtype,
+                        sg_mem_space space, int persistent);
 
 /* Appends a node in program order with `naccess` accesses; returns its id or
  * a negative error code. The node's name is printf-formatted. */
-int sg_graph_add_node(sg_graph *g, sg_op_kind kind, sg_device_class device,
-                      int layer, double flops, const sg_access *access,
-                      int naccess, const char *name_fmt, ...)
+int sg_graph_add_node(sg_graph *g, sg_op_kind kind, sg_device_class device, int layer, double flops,
+                      const sg_access *access, int naccess, const char *name_fmt, ...)
     __attribute__((format(printf, 8, 9)));
 
 /* Derives edges (read-after-write, write-after-read, write-after-write) and
@@ -178,8 +173,8 @@ int sg_graph_check(const sg_graph *g, sg_error *err);
 
 /* Successor lists in CSR form, built on demand by passes. */
 typedef struct sg_adjacency {
-    int *offset;                 /* nnodes + 1 */
-    int *target;                 /* nedges */
+    int *offset; /* nnodes + 1 */
+    int *target; /* nedges */
 } sg_adjacency;
 int sg_graph_successors(const sg_graph *g, sg_adjacency *adj);
 void sg_adjacency_free(sg_adjacency *adj);

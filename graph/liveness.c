@@ -40,7 +40,8 @@ int sg_graph_liveness(const sg_graph *g, sg_liveness *lv)
         total += (size_t)g->nodes[n].naccess;
     /* last[b]: the last node that accessed b's current value (-1: no value) */
     int *last = malloc((size_t)(nb ? nb : 1) * sizeof *last);
-    int *born_n = calloc((size_t)nn + 1, sizeof *born_n), *dies_n = calloc((size_t)nn + 1, sizeof *dies_n);
+    int *born_n = calloc((size_t)nn + 1, sizeof *born_n),
+        *dies_n = calloc((size_t)nn + 1, sizeof *dies_n);
     lv->born_offset = calloc((size_t)nn + 1, sizeof(int));
     lv->dies_offset = calloc((size_t)nn + 1, sizeof(int));
     lv->born = malloc((total + 1) * sizeof(int));

@@ -25,7 +25,7 @@ typedef struct sg_liveness {
     int nnodes;
     /* CSR per node n: the buffers whose value starts at n (born) and those
      * whose value dies right after n (dies); entries in the order found */
-    int *born_offset, *born;     /* nnodes + 1, then the entries */
+    int *born_offset, *born; /* nnodes + 1, then the entries */
     int *dies_offset, *dies;
 } sg_liveness;
 

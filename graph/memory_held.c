@@ -34,8 +34,8 @@ static int add_stay(held_work *w, int side, int from, int to, int b)
         w->cap = cap;
     }
     const sg_buffer *buf = &w->g->buffers[b];
-    w->stays[w->nstays++] = (stay){side, from, to, buf->bytes, (int)sg_dtype_size(buf->dtype), -1,
-                                   0};
+    w->stays[w->nstays++] =
+        (stay){side, from, to, buf->bytes, (int)sg_dtype_size(buf->dtype), -1, 0};
     return SG_OK;
 }
 
@@ -209,7 +209,8 @@ static int side_held(const held_work *w, int side, const int64_t *class_bytes, i
                      int64_t *out)
 {
     event *ev = malloc((size_t)(2 * w->nstays + 1) * sizeof *ev);
-    int *count = calloc((size_t)nclasses + 1, sizeof(int)), *most = calloc((size_t)nclasses + 1, sizeof(int));
+    int *count = calloc((size_t)nclasses + 1, sizeof(int)),
+        *most = calloc((size_t)nclasses + 1, sizeof(int));
     if (!ev || !count || !most) {
         free(ev);
         free(count);
@@ -234,8 +235,8 @@ static int side_held(const held_work *w, int side, const int64_t *class_bytes, i
             most[s->klass] = count[s->klass];
         }
     }
-    int64_t held = (small_peak + SG_STARPU_CHUNK_BYTES - 1) / SG_STARPU_CHUNK_BYTES *
-                   SG_STARPU_CHUNK_BYTES;
+    int64_t held =
+        (small_peak + SG_STARPU_CHUNK_BYTES - 1) / SG_STARPU_CHUNK_BYTES * SG_STARPU_CHUNK_BYTES;
     for (int k = 0; k < nclasses; k++)
         held += class_bytes[k] * most[k];
     *out = held;

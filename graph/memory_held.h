@@ -23,8 +23,8 @@
 
 #include "graph/ir.h"
 
-#define SG_STARPU_CHUNK_BYTES ((int64_t)32 << 20)   /* a suballocator chunk */
-#define SG_STARPU_SUBALLOC_MAX ((int64_t)4 << 20)   /* the largest suballocated buffer */
+#define SG_STARPU_CHUNK_BYTES ((int64_t)32 << 20)    /* a suballocator chunk */
+#define SG_STARPU_SUBALLOC_MAX ((int64_t)4 << 20)    /* the largest suballocated buffer */
 #define SG_STARPU_SUBALLOC_BLOCK ((int64_t)16 << 10) /* its unit */
 
 /* held[s]: the bytes StarPU counts in space s at its peak over one step run

@@ -6,16 +6,16 @@
 #include "common/error.h"
 
 static const sg_op_kind_info table[SG_OP_KIND_COUNT] = {
-#define SG_OP_KIND_ROW_(id, nm, dev, ph, place, optctx, cls, rule, col)                     \
-    [SG_OP_##id] = {.kind = SG_OP_##id,                                                    \
-                    .name = #nm,                                                           \
-                    .symbol = "sg_" #nm,                                                   \
-                    .devices = (dev),                                                      \
-                    .phase = SG_PHASE_##ph,                                                \
-                    .placement = SG_PLACE_##place,                                         \
-                    .optimizer_ctx = (optctx),                                             \
-                    .cost_class = SG_CLASS_##cls,                                          \
-                    .cost_rule = SG_COST_##rule,                                           \
+#define SG_OP_KIND_ROW_(id, nm, dev, ph, place, optctx, cls, rule, col) \
+    [SG_OP_##id] = {.kind = SG_OP_##id,                                 \
+                    .name = #nm,                                        \
+                    .symbol = "sg_" #nm,                                \
+                    .devices = (dev),                                   \
+                    .phase = SG_PHASE_##ph,                             \
+                    .placement = SG_PLACE_##place,                      \
+                    .optimizer_ctx = (optctx),                          \
+                    .cost_class = SG_CLASS_##cls,                       \
+                    .cost_rule = SG_COST_##rule,                        \
                     .color = col},
     SG_OP_KINDS(SG_OP_KIND_ROW_)
 #undef SG_OP_KIND_ROW_

@@ -9,10 +9,10 @@
 
 /* One worker: its queue of ready nodes (in push order) and what it runs. */
 typedef struct worker {
-    int *q;        /* nodes pushed, in push order; -1 once taken */
-    int nq, head;  /* entries, first entry that may still be live */
-    int running;   /* node, or -1 */
-    double until;  /* when it ends */
+    int *q;       /* nodes pushed, in push order; -1 once taken */
+    int nq, head; /* entries, first entry that may still be live */
+    int running;  /* node, or -1 */
+    double until; /* when it ends */
 } worker;
 
 typedef struct sim {
@@ -183,8 +183,7 @@ static void sim_free(sim *s)
     free(s->val_left);
 }
 
-int sg_graph_peak_memory_workers(const sg_graph *g, int workers, int64_t *peak,
-                                 int64_t *persistent)
+int sg_graph_peak_memory_workers(const sg_graph *g, int workers, int64_t *peak, int64_t *persistent)
 {
     if (workers < 1)
         return SG_EINVAL;

@@ -117,8 +117,7 @@ typedef struct layout_chains {
     int n;
 } layout_chains;
 
-static int work_alloc(layout_work *w, sg_phase_layout *l, const sg_graph *g,
-                      const sg_fold *fold)
+static int work_alloc(layout_work *w, sg_phase_layout *l, const sg_graph *g, const sg_fold *fold)
 {
     memset(l, 0, sizeof *l);
     memset(w, 0, sizeof *w);
@@ -205,7 +204,7 @@ static void place_endpoints(layout_work *w, sg_phase_layout *l, const unsigned c
             l->band[e] = SG_BAND_GATHER_BWD; /* folded units: mid-column */
             w->unit[e] = (int)fold->groups[gi].first;
         } else if (b > l->band[e]) {
-            l->band[e] = b;                  /* folded sub-groups: their lowest band */
+            l->band[e] = b; /* folded sub-groups: their lowest band */
         }
     }
 }

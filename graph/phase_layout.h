@@ -30,11 +30,11 @@
 
 /* Where a task runs. */
 typedef enum sg_where {
-    SG_WHERE_GPU,           /* a GPU worker */
-    SG_WHERE_CPU,           /* a CPU worker (optimizer, NUMA-bound) */
-    SG_WHERE_H2D,           /* the host-to-device link */
-    SG_WHERE_D2H,           /* the device-to-host link */
-    SG_WHERE_NET,           /* collectives between GPUs (NVLink / network) */
+    SG_WHERE_GPU, /* a GPU worker */
+    SG_WHERE_CPU, /* a CPU worker (optimizer, NUMA-bound) */
+    SG_WHERE_H2D, /* the host-to-device link */
+    SG_WHERE_D2H, /* the device-to-host link */
+    SG_WHERE_NET, /* collectives between GPUs (NVLink / network) */
     SG_WHERE_COUNT
 } sg_where;
 
@@ -45,9 +45,9 @@ sg_where sg_where_planned(const sg_node *n);
 /* The place a trace lane names ("CPU 3", "CUDA 0", "link d2h"), or -1 when
  * the name says nothing known. */
 int sg_where_of_lane(const char *lane);
-const char *sg_where_name(sg_where w);   /* "gpu", "cpu", "h2d", "d2h", "net" */
-const char *sg_where_label(sg_where w);  /* "GPU worker", ... (legends) */
-const char *sg_where_color(sg_where w);  /* fill colour, "#a1d99b" */
+const char *sg_where_name(sg_where w);  /* "gpu", "cpu", "h2d", "d2h", "net" */
+const char *sg_where_label(sg_where w); /* "GPU worker", ... (legends) */
+const char *sg_where_color(sg_where w); /* fill colour, "#a1d99b" */
 
 /* The bands, top to bottom. */
 typedef enum sg_band {
@@ -68,12 +68,12 @@ typedef enum sg_band {
  * program order). Graphviz keeps a row straight when its endpoints are
  * chained left to right (graph/export.c). */
 typedef struct sg_phase_layout {
-    int nends;                   /* nnodes + ngroups */
+    int nends; /* nnodes + ngroups */
     int *col, *band, *order;
-    int *row;                    /* grid row: the k-th endpoint of band b in its column is in
+    int *row; /* grid row: the k-th endpoint of band b in its column is in
                                     the same row in every column (rows by band, then k) */
     int ncols, nrows;
-    int *sorted;                 /* drawn endpoints by (col, band, first node) */
+    int *sorted; /* drawn endpoints by (col, band, first node) */
     int nsorted;
 } sg_phase_layout;
 

@@ -6,7 +6,7 @@
 
 /* StarPU's profiling clock, microseconds. */
 typedef struct sg_task_record {
-    int worker;                    /* StarPU worker id, -1 if it did not run */
+    int worker; /* StarPU worker id, -1 if it did not run */
     double start_us, end_us;
 } sg_task_record;
 

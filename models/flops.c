@@ -4,17 +4,17 @@
 
 #include <math.h>
 
-double sg_flops_seed(int64_t params, int64_t layers, int64_t hidden, int64_t seqs,
-                     int64_t seq_len, int checkpointing)
+double sg_flops_seed(int64_t params, int64_t layers, int64_t hidden, int64_t seqs, int64_t seq_len,
+                     int checkpointing)
 {
     if (params <= 0 || layers <= 0 || hidden <= 0 || seqs <= 0 || seq_len <= 0)
         return NAN;
-    double c = checkpointing ? 4.0 : 3.0;   /* fwd + 2x bwd, + recomputed fwd */
+    double c = checkpointing ? 4.0 : 3.0; /* fwd + 2x bwd, + recomputed fwd */
     double s = (double)seq_len;
     /* per sequence: matmuls 2 c P s; attention scores and values at width h,
      * full s x s: 4 c L h s^2 */
-    double per_seq = 2.0 * c * (double)params * s +
-                     4.0 * c * (double)layers * (double)hidden * s * s;
+    double per_seq =
+        2.0 * c * (double)params * s + 4.0 * c * (double)layers * (double)hidden * s * s;
     return (double)seqs * per_seq;
 }
 

@@ -33,15 +33,15 @@
 
 /* FLOP of one step (not per second): NAN where the formula does not apply. */
 typedef struct sg_step_flops {
-    double seed;       /* DeepSpeedExamples' formula, recompute counted */
-    double model;      /* model FLOPs: 6 P_ne tokens + causal attention */
-    double megatron;   /* Megatron-LM eq. 3, recompute counted */
+    double seed;     /* DeepSpeedExamples' formula, recompute counted */
+    double model;    /* model FLOPs: 6 P_ne tokens + causal attention */
+    double megatron; /* Megatron-LM eq. 3, recompute counted */
 } sg_step_flops;
 
 /* The formulas on plain sizes, FLOP for `seqs` sequences of `seq_len`
  * tokens; NAN when a size is not positive. */
-double sg_flops_seed(int64_t params, int64_t layers, int64_t hidden, int64_t seqs,
-                     int64_t seq_len, int checkpointing);
+double sg_flops_seed(int64_t params, int64_t layers, int64_t hidden, int64_t seqs, int64_t seq_len,
+                     int checkpointing);
 double sg_flops_model(int64_t params_ne, int64_t layers, int64_t q_width, int64_t seqs,
                       int64_t seq_len);
 double sg_flops_megatron(int64_t layers, int64_t hidden, int64_t vocab, int64_t seqs,

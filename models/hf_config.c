@@ -15,31 +15,56 @@
 static const struct {
     const char *model_type, *arch;
 } arch_of_type[] = {
-    {"llama", "llama"},       {"qwen3", "qwen3"},     {"qwen3_moe", "qwen3_moe"},
-    {"gpt_oss", "gpt_oss"},   {"seed_oss", "seed_oss"}, {"qwen2", "qwen2"},
-    {"mistral", "mistral"},   {"phi3", "phi3"},         {"mixtral", "mixtral"},
+    {"llama", "llama"},     {"qwen3", "qwen3"},       {"qwen3_moe", "qwen3_moe"},
+    {"gpt_oss", "gpt_oss"}, {"seed_oss", "seed_oss"}, {"qwen2", "qwen2"},
+    {"mistral", "mistral"}, {"phi3", "phi3"},         {"mixtral", "mixtral"},
 };
 
 /* Keys stepgraph's model files read under the same name. */
 static const char *const model_keys[] = {
-    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings",
-    "tie_word_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "attention_bias",
-    "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
-    "sliding_window", "layer_types",
+    "hidden_size",           "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads",   "head_dim",          "vocab_size",        "max_position_embeddings",
+    "tie_word_embeddings",   "rms_norm_eps",      "rope_theta",        "rope_scaling",
+    "attention_bias",        "num_experts",       "num_local_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "sliding_window",    "layer_types",
 };
 
 /* transformers keys that do not change the training step's math (inference
  * caches, token ids, storage dtype, initialisation of new weights, the MoE
  * auxiliary loss's reporting) or that are checked below and then dropped. */
 static const char *const dropped_keys[] = {
-    "architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
-    "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "initializer_range",
-    "pretraining_tp", "_name_or_path", "hidden_act", "attention_dropout", "mlp_bias",
-    "use_sliding_window", "max_window_layers", "output_router_logits", "router_aux_loss_coef",
-    "mlp_only_layers", "decoder_sparse_step", "norm_topk_prob", "experts_per_token",
-    "swiglu_limit", "initial_context_length", "residual_dropout", "attention_out_bias",
-    "use_mrope", "router_jitter_noise", "resid_pdrop", "embd_pdrop", "partial_rotary_factor",
+    "architectures",
+    "model_type",
+    "torch_dtype",
+    "dtype",
+    "transformers_version",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "use_cache",
+    "initializer_range",
+    "pretraining_tp",
+    "_name_or_path",
+    "hidden_act",
+    "attention_dropout",
+    "mlp_bias",
+    "use_sliding_window",
+    "max_window_layers",
+    "output_router_logits",
+    "router_aux_loss_coef",
+    "mlp_only_layers",
+    "decoder_sparse_step",
+    "norm_topk_prob",
+    "experts_per_token",
+    "swiglu_limit",
+    "initial_context_length",
+    "residual_dropout",
+    "attention_out_bias",
+    "use_mrope",
+    "router_jitter_noise",
+    "resid_pdrop",
+    "embd_pdrop",
+    "partial_rotary_factor",
     /* Phi3Config: read only by its longrope scaling, which is refused */
     "original_max_position_embeddings",
 };
@@ -58,12 +83,10 @@ int sg_hf_config_detect(const cJSON *root)
            !cJSON_GetObjectItemCaseSensitive(root, "architecture");
 }
 
-static int bad(const char *origin, const char *key, const cJSON *v, const char *what,
-               sg_error *err)
+static int bad(const char *origin, const char *key, const cJSON *v, const char *what, sg_error *err)
 {
     char *s = v ? cJSON_PrintUnformatted(v) : NULL;
-    int rc = sg_error_set(err, SG_EINVAL, "%s: %s: %.48s %s", origin, key, s ? s : "(value)",
-                          what);
+    int rc = sg_error_set(err, SG_EINVAL, "%s: %s: %.48s %s", origin, key, s ? s : "(value)", what);
     cJSON_free(s);
     return rc;
 }
@@ -81,21 +104,25 @@ static int is_zero_number(const cJSON *v)
 
 /* The keys of qwen2, phi3 and mixtral that change the math: refused unless
  * they say what stepgraph computes. */
-static int check_family_keys(const cJSON *root, const char *arch, const char *origin,
-                             sg_error *err)
+static int check_family_keys(const cJSON *root, const char *arch, const char *origin, sg_error *err)
 {
     const cJSON *v;
     if ((v = get(root, "use_mrope")) && !cJSON_IsFalse(v))
-        return bad(origin, "use_mrope", v, "is not supported (one-dimensional rotary "
-                   "positions only)", err);
+        return bad(origin, "use_mrope", v,
+                   "is not supported (one-dimensional rotary "
+                   "positions only)",
+                   err);
     /* MixtralSparseMoeBlock multiplies its input by uniform noise in training */
     if ((v = get(root, "router_jitter_noise")) && !is_zero_number(v))
-        return bad(origin, "router_jitter_noise", v, "is not supported (a router without "
-                   "jitter noise, 0.0, only)", err);
-    if ((v = get(root, "partial_rotary_factor")) &&
-        !(cJSON_IsNumber(v) && v->valuedouble == 1.0))
-        return bad(origin, "partial_rotary_factor", v, "is not supported (rotary embedding "
-                   "over the whole head, 1.0, only)", err);
+        return bad(origin, "router_jitter_noise", v,
+                   "is not supported (a router without "
+                   "jitter noise, 0.0, only)",
+                   err);
+    if ((v = get(root, "partial_rotary_factor")) && !(cJSON_IsNumber(v) && v->valuedouble == 1.0))
+        return bad(origin, "partial_rotary_factor", v,
+                   "is not supported (rotary embedding "
+                   "over the whole head, 1.0, only)",
+                   err);
     if (strcmp(arch, "phi3") == 0 && (v = get(root, "rope_scaling"))) {
         /* Phi3's longrope (short and long factors per frequency) is not
          * implemented; Phi-4 has none */
@@ -103,7 +130,8 @@ static int check_family_keys(const cJSON *root, const char *arch, const char *or
         if (!t && cJSON_IsObject(v))
             t = get(v, "type");
         if (!(cJSON_IsString(t) && strcmp(t->valuestring, "default") == 0))
-            return bad(origin, "rope_scaling", t ? t : v, "is not supported for phi3 (no "
+            return bad(origin, "rope_scaling", t ? t : v,
+                       "is not supported for phi3 (no "
                        "rope_scaling, or \"default\", only; longrope is not implemented)",
                        err);
     }
@@ -112,63 +140,67 @@ static int check_family_keys(const cJSON *root, const char *arch, const char *or
 
 /* Keys whose value changes what the step computes: refused unless they say
  * what stepgraph computes. */
-static int check_math_keys(const cJSON *root, const char *arch, const char *origin,
-                           sg_error *err)
+static int check_math_keys(const cJSON *root, const char *arch, const char *origin, sg_error *err)
 {
     const cJSON *v;
     int rc;
     if ((v = get(root, "hidden_act")) &&
         !(cJSON_IsString(v) && strcmp(v->valuestring, "silu") == 0))
-        return bad(origin, "hidden_act", v, "is not supported (stepgraph's MLP is SwiGLU, "
-                   "\"silu\")", err);
+        return bad(origin, "hidden_act", v,
+                   "is not supported (stepgraph's MLP is SwiGLU, "
+                   "\"silu\")",
+                   err);
     /* Phi3Config spells two of them resid_pdrop and embd_pdrop */
-    static const char *const dropouts[] = {"attention_dropout", "residual_dropout",
-                                           "resid_pdrop", "embd_pdrop"};
+    static const char *const dropouts[] = {"attention_dropout", "residual_dropout", "resid_pdrop",
+                                           "embd_pdrop"};
     for (int i = 0; i < 4; i++)
         if ((v = get(root, dropouts[i])) && !is_zero_number(v))
-            return bad(origin, dropouts[i], v, "is not supported: stepgraph trains without "
+            return bad(origin, dropouts[i], v,
+                       "is not supported: stepgraph trains without "
                        "dropout (set it to 0.0 in a copy of the file to train without it)",
                        err);
     if ((v = get(root, "mlp_bias")) && !cJSON_IsFalse(v))
-        return bad(origin, "mlp_bias", v, "is not supported (MLP projections without "
-                   "biases only)", err);
+        return bad(origin, "mlp_bias", v,
+                   "is not supported (MLP projections without "
+                   "biases only)",
+                   err);
     if ((v = get(root, "architectures")) && !cJSON_IsArray(v))
         return bad(origin, "architectures", v, "is not an array of class names", err);
     int sliding_arch = strcmp(arch, "gpt_oss") == 0;
     if (!sliding_arch && (v = get(root, "use_sliding_window")) && !cJSON_IsFalse(v))
-        return bad(origin, "use_sliding_window", v, "is not supported for this "
-                   "architecture (full attention in every layer only)", err);
+        return bad(origin, "use_sliding_window", v,
+                   "is not supported for this "
+                   "architecture (full attention in every layer only)",
+                   err);
     if ((rc = check_family_keys(root, arch, origin, err)) < 0)
         return rc;
     if (strcmp(arch, "qwen3_moe") == 0) {
-        if ((v = get(root, "mlp_only_layers")) &&
-            !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
-            return bad(origin, "mlp_only_layers", v, "is not supported (every layer is a "
-                       "mixture of experts)", err);
-        if ((v = get(root, "decoder_sparse_step")) &&
-            !(cJSON_IsNumber(v) && v->valuedouble == 1.0))
-            return bad(origin, "decoder_sparse_step", v, "is not supported (1: every layer "
-                       "sparse)", err);
+        if ((v = get(root, "mlp_only_layers")) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
+            return bad(origin, "mlp_only_layers", v,
+                       "is not supported (every layer is a "
+                       "mixture of experts)",
+                       err);
+        if ((v = get(root, "decoder_sparse_step")) && !(cJSON_IsNumber(v) && v->valuedouble == 1.0))
+            return bad(origin, "decoder_sparse_step", v,
+                       "is not supported (1: every layer "
+                       "sparse)",
+                       err);
         if ((v = get(root, "norm_topk_prob")) && !cJSON_IsBool(v))
             return bad(origin, "norm_topk_prob", v, "is not true or false", err);
     }
     if (strcmp(arch, "qwen3_moe") == 0 || strcmp(arch, "mixtral") == 0) {
         if ((v = get(root, "output_router_logits")) && !cJSON_IsBool(v))
             return bad(origin, "output_router_logits", v, "is not true or false", err);
-        if ((v = get(root, "router_aux_loss_coef")) &&
-            !(cJSON_IsNumber(v) && v->valuedouble >= 0))
+        if ((v = get(root, "router_aux_loss_coef")) && !(cJSON_IsNumber(v) && v->valuedouble >= 0))
             return bad(origin, "router_aux_loss_coef", v, "is not a number >= 0", err);
     }
     if (strcmp(arch, "gpt_oss") == 0) {
-        if ((v = get(root, "swiglu_limit")) &&
-            !(cJSON_IsNumber(v) && v->valuedouble == 7.0))
-            return bad(origin, "swiglu_limit", v, "is not supported (gpt-oss clamps at 7.0)",
-                       err);
+        if ((v = get(root, "swiglu_limit")) && !(cJSON_IsNumber(v) && v->valuedouble == 7.0))
+            return bad(origin, "swiglu_limit", v, "is not supported (gpt-oss clamps at 7.0)", err);
         const cJSON *k = get(root, "experts_per_token"), *k2 = get(root, "num_experts_per_tok");
-        if (k && k2 && !(cJSON_IsNumber(k) && cJSON_IsNumber(k2) &&
-                         k->valuedouble == k2->valuedouble))
-            return bad(origin, "experts_per_token", k, "differs from num_experts_per_tok",
-                       err);
+        if (k && k2 &&
+            !(cJSON_IsNumber(k) && cJSON_IsNumber(k2) && k->valuedouble == k2->valuedouble))
+            return bad(origin, "experts_per_token", k, "differs from num_experts_per_tok", err);
     }
     return SG_OK;
 }
@@ -220,8 +252,8 @@ static void list_append(char *list, size_t size, const char *key)
     }
 }
 
-int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
-                           size_t ignored_size, sg_error *err)
+int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored, size_t ignored_size,
+                           sg_error *err)
 {
     if (ignored_size)
         ignored[0] = '\0';
@@ -232,8 +264,10 @@ int sg_hf_config_normalize(cJSON *root, const char *origin, char *ignored,
             if (strcmp(mt->valuestring, arch_of_type[i].model_type) == 0)
                 arch = arch_of_type[i].arch;
     if (!arch)
-        return bad(origin, "model_type", mt, "is not supported (llama, qwen3, qwen3_moe, "
-                   "gpt_oss, seed_oss, qwen2, mistral, phi3, mixtral)", err);
+        return bad(origin, "model_type", mt,
+                   "is not supported (llama, qwen3, qwen3_moe, "
+                   "gpt_oss, seed_oss, qwen2, mistral, phi3, mixtral)",
+                   err);
     int rc = check_math_keys(root, arch, origin, err);
     if (rc)
         return rc;
@@ -407,26 +441,31 @@ int sg_hf_config_text(const sg_model *m, const char *torch_dtype, char **out, sg
 {
     *out = NULL;
     if (m->rope_scaling < 0)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: its rope_scaling type is not one "
-                            "stepgraph can write to a config.json (llama3 only)", m->name);
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: its rope_scaling type is not one "
+                            "stepgraph can write to a config.json (llama3 only)",
+                            m->name);
     int seed = m->arch == SG_ARCH_SEED_OSS, gpt = m->arch == SG_ARCH_GPT_OSS;
     /* Qwen2Attention: q/k/v biases and no o_proj one (model_parse.c insists) */
     if (!seed && m->arch != SG_ARCH_QWEN2 && m->o_bias != m->qkv_bias)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: an o_proj bias %s q/k/v biases has no "
-                            "transformers config for architecture %s", m->name,
-                            m->o_bias ? "without" : "with", sg_arch_name(m->arch));
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: an o_proj bias %s q/k/v biases has no "
+                            "transformers config for architecture %s",
+                            m->name, m->o_bias ? "without" : "with", sg_arch_name(m->arch));
     int n_sliding = 0;
     for (int64_t l = 0; l < m->num_layers; l++)
         n_sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
     if (!gpt && n_sliding && !(slides_everywhere(m->arch) && n_sliding == m->num_layers))
-        return sg_error_set(err, SG_ENOTSUP, "model %s: sliding-window layers%s have no "
-                            "transformers config for architecture %s", m->name,
-                            slides_everywhere(m->arch) ? " in some layers only" : "",
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: sliding-window layers%s have no "
+                            "transformers config for architecture %s",
+                            m->name, slides_everywhere(m->arch) ? " in some layers only" : "",
                             sg_arch_name(m->arch));
     if (m->arch == SG_ARCH_PHI3 && m->head_dim * m->num_heads != m->hidden_size)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: head_dim %lld is not hidden_size / "
-                            "num_attention_heads, which Phi3Config assumes", m->name,
-                            (long long)m->head_dim);
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: head_dim %lld is not hidden_size / "
+                            "num_attention_heads, which Phi3Config assumes",
+                            m->name, (long long)m->head_dim);
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_CreateArray();
     cJSON_AddItemToArray(arr, cJSON_CreateString(class_of(m->arch)));

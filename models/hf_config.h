@@ -39,7 +39,6 @@ struct sg_model;
  * gives m again. *out is malloc'ed text. Models transformers cannot express
  * (an o_proj bias without q/k/v biases outside Seed-OSS, a rope_scaling type
  * other than llama3) are refused. */
-int sg_hf_config_text(const struct sg_model *m, const char *torch_dtype, char **out,
-                      sg_error *err);
+int sg_hf_config_text(const struct sg_model *m, const char *torch_dtype, char **out, sg_error *err);
 
 #endif /* SG_HF_CONFIG_H */

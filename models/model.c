@@ -31,7 +31,6 @@
 #define SG_PKGDATADIR "/usr/local/share/stepgraph"
 #endif
 
-
 const char *sg_arch_name(sg_arch arch)
 {
     switch (arch) {
@@ -48,7 +47,6 @@ const char *sg_arch_name(sg_arch arch)
     return "unknown";
 }
 
-
 /* ------------------------------------------------------------------------ */
 /* Parameter tensors                                                         */
 
@@ -59,11 +57,10 @@ typedef struct visitor {
 
 /* Builds one tensor record and hands it to the visitor. Shapes are the
  * safetensors ones: a Linear weight is (out_features, in_features). */
-static void emit(const visitor *v, int is_expert, int ndim, int64_t d0,
-                 int64_t d1, int64_t d2, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-static void emit(const visitor *v, int is_expert, int ndim, int64_t d0,
-                 int64_t d1, int64_t d2, const char *fmt, ...)
+static void emit(const visitor *v, int is_expert, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                 const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void emit(const visitor *v, int is_expert, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                 const char *fmt, ...)
 {
     sg_tensor_info t;
     memset(&t, 0, sizeof t);
@@ -88,49 +85,49 @@ static void emit(const visitor *v, int is_expert, int ndim, int64_t d0,
 static void visit_layer(const sg_model *m, int l, const visitor *v)
 {
     const int64_t H = m->hidden_size, D = m->head_dim;
-    const int64_t QW = m->num_heads * D;     /* query width (may differ from H) */
-    const int64_t KW = m->num_kv_heads * D;  /* key/value width (GQA) */
+    const int64_t QW = m->num_heads * D;    /* query width (may differ from H) */
+    const int64_t KW = m->num_kv_heads * D; /* key/value width (GQA) */
     const char *p = "model.layers";
 
-    W1(v, H, "%s.%d.input_layernorm.weight", p, l);              /* (H) */
+    W1(v, H, "%s.%d.input_layernorm.weight", p, l); /* (H) */
     if (m->arch == SG_ARCH_PHI3) {
         /* Phi3Attention's one qkv_proj: its rows are q's, then k's, then v's,
          * the same floats as the three projections one after the other */
         W2(v, QW + 2 * KW, H, "%s.%d.self_attn.qkv_proj.weight", p, l); /* (QW+2KW, H) */
     } else {
-        W2(v, QW, H, "%s.%d.self_attn.q_proj.weight", p, l);         /* (heads*D, H) */
+        W2(v, QW, H, "%s.%d.self_attn.q_proj.weight", p, l); /* (heads*D, H) */
         if (m->qkv_bias)
             W1(v, QW, "%s.%d.self_attn.q_proj.bias", p, l);
-        W2(v, KW, H, "%s.%d.self_attn.k_proj.weight", p, l);         /* (kv*D, H) */
+        W2(v, KW, H, "%s.%d.self_attn.k_proj.weight", p, l); /* (kv*D, H) */
         if (m->qkv_bias)
             W1(v, KW, "%s.%d.self_attn.k_proj.bias", p, l);
-        W2(v, KW, H, "%s.%d.self_attn.v_proj.weight", p, l);         /* (kv*D, H) */
+        W2(v, KW, H, "%s.%d.self_attn.v_proj.weight", p, l); /* (kv*D, H) */
         if (m->qkv_bias)
             W1(v, KW, "%s.%d.self_attn.v_proj.bias", p, l);
     }
-    W2(v, H, QW, "%s.%d.self_attn.o_proj.weight", p, l);         /* (H, heads*D) */
+    W2(v, H, QW, "%s.%d.self_attn.o_proj.weight", p, l); /* (H, heads*D) */
     if (m->o_bias)
         W1(v, H, "%s.%d.self_attn.o_proj.bias", p, l);
     if (m->qk_norm) {
-        W1(v, D, "%s.%d.self_attn.q_norm.weight", p, l);         /* (D) */
-        W1(v, D, "%s.%d.self_attn.k_norm.weight", p, l);         /* (D) */
+        W1(v, D, "%s.%d.self_attn.q_norm.weight", p, l); /* (D) */
+        W1(v, D, "%s.%d.self_attn.k_norm.weight", p, l); /* (D) */
     }
     if (m->attention_sinks)
-        W1(v, m->num_heads, "%s.%d.self_attn.sinks", p, l);      /* (heads) */
-    W1(v, H, "%s.%d.post_attention_layernorm.weight", p, l);     /* (H) */
+        W1(v, m->num_heads, "%s.%d.self_attn.sinks", p, l);  /* (heads) */
+    W1(v, H, "%s.%d.post_attention_layernorm.weight", p, l); /* (H) */
 
     if (m->num_experts == 0 && m->arch == SG_ARCH_PHI3) {
         /* Phi3MLP's gate_up_proj: gate's rows, then up's */
         const int64_t I = m->intermediate_size;
-        W2(v, 2 * I, H, "%s.%d.mlp.gate_up_proj.weight", p, l);  /* (2I, H) */
-        W2(v, H, I, "%s.%d.mlp.down_proj.weight", p, l);         /* (H, I) */
+        W2(v, 2 * I, H, "%s.%d.mlp.gate_up_proj.weight", p, l); /* (2I, H) */
+        W2(v, H, I, "%s.%d.mlp.down_proj.weight", p, l);        /* (H, I) */
         return;
     }
     if (m->num_experts == 0) {
         const int64_t I = m->intermediate_size;
-        W2(v, I, H, "%s.%d.mlp.gate_proj.weight", p, l);         /* (I, H) */
-        W2(v, I, H, "%s.%d.mlp.up_proj.weight", p, l);           /* (I, H) */
-        W2(v, H, I, "%s.%d.mlp.down_proj.weight", p, l);         /* (H, I) */
+        W2(v, I, H, "%s.%d.mlp.gate_proj.weight", p, l); /* (I, H) */
+        W2(v, I, H, "%s.%d.mlp.up_proj.weight", p, l);   /* (I, H) */
+        W2(v, H, I, "%s.%d.mlp.down_proj.weight", p, l); /* (H, I) */
         return;
     }
 
@@ -138,9 +135,9 @@ static void visit_layer(const sg_model *m, int l, const visitor *v)
     if (m->arch == SG_ARCH_GPT_OSS) {
         /* transformers' GptOssTopKRouter and GptOssExperts: experts are
          * fused into 3-d tensors, gate and up interleaved in one. */
-        W2(v, E, H, "%s.%d.mlp.router.weight", p, l);            /* (E, H) */
+        W2(v, E, H, "%s.%d.mlp.router.weight", p, l); /* (E, H) */
         if (m->router_bias)
-            W1(v, E, "%s.%d.mlp.router.bias", p, l);             /* (E) */
+            W1(v, E, "%s.%d.mlp.router.bias", p, l); /* (E) */
         emit(v, 1, 3, E, H, 2 * I, "%s.%d.mlp.experts.gate_up_proj", p, l);
         if (m->expert_bias)
             emit(v, 1, 2, E, 2 * I, 0, "%s.%d.mlp.experts.gate_up_proj_bias", p, l);
@@ -164,23 +161,20 @@ static void visit_layer(const sg_model *m, int l, const visitor *v)
     }
 
     /* qwen3_moe: router "gate", then one SwiGLU MLP per expert. */
-    W2(v, E, H, "%s.%d.mlp.gate.weight", p, l);                  /* (E, H) */
+    W2(v, E, H, "%s.%d.mlp.gate.weight", p, l); /* (E, H) */
     if (m->router_bias)
         W1(v, E, "%s.%d.mlp.gate.bias", p, l);
     for (int64_t e = 0; e < E; e++) {
         emit(v, 1, 2, I, H, 0, "%s.%d.mlp.experts.%lld.gate_proj.weight", p, l,
-             (long long)e);                                      /* (Imoe, H) */
+             (long long)e); /* (Imoe, H) */
         emit(v, 1, 2, I, H, 0, "%s.%d.mlp.experts.%lld.up_proj.weight", p, l,
-             (long long)e);                                      /* (Imoe, H) */
+             (long long)e); /* (Imoe, H) */
         emit(v, 1, 2, H, I, 0, "%s.%d.mlp.experts.%lld.down_proj.weight", p, l,
-             (long long)e);                                      /* (H, Imoe) */
+             (long long)e); /* (H, Imoe) */
         if (m->expert_bias) {
-            emit(v, 1, 1, I, 0, 0, "%s.%d.mlp.experts.%lld.gate_proj.bias", p, l,
-                 (long long)e);
-            emit(v, 1, 1, I, 0, 0, "%s.%d.mlp.experts.%lld.up_proj.bias", p, l,
-                 (long long)e);
-            emit(v, 1, 1, H, 0, 0, "%s.%d.mlp.experts.%lld.down_proj.bias", p, l,
-                 (long long)e);
+            emit(v, 1, 1, I, 0, 0, "%s.%d.mlp.experts.%lld.gate_proj.bias", p, l, (long long)e);
+            emit(v, 1, 1, I, 0, 0, "%s.%d.mlp.experts.%lld.up_proj.bias", p, l, (long long)e);
+            emit(v, 1, 1, H, 0, 0, "%s.%d.mlp.experts.%lld.down_proj.bias", p, l, (long long)e);
         }
     }
 }
@@ -196,10 +190,10 @@ static int visit_unit(const sg_model *m, int unit, const visitor *v)
     } else if (unit <= L) {
         visit_layer(m, unit - 1, v);
     } else {
-        W1(v, m->hidden_size, "model.norm.weight");                        /* (H) */
+        W1(v, m->hidden_size, "model.norm.weight"); /* (H) */
         /* Tied: the head is embed_tokens (unit 0), counted once there. */
         if (!m->tie_word_embeddings)
-            W2(v, m->vocab_size, m->hidden_size, "lm_head.weight");        /* (V, H) */
+            W2(v, m->vocab_size, m->hidden_size, "lm_head.weight"); /* (V, H) */
     }
     return 0;
 }
@@ -219,8 +213,7 @@ static void fill_fn(const sg_tensor_info *t, void *ctx)
 
 /* Errors: SG_EINVAL (unit out of range), SG_ENOMEM (cap too small; out then
  * holds the first cap tensors). */
-int sg_model_unit_tensors(const sg_model *model, int unit,
-                          sg_tensor_info *out, int cap)
+int sg_model_unit_tensors(const sg_model *model, int unit, sg_tensor_info *out, int cap)
 {
     fill_ctx c = {.out = out, .cap = cap, .n = 0};
     visitor v = {.fn = fill_fn, .ctx = &c};
@@ -331,16 +324,14 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /* Appends ", name" for each *.json in dir (for "not found" messages). */
-int sg_model_resolve(const char *name_or_path, const char *models_dir,
-                     char *out_path, size_t out_size, sg_error *err)
+int sg_model_resolve(const char *name_or_path, const char *models_dir, char *out_path,
+                     size_t out_size, sg_error *err)
 {
     if (!name_or_path || !*name_or_path)
         return sg_error_set(err, SG_EINVAL, "model: empty name");
     if (!out_path || out_size == 0)
-        return sg_error_set(err, SG_EINVAL, "model %s: no output buffer",
-                            name_or_path);
-    int is_path = strchr(name_or_path, '/') != NULL ||
-                  ends_with(name_or_path, ".json");
+        return sg_error_set(err, SG_EINVAL, "model %s: no output buffer", name_or_path);
+    int is_path = strchr(name_or_path, '/') != NULL || ends_with(name_or_path, ".json");
     if (!models_dir)
         models_dir = sg_models_dir();
     struct stat dst;
@@ -357,17 +348,20 @@ int sg_model_resolve(const char *name_or_path, const char *models_dir,
         if (stat(out_path, &dst) == 0 && S_ISREG(dst.st_mode))
             return 0;
         if (is_path)
-            return sg_error_set(err, SG_ENOENT, "model directory %s: no config.json (a "
-                                "Hugging Face model directory holds one)", name_or_path);
+            return sg_error_set(err, SG_ENOENT,
+                                "model directory %s: no config.json (a "
+                                "Hugging Face model directory holds one)",
+                                name_or_path);
         /* a directory named like a shipped model: the name wins */
     }
     int n = is_path ? snprintf(out_path, out_size, "%s", name_or_path)
-                    : snprintf(out_path, out_size, "%s/%s.json", models_dir,
-                               name_or_path);
+                    : snprintf(out_path, out_size, "%s/%s.json", models_dir, name_or_path);
     if (n < 0 || (size_t)n >= out_size) {
         out_path[0] = '\0';
-        return sg_error_set(err, SG_EINVAL, "model %s: path longer than %zu "
-                            "bytes", name_or_path, out_size - 1);
+        return sg_error_set(err, SG_EINVAL,
+                            "model %s: path longer than %zu "
+                            "bytes",
+                            name_or_path, out_size - 1);
     }
     struct stat st;
     int found = stat(out_path, &st) == 0;
@@ -376,14 +370,13 @@ int sg_model_resolve(const char *name_or_path, const char *models_dir,
     if (is_path && found) /* /dev/null, a FIFO: there, but no model file */
         return sg_error_set(err, SG_EINVAL, "model file %s: not a regular file", out_path);
     if (is_path)
-        return sg_error_set(err, SG_ENOENT, "model file %s: not found",
-                            out_path);
+        return sg_error_set(err, SG_ENOENT, "model file %s: not found", out_path);
     char avail[512];
     sg_json_list_dir(models_dir, avail, sizeof avail);
     char hint[160];
     sg_suggest_in_list(name_or_path, avail, hint, sizeof hint);
-    return sg_error_set(err, SG_ENOENT, "model \"%s\": no %s%s (models in %s: %s)",
-                        name_or_path, out_path, hint, models_dir, avail[0] ? avail : "none");
+    return sg_error_set(err, SG_ENOENT, "model \"%s\": no %s%s (models in %s: %s)", name_or_path,
+                        out_path, hint, models_dir, avail[0] ? avail : "none");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -446,9 +439,11 @@ int sg_model_format_info(const sg_model *m, char *buf, size_t size)
     out(&o, "hidden      %lld, %lld layers, vocab %lld, max positions %lld\n",
         (long long)m->hidden_size, (long long)L, (long long)m->vocab_size,
         (long long)m->max_position_embeddings);
-    out(&o, "attention   %lld query / %lld kv heads, head_dim %lld (query width "
-        "%lld)", (long long)m->num_heads, (long long)m->num_kv_heads,
-        (long long)m->head_dim, (long long)(m->num_heads * m->head_dim));
+    out(&o,
+        "attention   %lld query / %lld kv heads, head_dim %lld (query width "
+        "%lld)",
+        (long long)m->num_heads, (long long)m->num_kv_heads, (long long)m->head_dim,
+        (long long)(m->num_heads * m->head_dim));
     if (m->qkv_bias)
         out(&o, ", qkv bias");
     if (m->o_bias)
@@ -462,12 +457,14 @@ int sg_model_format_info(const sg_model *m, char *buf, size_t size)
     for (int64_t l = 0; l < L; l++)
         n_sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
     if (n_sliding)
-        out(&o, "pattern     %lld sliding (window %lld) + %lld full layers, "
-            "layer 0 %s\n", (long long)n_sliding, (long long)m->sliding_window,
-            (long long)(L - n_sliding),
+        out(&o,
+            "pattern     %lld sliding (window %lld) + %lld full layers, "
+            "layer 0 %s\n",
+            (long long)n_sliding, (long long)m->sliding_window, (long long)(L - n_sliding),
             m->layer_attn[0] == SG_ATTN_SLIDING ? "sliding" : "full");
     if (m->num_experts)
-        out(&o, "mlp         MoE: %lld experts, top %lld%s, expert width %lld%s; "
+        out(&o,
+            "mlp         MoE: %lld experts, top %lld%s, expert width %lld%s; "
             "load-balancing loss x %g\n",
             (long long)m->num_experts, (long long)m->experts_per_token,
             m->arch == SG_ARCH_GPT_OSS ? " (softmax over the top-k logits)"
@@ -479,24 +476,20 @@ int sg_model_format_info(const sg_model *m, char *buf, size_t size)
                                        : "",
             m->router_aux_loss_coef);
     else
-        out(&o, "mlp         SwiGLU, intermediate %lld\n",
-            (long long)m->intermediate_size);
+        out(&o, "mlp         SwiGLU, intermediate %lld\n", (long long)m->intermediate_size);
     out(&o, "embeddings  %s, rms_norm_eps %g, rope_theta %g\n",
         m->tie_word_embeddings ? "tied (lm_head = embed_tokens)" : "untied lm_head",
         m->rms_norm_eps, m->rope_theta);
 
     int64_t total = sg_model_total_params(m);
-    out(&o, "params      %s total (%.2f B)\n", grouped(total, a, sizeof a),
-        (double)total / 1e9);
+    out(&o, "params      %s total (%.2f B)\n", grouped(total, a, sizeof a), (double)total / 1e9);
     if (m->num_experts) {
         int64_t act = sg_model_active_params(m);
-        out(&o, "active      %s per token (%.2f B)", grouped(act, a, sizeof a),
-            (double)act / 1e9);
+        out(&o, "active      %s per token (%.2f B)", grouped(act, a, sizeof a), (double)act / 1e9);
         /* OpenAI's published active counts leave out the embedding table. */
         if (!m->tie_word_embeddings) {
             int64_t emb = sg_model_unit_params(m, 0);
-            out(&o, "; %s without the input embedding",
-                grouped(act - emb, b, sizeof b));
+            out(&o, "; %s without the input embedding", grouped(act - emb, b, sizeof b));
         }
         out(&o, "\n");
     }

@@ -38,19 +38,24 @@ int sg_llama_scaled(const sg_model *tmpl, int64_t hidden, int64_t layers, sg_mod
     if (!tmpl || !out)
         return sg_error_set(err, SG_EINVAL, "model family: no template model");
     if (tmpl->arch != SG_ARCH_LLAMA || tmpl->num_experts > 0)
-        return sg_error_set(err, SG_EINVAL, "model family llama: the template %s is not a dense "
-                            "Llama model (architecture %s)", tmpl->name,
-                            sg_arch_name(tmpl->arch));
+        return sg_error_set(err, SG_EINVAL,
+                            "model family llama: the template %s is not a dense "
+                            "Llama model (architecture %s)",
+                            tmpl->name, sg_arch_name(tmpl->arch));
     if (hidden < SG_LLAMA_MIN_HIDDEN || hidden > SG_LLAMA_MAX_HIDDEN ||
         hidden % SG_LLAMA_WIDTH_STEP)
-        return sg_error_set(err, SG_EINVAL, "model family llama: hidden size %lld is not a "
-                            "multiple of %d in [%d, %d]", (long long)hidden,
-                            SG_LLAMA_WIDTH_STEP, SG_LLAMA_MIN_HIDDEN, SG_LLAMA_MAX_HIDDEN);
+        return sg_error_set(err, SG_EINVAL,
+                            "model family llama: hidden size %lld is not a "
+                            "multiple of %d in [%d, %d]",
+                            (long long)hidden, SG_LLAMA_WIDTH_STEP, SG_LLAMA_MIN_HIDDEN,
+                            SG_LLAMA_MAX_HIDDEN);
     if (layers == 0)
         layers = sg_llama_layers_for(hidden);
     if (layers < 1 || layers > SG_MODEL_MAX_LAYERS)
-        return sg_error_set(err, SG_EINVAL, "model family llama: %lld layers is out of range "
-                            "(1 to %d)", (long long)layers, SG_MODEL_MAX_LAYERS);
+        return sg_error_set(err, SG_EINVAL,
+                            "model family llama: %lld layers is out of range "
+                            "(1 to %d)",
+                            (long long)layers, SG_MODEL_MAX_LAYERS);
     sg_model m = *tmpl;
     snprintf(m.name, sizeof m.name, "llama-scaled-h%lld-l%lld", (long long)hidden,
              (long long)layers);

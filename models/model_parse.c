@@ -34,7 +34,7 @@ static int is_moe_arch(sg_arch a)
 /* Parsing                                                                   */
 
 typedef struct parser {
-    const char *origin;   /* file name or caller's label, first in messages */
+    const char *origin; /* file name or caller's label, first in messages */
     const cJSON *root;
     sg_error *err;
 } parser;
@@ -43,14 +43,32 @@ typedef struct parser {
  * keys starting with '_' are free for notes. Anything else is refused so a
  * typo ("num_key_value_head") cannot silently fall back to a default. */
 static const char *const known_keys[] = {
-    "name", "architecture", "source", "comment",
-    "hidden_size", "intermediate_size", "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
-    "max_position_embeddings", "tie_word_embeddings", "rms_norm_eps",
-    "rope_theta", "rope_scaling", "attention_bias", "o_proj_bias",
-    "num_experts", "num_local_experts", "num_experts_per_tok",
-    "moe_intermediate_size", "sliding_window", "layer_types",
-    "norm_topk_prob", "router_aux_loss_coef",
+    "name",
+    "architecture",
+    "source",
+    "comment",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "rms_norm_eps",
+    "rope_theta",
+    "rope_scaling",
+    "attention_bias",
+    "o_proj_bias",
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "sliding_window",
+    "layer_types",
+    "norm_topk_prob",
+    "router_aux_loss_coef",
 };
 #define N_KNOWN_KEYS (sizeof known_keys / sizeof known_keys[0])
 
@@ -70,10 +88,9 @@ static void value_text(const cJSON *item, char *buf, size_t size)
 }
 
 /* "origin: key: <value> <what is wrong>" - the shape every message has. */
-static int bad_value(parser *ps, const char *key, const cJSON *item,
-                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int bad_value(parser *ps, const char *key, const cJSON *item,
-                     const char *fmt, ...)
+static int bad_value(parser *ps, const char *key, const cJSON *item, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad_value(parser *ps, const char *key, const cJSON *item, const char *fmt, ...)
 {
     char val[64], what[512];
     value_text(item, val, sizeof val);
@@ -81,14 +98,13 @@ static int bad_value(parser *ps, const char *key, const cJSON *item,
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return sg_error_set(ps->err, SG_EINVAL, "%s: %s: %s %s", ps->origin, key,
-                        val, what);
+    return sg_error_set(ps->err, SG_EINVAL, "%s: %s: %s %s", ps->origin, key, val, what);
 }
 
 static int missing(parser *ps, const char *key, const char *why)
 {
-    return sg_error_set(ps->err, SG_EINVAL, "%s: %s: missing required key%s%s",
-                        ps->origin, key, why ? " " : "", why ? why : "");
+    return sg_error_set(ps->err, SG_EINVAL, "%s: %s: missing required key%s%s", ps->origin, key,
+                        why ? " " : "", why ? why : "");
 }
 
 static const cJSON *get(parser *ps, const char *key)
@@ -187,7 +203,8 @@ static int check_keys(parser *ps)
         const char *k = it->string;
         for (const cJSON *o = it->next; o; o = o->next)
             if (strcmp(o->string, k) == 0)
-                return bad_value(ps, k, o, "repeats the key (a JSON object "
+                return bad_value(ps, k, o,
+                                 "repeats the key (a JSON object "
                                  "holds each key once)");
         if (k[0] == '_')
             continue;
@@ -206,9 +223,12 @@ static int check_keys(parser *ps)
         if (i < N_KNOWN_KEYS)
             continue;
         if (best)
-            return bad_value(ps, k, it, "is an unknown key (did you mean "
-                             "\"%s\"?)", best);
-        return bad_value(ps, k, it, "is an unknown key (notes go in \"comment\" "
+            return bad_value(ps, k, it,
+                             "is an unknown key (did you mean "
+                             "\"%s\"?)",
+                             best);
+        return bad_value(ps, k, it,
+                         "is an unknown key (notes go in \"comment\" "
                          "or keys starting with '_')");
     }
     return 0;
@@ -239,9 +259,10 @@ static int check_rope_scaling(parser *ps, sg_model *m)
             return bad_value(ps, key, t, "is not a string");
         }
     }
-    static const char *const num_keys[] = {
-        "factor", "original_max_position_embeddings", "low_freq_factor",
-        "high_freq_factor", "beta_fast", "beta_slow", "attention_factor"};
+    static const char *const num_keys[] = {"factor",          "original_max_position_embeddings",
+                                           "low_freq_factor", "high_freq_factor",
+                                           "beta_fast",       "beta_slow",
+                                           "attention_factor"};
     for (size_t i = 0; i < sizeof num_keys / sizeof num_keys[0]; i++) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, num_keys[i]);
         if (t && (!cJSON_IsNumber(t) || !(t->valuedouble > 0))) {
@@ -277,12 +298,11 @@ static int check_rope_scaling(parser *ps, sg_model *m)
         m->rope_factor = num_or(rs, "factor", 1.0);
         m->rope_beta_fast = num_or(rs, "beta_fast", 32.0);
         m->rope_beta_slow = num_or(rs, "beta_slow", 1.0);
-        m->rope_original_max_pos = num_or(rs, "original_max_position_embeddings",
-                                          (double)m->max_position_embeddings);
+        m->rope_original_max_pos =
+            num_or(rs, "original_max_position_embeddings", (double)m->max_position_embeddings);
         m->rope_truncate = tr ? cJSON_IsTrue(tr) : 1;
-        m->rope_attention_factor =
-            num_or(rs, "attention_factor",
-                   m->rope_factor > 1.0 ? 0.1 * log(m->rope_factor) + 1.0 : 1.0);
+        m->rope_attention_factor = num_or(
+            rs, "attention_factor", m->rope_factor > 1.0 ? 0.1 * log(m->rope_factor) + 1.0 : 1.0);
     }
     return 0;
 }
@@ -292,16 +312,17 @@ static int parse_arch(parser *ps, sg_arch *out)
     const cJSON *it = get(ps, "architecture");
     if (!it)
         return missing(ps, "architecture", NULL);
-    static const sg_arch all[] = {SG_ARCH_LLAMA, SG_ARCH_QWEN3, SG_ARCH_SEED_OSS,
+    static const sg_arch all[] = {SG_ARCH_LLAMA,     SG_ARCH_QWEN3,   SG_ARCH_SEED_OSS,
                                   SG_ARCH_QWEN3_MOE, SG_ARCH_GPT_OSS, SG_ARCH_QWEN2,
-                                  SG_ARCH_MISTRAL, SG_ARCH_PHI3, SG_ARCH_MIXTRAL};
+                                  SG_ARCH_MISTRAL,   SG_ARCH_PHI3,    SG_ARCH_MIXTRAL};
     if (cJSON_IsString(it))
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             if (strcmp(it->valuestring, sg_arch_name(all[i])) == 0) {
                 *out = all[i];
                 return 0;
             }
-    return bad_value(ps, "architecture", it, "is not one of llama, qwen3, "
+    return bad_value(ps, "architecture", it,
+                     "is not one of llama, qwen3, "
                      "seed_oss, qwen3_moe, gpt_oss, qwen2, mistral, phi3, mixtral");
 }
 
@@ -317,7 +338,8 @@ static int parse_router(parser *ps, sg_model *m)
         return rc;
     /* MixtralSparseMoeBlock always renormalises the top-k weights */
     if (m->arch == SG_ARCH_MIXTRAL && !m->norm_topk_prob)
-        return bad_value(ps, "norm_topk_prob", get(ps, "norm_topk_prob"), "is not supported "
+        return bad_value(ps, "norm_topk_prob", get(ps, "norm_topk_prob"),
+                         "is not supported "
                          "for mixtral (its router always renormalises the top-k weights)");
     m->router_aux_loss_coef = 0.001;
     const cJSON *it = get(ps, "router_aux_loss_coef");
@@ -333,14 +355,14 @@ static int parse_router(parser *ps, sg_model *m)
 
 static int parse_moe(parser *ps, sg_model *m)
 {
-    const char *moe_keys[] = {"num_experts", "num_local_experts",
-                              "num_experts_per_tok", "moe_intermediate_size",
-                              "norm_topk_prob", "router_aux_loss_coef"};
+    const char *moe_keys[] = {"num_experts",           "num_local_experts", "num_experts_per_tok",
+                              "moe_intermediate_size", "norm_topk_prob",    "router_aux_loss_coef"};
     if (!is_moe_arch(m->arch)) {
         for (int i = 0; i < 6; i++) {
             const cJSON *it = get(ps, moe_keys[i]);
             if (it)
-                return bad_value(ps, moe_keys[i], it, "applies only to the "
+                return bad_value(ps, moe_keys[i], it,
+                                 "applies only to the "
                                  "qwen3_moe, mixtral and gpt_oss architectures, not %s",
                                  sg_arch_name(m->arch));
         }
@@ -355,7 +377,8 @@ static int parse_moe(parser *ps, sg_model *m)
         (rc = get_size(ps, "num_local_experts", &e2, &has2)) < 0)
         return rc;
     if (!has1 && !has2)
-        return missing(ps, "num_experts", "(or num_local_experts) for a "
+        return missing(ps, "num_experts",
+                       "(or num_local_experts) for a "
                        "mixture-of-experts architecture");
     if (has1 && has2 && e1 != e2)
         return bad_value(ps, "num_local_experts", get(ps, "num_local_experts"),
@@ -363,8 +386,7 @@ static int parse_moe(parser *ps, sg_model *m)
     m->num_experts = has1 ? e1 : e2;
     const char *ekey = has1 ? "num_experts" : "num_local_experts";
     if (m->num_experts > EXPERTS_MAX)
-        return bad_value(ps, ekey, get(ps, ekey), "is more than %d experts",
-                         EXPERTS_MAX);
+        return bad_value(ps, ekey, get(ps, ekey), "is more than %d experts", EXPERTS_MAX);
 
     if ((rc = get_size(ps, "num_experts_per_tok", &m->experts_per_token, NULL)) < 0)
         return rc;
@@ -374,8 +396,7 @@ static int parse_moe(parser *ps, sg_model *m)
 
     int has_moe_i, has_i;
     int64_t inter = 0;
-    if ((rc = get_size(ps, "moe_intermediate_size", &m->moe_intermediate_size,
-                       &has_moe_i)) < 0 ||
+    if ((rc = get_size(ps, "moe_intermediate_size", &m->moe_intermediate_size, &has_moe_i)) < 0 ||
         (rc = get_size(ps, "intermediate_size", &inter, &has_i)) < 0)
         return rc;
     if (!has_moe_i) {
@@ -405,14 +426,16 @@ static int parse_layer_types(parser *ps, sg_model *m)
     /* Mistral, Mixtral and Phi3 slide in every layer when sliding_window is
      * set (their models' mask: a sliding-window causal mask unless it is
      * null) */
-    const int every = (m->arch == SG_ARCH_MISTRAL || m->arch == SG_ARCH_MIXTRAL ||
-                       m->arch == SG_ARCH_PHI3) && m->sliding_window > 0;
+    const int every =
+        (m->arch == SG_ARCH_MISTRAL || m->arch == SG_ARCH_MIXTRAL || m->arch == SG_ARCH_PHI3) &&
+        m->sliding_window > 0;
     if (!lt) {
         /* gpt-oss alternates, sliding first (transformers' GptOssConfig);
          * the others are full attention throughout. */
         for (int64_t l = 0; l < m->num_layers; l++) {
             m->layer_attn[l] = (every || (m->arch == SG_ARCH_GPT_OSS && l % 2 == 0))
-                                   ? SG_ATTN_SLIDING : SG_ATTN_FULL;
+                                   ? SG_ATTN_SLIDING
+                                   : SG_ATTN_FULL;
             n_sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
         }
     } else {
@@ -420,20 +443,21 @@ static int parse_layer_types(parser *ps, sg_model *m)
             return bad_value(ps, "layer_types", lt, "is not an array");
         int n = cJSON_GetArraySize(lt);
         if (n != m->num_layers)
-            return bad_value(ps, "layer_types", lt, "has %d entries but "
-                             "num_hidden_layers is %lld", n,
-                             (long long)m->num_layers);
+            return bad_value(ps, "layer_types", lt,
+                             "has %d entries but "
+                             "num_hidden_layers is %lld",
+                             n, (long long)m->num_layers);
         int l = 0;
         for (const cJSON *e = lt->child; e; e = e->next, l++) {
             char key[48];
             snprintf(key, sizeof key, "layer_types[%d]", l);
             if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0)
                 m->layer_attn[l] = SG_ATTN_FULL;
-            else if (cJSON_IsString(e) &&
-                     strcmp(e->valuestring, "sliding_attention") == 0)
+            else if (cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0)
                 m->layer_attn[l] = SG_ATTN_SLIDING;
             else
-                return bad_value(ps, key, e, "is not \"full_attention\" or "
+                return bad_value(ps, key, e,
+                                 "is not \"full_attention\" or "
                                  "\"sliding_attention\"");
             n_sliding += m->layer_attn[l] == SG_ATTN_SLIDING;
         }
@@ -450,11 +474,12 @@ static int check_total_fits(parser *ps, const sg_model *m)
     double H = (double)m->hidden_size, D = (double)m->head_dim;
     double layer = H * D * (2.0 * m->num_heads + 2.0 * m->num_kv_heads) +
                    3.0 * H * (double)m->intermediate_size +
-                   3.0 * H * (double)m->moe_intermediate_size * m->num_experts +
-                   4.0 * H + 4.0 * D * m->num_heads;
+                   3.0 * H * (double)m->moe_intermediate_size * m->num_experts + 4.0 * H +
+                   4.0 * D * m->num_heads;
     double total = 2.0 * (double)m->vocab_size * H + (double)m->num_layers * layer;
     if (total > 1e18)
-        return sg_error_set(ps->err, SG_EINVAL, "%s: the sizes give %.3g "
+        return sg_error_set(ps->err, SG_EINVAL,
+                            "%s: the sizes give %.3g "
                             "parameters, more than stepgraph counts (1e18)",
                             ps->origin, total);
     return 0;
@@ -468,12 +493,11 @@ static int check_total_fits(parser *ps, const sg_model *m)
 static int parse_biases(parser *ps, sg_model *m)
 {
     const int qwen2 = m->arch == SG_ARCH_QWEN2;
-    const int none = m->arch == SG_ARCH_PHI3 || m->arch == SG_ARCH_MISTRAL ||
-                     m->arch == SG_ARCH_MIXTRAL;
+    const int none =
+        m->arch == SG_ARCH_PHI3 || m->arch == SG_ARCH_MISTRAL || m->arch == SG_ARCH_MIXTRAL;
     int rc;
     if ((rc = get_bool(ps, "attention_bias", qwen2, &m->qkv_bias)) < 0 ||
-        (rc = get_bool(ps, "o_proj_bias",
-                       m->arch == SG_ARCH_SEED_OSS || qwen2 ? 0 : m->qkv_bias,
+        (rc = get_bool(ps, "o_proj_bias", m->arch == SG_ARCH_SEED_OSS || qwen2 ? 0 : m->qkv_bias,
                        &m->o_bias)) < 0)
         return rc;
     if (qwen2 && (!m->qkv_bias || m->o_bias))
@@ -500,8 +524,7 @@ static int parse_root(parser *ps, sg_model *m)
     if (!cJSON_IsString(name) || name->valuestring[0] == '\0')
         return bad_value(ps, "name", name, "is not a non-empty string");
     if (strlen(name->valuestring) >= SG_MODEL_NAME_MAX)
-        return bad_value(ps, "name", name, "is longer than %d characters",
-                         SG_MODEL_NAME_MAX - 1);
+        return bad_value(ps, "name", name, "is longer than %d characters", SG_MODEL_NAME_MAX - 1);
     snprintf(m->name, sizeof m->name, "%s", name->valuestring);
     for (int i = 0; i < 2; i++) {
         const char *k = i ? "comment" : "source";
@@ -517,13 +540,11 @@ static int parse_root(parser *ps, sg_model *m)
         (rc = get_size(ps, "num_hidden_layers", &m->num_layers, NULL)) < 0 ||
         (rc = get_size(ps, "num_attention_heads", &m->num_heads, NULL)) < 0 ||
         (rc = get_size(ps, "vocab_size", &m->vocab_size, NULL)) < 0 ||
-        (rc = get_size(ps, "max_position_embeddings",
-                       &m->max_position_embeddings, NULL)) < 0)
+        (rc = get_size(ps, "max_position_embeddings", &m->max_position_embeddings, NULL)) < 0)
         return rc;
     if (m->num_layers > SG_MODEL_MAX_LAYERS)
         return bad_value(ps, "num_hidden_layers", get(ps, "num_hidden_layers"),
-                         "is more than SG_MODEL_MAX_LAYERS (%d)",
-                         SG_MODEL_MAX_LAYERS);
+                         "is more than SG_MODEL_MAX_LAYERS (%d)", SG_MODEL_MAX_LAYERS);
 
     /* Absent kv heads mean multi-head attention, as in HF configs. */
     int has;
@@ -533,8 +554,7 @@ static int parse_root(parser *ps, sg_model *m)
         m->num_kv_heads = m->num_heads;
     if (m->num_heads % m->num_kv_heads != 0)
         return bad_value(ps, "num_key_value_heads", get(ps, "num_key_value_heads"),
-                         "does not divide num_attention_heads %lld",
-                         (long long)m->num_heads);
+                         "does not divide num_attention_heads %lld", (long long)m->num_heads);
 
     /* head_dim * heads may differ from hidden_size (Seed-OSS, Qwen3-30B-A3B:
      * the query width is twice the hidden size), so only its default needs
@@ -543,7 +563,8 @@ static int parse_root(parser *ps, sg_model *m)
         return rc;
     if (!has) {
         if (m->hidden_size % m->num_heads != 0)
-            return missing(ps, "head_dim", "(hidden_size is not a multiple of "
+            return missing(ps, "head_dim",
+                           "(hidden_size is not a multiple of "
                            "num_attention_heads, so it has no default)");
         m->head_dim = m->hidden_size / m->num_heads;
     }
@@ -588,8 +609,7 @@ static void line_col(const char *text, size_t off, int *line, int *col)
     }
 }
 
-int sg_model_parse(const char *json_text, const char *origin, sg_model *model,
-                   sg_error *err)
+int sg_model_parse(const char *json_text, const char *origin, sg_model *model, sg_error *err)
 {
     if (!origin)
         origin = "(model)";
@@ -614,8 +634,8 @@ int sg_model_parse(const char *json_text, const char *origin, sg_model *model,
         for (const char *p = json_text + off; *p && *p != '\n' && k < 20; p++)
             near[k++] = *p;
         near[k] = '\0';
-        return sg_error_set(err, SG_EINVAL, "%s:%d:%d: invalid JSON near \"%s\"",
-                            origin, line, col, near);
+        return sg_error_set(err, SG_EINVAL, "%s:%d:%d: invalid JSON near \"%s\"", origin, line, col,
+                            near);
     }
 
     /* Parse into a scratch copy: a failed load leaves *model untouched. */
@@ -650,8 +670,8 @@ int sg_model_load(const char *path, sg_model *model, sg_error *err)
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
-        return sg_error_set(err, e == ENOENT ? SG_ENOENT : SG_EIO,
-                            "%s: cannot open model file: %s", path, strerror(e));
+        return sg_error_set(err, e == ENOENT ? SG_ENOENT : SG_EIO, "%s: cannot open model file: %s",
+                            path, strerror(e));
     }
     char *buf = malloc(MODEL_FILE_MAX + 1);
     if (!buf) {
@@ -665,17 +685,20 @@ int sg_model_load(const char *path, sg_model *model, sg_error *err)
     if (read_err)
         rc = sg_error_set(err, SG_EIO, "%s: read error", path);
     else if (n > MODEL_FILE_MAX)
-        rc = sg_error_set(err, SG_EINVAL, "%s: larger than %d bytes: not a "
-                          "model description", path, MODEL_FILE_MAX);
+        rc = sg_error_set(err, SG_EINVAL,
+                          "%s: larger than %d bytes: not a "
+                          "model description",
+                          path, MODEL_FILE_MAX);
     else {
         buf[n] = '\0';
         if (strlen(buf) != n)
-            rc = sg_error_set(err, SG_EINVAL, "%s: contains a NUL byte: not a "
-                              "JSON model description", path);
+            rc = sg_error_set(err, SG_EINVAL,
+                              "%s: contains a NUL byte: not a "
+                              "JSON model description",
+                              path);
         else
             rc = sg_model_parse(buf, path, model, err);
     }
     free(buf);
     return rc;
 }
-

@@ -25,9 +25,8 @@ typedef struct sg_step_rates {
 } sg_step_rates;
 
 struct sg_model;
-void sg_step_rates_of(const struct sg_model *m, int64_t seqs, int64_t seq_len,
-                      int checkpointing, double seconds, double peak_tflops,
-                      sg_step_rates *out);
+void sg_step_rates_of(const struct sg_model *m, int64_t seqs, int64_t seq_len, int checkpointing,
+                      double seconds, double peak_tflops, sg_step_rates *out);
 
 /* The active-parameter estimate, for MoE models (a separate, labelled figure
  * of the step line: "Active TFLOPS"):
@@ -38,9 +37,9 @@ void sg_step_rates_of(const struct sg_model *m, int64_t seqs, int64_t seq_len,
  *       head_dim), c, B, s, L as above (causal attention counted whole, as
  *       Megatron's formula does).
  * Returns flops / (seconds * 1e12), or NAN as above. */
-double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int tied,
-                             int64_t layers, int64_t q_width, int64_t batch_seqs,
-                             int64_t seq_len, int checkpointing, double seconds);
+double sg_step_active_tflops(int64_t active_params, int64_t embed_params, int tied, int64_t layers,
+                             int64_t q_width, int64_t batch_seqs, int64_t seq_len,
+                             int checkpointing, double seconds);
 
 /* The same for a model: its active parameters, input embedding, tying,
  * layers and query width taken from m; NAN for a dense model (no experts). */

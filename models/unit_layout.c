@@ -14,45 +14,62 @@ int sg_unit_check_model(const sg_model *m, sg_error *err)
         return sg_error_set(err, SG_EINVAL, "unit kernels: no model");
     const int oss = m->arch == SG_ARCH_GPT_OSS;
     if (oss && m->num_experts <= 0)
-        return sg_error_set(err, SG_EINVAL, "model %s: gpt_oss without experts "
-                            "(num_local_experts)", m->name);
+        return sg_error_set(err, SG_EINVAL,
+                            "model %s: gpt_oss without experts "
+                            "(num_local_experts)",
+                            m->name);
     if (m->num_experts > 0) {
         if (m->arch != SG_ARCH_QWEN3_MOE && m->arch != SG_ARCH_MIXTRAL && !oss)
-            return sg_error_set(err, SG_ENOTSUP, "model %s: mixture of experts in "
+            return sg_error_set(err, SG_ENOTSUP,
+                                "model %s: mixture of experts in "
                                 "architecture %s is not supported by the CPU unit kernels "
-                                "(qwen3_moe, mixtral and gpt_oss are)", m->name,
-                                sg_arch_name(m->arch));
+                                "(qwen3_moe, mixtral and gpt_oss are)",
+                                m->name, sg_arch_name(m->arch));
         if (m->experts_per_token < 1 || m->experts_per_token > m->num_experts)
-            return sg_error_set(err, SG_EINVAL, "model %s: num_experts_per_tok %lld is not "
-                                "between 1 and num_experts %lld", m->name,
-                                (long long)m->experts_per_token, (long long)m->num_experts);
+            return sg_error_set(err, SG_EINVAL,
+                                "model %s: num_experts_per_tok %lld is not "
+                                "between 1 and num_experts %lld",
+                                m->name, (long long)m->experts_per_token,
+                                (long long)m->num_experts);
         if (m->moe_intermediate_size <= 0)
-            return sg_error_set(err, SG_EINVAL, "model %s: no expert width "
-                                "(moe_intermediate_size %lld)", m->name,
-                                (long long)m->moe_intermediate_size);
+            return sg_error_set(err, SG_EINVAL,
+                                "model %s: no expert width "
+                                "(moe_intermediate_size %lld)",
+                                m->name, (long long)m->moe_intermediate_size);
         /* gpt_oss has both biases (transformers' GptOssTopKRouter and
          * GptOssExperts); qwen3_moe has neither */
         if (!oss && (m->expert_bias || m->router_bias))
-            return sg_error_set(err, SG_ENOTSUP, "model %s: router or expert biases are only "
-                                "supported for gpt_oss", m->name);
+            return sg_error_set(err, SG_ENOTSUP,
+                                "model %s: router or expert biases are only "
+                                "supported for gpt_oss",
+                                m->name);
         if (oss && !(m->expert_bias && m->router_bias))
-            return sg_error_set(err, SG_ENOTSUP, "model %s: gpt_oss without router and "
-                                "expert biases is not supported", m->name);
+            return sg_error_set(err, SG_ENOTSUP,
+                                "model %s: gpt_oss without router and "
+                                "expert biases is not supported",
+                                m->name);
     }
     if (m->attention_sinks && !oss)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: attention sinks are only supported "
-                            "for gpt_oss", m->name);
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: attention sinks are only supported "
+                            "for gpt_oss",
+                            m->name);
     if (m->head_dim <= 0 || m->head_dim % 2)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: head_dim %lld is not even "
-                            "(rotary embedding pairs its halves)", m->name,
-                            (long long)m->head_dim);
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: head_dim %lld is not even "
+                            "(rotary embedding pairs its halves)",
+                            m->name, (long long)m->head_dim);
     if (m->num_experts == 0 && m->intermediate_size <= 0)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: no dense MLP (intermediate_size "
-                            "%lld)", m->name, (long long)m->intermediate_size);
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: no dense MLP (intermediate_size "
+                            "%lld)",
+                            m->name, (long long)m->intermediate_size);
     if (m->rope_scaling < 0)
-        return sg_error_set(err, SG_ENOTSUP, "model %s: rope_scaling types other than "
+        return sg_error_set(err, SG_ENOTSUP,
+                            "model %s: rope_scaling types other than "
                             "\"llama3\" and \"yarn\" are not supported by the CPU unit "
-                            "kernels", m->name);
+                            "kernels",
+                            m->name);
     return 0;
 }
 
@@ -111,8 +128,7 @@ static int moe_offsets(const sg_model *m, int layer, const sg_tensor_info *t, in
 
 /* gpt_oss: the router (weight and bias) and the four fused expert tensors,
  * each required (a weights file without one is refused before this). */
-static int oss_offsets(const sg_model *m, const sg_tensor_info *t, int n,
-                       sg_layer_param_offsets *o)
+static int oss_offsets(const sg_model *m, const sg_tensor_info *t, int n, sg_layer_param_offsets *o)
 {
     o->router = find_offset(t, n, ".mlp.router.weight");
     o->router_b = find_offset(t, n, ".mlp.router.bias");
@@ -305,9 +321,8 @@ size_t sg_head_chunk_tokens(const sg_model *m, size_t N)
 /* Width of the MLP a token goes through: top-k experts for MoE. */
 static size_t active_mlp_width(const sg_model *m)
 {
-    return m->num_experts > 0
-               ? (size_t)m->experts_per_token * (size_t)m->moe_intermediate_size
-               : (size_t)m->intermediate_size;
+    return m->num_experts > 0 ? (size_t)m->experts_per_token * (size_t)m->moe_intermediate_size
+                              : (size_t)m->intermediate_size;
 }
 
 /* Per token, for a layer sg_unit_check_model refuses (e.g. an MoE
@@ -345,8 +360,7 @@ size_t sg_unit_saved_floats(const sg_model *m, int unit, size_t B, size_t T)
         sg_head_saved_layout_get(m, N, &h);
         return h.total;
     }
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
@@ -394,8 +408,7 @@ static size_t layer_backward_scratch(const sg_model *m, size_t N)
     const size_t H = (size_t)m->hidden_size, D = (size_t)m->head_dim;
     const size_t Q = (size_t)m->num_heads * D, KV = (size_t)m->num_kv_heads * D;
     const size_t F = (size_t)m->intermediate_size;
-    size_t mlp = m->num_experts > 0 ? sg_moe_backward_scratch_floats(m, N)
-                                    : 3 * N * F + 2 * N * H;
+    size_t mlp = m->num_experts > 0 ? sg_moe_backward_scratch_floats(m, N) : 3 * N * F + 2 * N * H;
     size_t attn = 2 * N * Q + (m->qk_norm ? 3 : 2) * N * KV + 2 * N * H;
     return mlp > attn ? mlp : attn;
 }
@@ -424,10 +437,8 @@ size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T)
         size_t f = layer_forward_scratch(m, N), b = layer_backward_scratch(m, N);
         return f > b ? f : b;
     }
-    case 2:
-        return head_scratch(m, N);
-    default:
-        return 0;
+    case 2: return head_scratch(m, N);
+    default: return 0;
     }
 }
 

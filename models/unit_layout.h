@@ -31,7 +31,6 @@ size_t sg_unit_saved_floats(const sg_model *m, int unit, size_t B, size_t T);
  * when the forward is called with saved == NULL). */
 size_t sg_unit_scratch_floats(const sg_model *m, int unit, size_t B, size_t T);
 
-
 /* Where a unit's tensors sit in its flat parameter vector, in floats, found
  * by walking sg_model_unit_tensors(); SG_NO_OFFSET for a tensor the model
  * does not have (biases, QK-norm weights, the tied lm_head). */
@@ -52,11 +51,11 @@ typedef struct sg_layer_param_offsets {
      * its per-expert size further (ex_wg .. ex_wd and ex_stride are then
      * SG_NO_OFFSET and 0) */
     size_t router_b, sinks, ex_gu, ex_gub, ex_dn, ex_dnb;
-    size_t total;                /* floats of the unit */
+    size_t total; /* floats of the unit */
 } sg_layer_param_offsets;
 
 typedef struct sg_head_param_offsets {
-    size_t norm, lm_head;        /* lm_head: SG_NO_OFFSET when tied */
+    size_t norm, lm_head; /* lm_head: SG_NO_OFFSET when tied */
     size_t total;
 } sg_head_param_offsets;
 

@@ -110,8 +110,8 @@ int main(int argc, char **argv)
                         g[i] = i % 3 == 0 ? INFINITY : i % 3 == 1 ? -INFINITY : NAN;
                 }
                 if (sg_adam_step(&prm, t, p, g, m, v, pb, n, c->grad_scale)) {
-                    fprintf(stderr, "adam_variants_dump: %s n=%zu: step %d failed\n", c->name,
-                            n, t);
+                    fprintf(stderr, "adam_variants_dump: %s n=%zu: step %d failed\n", c->name, n,
+                            t);
                     return 1;
                 }
                 put(p, n * sizeof *p);

@@ -56,8 +56,7 @@ static inline int tap_ok_v(int cond, const char *fmt, va_list ap)
     return cond;
 }
 
-static inline int ok(int cond, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static inline int ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline int ok(int cond, const char *fmt, ...)
 {
     va_list ap;
@@ -76,38 +75,35 @@ static inline void tap_skip(int n, const char *reason)
     fflush(stdout);
 }
 
-#define is_int(got, want, ...)                                                 \
-    do {                                                                       \
-        long long g_ = (long long)(got), w_ = (long long)(want);               \
-        if (!ok(g_ == w_, __VA_ARGS__))                                        \
-            tap_diag("  got %lld, expected %lld", g_, w_);                     \
+#define is_int(got, want, ...)                                   \
+    do {                                                         \
+        long long g_ = (long long)(got), w_ = (long long)(want); \
+        if (!ok(g_ == w_, __VA_ARGS__))                          \
+            tap_diag("  got %lld, expected %lld", g_, w_);       \
     } while (0)
 
-#define is_str(got, want, ...)                                                 \
-    do {                                                                       \
-        const char *g_ = (got), *w_ = (want);                                  \
-        int eq_ = g_ && w_ && strcmp(g_, w_) == 0;                             \
-        if (!ok(eq_, __VA_ARGS__))                                             \
-            tap_diag("  got \"%s\", expected \"%s\"", g_ ? g_ : "(null)",      \
-                     w_ ? w_ : "(null)");                                      \
+#define is_str(got, want, ...)                                                                 \
+    do {                                                                                       \
+        const char *g_ = (got), *w_ = (want);                                                  \
+        int eq_ = g_ && w_ && strcmp(g_, w_) == 0;                                             \
+        if (!ok(eq_, __VA_ARGS__))                                                             \
+            tap_diag("  got \"%s\", expected \"%s\"", g_ ? g_ : "(null)", w_ ? w_ : "(null)"); \
     } while (0)
 
 /* |got - want| <= rel * max(|want|, tiny) */
-#define is_close(got, want, rel, ...)                                          \
-    do {                                                                       \
-        double g_ = (got), w_ = (want);                                        \
-        double s_ = fabs(w_) > 1e-30 ? fabs(w_) : 1e-30;                       \
-        if (!ok(fabs(g_ - w_) <= (rel) * s_, __VA_ARGS__))                     \
-            tap_diag("  got %.9g, expected %.9g (rel tol %g)", g_, w_,         \
-                     (double)(rel));                                           \
+#define is_close(got, want, rel, ...)                                                  \
+    do {                                                                               \
+        double g_ = (got), w_ = (want);                                                \
+        double s_ = fabs(w_) > 1e-30 ? fabs(w_) : 1e-30;                               \
+        if (!ok(fabs(g_ - w_) <= (rel)*s_, __VA_ARGS__))                               \
+            tap_diag("  got %.9g, expected %.9g (rel tol %g)", g_, w_, (double)(rel)); \
     } while (0)
 
-#define like(got, substr, ...)                                                 \
-    do {                                                                       \
-        const char *g_ = (got), *s_ = (substr);                                \
-        if (!ok(g_ && strstr(g_, s_) != NULL, __VA_ARGS__))                    \
-            tap_diag("  \"%s\" does not contain \"%s\"", g_ ? g_ : "(null)",   \
-                     s_);                                                      \
+#define like(got, substr, ...)                                                    \
+    do {                                                                          \
+        const char *g_ = (got), *s_ = (substr);                                   \
+        if (!ok(g_ && strstr(g_, s_) != NULL, __VA_ARGS__))                       \
+            tap_diag("  \"%s\" does not contain \"%s\"", g_ ? g_ : "(null)", s_); \
     } while (0)
 
 static inline int tap_done(void)

@@ -32,13 +32,12 @@ enum { NSTEPS = 5 };
 static const sg_adam_isa ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_NEON};
 enum { NISAS = 2 };
 #else
-static const sg_adam_isa ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_AVX2,
-                                   SG_ADAM_ISA_AVX512};
+static const sg_adam_isa ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_AVX2, SG_ADAM_ISA_AVX512};
 enum { NISAS = 3 };
 #endif
 /* every variant, for the check that a missing one is refused */
-static const sg_adam_isa ALL_ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_AVX2,
-                                       SG_ADAM_ISA_AVX512, SG_ADAM_ISA_NEON};
+static const sg_adam_isa ALL_ISAS[] = {SG_ADAM_ISA_SCALAR, SG_ADAM_ISA_AVX2, SG_ADAM_ISA_AVX512,
+                                       SG_ADAM_ISA_NEON};
 
 /* ---- data ------------------------------------------------------------------ */
 
@@ -146,9 +145,8 @@ static int read_f32(const char *dir, const char *name, float *x, size_t n)
 
 static void remove_dir(const char *dir)
 {
-    static const char *names[] = {"p0.f32", "g1.f32", "g2.f32", "g3.f32",
-                                  "g4.f32", "g5.f32", "p_ref.f32", "m_ref.f32",
-                                  "v_ref.f32"};
+    static const char *names[] = {"p0.f32", "g1.f32",    "g2.f32",    "g3.f32",   "g4.f32",
+                                  "g5.f32", "p_ref.f32", "m_ref.f32", "v_ref.f32"};
     char path[4096];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -160,8 +158,7 @@ static void remove_dir(const char *dir)
 static int have_torch(void)
 {
     char cmd[4200];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1",
-             system_python());
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", system_python());
     int st = system(cmd);
     return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
@@ -195,8 +192,8 @@ static sg_adam_params case_params(const tcase *tc, sg_adam_isa isa)
 }
 
 /* Runs NSTEPS steps from p0 with gradients g[s] (n each). */
-static int run_steps(const sg_adam_params *prm, float grad_scale, const float *p0,
-                     float *const *g, size_t n, float *p, float *m, float *v)
+static int run_steps(const sg_adam_params *prm, float grad_scale, const float *p0, float *const *g,
+                     size_t n, float *p, float *m, float *v)
 {
     memcpy(p, p0, n * sizeof(float));
     memset(m, 0, n * sizeof(float));
@@ -257,11 +254,9 @@ static void test_against_torch(void)
                          "'%s' '%s/tests/torch_adam_ref.py' '%s' --n %zu --steps %d "
                          "--optim %s --lr %a --beta1 %a --beta2 %a --eps %a --wd %a "
                          "--bias-correction %d --grad-scale %a",
-                         system_python(), srcdir(), dir, n, NSTEPS,
-                         tc->adamw ? "adamw" : "adam", (double)tc->lr,
-                         (double)d.beta1, (double)d.beta2, (double)d.eps,
-                         (double)tc->wd, tc->bias_correction,
-                         (double)tc->grad_scale);
+                         system_python(), srcdir(), dir, n, NSTEPS, tc->adamw ? "adamw" : "adam",
+                         (double)tc->lr, (double)d.beta1, (double)d.beta2, (double)d.eps,
+                         (double)tc->wd, tc->bias_correction, (double)tc->grad_scale);
                 int st = wr ? -1 : system(cmd);
                 if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
                     read_f32(dir, "p_ref.f32", pr, n) == 0 &&
@@ -289,27 +284,24 @@ static void test_against_torch(void)
             int rc = run_steps(&prm, tc->grad_scale, p0, g, n, p, m, v);
             if (!have_ref || rc) {
                 for (int i = 0; i < nchecks; i++)
-                    ok(0, "%s [%s]: torch reference and kernel ran (rc %d)",
-                       tc->name, isa, rc);
+                    ok(0, "%s [%s]: torch reference and kernel ran (rc %d)", tc->name, isa, rc);
                 continue;
             }
-            double ep = rel_norm(p, pr, n), em = rel_norm(m, mr, n),
-                   ev = rel_norm(v, vr, n);
+            double ep = rel_norm(p, pr, n), em = rel_norm(m, mr, n), ev = rel_norm(v, vr, n);
             for (size_t i = 0; i < n; i++) {
                 dp[i] = p[i] - p0[i];
                 dpr[i] = pr[i] - p0[i];
             }
             double ed = rel_norm(dp, dpr, n);
             tap_diag("%s [%s]: rel. errors vs torch p %.2e, m %.2e, v %.2e, "
-                     "update p-p0 %.2e", tc->name, isa, ep, em, ev, ed);
-            ok(ep <= 1e-5, "%s [%s]: p matches torch after %d steps", tc->name,
-               isa, NSTEPS);
+                     "update p-p0 %.2e",
+                     tc->name, isa, ep, em, ev, ed);
+            ok(ep <= 1e-5, "%s [%s]: p matches torch after %d steps", tc->name, isa, NSTEPS);
             ok(em <= 1e-5, "%s [%s]: exp_avg matches torch", tc->name, isa);
             ok(ev <= 1e-5, "%s [%s]: exp_avg_sq matches torch", tc->name, isa);
             /* The update is 1e-3 of p: a check on it alone catches errors
              * that p's rounding would hide. */
-            ok(ed <= 1e-4, "%s [%s]: the update p - p0 matches torch's", tc->name,
-               isa);
+            ok(ed <= 1e-4, "%s [%s]: the update p - p0 matches torch's", tc->name, isa);
         }
     }
     for (int s = 0; s < NSTEPS; s++)
@@ -346,11 +338,11 @@ static void test_isas_agree(void)
                 dp[i] = p[i] - p0[i];
                 dps[i] = ps[i] - p0[i];
             }
-            double ep = rel_max(p, ps, n), ed = rel_norm(dp, dps, n),
-                   em = rel_max(m, ms, n), ev = rel_max(v, vs, n);
+            double ep = rel_max(p, ps, n), ed = rel_norm(dp, dps, n), em = rel_max(m, ms, n),
+                   ev = rel_max(v, vs, n);
             tap_diag("%s: %s vs scalar after %d steps, max error / max value: "
-                     "p %.2e, m %.2e, v %.2e; update p-p0 %.2e (norm)", tc->name,
-                     isa, NSTEPS, ep, em, ev, ed);
+                     "p %.2e, m %.2e, v %.2e; update p-p0 %.2e (norm)",
+                     tc->name, isa, NSTEPS, ep, em, ev, ed);
             /* FMA rounds once where scalar rounds twice: a few ulps, more on
              * the update where m cancels (b1*m ~ -(1-b1)*g). */
             ok(rc == 0 && ep <= 1e-6 && em <= 1e-6 && ev <= 1e-6 && ed <= 1e-5,
@@ -372,7 +364,10 @@ static float from_bits(uint32_t u)
     return f;
 }
 
-static const struct { uint32_t in; uint16_t out; } BF16_CASES[] = {
+static const struct {
+    uint32_t in;
+    uint16_t out;
+} BF16_CASES[] = {
     {0x3f800000u, 0x3f80}, /* 1.0 */
     {0x3f808000u, 0x3f80}, /* tie, even below: down */
     {0x3f818000u, 0x3f82}, /* tie, odd below: up */
@@ -396,8 +391,8 @@ static void test_bf16(void)
     for (int i = 0; i < NBF16; i++) {
         uint16_t got = sg_f32_to_bf16(from_bits(BF16_CASES[i].in));
         if (got != BF16_CASES[i].out) {
-            tap_diag("  bf16(0x%08x) = 0x%04x, expected 0x%04x", BF16_CASES[i].in,
-                     got, BF16_CASES[i].out);
+            tap_diag("  bf16(0x%08x) = 0x%04x, expected 0x%04x", BF16_CASES[i].in, got,
+                     BF16_CASES[i].out);
             bad++;
         }
     }
@@ -425,8 +420,7 @@ static void test_bf16(void)
         for (size_t i = 0; i < n; i++)
             diff += pb[i] != sg_f32_to_bf16(p[i]);
         ok(rc == 0 && diff == 0,
-           "bf16 [%s]: fused output equals the cast of the updated p (%zu differ)",
-           isa, diff);
+           "bf16 [%s]: fused output equals the cast of the updated p (%zu differ)", isa, diff);
 
         prm.lr = 0.0f;
         for (size_t i = 0; i < n; i++) {
@@ -437,8 +431,8 @@ static void test_bf16(void)
         diff = 0;
         for (size_t i = 0; i < n; i++)
             diff += pb[i] != BF16_CASES[i % NBF16].out;
-        ok(rc == 0 && diff == 0,
-           "bf16 [%s]: fused conversion of special values (%zu differ)", isa, diff);
+        ok(rc == 0 && diff == 0, "bf16 [%s]: fused conversion of special values (%zu differ)", isa,
+           diff);
     }
     ffree(p), ffree(g), ffree(m), ffree(v);
     free(pbb);
@@ -491,7 +485,8 @@ static void test_rollback(void)
                 vneg |= !(v[i] >= 0.0f);
             ok(rc == 0 && ep <= 1e-6 && em <= 1e-6 && ev <= 1e-6 && !vneg,
                "rollback %s [%s]: step 4 then rollback gives the state after "
-               "step 3", tc->name, isa);
+               "step 3",
+               tc->name, isa);
             if (ci != 0)
                 continue;
 
@@ -507,7 +502,8 @@ static void test_rollback(void)
             ok(rc == 0 && rel_norm(p, pd, n) <= 1e-6 && rel_max(m, md, n) <= 1e-6 &&
                    rel_max(v, vd, n) <= 1e-6,
                "rollback [%s]: rollback + redo with another grad_scale equals a "
-               "direct step", isa);
+               "direct step",
+               isa);
 
             /* Step 1 from zero moments: the rollback brings them back to ~0. */
             memset(m, 0, n * sizeof(float));
@@ -527,8 +523,8 @@ static void test_rollback(void)
             ok(rc == 0 && mmax <= 1e-6 * m1 && vmax <= 1e-6 * v1 &&
                    rel_elem_floor(p, ps, n, tc->lr) <= 1e-6,
                "rollback [%s]: step 1 from zero moments rolls back to ~0 "
-               "(max |m| %.1e of %.1e, max |v| %.1e of %.1e)", isa, mmax, m1,
-               vmax, v1);
+               "(max |m| %.1e of %.1e, max |v| %.1e of %.1e)",
+               isa, mmax, m1, vmax, v1);
         }
     }
     tap_diag("rollback accuracy, worst over variants and modes: p %.2e (max "
@@ -582,8 +578,7 @@ static void test_skip_nonfinite(void)
             size_t wrong = 0;
             for (size_t i = 0; i < n; i++) {
                 int fin = isfinite(g[i]);
-                const float *ep = fin ? pr : ps, *em = fin ? mr : ms,
-                            *ev = fin ? vr : vs;
+                const float *ep = fin ? pr : ps, *em = fin ? mr : ms, *ev = fin ? vr : vs;
                 wrong += memcmp(&p[i], &ep[i], 4) || memcmp(&m[i], &em[i], 4) ||
                          memcmp(&v[i], &ev[i], 4);
             }
@@ -594,13 +589,13 @@ static void test_skip_nonfinite(void)
                     nonfinite++;
                     kept += p[i] == ps[i] && m[i] == ms[i] && v[i] == vs[i];
                 }
-            double err = fmax(rel_elem_floor(p, ps, n, prm.lr), fmax(rel_max(m, ms, n),
-                                                       rel_max(v, vs, n)));
+            double err =
+                fmax(rel_elem_floor(p, ps, n, prm.lr), fmax(rel_max(m, ms, n), rel_max(v, vs, n)));
             ok(rc == 0 && wrong == 0 && kept == nonfinite && err <= 1e-6,
                "skip_nonfinite %s [%s]: Inf/NaN gradients leave their elements "
                "unchanged, the rest is stepped, rollback restores all "
-               "(%zu wrong, rollback err %.1e)", l2 ? "L2" : "AdamW", isa, wrong,
-               err);
+               "(%zu wrong, rollback err %.1e)",
+               l2 ? "L2" : "AdamW", isa, wrong, err);
         }
     }
     ffree(p), ffree(g), ffree(m), ffree(v), ffree(ps), ffree(ms), ffree(vs);
@@ -630,8 +625,8 @@ static void test_parallel(void)
         memcpy(p2, p, n * 4), memcpy(m2, m, n * 4), memcpy(v2, v, n * 4);
         int rc = sg_adam_step(&prm, 2, p, g, m, v, b1, n, 0.7f);
         rc |= sg_adam_step_parallel(&prm, 2, p2, g, m2, v2, b2, n, 0.7f, 3);
-        ok(rc == 0 && !memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) &&
-               !memcmp(v, v2, n * 4) && !memcmp(b1, b2, n * 2),
+        ok(rc == 0 && !memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) && !memcmp(v, v2, n * 4) &&
+               !memcmp(b1, b2, n * 2),
            "parallel [%s]: 3 threads give bit-identical results", isa);
     }
     ffree(p), ffree(g), ffree(m), ffree(v), ffree(p2), ffree(m2), ffree(v2);
@@ -680,13 +675,11 @@ static void test_errors(void)
 
     sg_adam_isa isa;
     is_int(sg_adam_isa_parse("avx1024", &isa), SG_EINVAL, "isa: unknown name rejected");
-    ok(sg_adam_isa_parse("avx2", &isa) == 0 && isa == SG_ADAM_ISA_AVX2,
-       "isa: parse avx2");
+    ok(sg_adam_isa_parse("avx2", &isa) == 0 && isa == SG_ADAM_ISA_AVX2, "isa: parse avx2");
     is_str(sg_adam_isa_name(SG_ADAM_ISA_AVX512), "avx512", "isa: name of avx512");
     ok(sg_adam_isa_resolve(SG_ADAM_ISA_AUTO, &isa, &err) == 0 &&
            strcmp(sg_adam_isa_name(SG_ADAM_ISA_AUTO), sg_adam_isa_name(isa)) == 0,
-       "isa: auto resolves to %s (SG_ADAM_ISA=%s)",
-       sg_adam_isa_name(SG_ADAM_ISA_AUTO),
+       "isa: auto resolves to %s (SG_ADAM_ISA=%s)", sg_adam_isa_name(SG_ADAM_ISA_AUTO),
        getenv("SG_ADAM_ISA") ? getenv("SG_ADAM_ISA") : "unset");
     prm = SG_ADAM_PARAMS_DEFAULT;
     prm.isa = (sg_adam_isa)17;
@@ -702,8 +695,8 @@ static void test_errors(void)
         prm.isa = missing;
         is_int(sg_adam_step(&prm, 1, p, g, m, v, NULL, 4, 1.0f), SG_ENOTSUP,
                "isa: a variant this CPU lacks gives SG_ENOTSUP");
-        like((sg_adam_isa_resolve(missing, &isa, &err), err.msg),
-             sg_adam_isa_name(missing), "isa: the message names the variant");
+        like((sg_adam_isa_resolve(missing, &isa, &err), err.msg), sg_adam_isa_name(missing),
+             "isa: the message names the variant");
     }
 }
 
@@ -721,13 +714,12 @@ typedef struct ocase {
 
 static const ocase OCASES[] = {
     {"Lion", SG_OPTIM_LION, 1e-4f, 0.9f, 0.99f, 0.0f, 0.0f, 0.0f, 1.0f},
-    {"Lion wd 0.1, grad_scale 0.37", SG_OPTIM_LION, 3e-4f, 0.95f, 0.98f, 0.0f, 0.1f, 0.0f,
-     0.37f},
+    {"Lion wd 0.1, grad_scale 0.37", SG_OPTIM_LION, 3e-4f, 0.95f, 0.98f, 0.0f, 0.1f, 0.0f, 0.37f},
     {"Adagrad", SG_OPTIM_ADAGRAD, 1e-2f, 0.0f, 0.0f, 1e-10f, 0.0f, 0.0f, 1.0f},
-    {"Adagrad L2 0.01, lr_decay 0.5", SG_OPTIM_ADAGRAD, 1e-2f, 0.0f, 0.0f, 1e-10f, 0.01f,
-     0.5f, 1.0f},
-    {"Adagrad L2 0.1, lr_decay 0.01, eps 1e-8, grad_scale 2^-12", SG_OPTIM_ADAGRAD, 3e-2f,
-     0.0f, 0.0f, 1e-8f, 0.1f, 0.01f, 0x1p-12f},
+    {"Adagrad L2 0.01, lr_decay 0.5", SG_OPTIM_ADAGRAD, 1e-2f, 0.0f, 0.0f, 1e-10f, 0.01f, 0.5f,
+     1.0f},
+    {"Adagrad L2 0.1, lr_decay 0.01, eps 1e-8, grad_scale 2^-12", SG_OPTIM_ADAGRAD, 3e-2f, 0.0f,
+     0.0f, 1e-8f, 0.1f, 0.01f, 0x1p-12f},
 };
 enum { NOCASES = sizeof OCASES / sizeof OCASES[0] };
 
@@ -757,8 +749,8 @@ static int is_lion(const ocase *oc)
  * (the float hyper-parameters, everything else unrounded). amb (may be
  * NULL) counts the Lion elements whose c is so close to 0 that the
  * kernel's roundings could give it the other sign (never seen: 0 expected). */
-static void ref_step(const ocase *oc, int64_t t, double *p, const float *g, double *m,
-                     double *v, size_t n, size_t *amb)
+static void ref_step(const ocase *oc, int64_t t, double *p, const float *g, double *m, double *v,
+                     size_t n, size_t *amb)
 {
     const double lr = oc->lr, wd = oc->wd, b1 = oc->beta1, b2 = oc->beta2;
     for (size_t i = 0; i < n; i++) {
@@ -820,8 +812,7 @@ static int kept_sentinel(const float *x, size_t n)
 
 /* Starting state: p random, the used moment zero (Adagrad's initial sum),
  * the unused one a sentinel. */
-static void ostate_init(const ocase *oc, const float *p0, size_t n, float *p, float *m,
-                        float *v)
+static void ostate_init(const ocase *oc, const float *p0, size_t n, float *p, float *m, float *v)
 {
     memcpy(p, p0, n * sizeof(float));
     if (is_lion(oc)) {
@@ -843,8 +834,7 @@ static void ostate_init(const ocase *oc, const float *p0, size_t n, float *p, fl
 static void test_optim_reference(void)
 {
     const size_t nmax = 4099;
-    float *p0 = falloc(nmax), *g[NSTEPS], *p = falloc(nmax), *m = falloc(nmax),
-          *v = falloc(nmax);
+    float *p0 = falloc(nmax), *g[NSTEPS], *p = falloc(nmax), *m = falloc(nmax), *v = falloc(nmax);
     double *pr = malloc(nmax * sizeof(double)), *mr = malloc(nmax * sizeof(double)),
            *vr = malloc(nmax * sizeof(double));
     rng_state = 1234;
@@ -885,16 +875,16 @@ static void test_optim_reference(void)
             worst[!is_lion(oc)][1] = fmax(worst[!is_lion(oc)][1], emom);
             tap_diag("%s [%s]: vs double reference after %d steps: p %.2f, %s %.2f "
                      "(units of 2^-24; n = 1, 15, 17, 1000, 4099; near-0 directions %zu)",
-                     oc->name, isa, NSTEPS, ep / ULP24, is_lion(oc) ? "m" : "v",
-                     emom / ULP24, amb);
+                     oc->name, isa, NSTEPS, ep / ULP24, is_lion(oc) ? "m" : "v", emom / ULP24, amb);
             ok(rc == 0 && amb == 0 && ep <= OREF_TOL_P && emom <= OREF_TOL_MOM && untouched,
                "%s [%s]: %d steps match the double-precision formulas within a few "
-               "ulps, %s untouched", oc->name, isa, NSTEPS, is_lion(oc) ? "v" : "m");
+               "ulps, %s untouched",
+               oc->name, isa, NSTEPS, is_lion(oc) ? "v" : "m");
         }
     }
     tap_diag("Lion vs double reference, worst: p %.2f, m %.2f; Adagrad: p %.2f, v %.2f "
-             "(units of 2^-24)", worst[0][0] / ULP24, worst[0][1] / ULP24,
-             worst[1][0] / ULP24, worst[1][1] / ULP24);
+             "(units of 2^-24)",
+             worst[0][0] / ULP24, worst[0][1] / ULP24, worst[1][0] / ULP24, worst[1][1] / ULP24);
     for (int s = 0; s < NSTEPS; s++)
         ffree(g[s]);
     ffree(p0), ffree(p), ffree(m), ffree(v);
@@ -939,8 +929,8 @@ static void test_optim_rules(void)
         /* lr / (1 + 2*0.5) = lr/2: the update is half as large */
         ok(rc == 0 && e <= 2 * ULP24 && same < n / 100,
            "Adagrad lr_decay [%s]: t = 3 with lr_decay 0.5 takes lr/2 (reference err %.2f "
-           "of 2^-24) and differs from lr_decay 0 (%zu of %zu equal)", isa, e / ULP24, same,
-           n);
+           "of 2^-24) and differs from lr_decay 0 (%zu of %zu equal)",
+           isa, e / ULP24, same, n);
 
         /* L2: wd enters the gradient (and the sum of squares) */
         oc = OCASES[2];
@@ -955,7 +945,8 @@ static void test_optim_rules(void)
         double ep = derr_floor(p, pr, n, oc.lr), ev = derr_max(v, vr, n);
         ok(rc == 0 && ep <= 2 * ULP24 && ev <= 2 * ULP24,
            "Adagrad L2 [%s]: wd 0.05 enters the gradient as torch's weight_decay "
-           "(err p %.2f, v %.2f of 2^-24)", isa, ep / ULP24, ev / ULP24);
+           "(err p %.2f, v %.2f of 2^-24)",
+           isa, ep / ULP24, ev / ULP24);
 
         /* Lion, g = 0 and m = 0: c = 0, sign 0: only the decay moves p */
         for (int wdi = 0; wdi < 2; wdi++) {
@@ -975,12 +966,12 @@ static void test_optim_rules(void)
             }
             if (oc.wd == 0.0f)
                 ok(rc == 0 && moved == 0,
-                   "Lion sign(0) = 0 [%s]: g = 0, m = 0 leave p unchanged (%zu moved)", isa,
-                   moved);
+                   "Lion sign(0) = 0 [%s]: g = 0, m = 0 leave p unchanged (%zu moved)", isa, moved);
             else
                 ok(rc == 0 && worst <= 2 * ULP24,
                    "Lion sign(0) = 0 [%s]: g = 0, m = 0 with wd 0.1: p only decays, "
-                   "p*(1 - lr*wd) within %.2f of 2^-24", isa, worst / ULP24);
+                   "p*(1 - lr*wd) within %.2f of 2^-24",
+                   isa, worst / ULP24);
         }
     }
     ffree(p0), ffree(g), ffree(p), ffree(m), ffree(v), ffree(q), ffree(v2);
@@ -1041,7 +1032,8 @@ static void test_optim_isas_identical(void)
                 }
             ok(rc == 0 && diff == 0,
                "%s: %s gives the scalar variant's bits (p, m, v, bf16; steps, skip_nonfinite, "
-               "rollback; %zu arrays, %zu differ)", OCASES[c].name, isa, compared, diff);
+               "rollback; %zu arrays, %zu differ)",
+               OCASES[c].name, isa, compared, diff);
         }
     for (int s = 0; s < 4; s++)
         ffree(g[s]);
@@ -1203,8 +1195,7 @@ static void test_optim_rollback(void)
                 double d = fabs((double)p[i] - ps[i]), rel = d / (fabs(ps[i]) + oc->lr);
                 double cond = 1.0;
                 if (!is_lion(oc) && oc->wd != 0.0f)
-                    cond = fmax(1.0, 1.0 / fabs(1.0 - oc->wd * clr /
-                                                    (sqrt(vpost[i]) + oc->eps)));
+                    cond = fmax(1.0, 1.0 / fabs(1.0 - oc->wd * clr / (sqrt(vpost[i]) + oc->eps)));
                 illcond += cond > 2.0;
                 exact += d == 0;
                 if (is_lion(oc) && d > 0.5 * oc->lr)
@@ -1224,28 +1215,30 @@ static void test_optim_rollback(void)
             worst[!is_lion(oc)][1] = fmax(worst[!is_lion(oc)][1], emom);
             tap_diag("rollback %s [%s]: p %.2f (max |dp|/(|p|+lr)/max(1, cond), 2^-24 "
                      "units; without cond %.2f; %.1f%% bit-exact; cond > 2: %zu), %s %.2f "
-                     "(of max); sign flips %zu of %zu", oc->name, isa, ep / ULP24,
-                     craw / ULP24, 100.0 * exact / n, illcond, is_lion(oc) ? "m" : "v",
-                     emom / ULP24, flips, n);
+                     "(of max); sign flips %zu of %zu",
+                     oc->name, isa, ep / ULP24, craw / ULP24, 100.0 * exact / n, illcond,
+                     is_lion(oc) ? "m" : "v", emom / ULP24, flips, n);
             if (is_lion(oc)) {
                 flips_total += flips;
                 lion_elems += n;
                 ok(rc == 0 && ep <= ORB_TOL && emom <= ORB_TOL && flips <= n / 10000,
                    "rollback %s [%s]: the state after step 3 within a few ulps but %zu "
-                   "sign flips (at most 1e-4 of the elements)", oc->name, isa, flips);
+                   "sign flips (at most 1e-4 of the elements)",
+                   oc->name, isa, flips);
             } else {
                 ok(rc == 0 && ep <= ORB_TOL && emom <= ORB_TOL && !vneg,
                    "rollback %s [%s]: step 4 then rollback gives the state after step 3 "
-                   "within a few ulps", oc->name, isa);
+                   "within a few ulps",
+                   oc->name, isa);
             }
         }
     }
     tap_diag("rollback accuracy: Lion p %.2f, m %.2f; Adagrad p %.2f (over max(1, cond)), "
              "v %.2f (2^-24 units); Adagrad p without cond: %.2f (cond there %.1f; %zu "
              "element-cases with cond > 2); Lion sign flips on random data: %zu of %zu "
-             "elements", worst[0][0] / ULP24, worst[0][1] / ULP24, worst[1][0] / ULP24,
-             worst[1][1] / ULP24, worst_raw / ULP24, worst_cond, illcond_total, flips_total,
-             lion_elems);
+             "elements",
+             worst[0][0] / ULP24, worst[0][1] / ULP24, worst[1][0] / ULP24, worst[1][1] / ULP24,
+             worst_raw / ULP24, worst_cond, illcond_total, flips_total, lion_elems);
 
     /* Lion's documented failure: c within rounding of 0. m chosen so that
      * b1*m cancels (1-b1)*ge: the step takes whatever sign the rounding
@@ -1273,11 +1266,12 @@ static void test_optim_rollback(void)
                 bad += fabs(d - oc->lr) > 1e-6 && fabs(d - 2 * oc->lr) > 1e-6;
             }
         }
-        tap_diag("rollback Lion with c ~ 0 by construction: %zu of %zu elements flipped",
-                 flips, nn);
+        tap_diag("rollback Lion with c ~ 0 by construction: %zu of %zu elements flipped", flips,
+                 nn);
         ok(rc == 0 && flips > 0 && bad == 0,
            "rollback Lion, c within rounding of 0: some elements flip (%zu of %zu, as "
-           "adam.h says), each off by lr or 2*lr (%zu otherwise)", flips, nn, bad);
+           "adam.h says), each off by lr or 2*lr (%zu otherwise)",
+           flips, nn, bad);
     }
     for (int s = 0; s < 4; s++)
         ffree(g[s]);
@@ -1323,8 +1317,8 @@ static void test_redo(void)
                 for (int j = 0; j < 3; j++)
                     differ += memcmp(a[j], b[j], n * sizeof(float)) != 0;
                 ok(rc == 0 && differ == 0,
-                   "redo %s [%s]: fused %s equals %s bit for bit (%zu arrays differ)", name,
-                   isa, redo ? "rollback and redo" : "rollback without redo",
+                   "redo %s [%s]: fused %s equals %s bit for bit (%zu arrays differ)", name, isa,
+                   redo ? "rollback and redo" : "rollback without redo",
                    redo ? "sg_adam_rollback then sg_adam_step" : "sg_adam_rollback", differ);
             }
         }
@@ -1397,8 +1391,8 @@ static void to_lowp(uint16_t *out, const float *in, sg_dtype dt, size_t n)
 
 /* The fused state (a: p, m, v; ao: 16-bit p) against the two-pass one (b,
  * bo): how many of the four arrays differ. */
-static size_t lowp_differ(float *const *a, const uint16_t *ao, float *const *b,
-                          const uint16_t *bo, size_t n)
+static size_t lowp_differ(float *const *a, const uint16_t *ao, float *const *b, const uint16_t *bo,
+                          size_t n)
 {
     size_t differ = memcmp(ao, bo, n * sizeof(uint16_t)) != 0;
     for (int j = 0; j < 3; j++)
@@ -1423,8 +1417,7 @@ typedef struct lowp_bufs {
 /* Steps 1..3 fused and two-pass from the same state, then (redo >= 0) a
  * validation of step 3 that fails: rollback, and the redo when redo = 1.
  * Returns the arrays that differ (SIZE_MAX on an error). */
-static size_t lowp_run(lowp_bufs *w, const sg_adam_params *prm, float gs, sg_dtype dt,
-                       int redo)
+static size_t lowp_run(lowp_bufs *w, const sg_adam_params *prm, float gs, sg_dtype dt, int redo)
 {
     const size_t n = LOWP_N;
     rng_state = 17;
@@ -1443,8 +1436,8 @@ static size_t lowp_run(lowp_bufs *w, const sg_adam_params *prm, float gs, sg_dty
     }
     if (redo >= 0) {
         float clip = 0.3f * gs;
-        rc |= sg_adam_redo_lowp(prm, 3, w->a[0], w->gh, dt, w->a[1], w->a[2], w->ao, dt, n,
-                                gs, clip, redo);
+        rc |= sg_adam_redo_lowp(prm, 3, w->a[0], w->gh, dt, w->a[1], w->a[2], w->ao, dt, n, gs,
+                                clip, redo);
         rc |= sg_adam_rollback(prm, 3, w->b[0], w->g32, w->b[1], w->b[2], n, gs);
         if (redo)
             rc |= sg_adam_step(prm, 3, w->b[0], w->g32, w->b[1], w->b[2], NULL, n, clip);
@@ -1480,32 +1473,39 @@ static void test_lowp(void)
             for (int d = 0; d < 2; d++) {
                 const char *dn = sg_dtype_name(DT[d]);
                 size_t differ = lowp_run(&w, &prm, gs, DT[d], -1);
-                ok(differ == 0, "lowp %s [%s] %s: 3 fused steps equal cast, step, cast bit for "
-                   "bit (%zu arrays differ)", name, isa, dn, differ);
+                ok(differ == 0,
+                   "lowp %s [%s] %s: 3 fused steps equal cast, step, cast bit for "
+                   "bit (%zu arrays differ)",
+                   name, isa, dn, differ);
                 for (int redo = 0; redo <= 1; redo++) {
                     differ = lowp_run(&w, &prm, gs, DT[d], redo);
-                    ok(differ == 0, "lowp %s [%s] %s: fused %s equals the two-pass one and "
-                       "rewrites the 16-bit parameters (%zu arrays differ)", name, isa, dn,
-                       redo ? "rollback and redo" : "rollback", differ);
+                    ok(differ == 0,
+                       "lowp %s [%s] %s: fused %s equals the two-pass one and "
+                       "rewrites the 16-bit parameters (%zu arrays differ)",
+                       name, isa, dn, redo ? "rollback and redo" : "rollback", differ);
                 }
                 if (DT[d] == SG_BF16) {
                     lowp_run(&w, &prm, gs, SG_BF16, 1);
                     size_t bad = bf16_mismatch(w.ao, w.a[0], n);
-                    ok(bad == 0, "lowp %s [%s]: the bf16 parameters are sg_f32_to_bf16 of the "
-                       "master (%zu elements differ)", name, isa, bad);
+                    ok(bad == 0,
+                       "lowp %s [%s]: the bf16 parameters are sg_f32_to_bf16 of the "
+                       "master (%zu elements differ)",
+                       name, isa, bad);
                 }
             }
         }
     }
     sg_adam_params prm = SG_ADAM_PARAMS_DEFAULT;
-    is_int(sg_adam_step_lowp(&prm, 1, w.a[0], w.gh, SG_I32, w.a[1], w.a[2], NULL, SG_BF16, 4,
-                             1.0f), SG_EINVAL, "lowp: an int32 gradient is refused");
-    is_int(sg_adam_step_lowp(&prm, 1, w.a[0], w.gh, SG_BF16, w.a[1], w.a[2], w.ao, SG_F32, 4,
-                             1.0f), SG_EINVAL, "lowp: an fp32 parameter output is refused");
-    is_int(sg_adam_redo_lowp(&prm, 1, w.a[0], NULL, SG_BF16, w.a[1], w.a[2], w.ao, SG_BF16, 4,
-                             1.0f, 1.0f, 1), SG_EINVAL, "lowp: a missing gradient is refused");
-    is_int(sg_adam_step_lowp(&prm, 1, w.a[0], w.gh, SG_BF16, w.a[1], w.a[2], w.ao, SG_BF16, 0,
-                             1.0f), 0, "lowp: zero elements is a no-op");
+    is_int(sg_adam_step_lowp(&prm, 1, w.a[0], w.gh, SG_I32, w.a[1], w.a[2], NULL, SG_BF16, 4, 1.0f),
+           SG_EINVAL, "lowp: an int32 gradient is refused");
+    is_int(sg_adam_step_lowp(&prm, 1, w.a[0], w.gh, SG_BF16, w.a[1], w.a[2], w.ao, SG_F32, 4, 1.0f),
+           SG_EINVAL, "lowp: an fp32 parameter output is refused");
+    is_int(sg_adam_redo_lowp(&prm, 1, w.a[0], NULL, SG_BF16, w.a[1], w.a[2], w.ao, SG_BF16, 4, 1.0f,
+                             1.0f, 1),
+           SG_EINVAL, "lowp: a missing gradient is refused");
+    is_int(
+        sg_adam_step_lowp(&prm, 1, w.a[0], w.gh, SG_BF16, w.a[1], w.a[2], w.ao, SG_BF16, 0, 1.0f),
+        0, "lowp: zero elements is a no-op");
     for (int j = 0; j < 3; j++)
         ffree(w.a[j]), ffree(w.b[j]);
     ffree(w.g32);
@@ -1533,10 +1533,9 @@ static void test_optim_parallel(void)
         memcpy(p2, p, n * 4), memcpy(m2, m, n * 4), memcpy(v2, v, n * 4);
         int rc = sg_adam_step(&prm, 2, p, g, m, v, b1, n, 0.7f);
         rc |= sg_adam_step_parallel(&prm, 2, p2, g, m2, v2, b2, n, 0.7f, 3);
-        ok(rc == 0 && !memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) &&
-               !memcmp(v, v2, n * 4) && !memcmp(b1, b2, n * 2),
-           "%s parallel: 3 threads give bit-identical results",
-           sg_optim_algo_name(prm.algo));
+        ok(rc == 0 && !memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) && !memcmp(v, v2, n * 4) &&
+               !memcmp(b1, b2, n * 2),
+           "%s parallel: 3 threads give bit-identical results", sg_optim_algo_name(prm.algo));
     }
     ffree(p), ffree(g), ffree(m), ffree(v), ffree(p2), ffree(m2), ffree(v2);
     free(b1), free(b2);
@@ -1576,13 +1575,11 @@ static void test_adagrad_torch(void)
             snprintf(cmd, sizeof cmd,
                      "'%s' '%s/tests/torch_adam_ref.py' '%s' --n %zu --steps %d "
                      "--optim adagrad --lr %a --eps %a --wd %a --lr-decay %a --grad-scale %a",
-                     system_python(), srcdir(), dir, n, NSTEPS, (double)oc->lr,
-                     (double)oc->eps, (double)oc->wd, (double)oc->lr_decay,
-                     (double)oc->grad_scale);
+                     system_python(), srcdir(), dir, n, NSTEPS, (double)oc->lr, (double)oc->eps,
+                     (double)oc->wd, (double)oc->lr_decay, (double)oc->grad_scale);
             int st = wr ? -1 : system(cmd);
             if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
-                read_f32(dir, "p_ref.f32", pr, n) == 0 &&
-                read_f32(dir, "m_ref.f32", mr, n) == 0 &&
+                read_f32(dir, "p_ref.f32", pr, n) == 0 && read_f32(dir, "m_ref.f32", mr, n) == 0 &&
                 read_f32(dir, "v_ref.f32", vr, n) == 0)
                 have_ref = 1;
             else
@@ -1603,12 +1600,11 @@ static void test_adagrad_torch(void)
             double ep = rel_elem_floor(p, pr, n, oc->lr), ev = rel_max(v, vr, n);
             if (have_ref)
                 tap_diag("%s [%s] vs torch.optim.Adagrad: p %.2f (max |dp|/(|p|+lr)), "
-                         "sum %.2f (of max), 2^-24 units", oc->name, isa, ep / ULP24,
-                         ev / ULP24);
-            ok(have_ref && rc == 0 && ep <= 8 * ULP24 && ev <= 8 * ULP24 &&
-                   !memcmp(m, mr, n * 4),
-               "%s [%s]: %d steps match torch.optim.Adagrad (lr_decay, weight_decay)",
-               oc->name, isa, NSTEPS);
+                         "sum %.2f (of max), 2^-24 units",
+                         oc->name, isa, ep / ULP24, ev / ULP24);
+            ok(have_ref && rc == 0 && ep <= 8 * ULP24 && ev <= 8 * ULP24 && !memcmp(m, mr, n * 4),
+               "%s [%s]: %d steps match torch.optim.Adagrad (lr_decay, weight_decay)", oc->name,
+               isa, NSTEPS);
         }
     }
     for (int s = 0; s < NSTEPS; s++)
@@ -1646,12 +1642,12 @@ static void test_optim_errors(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         b = bad[i].lion ? lion : ada;
-        float *f = !strcmp(bad[i].field, "beta1")   ? &b.beta1
-                   : !strcmp(bad[i].field, "beta2") ? &b.beta2
-                   : !strcmp(bad[i].field, "lr")    ? &b.lr
-                   : !strcmp(bad[i].field, "eps")   ? &b.eps
+        float *f = !strcmp(bad[i].field, "beta1")      ? &b.beta1
+                   : !strcmp(bad[i].field, "beta2")    ? &b.beta2
+                   : !strcmp(bad[i].field, "lr")       ? &b.lr
+                   : !strcmp(bad[i].field, "eps")      ? &b.eps
                    : !strcmp(bad[i].field, "lr_decay") ? &b.lr_decay
-                                                      : &b.weight_decay;
+                                                       : &b.weight_decay;
         *f = bad[i].value;
         err.msg[0] = '\0';
         int rc = sg_adam_check_params(&b, &err);

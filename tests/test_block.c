@@ -61,7 +61,6 @@
 #include "tests/tap.h"
 #include "tests/test_util.h"
 
-
 #define TOL 1e-5
 #define NCASES 6
 #define SEED 20240611u
@@ -89,8 +88,6 @@ static const char *BIAS_WINDOW_JSON =
 
 /* ---- random numbers (splitmix64) ------------------------------------------------- */
 
-
-
 /* ---- memory ------------------------------------------------------------------------ */
 
 static float *zeros(size_t n)
@@ -113,21 +110,21 @@ typedef struct net {
     sg_model m;
     sg_weights w;
     size_t B, T, N, H;
-    int U, L;                 /* units = L + 2 */
-    float **params;           /* (U) flat parameters of each unit */
-    size_t *nparams;          /* (U) */
-    float **grads;            /* (U) same layout */
-    float **saved;            /* (U) sg_unit_saved_floats (NULL for the embedding) */
+    int U, L;        /* units = L + 2 */
+    float **params;  /* (U) flat parameters of each unit */
+    size_t *nparams; /* (U) */
+    float **grads;   /* (U) same layout */
+    float **saved;   /* (U) sg_unit_saved_floats (NULL for the embedding) */
     size_t *nsaved;
     float *scratch;
     size_t nscratch;
-    float **hid, **dhid;      /* (L+1) outputs of units 0..L and their gradients (N, H) */
+    float **hid, **dhid; /* (L+1) outputs of units 0..L and their gradients (N, H) */
     float loss;
     int32_t *tokens, *targets;
-    float *moe_stats;         /* MoE: the router statistics (sg_moe_stats_floats), else NULL */
+    float *moe_stats; /* MoE: the router statistics (sg_moe_stats_floats), else NULL */
     sg_rope_cache rope;
     char dir[4200];
-    int ready;                /* everything above is set up */
+    int ready; /* everything above is set up */
 } net;
 
 static net g_nets[NCASES];
@@ -266,12 +263,11 @@ static void write_model_txt(const net *n)
                        "H %lld\nL %lld\nHq %lld\nHkv %lld\nD %lld\nF %lld\nV %lld\nB %zu\n"
                        "T %zu\ntie %d\nqk_norm %d\nwindow %lld\neps %.17g\ntheta %.17g\n"
                        "dtype float64\n",
-                       (long long)m->hidden_size, (long long)m->num_layers,
-                       (long long)m->num_heads, (long long)m->num_kv_heads,
-                       (long long)m->head_dim, (long long)m->intermediate_size,
-                       (long long)m->vocab_size, n->B, n->T, m->tie_word_embeddings,
-                       m->qk_norm, (long long)m->sliding_window, m->rms_norm_eps,
-                       m->rope_theta);
+                       (long long)m->hidden_size, (long long)m->num_layers, (long long)m->num_heads,
+                       (long long)m->num_kv_heads, (long long)m->head_dim,
+                       (long long)m->intermediate_size, (long long)m->vocab_size, n->B, n->T,
+                       m->tie_word_embeddings, m->qk_norm, (long long)m->sliding_window,
+                       m->rms_norm_eps, m->rope_theta);
     if (m->num_experts > 0)
         len += snprintf(buf + len, sizeof buf - (size_t)len,
                         "E %lld\nK %lld\nFm %lld\nnorm_topk %d\naux_coef %.17g\n",
@@ -482,8 +478,7 @@ static void check_against_torch(int c)
     double le = fabs((double)n->loss - loss[0]) / fabs(loss[0]);
     check_close(c, le, "%s: loss %.7f = torch %.7f", n->label, n->loss, loss[0]);
     for (size_t l = 0; l < L1; l++)
-        check_close(c, rel_err(n->hid[l], hid + l * NH, NH), "%s: output of unit %zu",
-                    n->label, l);
+        check_close(c, rel_err(n->hid[l], hid + l * NH, NH), "%s: output of unit %zu", n->label, l);
     for (size_t l = 0; l < L1; l++)
         check_close(c, rel_err(n->dhid[l], dhid + l * NH, NH),
                     "%s: gradient of unit %zu's output (dx of unit %zu)", n->label, l, l + 1);
@@ -493,8 +488,8 @@ static void check_against_torch(int c)
         if (i > 0 && n->w.unit[i - 1] != u)
             in_unit = 0;
         size_t numel = (size_t)n->w.info[i].numel;
-        check_close(c, rel_err(n->grads[u] + in_unit, grads + at, numel), "%s: grad %s",
-                    n->label, n->w.info[i].name);
+        check_close(c, rel_err(n->grads[u] + in_unit, grads + at, numel), "%s: grad %s", n->label,
+                    n->w.info[i].name);
         at += numel;
         in_unit += numel;
     }
@@ -552,8 +547,7 @@ static void check_checkpointing(net *n)
     n->loss = loss0;
     ok(rc_all == 0 && fwd_same, "%s: forward with saved = NULL gives the same outputs and loss",
        n->label);
-    ok(rc_all == 0 && rec_same, "%s: recompute (y = NULL) fills saved bit-identically",
-       n->label);
+    ok(rc_all == 0 && rec_same, "%s: recompute (y = NULL) fills saved bit-identically", n->label);
 
     float **g = zero_grads(n);
     float **dh_ref = xmalloc((n->L + 1) * sizeof *dh_ref);
@@ -598,10 +592,11 @@ static void check_accumulation(net *n)
         double e = maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
         worst = e > worst ? e : worst;
     }
-    ok(rc == 0 && worst <= 1e-6, "%s: two backward calls accumulate twice the gradients "
-       "(rel err %.1e)", n->label, worst);
-    ok(rc == 0 && same_bits(dh0, n->dhid[0], NH), "%s: dx is written, not accumulated",
-       n->label);
+    ok(rc == 0 && worst <= 1e-6,
+       "%s: two backward calls accumulate twice the gradients "
+       "(rel err %.1e)",
+       n->label, worst);
+    ok(rc == 0 && same_bits(dh0, n->dhid[0], NH), "%s: dx is written, not accumulated", n->label);
     free(dh0);
     free_grads(n, g);
 }
@@ -615,8 +610,10 @@ static void check_errors(net *n)
     n->tokens[3] = (int32_t)n->m.vocab_size;
     int rc = forward_unit(n, 0, y, NULL);
     float *z = zeros(NH);
-    ok(rc == SG_EINVAL && same_bits(y, z, NH), "%s: token id = vocab_size: SG_EINVAL, "
-       "nothing written (rc %d)", n->label, rc);
+    ok(rc == SG_EINVAL && same_bits(y, z, NH),
+       "%s: token id = vocab_size: SG_EINVAL, "
+       "nothing written (rc %d)",
+       n->label, rc);
     n->tokens[3] = -2;
     rc = forward_unit(n, 0, y, NULL);
     ok(rc == SG_EINVAL, "%s: negative token id: SG_EINVAL", n->label);
@@ -632,8 +629,10 @@ static void check_errors(net *n)
        "%s: target = vocab_size: SG_EINVAL, loss and saved untouched (rc %d)", n->label, rc);
     float **g = zero_grads(n);
     rc = backward_unit(n, n->U - 1, g, n->saved[n->U - 1]);
-    ok(rc == SG_EINVAL && g[n->U - 1][0] == 0.0f, "%s: head backward with that target: "
-       "SG_EINVAL, no gradient (rc %d)", n->label, rc);
+    ok(rc == SG_EINVAL && g[n->U - 1][0] == 0.0f,
+       "%s: head backward with that target: "
+       "SG_EINVAL, no gradient (rc %d)",
+       n->label, rc);
     n->targets[5] = keep;
     n->loss = loss0;
 
@@ -674,7 +673,8 @@ static head_run run_head(const net *n, int64_t chunk)
     size_t ns = sg_unit_scratch_floats(&m, u, n->B, n->T);
     float *scratch = alloc_f32(ns);
     fill_nan(scratch, ns);
-    head_run r = {.dx = alloc_f32(NH), .dhead = zeros(n->nparams[u]),
+    head_run r = {.dx = alloc_f32(NH),
+                  .dhead = zeros(n->nparams[u]),
                   .dembed = n->m.tie_word_embeddings ? zeros(V * n->H) : NULL};
     fill_nan(r.dx, NH);
     sg_unit_io io = {
@@ -722,8 +722,8 @@ static void check_head_chunks(net *n)
         double worst = fmax(fmax(el, ex), fmax(eh, ee));
         ok(r.rc == 0 && ref.rc == 0 && worst <= 1e-6,
            "%s: head in chunks of %lld of %zu tokens = unchunked (loss %.7f vs %.7f; rel err "
-           "loss %.1e dx %.1e dW %.1e dembed %.1e)", n->label, (long long)chunks[k], n->N,
-           r.loss, ref.loss, el, ex, eh, ee);
+           "loss %.1e dx %.1e dW %.1e dembed %.1e)",
+           n->label, (long long)chunks[k], n->N, r.loss, ref.loss, el, ex, eh, ee);
         free(r.dx), free(r.dhead), free(r.dembed);
     }
     free(ref.dx), free(ref.dhead), free(ref.dembed);
@@ -735,8 +735,10 @@ static void check_head_chunks(net *n)
     size_t s3 = sg_unit_scratch_floats(&three, u, n->B, n->T);
     /* backward: C V + N H; forward (checkpointing): N H + 2 N + C V */
     size_t want3 = n->N * n->H + 2 * n->N + 3 * V;
-    is_int((long long)s3, (long long)want3, "%s: head scratch with chunks of 3 = N H + 2 N + "
-           "3 V = %zu (whole batch: %zu)", n->label, want3, sw);
+    is_int((long long)s3, (long long)want3,
+           "%s: head scratch with chunks of 3 = N H + 2 N + "
+           "3 V = %zu (whole batch: %zu)",
+           n->label, want3, sw);
     is_int((long long)sg_unit_saved_floats(&three, u, n->B, n->T),
            (long long)sg_unit_saved_floats(&whole, u, n->B, n->T),
            "%s: saved does not depend on the chunk", n->label);
@@ -807,12 +809,13 @@ static void check_sizes(void)
 
     sg_unit_io io = {0};
     rc = sg_unit_forward(&dense_sinks, 1, B, T, &io);
-    ok(rc == SG_ENOTSUP, "sg_unit_forward on a layer with sinks outside gpt_oss: SG_ENOTSUP "
-       "(rc %d)", rc);
+    ok(rc == SG_ENOTSUP,
+       "sg_unit_forward on a layer with sinks outside gpt_oss: SG_ENOTSUP "
+       "(rc %d)",
+       rc);
 }
 
 /* ---- running the reference ---------------------------------------------------------- */
-
 
 static int run_reference(void)
 {
@@ -870,17 +873,17 @@ int main(int argc, char **argv)
         size_t B, T;
         int64_t head_chunk; /* tokens per chunk of the head's logits; 0 auto */
     } cases[NCASES] = {
-        {"tiny-llama", NULL, 2, 24, 5},        /* 48 tokens: 9 chunks of 5 and one of 3 */
-        {"tiny-qwen3", NULL, 2, 24, 0},        /* auto: one chunk of 48 */
-        {"tiny-bias-window", NULL, 2, 70, 3},  /* 140 tokens: 46 chunks of 3 and one of 2 */
-        {"tiny-moe", NULL, 2, 24, 0},          /* Qwen3-MoE: 8 experts, top 2, renormalised */
-        {"tiny-moe-plain", NULL, 2, 20, 7},    /* top 3 of 5, not renormalised, tied */
-        {"tiny-gpt-oss", NULL, 2, 20, 0},      /* GPT-OSS: sinks, window 4, clamps, YaRN */
+        {"tiny-llama", NULL, 2, 24, 5},       /* 48 tokens: 9 chunks of 5 and one of 3 */
+        {"tiny-qwen3", NULL, 2, 24, 0},       /* auto: one chunk of 48 */
+        {"tiny-bias-window", NULL, 2, 70, 3}, /* 140 tokens: 46 chunks of 3 and one of 2 */
+        {"tiny-moe", NULL, 2, 24, 0},         /* Qwen3-MoE: 8 experts, top 2, renormalised */
+        {"tiny-moe-plain", NULL, 2, 20, 7},   /* top 3 of 5, not renormalised, tied */
+        {"tiny-gpt-oss", NULL, 2, 20, 0},     /* GPT-OSS: sinks, window 4, clamps, YaRN */
     };
     for (int c = 0; c < NCASES; c++) {
         const char *json = c == 2 ? BIAS_WINDOW_JSON : c == 4 ? MOE_PLAIN_JSON : cases[c].json;
-        int rc = net_init(&g_nets[c], cases[c].label, json, cases[c].B, cases[c].T,
-                          cases[c].head_chunk);
+        int rc =
+            net_init(&g_nets[c], cases[c].label, json, cases[c].B, cases[c].T, cases[c].head_chunk);
         /* a load-balancing loss large enough for its gradient to show (the
          * shipped 0.001 would hide an error in it below the tolerance) */
         if (rc == 0 && (c == 3 || c == 5))

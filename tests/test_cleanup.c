@@ -138,8 +138,8 @@ int main(void)
     s = in_child(deferred);
     ok(ended_by(s, SIGINT),
        "deferring: the first SIGTERM is recorded and the process goes on; the second signal, "
-       "SIGINT, ends it (status %d%s)", WIFEXITED(s) ? WEXITSTATUS(s) : -1,
-       WIFEXITED(s) ? ": a check before it failed" : "");
+       "SIGINT, ends it (status %d%s)",
+       WIFEXITED(s) ? WEXITSTATUS(s) : -1, WIFEXITED(s) ? ": a check before it failed" : "");
     ok(!exists("stage2"), "the second signal removes the registered staging directory");
     ok(!exists("empty"), "and a directory registered if empty, being empty");
     ok(exists("kept") && exists("kept/f"), "but keeps one that holds a file");
@@ -150,7 +150,8 @@ int main(void)
     s = in_child(off_again);
     ok(ended_by(s, SIGTERM),
        "defer off again: SIGTERM ends at once, the SIGINT recorded before stays recorded "
-       "(status %d)", WIFEXITED(s) ? WEXITSTATUS(s) : -1);
+       "(status %d)",
+       WIFEXITED(s) ? WEXITSTATUS(s) : -1);
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

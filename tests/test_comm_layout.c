@@ -51,9 +51,10 @@ static int sweep(char *why, size_t n)
                 if (l.elems != p || l.block != b || l.padded != b * (size_t)size ||
                     l.lo != b * (size_t)r || l.valid != v || l.pad != b - v ||
                     (v > 0 && l.lo != next)) {
-                    snprintf(why, n, "p %zu size %d rank %d: block %zu valid %zu pad %zu lo %zu "
-                             "(expected %zu %zu %zu %zu)", p, size, r, l.block, l.valid, l.pad,
-                             l.lo, b, v, b - v, next);
+                    snprintf(why, n,
+                             "p %zu size %d rank %d: block %zu valid %zu pad %zu lo %zu "
+                             "(expected %zu %zu %zu %zu)",
+                             p, size, r, l.block, l.valid, l.pad, l.lo, b, v, b - v, next);
                     return 0;
                 }
                 next += v;
@@ -82,15 +83,15 @@ static int simulate(size_t p, int size)
     for (int q = 0; good && q < size; q++)
         for (size_t i = 0; i < p; i++)
             in[(size_t)q * P + i] = (q + 1) * 1000.0 + (double)i;
-    for (int r = 0; good && r < size; r++)         /* reduce-scatter */
+    for (int r = 0; good && r < size; r++) /* reduce-scatter */
         for (size_t k = 0; k < B; k++)
             for (int q = 0; q < size; q++)
                 blocks[l[r].lo + k] += in[(size_t)q * P + l[r].lo + k];
-    for (size_t i = 0; good && i < P; i++) {       /* all-gather, first p kept */
+    for (size_t i = 0; good && i < P; i++) { /* all-gather, first p kept */
         double want = 0;
         for (int q = 0; q < size && i < p; q++)
             want += (q + 1) * 1000.0 + (double)i;
-        good = blocks[i] == want;                  /* padding sums to 0 */
+        good = blocks[i] == want; /* padding sums to 0 */
     }
     for (int r = 0; good && r < size; r++) /* a rank's padding is zero after the sum */
         for (size_t k = l[r].valid; k < B; k++)
@@ -116,10 +117,10 @@ int main(void)
            l.lo == 131244 && l.valid == 65620 && l.pad == 2,
        "196864 elements over 3 ranks: blocks of 65622, the last rank's 2 padded");
     /* fewer elements than ranks: the last rank holds padding only */
-    ok(!sg_comm_layout_of(&l, 2, 3, 2) && l.block == 1 && l.lo == 2 && l.valid == 0 &&
-           l.pad == 1,
+    ok(!sg_comm_layout_of(&l, 2, 3, 2) && l.block == 1 && l.lo == 2 && l.valid == 0 && l.pad == 1,
        "2 elements over 3 ranks: rank 2's block is all padding");
-    ok(sg_comm_layout_of(&l, 10, 0, 0) == SG_EINVAL && sg_comm_layout_of(&l, 10, 2, 2) == SG_EINVAL &&
+    ok(sg_comm_layout_of(&l, 10, 0, 0) == SG_EINVAL &&
+           sg_comm_layout_of(&l, 10, 2, 2) == SG_EINVAL &&
            sg_comm_layout_of(&l, 10, 2, -1) == SG_EINVAL,
        "no ranks, or a rank outside [0, size): refused");
     ok(sg_comm_layout_of(&l, SIZE_MAX, 2, 0) == SG_EINVAL,

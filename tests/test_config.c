@@ -118,7 +118,8 @@ static void test_shipped(void)
     is_int(ds->zero.offload_optimizer.pin_memory, 1, "superoffload: pin_memory");
     is_int(ds->zero.offload_optimizer.super_offload, 1, "superoffload: super_offload");
     is_close(ds->zero.offload_optimizer.ratio, 0.90, 1e-12, "superoffload: ratio 0.90");
-    is_close(ds->zero.offload_optimizer.cpuadam_cores_perc, 0.90, 1e-12, "superoffload: cores 0.90");
+    is_close(ds->zero.offload_optimizer.cpuadam_cores_perc, 0.90, 1e-12,
+             "superoffload: cores 0.90");
     is_int(ds->train_micro_batch_size_per_gpu, 4, "superoffload: micro batch 4");
     is_int(ds->gradient_accumulation_steps, 1, "superoffload: accumulation 1");
     is_int(ds->train_batch_size, 4, "superoffload: train batch derived as 4");
@@ -218,7 +219,8 @@ static void test_defaults(void)
     is_int(ds.zero.offload_optimizer.pin_memory, 0, "default pin_memory false");
     is_close(ds.zero.offload_optimizer.ratio, 1.0, 0, "default ratio 1.0");
     is_int(ds.zero.offload_optimizer.super_offload, 0, "default super_offload false");
-    is_close(ds.zero.offload_optimizer.cpuadam_cores_perc, 0.8, 0, "default cpuadam_cores_perc 0.8");
+    is_close(ds.zero.offload_optimizer.cpuadam_cores_perc, 0.8, 0,
+             "default cpuadam_cores_perc 0.8");
     is_int(ds.zero.offload_param.device, SG_OFFLOAD_NONE, "default offload_param none");
     is_int(ds.activation_checkpointing.given, 0, "default: no activation_checkpointing section");
     is_int(ds.activation_checkpointing.partition_activations, 0, "default partition_activations");
@@ -277,8 +279,10 @@ static void test_forms(void)
     is_int(cfg->ds.zero.sub_group_size, 400000000, "sub_group_size 4e8");
     is_int(cfg->ds.zero.allgather_bucket_size, 500000000, "5E8 (capital E)");
     is_int(cfg->ds.zero.stage3_prefetch_bucket_size, 50000000, "prefetch_bucket_size alias");
-    is_int(cfg->ds.zero.stage3_max_live_parameters, 3000000000LL, "max_live_parameters alias, 3e9 > 2^31");
-    is_int(cfg->ds.zero.stage3_param_persistence_threshold, 10000, "stage3_param_persistence_threshold 1e4");
+    is_int(cfg->ds.zero.stage3_max_live_parameters, 3000000000LL,
+           "max_live_parameters alias, 3e9 > 2^31");
+    is_int(cfg->ds.zero.stage3_param_persistence_threshold, 10000,
+           "stage3_param_persistence_threshold 1e4");
 
     rc = sg_config_load(src("tests/data/good-configs/bfloat16-alias.json"), cfg, &err);
     ok(rc == 0 && cfg->ds.bf16.enabled == 1 && cfg->warnings.count == 0,
@@ -293,7 +297,7 @@ static void test_forms(void)
 
     rc = sg_config_load(src("tests/data/good-configs/cpu-offload-legacy.json"), cfg, &err);
     ok(rc == 0 && cfg->ds.zero.offload_optimizer.device == SG_OFFLOAD_CPU &&
-       cfg->ds.zero.offload_optimizer.pin_memory == 0,
+           cfg->ds.zero.offload_optimizer.pin_memory == 0,
        "legacy cpu_offload: true is offload_optimizer {device cpu}");
 
     /* ZeRO-3 parameter offload, as the Hugging Face / axolotl "offload all"
@@ -368,15 +372,16 @@ static void test_forms(void)
 
     rc = sg_config_load(src("tests/data/good-configs/warmuplr-default-max.json"), cfg, &err);
     ok(rc == 0, "warmuplr-default-max.json loads");
-    is_close(cfg->ds.scheduler.warmup_max_lr, 5e-4, 1e-12, "WarmupLR: warmup_max_lr defaults to lr");
+    is_close(cfg->ds.scheduler.warmup_max_lr, 5e-4, 1e-12,
+             "WarmupLR: warmup_max_lr defaults to lr");
     is_int(cfg->ds.scheduler.warmup_num_steps, 50, "WarmupLR: warmup_num_steps");
     rc = sg_config_load(src("tests/data/good-configs/warmupdecay-default-max.json"), cfg, &err);
     ok(rc == 0, "warmupdecay-default-max.json loads");
-    is_close(cfg->ds.scheduler.warmup_max_lr, 1e-3, 1e-12, "WarmupDecayLR: warmup_max_lr defaults to 0.001");
+    is_close(cfg->ds.scheduler.warmup_max_lr, 1e-3, 1e-12,
+             "WarmupDecayLR: warmup_max_lr defaults to 0.001");
     is_int(cfg->ds.scheduler.total_num_steps, 100, "WarmupDecayLR: total_num_steps");
     rc = sg_config_load(src("tests/data/good-configs/warmupcosine-defaults.json"), cfg, &err);
-    ok(rc == 0 && cfg->ds.scheduler.type == SG_SCHED_WARMUP_COSINE_LR &&
-           cfg->warnings.count == 0,
+    ok(rc == 0 && cfg->ds.scheduler.type == SG_SCHED_WARMUP_COSINE_LR && cfg->warnings.count == 0,
        "warmupcosine-defaults.json loads (another scheduler's key set to null is not given)");
     ok(cfg->ds.scheduler.warmup_num_steps == 1000 && cfg->ds.scheduler.warmup_min_ratio == 0 &&
            cfg->ds.scheduler.cos_min_ratio == 1e-4 && cfg->ds.scheduler.total_num_steps == 2000,
@@ -428,8 +433,9 @@ static void test_unknown_keys(void)
        "warning names zero_optimization.stage3_foo");
     ok(has_warning(&cfg->warnings, "unknown key optimizer.params.momentum_decay ignored"),
        "warning names optimizer.params.momentum_decay");
-    ok(has_warning(&cfg->warnings, "zero_optimization.stage3_max_live_paramters ignored (did you mean "
-                                   "stage3_max_live_parameters?)"),
+    ok(has_warning(&cfg->warnings,
+                   "zero_optimization.stage3_max_live_paramters ignored (did you mean "
+                   "stage3_max_live_parameters?)"),
        "a misspelt key gets a suggestion");
     ok(has_warning(&cfg->warnings, "unknown key model ignored (a stepgraph run option"),
        "a run option in a DeepSpeed config says where it belongs");
@@ -444,7 +450,7 @@ static void test_unknown_keys(void)
         n += (size_t)sprintf(text + n, ", \"junk_%03d\": %d", i, i);
     sprintf(text + n, "}");
     sg_ds_config ds;
-    sg_config_warnings w = { 0 };
+    sg_config_warnings w = {0};
     rc = sg_ds_config_parse(text, "many.json", &ds, &w, &err);
     ok(rc == 0, "200 unknown keys parse");
     is_int(w.count, SG_MAX_WARNINGS, "warnings are capped at SG_MAX_WARNINGS");
@@ -470,9 +476,8 @@ static int batch(int64_t t, int64_t m, int64_t a, int64_t dp, sg_config *cfg, sg
     return sg_config_finalize(cfg, err);
 }
 
-#define BATCH_IS(cfg, t, m, a)                                                 \
-    ((cfg)->ds.train_batch_size == (t) &&                                      \
-     (cfg)->ds.train_micro_batch_size_per_gpu == (m) &&                        \
+#define BATCH_IS(cfg, t, m, a)                                                               \
+    ((cfg)->ds.train_batch_size == (t) && (cfg)->ds.train_micro_batch_size_per_gpu == (m) && \
      (cfg)->ds.gradient_accumulation_steps == (a))
 
 static void test_batch_rule(void)
@@ -494,9 +499,10 @@ static void test_batch_rule(void)
     ok(rc == 0 && BATCH_IS(cfg, 32, 4, 4), "all three consistent (32 = 4 * 4 * 2)");
     rc = batch(32, 4, 4, 1, cfg, &err);
     ok(rc == SG_EINVAL, "all three inconsistent: error");
-    is_str(err.msg, "ds.json: train_batch_size 32 != train_micro_batch_size_per_gpu 4 * "
-                    "gradient_accumulation_steps 4 * data-parallel size 1 (DeepSpeed requires "
-                    "train_batch_size = micro batch * accumulation steps * data-parallel size)",
+    is_str(err.msg,
+           "ds.json: train_batch_size 32 != train_micro_batch_size_per_gpu 4 * "
+           "gradient_accumulation_steps 4 * data-parallel size 1 (DeepSpeed requires "
+           "train_batch_size = micro batch * accumulation steps * data-parallel size)",
            "... the message shows the three numbers and dp");
     rc = batch(0, 0, 0, 1, cfg, &err);
     ok(rc == SG_EINVAL, "none given: error");
@@ -507,8 +513,10 @@ static void test_batch_rule(void)
     like(err.msg, "gradient_accumulation_steps alone is not enough", "... says why");
     rc = batch(30, 4, 0, 1, cfg, &err);
     ok(rc == SG_EINVAL, "train 30 / micro 4: not divisible");
-    like(err.msg, "train_batch_size 30 is not a multiple of train_micro_batch_size_per_gpu 4 * "
-                  "data-parallel size 1", "... message");
+    like(err.msg,
+         "train_batch_size 30 is not a multiple of train_micro_batch_size_per_gpu 4 * "
+         "data-parallel size 1",
+         "... message");
     rc = batch(8, 4, 0, 4, cfg, &err);
     ok(rc == SG_EINVAL, "train 8 < micro 4 * dp 4: error");
     rc = batch(30, 0, 4, 1, cfg, &err);
@@ -523,7 +531,8 @@ static void test_batch_rule(void)
     /* finalize leaves the config untouched when it fails */
     batch(32, 4, 4, 1, cfg, &err);
     ok(cfg->ds.train_batch_size == 32 && cfg->run.log_interval == 0 &&
-       cfg->run.activation_checkpointing == -1, "a failed finalize changes nothing");
+           cfg->run.activation_checkpointing == -1,
+       "a failed finalize changes nothing");
 
     /* dp_size from the CLI changes the derivation */
     rc = sg_config_load(src("configs/deepspeed/zero3-offload-fp16.json"), cfg, &err);
@@ -538,11 +547,16 @@ static void test_batch_rule(void)
 
 static int code_of(const char *name)
 {
-    if (!strcmp(name, "EINVAL")) return SG_EINVAL;
-    if (!strcmp(name, "ENOTSUP")) return SG_ENOTSUP;
-    if (!strcmp(name, "ENOENT")) return SG_ENOENT;
-    if (!strcmp(name, "EIO")) return SG_EIO;
-    if (!strcmp(name, "ENOMEM")) return SG_ENOMEM;
+    if (!strcmp(name, "EINVAL"))
+        return SG_EINVAL;
+    if (!strcmp(name, "ENOTSUP"))
+        return SG_ENOTSUP;
+    if (!strcmp(name, "ENOENT"))
+        return SG_ENOENT;
+    if (!strcmp(name, "EIO"))
+        return SG_EIO;
+    if (!strcmp(name, "ENOMEM"))
+        return SG_ENOMEM;
     return 1;
 }
 
@@ -585,7 +599,8 @@ static void test_bad_configs(void)
             }
             rc = sg_config_finalize(cfg, &err);
         } else if (rc != 0) {
-            ok(memcmp(cfg, sentinel, sizeof *cfg) == 0, "%s: failed load leaves cfg untouched", file);
+            ok(memcmp(cfg, sentinel, sizeof *cfg) == 0, "%s: failed load leaves cfg untouched",
+               file);
         }
         if (!ok(rc == code_of(code), "%s: %s (got %s)", file, code, code_name(rc)))
             tap_diag("  message: %s", err.msg);
@@ -614,7 +629,8 @@ static void test_bad_configs(void)
         }
         closedir(d);
     }
-    ok(d && unlisted == 0 && njson == nlisted, "EXPECTED.tsv lists every bad config (%d files)", njson);
+    ok(d && unlisted == 0 && njson == nlisted, "EXPECTED.tsv lists every bad config (%d files)",
+       njson);
     free(cfg);
     free(sentinel);
 }
@@ -629,7 +645,7 @@ static void test_run_configs(void)
     if (!ok(rc == 0, "run-relative.json loads"))
         tap_diag("  %s", err.msg);
     ok(ends_with(cfg->ds_path, "tests/data/good-configs/minimal.json") &&
-       strcmp(cfg->ds_path, "minimal.json") != 0,
+           strcmp(cfg->ds_path, "minimal.json") != 0,
        "deepspeed_config is resolved relative to the run config's directory (%s)", cfg->ds_path);
     is_int(cfg->ds.train_micro_batch_size_per_gpu, 2, "the referenced config is read");
     is_int(cfg->run.max_length, 128, "run option max_length");
@@ -700,8 +716,10 @@ static void test_strict_inputs(void)
        "--set e=[1, {}]: an array");
     int rc = sg_json_set_dotted(o, "train_batch_size=01", &err);
     ok(rc == SG_EINVAL, "--set train_batch_size=01: refused, not read as 1");
-    like(err.msg, "--set train_batch_size=01: invalid JSON at line 1, column 1: number '01' has a "
-                  "leading zero", "... naming the assignment, line and column");
+    like(err.msg,
+         "--set train_batch_size=01: invalid JSON at line 1, column 1: number '01' has a "
+         "leading zero",
+         "... naming the assignment, line and column");
     like(err.msg, "needs JSON quotes", "... and how to write a string");
     rc = sg_json_set_dotted(o, "gradient_clipping=2.", &err);
     ok(rc == SG_EINVAL && strstr(err.msg, "number '2.' has no digits after '.'"),
@@ -825,7 +843,8 @@ static void test_option_set(void)
     sg_run_options before = run;
     rc = sg_run_option_set(&run, "max_length", "abc", &err);
     ok(rc == SG_EINVAL, "max_length abc: error");
-    is_str(err.msg, "--max_length: expected an integer, got \"abc\"", "... names the flag and value");
+    is_str(err.msg, "--max_length: expected an integer, got \"abc\"",
+           "... names the flag and value");
     rc = sg_run_option_set(&run, "max-length", "0", &err);
     ok(rc == SG_EINVAL, "max-length 0: error");
     is_str(err.msg, "--max-length: 0 is out of range (expected 0 < max_length <= 16777216)",
@@ -862,7 +881,8 @@ static void test_option_set(void)
     ok(rc == SG_EINVAL, "unknown option: error");
     is_str(err.msg, "unknown option --foo", "... names it");
     rc = sg_run_option_set(&run, "max_lenght", "1", &err);
-    like(err.msg, "unknown option --max_lenght (did you mean --max_length?)", "... with a suggestion");
+    like(err.msg, "unknown option --max_lenght (did you mean --max_length?)",
+         "... with a suggestion");
     ok(memcmp(&run, &before, sizeof run) == 0, "failed sets change nothing");
 }
 
@@ -930,8 +950,8 @@ static void test_batch_tile(void)
         int cuda;
         int64_t want;
     } rows[] = {
-        {8, 1, 2, 0, 4}, {8, 1, 3, 0, 3}, {8, 1, 16, 0, 1}, {8, 2, 4, 0, 4},
-        {2, 4, 2, 0, 0}, {8, 1, 1, 0, 0}, {1, 1, 8, 0, 0}, {8, 1, 2, 1, 0}, {5, 1, 2, 0, 3},
+        {8, 1, 2, 0, 4}, {8, 1, 3, 0, 3}, {8, 1, 16, 0, 1}, {8, 2, 4, 0, 4}, {2, 4, 2, 0, 0},
+        {8, 1, 1, 0, 0}, {1, 1, 8, 0, 0}, {8, 1, 2, 1, 0},  {5, 1, 2, 0, 3},
     };
     int good = 1;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -940,8 +960,8 @@ static void test_batch_tile(void)
         int64_t got = sg_step_auto_batch_tile(cfg, rows[i].W, rows[i].cuda);
         if (got != rows[i].want) {
             tap_diag("B %lld A %lld workers %lld cuda %d: tile %lld, expected %lld",
-                     (long long)rows[i].B, (long long)rows[i].A, (long long)rows[i].W,
-                     rows[i].cuda, (long long)got, (long long)rows[i].want);
+                     (long long)rows[i].B, (long long)rows[i].A, (long long)rows[i].W, rows[i].cuda,
+                     (long long)got, (long long)rows[i].want);
             good = 0;
         }
     }
@@ -1013,12 +1033,14 @@ static void test_files(void)
 
     /* sg_ds_config_parse on text */
     sg_ds_config ds;
-    sg_config_warnings w = { 0 };
-    rc = sg_ds_config_parse("{\n  \"zero_optimization\": {\"stage\": 2},\n  \"fp16\": {\"enabled\": tru}\n}",
-                            "inline.json", &ds, &w, &err);
+    sg_config_warnings w = {0};
+    rc = sg_ds_config_parse(
+        "{\n  \"zero_optimization\": {\"stage\": 2},\n  \"fp16\": {\"enabled\": tru}\n}",
+        "inline.json", &ds, &w, &err);
     ok(rc == SG_EINVAL, "bad JSON text: error");
     like(err.msg, "inline.json: invalid JSON at line 3", "... with origin and line number");
-    rc = sg_ds_config_parse("{\"zero_optimization\": {\"stage\": 2, \"stage3_bar\": 1}}", "t.json", &ds, &w, &err);
+    rc = sg_ds_config_parse("{\"zero_optimization\": {\"stage\": 2, \"stage3_bar\": 1}}", "t.json",
+                            &ds, &w, &err);
     ok(rc == 0 && ds.zero.stage == 2, "sg_ds_config_parse reads text");
     ok(w.count == 1 && strstr(w.msg[0], "t.json: unknown key zero_optimization.stage3_bar ignored"),
        "... and appends warnings");
@@ -1028,7 +1050,8 @@ static void test_files(void)
     rc = sg_ds_config_parse("{\"zero_optimization\": {\"stage\": 9}}", "t.json", &ds, &w, &err);
     ok(rc == SG_EINVAL && memcmp(&ds, &keep, sizeof ds) == 0, "a failed parse leaves ds untouched");
     rc = sg_ds_config_parse("\"just a string\"", "t.json", &ds, &w, &err);
-    like(err.msg, "t.json: expected a JSON object at the top level, got a string", "top level string");
+    like(err.msg, "t.json: expected a JSON object at the top level, got a string",
+         "top level string");
     rc = sg_ds_config_parse("{\"train_batch_size\": 4}\0{}", "t.json", &ds, &w, &err);
     ok(rc == 0, "text stops at its NUL");
     free(cfg);
@@ -1050,8 +1073,9 @@ static void test_auto(void)
     sg_error err;
     /* loading leaves "auto" pending with the default in the field */
     int rc = sg_config_load(src("tests/data/good-configs/batch-auto.json"), cfg, &err);
-    ok(rc == 0 && cfg->ds.auto_pending == (SG_AUTO_BIT(SG_AUTO_TRAIN_BATCH) |
-                                           SG_AUTO_BIT(SG_AUTO_MICRO_BATCH)) &&
+    ok(rc == 0 &&
+           cfg->ds.auto_pending ==
+               (SG_AUTO_BIT(SG_AUTO_TRAIN_BATCH) | SG_AUTO_BIT(SG_AUTO_MICRO_BATCH)) &&
            cfg->ds.train_batch_size == 0 && cfg->ds.train_micro_batch_size_per_gpu == 0,
        "batch-auto.json loads with its two \"auto\" keys pending");
     /* finalize fills them: micro = the Trainer's default 8, train = dp x 8 x 1 */
@@ -1114,7 +1138,8 @@ static void test_auto(void)
            strstr(err.msg, "--adam_beta2: 1 is out of range"),
        "--adam_beta2 1 is out of range (%s)", err.msg);
     ok(sg_run_option_set(&run, "learning_rate", "fast", &err) == SG_EINVAL &&
-           strstr(err.msg, "expected a number, got \"fast\""), "--learning_rate fast is refused");
+           strstr(err.msg, "expected a number, got \"fast\""),
+       "--learning_rate fast is refused");
     ok(sg_run_option_set(&run, "per_device_train_batch_size", "0", &err) == SG_EINVAL,
        "--per_device_train_batch_size 0 is refused");
     ok(sg_run_options_check(&run, "x", &err) == SG_OK, "check: options not given pass");

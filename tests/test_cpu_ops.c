@@ -37,15 +37,12 @@
 #include "tests/tap.h"
 #include "tests/test_util.h"
 
-
 #define TOL 1e-5
 #define MAX_CASES 32
 
 static char g_root[4096]; /* the temporary directory */
 
 /* ---- random numbers (splitmix64, fixed seed) ------------------------------------ */
-
-
 
 static float *randn(size_t n, float scale)
 {
@@ -156,8 +153,8 @@ static tcase *new_case(const char *op, const char *name, void (*check)(tcase *),
                        "B %zu\nT %zu\nHq %zu\nHkv %zu\nD %zu\nW %zu\nH %zu\nN %zu\nC %zu\n"
                        "V %zu\nF %zu\nin %zu\nout %zu\nbias %zu\neps %.17g\ntheta %.17g\n"
                        "dloss %.17g\n",
-                       c->B, c->T, c->Hq, c->Hkv, c->D, c->W, c->Hq, c->N, c->C, c->V, c->F,
-                       c->in, c->out, c->bias, c->eps, c->theta, c->dloss);
+                       c->B, c->T, c->Hq, c->Hkv, c->D, c->W, c->Hq, c->N, c->C, c->V, c->F, c->in,
+                       c->out, c->bias, c->eps, c->theta, c->dloss);
     put_raw(c, "args.txt", args, (size_t)len);
     return c;
 }
@@ -177,10 +174,9 @@ static void add_arg(const tcase *c, const char *key, double value)
 
 /* ok() if ||got - want|| <= tol ||want|| (norm-wise, in double); prints the
  * relative error and the largest absolute error with its index. */
-static int cmp_f32(const float *got, const float *want, size_t n, double tol, const char *fmt,
-                   ...) __attribute__((format(printf, 5, 6)));
-static int cmp_f32(const float *got, const float *want, size_t n, double tol, const char *fmt,
-                   ...)
+static int cmp_f32(const float *got, const float *want, size_t n, double tol, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int cmp_f32(const float *got, const float *want, size_t n, double tol, const char *fmt, ...)
 {
     char what[256];
     va_list ap;
@@ -206,8 +202,8 @@ static int cmp_f32(const float *got, const float *want, size_t n, double tol, co
     int good = rel <= tol; /* false for NaN */
     ok(good, "%s: rel err %.2e, max abs err %.2e", what, rel, maxabs);
     if (!good)
-        tap_diag("  at [%zu]: got %.9g, want %.9g (norm of want %.3g)", imax, got[imax],
-                 want[imax], sqrt(den));
+        tap_diag("  at [%zu]: got %.9g, want %.9g (norm of want %.3g)", imax, got[imax], want[imax],
+                 sqrt(den));
     return good;
 }
 
@@ -232,11 +228,11 @@ static double rel_diff(const float *a, const float *b, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-#define FREE(...)                                                                      \
-    do {                                                                               \
-        void *ps_[] = {__VA_ARGS__};                                                   \
-        for (size_t i_ = 0; i_ < sizeof ps_ / sizeof ps_[0]; i_++)                     \
-            free(ps_[i_]);                                                             \
+#define FREE(...)                                                  \
+    do {                                                           \
+        void *ps_[] = {__VA_ARGS__};                               \
+        for (size_t i_ = 0; i_ < sizeof ps_ / sizeof ps_[0]; i_++) \
+            free(ps_[i_]);                                         \
     } while (0)
 
 /* ---- embedding ------------------------------------------------------------------ */
@@ -269,16 +265,15 @@ static void check_embedding(tcase *c)
     int rc3 = sg_embedding_forward(out, tok, table, N, V, C);
     tok[N / 2] = saved;
     ok(rc1 == SG_EINVAL && rc2 == SG_EINVAL && rc3 == SG_EINVAL &&
-           !memcmp(before, out, N * C * sizeof *out) &&
-           !memcmp(dt_before, dt, V * C * sizeof *dt),
+           !memcmp(before, out, N * C * sizeof *out) && !memcmp(dt_before, dt, V * C * sizeof *dt),
        "%s: ids V and -1 give SG_EINVAL and write nothing", c->name);
     FREE(tok, table, dout, dt0, want_out, want_dt, out, dt, want, before, dt_before);
 }
 
 static void prep_embedding(void)
 {
-    tcase *c = new_case("embedding", "embedding", check_embedding,
-                        (tcase){.N = 37, .V = 50, .C = 24});
+    tcase *c =
+        new_case("embedding", "embedding", check_embedding, (tcase){.N = 37, .V = 50, .C = 24});
     int32_t tok[37];
     for (size_t n = 0; n < c->N; n++)
         tok[n] = (int32_t)(rng_u64() % c->V);
@@ -310,8 +305,8 @@ static void check_rmsnorm(tcase *c)
         return;
     }
     float *out = nans(N * C), *rstd = nans(N), *dx = nans(N * C), *dw = dup_f32(dw0, C);
-    is_int(sg_rmsnorm_forward(out, rstd, x, w, N, C, (float)c->eps), 0,
-           "%s: forward returns 0", c->name);
+    is_int(sg_rmsnorm_forward(out, rstd, x, w, N, C, (float)c->eps), 0, "%s: forward returns 0",
+           c->name);
     cmp_f32(out, want_out, N * C, TOL, "%s: out (rows of %zu)", c->name, C);
     if (!qk)
         cmp_f32(rstd, want_rstd, N, TOL, "%s: rstd", c->name);
@@ -340,8 +335,8 @@ static void prep_rmsnorm_data(tcase *c, size_t N, size_t C)
 
 static void prep_rmsnorm(void)
 {
-    tcase *c = new_case("rmsnorm", "rmsnorm", check_rmsnorm,
-                        (tcase){.N = 34, .C = 64, .eps = 1e-5});
+    tcase *c =
+        new_case("rmsnorm", "rmsnorm", check_rmsnorm, (tcase){.N = 34, .C = 64, .eps = 1e-5});
     prep_rmsnorm_data(c, c->N, c->C);
     /* Qwen3 QK-norm: the same kernel over rows of head_dim, weight (D). */
     c = new_case("qknorm", "qknorm", check_rmsnorm,
@@ -388,14 +383,13 @@ static void check_rope_table_yarn(tcase *c)
     float *want_cos = get_f32(c, "cos", n), *want_sin = get_f32(c, "sin", n);
     float *cs = nans(n), *sn = nans(n);
     const double att = 0.1 * log(32.0) + 1.0;
-    int rc = sg_rope_table_yarn(c->T, c->D, c->theta, 32.0, 32.0, 1.0, 4096.0, truncate, att,
-                                cs, sn);
+    int rc =
+        sg_rope_table_yarn(c->T, c->D, c->theta, 32.0, 32.0, 1.0, 4096.0, truncate, att, cs, sn);
     is_int(rc, 0, "%s: returns 0", c->name);
     cmp_f32(cs, want_cos, n, 1e-6, "%s: cos (T=%zu, D=%zu)", c->name, c->T, c->D);
     cmp_f32(sn, want_sin, n, 1e-6, "%s: sin", c->name);
     float dummy[2];
-    ok(sg_rope_table_yarn(4, 8, 1e4, 32.0, 32.0, 1.0, 4096.0, 0, 0.0, dummy, dummy) ==
-           SG_EINVAL,
+    ok(sg_rope_table_yarn(4, 8, 1e4, 32.0, 32.0, 1.0, 4096.0, 0, 0.0, dummy, dummy) == SG_EINVAL,
        "%s: an attention factor of 0 gives SG_EINVAL", c->name);
     FREE(want_cos, want_sin, cs, sn);
 }
@@ -443,8 +437,8 @@ static void check_rope(tcase *c)
     float *cs = alloc_f32(T * D / 2), *sn = alloc_f32(T * D / 2);
     sg_rope_table(T, D, c->theta, cs, sn);
     float *qo = nans(nq), *ko = dup_f32(k, nk), *dq = nans(nq), *dk = dup_f32(dko, nk);
-    int rc = sg_rope_forward(qo, q, cs, sn, B, T, Hq, D) |
-             sg_rope_forward(ko, ko, cs, sn, B, T, Hkv, D);
+    int rc =
+        sg_rope_forward(qo, q, cs, sn, B, T, Hq, D) | sg_rope_forward(ko, ko, cs, sn, B, T, Hkv, D);
     is_int(rc, 0, "%s: forward returns 0", c->name);
     cmp_f32(qo, want_q, nq, TOL, "%s: q out (D=%zu)", c->name, D);
     cmp_f32(ko, want_k, nk, TOL, "%s: k out, in place", c->name);
@@ -501,8 +495,7 @@ static void check_attention(tcase *c)
     is_int(sg_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, Hq, Hkv, D, W), 0,
            "%s: backward returns 0", c->name);
     cmp_f32(dq, want_dq, nq, TOL, "%s: dq", c->name);
-    cmp_f32(dk, want_dk, nk, TOL, "%s: dk (sum over the %zu heads of a group)", c->name,
-            Hq / Hkv);
+    cmp_f32(dk, want_dk, nk, TOL, "%s: dk (sum over the %zu heads of a group)", c->name, Hq / Hkv);
     cmp_f32(dv, want_dv, nk, TOL, "%s: dv", c->name);
 
     if (W > 0 && W < T) {
@@ -542,7 +535,8 @@ static void check_attention(tcase *c)
         /* dk is scale * (dP - delta) q with dP = delta only up to rounding */
         ok(e_out <= 1e-6 && e_dv <= 1e-5 && e_zero <= 1e-5,
            "%s: window 1 gives out = v, dv = group sum of dout, dq = dk = 0 "
-           "(max errs %.1e %.1e %.1e)", c->name, e_out, e_dv, e_zero);
+           "(max errs %.1e %.1e %.1e)",
+           c->name, e_out, e_dv, e_zero);
         FREE(o1, l1, dq1, dk1, dv1);
     }
     FREE(q, k, v, dout, want_out, want_lse, want_dq, want_dk, want_dv, out, lse, dq, dk, dv);
@@ -727,7 +721,7 @@ static void prep_cross_entropy(void)
         tg[n] = (int32_t)(rng_u64() % V);
     tg[3] = -1, tg[20] = -1, tg[10] = -100; /* ignored: llm.c's -1, Hugging Face's -100 */
     for (size_t v = 0; v < V; v++)
-        logits[7 * V + v] += 60.0f; /* a shifted row: exp would overflow without the max */
+        logits[7 * V + v] += 60.0f;        /* a shifted row: exp would overflow without the max */
     logits[8 * V + (size_t)tg[8]] = 80.0f; /* a near-certain prediction */
     tg[9] = (int32_t)V - 1;
     put_f32(c, "logits", logits, N * V);
@@ -788,8 +782,8 @@ static void check_cast(tcase *c)
         }
     }
     ok(bad == 0 && bad_nan == 0,
-       "%s: fp32 -> bf16, %d values = torch (%zu differ; %zu NaN, %zu not kept)", c->name,
-       NX32, bad, nnan, bad_nan);
+       "%s: fp32 -> bf16, %d values = torch (%zu differ; %zu NaN, %zu not kept)", c->name, NX32,
+       bad, nnan, bad_nan);
     sg_cast_f32_to_f16(h, xf, NX32);
     bad = 0, bad_nan = 0;
     for (size_t i = 0; i < NX32; i++) {
@@ -801,8 +795,8 @@ static void check_cast(tcase *c)
         }
     }
     ok(bad == 0 && bad_nan == 0,
-       "%s: fp32 -> fp16, %d values = numpy (%zu differ; %zu NaN not kept)", c->name, NX32,
-       bad, bad_nan);
+       "%s: fp32 -> fp16, %d values = numpy (%zu differ; %zu NaN not kept)", c->name, NX32, bad,
+       bad_nan);
 
     /* Round trips of every 16-bit value through fp32. */
     size_t bad_bf = 0, bad_h = 0;
@@ -857,8 +851,8 @@ static void check_cast(tcase *c)
         }
         ok(bad_len == 0 && bad_payload == 0,
            "%s: %s array casts = the one-value functions at lengths 0-40, offsets 0-3, on "
-           "every NaN and every 16-bit pattern (%zu, %zu differ)", c->name,
-           half ? "fp16" : "bf16", bad_len, bad_payload);
+           "every NaN and every 16-bit pattern (%zu, %zu differ)",
+           c->name, half ? "fp16" : "bf16", bad_len, bad_payload);
     }
     FREE(all16, x32, w_bf_f32, w_h_f32, w_f32_bf, w_f32_h, f, h, xf);
 }
@@ -876,7 +870,7 @@ static void prep_cast(void)
     static const uint32_t edges[] = {
         0x00000000, 0x80000000, 0x7f800000, 0xff800000, /* zeros, infinities */
         0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fffffff, 0x7fa00000, /* NaNs */
-        0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0x7f7f7fff, /* bf16 overflow and its edge */
+        0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0x7f7f7fff,             /* bf16 overflow and its edge */
         0x00000001, 0x00800000, 0x007fffff, 0x00008000, 0x00018000, /* fp32 subnormals */
         0x477fe000, 0x477fefff, 0x477ff000, 0x477ff001, 0x47800000, /* fp16 max, overflow */
         0x38800000, 0x387fffff, 0x387fe000, 0x387ff000, /* fp16 smallest normal and below */
@@ -890,9 +884,7 @@ static void prep_cast(void)
     for (; i < NX32; i++) {
         uint32_t r = (uint32_t)rng_u64();
         switch (i % 4) {
-        case 0: /* any bit pattern */
-            x[i] = r;
-            break;
+        case 0: /* any bit pattern */ x[i] = r; break;
         case 1: /* within (and around) the fp16 range: biased exponents 98 .. 145 */
             x[i] = (r & 0x807fffffu) | ((98u + (uint32_t)(rng_u64() % 48)) << 23);
             break;
@@ -986,9 +978,10 @@ static void check_grad_partials_sum(void)
             size_t bad = 0;
             for (size_t i = 0; i < n; i++)
                 bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
-            ok(rc == 0 && bad == 0, "grad_partials_sum, %d partial(s)%s, %zu values: the "
-               "element loop's bits (%zu differ)", np, accumulate ? ", accumulated" : "", n,
-               bad);
+            ok(rc == 0 && bad == 0,
+               "grad_partials_sum, %d partial(s)%s, %zu values: the "
+               "element loop's bits (%zu differ)",
+               np, accumulate ? ", accumulated" : "", n, bad);
         }
     const size_t at[3] = {0, 1500, n - 1};
     int order_ok = 1;
@@ -1001,15 +994,16 @@ static void check_grad_partials_sum(void)
     sg_grad_partials_sum(got, (const float *const *)parts, 3, n, 1);
     for (int k = 0; k < 3; k++)
         order_ok &= got[at[k]] == 6.0f;
-    ok(order_ok, "grad_partials_sum adds in the partials' order at the first, a middle and the "
-       "last position (6 expected: %g %g %g)", got[at[0]], got[at[1]], got[at[2]]);
+    ok(order_ok,
+       "grad_partials_sum adds in the partials' order at the first, a middle and the "
+       "last position (6 expected: %g %g %g)",
+       got[at[0]], got[at[1]], got[at[2]]);
     for (int t = 0; t < 4; t++)
         free(parts[t]);
     FREE(out, got, want);
 }
 
 /* ---- running the reference -------------------------------------------------------- */
-
 
 int main(int argc, char **main_argv)
 {

@@ -66,21 +66,18 @@ typedef struct acase {
 } acase;
 
 static const acase CASES[] = {
-    {SG_F32, 2, 37, 4, 2, 64, 0, 0},   // GQA 2:1, D = 64
-    {SG_F32, 2, 70, 4, 1, 80, 0, 0},   // GQA 4:1 (MQA), D = 80 (bound 96)
-    {SG_F32, 2, 37, 2, 2, 8, 3, 0},    // MHA, window 3
-    {SG_F32, 2, 70, 4, 2, 128, 3, 0},  // window 3, D = 128
-    {SG_F32, 2, 37, 4, 2, 8, 40, 0},   // window >= T: full attention
-    {SG_F32, 1, 37, 2, 1, 256, 0, 0},  // D = 256
-    {SG_F32, 2, 150, 2, 1, 8, 40, 0},  // window across several tiles
-    {SG_F32, 1, 1, 1, 1, 8, 0, 0},     // a single position
-    {SG_F32, 2, 130, 8, 2, 32, 0, 0},  // GQA 4:1 with 2 kv heads, 3 query tiles
-    {SG_BF16, 2, 70, 4, 2, 64, 0, 0},
-    {SG_BF16, 2, 37, 4, 1, 128, 3, 0},
-    {SG_BF16, 1, 37, 2, 2, 256, 0, 0},
-    {SG_BF16, 2, 37, 4, 2, 80, 5, 0},
-    {SG_BF16, 2, 130, 4, 2, 64, 17, 0},
-    {SG_F16, 2, 37, 4, 2, 80, 5, 0},
+    {SG_F32, 2, 37, 4, 2, 64, 0, 0},  // GQA 2:1, D = 64
+    {SG_F32, 2, 70, 4, 1, 80, 0, 0},  // GQA 4:1 (MQA), D = 80 (bound 96)
+    {SG_F32, 2, 37, 2, 2, 8, 3, 0},   // MHA, window 3
+    {SG_F32, 2, 70, 4, 2, 128, 3, 0}, // window 3, D = 128
+    {SG_F32, 2, 37, 4, 2, 8, 40, 0},  // window >= T: full attention
+    {SG_F32, 1, 37, 2, 1, 256, 0, 0}, // D = 256
+    {SG_F32, 2, 150, 2, 1, 8, 40, 0}, // window across several tiles
+    {SG_F32, 1, 1, 1, 1, 8, 0, 0},    // a single position
+    {SG_F32, 2, 130, 8, 2, 32, 0, 0}, // GQA 4:1 with 2 kv heads, 3 query tiles
+    {SG_BF16, 2, 70, 4, 2, 64, 0, 0},   {SG_BF16, 2, 37, 4, 1, 128, 3, 0},
+    {SG_BF16, 1, 37, 2, 2, 256, 0, 0},  {SG_BF16, 2, 37, 4, 2, 80, 5, 0},
+    {SG_BF16, 2, 130, 4, 2, 64, 17, 0}, {SG_F16, 2, 37, 4, 2, 80, 5, 0},
 };
 #define NCASES (sizeof CASES / sizeof CASES[0])
 #define CHECKS_PER_CASE 8
@@ -219,8 +216,9 @@ static void cmp(const float *got, const float *want, size_t n, double tol, const
         }
         scale = fmax(scale, fabs(want[i]));
     }
-    if (!ok(bad == 0 && err <= tol * fmax(scale, 1.0), "%s: %s (max err %.2e = %.2e of max|ref| %.3g)",
-            name, what, err, scale > 0 ? err / scale : err, scale)) {
+    if (!ok(bad == 0 && err <= tol * fmax(scale, 1.0),
+            "%s: %s (max err %.2e = %.2e of max|ref| %.3g)", name, what, err,
+            scale > 0 ? err / scale : err, scale)) {
         tap_diag("  %zu non-finite; worst at %zu: got %.9g, expected %.9g (tol %g)", bad, worst,
                  got[worst], want[worst], tol);
     }
@@ -259,9 +257,9 @@ static void cmp_mag(const float *got, const float *want, const double *mag, size
  *   m_out (B, T, Hq, D) = sum_j P_ij |v_j|        m_dq = s sum_j |dS_ij| |k_j|
  *   m_dv (B, T, Hkv, D) = sum_(i, h of g) P_ij |dout_i|
  *   m_dk (B, T, Hkv, D) = s sum_(i, h of g) |dS_ij| |q_i|          (all zeroed first) */
-static void mags(const acase *c, const float *q, const float *k, const float *v,
-                 const float *dout, const float *out, const float *lse, double *m_out,
-                 double *m_dq, double *m_dk, double *m_dv)
+static void mags(const acase *c, const float *q, const float *k, const float *v, const float *dout,
+                 const float *out, const float *lse, double *m_out, double *m_dq, double *m_dk,
+                 double *m_dv)
 {
     const size_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D, G = Hq / Hkv;
     const size_t W = c->W >= T ? 0 : c->W;
@@ -301,8 +299,8 @@ static void mags(const acase *c, const float *q, const float *k, const float *v,
 /* The scratch bound the cuBLAS cases pass (their tile rows are explicit). */
 #define TEST_SCRATCH ((size_t)64 << 20)
 
-static int run_fwd(const sg_cu *cu, int blas, const acase *c, void *out, void *lse,
-                   const void *q, const void *k, const void *v)
+static int run_fwd(const sg_cu *cu, int blas, const acase *c, void *out, void *lse, const void *q,
+                   const void *k, const void *v)
 {
     if (blas)
         return sg_cu_attention_blas_forward(cu, c->tile, TEST_SCRATCH, out, lse, q, k, v, c->dt,
@@ -312,14 +310,13 @@ static int run_fwd(const sg_cu *cu, int blas, const acase *c, void *out, void *l
 }
 
 static int run_bwd(const sg_cu *cu, int blas, const acase *c, void *dq, void *dk, void *dv,
-                   const void *dout, const void *q, const void *k, const void *v,
-                   const void *out, const void *lse, float *work)
+                   const void *dout, const void *q, const void *k, const void *v, const void *out,
+                   const void *lse, float *work)
 {
     int rc;
     if (blas)
         rc = sg_cu_attention_blas_backward(cu, c->tile, TEST_SCRATCH, dq, dk, dv, dout, q, k, v,
-                                           out, lse, c->dt, c->B, c->T, c->Hq, c->Hkv, c->D,
-                                           c->W);
+                                           out, lse, c->dt, c->B, c->T, c->Hq, c->Hkv, c->D, c->W);
     else
         rc = sg_cu_attention_fp32_backward(cu, dq, dk, dv, dout, q, k, v, out, lse, c->dt, c->B,
                                            c->T, c->Hq, c->Hkv, c->D, c->W, work);
@@ -404,8 +401,8 @@ static void run_case(const sg_cu *cu, const acase *c, int blas)
     void *dev[] = {d_q, d_k, d_v, d_dout, d_out, d_lse, d_work, d_dq, d_dk, d_dv};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         sg_cu_free(dev[i]);
-    void *host[] = {q,  k,  v,  dout, ref_out, ref_lse, out,  lse,  ref_dq, ref_dk,
-                    ref_dv, dq, dk, dv, dk2, dv2, m_out, m_dq, m_dk, m_dv};
+    void *host[] = {q,      k,  v,  dout, ref_out, ref_lse, out,   lse,  ref_dq, ref_dk,
+                    ref_dv, dq, dk, dv,   dk2,     dv2,     m_out, m_dq, m_dk,   m_dv};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         free(host[i]);
 }
@@ -430,8 +427,7 @@ static void check_errors(const sg_cu *cu)
            "forward: dtype i32 is SG_EINVAL");
     is_int(sg_cu_attention_backward(cu, p, p, p, p, p, p, p, p, p, SG_F32, 1, 4, 2, 0, 8, 0, w),
            SG_EINVAL, "backward: Hkv = 0 is SG_EINVAL");
-    is_int(sg_cu_attention_backward(cu, p, p, p, p, p, p, p, p, p, SG_BF16, 1, 4, 2, 1, 8, 0,
-                                    NULL),
+    is_int(sg_cu_attention_backward(cu, p, p, p, p, p, p, p, p, p, SG_BF16, 1, 4, 2, 1, 8, 0, NULL),
            SG_EINVAL, "backward: no work area is SG_EINVAL");
     is_int(sg_cu_attention_backward_work_floats(2, 5, 4, 2, 8), 2 * 4 * 5 + 2 * 5 * 4 * 8,
            "work floats: Dvec (B, Hq, T) + dq accumulator (B, T, Hq, D)");
@@ -502,8 +498,8 @@ static void check_tile_rows(void)
     /* window 128: a tile's rows hold its rows + 127 keys, + 7 (the first
      * key rounded down to 8), rounded up to 8: 48 rows give 184 keys, 48 x
      * 184 x 16 x 6 = 847872 <= 1 MiB; 64 rows give 200, 1228800 > 1 MiB */
-    is_int(sg_cu_attention_blas_tile_rows(0, (size_t)1 << 20, 0, SG_BF16, 1, 4096, 16, 16, 128),
-           48, "tile rows: a window of 128 keys bounds the keys of a tile: 48");
+    is_int(sg_cu_attention_blas_tile_rows(0, (size_t)1 << 20, 0, SG_BF16, 1, 4096, 16, 16, 128), 48,
+           "tile rows: a window of 128 keys bounds the keys of a tile: 48");
     is_int(sg_cu_attention_blas_tile_rows(100, 1, 0, SG_F32, 1, 37, 2, 1, 0), 37,
            "tile rows: an explicit tile is capped at T");
     is_int(sg_cu_attention_blas_tile_rows(0, 1, 0, SG_F32, 1, 4096, 2, 1, 0), 16,
@@ -511,16 +507,15 @@ static void check_tile_rows(void)
 }
 
 /* The bits of out and dq of one run through the dispatcher (env as set). */
-static int dispatch_bits(const sg_cu *cu, const acase *c, void **dev, void *out_bits,
-                         void *dq_bits)
+static int dispatch_bits(const sg_cu *cu, const acase *c, void **dev, void *out_bits, void *dq_bits)
 {
     const size_t es = dt_size(c->dt), nq = c->B * c->T * c->Hq * c->D;
-    int rc = sg_cu_attention_forward(cu, dev[4], dev[5], dev[0], dev[1], dev[2], c->dt, c->B,
-                                     c->T, c->Hq, c->Hkv, c->D, c->W);
+    int rc = sg_cu_attention_forward(cu, dev[4], dev[5], dev[0], dev[1], dev[2], c->dt, c->B, c->T,
+                                     c->Hq, c->Hkv, c->D, c->W);
     if (!rc)
         rc = sg_cu_attention_backward(cu, dev[6], dev[7], dev[8], dev[3], dev[0], dev[1], dev[2],
-                                      dev[4], dev[5], c->dt, c->B, c->T, c->Hq, c->Hkv, c->D,
-                                      c->W, dev[9]);
+                                      dev[4], dev[5], c->dt, c->B, c->T, c->Hq, c->Hkv, c->D, c->W,
+                                      dev[9]);
     if (!rc)
         rc = sg_cu_sync(cu);
     if (!rc &&
@@ -535,10 +530,10 @@ static void check_dispatch(const sg_cu *cu)
     const size_t nq = c.B * c.T * c.Hq * c.D, nk = c.B * c.T * c.Hkv * c.D, es = 2;
     float *x = randn(nq), *y = randn(nq);
     void *dev[10];
-    dev[0] = dev_put(x, nq, c.dt);      // q
-    dev[1] = dev_put(x + 5, nk, c.dt);  // k
-    dev[2] = dev_put(y + 3, nk, c.dt);  // v
-    dev[3] = dev_put(y, nq, c.dt);      // dout
+    dev[0] = dev_put(x, nq, c.dt);     // q
+    dev[1] = dev_put(x + 5, nk, c.dt); // k
+    dev[2] = dev_put(y + 3, nk, c.dt); // v
+    dev[3] = dev_put(y, nq, c.dt);     // dout
     dev[4] = dev_nan(nq * es), dev[5] = dev_nan(c.B * c.Hq * c.T * es);
     dev[6] = dev_nan(nq * es), dev[7] = dev_nan(nk * es), dev[8] = dev_nan(nk * es);
     dev[9] = dev_nan(sg_cu_attention_backward_work_floats(c.B, c.T, c.Hq, c.Hkv, c.D) * 4);
@@ -552,14 +547,14 @@ static void check_dispatch(const sg_cu *cu)
     int rc = dispatch_bits(cu, &c, dev, b_env, b_envdq);
     unsetenv(SCRATCH_ENV);
     // the same route called directly, with the tile rows 1 MiB gives
-    const size_t rows = sg_cu_attention_blas_tile_rows(0, (size_t)1 << 20, 1, c.dt, c.B, c.T,
-                                                       c.Hq, c.Hkv, c.W);
+    const size_t rows =
+        sg_cu_attention_blas_tile_rows(0, (size_t)1 << 20, 1, c.dt, c.B, c.T, c.Hq, c.Hkv, c.W);
     if (!rc)
         rc = sg_cu_attention_blas_forward(cu, 0, (size_t)1 << 20, dev[4], dev[5], dev[0], dev[1],
                                           dev[2], c.dt, c.B, c.T, c.Hq, c.Hkv, c.D, c.W) ||
-             sg_cu_attention_blas_backward(cu, 0, (size_t)1 << 20, dev[6], dev[7], dev[8],
-                                           dev[3], dev[0], dev[1], dev[2], dev[4], dev[5], c.dt,
-                                           c.B, c.T, c.Hq, c.Hkv, c.D, c.W) ||
+             sg_cu_attention_blas_backward(cu, 0, (size_t)1 << 20, dev[6], dev[7], dev[8], dev[3],
+                                           dev[0], dev[1], dev[2], dev[4], dev[5], c.dt, c.B, c.T,
+                                           c.Hq, c.Hkv, c.D, c.W) ||
              sg_cu_sync(cu) || sg_cu_to_host(b_blas, dev[4], bytes) ||
              sg_cu_to_host(b_blasdq, dev[6], bytes);
     ok(rc == 0 && rows < c.T && !memcmp(b_env, b_blas, bytes) && !memcmp(b_envdq, b_blasdq, bytes),
@@ -573,20 +568,18 @@ static void check_dispatch(const sg_cu *cu)
     rc = dispatch_bits(cu, &c, dev, b_env, b_envdq);
     ok(rc == 0 && !memcmp(b_env, b_fp32, bytes), "dispatch: " IMPL_ENV "=fp32 is the fp32 route");
     setenv(IMPL_ENV, "cudnn", 1);
-    is_int(sg_cu_attention_forward(cu, dev[4], dev[5], dev[0], dev[1], dev[2], c.dt, c.B, c.T,
-                                   c.Hq, c.Hkv, c.D, c.W),
+    is_int(sg_cu_attention_forward(cu, dev[4], dev[5], dev[0], dev[1], dev[2], c.dt, c.B, c.T, c.Hq,
+                                   c.Hkv, c.D, c.W),
            SG_EINVAL, "dispatch: forward with " IMPL_ENV "=cudnn is SG_EINVAL");
     is_int(sg_cu_attention_backward(cu, dev[6], dev[7], dev[8], dev[3], dev[0], dev[1], dev[2],
-                                    dev[4], dev[5], c.dt, c.B, c.T, c.Hq, c.Hkv, c.D, c.W,
-                                    dev[9]),
+                                    dev[4], dev[5], c.dt, c.B, c.T, c.Hq, c.Hkv, c.D, c.W, dev[9]),
            SG_EINVAL, "dispatch: backward likewise");
     unsetenv(IMPL_ENV);
     is_int(sg_cu_attention_blas_forward(cu, 0, 1 << 20, dev[4], dev[5], dev[0], dev[1], dev[2],
                                         c.dt, 1, 4, 3, 2, 8, 0),
            SG_EINVAL, "cuBLAS route: Hq %% Hkv != 0 is SG_EINVAL");
     is_int(sg_cu_attention_blas_backward(cu, 0, 1 << 20, dev[6], dev[7], dev[8], dev[3], dev[0],
-                                         dev[1], dev[2], dev[4], dev[5], SG_I32, 1, 4, 2, 2, 8,
-                                         0),
+                                         dev[1], dev[2], dev[4], dev[5], SG_I32, 1, 4, 2, 2, 8, 0),
            SG_EINVAL, "cuBLAS route: dtype i32 is SG_EINVAL");
     for (int i = 0; i < 10; i++)
         sg_cu_free(dev[i]);

@@ -353,11 +353,11 @@ typedef struct net {
     sg_model m;
     size_t B, T, N, H, V;
     int U, L;
-    float **params;           /* (U) flat parameters, fp32 */
+    float **params; /* (U) flat parameters, fp32 */
     size_t *nparams;
     int32_t *tokens, *targets;
-    float *x, *dy;            /* (N, H) input of layers and head, output gradient */
-    float *stats;             /* MoE: the router statistics every unit starts from */
+    float *x, *dy; /* (N, H) input of layers and head, output gradient */
+    float *stats;  /* MoE: the router statistics every unit starts from */
     size_t nstats;
     sg_rope_cache rope;
 } net;
@@ -559,9 +559,9 @@ static sg_cu_unit_io dev_io(const net *n, int u, const dev *d, void *y, void *sa
 
 static void dev_free(dev *d)
 {
-    void *all[] = {d->params, d->embed, d->x,      d->dy,      d->y,       d->saved,
-                   d->scratch, d->dx,   d->grads,  d->dembed,  d->tokens,  d->targets,
-                   d->loss,   d->cos_tab, d->sin_tab, d->scale, d->stats};
+    void *all[] = {d->params,  d->embed,   d->x,       d->dy,     d->y,      d->saved,
+                   d->scratch, d->dx,      d->grads,   d->dembed, d->tokens, d->targets,
+                   d->loss,    d->cos_tab, d->sin_tab, d->scale,  d->stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             sg_cu_free(all[i]);
@@ -717,8 +717,7 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
         worst w = {0, ""};
         size_t covered = 0;
         for (int i = 0; i < nr; i++) {
-            worst_add(&w, rel_err(gs + reg[i].off, r.saved + reg[i].off, reg[i].len),
-                      reg[i].name);
+            worst_add(&w, rel_err(gs + reg[i].off, r.saved + reg[i].off, reg[i].len), reg[i].name);
             covered += reg[i].len;
         }
         check_err(dt, 0, w.err, "%s: saved activations (%zu elements, worst region %s)", tag,
@@ -756,8 +755,7 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
         check_err(dt, 1, rel_err(g, r.dembed1, VH), "%s: tied head's embedding gradient", tag);
         free(g);
     }
-    ok(guard_intact(d.scratch, d.scratch_bytes), "%s: backward writes nothing past scratch",
-       tag);
+    ok(guard_intact(d.scratch, d.scratch_bytes), "%s: backward writes nothing past scratch", tag);
 
     /* a second backward accumulates; dx is written again */
     if (dx)
@@ -779,8 +777,7 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
     }
     if (dx) {
         float *dx2 = dev_download(dx, NH, dt);
-        check_err(dt, 1, rel_err(dx2, r.dx, NH), "%s: dx of the second backward (written)",
-                  tag);
+        check_err(dt, 1, rel_err(dx2, r.dx, NH), "%s: dx of the second backward (written)", tag);
         free(dx2);
     }
 
@@ -837,8 +834,8 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
         dev_fill(d.grads, 0, np * d.es);
         dev_fill(dx, 0xFF, NH * d.es);
         io = dev_io(n, u, &d, NULL, d.saved);
-        rc = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &io, NULL, 0.5f, d.scale, dx,
-                                 d.grads, de);
+        rc = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &io, NULL, 0.5f, d.scale, dx, d.grads,
+                                 de);
         src = sg_cu_sync(cu);
         float *dx3 = dev_download(dx, NH, dt);
         /* 0.5 * 3 = 1.5: the reference's dx (dloss 1) times 1.5 */
@@ -859,8 +856,8 @@ static void run_unit(const net *n, int u, sg_dtype dt, const inputs *in, const s
         io.moe_stats = NULL; /* MoE: no load-balancing term, the loss is the cross-entropy's */
         rc = sg_cu_unit_forward(cu, &n->m, u, n->B, n->T, &io);
         dev_fill(dx, 0xFF, NH * d.es);
-        int rc2 = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &io, NULL, 1.0f, NULL, dx,
-                                      d.grads, de);
+        int rc2 =
+            sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &io, NULL, 1.0f, NULL, dx, d.grads, de);
         src = sg_cu_sync(cu);
         float loss0 = NAN;
         to_host(&loss0, d.loss, sizeof loss0);
@@ -913,13 +910,13 @@ static void check_errors(const net *n, const sg_cu *cu)
            "%s: layer forward without rotary tables: SG_EINVAL", n->label);
     io = dev_io(n, 1, &d, d.y, d.saved);
     io.dt = SG_I32;
-    is_int(sg_cu_unit_forward(cu, &n->m, 1, B, T, &io), SG_EINVAL,
-           "%s: dtype int32: SG_EINVAL", n->label);
+    is_int(sg_cu_unit_forward(cu, &n->m, 1, B, T, &io), SG_EINVAL, "%s: dtype int32: SG_EINVAL",
+           n->label);
     io = dev_io(n, 1, &d, d.y, d.saved);
     is_int(sg_cu_unit_forward(cu, &n->m, n->U, B, T, &io), SG_EINVAL,
            "%s: unit L+2 does not exist: SG_EINVAL", n->label);
-    is_int(sg_cu_unit_forward(NULL, &n->m, 1, B, T, &io), SG_EINVAL,
-           "%s: no sg_cu: SG_EINVAL", n->label);
+    is_int(sg_cu_unit_forward(NULL, &n->m, 1, B, T, &io), SG_EINVAL, "%s: no sg_cu: SG_EINVAL",
+           n->label);
     is_int(sg_cu_unit_forward(cu, &n->m, 1, 0, T, &io), SG_EINVAL, "%s: B = 0: SG_EINVAL",
            n->label);
     is_int(sg_cu_unit_backward(cu, &n->m, 1, B, T, &io, d.dx, 1.0f, NULL, d.dx, d.grads, NULL),
@@ -948,8 +945,8 @@ static void check_errors(const net *n, const sg_cu *cu)
                "%s: tied head without the embedding table: SG_EINVAL", n->label);
         io = dev_io(n, n->U - 1, &d, NULL, d.saved);
         io.embed = d.params; /* any buffer: the call must refuse before using it */
-        is_int(sg_cu_unit_backward(cu, &n->m, n->U - 1, B, T, &io, NULL, 1.0f, NULL, d.dx,
-                                   d.grads, NULL),
+        is_int(sg_cu_unit_backward(cu, &n->m, n->U - 1, B, T, &io, NULL, 1.0f, NULL, d.dx, d.grads,
+                                   NULL),
                SG_EINVAL, "%s: tied head backward without dembed: SG_EINVAL", n->label);
     }
     is_int(sg_cu_sync(cu), 0, "%s: the refused calls queued nothing that failed", n->label);
@@ -979,9 +976,15 @@ static void check_moe_split(const net *n, sg_dtype dt, const inputs *in, const s
         float *scratch = zeros(sg_unit_scratch_floats(&n->m, u, n->B, n->T) + 1);
         float *saved = zeros(ns), *stats = dup_f32(n->stats, n->nstats);
         float *dx = zeros(NH), *g = zeros(np);
-        sg_unit_io io = {.params = in->params[u], .x = in->x, .saved = saved,
-                         .scratch = scratch, .rope = &n->rope, .moe_stats = stats,
-                         .moe_split = 1, .moe_dn2 = dn2r, .moe_dtopw = dtopw};
+        sg_unit_io io = {.params = in->params[u],
+                         .x = in->x,
+                         .saved = saved,
+                         .scratch = scratch,
+                         .rope = &n->rope,
+                         .moe_stats = stats,
+                         .moe_split = 1,
+                         .moe_dn2 = dn2r,
+                         .moe_dtopw = dtopw};
         int rc = sg_unit_forward(&n->m, u, n->B, n->T, &io);
         rc |= sg_unit_backward(&n->m, u, n->B, n->T, &io, in->dy, 1.0f, dx, g, NULL);
         if (!ok(rc == 0, "%s: CPU reference ran", tag))
@@ -1016,11 +1019,11 @@ static void check_moe_split(const net *n, sg_dtype dt, const inputs *in, const s
         gio.moe_dn2 = ddn2;
         gio.moe_dtopw = ddtopw;
         rc = sg_cu_unit_forward(cu, &n->m, u, n->B, n->T, &gio);
-        int rc2 = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &gio, ddy, 1.0f, NULL, ddx, dg,
-                                      NULL);
+        int rc2 =
+            sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &gio, ddy, 1.0f, NULL, ddx, dg, NULL);
         int src = sg_cu_sync(cu);
-        if (ok(rc == 0 && rc2 == 0 && src == 0, "%s: forward and backward ran (rc %d %d %d)",
-               tag, rc, rc2, src)) {
+        if (ok(rc == 0 && rc2 == 0 && src == 0, "%s: forward and backward ran (rc %d %d %d)", tag,
+               rc, rc2, src)) {
             float *gs = dev_download(dsaved, ns, dt), *gst = xmalloc(n->nstats * sizeof *gst);
             to_host(gst, dstats, n->nstats * sizeof *gst);
             saved_region reg[24];
@@ -1060,15 +1063,20 @@ static void check_moe_groups(const net *n, sg_dtype dt, const inputs *in, const 
     const int G = sg_moe_groups(&n->m);
     for (int u = 1; u <= n->L; u++) {
         char tag[96];
-        snprintf(tag, sizeof tag, "%s %s unit %d (layer, %d expert groups on the GPU)",
-                 n->label, sg_dtype_name(dt), u, G);
+        snprintf(tag, sizeof tag, "%s %s unit %d (layer, %d expert groups on the GPU)", n->label,
+                 sg_dtype_name(dt), u, G);
         const size_t ns = sg_unit_saved_floats(&n->m, u, n->B, n->T), np = n->nparams[u];
         /* CPU: the whole layer */
         float *scratch = zeros(sg_unit_scratch_floats(&n->m, u, n->B, n->T) + 1);
         float *saved = zeros(ns), *stats = dup_f32(n->stats, n->nstats);
         float *y = zeros(NH), *dx = zeros(NH), *g = zeros(np);
-        sg_unit_io io = {.params = in->params[u], .x = in->x, .y = y, .saved = saved,
-                         .scratch = scratch, .rope = &n->rope, .moe_stats = stats};
+        sg_unit_io io = {.params = in->params[u],
+                         .x = in->x,
+                         .y = y,
+                         .saved = saved,
+                         .scratch = scratch,
+                         .rope = &n->rope,
+                         .moe_stats = stats};
         int rc = sg_unit_forward(&n->m, u, n->B, n->T, &io);
         rc |= sg_unit_backward(&n->m, u, n->B, n->T, &io, in->dy, 1.0f, dx, g, NULL);
         if (!ok(rc == 0, "%s: CPU reference ran", tag))
@@ -1116,8 +1124,7 @@ static void check_moe_groups(const net *n, sg_dtype dt, const inputs *in, const 
             gio.moe_dtopw = ddtopw;
             int r = sg_cu_unit_forward(cu, &n->m, u, n->B, n->T, &gio);
             for (int i = 0; r == 0 && i < G; i++) {
-                sg_cu_moe_group_io q = {dt, dp, dsaved, acts[groups[i]], grads[groups[i]],
-                                        gscr};
+                sg_cu_moe_group_io q = {dt, dp, dsaved, acts[groups[i]], grads[groups[i]], gscr};
                 r = sg_cu_moe_group_forward(cu, &n->m, u, groups[i], n->B, n->T, &q);
             }
             if (r == 0) {
@@ -1128,16 +1135,15 @@ static void check_moe_groups(const net *n, sg_dtype dt, const inputs *in, const 
                                       gscr);
             }
             for (int i = 0; r == 0 && i < G; i++) {
-                sg_cu_moe_group_io q = {dt, dp, dsaved, acts[groups[i]], grads[groups[i]],
-                                        gscr};
+                sg_cu_moe_group_io q = {dt, dp, dsaved, acts[groups[i]], grads[groups[i]], gscr};
                 r = sg_cu_moe_group_backward(cu, &n->m, u, groups[i], n->B, n->T, &q, ddy);
             }
             const float *gg[SG_MOE_MAX_GROUPS];
             for (int i = 0; i < G; i++)
                 gg[i] = grads[groups[i]];
             if (r == 0)
-                r = sg_cu_moe_gather_backward(cu, &n->m, u, n->B, n->T, dt, dsaved, gg, groups,
-                                              G, dn2, ddtopw, gscr);
+                r = sg_cu_moe_gather_backward(cu, &n->m, u, n->B, n->T, dt, dsaved, gg, groups, G,
+                                              dn2, ddtopw, gscr);
             if (r == 0)
                 r = sg_cu_unit_backward(cu, &n->m, u, n->B, n->T, &gio, ddy, 1.0f, NULL, ddx, dg,
                                         NULL);
@@ -1156,8 +1162,8 @@ static void check_moe_groups(const net *n, sg_dtype dt, const inputs *in, const 
                           tag, wg.what);
                 free(gy), free(gdx), free(gp);
             }
-            void *all[] = {dp, dxin, ddy, dsaved, dyo, ddx, dg, dn2, dscr, gscr, dstats, ddtopw,
-                           dcos, dsin};
+            void *all[] = {dp,  dxin, ddy,  dsaved, dyo,    ddx,  dg,
+                           dn2, dscr, gscr, dstats, ddtopw, dcos, dsin};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                 sg_cu_free(all[i]);
             for (int i = 0; i < G; i++) {
@@ -1181,11 +1187,10 @@ static void check_sizes(const net *n)
         size_t saved = sg_unit_saved_floats(&n->m, u, B, T);
         size_t extra = u <= n->L ? N * F : 0; /* silu(gate) * up */
         ok(f32 >= (saved + extra) * 4 && bf >= (saved + extra) * 2 && bf < f32,
-           "%s unit %d: scratch holds saved in dt (f32 %zu B, bf16 %zu B)", n->label, u, f32,
-           bf);
+           "%s unit %d: scratch holds saved in dt (f32 %zu B, bf16 %zu B)", n->label, u, f32, bf);
     }
-    is_int(sg_cu_unit_scratch_bytes(&n->m, n->U, B, T, SG_F32), 0,
-           "%s: unit L+2: no scratch", n->label);
+    is_int(sg_cu_unit_scratch_bytes(&n->m, n->U, B, T, SG_F32), 0, "%s: unit L+2: no scratch",
+           n->label);
 }
 
 /* tiny-moe's layers run on the GPU now (cu-moe above); without buffers they
@@ -1204,8 +1209,7 @@ static void check_refused(const sg_cu *cu)
     is_int(rc, SG_EINVAL, "a tiny-moe layer forward without buffers: SG_EINVAL");
     rc = sg_cu_unit_backward(cu, &moe, 1, 2, 8, &io, NULL, 1.0f, NULL, NULL, NULL, NULL);
     is_int(rc, SG_EINVAL, "a tiny-moe layer backward without buffers: SG_EINVAL");
-    ok(sg_cu_unit_scratch_bytes(&moe, 1, 2, 8, SG_BF16) >=
-           sg_unit_saved_floats(&moe, 1, 2, 8) * 2,
+    ok(sg_cu_unit_scratch_bytes(&moe, 1, 2, 8, SG_BF16) >= sg_unit_saved_floats(&moe, 1, 2, 8) * 2,
        "tiny-moe layer: the scratch holds its saved activations in bf16");
 }
 
@@ -1220,8 +1224,8 @@ int main(int argc, char **argv)
 #endif
     if (sg_cu_device_count() == 0)
         return tap_plan_skip_all("no CUDA device");
-    tap_diag("CUDA path: %s", sg_cu_is_emulated() ? "emulated on the CPU (SG_CUDA_EMU)"
-                                                  : "a real GPU");
+    tap_diag("CUDA path: %s",
+             sg_cu_is_emulated() ? "emulated on the CPU (SG_CUDA_EMU)" : "a real GPU");
     sg_cu cu;
     if (sg_cu_open(&cu)) {
         printf("Bail out! sg_cu_open: %s\n", sg_cu_last_error());
@@ -1230,10 +1234,9 @@ int main(int argc, char **argv)
 
     const struct {
         const char *label, *json;
-    } cases[] = {{"cu-llama", LLAMA_JSON},   {"cu-qwen3", QWEN3_JSON},
-                 {"cu-window", WINDOW_JSON}, {"cu-moe", MOE_JSON},
-                 {"cu-gpt-oss", GPT_OSS_JSON}, {"cu-phi3", PHI3_JSON},
-                 {"cu-qwen2", QWEN2_JSON},   {"cu-mixtral", MIXTRAL_JSON}};
+    } cases[] = {{"cu-llama", LLAMA_JSON}, {"cu-qwen3", QWEN3_JSON},     {"cu-window", WINDOW_JSON},
+                 {"cu-moe", MOE_JSON},     {"cu-gpt-oss", GPT_OSS_JSON}, {"cu-phi3", PHI3_JSON},
+                 {"cu-qwen2", QWEN2_JSON}, {"cu-mixtral", MIXTRAL_JSON}};
     const sg_dtype dts[] = {SG_F32, SG_BF16};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         net n;
@@ -1279,8 +1282,9 @@ int main(int argc, char **argv)
     }
     check_refused(&cu);
     tap_diag("worst relative errors: f32 %.2e (tol %.0e); bf16 forward %.2e (tol %.0e), "
-             "gradients %.2e (tol %.0e)", g_worst_f32, TOL_F32, g_worst_bf16_fwd, TOL_BF16_FWD,
-             g_worst_bf16_grad, TOL_BF16_GRAD);
+             "gradients %.2e (tol %.0e)",
+             g_worst_f32, TOL_F32, g_worst_bf16_fwd, TOL_BF16_FWD, g_worst_bf16_grad,
+             TOL_BF16_GRAD);
     sg_cu_close(&cu);
     return tap_done();
 }

@@ -75,11 +75,11 @@ static float *filled(size_t n, float v)
     return p;
 }
 
-#define FREE(...)                                                                      \
-    do {                                                                               \
-        void *ps_[] = {__VA_ARGS__};                                                   \
-        for (size_t i_ = 0; i_ < sizeof ps_ / sizeof ps_[0]; i_++)                     \
-            free(ps_[i_]);                                                             \
+#define FREE(...)                                                  \
+    do {                                                           \
+        void *ps_[] = {__VA_ARGS__};                               \
+        for (size_t i_ = 0; i_ < sizeof ps_ / sizeof ps_[0]; i_++) \
+            free(ps_[i_]);                                         \
     } while (0)
 
 /* ---- 16-bit storage ---------------------------------------------------------------- */
@@ -193,14 +193,14 @@ static void get_raw(void *h, const void *d, size_t bytes)
 
 static int g_calls, g_calls_bad;
 
-#define CALL(expr)                                                                     \
-    do {                                                                               \
-        int rc_ = (expr);                                                              \
-        g_calls++;                                                                     \
-        if (rc_ != SG_OK) {                                                            \
-            g_calls_bad++;                                                             \
-            tap_diag("  %s:%d: %s returned %d", __FILE__, __LINE__, #expr, rc_);       \
-        }                                                                              \
+#define CALL(expr)                                                               \
+    do {                                                                         \
+        int rc_ = (expr);                                                        \
+        g_calls++;                                                               \
+        if (rc_ != SG_OK) {                                                      \
+            g_calls_bad++;                                                       \
+            tap_diag("  %s:%d: %s returned %d", __FILE__, __LINE__, #expr, rc_); \
+        }                                                                        \
     } while (0)
 
 static void calls_ok(const char *section)
@@ -294,18 +294,22 @@ static void test_cast(void)
 {
     const size_t n = 1031;
     static const float edges[] = {
-        INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f, 1.0f, -1.0f,
-        65504.0f, 65519.0f, 65520.0f, -65536.0f, 3.0e38f, -3.4e38f, // f16 max, overflow
-        6.0e-8f, 3.0e-8f, 2.9e-8f, 1.0e-5f, 6.1e-5f,               // f16 subnormals
-        1.0e-40f, -1.0e-45f, 1.17549435e-38f,                        // f32 subnormals
-        1.00390625f, 1.01171875f, 1.0009765625f, 1.00146484375f,     // bf16 / f16 ties
-        3.14159265f, -2.71828183f, 0.1f,
+        INFINITY,       -INFINITY,    NAN,
+        -NAN,           0.0f,         -0.0f,
+        1.0f,           -1.0f,        65504.0f,
+        65519.0f,       65520.0f,     -65536.0f,
+        3.0e38f,        -3.4e38f, // f16 max, overflow
+        6.0e-8f,        3.0e-8f,      2.9e-8f,
+        1.0e-5f,        6.1e-5f,                       // f16 subnormals
+        1.0e-40f,       -1.0e-45f,    1.17549435e-38f, // f32 subnormals
+        1.00390625f,    1.01171875f,  1.0009765625f,
+        1.00146484375f, // bf16 / f16 ties
+        3.14159265f,    -2.71828183f, 0.1f,
     };
     const size_t ne = sizeof edges / sizeof *edges;
     float *x = alloc_f32(n);
     for (size_t i = 0; i < n; i++)
-        x[i] = i < ne ? edges[i]
-                      : rng_normal() * (float)pow(10.0, 12.0 * rng_unit() - 6.0);
+        x[i] = i < ne ? edges[i] : rng_normal() * (float)pow(10.0, 12.0 * rng_unit() - 6.0);
     sg_dtype all[3] = {SG_F32, SG_BF16, SG_F16};
     for (int a = 0; a < 3; a++) {
         sg_dtype in_dt = all[a];
@@ -351,8 +355,10 @@ static void test_cast(void)
                     bad += !same;
                 }
             }
-            ok(bad == 0, "cast %s -> %s: %zu values as the CPU casts (RNE), %zu NaN stay NaN "
-               "(%zu differ)", sg_dtype_name(in_dt), sg_dtype_name(out_dt), n, nans, bad);
+            ok(bad == 0,
+               "cast %s -> %s: %zu values as the CPU casts (RNE), %zu NaN stay NaN "
+               "(%zu differ)",
+               sg_dtype_name(in_dt), sg_dtype_name(out_dt), n, nans, bad);
             free(hout);
         }
         FREE(hin, xin);
@@ -417,8 +423,10 @@ static void test_grad_sum(void)
                 size_t bad = 0;
                 for (size_t i = 0; i < n; i++)
                     bad += memcmp(&got[i], &want[i], sizeof got[i]) != 0;
-                ok(bad == 0, "grad_sum %s, %d partial(s)%s: the CPU kernel's bits (%zu of %zu "
-                   "differ)", sg_dtype_name(dt), np, accumulate ? ", accumulated" : "", bad, n);
+                ok(bad == 0,
+                   "grad_sum %s, %d partial(s)%s: the CPU kernel's bits (%zu of %zu "
+                   "differ)",
+                   sg_dtype_name(dt), np, accumulate ? ", accumulated" : "", bad, n);
                 for (int t = 0; t < np; t++)
                     free(parts[t]);
                 FREE(out, want, got);
@@ -433,7 +441,8 @@ static void test_grad_sum(void)
     int crc = sg_grad_partials_sum(five, hp, 3, 1, 1);
     ok(crc == SG_OK && five[0] == 5.0f && g5[0] == 5.0f,
        "grad_sum adds the partials in the order given, then into the gradient: "
-       "CPU %g, GPU %g (5 expected)", five[0], g5[0]);
+       "CPU %g, GPU %g (5 expected)",
+       five[0], g5[0]);
     free(g5);
     calls_ok("grad_sum");
     dev_free_all();
@@ -475,8 +484,10 @@ static void test_embedding(void)
             void *dy = put(sentinel, N * C, dt);
             CALL(sg_cu_embedding_forward(&g_cu, dy, dtok, dtab, dt, N, V, C));
             float *got = get(dy, N * C, dt);
-            ok(same_bits(got, want, N * C), "embedding N=%zu V=%zu C=%zu [%s]: forward = rows "
-               "of the table, bit-exact", N, V, C, sg_dtype_name(dt));
+            ok(same_bits(got, want, N * C),
+               "embedding N=%zu V=%zu C=%zu [%s]: forward = rows "
+               "of the table, bit-exact",
+               N, V, C, sg_dtype_name(dt));
             /* ids -1 and V: their rows are left alone, the others written */
             put_into(dy, sentinel, N * C, dt);
             CALL(sg_cu_embedding_forward(&g_cu, dy, dbad, dtab, dt, N, V, C));
@@ -484,8 +495,8 @@ static void test_embedding(void)
             got = get(dy, N * C, dt);
             for (size_t c = 0; c < C; c++)
                 want[2 * C + c] = want[4 * C + c] = 7.0f;
-            ok(same_bits(got, want, N * C), "embedding N=%zu [%s]: ids -1 and V are skipped",
-               N, sg_dtype_name(dt));
+            ok(same_bits(got, want, N * C), "embedding N=%zu [%s]: ids -1 and V are skipped", N,
+               sg_dtype_name(dt));
 
             /* backward with the same bad ids: the CPU reference without them */
             size_t Nc = 0;
@@ -557,8 +568,8 @@ static void test_rmsnorm(void)
             void *dy2 = dev_alloc(NC * dt_size(dt));
             CALL(sg_cu_rmsnorm_forward(&g_cu, dy2, NULL, dx_in, dw_in, dt, N, C, eps));
             float *got2 = get(dy2, NC, dt);
-            ok(same_bits(got, got2, NC), "rmsnorm N=%zu C=%zu [%s]: rstd = NULL, same out", N,
-               C, sg_dtype_name(dt));
+            ok(same_bits(got, got2, NC), "rmsnorm N=%zu C=%zu [%s]: rstd = NULL, same out", N, C,
+               sg_dtype_name(dt));
 
             /* backward from the rstd the GPU saved (in dt) */
             float *want_dx = alloc_f32(NC), *want_dw = dup_f32(dw0, C);
@@ -570,8 +581,8 @@ static void test_rmsnorm(void)
             CALL(sg_cu_rmsnorm_backward(&g_cu, ddx, ddw, ddy, dx_in, dw_in, dr, dt, N, C, work));
             float *got_dx = get(ddx, NC, dt), *got_dw = get(ddw, C, dt);
             check_vals(got_dx, want_dx, NULL, NC, dt, 1.0, "rmsnorm N=%zu C=%zu: dx", N, C);
-            check_vals(got_dw, want_dw, NULL, C, dt, 1.0, "rmsnorm N=%zu C=%zu: dw accumulates",
-                       N, C);
+            check_vals(got_dw, want_dw, NULL, C, dt, 1.0, "rmsnorm N=%zu C=%zu: dw accumulates", N,
+                       C);
             /* again: the same dw bits (no float atomics); dw = NULL: same dx */
             put_into(ddw, dw0, C, dt);
             put_into(ddx, nans, NC, dt);
@@ -583,7 +594,8 @@ static void test_rmsnorm(void)
             ok(same_bits(again, got_dw, C) && same_bits(again_dx, got_dx, NC) &&
                    same_bits(nodw_dx, got_dx, NC),
                "rmsnorm N=%zu C=%zu [%s]: repeated backward gives the same bits; dw = NULL "
-               "gives the same dx", N, C, sg_dtype_name(dt));
+               "gives the same dx",
+               N, C, sg_dtype_name(dt));
             FREE(x, w, dout, dw0, want, want_r, got, got_r, got2, want_dx, want_dw, nans, got_dx,
                  got_dw, again, again_dx, nodw_dx);
             dev_free_all();
@@ -617,8 +629,8 @@ static void test_rope(void)
             CALL(sg_cu_rope_forward(&g_cu, dy, dx, dcs, dsn, dt, B, T, H, D));
             CALL(sg_cu_rope_backward(&g_cu, ddx, ddy, dcs, dsn, dt, B, T, H, D));
             float *got = get(dy, n, dt), *got_dx = get(ddx, n, dt);
-            check_vals(got, want, NULL, n, dt, 1.0, "rope B=%zu T=%zu H=%zu D=%zu: forward", B,
-                       T, H, D);
+            check_vals(got, want, NULL, n, dt, 1.0, "rope B=%zu T=%zu H=%zu D=%zu: forward", B, T,
+                       H, D);
             check_vals(got_dx, want_dx, NULL, n, dt, 1.0, "rope D=%zu: backward", D);
             /* in place: out = x, dx = dout */
             CALL(sg_cu_rope_forward(&g_cu, dx, dx, dcs, dsn, dt, B, T, H, D));
@@ -685,14 +697,14 @@ static void test_cross_entropy(void)
             for (size_t n = 0; n < N; n++)
                 tg[n] = (int32_t)(rng_u64() % V);
             for (size_t v = 0; v < V; v++)
-                logits[1 * V + v] += 60.0f; // exp would overflow without the max
+                logits[1 * V + v] += 60.0f;        // exp would overflow without the max
             logits[3 * V + (size_t)tg[3]] = 80.0f; // a near-certain prediction
             logits[0] = -INFINITY;                 // a masked logit: exp gives 0
             tg[0] = (int32_t)V - 1;
-            tg[2] = -1;          // ignored (llm.c)
-            tg[4] = (int32_t)V;  // out of range: ignored by the GPU, never read
+            tg[2] = -1;         // ignored (llm.c)
+            tg[4] = (int32_t)V; // out of range: ignored by the GPU, never read
             if (N > 10)
-                tg[10] = -100;   // ignored (Hugging Face)
+                tg[10] = -100; // ignored (Hugging Face)
             for (size_t n = 0; n < N; n++) {
                 tg_c[n] = tg[n] >= (int32_t)V ? -1 : tg[n]; // the CPU refuses >= V
                 ign[n] = n == 1 ? (int32_t)V : -1;
@@ -711,30 +723,30 @@ static void test_cross_entropy(void)
             float loss;
             get_raw(&loss, dloss_g, sizeof loss);
             float *lse = get(dlse, N, dt);
-            is_close(loss, want_loss, F32_TOL, "cross_entropy N=%zu V=%zu [%s]: mean loss %.6f "
-                     "over %lld targets", N, V, sg_dtype_name(dt), (double)loss, (long long)count);
+            is_close(loss, want_loss, F32_TOL,
+                     "cross_entropy N=%zu V=%zu [%s]: mean loss %.6f "
+                     "over %lld targets",
+                     N, V, sg_dtype_name(dt), (double)loss, (long long)count);
             check_vals(lse, want_lse, NULL, N, dt, 1.0, "cross_entropy N=%zu V=%zu: lse", N, V);
 
             /* backward from the lse the GPU saved (in dt) */
             float *want_dl = alloc_f32(NV), *want_dl2 = alloc_f32(NV);
             CALL(sg_cross_entropy_backward(want_dl, logits, lse, tg_c, N, V, dloss, count));
-            CALL(sg_cross_entropy_backward(want_dl2, logits, lse, tg_c, N, V, dloss * scale,
-                                           count));
+            CALL(
+                sg_cross_entropy_backward(want_dl2, logits, lse, tg_c, N, V, dloss * scale, count));
             float *nans = filled(NV, NAN);
             void *ddl = put(nans, NV, dt);
             CALL(sg_cu_cross_entropy_backward(&g_cu, ddl, dl, dlse, dtg, dt, N, V, dloss, NULL,
                                               work));
             float *got = get(ddl, NV, dt);
-            check_vals(got, want_dl, NULL, NV, dt, 1.0, "cross_entropy N=%zu V=%zu: dlogits",
-                       N, V);
+            check_vals(got, want_dl, NULL, NV, dt, 1.0, "cross_entropy N=%zu V=%zu: dlogits", N, V);
             /* in place, times the loss scale */
             void *dl2 = put(logits, NV, dt);
-            CALL(sg_cu_cross_entropy_backward(&g_cu, dl2, dl2, dlse, dtg, dt, N, V, dloss,
-                                              dscale, work));
+            CALL(sg_cu_cross_entropy_backward(&g_cu, dl2, dl2, dlse, dtg, dt, N, V, dloss, dscale,
+                                              work));
             float *got2 = get(dl2, NV, dt);
             check_vals(got2, want_dl2, NULL, NV, dt, 1.0,
-                       "cross_entropy N=%zu V=%zu: in place, dloss_scale %g", N, V,
-                       (double)scale);
+                       "cross_entropy N=%zu V=%zu: in place, dloss_scale %g", N, V, (double)scale);
 
             /* the pieces the chunked head calls (rows + mean, weight + backward_rows)
              * over chunks of 3 rows: the same bits as the whole calls */
@@ -764,23 +776,25 @@ static void test_cross_entropy(void)
                        memcmp(lse2, lse, N * sizeof *lse) == 0 &&
                        memcmp(got3, got, NV * sizeof *got) == 0,
                    "cross_entropy N=%zu V=%zu [%s]: in chunks of 3 rows (rows, mean, weight, "
-                   "backward_rows): loss, lse and dlogits bit-identical", N, V,
-                   sg_dtype_name(dt));
+                   "backward_rows): loss, lse and dlogits bit-identical",
+                   N, V, sg_dtype_name(dt));
                 FREE(lse2, got3);
             }
 
             /* every target ignored (-1, and one V): loss 0, zero gradient */
             put_into(ddl, nans, NV, dt);
             CALL(sg_cu_cross_entropy_forward(&g_cu, dloss_g, NULL, dl, dign, dt, N, V, work));
-            CALL(sg_cu_cross_entropy_backward(&g_cu, ddl, dl, dlse, dign, dt, N, V, dloss,
-                                              dscale, work));
+            CALL(sg_cu_cross_entropy_backward(&g_cu, ddl, dl, dlse, dign, dt, N, V, dloss, dscale,
+                                              work));
             get_raw(&loss, dloss_g, sizeof loss);
             float *zero = get(ddl, NV, dt);
             size_t nonzero = 0;
             for (size_t i = 0; i < NV; i++)
                 nonzero += zero[i] != 0.0f;
-            ok(loss == 0.0f && nonzero == 0, "cross_entropy N=%zu V=%zu [%s]: all ignored: "
-               "loss 0 (%g), dlogits 0 (%zu not)", N, V, sg_dtype_name(dt), (double)loss, nonzero);
+            ok(loss == 0.0f && nonzero == 0,
+               "cross_entropy N=%zu V=%zu [%s]: all ignored: "
+               "loss 0 (%g), dlogits 0 (%zu not)",
+               N, V, sg_dtype_name(dt), (double)loss, nonzero);
             FREE(logits, tg, tg_c, ign, want_lse, lse, want_dl, want_dl2, nans, got, got2, zero);
             dev_free_all();
         }
@@ -977,12 +991,12 @@ static void test_adam(void)
                 int finite = 1;
                 for (size_t i = 0; i < n; i++)
                     finite &= isfinite(gp[i]) && isfinite(gm[i]) && isfinite(gv[i]);
-                int good = finite && (g_emulated ? same
-                                                 : ep <= ADAM_TOL && em <= ADAM_TOL &&
-                                                       ev <= ADAM_TOL);
-                ok(good, "adam %s, n=%zu, g %s, %d steps: p, m, v as the scalar CPU step "
-                   "(rel err %.1e %.1e %.1e; bit-identical: %s)", c->name, n, sg_dtype_name(dt),
-                   steps, ep, em, ev, same ? "yes" : "no");
+                int good = finite &&
+                           (g_emulated ? same : ep <= ADAM_TOL && em <= ADAM_TOL && ev <= ADAM_TOL);
+                ok(good,
+                   "adam %s, n=%zu, g %s, %d steps: p, m, v as the scalar CPU step "
+                   "(rel err %.1e %.1e %.1e; bit-identical: %s)",
+                   c->name, n, sg_dtype_name(dt), steps, ep, em, ev, same ? "yes" : "no");
 
                 /* overflow flag set: nothing changes */
                 int32_t one = 1;
@@ -1027,11 +1041,15 @@ static void test_lion_adagrad(void)
     ada_l2.skip_nonfinite = 1;
     const adam_case cases[] = {
         {"Lion, loss scale 1024, clipped", lion, 1, {5.0f, 1.0f / 1024.0f}, 1.0, 1024.0f, 0},
-        {"Lion wd 0.1, skip_nonfinite, loss scale 8", lion_wd, 1, {3.0f, 0.125f}, 10.0, 8.0f,
-         1},
+        {"Lion wd 0.1, skip_nonfinite, loss scale 8", lion_wd, 1, {3.0f, 0.125f}, 10.0, 8.0f, 1},
         {"Adagrad, no norm", ada, 0, {0.0f, 0.0f}, 0.0, 1.0f, 0},
-        {"Adagrad L2 0.01, lr_decay 0.5, skip_nonfinite, clipped", ada_l2, 1,
-         {5.0f, 1.0f / 1024.0f}, 1.0, 1024.0f, 1},
+        {"Adagrad L2 0.01, lr_decay 0.5, skip_nonfinite, clipped",
+         ada_l2,
+         1,
+         {5.0f, 1.0f / 1024.0f},
+         1.0,
+         1024.0f,
+         1},
     };
     const size_t sizes[] = {7, 1000};
     const int steps = 3;
@@ -1086,10 +1104,11 @@ static void test_lion_adagrad(void)
                 }
                 int good = finite && untouched && moved >= n / 2 &&
                            (g_emulated ? same : ep <= ADAM_TOL && emo <= ADAM_TOL);
-                ok(good, "%s, n=%zu, g %s, %d steps: p, %s as the scalar CPU step, %s "
-                   "untouched (rel err %.1e %.1e; bit-identical: %s)", c->name, n,
-                   sg_dtype_name(dt), steps, is_lion ? "m" : "v", is_lion ? "v" : "m", ep,
-                   emo, same ? "yes" : "no");
+                ok(good,
+                   "%s, n=%zu, g %s, %d steps: p, %s as the scalar CPU step, %s "
+                   "untouched (rel err %.1e %.1e; bit-identical: %s)",
+                   c->name, n, sg_dtype_name(dt), steps, is_lion ? "m" : "v", is_lion ? "v" : "m",
+                   ep, emo, same ? "yes" : "no");
 
                 int32_t one = 1;
                 put_raw_into(dov, &one, sizeof one);
@@ -1141,23 +1160,24 @@ static void test_errors(void)
     ok(nbad == 0, "errors: a non-float dtype gives SG_EINVAL (%d of %d calls do not)", nbad, i);
 
     i = 0;
-    r[i++] = sg_cu_rmsnorm_forward(&g_cu, b, b, b, b, SG_F32, 2, 0, 1e-5f);   // C = 0
-    r[i++] = sg_cu_rmsnorm_forward(&g_cu, b, b, b, b, SG_F32, 2, 4, -1.0f);   // eps < 0
+    r[i++] = sg_cu_rmsnorm_forward(&g_cu, b, b, b, b, SG_F32, 2, 0, 1e-5f);       // C = 0
+    r[i++] = sg_cu_rmsnorm_forward(&g_cu, b, b, b, b, SG_F32, 2, 4, -1.0f);       // eps < 0
     r[i++] = sg_cu_rmsnorm_backward(&g_cu, b, b, b, b, b, b, SG_F32, 2, 4, NULL); // no work
-    r[i++] = sg_cu_rope_forward(&g_cu, b, b, b, b, SG_F32, 1, 2, 1, 5);       // odd D
-    r[i++] = sg_cu_cross_entropy_forward(&g_cu, b, b, b, ib, SG_F32, 2, 0, b); // V = 0
+    r[i++] = sg_cu_rope_forward(&g_cu, b, b, b, b, SG_F32, 1, 2, 1, 5);           // odd D
+    r[i++] = sg_cu_cross_entropy_forward(&g_cu, b, b, b, ib, SG_F32, 2, 0, b);    // V = 0
     r[i++] = sg_cu_cross_entropy_backward(&g_cu, b, b, b, ib, SG_F32, 2, 4, 1.0f, NULL, NULL);
-    r[i++] = sg_cu_embedding_forward(&g_cu, b, ib, b, SG_F32, 2, 0, 4);      // V = 0
+    r[i++] = sg_cu_embedding_forward(&g_cu, b, ib, b, SG_F32, 2, 0, 4);               // V = 0
     r[i++] = sg_cu_adam_step(&g_cu, &prm, 0, b, b, SG_F32, b, b, 4, NULL, NULL, 0.0); // t = 0
     prm.beta1 = 1.0f;
     r[i++] = sg_cu_adam_step(&g_cu, &prm, 1, b, b, SG_F32, b, b, 4, NULL, NULL, 0.0);
     prm.beta1 = 0.9f;
-    r[i++] = sg_cu_grad_sum(&g_cu, b, SG_F32, parts, 0, 4, 0);                   // no partial
+    r[i++] = sg_cu_grad_sum(&g_cu, b, SG_F32, parts, 0, 4, 0);                      // no partial
     r[i++] = sg_cu_grad_sum(&g_cu, b, SG_F32, parts, SG_CU_GRAD_SUM_MAX + 1, 4, 0); // too many
     nbad = 0;
     for (int j = 0; j < i; j++)
         nbad += r[j] != SG_EINVAL;
-    ok(nbad == 0, "errors: C = 0, eps < 0, dw without work, odd D, V = 0, no work, t = 0, "
+    ok(nbad == 0,
+       "errors: C = 0, eps < 0, dw without work, odd D, V = 0, no work, t = 0, "
        "beta1 = 1, grad_sum of 0 or too many partials give SG_EINVAL (%d of %d calls do not)",
        nbad, i);
 
@@ -1169,14 +1189,13 @@ static void test_errors(void)
     r[i++] = sg_cu_embedding_forward(&g_cu, NULL, NULL, NULL, SG_F32, 0, 4, 4);
     r[i++] = sg_cu_embedding_backward(&g_cu, NULL, NULL, NULL, SG_F32, 0, 4, 4);
     r[i++] = sg_cu_rmsnorm_forward(&g_cu, NULL, NULL, NULL, NULL, SG_F32, 0, 4, 1e-5f);
-    r[i++] = sg_cu_rmsnorm_backward(&g_cu, NULL, NULL, NULL, NULL, NULL, NULL, SG_F32, 0, 4,
-                                    NULL);
+    r[i++] = sg_cu_rmsnorm_backward(&g_cu, NULL, NULL, NULL, NULL, NULL, NULL, SG_F32, 0, 4, NULL);
     r[i++] = sg_cu_rope_forward(&g_cu, NULL, NULL, NULL, NULL, SG_F32, 0, 2, 1, 4);
     r[i++] = sg_cu_rope_backward(&g_cu, NULL, NULL, NULL, NULL, SG_F32, 1, 0, 1, 4);
     r[i++] = sg_cu_swiglu_forward(&g_cu, NULL, NULL, NULL, SG_F32, 0, 4);
     r[i++] = sg_cu_swiglu_backward(&g_cu, NULL, NULL, NULL, NULL, NULL, SG_F32, 3, 0);
-    r[i++] = sg_cu_cross_entropy_backward(&g_cu, NULL, NULL, NULL, NULL, SG_F32, 0, 4, 1.0f,
-                                          NULL, NULL);
+    r[i++] =
+        sg_cu_cross_entropy_backward(&g_cu, NULL, NULL, NULL, NULL, SG_F32, 0, 4, 1.0f, NULL, NULL);
     r[i++] = sg_cu_grad_norm_accumulate(&g_cu, db, ib, NULL, SG_F32, 0);
     r[i++] = sg_cu_adam_step(&g_cu, &prm, 1, NULL, NULL, SG_F32, NULL, NULL, 0, NULL, NULL, 0.0);
     nbad = 0;
@@ -1201,23 +1220,23 @@ static void test_moe_errors(void)
     r[i++] = sg_cu_moe_router_forward(&g_cu, b, b, b, b, b, b, SG_F32, 4, 8, 4, 0, 1); // K = 0
     r[i++] = sg_cu_moe_router_forward(&g_cu, b, b, b, b, b, b, bad, 4, 8, 4, 2, 1);
     r[i++] = sg_cu_moe_oss_router_forward(&g_cu, b, b, b, b, b, b, NULL, SG_F32, 4, 8, 4, 2);
-    r[i++] = sg_cu_moe_router_backward(&g_cu, b, b, b, b, b, b, b, NULL, 0.0, NULL, b, b,
-                                       SG_F32, 4, 8, 4, 2, 1, NULL); // no work
-    r[i++] = sg_cu_moe_oss_router_backward(&g_cu, b, b, b, b, b, b, b, b, NULL, 0.0, NULL, b,
-                                           b, SG_F32, 4, 8, 4, 8, b); // K > E
-    r[i++] = sg_cu_moe_stats_add(&g_cu, b, b, b, 4, 0, 2);          // E = 0
-    r[i++] = sg_cu_moe_aux_loss(&g_cu, b, b, 4, 0, 4);              // L = 0
-    r[i++] = sg_cu_moe_expert_slots(&g_cu, ib, ib, b, 4, 2, 3, 1);  // e1 < e0
-    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, b, b, ib, NULL, 2, b, b, NULL, SG_F32, 8,
-                                      4, 2, b); // out without Wd
-    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, NULL, b, ib, NULL, 2, b, b, b, SG_F32, 8,
-                                      4, 0, b); // K = 0
-    r[i++] = sg_cu_moe_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, ib, NULL, 2, b, b,
-                                       b, SG_F32, 8, 4, 2, NULL); // no work
-    r[i++] = sg_cu_moe_oss_expert_forward(&g_cu, b, b, b, b, ib, NULL, 2, b, NULL, b, b,
-                                          SG_F32, 8, 4, 2, b); // no gate_up bias
-    r[i++] = sg_cu_moe_oss_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, b, ib, NULL, 2,
-                                           b, b, NULL, SG_F32, 8, 4, 2, b); // no down bias
+    r[i++] = sg_cu_moe_router_backward(&g_cu, b, b, b, b, b, b, b, NULL, 0.0, NULL, b, b, SG_F32, 4,
+                                       8, 4, 2, 1, NULL); // no work
+    r[i++] = sg_cu_moe_oss_router_backward(&g_cu, b, b, b, b, b, b, b, b, NULL, 0.0, NULL, b, b,
+                                           SG_F32, 4, 8, 4, 8, b); // K > E
+    r[i++] = sg_cu_moe_stats_add(&g_cu, b, b, b, 4, 0, 2);         // E = 0
+    r[i++] = sg_cu_moe_aux_loss(&g_cu, b, b, 4, 0, 4);             // L = 0
+    r[i++] = sg_cu_moe_expert_slots(&g_cu, ib, ib, b, 4, 2, 3, 1); // e1 < e0
+    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, b, b, ib, NULL, 2, b, b, NULL, SG_F32, 8, 4, 2,
+                                      b); // out without Wd
+    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, NULL, b, ib, NULL, 2, b, b, b, SG_F32, 8, 4, 0,
+                                      b); // K = 0
+    r[i++] = sg_cu_moe_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, ib, NULL, 2, b, b, b,
+                                       SG_F32, 8, 4, 2, NULL); // no work
+    r[i++] = sg_cu_moe_oss_expert_forward(&g_cu, b, b, b, b, ib, NULL, 2, b, NULL, b, b, SG_F32, 8,
+                                          4, 2, b); // no gate_up bias
+    r[i++] = sg_cu_moe_oss_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, b, ib, NULL, 2, b,
+                                           b, NULL, SG_F32, 8, 4, 2, b); // no down bias
     r[i++] = sg_cu_oss_glu_forward(&g_cu, b, b, b, bad, 2, 4);
     r[i++] = sg_cu_moe_combine_forward(&g_cu, b, b, NULL, b, SG_F32, 4, 8, 2);
     r[i++] = sg_cu_moe_slots_sum(&g_cu, b, (const void *const *)b, SG_F32, 4, 8, 0); // K = 0
@@ -1226,19 +1245,20 @@ static void test_moe_errors(void)
     int nbad = 0;
     for (int j = 0; j < i; j++)
         nbad += r[j] != SG_EINVAL;
-    ok(nbad == 0, "moe errors: k > E, k = 0, bad dtype, missing bias, work or weights, E = 0, "
-       "L = 0, e1 < e0, D = 0 give SG_EINVAL (%d of %d calls do not)", nbad, i);
+    ok(nbad == 0,
+       "moe errors: k > E, k = 0, bad dtype, missing bias, work or weights, E = 0, "
+       "L = 0, e1 < e0, D = 0 give SG_EINVAL (%d of %d calls do not)",
+       nbad, i);
 
     /* empty: no tokens, an expert without slots, no experts in a range */
     i = 0;
     r[i++] = sg_cu_moe_router_forward(&g_cu, b, b, b, b, b, b, SG_F32, 0, 8, 4, 2, 1);
     r[i++] = sg_cu_moe_expert_slots(&g_cu, ib, ib, b, 4, 2, 3, 3);
-    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, b, b, ib, NULL, 0, b, b, b, SG_F32, 8, 4, 2,
-                                      b);
-    r[i++] = sg_cu_moe_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, ib, NULL, 0, b, b,
-                                       b, SG_F32, 8, 4, 2, b);
-    r[i++] = sg_cu_moe_oss_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, b, ib, NULL, 0,
-                                           b, b, b, SG_F32, 8, 4, 2, b);
+    r[i++] = sg_cu_moe_expert_forward(&g_cu, b, b, b, b, ib, NULL, 0, b, b, b, SG_F32, 8, 4, 2, b);
+    r[i++] = sg_cu_moe_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, ib, NULL, 0, b, b, b,
+                                       SG_F32, 8, 4, 2, b);
+    r[i++] = sg_cu_moe_oss_expert_backward(&g_cu, b, b, b, b, b, b, b, b, b, b, b, ib, NULL, 0, b,
+                                           b, b, SG_F32, 8, 4, 2, b);
     r[i++] = sg_cu_moe_scatter_slots(&g_cu, b, b, ib, 0);
     r[i++] = sg_cu_moe_slot_rows(&g_cu, (const void **)b, ib, 0, b, 32);
     r[i++] = sg_cu_attention_sinks_forward(&g_cu, b, b, b, SG_F32, 0, 4, 2, 8);
@@ -1247,7 +1267,8 @@ static void test_moe_errors(void)
         nbad += r[j] != SG_OK;
     ok(nbad == 0 && sg_cu_sync(&g_cu) == SG_OK,
        "moe errors: no tokens, no slots, an empty expert range are valid no-ops (%d of %d "
-       "calls fail)", nbad, i);
+       "calls fail)",
+       nbad, i);
     dev_free_all();
 }
 

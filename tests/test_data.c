@@ -32,8 +32,8 @@ static const char *tmp(const char *name)
 
 /* llm.c shard: header (magic, version, count) then ntok tokens of width
  * bytes (2 or 4), tok[i] = f(i). count may lie about ntok. */
-static void write_shard(const char *path, int32_t magic, int32_t version, int32_t count,
-                        int width, uint64_t ntok, uint32_t (*f)(uint64_t, void *), void *ctx)
+static void write_shard(const char *path, int32_t magic, int32_t version, int32_t count, int width,
+                        uint64_t ntok, uint32_t (*f)(uint64_t, void *), void *ctx)
 {
     FILE *fp = fopen(path, "wb");
     int32_t header[256] = {0};
@@ -260,8 +260,7 @@ static void test_glob_and_ranks(void)
         snprintf(name, sizeof name, "shards/train_%d.bin", s);
         /* 3 shards of 9*8+1+s tokens: 9 windows each (the extra s tokens are
          * not enough for a 10th) */
-        write_shard(tmp(name), SG_DATA_MAGIC_U32, 7, 73 + s, 4, (uint64_t)(73 + s), tok_shard,
-                    &s);
+        write_shard(tmp(name), SG_DATA_MAGIC_U32, 7, 73 + s, 4, (uint64_t)(73 + s), tok_shard, &s);
     }
     sg_data_opts o;
     opts(&o, 3, 8, 0, 5, 1);
@@ -279,7 +278,7 @@ static void test_glob_and_ranks(void)
         for (int b = 0; b < 3; b++) {
             int32_t first = in[b * 8];
             int shard = first / 10000, pos = first % 10000;
-            good &= pos % 8 == 0;  /* starts at i*T of its shard */
+            good &= pos % 8 == 0; /* starts at i*T of its shard */
             for (int t = 0; t < 8; t++)
                 good &= in[b * 8 + t] == shard * 10000 + pos + t &&
                         tg[b * 8 + t] == shard * 10000 + pos + t + 1;
@@ -424,7 +423,8 @@ static void test_bad_files(void)
     expect_bad(tmp("window.bin"), 0, SG_EINVAL, "8 tokens, shorter than one window of T + 1 = 9",
                "shard shorter than one window");
     write_bytes(tmp("tiny.txt"), "abcdefgh", 8);
-    expect_bad(tmp("tiny.txt"), 0, SG_EINVAL, "shorter than one window", "text shorter than a window");
+    expect_bad(tmp("tiny.txt"), 0, SG_EINVAL, "shorter than one window",
+               "text shorter than a window");
     write_bytes(tmp("empty.txt"), "", 0);
     expect_bad(tmp("empty.txt"), 0, SG_EINVAL, "0 tokens", "empty text file");
     write_bytes(tmp("latin1.txt"), "caf\xe9 au lait, s'il vous pla\xeet", 29);

@@ -83,7 +83,8 @@ static void test_tier(const sg_graph *g)
     spec_of(&s, 1, 1, 1, 1);
     ok(sg_disk_tier_compute(g, &s, &t) == SG_OK && t.active, "the tier is computed");
     /* optimizer: 4000 + 8000 + 2000 + 4000; parameters: 6000 + 2000 */
-    is_int(t.optimizer_bytes, 18000, "optimizer state on disk: the host tiles' masters and moments");
+    is_int(t.optimizer_bytes, 18000,
+           "optimizer state on disk: the host tiles' masters and moments");
     is_int(t.param_bytes, 8000, "parameter pieces on disk");
     is_int(t.ntiles, 2, "two optimizer tiles");
     is_int(t.tile_bytes, 12000, "the largest tile: 4000 + 8000 bytes");
@@ -101,7 +102,8 @@ static void test_tier(const sg_graph *g)
     is_int(t.bytes, 18000, "optimizer only: no parameter on disk");
     is_int(t.buffer_count, 4, "buffer_count defaults to DeepSpeed's 4");
     is_int(t.optimizer_ram, 18000, "4 tiles of 12000 capped at the 18000 on disk");
-    ok(t.read_bytes == 18000 && t.write_bytes == 18000, "optimizer only: 18000 read, 18000 written");
+    ok(t.read_bytes == 18000 && t.write_bytes == 18000,
+       "optimizer only: 18000 read, 18000 written");
 
     spec_of(&s, 0, 0, 0, 0);
     sg_disk_tier_compute(g, &s, &t);
@@ -131,14 +133,15 @@ static void test_bound(const sg_graph *g)
     sg_cost_model cm;
     spec_of(&s, 1, 1, 1, 1);
     sg_cost_model_gh200(&cm);
-    cm.disk_read_bw = 1000;  /* B/s */
+    cm.disk_read_bw = 1000; /* B/s */
     cm.disk_write_bw = 500;
     sg_summary_compute(g, &cm, &sum);
     int64_t peak = sum.peak_bytes[SG_MEM_HOST], pers = sum.persistent_bytes[SG_MEM_HOST];
     sg_disk_tier_compute(g, &s, &t);
     sg_disk_tier_apply(&sum, &t);
     /* 26000 on disk, 18000 of working set */
-    is_int(sum.peak_bytes[SG_MEM_HOST], peak - 8000, "host peak: less the 26000 on disk, plus "
+    is_int(sum.peak_bytes[SG_MEM_HOST], peak - 8000,
+           "host peak: less the 26000 on disk, plus "
            "the 18000 working set");
     is_int(sum.persistent_bytes[SG_MEM_HOST], pers - 26000, "host persistent: less the disk's");
     const char *by = NULL;

@@ -132,8 +132,9 @@ static void ranks(const sg_dist *d)
             good &= gr[q * 3 + k] == (float)(100 * q + k);
     report(d, good, "host gather to rank 0, rank-major, on the main thread's communicator");
 
-    report(d, votes_in_flight(d), "4 votes in flight (max over the ranks), a host all-reduce "
-                                  "between their starts and their waits");
+    report(d, votes_in_flight(d),
+           "4 votes in flight (max over the ranks), a host all-reduce "
+           "between their starts and their waits");
 
     /* a count MPI cannot take: refused before any MPI call, naming rank and call */
     char want[64];

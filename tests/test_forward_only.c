@@ -179,10 +179,12 @@ static void test_moe(void)
     int moe_layers = 0;
     for (int u = 1; u < sg_model_num_units(m) - 1; u++)
         moe_layers += m->num_experts > 0;
-    int combines = count_kind(&fwd, SG_OP_MOE_COMBINE), experts = count_kind(&fwd, SG_OP_MOE_EXPERT);
+    int combines = count_kind(&fwd, SG_OP_MOE_COMBINE),
+        experts = count_kind(&fwd, SG_OP_MOE_EXPERT);
     ok(combines == 2 * moe_layers && experts >= 2 * moe_layers,
        "MoE, 2 micro-steps: a combine per MoE layer and micro-step (%d) and its experts (%d "
-       "groups)", combines, experts);
+       "groups)",
+       combines, experts);
     ok(count_kind(&fwd, SG_OP_MOE_EXPERT_BWD) == 0 && count_kind(&fwd, SG_OP_BACKWARD) == 0 &&
            no_training_buffer(&fwd),
        "MoE: no backward of experts or units");
@@ -228,7 +230,8 @@ static void test_refused(const sg_model *m)
     g.nodes[n0].micro_step = g.nodes[n1].micro_step = g.nodes[n2].micro_step = 0;
     memset(&err, 0, sizeof err);
     rc = sg_graph_finalize(&g, &err) ? -1 : sg_graph_forward_only(&g, &out, &err);
-    ok(rc == 0 && out.nnodes == 1 && out.nbuffers == 3 && !strcmp(out.nodes[0].name, "fwd.embed.mb0"),
+    ok(rc == 0 && out.nnodes == 1 && out.nbuffers == 3 &&
+           !strcmp(out.nodes[0].name, "fwd.embed.mb0"),
        "an all-gather whose output a backward reads next is not part of the forward");
     sg_graph_free(&g);
     sg_graph_free(&out);

@@ -84,15 +84,16 @@ static double worst_error(const shape *s, const float *A, const float *B, const 
         for (size_t n = 0; n < s->N; n++) {
             double sum = 0.0, mag = 0.0;
             for (size_t k = 0; k < s->K; k++) {
-                double p = op_at(A, s->lda, s->ta, m, k, round) *
-                           op_at(B, s->ldb, s->tb, k, n, round);
+                double p =
+                    op_at(A, s->lda, s->ta, m, k, round) * op_at(B, s->ldb, s->tb, k, n, round);
                 sum += p;
                 mag += fabs(p);
             }
             double c0 = s->beta != 0.0f ? C0[m * s->ldc + n] : 0.0;
             double ref = s->alpha * sum + s->beta * c0;
             double bound = 4.0 * ((double)s->K * 0x1p-24 * fabs(s->alpha) * mag +
-                                  0x1p-24 * (fabs(ref) + fabs(s->beta * c0))) + 1e-30;
+                                  0x1p-24 * (fabs(ref) + fabs(s->beta * c0))) +
+                           1e-30;
             double e = fabs(C[m * s->ldc + n] - ref) / bound;
             if (!(e <= worst)) /* NaN counts as the worst */
                 worst = isnan(e) ? INFINITY : e;
@@ -109,8 +110,7 @@ static float *run(const shape *s, const float *A, const float *B, const float *C
     return C;
 }
 
-static shape make(int ta, int tb, size_t M, size_t N, size_t K, size_t pad, float alpha,
-                  float beta)
+static shape make(int ta, int tb, size_t M, size_t N, size_t K, size_t pad, float alpha, float beta)
 {
     shape s = {ta, tb, M, N, K, (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad, alpha, beta};
     return s;
@@ -143,9 +143,8 @@ int main(void)
     tap_diag("%s", what);
     tap_plan(9);
 
-    static const size_t sizes[][3] = {{1, 1, 1},    {16, 16, 32},  {15, 17, 31},
-                                      {33, 31, 33}, {100, 48, 70}, {64, 100, 256},
-                                      {17, 1, 100}, {1, 33, 65}};
+    static const size_t sizes[][3] = {{1, 1, 1},     {16, 16, 32},   {15, 17, 31}, {33, 31, 33},
+                                      {100, 48, 70}, {64, 100, 256}, {17, 1, 100}, {1, 33, 65}};
     const size_t nsizes = sizeof sizes / sizeof sizes[0];
     sg_gemm_set_bf16(1);
 
@@ -172,8 +171,9 @@ int main(void)
                             worst = INFINITY;
                 free(A), free(B), free(C0), free(C);
             }
-        ok(worst <= 1.0, "bf16 products, op(A)%s op(B)%s: within the fp32-sum bound of the "
-                         "bf16-rounded reference (worst %.3g of it)",
+        ok(worst <= 1.0,
+           "bf16 products, op(A)%s op(B)%s: within the fp32-sum bound of the "
+           "bf16-rounded reference (worst %.3g of it)",
            t >> 1 ? "^T" : "", t & 1 ? "^T" : "", worst);
     }
 
@@ -220,8 +220,7 @@ int main(void)
         for (size_t i = 0; i + 1 < sizeof cuts / sizeof cuts[0]; i++)
             sg_gemm(0, 1, cuts[i + 1] - cuts[i], s.N, s.K, 1.0f, A + cuts[i] * s.lda, s.lda, B,
                     s.ldb, 0.0f, parts + cuts[i] * s.ldc, s.ldc);
-        ok(all_finite(whole, s.M * s.ldc) &&
-               memcmp(whole, parts, s.M * s.ldc * sizeof *whole) == 0,
+        ok(all_finite(whole, s.M * s.ldc) && memcmp(whole, parts, s.M * s.ldc * sizeof *whole) == 0,
            "rows 0-6, 7-39, 40, 41-95 computed apart: the same bits as all 96 at once (finite)");
         free(A), free(B), free(C0), free(whole), free(parts);
     }
@@ -235,8 +234,8 @@ int main(void)
         float *C = run(&s, A, B, C0);
         float *R = malloc(s.M * s.ldc * sizeof *R);
         memcpy(R, C0, s.M * s.ldc * sizeof *R);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s.M, (int)s.N, (int)s.K,
-                    s.alpha, A, (int)s.lda, B, (int)s.ldb, s.beta, R, (int)s.ldc);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s.M, (int)s.N, (int)s.K, s.alpha,
+                    A, (int)s.lda, B, (int)s.ldb, s.beta, R, (int)s.ldc);
         int same = all_finite(R, s.M * s.ldc) && memcmp(C, R, s.M * s.ldc * sizeof *C) == 0;
         if (on && amx)
             ok(all_finite(C, s.M * s.ldc) && !same,

@@ -36,10 +36,10 @@ static void test_ir_edges(void)
     int a = sg_graph_add_buffer(&g, "a", 10, SG_F32, SG_MEM_GPU, 0);
     int b = sg_graph_add_buffer(&g, "b", 5, SG_F32, SG_MEM_HOST, 0);
     sg_access w_a = {a, SG_W, 0}, r_a = {a, SG_R, 0}, rw_b[2] = {{a, SG_R, 0}, {b, SG_W, 0}};
-    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &w_a, 1, "w_a");      /* 0 */
-    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &r_a, 1, "r_a1");     /* 1 */
-    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, rw_b, 2, "r_a2 w_b"); /* 2 */
-    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &w_a, 1, "w_a again");/* 3 */
+    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &w_a, 1, "w_a");       /* 0 */
+    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &r_a, 1, "r_a1");      /* 1 */
+    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, rw_b, 2, "r_a2 w_b");  /* 2 */
+    sg_graph_add_node(&g, SG_OP_FORWARD, SG_DEV_GPU, 0, 1.0, &w_a, 1, "w_a again"); /* 3 */
     sg_error err = {0};
     is_int(sg_graph_finalize(&g, &err), 0, "IR: finalize a valid program");
     ok(has_edge(&g, 0, 1) && has_edge(&g, 0, 2), "IR: read-after-write edges");
@@ -120,8 +120,8 @@ static void expected_counts(const sg_model *m, const sg_step_spec *s, expect *e)
     e->count[SG_OP_BACKWARD] = U * A * T;
     e->count[SG_OP_RECOMPUTE] = s->activation_checkpointing ? L * A * T : 0;
     e->count[SG_OP_GRAD_SUM] = T > 1 ? U * A : 0;
-    e->count[SG_OP_ALLGATHER] = s->zero_stage == 3 ? A * (gathered + regathered)
-                                : (s->zero_stage >= 1 ? U : 0);
+    e->count[SG_OP_ALLGATHER] =
+        s->zero_stage == 3 ? A * (gathered + regathered) : (s->zero_stage >= 1 ? U : 0);
     e->count[SG_OP_REDUCE_SCATTER] = s->zero_stage >= 2 ? U * A : 0;
     e->count[SG_OP_ALLREDUCE] = s->zero_stage < 2 ? U : 0;
     e->count[SG_OP_D2H] = C;
@@ -179,7 +179,8 @@ static int liveness_case(const sg_graph *g, const char *label)
     }
     int good = 1;
     int *lastacc = malloc((size_t)g->nbuffers * sizeof(int));
-    int *deaths = calloc((size_t)g->nbuffers, sizeof(int)), *births = calloc((size_t)g->nbuffers, sizeof(int));
+    int *deaths = calloc((size_t)g->nbuffers, sizeof(int)),
+        *births = calloc((size_t)g->nbuffers, sizeof(int));
     for (int b = 0; b < g->nbuffers; b++)
         lastacc[b] = -1;
     for (int n = 0; n < g->nnodes; n++)
@@ -264,8 +265,8 @@ static int grid_case(const sg_model *m, const sg_step_spec *s, const char *label
         got[g.nodes[n].kind]++;
     for (int k = 0; good && k < SG_OP_KIND_COUNT; k++)
         if (got[k] != e.count[k]) {
-            tap_diag("%s: %s count %d, expected %d", label, sg_op_kind_name((sg_op_kind)k),
-                     got[k], e.count[k]);
+            tap_diag("%s: %s count %d, expected %d", label, sg_op_kind_name((sg_op_kind)k), got[k],
+                     e.count[k]);
             good = 0;
         }
     /* CPU sub-groups are exactly i >= floor((1 - ratio) * N) */
@@ -325,17 +326,19 @@ static void test_grid(const sg_model *m)
                                 s.gradient_clipping = 1.0;
                                 s.micro_window = prec == 1 ? 2 : prec == 2 ? 1 : 0;
                                 char label[160];
-                                snprintf(label, sizeof label,
-                                         "stage %d offload %d super %d accum %d ratio %.1f %s ckpt %d"
-                                         " tiles %d",
-                                         stage, offload, super, accum, ratios[r],
-                                         sg_dtype_name(s.compute_dtype), ckpt % 2, tiled ? 2 : 1);
+                                snprintf(
+                                    label, sizeof label,
+                                    "stage %d offload %d super %d accum %d ratio %.1f %s ckpt %d"
+                                    " tiles %d",
+                                    stage, offload, super, accum, ratios[r],
+                                    sg_dtype_name(s.compute_dtype), ckpt % 2, tiled ? 2 : 1);
                                 cases++;
                                 passed += grid_case(m, &s, label);
                             }
     tap_diag("%d grid cases", cases);
-    is_int(passed, cases, "grid: every case acyclic, reads after writes, counts per kind as "
-                          "expected, every step-local value dies after its last reader");
+    is_int(passed, cases,
+           "grid: every case acyclic, reads after writes, counts per kind as "
+           "expected, every step-local value dies after its last reader");
     ok(cases >= 160, "grid: covers stages 0-3 x offload x super_offload x accumulation x ratio "
                      "x checkpointing x batch tiles");
 }
@@ -378,8 +381,8 @@ static void test_micro_window(const sg_model *m)
                 nwin += g.buffers[b].role == SG_BUF_WINDOW;
             if (w)
                 ok(good && has_edge(&g, b0, f2) && !reach[f1] && nwin == 2 * tiles,
-                   "micro window 2, %d tile(s): %s waits for %s, %s does not (%d tokens)",
-                   tiles, nf2, nb0, nf1, nwin);
+                   "micro window 2, %d tile(s): %s waits for %s, %s does not (%d tokens)", tiles,
+                   nf2, nb0, nf1, nwin);
             else
                 ok(good && !reach[f2] && !reach[f1] && nwin == 0,
                    "no micro window, %d tile(s): %s does not wait for %s", tiles, nf2, nb0);
@@ -432,7 +435,8 @@ static void test_batch_tiles(const sg_model *m)
     }
     ok(rows_ok && parts == 2 * sg_model_num_units(m),
        "batch tiles: activations hold their tile's rows (2 then 1 sequences), one fp32 partial "
-       "per unit and tile (%lld)", (long long)parts);
+       "per unit and tile (%lld)",
+       (long long)parts);
     int sn = find_node(&g, "grad_sum.layer0.mb1"), order = sn >= 0;
     if (order) {
         const sg_node *nd = &g.nodes[sn];
@@ -582,8 +586,7 @@ static void test_comm_order(const sg_model *m)
                 const sg_node *nd = &g.nodes[i];
                 int uses = 0, norm = 0;
                 for (int a = 0; a < nd->naccess; a++) {
-                    uses |= nd->access[a].buffer == tok && tok >= 0 &&
-                            nd->access[a].mode == SG_RW;
+                    uses |= nd->access[a].buffer == tok && tok >= 0 && nd->access[a].mode == SG_RW;
                     norm |= g.buffers[nd->access[a].buffer].role == SG_BUF_GRAD_NORM &&
                             nd->access[a].mode == SG_W;
                 }
@@ -608,7 +611,8 @@ static void test_comm_order(const sg_model *m)
             else
                 ok(good && ntok == 1 && ncoll > 1 && chained,
                    "stage %d, 2 ranks: the %d collectives (and only they) read-write comm_order, "
-                   "chained by edges in program order", stage, ncoll);
+                   "chained by edges in program order",
+                   stage, ncoll);
             sg_graph_free(&g);
         }
     sg_step_spec s;
@@ -649,13 +653,14 @@ static void test_loss_scaler_state(const sg_model *m)
             for (int a = 0; a < g.nodes[n].naccess; a++)
                 if (state >= 0 && g.nodes[n].access[a].buffer == state) {
                     users++;
-                    rw_by_update |= g.nodes[n].kind == SG_OP_LOSS_SCALE &&
-                                    g.nodes[n].access[a].mode == SG_RW;
+                    rw_by_update |=
+                        g.nodes[n].kind == SG_OP_LOSS_SCALE && g.nodes[n].access[a].mode == SG_RW;
                 }
         if (prec)
             ok(good && nstate == 1 && users == 1 && rw_by_update,
                "fp16: one persistent host loss_scaler_state buffer (%d bytes), read and written "
-               "by the loss-scale update only", (int)sizeof(sg_loss_scaler_state));
+               "by the loss-scale update only",
+               (int)sizeof(sg_loss_scaler_state));
         else
             ok(good && nstate == 0, "bf16: no loss-scaler state buffer");
         sg_graph_free(&g);
@@ -774,8 +779,7 @@ static void test_exports(const sg_model *m)
     is_int(fw ? fw->valueint : -1, sg_model_num_units(m), "json: summary counts forward nodes");
     int layer_null = 0;
     cJSON *it;
-    cJSON_ArrayForEach(it, nodes)
-    {
+    cJSON_ArrayForEach (it, nodes) {
         cJSON *k = cJSON_GetObjectItem(it, "kind");
         if (k && !strcmp(k->valuestring, "adam_cpu"))
             layer_null += cJSON_IsNull(cJSON_GetObjectItem(it, "layer"));
@@ -847,8 +851,10 @@ static void test_tensor_subgroups(const sg_model *m)
         cpu += g.nodes[n].kind == SG_OP_ADAM_CPU;
         gpu += g.nodes[n].kind == SG_OP_ADAM_GPU;
     }
-    ok(cpu == want - want / 2 && gpu == want / 2, "sub_group_size 0: one update per sub-group "
-       "(%d CPU, %d GPU)", cpu, gpu);
+    ok(cpu == want - want / 2 && gpu == want / 2,
+       "sub_group_size 0: one update per sub-group "
+       "(%d CPU, %d GPU)",
+       cpu, gpu);
     sg_graph_free(&g);
     free(sum);
 
@@ -945,7 +951,8 @@ static void test_gpu_touched(const sg_model *m)
        host_fwd_unpinned);
     ok(gpu_moments_pinned == 0 && gpu_pinned_bad == 0,
        "pinned: no GPU sub-group's moments (%d pinned), no GPU-space buffer only GPU nodes use "
-       "(%d pinned)", gpu_moments_pinned, gpu_pinned_bad);
+       "(%d pinned)",
+       gpu_moments_pinned, gpu_pinned_bad);
     free(pin);
     free(t);
     sg_graph_free(&g);

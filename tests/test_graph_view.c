@@ -55,7 +55,8 @@ static void test_critical_paths(void)
     sg_critical_path_timed(&g, start, end, NULL, ids, &n, &wait);
     ok(n == 3 && ids[0] == 0 && ids[1] == 2 && ids[2] == 3,
        "executed: join <- the predecessor that ended last (the fast side, ended 8) <- first");
-    ok(wait == 2.0 + 2.0, "executed: the waits are summed (join 10 - 8, fast side 3 - 1): %g", wait);
+    ok(wait == 2.0 + 2.0, "executed: the waits are summed (join 10 - 8, fast side 3 - 1): %g",
+       wait);
     end[3] = -1; /* the join did not run: the path ends at the last task that did */
     sg_critical_path_timed(&g, start, end, NULL, ids, &n, &wait);
     ok(n == 1 && ids[0] == 4, "executed: a node that did not run is left out");
@@ -383,8 +384,8 @@ static void test_places_and_phases(void)
     sg_phase_layout l;
     sg_phase_layout_compute(&g, NULL, NULL, &l);
     ok(l.col[0] == l.col[3] && l.col[1] == l.col[2] && l.col[0] < l.col[1] &&
-           l.band[4] == SG_BAND_LINK && l.band[5] == SG_BAND_OPT_CPU &&
-           l.row[1] < l.row[2] && l.row[2] < l.row[4] && l.row[4] < l.row[5],
+           l.band[4] == SG_BAND_LINK && l.band[5] == SG_BAND_OPT_CPU && l.row[1] < l.row[2] &&
+           l.row[2] < l.row[4] && l.row[4] < l.row[5],
        "layout: a unit's forward and backward share its column, forward rows above backward "
        "ones, the d2h on the link lane between them and the CPU optimizer");
     sg_phase_layout_free(&l);
@@ -398,8 +399,8 @@ static void test_places_and_phases(void)
     } else {
         /* rankdir=LR: x grows to the right, y upwards */
         ok(x[0] < x[1] && x[3] < x[2] && x[0] == x[3] && x[1] == x[2],
-           "Graphviz: forward left to right, backward back under it (x %g %g | %g %g)", x[0],
-           x[1], x[3], x[2]);
+           "Graphviz: forward left to right, backward back under it (x %g %g | %g %g)", x[0], x[1],
+           x[3], x[2]);
         ok(y[0] > y[3] && y[1] > y[2] && y[3] > y[4] && y[4] > y[5],
            "Graphviz: forward above backward, the d2h link lane under them, the CPU Adam band "
            "lowest (y %g > %g > %g > %g)",
@@ -421,7 +422,8 @@ static void test_places_and_phases(void)
     snprintf(want, sizeof want, "%s", sg_where_color(SG_WHERE_GPU));
     ok(strstr(cpu_fill, want) && strstr(cpu_fill, ";0.250:"),
        "with a trace: the Adam that ran on a GPU is filled with the GPU colour, a quarter red "
-       "for its time (%s)", cpu_fill);
+       "for its time (%s)",
+       cpu_fill);
     char sty[48] = "";
     attr_of(dot, "n0", "style", sty, sizeof sty);
     ok(strstr(sty, "dashed") && strstr(dot, "legend_heat") && strstr(dot, "(from the trace)"),

@@ -26,12 +26,29 @@ static int check(const char *text)
 static void test_valid(void)
 {
     static const char *const good[] = {
-        "{}", "[]", "[[], {}, [[]], {\"a\": {}}]", "0", "-0", "-0.0", "1e5", "1E+5", "1.5e-3",
-        "123456789012345678901234567890", "1e400", "\"\"", "true", "false", "null",
+        "{}",
+        "[]",
+        "[[], {}, [[]], {\"a\": {}}]",
+        "0",
+        "-0",
+        "-0.0",
+        "1e5",
+        "1E+5",
+        "1.5e-3",
+        "123456789012345678901234567890",
+        "1e400",
+        "\"\"",
+        "true",
+        "false",
+        "null",
         " \t\r\n{ \"a\" : [ 1 , 2 ] }\r\n",
-        "\"\\\" \\\\ \\/ \\b \\f \\n \\r \\t\"", "\"caf\\u00e9 \\u00E9\"", "\"\\ud83d\\ude00\"",
-        "\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xef\xbf\xbf \xf4\x8f\xbf\xbf\"", "\"\x7f\"",
-        "{\"a\": {\"a\": 1}, \"b\": {\"a\": 2}}", "{\"a\": 1, \"A\": 2, \"a \": 3}",
+        "\"\\\" \\\\ \\/ \\b \\f \\n \\r \\t\"",
+        "\"caf\\u00e9 \\u00E9\"",
+        "\"\\ud83d\\ude00\"",
+        "\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xef\xbf\xbf \xf4\x8f\xbf\xbf\"",
+        "\"\x7f\"",
+        "{\"a\": {\"a\": 1}, \"b\": {\"a\": 2}}",
+        "{\"a\": 1, \"A\": 2, \"a \": 3}",
         "\xef\xbb\xbf{\"bom\": true}",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
@@ -40,7 +57,9 @@ static void test_valid(void)
         for (const char *p = good[i]; *p && k + 4 < sizeof shown; p++)
             if (*p == '\n' || *p == '\r' || *p == '\t')
                 k += (size_t)snprintf(shown + k, sizeof shown - k, "\\%c",
-                                      *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't');
+                                      *p == '\n'   ? 'n'
+                                      : *p == '\r' ? 'r'
+                                                   : 't');
             else
                 shown[k++] = *p;
         shown[k] = '\0';
@@ -50,7 +69,8 @@ static void test_valid(void)
     /* and sg_json_parse reads them as written */
     sg_error err = {0};
     cJSON *j = NULL;
-    const char *t = "[1e5, 1E+5, 1.5e-3, -0, -0.0, 0.5, \"caf\\u00e9\", \"\\ud83d\\ude00\", [], {}]";
+    const char *t =
+        "[1e5, 1E+5, 1.5e-3, -0, -0.0, 0.5, \"caf\\u00e9\", \"\\ud83d\\ude00\", [], {}]";
     int rc = sg_json_parse(t, strlen(t), "t.json", &j, &err);
     if (!ok(rc == 0 && cJSON_GetArraySize(j) == 10, "a valid array parses"))
         tap_diag("  %s", err.msg);
@@ -78,7 +98,7 @@ static void test_valid(void)
 
 typedef struct bad_case {
     const char *text;
-    const char *want;   /* substring of the message (after "t.json: ") */
+    const char *want; /* substring of the message (after "t.json: ") */
 } bad_case;
 
 static void test_invalid(void)
@@ -135,11 +155,13 @@ static void test_invalid(void)
         {"{\"k\": {\"0123456789012345678901234567890123456789012345678901234567890123456789"
          "0123456789\u00e9\": 1, \"0123456789012345678901234567890123456789012345678901234567890"
          "1234567890123456789\u00e9\": 2}}",
-         "line 1, column 96: duplicate key \"01234567890123456789012345678901234567890123456789012345678901234567890"
+         "line 1, column 96: duplicate key "
+         "\"01234567890123456789012345678901234567890123456789012345678901234567890"
          "123456789...\" (first at line 1, column 8"},
         {"{\"a\": 1} x", "line 1, column 10: text after the end of the JSON value"},
-        {"{} \"abcdefghijklmnopqrstuvwxyz\"", "line 1, column 4: text after the end of the JSON value (near "
-                                            "'\"abcdefghijklmnopqrs...')"},
+        {"{} \"abcdefghijklmnopqrstuvwxyz\"",
+         "line 1, column 4: text after the end of the JSON value (near "
+         "'\"abcdefghijklmnopqrs...')"},
         {"[\"\\u12\n4\"]", "line 1, column 3: invalid escape '\\u12' (\\u needs 4 hex digits)"},
         {"{\"a\": 1}{}", "line 1, column 9: text after the end of the JSON value"},
         {"[1, 2,]", "line 1, column 7: trailing comma before ']'"},

@@ -20,8 +20,8 @@ static int add(sg_graph *g, const char *name, int64_t elems, sg_mem_space sp, in
 }
 
 /* one node with up to three accesses (mode 0 ends the list) */
-static void op(sg_graph *g, const char *name, int b0, sg_access_mode m0, int b1,
-               sg_access_mode m1, int b2, sg_access_mode m2)
+static void op(sg_graph *g, const char *name, int b0, sg_access_mode m0, int b1, sg_access_mode m1,
+               int b2, sg_access_mode m2)
 {
     sg_access a[3] = {{b0, m0, 0}, {b1, m1, 0}, {b2, m2, 0}};
     int n = m0 ? (m1 ? (m2 ? 3 : 2) : 1) : 0;
@@ -126,8 +126,8 @@ static void test_checkpoint_keeps(void)
             is_int(nsaved, 0, "checkpointing: no layer's internals live at the first backward");
             ok(nact == L && act == (int64_t)L * tokens * m->hidden_size * 2,
                "checkpointing: each of the %d layers keeps its output, %lld bytes per layer per "
-               "token (hidden %lld x 2)", L, (long long)(nact ? act / nact / tokens : 0),
-               (long long)m->hidden_size);
+               "token (hidden %lld x 2)",
+               L, (long long)(nact ? act / nact / tokens : 0), (long long)m->hidden_size);
         } else {
             is_int(nsaved, L, "without checkpointing every layer's internals are live there");
         }
@@ -208,26 +208,29 @@ static void test_checkpoint_moe(void)
         }
         const int64_t N = s.seq_len * s.micro_batch, E = m->num_experts;
         const int64_t K = m->experts_per_token, G = E < 8 ? E : 8, ge = (E + G - 1) / G;
-        const int64_t one_layer = G * N * (ge < K ? ge : K) *
-                                  (2 * m->moe_intermediate_size + m->hidden_size) * 2;
+        const int64_t one_layer =
+            G * N * (ge < K ? ge : K) * (2 * m->moe_intermediate_size + m->hidden_size) * 2;
         if (ckpt) {
             ok(nsaved == 0 && ninner == 0,
                "MoE, checkpointing: no layer's internals or expert activations live at the "
-               "first backward (%d, %d)", nsaved, ninner);
+               "first backward (%d, %d)",
+               nsaved, ninner);
             ok(nact == L && act == (int64_t)L * N * m->hidden_size * 2,
                "MoE, checkpointing: each of the %d layers keeps its output, %lld bytes per "
-               "layer per token (hidden %lld x 2)", L, (long long)(nact ? act / nact / N : 0),
-               (long long)m->hidden_size);
-            is_int(most_layers, 1, "MoE, checkpointing: one layer's expert activations live "
-                                   "at a time");
+               "layer per token (hidden %lld x 2)",
+               L, (long long)(nact ? act / nact / N : 0), (long long)m->hidden_size);
+            is_int(most_layers, 1,
+                   "MoE, checkpointing: one layer's expert activations live "
+                   "at a time");
             ok(most_moe == one_layer,
                "MoE, checkpointing: at most %lld bytes of expert activations (%lld per token: "
                "%lld groups x min(%lld, k %lld) x (2 x %lld + %lld) x 2)",
                (long long)most_moe, (long long)(most_moe / N), (long long)G, (long long)ge,
                (long long)K, (long long)m->moe_intermediate_size, (long long)m->hidden_size);
         } else {
-            is_int(ninner, (int)(L * G), "MoE without checkpointing: every layer's expert "
-                                         "activations are live at the first backward");
+            is_int(ninner, (int)(L * G),
+                   "MoE without checkpointing: every layer's expert "
+                   "activations are live at the first backward");
         }
         free(layer_n);
         free(live);
@@ -294,7 +297,8 @@ int main(void)
     is_int(gpu_peak(&g), 1800, "chain: two values of 400 bytes at a time, plus 1000 of state");
     sg_liveness lv;
     is_int(sg_graph_liveness(&g, &lv), 0, "liveness computed");
-    is_int(dies_mask(&lv, a), (1 << 1) | (1 << 4), "a's first value dies after n1, its second after n4");
+    is_int(dies_mask(&lv, a), (1 << 1) | (1 << 4),
+           "a's first value dies after n1, its second after n4");
     is_int(dies_mask(&lv, b), 1 << 2, "b dies after its reader n2");
     is_int(dies_mask(&lv, p), 0, "state never dies");
     sg_liveness_free(&lv);

@@ -30,9 +30,9 @@ static double critical_path(const sg_graph *g, const sg_cost_model *cm)
 
 int main(void)
 {
-    static const char *const shipped[] = {"gh200",   "gh200-480gb", "gh200-120gb", "gh200x2",
-                                          "gh200x4", "mi300a",      "mi300ax2",    "mi300ax4", "h100-pcie",
-                                          "h100-sxm", "h200"};
+    static const char *const shipped[] = {"gh200",     "gh200-480gb", "gh200-120gb", "gh200x2",
+                                          "gh200x4",   "mi300a",      "mi300ax2",    "mi300ax4",
+                                          "h100-pcie", "h100-sxm",    "h200"};
     const int nshipped = (int)(sizeof shipped / sizeof *shipped);
     sg_machine m;
     sg_error err = {0};
@@ -65,7 +65,8 @@ int main(void)
        "mi300a: host link at memory speed, tiny latency");
     load("configs/machines/h100-pcie.json", &m, &err);
     sg_machine_cost_model(&m, SG_BF16, &cm);
-    ok(cm.link_bw[SG_LINK_H2D] < 64e9 && m.numa_nodes == 2, "h100-pcie: PCIe Gen5 x16, two sockets");
+    ok(cm.link_bw[SG_LINK_H2D] < 64e9 && m.numa_nodes == 2,
+       "h100-pcie: PCIe Gen5 x16, two sockets");
 
     /* figures against the cited sources (NVIDIA's Grace benchmarking guide,
      * STREAM Triad: 410-486 GB/s with 120 GB, 288-342 GB/s with 480 GB; AMD's
@@ -93,7 +94,8 @@ int main(void)
            m.interconnect, m.gpu_gpu_gbs);
     }
     load("configs/machines/mi300a.json", &m, &err);
-    is_close(m.gpu_tflops_bf16, 228 * 2048 * 2.1e9 / 1e12, 1e-3, "mi300a: bf16 dense peak 980.6 TFLOP/s");
+    is_close(m.gpu_tflops_bf16, 228 * 2048 * 2.1e9 / 1e12, 1e-3,
+             "mi300a: bf16 dense peak 980.6 TFLOP/s");
     ok(m.unified_memory && m.shared_memory_bw_gbs == 5300 && m.gpu_memory_gb == 128 &&
            m.cpu_memory_gb == 128 && m.cpu_cores == 24,
        "mi300a: 24 cores and one 128 GB pool at 5.3 TB/s shared by CPU and GPU");
@@ -196,7 +198,8 @@ int main(void)
         fast.d2h_gbs *= 8;
         sg_machine_cost_model(&fast, SG_BF16, &cm);
         double faster_link = critical_path(&g, &cm);
-        ok(faster_link <= base, "a faster host link never lengthens the critical path (%.4f <= %.4f ms)",
+        ok(faster_link <= base,
+           "a faster host link never lengthens the critical path (%.4f <= %.4f ms)",
            faster_link * 1e3, base * 1e3);
         ok(faster_link < base, "... and shortens it for an offloaded step");
         fast = m;

@@ -50,8 +50,8 @@ static void check(sg_graph *g, int64_t gpu, int64_t host, const char *what)
     int64_t h[SG_MEM_COUNT];
     held_of(g, h);
     ok(h[SG_MEM_GPU] == gpu && h[SG_MEM_HOST] == host,
-       "%s: gpu %lld (expected %lld), host %lld (expected %lld)", what,
-       (long long)h[SG_MEM_GPU], (long long)gpu, (long long)h[SG_MEM_HOST], (long long)host);
+       "%s: gpu %lld (expected %lld), host %lld (expected %lld)", what, (long long)h[SG_MEM_GPU],
+       (long long)gpu, (long long)h[SG_MEM_HOST], (long long)host);
     sg_graph_free(g);
     sg_graph_init(g);
 }

@@ -74,9 +74,8 @@ static void check_units(const sg_model *m)
                 s_dense += t[i].numel;
             s += t[i].numel;
         }
-        int64_t act = s_dense + (m->num_experts
-                                     ? s_expert / m->num_experts * m->experts_per_token
-                                     : s_expert);
+        int64_t act = s_dense + (m->num_experts ? s_expert / m->num_experts * m->experts_per_token
+                                                : s_expert);
         if (got != n || n <= 0 || s != sg_model_unit_params(m, u) ||
             act != sg_model_unit_active_params(m, u)) {
             if (all_units_ok)
@@ -87,13 +86,17 @@ static void check_units(const sg_model *m)
         sum_active += sg_model_unit_active_params(m, u);
         free(t);
     }
-    ok(all_units_ok, "%s: tensors of each of %d units add up to the unit's "
-       "params and active params", m->name, nu);
+    ok(all_units_ok,
+       "%s: tensors of each of %d units add up to the unit's "
+       "params and active params",
+       m->name, nu);
     if (!all_units_ok)
         tap_diag("  first bad unit %d", first_bad);
     is_int(sum, sg_model_total_params(m), "%s: units sum to the total", m->name);
-    is_int(sum_active, sg_model_active_params(m), "%s: units' active params sum "
-           "to the active total", m->name);
+    is_int(sum_active, sg_model_active_params(m),
+           "%s: units' active params sum "
+           "to the active total",
+           m->name);
 }
 
 static void test_shipped(void)
@@ -107,11 +110,9 @@ static void test_shipped(void)
             tap_skip(5, "model did not load");
             continue;
         }
-        ok(strcmp(m.name, published[i].name) == 0,
-           "%s: name field matches the file name", m.name);
+        ok(strcmp(m.name, published[i].name) == 0, "%s: name field matches the file name", m.name);
         int64_t total = sg_model_total_params(&m), act = sg_model_active_params(&m);
-        tap_diag("%s: total %lld, active %lld", m.name, (long long)total,
-                 (long long)act);
+        tap_diag("%s: total %lld, active %lld", m.name, (long long)total, (long long)act);
         is_close((double)total, (double)published[i].total, 0.01,
                  "%s: total within 1%% of models.md", m.name);
         is_int(total, published[i].total, "%s: total exactly models.md's", m.name);
@@ -137,12 +138,11 @@ static void test_moe_details(void)
     }
     /* OpenAI's active count: everything but the input embedding table. */
     int64_t act_no_emb = sg_model_active_params(&m) - sg_model_unit_params(&m, 0);
-    is_int(act_no_emb, 3608307264LL, "gpt-oss-20b: active without the input "
+    is_int(act_no_emb, 3608307264LL,
+           "gpt-oss-20b: active without the input "
            "embedding is models.md's 3,608,307,264");
-    is_int(sg_model_active_params(&m), 4187440704LL,
-           "gpt-oss-20b: active with the embedding");
-    ok(m.qkv_bias && m.o_bias && m.attention_sinks && m.router_bias &&
-           m.expert_bias && !m.qk_norm,
+    is_int(sg_model_active_params(&m), 4187440704LL, "gpt-oss-20b: active with the embedding");
+    ok(m.qkv_bias && m.o_bias && m.attention_sinks && m.router_bias && m.expert_bias && !m.qk_norm,
        "gpt-oss-20b: biases and sinks set, no QK-norm");
     ok(m.layer_attn[0] == SG_ATTN_SLIDING && m.layer_attn[1] == SG_ATTN_FULL &&
            m.layer_attn[22] == SG_ATTN_SLIDING && m.layer_attn[23] == SG_ATTN_FULL,
@@ -157,28 +157,25 @@ static void test_moe_details(void)
     is_int(n, 17, "gpt-oss-20b: 17 tensors in a layer");
     int found = 0;
     for (int i = 0; i < n; i++) {
-        if (strcmp(t[i].name, "model.layers.0.mlp.experts.gate_up_proj") == 0 &&
-            t[i].ndim == 3 && t[i].shape[0] == 32 && t[i].shape[1] == 2880 &&
-            t[i].shape[2] == 5760 && t[i].is_expert)
+        if (strcmp(t[i].name, "model.layers.0.mlp.experts.gate_up_proj") == 0 && t[i].ndim == 3 &&
+            t[i].shape[0] == 32 && t[i].shape[1] == 2880 && t[i].shape[2] == 5760 && t[i].is_expert)
             found |= 1;
-        if (strcmp(t[i].name, "model.layers.0.mlp.experts.down_proj_bias") == 0 &&
-            t[i].ndim == 2 && t[i].shape[0] == 32 && t[i].shape[1] == 2880 &&
-            t[i].is_expert)
+        if (strcmp(t[i].name, "model.layers.0.mlp.experts.down_proj_bias") == 0 && t[i].ndim == 2 &&
+            t[i].shape[0] == 32 && t[i].shape[1] == 2880 && t[i].is_expert)
             found |= 2;
-        if (strcmp(t[i].name, "model.layers.0.self_attn.sinks") == 0 &&
-            t[i].ndim == 1 && t[i].shape[0] == 64 && !t[i].is_expert)
+        if (strcmp(t[i].name, "model.layers.0.self_attn.sinks") == 0 && t[i].ndim == 1 &&
+            t[i].shape[0] == 64 && !t[i].is_expert)
             found |= 4;
-        if (strcmp(t[i].name, "model.layers.0.mlp.router.bias") == 0 &&
-            t[i].shape[0] == 32 && !t[i].is_expert)
+        if (strcmp(t[i].name, "model.layers.0.mlp.router.bias") == 0 && t[i].shape[0] == 32 &&
+            !t[i].is_expert)
             found |= 8;
-        if (strcmp(t[i].name, "model.layers.0.self_attn.o_proj.bias") == 0 &&
-            t[i].shape[0] == 2880)
+        if (strcmp(t[i].name, "model.layers.0.self_attn.o_proj.bias") == 0 && t[i].shape[0] == 2880)
             found |= 16;
     }
-    is_int(found, 31, "gpt-oss-20b: gate_up_proj (32,2880,5760), down_proj_bias, "
+    is_int(found, 31,
+           "gpt-oss-20b: gate_up_proj (32,2880,5760), down_proj_bias, "
            "sinks (64), router.bias, o_proj.bias present");
-    ok(sg_model_unit_tensors(&m, 1, t, 5) == SG_ENOMEM,
-       "unit_tensors: cap too small is SG_ENOMEM");
+    ok(sg_model_unit_tensors(&m, 1, t, 5) == SG_ENOMEM, "unit_tensors: cap too small is SG_ENOMEM");
     ok(sg_model_unit_tensors(&m, 26, t, 32) == SG_EINVAL &&
            sg_model_unit_tensors(&m, -1, t, 32) == SG_EINVAL,
        "unit_tensors: unit out of range is SG_EINVAL");
@@ -196,8 +193,8 @@ static void test_moe_details(void)
     if (big && sg_model_unit_tensors(&m, 48, big, n) == n) {
         is_str(big[n - 1].name, "model.layers.47.mlp.experts.127.down_proj.weight",
                "qwen3-30b-a3b: last tensor of the last layer");
-        ok(big[n - 1].ndim == 2 && big[n - 1].shape[0] == 2048 &&
-               big[n - 1].shape[1] == 768 && big[n - 1].is_expert,
+        ok(big[n - 1].ndim == 2 && big[n - 1].shape[0] == 2048 && big[n - 1].shape[1] == 768 &&
+               big[n - 1].is_expert,
            "qwen3-30b-a3b: expert down_proj is (H, Imoe) = (2048, 768)");
         is_str(big[8].name, "model.layers.47.mlp.gate.weight", "qwen3-30b-a3b: router");
         ok(big[8].shape[0] == 128 && big[8].shape[1] == 2048 && !big[8].is_expert,
@@ -206,8 +203,7 @@ static void test_moe_details(void)
         tap_skip(4, "could not list the layer");
     }
     free(big);
-    is_int(sg_model_active_params(&m), 3353032704LL,
-           "qwen3-30b-a3b: active exactly 3,353,032,704");
+    is_int(sg_model_active_params(&m), 3353032704LL, "qwen3-30b-a3b: active exactly 3,353,032,704");
 }
 
 static void test_names(void)
@@ -226,14 +222,10 @@ static void test_names(void)
     ok(t[0].shape[0] == 128256 && t[0].shape[1] == 4096, "embed_tokens is (V, H)");
 
     static const char *const layer0[] = {
-        "model.layers.0.input_layernorm.weight",
-        "model.layers.0.self_attn.q_proj.weight",
-        "model.layers.0.self_attn.k_proj.weight",
-        "model.layers.0.self_attn.v_proj.weight",
-        "model.layers.0.self_attn.o_proj.weight",
-        "model.layers.0.post_attention_layernorm.weight",
-        "model.layers.0.mlp.gate_proj.weight",
-        "model.layers.0.mlp.up_proj.weight",
+        "model.layers.0.input_layernorm.weight",  "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.v_proj.weight",
+        "model.layers.0.self_attn.o_proj.weight", "model.layers.0.post_attention_layernorm.weight",
+        "model.layers.0.mlp.gate_proj.weight",    "model.layers.0.mlp.up_proj.weight",
         "model.layers.0.mlp.down_proj.weight",
     };
     n = sg_model_unit_tensors(&m, 1, t, 16);
@@ -242,13 +234,12 @@ static void test_names(void)
     for (int i = 0; same && i < 9; i++)
         same = strcmp(t[i].name, layer0[i]) == 0;
     ok(same, "llama layer: names in packing order (norm, q, k, v, o, norm, "
-       "gate, up, down)");
+             "gate, up, down)");
     ok(t[2].shape[0] == 1024 && t[2].shape[1] == 4096, "k_proj is (kv*D, H)");
     ok(t[4].shape[0] == 4096 && t[4].shape[1] == 4096, "o_proj is (H, heads*D)");
     ok(t[8].shape[0] == 4096 && t[8].shape[1] == 14336, "down_proj is (H, I)");
     n = sg_model_unit_tensors(&m, 32, t, 16);
-    is_str(t[0].name, "model.layers.31.input_layernorm.weight",
-           "unit 32 is HF layer 31");
+    is_str(t[0].name, "model.layers.31.input_layernorm.weight", "unit 32 is HF layer 31");
     n = sg_model_unit_tensors(&m, 33, t, 16);
     ok(n == 2 && strcmp(t[0].name, "model.norm.weight") == 0 &&
            strcmp(t[1].name, "lm_head.weight") == 0,
@@ -260,8 +251,8 @@ static void test_names(void)
     }
     n = sg_model_unit_tensors(&m, 1, t, 16);
     is_int(n, 12, "seed-oss layer: 9 tensors + q/k/v biases");
-    ok(strcmp(t[2].name, "model.layers.0.self_attn.q_proj.bias") == 0 &&
-           t[2].shape[0] == 10240 && t[1].shape[0] == 10240 && t[1].shape[1] == 5120,
+    ok(strcmp(t[2].name, "model.layers.0.self_attn.q_proj.bias") == 0 && t[2].shape[0] == 10240 &&
+           t[1].shape[0] == 10240 && t[1].shape[1] == 5120,
        "seed-oss: q_proj (10240, 5120) followed by its bias (10240)");
     ok(!m.o_bias, "seed-oss: no o_proj bias");
 
@@ -271,8 +262,7 @@ static void test_names(void)
     }
     n = sg_model_unit_tensors(&m, 1, t, 16);
     ok(n == 11 && strcmp(t[5].name, "model.layers.0.self_attn.q_norm.weight") == 0 &&
-           strcmp(t[6].name, "model.layers.0.self_attn.k_norm.weight") == 0 &&
-           t[5].shape[0] == 64,
+           strcmp(t[6].name, "model.layers.0.self_attn.k_norm.weight") == 0 && t[5].shape[0] == 64,
        "tiny-qwen3: q_norm, k_norm (head_dim) after o_proj");
 }
 
@@ -320,8 +310,7 @@ static void test_all_files(void)
         if (sg_model_load(path, &m, &err) != 0) {
             tap_diag("%s", err.msg);
             bad++;
-        } else if (strncmp(m.name, de->d_name, len - 5) != 0 ||
-                   strlen(m.name) != len - 5) {
+        } else if (strncmp(m.name, de->d_name, len - 5) != 0 || strlen(m.name) != len - 5) {
             tap_diag("%s: name \"%s\" differs from the file name", path, m.name);
             bad++;
         }
@@ -367,18 +356,17 @@ static void test_bad_files(void)
     int n = (int)(sizeof bad_files / sizeof bad_files[0]);
     for (int i = 0; i < n; i++) {
         char path[1200];
-        snprintf(path, sizeof path, "%s/tests/data/bad-models/%s.json", srcdir,
-                 bad_files[i].file);
+        snprintf(path, sizeof path, "%s/tests/data/bad-models/%s.json", srcdir, bad_files[i].file);
         sg_model m;
         memset(&m, 0, sizeof m);
         strcpy(m.name, "untouched");
         sg_error err = {0};
         int rc = sg_model_load(path, &m, &err);
         ok(rc == SG_EINVAL && err.code == SG_EINVAL && strstr(err.msg, path) &&
-               strstr(err.msg, bad_files[i].expect) &&
-               strcmp(m.name, "untouched") == 0,
+               strstr(err.msg, bad_files[i].expect) && strcmp(m.name, "untouched") == 0,
            "%s: SG_EINVAL, message names the file and says \"%s\", model "
-           "untouched", bad_files[i].file, bad_files[i].expect);
+           "untouched",
+           bad_files[i].file, bad_files[i].expect);
         if (rc != SG_EINVAL || !strstr(err.msg, bad_files[i].expect))
             tap_diag("  rc %d, message: %s", rc, err.msg);
     }
@@ -399,29 +387,27 @@ static void test_parse(void)
 {
     sg_model m;
     sg_error err = {0};
-    const char *txt =
-        "{\"name\": \"t\", \"architecture\": \"gpt_oss\", \"hidden_size\": 64,"
-        " \"num_hidden_layers\": 3, \"num_attention_heads\": 4,"
-        " \"vocab_size\": 256, \"max_position_embeddings\": 64,"
-        " \"rms_norm_eps\": 1e-5, \"rope_theta\": 1e4, \"_note\": 1,"
-        " \"intermediate_size\": 32, \"num_local_experts\": 4,"
-        " \"num_experts_per_tok\": 1, \"sliding_window\": 8,"
-        " \"layer_types\": [\"full_attention\", \"full_attention\","
-        " \"sliding_attention\"]}";
+    const char *txt = "{\"name\": \"t\", \"architecture\": \"gpt_oss\", \"hidden_size\": 64,"
+                      " \"num_hidden_layers\": 3, \"num_attention_heads\": 4,"
+                      " \"vocab_size\": 256, \"max_position_embeddings\": 64,"
+                      " \"rms_norm_eps\": 1e-5, \"rope_theta\": 1e4, \"_note\": 1,"
+                      " \"intermediate_size\": 32, \"num_local_experts\": 4,"
+                      " \"num_experts_per_tok\": 1, \"sliding_window\": 8,"
+                      " \"layer_types\": [\"full_attention\", \"full_attention\","
+                      " \"sliding_attention\"]}";
     int rc = sg_model_parse(txt, "inline", &m, &err);
     if (!ok(rc == 0, "inline gpt_oss text parses"))
         tap_diag("  %s", err.msg);
     ok(m.layer_attn[0] == SG_ATTN_FULL && m.layer_attn[2] == SG_ATTN_SLIDING,
        "explicit layer_types are kept");
-    is_int(m.moe_intermediate_size, 32, "gpt_oss: intermediate_size is the "
+    is_int(m.moe_intermediate_size, 32,
+           "gpt_oss: intermediate_size is the "
            "expert width when moe_intermediate_size is absent");
     is_int(m.head_dim, 16, "head_dim defaults to hidden / heads");
     is_int(m.num_kv_heads, 4, "kv heads default to heads");
-    ok(!m.qkv_bias && !m.o_bias && !m.tie_word_embeddings,
-       "biases and tying default to false");
+    ok(!m.qkv_bias && !m.o_bias && !m.tie_word_embeddings, "biases and tying default to false");
 
-    rc = sg_model_parse("{\"name\": \"x\",\n  \"architecture\": }", "inline2", &m,
-                        &err);
+    rc = sg_model_parse("{\"name\": \"x\",\n  \"architecture\": }", "inline2", &m, &err);
     ok(rc == SG_EINVAL && strstr(err.msg, "inline2: invalid JSON at line 2, column 19"),
        "invalid inline JSON names origin and line");
     if (rc != SG_EINVAL)
@@ -462,16 +448,15 @@ static void test_resolve(void)
     ok(rc == 0 && strcmp(path, want) == 0, "resolve a path: kept as is");
 
     rc = sg_model_resolve("no-such-model", models_dir, path, sizeof path, &err);
-    ok(rc == SG_ENOENT && strstr(err.msg, "no-such-model") &&
-           strstr(err.msg, "tiny-llama"),
+    ok(rc == SG_ENOENT && strstr(err.msg, "no-such-model") && strstr(err.msg, "tiny-llama"),
        "unknown name: SG_ENOENT listing the models available");
     if (rc != SG_ENOENT)
         tap_diag("  rc %d: %s", rc, err.msg);
     rc = sg_model_resolve("nowhere/x.json", NULL, path, sizeof path, &err);
     ok(rc == SG_ENOENT, "missing path: SG_ENOENT");
     char tiny_buf[8];
-    ok(sg_model_resolve("tiny-llama", models_dir, tiny_buf, sizeof tiny_buf, &err) ==
-           SG_EINVAL, "resolve: output buffer too small is SG_EINVAL");
+    ok(sg_model_resolve("tiny-llama", models_dir, tiny_buf, sizeof tiny_buf, &err) == SG_EINVAL,
+       "resolve: output buffer too small is SG_EINVAL");
 
     /* NULL models_dir means sg_models_dir(), which honours the variable. */
     setenv("STEPGRAPH_MODELS_DIR", models_dir, 1);
@@ -530,7 +515,8 @@ static void test_strict_json(void)
     sg_model m;
     sg_error err = {0};
     int rc = sg_model_parse(text, "bom.json", &m, &err);
-    if (!ok(rc == 0 && !strcmp(m.name, "bom"), "a model file with a UTF-8 BOM parses, as configs do"))
+    if (!ok(rc == 0 && !strcmp(m.name, "bom"),
+            "a model file with a UTF-8 BOM parses, as configs do"))
         tap_diag("  %s", err.msg);
 }
 
@@ -538,11 +524,10 @@ static void test_strict_json(void)
  * back, the same model (description, totals, attention pattern, rope). */
 static void test_hf_round_trip(void)
 {
-    static const char *const names[] = {"tiny-llama", "tiny-qwen3", "tiny-moe", "llama-3.1-8b",
-                                        "llama-3.2-1b", "qwen3-14b", "qwen3-30b-a3b",
-                                        "seed-oss-36b", "phi-4", "bench-3m", "gpt-oss-20b",
-                                        "tiny-gpt-oss", "qwen2.5-7b", "mistral-7b-v0.3",
-                                        "mixtral-8x7b"};
+    static const char *const names[] = {
+        "tiny-llama",  "tiny-qwen3",    "tiny-moe",     "llama-3.1-8b",    "llama-3.2-1b",
+        "qwen3-14b",   "qwen3-30b-a3b", "seed-oss-36b", "phi-4",           "bench-3m",
+        "gpt-oss-20b", "tiny-gpt-oss",  "qwen2.5-7b",   "mistral-7b-v0.3", "mixtral-8x7b"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/%s.json", models_dir, names[i]);
@@ -561,8 +546,7 @@ static void test_hf_round_trip(void)
             sg_model_format_info(b, db, sizeof db);
         }
         ok(!rc && b->from_hf_config && !b->hf_ignored_keys[0] && strcmp(da, db) == 0 &&
-               !strcmp(a->name, b->name) &&
-               sg_model_total_params(a) == sg_model_total_params(b) &&
+               !strcmp(a->name, b->name) && sg_model_total_params(a) == sg_model_total_params(b) &&
                !memcmp(a->layer_attn, b->layer_attn, sizeof a->layer_attn) &&
                a->rope_scaling == b->rope_scaling && a->rope_factor == b->rope_factor &&
                a->rope_theta == b->rope_theta && a->rms_norm_eps == b->rms_norm_eps &&
@@ -614,7 +598,8 @@ static void test_family_names(void)
             "qwen2.5-7b loads with q/k/v biases, no o_proj bias"))
         tap_diag("  %s", err.msg);
     n = sg_model_unit_tensors(&m, 1, t, 32);
-    ok(n == 12 && !strcmp(t[6].name, "model.layers.0.self_attn.v_proj.bias") && t[6].shape[0] == 512,
+    ok(n == 12 && !strcmp(t[6].name, "model.layers.0.self_attn.v_proj.bias") &&
+           t[6].shape[0] == 512,
        "qwen2 layer: 9 tensors + q/k/v biases (v_proj.bias 512)");
     if (!ok(load_named("mixtral-8x7b", &m, &err) == 0, "mixtral-8x7b loads"))
         tap_diag("  %s", err.msg);
@@ -623,8 +608,8 @@ static void test_family_names(void)
            !strcmp(t[7].name, "model.layers.0.block_sparse_moe.experts.0.w1.weight") &&
            !strcmp(t[8].name, "model.layers.0.block_sparse_moe.experts.0.w3.weight") &&
            !strcmp(t[9].name, "model.layers.0.block_sparse_moe.experts.0.w2.weight") &&
-           t[9].shape[0] == 4096 && t[9].shape[1] == 14336 && t[9].is_expert &&
-           m.norm_topk_prob && !m.qk_norm,
+           t[9].shape[0] == 4096 && t[9].shape[1] == 14336 && t[9].is_expert && m.norm_topk_prob &&
+           !m.qk_norm,
        "mixtral layer: router block_sparse_moe.gate, experts' w1 (gate), w3 (up), w2 (down: H, I)");
 }
 

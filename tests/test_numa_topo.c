@@ -27,8 +27,7 @@ static int write_and_load(int n, const char *path, hwloc_topology_t *t)
         fclose(f);
     if (rc)
         return rc;
-    if (hwloc_topology_init(t) || hwloc_topology_set_xml(*t, path) ||
-        hwloc_topology_load(*t))
+    if (hwloc_topology_init(t) || hwloc_topology_set_xml(*t, path) || hwloc_topology_load(*t))
         return -1;
     return 0;
 }
@@ -37,8 +36,8 @@ static int write_and_load(int n, const char *path, hwloc_topology_t *t)
  * nodes' core counts differ by at most one. */
 static void check_split(hwloc_topology_t real, hwloc_topology_t emu, int n)
 {
-    ok(hwloc_get_nbobjs_by_type(emu, HWLOC_OBJ_NUMANODE) == n, "%d nodes: hwloc finds %d NUMA nodes",
-       n, hwloc_get_nbobjs_by_type(emu, HWLOC_OBJ_NUMANODE));
+    ok(hwloc_get_nbobjs_by_type(emu, HWLOC_OBJ_NUMANODE) == n,
+       "%d nodes: hwloc finds %d NUMA nodes", n, hwloc_get_nbobjs_by_type(emu, HWLOC_OBJ_NUMANODE));
     hwloc_bitmap_t seen = hwloc_bitmap_alloc();
     int disjoint = 1, lo = 1 << 30, hi = 0;
     for (int k = 0; k < n; k++) {

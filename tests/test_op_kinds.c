@@ -47,20 +47,19 @@ static void test_complete(void)
         }
         snprintf(symbol, sizeof symbol, "sg_%s", info->name ? info->name : "");
         const char *why =
-            (int)info->kind != k                               ? "row out of place"
-            : !info->name || !*info->name                      ? "no name"
-            : strcmp(sg_op_kind_name((sg_op_kind)k), info->name) ? "sg_op_kind_name differs"
-            : sg_op_kind_parse(info->name, &parsed) || (int)parsed != k
-                ? "name does not parse back"
-            : !info->symbol || strcmp(info->symbol, symbol)     ? "symbol is not sg_<name>"
-            : (unsigned)info->phase >= SG_PHASE_COUNT          ? "no phase"
-            : (unsigned)info->placement >= SG_PLACE_COUNT      ? "no placement"
-            : (unsigned)info->cost_class >= SG_CLASS_COUNT     ? "no cost class"
-            : !info->devices || (info->devices >> SG_DEV_COUNT) ? "bad device mask"
-            : info->optimizer_ctx != 0 && info->optimizer_ctx != 1 ? "optimizer_ctx not 0/1"
-            : !is_colour(info->color)                          ? "colour is not #rrggbb"
-            : strcmp(sg_op_kind_color((sg_op_kind)k), info->color) ? "sg_op_kind_color differs"
-                                                               : NULL;
+            (int)info->kind != k                                        ? "row out of place"
+            : !info->name || !*info->name                               ? "no name"
+            : strcmp(sg_op_kind_name((sg_op_kind)k), info->name)        ? "sg_op_kind_name differs"
+            : sg_op_kind_parse(info->name, &parsed) || (int)parsed != k ? "name does not parse back"
+            : !info->symbol || strcmp(info->symbol, symbol)             ? "symbol is not sg_<name>"
+            : (unsigned)info->phase >= SG_PHASE_COUNT                   ? "no phase"
+            : (unsigned)info->placement >= SG_PLACE_COUNT               ? "no placement"
+            : (unsigned)info->cost_class >= SG_CLASS_COUNT              ? "no cost class"
+            : !info->devices || (info->devices >> SG_DEV_COUNT)         ? "bad device mask"
+            : info->optimizer_ctx != 0 && info->optimizer_ctx != 1      ? "optimizer_ctx not 0/1"
+            : !is_colour(info->color)                                   ? "colour is not #rrggbb"
+            : strcmp(sg_op_kind_color((sg_op_kind)k), info->color)      ? "sg_op_kind_color differs"
+                                                                        : NULL;
         for (int j = 0; j < k && !why; j++) {
             const sg_op_kind_info *o = sg_op_kind_info_of((sg_op_kind)j);
             if (!strcmp(o->name, info->name))
@@ -89,12 +88,13 @@ static void test_complete(void)
        "an unknown kind costs as elementwise");
 
     /* class names are machine-model JSON keys */
-    static const char *const classes[] = {"gemm", "elementwise", "optimizer_cpu",
-                                          "optimizer_gpu", "copy", "collective"};
+    static const char *const classes[] = {"gemm",          "elementwise", "optimizer_cpu",
+                                          "optimizer_gpu", "copy",        "collective"};
     int cgood = SG_CLASS_COUNT == 6;
     for (int c = 0; c < SG_CLASS_COUNT && cgood; c++)
         cgood = !strcmp(sg_op_class_name((sg_op_class)c), classes[c]);
-    ok(cgood, "cost class names: gemm, elementwise, optimizer_cpu, optimizer_gpu, copy, collective");
+    ok(cgood,
+       "cost class names: gemm, elementwise, optimizer_cpu, optimizer_gpu, copy, collective");
     static const char *const phases[] = {"forward", "backward", "optimizer", "transfer"};
     int pgood = SG_PHASE_COUNT == 4;
     for (int p = 0; p < SG_PHASE_COUNT && pgood; p++)
@@ -105,22 +105,23 @@ static void test_complete(void)
 /* The documented rules, by kind name. */
 static void test_rules(void)
 {
-    static const char *const gemm[] = {"forward", "recompute", "backward", "moe_expert",
-                                       "moe_expert_bwd", NULL};
+    static const char *const gemm[] = {"forward",    "recompute",      "backward",
+                                       "moe_expert", "moe_expert_bwd", NULL};
     static const char *const collective[] = {"allgather", "reduce_scatter", "allreduce", NULL};
     static const char *const copy[] = {"d2h", "h2d", NULL};
     static const char *const cpu_only[] = {"d2h", "overflow_check", "loss_scale", NULL};
     static const char *const optimizer_ctx[] = {"adam_cpu", "validate", "cast", NULL};
     /* batch tiles put forward, recompute, backward and grad_sum nodes on CPUs */
-    static const char *const on_cpu[] = {"adam_cpu", "validate", "cast", "forward", "recompute",
-                                         "backward", "grad_sum", "moe_expert", "moe_combine",
-                                         "moe_expert_bwd", NULL};
+    static const char *const on_cpu[] = {"adam_cpu",    "validate",       "cast",     "forward",
+                                         "recompute",   "backward",       "grad_sum", "moe_expert",
+                                         "moe_combine", "moe_expert_bwd", NULL};
     /* the MoE kinds may sit on GPUs in graphs and simulations (a real run
      * with CUDA workers refuses MoE models: their CUDA codelets have never
      * run on a GPU) */
-    static const char *const on_gpu[] = {"forward", "recompute", "backward", "grad_sum", "cast",
-                                         "grad_norm", "overflow_check", "loss_scale", "adam_gpu",
-                                         "moe_expert", "moe_combine", "moe_expert_bwd", NULL};
+    static const char *const on_gpu[] = {
+        "forward",     "recompute",      "backward",   "grad_sum", "cast",
+        "grad_norm",   "overflow_check", "loss_scale", "adam_gpu", "moe_expert",
+        "moe_combine", "moe_expert_bwd", NULL};
     int place = 1, ctx = 1, phase = 1, cls = 1, dev = 1, rule = 1;
     for (int k = 0; k < SG_OP_KIND_COUNT; k++) {
         const sg_op_kind_info *i = sg_op_kind_info_of((sg_op_kind)k);
@@ -128,7 +129,7 @@ static void test_rules(void)
 
         /* placement on a CUDA machine: D2H, overflow check and loss scale
          * CPU only, H2D on the CUDA side, casts either, others by device */
-        sg_placement want_place = named(i, cpu_only)          ? SG_PLACE_CPU
+        sg_placement want_place = named(i, cpu_only)         ? SG_PLACE_CPU
                                   : !strcmp(i->name, "h2d")  ? SG_PLACE_CUDA
                                   : !strcmp(i->name, "cast") ? SG_PLACE_EITHER
                                                              : SG_PLACE_NODE;
@@ -142,13 +143,13 @@ static void test_rules(void)
         }
 
         /* wall_clock_breakdown: transfers are the link nodes */
-        sg_phase want_phase = link                              ? SG_PHASE_TRANSFER
+        sg_phase want_phase = link ? SG_PHASE_TRANSFER
                               : !strcmp(i->name, "forward") || !strcmp(i->name, "moe_expert") ||
-                                        !strcmp(i->name, "moe_combine")
+                                      !strcmp(i->name, "moe_combine")
                                   ? SG_PHASE_FORWARD
                               : !strcmp(i->name, "backward") || !strcmp(i->name, "recompute") ||
-                                        !strcmp(i->name, "grad_sum") ||
-                                        !strcmp(i->name, "moe_expert_bwd")
+                                      !strcmp(i->name, "grad_sum") ||
+                                      !strcmp(i->name, "moe_expert_bwd")
                                   ? SG_PHASE_BACKWARD
                                   : SG_PHASE_OPTIMIZER;
         if (i->phase != want_phase) {
@@ -157,12 +158,12 @@ static void test_rules(void)
             phase = 0;
         }
 
-        sg_op_class want_cls = named(i, gemm)                   ? SG_CLASS_GEMM
-                               : named(i, collective)           ? SG_CLASS_COLLECTIVE
-                               : named(i, copy)                 ? SG_CLASS_COPY
-                               : !strcmp(i->name, "adam_cpu")   ? SG_CLASS_OPTIMIZER_CPU
-                               : !strcmp(i->name, "adam_gpu")   ? SG_CLASS_OPTIMIZER_GPU
-                                                                : SG_CLASS_ELEMENTWISE;
+        sg_op_class want_cls = named(i, gemm)                 ? SG_CLASS_GEMM
+                               : named(i, collective)         ? SG_CLASS_COLLECTIVE
+                               : named(i, copy)               ? SG_CLASS_COPY
+                               : !strcmp(i->name, "adam_cpu") ? SG_CLASS_OPTIMIZER_CPU
+                               : !strcmp(i->name, "adam_gpu") ? SG_CLASS_OPTIMIZER_GPU
+                                                              : SG_CLASS_ELEMENTWISE;
         if (i->cost_class != want_cls || sg_op_kind_class((sg_op_kind)k) != want_cls) {
             tap_diag("%s: cost class %s, expected %s", i->name, sg_op_class_name(i->cost_class),
                      sg_op_class_name(want_cls));
@@ -265,8 +266,7 @@ static void test_compiled(void)
                     s.param_persistence_threshold = 0;
                     char label[96];
                     snprintf(label, sizeof label, "stage %d offload %d super %d %s%s", stage,
-                             offload, super, sg_dtype_name(s.compute_dtype),
-                             tiled ? " tiled" : "");
+                             offload, super, sg_dtype_name(s.compute_dtype), tiled ? " tiled" : "");
                     cases++;
                     good += devices_allowed(m, &s, label);
                 }

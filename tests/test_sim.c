@@ -107,7 +107,8 @@ static void test_cost(void)
     sg_node gemm = node(SG_OP_FORWARD, 1e12, 1 << 20);
     double gpu = sg_sim_node_seconds(&c, &gemm, SG_SIM_GPU);
     double cpu = sg_sim_node_seconds(&c, &gemm, SG_SIM_CPU);
-    is_close(gpu, 1e12 / (989e12 * 0.75) + 20e-6, 1e-9, "GEMM on the GPU: FLOPs over derated bf16 peak");
+    is_close(gpu, 1e12 / (989e12 * 0.75) + 20e-6, 1e-9,
+             "GEMM on the GPU: FLOPs over derated bf16 peak");
     ok(cpu > 100 * gpu, "the same GEMM on one Grace core is over 100x slower");
     sg_node adam = node(SG_OP_ADAM_CPU, 1e6, 16000000000LL);
     double t8 = sg_sim_node_seconds(&c, &adam, SG_SIM_CPU);
@@ -156,9 +157,10 @@ static void test_rollback_passes(void)
     v.flops = 0;
     ok(sg_node_ideal_seconds(&cm, &v) == 0.0, "lower bound: a validation without rollback is free");
     cm.validate_passes = 2;
-    is_close(sg_node_ideal_seconds(&cm, &v), 2 * 8e9 / cm.cpu_mem_bw / cm.efficiency[SG_OP_ADAM_CPU],
-             1e-9, "lower bound: 2 passes of 8 GB at the socket's %.0f GB/s x %.2f",
-             cm.cpu_mem_bw / 1e9, cm.efficiency[SG_OP_ADAM_CPU]);
+    is_close(sg_node_ideal_seconds(&cm, &v),
+             2 * 8e9 / cm.cpu_mem_bw / cm.efficiency[SG_OP_ADAM_CPU], 1e-9,
+             "lower bound: 2 passes of 8 GB at the socket's %.0f GB/s x %.2f", cm.cpu_mem_bw / 1e9,
+             cm.efficiency[SG_OP_ADAM_CPU]);
 }
 
 /* The demand a node states and the static cost agree: one stream at the
@@ -249,7 +251,8 @@ static void test_costfit(void)
     for (int i = 0; i < 5; i++) /* time falling with bytes */
         s[i].us = 50 + 10 * gf[i] - 5 * gb[i];
     ok(sg_cost_fit_samples(s, 5, &f) == 0 && f.overhead_us >= 0 && f.us_per_gflop >= 0 &&
-           f.us_per_attention_gflop >= 0 && f.us_per_gb >= 0, "no negative coefficient");
+           f.us_per_attention_gflop >= 0 && f.us_per_gb >= 0,
+       "no negative coefficient");
     sg_cost_sample one = {1e9, 0, 1e6, 40, 3};
     ok(sg_cost_fit_samples(&one, 1, &f) == 0 && fabs(sg_cost_fit_us(&f, 1e9, 0, 1e6) - 40) < 1e-9,
        "one size: its time is reproduced");
@@ -262,10 +265,10 @@ static void test_costfit(void)
         return;
     snprintf(path, sizeof path, "%s/node_times.csv", dir);
     write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
-          "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10\n"
-          "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10\n"
-          "fwd.layer2.mb0,forward,6e9,1e9,1e8,44.3,10\n"
-          "adam.sg0,adam_cpu,1e6,0,1e9,500,4\n");
+                     "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10\n"
+                     "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10\n"
+                     "fwd.layer2.mb0,forward,6e9,1e9,1e8,44.3,10\n"
+                     "adam.sg0,adam_cpu,1e6,0,1e9,500,4\n");
     sg_cost_fit fits[SG_COST_DEVICES][SG_OP_KIND_COUNT];
     sg_error err = {0};
     ok(sg_cost_fits_load(path, fits, &err) == 0, "a node-times file loads");
@@ -275,14 +278,14 @@ static void test_costfit(void)
     /* 4.3 us + 5 us per matmul GFLOP, 15 per attention GFLOP */
     is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 0, 1e8), 4.3 + 5 * 8, 1e-6,
              "forward: 5 us per matmul GFLOP from three layers");
-    is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 2e9, 1e8),
-             4.3 + 5 * 6 + 15 * 2, 1e-6, "and 15 us per attention GFLOP");
+    is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 2e9, 1e8), 4.3 + 5 * 6 + 15 * 2,
+             1e-6, "and 15 us per attention GFLOP");
     /* with the device column: the GPU's lines fit apart from the CPU's */
     write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
-          "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10,cpu\n"
-          "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10,cpu\n"
-          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n"
-          "fwd.layer1.mb0,forward,4e9,0,1e8,5,10,gpu\n");
+                     "fwd.layer0.mb0,forward,2e9,0,1e8,14.3,10,cpu\n"
+                     "fwd.layer1.mb0,forward,4e9,0,1e8,24.3,10,cpu\n"
+                     "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n"
+                     "fwd.layer1.mb0,forward,4e9,0,1e8,5,10,gpu\n");
     ok(sg_cost_fits_load(path, fits, &err) == 0 && fits[SG_COST_GPU][SG_OP_FORWARD].valid,
        "a node-times file with devices loads, a fit per device");
     is_close(sg_cost_fit_us(&fits[SG_COST_GPU][SG_OP_FORWARD], 8e9, 0, 1e8), 1 + 1 * 8, 1e-6,
@@ -290,20 +293,21 @@ static void test_costfit(void)
     is_close(sg_cost_fit_us(&fits[SG_COST_CPU][SG_OP_FORWARD], 8e9, 0, 1e8), 4.3 + 5 * 8, 1e-6,
              "CPU forward: its own two lines");
     write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples,device\n"
-          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,tpu\n");
+                     "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,tpu\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "a device other than cpu or gpu: refused");
     write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
-          "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n");
+                     "fwd.layer0.mb0,forward,2e9,0,1e8,3,10,gpu\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL,
        "a device column the header does not name: refused");
     write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
-          "fwd.layer0.mb0,forward,2e9,3e9,1e8,14.3,10\n");
-    ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "attention FLOPs above the FLOPs: refused");
+                     "fwd.layer0.mb0,forward,2e9,3e9,1e8,14.3,10\n");
+    ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL,
+       "attention FLOPs above the FLOPs: refused");
     like(err.msg, "line 2", "... naming the line");
     write_text(path, "name,kind,flops\nx,forward,1\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "a wrong header: refused");
     write_text(path, "name,kind,flops,attention_flops,bytes,mean_us,samples\n"
-          "x,teleport,1,0,1,1,1\n");
+                     "x,teleport,1,0,1,1,1\n");
     ok(sg_cost_fits_load(path, fits, &err) == SG_EINVAL, "an unknown kind: refused");
     remove(path);
     ok(sg_cost_fits_load(path, fits, &err) == SG_EIO, "a missing file: refused");
@@ -370,7 +374,8 @@ static void test_node_times(void)
         fclose(fp);
     ok(lines == 4 && good == 4,
        "node times: a line per node and device it ran on, its mean and samples (%d lines, %d "
-       "right)", lines, good);
+       "right)",
+       lines, good);
     remove(path);
     rmdir(dir);
     sg_node_times_free(&nt);
@@ -391,13 +396,15 @@ static void test_fit(void)
     m.gpu_memory_gb = 40;
     sg_sim_check_fit(&g, &m, &f);
     ok(!f.fits, "not in 40 GB of GPU memory");
-    like(f.why, "GPU peak 46.6 GiB > 37.3 GiB (40 GB)", "the numbers are given, in GiB (the file's GB beside)");
+    like(f.why, "GPU peak 46.6 GiB > 37.3 GiB (40 GB)",
+         "the numbers are given, in GiB (the file's GB beside)");
     sg_machine u = gh200();
     u.unified_memory = 1;
     u.cpu_memory_gb = 128;
     sg_sim_check_fit(&g, &u, &f);
     ok(!f.fits, "unified: 150 GB counted once against 128 GB");
-    like(f.why, "needs 139.7 GiB (GPU-side 46.6 + host 93.1) in gh200's 119.2 GiB (128 GB)", "unified message");
+    like(f.why, "needs 139.7 GiB (GPU-side 46.6 + host 93.1) in gh200's 119.2 GiB (128 GB)",
+         "unified message");
     sg_graph_free(&g);
 }
 
@@ -463,7 +470,8 @@ static void test_machine_keys(void)
           "\"efficiency\":{\"gemm\":0.7,\"elementwise\":0.7,\"optimizer_cpu\":0.7,"
           "\"optimizer_gpu\":0.7,\"copy\":0.7,\"collective\":0.7},"
           "\"calibration\":{\"sampling_dir\":\"box.sampling\",\"hostname\":\"box\","
-          "\"measured_step_ms\":89.5}}", f);
+          "\"measured_step_ms\":89.5}}",
+          f);
     fclose(f);
     sg_machine m;
     sg_error err = {0};
@@ -482,7 +490,8 @@ static void test_machine_keys(void)
           "\"tflops\":{\"bf16\":1,\"fp16\":1,\"fp32\":1}},"
           "\"links\":{\"h2d_gbs\":10,\"d2h_gbs\":10,\"latency_us\":1,\"gpu_gpu_gbs\":10},"
           "\"efficiency\":{\"gemm\":0.7,\"elementwise\":0.7,\"optimizer_cpu\":0.7,"
-          "\"optimizer_gpu\":0.7,\"copy\":0.7,\"collective\":0.7}}", f);
+          "\"optimizer_gpu\":0.7,\"copy\":0.7,\"collective\":0.7}}",
+          f);
     fclose(f);
     ok(sg_machine_load(path, &m, &err) != 0, "a GPU with 0 GB is refused");
     like(err.msg, "must be above 0 when gpu.count is 1", "with the reason");

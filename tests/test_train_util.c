@@ -85,8 +85,8 @@ static const char *jstr(const cJSON *o, const char *key)
 
 /* ---------------------------------------------------------------- lr --- */
 
-static sg_ds_config sched(sg_lr_schedule type, sg_warmup_type wt, double min_lr,
-                          double max_lr, int64_t warmup, int64_t total)
+static sg_ds_config sched(sg_lr_schedule type, sg_warmup_type wt, double min_lr, double max_lr,
+                          int64_t warmup, int64_t total)
 {
     sg_ds_config ds;
     sg_ds_config_defaults(&ds);
@@ -184,8 +184,8 @@ static sg_ds_config fp16(double static_scale, int64_t power, int64_t window, int
 }
 
 /* Runs the overflow sequence and compares the scale after each update. */
-static void scale_seq(sg_loss_scaler_state *s, const sg_loss_scaler_params *p,
-                      const char *what, const int *ovf, const double *want, int n)
+static void scale_seq(sg_loss_scaler_state *s, const sg_loss_scaler_params *p, const char *what,
+                      const int *ovf, const double *want, int n)
 {
     int bad = -1;
     double got = 0;
@@ -211,8 +211,7 @@ static void test_loss_scaler(void)
     ds.bf16.enabled = 1;
     sg_loss_scaler_init(&p, &s, &ds);
     sg_loss_scaler_update(&s, &p, 1);
-    ok(s.scale == 1.0 && !p.dynamic,
-       "bf16: scale 1, not dynamic, overflow ignored");
+    ok(s.scale == 1.0 && !p.dynamic, "bf16: scale 1, not dynamic, overflow ignored");
 
     /* static */
     ds = fp16(128.0, 16, 1000, 2, 1.0);
@@ -222,14 +221,12 @@ static void test_loss_scaler(void)
         rc |= sg_loss_scaler_update(&s, &p, i % 2);
     for (int i = 0; i < 2000; i++)
         rc |= sg_loss_scaler_update(&s, &p, 0);
-    ok(s.scale == 128.0 && !p.dynamic && rc == 0,
-       "static loss_scale 128 never changes");
+    ok(s.scale == 128.0 && !p.dynamic && rc == 0, "static loss_scale 128 never changes");
 
     /* dynamic: 2^4 = 16, window 3, hysteresis 2, min 1 */
     ds = fp16(0.0, 4, 3, 2, 1.0);
     sg_loss_scaler_init(&p, &s, &ds);
-    ok(p.dynamic && s.scale == 16.0 && s.cur_hysteresis == 2 &&
-           s.last_overflow_iter == -1,
+    ok(p.dynamic && s.scale == 16.0 && s.cur_hysteresis == 2 && s.last_overflow_iter == -1,
        "dynamic: starts at 2^initial_scale_power with full hysteresis");
     {
         /* it: 0-3 clean -> stable interval 3 at it 3: x2 = 32
@@ -244,8 +241,7 @@ static void test_loss_scaler(void)
         ok(s.cur_iter == 14 && s.last_overflow_iter == 13 && s.cur_hysteresis == 1,
            "dynamic: cur_iter, last_overflow_iter and cur_hysteresis follow DeepSpeed "
            "(%lld, %lld, %lld)",
-           (long long)s.cur_iter, (long long)s.last_overflow_iter,
-           (long long)s.cur_hysteresis);
+           (long long)s.cur_iter, (long long)s.last_overflow_iter, (long long)s.cur_hysteresis);
     }
 
     /* growth every scale_window clean steps: window 2 from scale 1 grows at
@@ -309,20 +305,20 @@ static void test_step_lines(void)
 {
     /* L=2 h=64 V=128 B=4 s=32: 24*3*4*32*2*64^2 = 75497472;
      * (1 + 32/384 + 128/2048) = 1.1458333; flops 86507520 in 0.5 s */
-    is_close(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 0), 0.5), 1.7301504e-4,
-             1e-12, "Megatron TFLOPS: no checkpointing (c = 3)");
-    is_close(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 1), 0.5), 2.3068672e-4,
-             1e-12, "Megatron TFLOPS: activation checkpointing (c = 4)");
+    is_close(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 0), 0.5), 1.7301504e-4, 1e-12,
+             "Megatron TFLOPS: no checkpointing (c = 3)");
+    is_close(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 1), 0.5), 2.3068672e-4, 1e-12,
+             "Megatron TFLOPS: activation checkpointing (c = 4)");
     ok(isnan(sg_flops_per_s_tera(sg_flops_megatron(2, 64, 128, 4, 32, 0), 0.0)) &&
            isnan(sg_flops_megatron(0, 64, 128, 4, 32, 0)),
        "Megatron TFLOPS: NAN for zero time or a zero size");
     /* active parameters: c B s (2 P + 4 s q L), P = 1e6 - 1e5 embedding rows */
-    is_close(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 0, 0.5), 1.394982912e-3,
-             1e-12, "Active TFLOPS: 3 B s (2 P + 4 s q L), the input embedding left out");
-    is_close(sg_step_active_tflops(1000000, 100000, 1, 2, 64, 4, 32, 0, 0.5), 1.548582912e-3,
-             1e-12, "Active TFLOPS: a tied embedding counts (it is the head's matrix)");
-    is_close(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 1, 0.5), 1.859977216e-3,
-             1e-12, "Active TFLOPS: activation checkpointing (c = 4)");
+    is_close(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 0, 0.5), 1.394982912e-3, 1e-12,
+             "Active TFLOPS: 3 B s (2 P + 4 s q L), the input embedding left out");
+    is_close(sg_step_active_tflops(1000000, 100000, 1, 2, 64, 4, 32, 0, 0.5), 1.548582912e-3, 1e-12,
+             "Active TFLOPS: a tied embedding counts (it is the head's matrix)");
+    is_close(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 1, 0.5), 1.859977216e-3, 1e-12,
+             "Active TFLOPS: activation checkpointing (c = 4)");
     ok(isnan(sg_step_active_tflops(1000000, 100000, 0, 2, 64, 4, 32, 0, 0.0)),
        "Active TFLOPS: NAN for zero time");
 
@@ -371,8 +367,7 @@ static void test_summary(void)
     is_close(s.tflops, 1.7 / 0.6, 1e-12, "summary: TFLOPS = total FLOP / total time");
     is_close(s.model_tflops, 0.85 / 0.6, 1e-12, "summary: model TFLOPS weighted the same way");
 
-    sg_mem_peak peaks[] = {
-        {"CUDA", 3LL << 29}, {"CPU", 512LL << 20}, {"NUMA 1", -1}};
+    sg_mem_peak peaks[] = {{"CUDA", 3LL << 29}, {"CPU", 512LL << 20}, {"NUMA 1", -1}};
     sg_step_stats_format_summary(&st, peaks, 3, buf, sizeof buf);
     like(buf, "Summary: 3 steps (1..3), 1 warm-up step excluded\n", "summary text: header");
     like(buf, "Step time: mean 200.00 ms | min 100.00 ms | max 300.00 ms\n",
@@ -438,12 +433,9 @@ static void test_metrics(void)
     cJSON *b = nl ? cJSON_Parse(nl + 1) : NULL;
     ok(a && b, "metrics: each line is a JSON object");
     if (a && b) {
-        ok(jnum(a, "step") == 1 &&
-               jnum(a, "loss") == 4.25 &&
-               jnum(a, "lr") == 1e-4 &&
+        ok(jnum(a, "step") == 1 && jnum(a, "loss") == 4.25 && jnum(a, "lr") == 1e-4 &&
                jnum(a, "beta1") == 0.9 && jnum(a, "beta2") == 0.999 &&
-               jnum(a, "loss_scale") == 65536 &&
-               jnum(a, "time_ms") == 125.0 &&
+               jnum(a, "loss_scale") == 65536 && jnum(a, "time_ms") == 125.0 &&
                jnum(a, "tflops") == 0.5 && jnum(a, "model_tflops") == 0.375 &&
                jnum(a, "megatron_tflops") == 0.625 && jnum(a, "mfu") == 0.25 &&
                cJSON_IsFalse(cJSON_GetObjectItem(a, "skipped")) &&
@@ -455,10 +447,8 @@ static void test_metrics(void)
                cJSON_IsNull(cJSON_GetObjectItem(b, "mfu")) && jnum(b, "model_tflops") == 0.5,
            "metrics: NAN and inf are written as null");
         cJSON *ph = cJSON_GetObjectItem(b, "phases_ms");
-        ok(cJSON_IsTrue(cJSON_GetObjectItem(b, "skipped")) && ph &&
-               jnum(ph, "forward") == 10.0 &&
-               jnum(ph, "backward") == 20.0 &&
-               cJSON_IsNull(cJSON_GetObjectItem(ph, "transfer")),
+        ok(cJSON_IsTrue(cJSON_GetObjectItem(b, "skipped")) && ph && jnum(ph, "forward") == 10.0 &&
+               jnum(ph, "backward") == 20.0 && cJSON_IsNull(cJSON_GetObjectItem(ph, "transfer")),
            "metrics: skipped flag and phase times (ms)");
     } else {
         tap_skip(3, "metrics lines did not parse");
@@ -508,13 +498,11 @@ static void test_metrics_eval(void)
 static cJSON *find_event(cJSON *events, const char *ph, int tid, const char *name)
 {
     cJSON *e;
-    cJSON_ArrayForEach(e, events)
-    {
+    cJSON_ArrayForEach (e, events) {
         cJSON *p = cJSON_GetObjectItem(e, "ph"), *t = cJSON_GetObjectItem(e, "tid");
         cJSON *n = cJSON_GetObjectItem(e, "name");
         if (cJSON_IsString(p) && !strcmp(p->valuestring, ph) && cJSON_IsNumber(t) &&
-            t->valueint == tid &&
-            (!name || (cJSON_IsString(n) && !strcmp(n->valuestring, name))))
+            t->valueint == tid && (!name || (cJSON_IsString(n) && !strcmp(n->valuestring, name))))
             return e;
     }
     return NULL;
@@ -534,21 +522,16 @@ static void check_trace_json(cJSON *root, const char *odd)
     cJSON *tn = find_event(ev, "M", 1, "thread_name");
     cJSON *ts = find_event(ev, "M", 1, "thread_sort_index");
     ok(pn && jnum(pn, "pid") == 1 &&
-           !strcmp(jstr(cJSON_GetObjectItem(pn, "args"), "name"),
-                   "stepgraph"),
+           !strcmp(jstr(cJSON_GetObjectItem(pn, "args"), "name"), "stepgraph"),
        "trace: process 1 is named stepgraph");
-    ok(tn && ts &&
-           !strcmp(jstr(cJSON_GetObjectItem(tn, "args"), "name"),
-                   "CUDA \"0\"") &&
+    ok(tn && ts && !strcmp(jstr(cJSON_GetObjectItem(tn, "args"), "name"), "CUDA \"0\"") &&
            jnum(cJSON_GetObjectItem(ts, "args"), "sort_index") == 0,
        "trace: lane name (escaped) and sort index");
 
     cJSON *x = find_event(ev, "X", 0, NULL);
-    ok(x && !strcmp(jstr(x, "name"), odd) &&
-           !strcmp(jstr(x, "cat"), "task"),
+    ok(x && !strcmp(jstr(x, "name"), odd) && !strcmp(jstr(x, "cat"), "task"),
        "trace: quotes, backslashes and control characters in names round-trip");
-    ok(x && jnum(x, "ts") == 10.0 &&
-           jnum(x, "dur") == 5.5 &&
+    ok(x && jnum(x, "ts") == 10.0 && jnum(x, "dur") == 5.5 &&
            jnum(cJSON_GetObjectItem(x, "args"), "flops") == 12,
        "trace: X event timing (us) and args object");
     cJSON *x1 = find_event(ev, "X", 1, "adam");
@@ -556,13 +539,9 @@ static void check_trace_json(cJSON *root, const char *odd)
        "trace: event without category or args");
 
     cJSON *fs = find_event(ev, "s", 0, NULL), *ff = find_event(ev, "f", 1, NULL);
-    ok(fs && ff && jnum(fs, "id") == 7 &&
-           jnum(ff, "id") == 7 &&
-           jnum(fs, "ts") == 15.0 &&
-           jnum(ff, "ts") == 21.0 &&
-           !strcmp(jstr(ff, "bp"), "e") &&
-           !strcmp(jstr(fs, "name"),
-                   jstr(ff, "name")),
+    ok(fs && ff && jnum(fs, "id") == 7 && jnum(ff, "id") == 7 && jnum(fs, "ts") == 15.0 &&
+           jnum(ff, "ts") == 21.0 && !strcmp(jstr(ff, "bp"), "e") &&
+           !strcmp(jstr(fs, "name"), jstr(ff, "name")),
        "trace: flow s/f pair with one id, bind point e");
 }
 

@@ -190,7 +190,8 @@ int main(void)
 {
     /* Two machines, three policies, both priority settings, one knob at
      * 0.25, 0.5 and 1: point = machine*18 + policy*6 + prio*3 + value. */
-    static const char *const machines[] = {"gh200", "mi300a"}, *const scheds[] = {"dmdas", "eager", "lws"};
+    static const char *const machines[] = {"gh200", "mi300a"}, *const scheds[] = {"dmdas", "eager",
+                                                                                  "lws"};
     static const double ratio[] = {0.25, 0.5, 1.0}, ratio_ms[] = {4, 8, 0};
     sg_tune_point pts[36];
     int n = 0;
@@ -220,11 +221,13 @@ int main(void)
     char *csv = capture(sg_tune_write_csv, &a, &rc);
     is_int(rc, SG_OK, "csv: written");
     is_str(nth_line(csv, 0, line, sizeof line),
-           "machine,sched,priorities,offload_optimizer.ratio,status,step_ms,tflops,mfu,tokens_per_s,gpu_busy,"
+           "machine,sched,priorities,offload_optimizer.ratio,status,step_ms,tflops,mfu,tokens_per_"
+           "s,gpu_busy,"
            "adam_hidden,bound_ms,bound_by,note",
            "csv: header");
     is_str(nth_line(csv, 6, line, sizeof line),
-           "gh200,dmdas,on,1,ok,95.1235,123.457,0.25,,0.912346,0.5,61.2345,GPU compute,\"policy \"\"dmdas\"\", warm\"",
+           "gh200,dmdas,on,1,ok,95.1235,123.457,0.25,,0.912346,0.5,61.2345,GPU compute,\"policy "
+           "\"\"dmdas\"\", warm\"",
            "csv: an ok row, note quoted with its quotes doubled");
     is_str(nth_line(csv, 1, line, sizeof line),
            "gh200,dmdas,off,0.25,infeasible,,,,,,,,,\"needs 2.5 GiB more, of 96 GiB\"",
@@ -232,7 +235,8 @@ int main(void)
     is_str(nth_line(csv, 22, line, sizeof line),
            "mi300a,dmdas,on,0.25,failed,,,,,,,,,\"simulation failed: \"\"boom\"\"\"",
            "csv: a failed row");
-    is_str(nth_line(csv, 2, line, sizeof line), "gh200,dmdas,off,0.5,ok,108,100,0.25,,0.8,0.5,,,\"\"",
+    is_str(nth_line(csv, 2, line, sizeof line),
+           "gh200,dmdas,off,0.5,ok,108,100,0.25,,0.8,0.5,,,\"\"",
            "csv: an empty note is still quoted");
     is_int(count(csv, "\n"), 37, "csv: header and 36 rows");
     free(csv);
@@ -263,8 +267,9 @@ int main(void)
          "markdown: best on mi300a");
     ok(md && strstr(md, "Best on gh200") < strstr(md, "Best on mi300a"),
        "markdown: machines in the order they appear");
-    like(md, "\n| gh200 | dmdas | on | 1 | ok | 95.12 | 123.5 | 25.0% | - | 91.2% | 50.0% | 61.23 | "
-             "GPU compute | policy \"dmdas\", warm |\n",
+    like(md,
+         "\n| gh200 | dmdas | on | 1 | ok | 95.12 | 123.5 | 25.0% | - | 91.2% | 50.0% | 61.23 | "
+         "GPU compute | policy \"dmdas\", warm |\n",
          "markdown: a point's row");
     like(md, "\n| gh200 | dmdas | off | 0.25 | infeasible | - | - | - | - | ",
          "markdown: '-' for figures an infeasible point lacks");
@@ -276,7 +281,8 @@ int main(void)
     like(md, "\nBest on m2: none fits (every point infeasible or failed)\n",
          "markdown: a machine where nothing fits");
     like(md, "\nBest on m1: eager, priorities on: 40.00 ms\n", "markdown: no knob, no key=value");
-    ok(md && !strstr(md, "priorities change"), "markdown: no priority table when only one setting ran");
+    ok(md && !strstr(md, "priorities change"),
+       "markdown: no priority table when only one setting ran");
     free(md);
 
     char *svg = capture(sg_tune_write_svg, &a, &rc);
@@ -307,13 +313,13 @@ int main(void)
     svg = capture(sg_tune_write_svg, &b, &rc);
     ok(rc == SG_OK && svg_framed(svg) && xml_well_formed(svg), "svg: bar chart without a knob");
     is_int(count(svg, "<polyline"), 0, "svg: bars, no polyline");
-    is_int(count(svg, "<title>infeasible</title>"), 2,
-           "svg: m2's two policies marked infeasible");
+    is_int(count(svg, "<title>infeasible</title>"), 2, "svg: m2's two policies marked infeasible");
     free(svg);
 
     sg_tune_set none = {.nvary = 1, .keys = {"ratio"}, .points = bp + 4, .npoints = 1};
     svg = capture(sg_tune_write_svg, &none, &rc);
-    ok(rc == SG_OK && svg_framed(svg) && xml_well_formed(svg), "svg: no feasible point, still valid");
+    ok(rc == SG_OK && svg_framed(svg) && xml_well_formed(svg),
+       "svg: no feasible point, still valid");
     like(svg, "no feasible point", "... and says so");
     free(svg);
     sg_tune_set empty = {.nvary = 1, .keys = {"ratio"}, .points = NULL, .npoints = 0};
@@ -345,15 +351,17 @@ int main(void)
     is_str(nth_line(log, 0, line, sizeof line),
            "tune: 1/24 (4%) gh200 dmdas; 5 s so far, about 1 min 55 s left",
            "... the first with the time left at the pace so far");
-    is_str(nth_line(log, 23, line, sizeof line), "tune: 24/24 (100%) gh200 dmdas; 2 min 00 s in all",
+    is_str(nth_line(log, 23, line, sizeof line),
+           "tune: 24/24 (100%) gh200 dmdas; 2 min 00 s in all",
            "... the last with the time it took");
     free(log);
     int half_end[] = {12, 24};
     log = capture_progress(half_end, 2, 24, "gh200 dmdas", 1, 300.0);
-    is_str(log, "\rtune: [###############---------------] 12/24 gh200 dmdas; 1 h 00 min so far, "
-                "about 1 h 00 min left\033[K"
-                "\rtune: [##############################] 24/24 gh200 dmdas; 2 h 00 min in all"
-                "\033[K\n",
+    is_str(log,
+           "\rtune: [###############---------------] 12/24 gh200 dmdas; 1 h 00 min so far, "
+           "about 1 h 00 min left\033[K"
+           "\rtune: [##############################] 24/24 gh200 dmdas; 2 h 00 min in all"
+           "\033[K\n",
            "progress on a terminal: one redrawn line with the time left, a newline at the end");
     free(log);
     log = capture_progress(half_end, 2, 0, "x", 1, 1.0);
@@ -368,9 +376,11 @@ int main(void)
     w.nwords[0] = 2;
     snprintf(w.words[0][0], sizeof w.words[0][0], "cpu");
     snprintf(w.words[0][1], sizeof w.words[0][1], "gpu");
-    char *wcsv = capture(sg_tune_write_csv, &w, &rc), *wmd = capture(sg_tune_write_markdown, &w, &rc);
+    char *wcsv = capture(sg_tune_write_csv, &w, &rc),
+         *wmd = capture(sg_tune_write_markdown, &w, &rc);
     char *wsvg = capture(sg_tune_write_svg, &w, &rc);
-    ok(wcsv && strstr(wcsv, "\ngh200,dmda,on,cpu,ok,1540,") && strstr(wcsv, "\ngh200,dmda,on,gpu,ok,3217,"),
+    ok(wcsv && strstr(wcsv, "\ngh200,dmda,on,cpu,ok,1540,") &&
+           strstr(wcsv, "\ngh200,dmda,on,gpu,ok,3217,"),
        "words: the CSV writes each point's word");
     like(wmd, "Best on gh200: dmda, priorities on, cast_placement=cpu: 1540.00 ms",
          "words: the best setting names the word");
@@ -391,7 +401,8 @@ int main(void)
     dp[1].tokens = 8192;
     sg_tune_set d = {.nvary = 1, .keys = {"dp_size"}, .points = dp, .npoints = 2};
     is_int(sg_tune_best(&d, "gh200x2"), 1, "dp_size varied: the best is the most tokens/s");
-    char *dmd = capture(sg_tune_write_markdown, &d, &rc), *dcsv = capture(sg_tune_write_csv, &d, &rc);
+    char *dmd = capture(sg_tune_write_markdown, &d, &rc),
+         *dcsv = capture(sg_tune_write_csv, &d, &rc);
     like(dmd, "Best on gh200x2: dmdas, priorities on, dp_size=2: 1550.00 ms, 5285 tokens/s",
          "dp_size varied: the best line gives its tokens/s");
     ok(dcsv && strstr(dcsv, "\ngh200x2,dmdas,on,1,ok,1540,100,0.25,2659.74,"),

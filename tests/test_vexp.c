@@ -75,7 +75,8 @@ int main(void)
     sg_vexp(sy, sp, 6, 0.0f);
     ok(isnan(sy[0]) && sy[1] == 0.0f && isinf(sy[2]) && sy[2] > 0 && isinf(sy[3]) &&
            sy[4] == 0.0f && isinf(sy[5]),
-       "NaN -> NaN, -inf -> 0, +inf -> inf, e^89 and e^88.8 -> inf, e^-200 -> 0 (%g %g %g %g %g %g)",
+       "NaN -> NaN, -inf -> 0, +inf -> inf, e^89 and e^88.8 -> inf, e^-200 -> 0 (%g %g %g %g %g "
+       "%g)",
        (double)sy[0], (double)sy[1], (double)sy[2], (double)sy[3], (double)sy[4], (double)sy[5]);
 
     /* 4. shift and in-place: e^(x - s) into x itself */

@@ -96,8 +96,12 @@ static void test_conversions(void)
 static sg_st_entry st_entry(const char *name, sg_dtype dtype, sg_dtype src_dtype, int ndim,
                             const int64_t *shape, const void *data)
 {
-    return (sg_st_entry){.name = name, .dtype = dtype, .src_dtype = src_dtype, .ndim = ndim,
-                         .shape = shape, .data = data};
+    return (sg_st_entry){.name = name,
+                         .dtype = dtype,
+                         .src_dtype = src_dtype,
+                         .ndim = ndim,
+                         .shape = shape,
+                         .data = data};
 }
 
 static void test_roundtrip(void)
@@ -131,8 +135,8 @@ static void test_roundtrip(void)
         return;
     }
     ok(ta->dtype == SG_F32 && ta->ndim == 2 && ta->shape[0] == 2 && ta->shape[1] == 3 &&
-           tb->dtype == SG_BF16 && tb->ndim == 1 && tc->dtype == SG_F16 &&
-           tc->ndim == 3 && tc->shape[1] == 3 && ts->ndim == 0 && ts->numel == 1,
+           tb->dtype == SG_BF16 && tb->ndim == 1 && tc->dtype == SG_F16 && tc->ndim == 3 &&
+           tc->shape[1] == 3 && ts->ndim == 0 && ts->numel == 1,
        "dtypes and shapes");
     float ra[6], rb[4], rc3[3], rs[1];
     sg_st_read_f32(ta, ra);
@@ -233,7 +237,8 @@ static void test_dtype_names(void)
     is_str(sg_st_dtype_name(SG_F16), "F16", "safetensors name of SG_F16");
     is_str(sg_dtype_name(SG_BF16), "bf16", "IR name of the same enum");
     ok(sg_dtype_size(SG_F32) == 4 && sg_dtype_size(SG_BF16) == 2 && sg_dtype_size(SG_F16) == 2 &&
-           sg_dtype_size(SG_I32) == 4, "dtype sizes 4/2/2/4");
+           sg_dtype_size(SG_I32) == 4,
+       "dtype sizes 4/2/2/4");
     int32_t v[2] = {1, 2};
     int64_t shape[1] = {2};
     sg_st_entry e[2] = {
@@ -320,8 +325,7 @@ static void test_python(const sg_weights *w)
 /* Malformed files                                                           */
 
 /* Writes 8-byte length (len_override or the header's), header, data. */
-static void write_raw(const char *path, const char *header, uint64_t len_override,
-                      size_t data_len)
+static void write_raw(const char *path, const char *header, uint64_t len_override, size_t data_len)
 {
     FILE *fp = fopen(path, "wb");
     uint64_t n = len_override ? len_override : strlen(header);
@@ -335,8 +339,8 @@ static void write_raw(const char *path, const char *header, uint64_t len_overrid
     fclose(fp);
 }
 
-static void expect_st(const char *name, const char *header, uint64_t len_override,
-                      size_t data_len, int code, const char *sub)
+static void expect_st(const char *name, const char *header, uint64_t len_override, size_t data_len,
+                      int code, const char *sub)
 {
     const char *path = tmp(name);
     write_raw(path, header, len_override, data_len);
@@ -351,7 +355,7 @@ static void expect_st(const char *name, const char *header, uint64_t len_overrid
         tap_diag("  got %d \"%s\", expected %d with \"%s\"", rc, err.msg, code, sub);
 }
 
-#define T1(name, dt, shape, b, e)                                                          \
+#define T1(name, dt, shape, b, e) \
     "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e "]}"
 
 static void test_bad_safetensors(void)
@@ -379,8 +383,8 @@ static void test_bad_safetensors(void)
               "\"ids\": dtype I64 is not supported");
     expect_st("f33.st", "{" T1("w", "F33", "[2]", 0, 8) "}", 0, 8, SG_EINVAL,
               "unknown dtype \"F33\"");
-    expect_st("dup.st", "{" T1("w", "F32", "[2]", 0, 8) "," T1("w", "F32", "[2]", 8, 16) "}", 0,
-              16, SG_EINVAL, "tensor \"w\" appears twice");
+    expect_st("dup.st", "{" T1("w", "F32", "[2]", 0, 8) "," T1("w", "F32", "[2]", 8, 16) "}", 0, 16,
+              SG_EINVAL, "tensor \"w\" appears twice");
     expect_st("gap.st", "{" T1("w1", "F32", "[2]", 0, 8) "," T1("w2", "F32", "[2]", 12, 20) "}", 0,
               20, SG_EINVAL, "\"w2\": data_offsets [12, 20] leave a gap of 4 bytes");
     expect_st("trailing.st", "{" T1("w", "F32", "[2]", 0, 8) "}", 0, 12, SG_EINVAL,
@@ -444,8 +448,7 @@ static void test_init(const sg_model *m, sg_weights *w)
     }
     double mean = s / (double)n, sd = sqrt(s2 / (double)n - mean * mean);
     ok(fabs(mean) < 0.001 && fabs(sd - 0.02) < 0.0005,
-       "embedding ~ normal(0, 0.02): mean %.5f, std %.5f over %lld values", mean, sd,
-       (long long)n);
+       "embedding ~ normal(0, 0.02): mean %.5f, std %.5f over %lld values", mean, sd, (long long)n);
     sg_weights w2;
     sg_weights_alloc(&w2, m, &err);
     /* init in another order must not matter: reverse the tensor list */
@@ -493,8 +496,8 @@ static void test_save_load(const sg_model *m, const sg_weights *w)
     int good = rc == 0;
     for (int i = 0; good && i < w->ntensors; i++)
         for (int64_t k = 0; k < w->info[i].numel; k++)
-            good &= f32_bits(r.data[i][k]) ==
-                    f32_bits(sg_bf16_to_f32(sg_f32_to_bf16(w->data[i][k])));
+            good &=
+                f32_bits(r.data[i][k]) == f32_bits(sg_bf16_to_f32(sg_f32_to_bf16(w->data[i][k])));
     ok(good, "BF16 load gives the RNE-rounded weights (%s)", err.msg);
     if (rc == 0)
         sg_weights_free(&r);
@@ -515,8 +518,7 @@ static int save_mutated(const sg_weights *w, const char *path, mutation mu, sg_e
     int k = 0;
     for (int i = 0; i < n; i++) {
         const char *nm = w->info[i].name;
-        sg_st_entry x =
-            st_entry(nm, SG_F32, SG_F32, w->info[i].ndim, w->info[i].shape, w->data[i]);
+        sg_st_entry x = st_entry(nm, SG_F32, SG_F32, w->info[i].ndim, w->info[i].shape, w->data[i]);
         if (mu == MUT_SHAPE && !strcmp(nm, "model.layers.3.mlp.up_proj.weight")) {
             x.shape = bad_shape;
             x.data = big;
@@ -529,8 +531,7 @@ static int save_mutated(const sg_weights *w, const char *path, mutation mu, sg_e
     static int64_t s4[1] = {4};
     static int64_t shead[2];
     if (mu == MUT_EXTRA)
-        e[k++] =
-            st_entry("model.layers.0.mlp.shared_expert.weight", SG_F32, SG_F32, 1, s4, extra);
+        e[k++] = st_entry("model.layers.0.mlp.shared_expert.weight", SG_F32, SG_F32, 1, s4, extra);
     if (mu == MUT_HEAD) {
         shead[0] = w->info[0].shape[0];
         shead[1] = w->info[0].shape[1];
@@ -716,7 +717,8 @@ static void test_state(const sg_model *m)
     wide.intermediate_size = 256;
     expect_state(tmp("state.safetensors"), &wide, SG_EINVAL,
                  "model.layers.0.mlp.gate_proj.weight.exp_avg: shape [384, 128] in the file, "
-                 "expected [256, 128]", "state for other shapes names the tensor");
+                 "expected [256, 128]",
+                 "state for other shapes names the tensor");
     sg_model renamed = *m;
     snprintf(renamed.name, sizeof renamed.name, "tiny-llama-2");
     expect_state(tmp("state.safetensors"), &renamed, SG_EINVAL,
@@ -731,7 +733,8 @@ static void test_state(const sg_model *m)
     s.loss_scale = -1;
     sg_train_state_save(&s, tmp("state-ls.safetensors"), m->name, &err);
     expect_state(tmp("state-ls.safetensors"), m, SG_EINVAL,
-                 "__metadata__.loss_scale: \"-1\" is not a finite decimal number > 0", "negative loss scale");
+                 "__metadata__.loss_scale: \"-1\" is not a finite decimal number > 0",
+                 "negative loss scale");
     s.loss_scale = 1;
     s.data.index = 1000;
     sg_train_state_save(&s, tmp("state-idx.safetensors"), m->name, &err);
@@ -768,15 +771,14 @@ static void test_state(const sg_model *m)
 
     /* a moment stored as BF16 */
     sg_st_entry *e = calloc((size_t)s.ntensors * 2, sizeof *e);
-    char (*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s.ntensors * 2, sizeof *names);
+    char(*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s.ntensors * 2, sizeof *names);
     int k = 0;
     for (int i = 0; i < s.ntensors; i++)
         for (int j = 0; j < 2; j++, k++) {
             snprintf(names[k], sizeof names[k], "%s.%s", s.info[i].name,
                      j ? "exp_avg_sq" : "exp_avg");
-            e[k] = st_entry(names[k], i == 1 && j == 0 ? SG_BF16 : SG_F32, SG_F32,
-                            s.info[i].ndim, s.info[i].shape,
-                            j ? s.exp_avg_sq[i] : s.exp_avg[i]);
+            e[k] = st_entry(names[k], i == 1 && j == 0 ? SG_BF16 : SG_F32, SG_F32, s.info[i].ndim,
+                            s.info[i].shape, j ? s.exp_avg_sq[i] : s.exp_avg[i]);
         }
     sg_st_file f;
     sg_st_open(tmp("state.safetensors"), &f, &err);
@@ -789,7 +791,6 @@ static void test_state(const sg_model *m)
                  "a BF16 moment is refused");
     sg_train_state_free(&s);
 }
-
 
 /* Saves s to path with one metadata value replaced (value NULL: removed),
  * as a hand-edited or older file would have it. */
@@ -812,7 +813,7 @@ static void save_with_meta(const sg_train_state *s, const sg_model *m, const cha
         }
     }
     sg_st_entry *e = calloc((size_t)s->ntensors * 2, sizeof *e);
-    char (*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s->ntensors * 2, sizeof *names);
+    char(*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s->ntensors * 2, sizeof *names);
     int k = 0;
     for (int i = 0; i < s->ntensors; i++)
         for (int j = 0; j < 2; j++, k++) {
@@ -876,7 +877,7 @@ static void test_state_meta(const sg_model *m)
             if (strncmp(f.meta[i].key, "loss_scaler_", 12) != 0)
                 md[nmd++] = f.meta[i];
         sg_st_entry *e = calloc((size_t)s.ntensors * 2, sizeof *e);
-        char (*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s.ntensors * 2, sizeof *names);
+        char(*names)[SG_TENSOR_NAME_MAX + 16] = calloc((size_t)s.ntensors * 2, sizeof *names);
         int k = 0;
         for (int i = 0; i < s.ntensors; i++)
             for (int j = 0; j < 2; j++, k++) {
@@ -893,9 +894,8 @@ static void test_state_meta(const sg_model *m)
     rc = old_ok ? sg_train_state_load(tmp("state-old.safetensors"), m, &r, &err) : -1;
     is_int(rc, 0, "a state without the scaler counters (older file) loads (%s)", err.msg);
     if (rc == 0) {
-        ok(!r.has_scaler_counters && r.scaler_cur_iter == 0 &&
-               r.scaler_last_overflow_iter == -1 && r.scaler_cur_hysteresis == 1 &&
-               r.loss_scale == 32768.0,
+        ok(!r.has_scaler_counters && r.scaler_cur_iter == 0 && r.scaler_last_overflow_iter == -1 &&
+               r.scaler_cur_hysteresis == 1 && r.loss_scale == 32768.0,
            "... with has_scaler_counters 0, the scale, and the default counters");
         sg_train_state_free(&r);
     }
@@ -903,7 +903,9 @@ static void test_state_meta(const sg_model *m)
                  "__metadata__.loss_scaler_cur_iter is missing",
                  "a state with only some of the scaler counters is refused");
 
-    static const struct { const char *key, *value, *what; } bad[] = {
+    static const struct {
+        const char *key, *value, *what;
+    } bad[] = {
         {"step", "01", "step with a leading zero"},
         {"step", "+5", "step with a sign"},
         {"step", " 5", "step with a space"},
@@ -944,8 +946,10 @@ static void test_state_meta(const sg_model *m)
         expect_state(tmp("state-bad.safetensors"), m, SG_EINVAL, sub, bad[i].what);
     }
     /* the upper bounds themselves and plain decimals are accepted */
-    static const struct { const char *key, *value; } good[] = {
-        {"data_epoch", "4611686018427387904"}, {"loss_scale", "2."},
+    static const struct {
+        const char *key, *value;
+    } good[] = {
+        {"data_epoch", "4611686018427387904"},    {"loss_scale", "2."},
         {"loss_scale", "9.7656250000000005e-04"}, {"loss_scale", "1E+20"},
         {"config_hash", "0123456789ABCDEF"},
     };
@@ -978,7 +982,8 @@ static float ref_normal(const char *name, uint64_t seed, int64_t k, double std)
         h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
     uint64_t key = ref_mix64(seed ^ h), j = (uint64_t)k / 2;
     uint64_t a = ref_mix64(key + (2 * j + 1) * golden), b = ref_mix64(key + (2 * j + 2) * golden);
-    double u1 = (double)((a >> 11) + 1) / 9007199254740992.0, u2 = (double)(b >> 11) / 9007199254740992.0;
+    double u1 = (double)((a >> 11) + 1) / 9007199254740992.0,
+           u2 = (double)(b >> 11) / 9007199254740992.0;
     double r = sqrt(-2.0 * log(u1)) * std, angle = 6.283185307179586476925286766559 * u2;
     return (float)(r * (k % 2 ? sin(angle) : cos(angle)));
 }

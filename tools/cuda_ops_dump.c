@@ -117,11 +117,11 @@ static void die(const char *fmt, ...)
 static sg_cu g_cu;
 
 /* A kernel call that must return SG_OK. */
-#define CK(expr)                                                                       \
-    do {                                                                               \
-        int rc_ = (expr);                                                              \
-        if (rc_ != SG_OK)                                                              \
-            die("%s returned %d (%s)", #expr, rc_, sg_cu_last_error());                \
+#define CK(expr)                                                        \
+    do {                                                                \
+        int rc_ = (expr);                                               \
+        if (rc_ != SG_OK)                                               \
+            die("%s returned %d (%s)", #expr, rc_, sg_cu_last_error()); \
     } while (0)
 
 /* ---- dtypes ---------------------------------------------------------------------- */
@@ -146,9 +146,8 @@ static dims dims_make(const size_t *d, size_t nd)
     return s;
 }
 
-#define DIMS(...)                                                                      \
-    dims_make((const size_t[]){__VA_ARGS__},                                           \
-              sizeof((const size_t[]){__VA_ARGS__}) / sizeof(size_t))
+#define DIMS(...) \
+    dims_make((const size_t[]){__VA_ARGS__}, sizeof((const size_t[]){__VA_ARGS__}) / sizeof(size_t))
 
 static size_t dims_n(dims s)
 {
@@ -267,8 +266,7 @@ static void param_str(const char *key, const char *v)
     cJSON_AddStringToObject(g_c.params, key, v);
 }
 
-static void add_entry(cJSON *where, const char *name, const char *ext, dims s,
-                      const char *storage)
+static void add_entry(cJSON *where, const char *name, const char *ext, dims s, const char *storage)
 {
     char file[512];
     snprintf(file, sizeof file, "%s/%s.%s", g_c.rel, name, ext);
@@ -428,14 +426,20 @@ static void case_cast(sg_dtype in_dt, sg_dtype out_dt, sg_dtype dt)
     case_begin("cast", name, dt);
     const size_t n = 4096;
     static const float edges[] = {
-        INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f, 1.0f, -1.0f,
-        65504.0f, 65519.0f, 65520.0f, -65536.0f, 3.0e38f, -3.4e38f, // f16 max, overflow
-        3.3961776e38f, 3.3895314e38f, -3.4028235e38f,               // bf16 max, overflow
-        6.0e-8f, 3.0e-8f, 2.9e-8f, 1.0e-5f, 6.1e-5f,               // f16 subnormals
-        1.0e-40f, -1.0e-45f, 1.17549435e-38f, 9.2e-41f,            // f32 subnormals
-        1.00390625f, 1.01171875f, 1.0009765625f, 1.00146484375f,   // bf16 / f16 ties
-        1.0039063f, 0.99609375f, -1.00390625f,
-        3.14159265f, -2.71828183f, 0.1f,
+        INFINITY,       -INFINITY,     NAN,
+        -NAN,           0.0f,          -0.0f,
+        1.0f,           -1.0f,         65504.0f,
+        65519.0f,       65520.0f,      -65536.0f,
+        3.0e38f,        -3.4e38f,                      // f16 max, overflow
+        3.3961776e38f,  3.3895314e38f, -3.4028235e38f, // bf16 max, overflow
+        6.0e-8f,        3.0e-8f,       2.9e-8f,
+        1.0e-5f,        6.1e-5f, // f16 subnormals
+        1.0e-40f,       -1.0e-45f,     1.17549435e-38f,
+        9.2e-41f, // f32 subnormals
+        1.00390625f,    1.01171875f,   1.0009765625f,
+        1.00146484375f, // bf16 / f16 ties
+        1.0039063f,     0.99609375f,   -1.00390625f,
+        3.14159265f,    -2.71828183f,  0.1f,
     };
     const size_t ne = sizeof edges / sizeof *edges;
     float *x = xmalloc(n * sizeof *x);
@@ -514,7 +518,7 @@ static void case_rmsnorm(sg_dtype dt, size_t N, size_t C, float eps, const char 
     float *dw0 = randn(C, 1.0f);
     for (size_t c = 0; c < C; c++) {
         w[c] += 1.0f;
-        x[C + c] *= 1000.0f;  // a row of large values
+        x[C + c] *= 1000.0f;   // a row of large values
         x[2 * C + c] *= 1e-3f; // and one of small values (eps matters)
     }
     void *dx = input("x", x, DIMS(N, C), dt);
@@ -603,8 +607,7 @@ static void case_swiglu(sg_dtype dt)
 
 /* ---- linear ------------------------------------------------------------------------------ */
 
-static void case_linear(sg_dtype dt, size_t N, size_t in, size_t out, int bias,
-                        const char *name)
+static void case_linear(sg_dtype dt, size_t N, size_t in, size_t out, int bias, const char *name)
 {
     case_begin("linear", name, dt);
     param("N", (double)N);
@@ -668,8 +671,8 @@ static void case_attention(sg_dtype dt, size_t window, const char *name)
     float *work = dev_nan(sg_cu_attention_backward_work_floats(B, T, Hq, Hkv, D) * sizeof(float));
     CK(sg_cu_attention_forward(&g_cu, dout_o, dlse, dq_in, dk_in, dv_in, dt, B, T, Hq, Hkv, D,
                                window));
-    CK(sg_cu_attention_backward(&g_cu, ddq, ddk, ddv, ddout, dq_in, dk_in, dv_in, dout_o, dlse,
-                                dt, B, T, Hq, Hkv, D, window, work));
+    CK(sg_cu_attention_backward(&g_cu, ddq, ddk, ddv, ddout, dq_in, dk_in, dv_in, dout_o, dlse, dt,
+                                B, T, Hq, Hkv, D, window, work));
     output("out", dout_o, DIMS(B, T, Hq, D), dt);
     output("lse", dlse, DIMS(B, Hq, T), dt);
     output("dq", ddq, DIMS(B, T, Hq, D), dt);
@@ -960,8 +963,8 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, i
     const void **ptrs = dev_nan(NK * sizeof(void *));
     void *work = dev_nan(sg_cu_moe_expert_work_bytes(N, H, F, dt));
     if (oss)
-        CK(sg_cu_moe_oss_router_forward(&g_cu, probs, sel, topw, logits, dx_in, dWr, dbr, dt, N,
-                                        H, E, K));
+        CK(sg_cu_moe_oss_router_forward(&g_cu, probs, sel, topw, logits, dx_in, dWr, dbr, dt, N, H,
+                                        E, K));
     else
         CK(sg_cu_moe_router_forward(&g_cu, probs, sel, topw, logits, dx_in, dWr, dt, N, H, E, K,
                                     norm));
@@ -986,15 +989,13 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, i
         char *g = (char *)gate + r0 * F * es, *u = (char *)up + r0 * F * es;
         char *o = (char *)outs + r0 * H * es;
         if (oss)
-            CK(sg_cu_moe_oss_expert_forward(&g_cu, g, u, o, dx_in, slots + r, ROWS_AT(r), n,
-                                            (char *)dw1 + e * H * 2 * F * es,
-                                            (char *)db1 + e * 2 * F * es,
-                                            (char *)dw2 + e * F * H * es,
-                                            (char *)db2 + e * H * es, dt, H, F, K, work));
+            CK(sg_cu_moe_oss_expert_forward(
+                &g_cu, g, u, o, dx_in, slots + r, ROWS_AT(r), n, (char *)dw1 + e * H * 2 * F * es,
+                (char *)db1 + e * 2 * F * es, (char *)dw2 + e * F * H * es,
+                (char *)db2 + e * H * es, dt, H, F, K, work));
         else
             CK(sg_cu_moe_expert_forward(&g_cu, g, u, o, dx_in, slots + r, ROWS_AT(r), n,
-                                        (char *)dw1 + e * F * H * es,
-                                        (char *)dw1b + e * F * H * es,
+                                        (char *)dw1 + e * F * H * es, (char *)dw1b + e * F * H * es,
                                         (char *)dw2 + e * H * F * es, dt, H, F, K, work));
     }
     CK(sg_cu_moe_slot_rows(&g_cu, ptrs, by_slot ? diota : slots, NK, outs, H * es));
@@ -1021,10 +1022,9 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, i
         else
             CK(sg_cu_moe_expert_backward(
                 &g_cu, dxr, (by_slot ? dtopw : dtopw_rows) + r0, (char *)gw1 + e * F * H * es,
-                (char *)gw1 + (E + e) * F * H * es, (char *)gw2 + e * H * F * es, ddy, dx_in, g,
-                u, topw, slots + r, ROWS_AT(r), n, (char *)dw1 + e * F * H * es,
-                (char *)dw1b + e * F * H * es, (char *)dw2 + e * H * F * es, dt, H, F, K,
-                work));
+                (char *)gw1 + (E + e) * F * H * es, (char *)gw2 + e * H * F * es, ddy, dx_in, g, u,
+                topw, slots + r, ROWS_AT(r), n, (char *)dw1 + e * F * H * es,
+                (char *)dw1b + e * F * H * es, (char *)dw2 + e * H * F * es, dt, H, F, K, work));
     }
 #undef ROWS_AT
 #undef ROW0
@@ -1036,12 +1036,12 @@ static void case_moe(sg_dtype dt, int oss, int norm, float coef, float wscale, i
     float *rwork = dev_nan(sg_cu_moe_router_backward_work_floats(N, E) * 4);
     if (oss)
         CK(sg_cu_moe_oss_router_backward(&g_cu, dx, gWr, gbr, dlogits, dtopw, probs, sel, topw,
-                                         coef ? stats : NULL, aux_scale, NULL, dx_in, dWr, dt,
-                                         N, H, E, K, rwork));
+                                         coef ? stats : NULL, aux_scale, NULL, dx_in, dWr, dt, N, H,
+                                         E, K, rwork));
     else
         CK(sg_cu_moe_router_backward(&g_cu, dx, gWr, dlogits, dtopw, probs, sel, topw,
-                                     coef ? stats : NULL, aux_scale, NULL, dx_in, dWr, dt, N, H,
-                                     E, K, norm, rwork));
+                                     coef ? stats : NULL, aux_scale, NULL, dx_in, dWr, dt, N, H, E,
+                                     K, norm, rwork));
     CK(sg_cu_add_into(&g_cu, dx, dxe, dt, N * H));
     output("logits", logits, DIMS(N, E), SG_F32);
     output("probs", probs, DIMS(N, E), SG_F32);
@@ -1106,8 +1106,8 @@ static void case_attention_sinks(sg_dtype dt, size_t window, const char *name)
     CK(sg_cu_attention_forward(&g_cu, dout_o, dlse, dq_in, dk_in, dv_in, dt, B, T, Hq, Hkv, D,
                                window));
     CK(sg_cu_attention_sinks_forward(&g_cu, dout_o, dlse, dsk, dt, B, T, Hq, D));
-    CK(sg_cu_attention_backward(&g_cu, ddq, ddk, ddv, ddout, dq_in, dk_in, dv_in, dout_o, dlse,
-                                dt, B, T, Hq, Hkv, D, window, work));
+    CK(sg_cu_attention_backward(&g_cu, ddq, ddk, ddv, ddout, dq_in, dk_in, dv_in, dout_o, dlse, dt,
+                                B, T, Hq, Hkv, D, window, work));
     CK(sg_cu_attention_sinks_backward(&g_cu, dds, ddout, dout_o, dlse, dsk, dt, B, T, Hq, D));
     output("out", dout_o, DIMS(B, T, Hq, D), dt);
     output("lse", dlse, DIMS(B, Hq, T), dt);
@@ -1237,9 +1237,8 @@ int main(int argc, char **argv)
         die("cannot print the manifest");
     g_case = "manifest";
     write_file("manifest.json", text, strlen(text));
-    printf("%s/manifest.json: %d cases, dtype %s, %s build\n", g_root,
-           cJSON_GetArraySize(g_cases), sg_dtype_name(dt),
-           sg_cu_is_emulated() ? "emulated" : "CUDA");
+    printf("%s/manifest.json: %d cases, dtype %s, %s build\n", g_root, cJSON_GetArraySize(g_cases),
+           sg_dtype_name(dt), sg_cu_is_emulated() ? "emulated" : "CUDA");
     free(text);
     cJSON_Delete(man);
     sg_cu_close(&g_cu);

@@ -26,8 +26,7 @@ typedef sg_adam_coef adam_coef;
 
 typedef sg_optim_step_fn step_fn; /* (c, p, g, m, v, p_bf16, n) */
 
-void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t,
-                       float grad_scale)
+void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t, float grad_scale)
 {
     double lr = prm->lr, wd = prm->weight_decay;
     double b1 = prm->beta1, b2 = prm->beta2;
@@ -52,8 +51,7 @@ void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t,
     c->lr = 0.0f;
     c->clr = 0.0f;
     switch (prm->algo) {
-    case SG_OPTIM_ADAM:
-        break;
+    case SG_OPTIM_ADAM: break;
     case SG_OPTIM_LION: /* decay always decoupled; no moment corrections */
         c->l2 = 0;
         c->decay = (float)(1.0 - lr * wd);
@@ -75,10 +73,12 @@ void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t,
 
 int sg_adam_isa_parse(const char *name, sg_adam_isa *out)
 {
-    static const struct { const char *name; sg_adam_isa isa; } tab[] = {
-        {"auto", SG_ADAM_ISA_AUTO}, {"scalar", SG_ADAM_ISA_SCALAR},
-        {"avx2", SG_ADAM_ISA_AVX2}, {"avx512", SG_ADAM_ISA_AVX512},
-        {"neon", SG_ADAM_ISA_NEON},
+    static const struct {
+        const char *name;
+        sg_adam_isa isa;
+    } tab[] = {
+        {"auto", SG_ADAM_ISA_AUTO},     {"scalar", SG_ADAM_ISA_SCALAR}, {"avx2", SG_ADAM_ISA_AVX2},
+        {"avx512", SG_ADAM_ISA_AVX512}, {"neon", SG_ADAM_ISA_NEON},
     };
     for (size_t i = 0; name && i < sizeof tab / sizeof tab[0]; i++)
         if (strcmp(name, tab[i].name) == 0) {
@@ -132,19 +132,19 @@ int sg_adam_isa_resolve(sg_adam_isa isa, sg_adam_isa *out, sg_error *err)
         if (auto_rc == SG_EINVAL)
             return sg_error_set(err, SG_EINVAL,
                                 "SG_ADAM_ISA=%s: unknown variant (expected "
-                                "scalar, avx2, avx512, neon or auto)", auto_env);
+                                "scalar, avx2, avx512, neon or auto)",
+                                auto_env);
         if (auto_rc)
-            return sg_error_set(err, auto_rc,
-                                "SG_ADAM_ISA=%s: this CPU or build lacks it",
+            return sg_error_set(err, auto_rc, "SG_ADAM_ISA=%s: this CPU or build lacks it",
                                 auto_env);
         isa = auto_isa;
     } else if (isa < SG_ADAM_ISA_SCALAR || isa > SG_ADAM_ISA_NEON) {
-        return sg_error_set(err, SG_EINVAL, "adam: isa %d is not a variant",
-                            (int)isa);
+        return sg_error_set(err, SG_EINVAL, "adam: isa %d is not a variant", (int)isa);
     } else if (!sg_adam_isa_supported(isa)) {
         return sg_error_set(err, SG_ENOTSUP,
                             "adam: the %s variant needs a CPU feature this "
-                            "machine (or build) lacks", isa_str(isa));
+                            "machine (or build) lacks",
+                            isa_str(isa));
     }
     if (out)
         *out = isa;
@@ -173,17 +173,16 @@ const char *sg_optim_algo_name(sg_optim_algo algo)
 static int check_nonneg(const char *name, const char *field, float x, sg_error *err)
 {
     if (!isfinite(x) || x < 0.0f)
-        return sg_error_set(err, SG_EINVAL,
-                            "%s: %s %g is invalid (expected a finite value >= 0)", name,
-                            field, (double)x);
+        return sg_error_set(err, SG_EINVAL, "%s: %s %g is invalid (expected a finite value >= 0)",
+                            name, field, (double)x);
     return 0;
 }
 
 static int check_beta(const char *name, const char *field, float x, sg_error *err)
 {
     if (!(x >= 0.0f && x < 1.0f))
-        return sg_error_set(err, SG_EINVAL, "%s: %s %g is out of range (expected [0, 1))",
-                            name, field, (double)x);
+        return sg_error_set(err, SG_EINVAL, "%s: %s %g is out of range (expected [0, 1))", name,
+                            field, (double)x);
     return 0;
 }
 
@@ -219,32 +218,30 @@ int sg_adam_check_params(const sg_adam_params *prm, sg_error *err)
     default:
         return sg_error_set(err, SG_EINVAL,
                             "optimizer %d is not an update rule (expected adam, lion "
-                            "or adagrad)", (int)prm->algo);
+                            "or adagrad)",
+                            (int)prm->algo);
     }
     if (prm->isa < SG_ADAM_ISA_AUTO || prm->isa > SG_ADAM_ISA_NEON)
-        return sg_error_set(err, SG_EINVAL, "%s: isa %d is not a variant", name,
-                            (int)prm->isa);
+        return sg_error_set(err, SG_EINVAL, "%s: isa %d is not a variant", name, (int)prm->isa);
     return 0;
 }
 
-int sg_adam_check_call(const sg_adam_params *prm, int64_t t, const float *p,
-                       const void *g, const float *m, const float *v, size_t n,
-                       float grad_scale, sg_adam_isa *isa)
+int sg_adam_check_call(const sg_adam_params *prm, int64_t t, const float *p, const void *g,
+                       const float *m, const float *v, size_t n, float grad_scale, sg_adam_isa *isa)
 {
     if (sg_adam_check_params(prm, NULL))
         return SG_EINVAL;
     if (t < 1 || !isfinite(grad_scale))
         return SG_EINVAL;
     /* Lion never touches v, Adagrad never m: those may be NULL */
-    if (n > 0 && (!p || !g || (!m && prm->algo != SG_OPTIM_ADAGRAD) ||
-                  (!v && prm->algo != SG_OPTIM_LION)))
+    if (n > 0 &&
+        (!p || !g || (!m && prm->algo != SG_OPTIM_ADAGRAD) || (!v && prm->algo != SG_OPTIM_LION)))
         return SG_EINVAL;
     return sg_adam_isa_resolve(prm->isa, isa, NULL);
 }
 
-int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
-                 float *m, float *v, uint16_t *p_bf16, size_t n,
-                 float grad_scale)
+int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m, float *v,
+                 uint16_t *p_bf16, size_t n, float grad_scale)
 {
     sg_adam_isa isa;
     int rc = sg_adam_check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
@@ -274,9 +271,9 @@ int sg_adam_speculation_fails(const float norm[2], int overflow, double clip)
     return overflow || sg_adam_grad_multiplier(norm, clip) != norm[1];
 }
 
-int sg_adam_rollback_prepare(const sg_adam_params *prm, int64_t t, const float *p,
-                             const void *g, const float *m, const float *v, size_t n,
-                             float grad_scale, adam_coef *c, sg_adam_isa *isa)
+int sg_adam_rollback_prepare(const sg_adam_params *prm, int64_t t, const float *p, const void *g,
+                             const float *m, const float *v, size_t n, float grad_scale,
+                             adam_coef *c, sg_adam_isa *isa)
 {
     int rc = sg_adam_check_call(prm, t, p, g, m, v, n, grad_scale, isa);
     if (rc)
@@ -293,9 +290,8 @@ int sg_adam_rollback_prepare(const sg_adam_params *prm, int64_t t, const float *
     return n == 0;
 }
 
-int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
-                     const float *g, float *m, float *v, size_t n,
-                     float grad_scale)
+int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m,
+                     float *v, size_t n, float grad_scale)
 {
     sg_adam_isa isa;
     adam_coef c;
@@ -326,9 +322,8 @@ static void *chunk_run(void *arg)
 
 #define SG_ADAM_MAX_THREADS 256
 
-int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
-                          const float *g, float *m, float *v, uint16_t *p_bf16,
-                          size_t n, float grad_scale, int nthreads)
+int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m,
+                          float *v, uint16_t *p_bf16, size_t n, float grad_scale, int nthreads)
 {
     sg_adam_isa isa;
     int rc = sg_adam_check_call(prm, t, p, g, m, v, n, grad_scale, &isa);
@@ -351,8 +346,8 @@ int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
     int nch = 0;
     for (size_t off = 0; off < n; off += per, nch++) {
         size_t len = n - off < per ? n - off : per;
-        ch[nch] = (adam_chunk){fn, &c, p + off, m + off, v + off, g + off,
-                               p_bf16 ? p_bf16 + off : NULL, len};
+        ch[nch] = (adam_chunk){
+            fn, &c, p + off, m + off, v + off, g + off, p_bf16 ? p_bf16 + off : NULL, len};
     }
     /* Chunk 0 runs on the calling thread; a chunk whose thread cannot be
      * created runs there too. */

@@ -55,9 +55,9 @@
 typedef enum sg_adam_isa {
     SG_ADAM_ISA_AUTO = 0, /* $SG_ADAM_ISA if set, else the best this CPU has */
     SG_ADAM_ISA_SCALAR,
-    SG_ADAM_ISA_AVX2,     /* AVX2 + FMA, 8 floats */
-    SG_ADAM_ISA_AVX512,   /* AVX-512F, 16 floats */
-    SG_ADAM_ISA_NEON,     /* AArch64 Advanced SIMD (Grace, any AArch64), 4 floats */
+    SG_ADAM_ISA_AVX2,   /* AVX2 + FMA, 8 floats */
+    SG_ADAM_ISA_AVX512, /* AVX-512F, 16 floats */
+    SG_ADAM_ISA_NEON,   /* AArch64 Advanced SIMD (Grace, any AArch64), 4 floats */
 } sg_adam_isa;
 
 /* The update rule. Lion and Adagrad are DeepSpeed's other two offloadable
@@ -96,7 +96,7 @@ typedef enum sg_adam_isa {
  * largest value; Adagrad against torch.optim.Adagrad, p within 2.6e-7 and
  * the sum within 1.6e-7. */
 typedef enum sg_optim_algo {
-    SG_OPTIM_ADAM = 0,   /* Adam / AdamW (the zero of the field: the default) */
+    SG_OPTIM_ADAM = 0, /* Adam / AdamW (the zero of the field: the default) */
     SG_OPTIM_LION,
     SG_OPTIM_ADAGRAD,
 } sg_optim_algo;
@@ -105,30 +105,35 @@ typedef enum sg_optim_algo {
 const char *sg_optim_algo_name(sg_optim_algo algo);
 
 typedef struct sg_adam_params {
-    sg_optim_algo algo;    /* SG_OPTIM_ADAM unless set */
+    sg_optim_algo algo; /* SG_OPTIM_ADAM unless set */
     float lr;
-    float beta1;           /* [0, 1) */
-    float beta2;           /* [0, 1) */
-    float eps;             /* >= 0 */
-    float weight_decay;    /* >= 0 */
-    int adamw_mode;        /* 1: decoupled decay (AdamW); 0: L2 added to the gradient */
-    int bias_correction;   /* 1 (default): divide by 1 - beta^t */
-    float lr_decay;        /* Adagrad only: >= 0 (0: constant lr, torch's default) */
+    float beta1;         /* [0, 1) */
+    float beta2;         /* [0, 1) */
+    float eps;           /* >= 0 */
+    float weight_decay;  /* >= 0 */
+    int adamw_mode;      /* 1: decoupled decay (AdamW); 0: L2 added to the gradient */
+    int bias_correction; /* 1 (default): divide by 1 - beta^t */
+    float lr_decay;      /* Adagrad only: >= 0 (0: constant lr, torch's default) */
     /* 1: an element whose g*grad_scale is Inf/NaN is left unchanged (p, m,
      * v; its bf16 copy is still written) by both step and rollback, so
      * a speculative step on an overflowed fp16 gradient can be rolled back
      * exactly. 0 (default, torch semantics): Inf/NaN propagate into p, m, v
      * and such a step cannot be rolled back. */
     int skip_nonfinite;
-    sg_adam_isa isa;       /* SG_ADAM_ISA_AUTO (default) or a forced variant */
+    sg_adam_isa isa; /* SG_ADAM_ISA_AUTO (default) or a forced variant */
 } sg_adam_params;
 
 /* DeepSpeed's DeepSpeedCPUAdam defaults (AdamW, lr 1e-3, betas 0.9/0.999,
  * eps 1e-8, weight decay 0, bias correction on). */
-#define SG_ADAM_PARAMS_DEFAULT                                                 \
-    ((sg_adam_params){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,             \
-                      .eps = 1e-8f, .weight_decay = 0.0f, .adamw_mode = 1,     \
-                      .bias_correction = 1, .skip_nonfinite = 0,               \
+#define SG_ADAM_PARAMS_DEFAULT              \
+    ((sg_adam_params){.lr = 1e-3f,          \
+                      .beta1 = 0.9f,        \
+                      .beta2 = 0.999f,      \
+                      .eps = 1e-8f,         \
+                      .weight_decay = 0.0f, \
+                      .adamw_mode = 1,      \
+                      .bias_correction = 1, \
+                      .skip_nonfinite = 0,  \
                       .isa = SG_ADAM_ISA_AUTO})
 
 /* The per-call scalars of a step, computed in double and rounded to float
@@ -136,22 +141,21 @@ typedef struct sg_adam_params {
  * the GPU kernel (codelets/cuda/adam.cu) so both use the same values. Adam's
  * are the same whatever the fields Lion and Adagrad added. */
 typedef struct sg_adam_coef {
-    float gs;     /* grad_scale */
-    float wd;     /* L2 coefficient (Adam mode, Adagrad), used when l2 != 0 */
-    float decay;  /* 1 - lr*wd (AdamW mode and Lion: decoupled decay), else 1 */
+    float gs;                 /* grad_scale */
+    float wd;                 /* L2 coefficient (Adam mode, Adagrad), used when l2 != 0 */
+    float decay;              /* 1 - lr*wd (AdamW mode and Lion: decoupled decay), else 1 */
     float b1, omb1, b2, omb2; /* Adam and Lion */
-    float bc2s;   /* Adam: sqrt(1 - b2^t), or 1 */
-    float nss;    /* Adam: -lr / (1 - b1^t): negative step size */
-    float eps;    /* Adam and Adagrad */
-    int l2;       /* Adam mode with wd != 0; Adagrad with wd != 0 */
-    int skip;     /* skip_nonfinite */
-    int algo;     /* sg_optim_algo: the rule (the GPU kernel branches on it) */
-    float lr;     /* Lion: lr, the size of the signed step */
-    float clr;    /* Adagrad: lr / (1 + (t - 1) * lr_decay), step t's lr */
+    float bc2s;               /* Adam: sqrt(1 - b2^t), or 1 */
+    float nss;                /* Adam: -lr / (1 - b1^t): negative step size */
+    float eps;                /* Adam and Adagrad */
+    int l2;                   /* Adam mode with wd != 0; Adagrad with wd != 0 */
+    int skip;                 /* skip_nonfinite */
+    int algo;                 /* sg_optim_algo: the rule (the GPU kernel branches on it) */
+    float lr;                 /* Lion: lr, the size of the signed step */
+    float clr;                /* Adagrad: lr / (1 + (t - 1) * lr_decay), step t's lr */
 } sg_adam_coef;
 
-void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t,
-                       float grad_scale);
+void sg_adam_coef_init(sg_adam_coef *c, const sg_adam_params *prm, int64_t t, float grad_scale);
 
 /* Checks the hyper-parameters; on error fills err with the field and value. */
 int sg_adam_check_params(const sg_adam_params *prm, sg_error *err);
@@ -164,9 +168,8 @@ int sg_adam_check_params(const sg_adam_params *prm, sg_error *err);
  * Single-threaded: StarPU runs one task per core and the caller tiles the
  * sub-group. Returns SG_EINVAL on bad arguments, SG_ENOTSUP when the
  * requested ISA is not available on this CPU. */
-int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
-                 float *m, float *v, uint16_t *p_bf16, size_t n,
-                 float grad_scale);
+int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m, float *v,
+                 uint16_t *p_bf16, size_t n, float grad_scale);
 
 /* Undoes step t done by sg_adam_step with the same prm, g and grad_scale
  * (SuperOffload's rollback after speculation): recovers p, m and v as they
@@ -222,9 +225,8 @@ int sg_adam_step(const sg_adam_params *prm, int64_t t, float *p, const float *g,
  * element-wise (measured); on random data with grad_scale 2^-12 and wd 0.1,
  * 5% of the elements had a condition number above 2 and the worst was
  * 4.4e-4 of |p| + lr (condition 26,000). */
-int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
-                     const float *g, float *m, float *v, size_t n,
-                     float grad_scale);
+int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m,
+                     float *v, size_t n, float grad_scale);
 
 /* SuperOffload's validation when the speculative step fails: sg_adam_rollback
  * of step t taken with spec_scale, then, when redo is set, sg_adam_step of
@@ -233,9 +235,8 @@ int sg_adam_rollback(const sg_adam_params *prm, int64_t t, float *p,
  * case of sg_adam_redo_lowp). Bit-identical to the two calls one
  * after the other (tests/test_adam.c); the same errors as sg_adam_rollback,
  * and SG_EINVAL for a non-finite grad_scale with redo. */
-int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g,
-                 float *m, float *v, size_t n, float spec_scale, float grad_scale,
-                 int redo);
+int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m, float *v,
+                 size_t n, float spec_scale, float grad_scale, int redo);
 
 /* The factor gradients are multiplied by before Adam, from the global norm
  * buffer norm = [norm of the unscaled gradients, 1 / loss scale]: 1 / loss
@@ -253,9 +254,8 @@ int sg_adam_speculation_fails(const float norm[2], int overflow, double clip);
 /* sg_adam_step split over nthreads POSIX threads (chunks of whole cache
  * lines). For benchmarks and callers outside StarPU; the result is
  * bit-identical to sg_adam_step. */
-int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p,
-                          const float *g, float *m, float *v, uint16_t *p_bf16,
-                          size_t n, float grad_scale, int nthreads);
+int sg_adam_step_parallel(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m,
+                          float *v, uint16_t *p_bf16, size_t n, float grad_scale, int nthreads);
 
 /* The variant SG_ADAM_ISA_AUTO resolves to (or isa itself), after checking
  * that this CPU has it. Errors name $SG_ADAM_ISA when it is wrong. */

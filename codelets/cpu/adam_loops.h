@@ -23,9 +23,9 @@ int sg_adam_check_call(const sg_adam_params *prm, int64_t t, const float *p, con
 /* The checks and coefficients of a rollback of step t taken with grad_scale:
  * 1 when there is nothing to do (n == 0), 0 when c and isa are set, or an
  * error (sg_adam_rollback's). */
-int sg_adam_rollback_prepare(const sg_adam_params *prm, int64_t t, const float *p,
-                             const void *g, const float *m, const float *v, size_t n,
-                             float grad_scale, sg_adam_coef *c, sg_adam_isa *isa);
+int sg_adam_rollback_prepare(const sg_adam_params *prm, int64_t t, const float *p, const void *g,
+                             const float *m, const float *v, size_t n, float grad_scale,
+                             sg_adam_coef *c, sg_adam_isa *isa);
 
 /* The step and rollback loops of algo for a resolved isa (never NULL for a
  * value the checks accepted). */

@@ -20,8 +20,7 @@ static int out_dtype_ok(const void *out, sg_dtype dt)
 
 /* Elements off .. off+len of the gradient as fp32: the array itself when it
  * is fp32, else converted into scratch (len <= SG_ADAM_LOWP_BLOCK). */
-static const float *grad_block(const void *g, sg_dtype dt, size_t off, size_t len,
-                               float *scratch)
+static const float *grad_block(const void *g, sg_dtype dt, size_t off, size_t len, float *scratch)
 {
     if (dt == SG_F32)
         return (const float *)g + off;
@@ -43,9 +42,8 @@ static void store_block(void *out, sg_dtype dt, const float *p, size_t off, size
         sg_cast_f32_to_f16(o, p + off, len);
 }
 
-int sg_adam_step_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g,
-                      sg_dtype g_dt, float *m, float *v, void *p_out, sg_dtype out_dt,
-                      size_t n, float grad_scale)
+int sg_adam_step_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g, sg_dtype g_dt,
+                      float *m, float *v, void *p_out, sg_dtype out_dt, size_t n, float grad_scale)
 {
     sg_adam_isa isa;
     if (!grad_dtype_ok(g_dt) || !out_dtype_ok(p_out, out_dt))
@@ -70,9 +68,9 @@ int sg_adam_step_lowp(const sg_adam_params *prm, int64_t t, float *p, const void
     return 0;
 }
 
-int sg_adam_redo_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g,
-                      sg_dtype g_dt, float *m, float *v, void *p_out, sg_dtype out_dt,
-                      size_t n, float spec_scale, float grad_scale, int redo)
+int sg_adam_redo_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g, sg_dtype g_dt,
+                      float *m, float *v, void *p_out, sg_dtype out_dt, size_t n, float spec_scale,
+                      float grad_scale, int redo)
 {
     sg_adam_isa isa;
     sg_adam_coef undo, again;
@@ -105,10 +103,9 @@ int sg_adam_redo_lowp(const sg_adam_params *prm, int64_t t, float *p, const void
     return 0;
 }
 
-int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g,
-                 float *m, float *v, size_t n, float spec_scale, float grad_scale,
-                 int redo)
+int sg_adam_redo(const sg_adam_params *prm, int64_t t, float *p, const float *g, float *m, float *v,
+                 size_t n, float spec_scale, float grad_scale, int redo)
 {
-    return sg_adam_redo_lowp(prm, t, p, g, SG_F32, m, v, NULL, SG_BF16, n, spec_scale,
-                             grad_scale, redo);
+    return sg_adam_redo_lowp(prm, t, p, g, SG_F32, m, v, NULL, SG_BF16, n, spec_scale, grad_scale,
+                             redo);
 }

@@ -39,17 +39,16 @@
  * SG_F32) and, when p_out is not NULL, the updated p (n,) stored into p_out
  * as out_dt (SG_BF16 or SG_F16) in the same pass. The same errors as
  * sg_adam_step, and SG_EINVAL for another dtype. */
-int sg_adam_step_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g,
-                      sg_dtype g_dt, float *m, float *v, void *p_out, sg_dtype out_dt,
-                      size_t n, float grad_scale);
+int sg_adam_step_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g, sg_dtype g_dt,
+                      float *m, float *v, void *p_out, sg_dtype out_dt, size_t n, float grad_scale);
 
 /* sg_adam_redo (rollback of the speculative step taken with spec_scale,
  * then the step again with grad_scale when redo is set) with g stored as
  * g_dt, and, when p_out is not NULL, the final p (rolled back, or redone)
  * stored into p_out as out_dt in the same pass: after a rollback the 16-bit
  * parameters must be the master's again. The same errors as sg_adam_redo. */
-int sg_adam_redo_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g,
-                      sg_dtype g_dt, float *m, float *v, void *p_out, sg_dtype out_dt,
-                      size_t n, float spec_scale, float grad_scale, int redo);
+int sg_adam_redo_lowp(const sg_adam_params *prm, int64_t t, float *p, const void *g, sg_dtype g_dt,
+                      float *m, float *v, void *p_out, sg_dtype out_dt, size_t n, float spec_scale,
+                      float grad_scale, int redo);
 
 #endif /* SG_CODELETS_CPU_ADAM_LOWP_H */

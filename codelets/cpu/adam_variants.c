@@ -42,8 +42,8 @@ typedef sg_adam_coef adam_coef;
  * Unfused operations in torch's order; the reference the vector variants are
  * tested against. */
 
-static void step_scalar(const adam_coef *c, float *p, const float *g, float *m,
-                        float *v, uint16_t *pb, size_t n)
+static void step_scalar(const adam_coef *c, float *p, const float *g, float *m, float *v,
+                        uint16_t *pb, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float pi = p[i];
@@ -68,15 +68,15 @@ static void step_scalar(const adam_coef *c, float *p, const float *g, float *m,
     }
 }
 
-static void rollback_scalar(const adam_coef *c, float *p, const float *g,
-                            float *m, float *v, size_t n)
+static void rollback_scalar(const adam_coef *c, float *p, const float *g, float *m, float *v,
+                            size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float ge = g[i] * c->gs;
         if (c->skip && !isfinite(ge))
             continue;
         float mi = m[i], vi = v[i];
-        float den = sqrtf(vi) / c->bc2s + c->eps;   /* as the step computed it */
+        float den = sqrtf(vi) / c->bc2s + c->eps; /* as the step computed it */
         float pi = (p[i] - c->nss * (mi / den)) / c->decay;
         if (c->l2)
             ge = ge + c->wd * pi;
@@ -135,8 +135,8 @@ static void rollback_tail(rollback_fn fn, size_t width, const adam_coef *c, floa
  * is a hint: past the end of an array it does nothing. */
 #define ADAM_PREFETCH_FLOATS 256
 
-static inline void prefetch_streams(const float *p, const float *g, const float *m,
-                                    const float *v, size_t i)
+static inline void prefetch_streams(const float *p, const float *g, const float *m, const float *v,
+                                    size_t i)
 {
     __builtin_prefetch(p + i + ADAM_PREFETCH_FLOATS);
     __builtin_prefetch(g + i + ADAM_PREFETCH_FLOATS);
@@ -156,11 +156,16 @@ typedef struct avx2_coef {
 static inline SG_AVX2 avx2_coef avx2_coef_make(const adam_coef *c)
 {
     avx2_coef k = {
-        .gs = _mm256_set1_ps(c->gs), .wd = _mm256_set1_ps(c->wd),
-        .decay = _mm256_set1_ps(c->decay), .b1 = _mm256_set1_ps(c->b1),
-        .omb1 = _mm256_set1_ps(c->omb1), .b2 = _mm256_set1_ps(c->b2),
-        .omb2 = _mm256_set1_ps(c->omb2), .bc2s = _mm256_set1_ps(c->bc2s),
-        .nss = _mm256_set1_ps(c->nss), .eps = _mm256_set1_ps(c->eps),
+        .gs = _mm256_set1_ps(c->gs),
+        .wd = _mm256_set1_ps(c->wd),
+        .decay = _mm256_set1_ps(c->decay),
+        .b1 = _mm256_set1_ps(c->b1),
+        .omb1 = _mm256_set1_ps(c->omb1),
+        .b2 = _mm256_set1_ps(c->b2),
+        .omb2 = _mm256_set1_ps(c->omb2),
+        .bc2s = _mm256_set1_ps(c->bc2s),
+        .nss = _mm256_set1_ps(c->nss),
+        .eps = _mm256_set1_ps(c->eps),
     };
     return k;
 }
@@ -170,8 +175,8 @@ static inline SG_AVX2 __m128i avx2_to_bf16(__m256 x)
 {
     __m256i u = _mm256_castps_si256(x);
     __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i bias = _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)),
-                                    _mm256_set1_epi32(0x7fff));
+    __m256i bias =
+        _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff));
     __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
     __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
@@ -182,9 +187,8 @@ static inline SG_AVX2 __m128i avx2_to_bf16(__m256 x)
 }
 
 /* One vector of 8 elements; p, m, v updated in place in registers. */
-static inline SG_AVX2 void avx2_step_vec(const avx2_coef *k, int l2, int skip,
-                                         __m256 *pp, __m256 g, __m256 *pm,
-                                         __m256 *pv)
+static inline SG_AVX2 void avx2_step_vec(const avx2_coef *k, int l2, int skip, __m256 *pp, __m256 g,
+                                         __m256 *pm, __m256 *pv)
 {
     __m256 p0 = *pp, m0 = *pm, v0 = *pv;
     __m256 ge = _mm256_mul_ps(g, k->gs);
@@ -192,15 +196,13 @@ static inline SG_AVX2 void avx2_step_vec(const avx2_coef *k, int l2, int skip,
         ge = _mm256_fmadd_ps(k->wd, p0, ge);
     __m256 p = _mm256_mul_ps(p0, k->decay);
     __m256 m = _mm256_fmadd_ps(k->omb1, ge, _mm256_mul_ps(m0, k->b1));
-    __m256 v = _mm256_fmadd_ps(_mm256_mul_ps(k->omb2, ge), ge,
-                               _mm256_mul_ps(v0, k->b2));
+    __m256 v = _mm256_fmadd_ps(_mm256_mul_ps(k->omb2, ge), ge, _mm256_mul_ps(v0, k->b2));
     __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), k->bc2s), k->eps);
     p = _mm256_fmadd_ps(k->nss, _mm256_div_ps(m, den), p);
     if (skip) {
         /* finite lanes: g*gs - g*gs == 0; Inf and NaN give NaN */
         __m256 gs0 = _mm256_mul_ps(g, k->gs);
-        __m256 fin = _mm256_cmp_ps(_mm256_sub_ps(gs0, gs0), _mm256_setzero_ps(),
-                                   _CMP_EQ_OQ);
+        __m256 fin = _mm256_cmp_ps(_mm256_sub_ps(gs0, gs0), _mm256_setzero_ps(), _CMP_EQ_OQ);
         p = _mm256_blendv_ps(p0, p, fin);
         m = _mm256_blendv_ps(m0, m, fin);
         v = _mm256_blendv_ps(v0, v, fin);
@@ -210,8 +212,8 @@ static inline SG_AVX2 void avx2_step_vec(const avx2_coef *k, int l2, int skip,
     *pv = v;
 }
 
-static SG_AVX2 void step_avx2(const adam_coef *c, float *p, const float *g,
-                              float *m, float *v, uint16_t *pb, size_t n)
+static SG_AVX2 void step_avx2(const adam_coef *c, float *p, const float *g, float *m, float *v,
+                              uint16_t *pb, size_t n)
 {
     const avx2_coef k = avx2_coef_make(c);
     const int l2 = c->l2, skip = c->skip;
@@ -232,9 +234,8 @@ static SG_AVX2 void step_avx2(const adam_coef *c, float *p, const float *g,
         step_tail(step_avx2, 8, c, p + i, g + i, m + i, v + i, pb ? pb + i : NULL, n - i);
 }
 
-static inline SG_AVX2 void avx2_rollback_vec(const avx2_coef *k, int l2,
-                                             int skip, __m256 *pp, __m256 g,
-                                             __m256 *pm, __m256 *pv)
+static inline SG_AVX2 void avx2_rollback_vec(const avx2_coef *k, int l2, int skip, __m256 *pp,
+                                             __m256 g, __m256 *pm, __m256 *pv)
 {
     __m256 p1 = *pp, m1 = *pm, v1 = *pv;
     __m256 ge = _mm256_mul_ps(g, k->gs);
@@ -243,12 +244,10 @@ static inline SG_AVX2 void avx2_rollback_vec(const avx2_coef *k, int l2,
     p = _mm256_div_ps(p, k->decay);
     __m256 gl = l2 ? _mm256_fmadd_ps(k->wd, p, ge) : ge;
     __m256 m = _mm256_div_ps(_mm256_fnmadd_ps(k->omb1, gl, m1), k->b1);
-    __m256 v = _mm256_div_ps(_mm256_fnmadd_ps(_mm256_mul_ps(k->omb2, gl), gl, v1),
-                             k->b2);
+    __m256 v = _mm256_div_ps(_mm256_fnmadd_ps(_mm256_mul_ps(k->omb2, gl), gl, v1), k->b2);
     v = _mm256_max_ps(v, _mm256_setzero_ps());
     if (skip) {
-        __m256 fin = _mm256_cmp_ps(_mm256_sub_ps(ge, ge), _mm256_setzero_ps(),
-                                   _CMP_EQ_OQ);
+        __m256 fin = _mm256_cmp_ps(_mm256_sub_ps(ge, ge), _mm256_setzero_ps(), _CMP_EQ_OQ);
         p = _mm256_blendv_ps(p1, p, fin);
         m = _mm256_blendv_ps(m1, m, fin);
         v = _mm256_blendv_ps(v1, v, fin);
@@ -258,8 +257,8 @@ static inline SG_AVX2 void avx2_rollback_vec(const avx2_coef *k, int l2,
     *pv = v;
 }
 
-static SG_AVX2 void rollback_avx2(const adam_coef *c, float *p, const float *g,
-                                  float *m, float *v, size_t n)
+static SG_AVX2 void rollback_avx2(const adam_coef *c, float *p, const float *g, float *m, float *v,
+                                  size_t n)
 {
     const avx2_coef k = avx2_coef_make(c);
     size_t i = 0;
@@ -289,33 +288,35 @@ typedef struct avx512_coef {
 static inline SG_AVX512 avx512_coef avx512_coef_make(const adam_coef *c)
 {
     avx512_coef k = {
-        .gs = _mm512_set1_ps(c->gs), .wd = _mm512_set1_ps(c->wd),
-        .decay = _mm512_set1_ps(c->decay), .b1 = _mm512_set1_ps(c->b1),
-        .omb1 = _mm512_set1_ps(c->omb1), .b2 = _mm512_set1_ps(c->b2),
-        .omb2 = _mm512_set1_ps(c->omb2), .bc2s = _mm512_set1_ps(c->bc2s),
-        .nss = _mm512_set1_ps(c->nss), .eps = _mm512_set1_ps(c->eps),
+        .gs = _mm512_set1_ps(c->gs),
+        .wd = _mm512_set1_ps(c->wd),
+        .decay = _mm512_set1_ps(c->decay),
+        .b1 = _mm512_set1_ps(c->b1),
+        .omb1 = _mm512_set1_ps(c->omb1),
+        .b2 = _mm512_set1_ps(c->b2),
+        .omb2 = _mm512_set1_ps(c->omb2),
+        .bc2s = _mm512_set1_ps(c->bc2s),
+        .nss = _mm512_set1_ps(c->nss),
+        .eps = _mm512_set1_ps(c->eps),
     };
     return k;
 }
 
 /* 16 bf16 values as the low halves of 16 x u32 lanes. */
 
-static inline SG_AVX512 void avx512_step_vec(const avx512_coef *k, int l2,
-                                             int skip, __m512 *pp, __m512 g,
-                                             __m512 *pm, __m512 *pv)
+static inline SG_AVX512 void avx512_step_vec(const avx512_coef *k, int l2, int skip, __m512 *pp,
+                                             __m512 g, __m512 *pm, __m512 *pv)
 {
     __m512 p0 = *pp, m0 = *pm, v0 = *pv;
     __m512 ge = _mm512_mul_ps(g, k->gs);
     __mmask16 fin = 0xffff;
     if (skip)
-        fin = _mm512_cmp_ps_mask(_mm512_sub_ps(ge, ge), _mm512_setzero_ps(),
-                                 _CMP_EQ_OQ);
+        fin = _mm512_cmp_ps_mask(_mm512_sub_ps(ge, ge), _mm512_setzero_ps(), _CMP_EQ_OQ);
     if (l2)
         ge = _mm512_fmadd_ps(k->wd, p0, ge);
     __m512 p = _mm512_mul_ps(p0, k->decay);
     __m512 m = _mm512_fmadd_ps(k->omb1, ge, _mm512_mul_ps(m0, k->b1));
-    __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(k->omb2, ge), ge,
-                               _mm512_mul_ps(v0, k->b2));
+    __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(k->omb2, ge), ge, _mm512_mul_ps(v0, k->b2));
     __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), k->bc2s), k->eps);
     p = _mm512_fmadd_ps(k->nss, _mm512_div_ps(m, den), p);
     *pp = _mm512_mask_blend_ps(fin, p0, p);
@@ -323,8 +324,8 @@ static inline SG_AVX512 void avx512_step_vec(const avx512_coef *k, int l2,
     *pv = _mm512_mask_blend_ps(fin, v0, v);
 }
 
-static SG_AVX512 void step_avx512(const adam_coef *c, float *p, const float *g,
-                                  float *m, float *v, uint16_t *pb, size_t n)
+static SG_AVX512 void step_avx512(const adam_coef *c, float *p, const float *g, float *m, float *v,
+                                  uint16_t *pb, size_t n)
 {
     const avx512_coef k = avx512_coef_make(c);
     const int l2 = c->l2, skip = c->skip;
@@ -356,40 +357,35 @@ static SG_AVX512 void step_avx512(const adam_coef *c, float *p, const float *g,
     }
 }
 
-static inline SG_AVX512 void avx512_rollback_vec(const avx512_coef *k, int l2,
-                                                 int skip, __m512 *pp, __m512 g,
-                                                 __m512 *pm, __m512 *pv)
+static inline SG_AVX512 void avx512_rollback_vec(const avx512_coef *k, int l2, int skip, __m512 *pp,
+                                                 __m512 g, __m512 *pm, __m512 *pv)
 {
     __m512 p1 = *pp, m1 = *pm, v1 = *pv;
     __m512 ge = _mm512_mul_ps(g, k->gs);
     __mmask16 fin = 0xffff;
     if (skip)
-        fin = _mm512_cmp_ps_mask(_mm512_sub_ps(ge, ge), _mm512_setzero_ps(),
-                                 _CMP_EQ_OQ);
+        fin = _mm512_cmp_ps_mask(_mm512_sub_ps(ge, ge), _mm512_setzero_ps(), _CMP_EQ_OQ);
     __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v1), k->bc2s), k->eps);
     __m512 p = _mm512_fnmadd_ps(k->nss, _mm512_div_ps(m1, den), p1);
     p = _mm512_div_ps(p, k->decay);
     if (l2)
         ge = _mm512_fmadd_ps(k->wd, p, ge);
     __m512 m = _mm512_div_ps(_mm512_fnmadd_ps(k->omb1, ge, m1), k->b1);
-    __m512 v = _mm512_div_ps(_mm512_fnmadd_ps(_mm512_mul_ps(k->omb2, ge), ge, v1),
-                             k->b2);
+    __m512 v = _mm512_div_ps(_mm512_fnmadd_ps(_mm512_mul_ps(k->omb2, ge), ge, v1), k->b2);
     v = _mm512_max_ps(v, _mm512_setzero_ps());
     *pp = _mm512_mask_blend_ps(fin, p1, p);
     *pm = _mm512_mask_blend_ps(fin, m1, m);
     *pv = _mm512_mask_blend_ps(fin, v1, v);
 }
 
-static SG_AVX512 void rollback_avx512(const adam_coef *c, float *p,
-                                      const float *g, float *m, float *v,
-                                      size_t n)
+static SG_AVX512 void rollback_avx512(const adam_coef *c, float *p, const float *g, float *m,
+                                      float *v, size_t n)
 {
     const avx512_coef k = avx512_coef_make(c);
     size_t i = 0;
     for (; i < n; i += 16) {
         prefetch_streams(p, g, m, v, i);
-        __mmask16 k16 = n - i >= 16 ? (__mmask16)0xffff
-                                    : (__mmask16)((1u << (n - i)) - 1u);
+        __mmask16 k16 = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
         __m512 pv_ = _mm512_maskz_loadu_ps(k16, p + i);
         __m512 mv = _mm512_maskz_loadu_ps(k16, m + i);
         __m512 vv = _mm512_maskz_loadu_ps(k16, v + i);
@@ -417,11 +413,16 @@ typedef struct neon_coef {
 static neon_coef neon_coef_make(const adam_coef *c)
 {
     neon_coef k = {
-        .gs = vdupq_n_f32(c->gs), .wd = vdupq_n_f32(c->wd),
-        .decay = vdupq_n_f32(c->decay), .b1 = vdupq_n_f32(c->b1),
-        .omb1 = vdupq_n_f32(c->omb1), .b2 = vdupq_n_f32(c->b2),
-        .omb2 = vdupq_n_f32(c->omb2), .bc2s = vdupq_n_f32(c->bc2s),
-        .nss = vdupq_n_f32(c->nss), .eps = vdupq_n_f32(c->eps),
+        .gs = vdupq_n_f32(c->gs),
+        .wd = vdupq_n_f32(c->wd),
+        .decay = vdupq_n_f32(c->decay),
+        .b1 = vdupq_n_f32(c->b1),
+        .omb1 = vdupq_n_f32(c->omb1),
+        .b2 = vdupq_n_f32(c->b2),
+        .omb2 = vdupq_n_f32(c->omb2),
+        .bc2s = vdupq_n_f32(c->bc2s),
+        .nss = vdupq_n_f32(c->nss),
+        .eps = vdupq_n_f32(c->eps),
     };
     return k;
 }
@@ -502,8 +503,8 @@ static inline void neon_rollback_vec(const neon_coef *k, int l2, int skip, float
     *pv = vbslq_f32(fin, v, v1);
 }
 
-static void rollback_neon(const adam_coef *c, float *p, const float *g, float *m,
-                          float *v, size_t n)
+static void rollback_neon(const adam_coef *c, float *p, const float *g, float *m, float *v,
+                          size_t n)
 {
     const neon_coef k = neon_coef_make(c);
     size_t i = 0;
@@ -525,22 +526,17 @@ static void rollback_neon(const adam_coef *c, float *p, const float *g, float *m
 int sg_adam_isa_supported(sg_adam_isa isa)
 {
     switch (isa) {
-    case SG_ADAM_ISA_SCALAR:
-        return 1;
+    case SG_ADAM_ISA_SCALAR: return 1;
 #if SG_ADAM_X86
     case SG_ADAM_ISA_AVX2:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case SG_ADAM_ISA_AVX512:
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f");
+    case SG_ADAM_ISA_AVX512: __builtin_cpu_init(); return __builtin_cpu_supports("avx512f");
 #endif
 #if SG_ADAM_NEON
-    case SG_ADAM_ISA_NEON:
-        return 1; // Advanced SIMD is part of every AArch64 CPU
+    case SG_ADAM_ISA_NEON: return 1; // Advanced SIMD is part of every AArch64 CPU
 #endif
-    default:
-        return 0;
+    default: return 0;
     }
 }
 

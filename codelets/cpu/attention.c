@@ -56,16 +56,16 @@ static int visible(size_t i, size_t window, size_t j0, size_t nk, size_t *lo, si
 }
 
 /* S (nq, nk; row stride ATT_BK) = scale * Qtile Ktile^T. */
-static void scores(float *S, const float *q, int ldq, const float *k, int ldk, size_t nq,
-                   size_t nk, size_t D, float scale)
+static void scores(float *S, const float *q, int ldq, const float *k, int ldk, size_t nq, size_t nk,
+                   size_t D, float scale)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D, scale,
-                q, ldq, k, ldk, 0.0f, S, ATT_BK);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D, scale, q, ldq, k,
+                ldk, 0.0f, S, ATT_BK);
 }
 
 SG_SIMD_CLONES int sg_attention_forward(float *out, float *lse, const float *q, const float *k,
-                         const float *v, size_t B, size_t T, size_t Hq, size_t Hkv,
-                         size_t D, size_t window)
+                                        const float *v, size_t B, size_t T, size_t Hq, size_t Hkv,
+                                        size_t D, size_t window)
 {
     if (check_dims(Hq, Hkv, D))
         return SG_EINVAL;
@@ -83,7 +83,7 @@ SG_SIMD_CLONES int sg_attention_forward(float *out, float *lse, const float *q, 
             const float *kb = k + (b * T * Hkv + h / rep) * D; // row t: kb + t * ldk
             const float *vb = v + (b * T * Hkv + h / rep) * D;
             float *ob = out + (b * T * Hq + h) * D;
-            float *lseb = lse + (b * Hq + h) * T;              // (T)
+            float *lseb = lse + (b * Hq + h) * T; // (T)
             for (size_t i0 = 0; i0 < T; i0 += ATT_BQ) {
                 size_t nq = T - i0 < ATT_BQ ? T - i0 : ATT_BQ;
                 for (size_t i = 0; i < nq; i++) {
@@ -118,9 +118,9 @@ SG_SIMD_CLONES int sg_attention_forward(float *out, float *lse, const float *q, 
                         }
                     }
                     // out tile (nq, D) += P (nq, nk) @ V tile (nk, D)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)D,
-                                (int)nk, 1.0f, S, ATT_BK, vb + j0 * ldk, (int)ldk, 1.0f,
-                                ob + i0 * ldq, (int)ldq);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)D, (int)nk,
+                                1.0f, S, ATT_BK, vb + j0 * ldk, (int)ldk, 1.0f, ob + i0 * ldq,
+                                (int)ldq);
                 }
                 for (size_t i = 0; i < nq; i++) { // every query sees itself: l > 0
                     float *restrict oi = ob + (i0 + i) * ldq;
@@ -139,9 +139,9 @@ SG_SIMD_CLONES int sg_attention_forward(float *out, float *lse, const float *q, 
  * (= sum_j P_ij dP_ij): dS = P * (dP - delta), dq = scale dS k,
  * dk = scale dS^T q, dv = P^T dout. */
 SG_SIMD_CLONES int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                          const float *q, const float *k, const float *v,
-                          const float *out, const float *lse, size_t B, size_t T,
-                          size_t Hq, size_t Hkv, size_t D, size_t window)
+                                         const float *q, const float *k, const float *v,
+                                         const float *out, const float *lse, size_t B, size_t T,
+                                         size_t Hq, size_t Hkv, size_t D, size_t window)
 {
     if (check_dims(Hq, Hkv, D))
         return SG_EINVAL;
@@ -180,9 +180,8 @@ SG_SIMD_CLONES int sg_attention_backward(float *dq, float *dk, float *dv, const 
                     const float *kt = kb + j0 * ldk, *vt = vb + j0 * ldk;
                     scores(P, qb + i0 * ldq, (int)ldq, kt, (int)ldk, nq, nk, D, scale);
                     // dP (nq, nk) = dout tile (nq, D) @ V tile^T (D, nk)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk,
-                                (int)D, 1.0f, dob + i0 * ldq, (int)ldq, vt, (int)ldk, 0.0f, dS,
-                                ATT_BK);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)D,
+                                1.0f, dob + i0 * ldq, (int)ldq, vt, (int)ldk, 0.0f, dS, ATT_BK);
                     for (size_t i = 0; i < nq; i++) {
                         float *restrict Pi = P + i * ATT_BK, *restrict dSi = dS + i * ATT_BK;
                         size_t lo = 0, hi = 0;
@@ -197,17 +196,16 @@ SG_SIMD_CLONES int sg_attention_backward(float *dq, float *dk, float *dv, const 
                             dSi[j] = Pi[j] * (dSi[j] - delta[i]);
                     }
                     // dV tile (nk, D) += P^T (nk, nq) @ dout tile (nq, D)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D,
-                                (int)nq, 1.0f, P, ATT_BK, dob + i0 * ldq, (int)ldq, 1.0f,
-                                dvb + j0 * ldk, (int)ldk);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D, (int)nq,
+                                1.0f, P, ATT_BK, dob + i0 * ldq, (int)ldq, 1.0f, dvb + j0 * ldk,
+                                (int)ldk);
                     // dK tile (nk, D) += scale dS^T (nk, nq) @ Q tile (nq, D)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D,
-                                (int)nq, scale, dS, ATT_BK, qb + i0 * ldq, (int)ldq, 1.0f,
-                                dkb + j0 * ldk, (int)ldk);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)D, (int)nq,
+                                scale, dS, ATT_BK, qb + i0 * ldq, (int)ldq, 1.0f, dkb + j0 * ldk,
+                                (int)ldk);
                     // dQ tile (nq, D) += scale dS (nq, nk) @ K tile (nk, D)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)D,
-                                (int)nk, scale, dS, ATT_BK, kt, (int)ldk, 1.0f, dqb + i0 * ldq,
-                                (int)ldq);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)D, (int)nk,
+                                scale, dS, ATT_BK, kt, (int)ldk, 1.0f, dqb + i0 * ldq, (int)ldq);
                 }
             }
         }
@@ -223,8 +221,8 @@ SG_SIMD_CLONES int sg_attention_backward(float *dq, float *dk, float *dv, const 
  * keys sum to 1 - exp(sink - lse'). From the plain attention's out and lse
  * that is a rescaling: lse' = log(exp(lse) + exp(sink)), out *= exp(lse -
  * lse'). */
-int sg_attention_sinks_forward(float *out, float *lse, const float *sinks, size_t B,
-                               size_t T, size_t Hq, size_t D)
+int sg_attention_sinks_forward(float *out, float *lse, const float *sinks, size_t B, size_t T,
+                               size_t Hq, size_t D)
 {
     if (!out || !lse || !sinks)
         return SG_EINVAL;
@@ -248,8 +246,8 @@ int sg_attention_sinks_forward(float *out, float *lse, const float *sinks, size_
 /* d loss / d sink_h = sum over queries of P_sink (dP_sink - delta), dP_sink
  * = 0 (no value), delta = dout . out. */
 int sg_attention_sinks_backward(float *dsinks, const float *dout, const float *out,
-                                const float *lse, const float *sinks, size_t B, size_t T,
-                                size_t Hq, size_t D)
+                                const float *lse, const float *sinks, size_t B, size_t T, size_t Hq,
+                                size_t D)
 {
     if (!dsinks || !dout || !out || !lse || !sinks)
         return SG_EINVAL;

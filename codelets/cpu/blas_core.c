@@ -19,11 +19,11 @@
  * openblas_get_corename() spells them. */
 static int older_than_haswell(const char *name)
 {
-    static const char *const old[] = {"Unknown",  "Katmai",    "Coppermine", "Northwood",
-                                      "Prescott", "Banias",    "Atom",       "Core2",
-                                      "Penryn",   "Dunnington", "Nehalem",   "Sandybridge",
-                                      "Opteron",  "Opteron(SSE3)", "Barcelona", "Bobcat",
-                                      "Bulldozer", "Piledriver", "Steamroller", "Excavator"};
+    static const char *const old[] = {"Unknown",   "Katmai",        "Coppermine",  "Northwood",
+                                      "Prescott",  "Banias",        "Atom",        "Core2",
+                                      "Penryn",    "Dunnington",    "Nehalem",     "Sandybridge",
+                                      "Opteron",   "Opteron(SSE3)", "Barcelona",   "Bobcat",
+                                      "Bulldozer", "Piledriver",    "Steamroller", "Excavator"};
     for (size_t i = 0; i < sizeof old / sizeof *old; i++)
         if (!strcasecmp(name, old[i]))
             return 1;
@@ -108,8 +108,7 @@ void sg_blas_core_describe(char *out, size_t size)
         snprintf(out, size, "BLAS: %s, kernels %s (chosen by stepgraph; OpenBLAS's own choice: %s)",
                  version, now, detected);
     else if (forced)
-        snprintf(out, size, "BLAS: %s, kernels %s (OPENBLAS_CORETYPE=%s)", version, now,
-                 forced);
+        snprintf(out, size, "BLAS: %s, kernels %s (OPENBLAS_CORETYPE=%s)", version, now, forced);
     else
         snprintf(out, size, "BLAS: %s, kernels %s (OpenBLAS's own choice)", version, now);
 #else

@@ -15,7 +15,6 @@
 
 #include "codelets/cpu/ops.h"
 
-
 /* ---- rotary tables --------------------------------------------------------- */
 
 int sg_rope_cache_init(sg_rope_cache *rc, const sg_model *m, size_t T)
@@ -26,17 +25,16 @@ int sg_rope_cache_init(sg_rope_cache *rc, const sg_model *m, size_t T)
     const size_t D = (size_t)m->head_dim, half = D / 2;
     float *c = malloc(T * half * sizeof *c); // (T, D/2)
     float *s = malloc(T * half * sizeof *s); // (T, D/2)
-    int rc_ = !(c && s)             ? SG_ENOMEM
-              : m->rope_scaling == 1 ? sg_rope_table_llama3(T, D, m->rope_theta, m->rope_factor,
-                                                            m->rope_low_freq_factor,
-                                                            m->rope_high_freq_factor,
-                                                            m->rope_original_max_pos, c, s)
-              : m->rope_scaling == 2 ? sg_rope_table_yarn(T, D, m->rope_theta, m->rope_factor,
-                                                          m->rope_beta_fast, m->rope_beta_slow,
-                                                          m->rope_original_max_pos,
-                                                          m->rope_truncate,
-                                                          m->rope_attention_factor, c, s)
-                                     : sg_rope_table(T, D, m->rope_theta, c, s);
+    int rc_ =
+        !(c && s) ? SG_ENOMEM
+        : m->rope_scaling == 1
+            ? sg_rope_table_llama3(T, D, m->rope_theta, m->rope_factor, m->rope_low_freq_factor,
+                                   m->rope_high_freq_factor, m->rope_original_max_pos, c, s)
+        : m->rope_scaling == 2
+            ? sg_rope_table_yarn(T, D, m->rope_theta, m->rope_factor, m->rope_beta_fast,
+                                 m->rope_beta_slow, m->rope_original_max_pos, m->rope_truncate,
+                                 m->rope_attention_factor, c, s)
+            : sg_rope_table(T, D, m->rope_theta, c, s);
     if (rc_ < 0) {
         free(c);
         free(s);
@@ -142,22 +140,21 @@ static int embed_backward(const dims *d, const sg_unit_io *io, const float *dy, 
 typedef struct layer_act {
     float *n1, *h, *n2, *q, *k, *v, *att, *gate, *up, *qpre, *kpre;
     float *rstd1, *rstd2, *lse, *rstdq, *rstdk;
-    float *probs, *sel, *topw;  /* MoE only, else NULL */
+    float *probs, *sel, *topw; /* MoE only, else NULL */
 } layer_act;
 
 typedef struct layer_ctx {
     const sg_model *m;
     int unit;
     dims d;
-    size_t window;             /* keys a query sees; 0: all earlier ones */
-    sg_layer_param_offsets o;  /* into params and dparams */
-    const float *p;            /* the unit's parameters */
+    size_t window;            /* keys a query sees; 0: all earlier ones */
+    sg_layer_param_offsets o; /* into params and dparams */
+    const float *p;           /* the unit's parameters */
     layer_act a;
     const float *cos_tab, *sin_tab;
 } layer_ctx;
 
-static void layer_act_at(layer_act *a, float *base, const sg_layer_saved_layout *l, int qk,
-                         int moe)
+static void layer_act_at(layer_act *a, float *base, const sg_layer_saved_layout *l, int qk, int moe)
 {
     a->probs = moe ? base + l->probs : NULL;
     a->sel = moe ? base + l->sel : NULL;
@@ -201,17 +198,15 @@ static int layer_ctx_init(layer_ctx *c, const sg_model *m, int unit, size_t B, s
 
 /* out (N, heads*D) = rope(qk_norm(n1 @ W^T + b)); without QK-norm `pre` and
  * `rstd` are unused and the projection goes straight to out. */
-static int project_rope(const layer_ctx *c, float *out, float *pre, float *rstd, size_t w,
-                        size_t b, size_t norm_w, size_t heads)
+static int project_rope(const layer_ctx *c, float *out, float *pre, float *rstd, size_t w, size_t b,
+                        size_t norm_w, size_t heads)
 {
     const dims *d = &c->d;
     const int qk = norm_w != SG_NO_OFFSET;
     float *lin = qk ? pre : out; // (N, heads*D)
-    SG_TRY(sg_linear_forward(lin, c->a.n1, cptr(c->p, w), cptr(c->p, b), d->N, d->H,
-                          heads * d->D));
+    SG_TRY(sg_linear_forward(lin, c->a.n1, cptr(c->p, w), cptr(c->p, b), d->N, d->H, heads * d->D));
     if (qk) // RMSNorm over each head's D values
-        SG_TRY(sg_rmsnorm_forward(out, rstd, pre, cptr(c->p, norm_w), d->N * heads, d->D,
-                               d->eps));
+        SG_TRY(sg_rmsnorm_forward(out, rstd, pre, cptr(c->p, norm_w), d->N * heads, d->D, d->eps));
     return sg_rope_forward(out, out, c->cos_tab, c->sin_tab, d->B, d->T, heads, d->D);
 }
 
@@ -224,15 +219,13 @@ static int attn_forward(const layer_ctx *c, const float *x)
     SG_TRY(sg_rmsnorm_forward(a->n1, a->rstd1, x, cptr(c->p, o->ln1), d->N, d->H, d->eps));
     SG_TRY(project_rope(c, a->q, a->qpre, a->rstdq, o->wq, o->bq, o->q_norm, d->Hq));
     SG_TRY(project_rope(c, a->k, a->kpre, a->rstdk, o->wk, o->bk, o->k_norm, d->Hkv));
-    SG_TRY(sg_linear_forward(a->v, a->n1, cptr(c->p, o->wv), cptr(c->p, o->bv), d->N, d->H,
-                          d->KV));
-    SG_TRY(sg_attention_forward(a->att, a->lse, a->q, a->k, a->v, d->B, d->T, d->Hq, d->Hkv,
-                             d->D, c->window));
+    SG_TRY(sg_linear_forward(a->v, a->n1, cptr(c->p, o->wv), cptr(c->p, o->bv), d->N, d->H, d->KV));
+    SG_TRY(sg_attention_forward(a->att, a->lse, a->q, a->k, a->v, d->B, d->T, d->Hq, d->Hkv, d->D,
+                                c->window));
     if (o->sinks != SG_NO_OFFSET) // gpt_oss: att and lse with the sinks' column
-        SG_TRY(sg_attention_sinks_forward(a->att, a->lse, c->p + o->sinks, d->B, d->T, d->Hq,
-                                          d->D));
-    SG_TRY(sg_linear_forward(a->h, a->att, cptr(c->p, o->wo), cptr(c->p, o->bo), d->N, d->Q,
-                          d->H));
+        SG_TRY(
+            sg_attention_sinks_forward(a->att, a->lse, c->p + o->sinks, d->B, d->T, d->Hq, d->D));
+    SG_TRY(sg_linear_forward(a->h, a->att, cptr(c->p, o->wo), cptr(c->p, o->bo), d->N, d->Q, d->H));
     sg_add_into(a->h, x, d->N * d->H); // residual
     return 0;
 }
@@ -276,9 +269,8 @@ static int expert_forward(const layer_ctx *c, size_t e, float *gate, float *up, 
     if (c->m->arch == SG_ARCH_GPT_OSS) {
         size_t off[4];
         sg_oss_expert_offsets(c->m, o, e, off);
-        return sg_moe_oss_expert_forward(gate, up, out_s, c->a.n2, slots, slots, n,
-                                         c->p + off[0], c->p + off[1], c->p + off[2],
-                                         c->p + off[3], H, F, K, ex);
+        return sg_moe_oss_expert_forward(gate, up, out_s, c->a.n2, slots, slots, n, c->p + off[0],
+                                         c->p + off[1], c->p + off[2], c->p + off[3], H, F, K, ex);
     }
     return sg_moe_expert_forward(gate, up, out_s, c->a.n2, slots, slots, n,
                                  expert_w(c, c->p, o->ex_wg, e), expert_w(c, c->p, o->ex_wu, e),
@@ -314,11 +306,11 @@ static int moe_forward(const layer_ctx *c, float *y, float *stats, int split, ar
     if (!logits || !ex || !out_s || !gate || !up)
         return SG_EINVAL;
     if (c->m->arch == SG_ARCH_GPT_OSS)
-        SG_TRY(sg_moe_oss_router_forward(a->probs, a->sel, a->topw, logits, a->n2,
-                                         c->p + o->router, c->p + o->router_b, N, H, E, K));
+        SG_TRY(sg_moe_oss_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router,
+                                         c->p + o->router_b, N, H, E, K));
     else
-        SG_TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router,
-                                     N, H, E, K, c->m->norm_topk_prob));
+        SG_TRY(sg_moe_router_forward(a->probs, a->sel, a->topw, logits, a->n2, c->p + o->router, N,
+                                     H, E, K, c->m->norm_topk_prob));
     if ((y || split) && stats) {
         if (c->unit == 1)
             memset(stats, 0, sg_moe_stats_floats(c->m) * sizeof *stats);
@@ -386,19 +378,16 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
                 size_t off[4];
                 sg_oss_expert_offsets(m, o, e, off);
                 rc = sg_moe_oss_expert_backward(dx_s, dtopw, mptr(g, off[0]), mptr(g, off[1]),
-                                                mptr(g, off[2]), mptr(g, off[3]), dy, a->n2,
-                                                gate, up, a->topw, slots, slots, n,
-                                                c->p + off[0], c->p + off[2], c->p + off[3], H,
-                                                F, K, ex);
+                                                mptr(g, off[2]), mptr(g, off[3]), dy, a->n2, gate,
+                                                up, a->topw, slots, slots, n, c->p + off[0],
+                                                c->p + off[2], c->p + off[3], H, F, K, ex);
                 continue;
             }
-            rc = sg_moe_expert_backward(dx_s, dtopw, mptr(g, o->ex_wg + e * o->ex_stride),
-                                        mptr(g, o->ex_wu + e * o->ex_stride),
-                                        mptr(g, o->ex_wd + e * o->ex_stride), dy, a->n2,
-                                        gate, up, a->topw, slots, slots, n,
-                                        expert_w(c, c->p, o->ex_wg, e),
-                                        expert_w(c, c->p, o->ex_wu, e),
-                                        expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
+            rc = sg_moe_expert_backward(
+                dx_s, dtopw, mptr(g, o->ex_wg + e * o->ex_stride),
+                mptr(g, o->ex_wu + e * o->ex_stride), mptr(g, o->ex_wd + e * o->ex_stride), dy,
+                a->n2, gate, up, a->topw, slots, slots, n, expert_w(c, c->p, o->ex_wg, e),
+                expert_w(c, c->p, o->ex_wu, e), expert_w(c, c->p, o->ex_wd, e), H, F, K, ex);
         }
         free(slots);
         SG_TRY(rc);
@@ -413,17 +402,15 @@ static int moe_backward(const layer_ctx *c, const sg_unit_io *io, const float *d
     const double aux_scale = (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN);
     float *tmp = ex; // the experts' scratch is dead
     if (m->arch == SG_ARCH_GPT_OSS)
-        SG_TRY(sg_moe_oss_router_backward(tmp, mptr(g, o->router), mptr(g, o->router_b),
-                                          dlogits, dtopw, a->probs, a->sel, a->topw, stats,
-                                          stats ? aux_scale : 0.0, a->n2, c->p + o->router, N,
-                                          H, E, K));
+        SG_TRY(sg_moe_oss_router_backward(
+            tmp, mptr(g, o->router), mptr(g, o->router_b), dlogits, dtopw, a->probs, a->sel,
+            a->topw, stats, stats ? aux_scale : 0.0, a->n2, c->p + o->router, N, H, E, K));
     else
-        SG_TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs,
-                                      a->sel, a->topw, stats, stats ? aux_scale : 0.0, a->n2,
+        SG_TRY(sg_moe_router_backward(tmp, mptr(g, o->router), dlogits, dtopw, a->probs, a->sel,
+                                      a->topw, stats, stats ? aux_scale : 0.0, a->n2,
                                       c->p + o->router, N, H, E, K, m->norm_topk_prob));
     sg_add_into(dn2, tmp, N * H);
-    SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, N,
-                            H));
+    SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, N, H));
     sg_add_into(dx, dy, N * H); // residual
     return 0;
 }
@@ -458,17 +445,17 @@ static int mlp_backward(const layer_ctx *c, const float *dy, float *dx, float *g
     if (!act || !dact || !dup || !dn2 || !tmp)
         return SG_EINVAL;
     SG_TRY(sg_swiglu_forward(act, a->gate, a->up, d->N, d->F)); // recomputed, not saved
-    SG_TRY(sg_linear_backward(dact, mptr(g, o->wd), NULL, dy, act, cptr(c->p, o->wd), d->N,
-                           d->F, d->H));
+    SG_TRY(sg_linear_backward(dact, mptr(g, o->wd), NULL, dy, act, cptr(c->p, o->wd), d->N, d->F,
+                              d->H));
     float *dgate = act; // act is dead: dgate takes its place
     SG_TRY(sg_swiglu_backward(dgate, dup, dact, a->gate, a->up, d->N, d->F));
     SG_TRY(sg_linear_backward(dn2, mptr(g, o->wg), NULL, dgate, a->n2, cptr(c->p, o->wg), d->N,
-                           d->H, d->F));
-    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wu), NULL, dup, a->n2, cptr(c->p, o->wu), d->N,
-                           d->H, d->F));
+                              d->H, d->F));
+    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wu), NULL, dup, a->n2, cptr(c->p, o->wu), d->N, d->H,
+                              d->F));
     sg_add_into(dn2, tmp, NH);
-    SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2,
-                            d->N, d->H));
+    SG_TRY(sg_rmsnorm_backward(dx, mptr(g, o->ln2), dn2, a->h, cptr(c->p, o->ln2), a->rstd2, d->N,
+                               d->H));
     sg_add_into(dx, dy, NH); // residual
     return 0;
 }
@@ -495,12 +482,12 @@ static int qkv_backward(const layer_ctx *c, float *dn1, float *tmp, const float 
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
     SG_TRY(sg_linear_backward(dn1, mptr(g, o->wq), mptr(g, o->bq), dq, a->n1, cptr(c->p, o->wq),
-                           d->N, d->H, d->Q));
-    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wk), mptr(g, o->bk), dk, a->n1,
-                           cptr(c->p, o->wk), d->N, d->H, d->KV));
+                              d->N, d->H, d->Q));
+    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wk), mptr(g, o->bk), dk, a->n1, cptr(c->p, o->wk),
+                              d->N, d->H, d->KV));
     sg_add_into(dn1, tmp, d->N * d->H);
-    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wv), mptr(g, o->bv), dv, a->n1,
-                           cptr(c->p, o->wv), d->N, d->H, d->KV));
+    SG_TRY(sg_linear_backward(tmp, mptr(g, o->wv), mptr(g, o->bv), dv, a->n1, cptr(c->p, o->wv),
+                              d->N, d->H, d->KV));
     sg_add_into(dn1, tmp, d->N * d->H);
     return 0;
 }
@@ -513,19 +500,19 @@ static int attn_backward(const layer_ctx *c, const float *x, float *dx, float *g
     const layer_act *a = &c->a;
     const sg_layer_param_offsets *o = &c->o;
     const size_t NQ = d->N * d->Q, NKV = d->N * d->KV, NH = d->N * d->H;
-    float *datt = carve(s, NQ), *dq = carve(s, NQ);           // (N, Q)
-    float *dk = carve(s, NKV), *dv = carve(s, NKV);           // (N, KV)
-    float *dkpre = a->kpre ? carve(s, NKV) : dk;              // (N, KV)
-    float *dn1 = carve(s, NH), *tmp = carve(s, NH);           // (N, H)
+    float *datt = carve(s, NQ), *dq = carve(s, NQ); // (N, Q)
+    float *dk = carve(s, NKV), *dv = carve(s, NKV); // (N, KV)
+    float *dkpre = a->kpre ? carve(s, NKV) : dk;    // (N, KV)
+    float *dn1 = carve(s, NH), *tmp = carve(s, NH); // (N, H)
     if (!datt || !dq || !dk || !dv || !dkpre || !dn1 || !tmp)
         return SG_EINVAL;
-    SG_TRY(sg_linear_backward(datt, mptr(g, o->wo), mptr(g, o->bo), dx, a->att,
-                           cptr(c->p, o->wo), d->N, d->Q, d->H));
+    SG_TRY(sg_linear_backward(datt, mptr(g, o->wo), mptr(g, o->bo), dx, a->att, cptr(c->p, o->wo),
+                              d->N, d->Q, d->H));
     if (o->sinks != SG_NO_OFFSET)
-        SG_TRY(sg_attention_sinks_backward(mptr(g, o->sinks), datt, a->att, a->lse,
-                                           c->p + o->sinks, d->B, d->T, d->Hq, d->D));
+        SG_TRY(sg_attention_sinks_backward(mptr(g, o->sinks), datt, a->att, a->lse, c->p + o->sinks,
+                                           d->B, d->T, d->Hq, d->D));
     SG_TRY(sg_attention_backward(dq, dk, dv, datt, a->q, a->k, a->v, a->att, a->lse, d->B, d->T,
-                              d->Hq, d->Hkv, d->D, c->window));
+                                 d->Hq, d->Hkv, d->D, c->window));
     int rc = 0;
     float *dqpre = datt; // datt is dead: dq before QK-norm takes its place
     const float *dqin = unrope(c, dq, dqpre, a->qpre, a->rstdq, g, o->q_norm, d->Hq, &rc);
@@ -533,15 +520,14 @@ static int attn_backward(const layer_ctx *c, const float *x, float *dx, float *g
     const float *dkin = unrope(c, dk, dkpre, a->kpre, a->rstdk, g, o->k_norm, d->Hkv, &rc);
     SG_TRY(rc);
     SG_TRY(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g));
-    SG_TRY(sg_rmsnorm_backward(tmp, mptr(g, o->ln1), dn1, x, cptr(c->p, o->ln1), a->rstd1,
-                            d->N, d->H));
+    SG_TRY(sg_rmsnorm_backward(tmp, mptr(g, o->ln1), dn1, x, cptr(c->p, o->ln1), a->rstd1, d->N,
+                               d->H));
     sg_add_into(dx, tmp, NH); // residual
     return 0;
 }
 
-static int layer_backward(const sg_model *m, int unit, size_t B, size_t T,
-                          const sg_unit_io *io, const float *dy, float dloss, float *dx,
-                          float *dparams)
+static int layer_backward(const sg_model *m, int unit, size_t B, size_t T, const sg_unit_io *io,
+                          const float *dy, float dloss, float *dx, float *dparams)
 {
     if (!io->saved || !dy || !dx || !dparams || dx == dy)
         return SG_EINVAL;
@@ -564,13 +550,13 @@ static int layer_backward(const sg_model *m, int unit, size_t B, size_t T,
 typedef struct head_ctx {
     dims d;
     sg_head_param_offsets o;
-    const float *norm_w, *W;   /* (H), (V, H): lm_head or the tied embedding */
+    const float *norm_w, *W; /* (H), (V, H): lm_head or the tied embedding */
     float *n, *rstd, *lse;
-    size_t C;                  /* tokens per chunk of logits (sg_head_chunk_tokens) */
+    size_t C; /* tokens per chunk of logits (sg_head_chunk_tokens) */
 } head_ctx;
 
-static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
-                         const sg_unit_io *io, float *saved)
+static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T, const sg_unit_io *io,
+                         float *saved)
 {
     if (!io->params || !io->x || !io->targets || !saved)
         return SG_EINVAL;
@@ -618,15 +604,13 @@ static int head_forward(const sg_model *m, int unit, size_t B, size_t T, const s
     for (size_t r = 0; r < d->N; r += c.C) {
         const size_t nc = chunk_rows(&c, r);
         SG_TRY(sg_linear_forward(logits, c.n + r * d->H, c.W, NULL, nc, d->H, d->V)); // (nc, V)
-        SG_TRY(sg_cross_entropy_rows(&total, &count, c.lse + r, logits, io->targets + r, nc,
-                                  d->V));
+        SG_TRY(sg_cross_entropy_rows(&total, &count, c.lse + r, logits, io->targets + r, nc, d->V));
     }
     if (io->loss) {
         double loss = count ? total / (double)count : 0.0;
         if (io->moe_stats && m->num_experts > 0) // the router's load-balancing loss
-            loss += m->router_aux_loss_coef *
-                    sg_moe_aux_loss(io->moe_stats, (size_t)m->num_experts,
-                                    (size_t)m->num_layers, d->N);
+            loss += m->router_aux_loss_coef * sg_moe_aux_loss(io->moe_stats, (size_t)m->num_experts,
+                                                              (size_t)m->num_layers, d->N);
         *io->loss = (float)loss;
     }
     return 0;
@@ -659,14 +643,13 @@ static int head_backward(const sg_model *m, int unit, size_t B, size_t T, const 
     float *dW = m->tie_word_embeddings ? dembed : dparams + c.o.lm_head; // (V, H) +=
     for (size_t r = 0; r < d->N; r += c.C) {
         const size_t nc = chunk_rows(&c, r);
-        const float *n = c.n + r * d->H; // (nc, H)
+        const float *n = c.n + r * d->H;                                 // (nc, H)
         SG_TRY(sg_linear_forward(logits, n, c.W, NULL, nc, d->H, d->V)); // (nc, V)
         SG_TRY(sg_cross_entropy_backward(logits, logits, c.lse + r, io->targets + r, nc, d->V,
-                                      dloss, count));
+                                         dloss, count));
         SG_TRY(sg_linear_backward(dn + r * d->H, dW, NULL, logits, n, c.W, nc, d->H, d->V));
     }
-    return sg_rmsnorm_backward(dx, dparams + c.o.norm, dn, io->x, c.norm_w, c.rstd, d->N,
-                               d->H);
+    return sg_rmsnorm_backward(dx, dparams + c.o.norm, dn, io->x, c.norm_w, c.rstd, d->N, d->H);
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */

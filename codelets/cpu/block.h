@@ -61,8 +61,8 @@
  * model->rope_theta and its rope_scaling: none, "llama3" (Llama 3.1) or
  * "yarn" (GPT-OSS; cos and sin carry its attention factor). */
 typedef struct sg_rope_cache {
-    size_t T, half;              /* positions, head_dim / 2 */
-    float *cos_tab, *sin_tab;    /* (T, half) */
+    size_t T, half;           /* positions, head_dim / 2 */
+    float *cos_tab, *sin_tab; /* (T, half) */
 } sg_rope_cache;
 
 int sg_rope_cache_init(sg_rope_cache *rc, const sg_model *m, size_t T);
@@ -70,18 +70,18 @@ void sg_rope_cache_free(sg_rope_cache *rc);
 
 /* Inputs and outputs of one unit for one micro-batch of B x T tokens. */
 typedef struct sg_unit_io {
-    const float *params;          /* the unit's flat parameters */
-    const float *embed;           /* tied head: the embedding table (V, H); else NULL */
-    const int32_t *tokens;        /* (B*T) input ids (embedding) */
-    const int32_t *targets;       /* (B*T) next-token ids, < 0 ignored (head) */
-    const float *x;               /* (B*T, H) input of a layer or of the head */
-    float *y;                     /* (B*T, H) output of the embedding or a layer; NULL:
+    const float *params;       /* the unit's flat parameters */
+    const float *embed;        /* tied head: the embedding table (V, H); else NULL */
+    const int32_t *tokens;     /* (B*T) input ids (embedding) */
+    const int32_t *targets;    /* (B*T) next-token ids, < 0 ignored (head) */
+    const float *x;            /* (B*T, H) input of a layer or of the head */
+    float *y;                  /* (B*T, H) output of the embedding or a layer; NULL:
                                      recompute (fill `saved` only) */
-    float *loss;                  /* head: the mean loss (1 float) */
-    float *saved;                 /* sg_unit_saved_floats, or NULL (checkpointing) */
-    float *scratch;               /* sg_unit_scratch_floats */
-    const sg_rope_cache *rope;    /* layers */
-    float *moe_stats;             /* MoE (sg_moe_stats_floats): the micro-step's router
+    float *loss;               /* head: the mean loss (1 float) */
+    float *saved;              /* sg_unit_saved_floats, or NULL (checkpointing) */
+    float *scratch;            /* sg_unit_scratch_floats */
+    const sg_rope_cache *rope; /* layers */
+    float *moe_stats;          /* MoE (sg_moe_stats_floats): the micro-step's router
                                      statistics for the load-balancing loss; the forward
                                      of layer 1 writes it, later layers add to it, the
                                      head's forward and the layers' backward read it.

@@ -41,7 +41,7 @@ uint16_t sg_f32_to_f16(float x)
         return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
     if (a >= 0x477ff000u) // >= 65520 (halfway from 65504 to 2^16) and Inf
         return (uint16_t)(sign | 0x7c00u);
-    if (a >= 0x38800000u) { // >= 2^-14: a normal binary16
+    if (a >= 0x38800000u) {                   // >= 2^-14: a normal binary16
         uint32_t h = (a - 0x38000000u) >> 13; // rebias exponent 127 -> 15, keep 10 bits
         uint32_t rem = a & 0x1fffu;           // the 13 dropped bits
         if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
@@ -122,8 +122,8 @@ static SG_AVX512F void f32_to_f16_avx512(uint16_t *out, const float *in, size_t 
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(in + i),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i h =
+            _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm256_storeu_si256((__m256i *)(out + i), h);
     }
     for (; i < n; i++)

@@ -19,7 +19,7 @@ int sg_embedding_forward(float *restrict out, const int32_t *restrict tokens,
         return SG_EINVAL;
     for (size_t n = 0; n < N; n++) {
         const float *row = table + (size_t)tokens[n] * C; // (C)
-        memcpy(out + n * C, row, C * sizeof *out);         // out[n] (C)
+        memcpy(out + n * C, row, C * sizeof *out);        // out[n] (C)
     }
     return SG_OK;
 }
@@ -32,7 +32,7 @@ int sg_embedding_backward(float *restrict dtable, const int32_t *restrict tokens
     /* In token order: a repeated id sums its rows in a fixed order. */
     for (size_t n = 0; n < N; n++) {
         float *restrict drow = dtable + (size_t)tokens[n] * C; // (C)
-        const float *restrict g = dout + n * C;                  // (C)
+        const float *restrict g = dout + n * C;                // (C)
         for (size_t c = 0; c < C; c++)
             drow[c] += g[c];
     }

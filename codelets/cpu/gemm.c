@@ -32,12 +32,12 @@ int sg_gemm_set_bf16(int on)
 }
 
 static void gemm_sgemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
-                       const float *A, size_t lda, const float *B, size_t ldb, float beta,
-                       float *C, size_t ldc)
+                       const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
+                       size_t ldc)
 {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda,
-                B, (int)ldb, beta, C, (int)ldc);
+                trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B,
+                (int)ldb, beta, C, (int)ldc);
 }
 
 /* ---- SG_CPU_GEMM and the probe ------------------------------------------- */
@@ -63,9 +63,9 @@ static int env_choice(void)
 #endif
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
-static int amx_hw;          /* the CPU has AMX-TILE and AMX-BF16 */
-static int amx_granted;     /* the kernel gave this process the tile state */
-static int amx_on;          /* bf16 products use it */
+static int amx_hw;      /* the CPU has AMX-TILE and AMX-BF16 */
+static int amx_granted; /* the kernel gave this process the tile state */
+static int amx_on;      /* bf16 products use it */
 
 #if SG_GEMM_AMX
 #include <cpuid.h>
@@ -114,8 +114,8 @@ static inline size_t clamp16(size_t avail)
 
 /* 16 rows of 32 values contiguous along k (src row r at src + r * ld; rows
  * >= nr and values >= nk are zeros): word (r, kp) = values 2kp, 2kp+1. */
-static AMX_TARGET void pack_rows_along_k(uint32_t *dst, const float *src, size_t ld,
-                                         size_t nr, size_t nk)
+static AMX_TARGET void pack_rows_along_k(uint32_t *dst, const float *src, size_t ld, size_t nr,
+                                         size_t nk)
 {
     for (size_t r = 0; r < 16; r++) {
         __m512i w = _mm512_setzero_si512();
@@ -132,8 +132,8 @@ static AMX_TARGET void pack_rows_along_k(uint32_t *dst, const float *src, size_t
 /* 32 rows along k of 16 values contiguous along m or n (row k at src + k *
  * ld; rows >= nk and values >= nc are zeros): word (kp, c) = rows 2kp and
  * 2kp+1 of column c. */
-static AMX_TARGET void pack_pairs_along_k(uint32_t *dst, const float *src, size_t ld,
-                                          size_t nk, size_t nc)
+static AMX_TARGET void pack_pairs_along_k(uint32_t *dst, const float *src, size_t ld, size_t nk,
+                                          size_t nc)
 {
     for (size_t kp = 0; kp < 16; kp++) {
         size_t k = 2 * kp;
@@ -151,7 +151,8 @@ static AMX_TARGET void transpose16(uint32_t *t)
     for (int i = 0; i < 16; i++)
         r[i] = _mm512_load_si512(t + 16 * i);
     for (int g = 0; g < 16; g += 4) { /* u[g + j] lane L: column 4L + j of rows g..g+3 */
-        __m512i a = _mm512_unpacklo_epi32(r[g], r[g + 1]), b = _mm512_unpackhi_epi32(r[g], r[g + 1]);
+        __m512i a = _mm512_unpacklo_epi32(r[g], r[g + 1]),
+                b = _mm512_unpackhi_epi32(r[g], r[g + 1]);
         __m512i c = _mm512_unpacklo_epi32(r[g + 2], r[g + 3]);
         __m512i d = _mm512_unpackhi_epi32(r[g + 2], r[g + 3]);
         u[g] = _mm512_unpacklo_epi64(a, c);
@@ -191,8 +192,8 @@ static AMX_TARGET void pack_tile(uint32_t *dst, int along_k, int a_layout, const
 }
 
 /* C block (rows m0.. , columns n0.., at most 32 x 32) from the fp32 sums. */
-static AMX_TARGET void store_block(float *C, size_t ldc, size_t M, size_t N, size_t m0,
-                                   size_t n0, const float *acc, float alpha, float beta)
+static AMX_TARGET void store_block(float *C, size_t ldc, size_t M, size_t N, size_t m0, size_t n0,
+                                   const float *acc, float alpha, float beta)
 {
     size_t nm = M - m0 < 32 ? M - m0 : 32, nn = N - n0 < 32 ? N - n0 : 32;
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -208,12 +209,12 @@ static AMX_TARGET void store_block(float *C, size_t ldc, size_t M, size_t N, siz
         }
 }
 
-static AMX_TARGET int gemm_amx(int trans_a, int trans_b, size_t M, size_t N, size_t K,
-                               float alpha, const float *A, size_t lda, const float *B,
-                               size_t ldb, float beta, float *C, size_t ldc)
+static AMX_TARGET int gemm_amx(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
+                               const float *A, size_t lda, const float *B, size_t ldb, float beta,
+                               float *C, size_t ldc)
 {
-    const size_t KT = (K + 31) / 32;                  /* 32-wide blocks of K */
-    const size_t NT = (N + 31) / 32 * 2;              /* 16-wide tiles of N, even */
+    const size_t KT = (K + 31) / 32;                   /* 32-wide blocks of K */
+    const size_t NT = (N + 31) / 32 * 2;               /* 16-wide tiles of N, even */
     size_t chunk = PACK_B_BYTES / (KT * 1024) / 2 * 2; /* B tiles per chunk, even */
     if (chunk < 2)
         chunk = 2;
@@ -245,8 +246,8 @@ static AMX_TARGET int gemm_amx(int trans_a, int trans_b, size_t M, size_t N, siz
         for (size_t m0 = 0; m0 < M; m0 += 32) {
             for (size_t h = 0; h < 2; h++)
                 for (size_t kt = 0; kt < KT; kt++)
-                    pack_tile(ap + (h * KT + kt) * 256, !trans_a, 1, A, lda, M, K,
-                              m0 + h * 16, kt * 32);
+                    pack_tile(ap + (h * KT + kt) * 256, !trans_a, 1, A, lda, M, K, m0 + h * 16,
+                              kt * 32);
             for (size_t t = 0; t < nts; t += 2) {
                 const uint32_t *b0 = bp + t * KT * 256, *b1 = bp + (t + 1) * KT * 256;
                 const uint32_t *a0 = ap, *a1 = ap + KT * 256;
@@ -299,10 +300,10 @@ int sg_gemm_check_env(sg_error *err)
                             "SG_CPU_GEMM=%s: unknown engine (expected auto, sgemm or amx)",
                             getenv("SG_CPU_GEMM"));
     if (env == ENV_AMX && !sg_gemm_amx_usable())
-        return sg_error_set(err, SG_ENOTSUP,
-                            "SG_CPU_GEMM=amx: %s", !amx_hw ? "this CPU (or build) has no AMX-BF16"
-                                                           : "the kernel refused the AMX tile "
-                                                             "state (arch_prctl)");
+        return sg_error_set(err, SG_ENOTSUP, "SG_CPU_GEMM=amx: %s",
+                            !amx_hw ? "this CPU (or build) has no AMX-BF16"
+                                    : "the kernel refused the AMX tile "
+                                      "state (arch_prctl)");
     return 0;
 }
 
@@ -310,7 +311,7 @@ void sg_gemm_describe(char *buf, size_t len)
 {
     pthread_once(&probe_once, probe);
     int env = env_choice();
-    const char *why = amx_on ? (env == ENV_AMX ? "SG_CPU_GEMM=amx" : "AMX-BF16 found")
+    const char *why = amx_on             ? (env == ENV_AMX ? "SG_CPU_GEMM=amx" : "AMX-BF16 found")
                       : env == ENV_SGEMM ? "SG_CPU_GEMM=sgemm"
                       : env == ENV_BAD   ? "SG_CPU_GEMM is invalid"
                       : !amx_hw          ? "no AMX-BF16 on this CPU"
@@ -319,9 +320,8 @@ void sg_gemm_describe(char *buf, size_t len)
              amx_on ? "amx, bf16 operands, fp32 sums" : "sgemm, fp32", why);
 }
 
-void sg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
-             const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
-             size_t ldc)
+void sg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *A,
+             size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
     if (M == 0 || N == 0)
         return;

@@ -35,9 +35,8 @@
 /* C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C. trans_a: A is stored
  * (K, M) with row stride lda, else (M, K); likewise trans_b and B. Sizes
  * must fit an int (callers check). */
-void sg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha,
-             const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
-             size_t ldc);
+void sg_gemm(int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *A,
+             size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
 
 /* Products of the calling thread in bf16 (on) or fp32 (off, the default);
  * returns the previous setting. On takes effect only where the amx engine

@@ -38,12 +38,12 @@
 
 /* ---- router ------------------------------------------------------------------ */
 
-int sg_moe_oss_router_forward(float *probs, float *sel, float *topw, float *logits,
-                              const float *x, const float *Wr, const float *br, size_t N,
-                              size_t H, size_t E, size_t K)
+int sg_moe_oss_router_forward(float *probs, float *sel, float *topw, float *logits, const float *x,
+                              const float *Wr, const float *br, size_t N, size_t H, size_t E,
+                              size_t K)
 {
-    if (!probs || !sel || !topw || !logits || !x || !Wr || !br || E == 0 || K == 0 ||
-        K > E || E > (1u << 24))
+    if (!probs || !sel || !topw || !logits || !x || !Wr || !br || E == 0 || K == 0 || K > E ||
+        E > (1u << 24))
         return SG_EINVAL;
     SG_TRY(sg_linear_forward(logits, x, Wr, br, N, H, E)); // (N, E)
     for (size_t n = 0; n < N; n++) {
@@ -143,8 +143,8 @@ static int dims_ok(size_t n, size_t H, size_t F)
 }
 
 /* y (n, out) = x (n, in) @ W (in, out) + b: the fused tensors' layout. */
-static void mm_in_out(float *y, const float *x, const float *W, const float *b, size_t n,
-                      size_t in, size_t out)
+static void mm_in_out(float *y, const float *x, const float *W, const float *b, size_t n, size_t in,
+                      size_t out)
 {
     for (size_t r = 0; r < n; r++)
         memcpy(y + r * out, b, out * sizeof *y);
@@ -167,12 +167,11 @@ static int colsum_into(float *db, const float *d, size_t n, size_t C)
 }
 
 int sg_moe_oss_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
-                              const int32_t *slots, const int32_t *rows, size_t n,
-                              const float *Wgu, const float *bgu, const float *Wd,
-                              const float *bd, size_t H, size_t F, size_t K, float *scratch)
+                              const int32_t *slots, const int32_t *rows, size_t n, const float *Wgu,
+                              const float *bgu, const float *Wd, const float *bd, size_t H,
+                              size_t F, size_t K, float *scratch)
 {
-    if (!gate_s || !up_s || !x || !slots || !Wgu || !bgu || !scratch || K == 0 ||
-        !dims_ok(n, H, F))
+    if (!gate_s || !up_s || !x || !slots || !Wgu || !bgu || !scratch || K == 0 || !dims_ok(n, H, F))
         return SG_EINVAL;
     if (n == 0)
         return 0;
@@ -203,15 +202,14 @@ int sg_moe_oss_expert_forward(float *gate_s, float *up_s, float *out_s, const fl
     return 0;
 }
 
-int sg_moe_oss_expert_backward(float *dx_s, float *dtopw, float *dWgu, float *dbgu,
-                               float *dWd, float *dbd, const float *dy, const float *x,
-                               const float *gate_s, const float *up_s, const float *topw,
-                               const int32_t *slots, const int32_t *rows, size_t n,
-                               const float *Wgu, const float *Wd, const float *bd, size_t H,
-                               size_t F, size_t K, float *scratch)
+int sg_moe_oss_expert_backward(float *dx_s, float *dtopw, float *dWgu, float *dbgu, float *dWd,
+                               float *dbd, const float *dy, const float *x, const float *gate_s,
+                               const float *up_s, const float *topw, const int32_t *slots,
+                               const int32_t *rows, size_t n, const float *Wgu, const float *Wd,
+                               const float *bd, size_t H, size_t F, size_t K, float *scratch)
 {
-    if (!dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wgu || !Wd ||
-        !bd || !scratch || K == 0 || !dims_ok(n, H, F))
+    if (!dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wgu || !Wd || !bd ||
+        !scratch || K == 0 || !dims_ok(n, H, F))
         return SG_EINVAL;
     if (n == 0)
         return 0;

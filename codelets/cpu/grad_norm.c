@@ -9,7 +9,8 @@
 
 /* Vector clones: 4.6 GB/s in the baseline build against 7 GB/s, the speed of
  * one stream from memory on the Intel VM, with AVX-512 (64M floats, one core). */
-SG_SIMD_CLONES int sg_grad_norm_partial(double *sumsq, int *nonfinite, const float *restrict x, size_t n)
+SG_SIMD_CLONES int sg_grad_norm_partial(double *sumsq, int *nonfinite, const float *restrict x,
+                                        size_t n)
 {
     double acc[LANES] = {0};
     size_t i = 0;

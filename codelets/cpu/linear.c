@@ -17,8 +17,8 @@ static int check_dims(size_t N, size_t in, size_t out)
     return SG_OK;
 }
 
-int sg_linear_forward(float *y, const float *x, const float *W, const float *b, size_t N,
-                      size_t in, size_t out)
+int sg_linear_forward(float *y, const float *x, const float *W, const float *b, size_t N, size_t in,
+                      size_t out)
 {
     if (check_dims(N, in, out))
         return SG_EINVAL;

@@ -74,9 +74,8 @@ SG_LA_INLINE void prefetch_block(const float *x, size_t i)
 
 /* Lion's step over n elements (k: a local copy, so that its fields stay in
  * registers). */
-SG_LA_INLINE void lion_step_run(const sg_adam_coef *k, float *restrict p,
-                                const float *restrict g, float *restrict m,
-                                uint16_t *restrict pb, size_t n, const int bf16)
+SG_LA_INLINE void lion_step_run(const sg_adam_coef *k, float *restrict p, const float *restrict g,
+                                float *restrict m, uint16_t *restrict pb, size_t n, const int bf16)
 {
     for (size_t i = 0; i < n; i++) {
         float p0 = p[i], m0 = m[i];
@@ -95,8 +94,8 @@ SG_LA_INLINE void lion_step_run(const sg_adam_coef *k, float *restrict p,
 }
 
 /* Blocks of SG_LA_BLOCK with their prefetches, then the rest. */
-SG_LA_INLINE void lion_step_body(const sg_adam_coef *kp, float *p, const float *g,
-                                 float *m, uint16_t *pb, size_t n, const int bf16)
+SG_LA_INLINE void lion_step_body(const sg_adam_coef *kp, float *p, const float *g, float *m,
+                                 uint16_t *pb, size_t n, const int bf16)
 {
     const sg_adam_coef k = *kp;
     size_t i = 0;
@@ -152,8 +151,8 @@ SG_LA_INLINE void adagrad_step_run(const sg_adam_coef *k, float *restrict p,
     }
 }
 
-SG_LA_INLINE void adagrad_step_body(const sg_adam_coef *kp, float *p, const float *g,
-                                    float *v, uint16_t *pb, size_t n, const int bf16)
+SG_LA_INLINE void adagrad_step_body(const sg_adam_coef *kp, float *p, const float *g, float *v,
+                                    uint16_t *pb, size_t n, const int bf16)
 {
     const sg_adam_coef k = *kp;
     size_t i = 0;
@@ -211,36 +210,36 @@ SG_LA_INLINE void adagrad_rollback_body(const sg_adam_coef *k, float *restrict p
  * the baseline ISA's code: on x86-64 its fmaf is a libm call (no FMA in the
  * baseline), on AArch64 an instruction, and the compiler may vectorise it. */
 
-#define SG_LA_VARIANTS(isa, ATTR)                                                          \
-    static ATTR void lion_step_##isa(const sg_adam_coef *k, float *p, const float *g,      \
-                                     float *m, float *v, uint16_t *pb, size_t n)           \
-    {                                                                                      \
-        (void)v;                                                                           \
-        if (pb)                                                                            \
-            lion_step_body(k, p, g, m, pb, n, 1);                                          \
-        else                                                                               \
-            lion_step_body(k, p, g, m, NULL, n, 0);                                        \
-    }                                                                                      \
-    static ATTR void lion_rollback_##isa(const sg_adam_coef *k, float *p, const float *g,  \
-                                         float *m, float *v, size_t n)                     \
-    {                                                                                      \
-        (void)v;                                                                           \
-        lion_rollback_body(k, p, g, m, n);                                                 \
-    }                                                                                      \
-    static ATTR void adagrad_step_##isa(const sg_adam_coef *k, float *p, const float *g,   \
-                                        float *m, float *v, uint16_t *pb, size_t n)        \
-    {                                                                                      \
-        (void)m;                                                                           \
-        if (pb)                                                                            \
-            adagrad_step_body(k, p, g, v, pb, n, 1);                                       \
-        else                                                                               \
-            adagrad_step_body(k, p, g, v, NULL, n, 0);                                     \
-    }                                                                                      \
-    static ATTR void adagrad_rollback_##isa(const sg_adam_coef *k, float *p,               \
-                                            const float *g, float *m, float *v, size_t n)  \
-    {                                                                                      \
-        (void)m;                                                                           \
-        adagrad_rollback_body(k, p, g, v, n);                                              \
+#define SG_LA_VARIANTS(isa, ATTR)                                                                  \
+    static ATTR void lion_step_##isa(const sg_adam_coef *k, float *p, const float *g, float *m,    \
+                                     float *v, uint16_t *pb, size_t n)                             \
+    {                                                                                              \
+        (void)v;                                                                                   \
+        if (pb)                                                                                    \
+            lion_step_body(k, p, g, m, pb, n, 1);                                                  \
+        else                                                                                       \
+            lion_step_body(k, p, g, m, NULL, n, 0);                                                \
+    }                                                                                              \
+    static ATTR void lion_rollback_##isa(const sg_adam_coef *k, float *p, const float *g,          \
+                                         float *m, float *v, size_t n)                             \
+    {                                                                                              \
+        (void)v;                                                                                   \
+        lion_rollback_body(k, p, g, m, n);                                                         \
+    }                                                                                              \
+    static ATTR void adagrad_step_##isa(const sg_adam_coef *k, float *p, const float *g, float *m, \
+                                        float *v, uint16_t *pb, size_t n)                          \
+    {                                                                                              \
+        (void)m;                                                                                   \
+        if (pb)                                                                                    \
+            adagrad_step_body(k, p, g, v, pb, n, 1);                                               \
+        else                                                                                       \
+            adagrad_step_body(k, p, g, v, NULL, n, 0);                                             \
+    }                                                                                              \
+    static ATTR void adagrad_rollback_##isa(const sg_adam_coef *k, float *p, const float *g,       \
+                                            float *m, float *v, size_t n)                          \
+    {                                                                                              \
+        (void)m;                                                                                   \
+        adagrad_rollback_body(k, p, g, v, n);                                                      \
     }
 
 #define SG_LA_NOATTR
@@ -276,13 +275,15 @@ sg_optim_step_fn sg_lion_adagrad_step_fn(sg_optim_algo algo, sg_adam_isa isa)
     static const sg_optim_step_fn lion[] = {
         lion_step_scalar,
 #if SG_LA_X86
-        lion_step_avx2, lion_step_avx512,
+        lion_step_avx2,
+        lion_step_avx512,
 #endif
     };
     static const sg_optim_step_fn adagrad[] = {
         adagrad_step_scalar,
 #if SG_LA_X86
-        adagrad_step_avx2, adagrad_step_avx512,
+        adagrad_step_avx2,
+        adagrad_step_avx512,
 #endif
     };
     if (algo == SG_OPTIM_LION)
@@ -297,13 +298,15 @@ sg_optim_rollback_fn sg_lion_adagrad_rollback_fn(sg_optim_algo algo, sg_adam_isa
     static const sg_optim_rollback_fn lion[] = {
         lion_rollback_scalar,
 #if SG_LA_X86
-        lion_rollback_avx2, lion_rollback_avx512,
+        lion_rollback_avx2,
+        lion_rollback_avx512,
 #endif
     };
     static const sg_optim_rollback_fn adagrad[] = {
         adagrad_rollback_scalar,
 #if SG_LA_X86
-        adagrad_rollback_avx2, adagrad_rollback_avx512,
+        adagrad_rollback_avx2,
+        adagrad_rollback_avx512,
 #endif
     };
     if (algo == SG_OPTIM_LION)

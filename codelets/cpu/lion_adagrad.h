@@ -16,10 +16,10 @@
  * gradients, m (n,) first moment (Lion; Adagrad ignores it, may be NULL),
  * v (n,) sum of squares (Adagrad; Lion ignores it, may be NULL), p_bf16 (n,)
  * or NULL. */
-typedef void (*sg_optim_step_fn)(const sg_adam_coef *c, float *p, const float *g,
-                                 float *m, float *v, uint16_t *p_bf16, size_t n);
-typedef void (*sg_optim_rollback_fn)(const sg_adam_coef *c, float *p, const float *g,
-                                     float *m, float *v, size_t n);
+typedef void (*sg_optim_step_fn)(const sg_adam_coef *c, float *p, const float *g, float *m,
+                                 float *v, uint16_t *p_bf16, size_t n);
+typedef void (*sg_optim_rollback_fn)(const sg_adam_coef *c, float *p, const float *g, float *m,
+                                     float *v, size_t n);
 
 /* The step of algo (SG_OPTIM_LION or SG_OPTIM_ADAGRAD) for a resolved,
  * supported isa (not AUTO); NULL for SG_OPTIM_ADAM or a value outside the

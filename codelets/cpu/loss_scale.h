@@ -42,12 +42,12 @@
 
 /* What does not change during a run (DeepSpeed's names in comments). */
 typedef struct sg_loss_scaler_params {
-    int dynamic;                    /* 0: static (or no fp16), the scale never changes */
-    int64_t scale_window;           /* fp16.loss_scale_window, >= 1 */
-    double min_scale;               /* fp16.min_loss_scale */
-    int64_t delayed_shift;          /* fp16.hysteresis, >= 1 */
-    int consecutive_hysteresis;     /* fp16.consecutive_hysteresis, default 0 */
-    double scale_factor;            /* 2 */
+    int dynamic;                /* 0: static (or no fp16), the scale never changes */
+    int64_t scale_window;       /* fp16.loss_scale_window, >= 1 */
+    double min_scale;           /* fp16.min_loss_scale */
+    int64_t delayed_shift;      /* fp16.hysteresis, >= 1 */
+    int consecutive_hysteresis; /* fp16.consecutive_hysteresis, default 0 */
+    double scale_factor;        /* 2 */
 } sg_loss_scaler_params;
 
 /* What an update changes. In a run it lives in the persistent buffer of
@@ -56,10 +56,10 @@ typedef struct sg_loss_scaler_params {
  * elements, read and written only by the loss-scale task between the
  * trainer's loads and reads. */
 typedef struct sg_loss_scaler_state {
-    double scale;                   /* multiply the loss by this */
-    int64_t cur_iter;               /* updates so far */
-    int64_t last_overflow_iter;     /* -1 before the first overflow */
-    int64_t cur_hysteresis;         /* overflows still tolerated at this scale */
+    double scale;               /* multiply the loss by this */
+    int64_t cur_iter;           /* updates so far */
+    int64_t last_overflow_iter; /* -1 before the first overflow */
+    int64_t cur_hysteresis;     /* overflows still tolerated at this scale */
 } sg_loss_scaler_state;
 
 /* the buffer the step compiler sizes (graph/ir.h) holds exactly this */

@@ -28,7 +28,6 @@
 
 #include "codelets/cpu/ops.h"
 
-
 /* ---- router ------------------------------------------------------------------ */
 
 void sg_moe_softmax_row(float *p, const float *l, size_t E)
@@ -118,16 +117,15 @@ double sg_moe_aux_loss(const float *stats, size_t E, size_t L, size_t N)
 
 int sg_moe_router_backward(float *dx, float *dWr, float *dlogits, const float *dtopw,
                            const float *probs, const float *sel, const float *topw,
-                           const float *stats, double aux_scale, const float *x,
-                           const float *Wr, size_t N, size_t H, size_t E, size_t K,
-                           int norm_topk_prob)
+                           const float *stats, double aux_scale, const float *x, const float *Wr,
+                           size_t N, size_t H, size_t E, size_t K, int norm_topk_prob)
 {
     if (!dx || !dlogits || !dtopw || !probs || !sel || !topw || !x || !Wr)
         return SG_EINVAL;
     for (size_t n = 0; n < N; n++) {
         const float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
         const float *dw = dtopw + n * K;
-        float *dp = dlogits + n * E; // d p first, then d logits in place
+        float *dp = dlogits + n * E;   // d p first, then d logits in place
         for (size_t e = 0; e < E; e++) // d aux / d p_e = scale * picks_e (all layers)
             dp[e] = stats && aux_scale != 0.0 ? (float)(aux_scale * (double)stats[e]) : 0.0f;
         /* d of w_j = r_j / S (S = sum r): dr_j = (dw_j - sum_i dw_i w_i) / S */
@@ -185,9 +183,9 @@ int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float 
     if (n == 0)
         return 0;
     float *xe = scratch, *g = xe + n * H, *u = g + n * F, *act = u + n * F, *o = act + n * F;
-    gather(xe, x, slots, n, H, K);                          // (n, H)
-    SG_TRY(sg_linear_forward(g, xe, Wg, NULL, n, H, F));       // (n, F)
-    SG_TRY(sg_linear_forward(u, xe, Wu, NULL, n, H, F));       // (n, F)
+    gather(xe, x, slots, n, H, K);                       // (n, H)
+    SG_TRY(sg_linear_forward(g, xe, Wg, NULL, n, H, F)); // (n, F)
+    SG_TRY(sg_linear_forward(u, xe, Wu, NULL, n, H, F)); // (n, F)
     scatter(gate_s, g, rows, n, F);
     scatter(up_s, u, rows, n, F);
     if (!out_s) // recompute: what is saved only
@@ -195,13 +193,13 @@ int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float 
     if (!Wd)
         return SG_EINVAL;
     SG_TRY(sg_swiglu_forward(act, g, u, n, F));
-    SG_TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));      // (n, H)
+    SG_TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H)); // (n, H)
     scatter(out_s, o, rows, n, H);
     return 0;
 }
 
-int sg_moe_combine_forward(float *y, const float *h, const float *const *outs,
-                           const float *topw, size_t N, size_t H, size_t K)
+int sg_moe_combine_forward(float *y, const float *h, const float *const *outs, const float *topw,
+                           size_t N, size_t H, size_t K)
 {
     if (!y || !h || !outs || !topw)
         return SG_EINVAL;
@@ -218,13 +216,13 @@ int sg_moe_combine_forward(float *y, const float *h, const float *const *outs,
 }
 
 int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, float *dWd,
-                           const float *dy, const float *x, const float *gate_s,
-                           const float *up_s, const float *topw, const int32_t *slots,
-                           const int32_t *rows, size_t n, const float *Wg, const float *Wu,
-                           const float *Wd, size_t H, size_t F, size_t K, float *scratch)
+                           const float *dy, const float *x, const float *gate_s, const float *up_s,
+                           const float *topw, const int32_t *slots, const int32_t *rows, size_t n,
+                           const float *Wg, const float *Wu, const float *Wd, size_t H, size_t F,
+                           size_t K, float *scratch)
 {
-    if (!dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wg || !Wu ||
-        !Wd || !scratch || K == 0)
+    if (!dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wg || !Wu || !Wd ||
+        !scratch || K == 0)
         return SG_EINVAL;
     if (n == 0)
         return 0;
@@ -234,8 +232,8 @@ int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, fl
     gather(xe, x, slots, n, H, K);
     gather(g, gate_s, rows, n, F, 1);
     gather(u, up_s, rows, n, F, 1);
-    SG_TRY(sg_swiglu_forward(act, g, u, n, F));              // recomputed
-    SG_TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H));    // the expert's output, recomputed
+    SG_TRY(sg_swiglu_forward(act, g, u, n, F));           // recomputed
+    SG_TRY(sg_linear_forward(o, act, Wd, NULL, n, F, H)); // the expert's output, recomputed
     for (size_t r = 0; r < n; r++) {
         const size_t s = (size_t)slots[r];
         const float *dyr = dy + s / K * H, *orow = o + r * H;

@@ -36,24 +36,24 @@
 #include "common/error.h"
 
 /* In the composed kernels (block.c, moe.c): return a failing op's code. */
-#define SG_TRY(call)                                                                       \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ < 0)                                                                       \
-            return rc_;                                                                    \
+#define SG_TRY(call)      \
+    do {                  \
+        int rc_ = (call); \
+        if (rc_ < 0)      \
+            return rc_;   \
     } while (0)
 
 /* ---- embedding ---------------------------------------------------------- */
 
 /* out (N, C) = table[tokens] with table (V, C) and tokens (N).
  * SG_EINVAL (nothing written) if any id is outside [0, V). */
-int sg_embedding_forward(float *out, const int32_t *tokens, const float *table,
-                         size_t N, size_t V, size_t C);
+int sg_embedding_forward(float *out, const int32_t *tokens, const float *table, size_t N, size_t V,
+                         size_t C);
 
 /* dtable (V, C) += scatter of dout (N, C) by tokens (N): ACCUMULATES.
  * SG_EINVAL (nothing written) if any id is outside [0, V). */
-int sg_embedding_backward(float *dtable, const int32_t *tokens, const float *dout,
-                          size_t N, size_t V, size_t C);
+int sg_embedding_backward(float *dtable, const int32_t *tokens, const float *dout, size_t N,
+                          size_t V, size_t C);
 
 /* ---- RMSNorm -------------------------------------------------------------- */
 
@@ -61,13 +61,13 @@ int sg_embedding_backward(float *dtable, const int32_t *tokens, const float *dou
  * w (C). rstd (N) receives 1 / sqrt(mean(x^2) + eps) for the backward (may be
  * NULL). Qwen3's QK-norm is this kernel with rows of size head_dim: call it
  * with N = B*T*H and C = D on q (B, T, H, D). */
-int sg_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w,
-                       size_t N, size_t C, float eps);
+int sg_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, size_t N, size_t C,
+                       float eps);
 
 /* dx (N, C): WRITES; dw (C): ACCUMULATES (may be NULL to skip).
  * rstd (N) is the one saved by the forward. */
-int sg_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
-                        const float *w, const float *rstd, size_t N, size_t C);
+int sg_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                        const float *rstd, size_t N, size_t C);
 
 /* ---- rotary position embedding ------------------------------------------ */
 
@@ -82,9 +82,9 @@ int sg_rope_table(size_t T, size_t D, double theta, float *cos_tab, float *sin_t
  * original_max_position_embeddings): wavelengths longer than
  * orig_max_pos / low_freq_factor are divided by factor, shorter than
  * orig_max_pos / high_freq_factor kept, and interpolated between. */
-int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
-                         double low_freq_factor, double high_freq_factor,
-                         double orig_max_pos, float *cos_tab, float *sin_tab);
+int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor, double low_freq_factor,
+                         double high_freq_factor, double orig_max_pos, float *cos_tab,
+                         float *sin_tab);
 
 /* Same with YaRN (rope_scaling type "yarn", GPT-OSS): frequencies blended
  * between theta^(-2i/D) and theta^(-2i/D) / factor by a linear ramp over the
@@ -92,8 +92,8 @@ int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
  * orig_max_pos (bounds floored / ceiled when truncate), and cos, sin
  * multiplied by attention_factor (rope.c states the formulas). */
 int sg_rope_table_yarn(size_t T, size_t D, double theta, double factor, double beta_fast,
-                       double beta_slow, double orig_max_pos, int truncate,
-                       double attention_factor, float *cos_tab, float *sin_tab);
+                       double beta_slow, double orig_max_pos, int truncate, double attention_factor,
+                       float *cos_tab, float *sin_tab);
 
 /* Hugging Face "rotate_half" convention (Llama, Qwen3): element i of a head
  * is paired with element i + D/2, for i < D/2:
@@ -118,16 +118,14 @@ int sg_rope_backward(float *dx, const float *dout, const float *cos_tab, const f
  * query's scaled scores, for the backward.
  * Keys are processed in tiles with an online softmax: scratch is
  * O(tile * (tile + D)), never a (T, T) score matrix. Uses cblas_sgemm. */
-int sg_attention_forward(float *out, float *lse, const float *q, const float *k,
-                         const float *v, size_t B, size_t T, size_t Hq, size_t Hkv,
-                         size_t D, size_t window);
+int sg_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                         size_t B, size_t T, size_t Hq, size_t Hkv, size_t D, size_t window);
 
 /* dq (B, T, Hq, D), dk, dv (B, T, Hkv, D): all WRITE (dk, dv sum over the
  * Hq / Hkv query heads of each group). out and lse are the forward's. */
-int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                          const float *q, const float *k, const float *v,
-                          const float *out, const float *lse, size_t B, size_t T,
-                          size_t Hq, size_t Hkv, size_t D, size_t window);
+int sg_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *out, const float *lse,
+                          size_t B, size_t T, size_t Hq, size_t Hkv, size_t D, size_t window);
 
 /* ---- SwiGLU ------------------------------------------------------------------ */
 
@@ -144,8 +142,8 @@ int sg_swiglu_backward(float *dgate, float *dup, const float *dh, const float *g
 
 /* y (N, out) = x (N, in) @ W^T + b, with W (out, in) in Hugging Face's layout
  * and b (out) or NULL. Sizes must fit in an int (BLAS). */
-int sg_linear_forward(float *y, const float *x, const float *W, const float *b,
-                      size_t N, size_t in, size_t out);
+int sg_linear_forward(float *y, const float *x, const float *W, const float *b, size_t N, size_t in,
+                      size_t out);
 
 /* dx (N, in) = dy @ W: WRITES. dW (out, in) += dy^T @ x: ACCUMULATES.
  * db (out) += sum over rows of dy: ACCUMULATES. Any of dx, dW, db may be NULL
@@ -229,9 +227,8 @@ double sg_moe_aux_loss(const float *stats, size_t E, size_t L, size_t N);
  * dWr (E, H) ACCUMULATES. */
 int sg_moe_router_backward(float *dx, float *dWr, float *dlogits, const float *dtopw,
                            const float *probs, const float *sel, const float *topw,
-                           const float *stats, double aux_scale, const float *x,
-                           const float *Wr, size_t N, size_t H, size_t E, size_t K,
-                           int norm_topk_prob);
+                           const float *stats, double aux_scale, const float *x, const float *Wr,
+                           size_t N, size_t H, size_t E, size_t K, int norm_topk_prob);
 
 /* slots (at most N k) = the slots s = n k + j with sel[s] == e, in token
  * order (WRITES); returns their count. */
@@ -250,8 +247,8 @@ int sg_moe_expert_forward(float *gate_s, float *up_s, float *out_s, const float 
 /* y (N, H) = h + sum over slots j (in order) of topw[n, j] * outs[n k + j]
  * (outs: the (H) output row of every slot): WRITES (the residual h
  * included). */
-int sg_moe_combine_forward(float *y, const float *h, const float *const *outs,
-                           const float *topw, size_t N, size_t H, size_t K);
+int sg_moe_combine_forward(float *y, const float *h, const float *const *outs, const float *topw,
+                           size_t N, size_t H, size_t K);
 
 /* Backward of one expert and of its share of the combine, from dy (N, H) the
  * gradient of y: for its slot s = slots[r] (token s / K, weight topw[s]),
@@ -260,10 +257,10 @@ int sg_moe_combine_forward(float *y, const float *h, const float *const *outs,
  * times topw[s] (both WRITE, its rows only); dWg, dWu, dWd ACCUMULATE. The
  * expert's output is recomputed. scratch: n (5H + 5F) floats. */
 int sg_moe_expert_backward(float *dx_s, float *dtopw, float *dWg, float *dWu, float *dWd,
-                           const float *dy, const float *x, const float *gate_s,
-                           const float *up_s, const float *topw, const int32_t *slots,
-                           const int32_t *rows, size_t n, const float *Wg, const float *Wu,
-                           const float *Wd, size_t H, size_t F, size_t K, float *scratch);
+                           const float *dy, const float *x, const float *gate_s, const float *up_s,
+                           const float *topw, const int32_t *slots, const int32_t *rows, size_t n,
+                           const float *Wg, const float *Wu, const float *Wd, size_t H, size_t F,
+                           size_t K, float *scratch);
 
 /* dx (N, H) = sum over slots j (in order) of the row dx_s[n k + j] (the (H)
  * row of every slot): WRITES. */
@@ -280,9 +277,9 @@ int sg_moe_slots_sum(float *dx, const float *const *dx_s, size_t N, size_t H, si
  * k largest logits, descending, ties to the lowest index; topw (N, k) =
  * softmax over those k logits; probs (N, E) = softmax over all E logits (not
  * used by the layer: the load-balancing loss reads it). All WRITE. */
-int sg_moe_oss_router_forward(float *probs, float *sel, float *topw, float *logits,
-                              const float *x, const float *Wr, const float *br, size_t N,
-                              size_t H, size_t E, size_t K);
+int sg_moe_oss_router_forward(float *probs, float *sel, float *topw, float *logits, const float *x,
+                              const float *Wr, const float *br, size_t N, size_t H, size_t E,
+                              size_t K);
 
 /* Its backward: dlogits[sel_j] = topw_j (dtopw_j - sum_i topw_i dtopw_i),
  * plus the load-balancing term through probs as sg_moe_router_backward;
@@ -309,34 +306,33 @@ int sg_oss_glu_backward(float *dgate, float *dup, const float *dh, const float *
  * bd with Wd (F, H). gate_s, up_s get gate and up before the clamps. scratch:
  * n (2H + 3F) floats. */
 int sg_moe_oss_expert_forward(float *gate_s, float *up_s, float *out_s, const float *x,
-                              const int32_t *slots, const int32_t *rows, size_t n,
-                              const float *Wgu, const float *bgu, const float *Wd,
-                              const float *bd, size_t H, size_t F, size_t K, float *scratch);
+                              const int32_t *slots, const int32_t *rows, size_t n, const float *Wgu,
+                              const float *bgu, const float *Wd, const float *bd, size_t H,
+                              size_t F, size_t K, float *scratch);
 
 /* Its backward (as sg_moe_expert_backward): dtopw, dx_s WRITE (their rows);
  * dWgu (H, 2F), dbgu (2F), dWd (F, H), dbd (H) ACCUMULATE. scratch: n (5H +
  * 5F) floats. */
-int sg_moe_oss_expert_backward(float *dx_s, float *dtopw, float *dWgu, float *dbgu,
-                               float *dWd, float *dbd, const float *dy, const float *x,
-                               const float *gate_s, const float *up_s, const float *topw,
-                               const int32_t *slots, const int32_t *rows, size_t n,
-                               const float *Wgu, const float *Wd, const float *bd, size_t H,
-                               size_t F, size_t K, float *scratch);
+int sg_moe_oss_expert_backward(float *dx_s, float *dtopw, float *dWgu, float *dbgu, float *dWd,
+                               float *dbd, const float *dy, const float *x, const float *gate_s,
+                               const float *up_s, const float *topw, const int32_t *slots,
+                               const int32_t *rows, size_t n, const float *Wgu, const float *Wd,
+                               const float *bd, size_t H, size_t F, size_t K, float *scratch);
 
 /* Attention sinks (GptOssAttention): one learned logit per query head joins
  * every query's softmax as an extra column, dropped after it (its value is
  * nothing). From sg_attention_forward's out (B, T, Hq, D) and lse (B, Hq, T),
  * in place: lse' = log(exp(lse) + exp(sink_h)), out *= exp(lse - lse'). */
-int sg_attention_sinks_forward(float *out, float *lse, const float *sinks, size_t B,
-                               size_t T, size_t Hq, size_t D);
+int sg_attention_sinks_forward(float *out, float *lse, const float *sinks, size_t B, size_t T,
+                               size_t Hq, size_t D);
 
 /* dsinks (Hq) ACCUMULATES -sum over (b, t) of exp(sink_h - lse') (dout . out),
  * with out and lse those of sg_attention_sinks_forward. sg_attention_backward
  * given the same out and lse' computes dq, dk and dv with the sinks (the
  * sink column has no value, so delta = dout . out is unchanged). */
 int sg_attention_sinks_backward(float *dsinks, const float *dout, const float *out,
-                                const float *lse, const float *sinks, size_t B, size_t T,
-                                size_t Hq, size_t D);
+                                const float *lse, const float *sinks, size_t B, size_t T, size_t Hq,
+                                size_t D);
 
 /* ---- casts ------------------------------------------------------------------- */
 

@@ -27,8 +27,9 @@ SG_SIMD_CLONES static double dot_f64(const float *restrict a, const float *restr
     return s;
 }
 
-SG_SIMD_CLONES int sg_rmsnorm_forward(float *restrict out, float *restrict rstd, const float *restrict x,
-                       const float *restrict w, size_t N, size_t C, float eps)
+SG_SIMD_CLONES int sg_rmsnorm_forward(float *restrict out, float *restrict rstd,
+                                      const float *restrict x, const float *restrict w, size_t N,
+                                      size_t C, float eps)
 {
     if (C == 0 || !(eps >= 0.0f))
         return SG_EINVAL;
@@ -47,9 +48,10 @@ SG_SIMD_CLONES int sg_rmsnorm_forward(float *restrict out, float *restrict rstd,
 
 /* With g = w * dy:  dx = rstd * g - x * rstd^3 * mean(g * x),
  *                   dw += sum over rows of dy * x * rstd. */
-SG_SIMD_CLONES int sg_rmsnorm_backward(float *restrict dx, float *restrict dw, const float *restrict dout,
-                        const float *restrict x, const float *restrict w,
-                        const float *restrict rstd, size_t N, size_t C)
+SG_SIMD_CLONES int sg_rmsnorm_backward(float *restrict dx, float *restrict dw,
+                                       const float *restrict dout, const float *restrict x,
+                                       const float *restrict w, const float *restrict rstd,
+                                       size_t N, size_t C)
 {
     if (C == 0)
         return SG_EINVAL;

@@ -17,8 +17,7 @@
 #define ROPE_CHUNK 64
 
 /* cos, sin (T, D/2) from inv_freq (D/2), angles in double. */
-static void fill_table(size_t T, size_t half, const double *inv_freq, float *cos_,
-                       float *sin_)
+static void fill_table(size_t T, size_t half, const double *inv_freq, float *cos_, float *sin_)
 {
     for (size_t t = 0; t < T; t++)
         for (size_t i = 0; i < half; i++) {
@@ -43,18 +42,16 @@ int sg_rope_table(size_t T, size_t D, double theta, float *cos_, float *sin_)
     return SG_OK;
 }
 
-int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
-                         double low_freq_factor, double high_freq_factor,
-                         double orig_max_pos, float *cos_, float *sin_)
+int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor, double low_freq_factor,
+                         double high_freq_factor, double orig_max_pos, float *cos_, float *sin_)
 {
     if (D == 0 || D % 2 || D > ROPE_MAX_D || !(theta > 0.0) || !(factor > 0.0) ||
-        !(low_freq_factor > 0.0) || !(high_freq_factor > low_freq_factor) ||
-        !(orig_max_pos > 0.0))
+        !(low_freq_factor > 0.0) || !(high_freq_factor > low_freq_factor) || !(orig_max_pos > 0.0))
         return SG_EINVAL;
     size_t half = D / 2;
     double low_freq_wavelen = orig_max_pos / low_freq_factor;   // tokens
     double high_freq_wavelen = orig_max_pos / high_freq_factor; // tokens
-    double inv_freq[ROPE_MAX_D / 2]; // (D/2)
+    double inv_freq[ROPE_MAX_D / 2];                            // (D/2)
     for (size_t i = 0; i < half; i++) {
         double f = pow(theta, -(double)(2 * i) / (double)D);
         double wavelen = 2.0 * SG_PI / f;
@@ -62,8 +59,8 @@ int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
             f /= factor; // long wavelengths: interpolated positions
         } else if (wavelen >= high_freq_wavelen) {
             /* in between: blend of the scaled and unscaled frequency */
-            double smooth = (orig_max_pos / wavelen - low_freq_factor) /
-                            (high_freq_factor - low_freq_factor);
+            double smooth =
+                (orig_max_pos / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
             f = (1.0 - smooth) * f / factor + smooth * f;
         } // short wavelengths: unchanged
         inv_freq[i] = f;
@@ -82,8 +79,8 @@ int sg_rope_table_llama3(size_t T, size_t D, double theta, double factor,
  *   cos and sin are multiplied by attention_factor (the caller's: transformers
  *   defaults it to 0.1 ln(factor) + 1 for factor > 1, else 1). */
 int sg_rope_table_yarn(size_t T, size_t D, double theta, double factor, double beta_fast,
-                       double beta_slow, double orig_max_pos, int truncate,
-                       double attention_factor, float *cos_, float *sin_)
+                       double beta_slow, double orig_max_pos, int truncate, double attention_factor,
+                       float *cos_, float *sin_)
 {
     if (D == 0 || D % 2 || D > ROPE_MAX_D || !(theta > 1.0) || !(factor > 0.0) ||
         !(beta_fast > 0.0) || !(beta_slow > 0.0) || !(orig_max_pos > 0.0) ||
@@ -119,7 +116,7 @@ int sg_rope_table_yarn(size_t T, size_t D, double theta, double factor, double b
 
 /* Rotates every head of x (B, T, H, D) by sign * angle(t, i). */
 SG_SIMD_CLONES static int rotate(float *out, const float *x, const float *cos_, const float *sin_,
-                  size_t B, size_t T, size_t H, size_t D, float sign)
+                                 size_t B, size_t T, size_t H, size_t D, float sign)
 {
     if (D == 0 || D % 2)
         return SG_EINVAL;
@@ -150,14 +147,14 @@ SG_SIMD_CLONES static int rotate(float *out, const float *x, const float *cos_, 
     return SG_OK;
 }
 
-int sg_rope_forward(float *out, const float *x, const float *cos_, const float *sin_,
-                    size_t B, size_t T, size_t H, size_t D)
+int sg_rope_forward(float *out, const float *x, const float *cos_, const float *sin_, size_t B,
+                    size_t T, size_t H, size_t D)
 {
     return rotate(out, x, cos_, sin_, B, T, H, D, 1.0f);
 }
 
-int sg_rope_backward(float *dx, const float *dout, const float *cos_, const float *sin_,
-                     size_t B, size_t T, size_t H, size_t D)
+int sg_rope_backward(float *dx, const float *dout, const float *cos_, const float *sin_, size_t B,
+                     size_t T, size_t H, size_t D)
 {
     return rotate(dx, dout, cos_, sin_, B, T, H, D, -1.0f);
 }

@@ -46,8 +46,8 @@ static inline SG_AVX512F __m512i sg_avx512_bf16_bits(__m512 x)
 {
     __m512i u = _mm512_castps_si512(x);
     __m512i hi = _mm512_srli_epi32(u, 16);
-    __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)),
-                                    _mm512_set1_epi32(0x7fff));
+    __m512i bias =
+        _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
     __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     return _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));

@@ -11,8 +11,8 @@
  * (sg_vsigmoid: 0 for g -> -inf, no NaN), kept on the stack */
 #define SWIGLU_BLOCK 256
 
-SG_SIMD_CLONES int sg_swiglu_forward(float *restrict h, const float *restrict gate, const float *restrict up,
-                      size_t N, size_t F)
+SG_SIMD_CLONES int sg_swiglu_forward(float *restrict h, const float *restrict gate,
+                                     const float *restrict up, size_t N, size_t F)
 {
     size_t n = N * F; // (N, F) elementwise
     float s[SWIGLU_BLOCK];
@@ -25,9 +25,9 @@ SG_SIMD_CLONES int sg_swiglu_forward(float *restrict h, const float *restrict ga
     return SG_OK;
 }
 
-SG_SIMD_CLONES int sg_swiglu_backward(float *restrict dgate, float *restrict dup, const float *restrict dh,
-                       const float *restrict gate, const float *restrict up, size_t N,
-                       size_t F)
+SG_SIMD_CLONES int sg_swiglu_backward(float *restrict dgate, float *restrict dup,
+                                      const float *restrict dh, const float *restrict gate,
+                                      const float *restrict up, size_t N, size_t F)
 {
     size_t n = N * F; // (N, F) elementwise
     float sig[SWIGLU_BLOCK];

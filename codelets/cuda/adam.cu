@@ -29,12 +29,30 @@ typedef struct adam_k {
 /* Single roundings, never fused into an FMA (nvcc contracts a * b + c by
  * default), and IEEE division and square root whatever the build's flags:
  * the scalar CPU variant's results, bit for bit. */
-__device__ static inline float f_mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ static inline float f_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ static inline float f_div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ static inline float f_sqrt(float a) { return __fsqrt_rn(a); }
-__device__ static inline float f_sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ static inline float f_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ static inline float f_mul(float a, float b)
+{
+    return __fmul_rn(a, b);
+}
+__device__ static inline float f_add(float a, float b)
+{
+    return __fadd_rn(a, b);
+}
+__device__ static inline float f_div(float a, float b)
+{
+    return __fdiv_rn(a, b);
+}
+__device__ static inline float f_sqrt(float a)
+{
+    return __fsqrt_rn(a);
+}
+__device__ static inline float f_sub(float a, float b)
+{
+    return __fsub_rn(a, b);
+}
+__device__ static inline float f_fma(float a, float b, float c)
+{
+    return __fmaf_rn(a, b, c);
+}
 
 /* The factor gradients are multiplied by, from norm = [norm, 1 / loss
  * scale]: 1 / loss scale, times DeepSpeed's clipping coefficient
@@ -59,7 +77,8 @@ __global__ void k_adam(adam_k k, float *p, const T *g, float *m, float *v, size_
         return;
     const sg_adam_coef &c = k.c;
     float gs = norm ? grad_multiplier(norm, k.clip) : 1.0f; // the same on every thread
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         float pi = p[i];
         float ge = f_mul(sg_ld(g[i]), gs);
         if (c.skip && !isfinite(ge))
@@ -93,26 +112,28 @@ __global__ void k_lion(adam_k k, float *p, const T *g, float *m, size_t n, const
         return;
     const sg_adam_coef &c = k.c;
     float gs = norm ? grad_multiplier(norm, k.clip) : 1.0f;
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         float ge = f_mul(sg_ld(g[i]), gs);
         if (c.skip && !isfinite(ge))
             continue;
         float p0 = p[i], m0 = m[i];
-        float d = f_fma(c.omb1, ge, f_mul(c.b1, m0)); // the direction
+        float d = f_fma(c.omb1, ge, f_mul(c.b1, m0));       // the direction
         p[i] = f_fma(p0, c.decay, f_mul(-c.lr, sign_f(d))); // lr * sign: exact
         m[i] = f_fma(c.omb2, ge, f_mul(c.b2, m0));
     }
 }
 
 template <typename T>
-__global__ void k_adagrad(adam_k k, float *p, const T *g, float *v, size_t n,
-                          const float *norm, const int32_t *overflow)
+__global__ void k_adagrad(adam_k k, float *p, const T *g, float *v, size_t n, const float *norm,
+                          const int32_t *overflow)
 {
     if (overflow && *overflow)
         return;
     const sg_adam_coef &c = k.c;
     float gs = norm ? grad_multiplier(norm, k.clip) : 1.0f;
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         float ge = f_mul(sg_ld(g[i]), gs);
         if (c.skip && !isfinite(ge))
             continue;
@@ -125,9 +146,9 @@ __global__ void k_adagrad(adam_k k, float *p, const T *g, float *v, size_t n,
     }
 }
 
-int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float *p,
-                    const void *g, sg_dtype dt, float *m, float *v, size_t n,
-                    const float *norm, const int32_t *overflow, double clip)
+int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float *p, const void *g,
+                    sg_dtype dt, float *m, float *v, size_t n, const float *norm,
+                    const int32_t *overflow, double clip)
 {
     if (!cu || sg_adam_check_params(prm, NULL) || t < 1 || isnan(clip) ||
         (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
@@ -135,8 +156,7 @@ int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float
     if (n == 0)
         return SG_OK;
     /* as on the CPU, Lion never touches v and Adagrad never m */
-    if (!p || !g || (!m && prm->algo != SG_OPTIM_ADAGRAD) ||
-        (!v && prm->algo != SG_OPTIM_LION))
+    if (!p || !g || (!m && prm->algo != SG_OPTIM_ADAGRAD) || (!v && prm->algo != SG_OPTIM_LION))
         return SG_EINVAL;
     adam_k c;
     sg_adam_coef_init(&c.c, prm, t, 1.0f); /* the CPU kernel's own scalars */
@@ -145,18 +165,18 @@ int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float
     switch (prm->algo) {
     case SG_OPTIM_LION:
         SG_CU_DISPATCH(dt, T,
-                       SG_LAUNCH(k_lion<T>, blocks, THREADS, cu->stream, c, p, (const T *)g, m,
-                                 n, norm, overflow));
+                       SG_LAUNCH(k_lion<T>, blocks, THREADS, cu->stream, c, p, (const T *)g, m, n,
+                                 norm, overflow));
         break;
     case SG_OPTIM_ADAGRAD:
         SG_CU_DISPATCH(dt, T,
-                       SG_LAUNCH(k_adagrad<T>, blocks, THREADS, cu->stream, c, p, (const T *)g,
-                                 v, n, norm, overflow));
+                       SG_LAUNCH(k_adagrad<T>, blocks, THREADS, cu->stream, c, p, (const T *)g, v,
+                                 n, norm, overflow));
         break;
     default:
         SG_CU_DISPATCH(dt, T,
-                       SG_LAUNCH(k_adam<T>, blocks, THREADS, cu->stream, c, p, (const T *)g, m,
-                                 v, n, norm, overflow));
+                       SG_LAUNCH(k_adam<T>, blocks, THREADS, cu->stream, c, p, (const T *)g, m, v,
+                                 n, norm, overflow));
         break;
     }
     return sg_cu_launch_status();

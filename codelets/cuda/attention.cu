@@ -66,16 +66,32 @@
  * ptxas (CUDA 13, sm_90) gives 96-128 registers a thread for the forward
  * and 128-168 for the backward, no spills: 2-3 blocks per SM. */
 template <int MAXD> struct fwd_tiles;
-template <> struct fwd_tiles<64> { enum { BR = 64, BC = 32 }; };
-template <> struct fwd_tiles<96> { enum { BR = 64, BC = 32 }; };
-template <> struct fwd_tiles<128> { enum { BR = 64, BC = 32 }; };
-template <> struct fwd_tiles<256> { enum { BR = 32, BC = 16 }; };
+template <> struct fwd_tiles<64> {
+    enum { BR = 64, BC = 32 };
+};
+template <> struct fwd_tiles<96> {
+    enum { BR = 64, BC = 32 };
+};
+template <> struct fwd_tiles<128> {
+    enum { BR = 64, BC = 32 };
+};
+template <> struct fwd_tiles<256> {
+    enum { BR = 32, BC = 16 };
+};
 
 template <int MAXD> struct bwd_tiles;
-template <> struct bwd_tiles<64> { enum { BR = 32, BC = 64 }; };
-template <> struct bwd_tiles<96> { enum { BR = 32, BC = 32 }; };
-template <> struct bwd_tiles<128> { enum { BR = 32, BC = 32 }; };
-template <> struct bwd_tiles<256> { enum { BR = 16, BC = 16 }; };
+template <> struct bwd_tiles<64> {
+    enum { BR = 32, BC = 64 };
+};
+template <> struct bwd_tiles<96> {
+    enum { BR = 32, BC = 32 };
+};
+template <> struct bwd_tiles<128> {
+    enum { BR = 32, BC = 32 };
+};
+template <> struct bwd_tiles<256> {
+    enum { BR = 16, BC = 16 };
+};
 
 /* Shared memory of the forward, in floats: Q (BR, MAXD+1), K (BC, MAXD+1),
  * V (BC, MAXD), S/P (BR, BC+1), m, l, alpha (BR each), two reduction
@@ -103,9 +119,9 @@ static constexpr size_t bwd_smem_floats(int maxd, int br, int bc)
 /* Ss (BR, BC + 1) = Qs Ks^T of query tile i0 (nq rows) and key tile j0 (nk
  * keys), -inf where a query does not see a key. */
 template <int MAXD, int BR, int BC>
-__device__ __forceinline__ void att_fwd_scores(float *Ss, const float *Qs, const float *Ks,
-                                               int ty, int tx, int D, int nq, int nk, int i0,
-                                               int j0, int window)
+__device__ __forceinline__ void att_fwd_scores(float *Ss, const float *Qs, const float *Ks, int ty,
+                                               int tx, int D, int nq, int nk, int i0, int j0,
+                                               int window)
 {
     constexpr int LD = MAXD + 1, LS = BC + 1;
     constexpr int RM = BR / ATT_TY, CN = BC / ATT_TX;
@@ -113,8 +129,8 @@ __device__ __forceinline__ void att_fwd_scores(float *Ss, const float *Qs, const
     ATT_UNROLL
     for (int i = 0; i < RM; i++)
         ATT_UNROLL
-        for (int j = 0; j < CN; j++)
-            s[i][j] = 0.0f;
+    for (int j = 0; j < CN; j++)
+        s[i][j] = 0.0f;
     for (int d = 0; d < D; d++) {
         float qv[RM], kv[CN];
         ATT_UNROLL
@@ -126,17 +142,17 @@ __device__ __forceinline__ void att_fwd_scores(float *Ss, const float *Qs, const
         ATT_UNROLL
         for (int i = 0; i < RM; i++)
             ATT_UNROLL
-            for (int j = 0; j < CN; j++)
-                s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+        for (int j = 0; j < CN; j++)
+            s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
     }
     ATT_UNROLL
     for (int i = 0; i < RM; i++)
         ATT_UNROLL
-        for (int j = 0; j < CN; j++) {
-            const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-            const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
-            Ss[r * LS + c] = vis ? s[i][j] : -INFINITY;
-        }
+    for (int j = 0; j < CN; j++) {
+        const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
+        const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
+        Ss[r * LS + c] = vis ? s[i][j] : -INFINITY;
+    }
 }
 
 /* Online softmax of the key tile, ATT_THREADS / BR threads per row: the
@@ -212,25 +228,25 @@ __device__ __forceinline__ void att_fwd_accumulate(float (&acc)[BR / ATT_TY][MAX
 /* out (B, T, Hq, D), lse (B, Hq, T); q (B, T, Hq, D), k, v (B, T, Hkv, D).
  * Grid (query tiles, Hq, B); qscale = log2(e) / sqrt(D). */
 template <typename T, int MAXD, int BR, int BC>
-__global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *v, int len,
-                               int Hq, int Hkv, int D, int window, float qscale)
+__global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *v, int len, int Hq,
+                               int Hkv, int D, int window, float qscale)
 {
-    constexpr int LD = MAXD + 1, LS = BC + 1;         // padded row strides
-    constexpr int RM = BR / ATT_TY;                   // per-thread output rows
-    constexpr int DN = MAXD / ATT_TX;                 // per-thread output columns
-    constexpr int TPR = ATT_THREADS / BR;             // threads per row in the softmax
+    constexpr int LD = MAXD + 1, LS = BC + 1; // padded row strides
+    constexpr int RM = BR / ATT_TY;           // per-thread output rows
+    constexpr int DN = MAXD / ATT_TX;         // per-thread output columns
+    constexpr int TPR = ATT_THREADS / BR;     // threads per row in the softmax
     static_assert(BR % ATT_TY == 0 && BC % ATT_TX == 0 && MAXD % ATT_TX == 0, "tiles");
     static_assert(TPR * BR == ATT_THREADS && BC % TPR == 0, "softmax split");
 
     SG_DYN_SHARED(float, sm);
-    float *Qs = sm;                // (BR, LD) pre-scaled queries
-    float *Ks = Qs + BR * LD;      // (BC, LD)
-    float *Vs = Ks + BC * LD;      // (BC, MAXD)
-    float *Ss = Vs + BC * MAXD;    // (BR, LS) scores, then P
-    float *m_s = Ss + BR * LS;     // (BR) running max (base 2)
-    float *l_s = m_s + BR;         // (BR) running sum
-    float *a_s = l_s + BR;         // (BR) rescale factor of this key tile
-    float *red = a_s + BR;         // (ATT_THREADS) partial maxima
+    float *Qs = sm;                  // (BR, LD) pre-scaled queries
+    float *Ks = Qs + BR * LD;        // (BC, LD)
+    float *Vs = Ks + BC * LD;        // (BC, MAXD)
+    float *Ss = Vs + BC * MAXD;      // (BR, LS) scores, then P
+    float *m_s = Ss + BR * LS;       // (BR) running max (base 2)
+    float *l_s = m_s + BR;           // (BR) running sum
+    float *a_s = l_s + BR;           // (BR) rescale factor of this key tile
+    float *red = a_s + BR;           // (ATT_THREADS) partial maxima
     float *red2 = red + ATT_THREADS; // (ATT_THREADS) partial sums
 
     const int tid = threadIdx.x, tx = tid % ATT_TX, ty = tid / ATT_TX;
@@ -239,8 +255,8 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
     const int i0 = tile * BR;
     const int nq = len - i0 < BR ? len - i0 : BR;
     const size_t ldq = (size_t)Hq * D, ldk = (size_t)Hkv * D; // row strides
-    const T *qb = q + ((size_t)b * len * Hq + h) * D;  // row t: qb + t * ldq
-    const T *kb = k + ((size_t)b * len * Hkv + g) * D; // row t: kb + t * ldk
+    const T *qb = q + ((size_t)b * len * Hq + h) * D;         // row t: qb + t * ldq
+    const T *kb = k + ((size_t)b * len * Hkv + g) * D;        // row t: kb + t * ldk
     const T *vb = v + ((size_t)b * len * Hkv + g) * D;
 
     for (int e = tid; e < BR * MAXD; e += ATT_THREADS) {
@@ -259,8 +275,8 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
     ATT_UNROLL
     for (int i = 0; i < RM; i++)
         ATT_UNROLL
-        for (int j = 0; j < DN; j++)
-            acc[i][j] = 0.0f;
+    for (int j = 0; j < DN; j++)
+        acc[i][j] = 0.0f;
 
     // keys the tile's queries may see: [first key of query i0, i0 + nq)
     const int jlo = window && i0 + 1 > window ? i0 + 1 - window : 0;
@@ -321,11 +337,10 @@ __global__ void att_fwd_kernel(T *out, T *lse, const T *q, const T *k, const T *
  * dP = dout V^T (BR, BC), then P = 2^(S scale log2(e) - lse) into Ps and
  * dS = P (dP - Dvec) into dSs (0 where a query does not see a key). */
 template <int MAXD, int BR, int BC>
-__device__ __forceinline__ void att_bwd_p_ds(float *Ps, float *dSs, const float *Qs,
-                                             const float *Os, const float *Ks, const float *Vs,
-                                             const float *lse_s, const float *dvec_s, int ty,
-                                             int tx, int D, int nq, int nk, int i0, int j0,
-                                             int window, float slog2e)
+__device__ __forceinline__ void
+att_bwd_p_ds(float *Ps, float *dSs, const float *Qs, const float *Os, const float *Ks,
+             const float *Vs, const float *lse_s, const float *dvec_s, int ty, int tx, int D,
+             int nq, int nk, int i0, int j0, int window, float slog2e)
 {
     constexpr int LD = MAXD + 1, LP = BC + 1;
     constexpr int RM = BR / ATT_TY, CN = BC / ATT_TX;
@@ -333,8 +348,8 @@ __device__ __forceinline__ void att_bwd_p_ds(float *Ps, float *dSs, const float 
     ATT_UNROLL
     for (int i = 0; i < RM; i++)
         ATT_UNROLL
-        for (int j = 0; j < CN; j++)
-            s[i][j] = dp[i][j] = 0.0f;
+    for (int j = 0; j < CN; j++)
+        s[i][j] = dp[i][j] = 0.0f;
     for (int d = 0; d < D; d++) {
         float qv[RM], ov[RM], kv[CN], vv[CN];
         ATT_UNROLL
@@ -350,31 +365,30 @@ __device__ __forceinline__ void att_bwd_p_ds(float *Ps, float *dSs, const float 
         ATT_UNROLL
         for (int i = 0; i < RM; i++)
             ATT_UNROLL
-            for (int j = 0; j < CN; j++) {
-                s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
-                dp[i][j] = fmaf(ov[i], vv[j], dp[i][j]);
-            }
+        for (int j = 0; j < CN; j++) {
+            s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+            dp[i][j] = fmaf(ov[i], vv[j], dp[i][j]);
+        }
     }
     ATT_UNROLL
     for (int i = 0; i < RM; i++)
         ATT_UNROLL
-        for (int j = 0; j < CN; j++) {
-            const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
-            const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
-            const float p = vis ? exp2f(s[i][j] * slog2e - lse_s[r]) : 0.0f;
-            Ps[r * LP + c] = p;
-            dSs[r * LP + c] = p * (dp[i][j] - dvec_s[r]);
-        }
+    for (int j = 0; j < CN; j++) {
+        const int r = ty + ATT_TY * i, c = tx + ATT_TX * j;
+        const bool vis = r < nq && c < nk && sg_att_visible(i0 + r, j0 + c, window);
+        const float p = vis ? exp2f(s[i][j] * slog2e - lse_s[r]) : 0.0f;
+        Ps[r * LP + c] = p;
+        dSs[r * LP + c] = p * (dp[i][j] - dvec_s[r]);
+    }
 }
 
 /* dV (BC, MAXD) += P^T dout, dK (BC, MAXD) += dS^T Q over the tile's nq
  * queries (dK's scale comes at the end). */
 template <int MAXD, int BR, int BC>
-__device__ __forceinline__ void att_bwd_accumulate_kv(float (&dka)[BC / ATT_TY][MAXD / ATT_TX],
-                                                      float (&dva)[BC / ATT_TY][MAXD / ATT_TX],
-                                                      const float *Os, const float *Qs,
-                                                      const float *Ps, const float *dSs, int ty,
-                                                      int tx, int nq)
+__device__ __forceinline__ void
+att_bwd_accumulate_kv(float (&dka)[BC / ATT_TY][MAXD / ATT_TX],
+                      float (&dva)[BC / ATT_TY][MAXD / ATT_TX], const float *Os, const float *Qs,
+                      const float *Ps, const float *dSs, int ty, int tx, int nq)
 {
     constexpr int LD = MAXD + 1, LP = BC + 1;
     constexpr int KR = BC / ATT_TY, DN = MAXD / ATT_TX;
@@ -411,8 +425,8 @@ __device__ __forceinline__ void att_bwd_add_dq(float *dqb, size_t ldq, const flo
     ATT_UNROLL
     for (int i = 0; i < RM; i++)
         ATT_UNROLL
-        for (int j = 0; j < DN; j++)
-            dqa[i][j] = 0.0f;
+    for (int j = 0; j < DN; j++)
+        dqa[i][j] = 0.0f;
     for (int c = 0; c < nk; c++) {
         float kv[DN];
         ATT_UNROLL
@@ -445,12 +459,12 @@ __device__ __forceinline__ void att_bwd_add_dq(float *dqb, size_t ldq, const flo
  * part of scale dS K. Grid (key tiles, Hkv, B); scale = 1 / sqrt(D). */
 template <typename T, int MAXD, int BR, int BC>
 __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, const T *q,
-                                  const T *k, const T *v, const T *lse, const float *dvec,
-                                  int len, int Hq, int Hkv, int D, int window, float scale)
+                                  const T *k, const T *v, const T *lse, const float *dvec, int len,
+                                  int Hq, int Hkv, int D, int window, float scale)
 {
-    constexpr int LD = MAXD + 1, LP = BC + 1;        // padded row strides
-    constexpr int KR = BC / ATT_TY;                   // dK, dV rows per thread
-    constexpr int DN = MAXD / ATT_TX;                 // columns per thread
+    constexpr int LD = MAXD + 1, LP = BC + 1; // padded row strides
+    constexpr int KR = BC / ATT_TY;           // dK, dV rows per thread
+    constexpr int DN = MAXD / ATT_TX;         // columns per thread
     static_assert(BR % ATT_TY == 0 && BC % ATT_TX == 0 && MAXD % ATT_TX == 0, "tiles");
 
     SG_DYN_SHARED(float, sm);
@@ -468,7 +482,7 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
     const int j0 = blockIdx.x * BC;
     const int nk = len - j0 < BC ? len - j0 : BC;
     const size_t ldq = (size_t)Hq * D, ldk = (size_t)Hkv * D; // row strides
-    const size_t kvoff = ((size_t)b * len * Hkv + g) * D;    // row t: + t * ldk
+    const size_t kvoff = ((size_t)b * len * Hkv + g) * D;     // row t: + t * ldk
     const float slog2e = scale * ATT_LOG2E;
 
     for (int e = tid; e < BC * MAXD; e += ATT_THREADS) {
@@ -486,8 +500,8 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
     ATT_UNROLL
     for (int i = 0; i < KR; i++)
         ATT_UNROLL
-        for (int j = 0; j < DN; j++)
-            dka[i][j] = dva[i][j] = 0.0f;
+    for (int j = 0; j < DN; j++)
+        dka[i][j] = dva[i][j] = 0.0f;
 
     // queries that see a key of the tile: [j0, last key + window) or [j0, T)
     const int iend = window && j0 + nk - 1 + window < len ? j0 + nk - 1 + window : len;
@@ -515,14 +529,13 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
             __syncthreads();
 
             // S = Q K^T and dP = dout V^T (BR, BC), then P and dS
-            att_bwd_p_ds<MAXD, BR, BC>(Ps, dSs, Qs, Os, Ks, Vs, lse_s, dvec_s, ty, tx, D, nq,
-                                       nk, i0, j0, window, slog2e);
+            att_bwd_p_ds<MAXD, BR, BC>(Ps, dSs, Qs, Os, Ks, Vs, lse_s, dvec_s, ty, tx, D, nq, nk,
+                                       i0, j0, window, slog2e);
             __syncthreads();
             // dV (BC, MAXD) += P^T dout, dK (BC, MAXD) += dS^T Q (scale at the end)
             att_bwd_accumulate_kv<MAXD, BR, BC>(dka, dva, Os, Qs, Ps, dSs, ty, tx, nq);
             // dq rows of this tile += scale dS (BR, BC) K (BC, MAXD), fp32 atomics
-            att_bwd_add_dq<MAXD, BR, BC>(dq_acc + qoff, ldq, dSs, Ks, ty, tx, D, nq, nk, i0,
-                                         scale);
+            att_bwd_add_dq<MAXD, BR, BC>(dq_acc + qoff, ldq, dSs, Ks, ty, tx, D, nq, nk, i0, scale);
         }
     }
 
@@ -545,8 +558,7 @@ __global__ void att_bwd_kv_kernel(T *dk, T *dv, float *dq_acc, const T *dout, co
 }
 
 /* dq (n) = dq_acc (n) rounded to T. */
-template <typename T>
-__global__ void att_dq_store_kernel(T *dq, const float *dq_acc, size_t n)
+template <typename T> __global__ void att_dq_store_kernel(T *dq, const float *dq_acc, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -582,14 +594,14 @@ static void att_fwd_launch(const sg_cu *cu, T *out, T *lse, const T *q, const T 
     att_allow_smem(kern, smem);
     const dim3 grid((unsigned)((len + BR - 1) / BR), (unsigned)Hq, (unsigned)B);
     const float qscale = (float)(1.0 / sqrt((double)D)) * ATT_LOG2E;
-    SG_LAUNCH_SMEM(kern, grid, ATT_THREADS, smem, cu->stream, out, lse, q, k, v, (int)len,
-                   (int)Hq, (int)Hkv, (int)D, (int)window, qscale);
+    SG_LAUNCH_SMEM(kern, grid, ATT_THREADS, smem, cu->stream, out, lse, q, k, v, (int)len, (int)Hq,
+                   (int)Hkv, (int)D, (int)window, qscale);
 }
 
 template <typename T, int MAXD>
-static void att_bwd_launch(const sg_cu *cu, T *dk, T *dv, float *dq_acc, const T *dout,
-                           const T *q, const T *k, const T *v, const T *lse, const float *dvec,
-                           size_t B, size_t len, size_t Hq, size_t Hkv, size_t D, size_t window)
+static void att_bwd_launch(const sg_cu *cu, T *dk, T *dv, float *dq_acc, const T *dout, const T *q,
+                           const T *k, const T *v, const T *lse, const float *dvec, size_t B,
+                           size_t len, size_t Hq, size_t Hkv, size_t D, size_t window)
 {
     enum { BR = bwd_tiles<MAXD>::BR, BC = bwd_tiles<MAXD>::BC };
     (void)cu; // the emulated SG_LAUNCH_SMEM drops its stream argument
@@ -624,11 +636,11 @@ static void att_forward_t(const sg_cu *cu, void *out, void *lse, const void *q, 
 template <typename T>
 static void att_backward_t(const sg_cu *cu, void *dq, void *dk, void *dv, const void *dout,
                            const void *q, const void *k, const void *v, const void *out,
-                           const void *lse, size_t B, size_t T_, size_t Hq, size_t Hkv,
-                           size_t D, size_t window, float *work)
+                           const void *lse, size_t B, size_t T_, size_t Hq, size_t Hkv, size_t D,
+                           size_t window, float *work)
 {
-    float *dvec = work;                  // (B, Hq, T)
-    float *dq_acc = work + B * Hq * T_;  // (B, T, Hq, D)
+    float *dvec = work;                 // (B, Hq, T)
+    float *dq_acc = work + B * Hq * T_; // (B, T, Hq, D)
     const size_t rows = B * T_ * Hq;
     const unsigned pre_blocks = sg_cu_blocks(rows, SG_ATT_PRE_THREADS / SG_ATT_PRE_TPR);
     void (*pre)(float *, float *, const T *, const T *, size_t, int, int, int, int, int) =
@@ -646,11 +658,11 @@ static void att_backward_t(const sg_cu *cu, void *dq, void *dk, void *dv, const 
         att_bwd_launch<T, 96>(cu, dkt, dvt, dq_acc, dot, qq, kk, vv, ll, dvec, B, T_, Hq, Hkv, D,
                               window);
     else if (D <= 128)
-        att_bwd_launch<T, 128>(cu, dkt, dvt, dq_acc, dot, qq, kk, vv, ll, dvec, B, T_, Hq, Hkv,
-                               D, window);
+        att_bwd_launch<T, 128>(cu, dkt, dvt, dq_acc, dot, qq, kk, vv, ll, dvec, B, T_, Hq, Hkv, D,
+                               window);
     else
-        att_bwd_launch<T, 256>(cu, dkt, dvt, dq_acc, dot, qq, kk, vv, ll, dvec, B, T_, Hq, Hkv,
-                               D, window);
+        att_bwd_launch<T, 256>(cu, dkt, dvt, dq_acc, dot, qq, kk, vv, ll, dvec, B, T_, Hq, Hkv, D,
+                               window);
 
     const size_t n = rows * D;
     void (*store)(T *, const float *, size_t) = att_dq_store_kernel<T>;
@@ -673,8 +685,8 @@ extern "C" int sg_cu_attention_fp32_forward(const sg_cu *cu, void *out, void *ls
 extern "C" int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
                                              const void *dout, const void *q, const void *k,
                                              const void *v, const void *out, const void *lse,
-                                             sg_dtype dt, size_t B, size_t T, size_t Hq,
-                                             size_t Hkv, size_t D, size_t window, float *work)
+                                             sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
+                                             size_t D, size_t window, float *work)
 {
     if (sg_att_check(dt, B, T, Hq, Hkv, D, &window))
         return SG_EINVAL;
@@ -682,8 +694,9 @@ extern "C" int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk
         return SG_OK;
     if (!work)
         return SG_EINVAL;
-    SG_CU_DISPATCH(dt, S, att_backward_t<S>(cu, dq, dk, dv, dout, q, k, v, out, lse, B, T, Hq,
-                                            Hkv, D, window, work));
+    SG_CU_DISPATCH(
+        dt, S,
+        att_backward_t<S>(cu, dq, dk, dv, dout, q, k, v, out, lse, B, T, Hq, Hkv, D, window, work));
     return sg_cu_launch_status();
 }
 
@@ -704,7 +717,8 @@ template <typename T>
 __global__ void k_sinks_fwd(T *out, T *lse, const T *sinks, size_t B, size_t T_, size_t Hq,
                             size_t D)
 {
-    SG_GRID_STRIDE(i, B * T_ * Hq) {
+    SG_GRID_STRIDE(i, B * T_ * Hq)
+    {
         const size_t h = i % Hq, t = i / Hq % T_, b = i / (Hq * T_);
         T *lp = lse + (b * Hq + h) * T_ + t;
         const double l = sg_ld(*lp), sk = sg_ld(sinks[h]), m = l > sk ? l : sk;
@@ -720,8 +734,8 @@ __global__ void k_sinks_fwd(T *out, T *lse, const T *sinks, size_t B, size_t T_,
 /* One block per head: dsinks[h] += -sum over (b, t) of exp(sink - lse')
  * (dout . out); the threads take rows in turn, then a tree sum in double. */
 template <typename T>
-__global__ void k_sinks_bwd(T *dsinks, const T *dout, const T *out, const T *lse,
-                            const T *sinks, size_t B, size_t T_, size_t Hq, size_t D)
+__global__ void k_sinks_bwd(T *dsinks, const T *dout, const T *out, const T *lse, const T *sinks,
+                            size_t B, size_t T_, size_t Hq, size_t D)
 {
     __shared__ double red[ATT_THREADS];
     const size_t h = blockIdx.x;
@@ -755,9 +769,9 @@ int sg_cu_attention_sinks_forward(const sg_cu *cu, void *out, void *lse, const v
     return sg_cu_launch_status();
 }
 
-int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *dout,
-                                   const void *out, const void *lse, const void *sinks,
-                                   sg_dtype dt, size_t B, size_t T, size_t Hq, size_t D)
+int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *dout, const void *out,
+                                   const void *lse, const void *sinks, sg_dtype dt, size_t B,
+                                   size_t T, size_t Hq, size_t D)
 {
     size_t rows;
     if (!cu || !dsinks || !dout || !out || !lse || !sinks || !sg_cu_mul_ok(B, T, &rows) ||
@@ -766,8 +780,8 @@ int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *do
     if (rows == 0)
         return SG_OK;
     SG_CU_DISPATCH(dt, E,
-                   SG_LAUNCH(k_sinks_bwd<E>, (unsigned)Hq, ATT_THREADS, cu->stream,
-                             (E *)dsinks, (const E *)dout, (const E *)out, (const E *)lse,
-                             (const E *)sinks, B, T, Hq, D));
+                   SG_LAUNCH(k_sinks_bwd<E>, (unsigned)Hq, ATT_THREADS, cu->stream, (E *)dsinks,
+                             (const E *)dout, (const E *)out, (const E *)lse, (const E *)sinks, B,
+                             T, Hq, D));
     return sg_cu_launch_status();
 }

@@ -42,9 +42,9 @@
 #include "codelets/cuda/cuda_compat.h"
 #include "codelets/cuda/attention_impl.h"
 
-#define ABL_THREADS 256   /* threads of the row kernels */
-#define ABL_MIN_ROWS 16   /* smallest query tile */
-#define ABL_ALIGN 256     /* bytes: each scratch buffer starts on this */
+#define ABL_THREADS 256 /* threads of the row kernels */
+#define ABL_MIN_ROWS 16 /* smallest query tile */
+#define ABL_ALIGN 256   /* bytes: each scratch buffer starts on this */
 
 /* ---- repacking --------------------------------------------------------------- */
 
@@ -55,7 +55,8 @@ template <typename TD, typename TS>
 __global__ void abl_repack_kernel(TD *dst, const TS *src, size_t B, size_t T, size_t H, size_t E,
                                   int to_head_major)
 {
-    SG_GRID_STRIDE(i, B * T * H * E) {
+    SG_GRID_STRIDE(i, B * T * H * E)
+    {
         const size_t e = i % E, r = i / E;
         size_t b, t, h; // of element i of dst
         if (to_head_major) {
@@ -63,8 +64,8 @@ __global__ void abl_repack_kernel(TD *dst, const TS *src, size_t B, size_t T, si
         } else {
             h = r % H, t = r / H % T, b = r / H / T;
         }
-        const size_t s = to_head_major ? ((b * T + t) * H + h) * E + e
-                                       : ((b * H + h) * T + t) * E + e;
+        const size_t s =
+            to_head_major ? ((b * T + t) * H + h) * E + e : ((b * H + h) * T + t) * E + e;
         dst[i] = sg_st<TD>(sg_ld(src[s]));
     }
 }
@@ -74,8 +75,7 @@ static void abl_repack(const sg_cu *cu, TD *dst, const TS *src, size_t B, size_t
                        size_t E, int to_head_major)
 {
     (void)cu; // the emulated SG_LAUNCH drops its stream argument
-    void (*kern)(TD *, const TS *, size_t, size_t, size_t, size_t, int) =
-        abl_repack_kernel<TD, TS>;
+    void (*kern)(TD *, const TS *, size_t, size_t, size_t, size_t, int) = abl_repack_kernel<TD, TS>;
     SG_LAUNCH(kern, sg_cu_blocks(B * T * H * E, 256), 256, cu->stream, dst, src, B, T, H, E,
               to_head_major);
 }
@@ -148,14 +148,14 @@ __global__ void abl_softmax_fwd_kernel(T *P, T *lse, const float *S, abl_tile tl
  * lse) and dS = P (dP - Dvec) / sqrt(D), both in dt (0 where masked).
  * dvec is in the packed row order (B, Hkv, T, G). One block per row. */
 template <typename T>
-__global__ void abl_softmax_bwd_kernel(T *P, T *dS, const float *S, const float *dP,
-                                       const T *lse, const float *dvec, abl_tile tl, size_t rows,
-                                       float qscale, float scale)
+__global__ void abl_softmax_bwd_kernel(T *P, T *dS, const float *S, const float *dP, const T *lse,
+                                       const float *dvec, abl_tile tl, size_t rows, float qscale,
+                                       float scale)
 {
     for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const abl_row r = abl_row_of(tl, row);
-        const float l2 = sg_ld(lse[((r.bg / tl.Hkv) * tl.Hq + r.h) * (size_t)tl.T + r.t]) *
-                         SG_ATT_LOG2E;
+        const float l2 =
+            sg_ld(lse[((r.bg / tl.Hkv) * tl.Hq + r.h) * (size_t)tl.T + r.t]) * SG_ATT_LOG2E;
         const size_t Mq = (size_t)tl.nq * tl.G;
         const float dv = dvec[(r.bg * tl.T + tl.i0) * tl.G + row % Mq];
         const size_t off = row * tl.ld;
@@ -186,8 +186,8 @@ static int abl_gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb,
 {
     const float alpha = 1.0f;
     cublasStatus_t st = cublasGemmStridedBatchedEx(
-        (cublasHandle_t)cu->blas, ta, tb, m, n, k, &alpha, A.p, A.t, A.ld, A.stride, B.p, B.t,
-        B.ld, B.stride, &beta, (void *)C.p, C.t, C.ld, C.stride, batch, CUBLAS_COMPUTE_32F,
+        (cublasHandle_t)cu->blas, ta, tb, m, n, k, &alpha, A.p, A.t, A.ld, A.stride, B.p, B.t, B.ld,
+        B.stride, &beta, (void *)C.p, C.t, C.ld, C.stride, batch, CUBLAS_COMPUTE_32F,
         CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? SG_OK : SG_EIO;
 }
@@ -251,8 +251,8 @@ struct abl_plan {
     size_t B, T, Hq, Hkv, G, D, window, rows, keys;
     int batch;
     cudaDataType ty;
-    long long sq, skv;  // strides of one (b, g) in packed q and k / v (elements)
-    size_t tile_elems;  // of the largest score tile, all (b, g) together
+    long long sq, skv; // strides of one (b, g) in packed q and k / v (elements)
+    size_t tile_elems; // of the largest score tile, all (b, g) together
 };
 
 static int abl_plan_init(abl_plan *p, size_t tile_rows, size_t scratch_bytes, int backward,
@@ -262,8 +262,8 @@ static int abl_plan_init(abl_plan *p, size_t tile_rows, size_t scratch_bytes, in
     if (sg_att_check(dt, B, T, Hq, Hkv, D, &window))
         return SG_EINVAL;
     p->B = B, p->T = T, p->Hq = Hq, p->Hkv = Hkv, p->G = Hq / Hkv, p->D = D, p->window = window;
-    p->rows = sg_cu_attention_blas_tile_rows(tile_rows, scratch_bytes, backward, dt, B, T, Hq,
-                                             Hkv, window);
+    p->rows = sg_cu_attention_blas_tile_rows(tile_rows, scratch_bytes, backward, dt, B, T, Hq, Hkv,
+                                             window);
     p->keys = abl_keys(p->rows, T, window);
     // cuBLAS takes ints for sizes and leading dimensions
     if (B * Hkv > INT_MAX || p->rows * p->G > INT_MAX || p->keys > INT_MAX)
@@ -349,8 +349,7 @@ static int abl_fwd_tile(const sg_cu *cu, const abl_plan *p, const abl_fwd_bufs<T
     const size_t rows = (size_t)p->batch * Mq;
     const float qscale = (float)(1.0 / sqrt((double)D)) * SG_ATT_LOG2E;
     void (*sm)(T *, T *, const float *, abl_tile, size_t, float) = abl_softmax_fwd_kernel<T>;
-    SG_LAUNCH(sm, sg_cu_row_blocks(rows), ABL_THREADS, cu->stream, b.P, lse, b.S, tl, rows,
-              qscale);
+    SG_LAUNCH(sm, sg_cu_row_blocks(rows), ABL_THREADS, cu->stream, b.P, lse, b.S, tl, rows, qscale);
     if ((rc = sg_cu_launch_status()))
         return rc;
     // O' (D, Mq) = V' (D, nk) P' (nk, Mq)
@@ -361,8 +360,8 @@ static int abl_fwd_tile(const sg_cu *cu, const abl_plan *p, const abl_fwd_bufs<T
 }
 
 template <typename T>
-static int abl_forward_t(const sg_cu *cu, const abl_plan *p, T *out, T *lse, const T *q,
-                         const T *k, const T *v)
+static int abl_forward_t(const sg_cu *cu, const abl_plan *p, T *out, T *lse, const T *q, const T *k,
+                         const T *v)
 {
     const size_t B = p->B, Tn = p->T, D = p->D;
     abl_arena ar = {NULL, 0};
@@ -387,11 +386,10 @@ static int abl_forward_t(const sg_cu *cu, const abl_plan *p, T *out, T *lse, con
     return rc;
 }
 
-extern "C" int sg_cu_attention_blas_forward(const sg_cu *cu, size_t tile_rows,
-                                            size_t scratch_bytes, void *out, void *lse,
-                                            const void *q, const void *k, const void *v,
-                                            sg_dtype dt, size_t B, size_t T, size_t Hq,
-                                            size_t Hkv, size_t D, size_t window)
+extern "C" int sg_cu_attention_blas_forward(const sg_cu *cu, size_t tile_rows, size_t scratch_bytes,
+                                            void *out, void *lse, const void *q, const void *k,
+                                            const void *v, sg_dtype dt, size_t B, size_t T,
+                                            size_t Hq, size_t Hkv, size_t D, size_t window)
 {
     abl_plan p;
     if (!cu || abl_plan_init(&p, tile_rows, scratch_bytes, 0, dt, B, T, Hq, Hkv, D, window))
@@ -446,8 +444,8 @@ static int abl_bwd_tile(const sg_cu *cu, const abl_plan *p, const abl_bwd_bufs<T
         return rc;
     const size_t rows = (size_t)p->batch * Mq;
     const float scale = (float)(1.0 / sqrt((double)D)), qscale = scale * SG_ATT_LOG2E;
-    void (*sm)(T *, T *, const float *, const float *, const T *, const float *, abl_tile,
-               size_t, float, float) = abl_softmax_bwd_kernel<T>;
+    void (*sm)(T *, T *, const float *, const float *, const T *, const float *, abl_tile, size_t,
+               float, float) = abl_softmax_bwd_kernel<T>;
     SG_LAUNCH(sm, sg_cu_row_blocks(rows), ABL_THREADS, cu->stream, b.P, b.dS, b.S, b.dP, lse,
               b.dvec, tl, rows, qscale, scale);
     if ((rc = sg_cu_launch_status()))
@@ -483,8 +481,8 @@ static int abl_backward_t(const sg_cu *cu, const abl_plan *p, T *dq, T *dk, T *d
     void (*pre)(float *, float *, const T *, const T *, size_t, int, int, int, int, int) =
         sg_att_dvec_kernel<T>;
     SG_LAUNCH(pre, sg_cu_blocks(rows, SG_ATT_PRE_THREADS / SG_ATT_PRE_TPR), SG_ATT_PRE_THREADS,
-              cu->stream, b.dvec, (float *)NULL, dout, out, rows, (int)Tn, (int)p->Hq,
-              (int)p->Hkv, (int)D, 1);
+              cu->stream, b.dvec, (float *)NULL, dout, out, rows, (int)Tn, (int)p->Hq, (int)p->Hkv,
+              (int)D, 1);
     abl_repack(cu, b.Qp, q, B, Tn, p->Hkv, p->G * D, 1);
     abl_repack(cu, b.dOp, dout, B, Tn, p->Hkv, p->G * D, 1);
     abl_repack(cu, b.Kp, k, B, Tn, p->Hkv, D, 1);
@@ -510,8 +508,8 @@ extern "C" int sg_cu_attention_blas_backward(const sg_cu *cu, size_t tile_rows,
                                              size_t scratch_bytes, void *dq, void *dk, void *dv,
                                              const void *dout, const void *q, const void *k,
                                              const void *v, const void *out, const void *lse,
-                                             sg_dtype dt, size_t B, size_t T, size_t Hq,
-                                             size_t Hkv, size_t D, size_t window)
+                                             sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
+                                             size_t D, size_t window)
 {
     abl_plan p;
     if (!cu || abl_plan_init(&p, tile_rows, scratch_bytes, 1, dt, B, T, Hq, Hkv, D, window))
@@ -523,7 +521,7 @@ extern "C" int sg_cu_attention_blas_backward(const sg_cu *cu, size_t tile_rows,
     int rc = SG_EINVAL;
     SG_CU_DISPATCH(dt, E,
                    rc = abl_backward_t<E>(cu, &p, (E *)dq, (E *)dk, (E *)dv, (const E *)dout,
-                                          (const E *)q, (const E *)k, (const E *)v,
-                                          (const E *)out, (const E *)lse));
+                                          (const E *)q, (const E *)k, (const E *)v, (const E *)out,
+                                          (const E *)lse));
     return rc;
 }

@@ -46,8 +46,7 @@ __host__ __device__ static inline bool sg_att_visible(int i, int j, int window)
  * partial sums through shared memory; blocks of SG_ATT_PRE_THREADS. */
 template <typename T>
 static __global__ void sg_att_dvec_kernel(float *dvec, float *zero, const T *dout, const T *out,
-                                          size_t rows, int len, int Hq, int Hkv, int D,
-                                          int packed)
+                                          size_t rows, int len, int Hq, int Hkv, int D, int packed)
 {
     __shared__ float red[SG_ATT_PRE_THREADS];
     const int tid = threadIdx.x, part = tid % SG_ATT_PRE_TPR, sub = tid / SG_ATT_PRE_TPR;

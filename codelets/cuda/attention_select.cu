@@ -47,12 +47,12 @@ extern "C" int sg_cu_attention_impl_parse(const char *s, const char *what, sg_cu
         return sg_error_set(err, SG_EINVAL,
                             "%s=cudnn: cuDNN's fused attention is not built in this version "
                             "(docs/gpu.md, \"Attention implementations\"); use fp32, cublas "
-                            "or auto", what);
+                            "or auto",
+                            what);
     return sg_error_set(err, SG_EINVAL, "%s=%s: expected fp32, cublas or auto", what, s);
 }
 
-extern "C" int sg_cu_attention_impl_env(sg_cu_att_impl *impl, size_t *scratch_bytes,
-                                        sg_error *err)
+extern "C" int sg_cu_attention_impl_env(sg_cu_att_impl *impl, size_t *scratch_bytes, sg_error *err)
 {
     int rc = sg_cu_attention_impl_parse(getenv(ATT_IMPL_ENV), ATT_IMPL_ENV, impl, err);
     if (rc)
@@ -103,8 +103,8 @@ extern "C" int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, co
     if (att_pick(dt, T, D, &impl, &scratch))
         return SG_EINVAL;
     if (impl == SG_CU_ATT_CUBLAS)
-        return sg_cu_attention_blas_forward(cu, 0, scratch, out, lse, q, k, v, dt, B, T, Hq, Hkv,
-                                            D, window);
+        return sg_cu_attention_blas_forward(cu, 0, scratch, out, lse, q, k, v, dt, B, T, Hq, Hkv, D,
+                                            window);
     return sg_cu_attention_fp32_forward(cu, out, lse, q, k, v, dt, B, T, Hq, Hkv, D, window);
 }
 
@@ -124,6 +124,6 @@ extern "C" int sg_cu_attention_backward(const sg_cu *cu, void *dq, void *dk, voi
     if (impl == SG_CU_ATT_CUBLAS)
         return sg_cu_attention_blas_backward(cu, 0, scratch, dq, dk, dv, dout, q, k, v, out, lse,
                                              dt, B, T, Hq, Hkv, D, window);
-    return sg_cu_attention_fp32_backward(cu, dq, dk, dv, dout, q, k, v, out, lse, dt, B, T, Hq,
-                                         Hkv, D, window, work);
+    return sg_cu_attention_fp32_backward(cu, dq, dk, dv, dout, q, k, v, out, lse, dt, B, T, Hq, Hkv,
+                                         D, window, work);
 }

@@ -66,8 +66,8 @@ static int embed_forward(const sg_cu *cu, const dims *d, const sg_cu_unit_io *io
     return sg_cu_embedding_forward(cu, io->y, io->tokens, io->params, d->dt, d->N, d->V, d->H);
 }
 
-static int embed_backward(const sg_cu *cu, const dims *d, const sg_cu_unit_io *io,
-                          const void *dy, void *dparams)
+static int embed_backward(const sg_cu *cu, const dims *d, const sg_cu_unit_io *io, const void *dy,
+                          void *dparams)
 {
     if (!io->tokens || !dy || !dparams)
         return SG_EINVAL;
@@ -80,9 +80,9 @@ static int embed_backward(const sg_cu *cu, const dims *d, const sg_cu_unit_io *i
 typedef struct head_ctx {
     dims d;
     sg_head_param_offsets o;
-    const void *norm_w, *W;    /* (H), (V, H): lm_head or the tied embedding */
+    const void *norm_w, *W; /* (H), (V, H): lm_head or the tied embedding */
     void *n, *rstd, *lse;
-    size_t C;                  /* tokens per chunk of logits (sg_head_chunk_tokens) */
+    size_t C; /* tokens per chunk of logits (sg_head_chunk_tokens) */
 } head_ctx;
 
 static int head_ctx_init(head_ctx *c, const sg_model *m, size_t B, size_t T,
@@ -134,7 +134,7 @@ static int head_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
     SG_CU_TRY_OR_RETURN(head_ctx_init(&c, m, B, T, io, saved));
     const dims *d = &c.d;
     float *loss = io->loss ? io->loss : (float *)region(io->scratch, p.loss);
-    void *logits = region(io->scratch, p.logits); // (C, V)
+    void *logits = region(io->scratch, p.logits);           // (C, V)
     float *row_loss = (float *)region(io->scratch, p.work); // (N)
     SG_CU_TRY_OR_RETURN(
         sg_cu_rmsnorm_forward(cu, c.n, c.rstd, io->x, c.norm_w, d->dt, d->N, d->H, d->eps));
@@ -156,8 +156,8 @@ static int head_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
 /* Per chunk: logits recomputed from the saved n, dlogits in their place,
  * dW += dlogits^T n, dn rows = dlogits W; then the norm's backward. */
 static int head_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
-                         const sg_cu_unit_io *io, float dloss, const float *dloss_scale,
-                         void *dx, void *dparams, void *dembed)
+                         const sg_cu_unit_io *io, float dloss, const float *dloss_scale, void *dx,
+                         void *dparams, void *dembed)
 {
     if (!dx || !dparams || (m->tie_word_embeddings && !dembed))
         return SG_EINVAL;

@@ -38,16 +38,16 @@ extern "C" {
 #include "models/model.h"
 
 typedef struct sg_cu_unit_io {
-    sg_dtype dt;                  /* storage of every tensor below but tokens, loss, tables */
-    const void *params;           /* the unit's flat parameters (block.h layout) */
-    const void *embed;            /* tied head: the embedding table (V, H); else NULL */
-    const int32_t *tokens;        /* (B*T) input ids */
-    const int32_t *targets;       /* (B*T) next-token ids, < 0 ignored */
-    const void *x;                /* (B*T, H) input of a layer or of the head */
-    void *y;                      /* (B*T, H) output; NULL: recompute (fill saved only) */
-    float *loss;                  /* head: the mean loss (1 device float) */
-    void *saved;                  /* sg_unit_saved_floats elements of dt, or NULL */
-    void *scratch;                /* sg_cu_unit_scratch_bytes */
+    sg_dtype dt;                    /* storage of every tensor below but tokens, loss, tables */
+    const void *params;             /* the unit's flat parameters (block.h layout) */
+    const void *embed;              /* tied head: the embedding table (V, H); else NULL */
+    const int32_t *tokens;          /* (B*T) input ids */
+    const int32_t *targets;         /* (B*T) next-token ids, < 0 ignored */
+    const void *x;                  /* (B*T, H) input of a layer or of the head */
+    void *y;                        /* (B*T, H) output; NULL: recompute (fill saved only) */
+    float *loss;                    /* head: the mean loss (1 device float) */
+    void *saved;                    /* sg_unit_saved_floats elements of dt, or NULL */
+    void *scratch;                  /* sg_cu_unit_scratch_bytes */
     const float *cos_tab, *sin_tab; /* (T, head_dim/2) rotary tables, device */
     /* MoE, as sg_unit_io (codelets/cpu/block.h): the router statistics (device
      * float, sg_moe_stats_floats; NULL: no load-balancing loss); experts as
@@ -84,23 +84,23 @@ int sg_cu_unit_backward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
  * the CPU emulator only (tests/test_cuda_block.c). */
 typedef struct sg_cu_moe_group_io {
     sg_dtype dt;
-    const void *params;           /* the unit's flat parameters */
-    const void *saved;            /* the layer's saved activations (router state) */
-    void *act;                    /* sg_moe_group_act_floats elements of dt */
-    float *grad;                  /* sg_moe_group_grad_floats floats (backward) */
-    void *scratch;                /* sg_cu_moe_group_scratch_bytes */
+    const void *params; /* the unit's flat parameters */
+    const void *saved;  /* the layer's saved activations (router state) */
+    void *act;          /* sg_moe_group_act_floats elements of dt */
+    float *grad;        /* sg_moe_group_grad_floats floats (backward) */
+    void *scratch;      /* sg_cu_moe_group_scratch_bytes */
 } sg_cu_moe_group_io;
 
 /* Scratch of every call below (the same for all). */
 size_t sg_cu_moe_group_scratch_bytes(const sg_model *m, size_t B, size_t T, sg_dtype dt);
 /* moe_expert: group g's experts on their slots: act WRITTEN. */
-int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g, size_t B,
-                            size_t T, const sg_cu_moe_group_io *io);
+int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g, size_t B, size_t T,
+                            const sg_cu_moe_group_io *io);
 /* moe_combine: y (N, H) = h + the weighted expert outputs of every group
  * (acts[i] is group groups[i]'s buffer; all sg_moe_groups() of them). */
-int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
-                      sg_dtype dt, void *y, const void *saved, const void *const *acts,
-                      const int *groups, int ngroups, void *scratch);
+int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T, sg_dtype dt,
+                      void *y, const void *saved, const void *const *acts, const int *groups,
+                      int ngroups, void *scratch);
 /* moe_expert_bwd: group g's backward from dy (N, H, dt): grad WRITTEN. */
 int sg_cu_moe_group_backward(const sg_cu *cu, const sg_model *m, int unit, int g, size_t B,
                              size_t T, const sg_cu_moe_group_io *io, const void *dy);
@@ -113,8 +113,8 @@ int sg_cu_moe_gather_backward(const sg_cu *cu, const sg_model *m, int unit, size
                               const int *groups, int ngroups, void *dn2, float *dtopw,
                               void *scratch);
 int sg_cu_moe_add_expert_grads(const sg_cu *cu, const sg_model *m, int unit, sg_dtype dt,
-                               const float *const *grads, const int *groups, int ngroups,
-                               size_t B, size_t T, void *dparams, void *scratch);
+                               const float *const *grads, const int *groups, int ngroups, size_t B,
+                               size_t T, void *dparams, void *scratch);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,7 @@
 /* Sizes of one call. */
 typedef struct dims {
     size_t B, T, N, H, Hq, Hkv, D, Q, KV, F, V;
-    size_t es;      /* bytes of one element of dt */
+    size_t es; /* bytes of one element of dt */
     sg_dtype dt;
     float eps;
 } dims;
@@ -127,8 +127,7 @@ typedef struct head_bwd_plan {
     size_t logits, dn, weight, work, end;
 } head_bwd_plan;
 
-layer_fwd_plan sg_cu_plan_layer_fwd(const dims *d, size_t saved_elems, int saved_here,
-                                    int with_y);
+layer_fwd_plan sg_cu_plan_layer_fwd(const dims *d, size_t saved_elems, int saved_here, int with_y);
 
 mlp_bwd_plan sg_cu_plan_mlp_bwd(const dims *d);
 

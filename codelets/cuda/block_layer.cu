@@ -24,17 +24,17 @@ typedef struct layer_act {
 typedef struct layer_ctx {
     const sg_cu *cu;
     dims d;
-    size_t window;             /* keys a query sees; 0: all earlier ones */
-    sg_layer_param_offsets o;  /* elements into params and dparams */
-    const void *p;             /* the unit's parameters (dt) */
+    size_t window;            /* keys a query sees; 0: all earlier ones */
+    sg_layer_param_offsets o; /* elements into params and dparams */
+    const void *p;            /* the unit's parameters (dt) */
     layer_act a;
     const float *cos_tab, *sin_tab;
     const sg_model *m;
     int unit;
 } layer_ctx;
 
-static void layer_act_at(layer_act *a, void *base, const sg_layer_saved_layout *l, int qk,
-                         int moe, size_t es)
+static void layer_act_at(layer_act *a, void *base, const sg_layer_saved_layout *l, int qk, int moe,
+                         size_t es)
 {
     a->n1 = mat_(base, l->n1, es);
     a->h = mat_(base, l->h, es);
@@ -58,8 +58,8 @@ static void layer_act_at(layer_act *a, void *base, const sg_layer_saved_layout *
 }
 
 /* Fills everything but the activation pointers. */
-static int layer_ctx_init(layer_ctx *c, const sg_cu *cu, const sg_model *m, int unit,
-                          size_t B, size_t T, const sg_cu_unit_io *io)
+static int layer_ctx_init(layer_ctx *c, const sg_cu *cu, const sg_model *m, int unit, size_t B,
+                          size_t T, const sg_cu_unit_io *io)
 {
     if (!io->params || !io->x || !io->cos_tab || !io->sin_tab)
         return SG_EINVAL;
@@ -82,8 +82,8 @@ static const void *lp(const layer_ctx *c, size_t off) /* a parameter tensor or N
 
 /* out (N, heads*D) = rope(qk_norm(n1 @ W^T + b)); without QK-norm `pre` and
  * `rstd` are unused and the projection goes straight to out. */
-static int project_rope(const layer_ctx *c, void *out, void *pre, void *rstd, size_t w,
-                        size_t b, size_t norm_w, size_t heads)
+static int project_rope(const layer_ctx *c, void *out, void *pre, void *rstd, size_t w, size_t b,
+                        size_t norm_w, size_t heads)
 {
     const dims *d = &c->d;
     const int qk = norm_w != SG_NO_OFFSET;
@@ -93,8 +93,8 @@ static int project_rope(const layer_ctx *c, void *out, void *pre, void *rstd, si
     if (qk) // RMSNorm over each head's D values
         SG_CU_TRY_OR_RETURN(sg_cu_rmsnorm_forward(c->cu, out, rstd, pre, lp(c, norm_w), d->dt,
                                                   d->N * heads, d->D, d->eps));
-    return sg_cu_rope_forward(c->cu, out, out, c->cos_tab, c->sin_tab, d->dt, d->B, d->T,
-                              heads, d->D);
+    return sg_cu_rope_forward(c->cu, out, out, c->cos_tab, c->sin_tab, d->dt, d->B, d->T, heads,
+                              d->D);
 }
 
 /* h = x + o_proj(attention(n1)), n1 = input_layernorm(x). */
@@ -166,8 +166,8 @@ static int moe_slots(const layer_ctx *c, const float *sel, int32_t *slots, int32
 
 /* Expert e's forward on its n slots at rows [r, r + n) of gate, up, out (out
  * NULL: gate and up only). */
-static int expert_forward(const layer_ctx *c, size_t e, const int32_t *slots, size_t r,
-                          size_t n, void *gate, void *up, void *out, void *ex)
+static int expert_forward(const layer_ctx *c, size_t e, const int32_t *slots, size_t r, size_t n,
+                          void *gate, void *up, void *out, void *ex)
 {
     const sg_model *m = c->m;
     const sg_layer_param_offsets *o = &c->o;
@@ -184,8 +184,8 @@ static int expert_forward(const layer_ctx *c, size_t e, const int32_t *slots, si
     }
     const size_t s = e * o->ex_stride;
     return sg_cu_moe_expert_forward(c->cu, g, u, os, c->a.n2, slots + r, NULL, n,
-                                    lp(c, o->ex_wg + s), lp(c, o->ex_wu + s),
-                                    lp(c, o->ex_wd + s), d->dt, d->H, F, K, ex);
+                                    lp(c, o->ex_wg + s), lp(c, o->ex_wu + s), lp(c, o->ex_wd + s),
+                                    d->dt, d->H, F, K, ex);
 }
 
 /* y = h + sum_j topw_j expert_{sel_j}(n2), n2 = post_attention_layernorm(h)
@@ -290,17 +290,15 @@ static int moe_backward(const layer_ctx *c, const sg_cu_unit_io *io, const void 
                 sg_oss_expert_offsets(m, o, e, off);
                 rc = sg_cu_moe_oss_expert_backward(
                     c->cu, dxr, dtr + r, mat_(g, off[0], es), mat_(g, off[1], es),
-                    mat_(g, off[2], es), mat_(g, off[3], es), dy, a->n2, ge, ue, topw,
-                    slots + r, NULL, n, lp(c, off[0]), lp(c, off[2]), lp(c, off[3]), d->dt, H,
-                    F, K, ex);
+                    mat_(g, off[2], es), mat_(g, off[3], es), dy, a->n2, ge, ue, topw, slots + r,
+                    NULL, n, lp(c, off[0]), lp(c, off[2]), lp(c, off[3]), d->dt, H, F, K, ex);
                 continue;
             }
             const size_t s = e * o->ex_stride;
-            rc = sg_cu_moe_expert_backward(c->cu, dxr, dtr + r, mat_(g, o->ex_wg + s, es),
-                                           mat_(g, o->ex_wu + s, es), mat_(g, o->ex_wd + s, es),
-                                           dy, a->n2, ge, ue, topw, slots + r, NULL, n,
-                                           lp(c, o->ex_wg + s), lp(c, o->ex_wu + s),
-                                           lp(c, o->ex_wd + s), d->dt, H, F, K, ex);
+            rc = sg_cu_moe_expert_backward(
+                c->cu, dxr, dtr + r, mat_(g, o->ex_wg + s, es), mat_(g, o->ex_wu + s, es),
+                mat_(g, o->ex_wd + s, es), dy, a->n2, ge, ue, topw, slots + r, NULL, n,
+                lp(c, o->ex_wg + s), lp(c, o->ex_wu + s), lp(c, o->ex_wd + s), d->dt, H, F, K, ex);
         }
         free(first);
         SG_CU_TRY_OR_RETURN(rc);
@@ -312,8 +310,8 @@ static int moe_backward(const layer_ctx *c, const sg_cu_unit_io *io, const void 
     }
     const float *stats = io->moe_stats;
     const double LN = (double)m->num_layers * (double)N;
-    const double aux = stats ? (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN)
-                             : 0.0;
+    const double aux =
+        stats ? (double)dloss * m->router_aux_loss_coef * (double)E / (LN * LN) : 0.0;
     void *dlogits = region(scratch, p.dlogits);
     float *rwork = (float *)region(scratch, p.rwork);
     if (m->arch == SG_ARCH_GPT_OSS)
@@ -342,7 +340,7 @@ int sg_cu_layer_forward(const sg_cu *cu, const sg_model *m, int unit, size_t B, 
     sg_layer_saved_layout_get(m, c.d.N, &l);
     layer_fwd_plan p = sg_cu_plan_layer_fwd(&c.d, l.total, io->saved == NULL, io->y != NULL);
     if (p.end > sg_cu_unit_scratch_bytes(m, unit, B, T, io->dt))
-        return SG_EINVAL; /* the plans disagree with the size: a bug, never an overrun */
+        return SG_EINVAL;          /* the plans disagree with the size: a bug, never an overrun */
     if (p.end > 0 && !io->scratch) /* the recompute into saved needs none */
         return SG_EINVAL;
     void *saved = io->saved ? io->saved : region(io->scratch, p.saved); // checkpointing
@@ -394,19 +392,19 @@ static const void *unrope(const layer_ctx *c, void *dqk, void *dpre, const void 
                           int *rc)
 {
     const dims *d = &c->d;
-    *rc = sg_cu_rope_backward(c->cu, dqk, dqk, c->cos_tab, c->sin_tab, d->dt, d->B, d->T,
-                              heads, d->D);
+    *rc = sg_cu_rope_backward(c->cu, dqk, dqk, c->cos_tab, c->sin_tab, d->dt, d->B, d->T, heads,
+                              d->D);
     if (*rc < 0 || norm_w == SG_NO_OFFSET)
         return dqk;
-    *rc = sg_cu_rmsnorm_backward(c->cu, dpre, mat_(g, norm_w, d->es), dqk, pre,
-                                 lp(c, norm_w), rstd, d->dt, d->N * heads, d->D, work);
+    *rc = sg_cu_rmsnorm_backward(c->cu, dpre, mat_(g, norm_w, d->es), dqk, pre, lp(c, norm_w), rstd,
+                                 d->dt, d->N * heads, d->D, work);
     return dpre;
 }
 
 /* dn1 (N, H) = gradient of n1 through q, k, v projections (summed in that
  * order). `work` serves the bias sums (NULL without biases). */
-static int qkv_backward(const layer_ctx *c, void *dn1, void *tmp, const void *dq,
-                        const void *dk, const void *dv, void *g, float *work)
+static int qkv_backward(const layer_ctx *c, void *dn1, void *tmp, const void *dq, const void *dk,
+                        const void *dv, void *g, float *work)
 {
     const dims *d = &c->d;
     const layer_act *a = &c->a;
@@ -430,8 +428,8 @@ static int qkv_backward(const layer_ctx *c, void *dn1, void *tmp, const void *dq
 
 /* Attention half: dx holds dh on entry and dx = dh + d(input_layernorm)(...)
  * on return. */
-static int attn_backward(const layer_ctx *c, const sg_model *m, const void *x, void *dx,
-                         void *g, void *scratch)
+static int attn_backward(const layer_ctx *c, const sg_model *m, const void *x, void *dx, void *g,
+                         void *scratch)
 {
     const dims *d = &c->d;
     const layer_act *a = &c->a;
@@ -458,8 +456,7 @@ static int attn_backward(const layer_ctx *c, const sg_model *m, const void *x, v
     void *dqpre = datt; // datt is dead: dq before QK-norm takes its place
     const void *dqin = unrope(c, dq, dqpre, a->qpre, a->rstdq, g, o->q_norm, d->Hq, work, &rc);
     SG_CU_TRY_OR_RETURN(rc);
-    const void *dkin = unrope(c, dk, dkpre, a->kpre, a->rstdk, g, o->k_norm, d->Hkv, work,
-                              &rc);
+    const void *dkin = unrope(c, dk, dkpre, a->kpre, a->rstdk, g, o->k_norm, d->Hkv, work, &rc);
     SG_CU_TRY_OR_RETURN(rc);
     SG_CU_TRY_OR_RETURN(qkv_backward(c, dn1, tmp, dqin, dkin, dv, g, work));
     SG_CU_TRY_OR_RETURN(sg_cu_rmsnorm_backward(c->cu, tmp, mat_(g, o->ln1, es), dn1, x,

@@ -17,8 +17,7 @@ static size_t put(size_t *at, size_t bytes)
     return off;
 }
 
-layer_fwd_plan sg_cu_plan_layer_fwd(const dims *d, size_t saved_elems, int saved_here,
-                                    int with_y)
+layer_fwd_plan sg_cu_plan_layer_fwd(const dims *d, size_t saved_elems, int saved_here, int with_y)
 {
     layer_fwd_plan p;
     size_t at = 0;

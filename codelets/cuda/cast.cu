@@ -25,7 +25,7 @@ __global__ void k_cast(typename P::out *out, const typename P::in *in, size_t n)
 {
     /* through float: exact for bf16/f16 -> f32, one RNE rounding otherwise */
     SG_GRID_STRIDE(i, n)
-        out[i] = sg_st<typename P::out>(sg_ld(in[i]));
+    out[i] = sg_st<typename P::out>(sg_ld(in[i]));
 }
 
 int sg_cu_cast(const sg_cu *cu, void *out, sg_dtype out_dt, const void *in, sg_dtype in_dt,
@@ -38,10 +38,10 @@ int sg_cu_cast(const sg_cu *cu, void *out, sg_dtype out_dt, const void *in, sg_d
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
-    SG_CU_DISPATCH(in_dt, TI, SG_CU_DISPATCH(out_dt, TO, typedef cast_pair<TI, TO> P;
-                                             SG_LAUNCH(k_cast<P>, sg_cu_blocks(n, THREADS),
-                                                       THREADS, cu->stream, (TO *)out,
-                                                       (const TI *)in, n)));
+    SG_CU_DISPATCH(in_dt, TI,
+                   SG_CU_DISPATCH(out_dt, TO, typedef cast_pair<TI, TO> P;
+                                  SG_LAUNCH(k_cast<P>, sg_cu_blocks(n, THREADS), THREADS,
+                                            cu->stream, (TO *)out, (const TI *)in, n)));
     return sg_cu_launch_status();
 }
 
@@ -50,7 +50,7 @@ int sg_cu_cast(const sg_cu *cu, void *out, sg_dtype out_dt, const void *in, sg_d
 template <typename T> __global__ void k_add_into(T *acc, const T *x, size_t n)
 {
     SG_GRID_STRIDE(i, n)
-        acc[i] = sg_st<T>(sg_ld(acc[i]) + sg_ld(x[i]));
+    acc[i] = sg_st<T>(sg_ld(acc[i]) + sg_ld(x[i]));
 }
 
 int sg_cu_add_into(const sg_cu *cu, void *acc, const void *x, sg_dtype dt, size_t n)
@@ -60,7 +60,7 @@ int sg_cu_add_into(const sg_cu *cu, void *acc, const void *x, sg_dtype dt, size_
     if (n == 0)
         return dt == SG_F32 || dt == SG_BF16 || dt == SG_F16 ? SG_OK : SG_EINVAL;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_add_into<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream,
-                             (T *)acc, (const T *)x, n));
+                   SG_LAUNCH(k_add_into<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, (T *)acc,
+                             (const T *)x, n));
     return sg_cu_launch_status();
 }

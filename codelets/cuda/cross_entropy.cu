@@ -63,7 +63,7 @@ __global__ void k_ce_rows(float *row_loss, T *lse, const T *logits, const int32_
     __shared__ float red[THREADS];
     __shared__ double redd[THREADS];
     for (size_t n = blockIdx.x; n < N; n += gridDim.x) { // block-uniform: all reach the syncs
-        const T *row = logits + n * V; // (V)
+        const T *row = logits + n * V;                   // (V)
         /* Online max and sum of exp(x - m). m starts at -FLT_MAX, not -inf,
          * so that a -inf logit adds exp(-inf) = 0 rather than exp(NaN). */
         float m = -FLT_MAX;
@@ -124,8 +124,8 @@ int sg_cu_cross_entropy_rows(const sg_cu *cu, float *row_loss, void *lse, const 
     if (!row_loss || !logits || !targets)
         return SG_EINVAL;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_ce_rows<T>, row_blocks(N), THREADS, cu->stream, row_loss,
-                             (T *)lse, (const T *)logits, targets, N, V));
+                   SG_LAUNCH(k_ce_rows<T>, row_blocks(N), THREADS, cu->stream, row_loss, (T *)lse,
+                             (const T *)logits, targets, N, V));
     return sg_cu_launch_status();
 }
 

@@ -54,14 +54,15 @@ static inline cudaDataType sg_cu_blas_type(sg_dtype dt)
 /* ---- launching ------------------------------------------------------------ */
 
 #ifdef SG_CUDA_EMU
-#define SG_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)                         \
-    ((void)(stream), sg_emu_launch_kernel(kernel, dim3(grid), dim3(block), (size_t)(smem), \
-                                          __VA_ARGS__))
+#define SG_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
+    ((void)(stream),                                           \
+     sg_emu_launch_kernel(kernel, dim3(grid), dim3(block), (size_t)(smem), __VA_ARGS__))
 #define SG_DYN_SHARED(type, name) type *name = (type *)sg_emu_dyn_shared()
 #else
-#define SG_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)                         \
+#define SG_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
     kernel<<<(grid), (block), (smem), (cudaStream_t)(stream)>>>(__VA_ARGS__)
-#define SG_DYN_SHARED(type, name) extern __shared__ __align__(16) unsigned char name##_raw_[]; \
+#define SG_DYN_SHARED(type, name)                                \
+    extern __shared__ __align__(16) unsigned char name##_raw_[]; \
     type *name = (type *)name##_raw_
 #endif
 #define SG_LAUNCH(kernel, grid, block, stream, ...) \
@@ -84,8 +85,8 @@ static inline unsigned sg_cu_blocks(size_t n, unsigned threads)
 
 /* Grid-stride loop: i = this thread's first flat index, step = all threads
  * of the grid. */
-#define SG_GRID_STRIDE(i, n)                                                         \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);         \
+#define SG_GRID_STRIDE(i, n)                                                \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
 
 #define SG_CU_MAX_ROW_BLOCKS (65535u * 8u)
@@ -115,28 +116,64 @@ static inline unsigned sg_cu_row_blocks(size_t N)
 
 /* ---- element access: storage type T, math in float ------------------------ */
 
-__host__ __device__ static inline float sg_ld(float x) { return x; }
-__host__ __device__ static inline float sg_ld(sg_bf16 x) { return __bfloat162float(x); }
-__host__ __device__ static inline float sg_ld(sg_f16 x) { return __half2float(x); }
+__host__ __device__ static inline float sg_ld(float x)
+{
+    return x;
+}
+__host__ __device__ static inline float sg_ld(sg_bf16 x)
+{
+    return __bfloat162float(x);
+}
+__host__ __device__ static inline float sg_ld(sg_f16 x)
+{
+    return __half2float(x);
+}
 
 template <typename T> __host__ __device__ static inline T sg_st(float x);
-template <> __host__ __device__ inline float sg_st<float>(float x) { return x; }
-template <> __host__ __device__ inline sg_bf16 sg_st<sg_bf16>(float x) { return __float2bfloat16(x); }
-template <> __host__ __device__ inline sg_f16 sg_st<sg_f16>(float x) { return __float2half(x); }
+template <> __host__ __device__ inline float sg_st<float>(float x)
+{
+    return x;
+}
+template <> __host__ __device__ inline sg_bf16 sg_st<sg_bf16>(float x)
+{
+    return __float2bfloat16(x);
+}
+template <> __host__ __device__ inline sg_f16 sg_st<sg_f16>(float x)
+{
+    return __float2half(x);
+}
 
 /* *p += x for a stored element (fp32 add, rounded once to T). */
-__device__ static inline void sg_atomic_add(float *p, float x) { atomicAdd(p, x); }
-__device__ static inline void sg_atomic_add(sg_bf16 *p, float x) { atomicAdd(p, __float2bfloat16(x)); }
-__device__ static inline void sg_atomic_add(sg_f16 *p, float x) { atomicAdd(p, __float2half(x)); }
+__device__ static inline void sg_atomic_add(float *p, float x)
+{
+    atomicAdd(p, x);
+}
+__device__ static inline void sg_atomic_add(sg_bf16 *p, float x)
+{
+    atomicAdd(p, __float2bfloat16(x));
+}
+__device__ static inline void sg_atomic_add(sg_f16 *p, float x)
+{
+    atomicAdd(p, __float2half(x));
+}
 
 /* Runs the statements after T with T the storage type of dt; SG_EINVAL for
  * other dtypes. */
-#define SG_CU_DISPATCH(dt, T, ...)                                                      \
-    switch (dt) {                                                                       \
-    case SG_F32: { typedef float T; __VA_ARGS__; } break;                               \
-    case SG_BF16: { typedef sg_bf16 T; __VA_ARGS__; } break;                            \
-    case SG_F16: { typedef sg_f16 T; __VA_ARGS__; } break;                              \
-    default: return SG_EINVAL;                                                          \
+#define SG_CU_DISPATCH(dt, T, ...) \
+    switch (dt) {                  \
+    case SG_F32: {                 \
+        typedef float T;           \
+        __VA_ARGS__;               \
+    } break;                       \
+    case SG_BF16: {                \
+        typedef sg_bf16 T;         \
+        __VA_ARGS__;               \
+    } break;                       \
+    case SG_F16: {                 \
+        typedef sg_f16 T;          \
+        __VA_ARGS__;               \
+    } break;                       \
+    default: return SG_EINVAL;     \
     }
 
 /* ---- block reductions (shared memory and __syncthreads only) -------------- */
@@ -146,8 +183,7 @@ __device__ static inline void sg_atomic_add(sg_f16 *p, float x) { atomicAdd(p, _
  * depend on timing); every thread gets the result. Must be called by all
  * threads of the block (it synchronises); `red` is __shared__ scratch of
  * blockDim.x values, reusable right after the call returns. */
-template <typename V, typename Op>
-__device__ static inline V sg_block_reduce(V v, V *red, Op op)
+template <typename V, typename Op> __device__ static inline V sg_block_reduce(V v, V *red, Op op)
 {
     const unsigned tid = threadIdx.x, n = blockDim.x;
     red[tid] = v;
@@ -163,10 +199,16 @@ __device__ static inline V sg_block_reduce(V v, V *red, Op op)
 }
 
 struct sg_op_add {
-    template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
+    template <typename V> __device__ V operator()(V a, V b) const
+    {
+        return a + b;
+    }
 };
 struct sg_op_max {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    __device__ float operator()(float a, float b) const
+    {
+        return fmaxf(a, b);
+    }
 };
 
 /* The block's sum or max (floats), and its sum in double (gradient norms). */

@@ -37,8 +37,8 @@ extern "C" { /* the C headers below have no guards of their own */
  * codelets fill it from starpu_cuda_get_local_stream() and
  * starpu_cublas_get_local_handle(); tests and benchmarks use sg_cu_open. */
 typedef struct sg_cu {
-    void *stream;   /* cudaStream_t */
-    void *blas;     /* cublasHandle_t, already bound to stream */
+    void *stream; /* cudaStream_t */
+    void *blas;   /* cublasHandle_t, already bound to stream */
 } sg_cu;
 
 /* ---- device, memory, streams (tests, benchmarks, the runtime) ----------- */
@@ -89,8 +89,8 @@ int sg_cu_embedding_forward(const sg_cu *cu, void *out, const int32_t *tokens, c
                             sg_dtype dt, size_t N, size_t V, size_t C);
 /* dtable (V, C) += scatter of dout (N, C) by tokens: ACCUMULATES (atomics:
  * the order of additions, hence the last bits, may vary run to run). */
-int sg_cu_embedding_backward(const sg_cu *cu, void *dtable, const int32_t *tokens,
-                             const void *dout, sg_dtype dt, size_t N, size_t V, size_t C);
+int sg_cu_embedding_backward(const sg_cu *cu, void *dtable, const int32_t *tokens, const void *dout,
+                             sg_dtype dt, size_t N, size_t V, size_t C);
 
 /* RMSNorm over the last dimension, as sg_rmsnorm_forward: out (N, C), rstd
  * (N) (may be NULL), x (N, C), w (C). */
@@ -110,14 +110,13 @@ size_t sg_cu_rmsnorm_backward_work_floats(size_t N, size_t C);
 int sg_cu_rope_forward(const sg_cu *cu, void *out, const void *x, const float *cos_tab,
                        const float *sin_tab, sg_dtype dt, size_t B, size_t T, size_t H, size_t D);
 int sg_cu_rope_backward(const sg_cu *cu, void *dx, const void *dout, const float *cos_tab,
-                        const float *sin_tab, sg_dtype dt, size_t B, size_t T, size_t H,
-                        size_t D);
+                        const float *sin_tab, sg_dtype dt, size_t B, size_t T, size_t H, size_t D);
 
 /* h (N, F) = silu(gate) * up; backward WRITES dgate, dup (N, F). */
 int sg_cu_swiglu_forward(const sg_cu *cu, void *h, const void *gate, const void *up, sg_dtype dt,
                          size_t N, size_t F);
-int sg_cu_swiglu_backward(const sg_cu *cu, void *dgate, void *dup, const void *dh,
-                          const void *gate, const void *up, sg_dtype dt, size_t N, size_t F);
+int sg_cu_swiglu_backward(const sg_cu *cu, void *dgate, void *dup, const void *dh, const void *gate,
+                          const void *up, sg_dtype dt, size_t N, size_t F);
 
 /* ---- linear (cuBLAS) ------------------------------------------------------ */
 
@@ -142,8 +141,8 @@ size_t sg_cu_linear_backward_work_floats(size_t N, size_t out);
  * STEPGRAPH_ATTENTION_IMPL names (sg_cu_attention_impl_env; docs/gpu.md,
  * "Attention implementations"); SG_EINVAL when that value is not valid. */
 int sg_cu_attention_forward(const sg_cu *cu, void *out, void *lse, const void *q, const void *k,
-                            const void *v, sg_dtype dt, size_t B, size_t T, size_t Hq,
-                            size_t Hkv, size_t D, size_t window);
+                            const void *v, sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
+                            size_t D, size_t window);
 /* dq (B, T, Hq, D), dk, dv (B, T, Hkv, D): all WRITE. `work` is device
  * scratch of sg_cu_attention_backward_work_floats(...) floats. */
 int sg_cu_attention_backward(const sg_cu *cu, void *dq, void *dk, void *dv, const void *dout,
@@ -178,11 +177,10 @@ sg_cu_att_impl sg_cu_attention_impl_auto(sg_dtype dt, size_t T, size_t D);
 int sg_cu_attention_fp32_forward(const sg_cu *cu, void *out, void *lse, const void *q,
                                  const void *k, const void *v, sg_dtype dt, size_t B, size_t T,
                                  size_t Hq, size_t Hkv, size_t D, size_t window);
-int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
-                                  const void *dout, const void *q, const void *k, const void *v,
-                                  const void *out, const void *lse, sg_dtype dt, size_t B,
-                                  size_t T, size_t Hq, size_t Hkv, size_t D, size_t window,
-                                  float *work);
+int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk, void *dv, const void *dout,
+                                  const void *q, const void *k, const void *v, const void *out,
+                                  const void *lse, sg_dtype dt, size_t B, size_t T, size_t Hq,
+                                  size_t Hkv, size_t D, size_t window, float *work);
 
 /* The cuBLAS route (attention_blas.cu), the same semantics: q, k, v (and
  * dout) are repacked head-major, then for each tile of `tile_rows` query
@@ -194,15 +192,15 @@ int sg_cu_attention_fp32_backward(const sg_cu *cu, void *dq, void *dk, void *dv,
  * 16). Scratch is stream-ordered device memory taken and given back inside
  * the call (SG_ENOMEM when it cannot be had); the backward does not use
  * `work`. */
-int sg_cu_attention_blas_forward(const sg_cu *cu, size_t tile_rows, size_t scratch_bytes,
-                                 void *out, void *lse, const void *q, const void *k,
-                                 const void *v, sg_dtype dt, size_t B, size_t T, size_t Hq,
-                                 size_t Hkv, size_t D, size_t window);
-int sg_cu_attention_blas_backward(const sg_cu *cu, size_t tile_rows, size_t scratch_bytes,
-                                  void *dq, void *dk, void *dv, const void *dout, const void *q,
+int sg_cu_attention_blas_forward(const sg_cu *cu, size_t tile_rows, size_t scratch_bytes, void *out,
+                                 void *lse, const void *q, const void *k, const void *v,
+                                 sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv, size_t D,
+                                 size_t window);
+int sg_cu_attention_blas_backward(const sg_cu *cu, size_t tile_rows, size_t scratch_bytes, void *dq,
+                                  void *dk, void *dv, const void *dout, const void *q,
                                   const void *k, const void *v, const void *out, const void *lse,
-                                  sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
-                                  size_t D, size_t window);
+                                  sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv, size_t D,
+                                  size_t window);
 /* The query rows of one tile that the call would use (0 on bad sizes). */
 size_t sg_cu_attention_blas_tile_rows(size_t tile_rows, size_t scratch_bytes, int backward,
                                       sg_dtype dt, size_t B, size_t T, size_t Hq, size_t Hkv,
@@ -217,9 +215,9 @@ size_t sg_cu_attention_blas_tile_rows(size_t tile_rows, size_t scratch_bytes, in
  * fixed order (one block per head). */
 int sg_cu_attention_sinks_forward(const sg_cu *cu, void *out, void *lse, const void *sinks,
                                   sg_dtype dt, size_t B, size_t T, size_t Hq, size_t D);
-int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *dout,
-                                   const void *out, const void *lse, const void *sinks,
-                                   sg_dtype dt, size_t B, size_t T, size_t Hq, size_t D);
+int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *dout, const void *out,
+                                   const void *lse, const void *sinks, sg_dtype dt, size_t B,
+                                   size_t T, size_t Hq, size_t D);
 
 /* ---- mixture of experts (moe.cu; codelets/cpu/moe.c and gpt_oss.c state ---
  * the formulas; these are the same operations on the device) --------------
@@ -232,9 +230,9 @@ int sg_cu_attention_sinks_backward(const sg_cu *cu, void *dsinks, const void *do
 /* Qwen3-MoE router (sg_moe_router_forward): logits = x Wr^T, probs =
  * softmax, sel/topw = top-k (ties to the lowest index), renormalised when
  * norm_topk_prob. All WRITE. */
-int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                             float *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
-                             size_t H, size_t E, size_t K, int norm_topk_prob);
+int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw, float *logits,
+                             const void *x, const void *Wr, sg_dtype dt, size_t N, size_t H,
+                             size_t E, size_t K, int norm_topk_prob);
 /* GPT-OSS router (sg_moe_oss_router_forward): logits = x Wr^T + br, top-k of
  * the logits, topw = softmax over the k selected; probs = full softmax. */
 int sg_cu_moe_oss_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
@@ -253,12 +251,11 @@ int sg_cu_moe_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dlogit
                               const float *aux_scale_mul, const void *x, const void *Wr,
                               sg_dtype dt, size_t N, size_t H, size_t E, size_t K,
                               int norm_topk_prob, float *work);
-int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr,
-                                  void *dlogits, const float *dtopw, const float *probs,
-                                  const float *sel, const float *topw, const float *stats,
-                                  double aux_scale, const float *aux_scale_mul, const void *x,
-                                  const void *Wr, sg_dtype dt, size_t N, size_t H, size_t E,
-                                  size_t K, float *work);
+int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void *dlogits,
+                                  const float *dtopw, const float *probs, const float *sel,
+                                  const float *topw, const float *stats, double aux_scale,
+                                  const float *aux_scale_mul, const void *x, const void *Wr,
+                                  sg_dtype dt, size_t N, size_t H, size_t E, size_t K, float *work);
 size_t sg_cu_moe_router_backward_work_floats(size_t N, size_t E);
 /* stats (2 E) += [picks of each expert, sum of its probs] (token order, in
  * double); *loss (device float) = E sum_e (stats_e / (L N)) (stats_{E+e} /
@@ -268,8 +265,8 @@ int sg_cu_moe_stats_add(const sg_cu *cu, float *stats, const float *probs, const
 int sg_cu_moe_aux_loss(const sg_cu *cu, float *loss, const float *stats, size_t E, size_t L,
                        size_t N);
 /* *loss (device float) += coef times that loss, in double (the head). */
-int sg_cu_moe_aux_loss_add(const sg_cu *cu, float *loss, const float *stats, size_t E,
-                           size_t L, size_t N, double coef);
+int sg_cu_moe_aux_loss_add(const sg_cu *cu, float *loss, const float *stats, size_t E, size_t L,
+                           size_t N, double coef);
 /* The slots s (= n K + j, sel[s] == e) of experts [e0, e1), expert by expert,
  * each in token order (sg_moe_expert_slots per expert, concatenated): slots
  * (at most N K), counts (e1 - e0) WRITE. */
@@ -281,10 +278,10 @@ int sg_cu_moe_expert_slots(const sg_cu *cu, int32_t *slots, int32_t *counts, con
  * out_s NULL: gate and up only (recompute). `work`: device scratch of
  * sg_cu_moe_expert_work_bytes(n, H, F, dt) bytes (either family, either
  * direction). */
-int sg_cu_moe_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s,
-                             const void *x, const int32_t *slots, const int32_t *rows, size_t n,
-                             const void *Wg, const void *Wu, const void *Wd, sg_dtype dt,
-                             size_t H, size_t F, size_t K, void *work);
+int sg_cu_moe_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s, const void *x,
+                             const int32_t *slots, const int32_t *rows, size_t n, const void *Wg,
+                             const void *Wu, const void *Wd, sg_dtype dt, size_t H, size_t F,
+                             size_t K, void *work);
 /* Its backward (sg_moe_expert_backward): dx_s (H) and dtopw rows WRITE; dWg,
  * dWu, dWd ACCUMULATE (may be NULL). dy (N, H) is the layer output's
  * gradient; topw (N K) float. */
@@ -297,8 +294,8 @@ int sg_cu_moe_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *d
 size_t sg_cu_moe_expert_work_bytes(size_t n, size_t H, size_t F, sg_dtype dt);
 /* GPT-OSS's clamped GLU (sg_oss_glu_forward / _backward): h = (clamp(up) +
  * 1) g sigmoid(1.702 g), g = min(gate, 7); no gradient where a clamp cut. */
-int sg_cu_oss_glu_forward(const sg_cu *cu, void *h, const void *gate, const void *up,
-                          sg_dtype dt, size_t N, size_t F);
+int sg_cu_oss_glu_forward(const sg_cu *cu, void *h, const void *gate, const void *up, sg_dtype dt,
+                          size_t N, size_t F);
 int sg_cu_oss_glu_backward(const sg_cu *cu, void *dgate, void *dup, const void *dh,
                            const void *gate, const void *up, sg_dtype dt, size_t N, size_t F);
 /* One GPT-OSS expert (sg_moe_oss_expert_forward / _backward): gu = xe Wgu +
@@ -307,16 +304,15 @@ int sg_cu_oss_glu_backward(const sg_cu *cu, void *dgate, void *dup, const void *
  * the clamps. Backward: dx_s, dtopw rows WRITE; dWgu, dbgu, dWd, dbd
  * ACCUMULATE (may be NULL). `work` as for sg_cu_moe_expert_forward. */
 int sg_cu_moe_oss_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s,
-                                 const void *x, const int32_t *slots, const int32_t *rows,
-                                 size_t n, const void *Wgu, const void *bgu, const void *Wd,
-                                 const void *bd, sg_dtype dt, size_t H, size_t F, size_t K,
-                                 void *work);
-int sg_cu_moe_oss_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *dWgu,
-                                  void *dbgu, void *dWd, void *dbd, const void *dy,
-                                  const void *x, const void *gate_s, const void *up_s,
-                                  const float *topw, const int32_t *slots, const int32_t *rows,
-                                  size_t n, const void *Wgu, const void *Wd, const void *bd,
-                                  sg_dtype dt, size_t H, size_t F, size_t K, void *work);
+                                 const void *x, const int32_t *slots, const int32_t *rows, size_t n,
+                                 const void *Wgu, const void *bgu, const void *Wd, const void *bd,
+                                 sg_dtype dt, size_t H, size_t F, size_t K, void *work);
+int sg_cu_moe_oss_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *dWgu, void *dbgu,
+                                  void *dWd, void *dbd, const void *dy, const void *x,
+                                  const void *gate_s, const void *up_s, const float *topw,
+                                  const int32_t *slots, const int32_t *rows, size_t n,
+                                  const void *Wgu, const void *Wd, const void *bd, sg_dtype dt,
+                                  size_t H, size_t F, size_t K, void *work);
 /* ptrs[slots[r]] = base + r row_bytes for r < n (device array of N K
  * pointers): which row of which group buffer holds each slot. */
 int sg_cu_moe_slot_rows(const sg_cu *cu, const void **ptrs, const int32_t *slots, size_t n,
@@ -326,11 +322,11 @@ int sg_cu_moe_slot_rows(const sg_cu *cu, const void **ptrs, const int32_t *slots
  * sg_moe_slots_sum). outs, dx_s: device arrays of N K row pointers (dt). */
 int sg_cu_moe_combine_forward(const sg_cu *cu, void *y, const void *h, const void *const *outs,
                               const float *topw, sg_dtype dt, size_t N, size_t H, size_t K);
-int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_dtype dt,
-                        size_t N, size_t H, size_t K);
+int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_dtype dt, size_t N,
+                        size_t H, size_t K);
 /* dst[slots[r]] = src[r], n floats (a group's dtopw rows back in slot order). */
-int sg_cu_moe_scatter_slots(const sg_cu *cu, float *dst, const float *src,
-                            const int32_t *slots, size_t n);
+int sg_cu_moe_scatter_slots(const sg_cu *cu, float *dst, const float *src, const int32_t *slots,
+                            size_t n);
 
 /* ---- cross-entropy ------------------------------------------------------- */
 
@@ -377,8 +373,8 @@ int sg_cu_cross_entropy_backward_rows(const sg_cu *cu, void *dlogits, const void
  * double, nonfinite (device int32) |= 1 if any x is NaN or +-Inf. Zero both
  * first (sg_cu_zero_async) and chain calls to cover several buffers (the
  * order of the atomic additions may change the last bits). */
-int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
-                               const void *x, sg_dtype dt, size_t n);
+int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinite, const void *x,
+                               sg_dtype dt, size_t n);
 /* res (device float[2]) = [sqrt(sumsq) / scale, or +inf if nonfinite;
  * 1 / scale], scale = *loss_scale (device float) or 1 when NULL: the
  * SG_BUF_GRAD_NORM layout. */
@@ -387,8 +383,8 @@ int sg_cu_grad_norm_finish(const sg_cu *cu, float *res, const double *sumsq,
 /* Adds n piece partials (device, 16 bytes each: a double sum of squares,
  * then an int32 flag; the SG_BUF_NORM_PART layout) to sumsq and nonfinite,
  * one after the other in order (one thread: the same sums as the CPU). */
-int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
-                              const void *parts, size_t n);
+int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite, const void *parts,
+                              size_t n);
 
 /* The optimizer step t over n elements (Adam / AdamW, Lion or Adagrad, as
  * prm->algo says), as sg_adam_step (codelets/cpu/adam.h: the same formulas
@@ -399,9 +395,9 @@ int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite
  * and DeepSpeed's clipping by (norm + 1e-6) / clip when that exceeds 1 and
  * clip > 0), or 1 when norm is NULL; when overflow (device int32, may be
  * NULL) is non-zero nothing changes (fp16 overflow: the step is skipped). */
-int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float *p,
-                    const void *g, sg_dtype dt, float *m, float *v, size_t n,
-                    const float *norm, const int32_t *overflow, double clip);
+int sg_cu_adam_step(const sg_cu *cu, const sg_adam_params *prm, int64_t t, float *p, const void *g,
+                    sg_dtype dt, float *m, float *v, size_t n, const float *norm,
+                    const int32_t *overflow, double clip);
 
 #ifdef __cplusplus
 }

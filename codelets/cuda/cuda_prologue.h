@@ -18,11 +18,11 @@ extern "C" {
 /* SG_CU_TRY_OR_RETURN(call): evaluates call (a function returning 0 or a
  * negative SG_E* code) and, when it failed, returns its code from the
  * calling function: the name says that the statement may leave it. */
-#define SG_CU_TRY_OR_RETURN(call)                                                          \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ < 0)                                                                       \
-            return rc_;                                                                    \
+#define SG_CU_TRY_OR_RETURN(call) \
+    do {                          \
+        int rc_ = (call);         \
+        if (rc_ < 0)              \
+            return rc_;           \
     } while (0)
 
 #endif /* SG_CODELETS_CUDA_PROLOGUE_H */

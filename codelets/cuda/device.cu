@@ -116,8 +116,8 @@ int sg_cu_copy_async(const sg_cu *cu, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return SG_OK;
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                           (cudaStream_t)cu->stream) == cudaSuccess
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)cu->stream) ==
+                   cudaSuccess
                ? SG_OK
                : SG_EIO;
 }

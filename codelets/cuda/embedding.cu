@@ -13,8 +13,8 @@
 /* One block per token (grid-stride over tokens), threads along the row:
  * both the table row and the output row are read / written contiguously. */
 template <typename T>
-__global__ void k_embedding_fwd(T *out, const int32_t *tokens, const T *table, size_t N,
-                                size_t V, size_t C)
+__global__ void k_embedding_fwd(T *out, const int32_t *tokens, const T *table, size_t N, size_t V,
+                                size_t C)
 {
     for (size_t n = blockIdx.x; n < N; n += gridDim.x) {
         int32_t id = tokens[n];
@@ -29,8 +29,8 @@ __global__ void k_embedding_fwd(T *out, const int32_t *tokens, const T *table, s
 
 /* Repeated ids add into the same row from different blocks: atomics. */
 template <typename T>
-__global__ void k_embedding_bwd(T *dtable, const int32_t *tokens, const T *dout, size_t N,
-                                size_t V, size_t C)
+__global__ void k_embedding_bwd(T *dtable, const int32_t *tokens, const T *dout, size_t N, size_t V,
+                                size_t C)
 {
     for (size_t n = blockIdx.x; n < N; n += gridDim.x) {
         int32_t id = tokens[n];
@@ -45,8 +45,8 @@ __global__ void k_embedding_bwd(T *dtable, const int32_t *tokens, const T *dout,
 
 /* Shared checks of both directions: SG_OK to launch, 1 for nothing to do,
  * or an error. */
-static int embedding_check(const sg_cu *cu, const void *a, const int32_t *tokens,
-                           const void *b, sg_dtype dt, size_t N, size_t V, size_t C)
+static int embedding_check(const sg_cu *cu, const void *a, const int32_t *tokens, const void *b,
+                           sg_dtype dt, size_t N, size_t V, size_t C)
 {
     size_t nc, vc;
     if (!cu || (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16) || !sg_cu_mul_ok(N, C, &nc) ||
@@ -67,20 +67,18 @@ int sg_cu_embedding_forward(const sg_cu *cu, void *out, const int32_t *tokens, c
         return rc < 0 ? rc : SG_OK;
     SG_CU_DISPATCH(dt, T,
                    SG_LAUNCH(k_embedding_fwd<T>, sg_cu_row_blocks(N), sg_cu_row_threads(C),
-                             cu->stream,
-                             (T *)out, tokens, (const T *)table, N, V, C));
+                             cu->stream, (T *)out, tokens, (const T *)table, N, V, C));
     return sg_cu_launch_status();
 }
 
-int sg_cu_embedding_backward(const sg_cu *cu, void *dtable, const int32_t *tokens,
-                             const void *dout, sg_dtype dt, size_t N, size_t V, size_t C)
+int sg_cu_embedding_backward(const sg_cu *cu, void *dtable, const int32_t *tokens, const void *dout,
+                             sg_dtype dt, size_t N, size_t V, size_t C)
 {
     int rc = embedding_check(cu, dtable, tokens, dout, dt, N, V, C);
     if (rc)
         return rc < 0 ? rc : SG_OK;
     SG_CU_DISPATCH(dt, T,
                    SG_LAUNCH(k_embedding_bwd<T>, sg_cu_row_blocks(N), sg_cu_row_threads(C),
-                             cu->stream,
-                             (T *)dtable, tokens, (const T *)dout, N, V, C));
+                             cu->stream, (T *)dtable, tokens, (const T *)dout, N, V, C));
     return sg_cu_launch_status();
 }

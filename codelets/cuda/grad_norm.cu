@@ -22,7 +22,8 @@ __global__ void k_grad_norm(double *sumsq, int32_t *nonfinite, const T *x, size_
 {
     __shared__ double redd[THREADS];
     double s = 0.0;
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         double v = (double)sg_ld(x[i]);
         s += v * v;
     }
@@ -34,20 +35,19 @@ __global__ void k_grad_norm(double *sumsq, int32_t *nonfinite, const T *x, size_
     }
 }
 
-int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
-                               const void *x, sg_dtype dt, size_t n)
+int sg_cu_grad_norm_accumulate(const sg_cu *cu, double *sumsq, int32_t *nonfinite, const void *x,
+                               sg_dtype dt, size_t n)
 {
-    if (!cu || !sumsq || !nonfinite || (n && !x) ||
-        (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
+    if (!cu || !sumsq || !nonfinite || (n && !x) || (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
     unsigned blocks = sg_cu_blocks(n, THREADS);
     if (blocks > NORM_MAX_BLOCKS)
         blocks = NORM_MAX_BLOCKS;
-    SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_grad_norm<T>, blocks, THREADS, cu->stream, sumsq, nonfinite,
-                             (const T *)x, n));
+    SG_CU_DISPATCH(
+        dt, T,
+        SG_LAUNCH(k_grad_norm<T>, blocks, THREADS, cu->stream, sumsq, nonfinite, (const T *)x, n));
     return sg_cu_launch_status();
 }
 
@@ -67,15 +67,14 @@ __global__ void k_grad_norm_add_parts(double *sumsq, int32_t *nonfinite, const d
     *nonfinite = nf;
 }
 
-int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite,
-                              const void *parts, size_t n)
+int sg_cu_grad_norm_add_parts(const sg_cu *cu, double *sumsq, int32_t *nonfinite, const void *parts,
+                              size_t n)
 {
     if (!cu || !sumsq || !nonfinite || (n && !parts))
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
-    SG_LAUNCH(k_grad_norm_add_parts, 1, 32, cu->stream, sumsq, nonfinite,
-              (const double *)parts, n);
+    SG_LAUNCH(k_grad_norm_add_parts, 1, 32, cu->stream, sumsq, nonfinite, (const double *)parts, n);
     return sg_cu_launch_status();
 }
 

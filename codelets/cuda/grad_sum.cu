@@ -14,10 +14,10 @@ typedef struct grad_parts {
     int n;
 } grad_parts;
 
-template <typename T>
-__global__ void k_grad_sum(T *out, grad_parts parts, size_t n, int accumulate)
+template <typename T> __global__ void k_grad_sum(T *out, grad_parts parts, size_t n, int accumulate)
 {
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         float acc = parts.p[0][i];
         for (int t = 1; t < parts.n; t++)
             acc += parts.p[t][i];
@@ -42,7 +42,7 @@ int sg_cu_grad_sum(const sg_cu *cu, void *out, sg_dtype dt, const float *const *
     if (n == 0)
         return SG_OK;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_grad_sum<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream,
-                             (T *)out, gp, n, accumulate));
+                   SG_LAUNCH(k_grad_sum<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, (T *)out,
+                             gp, n, accumulate));
     return sg_cu_launch_status();
 }

@@ -31,15 +31,14 @@ static int gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb, siz
     const float alpha = 1.0f;
     cudaDataType t = sg_cu_blas_type(dt);
     cublasStatus_t st = cublasGemmEx((cublasHandle_t)cu->blas, ta, tb, (int)m, (int)n, (int)k,
-                                     &alpha, A, t, (int)lda, B, t, (int)ldb, &beta, C, t,
-                                     (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                     &alpha, A, t, (int)lda, B, t, (int)ldb, &beta, C, t, (int)ldc,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? SG_OK : SG_EIO;
 }
 
 /* y (N, out) = b (out) on every row: the GEMM then adds x W^T with beta 1,
  * so the bias is added in fp32 before the one rounding of each output. */
-template <typename T>
-__global__ void broadcast_bias_kernel(T *y, const T *b, size_t N, size_t out)
+template <typename T> __global__ void broadcast_bias_kernel(T *y, const T *b, size_t N, size_t out)
 {
     const size_t total = N * out;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -128,9 +127,9 @@ int sg_cu_linear_backward(const sg_cu *cu, void *dx, void *dW, void *db, const v
         return SG_EINVAL;
     int rc = SG_OK;
     if (dx)
-        rc = out == 0 ? sg_cu_zero_async(cu, dx, N * in * sg_dtype_size(dt))
-                      : gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, W, in, dy, out, 0.0f, dx,
-                             in, dt);
+        rc = out == 0
+                 ? sg_cu_zero_async(cu, dx, N * in * sg_dtype_size(dt))
+                 : gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, W, in, dy, out, 0.0f, dx, in, dt);
     if (!rc && dW && N > 0)
         rc = gemm(cu, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, x, in, dy, out, 1.0f, dW, in, dt);
     if (!rc && db)

@@ -43,8 +43,8 @@ extern "C" {
 
 /* C (m, n) = op(A) op(B) + beta C, column-major, all in dt, fp32 accumulation. */
 static int gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb, size_t m, size_t n,
-                size_t k, const void *A, size_t lda, const void *B, size_t ldb, float beta,
-                void *C, size_t ldc, sg_dtype dt)
+                size_t k, const void *A, size_t lda, const void *B, size_t ldb, float beta, void *C,
+                size_t ldc, sg_dtype dt)
 {
     if (m == 0 || n == 0)
         return SG_OK;
@@ -54,25 +54,25 @@ static int gemm(const sg_cu *cu, cublasOperation_t ta, cublasOperation_t tb, siz
     const float alpha = 1.0f;
     cudaDataType t = sg_cu_blas_type(dt);
     cublasStatus_t st = cublasGemmEx((cublasHandle_t)cu->blas, ta, tb, (int)m, (int)n, (int)k,
-                                     &alpha, A, t, (int)lda, B, t, (int)ldb, &beta, C, t,
-                                     (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                     &alpha, A, t, (int)lda, B, t, (int)ldb, &beta, C, t, (int)ldc,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? SG_OK : SG_EIO;
 }
 
 /* The fused GPT-OSS tensors are (in, out) row-major: y (n, out) = x (n, in) W
  * is, column-major, y' (out, n) = W' (out, in) x' (in, n). */
-static int mm_in_out(const sg_cu *cu, void *y, const void *x, const void *W, size_t n,
-                     size_t in, size_t out, float beta, sg_dtype dt)
+static int mm_in_out(const sg_cu *cu, void *y, const void *x, const void *W, size_t n, size_t in,
+                     size_t out, float beta, sg_dtype dt)
 {
     return gemm(cu, CUBLAS_OP_N, CUBLAS_OP_N, out, n, in, W, out, x, in, beta, y, out, dt);
 }
 
 /* ---- slot lists ----------------------------------------------------------------- */
 
-__global__ void k_slot_counts(int32_t *counts, const float *sel, size_t NK, size_t e0,
-                              size_t ne)
+__global__ void k_slot_counts(int32_t *counts, const float *sel, size_t NK, size_t e0, size_t ne)
 {
-    SG_GRID_STRIDE(i, ne) {
+    SG_GRID_STRIDE(i, ne)
+    {
         int32_t c = 0;
         for (size_t s = 0; s < NK; s++)
             c += (size_t)sel[s] == e0 + i;
@@ -83,7 +83,8 @@ __global__ void k_slot_counts(int32_t *counts, const float *sel, size_t NK, size
 __global__ void k_slot_fill(int32_t *slots, const int32_t *counts, const float *sel, size_t NK,
                             size_t e0, size_t ne)
 {
-    SG_GRID_STRIDE(i, ne) {
+    SG_GRID_STRIDE(i, ne)
+    {
         size_t off = 0;
         for (size_t j = 0; j < i; j++)
             off += (size_t)counts[j];
@@ -111,10 +112,10 @@ int sg_cu_moe_expert_slots(const sg_cu *cu, int32_t *slots, int32_t *counts, con
 
 /* dst row r (C) = src row idx[r] / div (idx NULL: row r). */
 template <typename T>
-__global__ void k_gather(T *dst, const T *src, const int32_t *idx, size_t n, size_t C,
-                         size_t div)
+__global__ void k_gather(T *dst, const T *src, const int32_t *idx, size_t n, size_t C, size_t div)
 {
-    SG_GRID_STRIDE(i, n * C) {
+    SG_GRID_STRIDE(i, n * C)
+    {
         const size_t r = i / C, c = i % C;
         const size_t from = idx ? (size_t)idx[r] / div : r;
         dst[i] = src[from * C + c];
@@ -125,36 +126,36 @@ __global__ void k_gather(T *dst, const T *src, const int32_t *idx, size_t n, siz
 template <typename T>
 __global__ void k_scatter(T *dst, const T *src, const int32_t *idx, size_t n, size_t C)
 {
-    SG_GRID_STRIDE(i, n * C) {
+    SG_GRID_STRIDE(i, n * C)
+    {
         const size_t r = i / C, c = i % C;
         dst[(idx ? (size_t)idx[r] : r) * C + c] = src[i];
     }
 }
 
 template <typename T>
-static void gather(const sg_cu *cu, T *dst, const T *src, const int32_t *idx, size_t n,
-                   size_t C, size_t div)
+static void gather(const sg_cu *cu, T *dst, const T *src, const int32_t *idx, size_t n, size_t C,
+                   size_t div)
 {
     if (n && C)
-        SG_LAUNCH(k_gather<T>, sg_cu_blocks(n * C, THREADS), THREADS, cu->stream, dst, src, idx,
-                  n, C, div);
+        SG_LAUNCH(k_gather<T>, sg_cu_blocks(n * C, THREADS), THREADS, cu->stream, dst, src, idx, n,
+                  C, div);
 }
 
 template <typename T>
-static void scatter(const sg_cu *cu, T *dst, const T *src, const int32_t *idx, size_t n,
-                    size_t C)
+static void scatter(const sg_cu *cu, T *dst, const T *src, const int32_t *idx, size_t n, size_t C)
 {
     if (n && C)
-        SG_LAUNCH(k_scatter<T>, sg_cu_blocks(n * C, THREADS), THREADS, cu->stream, dst, src,
-                  idx, n, C);
+        SG_LAUNCH(k_scatter<T>, sg_cu_blocks(n * C, THREADS), THREADS, cu->stream, dst, src, idx, n,
+                  C);
 }
 
 /* GPT-OSS: gu (n, 2F) interleaved -> gate, up rows idx[r] (or r). */
 template <typename T>
-__global__ void k_deinterleave(T *gate, T *up, const T *gu, const int32_t *rows, size_t n,
-                               size_t F)
+__global__ void k_deinterleave(T *gate, T *up, const T *gu, const int32_t *rows, size_t n, size_t F)
 {
-    SG_GRID_STRIDE(i, n * F) {
+    SG_GRID_STRIDE(i, n * F)
+    {
         const size_t r = i / F, c = i % F, row = rows ? (size_t)rows[r] : r;
         gate[row * F + c] = gu[r * 2 * F + 2 * c];
         up[row * F + c] = gu[r * 2 * F + 2 * c + 1];
@@ -169,11 +170,11 @@ __device__ static inline float sigmoid_f(float z)
 }
 
 /* GPT-OSS's clamped GLU (gpt_oss.c: sg_oss_glu_forward). */
-template <typename T>
-__global__ void k_oss_glu_fwd(T *h, const T *gate, const T *up, size_t n)
+template <typename T> __global__ void k_oss_glu_fwd(T *h, const T *gate, const T *up, size_t n)
 {
     const float lim = SG_OSS_SWIGLU_LIMIT, a = SG_OSS_SWIGLU_ALPHA;
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         float g = sg_ld(gate[i]), u = sg_ld(up[i]);
         g = g > lim ? lim : g;
         u = u > lim ? lim : u < -lim ? -lim : u;
@@ -183,11 +184,11 @@ __global__ void k_oss_glu_fwd(T *h, const T *gate, const T *up, size_t n)
 
 /* Its backward: no gradient where a clamp cut. dgate may equal gate, dup up. */
 template <typename T>
-__global__ void k_oss_glu_bwd(T *dgate, T *dup, const T *dh, const T *gate, const T *up,
-                              size_t n)
+__global__ void k_oss_glu_bwd(T *dgate, T *dup, const T *dh, const T *gate, const T *up, size_t n)
 {
     const float lim = SG_OSS_SWIGLU_LIMIT, a = SG_OSS_SWIGLU_ALPHA;
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         const float g0 = sg_ld(gate[i]), u0 = sg_ld(up[i]), d = sg_ld(dh[i]);
         const int gcut = g0 > lim, ucut = u0 > lim || u0 < -lim;
         const float g = gcut ? lim : g0, u = ucut ? (u0 > 0 ? lim : -lim) : u0;
@@ -201,15 +202,16 @@ __global__ void k_oss_glu_bwd(T *dgate, T *dup, const T *dh, const T *gate, cons
 template <typename T>
 __global__ void k_interleave(T *dgu, const T *dgate, const T *dup, size_t n, size_t F)
 {
-    SG_GRID_STRIDE(i, n * F) {
+    SG_GRID_STRIDE(i, n * F)
+    {
         const size_t r = i / F, c = i % F;
         dgu[r * 2 * F + 2 * c] = dgate[i];
         dgu[r * 2 * F + 2 * c + 1] = dup[i];
     }
 }
 
-int sg_cu_oss_glu_forward(const sg_cu *cu, void *h, const void *gate, const void *up,
-                          sg_dtype dt, size_t N, size_t F)
+int sg_cu_oss_glu_forward(const sg_cu *cu, void *h, const void *gate, const void *up, sg_dtype dt,
+                          size_t N, size_t F)
 {
     size_t n;
     if (!cu || !sg_cu_mul_ok(N, F, &n) || !sg_cu_dtype_ok(dt))
@@ -236,8 +238,8 @@ int sg_cu_oss_glu_backward(const sg_cu *cu, void *dgate, void *dup, const void *
         return SG_EINVAL;
     SG_CU_DISPATCH(dt, T,
                    SG_LAUNCH(k_oss_glu_bwd<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream,
-                             (T *)dgate, (T *)dup, (const T *)dh, (const T *)gate,
-                             (const T *)up, n));
+                             (T *)dgate, (T *)dup, (const T *)dh, (const T *)gate, (const T *)up,
+                             n));
     return sg_cu_launch_status();
 }
 
@@ -247,8 +249,7 @@ int sg_cu_oss_glu_backward(const sg_cu *cu, void *dgate, void *dup, const void *
  * o[r] (a block sum in a fixed order), dout[r] = topw[s] dy[s / K]. */
 template <typename T>
 __global__ void k_expert_dy(float *dtopw, T *dout, const T *dy, const T *o, const float *topw,
-                            const int32_t *slots, const int32_t *rows, size_t n, size_t H,
-                            size_t K)
+                            const int32_t *slots, const int32_t *rows, size_t n, size_t H, size_t K)
 {
     __shared__ float red[THREADS];
     for (size_t r = blockIdx.x; r < n; r += gridDim.x) {
@@ -272,8 +273,8 @@ static int expert_dy(const sg_cu *cu, float *dtopw, T *dout, const T *dy, const 
                      const float *topw, const int32_t *slots, const int32_t *rows, size_t n,
                      size_t H, size_t K)
 {
-    SG_LAUNCH(k_expert_dy<T>, sg_cu_row_blocks(n), THREADS, cu->stream, dtopw, dout, dy, o,
-              topw, slots, rows, n, H, K);
+    SG_LAUNCH(k_expert_dy<T>, sg_cu_row_blocks(n), THREADS, cu->stream, dtopw, dout, dy, o, topw,
+              slots, rows, n, H, K);
     return sg_cu_launch_status();
 }
 
@@ -294,9 +295,9 @@ size_t sg_cu_moe_expert_work_bytes(size_t n, size_t H, size_t F, sg_dtype dt)
 
 template <typename T>
 static int qwen_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, const T *x,
-                               const int32_t *slots, const int32_t *rows, size_t n,
-                               const T *Wg, const T *Wu, const T *Wd, sg_dtype dt, size_t H,
-                               size_t F, size_t K, T *w)
+                               const int32_t *slots, const int32_t *rows, size_t n, const T *Wg,
+                               const T *Wu, const T *Wd, sg_dtype dt, size_t H, size_t F, size_t K,
+                               T *w)
 {
     T *xe = w, *g = xe + n * H, *u = g + n * F, *act = u + n * F, *o = act + n * F;
     gather(cu, xe, x, slots, n, H, K);
@@ -314,10 +315,10 @@ static int qwen_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, co
     return sg_cu_launch_status();
 }
 
-int sg_cu_moe_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s,
-                             const void *x, const int32_t *slots, const int32_t *rows, size_t n,
-                             const void *Wg, const void *Wu, const void *Wd, sg_dtype dt,
-                             size_t H, size_t F, size_t K, void *work)
+int sg_cu_moe_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s, const void *x,
+                             const int32_t *slots, const int32_t *rows, size_t n, const void *Wg,
+                             const void *Wu, const void *Wd, sg_dtype dt, size_t H, size_t F,
+                             size_t K, void *work)
 {
     if (!cu || !gate_s || !up_s || !x || !slots || !Wg || !Wu || (out_s && !Wd) || !work ||
         K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
@@ -325,10 +326,9 @@ int sg_cu_moe_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *ou
     if (n == 0)
         return SG_OK;
     SG_CU_DISPATCH(dt, T,
-                   return qwen_expert_forward<T>(cu, (T *)gate_s, (T *)up_s, (T *)out_s,
-                                                 (const T *)x, slots, rows, n, (const T *)Wg,
-                                                 (const T *)Wu, (const T *)Wd, dt, H, F, K,
-                                                 (T *)work));
+                   return qwen_expert_forward<T>(
+                       cu, (T *)gate_s, (T *)up_s, (T *)out_s, (const T *)x, slots, rows, n,
+                       (const T *)Wg, (const T *)Wu, (const T *)Wd, dt, H, F, K, (T *)work));
     return SG_EINVAL;
 }
 
@@ -340,13 +340,12 @@ static int qwen_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWg, 
                                 size_t H, size_t F, size_t K, T *w)
 {
     T *xe = w, *o = xe + n * H, *dout = o + n * H, *dxe = dout + n * H, *tmp = dxe + n * H;
-    T *g = tmp + n * H, *u = g + n * F, *act = u + n * F, *dact = act + n * F,
-      *dup = dact + n * F;
+    T *g = tmp + n * H, *u = g + n * F, *act = u + n * F, *dact = act + n * F, *dup = dact + n * F;
     gather(cu, xe, x, slots, n, H, K);
     gather(cu, g, gate_s, rows, n, F, 1);
     gather(cu, u, up_s, rows, n, F, 1);
     SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
-    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F));           // recomputed
+    SG_CU_TRY_OR_RETURN(sg_cu_swiglu_forward(cu, act, g, u, dt, n, F)); // recomputed
     SG_CU_TRY_OR_RETURN(
         sg_cu_linear_forward(cu, o, act, Wd, NULL, dt, n, F, H)); // the output, recomputed
     SG_CU_TRY_OR_RETURN(expert_dy<T>(cu, dtopw, dout, dy, o, topw, slots, rows, n, H, K));
@@ -366,11 +365,10 @@ int sg_cu_moe_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *d
                               void *dWd, const void *dy, const void *x, const void *gate_s,
                               const void *up_s, const float *topw, const int32_t *slots,
                               const int32_t *rows, size_t n, const void *Wg, const void *Wu,
-                              const void *Wd, sg_dtype dt, size_t H, size_t F, size_t K,
-                              void *work)
+                              const void *Wd, sg_dtype dt, size_t H, size_t F, size_t K, void *work)
 {
-    if (!cu || !dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wg ||
-        !Wu || !Wd || !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
+    if (!cu || !dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wg || !Wu ||
+        !Wd || !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
@@ -388,7 +386,7 @@ int sg_cu_moe_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *d
 template <typename T> __global__ void k_bias_rows(T *y, const T *b, size_t n, size_t C)
 {
     SG_GRID_STRIDE(i, n * C)
-        y[i] = b[i % C];
+    y[i] = b[i % C];
 }
 
 /* The float scratch (bias sums) after the dt part of the work, 16-byte aligned. */
@@ -399,9 +397,9 @@ static float *bias_work(void *work, size_t n, size_t H, size_t F, sg_dtype dt)
 
 template <typename T>
 static int oss_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, const T *x,
-                              const int32_t *slots, const int32_t *rows, size_t n,
-                              const T *Wgu, const T *bgu, const T *Wd, const T *bd, sg_dtype dt,
-                              size_t H, size_t F, size_t K, T *w)
+                              const int32_t *slots, const int32_t *rows, size_t n, const T *Wgu,
+                              const T *bgu, const T *Wd, const T *bd, sg_dtype dt, size_t H,
+                              size_t F, size_t K, T *w)
 {
     T *xe = w, *gu = xe + n * H, *g = gu + 2 * n * F, *u = g + n * F, *act = u + n * F;
     T *o = act + n * F; // n (2H + 5F) of the n (5H + 5F)
@@ -410,8 +408,8 @@ static int oss_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, con
               2 * F);
     SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     SG_CU_TRY_OR_RETURN(mm_in_out(cu, gu, xe, Wgu, n, H, 2 * F, 1.0f, dt)); // (n, 2F) + bias
-    SG_LAUNCH(k_deinterleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, gate_s,
-              up_s, (const T *)gu, rows, n, F);
+    SG_LAUNCH(k_deinterleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, gate_s, up_s,
+              (const T *)gu, rows, n, F);
     SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     if (!out_s)
         return SG_OK;
@@ -427,10 +425,9 @@ static int oss_expert_forward(const sg_cu *cu, T *gate_s, T *up_s, T *out_s, con
 }
 
 int sg_cu_moe_oss_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void *out_s,
-                                 const void *x, const int32_t *slots, const int32_t *rows,
-                                 size_t n, const void *Wgu, const void *bgu, const void *Wd,
-                                 const void *bd, sg_dtype dt, size_t H, size_t F, size_t K,
-                                 void *work)
+                                 const void *x, const int32_t *slots, const int32_t *rows, size_t n,
+                                 const void *Wgu, const void *bgu, const void *Wd, const void *bd,
+                                 sg_dtype dt, size_t H, size_t F, size_t K, void *work)
 {
     if (!cu || !gate_s || !up_s || !x || !slots || !Wgu || !bgu || (out_s && (!Wd || !bd)) ||
         !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
@@ -440,18 +437,17 @@ int sg_cu_moe_oss_expert_forward(const sg_cu *cu, void *gate_s, void *up_s, void
     SG_CU_DISPATCH(dt, T,
                    return oss_expert_forward<T>(cu, (T *)gate_s, (T *)up_s, (T *)out_s,
                                                 (const T *)x, slots, rows, n, (const T *)Wgu,
-                                                (const T *)bgu, (const T *)Wd, (const T *)bd,
-                                                dt, H, F, K, (T *)work));
+                                                (const T *)bgu, (const T *)Wd, (const T *)bd, dt, H,
+                                                F, K, (T *)work));
     return SG_EINVAL;
 }
 
 template <typename T>
-static int oss_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWgu, T *dbgu,
-                               T *dWd, T *dbd, const T *dy, const T *x, const T *gate_s,
-                               const T *up_s, const float *topw, const int32_t *slots,
-                               const int32_t *rows, size_t n, const T *Wgu, const T *Wd,
-                               const T *bd, sg_dtype dt, size_t H, size_t F, size_t K, T *w,
-                               float *bw)
+static int oss_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWgu, T *dbgu, T *dWd,
+                               T *dbd, const T *dy, const T *x, const T *gate_s, const T *up_s,
+                               const float *topw, const int32_t *slots, const int32_t *rows,
+                               size_t n, const T *Wgu, const T *Wd, const T *bd, sg_dtype dt,
+                               size_t H, size_t F, size_t K, T *w, float *bw)
 {
     T *xe = w, *o = xe + n * H, *dout = o + n * H, *dxe = dout + n * H;
     T *g = dxe + 2 * n * H, *u = g + n * F, *act = u + n * F, *dact = act + n * F;
@@ -477,8 +473,8 @@ static int oss_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWgu, 
     SG_CU_TRY_OR_RETURN(
         sg_cu_oss_glu_backward(cu, g, u, dact, g, u, dt, n, F)); // dgate, dup in place
     T *dgu = act;                                                // act, dact dead: (n, 2F)
-    SG_LAUNCH(k_interleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, dgu,
-              (const T *)g, (const T *)u, n, F);
+    SG_LAUNCH(k_interleave<T>, sg_cu_blocks(n * F, THREADS), THREADS, cu->stream, dgu, (const T *)g,
+              (const T *)u, n, F);
     SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     // dxe (n, H) = dgu Wgu^T: dxe' (H, n) = Wgu'^T (H, 2F) dgu' (2F, n), Wgu' (2F, H)
     SG_CU_TRY_OR_RETURN(
@@ -493,25 +489,25 @@ static int oss_expert_backward(const sg_cu *cu, T *dx_s, float *dtopw, T *dWgu, 
     return sg_cu_launch_status();
 }
 
-int sg_cu_moe_oss_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *dWgu,
-                                  void *dbgu, void *dWd, void *dbd, const void *dy,
-                                  const void *x, const void *gate_s, const void *up_s,
-                                  const float *topw, const int32_t *slots, const int32_t *rows,
-                                  size_t n, const void *Wgu, const void *Wd, const void *bd,
-                                  sg_dtype dt, size_t H, size_t F, size_t K, void *work)
+int sg_cu_moe_oss_expert_backward(const sg_cu *cu, void *dx_s, float *dtopw, void *dWgu, void *dbgu,
+                                  void *dWd, void *dbd, const void *dy, const void *x,
+                                  const void *gate_s, const void *up_s, const float *topw,
+                                  const int32_t *slots, const int32_t *rows, size_t n,
+                                  const void *Wgu, const void *Wd, const void *bd, sg_dtype dt,
+                                  size_t H, size_t F, size_t K, void *work)
 {
-    if (!cu || !dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wgu ||
-        !Wd || !bd || !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
+    if (!cu || !dx_s || !dtopw || !dy || !x || !gate_s || !up_s || !topw || !slots || !Wgu || !Wd ||
+        !bd || !work || K == 0 || H == 0 || F == 0 || !sg_cu_dtype_ok(dt) || n > INT_MAX)
         return SG_EINVAL;
     if (n == 0)
         return SG_OK;
     float *bw = bias_work(work, n, H, F, dt);
     SG_CU_DISPATCH(dt, T,
-                   return oss_expert_backward<T>(
-                       cu, (T *)dx_s, dtopw, (T *)dWgu, (T *)dbgu, (T *)dWd, (T *)dbd,
-                       (const T *)dy, (const T *)x, (const T *)gate_s, (const T *)up_s, topw,
-                       slots, rows, n, (const T *)Wgu, (const T *)Wd, (const T *)bd, dt, H, F,
-                       K, (T *)work, bw));
+                   return oss_expert_backward<T>(cu, (T *)dx_s, dtopw, (T *)dWgu, (T *)dbgu,
+                                                 (T *)dWd, (T *)dbd, (const T *)dy, (const T *)x,
+                                                 (const T *)gate_s, (const T *)up_s, topw, slots,
+                                                 rows, n, (const T *)Wgu, (const T *)Wd,
+                                                 (const T *)bd, dt, H, F, K, (T *)work, bw));
     return SG_EINVAL;
 }
 
@@ -521,7 +517,7 @@ __global__ void k_slot_rows(const void **ptrs, const int32_t *slots, size_t n, c
                             size_t row_bytes)
 {
     SG_GRID_STRIDE(r, n)
-        ptrs[(size_t)slots[r]] = base + r * row_bytes;
+    ptrs[(size_t)slots[r]] = base + r * row_bytes;
 }
 
 int sg_cu_moe_slot_rows(const sg_cu *cu, const void **ptrs, const int32_t *slots, size_t n,
@@ -539,10 +535,11 @@ int sg_cu_moe_slot_rows(const sg_cu *cu, const void **ptrs, const int32_t *slots
 /* y[t] = h[t] + sum_j topw[t K + j] outs[t K + j] (slot order), or with topw
  * NULL the plain sum of the K rows (the slot sum). */
 template <typename T>
-__global__ void k_combine(T *y, const T *h, const void *const *outs, const float *topw,
-                          size_t N, size_t H, size_t K)
+__global__ void k_combine(T *y, const T *h, const void *const *outs, const float *topw, size_t N,
+                          size_t H, size_t K)
 {
-    SG_GRID_STRIDE(i, N * H) {
+    SG_GRID_STRIDE(i, N * H)
+    {
         const size_t t = i / H, c = i % H;
         float acc = h ? sg_ld(h[i]) : 0.0f;
         for (size_t j = 0; j < K; j++) {
@@ -566,13 +563,13 @@ int sg_cu_moe_combine_forward(const sg_cu *cu, void *y, const void *h, const voi
     if (n == 0)
         return SG_OK;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_combine<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream,
-                             (T *)y, (const T *)h, outs, topw, N, H, K));
+                   SG_LAUNCH(k_combine<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, (T *)y,
+                             (const T *)h, outs, topw, N, H, K));
     return sg_cu_launch_status();
 }
 
-int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_dtype dt,
-                        size_t N, size_t H, size_t K)
+int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_dtype dt, size_t N,
+                        size_t H, size_t K)
 {
     size_t n;
     if (!cu || !dx || !dx_s || K == 0 || !sg_cu_dtype_ok(dt) || !sg_cu_mul_ok(N, H, &n))
@@ -580,8 +577,8 @@ int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_d
     if (n == 0)
         return SG_OK;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_combine<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream,
-                             (T *)dx, (const T *)NULL, dx_s, (const float *)NULL, N, H, K));
+                   SG_LAUNCH(k_combine<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, (T *)dx,
+                             (const T *)NULL, dx_s, (const float *)NULL, N, H, K));
     return sg_cu_launch_status();
 }
 
@@ -589,11 +586,11 @@ int sg_cu_moe_slots_sum(const sg_cu *cu, void *dx, const void *const *dx_s, sg_d
 __global__ void k_scatter_f32(float *dst, const float *src, const int32_t *slots, size_t n)
 {
     SG_GRID_STRIDE(r, n)
-        dst[(size_t)slots[r]] = src[r];
+    dst[(size_t)slots[r]] = src[r];
 }
 
-int sg_cu_moe_scatter_slots(const sg_cu *cu, float *dst, const float *src,
-                            const int32_t *slots, size_t n)
+int sg_cu_moe_scatter_slots(const sg_cu *cu, float *dst, const float *src, const int32_t *slots,
+                            size_t n)
 {
     if (!cu || !dst || !src || !slots)
         return SG_EINVAL;

@@ -111,9 +111,9 @@ static void *mat_(void *base, size_t elems, size_t es)
 
 /* Group g's experts [*e0, *e1) and slots (rows in order), their first rows
  * first[0 .. e1 - e0] (host), sel read from saved (dt) into fp32. */
-static int group_slots(const sg_cu *cu, const sg_model *m, const gdims *d, int g,
-                       const void *saved, const sg_layer_saved_layout *l, void *scratch,
-                       const gplan *p, size_t *e0, size_t *e1, size_t *first)
+static int group_slots(const sg_cu *cu, const sg_model *m, const gdims *d, int g, const void *saved,
+                       const sg_layer_saved_layout *l, void *scratch, const gplan *p, size_t *e0,
+                       size_t *e1, size_t *first)
 {
     if (g < 0 || g >= sg_moe_groups(m))
         return SG_EINVAL;
@@ -142,8 +142,8 @@ static int group_slots(const sg_cu *cu, const sg_model *m, const gdims *d, int g
 
 /* ---- forward -------------------------------------------------------------------------- */
 
-int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g, size_t B,
-                            size_t T, const sg_cu_moe_group_io *io)
+int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g, size_t B, size_t T,
+                            const sg_cu_moe_group_io *io)
 {
     gdims d;
     if (!cu || !io || !io->params || !io->saved || !io->act || !io->scratch)
@@ -184,9 +184,9 @@ int sg_cu_moe_group_forward(const sg_cu *cu, const sg_model *m, int unit, int g,
     return SG_OK;
 }
 
-int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T,
-                      sg_dtype dt, void *y, const void *saved, const void *const *acts,
-                      const int *groups, int ngroups, void *scratch)
+int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, size_t T, sg_dtype dt,
+                      void *y, const void *saved, const void *const *acts, const int *groups,
+                      int ngroups, void *scratch)
 {
     gdims d;
     if (!cu || !y || !saved || !acts || !groups || !scratch)
@@ -218,8 +218,8 @@ int sg_cu_moe_combine(const sg_cu *cu, const sg_model *m, int unit, size_t B, si
         return SG_EINVAL; /* a group is missing or given twice */
     float *topw = (float *)at_(scratch, p.topw);
     SG_CU_TRY_OR_RETURN(sg_cu_cast(cu, topw, SG_F32, cat_(saved, l.topw, d.es), d.dt, NK));
-    return sg_cu_moe_combine_forward(cu, y, cat_(saved, l.h, d.es), (const void *const *)ptrs,
-                                     topw, d.dt, d.N, d.H, d.K);
+    return sg_cu_moe_combine_forward(cu, y, cat_(saved, l.h, d.es), (const void *const *)ptrs, topw,
+                                     d.dt, d.N, d.H, d.K);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -228,8 +228,7 @@ int sg_cu_moe_group_backward(const sg_cu *cu, const sg_model *m, int unit, int g
                              size_t T, const sg_cu_moe_group_io *io, const void *dy)
 {
     gdims d;
-    if (!cu || !io || !io->params || !io->saved || !io->act || !io->grad || !io->scratch ||
-        !dy)
+    if (!cu || !io || !io->params || !io->saved || !io->act || !io->grad || !io->scratch || !dy)
         return SG_EINVAL;
     SG_CU_TRY_OR_RETURN(gdims_of(m, unit, B, T, io->dt, &d));
     sg_layer_param_offsets o;
@@ -260,7 +259,7 @@ int sg_cu_moe_group_backward(const sg_cu *cu, const sg_model *m, int unit, int g
         void *dxr = mat_(dxs, r * d.H, d.es);
         SG_CU_TRY_OR_RETURN(
             sg_cu_zero_async(cu, dw, d.HF3 * d.es)); /* this expert's gradient, fresh */
-        if (m->arch == SG_ARCH_GPT_OSS) { /* gate_up, its bias, down, its bias */
+        if (m->arch == SG_ARCH_GPT_OSS) {            /* gate_up, its bias, down, its bias */
             size_t off[4];
             sg_oss_expert_offsets(m, &o, e, off);
             void *dgu = dw, *dgub = mat_(dw, 2 * d.F * d.H, d.es);
@@ -324,8 +323,8 @@ int sg_cu_moe_gather_backward(const sg_cu *cu, const sg_model *m, int unit, size
 }
 
 int sg_cu_moe_add_expert_grads(const sg_cu *cu, const sg_model *m, int unit, sg_dtype dt,
-                               const float *const *grads, const int *groups, int ngroups,
-                               size_t B, size_t T, void *dparams, void *scratch)
+                               const float *const *grads, const int *groups, int ngroups, size_t B,
+                               size_t T, void *dparams, void *scratch)
 {
     gdims d;
     if (!cu || !grads || !groups || !dparams || !scratch)
@@ -345,7 +344,7 @@ int sg_cu_moe_add_expert_grads(const sg_cu *cu, const sg_model *m, int unit, sg_
         for (size_t e = e0; e < e1; e++, w += d.HF3) {
             SG_CU_TRY_OR_RETURN(
                 sg_cu_cast(cu, tmp, d.dt, w, SG_F32, d.HF3)); /* this expert's, in dt */
-            if (m->arch == SG_ARCH_GPT_OSS) { /* its four slices, scattered */
+            if (m->arch == SG_ARCH_GPT_OSS) {                 /* its four slices, scattered */
                 const size_t len[4] = {2 * d.F * d.H, 2 * d.F, d.F * d.H, d.H};
                 size_t off[4], at = 0;
                 sg_oss_expert_offsets(m, &o, e, off);

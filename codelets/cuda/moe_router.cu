@@ -29,10 +29,11 @@ extern "C" {
 
 /* One thread per token row. oss: top-k of the logits, softmax over them;
  * else top-k of the softmax, renormalised when norm. */
-__global__ void k_router_fwd(float *probs, float *sel, float *topw, const float *logits,
-                             size_t N, size_t E, size_t K, int oss, int norm)
+__global__ void k_router_fwd(float *probs, float *sel, float *topw, const float *logits, size_t N,
+                             size_t E, size_t K, int oss, int norm)
 {
-    SG_GRID_STRIDE(n, N) {
+    SG_GRID_STRIDE(n, N)
+    {
         const float *l = logits + n * E;
         float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
         float mx = sg_ld(l[0]);
@@ -96,7 +97,7 @@ __global__ void k_router_fwd(float *probs, float *sel, float *topw, const float 
 template <typename T> __global__ void k_logit_bias(float *y, const T *b, size_t N, size_t E)
 {
     SG_GRID_STRIDE(i, N * E)
-        y[i] = b ? sg_ld(b[i % E]) : 0.0f;
+    y[i] = b ? sg_ld(b[i % E]) : 0.0f;
 }
 
 /* The router's logits stay fp32 whatever dt (x, Wr in dt, fp32 accumulation
@@ -108,22 +109,22 @@ static int router_logits(const sg_cu *cu, float *logits, const void *x, const vo
     if (N > INT_MAX || H > INT_MAX || E > INT_MAX)
         return SG_EINVAL;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_logit_bias<T>, sg_cu_blocks(N * E, THREADS), THREADS,
-                             cu->stream, logits, (const T *)br, N, E));
+                   SG_LAUNCH(k_logit_bias<T>, sg_cu_blocks(N * E, THREADS), THREADS, cu->stream,
+                             logits, (const T *)br, N, E));
     SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     // logits' (E, N) = op_T(Wr' (H, E)) x' (H, N) + logits', A, B in dt, C fp32
     const float alpha = 1.0f, beta = 1.0f;
     cudaDataType t = sg_cu_blas_type(dt);
-    cublasStatus_t st = cublasGemmEx((cublasHandle_t)cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)E,
-                                     (int)N, (int)H, &alpha, Wr, t, (int)H, x, t, (int)H, &beta,
-                                     logits, CUDA_R_32F, (int)E, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st =
+        cublasGemmEx((cublasHandle_t)cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)E, (int)N, (int)H,
+                     &alpha, Wr, t, (int)H, x, t, (int)H, &beta, logits, CUDA_R_32F, (int)E,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? SG_OK : SG_EIO;
 }
 
-static int router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                          float *logits, const void *x, const void *Wr, const void *br,
-                          sg_dtype dt, size_t N, size_t H, size_t E, size_t K, int oss, int norm)
+static int router_forward(const sg_cu *cu, float *probs, float *sel, float *topw, float *logits,
+                          const void *x, const void *Wr, const void *br, sg_dtype dt, size_t N,
+                          size_t H, size_t E, size_t K, int oss, int norm)
 {
     if (!cu || !probs || !sel || !topw || !logits || !x || !Wr || (oss && !br) ||
         !sg_cu_dtype_ok(dt) || E == 0 || K == 0 || K > E || E > (1u << 24) || H == 0)
@@ -136,9 +137,9 @@ static int router_forward(const sg_cu *cu, float *probs, float *sel, float *topw
     return sg_cu_launch_status();
 }
 
-int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw,
-                             float *logits, const void *x, const void *Wr, sg_dtype dt, size_t N,
-                             size_t H, size_t E, size_t K, int norm_topk_prob)
+int sg_cu_moe_router_forward(const sg_cu *cu, float *probs, float *sel, float *topw, float *logits,
+                             const void *x, const void *Wr, sg_dtype dt, size_t N, size_t H,
+                             size_t E, size_t K, int norm_topk_prob)
 {
     return router_forward(cu, probs, sel, topw, logits, x, Wr, NULL, dt, N, H, E, K, 0,
                           norm_topk_prob);
@@ -161,7 +162,8 @@ __global__ void k_router_bwd(T *dlogits, float *dp_work, const float *dtopw, con
 {
     if (scale)
         aux_scale *= (double)*scale;
-    SG_GRID_STRIDE(n, N) {
+    SG_GRID_STRIDE(n, N)
+    {
         const float *p = probs + n * E, *s = sel + n * K, *w = topw + n * K;
         const float *dw = dtopw + n * K;
         float *dp = dp_work + n * E;
@@ -208,9 +210,8 @@ size_t sg_cu_moe_router_backward_work_floats(size_t N, size_t E)
 static int router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void *dlogits,
                            const float *dtopw, const float *probs, const float *sel,
                            const float *topw, const float *stats, double aux_scale,
-                           const float *scale, const void *x, const void *Wr, sg_dtype dt,
-                           size_t N, size_t H, size_t E, size_t K, int oss, int norm,
-                           float *work)
+                           const float *scale, const void *x, const void *Wr, sg_dtype dt, size_t N,
+                           size_t H, size_t E, size_t K, int oss, int norm, float *work)
 {
     if (!cu || !dx || !dlogits || !dtopw || !probs || !sel || !topw || !x || !Wr || !work ||
         !sg_cu_dtype_ok(dt) || E == 0 || K == 0 || K > E || H == 0)
@@ -218,9 +219,9 @@ static int router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void
     if (N == 0)
         return SG_OK;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_router_bwd<T>, sg_cu_blocks(N, 64), 64, cu->stream,
-                             (T *)dlogits, work, dtopw, probs, sel, topw, stats, aux_scale,
-                             scale, N, E, K, oss, norm));
+                   SG_LAUNCH(k_router_bwd<T>, sg_cu_blocks(N, 64), 64, cu->stream, (T *)dlogits,
+                             work, dtopw, probs, sel, topw, stats, aux_scale, scale, N, E, K, oss,
+                             norm));
     SG_CU_TRY_OR_RETURN(sg_cu_launch_status());
     return sg_cu_linear_backward(cu, dx, dWr, dbr, dlogits, x, Wr, dt, N, H, E, work + N * E);
 }
@@ -232,29 +233,28 @@ int sg_cu_moe_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dlogit
                               sg_dtype dt, size_t N, size_t H, size_t E, size_t K,
                               int norm_topk_prob, float *work)
 {
-    return router_backward(cu, dx, dWr, NULL, dlogits, dtopw, probs, sel, topw, stats,
-                           aux_scale, aux_scale_mul, x, Wr, dt, N, H, E, K, 0, norm_topk_prob,
-                           work);
+    return router_backward(cu, dx, dWr, NULL, dlogits, dtopw, probs, sel, topw, stats, aux_scale,
+                           aux_scale_mul, x, Wr, dt, N, H, E, K, 0, norm_topk_prob, work);
 }
 
-int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr,
-                                  void *dlogits, const float *dtopw, const float *probs,
-                                  const float *sel, const float *topw, const float *stats,
-                                  double aux_scale, const float *aux_scale_mul, const void *x,
-                                  const void *Wr, sg_dtype dt, size_t N, size_t H, size_t E,
-                                  size_t K, float *work)
+int sg_cu_moe_oss_router_backward(const sg_cu *cu, void *dx, void *dWr, void *dbr, void *dlogits,
+                                  const float *dtopw, const float *probs, const float *sel,
+                                  const float *topw, const float *stats, double aux_scale,
+                                  const float *aux_scale_mul, const void *x, const void *Wr,
+                                  sg_dtype dt, size_t N, size_t H, size_t E, size_t K, float *work)
 {
-    return router_backward(cu, dx, dWr, dbr, dlogits, dtopw, probs, sel, topw, stats,
-                           aux_scale, aux_scale_mul, x, Wr, dt, N, H, E, K, 1, 0, work);
+    return router_backward(cu, dx, dWr, dbr, dlogits, dtopw, probs, sel, topw, stats, aux_scale,
+                           aux_scale_mul, x, Wr, dt, N, H, E, K, 1, 0, work);
 }
 
 /* ---- load-balancing statistics and loss ------------------------------------------ */
 
 /* One thread per expert: picks and the probability sum in token order. */
-__global__ void k_stats_add(float *stats, const float *probs, const float *sel, size_t N,
-                            size_t E, size_t K)
+__global__ void k_stats_add(float *stats, const float *probs, const float *sel, size_t N, size_t E,
+                            size_t K)
 {
-    SG_GRID_STRIDE(e, E) {
+    SG_GRID_STRIDE(e, E)
+    {
         double picks = 0.0, psum = 0.0;
         for (size_t n = 0; n < N; n++) {
             psum += probs[n * E + e];
@@ -294,8 +294,7 @@ int sg_cu_moe_aux_loss(const sg_cu *cu, float *loss, const float *stats, size_t 
     return sg_cu_launch_status();
 }
 
-__global__ void k_aux_loss_add(float *loss, const float *stats, size_t E, double rows,
-                               double coef)
+__global__ void k_aux_loss_add(float *loss, const float *stats, size_t E, double rows, double coef)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0)
         return;
@@ -305,8 +304,8 @@ __global__ void k_aux_loss_add(float *loss, const float *stats, size_t E, double
     *loss = (float)((double)*loss + coef * ((double)E * s));
 }
 
-int sg_cu_moe_aux_loss_add(const sg_cu *cu, float *loss, const float *stats, size_t E,
-                           size_t L, size_t N, double coef)
+int sg_cu_moe_aux_loss_add(const sg_cu *cu, float *loss, const float *stats, size_t E, size_t L,
+                           size_t N, double coef)
 {
     if (!cu || !loss || !stats || E == 0 || L == 0 || N == 0)
         return SG_EINVAL;

@@ -139,8 +139,7 @@ __global__ void k_rmsnorm_bwd(T *dx, float *work, const T *dout, const T *x, con
  * Block: DW_COLS columns x DW_SLICES slices; slice s sums rows s, s + 8, ...
  * (a warp reads 32 consecutive floats of one row), then slice 0 adds the 8
  * slice sums in slice order: a fixed order whatever the timing. */
-template <typename T>
-__global__ void k_rmsnorm_dw(T *dw, const float *work, size_t G, size_t C)
+template <typename T> __global__ void k_rmsnorm_dw(T *dw, const float *work, size_t G, size_t C)
 {
     __shared__ double sl[DW_SLICES][DW_COLS];
     unsigned col = threadIdx.x % DW_COLS, s = threadIdx.x / DW_COLS;
@@ -187,9 +186,9 @@ int sg_cu_rmsnorm_backward(const sg_cu *cu, void *dx, void *dw, const void *dout
     if (tiles > MAX_ROW_BLOCKS)
         tiles = MAX_ROW_BLOCKS;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH_SMEM(k_rmsnorm_bwd<T>, (unsigned)G, row_threads(C), smem,
-                                  cu->stream, (T *)dx, part, (const T *)dout, (const T *)x,
-                                  (const T *)w, (const T *)rstd, N, C, in_smem);
+                   SG_LAUNCH_SMEM(k_rmsnorm_bwd<T>, (unsigned)G, row_threads(C), smem, cu->stream,
+                                  (T *)dx, part, (const T *)dout, (const T *)x, (const T *)w,
+                                  (const T *)rstd, N, C, in_smem);
                    if (dw) SG_LAUNCH(k_rmsnorm_dw<T>, tiles, DW_COLS * DW_SLICES, cu->stream,
                                      (T *)dw, (const float *)work, G, C));
     return sg_cu_launch_status();

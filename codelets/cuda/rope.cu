@@ -26,7 +26,7 @@ __global__ void k_rope(T *out, const T *x, const float *cos_tab, const float *si
     for (size_t bt = blockIdx.x; bt < tokens; bt += gridDim.x) {
         const float *cr = cos_tab + (bt % seq) * half; // (D/2) of position t
         const float *sr = sin_tab + (bt % seq) * half; // (D/2)
-        size_t tok = bt * pairs * 2;                    // x[b, t] (H, D)
+        size_t tok = bt * pairs * 2;                   // x[b, t] (H, D)
         for (unsigned j = threadIdx.x; j < pairs; j += blockDim.x) {
             unsigned h = j / half, i = j - h * half;
             size_t o = tok + (size_t)h * 2 * half + i;
@@ -54,8 +54,7 @@ static int rope(const sg_cu *cu, void *out, const void *x, const float *cos_tab,
         return SG_EINVAL;
     SG_CU_DISPATCH(dt, S,
                    SG_LAUNCH(k_rope<S>, sg_cu_row_blocks(tokens), sg_cu_row_threads(per / 2),
-                             cu->stream,
-                             (S *)out, (const S *)x, cos_tab, sin_tab, tokens, T,
+                             cu->stream, (S *)out, (const S *)x, cos_tab, sin_tab, tokens, T,
                              (unsigned)H, (unsigned)(D / 2), sign));
     return sg_cu_launch_status();
 }
@@ -68,8 +67,7 @@ int sg_cu_rope_forward(const sg_cu *cu, void *out, const void *x, const float *c
 
 /* The inverse of a rotation is the rotation by the opposite angle. */
 int sg_cu_rope_backward(const sg_cu *cu, void *dx, const void *dout, const float *cos_tab,
-                        const float *sin_tab, sg_dtype dt, size_t B, size_t T, size_t H,
-                        size_t D)
+                        const float *sin_tab, sg_dtype dt, size_t B, size_t T, size_t H, size_t D)
 {
     return rope(cu, dx, dout, cos_tab, sin_tab, dt, B, T, H, D, -1.0f);
 }

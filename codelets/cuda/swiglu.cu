@@ -22,7 +22,8 @@ __device__ static inline float sigmoid_f(float g)
 
 template <typename T> __global__ void k_swiglu_fwd(T *h, const T *gate, const T *up, size_t n)
 {
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         float g = sg_ld(gate[i]);
         h[i] = sg_st<T>(g * sigmoid_f(g) * sg_ld(up[i]));
     }
@@ -32,7 +33,8 @@ template <typename T> __global__ void k_swiglu_fwd(T *h, const T *gate, const T 
 template <typename T>
 __global__ void k_swiglu_bwd(T *dgate, T *dup, const T *dh, const T *gate, const T *up, size_t n)
 {
-    SG_GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n)
+    {
         float g = sg_ld(gate[i]), s = sigmoid_f(g), d = sg_ld(dh[i]), u = sg_ld(up[i]);
         dup[i] = sg_st<T>(d * (g * s));
         dgate[i] = sg_st<T>(d * u * s * (1.0f + g * (1.0f - s)));
@@ -50,13 +52,13 @@ int sg_cu_swiglu_forward(const sg_cu *cu, void *h, const void *gate, const void 
     if (!h || !gate || !up)
         return SG_EINVAL;
     SG_CU_DISPATCH(dt, T,
-                   SG_LAUNCH(k_swiglu_fwd<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream,
-                             (T *)h, (const T *)gate, (const T *)up, n));
+                   SG_LAUNCH(k_swiglu_fwd<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream, (T *)h,
+                             (const T *)gate, (const T *)up, n));
     return sg_cu_launch_status();
 }
 
-int sg_cu_swiglu_backward(const sg_cu *cu, void *dgate, void *dup, const void *dh,
-                          const void *gate, const void *up, sg_dtype dt, size_t N, size_t F)
+int sg_cu_swiglu_backward(const sg_cu *cu, void *dgate, void *dup, const void *dh, const void *gate,
+                          const void *up, sg_dtype dt, size_t N, size_t F)
 {
     size_t n;
     if (!cu || !sg_cu_mul_ok(N, F, &n) || (dt != SG_F32 && dt != SG_BF16 && dt != SG_F16))
@@ -67,7 +69,7 @@ int sg_cu_swiglu_backward(const sg_cu *cu, void *dgate, void *dup, const void *d
         return SG_EINVAL;
     SG_CU_DISPATCH(dt, T,
                    SG_LAUNCH(k_swiglu_bwd<T>, sg_cu_blocks(n, THREADS), THREADS, cu->stream,
-                             (T *)dgate, (T *)dup, (const T *)dh, (const T *)gate,
-                             (const T *)up, n));
+                             (T *)dgate, (T *)dup, (const T *)dh, (const T *)gate, (const T *)up,
+                             n));
     return sg_cu_launch_status();
 }

@@ -19,8 +19,8 @@ void sg_adam_cpu_cpu(void *buffers[], void *arg)
     float mult = 1.0f;
     if (c->shared->spec->super_offload) {
         /* speculative: unscaled, not clipped; validation corrects it */
-        mult = (float)(1.0 / (double)sg_arg_scalar(buffers, sg_arg_find(c, SG_BUF_LOSS_SCALE, -2),
-                                                   1.0f));
+        mult = (float)(1.0 /
+                       (double)sg_arg_scalar(buffers, sg_arg_find(c, SG_BUF_LOSS_SCALE, -2), 1.0f));
     } else if (sg_arg_step_checks(c, buffers, &mult)) {
         /* overflow: skip; with fused casts the 16-bit parameters this task
          * writes are still the master's, as the cast node would make them */
@@ -33,8 +33,8 @@ void sg_adam_cpu_cpu(void *buffers[], void *arg)
     if (h.gdt == SG_F32 && !h.pout)
         rc = sg_adam_step(&prm, c->step->t, h.p, h.g, h.m, h.v, NULL, h.n, mult);
     else /* fused casts: 16-bit gradients in, 16-bit parameters out, one pass */
-        rc = sg_adam_step_lowp(&prm, c->step->t, h.p, h.g, h.gdt, h.m, h.v, h.pout, h.pdt,
-                               h.n, mult);
+        rc = sg_adam_step_lowp(&prm, c->step->t, h.p, h.g, h.gdt, h.m, h.v, h.pout, h.pdt, h.n,
+                               mult);
     if (rc)
         sg_task_fail(c, rc, "Adam step failed");
 }

@@ -28,8 +28,8 @@ void sg_adam_gpu_cpu(void *buffers[], void *arg)
             sg_task_fail(c, SG_ENOMEM, "out of memory");
             return;
         }
-        int rc = sg_adam_step(&prm, c->step->t, sg_adam_group_params(&a, c, buffers, i),
-                              g.p, a.m + off, a.v + off, NULL, len, mult);
+        int rc = sg_adam_step(&prm, c->step->t, sg_adam_group_params(&a, c, buffers, i), g.p,
+                              a.m + off, a.v + off, NULL, len, mult);
         sg_f32_view_close(&g, 0);
         if (rc) {
             sg_task_fail(c, rc, "Adam step failed");
@@ -54,8 +54,7 @@ void sg_adam_gpu_cuda(void *buffers[], void *arg)
     for (int i = 0; i < a.n; i++) {
         const sg_buffer *gb = sg_arg_buffer(c, a.grad[i]);
         size_t off = (size_t)gb->subgroup_offset;
-        int rc = sg_cu_adam_step(&cu, &prm, c->step->t,
-                                 sg_adam_group_params(&a, c, buffers, i),
+        int rc = sg_cu_adam_step(&cu, &prm, c->step->t, sg_adam_group_params(&a, c, buffers, i),
                                  sg_arg_ptr(buffers, a.grad[i]), gb->dtype, a.m + off, a.v + off,
                                  (size_t)gb->elems, norm, overflow, c->step->clip);
         if (rc) {

@@ -20,8 +20,7 @@
 /* The rank-major layout of dst over the ranks (comm.h), checked against the
  * n pieces at slots: together they must be this rank's block. 0, or fails
  * the task. */
-static int gather_layout(const sg_task_ctx *c, const int *slots, int n, int dst,
-                         sg_comm_layout *l)
+static int gather_layout(const sg_task_ctx *c, const int *slots, int n, int dst, sg_comm_layout *l)
 {
     const sg_comm *comm = c->shared->comm;
     const sg_buffer *db = sg_arg_buffer(c, dst);
@@ -31,9 +30,10 @@ static int gather_layout(const sg_task_ctx *c, const int *slots, int n, int dst,
     if (sg_comm_layout_of(l, (size_t)db->elems, comm->size, comm->rank) ||
         !sg_comm_layout_holds(l, shard, 0)) {
         char what[400];
-        snprintf(what, sizeof what, "all-gather of %s: pieces of %zu elements on rank %d of %d, "
-                 "not its block of ceil(%lld / %d)", db->name, shard, comm->rank, comm->size,
-                 (long long)db->elems, comm->size);
+        snprintf(what, sizeof what,
+                 "all-gather of %s: pieces of %zu elements on rank %d of %d, "
+                 "not its block of ceil(%lld / %d)",
+                 db->name, shard, comm->rank, comm->size, (long long)db->elems, comm->size);
         sg_task_fail(c, SG_EINVAL, what);
         return SG_EINVAL;
     }
@@ -41,8 +41,7 @@ static int gather_layout(const sg_task_ctx *c, const int *slots, int n, int dst,
 }
 
 /* Several ranks: the blocks of every rank into dst (p elements of esize). */
-static void allgather_ranks(const sg_task_ctx *c, void *buffers[], const int *slots, int n,
-                            int dst)
+static void allgather_ranks(const sg_task_ctx *c, void *buffers[], const int *slots, int n, int dst)
 {
     const sg_comm *comm = c->shared->comm;
     /* a rank whose step already failed calls no more collectives: it ends
@@ -130,8 +129,8 @@ static void allgather_ranks_cuda(const sg_task_ctx *c, void *buffers[], const in
         snprintf(msg, sizeof msg, "rank %d: copying the pieces: %s", c->shared->comm->rank,
                  sg_cu_last_error());
     if (!rc && recv != to && (rc = sg_cu_copy_async(&cu, to, recv, l.elems * esize)))
-        snprintf(msg, sizeof msg, "rank %d: copying the gathered blocks: %s",
-                 c->shared->comm->rank, sg_cu_last_error());
+        snprintf(msg, sizeof msg, "rank %d: copying the gathered blocks: %s", c->shared->comm->rank,
+                 sg_cu_last_error());
     if (rc == SG_ENOMEM)
         snprintf(msg, sizeof msg, "rank %d: out of device memory for %zu padded elements",
                  c->shared->comm->rank, l.padded);

@@ -212,8 +212,7 @@ int sg_arg_unit_param_slots(const sg_task_ctx *c, int unit, int *slots, int cap)
     return n ? n : sg_arg_collect(c, &piece, 1, unit, 0, slots, cap);
 }
 
-const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit,
-                                sg_task_mem *copy)
+const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, sg_task_mem *copy)
 {
     int slots[MAX_PIECES];
     *copy = (sg_task_mem){0};
@@ -264,7 +263,8 @@ int sg_arg_adam_group(const sg_task_ctx *c, void *buffers[], sg_adam_group *a)
      * rule touches only its own */
     a->m = sg_arg_ptr(buffers, mv);
     a->v = c->shared->spec->optimizer_state == SG_STATE_ADAM
-               ? a->m + (size_t)sg_arg_buffer(c, mv)->elems / 2 : a->m;
+               ? a->m + (size_t)sg_arg_buffer(c, mv)->elems / 2
+               : a->m;
     return SG_OK;
 }
 
@@ -305,8 +305,8 @@ void sg_task_fail(const sg_task_ctx *c, int code, const char *what)
     sg_exec_shared *sh = c->shared;
     if (__atomic_compare_exchange_n(&sh->failed, &expected, code ? code : SG_EINVAL, 0,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        snprintf(sh->fail_msg, sizeof sh->fail_msg, "task %s: %s",
-                 sh->graph->nodes[c->node].name, what);
+        snprintf(sh->fail_msg, sizeof sh->fail_msg, "task %s: %s", sh->graph->nodes[c->node].name,
+                 what);
 }
 
 void sg_arg_concat(const sg_task_ctx *c, void *buffers[], const int *slots, int n, char *dst)
@@ -322,8 +322,8 @@ int64_t sg_arg_overlap(const sg_task_ctx *c, int range, int piece, int64_t *rang
                        int64_t *piece_at)
 {
     const sg_buffer *rb = sg_arg_buffer(c, range), *pb = sg_arg_buffer(c, piece);
-    int64_t lo = rb->subgroup_offset > pb->subgroup_offset ? rb->subgroup_offset
-                                                           : pb->subgroup_offset;
+    int64_t lo =
+        rb->subgroup_offset > pb->subgroup_offset ? rb->subgroup_offset : pb->subgroup_offset;
     int64_t rhi = rb->subgroup_offset + rb->elems, phi = pb->subgroup_offset + pb->elems;
     int64_t hi = rhi < phi ? rhi : phi;
     if (hi <= lo)

@@ -77,10 +77,10 @@ int sg_arg_step_checks(const sg_task_ctx *c, void *buffers[], float *mult);
  * (cast_placement "fused") the gradients are the 16-bit host copy and the
  * task also writes the 16-bit host parameters (pout). */
 typedef struct sg_host_group {
-    const void *g;    /* the gradients, stored as gdt */
-    sg_dtype gdt;     /* SG_F32, or the compute dtype when the casts are fused */
-    void *pout;       /* the 16-bit host parameters the task writes, or NULL */
-    sg_dtype pdt;     /* their dtype (the compute dtype) */
+    const void *g; /* the gradients, stored as gdt */
+    sg_dtype gdt;  /* SG_F32, or the compute dtype when the casts are fused */
+    void *pout;    /* the 16-bit host parameters the task writes, or NULL */
+    sg_dtype pdt;  /* their dtype (the compute dtype) */
     float *p, *m, *v;
     size_t n;
 } sg_host_group;
@@ -92,11 +92,11 @@ int sg_arg_host_group(const sg_task_ctx *c, void *buffers[], sg_host_group *h);
 /* A sub-group whose Adam state stays with the compute (no offload, or
  * SuperOffload's ratio < 1), bound by sg_arg_adam_group. */
 typedef struct sg_adam_group {
-    int n;                          /* gradient pieces */
-    int grad[SG_ARG_MAX_SLOTS];     /* their slots, by sub-group offset */
-    int param[SG_ARG_MAX_SLOTS];    /* without a master: the fp32 parameter piece of each */
-    int master;                     /* the fp32 master's slot, or -1 */
-    float *m, *v;                   /* exp_avg, exp_avg_sq of the whole sub-group */
+    int n;                       /* gradient pieces */
+    int grad[SG_ARG_MAX_SLOTS];  /* their slots, by sub-group offset */
+    int param[SG_ARG_MAX_SLOTS]; /* without a master: the fp32 parameter piece of each */
+    int master;                  /* the fp32 master's slot, or -1 */
+    float *m, *v;                /* exp_avg, exp_avg_sq of the whole sub-group */
 } sg_adam_group;
 
 /* Binds a device sub-group's Adam; SG_EINVAL (task marked failed) when a
@@ -132,12 +132,12 @@ void sg_task_mem_free(sg_task_mem *s);
 
 /* An fp32 view of n elements stored as dtype dt. */
 typedef struct sg_f32_view {
-    float *p;            /* the data itself (fp32 storage) or a converted copy */
+    float *p; /* the data itself (fp32 storage) or a converted copy */
     void *raw;
     sg_dtype dt;
     size_t n;
     int owned;
-    sg_task_mem copy;    /* the converted copy's memory, when owned */
+    sg_task_mem copy; /* the converted copy's memory, when owned */
 } sg_f32_view;
 
 /* Opens a view; load = 1 converts the current contents (reads), 0 leaves the
@@ -154,8 +154,7 @@ void sg_f32_load(float *dst, const void *raw, sg_dtype dt, size_t n);
  * gathered or the full buffer): the storage itself when it is one fp32
  * buffer, else a converted, concatenated copy in *copy (sg_task_mem_free it).
  * NULL when the task has no parameter slot for the unit. */
-const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit,
-                                sg_task_mem *copy);
+const float *sg_arg_unit_params(const sg_task_ctx *c, void *buffers[], int unit, sg_task_mem *copy);
 
 /* Per-thread scratch of at least n floats (reused across tasks; a worker
  * runs one task at a time). NULL on allocation failure. */

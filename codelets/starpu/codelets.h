@@ -42,38 +42,38 @@ struct starpu_codelet *sg_codelet_for(sg_op_kind kind);
 
 /* An entry point as StarPU calls it: fn bracketed by the activity marks
  * (activity.h), which tell a long task from a step that cannot progress. */
-#define SG_CODELET_ENTRY(entry, fn)                                                 \
-    static void entry(void *buffers[], void *arg)                                   \
-    {                                                                               \
-        sg_activity_begin();                                                        \
-        fn(buffers, arg);                                                           \
-        sg_activity_end();                                                          \
+#define SG_CODELET_ENTRY(entry, fn)               \
+    static void entry(void *buffers[], void *arg) \
+    {                                             \
+        sg_activity_begin();                      \
+        fn(buffers, arg);                         \
+        sg_activity_end();                        \
     }
 
 /* A codelet with a CPU implementation only. */
-#define SG_CODELET(sym, fn)                                                         \
-    SG_PERFMODEL(sym);                                                              \
-    SG_CODELET_ENTRY(sym##_cpu_entry, fn)                                           \
-    struct starpu_codelet sg_##sym = {.cpu_funcs = {sym##_cpu_entry},               \
-                                      .cpu_funcs_name = {#fn},                      \
-                                      .nbuffers = STARPU_VARIABLE_NBUFFERS,         \
-                                      .model = &pm_##sym,                           \
+#define SG_CODELET(sym, fn)                                                 \
+    SG_PERFMODEL(sym);                                                      \
+    SG_CODELET_ENTRY(sym##_cpu_entry, fn)                                   \
+    struct starpu_codelet sg_##sym = {.cpu_funcs = {sym##_cpu_entry},       \
+                                      .cpu_funcs_name = {#fn},              \
+                                      .nbuffers = STARPU_VARIABLE_NBUFFERS, \
+                                      .model = &pm_##sym,                   \
                                       .name = "sg_" #sym}
 
 /* A codelet with CPU and CUDA implementations (CPU only in a build without
  * CUDA). The CUDA ones queue their work on the worker's stream and return:
  * StarPU waits for the stream before the task counts as done. */
 #ifdef SG_STARPU_CUDA
-#define SG_CODELET2(sym, fn, cuda_fn)                                               \
-    SG_PERFMODEL(sym);                                                              \
-    SG_CODELET_ENTRY(sym##_cpu_entry, fn)                                           \
-    SG_CODELET_ENTRY(sym##_cuda_entry, cuda_fn)                                     \
-    struct starpu_codelet sg_##sym = {.cpu_funcs = {sym##_cpu_entry},               \
-                                      .cpu_funcs_name = {#fn},                      \
-                                      .cuda_funcs = {sym##_cuda_entry},             \
-                                      .cuda_flags = {STARPU_CUDA_ASYNC},            \
-                                      .nbuffers = STARPU_VARIABLE_NBUFFERS,         \
-                                      .model = &pm_##sym,                           \
+#define SG_CODELET2(sym, fn, cuda_fn)                                       \
+    SG_PERFMODEL(sym);                                                      \
+    SG_CODELET_ENTRY(sym##_cpu_entry, fn)                                   \
+    SG_CODELET_ENTRY(sym##_cuda_entry, cuda_fn)                             \
+    struct starpu_codelet sg_##sym = {.cpu_funcs = {sym##_cpu_entry},       \
+                                      .cpu_funcs_name = {#fn},              \
+                                      .cuda_funcs = {sym##_cuda_entry},     \
+                                      .cuda_flags = {STARPU_CUDA_ASYNC},    \
+                                      .nbuffers = STARPU_VARIABLE_NBUFFERS, \
+                                      .model = &pm_##sym,                   \
                                       .name = "sg_" #sym}
 #else
 #define SG_CODELET2(sym, fn, cuda_fn) SG_CODELET(sym, fn)

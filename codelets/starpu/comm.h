@@ -50,12 +50,12 @@ typedef struct sg_comm {
  * first p; a reduce-scatter sums a buffer of `padded` elements whose
  * [p, padded) are zero and leaves block r on rank r. */
 typedef struct sg_comm_layout {
-    size_t elems;   /* p, the unit's elements */
-    size_t block;   /* ceil(p / size): every rank's block (its shard) */
-    size_t padded;  /* size x block >= p */
-    size_t lo;      /* this rank's block starts at rank x block (may be >= p) */
-    size_t valid;   /* elements of its block inside the unit: min(block, p - lo), or 0 */
-    size_t pad;     /* block - valid: padding elements at its block's end */
+    size_t elems;  /* p, the unit's elements */
+    size_t block;  /* ceil(p / size): every rank's block (its shard) */
+    size_t padded; /* size x block >= p */
+    size_t lo;     /* this rank's block starts at rank x block (may be >= p) */
+    size_t valid;  /* elements of its block inside the unit: min(block, p - lo), or 0 */
+    size_t pad;    /* block - valid: padding elements at its block's end */
 } sg_comm_layout;
 
 /* Fills l for p elements, `size` ranks and this `rank`. 0, or SG_EINVAL

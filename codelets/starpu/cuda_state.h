@@ -17,14 +17,14 @@
 #define SG_CUDA_MAX_DEVICES 16
 
 typedef struct sg_cuda_device {
-    float *cos_tab, *sin_tab;      /* (T, head_dim/2) on the device */
-    void *nccl;                    /* ncclComm_t, or NULL without NCCL */
+    float *cos_tab, *sin_tab; /* (T, head_dim/2) on the device */
+    void *nccl;               /* ncclComm_t, or NULL without NCCL */
     int ready;
 } sg_cuda_device;
 
 typedef struct sg_cuda_state {
     sg_cuda_device dev[SG_CUDA_MAX_DEVICES];
-    int failed;                    /* first setup error code on a worker */
+    int failed; /* first setup error code on a worker */
     char msg[256];
 } sg_cuda_state;
 

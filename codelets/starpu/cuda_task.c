@@ -81,8 +81,10 @@ static int nccl_setup(const sg_task_ctx *c, sg_dtype dt, const char *call, ncclC
 #else
 static int no_nccl(const sg_task_ctx *c, const char *call, char *msg, size_t size)
 {
-    snprintf(msg, size, "rank %d: %s: this stepgraph was built without NCCL (configure found "
-             "no nccl.h): CUDA workers cannot run several ranks", run_rank(c), call);
+    snprintf(msg, size,
+             "rank %d: %s: this stepgraph was built without NCCL (configure found "
+             "no nccl.h): CUDA workers cannot run several ranks",
+             run_rank(c), call);
     return SG_ENOTSUP;
 }
 #endif
@@ -104,9 +106,8 @@ int sg_cuda_nccl_allgather(const sg_task_ctx *c, const sg_cu *cu, const void *se
 #endif
 }
 
-int sg_cuda_nccl_reduce_scatter(const sg_task_ctx *c, const sg_cu *cu, const void *send,
-                                void *recv, size_t count, sg_dtype dt, char *msg,
-                                size_t msg_size)
+int sg_cuda_nccl_reduce_scatter(const sg_task_ctx *c, const sg_cu *cu, const void *send, void *recv,
+                                size_t count, sg_dtype dt, char *msg, size_t msg_size)
 {
 #ifdef SG_HAVE_NCCL
     ncclComm_t comm;
@@ -114,8 +115,8 @@ int sg_cuda_nccl_reduce_scatter(const sg_task_ctx *c, const sg_cu *cu, const voi
     int rc = nccl_setup(c, dt, "ncclReduceScatter", &comm, &t, msg, msg_size);
     if (rc)
         return rc;
-    ncclResult_t r = ncclReduceScatter(send, recv, count, t, ncclSum, comm,
-                                       (cudaStream_t)cu->stream);
+    ncclResult_t r =
+        ncclReduceScatter(send, recv, count, t, ncclSum, comm, (cudaStream_t)cu->stream);
     return r == ncclSuccess ? SG_OK : nccl_fail(c, comm, r, "ncclReduceScatter", msg, msg_size);
 #else
     (void)cu, (void)send, (void)recv, (void)count, (void)dt;
@@ -123,8 +124,8 @@ int sg_cuda_nccl_reduce_scatter(const sg_task_ctx *c, const sg_cu *cu, const voi
 #endif
 }
 
-int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_allreduce *v,
-                           int n, char *msg, size_t msg_size)
+int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_allreduce *v, int n,
+                           char *msg, size_t msg_size)
 {
 #ifdef SG_HAVE_NCCL
     ncclComm_t comm;
@@ -136,16 +137,19 @@ int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_
     if (r != ncclSuccess)
         return nccl_fail(c, comm, r, "ncclGroupStart", msg, msg_size);
     for (int i = 0; i < n && r == ncclSuccess; i++) {
-        t = v[i].type == SG_COMM_F64 ? ncclFloat64 : v[i].type == SG_COMM_I32 ? ncclInt32
-                                                                              : ncclFloat32;
+        t = v[i].type == SG_COMM_F64   ? ncclFloat64
+            : v[i].type == SG_COMM_I32 ? ncclInt32
+                                       : ncclFloat32;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
         ncclRedOp_t op = v[i].mean ? ncclAvg : ncclSum;
 #else
         ncclRedOp_t op = ncclSum;
         if (v[i].mean) { /* no ncclAvg before NCCL 2.10 */
             ncclGroupEnd();
-            snprintf(msg, msg_size, "rank %d: ncclAllReduce: NCCL %d.%d has no ncclAvg (2.10 or "
-                     "later needed)", run_rank(c), NCCL_MAJOR, NCCL_MINOR);
+            snprintf(msg, msg_size,
+                     "rank %d: ncclAllReduce: NCCL %d.%d has no ncclAvg (2.10 or "
+                     "later needed)",
+                     run_rank(c), NCCL_MAJOR, NCCL_MINOR);
             return SG_ENOTSUP;
         }
 #endif
@@ -155,29 +159,29 @@ int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_
     ncclResult_t r2 = ncclGroupEnd();
     if (r != ncclSuccess)
         return nccl_fail(c, comm, r, "ncclAllReduce", msg, msg_size);
-    return r2 == ncclSuccess ? SG_OK
-                             : nccl_fail(c, comm, r2, "ncclGroupEnd (ncclAllReduce)", msg,
-                                         msg_size);
+    return r2 == ncclSuccess
+               ? SG_OK
+               : nccl_fail(c, comm, r2, "ncclGroupEnd (ncclAllReduce)", msg, msg_size);
 #else
     (void)cu, (void)v, (void)n;
     return no_nccl(c, "ncclAllReduce", msg, msg_size);
 #endif
 }
 
-int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src,
-                       size_t n, sg_dtype dt, int gather, char *msg, size_t msg_size)
+int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src, size_t n,
+                       sg_dtype dt, int gather, char *msg, size_t msg_size)
 {
 #ifdef SG_HAVE_NCCL
     ncclComm_t comm = local_comm(c);
     ncclDataType_t t;
     if (comm && nccl_type(dt, &t) == SG_OK) {
-        ncclResult_t r = gather ? ncclAllGather(src, dst, n, t, comm, (cudaStream_t)cu->stream)
-                                : ncclReduceScatter(src, dst, n, t, ncclSum, comm,
-                                                    (cudaStream_t)cu->stream);
-        return r == ncclSuccess ? SG_OK
-                                : nccl_fail(c, comm, r, gather ? "ncclAllGather"
-                                                               : "ncclReduceScatter", msg,
-                                            msg_size);
+        ncclResult_t r =
+            gather ? ncclAllGather(src, dst, n, t, comm, (cudaStream_t)cu->stream)
+                   : ncclReduceScatter(src, dst, n, t, ncclSum, comm, (cudaStream_t)cu->stream);
+        return r == ncclSuccess
+                   ? SG_OK
+                   : nccl_fail(c, comm, r, gather ? "ncclAllGather" : "ncclReduceScatter", msg,
+                               msg_size);
     }
 #else
     (void)gather;
@@ -228,11 +232,11 @@ int sg_cuda_scatter_params(const sg_task_ctx *c, void *buffers[], int src, const
         int64_t at, pat, len = sg_arg_overlap(c, src, slots[i], &at, &pat);
         if (len <= 0)
             continue;
-        int rc = sg_cu_cast(cu, (char *)sg_arg_ptr(buffers, slots[i]) +
-                                    (size_t)pat * sg_dtype_size(pb->dtype), pb->dtype,
-                            (const char *)sg_arg_ptr(buffers, src) +
-                                (size_t)at * sg_dtype_size(sb->dtype), sb->dtype,
-                            (size_t)len);
+        int rc = sg_cu_cast(
+            cu, (char *)sg_arg_ptr(buffers, slots[i]) + (size_t)pat * sg_dtype_size(pb->dtype),
+            pb->dtype,
+            (const char *)sg_arg_ptr(buffers, src) + (size_t)at * sg_dtype_size(sb->dtype),
+            sb->dtype, (size_t)len);
         if (rc)
             return rc;
     }

@@ -35,8 +35,8 @@ static inline void sg_cuda_task_fail(const sg_task_ctx *c, int code, const char 
  * single-rank communicator: all-gather (`gather`) or sum-reduction; a plain
  * device copy without NCCL. 0, or an SG_ error code after writing "rank R:
  * ncclXxx: <NCCL's message>" (or the CUDA copy's error) into msg. */
-int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src,
-                       size_t n, sg_dtype dt, int gather, char *msg, size_t msg_size);
+int sg_cuda_collective(const sg_task_ctx *c, const sg_cu *cu, void *dst, const void *src, size_t n,
+                       sg_dtype dt, int gather, char *msg, size_t msg_size);
 
 /* Several ranks (the run's comm.h collectives have size > 1): NCCL calls
  * on cu's stream over the local device's communicator, which exec_cuda.c
@@ -49,9 +49,8 @@ int sg_cuda_nccl_allgather(const sg_task_ctx *c, const sg_cu *cu, const void *se
                            size_t count, sg_dtype dt, char *msg, size_t msg_size);
 /* send: size x count elements; rank r gets the sum of block r into recv;
  * in place when recv is send + rank x count */
-int sg_cuda_nccl_reduce_scatter(const sg_task_ctx *c, const sg_cu *cu, const void *send,
-                                void *recv, size_t count, sg_dtype dt, char *msg,
-                                size_t msg_size);
+int sg_cuda_nccl_reduce_scatter(const sg_task_ctx *c, const sg_cu *cu, const void *send, void *recv,
+                                size_t count, sg_dtype dt, char *msg, size_t msg_size);
 
 /* One in-place all-reduce of sg_cuda_nccl_allreduce: count elements of type
  * at buf (device), summed over the ranks, or their mean with `mean`. */
@@ -63,8 +62,8 @@ typedef struct sg_cuda_allreduce {
 } sg_cuda_allreduce;
 
 /* The n all-reduces as one NCCL group (one launch). */
-int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_allreduce *v,
-                           int n, char *msg, size_t msg_size);
+int sg_cuda_nccl_allreduce(const sg_task_ctx *c, const sg_cu *cu, const sg_cuda_allreduce *v, int n,
+                           char *msg, size_t msg_size);
 
 /* A sub-group's parameters (slot src: fp32 master or compute-dtype copy, on
  * the device) into its parameter pieces, converted to the pieces' dtype. */

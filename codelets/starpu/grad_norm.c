@@ -134,8 +134,8 @@ void sg_grad_norm_cpu(void *buffers[], void *arg)
                 v[nv++] = *(const float *)sg_arg_ptr(buffers, i);
             }
         char msg[256], what[320];
-        int rc = comm->allreduce(comm->impl, v, (size_t)nv, SG_COMM_F64, SG_COMM_SUM, msg,
-                                 sizeof msg);
+        int rc =
+            comm->allreduce(comm->impl, v, (size_t)nv, SG_COMM_F64, SG_COMM_SUM, msg, sizeof msg);
         if (rc) {
             snprintf(what, sizeof what, "gradient norm: %s", msg);
             sg_task_fail(c, rc, what);
@@ -231,8 +231,8 @@ void sg_grad_norm_cuda(void *buffers[], void *arg)
         int nv = 2;
         for (int i = 0; i < c->nslots && nv < 2 + SG_ARG_MAX_SLOTS; i++)
             if (sg_arg_buffer(c, i)->role == SG_BUF_LOSS)
-                v[nv++] = (sg_cuda_allreduce){.buf = sg_arg_ptr(buffers, i), .count = 1,
-                                              .type = SG_COMM_F32, .mean = 1};
+                v[nv++] = (sg_cuda_allreduce){
+                    .buf = sg_arg_ptr(buffers, i), .count = 1, .type = SG_COMM_F32, .mean = 1};
         char msg[256], what[320];
         if ((rc = sg_cuda_nccl_allreduce(c, &cu, v, nv, msg, sizeof msg))) {
             sg_cu_free_async(&cu, acc);

@@ -78,8 +78,9 @@ void sg_grad_sum_cuda(void *buffers[], void *arg)
     int grad, slots[SG_CU_GRAD_SUM_MAX];
     int n = grad_sum_slots(c, &grad, slots, SG_CU_GRAD_SUM_MAX);
     if (n == 0) {
-        sg_cuda_task_fail(c, SG_EINVAL, "grad_sum: a gradient or a tile partial is missing "
-                                        "(or more tiles than a CUDA worker sums)");
+        sg_cuda_task_fail(c, SG_EINVAL,
+                          "grad_sum: a gradient or a tile partial is missing "
+                          "(or more tiles than a CUDA worker sums)");
         return;
     }
     const float *parts[SG_CU_GRAD_SUM_MAX];

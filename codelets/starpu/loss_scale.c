@@ -24,8 +24,9 @@ void sg_loss_scale_cpu(void *buffers[], void *arg)
     if (sg_loss_scaler_update(&s, &c->shared->loss_scaler,
                               *(const int32_t *)sg_arg_ptr(buffers, ov)) == SG_LOSS_SCALER_AT_MIN) {
         /* DeepSpeed stops there too */
-        sg_task_fail(c, SG_EINVAL, "gradient overflow with the loss scale already at "
-                                   "fp16.min_loss_scale");
+        sg_task_fail(c, SG_EINVAL,
+                     "gradient overflow with the loss scale already at "
+                     "fp16.min_loss_scale");
         return;
     }
     memcpy(sg_arg_ptr(buffers, st), &s, sizeof s);

@@ -172,8 +172,7 @@ void sg_moe_expert_cpu(void *buffers[], void *arg)
     int s = rc ? -1 : sg_arg_find(c, SG_BUF_MOE_ACT, k.u), g = -1, have_act = 0;
     sg_f32_view av;
     if (rc == SG_OK)
-        rc = s < 0 ? SG_EINVAL
-                   : group_act_view(&k, s, &g, &av, 0, 0, k.cap * (2 * k.F + k.H));
+        rc = s < 0 ? SG_EINVAL : group_act_view(&k, s, &g, &av, 0, 0, k.cap * (2 * k.F + k.H));
     have_act = rc == SG_OK;
     float *act = have_act ? av.p : NULL;
     if (rc == SG_OK)
@@ -199,10 +198,9 @@ void sg_moe_expert_cpu(void *buffers[], void *arg)
                 row += n;
                 continue;
             }
-            rc = sg_moe_expert_forward(gate + row * k.F, up + row * k.F, out + row * k.H, n2,
-                                       slots, NULL, n, weight(&k, k.o.ex_wg, e),
-                                       weight(&k, k.o.ex_wu, e), weight(&k, k.o.ex_wd, e), k.H,
-                                       k.F, k.K, scratch);
+            rc = sg_moe_expert_forward(gate + row * k.F, up + row * k.F, out + row * k.H, n2, slots,
+                                       NULL, n, weight(&k, k.o.ex_wg, e), weight(&k, k.o.ex_wu, e),
+                                       weight(&k, k.o.ex_wd, e), k.H, k.F, k.K, scratch);
             row += n;
         }
     }
@@ -247,8 +245,8 @@ void sg_moe_combine_cpu(void *buffers[], void *arg)
     if (rc == SG_OK && (rc = open_view(&k, &k.y, SG_BUF_ACT, k.u, 0)) == SG_OK)
         k.have_y = 1;
     if (rc == SG_OK)
-        rc = sg_moe_combine_forward(k.y.p, k.saved.p + k.l.h, outs, k.saved.p + k.l.topw, k.N,
-                                    k.H, k.K);
+        rc = sg_moe_combine_forward(k.y.p, k.saved.p + k.l.h, outs, k.saved.p + k.l.topw, k.N, k.H,
+                                    k.K);
     free(outs);
     free(slots);
     while (nav > 0)
@@ -305,19 +303,17 @@ void sg_moe_expert_bwd_cpu(void *buffers[], void *arg)
                 size_t off[4];
                 sg_oss_expert_offsets(k.m, &k.o, e, off);
                 float *dgu = w, *dgub = dgu + 2 * k.F * k.H, *ddn = dgub + 2 * k.F;
-                rc = sg_moe_oss_expert_backward(dx + row * k.H, dtopw + row, dgu, dgub, ddn,
-                                                ddn + k.F * k.H, k.dy.p, n2, gate + row * k.F,
-                                                up + row * k.F, topw, slots, NULL, n,
-                                                k.params + off[0], k.params + off[2],
-                                                k.params + off[3], k.H, k.F, k.K, scratch);
+                rc = sg_moe_oss_expert_backward(
+                    dx + row * k.H, dtopw + row, dgu, dgub, ddn, ddn + k.F * k.H, k.dy.p, n2,
+                    gate + row * k.F, up + row * k.F, topw, slots, NULL, n, k.params + off[0],
+                    k.params + off[2], k.params + off[3], k.H, k.F, k.K, scratch);
                 row += n;
                 continue;
             }
-            rc = sg_moe_expert_backward(dx + row * k.H, dtopw + row, w, w + k.F * k.H,
-                                        w + 2 * k.F * k.H, k.dy.p, n2, gate + row * k.F,
-                                        up + row * k.F, topw, slots, NULL, n,
-                                        weight(&k, k.o.ex_wg, e), weight(&k, k.o.ex_wu, e),
-                                        weight(&k, k.o.ex_wd, e), k.H, k.F, k.K, scratch);
+            rc = sg_moe_expert_backward(
+                dx + row * k.H, dtopw + row, w, w + k.F * k.H, w + 2 * k.F * k.H, k.dy.p, n2,
+                gate + row * k.F, up + row * k.F, topw, slots, NULL, n, weight(&k, k.o.ex_wg, e),
+                weight(&k, k.o.ex_wu, e), weight(&k, k.o.ex_wd, e), k.H, k.F, k.K, scratch);
             row += n;
         }
     }
@@ -335,8 +331,7 @@ int sg_moe_gather_backward(const sg_task_ctx *c, void *buffers[], const sg_model
 {
     const size_t H = (size_t)m->hidden_size, K = (size_t)m->experts_per_token;
     const size_t cap = sg_moe_group_cap(m, N);
-    moe_call k = {.c = c, .buffers = buffers, .m = m, .u = u, .N = N, .H = H, .K = K,
-                  .cap = cap};
+    moe_call k = {.c = c, .buffers = buffers, .m = m, .u = u, .N = N, .H = H, .K = K, .cap = cap};
     sg_layer_saved_layout_get(m, N, &k.l);
     k.saved.p = (float *)saved;
     const float **rows = calloc(N * K + 1, sizeof *rows);
@@ -370,8 +365,7 @@ int sg_moe_gather_backward(const sg_task_ctx *c, void *buffers[], const sg_model
     return rc;
 }
 
-int sg_moe_add_expert_grads(const sg_model *m, int u, const sg_moe_grads *grads,
-                            float *dparams)
+int sg_moe_add_expert_grads(const sg_model *m, int u, const sg_moe_grads *grads, float *dparams)
 {
     sg_layer_param_offsets o;
     int rc = sg_layer_param_offsets_get(m, u - 1, &o);
@@ -458,8 +452,8 @@ static int cu_begin(cuda_moe_call *k, const sg_task_ctx *c, void **buffers, int 
     if (params &&
         !(k->io.params = sg_cuda_unit_params(c, buffers, k->u, k->dt, &k->cu, &k->param_copy)))
         return SG_EINVAL;
-    k->io.scratch = sg_cu_malloc_async(&k->cu, sg_cu_moe_group_scratch_bytes(k->m, k->B, k->T,
-                                                                             k->dt));
+    k->io.scratch =
+        sg_cu_malloc_async(&k->cu, sg_cu_moe_group_scratch_bytes(k->m, k->B, k->T, k->dt));
     return k->io.scratch ? SG_OK : SG_ENOMEM;
 }
 
@@ -468,9 +462,10 @@ static void cu_end(cuda_moe_call *k, int rc, const char *what)
     sg_cu_free_async(&k->cu, k->io.scratch);
     sg_cu_free_async(&k->cu, k->param_copy);
     if (rc)
-        sg_cuda_task_fail(k->c, rc, rc == SG_ENOMEM ? "device memory ran out"
-                                    : rc == SG_EIO ? "CUDA failed"
-                                                   : what);
+        sg_cuda_task_fail(k->c, rc,
+                          rc == SG_ENOMEM ? "device memory ran out"
+                          : rc == SG_EIO  ? "CUDA failed"
+                                          : what);
 }
 
 /* The group buffer of `role` (its group in *g), of dtype dt; NULL if absent. */
@@ -528,8 +523,7 @@ void sg_moe_expert_bwd_cuda(void *buffers[], void *arg)
     cuda_moe_call k;
     int g = -1, g2 = -1, rc = cu_begin(&k, arg, buffers, 1);
     if (rc == SG_OK && (!(k.io.act = cu_group_ptr(&k, SG_BUF_MOE_ACT, k.dt, &g)) ||
-                        !(k.io.grad = cu_group_ptr(&k, SG_BUF_MOE_GRAD, SG_F32, &g2)) ||
-                        g != g2))
+                        !(k.io.grad = cu_group_ptr(&k, SG_BUF_MOE_GRAD, SG_F32, &g2)) || g != g2))
         rc = SG_EINVAL;
     const void *dy = rc ? NULL : cu_role_ptr(&k, SG_BUF_DACT, k.u, k.dt);
     if (rc == SG_OK && !dy)

@@ -13,7 +13,7 @@
 typedef struct sg_moe_grads {
     int n;
     int group[SG_MOE_MAX_GROUPS];
-    const float *w[SG_MOE_MAX_GROUPS];  /* the group's experts, the unit's layout */
+    const float *w[SG_MOE_MAX_GROUPS]; /* the group's experts, the unit's layout */
 } sg_moe_grads;
 
 /* From every group's backward buffer (SG_BUF_MOE_GRAD) of layer unit u:
@@ -26,7 +26,6 @@ int sg_moe_gather_backward(const sg_task_ctx *c, void *buffers[], const sg_model
                            sg_moe_grads *grads);
 
 /* dparams (the unit's layout) += the groups' expert weight gradients. */
-int sg_moe_add_expert_grads(const sg_model *m, int u, const sg_moe_grads *grads,
-                            float *dparams);
+int sg_moe_add_expert_grads(const sg_model *m, int u, const sg_moe_grads *grads, float *dparams);
 
 #endif /* SG_CODELETS_STARPU_MOE_H */

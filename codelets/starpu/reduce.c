@@ -45,8 +45,8 @@ static int add_into(void *to, sg_dtype dt, const float *from, size_t n)
  * reduction must not run: the step already failed (as allgather.c: no
  * collective after a failure) or the pieces fit no layout (then it fails
  * the task). */
-static int reduce_layout(const sg_task_ctx *c, const int *slots, int n, int src,
-                            sg_comm_layout *l, int *whole)
+static int reduce_layout(const sg_task_ctx *c, const int *slots, int n, int src, sg_comm_layout *l,
+                         int *whole)
 {
     if (__atomic_load_n(&c->shared->failed, __ATOMIC_ACQUIRE))
         return SG_EINVAL;
@@ -65,8 +65,7 @@ static int reduce_layout(const sg_task_ctx *c, const int *slots, int n, int src,
 }
 
 /* Several ranks: see the top of the file. */
-static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots, int n,
-                         int src)
+static void reduce_ranks(const sg_task_ctx *c, void *buffers[], const int *slots, int n, int src)
 {
     const sg_comm *comm = c->shared->comm;
     const sg_buffer *sb = sg_arg_buffer(c, src);
@@ -231,8 +230,8 @@ void sg_reduce_cuda(void *buffers[], void *arg)
         } else {
             void *tmp = sg_cu_malloc_async(&cu, (size_t)pb->bytes);
             rc = !tmp ? SG_ENOMEM
-                      : sg_cuda_collective(c, &cu, tmp, from, (size_t)pb->elems, pb->dtype, 0,
-                                           msg, sizeof msg);
+                      : sg_cuda_collective(c, &cu, tmp, from, (size_t)pb->elems, pb->dtype, 0, msg,
+                                           sizeof msg);
             if (!rc && (rc = sg_cu_add_into(&cu, to, tmp, pb->dtype, (size_t)pb->elems)))
                 snprintf(msg, sizeof msg, "adding into %s: %s", pb->name, sg_cu_last_error());
             sg_cu_free_async(&cu, tmp);

@@ -27,9 +27,9 @@
 /* Settings of one optimizer step; written by the trainer before the step's
  * tasks are submitted, never while they may run. */
 typedef struct sg_step_params {
-    sg_adam_params adam;           /* lr of this step included */
-    int64_t t;                     /* Adam step number (1 for the first update) */
-    double clip;                   /* gradient_clipping, 0 = off */
+    sg_adam_params adam; /* lr of this step included */
+    int64_t t;           /* Adam step number (1 for the first update) */
+    double clip;         /* gradient_clipping, 0 = off */
 } sg_step_params;
 
 #include "graph/task_record.h"
@@ -41,7 +41,7 @@ typedef struct sg_exec_shared {
     const sg_step_spec *spec;
     const sg_graph *graph;
     sg_rope_cache rope;
-    struct sg_cuda_state *cuda;    /* NULL without CUDA workers */
+    struct sg_cuda_state *cuda; /* NULL without CUDA workers */
     /* several data-parallel ranks: the collectives (runtime/dist/); NULL
      * with one rank, where collectives are local copies */
     const struct sg_comm *comm;
@@ -50,20 +50,20 @@ typedef struct sg_exec_shared {
     sg_loss_scaler_params loss_scaler;
     /* a task that fails says so here (set atomically, first one wins); what
      * a step computed is read back from its buffers (exec.h) */
-    int failed;                    /* first failing task's code */
-    char fail_msg[256];            /* and its message */
+    int failed;         /* first failing task's code */
+    char fail_msg[256]; /* and its message */
 } sg_exec_shared;
 
 struct sg_lower_flight; /* runtime/exec/lower.h: one step in flight */
 
 typedef struct sg_task_ctx {
     sg_exec_shared *shared;
-    const sg_step_params *step;    /* this task's step: lr, Adam t, clipping */
-    sg_task_record *records;       /* this task's step's records, per node (task callbacks) */
+    const sg_step_params *step;     /* this task's step: lr, Adam t, clipping */
+    sg_task_record *records;        /* this task's step's records, per node (task callbacks) */
     struct sg_lower_flight *flight; /* counts the step's unfinished tasks */
-    int node;                      /* index in graph->nodes */
-    int nslots;                    /* StarPU buffers of the task */
-    int *slot_buffer;              /* IR buffer of each slot (accesses merged per buffer) */
+    int node;                       /* index in graph->nodes */
+    int nslots;                     /* StarPU buffers of the task */
+    int *slot_buffer;               /* IR buffer of each slot (accesses merged per buffer) */
     sg_access_mode *slot_mode;
 } sg_task_ctx;
 

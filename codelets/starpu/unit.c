@@ -24,14 +24,14 @@ typedef struct unit_call {
     const sg_model *m;
     int u, head;
     size_t B, T, N;
-    int tile;                  /* batch tile, or -1 */
-    size_t r0, B_all;          /* the tile's first sequence, sequences in the micro-batch */
+    int tile;         /* batch tile, or -1 */
+    size_t r0, B_all; /* the tile's first sequence, sequences in the micro-batch */
     sg_unit_io io;
     sg_task_mem param_copy, embed_copy;
     sg_f32_view views[8];
     int store[8];
     int nviews;
-    int prev_bf16;             /* the thread's GEMM precision before the task (gemm.h) */
+    int prev_bf16; /* the thread's GEMM precision before the task (gemm.h) */
 } unit_call;
 
 /* An fp32 view of the slot holding `role` for `unit`; NULL when absent.
@@ -171,8 +171,9 @@ static void forward(void *buffers[], void *arg, int recompute)
         *k.io.loss = (float)((double)*k.io.loss * tile_share(&k));
     call_end(&k, rc);
     if (rc)
-        sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
-                                           : "invalid token id or size");
+        sg_task_fail(c, rc,
+                     rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
+                                     : "invalid token id or size");
 }
 
 void sg_forward_cpu(void *buffers[], void *arg)
@@ -198,8 +199,7 @@ static int grad_ranks(const sg_task_ctx *c)
  * dp x B, so fp16 overflows where that run would. */
 static float head_dloss(unit_call *k)
 {
-    double d = tile_share(k) / ((double)k->c->shared->spec->grad_accum *
-                                (double)grad_ranks(k->c));
+    double d = tile_share(k) / ((double)k->c->shared->spec->grad_accum * (double)grad_ranks(k->c));
     int s = sg_arg_find(k->c, SG_BUF_LOSS_SCALE, -2);
     if (s >= 0)
         d *= *(const float *)sg_arg_ptr(k->buffers, s);
@@ -233,25 +233,27 @@ void sg_backward_cpu(void *buffers[], void *arg)
     if (rc == SG_OK && k.io.moe_split) {
         moe_dn2 = malloc(k.N * (size_t)k.m->hidden_size * sizeof *moe_dn2);
         moe_dtopw = malloc(k.N * (size_t)k.m->experts_per_token * sizeof *moe_dtopw);
-        rc = !moe_dn2 || !moe_dtopw || !k.io.saved ? SG_ENOMEM
-             : sg_moe_gather_backward(c, buffers, k.m, k.u, k.N, k.io.saved, moe_dn2,
-                                      moe_dtopw, &moe_grads);
+        rc = !moe_dn2 || !moe_dtopw || !k.io.saved
+                 ? SG_ENOMEM
+                 : sg_moe_gather_backward(c, buffers, k.m, k.u, k.N, k.io.saved, moe_dn2, moe_dtopw,
+                                          &moe_grads);
         k.io.moe_dn2 = moe_dn2;
         k.io.moe_dtopw = moe_dtopw;
     }
     /* an MoE layer needs d(loss) too, for the load-balancing loss's gradient */
     if (rc == SG_OK)
         rc = sg_unit_backward(k.m, k.u, k.B, k.T, &k.io, dy,
-                              k.u == k.head || k.io.moe_stats ? head_dloss(&k) : 0.0f, dx,
-                              dparams, dembed);
+                              k.u == k.head || k.io.moe_stats ? head_dloss(&k) : 0.0f, dx, dparams,
+                              dembed);
     if (rc == SG_OK && k.io.moe_split)
         rc = sg_moe_add_expert_grads(k.m, k.u, &moe_grads, dparams);
     free(moe_dn2);
     free(moe_dtopw);
     call_end(&k, rc);
     if (rc)
-        sg_task_fail(c, rc, rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
-                                           : "invalid token id or size");
+        sg_task_fail(c, rc,
+                     rc == SG_ENOMEM ? "a buffer is missing or memory ran out"
+                                     : "invalid token id or size");
 }
 
 /* ---- CUDA ---------------------------------------------------------------- */
@@ -345,8 +347,8 @@ static int cu_call_begin(cuda_unit_call *k, const sg_task_ctx *c, void **buffers
         k->io.tokens = tok;
         k->io.targets = tok + k->N;
     }
-    k->io.scratch = sg_cu_malloc_async(&k->cu, sg_cu_unit_scratch_bytes(k->m, k->u, k->B, k->T,
-                                                                        k->dt));
+    k->io.scratch =
+        sg_cu_malloc_async(&k->cu, sg_cu_unit_scratch_bytes(k->m, k->u, k->B, k->T, k->dt));
     return k->io.scratch ? SG_OK : SG_ENOMEM;
 }
 
@@ -360,10 +362,11 @@ static void cu_call_end(cuda_unit_call *k)
 static void cu_report(const sg_task_ctx *c, int rc)
 {
     if (rc)
-        sg_cuda_task_fail(c, rc, rc == SG_ENOMEM ? "device memory ran out"
-                                 : rc == SG_ENOTSUP ? "a batch tile runs on CPU workers only"
-                                 : rc == SG_EIO ? "CUDA failed"
-                                                : "a buffer is missing or has another dtype");
+        sg_cuda_task_fail(c, rc,
+                          rc == SG_ENOMEM    ? "device memory ran out"
+                          : rc == SG_ENOTSUP ? "a batch tile runs on CPU workers only"
+                          : rc == SG_EIO     ? "CUDA failed"
+                                             : "a buffer is missing or has another dtype");
 }
 
 static void cu_forward(void *buffers[], void *arg, int recompute)
@@ -440,15 +443,15 @@ static int cu_moe_gather(cuda_unit_call *k, cu_moe_bwd *mb)
     const size_t NH = k->N * (size_t)k->m->hidden_size;
     mb->dn2 = sg_cu_malloc_async(&k->cu, NH * sg_dtype_size(k->dt));
     mb->dtopw = sg_cu_malloc_async(&k->cu, k->N * (size_t)k->m->experts_per_token * sizeof(float));
-    mb->scratch = sg_cu_malloc_async(&k->cu, sg_cu_moe_group_scratch_bytes(k->m, k->B, k->T,
-                                                                           k->dt));
+    mb->scratch =
+        sg_cu_malloc_async(&k->cu, sg_cu_moe_group_scratch_bytes(k->m, k->B, k->T, k->dt));
     if (!mb->dn2 || !mb->dtopw || !mb->scratch)
         return SG_ENOMEM;
     if (!k->io.saved)
         return SG_EINVAL;
-    int rc = sg_cu_moe_gather_backward(&k->cu, k->m, k->u, k->B, k->T, k->dt, k->io.saved,
-                                       mb->grads, mb->groups, mb->n, mb->dn2, mb->dtopw,
-                                       mb->scratch);
+    int rc =
+        sg_cu_moe_gather_backward(&k->cu, k->m, k->u, k->B, k->T, k->dt, k->io.saved, mb->grads,
+                                  mb->groups, mb->n, mb->dn2, mb->dtopw, mb->scratch);
     k->io.moe_dn2 = mb->dn2;
     k->io.moe_dtopw = mb->dtopw;
     return rc;
@@ -494,8 +497,8 @@ void sg_backward_cuda(void *buffers[], void *arg)
         rc = sg_cu_unit_backward(&k.cu, k.m, k.u, k.B, k.T, &k.io, dy, dloss, dloss_scale, dx,
                                  dparams, dembed);
     if (rc == SG_OK && k.io.moe_split)
-        rc = sg_cu_moe_add_expert_grads(&k.cu, k.m, k.u, k.dt, mb.grads, mb.groups, mb.n, k.B,
-                                        k.T, dparams, mb.scratch);
+        rc = sg_cu_moe_add_expert_grads(&k.cu, k.m, k.u, k.dt, mb.grads, mb.groups, mb.n, k.B, k.T,
+                                        dparams, mb.scratch);
     sg_cu_free_async(&k.cu, mb.dn2);
     sg_cu_free_async(&k.cu, mb.dtopw);
     sg_cu_free_async(&k.cu, mb.scratch);

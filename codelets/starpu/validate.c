@@ -27,8 +27,8 @@ void sg_validate_cpu(void *buffers[], void *arg)
     /* undo the speculative step and, unless the step is skipped, redo it
      * with the multiplier now known: one pass over the state; with fused
      * casts the 16-bit parameters the step wrote are rewritten in it */
-    int rc = sg_adam_redo_lowp(&prm, t, h.p, h.g, h.gdt, h.m, h.v, h.pout, h.pdt, h.n,
-                               spec_mult, mult, !skip);
+    int rc = sg_adam_redo_lowp(&prm, t, h.p, h.g, h.gdt, h.m, h.v, h.pout, h.pdt, h.n, spec_mult,
+                               mult, !skip);
     if (rc)
         sg_task_fail(c, rc, "rollback failed");
 }

@@ -43,8 +43,8 @@ static size_t append_word(char *out, size_t n, size_t len, const char *w)
     for (const char *p = w; *p && plain; p++)
         plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+-@%",
                        *p) != NULL;
-    len += (size_t)snprintf(out + (len < n ? len : n), len < n ? n - len : 0, plain ? " %s" : " '",
-                            w);
+    len +=
+        (size_t)snprintf(out + (len < n ? len : n), len < n ? n - len : 0, plain ? " %s" : " '", w);
     if (plain)
         return len;
     for (const char *p = w; *p; p++) {
@@ -57,8 +57,8 @@ static size_t append_word(char *out, size_t n, size_t len, const char *w)
     return len + (size_t)snprintf(out + (len < n ? len : n), len < n ? n - len : 0, "'");
 }
 
-int sg_calib_simulate_command(char *out, size_t n, const char *config, char *const *args,
-                              int nargs, const char *machine_path, int ranks)
+int sg_calib_simulate_command(char *out, size_t n, const char *config, char *const *args, int nargs,
+                              const char *machine_path, int ranks)
 {
     size_t len = (size_t)snprintf(out, n, "stepgraph simulate");
     len = append_word(out, n, len, config);
@@ -121,8 +121,8 @@ static void earlier_text(const cJSON *cal, char *out, size_t n)
                  config ? config : "an unrecorded config");
 }
 
-int sg_calib_check_name(const char *path, const char *name, const sg_calib_job *job,
-                        int replace, sg_error *err)
+int sg_calib_check_name(const char *path, const char *name, const sg_calib_job *job, int replace,
+                        sg_error *err)
 {
     if (replace || access(path, F_OK) != 0)
         return SG_OK;
@@ -145,11 +145,13 @@ int sg_calib_check_name(const char *path, const char *name, const sg_calib_job *
     if (!same) {
         char earlier[1200];
         earlier_text(cal, earlier, sizeof earlier);
-        rc = sg_error_set(err, SG_EINVAL, "--name %s: %s was calibrated on %s; calibrating %s, "
+        rc = sg_error_set(err, SG_EINVAL,
+                          "--name %s: %s was calibrated on %s; calibrating %s, "
                           "seq %lld, micro-batch %lld, dp_size %lld, %s under the same name "
                           "would replace the history its simulations use: pick another --name, "
-                          "or --replace to replace it", name, path, earlier, job->model,
-                          job->seq_len, job->micro_batch, job->dp_size, job->dtype);
+                          "or --replace to replace it",
+                          name, path, earlier, job->model, job->seq_len, job->micro_batch,
+                          job->dp_size, job->dtype);
     }
     cJSON_Delete(root);
     return rc;

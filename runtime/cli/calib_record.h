@@ -21,7 +21,7 @@
 
 /* The shape that fixes a calibrated job's task sizes. */
 typedef struct sg_calib_job {
-    char config[4096];           /* CONFIG as given (files from before the record: compared) */
+    char config[4096]; /* CONFIG as given (files from before the record: compared) */
     char model[256];
     long long seq_len, micro_batch, grad_accum, dp_size;
     char dtype[8];
@@ -34,8 +34,8 @@ int sg_calib_job_of(const sg_config *cfg, const char *config, sg_calib_job *job,
  * each word quoted for a POSIX shell where it needs it; --dp_size added
  * when ranks > 1 and args do not name it. Returns 0, or SG_EINVAL when n
  * is too small. */
-int sg_calib_simulate_command(char *out, size_t n, const char *config, char *const *args,
-                              int nargs, const char *machine_path, int ranks);
+int sg_calib_simulate_command(char *out, size_t n, const char *config, char *const *args, int nargs,
+                              const char *machine_path, int ranks);
 
 /* Adds to the machine file's "calibration" object: "args" (the run options
  * and --set as given), "model", "seq_len", "micro_batch", "grad_accum",
@@ -47,7 +47,7 @@ int sg_calib_record(cJSON *cal, const sg_calib_job *job, char *const *args, int 
  * machine file is there, it is not a calibrated one, or it was calibrated
  * on the same job; SG_EINVAL naming the earlier job and the ways out
  * otherwise (replace = 1: 0 always). */
-int sg_calib_check_name(const char *path, const char *name, const sg_calib_job *job,
-                        int replace, sg_error *err);
+int sg_calib_check_name(const char *path, const char *name, const sg_calib_job *job, int replace,
+                        sg_error *err);
 
 #endif /* SG_CLI_CALIB_RECORD_H */

@@ -98,30 +98,37 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "name", name);
-    snprintf(line, sizeof line, "Calibrated by stepgraph calibrate on %s (%s): %d CPU and %d CUDA "
-             "workers; task times are StarPU's history models in %s.sampling.", host, when,
-             res->workers_cpu, res->workers_cuda, name);
+    snprintf(line, sizeof line,
+             "Calibrated by stepgraph calibrate on %s (%s): %d CPU and %d CUDA "
+             "workers; task times are StarPU's history models in %s.sampling.",
+             host, when, res->workers_cpu, res->workers_cuda, name);
     if (ranks > 1) /* the same line, for every one of the ranks */
-        snprintf(line, sizeof line, "Calibrated by stepgraph calibrate on %s (%s): %d ranks "
+        snprintf(line, sizeof line,
+                 "Calibrated by stepgraph calibrate on %s (%s): %d ranks "
                  "under mpirun (a node each in this model), %d CPU and %d CUDA workers per "
-                 "rank; task times are rank 0's StarPU history models in %s.sampling.", host,
-                 when, ranks, res->workers_cpu, res->workers_cuda, name);
+                 "rank; task times are rank 0's StarPU history models in %s.sampling.",
+                 host, when, ranks, res->workers_cpu, res->workers_cuda, name);
     cJSON_AddStringToObject(root, "description", line);
     cJSON *src = cJSON_AddArrayToObject(root, "sources");
-    cJSON_AddItemToArray(src, cJSON_CreateString(
-        "Task times: measured (StarPU history-based models, one per codelet sg_<kind>)."));
+    cJSON_AddItemToArray(
+        src, cJSON_CreateString(
+                 "Task times: measured (StarPU history-based models, one per codelet sg_<kind>)."));
     if (ranks > 1) {
-        snprintf(line, sizeof line, "Collectives (sg_allgather, sg_reduce_scatter, "
+        snprintf(line, sizeof line,
+                 "Collectives (sg_allgather, sg_reduce_scatter, "
                  "sg_allreduce, sg_grad_norm): measured on rank 0 with %d ranks over MPI on "
                  "this host, waits for the other ranks included; links.gpu_gpu_gbs is one "
-                 "core's memcpy, used only where a task has no measured time.", ranks);
+                 "core's memcpy, used only where a task has no measured time.",
+                 ranks);
         cJSON_AddItemToArray(src, cJSON_CreateString(line));
     }
-    snprintf(line, sizeof line, "cpu.core_bw_gbs: one core's memcpy, measured (%.1f GB/s); "
+    snprintf(line, sizeof line,
+             "cpu.core_bw_gbs: one core's memcpy, measured (%.1f GB/s); "
              "cpu.memory_bw_gbs: %d cores' memcpy at once, measured (%.1f GB/s; at least one "
              "core's); cpu.ghz from /proc/cpuinfo; fp32_flops_per_cycle assumed 32 (two 8-wide "
              "FMA units). These set task priorities and the roofline lower bound here, not "
-             "the task times.", core_bw, ncores, bw);
+             "the task times.",
+             core_bw, ncores, bw);
     cJSON_AddItemToArray(src, cJSON_CreateString(line));
     if (base) {
         snprintf(line, sizeof line, "GPU, link and efficiency figures from the %s model.",
@@ -160,8 +167,9 @@ static cJSON *machine_json(const char *name, const sg_machine *base, const sg_tr
                                 "collectives' times are measured");
     else if ((long long)ranks * res->workers_cuda > 1)
         cJSON_AddStringToObject(links, "interconnect",
-                                base && base->interconnect[0] ? base->interconnect
-                                : "not measured: gpu_gpu_gbs is an assumed figure");
+                                base && base->interconnect[0]
+                                    ? base->interconnect
+                                    : "not measured: gpu_gpu_gbs is an assumed figure");
     cJSON_AddBoolToObject(root, "unified_memory", unified);
     if (unified)
         cJSON_AddNumberToObject(root, "shared_memory_bw_gbs", base->shared_memory_bw_gbs);
@@ -212,8 +220,7 @@ static int remove_tree(const char *dir)
  * (".NAME.sampling.new-XXXXXX"), renamed over it only when the run
  * succeeded: a failed or refused calibration leaves an earlier one's models
  * as they were, and a new one never mixes its samples with older ones. */
-static int make_staging(const char *out, const char *name, char *dir, size_t size,
-                        sg_error *err)
+static int make_staging(const char *out, const char *name, char *dir, size_t size, sg_error *err)
 {
     if ((size_t)snprintf(dir, size, "%s/.%s.sampling.new-XXXXXX", out, name) >= size)
         return sg_error_set(err, SG_EINVAL, "--out %s: path too long", out);
@@ -251,8 +258,7 @@ static int install_staging(const char *staging, const char *final, sg_error *err
 static int rank_sampling_dir(int rank, char *dir, size_t size, sg_error *err)
 {
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, size, "%s/stepgraph-calibrate-rank%d-XXXXXX", tmp && *tmp ? tmp : "/tmp",
-             rank);
+    snprintf(dir, size, "%s/stepgraph-calibrate-rank%d-XXXXXX", tmp && *tmp ? tmp : "/tmp", rank);
     if (!mkdtemp(dir))
         return sg_error_set(err, SG_EIO, "%s: cannot create it (%s)", dir, strerror(errno));
     return SG_OK;
@@ -306,8 +312,8 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     const char *name = NULL, *out = "machines", *steps = "40", *base_name = NULL;
     int replace = 0;
     sg_cli_opt opts[] = {
-        {"name", NULL, &name, NULL},   {"out", "o", &out, NULL},
-        {"steps", NULL, &steps, NULL}, {"base", NULL, &base_name, NULL},
+        {"name", NULL, &name, NULL},       {"out", "o", &out, NULL},
+        {"steps", NULL, &steps, NULL},     {"base", NULL, &base_name, NULL},
         {"replace", NULL, NULL, &replace},
     };
     char host[HOST_NAME_MAX + 1] = "localhost";
@@ -318,7 +324,8 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     char **pass = calloc((size_t)argc + 2, sizeof *pass);
     sg_calib_job *job = calloc(1, sizeof *job);
     int rc = (!cfg || !base || !args || !pass || !job)
-                 ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
+                 ? sg_error_set(err, SG_ENOMEM, "out of memory")
+                 : SG_OK;
     char dflt[4096];
     int n = 0;
     if (!rc && (argc == 0 || argv[0][0] == '-')) {
@@ -339,8 +346,8 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
     if (!name)
         name = host;
     if (!rc && !sg_is_simple_name(name))
-        rc = sg_error_set(err, SG_EINVAL, "--name %s: letters, digits, '-', '_' and '.' only",
-                          name);
+        rc =
+            sg_error_set(err, SG_EINVAL, "--name %s: letters, digits, '-', '_' and '.' only", name);
     char path[8300], sampling[4200], staging[4300] = "", abs_sampling[PATH_MAX] = "";
     int rank = dist->rank, own_tmp = 0, staging_slot = -1;
     if (!rc && base_name) {
@@ -374,8 +381,7 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
         rc = sg_train_ranks(cfg, dist, &res, err);
     }
     if (own_tmp && remove_tree(abs_sampling) != 0 && !rc)
-        fprintf(stderr, "stepgraph: rank %d: warning: could not remove %s\n", rank,
-                abs_sampling);
+        fprintf(stderr, "stepgraph: rank %d: warning: could not remove %s\n", rank, abs_sampling);
     if (staging[0]) { /* rank 0: the new models replace the old, or go */
         if (!rc)
             rc = install_staging(staging, sampling, err);
@@ -392,13 +398,14 @@ static int calibrate(int argc, char **argv, const sg_dist *dist, sg_error *err)
         return rc;
     }
     if (!rc && res.workers_cuda > 0 && !base_name)
-        rc = sg_error_set(err, SG_EINVAL, "CUDA workers ran: name the GPU's figures with --base "
+        rc = sg_error_set(err, SG_EINVAL,
+                          "CUDA workers ran: name the GPU's figures with --base "
                           "MACHINE (e.g. --base h100-pcie)");
     cJSON *root = NULL;
     char command[8192];
     snprintf(path, sizeof path, "%s/%s.json", out, name);
-    if (!rc && sg_calib_simulate_command(command, sizeof command, args[0], pass, npass, path,
-                                         dist->size))
+    if (!rc &&
+        sg_calib_simulate_command(command, sizeof command, args[0], pass, npass, path, dist->size))
         rc = sg_error_set(err, SG_EINVAL, "the simulate command of this calibration is too long");
     if (!rc) {
         root = machine_json(name, base_name ? base : NULL, &res, args[0], cfg->run.sched,

@@ -111,9 +111,12 @@ static void table(FILE *out, const side *A, const side *B)
             row(out, what, a->count[k], b->count[k], "%.0f");
         }
     row(out, "TFLOP per step", a->flops_total / 1e12, b->flops_total / 1e12, "%.3f");
-    row(out, "GB host-to-device", a->link_bytes[SG_LINK_H2D] / 1e9, b->link_bytes[SG_LINK_H2D] / 1e9, "%.3f");
-    row(out, "GB device-to-host", a->link_bytes[SG_LINK_D2H] / 1e9, b->link_bytes[SG_LINK_D2H] / 1e9, "%.3f");
-    row(out, "GB collectives", a->link_bytes[SG_LINK_NET] / 1e9, b->link_bytes[SG_LINK_NET] / 1e9, "%.3f");
+    row(out, "GB host-to-device", a->link_bytes[SG_LINK_H2D] / 1e9,
+        b->link_bytes[SG_LINK_H2D] / 1e9, "%.3f");
+    row(out, "GB device-to-host", a->link_bytes[SG_LINK_D2H] / 1e9,
+        b->link_bytes[SG_LINK_D2H] / 1e9, "%.3f");
+    row(out, "GB collectives", a->link_bytes[SG_LINK_NET] / 1e9, b->link_bytes[SG_LINK_NET] / 1e9,
+        "%.3f");
     row(out, "peak GPU memory (GiB)", a->peak_bytes[SG_MEM_GPU] / 1073741824.0,
         b->peak_bytes[SG_MEM_GPU] / 1073741824.0, "%.2f");
     row(out, "peak host memory (GiB)", a->peak_bytes[SG_MEM_HOST] / 1073741824.0,
@@ -148,9 +151,11 @@ static void timelines(FILE *out, const side *A, const side *B)
         lanes += t->nlanes;
     }
     const double W = 1200, L = 20, left = 140;
-    fprintf(out, "<h2>Both steps on one time axis (%.3f ms)</h2>\n<svg id=\"timelines\" "
-                 "xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f %.0f\" "
-                 "style=\"width:100%%\">\n", span / 1e3, W, lanes * L + 30);
+    fprintf(out,
+            "<h2>Both steps on one time axis (%.3f ms)</h2>\n<svg id=\"timelines\" "
+            "xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f %.0f\" "
+            "style=\"width:100%%\">\n",
+            span / 1e3, W, lanes * L + 30);
     int base = 0;
     for (int k = 0; k < 2; k++) {
         const sg_graph_view *v = &sd[k]->v;
@@ -162,8 +167,9 @@ static void timelines(FILE *out, const side *A, const side *B)
                 continue;
             double x = left + (v->times.start_us[i] - t0[k]) / span * (W - left - 10);
             double w = (v->times.end_us[i] - v->times.start_us[i]) / span * (W - left - 10);
-            fprintf(out, "<rect class=\"bar\" x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" "
-                         "height=\"%.0f\" fill=\"%s\"><title>%c: %s</title></rect>\n",
+            fprintf(out,
+                    "<rect class=\"bar\" x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" "
+                    "height=\"%.0f\" fill=\"%s\"><title>%c: %s</title></rect>\n",
                     x, (base + v->times.lane[i]) * L + 3, w < 1 ? 1 : w, L - 6,
                     sg_where_color((sg_where)v->where[i]), 'A' + k, v->g.nodes[i].name);
         }
@@ -241,7 +247,8 @@ int sg_cmd_compare(int argc, char **argv)
     for (int i = 0; i + 1 < argc; i++)
         for (int k = 0; k < 3; k++)
             if ((!strncmp(argv[i], "--", 2) && !strcmp(argv[i] + 2, opts[k].name)) ||
-                (opts[k].short_name && argv[i][0] == '-' && !strcmp(argv[i] + 1, opts[k].short_name)))
+                (opts[k].short_name && argv[i][0] == '-' &&
+                 !strcmp(argv[i] + 1, opts[k].short_name)))
                 *opts[k].value = argv[++i];
     sg_error err = {0};
     side A = {0}, B = {0};
@@ -250,7 +257,8 @@ int sg_cmd_compare(int argc, char **argv)
     int npass = 0, nconfigs = 0, rc = (!pass || !configs) ? SG_ENOMEM : SG_OK;
     /* positional arguments are the configs (split_args reports the first one
      * left; run options and --set go to both sides) */
-    char **rest = calloc((size_t)argc + 1, sizeof *rest), **scratch = calloc((size_t)argc + 1, sizeof *scratch);
+    char **rest = calloc((size_t)argc + 1, sizeof *rest),
+         **scratch = calloc((size_t)argc + 1, sizeof *scratch);
     int nrest = argc;
     if (!rest || !scratch)
         rc = SG_ENOMEM;
@@ -289,7 +297,8 @@ int sg_cmd_compare(int argc, char **argv)
     else if (nconfigs < 1 || nconfigs > 2)
         rc = sg_error_set(&err, SG_EINVAL, "compare takes one or two configs (got %d)", nconfigs);
     else if (nconfigs == 1 && !m2)
-        rc = sg_error_set(&err, SG_EINVAL, "one config is compared on two machines: "
+        rc = sg_error_set(&err, SG_EINVAL,
+                          "one config is compared on two machines: "
                           "--machines M1,M2");
     if (!rc) {
         A.config = configs[0];
@@ -299,7 +308,8 @@ int sg_cmd_compare(int argc, char **argv)
         A.times = t1;
         B.times = t2;
         if ((t1 && !t2) || (!t1 && t2))
-            rc = sg_error_set(&err, SG_EINVAL, "--times needs a trace for each side: "
+            rc = sg_error_set(&err, SG_EINVAL,
+                              "--times needs a trace for each side: "
                               "TRACE_A,TRACE_B");
     }
     if (!rc)

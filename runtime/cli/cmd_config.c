@@ -33,27 +33,27 @@ static void print_scheduler(const sg_ds_config *ds)
     long long total = (long long)ds->scheduler.total_num_steps;
     printf("scheduler:        ");
     switch (ds->scheduler.type) {
-    case SG_SCHED_NONE:
-        printf("none (constant lr)\n");
-        break;
+    case SG_SCHED_NONE: printf("none (constant lr)\n"); break;
     case SG_SCHED_WARMUP_LR:
         printf("WarmupLR: %s warm-up over %lld updates from %g to %g, then constant\n", warm, w,
                ds->scheduler.warmup_min_lr, ds->scheduler.warmup_max_lr);
         break;
     case SG_SCHED_WARMUP_DECAY_LR:
         printf("WarmupDecayLR: %s warm-up over %lld updates from %g to %g, then linear decay "
-               "to %g at update %lld\n", warm, w, ds->scheduler.warmup_min_lr,
-               ds->scheduler.warmup_max_lr, ds->scheduler.warmup_min_lr, total);
+               "to %g at update %lld\n",
+               warm, w, ds->scheduler.warmup_min_lr, ds->scheduler.warmup_max_lr,
+               ds->scheduler.warmup_min_lr, total);
         break;
     case SG_SCHED_WARMUP_COSINE_LR:
         printf("WarmupCosineLR: the first update at lr 0, %s warm-up over %lld updates from "
-               "%g to 1 x lr, then cosine decay to %g x lr at update %lld\n", warm, w,
-               ds->scheduler.warmup_min_ratio, ds->scheduler.cos_min_ratio, total);
+               "%g to 1 x lr, then cosine decay to %g x lr at update %lld\n",
+               warm, w, ds->scheduler.warmup_min_ratio, ds->scheduler.cos_min_ratio, total);
         break;
     case SG_SCHED_ONE_CYCLE: {
         long long s1 = (long long)ds->scheduler.cycle_first_step_size;
         long long s2 = ds->scheduler.cycle_second_step_size > 0
-                           ? (long long)ds->scheduler.cycle_second_step_size : s1;
+                           ? (long long)ds->scheduler.cycle_second_step_size
+                           : s1;
         printf("OneCycle: lr %g up to %g over %lld updates, back over %lld",
                ds->scheduler.cycle_min_lr, ds->scheduler.cycle_max_lr, s1, s2);
         if (ds->scheduler.cycle_momentum)
@@ -95,7 +95,7 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
     printf("batch:            train_batch_size %lld = micro %lld x accumulation %lld x dp %lld\n",
            (long long)ds->train_batch_size, (long long)ds->train_micro_batch_size_per_gpu,
            (long long)ds->gradient_accumulation_steps, (long long)r->dp_size);
-    printf("precision:        %s\n", ds->bf16.enabled ? "bf16 (fp32 master weights)"
+    printf("precision:        %s\n", ds->bf16.enabled   ? "bf16 (fp32 master weights)"
                                      : ds->fp16.enabled ? "fp16 (dynamic loss scaling)"
                                                         : "fp32");
     if (ds->optimizer.type == SG_OPT_LION)
@@ -104,9 +104,9 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
                ds->optimizer.weight_decay);
     else if (ds->optimizer.type == SG_OPT_ADAGRAD)
         printf("optimizer:        Adagrad lr %g lr_decay %g eps %g weight_decay %g (L2) "
-               "initial_accumulator_value %g\n", ds->optimizer.lr, ds->optimizer.lr_decay,
-               ds->optimizer.eps, ds->optimizer.weight_decay,
-               ds->optimizer.initial_accumulator_value);
+               "initial_accumulator_value %g\n",
+               ds->optimizer.lr, ds->optimizer.lr_decay, ds->optimizer.eps,
+               ds->optimizer.weight_decay, ds->optimizer.initial_accumulator_value);
     else
         printf("optimizer:        %s lr %g betas (%g, %g) eps %g weight_decay %g\n",
                ds->optimizer.type == SG_OPT_ADAMW ? "AdamW" : "Adam", ds->optimizer.lr,
@@ -161,8 +161,9 @@ static void print_config(const sg_config *c, const sg_model *m, const sg_subgrou
     else
         snprintf(per, sizeof per, "(one per parameter tensor: sub_group_size 0)");
     printf("sub-groups:       %d %s over %lld rank parameters; 0..%d on the GPU, %d..%d on the "
-           "CPU\n", lay->nsubgroups, per, (long long)lay->rank_params, lay->first_cpu - 1,
-           lay->first_cpu, lay->nsubgroups - 1);
+           "CPU\n",
+           lay->nsubgroups, per, (long long)lay->rank_params, lay->first_cpu - 1, lay->first_cpu,
+           lay->nsubgroups - 1);
     print_autos(&c->autos);
 }
 

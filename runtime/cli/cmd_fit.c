@@ -58,8 +58,7 @@ static int parse_width(const char *opt, const char *s, int64_t *out, sg_error *e
     errno = 0;
     long long v = s ? strtoll(s, &end, 10) : 0;
     if (!s || !*s || *end || errno)
-        return sg_error_set(err, SG_EINVAL, "%s: expected an integer, got \"%s\"", opt,
-                            s ? s : "");
+        return sg_error_set(err, SG_EINVAL, "%s: expected an integer, got \"%s\"", opt, s ? s : "");
     *out = v;
     return SG_OK;
 }
@@ -68,18 +67,20 @@ static void progress(const sg_fit_point *p, void *ctx)
 {
     (void)ctx;
     if (p->not_compiled) {
-        fprintf(stderr, "stepgraph fit: hidden %lld, %lld layers (%.2f B parameters): does not "
-                "fit: %s\n", (long long)p->hidden, (long long)p->layers,
-                (double)p->params / 1e9, p->why);
+        fprintf(stderr,
+                "stepgraph fit: hidden %lld, %lld layers (%.2f B parameters): does not "
+                "fit: %s\n",
+                (long long)p->hidden, (long long)p->layers, (double)p->params / 1e9, p->why);
         return;
     }
     char disk[48] = "";
     if (p->disk_bytes > 0)
         snprintf(disk, sizeof disk, ", disk %.1f GiB", p->disk_bytes / GIB);
-    fprintf(stderr, "stepgraph fit: hidden %lld, %lld layers (%.2f B parameters): GPU %.1f "
-            "GiB, host %.1f GiB%s: %s\n", (long long)p->hidden, (long long)p->layers,
-            (double)p->params / 1e9, p->gpu_bytes / GIB, p->host_bytes / GIB, disk,
-            p->fits ? "fits" : "does not fit");
+    fprintf(stderr,
+            "stepgraph fit: hidden %lld, %lld layers (%.2f B parameters): GPU %.1f "
+            "GiB, host %.1f GiB%s: %s\n",
+            (long long)p->hidden, (long long)p->layers, (double)p->params / 1e9, p->gpu_bytes / GIB,
+            p->host_bytes / GIB, disk, p->fits ? "fits" : "does not fit");
 }
 
 static int by_params(const void *a, const void *b)
@@ -102,8 +103,8 @@ static void print_table(const sg_fit_result *r, const sg_machine *mach, const sg
            r->npoints ? r->points[0].host_capacity / GIB : 0.0, dcap,
            cfg->run_path[0] ? cfg->run_path : cfg->ds_path);
     printf("%7s %6s %12s %13s %14s%s %5s %14s %7s  %s\n", "hidden", "layers", "params (B)",
-           "GPU peak GiB", "host peak GiB", disk ? "       disk GiB" : "", "fits",
-           "step bound ms", "TFLOPS", "bound by");
+           "GPU peak GiB", "host peak GiB", disk ? "       disk GiB" : "", "fits", "step bound ms",
+           "TFLOPS", "bound by");
     sg_fit_point *sorted = malloc((size_t)(r->npoints ? r->npoints : 1) * sizeof *sorted);
     if (!sorted)
         return;
@@ -118,9 +119,8 @@ static void print_table(const sg_fit_result *r, const sg_machine *mach, const sg
             snprintf(tf, sizeof tf, "-");
         if (p->not_compiled) { // the optimizer's state alone is too large: no graph, no peaks
             printf("%7lld %5lld%s %12.2f %13s %14s%s %5s %14s %7s  %s\n", (long long)p->hidden,
-                   (long long)p->layers, p->on_rule ? " " : "*", (double)p->params / 1e9, "-",
-                   "-", disk ? "              -" : "", "no", "-", "-",
-                   "(optimizer state > memory)");
+                   (long long)p->layers, p->on_rule ? " " : "*", (double)p->params / 1e9, "-", "-",
+                   disk ? "              -" : "", "no", "-", "-", "(optimizer state > memory)");
             continue;
         }
         char dcol[24] = "";
@@ -149,8 +149,7 @@ static int load_template(const sg_config *cfg, sg_model *m, sg_error *err)
     return rc;
 }
 
-static int write_model(const char *path, const sg_model *tmpl, const sg_fit_point *p,
-                       sg_error *err)
+static int write_model(const char *path, const sg_model *tmpl, const sg_fit_point *p, sg_error *err)
 {
     sg_model *m = malloc(sizeof *m);
     char *text = NULL;
@@ -170,10 +169,8 @@ int sg_cmd_fit(int argc, char **argv)
     const char *family = "llama", *min_s = NULL, *max_s = NULL, *out_path = NULL;
     int help = 0;
     sg_cli_opt opts[] = {
-        {"family", NULL, &family, NULL},
-        {"min-hidden", NULL, &min_s, NULL},
-        {"max-hidden", NULL, &max_s, NULL},
-        {"write-model", NULL, &out_path, NULL},
+        {"family", NULL, &family, NULL},    {"min-hidden", NULL, &min_s, NULL},
+        {"max-hidden", NULL, &max_s, NULL}, {"write-model", NULL, &out_path, NULL},
         {"help", "h", NULL, &help},
     };
     for (int i = 0; i < argc; i++)
@@ -196,7 +193,8 @@ int sg_cmd_fit(int argc, char **argv)
     if (!rc && max_s)
         rc = parse_width("--max-hidden", max_s, &hi, &err);
     if (!rc && !cfg->run.machine[0])
-        rc = sg_error_set(&err, SG_EINVAL, "fit needs a machine model (--machine NAME, or "
+        rc = sg_error_set(&err, SG_EINVAL,
+                          "fit needs a machine model (--machine NAME, or "
                           "\"machine\" in the run config): its GPU and host memory decide");
     char path[4096];
     if (!rc && !(rc = sg_machine_resolve(cfg->run.machine, path, sizeof path, &err)))
@@ -213,8 +211,10 @@ int sg_cmd_fit(int argc, char **argv)
             printf("none fits: even %lld hidden with 1 layer needs more memory than %s has\n",
                    (long long)lo, mach->name);
             if (out_path)
-                rc = sg_error_set(&err, SG_EINVAL, "--write-model %s: no model fits, nothing "
-                                  "written", out_path);
+                rc = sg_error_set(&err, SG_EINVAL,
+                                  "--write-model %s: no model fits, nothing "
+                                  "written",
+                                  out_path);
         } else {
             const sg_fit_point *b = &r.points[r.best];
             char mem[160];
@@ -227,10 +227,10 @@ int sg_cmd_fit(int argc, char **argv)
                          b->gpu_bytes / GIB, b->gpu_capacity / GIB, b->host_bytes / GIB,
                          b->host_capacity / GIB);
             printf("largest that fits: llama-scaled-h%lld-l%lld, %.2f B parameters (hidden "
-                   "%lld, %lld layers%s), %s, step bound %.0f ms\n", (long long)b->hidden,
-                   (long long)b->layers, (double)b->params / 1e9, (long long)b->hidden,
-                   (long long)b->layers, b->on_rule ? "" : ", fewer than the rule's", mem,
-                   b->bound_s * 1e3);
+                   "%lld, %lld layers%s), %s, step bound %.0f ms\n",
+                   (long long)b->hidden, (long long)b->layers, (double)b->params / 1e9,
+                   (long long)b->hidden, (long long)b->layers,
+                   b->on_rule ? "" : ", fewer than the rule's", mem, b->bound_s * 1e3);
             if (r.hit_max)
                 printf("the widest candidate searched fits: raise --max-hidden to look "
                        "further\n");

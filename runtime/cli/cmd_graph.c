@@ -41,9 +41,10 @@ static int write_summary(void *ctx, FILE *out)
     if (!rc && o->cuda) {
         if (sg_graph_memory_held(o->g, held))
             return SG_ENOMEM;
-        fprintf(out, "held by StarPU's allocator with CUDA workers: gpu %.1f MiB, host %.1f MiB "
-                     "(32 MiB chunks for buffers up to 4 MiB, a cache per buffer size, a copy "
-                     "on each side that accesses a value)\n",
+        fprintf(out,
+                "held by StarPU's allocator with CUDA workers: gpu %.1f MiB, host %.1f MiB "
+                "(32 MiB chunks for buffers up to 4 MiB, a cache per buffer size, a copy "
+                "on each side that accesses a value)\n",
                 held[SG_MEM_GPU] / 1048576.0, held[SG_MEM_HOST] / 1048576.0);
         rc = ferror(out) ? SG_EIO : SG_OK;
     }
@@ -104,12 +105,9 @@ int sg_cmd_graph(int argc, char **argv)
     const char *format = "dot", *output = NULL, *times_path = NULL;
     int summary = 0, help = 0, unfold = 0;
     sg_cli_opt opts[] = {
-        {"format", NULL, &format, NULL},
-        {"output", "o", &output, NULL},
-        {"summary", NULL, NULL, &summary},
-        {"unfold", NULL, NULL, &unfold},
-        {"times", NULL, &times_path, NULL},
-        {"help", "h", NULL, &help},
+        {"format", NULL, &format, NULL},    {"output", "o", &output, NULL},
+        {"summary", NULL, NULL, &summary},  {"unfold", NULL, NULL, &unfold},
+        {"times", NULL, &times_path, NULL}, {"help", "h", NULL, &help},
     };
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -127,11 +125,12 @@ int sg_cmd_graph(int argc, char **argv)
     if (!rc && strcmp(format, "dot") && strcmp(format, "svg") && strcmp(format, "json") &&
         strcmp(format, "html"))
         rc = sg_error_set(&err, SG_EINVAL, "--format %s: expected dot, svg, json or html", format);
-    if (!rc && (!strcmp(format, "svg") || !strcmp(format, "html")) && (!output || !strcmp(output, "-")))
+    if (!rc && (!strcmp(format, "svg") || !strcmp(format, "html")) &&
+        (!output || !strcmp(output, "-")))
         rc = sg_error_set(&err, SG_EINVAL, "--format %s needs -o FILE", format);
     /* the page always has both drawings: the view is folded for it */
-    if (!rc && !(rc = sg_graph_view_build(cfg, unfold && strcmp(format, "html"), times_path, &v,
-                                          &err)))
+    if (!rc &&
+        !(rc = sg_graph_view_build(cfg, unfold && strcmp(format, "html"), times_path, &v, &err)))
         built = 1;
     graph_output o = {&v.g, &v.s, &v.style, cfg && cfg->run.ncuda > 0};
     if (!rc) {

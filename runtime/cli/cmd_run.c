@@ -87,7 +87,8 @@ static void run_help(void)
            "same or another dp_size of the same global micro batch. `stepgraph calibrate`\n"
            "runs under mpirun the same way. Not yet with several ranks: CUDA workers (the\n"
            "NCCL collectives are written, not yet run on several GPUs: docs/gpu.md).%s\n"
-           "\n", sg_dist_available() ? "" : "\nThis build has no MPI support: dp_size > 1 is refused.");
+           "\n",
+           sg_dist_available() ? "" : "\nThis build has no MPI support: dp_size > 1 is refused.");
     sg_cli_print_run_flags();
 }
 
@@ -111,7 +112,6 @@ static int check_report_path(const char *report, sg_error *err)
                             strerror(errno));
     return SG_OK;
 }
-
 
 /* The model the config names loads (and fits max_length): checked with the
  * config, so that under mpirun a refusal is agreed on before training. */

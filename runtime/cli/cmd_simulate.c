@@ -107,8 +107,8 @@ static void fitted_command(int argc, char **argv, char *out, size_t n)
  * named, the costs fitted on the machine's node times run instead, saying
  * so (*note); with --cost history named, the refusal names the command that
  * works. */
-static int run_sim(sg_sim_request *rq, const char *workdir, int cost_named, int argc,
-                   char **argv, sg_sim_report *rep, const char **note, sg_error *err)
+static int run_sim(sg_sim_request *rq, const char *workdir, int cost_named, int argc, char **argv,
+                   sg_sim_report *rep, const char **note, sg_error *err)
 {
     int rc = sg_sim_run_one(rq, workdir, rep, err);
     if (!rc || rq->fitted_costs || !rq->sm->machine.calibration_dir[0] ||
@@ -119,18 +119,22 @@ static int run_sim(sg_sim_request *rq, const char *workdir, int cost_named, int 
     fitted_command(argc, argv, cmd, sizeof cmd);
     const char *name = rq->sm->machine.name;
     if (cost_named)
-        return sg_error_set(err, SG_EINVAL, "--cost history: the calibrated history of %s lacks "
+        return sg_error_set(err, SG_EINVAL,
+                            "--cost history: the calibrated history of %s lacks "
                             "task sizes of this step (StarPU: %s); the costs fitted on its node "
-                            "times predict other sizes: %s", name, starpu, cmd);
-    fprintf(stderr, "stepgraph: the calibrated history of %s lacks task sizes of this step; "
-            "simulating with the costs fitted on its node times (--cost fitted)\n", name);
+                            "times predict other sizes: %s",
+                            name, starpu, cmd);
+    fprintf(stderr,
+            "stepgraph: the calibrated history of %s lacks task sizes of this step; "
+            "simulating with the costs fitted on its node times (--cost fitted)\n",
+            name);
     rq->fitted_costs = 1;
     *note = "fitted on the node times by itself: the calibrated history lacks task sizes of "
             "this step (--cost history names the history and refuses)";
     rc = sg_sim_run_one(rq, workdir, rep, err);
     if (rc)
         sg_error_prefix(err, "the history lacks task sizes of this step, and the fitted costs "
-                        "failed too: ");
+                             "failed too: ");
     return rc;
 }
 
@@ -140,10 +144,14 @@ int sg_cmd_simulate(int argc, char **argv)
     const char *report = NULL, *bandwidth = "shared", *cost = NULL, *rollback = "0";
     int no_prio = 0;
     sg_cli_opt opts[] = {
-        {"machine", NULL, &machine, NULL}, {"sched", NULL, &sched, NULL},
-        {"trace", NULL, &trace, NULL},     {"steps", NULL, &steps, NULL},
-        {"json", NULL, &json, NULL},       {"no-priorities", NULL, NULL, &no_prio},
-        {"report", NULL, &report, NULL},   {"bandwidth", NULL, &bandwidth, NULL},
+        {"machine", NULL, &machine, NULL},
+        {"sched", NULL, &sched, NULL},
+        {"trace", NULL, &trace, NULL},
+        {"steps", NULL, &steps, NULL},
+        {"json", NULL, &json, NULL},
+        {"no-priorities", NULL, NULL, &no_prio},
+        {"report", NULL, &report, NULL},
+        {"bandwidth", NULL, &bandwidth, NULL},
         {"rollback-passes", NULL, &rollback, NULL},
         {"cost", NULL, &cost, NULL},
     };
@@ -158,8 +166,8 @@ int sg_cmd_simulate(int argc, char **argv)
     sg_sim_point *pt = calloc(1, sizeof *pt);
     sg_config *cfg = calloc(1, sizeof *cfg);
     char workdir[4096] = "";
-    int npass = 0, rc = (!pass || !sm || !pt || !cfg) ? sg_error_set(&err, SG_ENOMEM, "out of memory")
-                                                      : SG_OK;
+    int npass = 0,
+        rc = (!pass || !sm || !pt || !cfg) ? sg_error_set(&err, SG_ENOMEM, "out of memory") : SG_OK;
     const char *config = NULL;
     /* loads once here for the errors and the config's machine */
     if (!rc)
@@ -187,7 +195,8 @@ int sg_cmd_simulate(int argc, char **argv)
     if (!rc)
         rc = sg_sim_machine_open(sm, machine, workdir, &err);
     if (!rc && !strcmp(cost, "fitted") && !sm->machine.calibration_dir[0])
-        rc = sg_error_set(&err, SG_EINVAL, "--cost fitted: %s is a modelled machine (roofline "
+        rc = sg_error_set(&err, SG_EINVAL,
+                          "--cost fitted: %s is a modelled machine (roofline "
                           "costs); it needs one that `stepgraph calibrate` measured",
                           sm->machine.name);
     /* a report needs the trace: one in the work directory unless --trace names it */
@@ -196,9 +205,15 @@ int sg_cmd_simulate(int argc, char **argv)
         snprintf(tmp_trace, sizeof tmp_trace, "%s/report-trace.json", workdir);
         trace = tmp_trace;
     }
-    sg_sim_request rq = {.config = config, .args = pass, .nargs = npass, .sm = sm,
-                         .sched = sched, .priorities = !no_prio, .steps = (int)nsteps,
-                         .trace = trace, .static_bandwidth = !strcmp(bandwidth, "static"),
+    sg_sim_request rq = {.config = config,
+                         .args = pass,
+                         .nargs = npass,
+                         .sm = sm,
+                         .sched = sched,
+                         .priorities = !no_prio,
+                         .steps = (int)nsteps,
+                         .trace = trace,
+                         .static_bandwidth = !strcmp(bandwidth, "static"),
                          .fitted_costs = !strcmp(cost, "fitted"),
                          .rollback_passes = (int)rollback_passes};
     if (!rc)
@@ -206,7 +221,11 @@ int sg_cmd_simulate(int argc, char **argv)
     if (!rc && !sched)
         rq.sched = sched = pt->sched;
     sg_sim_report rep;
-    sg_sim_view view = {.config = config, .sm = sm, .pt = pt, .sched = sched, .priorities = !no_prio,
+    sg_sim_view view = {.config = config,
+                        .sm = sm,
+                        .pt = pt,
+                        .sched = sched,
+                        .priorities = !no_prio,
                         .steps = (int)nsteps};
     int not_fit = !rc && !pt->fit.fits;
     if (not_fit) {

@@ -55,7 +55,8 @@ static void tune_help(void)
            "                     recorded task times) or fitted (per-device fits of the\n"
            "                     calibration's node times: sizes it did not run, e.g. a\n"
            "                     larger model; see `stepgraph simulate --help`)\n"
-           "\n", SG_TUNE_MAX_VARY);
+           "\n",
+           SG_TUNE_MAX_VARY);
     static const char *const own[] = {"steps"}; /* this command has its own --steps */
     sg_cli_print_run_flags_except(own, 1);
 }
@@ -72,10 +73,10 @@ static int split_list(char *copy, const char **out, int max)
 
 typedef struct knob {
     char key[64];
-    int is_run_option;           /* passed as --key value, else --set key=value */
-    double values[MAX_VALUES];   /* numbers, or for a word knob the words' indices */
+    int is_run_option;         /* passed as --key value, else --set key=value */
+    double values[MAX_VALUES]; /* numbers, or for a word knob the words' indices */
     int nvalues;
-    int nwords;                  /* > 0: the values are words (cast_placement=cpu,gpu) */
+    int nwords; /* > 0: the values are words (cast_placement=cpu,gpu) */
     char words[SG_TUNE_MAX_WORDS][24];
 } knob;
 
@@ -83,7 +84,8 @@ static int parse_vary(const char *spec, knob *k, sg_error *err)
 {
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof k->key)
-        return sg_error_set(err, SG_EINVAL, "--vary %s: expected KEY=LO:HI:STEP or KEY=V1,V2", spec);
+        return sg_error_set(err, SG_EINVAL, "--vary %s: expected KEY=LO:HI:STEP or KEY=V1,V2",
+                            spec);
     snprintf(k->key, sizeof k->key, "%.*s", (int)(eq - spec), spec);
     const char *v = eq + 1;
     double lo, hi, step;
@@ -118,8 +120,10 @@ static int parse_vary(const char *spec, knob *k, sg_error *err)
     for (int i = 0; i < n; i++) {
         if (words) {
             if (!items[i][0] || strlen(items[i]) >= sizeof k->words[i])
-                return sg_error_set(err, SG_EINVAL, "--vary %s: \"%s\": a value of 1 to %zu "
-                                    "characters", spec, items[i], sizeof k->words[i] - 1);
+                return sg_error_set(err, SG_EINVAL,
+                                    "--vary %s: \"%s\": a value of 1 to %zu "
+                                    "characters",
+                                    spec, items[i], sizeof k->words[i] - 1);
             snprintf(k->words[i], sizeof k->words[i], "%s", items[i]);
             k->values[i] = i;
         } else {
@@ -144,16 +148,16 @@ static void classify_knob(knob *k)
         snprintf(value, sizeof value, "%s", k->words[0]);
     else
         snprintf(value, sizeof value, "%.10g", k->values[0]);
-    k->is_run_option = !strchr(k->key, '.') &&
-                       sg_run_option_set(&scratch, k->key, value, &ignored) == SG_OK;
+    k->is_run_option =
+        !strchr(k->key, '.') && sg_run_option_set(&scratch, k->key, value, &ignored) == SG_OK;
 }
 
 /* A DeepSpeed knob must name a key the config reader knows: a typo would
  * otherwise vary nothing, the simulations only warning about it. The config
  * is loaded once more with the knob's first value (as a point passes it); an
  * unknown-key warning naming the key, or an error, refuses the --vary. */
-static int check_ds_knob(const knob *k, char **rest, int nrest, const sg_cli_opt *opts,
-                         int nopts, sg_error *err)
+static int check_ds_knob(const knob *k, char **rest, int nrest, const sg_cli_opt *opts, int nopts,
+                         sg_error *err)
 {
     char set[160], needle[96];
     if (k->nwords)
@@ -174,8 +178,8 @@ static int check_ds_knob(const knob *k, char **rest, int nrest, const sg_cli_opt
     }
     for (int w = 0; !rc && w < c->warnings.count; w++)
         if (strstr(c->warnings.msg[w], needle))
-            rc = sg_error_set(err, SG_EINVAL, "--vary %s: not a key stepgraph reads (%s)",
-                              k->key, c->warnings.msg[w]);
+            rc = sg_error_set(err, SG_EINVAL, "--vary %s: not a key stepgraph reads (%s)", k->key,
+                              c->warnings.msg[w]);
     free(args);
     free(c);
     return rc;
@@ -190,11 +194,11 @@ typedef struct tune_run {
     sg_tune_set set;
     knob knobs[SG_TUNE_MAX_VARY];
     int nknobs;
-    char **pass;                 /* the user's run options and --set */
+    char **pass; /* the user's run options and --set */
     int npass;
     const char *config;
     int steps;
-    int fitted_costs;            /* --cost fitted: every machine is a calibrated one */
+    int fitted_costs; /* --cost fitted: every machine is a calibrated one */
     sg_sim_machine *machines;
     int nmachines;
     /* per point: the arguments it adds */
@@ -219,7 +223,8 @@ static int build_points(tune_run *t, const char *const *scheds, int nscheds, con
             for (int s = 0; s < nscheds; s++)
                 for (int pr = 1; pr >= 0; pr--) {
                     int want = !strcmp(prio, "both") ? (pr == 1 || priority_aware(scheds[s]))
-                               : !strcmp(prio, "on") ? pr == 1 : pr == 0;
+                               : !strcmp(prio, "on") ? pr == 1
+                                                     : pr == 0;
                     if (!want)
                         continue;
                     int i = t->set.npoints++;
@@ -233,8 +238,8 @@ static int build_points(tune_run *t, const char *const *scheds, int nscheds, con
                         p->vary[k] = kb->values[rest % kb->nvalues];
                         rest /= kb->nvalues;
                         if (kb->nwords)
-                            snprintf(t->set_args[i][k], sizeof t->set_args[i][k], "%s=%s",
-                                     kb->key, kb->words[(int)p->vary[k]]);
+                            snprintf(t->set_args[i][k], sizeof t->set_args[i][k], "%s=%s", kb->key,
+                                     kb->words[(int)p->vary[k]]);
                         else
                             snprintf(t->set_args[i][k], sizeof t->set_args[i][k], "%s=%.10g",
                                      kb->key, p->vary[k]);
@@ -266,9 +271,15 @@ static void request_for(tune_run *t, int i, char **args, const char **sets, knob
         }
     }
     sg_tune_point *p = &t->set.points[i];
-    *rq = (sg_sim_request){.config = t->config, .args = args, .nargs = na, .sets = sets,
-                           .nsets = ns, .sm = &t->machines[t->machine_of[i]], .sched = p->sched,
-                           .priorities = p->priorities, .steps = t->steps,
+    *rq = (sg_sim_request){.config = t->config,
+                           .args = args,
+                           .nargs = na,
+                           .sets = sets,
+                           .nsets = ns,
+                           .sm = &t->machines[t->machine_of[i]],
+                           .sched = p->sched,
+                           .priorities = p->priorities,
+                           .steps = t->steps,
                            .fitted_costs = t->fitted_costs};
 }
 
@@ -279,7 +290,7 @@ static void fill_point(sg_tune_point *p, const sg_sim_report *r, int calibrated)
     if (calibrated) {
         p->bound_s = isfinite(r->work_bound_s) ? r->work_bound_s : 0;
         snprintf(p->bound_by, sizeof p->bound_by, "%s",
-                 !(p->bound_s > 0) ? ""
+                 !(p->bound_s > 0)                  ? ""
                  : !strcmp(r->work_bound_by, "GPU") ? "GPU workers' busy time"
                                                     : "CPU workers' busy time");
     }
@@ -398,7 +409,8 @@ static int simulate_all(tune_run *t, const char *workdir, int jobs, sg_error *er
         } else {
             fill_point(p, &rep, t->machines[t->machine_of[i]].machine.calibration_dir[0] != 0);
             if (fitted[i])
-                snprintf(p->note, sizeof p->note, "task times fitted on the node times: the "
+                snprintf(p->note, sizeof p->note,
+                         "task times fitted on the node times: the "
                          "calibrated history lacks these task sizes");
         }
         char what[128];
@@ -522,9 +534,11 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
         rc = sg_sim_machine_open(&t->machines[m], mnames[m], workdir, err);
         /* fitted costs come from a calibration's node times */
         if (!rc && t->fitted_costs && !t->machines[m].machine.calibration_dir[0])
-            rc = sg_error_set(err, SG_EINVAL, "--cost fitted: %s is a modelled machine "
+            rc = sg_error_set(err, SG_EINVAL,
+                              "--cost fitted: %s is a modelled machine "
                               "(roofline costs); it needs one that `stepgraph calibrate` "
-                              "measured", t->machines[m].machine.name);
+                              "measured",
+                              t->machines[m].machine.name);
     }
     if (!rc)
         rc = build_points(t, snames, ns, prio, err);
@@ -550,11 +564,15 @@ static int tune(tune_run *t, int argc, char **argv, sg_error *err)
             nok += t->set.points[i].status == SG_TUNE_OK;
         }
         if (nfailed && nfailed == t->set.npoints)
-            rc = sg_error_set(err, SG_EINVAL, "tune: every one of the %d simulations failed "
-                              "(%s.md gives each one's message)", nfailed, out);
+            rc = sg_error_set(err, SG_EINVAL,
+                              "tune: every one of the %d simulations failed "
+                              "(%s.md gives each one's message)",
+                              nfailed, out);
         else if (nfailed)
-            fprintf(stderr, "stepgraph: warning: tune: %d of %d simulations failed (%s.md gives "
-                    "each one's message); %d simulated\n", nfailed, t->set.npoints, out, nok);
+            fprintf(stderr,
+                    "stepgraph: warning: tune: %d of %d simulations failed (%s.md gives "
+                    "each one's message); %d simulated\n",
+                    nfailed, t->set.npoints, out, nok);
     }
     sg_sim_workdir_remove(workdir);
     free(rest);

@@ -19,8 +19,8 @@ static void heat_of(const sg_graph *g, const sg_trace_times *t, double *heat)
             longest = t->end_us[i] - t->start_us[i];
     for (int i = 0; i < g->nnodes; i++)
         heat[i] = t->end_us[i] < 0 ? -1
-                  : longest > 0   ? (t->end_us[i] - t->start_us[i]) / longest
-                                  : 0;
+                  : longest > 0    ? (t->end_us[i] - t->start_us[i]) / longest
+                                   : 0;
 }
 
 /* Where each node runs: planned (graph/phase_layout.h), or the kind of worker
@@ -93,13 +93,13 @@ static void executed_path(sg_graph_view *v)
         }
     v->step_s = (t1 - t0) * 1e-6;
     if (v->ncritical)
-        v->critical_s = (t->end_us[v->critical[v->ncritical - 1]] - t->start_us[v->critical[0]]) *
-                        1e-6;
+        v->critical_s =
+            (t->end_us[v->critical[v->ncritical - 1]] - t->start_us[v->critical[0]]) * 1e-6;
     v->critical_kind = "executed";
 }
 
-int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path,
-                        sg_graph_view *v, sg_error *err)
+int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path, sg_graph_view *v,
+                        sg_error *err)
 {
     memset(v, 0, sizeof *v);
     sg_graph_init(&v->g);
@@ -122,9 +122,9 @@ int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path
         v->have_times = !rc;
     }
     size_t nn = (size_t)(v->g.nnodes > 0 ? v->g.nnodes : 1);
-    if (!rc && (!(v->critical = malloc(nn * sizeof *v->critical)) ||
-                !(v->critical_mask = calloc(nn, 1)) || !(v->where = malloc(nn)) ||
-                (v->have_times && !(v->heat = malloc(nn * sizeof *v->heat)))))
+    if (!rc &&
+        (!(v->critical = malloc(nn * sizeof *v->critical)) || !(v->critical_mask = calloc(nn, 1)) ||
+         !(v->where = malloc(nn)) || (v->have_times && !(v->heat = malloc(nn * sizeof *v->heat)))))
         rc = sg_error_set(err, SG_ENOMEM, "out of memory");
     if (!rc)
         places_of(&v->g, v->have_times ? &v->times : NULL, v->where);
@@ -140,8 +140,7 @@ int sg_graph_view_build(const sg_config *cfg, int unfold, const char *times_path
         v->critical_mask[v->critical[i]] = 1;
     if (!rc) {
         v->bound_s = sg_step_lower_bound(&v->s, &v->cm, &v->bound_by, NULL);
-        v->style = (sg_dot_style){unfold ? NULL : &v->fold, v->heat, v->critical_mask,
-                                  v->where};
+        v->style = (sg_dot_style){unfold ? NULL : &v->fold, v->heat, v->critical_mask, v->where};
     }
     if (rc)
         sg_graph_view_free(v);

@@ -30,7 +30,8 @@ static const char page_css[] =
     ".sg-crit polygon,.sg-crit path,.sg-crit ellipse{stroke:#d00000;stroke-width:3px}"
     ".sg-hit polygon,.sg-hit path,.sg-hit ellipse{stroke:#e000e0;stroke-width:5px}"
     ".sg-sel polygon,.sg-sel path,.sg-sel ellipse{stroke:#0060ff;stroke-width:6px}"
-    "rect.bar{stroke:#333;stroke-width:.3px;cursor:pointer}rect.sg-crit{stroke:#d00000;stroke-width:2px}"
+    "rect.bar{stroke:#333;stroke-width:.3px;cursor:pointer}rect.sg-crit{stroke:#d00000;stroke-"
+    "width:2px}"
     "rect.sg-sel{stroke:#0060ff;stroke-width:3px}";
 
 /* The SVG element of a Graphviz file (its XML prolog and doctype left out). */
@@ -87,9 +88,9 @@ static int write_data(FILE *out, const sg_html_page *p)
     /* where each task runs (ran, with a trace): the fill of the drawings */
     fputs("],\"where\":[", out);
     for (int i = 0; i < p->g->nnodes; i++)
-        fprintf(out, "%s\"%s\"", i ? "," : "",
-                sg_where_name(p->where ? (sg_where)p->where[i]
-                                       : sg_where_planned(&p->g->nodes[i])));
+        fprintf(
+            out, "%s\"%s\"", i ? "," : "",
+            sg_where_name(p->where ? (sg_where)p->where[i] : sg_where_planned(&p->g->nodes[i])));
     fputs("],\"places\":{", out);
     for (int w = 0; w < SG_WHERE_COUNT; w++) {
         fprintf(out, "%s\"%s\":{\"color\":\"%s\",\"label\":", w ? "," : "",
@@ -162,8 +163,9 @@ static void write_facts(FILE *out, const sg_html_page *p)
     fprintf(out, ": <b>%.3f ms</b>, set by ", p->bound_s * 1e3);
     sg_html_text(out, p->bound_by);
     if (p->step_s > 0)
-        fprintf(out, "; the traced step took %.3f ms, %.2fx that bound (meaningful when the "
-                     "trace is of that machine: --machine NAME)",
+        fprintf(out,
+                "; the traced step took %.3f ms, %.2fx that bound (meaningful when the "
+                "trace is of that machine: --machine NAME)",
                 p->step_s * 1e3, p->bound_s > 0 ? p->step_s / p->bound_s : 0.0);
     fputs(".</p>\n", out);
 }
@@ -206,8 +208,9 @@ int sg_render_html(const char *path, const sg_html_page *p, sg_error *err)
         if (p->svg_full)
             rc = sg_html_inline_svg(out, p->svg_full, err);
         else
-            fprintf(out, "<p id=\"no-full\">%d tasks are too many to draw unfolded (more than "
-                         "%d); search, the details and the timeline still cover every task.</p>",
+            fprintf(out,
+                    "<p id=\"no-full\">%d tasks are too many to draw unfolded (more than "
+                    "%d); search, the details and the timeline still cover every task.</p>",
                     p->g->nnodes, SG_HTML_FULL_MAX);
     }
     if (!rc) {
@@ -229,8 +232,7 @@ int sg_render_html(const char *path, const sg_html_page *p, sg_error *err)
     return sg_atomic_commit(&f, err);
 }
 
-int sg_render_view_html(const sg_graph_view *v, const char *title, const char *path,
-                        sg_error *err)
+int sg_render_view_html(const sg_graph_view *v, const char *title, const char *path, sg_error *err)
 {
     char folded[4096], full[4096];
     if (snprintf(folded, sizeof folded, "%s.folded.svg", path) >= (int)sizeof folded ||
@@ -245,12 +247,21 @@ int sg_render_view_html(const sg_graph_view *v, const char *title, const char *p
     if (!rc && draw_full)
         rc = sg_render_graph_svg(&v->g, &ust, full, err);
     if (!rc) {
-        sg_html_page page = {.title = title, .g = &v->g, .s = &v->s, .fold = &v->fold,
-                             .svg_folded = folded, .svg_full = draw_full ? full : NULL,
-                             .times = v->have_times ? &v->times : NULL, .where = v->where,
-                             .critical = v->critical, .ncritical = v->ncritical,
-                             .critical_kind = v->critical_kind, .critical_s = v->critical_s,
-                             .wait_s = v->wait_s, .step_s = v->step_s, .bound_s = v->bound_s,
+        sg_html_page page = {.title = title,
+                             .g = &v->g,
+                             .s = &v->s,
+                             .fold = &v->fold,
+                             .svg_folded = folded,
+                             .svg_full = draw_full ? full : NULL,
+                             .times = v->have_times ? &v->times : NULL,
+                             .where = v->where,
+                             .critical = v->critical,
+                             .ncritical = v->ncritical,
+                             .critical_kind = v->critical_kind,
+                             .critical_s = v->critical_s,
+                             .wait_s = v->wait_s,
+                             .step_s = v->step_s,
+                             .bound_s = v->bound_s,
                              .bound_by = v->bound_by};
         rc = sg_render_html(path, &page, err);
     }

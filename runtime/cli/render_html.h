@@ -19,7 +19,7 @@
 #define SG_HTML_FULL_MAX 2500
 
 typedef struct sg_html_page {
-    const char *title;                 /* "llama-3.1-8b, configs/x.json" */
+    const char *title; /* "llama-3.1-8b, configs/x.json" */
     const sg_graph *g;
     const sg_summary *s;
     const sg_fold *fold;
@@ -29,11 +29,11 @@ typedef struct sg_html_page {
     const unsigned char *where;        /* per node, sg_where (NULL: planned places) */
     const int *critical;               /* node ids, first to last */
     int ncritical;
-    const char *critical_kind;         /* "executed" or "ideal-machine" */
-    double critical_s, wait_s;         /* its length, and the waits in it */
-    double step_s;                     /* the traced step's length, 0 without */
-    double bound_s;                    /* the step's lower bound */
-    const char *bound_by;              /* what sets it */
+    const char *critical_kind; /* "executed" or "ideal-machine" */
+    double critical_s, wait_s; /* its length, and the waits in it */
+    double step_s;             /* the traced step's length, 0 without */
+    double bound_s;            /* the step's lower bound */
+    const char *bound_by;      /* what sets it */
 } sg_html_page;
 
 int sg_render_html(const char *path, const sg_html_page *p, sg_error *err);

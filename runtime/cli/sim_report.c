@@ -27,8 +27,10 @@ static long long machine_ranks(const sg_machine *m)
 
 static const char *cast_name(sg_cast_placement c)
 {
-    return c == SG_CAST_AUTO ? "auto" : c == SG_CAST_CPU ? "cpu" : c == SG_CAST_GPU ? "gpu"
-                                                                   : "scheduler";
+    return c == SG_CAST_AUTO  ? "auto"
+           : c == SG_CAST_CPU ? "cpu"
+           : c == SG_CAST_GPU ? "gpu"
+                              : "scheduler";
 }
 
 /* What speculation the simulated step does: the run's option as simulate
@@ -74,27 +76,37 @@ static int ways_out(const sg_sim_view *v, char ways[MAX_WAYS][WAY_LEN])
     char sib[80];
     /* ZeRO-0 replicates the state: more ranks do not make it smaller */
     if (s->zero_stage >= 1 && ranks > s->dp_size)
-        snprintf(ways[n++], WAY_LEN, "--dp_size %lld: ZeRO shards the state over the %lld "
-                 "ranks of %s", ranks, ranks, m->name);
+        snprintf(ways[n++], WAY_LEN,
+                 "--dp_size %lld: ZeRO shards the state over the %lld "
+                 "ranks of %s",
+                 ranks, ranks, m->name);
     else if (s->zero_stage >= 1 && (two_rank_sibling(m, sib, sizeof sib), sib[0]) &&
              s->dp_size == 1)
-        snprintf(ways[n++], WAY_LEN, "--machine %s --dp_size 2: two ranks, ZeRO shards the "
-                 "state over both", sib);
-    snprintf(ways[n++], WAY_LEN, "stepgraph fit %s --machine %s: the largest model of the "
-             "family that fits", v->config ? v->config : "CONFIG", m->name);
+        snprintf(ways[n++], WAY_LEN,
+                 "--machine %s --dp_size 2: two ranks, ZeRO shards the "
+                 "state over both",
+                 sib);
+    snprintf(ways[n++], WAY_LEN,
+             "stepgraph fit %s --machine %s: the largest model of the "
+             "family that fits",
+             v->config ? v->config : "CONFIG", m->name);
     if (s->zero_stage == 3 && !s->offload_param)
-        snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_param.device=cpu: parameter "
+        snprintf(ways[n++], WAY_LEN,
+                 "--set zero_optimization.offload_param.device=cpu: parameter "
                  "offload (ZeRO-3)");
     if (!s->offload_optimizer)
-        snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_optimizer.device=cpu: "
+        snprintf(ways[n++], WAY_LEN,
+                 "--set zero_optimization.offload_optimizer.device=cpu: "
                  "optimizer offload");
     /* ZeRO-Infinity: the host is what does not fit and the machine has a disk */
     const sg_sim_fit *f = &v->pt->fit;
     if (s->offload_optimizer && !s->nvme_optimizer && !s->super_offload &&
         m->disk_capacity_gb > 0 && f->host_bytes > f->host_capacity)
-        snprintf(ways[n++], WAY_LEN, "--set zero_optimization.offload_optimizer.device=nvme --set "
+        snprintf(ways[n++], WAY_LEN,
+                 "--set zero_optimization.offload_optimizer.device=nvme --set "
                  "zero_optimization.offload_optimizer.nvme_path=DIR: the optimizer state on %s's "
-                 "disk (ZeRO-Infinity)", m->name);
+                 "disk (ZeRO-Infinity)",
+                 m->name);
     if (!s->activation_checkpointing)
         snprintf(ways[n++], WAY_LEN, "--activation_checkpointing: keep one activation per layer");
     return n;
@@ -103,9 +115,10 @@ static int ways_out(const sg_sim_view *v, char ways[MAX_WAYS][WAY_LEN])
 static void print_links(const sg_sim_report *r)
 {
     for (int l = SG_LINK_H2D; l < SG_LINK_COUNT; l++)
-        printf("  Link %-4s         %9.3f GB in %lld transfers, %.2f ms at the modelled bandwidth\n",
-               sg_link_dir_name((sg_link_dir)l), (double)r->link_bytes[l] * 1e-9,
-               (long long)r->link_transfers[l], r->link_s[l] * 1e3);
+        printf(
+            "  Link %-4s         %9.3f GB in %lld transfers, %.2f ms at the modelled bandwidth\n",
+            sg_link_dir_name((sg_link_dir)l), (double)r->link_bytes[l] * 1e-9,
+            (long long)r->link_transfers[l], r->link_s[l] * 1e3);
 }
 
 /* The chunk of a full sub-group's CPU optimizer chain ("auto" resolved for
@@ -122,9 +135,9 @@ static void print_head(const sg_sim_view *v, const sg_sim_report *r)
     if (r)
         printf("Simulated on %s (%d CPU + %d GPU workers per rank), %s, priorities %s, %s\n",
                m->name, r->ncpu, r->ncuda, v->sched, v->priorities ? "on" : "off",
-               m->calibration_dir[0] ? (!strcmp(r->cost, "fitted")
-                                            ? "calibrated, task times fitted on its node times"
-                                            : "calibrated history models")
+               m->calibration_dir[0]
+                   ? (!strcmp(r->cost, "fitted") ? "calibrated, task times fitted on its node times"
+                                                 : "calibrated history models")
                : r->static_bandwidth ? "roofline cost model (static bandwidth share)"
                                      : "roofline cost model (shared bandwidth)");
     printf("  %s, ZeRO-%d, %s, micro-batch %lld x accumulation %lld, seq %lld%s%s%s\n",
@@ -133,19 +146,22 @@ static void print_head(const sg_sim_view *v, const sg_sim_report *r)
            s->offload_optimizer ? ", optimizer offloaded" : "",
            !s->super_offload ? ""
            : strcmp(v->pt->speculation, "never") == 0
-               ? " (SuperOffload, waiting for the gradient norm)" : " (SuperOffload)",
+               ? " (SuperOffload, waiting for the gradient norm)"
+               : " (SuperOffload)",
            s->offload_param ? ", parameters offloaded" : "");
     printf("  Settings          offload ratio %g, sub_group_size %lld, cast_placement %s, "
            "optimizer_tile %lld%s, speculation %s\n",
            s->offload_optimizer ? s->offload_ratio : 0.0, (long long)s->sub_group_size,
            cast_name(s->cast_placement), tile_of(s),
-           !tile_of(s) ? " (untiled)"
-           : s->optimizer_tile == SG_OPTIMIZER_TILE_AUTO ? " (auto, per full sub-group)" : "",
+           !tile_of(s)                                   ? " (untiled)"
+           : s->optimizer_tile == SG_OPTIMIZER_TILE_AUTO ? " (auto, per full sub-group)"
+                                                         : "",
            speculation_text(v));
     long long ranks = machine_ranks(m);
     if (ranks > 1)
         printf("  Ranks             one rank of dp_size %lld simulated, on one of the %lld of "
-               "%s%s\n", (long long)s->dp_size, ranks, m->name,
+               "%s%s\n",
+               (long long)s->dp_size, ranks, m->name,
                s->dp_size < ranks ? " (--dp_size N to shard ZeRO over more)" : "");
     if (v->cost_note)
         printf("  Cost              %s\n", v->cost_note);
@@ -158,7 +174,8 @@ static void print_rates(const sg_sim_view *v, const sg_sim_report *r)
     const char *per = m->gpu_count > 0 ? "GPU" : "rank";
     if (isfinite(r->tflops))
         printf("  TFLOPS            %9.2f per %s (DeepSpeedExamples' formula, recompute "
-               "counted, as DeepSpeed's log)\n", r->tflops, per);
+               "counted, as DeepSpeed's log)\n",
+               r->tflops, per);
     const sg_model *mo = &v->pt->model;
     if (mo->num_experts > 0) {
         /* MoE: the dense formula does not apply (n/a, as the step log); the
@@ -181,7 +198,8 @@ static void print_rates(const sg_sim_view *v, const sg_sim_report *r)
     }
     if (isfinite(r->megatron_tflops))
         printf("  Megatron TFLOPS   %9.2f per %s (Megatron-LM's formula, full multi-head "
-               "attention)\n", r->megatron_tflops, per);
+               "attention)\n",
+               r->megatron_tflops, per);
 }
 
 #define GIB 1073741824.0 /* memory in GiB, as graph --summary and fit print it */
@@ -212,8 +230,8 @@ static void print_disk(const sg_sim_view *v, const sg_sim_report *r)
     if (r->disk_read_bytes + r->disk_write_bytes <= 0)
         return;
     printf("  Disk              %9.3f GB read, %.3f GB written, busy %.2f ms (%.1f%% of the "
-           "step) at %g / %g GB/s\n", (double)r->disk_read_bytes * 1e-9,
-           (double)r->disk_write_bytes * 1e-9, r->disk_s * 1e3,
+           "step) at %g / %g GB/s\n",
+           (double)r->disk_read_bytes * 1e-9, (double)r->disk_write_bytes * 1e-9, r->disk_s * 1e3,
            r->step_s > 0 ? 100.0 * r->disk_s / r->step_s : 0.0, m->disk_read_gbs,
            m->disk_write_gbs);
 }
@@ -237,7 +255,8 @@ void sg_sim_view_print(const sg_sim_view *v, const sg_sim_report *r)
     double tokens = (double)(s->micro_batch * s->grad_accum * s->seq_len);
     printf("  Step time         %9.2f ms, step %d of %d%s\n", r->step_s * 1e3, v->steps, v->steps,
            v->pt->lookahead >= 2 && v->steps >= 2
-               ? " (the interval between the last two step ends: steps in flight)" : "");
+               ? " (the interval between the last two step ends: steps in flight)"
+               : "");
     if (sg_sim_view_cold(v))
         printf("  Cold step         the reported step still carries the first one's start "
                "(every buffer at home): --steps 3 (the default) reports a warm one\n");
@@ -252,10 +271,11 @@ void sg_sim_view_print(const sg_sim_view *v, const sg_sim_report *r)
                    r->work_bound_s * 1e3, r->work_bound_by, r->step_s / r->work_bound_s);
         if (roof > 0)
             printf("  Roofline          %9.2f ms, set by %s, from the machine's figures: not "
-                   "a bound of measured task times\n", roof * 1e3, by);
+                   "a bound of measured task times\n",
+                   roof * 1e3, by);
     } else if (roof > 0) {
-        printf("  Lower bound       %9.2f ms, set by %s: the step is %.2fx it\n", roof * 1e3,
-               by, r->step_s / roof);
+        printf("  Lower bound       %9.2f ms, set by %s: the step is %.2fx it\n", roof * 1e3, by,
+               r->step_s / roof);
     }
     printf("  Tokens/s          %9.1f per rank\n", tokens / r->step_s);
     print_rates(v, r);
@@ -263,7 +283,8 @@ void sg_sim_view_print(const sg_sim_view *v, const sg_sim_report *r)
         printf("  GPU busy          %9.1f %%\n", 100 * r->gpu_busy);
     if (isfinite(r->adam_hidden) && r->ncuda > 0)
         printf("  CPU Adam hidden   %9.1f %% under GPU work (of %.1f ms of CPU Adam task time, "
-               "summed over the workers)\n", 100 * r->adam_hidden, r->adam_cpu_s * 1e3);
+               "summed over the workers)\n",
+               100 * r->adam_hidden, r->adam_cpu_s * 1e3);
     print_memory(v);
     print_links(r);
     print_disk(v, r);
@@ -283,7 +304,8 @@ static void write_settings(FILE *f, const sg_sim_view *v)
     const sg_step_spec *s = &v->pt->spec;
     fputs(",\"model\":", f);
     sg_json_write_string(f, v->pt->model.name);
-    fprintf(f, ",\"settings\":{\"zero_stage\":%d,\"dp_size\":%lld,\"micro_batch\":%lld,"
+    fprintf(f,
+            ",\"settings\":{\"zero_stage\":%d,\"dp_size\":%lld,\"micro_batch\":%lld,"
             "\"grad_accum\":%lld,\"seq_len\":%lld,\"compute_dtype\":\"%s\","
             "\"activation_checkpointing\":%s,\"offload_optimizer\":%s,\"ratio\":%.9g,"
             "\"super_offload\":%s,\"offload_param\":%s,\"sub_group_size\":%lld,"
@@ -291,15 +313,17 @@ static void write_settings(FILE *f, const sg_sim_view *v)
             "\"speculation\":",
             s->zero_stage, (long long)s->dp_size, (long long)s->micro_batch,
             (long long)s->grad_accum, (long long)s->seq_len, sg_dtype_name(s->compute_dtype),
-            s->activation_checkpointing ? "true" : "false",
-            s->offload_optimizer ? "true" : "false", s->offload_optimizer ? s->offload_ratio : 0.0,
-            s->super_offload ? "true" : "false", s->offload_param ? "true" : "false",
-            (long long)s->sub_group_size, cast_name(s->cast_placement), tile_of(s),
+            s->activation_checkpointing ? "true" : "false", s->offload_optimizer ? "true" : "false",
+            s->offload_optimizer ? s->offload_ratio : 0.0, s->super_offload ? "true" : "false",
+            s->offload_param ? "true" : "false", (long long)s->sub_group_size,
+            cast_name(s->cast_placement), tile_of(s),
             s->optimizer_tile == SG_OPTIMIZER_TILE_AUTO ? "true" : "false");
     sg_json_write_string(f, v->pt->speculation);
     fprintf(f, ",\"lookahead\":%lld}", (long long)v->pt->lookahead);
-    fprintf(f, ",\"ranks_simulated\":1,\"machine_ranks\":%lld,\"steps\":%d,\"reported_step\":%d,"
-            "\"cold\":%s", machine_ranks(&v->sm->machine), v->steps, v->steps,
+    fprintf(f,
+            ",\"ranks_simulated\":1,\"machine_ranks\":%lld,\"steps\":%d,\"reported_step\":%d,"
+            "\"cold\":%s",
+            machine_ranks(&v->sm->machine), v->steps, v->steps,
             sg_sim_view_cold(v) ? "true" : "false");
 }
 

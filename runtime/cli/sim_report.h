@@ -14,13 +14,13 @@
 
 /* What the run was asked for, beside the point and its result. */
 typedef struct sg_sim_view {
-    const char *config;          /* CONFIG as given (for the ways out's commands) */
+    const char *config; /* CONFIG as given (for the ways out's commands) */
     const sg_sim_machine *sm;
     const sg_sim_point *pt;
     const char *sched;
     int priorities;
-    int steps;                   /* steps simulated (--steps) */
-    const char *cost_note;       /* NULL, or why the cost model differs from --cost's */
+    int steps;             /* steps simulated (--steps) */
+    const char *cost_note; /* NULL, or why the cost model differs from --cost's */
 } sg_sim_view;
 
 /* A step is cold when the reported one still carries the first step's start

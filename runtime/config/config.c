@@ -37,7 +37,7 @@ static int load_into(const char *path, const char *const *sets, int nsets, sg_co
     int rc = sg_json_load_object(path, &root, err);
     if (rc)
         return rc;
-    sg_json_ctx c = { path, "", &cfg->warnings, err };
+    sg_json_ctx c = {path, "", &cfg->warnings, err};
     const cJSON *dsc = cJSON_GetObjectItemCaseSensitive(root, "deepspeed_config");
     if (!dsc) {
         /* a plain DeepSpeed config */
@@ -53,7 +53,7 @@ static int load_into(const char *path, const char *const *sets, int nsets, sg_co
         goto out;
     if (cJSON_IsObject(dsc)) {
         cfg->ds_path[0] = '\0';
-        sg_json_ctx ic = { path, "deepspeed_config.", &cfg->warnings, err };
+        sg_json_ctx ic = {path, "deepspeed_config.", &cfg->warnings, err};
         if (!(rc = apply_sets((cJSON *)dsc, sets, nsets, err)))
             rc = sg_ds_config_from_json(dsc, &ic, &cfg->ds);
         goto out;
@@ -75,10 +75,11 @@ static int load_into(const char *path, const char *const *sets, int nsets, sg_co
     if (cJSON_GetObjectItemCaseSensitive(dsroot, "deepspeed_config")) {
         rc = sg_error_set(err, SG_EINVAL,
                           "%s: deepspeed_config: %s is itself a run config (it has a "
-                          "\"deepspeed_config\" key); point to a DeepSpeed config", path, cfg->ds_path);
+                          "\"deepspeed_config\" key); point to a DeepSpeed config",
+                          path, cfg->ds_path);
         goto out;
     }
-    sg_json_ctx dc = { cfg->ds_path, "", &cfg->warnings, err };
+    sg_json_ctx dc = {cfg->ds_path, "", &cfg->warnings, err};
     if (!(rc = apply_sets(dsroot, sets, nsets, err)))
         rc = sg_ds_config_from_json(dsroot, &dc, &cfg->ds);
 out:
@@ -123,14 +124,17 @@ static int resolve_speculation(sg_run_options *run, const sg_ds_config *ds, cons
     }
     if (strcmp(run->speculation, "always") != 0 && strcmp(run->speculation, "adaptive") != 0 &&
         strcmp(run->speculation, "never") != 0)
-        return sg_error_set(err, SG_EINVAL, "%s: speculation \"%s\": expected \"always\", "
-                            "\"adaptive\" or \"never\"", origin, run->speculation);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: speculation \"%s\": expected \"always\", "
+                            "\"adaptive\" or \"never\"",
+                            origin, run->speculation);
     if (why && strcmp(run->speculation, "never") != 0)
         return sg_error_set(err, SG_EINVAL,
                             "%s: speculation \"%s\" cannot run with %s; SuperOffload rolls a "
                             "speculative step back when clipping or an overflow changes it. Leave "
                             "speculation unset or use \"never\" (each sub-group waits for the "
-                            "gradient norm)", origin, run->speculation, why);
+                            "gradient norm)",
+                            origin, run->speculation, why);
     return SG_OK;
 }
 
@@ -196,7 +200,8 @@ int sg_config_load_with(const char *path, const char *const *sets, int nsets, sg
     if (!cfg)
         return sg_error_set(err, SG_EINVAL, "%s: no config to fill", path);
     if (strlen(path) >= SG_PATH_MAX)
-        return sg_error_set(err, SG_EINVAL, "config path too long (at most %d bytes)", SG_PATH_MAX - 1);
+        return sg_error_set(err, SG_EINVAL, "config path too long (at most %d bytes)",
+                            SG_PATH_MAX - 1);
     sg_config *tmp = calloc(1, sizeof *tmp);
     if (!tmp)
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
@@ -220,10 +225,12 @@ static int check_machine(const char *machine, const char *origin, sg_error *err)
     if (!machine[0])
         return SG_OK;
     if (strcmp(machine, "auto") == 0)
-        return sg_error_set(err, SG_EINVAL,
-                            "%s: machine: \"auto\" is not supported: stepgraph does not detect the "
-                            "machine; name a machine model (gh200, gh200x4, mi300a, h100-pcie) or a "
-                            "machine file", origin);
+        return sg_error_set(
+            err, SG_EINVAL,
+            "%s: machine: \"auto\" is not supported: stepgraph does not detect the "
+            "machine; name a machine model (gh200, gh200x4, mi300a, h100-pcie) or a "
+            "machine file",
+            origin);
     char path[SG_PATH_MAX + 64];
     int rc = sg_machine_resolve(machine, path, sizeof path, err);
     if (rc)
@@ -241,8 +248,9 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
     if (!cfg)
         return sg_error_set(err, SG_EINVAL, "no config to finalize");
     const char *run_origin = cfg->run_path[0] ? cfg->run_path : "run options";
-    const char *ds_origin = cfg->ds_path[0] ? cfg->ds_path
-                            : cfg->run_path[0] ? cfg->run_path : "deepspeed config";
+    const char *ds_origin = cfg->ds_path[0]    ? cfg->ds_path
+                            : cfg->run_path[0] ? cfg->run_path
+                                               : "deepspeed config";
     const char *ds_prefix = (!cfg->ds_path[0] && cfg->run_path[0]) ? "deepspeed_config." : "";
 
     sg_ds_config ds = cfg->ds;
@@ -252,10 +260,10 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
         return rc;
     /* "auto" first: the checks and the batch rule need the values */
     sg_ds_autos autos;
-    sg_json_ctx ac = { ds_origin, ds_prefix, &cfg->warnings, err };
+    sg_json_ctx ac = {ds_origin, ds_prefix, &cfg->warnings, err};
     if ((rc = sg_ds_auto_fill(&ds, &run, &ac, &autos)))
         return rc;
-    sg_json_ctx c = { ds_origin, ds_prefix, NULL, err };
+    sg_json_ctx c = {ds_origin, ds_prefix, NULL, err};
     if ((rc = sg_ds_config_check(&c, &ds, "bf16")))
         return rc;
     if ((rc = sg_ds_config_batch_rule(&ds, run.dp_size, ds_origin, err)))
@@ -276,9 +284,11 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
     int64_t total = run.steps > 0 ? run.steps : run.bench_steps;
     if (total > 0 && run.warmup_steps >= total) {
         /* a short run of a config made for a long one: measure every step */
-        sg_json_ctx wc = { run_origin, "", &cfg->warnings, err };
-        sg_json_warn(&wc, "warmup_steps %lld >= the %lld steps that run (%s): the summary "
-                     "covers every step", (long long)run.warmup_steps, (long long)total,
+        sg_json_ctx wc = {run_origin, "", &cfg->warnings, err};
+        sg_json_warn(&wc,
+                     "warmup_steps %lld >= the %lld steps that run (%s): the summary "
+                     "covers every step",
+                     (long long)run.warmup_steps, (long long)total,
                      run.steps > 0 ? "steps" : "bench_steps");
     }
     if (strcmp(run.save_dtype, "f32") != 0 && strcmp(run.save_dtype, "bf16") != 0)
@@ -294,8 +304,8 @@ int sg_config_finalize(sg_config *cfg, sg_error *err)
         return sg_error_set(err, SG_EINVAL,
                             "%s: train_micro_batch_size_per_gpu %lld x max_length %lld tokens per "
                             "micro-batch is more than the data loader reads (at most %d sequences "
-                            "and %d tokens)", ds_origin,
-                            (long long)ds.train_micro_batch_size_per_gpu,
+                            "and %d tokens)",
+                            ds_origin, (long long)ds.train_micro_batch_size_per_gpu,
                             (long long)run.max_length, SG_MAX_LENGTH_MAX, INT32_MAX);
     cfg->ds = ds;
     cfg->run = run;

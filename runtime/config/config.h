@@ -21,10 +21,10 @@
 typedef struct sg_config {
     sg_ds_config ds;
     sg_run_options run;
-    char ds_path[SG_PATH_MAX];          /* "" for inline */
-    char run_path[SG_PATH_MAX];         /* "" when CONFIG was a DeepSpeed file */
+    char ds_path[SG_PATH_MAX];  /* "" for inline */
+    char run_path[SG_PATH_MAX]; /* "" when CONFIG was a DeepSpeed file */
     sg_config_warnings warnings;
-    sg_ds_autos autos;                  /* the "auto" values finalize filled, with sources */
+    sg_ds_autos autos; /* the "auto" values finalize filled, with sources */
     /* set by `stepgraph calibrate`, not an option: where sg_train writes
      * the CPU task time of every node (runtime/train/node_times.h); "" = no */
     char node_times[SG_PATH_MAX];

@@ -114,12 +114,13 @@ static const char *const run_flags_help =
  * argument as their value. */
 static int is_switch(const char *name)
 {
-    static const char *const switches[] = {"activation_checkpointing", "bind_cores_to_rank",
-                                           "fp16", "bf16", "numa", "strict"};
+    static const char *const switches[] = {
+        "activation_checkpointing", "bind_cores_to_rank", "fp16", "bf16", "numa", "strict"};
     for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++) {
         size_t i;
-        for (i = 0; switches[k][i] && (name[i] == switches[k][i] ||
-                                       (name[i] == '-' && switches[k][i] == '_')); i++)
+        for (i = 0; switches[k][i] &&
+                    (name[i] == switches[k][i] || (name[i] == '-' && switches[k][i] == '_'));
+             i++)
             ;
         if (!switches[k][i] && !name[i])
             return 1;
@@ -204,14 +205,14 @@ static void blame_command_line(const sg_config *cfg, sg_error *err)
     snprintf(err->msg, sizeof err->msg, "%s", msg);
 }
 
-int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts,
-                       sg_config *cfg, sg_error *err)
+int sg_cli_load_config(int argc, char **argv, const sg_cli_opt *opts, int nopts, sg_config *cfg,
+                       sg_error *err)
 {
     return sg_cli_load_config_ex(argc, argv, opts, nopts, cfg, 1, err);
 }
 
-int sg_cli_load_config_ex(int argc, char **argv, const sg_cli_opt *opts, int nopts,
-                          sg_config *cfg, int print_warnings, sg_error *err)
+int sg_cli_load_config_ex(int argc, char **argv, const sg_cli_opt *opts, int nopts, sg_config *cfg,
+                          int print_warnings, sg_error *err)
 {
     const char *config_path = NULL;
     /* run-option overrides are applied after the file is loaded */
@@ -299,8 +300,8 @@ out:
     return rc;
 }
 
-int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts,
-                      const char **config, char **pass, int *npass)
+int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts, const char **config,
+                      char **pass, int *npass)
 {
     *config = NULL;
     *npass = 0;
@@ -318,9 +319,8 @@ int sg_cli_split_args(int argc, char **argv, const sg_cli_opt *opts, int nopts,
             continue;
         }
         pass[(*npass)++] = argv[i];
-        int takes_value = !strcmp(a, "--set") ||
-                          (a[1] == '-' && i + 1 < argc && !is_flag(argv[i + 1]) &&
-                           !is_switch(a + 2));
+        int takes_value = !strcmp(a, "--set") || (a[1] == '-' && i + 1 < argc &&
+                                                  !is_flag(argv[i + 1]) && !is_switch(a + 2));
         if (takes_value && i + 1 < argc)
             pass[(*npass)++] = argv[++i];
     }

@@ -87,8 +87,10 @@ static int pick(filler *f, const char *opt, double opt_v, const int *keys, const
         t->v = opt_v;
         snprintf(t->from, sizeof t->from, "run option %s", opt);
         if (!used)
-            sg_json_warn(f->c, "run option %s has no effect: the DeepSpeed config has no \"auto\" "
-                         "it fills (%s%s)", opt, f->c->prefix, sg_ds_auto_key_path(keys[0]));
+            sg_json_warn(f->c,
+                         "run option %s has no effect: the DeepSpeed config has no \"auto\" "
+                         "it fills (%s%s)",
+                         opt, f->c->prefix, sg_ds_auto_key_path(keys[0]));
         return SG_OK;
     }
     for (int i = 0; i < nkeys; i++)
@@ -126,13 +128,13 @@ static int fill_batch(filler *f)
     targ micro, accum;
     int k = SG_AUTO_MICRO_BATCH;
     double v = (double)ds->train_micro_batch_size_per_gpu;
-    int rc = pick(f, "per_device_train_batch_size", opt_int(a->per_device_train_batch_size), &k,
-                  &v, 1, 8, &micro);
+    int rc = pick(f, "per_device_train_batch_size", opt_int(a->per_device_train_batch_size), &k, &v,
+                  1, 8, &micro);
     k = SG_AUTO_ACCUM;
     v = (double)ds->gradient_accumulation_steps;
     if (!rc)
-        rc = pick(f, "gradient_accumulation_steps", opt_int(a->gradient_accumulation_steps), &k,
-                  &v, 1, 1, &accum);
+        rc = pick(f, "gradient_accumulation_steps", opt_int(a->gradient_accumulation_steps), &k, &v,
+                  1, 1, &accum);
     if (rc)
         return rc;
     if (pending(f, SG_AUTO_MICRO_BATCH)) {
@@ -149,8 +151,10 @@ static int fill_batch(filler *f)
             return sg_json_error(f->c, SG_EINVAL, "train_batch_size: \"auto\" overflows");
         ds->train_batch_size = (int64_t)t;
         char src[224];
-        snprintf(src, sizeof src, "dp_size %lld x per_device_train_batch_size %.0f x "
-                 "gradient_accumulation_steps %.0f", (long long)f->run->dp_size, micro.v, accum.v);
+        snprintf(src, sizeof src,
+                 "dp_size %lld x per_device_train_batch_size %.0f x "
+                 "gradient_accumulation_steps %.0f",
+                 (long long)f->run->dp_size, micro.v, accum.v);
         record(f, SG_AUTO_TRAIN_BATCH, src, "%.0f", t);
     }
     return SG_OK;
@@ -263,7 +267,8 @@ static int fill_hidden(filler *f)
     for (int i = 0; i < 2 && ds->zero.stage != 3; i++)
         if (pending(f, stage3_keys[i])) {
             char src[224];
-            snprintf(src, sizeof src, "left \"auto\" at stage %lld, where the Trainer does not "
+            snprintf(src, sizeof src,
+                     "left \"auto\" at stage %lld, where the Trainer does not "
                      "fill it: DeepSpeed drops it and takes its default",
                      (long long)ds->zero.stage);
             record(f, stage3_keys[i], src, "%.0f", (double)stage3_defaults[i]);
@@ -276,11 +281,13 @@ static int fill_hidden(filler *f)
     int rc = model_hidden(f, &h, name, sizeof name);
     if (rc)
         return sg_error_prefix(f->c->err, "filling the \"auto\" hidden-size buckets (set with "
-                               "run option model): ");
+                                          "run option model): ");
     if (h <= 0)
-        return sg_json_error(f->c, SG_EINVAL, "zero_optimization: the \"auto\" buckets follow "
+        return sg_json_error(f->c, SG_EINVAL,
+                             "zero_optimization: the \"auto\" buckets follow "
                              "the model's hidden_size, which model %s does not give (run option "
-                             "model); write integers instead", name);
+                             "model); write integers instead",
+                             name);
     double H = (double)h;
     if (pending(f, SG_AUTO_REDUCE_BUCKET)) {
         ds->zero.reduce_bucket_size = h * h;
@@ -320,8 +327,9 @@ static int fill_schedule(filler *f)
 {
     sg_ds_config *ds = f->ds;
     const sg_run_options *run = f->run;
-    double total = run->steps > 0 ? (double)run->steps
-                   : run->bench_steps > 0 ? (double)run->bench_steps : NAN;
+    double total = run->steps > 0         ? (double)run->steps
+                   : run->bench_steps > 0 ? (double)run->bench_steps
+                                          : NAN;
     const char *total_from = run->steps > 0 ? "run option steps" : "run option bench_steps";
     if (isnan(total) && given(f, SG_AUTO_TOTAL_STEPS)) {
         total = (double)ds->scheduler.total_num_steps;
@@ -335,7 +343,8 @@ static int fill_schedule(filler *f)
             return sg_json_error(f->c, SG_EINVAL,
                                  "%s: \"auto\" is the number of optimizer updates, which this run "
                                  "does not know before it reads its data: set run option steps "
-                                 "(--steps N)", sg_ds_auto_key_path(SG_AUTO_TOTAL_STEPS));
+                                 "(--steps N)",
+                                 sg_ds_auto_key_path(SG_AUTO_TOTAL_STEPS));
         ds->scheduler.total_num_steps = (int64_t)total;
         record(f, SG_AUTO_TOTAL_STEPS, total_from, "%.0f", total);
     }
@@ -349,7 +358,8 @@ static int fill_schedule(filler *f)
                                  "%s: %lld differs from the %.0f updates of run option "
                                  "lr_warmup_steps %g (the Hugging Face Trainer refuses such a "
                                  "mismatch; write \"auto\" there to take the option, or drop the "
-                                 "option)", sg_ds_auto_key_path(SG_AUTO_WARMUP_STEPS),
+                                 "option)",
+                                 sg_ds_auto_key_path(SG_AUTO_WARMUP_STEPS),
                                  (long long)ds->scheduler.warmup_num_steps, want, opt);
         return SG_OK;
     }
@@ -365,14 +375,15 @@ static int fill_schedule(filler *f)
         return sg_json_error(f->c, SG_EINVAL,
                              "%s: \"auto\" with run option lr_warmup_steps %g (a ratio of the "
                              "updates) needs the number of updates: set run option steps "
-                             "(--steps N)", sg_ds_auto_key_path(SG_AUTO_WARMUP_STEPS), w.v);
+                             "(--steps N)",
+                             sg_ds_auto_key_path(SG_AUTO_WARMUP_STEPS), w.v);
     if (w.v >= 1)
         snprintf(src, sizeof src, "%s", w.from);
     else if (w.v == 0)
         snprintf(src, sizeof src, "%s 0, at least 1", w.from);
     else
-        snprintf(src, sizeof src, "ceil(%s %g x %.0f updates, %s), at least 1", w.from, w.v,
-                 total, total_from);
+        snprintf(src, sizeof src, "ceil(%s %g x %.0f updates, %s), at least 1", w.from, w.v, total,
+                 total_from);
     ds->scheduler.warmup_num_steps = (int64_t)n;
     record(f, SG_AUTO_WARMUP_STEPS, src, "%.0f", n);
     return SG_OK;

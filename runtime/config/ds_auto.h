@@ -24,9 +24,9 @@ struct sg_json_ctx;
 
 /* One filled value, as `stepgraph config` prints it. */
 typedef struct sg_ds_auto_entry {
-    char key[64];             /* DeepSpeed config path */
-    char value[48];           /* as JSON would write it */
-    char source[224];         /* where it came from: run option, config, default, model */
+    char key[64];     /* DeepSpeed config path */
+    char value[48];   /* as JSON would write it */
+    char source[224]; /* where it came from: run option, config, default, model */
 } sg_ds_auto_entry;
 
 typedef struct sg_ds_autos {

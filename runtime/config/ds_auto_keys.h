@@ -10,23 +10,23 @@
 /* The keys the Trainer fills, one bit each in sg_ds_config.auto_pending and
  * auto_given, in the order the Trainer fills them. */
 typedef enum sg_ds_auto_key {
-    SG_AUTO_MICRO_BATCH,      /* train_micro_batch_size_per_gpu */
-    SG_AUTO_ACCUM,            /* gradient_accumulation_steps */
-    SG_AUTO_TRAIN_BATCH,      /* train_batch_size */
-    SG_AUTO_CLIPPING,         /* gradient_clipping */
-    SG_AUTO_LR,               /* optimizer.params.lr */
-    SG_AUTO_BETAS,            /* optimizer.params.betas */
-    SG_AUTO_EPS,              /* optimizer.params.eps */
-    SG_AUTO_WEIGHT_DECAY,     /* optimizer.params.weight_decay */
-    SG_AUTO_WARMUP_MIN_LR,    /* scheduler.params.warmup_min_lr */
-    SG_AUTO_WARMUP_MAX_LR,    /* scheduler.params.warmup_max_lr */
-    SG_AUTO_FP16,             /* fp16.enabled */
-    SG_AUTO_BF16,             /* bf16.enabled */
-    SG_AUTO_REDUCE_BUCKET,    /* zero_optimization.reduce_bucket_size */
-    SG_AUTO_PREFETCH_BUCKET,  /* zero_optimization.stage3_prefetch_bucket_size */
-    SG_AUTO_PERSISTENCE,      /* zero_optimization.stage3_param_persistence_threshold */
-    SG_AUTO_TOTAL_STEPS,      /* scheduler.params.total_num_steps */
-    SG_AUTO_WARMUP_STEPS,     /* scheduler.params.warmup_num_steps */
+    SG_AUTO_MICRO_BATCH,     /* train_micro_batch_size_per_gpu */
+    SG_AUTO_ACCUM,           /* gradient_accumulation_steps */
+    SG_AUTO_TRAIN_BATCH,     /* train_batch_size */
+    SG_AUTO_CLIPPING,        /* gradient_clipping */
+    SG_AUTO_LR,              /* optimizer.params.lr */
+    SG_AUTO_BETAS,           /* optimizer.params.betas */
+    SG_AUTO_EPS,             /* optimizer.params.eps */
+    SG_AUTO_WEIGHT_DECAY,    /* optimizer.params.weight_decay */
+    SG_AUTO_WARMUP_MIN_LR,   /* scheduler.params.warmup_min_lr */
+    SG_AUTO_WARMUP_MAX_LR,   /* scheduler.params.warmup_max_lr */
+    SG_AUTO_FP16,            /* fp16.enabled */
+    SG_AUTO_BF16,            /* bf16.enabled */
+    SG_AUTO_REDUCE_BUCKET,   /* zero_optimization.reduce_bucket_size */
+    SG_AUTO_PREFETCH_BUCKET, /* zero_optimization.stage3_prefetch_bucket_size */
+    SG_AUTO_PERSISTENCE,     /* zero_optimization.stage3_param_persistence_threshold */
+    SG_AUTO_TOTAL_STEPS,     /* scheduler.params.total_num_steps */
+    SG_AUTO_WARMUP_STEPS,    /* scheduler.params.warmup_num_steps */
     SG_AUTO_NKEYS
 } sg_ds_auto_key;
 

@@ -132,8 +132,10 @@ static int refuse_parallel_size(pstate *ps, const cJSON *it, const char *kp, con
     int64_t v;
     int rc = sg_json_int(&ps->c, it, kp, name, SG_JSON_LO, 0, 0, NULL, &v);
     if (rc == SG_OK && v > 1)
-        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: %lld is not supported by stepgraph (%s; "
-                             "its ranks are data-parallel only)", kp, (long long)v, what);
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: %lld is not supported by stepgraph (%s; "
+                             "its ranks are data-parallel only)",
+                             kp, (long long)v, what);
     return rc;
 }
 
@@ -166,8 +168,10 @@ static int h_allreduce_op(pstate *ps, const cJSON *it, const char *path)
     if (strcmp(it->valuestring, "mean") == 0)
         return SG_OK;
     if (strcmp(it->valuestring, "sum") == 0)
-        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: \"sum\" is not supported by stepgraph (its "
-                             "ranks average their gradients)", path);
+        return sg_json_error(&ps->c, SG_ENOTSUP,
+                             "%s: \"sum\" is not supported by stepgraph (its "
+                             "ranks average their gradients)",
+                             path);
     char v[96];
     sg_json_repr(it, v, sizeof v);
     return sg_json_error(&ps->c, SG_EINVAL, "%s: %s is not valid (expected \"mean\" or \"sum\")",
@@ -220,7 +224,8 @@ static int h_bf16(pstate *ps, const cJSON *it, const char *path)
 static int h_bfloat16(pstate *ps, const cJSON *it, const char *path)
 {
     if (ps->bf16_present) {
-        sg_json_warn(&ps->c, "%s%s ignored: \"bf16\" is given and takes precedence (as in DeepSpeed)",
+        sg_json_warn(&ps->c,
+                     "%s%s ignored: \"bf16\" is given and takes precedence (as in DeepSpeed)",
                      ps->c.prefix, path);
         return SG_OK;
     }
@@ -260,7 +265,8 @@ static int h_act(pstate *ps, const cJSON *it, const char *path)
     if ((rc = sg_ds_walk(ps, it, path, act_fields, ARRAY_LEN(act_fields))))
         return rc;
     if (ps->ds->activation_checkpointing.cpu_checkpointing)
-        sg_json_warn(&ps->c, "%s%s.cpu_checkpointing: true has no effect in stepgraph (ignored): "
+        sg_json_warn(&ps->c,
+                     "%s%s.cpu_checkpointing: true has no effect in stepgraph (ignored): "
                      "checkpointed activations stay in the memory of the device that made them",
                      ps->c.prefix, path);
     return SG_OK;
@@ -276,8 +282,8 @@ static const struct {
     int is_bool;
     int64_t dflt;
 } aio_keys[] = {
-    {"block_size", 0, 1048576}, {"queue_depth", 0, 8},    {"thread_count", 0, 1},
-    {"single_submit", 1, 0},    {"overlap_events", 1, 1}, {"use_gds", 1, 0},
+    {"block_size", 0, 1048576},     {"queue_depth", 0, 8},    {"thread_count", 0, 1},
+    {"single_submit", 1, 0},        {"overlap_events", 1, 1}, {"use_gds", 1, 0},
     {"intra_op_parallelism", 0, 1},
 };
 
@@ -301,13 +307,16 @@ static int h_aio(pstate *ps, const cJSON *it, const char *path)
         int64_t v = 0;
         if (cJSON_IsNull(k))
             continue;
-        rc = aio_keys[i].is_bool ? sg_json_bool(&ps->c, k, kp, &b)
-                                 : sg_json_int(&ps->c, k, kp, k->string, SG_JSON_LO, 0, 0, NULL, &v);
+        rc = aio_keys[i].is_bool
+                 ? sg_json_bool(&ps->c, k, kp, &b)
+                 : sg_json_int(&ps->c, k, kp, k->string, SG_JSON_LO, 0, 0, NULL, &v);
         if (!rc && (aio_keys[i].is_bool ? b : v) != aio_keys[i].dflt) {
             char r[96];
             sg_json_repr(k, r, sizeof r);
-            sg_json_warn(&ps->c, "%s%s: %s has no effect in stepgraph (ignored): StarPU's disk "
-                         "node does its own I/O (docs/memory.md, NVMe offload)", ps->c.prefix, kp, r);
+            sg_json_warn(&ps->c,
+                         "%s%s: %s has no effect in stepgraph (ignored): StarPU's disk "
+                         "node does its own I/O (docs/memory.md, NVMe offload)",
+                         ps->c.prefix, kp, r);
         }
     }
     return rc;
@@ -354,8 +363,7 @@ static const field top_fields[] = {
     FX("checkpoint", X_OBJ),
     FX("timers", X_OBJ),
     FF("aio", h_aio),
-    FW("data_types", W_OBJ,
-       "stepgraph's gradient dtypes follow its precision mode alone"),
+    FW("data_types", W_OBJ, "stepgraph's gradient dtypes follow its precision mode alone"),
     FX("disable_python_gc", X_BOOL),
     FX("log_level", X_STR),
     FX("use_data_before_expert_parallelism", X_BOOL),
@@ -373,10 +381,12 @@ static const field top_fields[] = {
     FW("eigenvalue", W_ENABLED, "stepgraph computes no Hessian eigenvalues"),
     FW("autotuning", W_ENABLED,
        "DeepSpeed's autotuner is its launcher's; stepgraph's counterpart is `stepgraph tune`"),
-    FW("nebula", W_ENABLED, "stepgraph writes its own checkpoints (docs/training.md, "
+    FW("nebula", W_ENABLED,
+       "stepgraph writes its own checkpoints (docs/training.md, "
        "\"Weights and checkpoints\")"),
     FW("datastates_ckpt", W_OBJ, "stepgraph writes its own checkpoints"),
-    FW("compile", W_OBJ, "stepgraph compiles the step into a StarPU task graph, not with "
+    FW("compile", W_OBJ,
+       "stepgraph compiles the step into a StarPU task graph, not with "
        "torch.compile"),
     FW("graph_harvesting", W_TRUE, "stepgraph does not capture CUDA graphs"),
     FW("managed_gradient_accumulation", W_FALSE,
@@ -413,7 +423,8 @@ int sg_ds_config_from_json(const cJSON *root, const sg_json_ctx *c, sg_ds_config
     if (ds->scheduler.type == SG_SCHED_ONE_CYCLE && ds->scheduler.cycle_momentum &&
         ds->optimizer.type == SG_OPT_ADAGRAD) {
         /* lr_schedules.py: an optimizer without betas turns cycle_momentum off */
-        sg_json_warn(&ps.c, "%sscheduler.params.cycle_momentum ignored: Adagrad has no momentum "
+        sg_json_warn(&ps.c,
+                     "%sscheduler.params.cycle_momentum ignored: Adagrad has no momentum "
                      "(DeepSpeed's OneCycle turns it off for an optimizer without betas)",
                      ps.c.prefix);
         ds->scheduler.cycle_momentum = 0;
@@ -421,10 +432,12 @@ int sg_ds_config_from_json(const cJSON *root, const sg_json_ctx *c, sg_ds_config
     if (ds->scheduler.type == SG_SCHED_ONE_CYCLE && ds->scheduler.cycle_momentum &&
         (ds->optimizer.beta1 != 0.9 || ds->optimizer.beta2 != 0.999))
         /* DeepSpeed's OneCycle writes (momentum, 0.99) into the optimizer */
-        sg_json_warn(&ps.c, "%soptimizer.params.betas (%g, %g) are not used: OneCycle with "
+        sg_json_warn(&ps.c,
+                     "%soptimizer.params.betas (%g, %g) are not used: OneCycle with "
                      "cycle_momentum sets %s's betas to (its cycling momentum, 0.99) at every "
                      "update, as DeepSpeed does (set scheduler.params.cycle_momentum false to keep "
-                     "them)", ps.c.prefix, ds->optimizer.beta1, ds->optimizer.beta2,
+                     "them)",
+                     ps.c.prefix, ds->optimizer.beta1, ds->optimizer.beta2,
                      ds->optimizer.type == SG_OPT_LION ? "Lion" : "Adam");
     if (ds->scheduler.type != SG_SCHED_NONE && !ps.warmup_max_lr_given)
         /* lr_schedules.py: WarmupLR's default is the optimizer's lr;
@@ -434,9 +447,8 @@ int sg_ds_config_from_json(const cJSON *root, const sg_json_ctx *c, sg_ds_config
     return sg_ds_config_check(c, ds, ps.bf16_key);
 }
 
-int sg_ds_config_parse(const char *json_text, const char *origin,
-                       sg_ds_config *ds, sg_config_warnings *warn,
-                       sg_error *err)
+int sg_ds_config_parse(const char *json_text, const char *origin, sg_ds_config *ds,
+                       sg_config_warnings *warn, sg_error *err)
 {
     if (!origin)
         origin = "deepspeed config";
@@ -462,7 +474,7 @@ int sg_ds_config_parse(const char *json_text, const char *origin,
         }
         *wtmp = *warn;
     }
-    sg_json_ctx c = { origin, "", wtmp, err };
+    sg_json_ctx c = {origin, "", wtmp, err};
     rc = sg_ds_config_from_json(root, &c, &tmp);
     cJSON_Delete(root);
     if (rc == SG_OK) {

@@ -22,8 +22,8 @@
 typedef struct pstate {
     sg_json_ctx c;
     sg_ds_config *ds;
-    const char *bf16_key;       /* "bf16" or "bfloat16", for messages */
-    int bf16_present;           /* "bf16" given: "bfloat16" is ignored */
+    const char *bf16_key; /* "bf16" or "bfloat16", for messages */
+    int bf16_present;     /* "bf16" given: "bfloat16" is ignored */
     int warmup_max_lr_given;
     /* the keys whose value is "auto" (the HF Trainer's placeholder) that
      * the Trainer does not fill (ds_auto.h), all reported in one error once
@@ -34,15 +34,27 @@ typedef struct pstate {
 } pstate;
 
 typedef enum fkind {
-    F_INT, F_NUM, F_BOOL,                       /* stored at off */
-    X_BOOL, X_NUM, X_INT, X_STR, X_OBJ, X_ANY,  /* accepted, no effect */
+    F_INT,
+    F_NUM,
+    F_BOOL, /* stored at off */
+    X_BOOL,
+    X_NUM,
+    X_INT,
+    X_STR,
+    X_OBJ,
+    X_ANY, /* accepted, no effect */
     /* accepted, no effect, but a DeepSpeed user would expect one: a warning
      * (the field's `expect` says why) when the value is not DeepSpeed's
      * default: W_TRUE when true, W_FALSE when false, W_POS when an integer
      * > 0 (W_GT1: > 1), W_STR when a string, W_OBJ when a non-empty object */
-    W_TRUE, W_FALSE, W_POS, W_GT1, W_STR, W_OBJ,
-    W_ENABLED,                                  /* an object, warned when "enabled" is true */
-    F_FN,                                       /* handled by fn */
+    W_TRUE,
+    W_FALSE,
+    W_POS,
+    W_GT1,
+    W_STR,
+    W_OBJ,
+    W_ENABLED, /* an object, warned when "enabled" is true */
+    F_FN,      /* handled by fn */
 } fkind;
 
 typedef int (*field_fn)(pstate *ps, const cJSON *item, const char *path);
@@ -63,13 +75,34 @@ typedef struct field {
 #define POS (SG_JSON_LO | SG_JSON_LO_OPEN) /* > 0 */
 #define NONNEG SG_JSON_LO                  /* >= 0 */
 #define OFF(m) offsetof(sg_ds_config, m)
-#define FI(n, m, fl, lo, hi) { n, F_INT, OFF(m), fl, lo, hi, NULL, NULL }
-#define FIE(n, m, fl, lo, hi, e) { n, F_INT, OFF(m), fl, lo, hi, e, NULL }
-#define FD(n, m, fl, lo, hi) { n, F_NUM, OFF(m), fl, lo, hi, NULL, NULL }
-#define FB(n, m) { n, F_BOOL, OFF(m), 0, 0, 0, NULL, NULL }
-#define FX(n, k) { n, k, 0, 0, 0, 0, NULL, NULL }
-#define FF(n, f) { n, F_FN, 0, 0, 0, 0, NULL, f }
-#define FW(n, k, why) { n, k, 0, 0, 0, 0, why, NULL }
+#define FI(n, m, fl, lo, hi)                     \
+    {                                            \
+        n, F_INT, OFF(m), fl, lo, hi, NULL, NULL \
+    }
+#define FIE(n, m, fl, lo, hi, e)              \
+    {                                         \
+        n, F_INT, OFF(m), fl, lo, hi, e, NULL \
+    }
+#define FD(n, m, fl, lo, hi)                     \
+    {                                            \
+        n, F_NUM, OFF(m), fl, lo, hi, NULL, NULL \
+    }
+#define FB(n, m)                               \
+    {                                          \
+        n, F_BOOL, OFF(m), 0, 0, 0, NULL, NULL \
+    }
+#define FX(n, k)                     \
+    {                                \
+        n, k, 0, 0, 0, 0, NULL, NULL \
+    }
+#define FF(n, f)                     \
+    {                                \
+        n, F_FN, 0, 0, 0, 0, NULL, f \
+    }
+#define FW(n, k, why)               \
+    {                               \
+        n, k, 0, 0, 0, 0, why, NULL \
+    }
 
 static inline void join(char *buf, size_t size, const char *path, const char *key)
 {

@@ -38,8 +38,8 @@ static int refuse_true(pstate *ps, const cJSON *it, const char *path, const char
     if (rc)
         return rc;
     if (b)
-        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: true%s is not supported by stepgraph%s",
-                             path, what, also);
+        return sg_json_error(&ps->c, SG_ENOTSUP, "%s: true%s is not supported by stepgraph%s", path,
+                             what, also);
     return SG_OK;
 }
 
@@ -60,7 +60,8 @@ static int h_max_grad_norm(pstate *ps, const cJSON *it, const char *path)
     (void)it;
     return sg_json_error(&ps->c, SG_EINVAL,
                          "%s: not supported as an optimizer parameter (as in DeepSpeed); use the "
-                         "top-level key \"gradient_clipping\"", path);
+                         "top-level key \"gradient_clipping\"",
+                         path);
 }
 
 static const field opt_param_fields[] = {
@@ -69,7 +70,7 @@ static const field opt_param_fields[] = {
     FD("eps", optimizer.eps, NONNEG, 0, 0),
     FD("weight_decay", optimizer.weight_decay, NONNEG, 0, 0),
     FB("adam_w_mode", optimizer.adam_w_mode),
-    FX("torch_adam", X_BOOL),           /* read in h_optimizer */
+    FX("torch_adam", X_BOOL), /* read in h_optimizer */
     FB("bias_correction", optimizer.bias_correction),
     FF("amsgrad", h_amsgrad),
     FF("max_grad_norm", h_max_grad_norm),
@@ -88,8 +89,8 @@ static const field opt_param_fields[] = {
 /* A type of optimizer or scheduler with the keyword arguments its class
  * takes (space-separated, padded with spaces). */
 typedef struct param_list {
-    const char *name;         /* as DeepSpeed and the error messages spell it */
-    int type;                 /* sg_optimizer_type or sg_lr_schedule */
+    const char *name; /* as DeepSpeed and the error messages spell it */
+    int type;         /* sg_optimizer_type or sg_lr_schedule */
     const char *params;
 } param_list;
 
@@ -108,8 +109,8 @@ static int list_takes(const param_list *pl, const char *key)
  * parameters, AdamW's, is not named twice). exempt: a key left to the
  * caller, or NULL. */
 static int check_foreign(pstate *ps, const cJSON *it, const char *path, const param_list *lists,
-                         size_t nlists, const param_list *self, const field *fields,
-                         size_t nfields, const char *exempt)
+                         size_t nlists, const param_list *self, const field *fields, size_t nfields,
+                         const char *exempt)
 {
     for (const cJSON *k = it->child; k; k = k->next) {
         const char *key = k->string ? k->string : "";
@@ -130,8 +131,8 @@ static int check_foreign(pstate *ps, const cJSON *it, const char *path, const pa
         int n = (int)strlen(self->params) - 2; /* without the padding spaces */
         return sg_json_error(&ps->c, SG_EINVAL,
                              "%s is a parameter of %s, not of %s (DeepSpeed's %s does not take "
-                             "it; its parameters: %.*s)", kp, owners, self->name, self->name, n,
-                             self->params + 1);
+                             "it; its parameters: %.*s)",
+                             kp, owners, self->name, self->name, n, self->params + 1);
     }
     return SG_OK;
 }
@@ -142,13 +143,14 @@ static int check_foreign(pstate *ps, const cJSON *it, const char *path, const pa
  * DeepSpeedCPUAdagrad, else FusedAdam or torch's Adam(W) (torch_adam),
  * FusedLion, torch.optim.Adagrad. max_grad_norm is everyone's, for its own
  * error. */
-#define ADAM_PARAMS                                                                        \
-    " lr betas eps weight_decay adam_w_mode torch_adam bias_correction amsgrad "           \
+#define ADAM_PARAMS                                                              \
+    " lr betas eps weight_decay adam_w_mode torch_adam bias_correction amsgrad " \
     "max_grad_norm fp32_optimizer_states foreach fused capturable "
 static const param_list opt_types[] = {
     {"Adam", SG_OPT_ADAM, ADAM_PARAMS},
     {"AdamW", SG_OPT_ADAMW, ADAM_PARAMS},
-    {"Lion", SG_OPT_LION, " lr betas weight_decay fp32_optimizer_states set_grad_none max_grad_norm "},
+    {"Lion", SG_OPT_LION,
+     " lr betas weight_decay fp32_optimizer_states set_grad_none max_grad_norm "},
     {"Adagrad", SG_OPT_ADAGRAD,
      " lr eps weight_decay amsgrad fp32_optimizer_states lr_decay initial_accumulator_value "
      "foreach fused maximize differentiable max_grad_norm "},
@@ -236,8 +238,8 @@ static int h_warmup_type(pstate *ps, const cJSON *it, const char *path)
     else {
         char v[96];
         sg_json_repr(it, v, sizeof v);
-        return sg_json_error(&ps->c, SG_EINVAL, "%s: %s is not valid (expected \"log\" or \"linear\")",
-                             path, v);
+        return sg_json_error(&ps->c, SG_EINVAL,
+                             "%s: %s is not valid (expected \"log\" or \"linear\")", path, v);
     }
     return SG_OK;
 }
@@ -251,7 +253,7 @@ static int h_warmup_max_lr(pstate *ps, const cJSON *it, const char *path)
     return rc;
 }
 
-#define LO_HI_OPEN (SG_JSON_LO | SG_JSON_HI | SG_JSON_HI_OPEN)  /* [lo, hi) */
+#define LO_HI_OPEN (SG_JSON_LO | SG_JSON_HI | SG_JSON_HI_OPEN) /* [lo, hi) */
 
 /* Every scheduler's parameters; which of them a scheduler takes is in
  * sched_types below. */
@@ -328,8 +330,10 @@ static int h_sched_params(pstate *ps, const cJSON *it, const char *path)
     if (ds->scheduler.type == SG_SCHED_WARMUP_LR && get_given(it, "total_num_steps")) {
         char kp[256];
         join(kp, sizeof kp, path, "total_num_steps");
-        sg_json_warn(&ps->c, "%s%s ignored: WarmupLR does not decay (DeepSpeed's WarmupLR "
-                     "rejects it; use WarmupDecayLR)", ps->c.prefix, kp);
+        sg_json_warn(&ps->c,
+                     "%s%s ignored: WarmupLR does not decay (DeepSpeed's WarmupLR "
+                     "rejects it; use WarmupDecayLR)",
+                     ps->c.prefix, kp);
         ds->scheduler.total_num_steps = 0;
     }
     if ((ds->scheduler.type == SG_SCHED_WARMUP_DECAY_LR ||
@@ -348,8 +352,9 @@ static const field sched_fields[] = {
     FF("params", h_sched_params),
 };
 
-#define SCHED_NAMES "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\" or " \
-                    "\"LRRangeTest\""
+#define SCHED_NAMES                                                         \
+    "\"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\" or " \
+    "\"LRRangeTest\""
 
 int sg_ds_h_scheduler(pstate *ps, const cJSON *it, const char *path)
 {
@@ -375,11 +380,12 @@ int sg_ds_h_scheduler(pstate *ps, const cJSON *it, const char *path)
         /* DeepSpeed looks the class up by its exact name */
         return sg_json_error(&ps->c, SG_EINVAL,
                              "%s: \"%s\" is not valid: scheduler names are case-sensitive (did you "
-                             "mean \"%s\"?)", kp, t, nearly->name);
+                             "mean \"%s\"?)",
+                             kp, t, nearly->name);
     if (!found)
         return sg_json_error(&ps->c, SG_ENOTSUP,
-                             "%s: \"%s\" is not supported by stepgraph (expected " SCHED_NAMES
-                             ")", kp, t);
+                             "%s: \"%s\" is not supported by stepgraph (expected " SCHED_NAMES ")",
+                             kp, t);
     ps->ds->scheduler.type = (sg_lr_schedule)found->type;
     return sg_ds_walk(ps, it, path, sched_fields, ARRAY_LEN(sched_fields));
 }

@@ -14,14 +14,16 @@
 #include "runtime/config/run_options.h"
 
 void sg_ds_warn_unknown(const sg_json_ctx *c, const char *kp, const char *key,
-                         const char *const *names, size_t n, int top_level_ds)
+                        const char *const *names, size_t n, int top_level_ds)
 {
     const char *s = sg_json_suggest(key, names, n);
     if (s)
         sg_json_warn(c, "unknown key %s%s ignored (did you mean %s?)", c->prefix, kp, s);
     else if (top_level_ds && sg_run_option_is_key(key))
-        sg_json_warn(c, "unknown key %s%s ignored (a stepgraph run option: it belongs in a run "
-                     "config, next to \"deepspeed_config\")", c->prefix, kp);
+        sg_json_warn(c,
+                     "unknown key %s%s ignored (a stepgraph run option: it belongs in a run "
+                     "config, next to \"deepspeed_config\")",
+                     c->prefix, kp);
     else
         sg_json_warn(c, "unknown key %s%s ignored", c->prefix, kp);
 }
@@ -70,8 +72,8 @@ static int warn_ignored(pstate *ps, const field *f, const cJSON *it, const char 
     if (rc == SG_OK && set) {
         char v[96];
         sg_json_repr(it, v, sizeof v);
-        sg_json_warn(&ps->c, "%s%s: %s has no effect in stepgraph (ignored): %s", ps->c.prefix,
-                     kp, v, f->expect);
+        sg_json_warn(&ps->c, "%s%s: %s has no effect in stepgraph (ignored): %s", ps->c.prefix, kp,
+                     v, f->expect);
     }
     return rc;
 }
@@ -121,14 +123,13 @@ int sg_ds_auto_error(const pstate *ps)
                         "%s: %d value%s \"auto\" where the Hugging Face Trainer writes no value "
                         "(it fills the keys listed in docs/config-keys.md; DeepSpeed itself, and "
                         "stepgraph, need the others): %s. Give each a value in the file, or with "
-                        "--set KEY=VALUE on the command line%s (e.g. --set %s=...)", ps->c.origin,
-                        ps->nauto, ps->nauto == 1 ? " is" : "s are", ps->autos,
+                        "--set KEY=VALUE on the command line%s (e.g. --set %s=...)",
+                        ps->c.origin, ps->nauto, ps->nauto == 1 ? " is" : "s are", ps->autos,
                         inline_ds ? ", KEY being the path inside deepspeed_config" : "",
                         ps->first_auto);
 }
 
-int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path,
-               const field *tab, size_t n)
+int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path, const field *tab, size_t n)
 {
     const char *names[128];
     size_t nn = n < ARRAY_LEN(names) ? n : ARRAY_LEN(names);
@@ -161,9 +162,11 @@ int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path,
             if (akey >= 0)
                 ps->ds->auto_pending |= SG_AUTO_BIT(akey);
             else if (deepspeed_drops_auto(kp))
-                sg_json_warn(&ps->c, "%s%s: \"auto\" that the Hugging Face Trainer does not "
+                sg_json_warn(&ps->c,
+                             "%s%s: \"auto\" that the Hugging Face Trainer does not "
                              "fill: DeepSpeed drops it and takes the default, and so does "
-                             "stepgraph", ps->c.prefix, kp);
+                             "stepgraph",
+                             ps->c.prefix, kp);
             else
                 note_auto(ps, kp);
             continue;
@@ -183,18 +186,10 @@ int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path,
             rc = sg_json_num(&ps->c, it, kp, f->name, f->flags, f->lo, f->hi, f->expect,
                              (double *)(void *)(base + f->off));
             break;
-        case F_BOOL:
-            rc = sg_json_bool(&ps->c, it, kp, (int *)(void *)(base + f->off));
-            break;
-        case X_BOOL:
-            rc = sg_json_bool(&ps->c, it, kp, &b);
-            break;
-        case X_NUM:
-            rc = sg_json_num(&ps->c, it, kp, f->name, 0, 0, 0, NULL, &d);
-            break;
-        case X_INT:
-            rc = sg_json_int(&ps->c, it, kp, f->name, 0, 0, 0, NULL, &i64);
-            break;
+        case F_BOOL: rc = sg_json_bool(&ps->c, it, kp, (int *)(void *)(base + f->off)); break;
+        case X_BOOL: rc = sg_json_bool(&ps->c, it, kp, &b); break;
+        case X_NUM: rc = sg_json_num(&ps->c, it, kp, f->name, 0, 0, 0, NULL, &d); break;
+        case X_INT: rc = sg_json_int(&ps->c, it, kp, f->name, 0, 0, 0, NULL, &i64); break;
         case X_STR:
             if (!cJSON_IsString(it))
                 rc = sg_json_type_error(&ps->c, it, kp, "a string");
@@ -203,20 +198,15 @@ int sg_ds_walk(pstate *ps, const cJSON *obj, const char *path,
             if (!cJSON_IsObject(it))
                 rc = sg_json_type_error(&ps->c, it, kp, "an object");
             break;
-        case X_ANY:
-            break;
+        case X_ANY: break;
         case W_TRUE:
         case W_FALSE:
         case W_POS:
         case W_GT1:
         case W_STR:
         case W_OBJ:
-        case W_ENABLED:
-            rc = warn_ignored(ps, f, it, kp);
-            break;
-        case F_FN:
-            rc = f->fn(ps, it, kp);
-            break;
+        case W_ENABLED: rc = warn_ignored(ps, f, it, kp); break;
+        case F_FN: rc = f->fn(ps, it, kp); break;
         }
         if (rc)
             return rc;

@@ -21,8 +21,9 @@ static int parse_device(pstate *ps, const cJSON *it, const char *path, sg_offloa
     else {
         char v[96];
         sg_json_repr(it, v, sizeof v);
-        return sg_json_error(&ps->c, SG_EINVAL, "%s: %s is not valid (expected \"cpu\", \"nvme\" or \"none\")",
-                             path, v);
+        return sg_json_error(&ps->c, SG_EINVAL,
+                             "%s: %s is not valid (expected \"cpu\", \"nvme\" or \"none\")", path,
+                             v);
     }
     return SG_OK;
 }
@@ -84,7 +85,8 @@ static int warn_int_not(pstate *ps, const cJSON *it, const char *path, int64_t d
 
 static int h_param_buffer_size(pstate *ps, const cJSON *it, const char *path)
 {
-    return warn_int_not(ps, it, path, 100000000, "StarPU moves each parameter piece whole "
+    return warn_int_not(ps, it, path, 100000000,
+                        "StarPU moves each parameter piece whole "
                         "between the disk node and RAM (the working set is buffer_count pieces)");
 }
 
@@ -107,7 +109,8 @@ static const field offload_opt_fields[] = {
      * its update is done: both pipelines are on whatever the value */
     FX("pipeline_read", X_BOOL),
     FX("pipeline_write", X_BOOL),
-    FW("fast_init", W_TRUE, "the disk node's files start empty (sparse) and the initial "
+    FW("fast_init", W_TRUE,
+       "the disk node's files start empty (sparse) and the initial "
        "state is written through StarPU a tensor at a time"),
     FD("ratio", zero.offload_optimizer.ratio, LO | HI, 0, 1),
     FB("super_offload", zero.offload_optimizer.super_offload),
@@ -166,8 +169,10 @@ static int h_zenflow(pstate *ps, const cJSON *it, const char *path)
     int rc = need_object(ps, it, path);
     if (rc)
         return rc;
-    return sg_json_error(&ps->c, SG_ENOTSUP, "%s: ZenFlow is not supported by stepgraph (its "
-                         "offloaded optimizer steps every parameter at every update)", path);
+    return sg_json_error(&ps->c, SG_ENOTSUP,
+                         "%s: ZenFlow is not supported by stepgraph (its "
+                         "offloaded optimizer steps every parameter at every update)",
+                         path);
 }
 
 static const field zero_fields[] = {
@@ -230,7 +235,8 @@ static const field zero_fields[] = {
     FW("zero_quantized_gradients", W_TRUE,
        "ZeRO++'s quantized collectives are not modelled (gradients are reduced in fp32)"),
     FW("zeropp_loco_param", W_OBJ, "ZeRO++'s LoCo compression is not modelled"),
-    FW("mics_shard_size", W_POS, "MiCS shard groups are not modelled (ZeRO shards over every rank)"),
+    FW("mics_shard_size", W_POS,
+       "MiCS shard groups are not modelled (ZeRO shards over every rank)"),
     FX("mics_hierarchical_params_gather", X_BOOL),
     FX("save_muon_momentum_buffer_in_memory", X_BOOL),
     FX("leaf_module", X_OBJ),
@@ -260,7 +266,8 @@ int sg_ds_h_zero(pstate *ps, const cJSON *it, const char *path)
     /* only DeepSpeed's ZeRO-3 partitions parameters; its stage 1 and 2
      * optimizers never read offload_param */
     if (ds->zero.offload_param.device != SG_OFFLOAD_NONE && ds->zero.stage != 3)
-        sg_json_warn(&ps->c, "%s%s.offload_param: device \"%s\" has no effect at stage %lld "
+        sg_json_warn(&ps->c,
+                     "%s%s.offload_param: device \"%s\" has no effect at stage %lld "
                      "(ignored, as in DeepSpeed: only ZeRO stage 3 offloads parameters)",
                      ps->c.prefix, path,
                      ds->zero.offload_param.device == SG_OFFLOAD_CPU ? "cpu" : "nvme",

@@ -18,20 +18,28 @@ int sg_ds_nvme_check(const sg_json_ctx *c, const sg_ds_config *ds)
     int opt = ds->zero.offload_optimizer.device == SG_OFFLOAD_NVME;
     int par = ds->zero.offload_param.device == SG_OFFLOAD_NVME;
     if (opt && !ds->zero.offload_optimizer.nvme_path[0])
-        return sg_json_error(c, SG_EINVAL, "%s.device: \"nvme\" needs %s.nvme_path (the "
-                             "directory the optimizer state lives in)", OPT, OPT);
+        return sg_json_error(c, SG_EINVAL,
+                             "%s.device: \"nvme\" needs %s.nvme_path (the "
+                             "directory the optimizer state lives in)",
+                             OPT, OPT);
     if (par && ds->zero.stage == 3 && !ds->zero.offload_param.nvme_path[0])
-        return sg_json_error(c, SG_EINVAL, "%s.device: \"nvme\" needs %s.nvme_path (the "
-                             "directory the parameters live in)", PAR, PAR);
+        return sg_json_error(c, SG_EINVAL,
+                             "%s.device: \"nvme\" needs %s.nvme_path (the "
+                             "directory the parameters live in)",
+                             PAR, PAR);
     if (opt && ds->zero.offload_optimizer.super_offload)
-        return sg_json_error(c, SG_ENOTSUP, "%s.super_offload: true with %s.device \"nvme\" is "
+        return sg_json_error(c, SG_ENOTSUP,
+                             "%s.super_offload: true with %s.device \"nvme\" is "
                              "not supported (SuperOffload keeps the optimizer state in RAM; use "
-                             "device \"cpu\")", OPT, OPT);
+                             "device \"cpu\")",
+                             OPT, OPT);
     if (opt && par && ds->zero.stage == 3 &&
         strcmp(ds->zero.offload_optimizer.nvme_path, ds->zero.offload_param.nvme_path) != 0)
-        return sg_json_error(c, SG_ENOTSUP, "%s.nvme_path \"%s\" and %s.nvme_path \"%s\" differ: "
+        return sg_json_error(c, SG_ENOTSUP,
+                             "%s.nvme_path \"%s\" and %s.nvme_path \"%s\" differ: "
                              "stepgraph registers one StarPU disk node (give both the same "
-                             "directory)", OPT, ds->zero.offload_optimizer.nvme_path, PAR,
+                             "directory)",
+                             OPT, ds->zero.offload_optimizer.nvme_path, PAR,
                              ds->zero.offload_param.nvme_path);
     return SG_OK;
 }

@@ -28,15 +28,15 @@ typedef struct num_field {
 } num_field;
 
 /* Plausibility bounds (see num_field). */
-#define SG_MAX_GHZ 10.0              /* a CPU core's clock */
+#define SG_MAX_GHZ 10.0               /* a CPU core's clock */
 #define SG_MAX_FLOPS_PER_CYCLE 1024.0 /* FP32 FLOP per core per cycle */
-#define SG_MAX_MEMORY_GB 1e7         /* 10 PB: a size in bytes is far above it */
-#define SG_MAX_BW_GBS 100000.0       /* 100 TB/s: any memory or link */
-#define SG_MAX_CPU_BW_GBS 20000.0    /* one node's CPU memory */
-#define SG_MAX_CORE_BW_GBS 1000.0    /* one core streaming alone */
-#define SG_MAX_TFLOPS 100000.0       /* 100 PFLOP/s per device */
-#define SG_MAX_LATENCY_US 1e6        /* one second */
-#define SG_MAX_DISK_GBS 1000.0       /* a node's disks together: a figure in MB/s is far above */
+#define SG_MAX_MEMORY_GB 1e7          /* 10 PB: a size in bytes is far above it */
+#define SG_MAX_BW_GBS 100000.0        /* 100 TB/s: any memory or link */
+#define SG_MAX_CPU_BW_GBS 20000.0     /* one node's CPU memory */
+#define SG_MAX_CORE_BW_GBS 1000.0     /* one core streaming alone */
+#define SG_MAX_TFLOPS 100000.0        /* 100 PFLOP/s per device */
+#define SG_MAX_LATENCY_US 1e6         /* one second */
+#define SG_MAX_DISK_GBS 1000.0        /* a node's disks together: a figure in MB/s is far above */
 
 static int read_fields(const sg_json_ctx *c, const cJSON *obj, const char *section,
                        const num_field *f, int nf, const char *const *extra, int nextra)
@@ -57,8 +57,7 @@ static int read_fields(const sg_json_ctx *c, const cJSON *obj, const char *secti
             return rc;
     }
     const cJSON *it;
-    cJSON_ArrayForEach(it, obj)
-    {
+    cJSON_ArrayForEach (it, obj) {
         int known = 0;
         for (int i = 0; i < nf && !known; i++)
             known = !strcmp(it->string, f[i].key);
@@ -80,13 +79,12 @@ static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine 
         return sg_json_type_error(c, cal, "calibration", "an object");
     /* the job it was calibrated on (runtime/cli/calib_record.h): recorded for
      * people and for calibrate's check by name, not read here */
-    static const char *const keys[] = {"sampling_dir", "hostname", "measured_step_ms", "sched",
-                                       "config", "steps", "args", "model", "seq_len",
-                                       "micro_batch", "grad_accum", "dp_size", "dtype",
-                                       "simulate"};
+    static const char *const keys[] = {
+        "sampling_dir", "hostname", "measured_step_ms", "sched",       "config",     "steps",
+        "args",         "model",    "seq_len",          "micro_batch", "grad_accum", "dp_size",
+        "dtype",        "simulate"};
     const cJSON *it;
-    cJSON_ArrayForEach(it, cal)
-    {
+    cJSON_ArrayForEach (it, cal) {
         int known = 0;
         for (size_t i = 0; i < sizeof keys / sizeof *keys && !known; i++)
             known = !strcmp(it->string, keys[i]);
@@ -106,8 +104,10 @@ static int parse_calibration(const sg_json_ctx *c, const cJSON *cal, sg_machine 
     if (sg_path_beside(c->origin, rel, m->calibration_dir, sizeof m->calibration_dir))
         return sg_json_error(c, SG_EINVAL, "calibration.sampling_dir: path too long");
     if (!sg_is_simple_name(m->calibration_host))
-        return sg_json_error(c, SG_EINVAL, "calibration.hostname \"%s\": letters, digits, "
-                                           "'-', '_' and '.' only", m->calibration_host);
+        return sg_json_error(c, SG_EINVAL,
+                             "calibration.hostname \"%s\": letters, digits, "
+                             "'-', '_' and '.' only",
+                             m->calibration_host);
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(cal, "measured_step_ms");
     m->calibration_step_ms = 0;
     if (ms && (rc = sg_json_num(c, ms, "calibration.measured_step_ms", "measured_step_ms",
@@ -122,13 +122,13 @@ static int parse_attention(const sg_json_ctx *c, const cJSON *arr, sg_gpu_kernel
 {
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
         cJSON_GetArraySize(arr) > SG_ATTN_POINTS_MAX)
-        return sg_json_error(c, SG_EINVAL, "gpu.kernels.attention: expected an array of 1 to %d "
-                                           "points {head_dim, seq, fwd_tflops, bwd_tflops}",
+        return sg_json_error(c, SG_EINVAL,
+                             "gpu.kernels.attention: expected an array of 1 to %d "
+                             "points {head_dim, seq, fwd_tflops, bwd_tflops}",
                              SG_ATTN_POINTS_MAX);
     const cJSON *it;
     k->nattn = 0;
-    cJSON_ArrayForEach(it, arr)
-    {
+    cJSON_ArrayForEach (it, arr) {
         char sec[64];
         sg_attn_point *p = &k->attn[k->nattn];
         snprintf(sec, sizeof sec, "gpu.kernels.attention[%d]", k->nattn);
@@ -172,15 +172,18 @@ static int parse_kernels(const sg_json_ctx *c, const cJSON *obj, sg_machine *m)
         return rc;
     if (m->gpu_count < 1) /* a CPU-only copy of a GPU machine: nothing runs on a GPU */
         return SG_OK;
-    double peak = m->gpu_tflops_bf16 > m->gpu_tflops_fp16 ? m->gpu_tflops_bf16
-                                                          : m->gpu_tflops_fp16;
+    double peak = m->gpu_tflops_bf16 > m->gpu_tflops_fp16 ? m->gpu_tflops_bf16 : m->gpu_tflops_fp16;
     if (k->gemm_tflops > peak)
-        return sg_json_error(c, SG_EINVAL, "gpu.kernels.gemm_tflops %g is above the GPU's peak "
-                                           "(gpu.tflops %g)", k->gemm_tflops, peak);
+        return sg_json_error(c, SG_EINVAL,
+                             "gpu.kernels.gemm_tflops %g is above the GPU's peak "
+                             "(gpu.tflops %g)",
+                             k->gemm_tflops, peak);
     for (int i = 0; i < k->nattn; i++)
         if (k->attn[i].fwd_tflops > peak || k->attn[i].bwd_tflops > peak)
-            return sg_json_error(c, SG_EINVAL, "gpu.kernels.attention[%d]: a throughput above "
-                                               "the GPU's peak (gpu.tflops %g)", i, peak);
+            return sg_json_error(c, SG_EINVAL,
+                                 "gpu.kernels.attention[%d]: a throughput above "
+                                 "the GPU's peak (gpu.tflops %g)",
+                                 i, peak);
     if (k->hbm_gbs > m->gpu_memory_bw_gbs)
         return sg_json_error(c, SG_EINVAL, "gpu.kernels.hbm_gbs %g is above gpu.memory_bw_gbs %g",
                              k->hbm_gbs, m->gpu_memory_bw_gbs);
@@ -196,15 +199,17 @@ static int check_unified(const sg_json_ctx *c, const cJSON *sbw, sg_machine *m)
     m->shared_memory_bw_gbs = 0;
     if (!m->unified_memory) {
         if (sbw)
-            return sg_json_error(c, SG_EINVAL, "shared_memory_bw_gbs is given but "
-                                               "unified_memory is not true: it is the bandwidth "
-                                               "of the one memory CPU and GPU share");
+            return sg_json_error(c, SG_EINVAL,
+                                 "shared_memory_bw_gbs is given but "
+                                 "unified_memory is not true: it is the bandwidth "
+                                 "of the one memory CPU and GPU share");
         return SG_OK;
     }
     if (!sbw)
-        return sg_json_error(c, SG_EINVAL, "shared_memory_bw_gbs is missing: unified_memory is "
-                                           "true, so CPU and GPU share one memory and the file "
-                                           "must give its bandwidth (GB/s)");
+        return sg_json_error(c, SG_EINVAL,
+                             "shared_memory_bw_gbs is missing: unified_memory is "
+                             "true, so CPU and GPU share one memory and the file "
+                             "must give its bandwidth (GB/s)");
     int rc = sg_json_num(c, sbw, "shared_memory_bw_gbs", "shared_memory_bw_gbs",
                          SG_JSON_LO | SG_JSON_LO_OPEN | SG_JSON_HI, 0, SG_MAX_BW_GBS, NULL,
                          &m->shared_memory_bw_gbs);
@@ -213,19 +218,21 @@ static int check_unified(const sg_json_ctx *c, const cJSON *sbw, sg_machine *m)
     if (m->gpu_count < 1)
         return sg_json_error(c, SG_EINVAL, "unified_memory: true needs a GPU (gpu.count is 0)");
     if (m->gpu_memory_gb != m->cpu_memory_gb)
-        return sg_json_error(c, SG_EINVAL, "gpu.memory_gb %g differs from cpu.memory_gb %g: on a "
-                                           "unified-memory machine both are the one shared pool",
+        return sg_json_error(c, SG_EINVAL,
+                             "gpu.memory_gb %g differs from cpu.memory_gb %g: on a "
+                             "unified-memory machine both are the one shared pool",
                              m->gpu_memory_gb, m->cpu_memory_gb);
     if (m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs ||
         m->gpu_memory_bw_gbs > m->shared_memory_bw_gbs)
-        return sg_json_error(c, SG_EINVAL, "shared_memory_bw_gbs %g GB/s is below what the %s "
-                                           "alone draws (%s %g GB/s): the shared memory bounds both",
+        return sg_json_error(c, SG_EINVAL,
+                             "shared_memory_bw_gbs %g GB/s is below what the %s "
+                             "alone draws (%s %g GB/s): the shared memory bounds both",
                              m->shared_memory_bw_gbs,
                              m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs ? "CPU" : "GPU",
-                             m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs
-                                 ? "cpu.memory_bw_gbs" : "gpu.memory_bw_gbs",
-                             m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs
-                                 ? m->cpu_memory_bw_gbs : m->gpu_memory_bw_gbs);
+                             m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs ? "cpu.memory_bw_gbs"
+                                                                            : "gpu.memory_bw_gbs",
+                             m->cpu_memory_bw_gbs > m->shared_memory_bw_gbs ? m->cpu_memory_bw_gbs
+                                                                            : m->gpu_memory_bw_gbs);
     return SG_OK;
 }
 
@@ -253,27 +260,45 @@ int sg_machine_check_disk(const sg_machine *m, const char *what, sg_error *err)
 {
     if (m->disk_capacity_gb > 0)
         return SG_OK;
-    return sg_error_set(err, SG_EINVAL, "%s: \"nvme\" needs a disk, and machine %s gives none "
+    return sg_error_set(err, SG_EINVAL,
+                        "%s: \"nvme\" needs a disk, and machine %s gives none "
                         "(its file has no \"disk\" block with capacity_gb, read_gbs and "
-                        "write_gbs; docs/config-keys.md, machine files)", what, m->name);
+                        "write_gbs; docs/config-keys.md, machine files)",
+                        what, m->name);
 }
 
-static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
+/* Every key of the file is one the loader reads: a misspelt figure is an
+ * error, not a default. */
+static int check_top_keys(const sg_json_ctx *c, const cJSON *root)
 {
-    static const char *const top_keys[] = {"name", "description", "sources", "nodes", "cpu",
-                                           "gpu", "links", "unified_memory",
-                                           "shared_memory_bw_gbs", "efficiency", "calibration",
+    static const char *const top_keys[] = {"name",
+                                           "description",
+                                           "sources",
+                                           "nodes",
+                                           "cpu",
+                                           "gpu",
+                                           "links",
+                                           "unified_memory",
+                                           "shared_memory_bw_gbs",
+                                           "efficiency",
+                                           "calibration",
                                            "disk"};
     const cJSON *it;
-    cJSON_ArrayForEach(it, root)
-    {
+    cJSON_ArrayForEach (it, root) {
         int known = 0;
         for (size_t i = 0; i < sizeof top_keys / sizeof *top_keys && !known; i++)
             known = !strcmp(it->string, top_keys[i]);
         if (!known)
             return sg_json_error(c, SG_EINVAL, "%s is an unknown key", it->string);
     }
+    return SG_OK;
+}
+
+static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
+{
     int rc;
+    if ((rc = check_top_keys(c, root)))
+        return rc;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     if (!name)
         return sg_json_error(c, SG_EINVAL, "name is missing");
@@ -284,8 +309,9 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
                              m->name);
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "sources");
     if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) == 0)
-        return sg_json_error(c, SG_EINVAL, "sources: expected a non-empty array citing where "
-                                           "the figures come from");
+        return sg_json_error(c, SG_EINVAL,
+                             "sources: expected a non-empty array citing where "
+                             "the figures come from");
     int64_t v;
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
     if (!nodes)
@@ -295,13 +321,13 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     m->nodes = (int)v;
 
     double cores, numa, gpus;
-    num_field cpu[] = {{"cores", &cores, 0, 0},
-                       {"ghz", &m->cpu_ghz, 0, SG_MAX_GHZ},
-                       {"fp32_flops_per_cycle", &m->cpu_fp32_flops_per_cycle, 0,
-                        SG_MAX_FLOPS_PER_CYCLE},
-                       {"memory_gb", &m->cpu_memory_gb, 0, SG_MAX_MEMORY_GB},
-                       {"memory_bw_gbs", &m->cpu_memory_bw_gbs, 0, SG_MAX_CPU_BW_GBS},
-                       {"numa_nodes", &numa, 0, 0}};
+    num_field cpu[] = {
+        {"cores", &cores, 0, 0},
+        {"ghz", &m->cpu_ghz, 0, SG_MAX_GHZ},
+        {"fp32_flops_per_cycle", &m->cpu_fp32_flops_per_cycle, 0, SG_MAX_FLOPS_PER_CYCLE},
+        {"memory_gb", &m->cpu_memory_gb, 0, SG_MAX_MEMORY_GB},
+        {"memory_bw_gbs", &m->cpu_memory_bw_gbs, 0, SG_MAX_CPU_BW_GBS},
+        {"numa_nodes", &numa, 0, 0}};
     static const char *const cpu_extra[] = {"core_bw_gbs"};
     const cJSON *cpu_obj = cJSON_GetObjectItemCaseSensitive(root, "cpu");
     if ((rc = read_fields(c, cpu_obj, "cpu", cpu, 6, cpu_extra, 1)))
@@ -313,13 +339,15 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
                                  NULL, &m->cpu_core_bw_gbs)))
         return rc;
     if (m->cpu_core_bw_gbs > m->cpu_memory_bw_gbs)
-        return sg_json_error(c, SG_EINVAL, "cpu.core_bw_gbs: %g GB/s for one core is above "
-                                           "cpu.memory_bw_gbs %g GB/s for the whole CPU",
+        return sg_json_error(c, SG_EINVAL,
+                             "cpu.core_bw_gbs: %g GB/s for one core is above "
+                             "cpu.memory_bw_gbs %g GB/s for the whole CPU",
                              m->cpu_core_bw_gbs, m->cpu_memory_bw_gbs);
     /* range first: casting a double past INT_MAX to int is undefined */
     if (!(cores >= 1 && cores <= 1048576) || !(numa >= 1 && numa <= 4096))
-        return sg_json_error(c, SG_EINVAL, "cpu.cores must be in [1, 1048576] and cpu.numa_nodes "
-                                           "in [1, 4096]");
+        return sg_json_error(c, SG_EINVAL,
+                             "cpu.cores must be in [1, 1048576] and cpu.numa_nodes "
+                             "in [1, 4096]");
     m->cpu_cores = (int)cores;
     m->numa_nodes = (int)numa;
     if (cores != m->cpu_cores || numa != m->numa_nodes)
@@ -347,11 +375,12 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     if ((rc = read_fields(c, cJSON_GetObjectItemCaseSensitive(gpu, "tflops"), "gpu.tflops", tf, 3,
                           NULL, 0)))
         return rc;
-    if (m->gpu_count > 0 && (m->gpu_memory_gb <= 0 || m->gpu_memory_bw_gbs <= 0 ||
-                             m->gpu_tflops_bf16 <= 0 || m->gpu_tflops_fp16 <= 0 ||
-                             m->gpu_tflops_fp32 <= 0))
-        return sg_json_error(c, SG_EINVAL, "gpu: memory_gb, memory_bw_gbs and every tflops "
-                                           "figure must be above 0 when gpu.count is %d",
+    if (m->gpu_count > 0 &&
+        (m->gpu_memory_gb <= 0 || m->gpu_memory_bw_gbs <= 0 || m->gpu_tflops_bf16 <= 0 ||
+         m->gpu_tflops_fp16 <= 0 || m->gpu_tflops_fp32 <= 0))
+        return sg_json_error(c, SG_EINVAL,
+                             "gpu: memory_gb, memory_bw_gbs and every tflops "
+                             "figure must be above 0 when gpu.count is %d",
                              m->gpu_count);
     if ((rc = parse_kernels(c, cJSON_GetObjectItemCaseSensitive(gpu, "kernels"), m)))
         return rc;
@@ -365,15 +394,16 @@ static int parse_machine(const sg_json_ctx *c, const cJSON *root, sg_machine *m)
     if ((rc = read_fields(c, links, "links", lf, 4, links_extra, 1)))
         return rc;
     const cJSON *ic = cJSON_GetObjectItemCaseSensitive(links, "interconnect");
-    if (ic && (rc = sg_json_str(c, ic, "links.interconnect", m->interconnect,
-                                sizeof m->interconnect)))
+    if (ic &&
+        (rc = sg_json_str(c, ic, "links.interconnect", m->interconnect, sizeof m->interconnect)))
         return rc;
     /* several devices talk over a fabric the file must name, so that
      * links.gpu_gpu_gbs is a figure for a known link, not a placeholder */
     if ((long long)m->nodes * (m->gpu_count > 0 ? m->gpu_count : 1) > 1 && !m->interconnect[0])
-        return sg_json_error(c, SG_EINVAL, "links.interconnect is missing: a machine of %d "
-                                           "node%s x %d GPU%s must name the link between its "
-                                           "devices (links.gpu_gpu_gbs is its bandwidth)",
+        return sg_json_error(c, SG_EINVAL,
+                             "links.interconnect is missing: a machine of %d "
+                             "node%s x %d GPU%s must name the link between its "
+                             "devices (links.gpu_gpu_gbs is its bandwidth)",
                              m->nodes, m->nodes == 1 ? "" : "s", m->gpu_count,
                              m->gpu_count == 1 ? "" : "s");
 
@@ -435,14 +465,15 @@ int sg_machine_resolve(const char *name, char *out, size_t size, sg_error *err)
     if (n < 0 || (size_t)n >= size)
         return sg_error_set(err, SG_EINVAL, "machine %s: path too long", name);
     struct stat st;
-    if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
-    {
+    if (stat(out, &st) != 0 || !S_ISREG(st.st_mode)) {
         char shipped[1024], hint[160] = "";
         sg_json_list_dir(machines_dir(), shipped, sizeof shipped);
         if (!is_path)
             sg_suggest_in_list(name, shipped, hint, sizeof hint);
-        return sg_error_set(err, SG_ENOENT, "machine %s: no file %s%s (shipped, in %s: %s; gh200 "
-                            "is gh200-480gb)", name, out, hint, machines_dir(), shipped);
+        return sg_error_set(err, SG_ENOENT,
+                            "machine %s: no file %s%s (shipped, in %s: %s; gh200 "
+                            "is gh200-480gb)",
+                            name, out, hint, machines_dir(), shipped);
     }
     return SG_OK;
 }
@@ -451,16 +482,18 @@ double sg_machine_gpu_peak_tflops(const sg_machine *m, sg_dtype compute)
 {
     if (m->gpu_count <= 0)
         return 0;
-    return compute == SG_BF16 ? m->gpu_tflops_bf16
-           : compute == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
+    return compute == SG_BF16  ? m->gpu_tflops_bf16
+           : compute == SG_F16 ? m->gpu_tflops_fp16
+                               : m->gpu_tflops_fp32;
 }
 
 void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model *cm)
 {
     memset(cm, 0, sizeof *cm);
     cm->name = m->name;
-    double tflops = compute == SG_BF16 ? m->gpu_tflops_bf16
-                    : compute == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32;
+    double tflops = compute == SG_BF16  ? m->gpu_tflops_bf16
+                    : compute == SG_F16 ? m->gpu_tflops_fp16
+                                        : m->gpu_tflops_fp32;
     cm->gpu_flops = tflops * 1e12;
     cm->gpu_mem_bw = m->gpu_memory_bw_gbs * 1e9;
     cm->cpu_flops = m->cpu_cores * m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle;
@@ -475,8 +508,9 @@ void sg_machine_cost_model(const sg_machine *m, sg_dtype compute, sg_cost_model 
         /* no GPU: "GPU" nodes run on one core of the CPU */
         cm->no_gpu = 1;
         cm->gpu_flops = m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle;
-        cm->gpu_mem_bw = (m->cpu_core_bw_gbs > 0 ? m->cpu_core_bw_gbs
-                                                 : m->cpu_memory_bw_gbs / m->cpu_cores) * 1e9;
+        cm->gpu_mem_bw =
+            (m->cpu_core_bw_gbs > 0 ? m->cpu_core_bw_gbs : m->cpu_memory_bw_gbs / m->cpu_cores) *
+            1e9;
     }
     cm->gpu_mem_bytes = m->gpu_memory_gb * 1e9;
     cm->host_mem_bytes = m->cpu_memory_gb * 1e9;

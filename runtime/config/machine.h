@@ -27,35 +27,35 @@ typedef struct sg_attn_point {
  * cites (runtime/sim/gpu_kernels.h uses them); gemm_tflops 0 = not given,
  * the GPU then takes the flat roofline of "efficiency". */
 typedef struct sg_gpu_kernels {
-    double gemm_tflops;       /* best measured dense GEMM, compute dtype (bf16) */
-    int sms;                  /* SMs / CUs: the GEMM's wave quantization */
-    double hbm_gbs;           /* achieved device-to-device copy bandwidth */
-    double launch_us;         /* fixed cost of one GPU task (its kernel launches) */
+    double gemm_tflops; /* best measured dense GEMM, compute dtype (bf16) */
+    int sms;            /* SMs / CUs: the GEMM's wave quantization */
+    double hbm_gbs;     /* achieved device-to-device copy bandwidth */
+    double launch_us;   /* fixed cost of one GPU task (its kernel launches) */
     int nattn;
     sg_attn_point attn[SG_ATTN_POINTS_MAX];
 } sg_gpu_kernels;
 
 typedef struct sg_machine {
     char name[64];
-    int nodes;                       /* superchips / ranks */
+    int nodes; /* superchips / ranks */
     int cpu_cores;
     double cpu_ghz;
     double cpu_fp32_flops_per_cycle;
     double cpu_memory_gb;
     double cpu_memory_bw_gbs;
-    double cpu_core_bw_gbs;          /* one core streaming alone; 0 = not given */
+    double cpu_core_bw_gbs; /* one core streaming alone; 0 = not given */
     int numa_nodes;
-    int gpu_count;                   /* per node */
+    int gpu_count; /* per node */
     char gpu_name[64];
     double gpu_memory_gb;
     double gpu_memory_bw_gbs;
     double gpu_tflops_bf16, gpu_tflops_fp16, gpu_tflops_fp32;
-    sg_gpu_kernels kernels;          /* gpu.kernels, optional */
+    sg_gpu_kernels kernels; /* gpu.kernels, optional */
     double h2d_gbs, d2h_gbs, gpu_gpu_gbs, latency_us;
-    char interconnect[128];          /* links.interconnect: the fabric between devices;
+    char interconnect[128]; /* links.interconnect: the fabric between devices;
                                       * required when nodes x gpu.count > 1 */
     int unified_memory;
-    double shared_memory_bw_gbs;     /* unified memory: the one pool's bandwidth (GB/s),
+    double shared_memory_bw_gbs; /* unified memory: the one pool's bandwidth (GB/s),
                                       * shared by CPU and GPU; 0 otherwise */
     double efficiency[SG_CLASS_COUNT];
     /* set for machines `stepgraph calibrate` measured: the StarPU sampling
@@ -63,7 +63,7 @@ typedef struct sg_machine {
      * STARPU_HOSTNAME they were saved under; "" otherwise */
     char calibration_dir[4096];
     char calibration_host[64];
-    double calibration_step_ms;      /* mean step measured while calibrating, 0 = unknown */
+    double calibration_step_ms; /* mean step measured while calibrating, 0 = unknown */
     /* "disk" (optional): the drive ZeRO-Infinity's "nvme" state lives on;
      * capacity 0 = the file gives none (such a machine cannot offload to nvme) */
     char disk_name[128];

@@ -68,68 +68,68 @@ typedef struct ropt {
     const char *name;
     rkind kind;
     size_t off;
-    size_t size;       /* R_STR: buffer size */
-    int nonempty;      /* R_STR: 1 non-empty; 2 non-empty when given ("" = unset) */
-    unsigned flags;    /* R_INT, R_NUM range */
+    size_t size;    /* R_STR: buffer size */
+    int nonempty;   /* R_STR: 1 non-empty; 2 non-empty when given ("" = unset) */
+    unsigned flags; /* R_INT, R_NUM range */
     double lo, hi;
-    int unset;         /* R_INT: -1 means not given (the range applies once given) */
+    int unset; /* R_INT: -1 means not given (the range applies once given) */
 } ropt;
 
 #define ROFF(m) offsetof(sg_run_options, m)
 static const ropt run_opts[] = {
-    { "model", R_STR, ROFF(model), SG_PATH_MAX, 1, 0, 0, 0, 0 },
-    { "data", R_STR, ROFF(data), SG_PATH_MAX, 0, 0, 0, 0, 0 },
-    { "sched", R_STR, ROFF(sched), SG_NAME_MAX, 1, 0, 0, 0, 0 },
-    { "machine", R_STR, ROFF(machine), SG_NAME_MAX, 0, 0, 0, 0, 0 },
-    { "max_length", R_INT, ROFF(max_length), 0, 0, POS | SG_JSON_HI, 0, SG_MAX_LENGTH_MAX, 0 },
-    { "steps", R_INT, ROFF(steps), 0, 0, NONNEG, 0, 0, 0 },
-    { "warmup_steps", R_INT, ROFF(warmup_steps), 0, 0, NONNEG, 0, 0, 0 },
-    { "bench_steps", R_INT, ROFF(bench_steps), 0, 0, NONNEG, 0, 0, 0 },
-    { "log_interval", R_INT, ROFF(log_interval), 0, 0, NONNEG, 0, 0, 0 },
-    { "activation_checkpointing", R_BOOL, ROFF(activation_checkpointing), 0, 0, 0, 0, 0, 0 },
-    { "seed", R_INT, ROFF(seed), 0, 0, NONNEG, 0, 0, 0 },
-    { "dp_size", R_INT, ROFF(dp_size), 0, 0, LO, 1, 0, 0 },
-    { "ncpus", R_INT, ROFF(ncpus), 0, 0, LO, -1, 0, 0 },
-    { "ncuda", R_INT, ROFF(ncuda), 0, 0, LO, -1, 0, 0 },
-    { "load", R_STR, ROFF(load), SG_PATH_MAX, 0, 0, 0, 0, 0 },
-    { "save", R_STR, ROFF(save), SG_PATH_MAX, 0, 0, 0, 0, 0 },
-    { "save_interval", R_INT, ROFF(save_interval), 0, 0, NONNEG, 0, 0, 0 },
-    { "save_keep", R_INT, ROFF(save_keep), 0, 0, NONNEG, 0, 0, 0 },
-    { "save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0, 0 },
-    { "save_shard_size", R_INT, ROFF(save_shard_size), 0, 0, NONNEG, 0, 0, 0 },
-    { "speculation", R_STR, ROFF(speculation), 16, 2, 0, 0, 0, 0 }, /* "" = unset */
-    { "lookahead", R_INT, ROFF(lookahead), 0, 0, LO | SG_JSON_HI, 1, SG_LOOKAHEAD_MAX, 0 },
-    { "metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0, 0 },
-    { "trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0, 0 },
-    { "numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0, 0 },
-    { "bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0, 0 },
-    { "numa", R_BOOL, ROFF(numa), 0, 0, 0, 0, 0, 0 },
-    { "numa_emulate", R_INT, ROFF(numa_emulate), 0, 0, NONNEG | SG_JSON_HI, 0, 1024, 0 },
-    { "strict", R_BOOL, ROFF(strict), 0, 0, 0, 0, 0, 0 },
-    { "comm_timeout", R_INT, ROFF(comm_timeout), 0, 0, LO | SG_JSON_HI, 1, 86400, 0 },
-    { "optimizer_tile", R_TILE, ROFF(optimizer_tile), 0, 0, NONNEG | SG_JSON_HI, 0,
-      (double)((int64_t)1 << 40), 0 },
-    { "cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0, 0 },
-    { "batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0, 0 },
-    { "head_chunk_tokens", R_TILE, ROFF(head_chunk_tokens), 0, 0, LO, 1, 0, 0 },
+    {"model", R_STR, ROFF(model), SG_PATH_MAX, 1, 0, 0, 0, 0},
+    {"data", R_STR, ROFF(data), SG_PATH_MAX, 0, 0, 0, 0, 0},
+    {"sched", R_STR, ROFF(sched), SG_NAME_MAX, 1, 0, 0, 0, 0},
+    {"machine", R_STR, ROFF(machine), SG_NAME_MAX, 0, 0, 0, 0, 0},
+    {"max_length", R_INT, ROFF(max_length), 0, 0, POS | SG_JSON_HI, 0, SG_MAX_LENGTH_MAX, 0},
+    {"steps", R_INT, ROFF(steps), 0, 0, NONNEG, 0, 0, 0},
+    {"warmup_steps", R_INT, ROFF(warmup_steps), 0, 0, NONNEG, 0, 0, 0},
+    {"bench_steps", R_INT, ROFF(bench_steps), 0, 0, NONNEG, 0, 0, 0},
+    {"log_interval", R_INT, ROFF(log_interval), 0, 0, NONNEG, 0, 0, 0},
+    {"activation_checkpointing", R_BOOL, ROFF(activation_checkpointing), 0, 0, 0, 0, 0, 0},
+    {"seed", R_INT, ROFF(seed), 0, 0, NONNEG, 0, 0, 0},
+    {"dp_size", R_INT, ROFF(dp_size), 0, 0, LO, 1, 0, 0},
+    {"ncpus", R_INT, ROFF(ncpus), 0, 0, LO, -1, 0, 0},
+    {"ncuda", R_INT, ROFF(ncuda), 0, 0, LO, -1, 0, 0},
+    {"load", R_STR, ROFF(load), SG_PATH_MAX, 0, 0, 0, 0, 0},
+    {"save", R_STR, ROFF(save), SG_PATH_MAX, 0, 0, 0, 0, 0},
+    {"save_interval", R_INT, ROFF(save_interval), 0, 0, NONNEG, 0, 0, 0},
+    {"save_keep", R_INT, ROFF(save_keep), 0, 0, NONNEG, 0, 0, 0},
+    {"save_dtype", R_STR, ROFF(save_dtype), 8, 1, 0, 0, 0, 0},
+    {"save_shard_size", R_INT, ROFF(save_shard_size), 0, 0, NONNEG, 0, 0, 0},
+    {"speculation", R_STR, ROFF(speculation), 16, 2, 0, 0, 0, 0}, /* "" = unset */
+    {"lookahead", R_INT, ROFF(lookahead), 0, 0, LO | SG_JSON_HI, 1, SG_LOOKAHEAD_MAX, 0},
+    {"metrics", R_STR, ROFF(metrics), SG_PATH_MAX, 0, 0, 0, 0, 0},
+    {"trace", R_STR, ROFF(trace), SG_PATH_MAX, 0, 0, 0, 0, 0},
+    {"numa_node", R_INT, ROFF(numa_node), 0, 0, LO, -1, 0, 0},
+    {"bind_cores_to_rank", R_BOOL, ROFF(bind_cores_to_rank), 0, 0, 0, 0, 0, 0},
+    {"numa", R_BOOL, ROFF(numa), 0, 0, 0, 0, 0, 0},
+    {"numa_emulate", R_INT, ROFF(numa_emulate), 0, 0, NONNEG | SG_JSON_HI, 0, 1024, 0},
+    {"strict", R_BOOL, ROFF(strict), 0, 0, 0, 0, 0, 0},
+    {"comm_timeout", R_INT, ROFF(comm_timeout), 0, 0, LO | SG_JSON_HI, 1, 86400, 0},
+    {"optimizer_tile", R_TILE, ROFF(optimizer_tile), 0, 0, NONNEG | SG_JSON_HI, 0,
+     (double)((int64_t)1 << 40), 0},
+    {"cast_placement", R_STR, ROFF(cast_placement), 16, 1, 0, 0, 0, 0},
+    {"batch_tile", R_TILE, ROFF(batch_tile), 0, 0, NONNEG, 0, 0, 0},
+    {"head_chunk_tokens", R_TILE, ROFF(head_chunk_tokens), 0, 0, LO, 1, 0, 0},
     /* validation during a run (runtime/train/eval.h) */
-    { "eval_data", R_STR, ROFF(eval_data), SG_PATH_MAX, 0, 0, 0, 0, 0 },
-    { "eval_interval", R_INT, ROFF(eval_interval), 0, 0, NONNEG, 0, 0, 0 },
-    { "eval_batches", R_INT, ROFF(eval_batches), 0, 0, NONNEG, 0, 0, 0 },
+    {"eval_data", R_STR, ROFF(eval_data), SG_PATH_MAX, 0, 0, 0, 0, 0},
+    {"eval_interval", R_INT, ROFF(eval_interval), 0, 0, NONNEG, 0, 0, 0},
+    {"eval_batches", R_INT, ROFF(eval_batches), 0, 0, NONNEG, 0, 0, 0},
     /* TrainingArguments, for "auto" in the DeepSpeed config (ds_auto.h) */
-    { "per_device_train_batch_size", R_INT, ROFF(hf.per_device_train_batch_size), 0, 0, POS,
-      0, 0, 1 },
-    { "gradient_accumulation_steps", R_INT, ROFF(hf.gradient_accumulation_steps), 0, 0, POS,
-      0, 0, 1 },
-    { "learning_rate", R_NUM, ROFF(hf.learning_rate), 0, 0, NONNEG, 0, 0, 0 },
-    { "adam_beta1", R_NUM, ROFF(hf.adam_beta1), 0, 0, LO | SG_JSON_HI | SG_JSON_HI_OPEN, 0, 1, 0 },
-    { "adam_beta2", R_NUM, ROFF(hf.adam_beta2), 0, 0, LO | SG_JSON_HI | SG_JSON_HI_OPEN, 0, 1, 0 },
-    { "adam_epsilon", R_NUM, ROFF(hf.adam_epsilon), 0, 0, NONNEG, 0, 0, 0 },
-    { "weight_decay", R_NUM, ROFF(hf.weight_decay), 0, 0, NONNEG, 0, 0, 0 },
-    { "max_grad_norm", R_NUM, ROFF(hf.max_grad_norm), 0, 0, NONNEG, 0, 0, 0 },
-    { "lr_warmup_steps", R_NUM, ROFF(hf.lr_warmup_steps), 0, 0, NONNEG, 0, 0, 0 },
-    { "fp16", R_BOOL, ROFF(hf.fp16), 0, 0, 0, 0, 0, 0 },
-    { "bf16", R_BOOL, ROFF(hf.bf16), 0, 0, 0, 0, 0, 0 },
+    {"per_device_train_batch_size", R_INT, ROFF(hf.per_device_train_batch_size), 0, 0, POS, 0, 0,
+     1},
+    {"gradient_accumulation_steps", R_INT, ROFF(hf.gradient_accumulation_steps), 0, 0, POS, 0, 0,
+     1},
+    {"learning_rate", R_NUM, ROFF(hf.learning_rate), 0, 0, NONNEG, 0, 0, 0},
+    {"adam_beta1", R_NUM, ROFF(hf.adam_beta1), 0, 0, LO | SG_JSON_HI | SG_JSON_HI_OPEN, 0, 1, 0},
+    {"adam_beta2", R_NUM, ROFF(hf.adam_beta2), 0, 0, LO | SG_JSON_HI | SG_JSON_HI_OPEN, 0, 1, 0},
+    {"adam_epsilon", R_NUM, ROFF(hf.adam_epsilon), 0, 0, NONNEG, 0, 0, 0},
+    {"weight_decay", R_NUM, ROFF(hf.weight_decay), 0, 0, NONNEG, 0, 0, 0},
+    {"max_grad_norm", R_NUM, ROFF(hf.max_grad_norm), 0, 0, NONNEG, 0, 0, 0},
+    {"lr_warmup_steps", R_NUM, ROFF(hf.lr_warmup_steps), 0, 0, NONNEG, 0, 0, 0},
+    {"fp16", R_BOOL, ROFF(hf.fp16), 0, 0, 0, 0, 0, 0},
+    {"bf16", R_BOOL, ROFF(hf.bf16), 0, 0, 0, 0, 0, 0},
 };
 
 static int parse_int_text(const char *s, int64_t *out);
@@ -151,8 +151,8 @@ static int tile_from_json_text(const sg_json_ctx *c, const cJSON *it, const ropt
     if (!sg_json_in_range((double)n, o->flags, o->lo, o->hi)) {
         char d[128];
         ropt_expect(o, d, sizeof d);
-        return sg_json_error(c, SG_EINVAL, "%s: %lld is out of range (%s)", o->name,
-                             (long long)n, d);
+        return sg_json_error(c, SG_EINVAL, "%s: %lld is out of range (%s)", o->name, (long long)n,
+                             d);
     }
     *out = n;
     return SG_OK;
@@ -166,8 +166,10 @@ int sg_run_cast_placement(const sg_run_options *run, int *placement, sg_error *e
             *placement = i;
             return SG_OK;
         }
-    return sg_error_set(err, SG_EINVAL, "cast_placement: expected scheduler, cpu, gpu, fused or auto, "
-                        "got \"%s\"", run->cast_placement);
+    return sg_error_set(err, SG_EINVAL,
+                        "cast_placement: expected scheduler, cpu, gpu, fused or auto, "
+                        "got \"%s\"",
+                        run->cast_placement);
 }
 
 /* The checks of the options whose values are words (run_opts rows above). */
@@ -222,8 +224,10 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c,
             if (s && strcmp(s, key) != 0)
                 sg_json_warn(c, "unknown key %s ignored (did you mean %s?)", key, s);
             else if (is_ds_key && is_ds_key(key))
-                sg_json_warn(c, "unknown key %s ignored (a DeepSpeed key: it belongs in the "
-                             "DeepSpeed config named by \"deepspeed_config\")", key);
+                sg_json_warn(c,
+                             "unknown key %s ignored (a DeepSpeed key: it belongs in the "
+                             "DeepSpeed config named by \"deepspeed_config\")",
+                             key);
             else
                 sg_json_warn(c, "unknown key %s ignored", key);
             continue;
@@ -242,9 +246,7 @@ int sg_run_options_from_json(const cJSON *root, const sg_json_ctx *c,
             rc = sg_json_int(c, it, key, key, o->flags, o->lo, o->hi, NULL,
                              (int64_t *)(void *)(base + o->off));
             break;
-        case R_BOOL:
-            rc = sg_json_bool(c, it, key, (int *)(void *)(base + o->off));
-            break;
+        case R_BOOL: rc = sg_json_bool(c, it, key, (int *)(void *)(base + o->off)); break;
         case R_NUM:
             rc = sg_json_num(c, it, key, key, o->flags, o->lo, o->hi, NULL,
                              (double *)(void *)(base + o->off));
@@ -277,16 +279,15 @@ static int parse_int_text(const char *s, int64_t *out)
     /* "4e8", as in DeepSpeed configs */
     errno = 0;
     double d = strtod(s, &end);
-    if (end != s && *end == '\0' && isfinite(d) && d == floor(d) &&
-        d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+    if (end != s && *end == '\0' && isfinite(d) && d == floor(d) && d >= -9223372036854775808.0 &&
+        d < 9223372036854775808.0) {
         *out = (int64_t)d;
         return 0;
     }
     return -1;
 }
 
-int sg_run_option_set(sg_run_options *run, const char *key,
-                      const char *value, sg_error *err)
+int sg_run_option_set(sg_run_options *run, const char *key, const char *value, sg_error *err)
 {
     if (!run || !key)
         return sg_error_set(err, SG_EINVAL, "run option: no option name given");
@@ -317,8 +318,9 @@ int sg_run_option_set(sg_run_options *run, const char *key,
         if (o->nonempty && len == 0)
             return sg_error_set(err, SG_EINVAL, "--%s: expected a non-empty value", key);
         if (len >= o->size)
-            return sg_error_set(err, SG_EINVAL, "--%s: value of %zu bytes is too long (at most %zu)",
-                                key, len, o->size - 1);
+            return sg_error_set(err, SG_EINVAL,
+                                "--%s: value of %zu bytes is too long (at most %zu)", key, len,
+                                o->size - 1);
         memcpy(base + o->off, value, len + 1);
         return check_word_options(run, err);
     }
@@ -336,7 +338,8 @@ int sg_run_option_set(sg_run_options *run, const char *key,
             return sg_error_set(err, SG_EINVAL, "--%s: expected auto or an integer, got \"%s\"",
                                 key, value);
         if (parse_int_text(value, &v))
-            return sg_error_set(err, SG_EINVAL, "--%s: expected an integer, got \"%s\"", key, value);
+            return sg_error_set(err, SG_EINVAL, "--%s: expected an integer, got \"%s\"", key,
+                                value);
         if (!sg_json_in_range((double)v, o->flags, o->lo, o->hi)) {
             char d[128];
             ropt_expect(o, d, sizeof d);
@@ -406,7 +409,8 @@ int sg_run_options_check(const sg_run_options *run, const char *origin, sg_error
         } else if (o->kind == R_STR) {
             const char *s = base + o->off;
             if (memchr(s, '\0', o->size) == NULL)
-                return sg_error_set(err, SG_EINVAL, "%s: %s: string is not terminated", origin, o->name);
+                return sg_error_set(err, SG_EINVAL, "%s: %s: string is not terminated", origin,
+                                    o->name);
             if (o->nonempty == 1 && !*s)
                 return sg_error_set(err, SG_EINVAL, "%s: %s: expected a non-empty string", origin,
                                     o->name);

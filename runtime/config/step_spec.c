@@ -37,7 +37,8 @@ static void tiles_from_config(const sg_config *cfg, const sg_machine *m, sg_step
     int64_t w = config_cpu_workers(cfg, m);
     const sg_ds_config *ds = &cfg->ds;
     if (ds->zero.offload_optimizer.super_offload) {
-        int64_t k = (int64_t)floor(ds->zero.offload_optimizer.cpuadam_cores_perc * (double)w + 1e-9);
+        int64_t k =
+            (int64_t)floor(ds->zero.offload_optimizer.cpuadam_cores_perc * (double)w + 1e-9);
         if (k >= 1 && k < w)
             w = k;
     }
@@ -57,11 +58,11 @@ static void tiles_from_config(const sg_config *cfg, const sg_machine *m, sg_step
      * elementwise efficiency; unknown (0) without a model */
     memset(&s->cast_costs, 0, sizeof s->cast_costs);
     if (m) {
-        double eff = m->efficiency[SG_CLASS_ELEMENTWISE] > 0 ? m->efficiency[SG_CLASS_ELEMENTWISE]
-                                                             : 1.0;
-        double core = m->cpu_core_bw_gbs > 0 ? m->cpu_core_bw_gbs
-                                             : m->cpu_memory_bw_gbs / (m->cpu_cores > 0
-                                                                           ? m->cpu_cores : 1);
+        double eff =
+            m->efficiency[SG_CLASS_ELEMENTWISE] > 0 ? m->efficiency[SG_CLASS_ELEMENTWISE] : 1.0;
+        double core = m->cpu_core_bw_gbs > 0
+                          ? m->cpu_core_bw_gbs
+                          : m->cpu_memory_bw_gbs / (m->cpu_cores > 0 ? m->cpu_cores : 1);
         double link = m->h2d_gbs < m->d2h_gbs ? m->h2d_gbs : m->d2h_gbs;
         s->cast_costs.link_bw = link * 1e9;
         s->cast_costs.cpu_worker_bw = core * eff * 1e9;
@@ -190,8 +191,8 @@ int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g, s
     return sg_compile_for_machine(cfg, NULL, model, g, err);
 }
 
-int sg_compile_spec(const sg_config *cfg, const sg_step_spec *spec, sg_model *model,
-                    sg_graph *g, sg_error *err)
+int sg_compile_spec(const sg_config *cfg, const sg_step_spec *spec, sg_model *model, sg_graph *g,
+                    sg_error *err)
 {
     int rc = sg_config_load_model(cfg, model, err);
     if (rc)
@@ -202,8 +203,8 @@ int sg_compile_spec(const sg_config *cfg, const sg_step_spec *spec, sg_model *mo
     return rc;
 }
 
-int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *model,
-                           sg_graph *g, sg_error *err)
+int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *model, sg_graph *g,
+                           sg_error *err)
 {
     sg_step_spec spec;
     sg_step_spec_for_machine(cfg, m, &spec);

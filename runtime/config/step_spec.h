@@ -50,16 +50,15 @@ void sg_config_resolve_tiles(sg_config *cfg, int64_t cores, int gpus);
 int sg_config_load_model(const sg_config *cfg, sg_model *model, sg_error *err);
 
 /* Loads the model (sg_config_load_model) and compiles one step. */
-int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g,
-                           sg_error *err);
+int sg_compile_from_config(const sg_config *cfg, sg_model *model, sg_graph *g, sg_error *err);
 
 /* sg_compile_from_config for a simulated machine (sg_step_spec_for_machine). */
-int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *model,
-                           sg_graph *g, sg_error *err);
+int sg_compile_for_machine(const sg_config *cfg, const sg_machine *m, sg_model *model, sg_graph *g,
+                           sg_error *err);
 
 /* Loads the model and compiles one step of a spec the caller made (from
  * sg_step_spec_for_machine, then adjusted); errors name the model. */
-int sg_compile_spec(const sg_config *cfg, const sg_step_spec *spec, sg_model *model,
-                    sg_graph *g, sg_error *err);
+int sg_compile_spec(const sg_config *cfg, const sg_step_spec *spec, sg_model *model, sg_graph *g,
+                    sg_error *err);
 
 #endif /* SG_STEP_SPEC_H */

@@ -55,11 +55,11 @@ const sg_comm *sg_dist_comm(const sg_dist *d)
 
 typedef struct dist_impl {
     int rank;
-    MPI_Comm tasks;     /* collective tasks only */
-    MPI_Comm host;      /* the main thread only */
-    MPI_Comm beat;      /* the watchdog's heartbeats only */
-    sg_watchdog *wd;    /* told of every completed collective */
-    MPI_Comm votes;     /* the main thread's votes (sg_dist_vote_start) */
+    MPI_Comm tasks;  /* collective tasks only */
+    MPI_Comm host;   /* the main thread only */
+    MPI_Comm beat;   /* the watchdog's heartbeats only */
+    sg_watchdog *wd; /* told of every completed collective */
+    MPI_Comm votes;  /* the main thread's votes (sg_dist_vote_start) */
 } dist_impl;
 
 static sg_watchdog *wd_of(const sg_dist *d)
@@ -82,8 +82,10 @@ static int count_ok(int rank, size_t n, const char *call, char *msg, size_t size
 {
     if (n <= (size_t)INT_MAX)
         return SG_OK;
-    snprintf(msg, size, "rank %d: %s: %zu elements per rank in one collective (at most %d "
-             "supported)", rank, call, n, INT_MAX);
+    snprintf(msg, size,
+             "rank %d: %s: %zu elements per rank in one collective (at most %d "
+             "supported)",
+             rank, call, n, INT_MAX);
     return SG_ENOTSUP;
 }
 
@@ -108,8 +110,7 @@ static int c_reduce_scatter(void *impl, const float *send, float *recv, size_t c
         return rc;
     rc = MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, p->tasks);
     sg_watchdog_progress(rc == MPI_SUCCESS ? p->wd : NULL);
-    return rc == MPI_SUCCESS ? SG_OK
-                             : mpi_fail(p->rank, rc, "MPI_Reduce_scatter_block", msg, size);
+    return rc == MPI_SUCCESS ? SG_OK : mpi_fail(p->rank, rc, "MPI_Reduce_scatter_block", msg, size);
 }
 
 static MPI_Datatype mpi_type(sg_comm_type t)
@@ -142,7 +143,7 @@ static int c_allreduce(void *impl, void *buf, size_t count, sg_comm_type type, s
 static int start_watchdog(sg_dist *d, dist_impl *p, sg_error *err)
 {
     char me[SG_WATCHDOG_HOST_MAX];
-    char (*hosts)[SG_WATCHDOG_HOST_MAX] = calloc((size_t)d->size, sizeof *hosts);
+    char(*hosts)[SG_WATCHDOG_HOST_MAX] = calloc((size_t)d->size, sizeof *hosts);
     if (!hosts)
         return sg_error_set(err, SG_ENOMEM, "rank %d: out of memory", d->rank);
     memset(me, 0, sizeof me);
@@ -156,7 +157,7 @@ static int start_watchdog(sg_dist *d, dist_impl *p, sg_error *err)
         return sg_error_set(err, SG_EIO, "%s", msg);
     }
     rc = sg_watchdog_start(&p->wd, &p->beat, d->rank, d->size,
-                           (const char (*)[SG_WATCHDOG_HOST_MAX])hosts, err);
+                           (const char(*)[SG_WATCHDOG_HOST_MAX])hosts, err);
     free(hosts);
     return rc;
 }
@@ -178,10 +179,11 @@ int sg_dist_init(sg_dist *d, sg_error *err)
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
     if (provided < MPI_THREAD_MULTIPLE)
-        return sg_error_set(err, SG_ENOTSUP, "rank %d: MPI_Init_thread: this MPI provides "
+        return sg_error_set(err, SG_ENOTSUP,
+                            "rank %d: MPI_Init_thread: this MPI provides "
                             "thread level %d, below MPI_THREAD_MULTIPLE (%d): StarPU workers "
-                            "and the main thread call MPI at once", d->rank, provided,
-                            MPI_THREAD_MULTIPLE);
+                            "and the main thread call MPI at once",
+                            d->rank, provided, MPI_THREAD_MULTIPLE);
     dist_impl *p = calloc(1, sizeof *p);
     if (!p)
         return sg_error_set(err, SG_ENOMEM, "rank %d: out of memory", d->rank);
@@ -338,7 +340,8 @@ int sg_dist_init(sg_dist *d, sg_error *err)
     d->size = d->local_size = 1;
     const char *n = getenv("OMPI_COMM_WORLD_SIZE");
     if (sg_dist_launched() && (!n || atoi(n) != 1))
-        return sg_error_set(err, SG_ENOTSUP, "started by an MPI launcher, but this stepgraph "
+        return sg_error_set(err, SG_ENOTSUP,
+                            "started by an MPI launcher, but this stepgraph "
                             "was built without MPI support (configure found no MPI: "
                             "apt-get install libopenmpi-dev openmpi-bin, then reconfigure)");
     return SG_OK;

@@ -29,11 +29,11 @@
 #include "common/error.h"
 
 typedef struct sg_dist {
-    int rank, size;     /* 0 and 1 without an MPI launch */
-    int local_size;     /* the ranks on this host (sharing its memory); 1 without a launch */
-    int mpi;            /* 1: MPI was initialised by sg_dist_init */
-    sg_comm comm;       /* the task collectives (valid when mpi) */
-    void *impl;         /* the communicators */
+    int rank, size; /* 0 and 1 without an MPI launch */
+    int local_size; /* the ranks on this host (sharing its memory); 1 without a launch */
+    int mpi;        /* 1: MPI was initialised by sg_dist_init */
+    sg_comm comm;   /* the task collectives (valid when mpi) */
+    void *impl;     /* the communicators */
 } sg_dist;
 
 /* Whether this process was started by an MPI launcher (environment only). */
@@ -75,7 +75,7 @@ int sg_dist_host_gather(const sg_dist *d, const float *send, float *recv, size_t
  * value itself. */
 typedef struct sg_dist_vote {
     int in, out;
-    void *req;          /* the MPI request while in flight, else NULL */
+    void *req; /* the MPI request while in flight, else NULL */
 } sg_dist_vote;
 int sg_dist_vote_start(const sg_dist *d, sg_dist_vote *v, int value, sg_error *err);
 /* *max: the largest value over the ranks; a zeroed vote never started

@@ -55,16 +55,16 @@ struct sg_watchdog {
     char (*hosts)[SG_WATCHDOG_HOST_MAX];
     pthread_t thread;
     atomic_int stop, armed;
-    atomic_llong progress_ns;   /* monotonic ns of the last progress */
-    pthread_mutex_t lock;       /* the fields below */
-    double timeout_s;           /* comm_timeout */
-    double step_sum_s;          /* measured step times, summed */
+    atomic_llong progress_ns; /* monotonic ns of the last progress */
+    pthread_mutex_t lock;     /* the fields below */
+    double timeout_s;         /* comm_timeout */
+    double step_sum_s;        /* measured step times, summed */
     long long steps;
     char checkpoint[4096];
     /* the heartbeat thread's own */
     MPI_Request *rreq, *sreq;
     int *rbuf, *sfail;
-    long long *heard_ns;        /* when each peer's last heartbeat arrived */
+    long long *heard_ns; /* when each peer's last heartbeat arrived */
 };
 
 static long long now_ns(void)
@@ -121,14 +121,14 @@ static void fire(sg_watchdog *w, long long now, double bound, double mean)
     char msg[8192];
     size_t n = 0, cap = sizeof msg;
     double idle = (double)(now - atomic_load(&w->progress_ns)) / 1e9;
-#define PUT(...) \
-    do { \
-        if (n < cap) \
+#define PUT(...)                                                  \
+    do {                                                          \
+        if (n < cap)                                              \
             n += (size_t)snprintf(msg + n, cap - n, __VA_ARGS__); \
     } while (0)
     PUT("stepgraph: rank %d on %s: no collective completed for %.1f s (the bound: %.2f s = "
-        "max(comm_timeout %.0f s, %d x mean step time %.4f s)); ", w->rank, w->hosts[w->rank],
-        idle, bound, w->timeout_s, SG_WATCHDOG_STEPS, mean);
+        "max(comm_timeout %.0f s, %d x mean step time %.4f s)); ",
+        w->rank, w->hosts[w->rank], idle, bound, w->timeout_s, SG_WATCHDOG_STEPS, mean);
     int named = 0;
     for (int p = 0; p < w->size; p++) {
         double quiet = (double)(now - w->heard_ns[p]) / 1e9;

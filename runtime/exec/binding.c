@@ -14,8 +14,10 @@ int sg_numa_cores(int node, unsigned *pus, int cap, int *nnodes, sg_error *err)
     hwloc_obj_t numa = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)node);
     if (node < 0 || node >= *nnodes || !numa) {
         hwloc_topology_destroy(topo);
-        return sg_error_set(err, SG_EINVAL, "numa_node %d: this machine has %d NUMA node%s "
-                            "(0..%d)", node, *nnodes, *nnodes == 1 ? "" : "s", *nnodes - 1);
+        return sg_error_set(err, SG_EINVAL,
+                            "numa_node %d: this machine has %d NUMA node%s "
+                            "(0..%d)",
+                            node, *nnodes, *nnodes == 1 ? "" : "s", *nnodes - 1);
     }
     int ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     for (int c = 0; c < ncores && count < cap; c++) {

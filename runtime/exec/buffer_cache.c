@@ -27,9 +27,9 @@ typedef struct block_list {
 
 static struct {
     pthread_mutex_t lock;
-    block_list held; /* handed to StarPU */
-    block_list kept; /* freed by StarPU, oldest first */
-    long long live;  /* held through the hooks now: StarPU's buffers, tasks' memory */
+    block_list held;    /* handed to StarPU */
+    block_list kept;    /* freed by StarPU, oldest first */
+    long long live;     /* held through the hooks now: StarPU's buffers, tasks' memory */
     size_t small_align; /* alignment of the small buffers, 0: malloc's */
     sg_buffer_cache_stats stats;
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -180,8 +180,10 @@ int sg_buffer_cache_check_env(sg_error *err)
 {
     const char *v = getenv("STEPGRAPH_BUFFER_CACHE");
     if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-        return sg_error_set(err, SG_EINVAL, "STEPGRAPH_BUFFER_CACHE=%s: expected 0 (large "
-                            "buffers unmapped as they are freed) or 1 (kept, the default)", v);
+        return sg_error_set(err, SG_EINVAL,
+                            "STEPGRAPH_BUFFER_CACHE=%s: expected 0 (large "
+                            "buffers unmapped as they are freed) or 1 (kept, the default)",
+                            v);
     return SG_OK;
 }
 

@@ -75,11 +75,11 @@ void sg_buffer_cache_uninstall(void);
 /* The counts since the last install, for the run's summary and the tests */
 typedef struct sg_buffer_cache_stats {
     int installed;
-    long long hits;       /* requests served with a kept buffer */
-    long long maps;       /* large buffers mapped */
-    long long evictions;  /* kept buffers unmapped to stay under the mark */
-    size_t kept_bytes;    /* kept now */
-    size_t high_water;    /* highest count of StarPU's bytes through the hooks */
+    long long hits;      /* requests served with a kept buffer */
+    long long maps;      /* large buffers mapped */
+    long long evictions; /* kept buffers unmapped to stay under the mark */
+    size_t kept_bytes;   /* kept now */
+    size_t high_water;   /* highest count of StarPU's bytes through the hooks */
 } sg_buffer_cache_stats;
 
 sg_buffer_cache_stats sg_buffer_cache_get_stats(void);

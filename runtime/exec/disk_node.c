@@ -55,13 +55,11 @@ static void remove_stale(const char *dir)
             continue;
         char *end;
         long pid = strtol(e->d_name + strlen(RUN_PREFIX), &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 ||
-            errno != ESRCH)
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        fprintf(stderr, "stepgraph: removing %s, left by a process that no longer exists\n",
-                path);
+        fprintf(stderr, "stepgraph: removing %s, left by a process that no longer exists\n", path);
         sg_remove_tree(path);
     }
     closedir(dp);
@@ -92,8 +90,7 @@ static int set_ram_limit(sg_disk_node *d, const sg_graph *g, int ncpus)
 {
     int64_t largest = 0;
     for (int b = 0; b < g->nbuffers; b++)
-        if (sg_disk_homes(d->optimizer, d->params, &g->buffers[b]) &&
-            g->buffers[b].bytes > largest)
+        if (sg_disk_homes(d->optimizer, d->params, &g->buffers[b]) && g->buffers[b].bytes > largest)
             largest = g->buffers[b].bytes;
     int64_t count = d->working_set; /* buffer_count, on entry */
     d->working_set = largest * (count > 2 ? count : 2);
@@ -162,9 +159,8 @@ int sg_disk_register(sg_disk_node *d, sg_error *err)
     /* from here on (the registration measures the disk with a buffer) */
     if (d->o_direct)
         sg_buffer_cache_align_small((size_t)sysconf(_SC_PAGESIZE));
-    int node = starpu_disk_register(d->o_direct ? &starpu_disk_unistd_o_direct_ops
-                                                : &starpu_disk_unistd_ops,
-                                    d->dir, size);
+    int node = starpu_disk_register(
+        d->o_direct ? &starpu_disk_unistd_o_direct_ops : &starpu_disk_unistd_ops, d->dir, size);
     if (node < 0)
         return sg_error_set(err, SG_EIO, "%s: StarPU could not register a disk node in %s (%d)",
                             d->key, d->dir, node);
@@ -178,8 +174,7 @@ static int no_space(const sg_disk_node *d, int e, sg_error *err)
     double avail = statvfs(d->dir, &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize : -1;
     return sg_error_set(err, e == ENOSPC ? SG_ENOMEM : SG_EIO,
                         "%s: %s: cannot hold the state's %.1f MiB (%s; %.1f MiB free there)",
-                        d->key, d->dir, (double)d->disk_bytes / MIB, strerror(e),
-                        avail / MIB);
+                        d->key, d->dir, (double)d->disk_bytes / MIB, strerror(e), avail / MIB);
 }
 
 int sg_disk_register_vector(sg_disk_node *d, void **handle, uint32_t n, size_t esize,
@@ -254,7 +249,8 @@ void sg_disk_describe(const sg_disk_node *d, char *buf, size_t size)
     else
         snprintf(bound, sizeof bound, "STARPU_LIMIT_CPU_MEM %s MiB (yours)",
                  getenv("STARPU_LIMIT_CPU_MEM"));
-    snprintf(buf, size, "%s%s%s on disk: %.2f GiB in %s, StarPU %s back-end%s%s%s; in RAM at "
+    snprintf(buf, size,
+             "%s%s%s on disk: %.2f GiB in %s, StarPU %s back-end%s%s%s; in RAM at "
              "most %.1f MiB of it (%s), %d group%s prefetched ahead",
              d->optimizer ? "optimizer state" : "", d->optimizer && d->params ? " and " : "",
              d->params ? "parameters" : "", (double)d->disk_bytes / GIB, d->dir,

@@ -25,26 +25,26 @@
 
 /* What the config asks for (the trainer fills it from ds_nvme.h). */
 typedef struct sg_disk_plan {
-    const char *dir;               /* nvme_path */
-    const char *key;               /* the JSON key that named it, for errors */
-    int optimizer;                 /* the CPU sub-groups' masters and moments on disk */
-    int params;                    /* the parameter pieces on disk (stage 3) */
-    int64_t buffer_count;          /* disk buffers in RAM at most (the largest's size each) */
-    int ncpus;                     /* CPU workers asked for (-1: every core) */
+    const char *dir;      /* nvme_path */
+    const char *key;      /* the JSON key that named it, for errors */
+    int optimizer;        /* the CPU sub-groups' masters and moments on disk */
+    int params;           /* the parameter pieces on disk (stage 3) */
+    int64_t buffer_count; /* disk buffers in RAM at most (the largest's size each) */
+    int ncpus;            /* CPU workers asked for (-1: every core) */
 } sg_disk_plan;
 
 typedef struct sg_disk_node {
-    int node;                      /* StarPU memory node, -1 before registration */
-    char dir[640];                 /* the per-run directory under nvme_path */
+    int node;      /* StarPU memory node, -1 before registration */
+    char dir[640]; /* the per-run directory under nvme_path */
     char key[96];
-    int o_direct;                  /* StarPU's unistd_o_direct back-end, else unistd */
-    const char *why_not_direct;    /* why unistd, for the run's header */
+    int o_direct;               /* StarPU's unistd_o_direct back-end, else unistd */
+    const char *why_not_direct; /* why unistd, for the run's header */
     int cleanup_slot;
     int optimizer, params;
-    int64_t disk_bytes;            /* bytes of the buffers homed on disk */
-    int64_t working_set;           /* the RAM bound for them (bytes) */
-    int64_t ram_limit;             /* STARPU_LIMIT_CPU_MEM set, bytes (0: the user's own) */
-    int depth;                     /* groups prefetched ahead */
+    int64_t disk_bytes;  /* bytes of the buffers homed on disk */
+    int64_t working_set; /* the RAM bound for them (bytes) */
+    int64_t ram_limit;   /* STARPU_LIMIT_CPU_MEM set, bytes (0: the user's own) */
+    int depth;           /* groups prefetched ahead */
 } sg_disk_node;
 
 /* Whether buffer b's home is the disk node under these settings. */
@@ -78,17 +78,16 @@ void sg_disk_describe(const sg_disk_node *d, char *buf, size_t size);
 
 typedef struct sg_disk_sched {
     const sg_disk_node *d;
-    int depth;                     /* groups prefetched ahead (d->depth) */
-    void *const *handles;          /* starpu_data_handle_t per IR buffer */
+    int depth;            /* groups prefetched ahead (d->depth) */
+    void *const *handles; /* starpu_data_handle_t per IR buffer */
     int ngroups;
-    int *group_start, *group_buf;  /* group j's buffers: group_buf[group_start[j]..[j+1]) */
-    int *group_end;                /* group j's last node in the step */
-    char *is_end;                  /* per node: some group's last node */
-    int *last_access;              /* per buffer on disk: its last node in the step, else -1 */
+    int *group_start, *group_buf; /* group j's buffers: group_buf[group_start[j]..[j+1]) */
+    int *group_end;               /* group j's last node in the step */
+    char *is_end;                 /* per node: some group's last node */
+    int *last_access;             /* per buffer on disk: its last node in the step, else -1 */
 } sg_disk_sched;
 
-int sg_disk_sched_init(sg_disk_sched *s, sg_disk_node *d, const sg_graph *g,
-                       void *const *handles);
+int sg_disk_sched_init(sg_disk_sched *s, sg_disk_node *d, const sg_graph *g, void *const *handles);
 void sg_disk_sched_free(sg_disk_sched *s);
 /* At a step's submission: prefetch the first groups. */
 void sg_disk_step_begins(const sg_disk_sched *s);

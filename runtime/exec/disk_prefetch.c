@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sg_disk_sched_init(sg_disk_sched *s, sg_disk_node *d, const sg_graph *g,
-                       void *const *handles)
+int sg_disk_sched_init(sg_disk_sched *s, sg_disk_node *d, const sg_graph *g, void *const *handles)
 {
     memset(s, 0, sizeof *s);
     s->d = d;

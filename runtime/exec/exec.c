@@ -34,8 +34,10 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
         return rc;
     const char *env = getenv("STARPU_SCHED");
     if (env && *env && strcmp(env, opt->sched) != 0)
-        fprintf(stderr, "stepgraph: warning: STARPU_SCHED=%s overrides sched %s (StarPU's "
-                        "environment takes precedence)\n", env, opt->sched);
+        fprintf(stderr,
+                "stepgraph: warning: STARPU_SCHED=%s overrides sched %s (StarPU's "
+                "environment takes precedence)\n",
+                env, opt->sched);
     /* StarPU's calibration notices are noise in a training log; STARPU_SILENT=0
      * in the environment brings them back */
     setenv("STARPU_SILENT", "1", 0);
@@ -47,8 +49,8 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     conf.nopencl = 0;
     if (opt->numa_emulate > 0) {
         /* before the core lists below: they read the emulated topology */
-        rc = sg_numa_emulate(opt->numa_emulate, x->numa_xml, sizeof x->numa_xml,
-                             &x->numa_xml_slot, err);
+        rc = sg_numa_emulate(opt->numa_emulate, x->numa_xml, sizeof x->numa_xml, &x->numa_xml_slot,
+                             err);
         if (rc)
             return rc;
     } else if (opt->numa) {
@@ -92,17 +94,20 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
     if (opt->ncuda > 0 && (int)starpu_cuda_worker_get_count() < opt->ncuda) {
         char cuda[160];
         sg_starpu_cuda_info(cuda, sizeof cuda);
-        return sg_error_set(err, SG_EINVAL, "ncuda %d: StarPU started %u CUDA workers (%s); "
-                            "use --ncuda 0 to run on CPU workers only", opt->ncuda,
-                            starpu_cuda_worker_get_count(), cuda);
+        return sg_error_set(err, SG_EINVAL,
+                            "ncuda %d: StarPU started %u CUDA workers (%s); "
+                            "use --ncuda 0 to run on CPU workers only",
+                            opt->ncuda, starpu_cuda_worker_get_count(), cuda);
     }
     /* before any buffer: the large ones stay mapped from step to step */
     sg_buffer_cache_install();
     /* the state's allocation and load run on this thread alone */
     sg_exec_idle(x);
     if (starpu_cpu_worker_get_count() == 0)
-        return sg_error_set(err, SG_ENOTSUP, "no CPU worker: the CPU codelets need at least one "
-                                             "(ncpus %d)", opt->ncpus);
+        return sg_error_set(err, SG_ENOTSUP,
+                            "no CPU worker: the CPU codelets need at least one "
+                            "(ncpus %d)",
+                            opt->ncpus);
     return SG_OK;
 }
 
@@ -110,8 +115,8 @@ static int start_starpu(sg_exec *x, const sg_exec_options *opt, sg_error *err)
  * one record per step in flight with room for both. */
 typedef struct sg_exec_io {
     sg_exec *x;
-    int step;                      /* record in x->steps */
-    int index;                     /* in x->readback or x->token_buf */
+    int step;  /* record in x->steps */
+    int index; /* in x->readback or x->token_buf */
 } sg_exec_io;
 
 static int read_back_role(sg_buf_role r)
@@ -139,9 +144,10 @@ static int init_steps(sg_exec *x, sg_error *err)
             x->readback_bytes += ((size_t)buf->bytes + 15) & ~(size_t)15;
         } else if (buf->role == SG_BUF_TOKENS) {
             if ((size_t)buf->elems != x->token_elems || buf->dtype != SG_I32)
-                return sg_error_set(err, SG_EINVAL, "token buffer %s: %lld elements, expected "
-                                    "%zu int32", buf->name, (long long)buf->elems,
-                                    x->token_elems);
+                return sg_error_set(err, SG_EINVAL,
+                                    "token buffer %s: %lld elements, expected "
+                                    "%zu int32",
+                                    buf->name, (long long)buf->elems, x->token_elems);
             x->token_buf[x->ntokens++] = b;
         }
     }
@@ -206,9 +212,10 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
     x->shared.graph = g;
     int world = opt->comm ? opt->comm->size : 1;
     if (spec->dp_size != world)
-        return sg_error_set(err, SG_EINVAL, "dp_size %lld but %d rank%s: one process per rank "
-                            "(docs/ranks.md)", (long long)spec->dp_size, world,
-                            world == 1 ? "" : "s");
+        return sg_error_set(err, SG_EINVAL,
+                            "dp_size %lld but %d rank%s: one process per rank "
+                            "(docs/ranks.md)",
+                            (long long)spec->dp_size, world, world == 1 ? "" : "s");
     x->shared.comm = world > 1 ? opt->comm : NULL;
     if ((rc = sg_unit_check_model(m, err)))
         return rc;
@@ -228,12 +235,13 @@ int sg_exec_init(sg_exec *x, const sg_model *m, const sg_step_spec *spec, const 
      * (docs/gpu.md, "Not verified yet": scripts/check_nccl_ranks.sh) */
     const char *nccl_try = getenv("STEPGRAPH_UNVERIFIED_NCCL_RANKS");
     if (world > 1 && starpu_cuda_worker_get_count() > 0 && !(nccl_try && !strcmp(nccl_try, "1")))
-        return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: several ranks run on CPU workers "
+        return sg_error_set(err, SG_ENOTSUP,
+                            "dp_size %lld: several ranks run on CPU workers "
                             "only for now: the NCCL collectives of CUDA workers are written "
                             "but have not run on a machine with several GPUs (to check them "
                             "there: scripts/check_nccl_ranks.sh, docs/gpu.md); StarPU started "
-                            "%u CUDA workers: use --ncuda 0", (long long)spec->dp_size,
-                            starpu_cuda_worker_get_count());
+                            "%u CUDA workers: use --ncuda 0",
+                            (long long)spec->dp_size, starpu_cuda_worker_get_count());
 #ifdef SG_STARPU_CUDA
     if ((rc = sg_exec_cuda_init(&x->shared, opt->launch, err)))
         return rc;
@@ -527,15 +535,17 @@ static const void *result_of(const sg_exec *x, int b)
 static unsigned access_node(sg_exec *x, int b)
 {
     int home = starpu_data_get_home_node(H(x, b));
-    return home >= 0 && starpu_node_get_kind((unsigned)home) == STARPU_CPU_RAM
-               ? (unsigned)home : STARPU_MAIN_RAM;
+    return home >= 0 && starpu_node_get_kind((unsigned)home) == STARPU_CPU_RAM ? (unsigned)home
+                                                                               : STARPU_MAIN_RAM;
 }
 
 void *sg_exec_acquire(sg_exec *x, int b, int write)
 {
     unsigned node = access_node(x, b);
     if (starpu_data_acquire_on_node(H(x, b), (int)node,
-                                    write == 2 ? STARPU_RW : write ? STARPU_W : STARPU_R))
+                                    write == 2 ? STARPU_RW
+                                    : write    ? STARPU_W
+                                               : STARPU_R))
         return NULL;
     return starpu_data_handle_to_pointer(H(x, b), node);
 }

@@ -34,21 +34,21 @@
 #include "runtime/io/weights.h"
 
 typedef struct sg_exec_options {
-    const char *sched;             /* StarPU policy name */
-    int ncpus, ncuda;              /* -1: StarPU's default */
-    int numa_node;                 /* bind CPU workers to this node's cores; -1: StarPU's binding */
-    int numa_by_rank;              /* bind_cores_to_rank: bind to NUMA node rank mod the node
+    const char *sched;            /* StarPU policy name */
+    int ncpus, ncuda;             /* -1: StarPU's default */
+    int numa_node;                /* bind CPU workers to this node's cores; -1: StarPU's binding */
+    int numa_by_rank;             /* bind_cores_to_rank: bind to NUMA node rank mod the node
                                       count (rank: comm's, 0 without) instead of numa_node */
-    int numa;                      /* run option numa: StarPU's NUMA memory nodes
+    int numa;                     /* run option numa: StarPU's NUMA memory nodes
                                       (STARPU_USE_NUMA=1), state placed per node */
-    int numa_emulate;              /* run option numa_emulate: this many emulated NUMA
+    int numa_emulate;             /* run option numa_emulate: this many emulated NUMA
                                       nodes (numa_topo.h); 0 = the machine's own */
-    double optimizer_cores_share;  /* cpuadam_cores_perc: CPU workers reserved for
+    double optimizer_cores_share; /* cpuadam_cores_perc: CPU workers reserved for
                                       the optimizer's CPU tasks (0 = none) */
-    int lookahead;                 /* steps in flight at most; 0 = 1 */
-    const struct sg_comm *comm;    /* several ranks (runtime/dist/): the task collectives;
+    int lookahead;                /* steps in flight at most; 0 = 1 */
+    const struct sg_comm *comm;   /* several ranks (runtime/dist/): the task collectives;
                                       NULL for one rank. Its size must be the spec's dp_size */
-    const struct sg_comm *launch;  /* the MPI world when mpirun started this process (even
+    const struct sg_comm *launch; /* the MPI world when mpirun started this process (even
                                       of one rank), else NULL: CUDA workers get their NCCL
                                       communicator's unique id over it (exec_cuda.h) */
     const struct sg_disk_plan *disk; /* NVMe offload (runtime/exec/disk_node.h), or NULL */
@@ -56,50 +56,50 @@ typedef struct sg_exec_options {
 
 /* A step in flight, as the exec sees it. */
 typedef struct sg_exec_step {
-    sg_lowering *low;              /* the graph it runs: the main or the waiting one */
-    int waited;                    /* it is the waiting one */
-    double submit_us;              /* StarPU clock when its submission began */
-    unsigned char *copy;           /* its read-back buffers' values (sg_exec.readback) */
-    int32_t *tokens;               /* its staged tokens, per token buffer */
-    struct sg_exec_io *io;         /* arguments of its asynchronous reads and writes */
+    sg_lowering *low;      /* the graph it runs: the main or the waiting one */
+    int waited;            /* it is the waiting one */
+    double submit_us;      /* StarPU clock when its submission began */
+    unsigned char *copy;   /* its read-back buffers' values (sg_exec.readback) */
+    int32_t *tokens;       /* its staged tokens, per token buffer */
+    struct sg_exec_io *io; /* arguments of its asynchronous reads and writes */
 } sg_exec_step;
 
 typedef struct sg_exec {
     sg_exec_shared shared;
     const sg_graph *graph;
-    sg_lowering low;               /* handles, tasks' cl_args, records, contexts */
+    sg_lowering low; /* handles, tasks' cl_args, records, contexts */
     /* SuperOffload's second graph, the step that waits for the gradient norm
      * (sg_exec_add_waiting_graph): its lowering shares low's handles */
     sg_lowering wait_low;
     sg_exec_shared wait_shared;
     int have_wait;
-    int waiting;                   /* the next step runs the waiting graph */
+    int waiting; /* the next step runs the waiting graph */
     /* steps in flight: a ring of `lookahead` records, step k in k % lookahead */
     int lookahead;
     sg_exec_step *steps;
     int64_t begun, submitted, finished; /* steps begun, submitted and finished */
-    int cur;                       /* record of the last finished step, -1 before one */
-    double prev_end_us;            /* StarPU clock at the end of the last finished step */
-    double prev2_end_us;           /* ... and of the one before it */
+    int cur;                            /* record of the last finished step, -1 before one */
+    double prev_end_us;                 /* StarPU clock at the end of the last finished step */
+    double prev2_end_us;                /* ... and of the one before it */
     /* buffers read back after each step (losses, norm, overflow, scaler
      * state) and token buffers, by IR index of the main graph */
     int nreadback, *readback;
     size_t *readback_off, readback_bytes;
     int ntokens, *token_buf;
-    size_t token_elems;            /* int32 per token buffer */
+    size_t token_elems;               /* int32 per token buffer */
     void *codelets[SG_OP_KIND_COUNT]; /* struct starpu_codelet * per node kind */
-    int bound_cores;               /* cores of the chosen NUMA node, 0 if none chosen */
-    int bound_node;                /* that node, -1 if none */
-    char numa_xml[4096];           /* numa_emulate: the topology file, removed at shutdown */
-    int numa_xml_slot;             /* its cleanup slot (common/cleanup.h) */
-    int started;                   /* starpu_init succeeded */
-    int paused;                    /* workers paused until the next step (sg_exec_idle) */
+    int bound_cores;                  /* cores of the chosen NUMA node, 0 if none chosen */
+    int bound_node;                   /* that node, -1 if none */
+    char numa_xml[4096];              /* numa_emulate: the topology file, removed at shutdown */
+    int numa_xml_slot;                /* its cleanup slot (common/cleanup.h) */
+    int started;                      /* starpu_init succeeded */
+    int paused;                       /* workers paused until the next step (sg_exec_idle) */
     /* a step that cannot progress (stall.h): then StarPU is left as it is,
      * its workers retrying an allocation, and the process ends */
     sg_stall_watch stall;
     int stalled;
-    int have_cuda;                 /* CUDA workers exist: GPU nodes run there */
-    double step_start_us;          /* StarPU clock at the last finished step's submission */
+    int have_cuda;        /* CUDA workers exist: GPU nodes run there */
+    double step_start_us; /* StarPU clock at the last finished step's submission */
     /* time of the last finished step: from the later of its submission and
      * the previous step's end, to its end (with steps in flight, the
      * interval between consecutive step ends) */
@@ -107,7 +107,7 @@ typedef struct sg_exec {
     /* start-up, for the run's header: StarPU's start (with its CUDA set-up)
      * and the lowering with the state's allocation, in seconds */
     double startup_starpu_s, startup_alloc_s;
-    sg_disk_node disk;             /* NVMe offload: the disk node (disk.node < 0 without) */
+    sg_disk_node disk; /* NVMe offload: the disk node (disk.node < 0 without) */
     int have_disk;
 } sg_exec;
 
@@ -149,8 +149,7 @@ typedef struct sg_state_reader sg_state_reader;
  * message where the source keeps it). */
 int sg_exec_load_state_from(sg_exec *x, const sg_weights *shape, const sg_tensor_source *src,
                             const sg_loss_scaler_state *scaler, sg_error *err);
-int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,
-                         sg_error *err);
+int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out, sg_error *err);
 int sg_state_reader_fill(void *reader, int set, int i, float *out);
 /* Elements [lo, lo + n) of unit u of one set (its tensors concatenated in
  * sg_model_unit_tensors order) into out: with several ranks, a rank reads

@@ -34,7 +34,7 @@ static void setup_fail(sg_cuda_state *st, int code, const char *what, int devid)
 typedef struct setup_arg {
     sg_exec_shared *sh;
     int nccl_ranks, nccl_rank;
-    int have_id;               /* 0: each device makes its own id (one rank) */
+    int have_id; /* 0: each device makes its own id (one rank) */
 #ifdef SG_HAVE_NCCL
     ncclUniqueId id;
 #endif
@@ -81,8 +81,8 @@ static void setup_worker(void *varg)
         if (ok)
             d->nccl = comm;
         else /* every NCCL error with the rank and the call */
-            snprintf(what, sizeof what, "rank %d of %d: %s: %s", a->nccl_rank, a->nccl_ranks,
-                     call, ncclGetErrorString(r));
+            snprintf(what, sizeof what, "rank %d of %d: %s: %s", a->nccl_rank, a->nccl_ranks, call,
+                     ncclGetErrorString(r));
     }
 #endif
     d->ready = ok;
@@ -117,9 +117,10 @@ static int share_nccl_id(setup_arg *a, const sg_comm *launch, sg_error *err)
 #ifdef SG_HAVE_NCCL
     if (starpu_cuda_worker_get_count() > 1) {
         if (launch->size > 1)
-            return sg_error_set(err, SG_ENOTSUP, "rank %d: %u CUDA workers: with several "
-                                "ranks, one GPU per rank (STARPU_NCUDA=1)", launch->rank,
-                                starpu_cuda_worker_get_count());
+            return sg_error_set(err, SG_ENOTSUP,
+                                "rank %d: %u CUDA workers: with several "
+                                "ranks, one GPU per rank (STARPU_NCUDA=1)",
+                                launch->rank, starpu_cuda_worker_get_count());
         return SG_OK; /* one rank, several devices: a communicator each, as without mpirun */
     }
     size_t n = sizeof a->id;

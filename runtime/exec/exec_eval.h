@@ -22,12 +22,12 @@
 
 typedef struct sg_exec_eval {
     sg_lowering low;
-    sg_exec_shared shared;        /* the run's, with the forward graph and its spec */
-    int micro;                    /* micro-batches per run: the graph's micro-steps */
-    int *tokens;                  /* [micro]: each micro-step's token buffer (IR index) */
-    int nloss, *loss;             /* loss buffers, by micro-step then batch tile */
-    size_t token_elems;           /* int32 per token buffer: B*T inputs then B*T targets */
-    const sg_exec *exec;          /* the run's exec, whose handles this lowering borrows */
+    sg_exec_shared shared; /* the run's, with the forward graph and its spec */
+    int micro;             /* micro-batches per run: the graph's micro-steps */
+    int *tokens;           /* [micro]: each micro-step's token buffer (IR index) */
+    int nloss, *loss;      /* loss buffers, by micro-step then batch tile */
+    size_t token_elems;    /* int32 per token buffer: B*T inputs then B*T targets */
+    const sg_exec *exec;   /* the run's exec, whose handles this lowering borrows */
     int started;
 } sg_exec_eval;
 

@@ -20,10 +20,10 @@
  * needs). data NULL, or one tensor's NULL: not given (load: the buffer keeps
  * what it holds there) or not wanted (store). */
 typedef struct unit_view {
-    float *const *data;           /* data[i]: tensor i, info[i].numel floats */
+    float *const *data; /* data[i]: tensor i, info[i].numel floats */
     const sg_tensor_info *info;
-    const int *first, *count;     /* per unit: its tensors [first, first + count) */
-    const int64_t *size;          /* per unit: its parameters */
+    const int *first, *count; /* per unit: its tensors [first, first + count) */
+    const int64_t *size;      /* per unit: its parameters */
 } unit_view;
 
 /* The per-unit index the views share (tensors come unit by unit). */
@@ -102,8 +102,8 @@ static void convert(float *f32, void *raw, sg_dtype dt, size_t n, int to_f32)
 /* Elements [off, off + n) of unit u to (to_view) or from buf, which holds n
  * values of dtype dt. Several ranks: elements past the unit's end are the
  * last rank's padding, zero on load and dropped on store. */
-static void unit_range(const unit_view *v, int u, int64_t off, int64_t n, void *buf,
-                       sg_dtype dt, int to_view)
+static void unit_range(const unit_view *v, int u, int64_t off, int64_t n, void *buf, sg_dtype dt,
+                       int to_view)
 {
     size_t es = sg_dtype_size(dt);
     int64_t t0 = 0, end = off + n;
@@ -144,9 +144,9 @@ static void each_piece_of(const sg_graph *g, int sg, void (*fn)(const sg_buffer 
 typedef struct sg_fill {
     const sg_exec *x;
     float *dst;
-    int64_t offset, elems;   /* the sub-group range dst holds (a chunk when tiled) */
+    int64_t offset, elems; /* the sub-group range dst holds (a chunk when tiled) */
     const unit_view *src;
-    int to_state;            /* 1: dst -> src (store); 0: src -> dst (load) */
+    int to_state; /* 1: dst -> src (store); 0: src -> dst (load) */
 } sg_fill;
 
 /* The part of a piece inside the buffer's range; the checkpoint stays per
@@ -179,8 +179,8 @@ static int sets_init(state_sets *s, const sg_model *m, const sg_weights *w)
         index_free(&s->ix);
         return rc;
     }
-    unit_view base = {.info = w->info, .first = s->ix.first, .count = s->ix.count,
-                      .size = s->ix.size};
+    unit_view base = {
+        .info = w->info, .first = s->ix.first, .count = s->ix.count, .size = s->ix.size};
     s->w = s->m = s->v = base;
     return SG_OK;
 }
@@ -239,13 +239,15 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
                 return SG_EINVAL;
             sg_optimizer_state os = x->shared.spec->optimizer_state;
             int64_t n2 = buf->elems / sg_optimizer_state_arrays(os);
-            sg_fill f = {.x = x, .dst = p, .offset = buf->subgroup_offset,
+            sg_fill f = {.x = x,
+                         .dst = p,
+                         .offset = buf->subgroup_offset,
                          .elems = buf->role == SG_BUF_MOMENTS ? n2 : buf->elems,
                          .to_state = !load};
             switch (buf->role) {
             case SG_BUF_PARAM_PIECE:
-                unit_range(&s->w, buf->unit, rank_base(x, buf->unit) + buf->unit_offset,
-                           buf->elems, p, buf->dtype, !load);
+                unit_range(&s->w, buf->unit, rank_base(x, buf->unit) + buf->unit_offset, buf->elems,
+                           p, buf->dtype, !load);
                 break;
             case SG_BUF_PARAM_FULL:
                 unit_range(&s->w, buf->unit, 0, buf->elems, p, buf->dtype, 0);
@@ -269,9 +271,7 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
                 if (scaler && buf->bytes == (int64_t)sizeof *scaler)
                     memcpy(p, scaler, sizeof *scaler);
                 break;
-            default: /* loss scale */
-                *(float *)p = scaler ? (float)scaler->scale : 1.0f;
-                break;
+            default: /* loss scale */ *(float *)p = scaler ? (float)scaler->scale : 1.0f; break;
             }
             sg_exec_release(x, b);
         }
@@ -281,9 +281,11 @@ static int transfer(sg_exec *x, state_sets *s, int load, const sg_loss_scaler_st
 
 static int sets_error(int rc, const char *what, sg_error *err)
 {
-    return sg_error_set(err, rc, rc == SG_ENOMEM ? "out of memory %s"
-                                                 : "%s: the tensors do not match the model's "
-                                                   "units", what);
+    return sg_error_set(err, rc,
+                        rc == SG_ENOMEM ? "out of memory %s"
+                                        : "%s: the tensors do not match the model's "
+                                          "units",
+                        what);
 }
 
 /* ---- reading the state back one tensor at a time ---------------------------- */
@@ -292,10 +294,10 @@ struct sg_state_reader {
     sg_exec *x;
     const sg_weights *shape;
     state_sets s;
-    int64_t *offset;     /* (ntensors) where each tensor starts in its unit */
-    int *range_first;    /* (nunits) zeros; and the tensors per unit of a range's */
-    int *range_count;    /* view: none but in its unit (move_range) */
-    int *sg_units;       /* per sub-group: its pieces' lowest and highest unit */
+    int64_t *offset;  /* (ntensors) where each tensor starts in its unit */
+    int *range_first; /* (nunits) zeros; and the tensors per unit of a range's */
+    int *range_count; /* view: none but in its unit (move_range) */
+    int *sg_units;    /* per sub-group: its pieces' lowest and highest unit */
     int nsg;
 };
 
@@ -338,8 +340,7 @@ void sg_state_reader_close(sg_state_reader *r)
     free(r);
 }
 
-int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out,
-                         sg_error *err)
+int sg_state_reader_open(sg_exec *x, const sg_weights *shape, sg_state_reader **out, sg_error *err)
 {
     sg_state_reader *r = calloc(1, sizeof *r);
     *out = NULL;
@@ -377,8 +378,11 @@ static int move_range(sg_state_reader *r, int set, int u, int64_t lo, int64_t n,
 {
     sg_tensor_info info[3] = {{.numel = lo}, {.numel = n}, {.numel = r->s.ix.size[u] - lo - n}};
     float *data[3] = {NULL, buf, NULL};
-    unit_view range = {.data = data, .info = info, .first = r->range_first,
-                       .count = r->range_count, .size = r->s.ix.size};
+    unit_view range = {.data = data,
+                       .info = info,
+                       .first = r->range_first,
+                       .count = r->range_count,
+                       .size = r->s.ix.size};
     state_sets s = r->s;
     *(set == SG_SET_WEIGHTS ? &s.w : set == SG_SET_EXP_AVG ? &s.m : &s.v) = range;
     r->range_count[u] = 3;
@@ -465,8 +469,7 @@ int sg_state_reader_fill(void *reader, int set, int i, float *out)
                                      r->shape->info[i].numel, out);
 }
 
-int sg_state_reader_fill_unit(sg_state_reader *r, int set, int u, int64_t lo, int64_t n,
-                              float *out)
+int sg_state_reader_fill_unit(sg_state_reader *r, int set, int u, int64_t lo, int64_t n, float *out)
 {
     const unit_index *ix = &r->s.ix;
     if (u < 0 || u >= ix->nunits || lo < 0 || n < 0 || lo > ix->size[u] - n ||

@@ -45,8 +45,8 @@ static int state_alloc_error(const sg_buffer *buf, sg_error *err)
                         "cannot allocate %s (%lld bytes): StarPU counts %.0f of its %.0f MiB of "
                         "main memory in use (its limit: 90%% of RAM at its start, or "
                         "STARPU_LIMIT_CPU_MEM; RAM now: %.0f MiB)",
-                        buf->name, (long long)buf->bytes,
-                        (double)(total - avail) / (1 << 20), (double)total / (1 << 20), ram_now);
+                        buf->name, (long long)buf->bytes, (double)(total - avail) / (1 << 20),
+                        (double)total / (1 << 20), ram_now);
 }
 
 static size_t buffer_skew(int b)
@@ -128,7 +128,8 @@ static int register_each(sg_lowering *l, const sg_lowering *base, const unsigned
         if (l->handles[b])
             continue;
         starpu_data_handle_t h;
-        if (l->target.disk && sg_disk_homes(l->target.disk->optimizer, l->target.disk->params, buf)) {
+        if (l->target.disk &&
+            sg_disk_homes(l->target.disk->optimizer, l->target.disk->params, buf)) {
             /* NVMe offload: the home copy is a file of the disk node */
             if ((rc = sg_disk_register_vector(l->target.disk, &l->handles[b], n, esize, buf->name,
                                               err)))
@@ -162,8 +163,8 @@ static int register_each(sg_lowering *l, const sg_lowering *base, const unsigned
             touch_bytes[(*ntouch)++] = (size_t)n * esize + skew;
             l->state_bytes += (int64_t)n * (int64_t)esize;
             l->pinned_bytes += pin[b] ? (int64_t)n * (int64_t)esize : 0;
-            starpu_vector_data_register(&h, (int)home_node(l, b), (uintptr_t)l->memory[b] + skew,
-                                        n, esize);
+            starpu_vector_data_register(&h, (int)home_node(l, b), (uintptr_t)l->memory[b] + skew, n,
+                                        esize);
         }
         starpu_data_set_name(h, buf->name);
         l->handles[b] = h;
@@ -309,8 +310,8 @@ static int init_disk_sched(sg_lowering *l, sg_error *err)
     return SG_OK;
 }
 
-static int init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared,
-                const sg_lower_target *t, const sg_lowering *base, sg_error *err)
+static int init(sg_lowering *l, const sg_graph *g, sg_exec_shared *shared, const sg_lower_target *t,
+                const sg_lowering *base, sg_error *err)
 {
     memset(l, 0, sizeof *l);
     l->graph = g;
@@ -368,8 +369,10 @@ void sg_lower_free(sg_lowering *l)
     }
     for (int b = 0; l->memory && b < g->nbuffers; b++)
         if (l->memory[b])
-            free_state(l, b, (size_t)(g->buffers[b].elems > 0 ? g->buffers[b].elems : 1) *
-                                     sg_dtype_size(g->buffers[b].dtype) + buffer_skew(b),
+            free_state(l, b,
+                       (size_t)(g->buffers[b].elems > 0 ? g->buffers[b].elems : 1) *
+                               sg_dtype_size(g->buffers[b].dtype) +
+                           buffer_skew(b),
                        OUR_MALLOC_FLAGS |
                            (l->owned[b] & SG_OWNED_PINNED ? STARPU_MALLOC_PINNED : 0));
     sg_numa_place_free(&l->numa);
@@ -544,13 +547,11 @@ static int submit_node(sg_lowering *l, int f, int i, struct starpu_data_descr *d
     const uint32_t *mask = sg_numa_place_task(&l->numa, nd, where, &nmask);
     c->records[i].worker = -1;
     sg_lower_flight_hold(c->flight); /* released by the task's callback */
-    int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, c->nslots,
-                                STARPU_CL_ARGS_NFREE, c, sizeof *c, STARPU_NAME, nd->name,
-                                STARPU_EXECUTE_WHERE, (unsigned long long)where,
-                                STARPU_PRIORITY, priority,
-                                STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c,
-                                STARPU_SCHED_CTX, ctx,
-                                STARPU_TASK_WORKERIDS, nmask, mask, 0);
+    int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, c->nslots, STARPU_CL_ARGS_NFREE, c,
+                                sizeof *c, STARPU_NAME, nd->name, STARPU_EXECUTE_WHERE,
+                                (unsigned long long)where, STARPU_PRIORITY, priority,
+                                STARPU_CALLBACK_WITH_ARG_NFREE, record_task, c, STARPU_SCHED_CTX,
+                                ctx, STARPU_TASK_WORKERIDS, nmask, mask, 0);
     if (rc)
         sg_lower_flight_release(c->flight);
     if (rc)
@@ -587,8 +588,7 @@ static void release_fetched(sg_lowering *l, int i)
         return;
     for (int a = 0; a < nd->naccess; a++) {
         const sg_buffer *b = &l->graph->buffers[nd->access[a].buffer];
-        if (nd->access[a].mode == SG_R && b->role == SG_BUF_PARAM_PIECE &&
-            b->space == SG_MEM_HOST)
+        if (nd->access[a].mode == SG_R && b->role == SG_BUF_PARAM_PIECE && b->space == SG_MEM_HOST)
             starpu_data_wont_use(HANDLE(l, nd->access[a].buffer));
     }
 }

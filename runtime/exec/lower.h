@@ -54,7 +54,7 @@ typedef enum sg_lower_memory {
 } sg_lower_memory;
 
 typedef struct sg_lower_target {
-    void *const *codelets;     /* struct starpu_codelet * per sg_op_kind */
+    void *const *codelets; /* struct starpu_codelet * per sg_op_kind */
     sg_lower_memory memory;
     int have_cuda;             /* GPU nodes run on CUDA workers */
     int priorities;            /* pass the nodes' priorities (else all 0) */
@@ -71,38 +71,38 @@ typedef struct sg_lower_target {
 /* One step in flight: its hyper-parameters, its task records and how many of
  * its tasks (and of the caller's holds) have not finished. */
 typedef struct sg_lower_flight {
-    sg_step_params params;     /* read by the step's tasks; set before submitting */
-    sg_task_record *records;   /* per node, filled by the task callbacks */
-    int pending;               /* unfinished tasks and holds (under lock) */
-    double end_us;             /* StarPU clock when pending last fell to 0 */
-    int64_t peak_host, peak_gpu; /* most StarPU-counted bytes seen at a task's end
+    sg_step_params params;            /* read by the step's tasks; set before submitting */
+    sg_task_record *records;          /* per node, filled by the task callbacks */
+    int pending;                      /* unfinished tasks and holds (under lock) */
+    double end_us;                    /* StarPU clock when pending last fell to 0 */
+    int64_t peak_host, peak_gpu;      /* most StarPU-counted bytes seen at a task's end
                                     (sg_lower_memory_used), under lock */
-    void *lock, *cond;         /* starpu_pthread_mutex_t, starpu_pthread_cond_t */
+    void *lock, *cond;                /* starpu_pthread_mutex_t, starpu_pthread_cond_t */
     const struct sg_disk_sched *disk; /* NVMe offload: prefetches at a task's end, or NULL */
 } sg_lower_flight;
 
 #define SG_OWNED_PINNED 2
-#define SG_OWNED_DISK 4        /* homed on the disk node (NVMe offload) */
+#define SG_OWNED_DISK 4 /* homed on the disk node (NVMe offload) */
 
 typedef struct sg_lowering {
     const sg_graph *graph;
     sg_lower_target target;
-    void **handles;            /* starpu_data_handle_t per IR buffer */
-    void **memory;             /* real memory behind a handle, or NULL */
-    char *owned;               /* non-zero: registered here (SG_OWNED_PINNED set when its
+    void **handles;   /* starpu_data_handle_t per IR buffer */
+    void **memory;    /* real memory behind a handle, or NULL */
+    char *owned;      /* non-zero: registered here (SG_OWNED_PINNED set when its
                                   memory is pinned); 0: another lowering's handle */
-    int shares;                /* this lowering borrows handles (sg_lower_init_sharing) */
-    sg_task_ctx *ctx;          /* per flight, per node: the task's cl_arg */
-    int *slot_buffer;          /* storage behind ctx[].slot_buffer */
+    int shares;       /* this lowering borrows handles (sg_lower_init_sharing) */
+    sg_task_ctx *ctx; /* per flight, per node: the task's cl_arg */
+    int *slot_buffer; /* storage behind ctx[].slot_buffer */
     sg_access_mode *slot_mode;
-    sg_task_record *records;   /* per flight, per node: where and when it ran; flight
+    sg_task_record *records; /* per flight, per node: where and when it ran; flight
                                   0's first (what a one-step caller reads) */
-    sg_lower_flight *flight;   /* target.flights of them */
+    sg_lower_flight *flight; /* target.flights of them */
     int nflights;
-    sg_sched_split split;      /* cpuadam_cores_perc scheduling contexts */
+    sg_sched_split split; /* cpuadam_cores_perc scheduling contexts */
     int64_t steps_submitted;
-    sg_liveness live;          /* when each step-local value dies (graph/liveness.h) */
-    sg_numa_place numa;        /* sub-groups' NUMA nodes (target.numa) */
+    sg_liveness live;   /* when each step-local value dies (graph/liveness.h) */
+    sg_numa_place numa; /* sub-groups' NUMA nodes (target.numa) */
     /* the state's memory allocated here, and of it pinned (bytes; the
      * run's start-up line) */
     int64_t state_bytes, pinned_bytes;

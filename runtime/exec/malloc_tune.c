@@ -13,9 +13,9 @@ static int environment_sets_malloc(void)
     const char *t = getenv("GLIBC_TUNABLES");
     if (t && strstr(t, "glibc.malloc."))
         return 1;
-    static const char *const names[] = {"MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_",
-                                         "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_",
-                                         "MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST"};
+    static const char *const names[] = {"MALLOC_TOP_PAD_",        "MALLOC_MMAP_THRESHOLD_",
+                                        "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_",
+                                        "MALLOC_ARENA_MAX",       "MALLOC_ARENA_TEST"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (getenv(names[i]))
             return 1;

@@ -55,8 +55,7 @@ static int usable(unsigned w, unsigned m, const sg_sched_split *split, unsigned 
 }
 
 /* The active nodes (those with usable workers, ascending) and their masks. */
-static int find_active(sg_numa_place *p, const sg_sched_split *split, unsigned ctx,
-                       sg_error *err)
+static int find_active(sg_numa_place *p, const sg_sched_split *split, unsigned ctx, sg_error *err)
 {
     unsigned nnuma = starpu_memory_nodes_get_numa_count(), nw = starpu_worker_get_count();
     p->mask_len = (nw + 31) / 32;
@@ -78,8 +77,8 @@ static int find_active(sg_numa_place *p, const sg_sched_split *split, unsigned c
     return SG_OK;
 }
 
-int sg_numa_place_init(sg_numa_place *p, const sg_graph *g, int enable,
-                       const sg_sched_split *split, sg_error *err)
+int sg_numa_place_init(sg_numa_place *p, const sg_graph *g, int enable, const sg_sched_split *split,
+                       sg_error *err)
 {
     memset(p, 0, sizeof *p);
     if (!enable)
@@ -116,8 +115,9 @@ int sg_numa_place_describe(const sg_numa_place *p, int emulated, char *buf, size
         return 0;
     size_t at = 0;
     unsigned nnuma = starpu_memory_nodes_get_numa_count();
-    at += (size_t)snprintf(buf, cap, "  NUMA: %u memory node%s%s; the optimizer's CPU workers",
-                           nnuma, nnuma == 1 ? "" : "s", emulated ? " (emulated: numa_emulate)" : "");
+    at +=
+        (size_t)snprintf(buf, cap, "  NUMA: %u memory node%s%s; the optimizer's CPU workers", nnuma,
+                         nnuma == 1 ? "" : "s", emulated ? " (emulated: numa_emulate)" : "");
     for (int k = 0; k < p->nactive && at < cap; k++) {
         int count = 0;
         for (unsigned w = 0; w < starpu_worker_get_count(); w++)
@@ -126,9 +126,10 @@ int sg_numa_place_describe(const sg_numa_place *p, int emulated, char *buf, size
                                sg_numa_os_index((int)p->active[k]), count);
     }
     if (at < cap)
-        snprintf(buf + at, cap - at, "; the state and CPU optimizer tasks of sub-group s on "
-                 "the (s mod %d)-th of these (%d sub-group%s)", p->nactive, nsubgroups,
-                 nsubgroups == 1 ? "" : "s");
+        snprintf(buf + at, cap - at,
+                 "; the state and CPU optimizer tasks of sub-group s on "
+                 "the (s mod %d)-th of these (%d sub-group%s)",
+                 p->nactive, nsubgroups, nsubgroups == 1 ? "" : "s");
     return 1;
 }
 

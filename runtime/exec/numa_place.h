@@ -28,12 +28,12 @@
 #include "runtime/exec/starpu_setup.h"
 
 typedef struct sg_numa_place {
-    int nactive;               /* memory nodes with usable CPU workers; 0: no placement */
-    unsigned *active;          /* their StarPU memory node ids, ascending */
-    int *buffer_node;          /* per IR buffer: memory node it is placed on, or -1 */
-    uint32_t *masks;           /* per active node: mask_len words, bit w = worker w */
+    int nactive;      /* memory nodes with usable CPU workers; 0: no placement */
+    unsigned *active; /* their StarPU memory node ids, ascending */
+    int *buffer_node; /* per IR buffer: memory node it is placed on, or -1 */
+    uint32_t *masks;  /* per active node: mask_len words, bit w = worker w */
     unsigned mask_len;
-    int nsubgroups;            /* sub-groups with placed state (highest index + 1) */
+    int nsubgroups; /* sub-groups with placed state (highest index + 1) */
 } sg_numa_place;
 
 /* Decides the placement of g's buffers (enable 0: none). The active nodes
@@ -41,8 +41,8 @@ typedef struct sg_numa_place {
  * to (split: cpuadam_cores_perc's optimizer context where it reserves
  * workers), so a sub-group's state lives where the workers that update it
  * are. StarPU must be started. */
-int sg_numa_place_init(sg_numa_place *p, const sg_graph *g, int enable,
-                       const sg_sched_split *split, sg_error *err);
+int sg_numa_place_init(sg_numa_place *p, const sg_graph *g, int enable, const sg_sched_split *split,
+                       sg_error *err);
 
 /* The workers node nd may run on (*len words), or NULL with *len 0: any. */
 const uint32_t *sg_numa_place_task(const sg_numa_place *p, const sg_node *nd, uint32_t where,

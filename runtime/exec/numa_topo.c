@@ -17,8 +17,9 @@ static void attrs(FILE *f, unsigned os, hwloc_const_bitmap_t cpus, hwloc_const_b
     char *c = NULL, *n = NULL;
     hwloc_bitmap_asprintf(&c, cpus);
     hwloc_bitmap_asprintf(&n, nodes);
-    fprintf(f, " os_index=\"%u\" cpuset=\"%s\" complete_cpuset=\"%s\" nodeset=\"%s\" "
-               "complete_nodeset=\"%s\" gp_index=\"%u\"",
+    fprintf(f,
+            " os_index=\"%u\" cpuset=\"%s\" complete_cpuset=\"%s\" nodeset=\"%s\" "
+            "complete_nodeset=\"%s\" gp_index=\"%u\"",
             os, c ? c : "0x0", c ? c : "0x0", n ? n : "0x0", n ? n : "0x0", (*gp)++);
     free(c);
     free(n);
@@ -52,8 +53,8 @@ static int write_node(FILE *f, hwloc_topology_t topo, hwloc_obj_type_t type, int
         }
         int npu = hwloc_get_nbobjs_inside_cpuset_by_type(topo, core->cpuset, HWLOC_OBJ_PU);
         for (int p = 0; p < npu; p++) {
-            hwloc_obj_t pu = hwloc_get_obj_inside_cpuset_by_type(topo, core->cpuset,
-                                                                 HWLOC_OBJ_PU, (unsigned)p);
+            hwloc_obj_t pu =
+                hwloc_get_obj_inside_cpuset_by_type(topo, core->cpuset, HWLOC_OBJ_PU, (unsigned)p);
             fprintf(f, "        <object type=\"PU\"");
             attrs(f, pu->os_index, pu->cpuset, nodes, gp);
             fprintf(f, "/>\n");
@@ -76,9 +77,10 @@ static int write_topology(FILE *f, hwloc_topology_t topo, int nnodes, sg_error *
         ncores = hwloc_get_nbobjs_by_type(topo, type);
     }
     if (nnodes < 1 || nnodes > ncores)
-        return sg_error_set(err, SG_EINVAL, "numa_emulate %d: this machine has %d core%s (at "
-                            "least one per emulated NUMA node)", nnodes, ncores,
-                            ncores == 1 ? "" : "s");
+        return sg_error_set(err, SG_EINVAL,
+                            "numa_emulate %d: this machine has %d core%s (at "
+                            "least one per emulated NUMA node)",
+                            nnodes, ncores, ncores == 1 ? "" : "s");
     hwloc_obj_t root = hwloc_get_root_obj(topo);
     hwloc_bitmap_t nodes = hwloc_bitmap_alloc();
     if (!nodes)
@@ -88,9 +90,10 @@ static int write_topology(FILE *f, hwloc_topology_t topo, int nnodes, sg_error *
     char *all = NULL, *nall = NULL;
     hwloc_bitmap_asprintf(&all, root->cpuset);
     hwloc_bitmap_asprintf(&nall, nodes);
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">\n"
-               "  <object type=\"Machine\" allowed_cpuset=\"%s\" allowed_nodeset=\"%s\"",
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">\n"
+            "  <object type=\"Machine\" allowed_cpuset=\"%s\" allowed_nodeset=\"%s\"",
             all ? all : "0x0", nall ? nall : "0x0");
     attrs(f, 0, root->cpuset, nodes, &gp);
     fprintf(f, ">\n");
@@ -102,8 +105,8 @@ static int write_topology(FILE *f, hwloc_topology_t topo, int nnodes, sg_error *
     unsigned long long memory = (unsigned long long)root->total_memory / (unsigned)nnodes;
     int rc = SG_OK;
     for (int k = 0; k < nnodes && !rc; k++)
-        rc = write_node(f, topo, type, k, k * ncores / nnodes, (k + 1) * ncores / nnodes,
-                        memory, &gp);
+        rc = write_node(f, topo, type, k, k * ncores / nnodes, (k + 1) * ncores / nnodes, memory,
+                        &gp);
     if (rc)
         return sg_error_set(err, rc, "out of memory");
     fprintf(f, "  </object>\n</topology>\n");
@@ -135,8 +138,10 @@ int sg_numa_emulate(int nnodes, char *path, size_t cap, int *cleanup_slot, sg_er
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && *v)
-            return sg_error_set(err, SG_EINVAL, "numa_emulate %d: %s is set (%s): emulate with "
-                                "one or the other", nnodes, vars[i], v);
+            return sg_error_set(err, SG_EINVAL,
+                                "numa_emulate %d: %s is set (%s): emulate with "
+                                "one or the other",
+                                nnodes, vars[i], v);
     }
     const char *dir = getenv("TMPDIR");
     int n = snprintf(path, cap, "%s/stepgraph-numa.XXXXXX", dir && *dir ? dir : "/tmp");

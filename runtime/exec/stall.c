@@ -19,8 +19,10 @@ int sg_stall_seconds(double *seconds, sg_error *err)
     char *end;
     double s = strtod(v, &end);
     if (*end || !(s >= 0 && s <= 1e6))
-        return sg_error_set(err, SG_EINVAL, "STEPGRAPH_STALL_SECONDS=%s: expected seconds, "
-                            "0 to 1000000 (0: wait for ever)", v);
+        return sg_error_set(err, SG_EINVAL,
+                            "STEPGRAPH_STALL_SECONDS=%s: expected seconds, "
+                            "0 to 1000000 (0: wait for ever)",
+                            v);
     *seconds = s;
     return SG_OK;
 }

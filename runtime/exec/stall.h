@@ -26,11 +26,11 @@
 #define SG_STALL_POLL_S 1.0 /* how often the waiting thread looks */
 
 typedef struct sg_stall_watch {
-    double seconds;                /* the window; 0: never give up */
-    int64_t room_bytes;            /* less room than this on a limited node: stuck */
-    double last_check_us;          /* StarPU clock at the last check, 0 before one */
-    double restart_us;             /* the window starts no earlier than this */
-    sg_error *err;                 /* where the check says why it gave up */
+    double seconds;       /* the window; 0: never give up */
+    int64_t room_bytes;   /* less room than this on a limited node: stuck */
+    double last_check_us; /* StarPU clock at the last check, 0 before one */
+    double restart_us;    /* the window starts no earlier than this */
+    sg_error *err;        /* where the check says why it gave up */
 } sg_stall_watch;
 
 /* The window STEPGRAPH_STALL_SECONDS sets (30 s when unset); a bad value

@@ -54,8 +54,8 @@ int sg_starpu_split_workers(sg_sched_split *s, double share, const char *sched)
         if (!reserved)
             rest[nrest++] = w;
     }
-    s->compute_ctx = starpu_sched_ctx_create(rest, nrest, "compute",
-                                             STARPU_SCHED_CTX_POLICY_NAME, sched, 0);
+    s->compute_ctx =
+        starpu_sched_ctx_create(rest, nrest, "compute", STARPU_SCHED_CTX_POLICY_NAME, sched, 0);
     s->optimizer_ctx = starpu_sched_ctx_create(cpu + (ncpu - k), k, "optimizer",
                                                STARPU_SCHED_CTX_POLICY_NAME, sched, 0);
     s->reserved = k;

@@ -17,7 +17,7 @@ int sg_starpu_check_policy(const char *name, sg_error *err);
  * one CPU worker stays for the rest when there is no GPU. */
 typedef struct sg_sched_split {
     unsigned compute_ctx, optimizer_ctx;
-    int reserved;               /* CPU workers only the optimizer uses; 0 = one context */
+    int reserved; /* CPU workers only the optimizer uses; 0 = one context */
 } sg_sched_split;
 
 int sg_starpu_split_workers(sg_sched_split *s, double share, const char *sched);

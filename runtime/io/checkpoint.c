@@ -67,7 +67,8 @@ static void remove_step_dir(const char *path)
     struct dirent *e;
     char f[SG_PATH_MAX + 300];
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !join(f, sizeof f, path, e->d_name))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            !join(f, sizeof f, path, e->d_name))
             unlink(f);
     closedir(d);
     rmdir(path);
@@ -124,7 +125,8 @@ static void prune(const char *dir, int64_t current, int64_t keep_last)
         for (size_t j = 0; j < n; j++)
             newer += steps[j] > steps[i];
         if (newer + 1 >= keep_last) {
-            snprintf(path, sizeof path, "%s/" SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, dir, steps[i]);
+            snprintf(path, sizeof path, "%s/" SG_CHECKPOINT_STEP_PREFIX "%08" PRId64, dir,
+                     steps[i]);
             remove_step_dir(path);
         }
     }
@@ -155,8 +157,7 @@ int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t st
     /* config.json beside the weights: the step directory is a Hugging Face
      * model directory too */
     char *config = NULL;
-    int rc = sg_hf_config_text(m, weights_dtype == SG_BF16 ? "bfloat16" : "float32", &config,
-                               err);
+    int rc = sg_hf_config_text(m, weights_dtype == SG_BF16 ? "bfloat16" : "float32", &config, err);
     if (rc)
         return sg_error_prefix(err, "%s: config.json: ", dir), rc;
     if (join(path, sizeof path, dir, "config.json"))
@@ -168,8 +169,7 @@ int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t st
 }
 
 static int save_files(const char *dir, const sg_weights *w, const sg_train_state *st,
-                      const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes,
-                      sg_error *err)
+                      const sg_model *m, sg_dtype weights_dtype, int64_t shard_bytes, sg_error *err)
 {
     char path[SG_PATH_MAX + 32];
     int rc = sg_checkpoint_write_weights(dir, w, st->step, m, weights_dtype, shard_bytes, err);
@@ -200,8 +200,8 @@ static int stage_paths(const char *dir, int64_t step, long id, char *tmp, char *
  * signal that ends the run mid-save removes it (the next save would). */
 static int stage_slot = -1;
 
-int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp,
-                        size_t size, sg_error *err)
+int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp, size_t size,
+                        sg_error *err)
 {
     char t[SG_PATH_MAX + 96], old[SG_PATH_MAX + 96], final[SG_PATH_MAX + 96];
     if (create && mkdir(dir, 0777) && errno != EEXIST)
@@ -223,8 +223,7 @@ int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char
     return SG_OK;
 }
 
-int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_last,
-                         sg_error *err)
+int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_last, sg_error *err)
 {
     char tmp[SG_PATH_MAX + 96], old[SG_PATH_MAX + 96], final[SG_PATH_MAX + 96], tag[64];
     int rc = stage_paths(dir, step, id, tmp, old, final, sizeof tmp, err);
@@ -296,9 +295,10 @@ static int resolve(const char *dir, char *out, size_t size, sg_error *err)
         join(model, sizeof model, dir, "model.safetensors");
         join(index, sizeof index, dir, SG_HF_INDEX); /* a sharded save's step directory */
         if (!exists(model) && !exists(index))
-            return sg_error_set(err, SG_ENOENT, "%s: no checkpoint there (neither a `%s` file "
-                                "nor model.safetensors or %s)", dir, SG_CHECKPOINT_LATEST,
-                                SG_HF_INDEX);
+            return sg_error_set(err, SG_ENOENT,
+                                "%s: no checkpoint there (neither a `%s` file "
+                                "nor model.safetensors or %s)",
+                                dir, SG_CHECKPOINT_LATEST, SG_HF_INDEX);
         snprintf(out, size, "%s", dir);
         return SG_OK;
     }
@@ -309,8 +309,10 @@ static int resolve(const char *dir, char *out, size_t size, sg_error *err)
         for (char *c = tag; *c; c++) // binary content is not echoed to a terminal
             if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
                 *c = '?';
-        return sg_error_set(err, SG_EINVAL, "%s: does not name a checkpoint (expected \"%s"
-                            "N\", found \"%.40s\")", latest, SG_CHECKPOINT_STEP_PREFIX, tag);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: does not name a checkpoint (expected \"%s"
+                            "N\", found \"%.40s\")",
+                            latest, SG_CHECKPOINT_STEP_PREFIX, tag);
     }
     if (join(out, size, dir, tag))
         return sg_error_set(err, SG_EINVAL, "%s: path too long", dir);
@@ -356,7 +358,8 @@ int sg_checkpoint_check_save(const char *dir, const char *load, int resumed, sg_
     return sg_error_set(err, SG_EINVAL,
                         "save: %s already holds the checkpoint %s of another run, which this "
                         "run's saves would remove; resume it with --load %s, or save in "
-                        "another directory", dir, cur, dir);
+                        "another directory",
+                        dir, cur, dir);
 }
 
 void sg_checkpoint_reader_close(sg_checkpoint_reader *r)
@@ -407,7 +410,8 @@ int sg_checkpoint_open(const char *path, const sg_model *m, sg_weights *shape, s
     *resumed = 0;
     /* DIR/config.json: that directory's weights, even in a checkpoint's step
      * directory (to start a new run from them) */
-    if (is_dir(dir) && (config_named || (sg_hf_dir_is_model(dir) && !sg_checkpoint_parts_dp(dir)))) {
+    if (is_dir(dir) &&
+        (config_named || (sg_hf_dir_is_model(dir) && !sg_checkpoint_parts_dp(dir)))) {
         snprintf(r->wpath, sizeof r->wpath, "%s", dir);
         rc = sg_hf_dir_open(dir, &r->weights, err);
     } else if (!is_dir(path)) {
@@ -448,7 +452,8 @@ int sg_checkpoint_open(const char *path, const sg_model *m, sg_weights *shape, s
     if (bad)
         rc = sg_error_set(err, SG_EINVAL,
                           "%s: the weights (step %s) and the training state (step %" PRId64
-                          ") are from different steps", dir, bad, st->step);
+                          ") are from different steps",
+                          dir, bad, st->step);
     if (rc) {
         sg_checkpoint_reader_close(r);
         sg_weights_free(shape);
@@ -464,8 +469,8 @@ int sg_checkpoint_reader_fill(void *reader, int set, int i, float *out)
     sg_checkpoint_reader *r = reader;
     const sg_tensor_info *info = &r->shape->info[i];
     if (r->parts.dp)
-        return sg_parts_read(&r->parts, set, r->shape->unit[i], r->unit_offset[i], info->numel,
-                             out, &r->err);
+        return sg_parts_read(&r->parts, set, r->shape->unit[i], r->unit_offset[i], info->numel, out,
+                             &r->err);
     if (set == SG_SET_WEIGHTS)
         return sg_weights_read_tensor(&r->weights, r->wpath, info, out, &r->err);
     if (!r->has_state)
@@ -494,8 +499,11 @@ uint64_t sg_config_resume_hash(const sg_config *cfg)
      * batch (the last slot was dp_size, 1 in every one-rank checkpoint) */
     int64_t ints[] = {r->max_length,
                       ds->train_micro_batch_size_per_gpu * (r->dp_size > 1 ? r->dp_size : 1),
-                      ds->gradient_accumulation_steps, ds->bf16.enabled, ds->fp16.enabled,
-                      r->seed, 1};
+                      ds->gradient_accumulation_steps,
+                      ds->bf16.enabled,
+                      ds->fp16.enabled,
+                      r->seed,
+                      1};
     uint64_t h = 1469598103934665603ULL;
     h = fnv(h, r->model, strlen(r->model) + 1);
     h = fnv(h, r->data, strlen(r->data) + 1);

@@ -51,10 +51,9 @@ int sg_checkpoint_save(const char *dir, const sg_weights *w, const sg_train_stat
  * rank) syncs it, renames it to its step's name, switches `latest` to it and
  * prunes, as sg_checkpoint_save does. On a failure before the commit,
  * sg_checkpoint_abandon removes the temporary directory. */
-int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp,
-                        size_t size, sg_error *err);
-int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_last,
-                         sg_error *err);
+int sg_checkpoint_stage(const char *dir, int64_t step, long id, int create, char *tmp, size_t size,
+                        sg_error *err);
+int sg_checkpoint_commit(const char *dir, int64_t step, long id, int64_t keep_last, sg_error *err);
 void sg_checkpoint_abandon(const char *tmp);
 
 /* Whether a run may save into dir: yes when dir holds no current
@@ -93,15 +92,15 @@ int sg_checkpoint_write_weights(const char *dir, const sg_weights *w, int64_t st
  * optimizer partitions (the fp32 masters), a tensor's range at a time; its
  * weights file is checked but not read. */
 typedef struct sg_checkpoint_reader {
-    sg_st_set weights;            /* the weights' files, open */
+    sg_st_set weights; /* the weights' files, open */
     char wpath[SG_PATH_MAX + 128];
-    sg_st_file state;             /* state.safetensors, open when has_state */
+    sg_st_file state; /* state.safetensors, open when has_state */
     int has_state;
     char spath[SG_PATH_MAX + 128];
     const sg_weights *shape;
-    sg_parts_reader parts;        /* several ranks' partitions, open when dp > 0 */
-    int64_t *unit_offset;         /* partitions: where each tensor starts in its unit */
-    sg_error err;                 /* a fill's failure */
+    sg_parts_reader parts; /* several ranks' partitions, open when dp > 0 */
+    int64_t *unit_offset;  /* partitions: where each tensor starts in its unit */
+    sg_error err;          /* a fill's failure */
 } sg_checkpoint_reader;
 
 int sg_checkpoint_open(const char *path, const sg_model *m, sg_weights *shape, sg_train_state *st,

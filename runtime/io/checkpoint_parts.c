@@ -38,8 +38,8 @@ static int fill_part_entry(void *ctx, int index, float *out)
 }
 
 int sg_checkpoint_write_part(const char *dir, int rank, int dp, const sg_model *m,
-                             const sg_train_state *st, const sg_unit_source *src,
-                             const int64_t *lo, const int64_t *hi, sg_error *err)
+                             const sg_train_state *st, const sg_unit_source *src, const int64_t *lo,
+                             const int64_t *hi, sg_error *err)
 {
     char name[PART_NAME_MAX], path[PART_FILE_MAX], part[48];
     sg_checkpoint_part_name(name, sizeof name, rank, dp);
@@ -49,8 +49,8 @@ int sg_checkpoint_write_part(const char *dir, int rank, int dp, const sg_model *
     int nunits = sg_model_num_units(m), n = 0, nmeta = 0;
     sg_st_entry *e = calloc((size_t)3 * (size_t)nunits + 1, sizeof *e);
     sg_st_meta *md = calloc((size_t)nunits + 1, sizeof *md);
-    char (*names)[48] = calloc((size_t)4 * (size_t)nunits + 1, sizeof *names);
-    char (*offs)[24] = calloc((size_t)nunits + 1, sizeof *offs);
+    char(*names)[48] = calloc((size_t)4 * (size_t)nunits + 1, sizeof *names);
+    char(*offs)[24] = calloc((size_t)nunits + 1, sizeof *offs);
     int64_t *shape = calloc((size_t)nunits + 1, sizeof *shape);
     part_fill fill = {src, lo, hi};
     int rc = SG_OK;
@@ -65,9 +65,13 @@ int sg_checkpoint_write_part(const char *dir, int rank, int dp, const sg_model *
         shape[u] = hi[u] - lo[u];
         for (int k = 0; k < 3; k++) {
             snprintf(names[4 * u + k], sizeof names[0], "unit.%d.%s", u, kinds[k]);
-            e[n++] = (sg_st_entry){.name = names[4 * u + k], .dtype = SG_F32,
-                                   .src_dtype = SG_F32, .ndim = 1, .shape = &shape[u],
-                                   .fill = fill_part_entry, .fill_ctx = &fill,
+            e[n++] = (sg_st_entry){.name = names[4 * u + k],
+                                   .dtype = SG_F32,
+                                   .src_dtype = SG_F32,
+                                   .ndim = 1,
+                                   .shape = &shape[u],
+                                   .fill = fill_part_entry,
+                                   .fill_ctx = &fill,
                                    .fill_index = 3 * u + k};
         }
         snprintf(names[4 * u + 3], sizeof names[0], "unit.%d.offset", u);
@@ -141,15 +145,19 @@ static int check_one(sg_parts_reader *r, int rank, const char *path, const sg_mo
         st->config_hash = meta.config_hash;
         memcpy(st->optimizer, meta.optimizer, sizeof st->optimizer);
     } else if (meta.step != st->step) {
-        return sg_error_set(err, SG_EINVAL, "%s: step %" PRId64 ", but rank 0's partition is of "
-                            "step %" PRId64, path, meta.step, st->step);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: step %" PRId64 ", but rank 0's partition is of "
+                            "step %" PRId64,
+                            path, meta.step, st->step);
     }
     char want[48];
     snprintf(want, sizeof want, "%d of %d", rank, dp);
     const char *part = sg_st_meta_get(f, "partition");
     if (!part || strcmp(part, want) != 0)
-        return sg_error_set(err, SG_EINVAL, "%s: __metadata__.partition is \"%s\", expected "
-                            "\"%s\"", path, part ? part : "(missing)", want);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: __metadata__.partition is \"%s\", expected "
+                            "\"%s\"",
+                            path, part ? part : "(missing)", want);
     for (int u = 0; u < r->nunits; u++) {
         char key[48];
         snprintf(key, sizeof key, "unit.%d.offset", u);
@@ -168,15 +176,19 @@ static int check_one(sg_parts_reader *r, int rank, const char *path, const sg_mo
                 return sg_error_set(err, SG_EINVAL, "%s: tensor %s %s", path, key,
                                     t[k] ? "is not a 1-D F32 tensor" : "is missing");
             if (k && t[k]->numel != t[0]->numel)
-                return sg_error_set(err, SG_EINVAL, "%s: %s has %" PRId64 " elements, unit.%d."
-                                    "master %" PRId64, path, key, t[k]->numel, u, t[0]->numel);
+                return sg_error_set(err, SG_EINVAL,
+                                    "%s: %s has %" PRId64 " elements, unit.%d."
+                                    "master %" PRId64,
+                                    path, key, t[k]->numel, u, t[0]->numel);
         }
         if (*end || errno || lo < 0 || lo > p || t[0]->numel > p - lo)
-            return sg_error_set(err, SG_EINVAL, "%s: unit.%d.offset \"%s\" with %" PRId64
-                                " elements is outside unit %d's %" PRId64 " parameters", path, u,
-                                off, t[0]->numel, u, p);
+            return sg_error_set(err, SG_EINVAL,
+                                "%s: unit.%d.offset \"%s\" with %" PRId64
+                                " elements is outside unit %d's %" PRId64 " parameters",
+                                path, u, off, t[0]->numel, u, p);
         if (lo != covered[u])
-            return sg_error_set(err, SG_EINVAL, "%s: unit %d: this partition starts at element "
+            return sg_error_set(err, SG_EINVAL,
+                                "%s: unit %d: this partition starts at element "
                                 "%lld, but the partitions of the ranks before it end at %" PRId64,
                                 path, u, lo, covered[u]);
         r->lo[(size_t)rank * (size_t)r->nunits + (size_t)u] = lo;
@@ -218,8 +230,10 @@ int sg_parts_open(const char *dir, int dp, const sg_model *m, sg_train_state *st
         }
         rc = sg_st_open(path, &r->files[k], err);
         if (rc == SG_ENOENT)
-            rc = sg_error_set(err, SG_ENOENT, "%s is missing: a checkpoint of %d ranks has one "
-                              "optimizer partition per rank", path, dp);
+            rc = sg_error_set(err, SG_ENOENT,
+                              "%s is missing: a checkpoint of %d ranks has one "
+                              "optimizer partition per rank",
+                              path, dp);
         else if (rc)
             sg_error_prefix(err, "optimizer partition: ");
         else
@@ -227,9 +241,10 @@ int sg_parts_open(const char *dir, int dp, const sg_model *m, sg_train_state *st
     }
     for (int u = 0; u < r->nunits && !rc; u++)
         if (covered[u] != sg_model_unit_params(m, u))
-            rc = sg_error_set(err, SG_EINVAL, "%s: the optimizer partitions of its %d ranks hold "
-                              "%" PRId64 " of unit %d's %" PRId64 " parameters", dir, dp,
-                              covered[u], u, sg_model_unit_params(m, u));
+            rc = sg_error_set(err, SG_EINVAL,
+                              "%s: the optimizer partitions of its %d ranks hold "
+                              "%" PRId64 " of unit %d's %" PRId64 " parameters",
+                              dir, dp, covered[u], u, sg_model_unit_params(m, u));
     free(covered);
     if (rc)
         sg_parts_close(r);
@@ -242,8 +257,7 @@ int sg_parts_read(const sg_parts_reader *r, int set, int u, int64_t lo, int64_t 
                   sg_error *err)
 {
     if (set < SG_SET_WEIGHTS || set > SG_SET_EXP_AVG_SQ || u < 0 || u >= r->nunits)
-        return sg_error_set(err, SG_EINVAL, "optimizer partitions: no set %d of unit %d", set,
-                            u);
+        return sg_error_set(err, SG_EINVAL, "optimizer partitions: no set %d of unit %d", set, u);
     int64_t done = 0;
     for (int k = 0; k < r->dp; k++) {
         size_t cell = (size_t)k * (size_t)r->nunits + (size_t)u;
@@ -257,15 +271,16 @@ int sg_parts_read(const sg_parts_reader *r, int set, int u, int64_t lo, int64_t 
         sg_st_read_f32_range_release(t, a - plo, b - a, out + (a - lo));
         int64_t bad = first_bad(out + (a - lo), b - a, set == SG_SET_EXP_AVG_SQ);
         if (bad >= 0)
-            return sg_error_set(err, SG_EINVAL, "%s: unit.%d.%s: element %" PRId64 " is %g%s",
-                                r->files[k].path, u, kinds[set], a - plo + bad,
-                                (double)out[a - lo + bad],
-                                set == SG_SET_EXP_AVG_SQ ? " (not finite or negative)"
-                                                         : " (not finite)");
+            return sg_error_set(
+                err, SG_EINVAL, "%s: unit.%d.%s: element %" PRId64 " is %g%s", r->files[k].path, u,
+                kinds[set], a - plo + bad, (double)out[a - lo + bad],
+                set == SG_SET_EXP_AVG_SQ ? " (not finite or negative)" : " (not finite)");
         done += b - a;
     }
     if (done != n) /* sg_parts_open checked the cover */
-        return sg_error_set(err, SG_EINVAL, "optimizer partitions: unit %d [%" PRId64 ", %" PRId64
-                            ") is not covered", u, lo, lo + n);
+        return sg_error_set(err, SG_EINVAL,
+                            "optimizer partitions: unit %d [%" PRId64 ", %" PRId64
+                            ") is not covered",
+                            u, lo, lo + n);
     return SG_OK;
 }

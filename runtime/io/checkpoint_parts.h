@@ -36,8 +36,8 @@ typedef struct sg_unit_source {
  * metadata. Holds one unit's range at a time. Atomic; a failing fill leaves
  * no file and names the tensor. */
 int sg_checkpoint_write_part(const char *dir, int rank, int dp, const sg_model *m,
-                             const sg_train_state *st, const sg_unit_source *src,
-                             const int64_t *lo, const int64_t *hi, sg_error *err);
+                             const sg_train_state *st, const sg_unit_source *src, const int64_t *lo,
+                             const int64_t *hi, sg_error *err);
 
 /* The number of ranks whose partitions dir holds (from the name of rank 0's
  * file), or 0 when it holds none. */
@@ -54,9 +54,9 @@ int sg_checkpoint_parts_dp(const char *dir);
  * element); the pages read are given back to the file. */
 typedef struct sg_parts_reader {
     int dp, nunits;
-    sg_st_file *files;              /* (dp) open */
-    int64_t *lo;                    /* (dp x nunits) where rank r's part of unit u starts */
-    const sg_st_tensor **t;         /* (dp x nunits x 3) its master, exp_avg, exp_avg_sq;
+    sg_st_file *files;      /* (dp) open */
+    int64_t *lo;            /* (dp x nunits) where rank r's part of unit u starts */
+    const sg_st_tensor **t; /* (dp x nunits x 3) its master, exp_avg, exp_avg_sq;
                                      * NULL: rank r holds none of unit u */
 } sg_parts_reader;
 

@@ -94,8 +94,7 @@ static int ends_with(const char *s, const char *suffix)
 
 static int32_t le32(const unsigned char *p)
 {
-    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                 (uint32_t)p[3] << 24;
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     int32_t v;
     memcpy(&v, &u, 4);
     return v;
@@ -105,10 +104,8 @@ static uint32_t token_at(const sg_data_file *f, uint64_t i)
 {
     const unsigned char *p = f->tokens;
     switch (f->kind) {
-    case SG_DATA_TEXT:
-        return p[i];
-    case SG_DATA_U16:
-        return (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
+    case SG_DATA_TEXT: return p[i];
+    case SG_DATA_U16: return (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
     case SG_DATA_U32:
         return (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
                (uint32_t)p[4 * i + 3] << 24;
@@ -121,14 +118,14 @@ static size_t token_bytes(sg_data_kind k)
     return k == SG_DATA_TEXT ? 1 : k == SG_DATA_U16 ? 2 : 4;
 }
 
-static int bad_token(const sg_data_file *f, uint64_t i, uint32_t tok, int64_t vocab,
-                     sg_error *err)
+static int bad_token(const sg_data_file *f, uint64_t i, uint32_t tok, int64_t vocab, sg_error *err)
 {
     uint64_t off = (f->kind == SG_DATA_TEXT ? 0 : HEADER_BYTES) + i * token_bytes(f->kind);
     return sg_error_set(err, SG_EINVAL,
                         "%s: token %u at position %llu (byte offset %llu) is out of the model's "
-                        "vocabulary (vocab_size %lld)%s", f->path, tok, (unsigned long long)i,
-                        (unsigned long long)off, (long long)vocab,
+                        "vocabulary (vocab_size %lld)%s",
+                        f->path, tok, (unsigned long long)i, (unsigned long long)off,
+                        (long long)vocab,
                         f->kind == SG_DATA_TEXT ? "; a text file has byte tokens 0..255" : "");
 }
 
@@ -172,8 +169,8 @@ static int check_header(sg_data_file *f, uint64_t size, sg_error *err)
     } else {
         return sg_error_set(err, SG_EINVAL,
                             "%s: header[0] (magic) is %d, expected %d (uint16 tokens) or %d "
-                            "(uint32 tokens): not an llm.c token shard", f->path, magic,
-                            SG_DATA_MAGIC_U16, SG_DATA_MAGIC_U32);
+                            "(uint32 tokens): not an llm.c token shard",
+                            f->path, magic, SG_DATA_MAGIC_U16, SG_DATA_MAGIC_U32);
     }
     if (version != want_version)
         return sg_error_set(err, SG_EINVAL,
@@ -186,13 +183,13 @@ static int check_header(sg_data_file *f, uint64_t size, sg_error *err)
     if (need > size)
         return sg_error_set(err, SG_EINVAL,
                             "%s: header[2] (token count) is %d, which needs %llu bytes, but the "
-                            "file has %llu (truncated?)", f->path, count,
-                            (unsigned long long)need, (unsigned long long)size);
+                            "file has %llu (truncated?)",
+                            f->path, count, (unsigned long long)need, (unsigned long long)size);
     if (need < size)
         return sg_error_set(err, SG_EINVAL,
                             "%s: header[2] (token count) is %d, which needs %llu bytes, but the "
-                            "file has %llu (%llu bytes too many)", f->path, count,
-                            (unsigned long long)need, (unsigned long long)size,
+                            "file has %llu (%llu bytes too many)",
+                            f->path, count, (unsigned long long)need, (unsigned long long)size,
                             (unsigned long long)(size - need));
     f->ntokens = (uint64_t)count;
     f->tokens = h + HEADER_BYTES;
@@ -234,8 +231,8 @@ static int file_open(sg_data_file *f, const char *path, const sg_data_opts *o, s
         file_close(f);
         return sg_error_set(err, SG_EINVAL,
                             "%s: truncated header: %llu bytes, an llm.c token shard starts "
-                            "with a %d-byte header (256 int32)", path, (unsigned long long)size,
-                            HEADER_BYTES);
+                            "with a %d-byte header (256 int32)",
+                            path, (unsigned long long)size, HEADER_BYTES);
     }
     if (size > 0) {
         f->map_len = (size_t)size;
@@ -261,8 +258,9 @@ static int file_open(sg_data_file *f, const char *path, const sg_data_opts *o, s
     if (rc == SG_OK && f->ntokens < T + 1)
         rc = sg_error_set(err, SG_EINVAL,
                           "%s: %llu tokens, shorter than one window of T + 1 = %llu tokens "
-                          "(sequence length %llu)", path, (unsigned long long)f->ntokens,
-                          (unsigned long long)(T + 1), (unsigned long long)T);
+                          "(sequence length %llu)",
+                          path, (unsigned long long)f->ntokens, (unsigned long long)(T + 1),
+                          (unsigned long long)T);
     if (rc == SG_OK)
         rc = scan_vocab(f, o->vocab_size, err);
     if (rc == SG_OK && is_bin)
@@ -343,7 +341,8 @@ int sg_data_open_files(sg_data_loader *dl, const char *const *paths, int n,
         sg_data_close(dl);
         return sg_error_set(err, SG_ENOTSUP,
                             "data: %llu windows is more than %u (use a longer sequence length "
-                            "or fewer shards)", (unsigned long long)nw, UINT32_MAX);
+                            "or fewer shards)",
+                            (unsigned long long)nw, UINT32_MAX);
     }
     if (opts->shuffle) {
         dl->perm = malloc((size_t)dl->nwindows * sizeof *dl->perm);
@@ -434,7 +433,7 @@ int sg_data_next(sg_data_loader *dl, int32_t *inputs, int32_t *targets, sg_error
         }
         const sg_data_file *f = &dl->files[lo];
         uint64_t start = (w - dl->first_window[lo]) * (uint64_t)T;
-        int32_t *in = inputs ? inputs + b * T : NULL;     /* row b of (B, T) */
+        int32_t *in = inputs ? inputs + b * T : NULL; /* row b of (B, T) */
         int32_t *tg = targets ? targets + b * T : NULL;
         for (int64_t t = 0; t <= T; t++) {
             uint32_t tok = token_at(f, start + (uint64_t)t);

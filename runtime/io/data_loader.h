@@ -46,8 +46,8 @@
 #include "runtime/io/loss_mask.h"
 
 #define SG_DATA_HEADER_INTS 256
-#define SG_DATA_MAGIC_U16 20240520  /* llm.c GPT-2 shards, version 1 */
-#define SG_DATA_MAGIC_U32 20240801  /* llm.c Llama-3 shards, version 7 */
+#define SG_DATA_MAGIC_U16 20240520 /* llm.c GPT-2 shards, version 1 */
+#define SG_DATA_MAGIC_U32 20240801 /* llm.c Llama-3 shards, version 7 */
 #define SG_DATA_VERSION_U16 1
 #define SG_DATA_VERSION_U32 7
 
@@ -57,18 +57,18 @@
 #define SG_DATA_DEFAULT_GLOB "/usr/share/vim/vim*/doc/version8.txt"
 
 typedef enum sg_data_kind {
-    SG_DATA_TEXT = 0,   /* bytes are tokens */
-    SG_DATA_U16 = 1,    /* llm.c shard, magic 20240520 */
-    SG_DATA_U32 = 2,    /* llm.c shard, magic 20240801 */
+    SG_DATA_TEXT = 0, /* bytes are tokens */
+    SG_DATA_U16 = 1,  /* llm.c shard, magic 20240520 */
+    SG_DATA_U32 = 2,  /* llm.c shard, magic 20240801 */
 } sg_data_kind;
 
 typedef struct sg_data_opts {
-    int64_t batch;        /* B: windows per batch and rank (>= 1) */
-    int64_t seq_len;      /* T: tokens per window, targets shifted by one (>= 1) */
-    int64_t vocab_size;   /* every token must be < vocab_size; 0: no check */
-    uint64_t seed;        /* permutation of epoch e is drawn from seed + e */
-    int shuffle;          /* 0: windows in file order every epoch */
-    int rank, world;      /* data-parallel slice (0, 1 for a single process) */
+    int64_t batch;      /* B: windows per batch and rank (>= 1) */
+    int64_t seq_len;    /* T: tokens per window, targets shifted by one (>= 1) */
+    int64_t vocab_size; /* every token must be < vocab_size; 0: no check */
+    uint64_t seed;      /* permutation of epoch e is drawn from seed + e */
+    int shuffle;        /* 0: windows in file order every epoch */
+    int rank, world;    /* data-parallel slice (0, 1 for a single process) */
 } sg_data_opts;
 
 /* B 4, T 256, vocab 0, seed 42, shuffle on, rank 0 of 1. */
@@ -78,29 +78,29 @@ void sg_data_opts_default(sg_data_opts *o);
  * taken with (a position is refused by a loader with a different count). */
 typedef struct sg_data_pos {
     uint64_t epoch;
-    uint64_t index;       /* windows of this epoch already used (all ranks) */
+    uint64_t index; /* windows of this epoch already used (all ranks) */
     uint64_t nwindows;
 } sg_data_pos;
 
 typedef struct sg_data_file {
     char *path;
     sg_data_kind kind;
-    void *map;            /* whole file, read-only */
+    void *map; /* whole file, read-only */
     size_t map_len;
-    const unsigned char *tokens;   /* first token inside map */
+    const unsigned char *tokens; /* first token inside map */
     uint64_t ntokens;
-    uint64_t nwindows;    /* (ntokens - 1) / T */
-    sg_loss_mask mask;    /* SHARD.bin.mask (loss_mask.h), or none (mask.map NULL) */
+    uint64_t nwindows; /* (ntokens - 1) / T */
+    sg_loss_mask mask; /* SHARD.bin.mask (loss_mask.h), or none (mask.map NULL) */
 } sg_data_file;
 
 typedef struct sg_data_loader {
     sg_data_opts opts;
     int nfiles;
     sg_data_file *files;
-    uint64_t *first_window;   /* (nfiles + 1) prefix sums of nwindows */
-    uint64_t ntokens;         /* all files */
-    uint64_t nwindows;        /* all files */
-    uint32_t *perm;           /* order of perm_epoch (NULL without shuffle) */
+    uint64_t *first_window; /* (nfiles + 1) prefix sums of nwindows */
+    uint64_t ntokens;       /* all files */
+    uint64_t nwindows;      /* all files */
+    uint32_t *perm;         /* order of perm_epoch (NULL without shuffle) */
     uint64_t perm_epoch;
     int perm_valid;
     sg_data_pos pos;
@@ -110,8 +110,7 @@ typedef struct sg_data_loader {
  * pattern; the matches are sorted). Errors: SG_ENOENT (no such file, no
  * match), SG_EIO (unreadable), SG_EINVAL (bad file or options). On error
  * dl is left closed. */
-int sg_data_open(sg_data_loader *dl, const char *spec, const sg_data_opts *opts,
-                 sg_error *err);
+int sg_data_open(sg_data_loader *dl, const char *spec, const sg_data_opts *opts, sg_error *err);
 
 /* Same from an explicit list of n files, in this order. */
 int sg_data_open_files(sg_data_loader *dl, const char *const *paths, int n,

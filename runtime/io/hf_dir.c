@@ -81,16 +81,19 @@ static int read_index(const char *path, char **out, sg_error *err)
     size_t n = buf ? fread(buf, 1, INDEX_MAX + 1, f) : 0;
     int read_err = buf && ferror(f);
     fclose(f);
-    int rc = !buf      ? sg_error_set(err, SG_ENOMEM, "%s: out of memory", path)
-             : read_err ? sg_error_set(err, SG_EIO, "%s: read error", path)
-             : n > INDEX_MAX
-                 ? sg_error_set(err, SG_EINVAL, "%s: larger than %zu bytes: not a safetensors "
-                                "index", path, INDEX_MAX)
-                 : SG_OK;
+    int rc = !buf            ? sg_error_set(err, SG_ENOMEM, "%s: out of memory", path)
+             : read_err      ? sg_error_set(err, SG_EIO, "%s: read error", path)
+             : n > INDEX_MAX ? sg_error_set(err, SG_EINVAL,
+                                            "%s: larger than %zu bytes: not a safetensors "
+                                            "index",
+                                            path, INDEX_MAX)
+                             : SG_OK;
     if (rc == SG_OK) {
         buf[n] = '\0';
-        rc = strlen(buf) != n ? sg_error_set(err, SG_EINVAL, "%s: contains a NUL byte: not "
-                                             "JSON", path)
+        rc = strlen(buf) != n ? sg_error_set(err, SG_EINVAL,
+                                             "%s: contains a NUL byte: not "
+                                             "JSON",
+                                             path)
                               : sg_json_check_strict(buf, n, 0, path, err);
     }
     if (rc)
@@ -129,13 +132,17 @@ static int open_index(const char *dir, const char *ipath, sg_st_set *set, sg_err
     char **names = NULL;
     int nnames = 0;
     if (!cJSON_IsObject(map) || !map->child)
-        rc = sg_error_set(err, SG_EINVAL, "%s: weight_map: expected an object mapping tensor "
-                          "names to shard files", ipath);
+        rc = sg_error_set(err, SG_EINVAL,
+                          "%s: weight_map: expected an object mapping tensor "
+                          "names to shard files",
+                          ipath);
     for (const cJSON *e = map ? map->child : NULL; e && rc == SG_OK; e = e->next) {
         if (!cJSON_IsString(e) || !plain_name(e->valuestring)) {
             char *v = cJSON_PrintUnformatted(e);
-            rc = sg_error_set(err, SG_EINVAL, "%s: weight_map.%.96s: %.64s is not a file name "
-                              "in the directory", ipath, e->string, v ? v : "(value)");
+            rc = sg_error_set(err, SG_EINVAL,
+                              "%s: weight_map.%.96s: %.64s is not a file name "
+                              "in the directory",
+                              ipath, e->string, v ? v : "(value)");
             cJSON_free(v);
             break;
         }
@@ -158,8 +165,10 @@ static int open_index(const char *dir, const char *ipath, sg_st_set *set, sg_err
                 break;
         }
         if (!sg_st_find(&set->files[k], e->string)) {
-            rc = sg_error_set(err, SG_EINVAL, "%s: weight_map puts %.96s in %s, which does not "
-                              "hold it", ipath, e->string, names[k]);
+            rc = sg_error_set(err, SG_EINVAL,
+                              "%s: weight_map puts %.96s in %s, which does not "
+                              "hold it",
+                              ipath, e->string, names[k]);
             break;
         }
     }
@@ -168,9 +177,10 @@ static int open_index(const char *dir, const char *ipath, sg_st_set *set, sg_err
         for (int i = 0; i < set->files[a].ntensors && rc == SG_OK; i++)
             for (int b = a + 1; b < set->nfiles && rc == SG_OK; b++)
                 if (sg_st_find(&set->files[b], set->files[a].tensors[i].name))
-                    rc = sg_error_set(err, SG_EINVAL, "%s: tensor %.96s is in two shards, %s "
-                                      "and %s", dir, set->files[a].tensors[i].name, names[a],
-                                      names[b]);
+                    rc = sg_error_set(err, SG_EINVAL,
+                                      "%s: tensor %.96s is in two shards, %s "
+                                      "and %s",
+                                      dir, set->files[a].tensors[i].name, names[a], names[b]);
     for (int i = 0; i < nnames; i++)
         free(names[i]);
     free(names);
@@ -187,8 +197,10 @@ int sg_hf_dir_open(const char *dir, sg_st_set *set, sg_error *err)
     int rc = is_file(dir, SG_HF_INDEX) ? open_index(dir, ipath, set, err)
              : is_file(dir, "model.safetensors")
                  ? open_one(set, dir, "model.safetensors", err)
-                 : sg_error_set(err, SG_ENOENT, "%s: no model.safetensors and no %s: not a "
-                                "Hugging Face model directory with weights", dir, SG_HF_INDEX);
+                 : sg_error_set(err, SG_ENOENT,
+                                "%s: no model.safetensors and no %s: not a "
+                                "Hugging Face model directory with weights",
+                                dir, SG_HF_INDEX);
     if (rc)
         sg_st_set_close(set);
     return rc;

@@ -31,27 +31,32 @@ static int check(sg_loss_mask *m, const char *path, uint64_t ntokens, sg_error *
 {
     const unsigned char *h = m->map;
     if (m->map_len < MASK_HEADER_BYTES)
-        return sg_error_set(err, SG_EINVAL, "%s: %zu bytes, shorter than the %d-byte header",
-                            path, m->map_len, MASK_HEADER_BYTES);
+        return sg_error_set(err, SG_EINVAL, "%s: %zu bytes, shorter than the %d-byte header", path,
+                            m->map_len, MASK_HEADER_BYTES);
     int32_t magic = le32(h), version = le32(h + 4), count = le32(h + 8);
     if (magic != SG_LOSS_MASK_MAGIC)
-        return sg_error_set(err, SG_EINVAL, "%s: header[0] (magic) is %d, expected %d: not a "
-                            "loss mask", path, magic, SG_LOSS_MASK_MAGIC);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: header[0] (magic) is %d, expected %d: not a "
+                            "loss mask",
+                            path, magic, SG_LOSS_MASK_MAGIC);
     if (version != SG_LOSS_MASK_VERSION)
         return sg_error_set(err, SG_EINVAL, "%s: header[1] (version) is %d, expected %d", path,
                             version, SG_LOSS_MASK_VERSION);
     if (count < 0 || (uint64_t)count != ntokens)
-        return sg_error_set(err, SG_EINVAL, "%s: header[2] (token count) is %d, but its shard "
-                            "has %llu tokens", path, count, (unsigned long long)ntokens);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: header[2] (token count) is %d, but its shard "
+                            "has %llu tokens",
+                            path, count, (unsigned long long)ntokens);
     if (m->map_len != MASK_HEADER_BYTES + ntokens)
-        return sg_error_set(err, SG_EINVAL, "%s: %zu bytes, expected %llu (header and one byte "
-                            "per token)", path, m->map_len,
-                            (unsigned long long)(MASK_HEADER_BYTES + ntokens));
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: %zu bytes, expected %llu (header and one byte "
+                            "per token)",
+                            path, m->map_len, (unsigned long long)(MASK_HEADER_BYTES + ntokens));
     m->bits = h + MASK_HEADER_BYTES;
     for (uint64_t i = 0; i < ntokens; i++) {
         if (m->bits[i] > 1)
-            return sg_error_set(err, SG_EINVAL, "%s: token %llu has mask %u, expected 0 or 1",
-                                path, (unsigned long long)i, m->bits[i]);
+            return sg_error_set(err, SG_EINVAL, "%s: token %llu has mask %u, expected 0 or 1", path,
+                                (unsigned long long)i, m->bits[i]);
         m->trained += m->bits[i];
     }
     return SG_OK;
@@ -65,8 +70,7 @@ int sg_loss_mask_open(sg_loss_mask *m, const char *shard_path, uint64_t ntokens,
         return sg_error_set(err, SG_EINVAL, "%s: path too long", shard_path);
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
-        return errno == ENOENT ? SG_OK
-                               : sg_error_set(err, SG_EIO, "%s: %s", path, strerror(errno));
+        return errno == ENOENT ? SG_OK : sg_error_set(err, SG_EIO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

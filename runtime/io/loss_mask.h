@@ -24,10 +24,10 @@
 #define SG_LOSS_MASK_VERSION 1
 
 typedef struct sg_loss_mask {
-    void *map;                  /* the whole side file, read-only; NULL: no mask */
+    void *map; /* the whole side file, read-only; NULL: no mask */
     size_t map_len;
-    const unsigned char *bits;  /* ntokens bytes, 0 or 1 */
-    uint64_t trained;           /* tokens with mask 1 */
+    const unsigned char *bits; /* ntokens bytes, 0 or 1 */
+    uint64_t trained;          /* tokens with mask 1 */
 } sg_loss_mask;
 
 /* Maps SHARD_PATH.mask when it exists (m->map NULL and 0 when it does not)

@@ -1,7 +1,7 @@
 /* safetensors.c - safetensors reader (mmap + full validation) and atomic
  * writer (see safetensors.h). */
 #define _POSIX_C_SOURCE 200809L /* mmap, fstat with -std=c11 */
-#define _DEFAULT_SOURCE /* madvise */
+#define _DEFAULT_SOURCE         /* madvise */
 
 #include "runtime/io/safetensors.h"
 
@@ -48,8 +48,8 @@ const char *sg_st_dtype_name(sg_dtype dt)
 /* reader                                                                    */
 
 static const char *const unsupported_dtypes[] = {
-    "F64", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL",
-    "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64",
+    "F64",  "I64",     "I32",     "I16",     "I8",      "U64",     "U32", "U16", "U8",
+    "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64",
 };
 
 static int is_json_index(const cJSON *v, double max)
@@ -105,23 +105,23 @@ static void shape_str(const sg_st_tensor *t, char *buf, size_t size)
 {
     size_t n = (size_t)snprintf(buf, size, "[");
     for (int d = 0; d < t->ndim && n < size; d++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "",
-                              (long long)t->shape[d]);
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
     if (n < size)
         snprintf(buf + n, size - n, "]");
 }
 
 /* Parses one tensor entry of the header into t (name already set). */
-static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
-                       uint64_t data_len, sg_error *err)
+static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t, uint64_t data_len,
+                       sg_error *err)
 {
     const char *nm = t->name;
     if (!cJSON_IsObject(e))
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": expected an object with dtype, shape and "
-                            "data_offsets, got %s", path, nm, sg_json_kind(e));
+                            "data_offsets, got %s",
+                            path, nm, sg_json_kind(e));
     const cJSON *dtype = NULL, *shape = NULL, *offs = NULL, *c;
-    cJSON_ArrayForEach(c, e) {
+    cJSON_ArrayForEach (c, e) {
         if (strcmp(c->string, "dtype") == 0 && !dtype)
             dtype = c;
         else if (strcmp(c->string, "shape") == 0 && !shape)
@@ -158,7 +158,8 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
             if (strcmp(ds, unsupported_dtypes[i]) == 0)
                 return sg_error_set(err, SG_ENOTSUP,
                                     "%s: tensor \"%s\": dtype %s is not supported (stepgraph "
-                                    "reads F32, BF16 and F16)", path, nm, ds);
+                                    "reads F32, BF16 and F16)",
+                                    path, nm, ds);
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": unknown dtype \"%s\" (expected F32, BF16 or F16)",
                             path, nm, ds);
@@ -170,12 +171,12 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
                             path, nm, sg_json_kind(shape));
     int nd = cJSON_GetArraySize(shape);
     if (nd > SG_ST_MAX_DIMS)
-        return sg_error_set(err, SG_ENOTSUP, "%s: tensor \"%s\": %d dimensions (at most %d)",
-                            path, nm, nd, SG_ST_MAX_DIMS);
+        return sg_error_set(err, SG_ENOTSUP, "%s: tensor \"%s\": %d dimensions (at most %d)", path,
+                            nm, nd, SG_ST_MAX_DIMS);
     t->ndim = nd;
     uint64_t numel = 1;
     int d = 0, overflow = 0;
-    cJSON_ArrayForEach(c, shape) {
+    cJSON_ArrayForEach (c, shape) {
         if (!is_json_index(c, JSON_INT_MAX)) {
             char repr[64];
             sg_json_repr(c, repr, sizeof repr);
@@ -193,8 +194,8 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
     char sh[160];
     shape_str(t, sh, sizeof sh);
     if (overflow)
-        return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": shape %s is too large", path,
-                            nm, sh);
+        return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": shape %s is too large", path, nm,
+                            sh);
     t->numel = (int64_t)numel;
 
     /* data_offsets */
@@ -205,7 +206,8 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
         sg_json_repr(offs, repr, sizeof repr);
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": data_offsets is %s (expected [begin, end], two "
-                            "integers >= 0)", path, nm, repr);
+                            "integers >= 0)",
+                            path, nm, repr);
     }
     t->begin = (uint64_t)cJSON_GetArrayItem(offs, 0)->valuedouble;
     t->end = (uint64_t)cJSON_GetArrayItem(offs, 1)->valuedouble;
@@ -217,15 +219,16 @@ static int parse_entry(const char *path, const cJSON *e, sg_st_tensor *t,
     if (t->end - t->begin != want)
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": shape %s of %s needs %llu bytes but data_offsets "
-                            "[%llu, %llu] span %llu", path, nm, sh, ds,
-                            (unsigned long long)want, (unsigned long long)t->begin,
-                            (unsigned long long)t->end,
+                            "[%llu, %llu] span %llu",
+                            path, nm, sh, ds, (unsigned long long)want,
+                            (unsigned long long)t->begin, (unsigned long long)t->end,
                             (unsigned long long)(t->end - t->begin));
     if (t->end > data_len)
         return sg_error_set(err, SG_EINVAL,
                             "%s: tensor \"%s\": data_offsets [%llu, %llu] out of range (the data "
-                            "section has %llu bytes)", path, nm, (unsigned long long)t->begin,
-                            (unsigned long long)t->end, (unsigned long long)data_len);
+                            "section has %llu bytes)",
+                            path, nm, (unsigned long long)t->begin, (unsigned long long)t->end,
+                            (unsigned long long)data_len);
     return SG_OK;
 }
 
@@ -239,18 +242,17 @@ static int parse_metadata(const char *path, const cJSON *m, sg_st_file *f, sg_er
     if (!f->meta)
         return sg_error_set(err, SG_ENOMEM, "%s: out of memory", path);
     const cJSON *c;
-    cJSON_ArrayForEach(c, m) {
+    cJSON_ArrayForEach (c, m) {
         if (!cJSON_IsString(c)) {
             char repr[64];
             sg_json_repr(c, repr, sizeof repr);
-            return sg_error_set(err, SG_EINVAL,
-                                "%s: __metadata__.%s: expected a string, got %s", path,
-                                c->string, repr);
+            return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s: expected a string, got %s",
+                                path, c->string, repr);
         }
         for (int i = 0; i < f->nmeta; i++)
             if (strcmp(f->meta[i].key, c->string) == 0)
-                return sg_error_set(err, SG_EINVAL, "%s: __metadata__: duplicate key \"%s\"",
-                                    path, c->string);
+                return sg_error_set(err, SG_EINVAL, "%s: __metadata__: duplicate key \"%s\"", path,
+                                    c->string);
         char *k = strdup(c->string), *v = strdup(c->valuestring);
         if (!k || !v) {
             free(k);
@@ -297,16 +299,17 @@ static int check_layout(const char *path, sg_st_file *f, uint64_t data_len, sg_e
         if (t->begin < at)
             rc = sg_error_set(err, SG_EINVAL,
                               "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap tensor "
-                              "\"%s\" [%llu, %llu]", path, t->name,
-                              (unsigned long long)t->begin, (unsigned long long)t->end,
-                              prev->name, (unsigned long long)prev->begin,
-                              (unsigned long long)prev->end);
+                              "\"%s\" [%llu, %llu]",
+                              path, t->name, (unsigned long long)t->begin,
+                              (unsigned long long)t->end, prev->name,
+                              (unsigned long long)prev->begin, (unsigned long long)prev->end);
         else if (t->begin > at)
             rc = sg_error_set(err, SG_EINVAL,
                               "%s: tensor \"%s\": data_offsets [%llu, %llu] leave a gap of %llu "
-                              "bytes after offset %llu (tensors must be contiguous)", path,
-                              t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                              (unsigned long long)(t->begin - at), (unsigned long long)at);
+                              "bytes after offset %llu (tensors must be contiguous)",
+                              path, t->name, (unsigned long long)t->begin,
+                              (unsigned long long)t->end, (unsigned long long)(t->begin - at),
+                              (unsigned long long)at);
         at = t->end;
         prev = t;
     }
@@ -314,8 +317,8 @@ static int check_layout(const char *path, sg_st_file *f, uint64_t data_len, sg_e
     if (rc == SG_OK && at != data_len)
         rc = sg_error_set(err, SG_EINVAL,
                           "%s: the data section has %llu bytes but the tensors cover %llu "
-                          "(file truncated or trailing bytes)", path,
-                          (unsigned long long)data_len, (unsigned long long)at);
+                          "(file truncated or trailing bytes)",
+                          path, (unsigned long long)data_len, (unsigned long long)at);
     return rc;
 }
 
@@ -343,7 +346,7 @@ static int parse_header(const char *path, const char *hdr, size_t hlen, sg_st_fi
     }
     const cJSON *c;
     int seen_meta = 0;
-    cJSON_ArrayForEach(c, root) {
+    cJSON_ArrayForEach (c, root) {
         if (strcmp(c->string, "__metadata__") == 0) {
             if (seen_meta++) {
                 rc = sg_error_set(err, SG_EINVAL, "%s: __metadata__ appears twice", path);
@@ -395,7 +398,8 @@ int sg_st_open(const char *path, sg_st_file *f, sg_error *err)
         close(fd);
         return sg_error_set(err, SG_EINVAL,
                             "%s: truncated: %llu bytes (a safetensors file starts with an 8-byte "
-                            "header length)", path, (unsigned long long)size);
+                            "header length)",
+                            path, (unsigned long long)size);
     }
     f->path = strdup(path);
     f->map_len = (size_t)size;
@@ -405,8 +409,7 @@ int sg_st_open(const char *path, sg_st_file *f, sg_error *err)
     if (!f->path || f->map == MAP_FAILED) {
         f->map = NULL;
         st_free_fields(f);
-        return sg_error_set(err, SG_EIO, "%s: cannot map the file: %s", path,
-                            strerror(e));
+        return sg_error_set(err, SG_EIO, "%s: cannot map the file: %s", path, strerror(e));
     }
     const unsigned char *b = f->map;
     uint64_t n = 0;
@@ -417,13 +420,13 @@ int sg_st_open(const char *path, sg_st_file *f, sg_error *err)
     if (n > SG_ST_MAX_HEADER)
         rc = sg_error_set(err, SG_EINVAL,
                           "%s: header length %llu is larger than the limit of %llu bytes (not a "
-                          "safetensors file?)", path, (unsigned long long)n,
-                          (unsigned long long)SG_ST_MAX_HEADER);
+                          "safetensors file?)",
+                          path, (unsigned long long)n, (unsigned long long)SG_ST_MAX_HEADER);
     else if (n > size - 8)
         rc = sg_error_set(err, SG_EINVAL,
                           "%s: header length %llu exceeds the file (%llu bytes after the length "
-                          "field): file truncated?", path, (unsigned long long)n,
-                          (unsigned long long)(size - 8));
+                          "field): file truncated?",
+                          path, (unsigned long long)n, (unsigned long long)(size - 8));
     else if (n < 2)
         rc = sg_error_set(err, SG_EINVAL, "%s: header length %llu is too small for a JSON object",
                           path, (unsigned long long)n);
@@ -500,15 +503,10 @@ void sg_st_read_f32_range(const sg_st_tensor *t, int64_t lo, int64_t n, float *o
     size_t es = sg_dtype_size(t->dtype);
     const unsigned char *p = t->data + (size_t)lo * es;
     switch (t->dtype) {
-    case SG_F32:
-        memcpy(out, p, (size_t)n * 4);
-        break;
+    case SG_F32: memcpy(out, p, (size_t)n * 4); break;
     case SG_BF16:
-    case SG_F16:
-        read_16bit(p, n, t->dtype, out);
-        break;
-    case SG_I32: /* never opened: the reader refuses I32 tensors */
-        break;
+    case SG_F16: read_16bit(p, n, t->dtype, out); break;
+    case SG_I32: /* never opened: the reader refuses I32 tensors */ break;
     }
 }
 
@@ -634,28 +632,31 @@ static int check_entries(const char *path, const sg_st_entry *t, int n, const sg
     for (int i = 0; i < n; i++) {
         const char *nm = t[i].name;
         if (!nm || !*nm || strcmp(nm, "__metadata__") == 0)
-            return sg_error_set(err, SG_EINVAL, "%s: tensor %d has an invalid name \"%s\"",
-                                path, i, nm ? nm : "(null)");
+            return sg_error_set(err, SG_EINVAL, "%s: tensor %d has an invalid name \"%s\"", path, i,
+                                nm ? nm : "(null)");
         if (t[i].ndim < 0 || t[i].ndim > SG_ST_MAX_DIMS || (t[i].ndim && !t[i].shape))
             return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": bad number of dimensions %d",
                                 path, nm, t[i].ndim);
         for (int d = 0; d < t[i].ndim; d++)
             if (t[i].shape[d] < 0)
-                return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": shape[%d] = %lld < 0",
-                                    path, nm, d, (long long)t[i].shape[d]);
+                return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": shape[%d] = %lld < 0", path,
+                                    nm, d, (long long)t[i].shape[d]);
         /* the reader's dtypes only, so whatever is written can be read back */
         if (!st_dtype_supported(t[i].dtype) || !st_dtype_supported(t[i].src_dtype))
             return sg_error_set(err, SG_ENOTSUP,
                                 "%s: tensor \"%s\": dtype %s from %s data is not supported "
-                                "(expected F32, BF16 or F16)", path, nm,
-                                sg_st_dtype_name(t[i].dtype), sg_st_dtype_name(t[i].src_dtype));
+                                "(expected F32, BF16 or F16)",
+                                path, nm, sg_st_dtype_name(t[i].dtype),
+                                sg_st_dtype_name(t[i].src_dtype));
         if (t[i].dtype != t[i].src_dtype && t[i].src_dtype != SG_F32)
-            return sg_error_set(err, SG_ENOTSUP,
-                                "%s: tensor \"%s\": cannot convert %s data to %s", path, nm,
-                                sg_st_dtype_name(t[i].src_dtype), sg_st_dtype_name(t[i].dtype));
+            return sg_error_set(err, SG_ENOTSUP, "%s: tensor \"%s\": cannot convert %s data to %s",
+                                path, nm, sg_st_dtype_name(t[i].src_dtype),
+                                sg_st_dtype_name(t[i].dtype));
         if (!t[i].data && !t[i].fill && entry_numel(&t[i]) > 0)
-            return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\": no values (neither data "
-                                "nor fill)", path, nm);
+            return sg_error_set(err, SG_EINVAL,
+                                "%s: tensor \"%s\": no values (neither data "
+                                "nor fill)",
+                                path, nm);
         for (int j = 0; j < i; j++)
             if (strcmp(t[j].name, nm) == 0)
                 return sg_error_set(err, SG_EINVAL, "%s: tensor \"%s\" given twice", path, nm);
@@ -720,8 +721,8 @@ static int write_values(FILE *fp, const sg_st_entry *e, const void *data)
     return 0;
 }
 
-int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta *meta,
-                int nmeta, sg_error *err)
+int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta *meta, int nmeta,
+                sg_error *err)
 {
     int rc = check_entries(path, t, n, meta, nmeta, err);
     if (rc < 0)
@@ -768,8 +769,10 @@ int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta 
     float *tmp = malloc((size_t)most * sizeof *tmp);
     if (!tmp) {
         free(h.s);
-        return sg_error_set(err, SG_ENOMEM, "%s: out of memory for a tensor's values (%lld "
-                            "floats)", path, (long long)most);
+        return sg_error_set(err, SG_ENOMEM,
+                            "%s: out of memory for a tensor's values (%lld "
+                            "floats)",
+                            path, (long long)most);
     }
     sg_atomic_file af;
     rc = sg_atomic_open(&af, path, err);
@@ -791,8 +794,10 @@ int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta 
     if (bad) {
         sg_atomic_abort(&af);
         if (bad == WRITE_FILL)
-            return sg_error_set(err, SG_EIO, "%s: tensor \"%s\": its values could not be read "
-                                "back", path, t[at - 1].name);
+            return sg_error_set(err, SG_EIO,
+                                "%s: tensor \"%s\": its values could not be read "
+                                "back",
+                                path, t[at - 1].name);
         return sg_error_set(err, SG_EIO, "%s: write failed: %s", path, strerror(e));
     }
     return sg_atomic_commit(&af, err);

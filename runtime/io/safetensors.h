@@ -48,8 +48,8 @@ typedef struct sg_st_tensor {
     int ndim;
     int64_t shape[SG_ST_MAX_DIMS];
     int64_t numel;
-    uint64_t begin, end;          /* offsets into the data section */
-    const unsigned char *data;    /* into the mapping; may be unaligned */
+    uint64_t begin, end;       /* offsets into the data section */
+    const unsigned char *data; /* into the mapping; may be unaligned */
 } sg_st_tensor;
 
 typedef struct sg_st_meta {
@@ -59,14 +59,14 @@ typedef struct sg_st_meta {
 
 typedef struct sg_st_file {
     char *path;
-    void *map;                    /* whole file, read-only */
+    void *map; /* whole file, read-only */
     size_t map_len;
-    uint64_t header_len;          /* N */
+    uint64_t header_len; /* N */
     int ntensors;
-    sg_st_tensor *tensors;        /* in header order */
-    int *by_name;                 /* indices sorted by name (lookup) */
+    sg_st_tensor *tensors; /* in header order */
+    int *by_name;          /* indices sorted by name (lookup) */
     int nmeta;
-    sg_st_meta *meta;             /* strings owned by the file */
+    sg_st_meta *meta; /* strings owned by the file */
 } sg_st_file;
 
 /* Maps and validates path. Errors: SG_ENOENT (no such file), SG_EIO
@@ -94,8 +94,8 @@ void sg_st_read_f32_range_release(const sg_st_tensor *t, int64_t lo, int64_t n, 
  * conversions: same dtype, or F32 source to BF16/F16. */
 typedef struct sg_st_entry {
     const char *name;
-    sg_dtype dtype;               /* in the file */
-    sg_dtype src_dtype;           /* of data */
+    sg_dtype dtype;     /* in the file */
+    sg_dtype src_dtype; /* of data */
     int ndim;
     const int64_t *shape;
     const void *data;
@@ -111,13 +111,12 @@ typedef struct sg_st_entry {
 
 /* Writes n tensors (in this order, contiguous) and nmeta metadata pairs.
  * Names must be unique and not "__metadata__"; metadata keys unique. */
-int sg_st_write(const char *path, const sg_st_entry *t, int n,
-                const sg_st_meta *meta, int nmeta, sg_error *err);
+int sg_st_write(const char *path, const sg_st_entry *t, int n, const sg_st_meta *meta, int nmeta,
+                sg_error *err);
 
 /* Reads one __metadata__ value of a file into buf without keeping the file
  * open (e.g. the "step" of a weights file). SG_ENOENT when the key is
  * absent. */
-int sg_st_read_meta(const char *path, const char *key, char *buf,
-                    size_t size, sg_error *err);
+int sg_st_read_meta(const char *path, const char *key, char *buf, size_t size, sg_error *err);
 
 #endif /* SG_SAFETENSORS_H */

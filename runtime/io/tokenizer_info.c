@@ -44,8 +44,7 @@ static int parse(const char *text, size_t n, sg_tokenizer_info *ti, sg_error *er
         rc = sg_error_set(err, SG_EINVAL, "%s: tokenizer: expected the tokenizer file's name",
                           ti->path);
     else if (!cJSON_IsString(sha) || !is_hex64(sha->valuestring))
-        rc = sg_error_set(err, SG_EINVAL, "%s: sha256: expected 64 lowercase hex digits",
-                          ti->path);
+        rc = sg_error_set(err, SG_EINVAL, "%s: sha256: expected 64 lowercase hex digits", ti->path);
     else if (!cJSON_IsNumber(voc) || !(voc->valuedouble >= 1 && voc->valuedouble <= 4294967296.0) ||
              voc->valuedouble != (double)(int64_t)voc->valuedouble)
         rc = sg_error_set(err, SG_EINVAL, "%s: vocab_size: expected an integer in [1, 2^32]",
@@ -69,8 +68,7 @@ int sg_tokenizer_info_read(const char *shard_path, sg_tokenizer_info *ti, sg_err
         return 0;
     FILE *f = fopen(ti->path, "rb");
     if (!f)
-        return errno == ENOENT ? 0
-                               : sg_error_set(err, SG_EIO, "%s: %s", ti->path, strerror(errno));
+        return errno == ENOENT ? 0 : sg_error_set(err, SG_EIO, "%s: %s", ti->path, strerror(errno));
     char *buf = malloc(INFO_MAX + 1);
     size_t n = buf ? fread(buf, 1, INFO_MAX + 1, f) : 0;
     int bad = !buf || ferror(f);
@@ -104,8 +102,8 @@ int sg_tokenizer_check_text_data(const char *model_path, const char *text_path, 
                             "data %s is raw text, which stepgraph reads as bytes (token ids "
                             "0-255), but model %s has its own tokenizer (%s): tokenize the text "
                             "first, e.g. scripts/tokenize.sh --tokenizer %s --out SHARDS %s, then "
-                            "--data 'SHARDS/train_*.bin'%s", text_path, model_path, tok,
-                            i == 0 ? tok : "TOKENIZER.json", text_path,
+                            "--data 'SHARDS/train_*.bin'%s",
+                            text_path, model_path, tok, i == 0 ? tok : "TOKENIZER.json", text_path,
                             i == 0 ? "" : " (tokenize.sh reads the tokenizer.json form of it)");
     }
     return 0;

@@ -15,9 +15,9 @@
 #define SG_TOKENIZER_INFO_FILE "tokenizer-info.json"
 
 typedef struct sg_tokenizer_info {
-    char path[4096];        /* the side file read */
-    char tokenizer[128];    /* the tokenizer.json's file name */
-    char sha256[65];        /* of the tokenizer.json, hex */
+    char path[4096];     /* the side file read */
+    char tokenizer[128]; /* the tokenizer.json's file name */
+    char sha256[65];     /* of the tokenizer.json, hex */
     int64_t vocab_size;
 } sg_tokenizer_info;
 

@@ -92,18 +92,31 @@ void sg_train_state_free(sg_train_state *s)
 
 #define STATE_NAME_MAX (SG_TENSOR_NAME_MAX + 16)
 
-enum { META_FORMAT, META_VERSION, META_MODEL, META_STEP, META_LOSS_SCALE, META_EPOCH,
-       META_INDEX, META_WINDOWS, META_RNG, META_HASH, META_COUNT };
+enum {
+    META_FORMAT,
+    META_VERSION,
+    META_MODEL,
+    META_STEP,
+    META_LOSS_SCALE,
+    META_EPOCH,
+    META_INDEX,
+    META_WINDOWS,
+    META_RNG,
+    META_HASH,
+    META_COUNT
+};
 
 static const char *const meta_keys[META_COUNT] = {
-    "stepgraph", "version", "model", "step", "loss_scale", "data_epoch",
-    "data_index", "data_windows", "rng_state", "config_hash",
+    "stepgraph",  "version",    "model",        "step",      "loss_scale",
+    "data_epoch", "data_index", "data_windows", "rng_state", "config_hash",
 };
 
 /* the loss scaler's counters (optional on load: older files lack them) */
 enum { NSCALER = 3 };
 static const char *const scaler_keys[NSCALER] = {
-    "loss_scaler_cur_iter", "loss_scaler_last_overflow_iter", "loss_scaler_cur_hysteresis",
+    "loss_scaler_cur_iter",
+    "loss_scaler_last_overflow_iter",
+    "loss_scaler_cur_hysteresis",
 };
 
 int sg_train_state_write(const sg_train_state *s, const char *path, const char *model_name,
@@ -151,7 +164,7 @@ int sg_train_state_save(const sg_train_state *s, const char *path, const char *m
 {
     int n = 2 * s->ntensors;
     sg_st_entry *e = calloc((size_t)(n > 0 ? n : 1), sizeof *e);
-    char (*names)[STATE_NAME_MAX] = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+    char(*names)[STATE_NAME_MAX] = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
     if (!e || !names) {
         free(e);
         free(names);
@@ -203,8 +216,10 @@ static int parse_hex64(const char *s, size_t len, uint64_t *out)
     uint64_t v = 0;
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0)
             return -1;
         v = v << 4 | (uint64_t)d;
@@ -253,10 +268,12 @@ static int meta_error(const char *path, const char *key, const char *value, cons
                       sg_error *err)
 {
     if (!value)
-        return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s is missing (not a stepgraph "
-                            "training state?)", path, key);
-    return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s: \"%s\" is not %s", path, key,
-                        value, what);
+        return sg_error_set(err, SG_EINVAL,
+                            "%s: __metadata__.%s is missing (not a stepgraph "
+                            "training state?)",
+                            path, key);
+    return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s: \"%s\" is not %s", path, key, value,
+                        what);
 }
 
 int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_model *m,
@@ -299,8 +316,10 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
     if (nsc && nsc < NSCALER)
         for (int i = 0; i < NSCALER; i++)
             if (!sv[i])
-                return sg_error_set(err, SG_EINVAL, "%s: __metadata__.%s is missing (the other "
-                                    "loss scaler counters are present)", path, scaler_keys[i]);
+                return sg_error_set(err, SG_EINVAL,
+                                    "%s: __metadata__.%s is missing (the other "
+                                    "loss scaler counters are present)",
+                                    path, scaler_keys[i]);
     s->has_scaler_counters = nsc == NSCALER;
     if (s->has_scaler_counters) {
         if (parse_dec(sv[0], &u) || u > (uint64_t)s->step)
@@ -326,7 +345,8 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
     if (s->data.nwindows && s->data.index >= s->data.nwindows)
         return sg_error_set(err, SG_EINVAL,
                             "%s: __metadata__.data_index: %" PRIu64 " is not below data_windows "
-                            "%" PRIu64, path, s->data.index, s->data.nwindows);
+                            "%" PRIu64,
+                            path, s->data.index, s->data.nwindows);
     const char *r = v[META_RNG];
     int ok = r != NULL;
     for (int i = 0; i < 4 && ok; i++) {
@@ -344,7 +364,8 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
     }
     if (!ok)
         return meta_error(path, meta_keys[META_RNG], v[META_RNG],
-                          "four comma-separated hexadecimal 64-bit words (16 hex digits each)", err);
+                          "four comma-separated hexadecimal 64-bit words (16 hex digits each)",
+                          err);
     if (!v[META_HASH] || parse_hex64(v[META_HASH], strlen(v[META_HASH]), &s->config_hash))
         return meta_error(path, meta_keys[META_HASH], v[META_HASH],
                           "a hexadecimal 64-bit word (16 hex digits)", err);
@@ -359,8 +380,8 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
     return SG_OK;
 }
 
-int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *out,
-                         sg_st_file *f, sg_error *err)
+int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *out, sg_st_file *f,
+                         sg_error *err)
 {
     memset(out, 0, sizeof *out);
     int rc = sg_st_open(path, f, err);
@@ -389,9 +410,8 @@ int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *ou
         }
     if (rc == SG_OK && missing.count) {
         sg_weights_list_finish(&missing);
-        rc = sg_error_set(err, SG_EINVAL, "%s: %d optimizer tensor%s of model %s missing: %s",
-                          path, missing.count, missing.count > 1 ? "s" : "", m->name,
-                          missing.text);
+        rc = sg_error_set(err, SG_EINVAL, "%s: %d optimizer tensor%s of model %s missing: %s", path,
+                          missing.count, missing.count > 1 ? "s" : "", m->name, missing.text);
     }
     /* Unknown tensors: each must be "<model tensor>.exp_avg[_sq]". */
     const char **names = rc == SG_OK ? sg_weights_sorted_names(out->info, out->ntensors) : NULL;
@@ -416,9 +436,10 @@ int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *ou
     free(names);
     if (rc == SG_OK && extra.count) {
         sg_weights_list_finish(&extra);
-        rc = sg_error_set(err, SG_EINVAL, "%s: %d tensor%s not in the optimizer state of model "
-                          "%s: %s", path, extra.count, extra.count > 1 ? "s" : "", m->name,
-                          extra.text);
+        rc = sg_error_set(err, SG_EINVAL,
+                          "%s: %d tensor%s not in the optimizer state of model "
+                          "%s: %s",
+                          path, extra.count, extra.count > 1 ? "s" : "", m->name, extra.text);
     }
     if (rc < 0) {
         sg_st_close(f);

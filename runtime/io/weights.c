@@ -64,8 +64,8 @@ void sg_weights_free(sg_weights *w)
 void sg_weights_unit_offsets(const sg_weights *w, int64_t *offset)
 {
     for (int i = 0; i < w->ntensors; i++)
-        offset[i] = i > 0 && w->unit[i] == w->unit[i - 1] ? offset[i - 1] + w->info[i - 1].numel
-                                                          : 0;
+        offset[i] =
+            i > 0 && w->unit[i] == w->unit[i - 1] ? offset[i - 1] + w->info[i - 1].numel : 0;
 }
 
 int sg_weights_find(const sg_weights *w, const char *name)
@@ -111,8 +111,8 @@ static void normal_pairs(float *x, int64_t n, uint64_t key, double std, int64_t 
     for (int64_t j = j0; j < j1; j++) {
         uint64_t a = mix64(key + (uint64_t)(2 * j + 1) * golden);
         uint64_t b = mix64(key + (uint64_t)(2 * j + 2) * golden);
-        double u1 = (double)((a >> 11) + 1) * 0x1p-53;  /* (0, 1] */
-        double u2 = (double)(b >> 11) * 0x1p-53;        /* [0, 1) */
+        double u1 = (double)((a >> 11) + 1) * 0x1p-53; /* (0, 1] */
+        double u2 = (double)(b >> 11) * 0x1p-53;       /* [0, 1) */
         double r = sqrt(-2.0 * log(u1)) * std;
         x[2 * j] = (float)(r * cos(two_pi * u2));
         if (2 * j + 1 < n)
@@ -127,10 +127,10 @@ enum { INIT_CHUNK_PAIRS = 1 << 19 };
 
 typedef struct init_work {
     const sg_weights *w;
-    const uint64_t *key;          /* per tensor; 0 when not normal */
-    const int64_t *first_chunk;   /* per tensor, and the total at [ntensors] */
+    const uint64_t *key;        /* per tensor; 0 when not normal */
+    const int64_t *first_chunk; /* per tensor, and the total at [ntensors] */
     double std;
-    int64_t next;                 /* the next chunk to draw (atomic) */
+    int64_t next; /* the next chunk to draw (atomic) */
 } init_work;
 
 static void *init_worker(void *arg)
@@ -160,20 +160,20 @@ void sg_weights_init(sg_weights *w, uint64_t seed, double std)
         float *x = w->data[i];
         int64_t n = t->numel;
         int normal = 0;
-        if (ends_with(t->name, "norm.weight")) {          /* RMSNorm gains */
+        if (ends_with(t->name, "norm.weight")) { /* RMSNorm gains */
             for (int64_t k = 0; k < n; k++)
                 x[k] = 1.0f;
-        } else if (ends_with(t->name, "bias")) {           /* ".bias", "_bias" */
+        } else if (ends_with(t->name, "bias")) { /* ".bias", "_bias" */
             memset(x, 0, (size_t)n * sizeof *x);
         } else if (key && first) {
             key[i] = mix64(seed ^ fnv1a(t->name));
             normal = 1;
-        } else {                                           /* no memory for the plan */
+        } else { /* no memory for the plan */
             normal_pairs(x, n, mix64(seed ^ fnv1a(t->name)), std, 0, (n + 1) / 2);
         }
         if (key && first)
-            first[i + 1] = first[i] +
-                           (normal ? ((n + 1) / 2 + INIT_CHUNK_PAIRS - 1) / INIT_CHUNK_PAIRS : 0);
+            first[i + 1] =
+                first[i] + (normal ? ((n + 1) / 2 + INIT_CHUNK_PAIRS - 1) / INIT_CHUNK_PAIRS : 0);
     }
     if (key && first) {
         init_work iw = {.w = w, .key = key, .first_chunk = first, .std = std, .next = 0};
@@ -199,8 +199,8 @@ void sg_weights_init(sg_weights *w, uint64_t seed, double std)
 /* weights files                                                             */
 
 /* Tensors first..first+count-1 of w into one safetensors file. */
-static int save_range(const sg_weights *w, int first, int count, const char *path,
-                      sg_dtype dtype, const sg_st_meta *meta, int nmeta, sg_error *err)
+static int save_range(const sg_weights *w, int first, int count, const char *path, sg_dtype dtype,
+                      const sg_st_meta *meta, int nmeta, sg_error *err)
 {
     sg_st_entry *e = calloc((size_t)(count > 0 ? count : 1), sizeof *e);
     sg_st_meta *md = calloc((size_t)nmeta + 1, sizeof *md);
@@ -229,15 +229,14 @@ static int save_range(const sg_weights *w, int first, int count, const char *pat
     return rc;
 }
 
-int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
-                    const sg_st_meta *meta, int nmeta, sg_error *err)
+int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype, const sg_st_meta *meta,
+                    int nmeta, sg_error *err)
 {
     return save_range(w, 0, w->ntensors, path, dtype, meta, nmeta, err);
 }
 
-int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype,
-                       const sg_st_meta *meta, int nmeta, int64_t max_shard_bytes,
-                       sg_error *err)
+int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype, const sg_st_meta *meta,
+                       int nmeta, int64_t max_shard_bytes, sg_error *err)
 {
     int64_t esize = (int64_t)sg_dtype_size(dtype), total = 0;
     for (int i = 0; i < w->ntensors; i++)
@@ -295,8 +294,8 @@ int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype,
     return rc;
 }
 
-int sg_weights_check_set(const sg_st_set *set, const char *path, const sg_model *m,
-                         sg_weights *out, sg_config_warnings *warn, sg_error *err)
+int sg_weights_check_set(const sg_st_set *set, const char *path, const sg_model *m, sg_weights *out,
+                         sg_config_warnings *warn, sg_error *err)
 {
     int rc = sg_weights_describe(out, m, err);
     if (rc < 0)
@@ -333,8 +332,8 @@ int sg_weights_check_set(const sg_st_set *set, const char *path, const sg_model 
     free(names);
     if (rc == SG_OK && extra.count) {
         sg_weights_list_finish(&extra);
-        rc = sg_error_set(err, SG_EINVAL, "%s: %d tensor%s not in model %s: %s", path,
-                          extra.count, extra.count > 1 ? "s" : "", m->name, extra.text);
+        rc = sg_error_set(err, SG_EINVAL, "%s: %d tensor%s not in model %s: %s", path, extra.count,
+                          extra.count > 1 ? "s" : "", m->name, extra.text);
     }
     if (rc < 0) {
         sg_weights_free(out);
@@ -343,8 +342,8 @@ int sg_weights_check_set(const sg_st_set *set, const char *path, const sg_model 
     if (ignored_head && warn) {
         char msg[600];
         snprintf(msg, sizeof msg,
-                 "%s: lm_head.weight ignored: model %s ties it to model.embed_tokens.weight",
-                 path, m->name);
+                 "%s: lm_head.weight ignored: model %s ties it to model.embed_tokens.weight", path,
+                 m->name);
         sg_config_warnings_add(warn, msg);
     }
     return SG_OK;
@@ -355,14 +354,13 @@ int sg_weights_read_tensor(const sg_st_set *set, const char *path, const sg_tens
 {
     const sg_st_tensor *t = sg_st_set_find(set, info->name);
     if (!t || t->numel != info->numel)
-        return sg_error_set(err, SG_EINVAL, "%s: %s: not in the files checked", path,
-                            info->name);
+        return sg_error_set(err, SG_EINVAL, "%s: %s: not in the files checked", path, info->name);
     sg_st_read_f32_release(t, out);
     return sg_weights_check_finite(path, t->name, out, t->numel, 0, err);
 }
 
-int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *m,
-                        sg_weights *out, sg_config_warnings *warn, sg_error *err)
+int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *m, sg_weights *out,
+                        sg_config_warnings *warn, sg_error *err)
 {
     memset(out, 0, sizeof *out);
     int rc = sg_weights_alloc(out, m, err);
@@ -378,8 +376,8 @@ int sg_weights_load_set(const sg_st_set *set, const char *path, const sg_model *
     return rc;
 }
 
-int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
-                    sg_config_warnings *warn, sg_error *err)
+int sg_weights_load(const char *path, const sg_model *m, sg_weights *out, sg_config_warnings *warn,
+                    sg_error *err)
 {
     memset(out, 0, sizeof *out);
     sg_st_file f;

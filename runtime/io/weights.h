@@ -26,8 +26,8 @@
 
 #include "common/error.h"
 #include "models/model.h"
-#include "common/warnings.h"            /* sg_config_warnings */
-#include "runtime/io/data_loader.h"  /* sg_data_pos */
+#include "common/warnings.h"        /* sg_config_warnings */
+#include "runtime/io/data_loader.h" /* sg_data_pos */
 #include "runtime/io/safetensors.h"
 
 /* Hugging Face Llama's initializer_range. */
@@ -50,13 +50,13 @@ typedef struct sg_tensor_source {
 
 typedef struct sg_weights {
     int ntensors;
-    sg_tensor_info *info;     /* (ntensors) names and shapes, units in order */
-    int *unit;                /* (ntensors) graph unit of each tensor */
-    float **data;             /* data[i]: info[i].numel floats, 64-byte aligned;
+    sg_tensor_info *info; /* (ntensors) names and shapes, units in order */
+    int *unit;            /* (ntensors) graph unit of each tensor */
+    float **data;         /* data[i]: info[i].numel floats, 64-byte aligned;
                                  NULL (sg_weights_describe): the values come
                                  from source when saved */
-    float *block;             /* one allocation holding every tensor */
-    int64_t numel;            /* total floats */
+    float *block;         /* one allocation holding every tensor */
+    int64_t numel;        /* total floats */
     const sg_tensor_source *source;
 } sg_weights;
 
@@ -84,8 +84,8 @@ void sg_weights_init(sg_weights *w, uint64_t seed, double std);
 /* Writes every tensor as dtype (F32, BF16 or F16; fp32 values are rounded to
  * nearest even). meta: extra __metadata__ pairs; "format": "pt" is added
  * unless given. Atomic. */
-int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
-                    const sg_st_meta *meta, int nmeta, sg_error *err);
+int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype, const sg_st_meta *meta,
+                    int nmeta, sg_error *err);
 
 /* Loads a weights file written for model m into out (allocated here; freed
  * with sg_weights_free, also left empty on error). Every tensor of the
@@ -93,8 +93,8 @@ int sg_weights_save(const sg_weights *w, const char *path, sg_dtype dtype,
  * finite; a tensor the model does not have is an error listing them, except
  * lm_head.weight in a model with tied embeddings, which is ignored with a
  * warning in warn (may be NULL). */
-int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
-                    sg_config_warnings *warn, sg_error *err);
+int sg_weights_load(const char *path, const sg_model *m, sg_weights *out, sg_config_warnings *warn,
+                    sg_error *err);
 
 /* Writes the weights into directory dir as transformers' save_pretrained
  * lays them out: one model.safetensors when they take at most
@@ -102,9 +102,8 @@ int sg_weights_load(const char *path, const sg_model *m, sg_weights *out,
  * model-0000K-of-0000N.safetensors of at most max_shard_bytes each (a larger
  * tensor alone in its shard) and model.safetensors.index.json. Every file is
  * written atomically; meta goes into each file. */
-int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype,
-                       const sg_st_meta *meta, int nmeta, int64_t max_shard_bytes,
-                       sg_error *err);
+int sg_weights_save_hf(const sg_weights *w, const char *dir, sg_dtype dtype, const sg_st_meta *meta,
+                       int nmeta, int64_t max_shard_bytes, sg_error *err);
 
 /* The same from the files of set (one weights file, or the shards of a
  * Hugging Face directory: runtime/io/hf_dir.h); path names them in messages. */
@@ -127,31 +126,31 @@ int sg_weights_read_tensor(const struct sg_st_set *set, const char *path,
 
 typedef struct sg_train_state {
     int ntensors;
-    sg_tensor_info *info;     /* same order as sg_weights */
-    float **exp_avg;          /* Adam first moment, info[i].numel floats */
-    float **exp_avg_sq;       /* Adam second moment */
+    sg_tensor_info *info; /* same order as sg_weights */
+    float **exp_avg;      /* Adam first moment, info[i].numel floats */
+    float **exp_avg_sq;   /* Adam second moment */
     float *block;
-    int64_t step;             /* training steps done (skipped fp16 steps included) */
-    int64_t adam_step;        /* Adam updates applied (bias correction, lr schedule) */
-    double loss_scale;        /* fp16 dynamic loss scale (1 without) */
+    int64_t step;      /* training steps done (skipped fp16 steps included) */
+    int64_t adam_step; /* Adam updates applied (bias correction, lr schedule) */
+    double loss_scale; /* fp16 dynamic loss scale (1 without) */
     /* the rest of the fp16 loss scaler's state (sg_loss_scaler_state in
      * codelets/cpu/loss_scale.h), so a resumed run skips and rescales as the
      * uninterrupted one does */
-    int64_t scaler_cur_iter;            /* scaler updates so far, <= step */
-    int64_t scaler_last_overflow_iter;  /* -1 before the first overflow, < cur_iter */
-    int64_t scaler_cur_hysteresis;      /* overflows still tolerated, >= 1 */
-    int has_scaler_counters;  /* load: the file has the three (older files: 0,
+    int64_t scaler_cur_iter;           /* scaler updates so far, <= step */
+    int64_t scaler_last_overflow_iter; /* -1 before the first overflow, < cur_iter */
+    int64_t scaler_cur_hysteresis;     /* overflows still tolerated, >= 1 */
+    int has_scaler_counters;           /* load: the file has the three (older files: 0,
                                  and the trainer keeps the config's defaults) */
-    sg_data_pos data;         /* position of the next batch */
-    uint64_t rng[4];          /* the trainer's RNG state (dropout, ...) */
-    uint64_t config_hash;     /* of the run's config, to refuse another */
-    char optimizer[16];       /* the update rule the moments belong to: "adam",
+    sg_data_pos data;                  /* position of the next batch */
+    uint64_t rng[4];                   /* the trainer's RNG state (dropout, ...) */
+    uint64_t config_hash;              /* of the run's config, to refuse another */
+    char optimizer[16];                /* the update rule the moments belong to: "adam",
                                  "lion", "adagrad" (sg_optim_algo_name); load:
                                  "" when the file does not say (older files:
                                  Adam's) */
-    int ranks;                /* load: how many ranks wrote it (1, or the
+    int ranks;                         /* load: how many ranks wrote it (1, or the
                                  partitions' count: checkpoint_parts.h) */
-    const sg_tensor_source *source; /* exp_avg NULL: the moments' values when saved */
+    const sg_tensor_source *source;    /* exp_avg NULL: the moments' values when saved */
 } sg_train_state;
 
 /* Zeroed moments for every parameter of m; step 0, loss_scale 1, scaler
@@ -172,8 +171,8 @@ int sg_train_state_describe_moments(sg_train_state *s, const sg_model *m, sg_err
 int sg_train_state_describe(sg_train_state *s, const sg_model *m, sg_error *err);
 
 /* Atomic. model_name goes into the metadata and is checked on load. */
-int sg_train_state_save(const sg_train_state *s, const char *path,
-                        const char *model_name, sg_error *err);
+int sg_train_state_save(const sg_train_state *s, const char *path, const char *model_name,
+                        sg_error *err);
 
 /* The same metadata with the caller's tensors t[0..n) (instead of the full
  * moments) and extra metadata pairs: a rank's optimizer partition
@@ -197,14 +196,13 @@ int sg_train_state_read_meta(const char *path, const sg_st_file *f, const sg_mod
  * hexadecimal words exactly 16 hex digits. adam_step and the three scaler
  * counters are optional (files written before them), the counters all or
  * none. The caller compares config_hash and step with its own. */
-int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out,
-                        sg_error *err);
+int sg_train_state_load(const char *path, const sg_model *m, sg_train_state *out, sg_error *err);
 /* Its two halves, for a load that reads a tensor at a time: every check but
  * the values' (out gets the metadata and the moments' names and shapes,
  * no values; f stays open, closed with sg_st_close); then one moment's
  * values (exp_avg, or exp_avg_sq when squares) of tensor info. */
-int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *out,
-                         sg_st_file *f, sg_error *err);
+int sg_train_state_check(const char *path, const sg_model *m, sg_train_state *out, sg_st_file *f,
+                         sg_error *err);
 int sg_train_state_read_moment(const sg_st_file *f, const char *path, const sg_tensor_info *info,
                                int squares, float *out, sg_error *err);
 

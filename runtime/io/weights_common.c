@@ -91,9 +91,14 @@ static int source_fill(void *ctx, int index, float *out)
 sg_st_entry sg_weights_tensor_entry(const sg_tensor_info *t, sg_dtype dtype, const float *data,
                                     const sg_tensor_source *source, int set, int i)
 {
-    return (sg_st_entry){.name = t->name, .dtype = dtype, .src_dtype = SG_F32,
-                         .ndim = t->ndim, .shape = t->shape, .data = data,
-                         .fill = data ? NULL : source_fill, .fill_ctx = (void *)source,
+    return (sg_st_entry){.name = t->name,
+                         .dtype = dtype,
+                         .src_dtype = SG_F32,
+                         .ndim = t->ndim,
+                         .shape = t->shape,
+                         .data = data,
+                         .fill = data ? NULL : source_fill,
+                         .fill_ctx = (void *)source,
                          .fill_index = 3 * i + set};
 }
 
@@ -147,12 +152,13 @@ int sg_weights_check_finite(const char *path, const char *name, const float *x, 
 {
     for (int64_t k = 0; k < n; k++) {
         if (!isfinite(x[k]))
-            return sg_error_set(err, SG_EINVAL, "%s: %s: non-finite value %g at index %lld",
-                                path, name, (double)x[k], (long long)k);
+            return sg_error_set(err, SG_EINVAL, "%s: %s: non-finite value %g at index %lld", path,
+                                name, (double)x[k], (long long)k);
         if (nonneg && x[k] < 0)
             return sg_error_set(err, SG_EINVAL,
                                 "%s: %s: negative value %g at index %lld (a second moment is "
-                                ">= 0)", path, name, (double)x[k], (long long)k);
+                                ">= 0)",
+                                path, name, (double)x[k], (long long)k);
     }
     return SG_OK;
 }

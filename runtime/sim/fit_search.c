@@ -20,7 +20,7 @@ typedef struct search {
     const sg_model *tmpl;
     sg_step_spec spec;
     sg_cost_model cm;
-    sg_model *m;                   /* the candidate (a large struct: on the heap) */
+    sg_model *m; /* the candidate (a large struct: on the heap) */
     sg_fit_progress_fn progress;
     void *ctx;
     sg_fit_result *r;
@@ -54,17 +54,19 @@ static int too_large(const search *s, sg_fit_point *p)
     if (s->spec.nvme_optimizer)
         cap += m->disk_capacity_gb * 1e9; /* ZeRO-Infinity: the state's home is the disk */
     double per_param = 4.0 * (1 + sg_optimizer_state_arrays(s->spec.optimizer_state));
-    double state = per_param * (double)p->params /
-                   (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
+    double state =
+        per_param * (double)p->params / (double)(s->spec.dp_size > 0 ? s->spec.dp_size : 1);
     if (state <= cap)
         return 0;
     p->gpu_capacity = (m->unified_memory ? m->cpu_memory_gb : m->gpu_memory_gb) * 1e9;
     p->host_capacity = m->cpu_memory_gb * 1e9;
     p->bound_s = NAN;
     p->not_compiled = 1;
-    snprintf(p->why, sizeof p->why, "the optimizer's fp32 state alone is %.1f GiB per rank, more "
-             "than the %.1f GiB of %s's memories%s together", state / 1073741824.0,
-             cap / 1073741824.0, m->name, s->spec.nvme_optimizer ? " and disk" : "");
+    snprintf(p->why, sizeof p->why,
+             "the optimizer's fp32 state alone is %.1f GiB per rank, more "
+             "than the %.1f GiB of %s's memories%s together",
+             state / 1073741824.0, cap / 1073741824.0, m->name,
+             s->spec.nvme_optimizer ? " and disk" : "");
     return 1;
 }
 
@@ -147,14 +149,17 @@ static int check_args(const char *family, const sg_model *tmpl, int64_t lo, int6
     const char *which[2] = {"--min-hidden", "--max-hidden"};
     int64_t v[2] = {lo, hi};
     for (int i = 0; i < 2; i++)
-        if (v[i] < SG_LLAMA_MIN_HIDDEN || v[i] > SG_LLAMA_MAX_HIDDEN ||
-            v[i] % SG_LLAMA_WIDTH_STEP)
-            return sg_error_set(err, SG_EINVAL, "%s %lld: expected a multiple of %d from %d "
-                                "to %d", which[i], (long long)v[i], SG_LLAMA_WIDTH_STEP,
-                                SG_LLAMA_MIN_HIDDEN, SG_LLAMA_MAX_HIDDEN);
+        if (v[i] < SG_LLAMA_MIN_HIDDEN || v[i] > SG_LLAMA_MAX_HIDDEN || v[i] % SG_LLAMA_WIDTH_STEP)
+            return sg_error_set(err, SG_EINVAL,
+                                "%s %lld: expected a multiple of %d from %d "
+                                "to %d",
+                                which[i], (long long)v[i], SG_LLAMA_WIDTH_STEP, SG_LLAMA_MIN_HIDDEN,
+                                SG_LLAMA_MAX_HIDDEN);
     if (lo > hi)
-        return sg_error_set(err, SG_EINVAL, "--min-hidden %lld is larger than --max-hidden "
-                            "%lld", (long long)lo, (long long)hi);
+        return sg_error_set(err, SG_EINVAL,
+                            "--min-hidden %lld is larger than --max-hidden "
+                            "%lld",
+                            (long long)lo, (long long)hi);
     return SG_OK;
 }
 
@@ -223,8 +228,13 @@ int sg_fit_search(const sg_config *cfg, const sg_machine *mach, const char *fami
         return rc;
     if (!cfg || !mach)
         return sg_error_set(err, SG_EINVAL, "fit: no config or no machine");
-    search s = {.cfg = cfg, .mach = mach, .tmpl = tmpl, .progress = progress, .ctx = ctx,
-                .r = out, .err = err};
+    search s = {.cfg = cfg,
+                .mach = mach,
+                .tmpl = tmpl,
+                .progress = progress,
+                .ctx = ctx,
+                .r = out,
+                .err = err};
     sg_step_spec_for_machine(cfg, mach, &s.spec);
     if ((rc = sg_spec_check_disk(&s.spec, mach, err)))
         return rc;

@@ -26,27 +26,27 @@
 
 typedef struct sg_fit_point {
     int64_t hidden, layers, params;
-    int on_rule;                   /* layers from the family's rule (else: fewer) */
+    int on_rule; /* layers from the family's rule (else: fewer) */
     int fits;
-    double gpu_bytes, host_bytes;  /* the step's peaks */
+    double gpu_bytes, host_bytes; /* the step's peaks */
     double gpu_capacity, host_capacity;
     double disk_bytes, disk_capacity; /* ZeRO-Infinity ("nvme"): the state on disk, the
                                          machine's disk; host_bytes holds its RAM working set */
-    double bound_s;                /* the step's lower bound on the machine */
-    double tflops;                 /* the step log's TFLOPS (the seed's formula,
+    double bound_s;                   /* the step's lower bound on the machine */
+    double tflops;                    /* the step log's TFLOPS (the seed's formula,
                                     * models/step_rates.h) at bound_s; NAN if unknown */
-    const char *bound_by;          /* "GPU compute", "CPU work", ... */
-    char why[256];                 /* when it does not fit */
-    int not_compiled;              /* too large to compile: Adam's fp32 state alone exceeds
+    const char *bound_by;             /* "GPU compute", "CPU work", ... */
+    char why[256];                    /* when it does not fit */
+    int not_compiled;                 /* too large to compile: Adam's fp32 state alone exceeds
                                       the rank's memories (why says so); no peaks, no bound */
 } sg_fit_point;
 
 typedef struct sg_fit_result {
-    sg_fit_point *points;          /* in the order evaluated */
+    sg_fit_point *points; /* in the order evaluated */
     int npoints, cap;
-    int best;                      /* the largest that fits (index), -1: none */
-    int best_on_rule;              /* the widest on the rule that fits, -1: none */
-    int hit_max;                   /* the widest candidate searched fits: search wider */
+    int best;         /* the largest that fits (index), -1: none */
+    int best_on_rule; /* the widest on the rule that fits, -1: none */
+    int hit_max;      /* the widest candidate searched fits: search wider */
 } sg_fit_result;
 
 /* Called after each candidate is evaluated (progress output). */

@@ -117,9 +117,9 @@ double sg_unit_elementwise_bytes(const sg_model *m, int unit, int64_t tokens, in
     return (backward ? 2.0 : 1.0) * per_token * T;
 }
 
-double sg_unit_gpu_seconds(const sg_gpu_kernels *k, const sg_model *m, int unit,
-                           int64_t tokens, int64_t seq_len, sg_op_kind kind,
-                           double matmul_flops, double attention_flops)
+double sg_unit_gpu_seconds(const sg_gpu_kernels *k, const sg_model *m, int unit, int64_t tokens,
+                           int64_t seq_len, sg_op_kind kind, double matmul_flops,
+                           double attention_flops)
 {
     int backward = kind == SG_OP_BACKWARD;
     double s = 0;

@@ -53,8 +53,8 @@ double sg_unit_elementwise_bytes(const sg_model *m, int unit, int64_t tokens, in
  * matmul_flops at the unit's GEMM rate, attention_flops (stepgraph's count:
  * the backward's is twice the forward's) at the attention rate, element-wise
  * bytes at hbm_gbs. Excludes launch_us. */
-double sg_unit_gpu_seconds(const sg_gpu_kernels *k, const sg_model *m, int unit,
-                           int64_t tokens, int64_t seq_len, sg_op_kind kind,
-                           double matmul_flops, double attention_flops);
+double sg_unit_gpu_seconds(const sg_gpu_kernels *k, const sg_model *m, int unit, int64_t tokens,
+                           int64_t seq_len, sg_op_kind kind, double matmul_flops,
+                           double attention_flops);
 
 #endif /* SG_GPU_KERNELS_H */

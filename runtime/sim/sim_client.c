@@ -59,7 +59,8 @@ static int sim_binary(char *out, size_t n, sg_error *err)
                         "simulation needs stepgraph-sim, which is built when configure finds "
                         "StarPU's SimGrid flavour (--with-starpu-simgrid=PREFIX; scripts/setup.sh "
                         "builds it unless given --no-simgrid); not found next to this program "
-                        "nor at %s", out);
+                        "nor at %s",
+                        out);
 }
 
 /* The scratch directory's slot in common/cleanup.h: removed if a signal ends
@@ -100,8 +101,10 @@ int sg_sim_machine_open(sg_sim_machine *sm, const char *name, const char *workdi
         char probe[4200];
         snprintf(probe, sizeof probe, "%s/bus/%s.platform.v4.xml", sm->sampling, sm->host);
         if (access(probe, R_OK) != 0)
-            return sg_error_set(err, SG_ENOENT, "machine %s: calibrated, but %s is missing "
-                                "(run stepgraph calibrate again)", m->name, probe);
+            return sg_error_set(err, SG_ENOENT,
+                                "machine %s: calibrated, but %s is missing "
+                                "(run stepgraph calibrate again)",
+                                m->name, probe);
         return SG_OK;
     }
     /* a host name SimGrid accepts, unique per machine in this run */
@@ -109,7 +112,9 @@ int sg_sim_machine_open(sg_sim_machine *sm, const char *name, const char *workdi
     size_t k = 3;
     for (const char *p = m->name; *p && k + 1 < sizeof sm->host; p++)
         sm->host[k++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                                       (*p >= '0' && *p <= '9') || *p == '-' ? *p : '_');
+                                       (*p >= '0' && *p <= '9') || *p == '-'
+                                   ? *p
+                                   : '_');
     sm->host[k] = '\0';
     snprintf(sm->sampling, sizeof sm->sampling, "%s/%s.sampling", workdir, sm->host);
     return sg_sim_write_platform(m, sm->sampling, sm->host, err);
@@ -117,9 +122,9 @@ int sg_sim_machine_open(sg_sim_machine *sm, const char *name, const char *workdi
 
 static void child_env(const sg_sim_request *rq, const char *workdir)
 {
-    static const char *const cleared[] = {"STARPU_SCHED", "STARPU_NCPU", "STARPU_NCPUS",
-                                          "STARPU_NCUDA", "STARPU_CALIBRATE", "STARPU_FXT_TRACE",
-                                          "STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM"};
+    static const char *const cleared[] = {
+        "STARPU_SCHED",     "STARPU_NCPU",      "STARPU_NCPUS",          "STARPU_NCUDA",
+        "STARPU_CALIBRATE", "STARPU_FXT_TRACE", "STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM"};
     for (size_t i = 0; i < sizeof cleared / sizeof *cleared; i++)
         unsetenv(cleared[i]);
     setenv("STARPU_PERF_MODEL_DIR", rq->sm->sampling, 1);
@@ -229,7 +234,7 @@ static void log_tail(const char *path, char *out, size_t n)
     FILE *f = fopen(path, "r");
     if (!f)
         return;
-    char line[1024], last[1024] = "";  /* why[] of the caller holds a line */
+    char line[1024], last[1024] = ""; /* why[] of the caller holds a line */
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         if (!strncmp(line, "stepgraph-sim: ", 15)) {
@@ -320,17 +325,20 @@ int sg_sim_wait_any(sg_sim_job *jobs, int n, sg_sim_report *rep, int *rc, sg_err
         if (why[0])
             *rc = sg_error_set(err, SG_EINVAL, "%s", why);
         else if (WIFSIGNALED(status))
-            *rc = sg_error_set(err, SG_EINVAL, "the simulator was killed by signal %d (%s) and "
-                               "wrote no message", WTERMSIG(status), strsignal(WTERMSIG(status)));
+            *rc = sg_error_set(err, SG_EINVAL,
+                               "the simulator was killed by signal %d (%s) and "
+                               "wrote no message",
+                               WTERMSIG(status), strsignal(WTERMSIG(status)));
         else
-            *rc = sg_error_set(err, SG_EINVAL, "the simulator exited with status %d and wrote no "
-                               "message", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+            *rc = sg_error_set(err, SG_EINVAL,
+                               "the simulator exited with status %d and wrote no "
+                               "message",
+                               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     }
     return j;
 }
 
-int sg_sim_run_one(const sg_sim_request *rq, const char *workdir, sg_sim_report *rep,
-                   sg_error *err)
+int sg_sim_run_one(const sg_sim_request *rq, const char *workdir, sg_sim_report *rep, sg_error *err)
 {
     sg_sim_job job = {0};
     int rc = sg_sim_start(rq, workdir, 0, &job, err);
@@ -340,8 +348,7 @@ int sg_sim_run_one(const sg_sim_request *rq, const char *workdir, sg_sim_report 
     return rc;
 }
 
-int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt,
-                   sg_error *err)
+int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt, sg_error *err)
 {
     memset(pt, 0, sizeof *pt);
     pt->rollback_passes = rq->rollback_passes;
@@ -355,9 +362,9 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
                                    print_warnings, err);
     if (!rc) { /* "auto" tiles for the simulated machine's workers (sim_exec.c) */
         const sg_machine *mm = &rq->sm->machine;
-        sg_config_resolve_tiles(cfg, mm->cpu_cores - mm->gpu_count > 0
-                                         ? mm->cpu_cores - mm->gpu_count : 1,
-                                mm->gpu_count);
+        sg_config_resolve_tiles(
+            cfg, mm->cpu_cores - mm->gpu_count > 0 ? mm->cpu_cores - mm->gpu_count : 1,
+            mm->gpu_count);
     }
     if (!rc)
         rc = sg_compile_for_machine(cfg, &rq->sm->machine, &pt->model, &g, err);
@@ -371,10 +378,11 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
         const sg_machine *mm = &rq->sm->machine;
         long long ranks = (long long)mm->nodes * (mm->gpu_count > 0 ? mm->gpu_count : 1);
         if (pt->spec.dp_size > ranks)
-            rc = sg_error_set(err, SG_EINVAL, "dp_size %lld on %s: the machine has %lld rank%s "
+            rc = sg_error_set(err, SG_EINVAL,
+                              "dp_size %lld on %s: the machine has %lld rank%s "
                               "(nodes x gpu.count); pick a machine with more (e.g. gh200x4, "
-                              "mi300ax4)", (long long)pt->spec.dp_size, mm->name, ranks,
-                              ranks == 1 ? "" : "s");
+                              "mi300ax4)",
+                              (long long)pt->spec.dp_size, mm->name, ranks, ranks == 1 ? "" : "s");
     }
     if (!rc)
         rc = sg_spec_check_disk(&pt->spec, &rq->sm->machine, err);

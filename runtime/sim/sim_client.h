@@ -21,9 +21,9 @@
 /* Where a machine's platform lives for this run. */
 typedef struct sg_sim_machine {
     sg_machine machine;
-    char path[4096];             /* the machine model file */
-    char sampling[4096];         /* STARPU_PERF_MODEL_DIR */
-    char host[64];               /* STARPU_HOSTNAME */
+    char path[4096];     /* the machine model file */
+    char sampling[4096]; /* STARPU_PERF_MODEL_DIR */
+    char host[64];       /* STARPU_HOSTNAME */
 } sg_sim_machine;
 
 /* Resolves NAME|PATH, loads it and makes its sampling directory: for a
@@ -32,34 +32,34 @@ typedef struct sg_sim_machine {
 int sg_sim_machine_open(sg_sim_machine *sm, const char *name, const char *workdir, sg_error *err);
 
 typedef struct sg_sim_request {
-    const char *config;          /* CONFIG path */
-    char *const *args;           /* the user's run options and --set, passed on as given */
+    const char *config; /* CONFIG path */
+    char *const *args;  /* the user's run options and --set, passed on as given */
     int nargs;
-    const char *const *sets;     /* extra KEY=VALUE (tune's knobs) */
+    const char *const *sets; /* extra KEY=VALUE (tune's knobs) */
     int nsets;
     const sg_sim_machine *sm;
-    const char *sched;           /* NULL: the config's */
+    const char *sched; /* NULL: the config's */
     int priorities;
-    int static_bandwidth;        /* 1: sim_exec.h's fixed share of the socket */
-    int fitted_costs;            /* 1: a calibrated machine's fitted history */
-    int steps;                   /* 0: stepgraph-sim's default */
-    const char *trace;           /* or NULL */
-    int rollback_passes;         /* sim_cost.h: a validation's passes over its state */
+    int static_bandwidth; /* 1: sim_exec.h's fixed share of the socket */
+    int fitted_costs;     /* 1: a calibrated machine's fitted history */
+    int steps;            /* 0: stepgraph-sim's default */
+    const char *trace;    /* or NULL */
+    int rollback_passes;  /* sim_cost.h: a validation's passes over its state */
 } sg_sim_request;
 
 typedef struct sg_sim_report {
-    double step_s, tflops, gpu_busy, adam_cpu_s, adam_hidden;   /* NAN when absent */
+    double step_s, tflops, gpu_busy, adam_cpu_s, adam_hidden; /* NAN when absent */
     /* models/step_rates.h's sg_step_rates beside tflops (the seed's
      * formula): model FLOPs' rate, Megatron-LM's, MFU; NAN when absent */
     double model_tflops, megatron_tflops, mfu;
     /* the busier worker class's busy time per worker in the reported step
      * (sim_main.c), a lower bound of it whatever the task times; NAN absent */
     double work_bound_s;
-    char work_bound_by[8];       /* "CPU" or "GPU" */
+    char work_bound_by[8]; /* "CPU" or "GPU" */
     double busy_s[SG_DEV_COUNT];
     int ncpu, ncuda;
-    int static_bandwidth;        /* the run's bandwidth model (its request's) */
-    char cost[16];               /* "roofline", "history" or "fitted" */
+    int static_bandwidth; /* the run's bandwidth model (its request's) */
+    char cost[16];        /* "roofline", "history" or "fitted" */
     int64_t link_bytes[SG_LINK_COUNT], link_transfers[SG_LINK_COUNT];
     double link_s[SG_LINK_COUNT];
     /* ZeRO-Infinity's disk in the reported step (sim_disk.h) */
@@ -94,13 +94,12 @@ typedef struct sg_sim_point {
     sg_step_spec spec;
     sg_model model;
     sg_sim_fit fit;
-    char sched[64];              /* the config's policy */
-    char speculation[16];        /* the run option: "always", "adaptive" or "never" */
-    int64_t lookahead;           /* steps in flight (run option) */
-    int rollback_passes;         /* the request's (sim_cost.h), for the lower bound */
+    char sched[64];       /* the config's policy */
+    char speculation[16]; /* the run option: "always", "adaptive" or "never" */
+    int64_t lookahead;    /* steps in flight (run option) */
+    int rollback_passes;  /* the request's (sim_cost.h), for the lower bound */
 } sg_sim_point;
-int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt,
-                   sg_error *err);
+int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt, sg_error *err);
 
 /* The point's step lower bound on machine m (graph/analysis.h,
  * sg_step_lower_bound), 0 if its graph does not compile. */

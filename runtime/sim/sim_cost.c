@@ -73,9 +73,7 @@ static void gpu_kernel_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_d
         d->compute_s = t > 0 ? nd->flops / (2 * rows * n * kk / t) : 0;
         return;
     }
-    default:
-        d->compute_s = nd->flops / (m->gpu_tflops_fp32 * 1e12);
-        return;
+    default: d->compute_s = nd->flops / (m->gpu_tflops_fp32 * 1e12); return;
     }
 }
 
@@ -86,8 +84,10 @@ static double gpu_peak(const sg_sim_costs *c, const sg_node *nd)
      * fp32 vector work */
     if (sg_op_kind_class(nd->kind) != SG_CLASS_GEMM)
         return m->gpu_tflops_fp32 * 1e12;
-    return (c->compute == SG_BF16 ? m->gpu_tflops_bf16
-            : c->compute == SG_F16 ? m->gpu_tflops_fp16 : m->gpu_tflops_fp32) * 1e12;
+    return (c->compute == SG_BF16  ? m->gpu_tflops_bf16
+            : c->compute == SG_F16 ? m->gpu_tflops_fp16
+                                   : m->gpu_tflops_fp32) *
+           1e12;
 }
 
 static double collective_seconds(const sg_sim_costs *c, const sg_node *nd)
@@ -100,8 +100,7 @@ static double collective_seconds(const sg_sim_costs *c, const sg_node *nd)
            (double)nd->link_bytes / (m->gpu_gpu_gbs * 1e9 * eff);
 }
 
-void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
-                        sg_sim_demand *d)
+void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a, sg_sim_demand *d)
 {
     const sg_machine *m = c->machine;
     sg_op_class cls = sg_op_kind_class(nd->kind);
@@ -134,10 +133,11 @@ void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
         d->alone_bw = m->gpu_memory_bw_gbs * 1e9;
         d->fixed_s = GPU_TASK_OVERHEAD_S;
     } else {
-        d->compute_s = passes * nd->flops /
-                       (m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle * eff);
+        d->compute_s = passes * nd->flops / (m->cpu_ghz * 1e9 * m->cpu_fp32_flops_per_cycle * eff);
         d->alone_bw = (m->cpu_core_bw_gbs > 0 && m->cpu_core_bw_gbs < m->cpu_memory_bw_gbs
-                           ? m->cpu_core_bw_gbs : m->cpu_memory_bw_gbs) * 1e9;
+                           ? m->cpu_core_bw_gbs
+                           : m->cpu_memory_bw_gbs) *
+                      1e9;
         d->fixed_s = CPU_TASK_OVERHEAD_S;
     }
     if (cls == SG_CLASS_COLLECTIVE)

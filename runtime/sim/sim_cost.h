@@ -31,13 +31,13 @@ typedef enum sg_sim_arch { SG_SIM_CPU, SG_SIM_GPU } sg_sim_arch;
 
 typedef struct sg_sim_costs {
     const sg_machine *machine;
-    sg_dtype compute;            /* the GPU peak used for GEMM-class nodes */
+    sg_dtype compute; /* the GPU peak used for GEMM-class nodes */
     int dp_size;
-    double cpu_core_bw;          /* B/s one CPU worker gets (see above) */
+    double cpu_core_bw; /* B/s one CPU worker gets (see above) */
     /* set by sg_sim_costs_set_model: with the machine's gpu.kernels, GPU
      * tasks take the kernel model (gpu_kernels.h) instead of the roofline */
     const sg_model *model;
-    int64_t tokens;              /* rows of a GPU unit task: micro-batch x sequence */
+    int64_t tokens; /* rows of a GPU unit task: micro-batch x sequence */
     int64_t seq_len;
     /* SuperOffload's validation of a speculative sub-group step: 0 its norm
      * check alone (a task's overhead); N > 0: N passes over the data it
@@ -73,14 +73,13 @@ double sg_sim_node_seconds(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch
  * rate = alone_bw the time is sg_sim_node_seconds's with one stream. Copy
  * and overhead-only kinds have bytes = compute_s = 0. */
 typedef struct sg_sim_demand {
-    double fixed_s;    /* launch overhead, latency, collective traffic */
-    double compute_s;  /* FLOPs at the worker's peak x efficiency */
-    double bytes;      /* bytes streamed / efficiency */
-    double alone_bw;   /* bytes/s the worker draws alone: a CPU core's
+    double fixed_s;   /* launch overhead, latency, collective traffic */
+    double compute_s; /* FLOPs at the worker's peak x efficiency */
+    double bytes;     /* bytes streamed / efficiency */
+    double alone_bw;  /* bytes/s the worker draws alone: a CPU core's
                           core_bw_gbs (or the socket's), the GPU's HBM */
 } sg_sim_demand;
 
-void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a,
-                        sg_sim_demand *d);
+void sg_sim_node_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_arch a, sg_sim_demand *d);
 
 #endif /* SG_SIM_COST_H */

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define NTERMS SG_COST_TERMS /* overhead, matmul GFLOP, attention GFLOP, GB */
 
 static void terms(const sg_cost_sample *s, double x[NTERMS])
@@ -128,8 +127,9 @@ int sg_cost_fit_samples(const sg_cost_sample *s, int n, sg_cost_fit *out)
     out->points = used;
     for (int i = 0; i < n; i++)
         if (s[i].us > 0) {
-            double e = fabs(sg_cost_fit_us(out, s[i].flops, s[i].attention_flops, s[i].bytes) -
-                            s[i].us) / s[i].us;
+            double e =
+                fabs(sg_cost_fit_us(out, s[i].flops, s[i].attention_flops, s[i].bytes) - s[i].us) /
+                s[i].us;
             if (e > out->max_rel_err)
                 out->max_rel_err = e;
         }
@@ -196,8 +196,8 @@ int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_COST_DEVICES][SG_OP_
     memset(fits, 0, sizeof(sg_cost_fit) * SG_COST_DEVICES * SG_OP_KIND_COUNT);
     FILE *f = fopen(path, "r");
     if (!f)
-        return sg_error_set(err, SG_EIO, "%s: cannot open (%s); calibrate the machine again",
-                            path, strerror(errno));
+        return sg_error_set(err, SG_EIO, "%s: cannot open (%s); calibrate the machine again", path,
+                            strerror(errno));
     enum { SLOTS = SG_COST_DEVICES * SG_OP_KIND_COUNT };
     sg_cost_sample *smp[SLOTS] = {0};
     int count[SLOTS] = {0}, cap[SLOTS] = {0};
@@ -222,9 +222,11 @@ int sg_cost_fits_load(const char *path, sg_cost_fit fits[SG_COST_DEVICES][SG_OP_
         int d;
         sg_cost_sample s;
         if (parse_line(line, fields, &k, &d, &s)) {
-            rc = sg_error_set(err, SG_EINVAL, "%s: line %d: expected name,kind,flops,"
+            rc = sg_error_set(err, SG_EINVAL,
+                              "%s: line %d: expected name,kind,flops,"
                               "attention_flops,bytes,mean_us,samples%s with a node kind and "
-                              "numbers >= 0", path, lineno, fields == 8 ? ",cpu|gpu" : "");
+                              "numbers >= 0",
+                              path, lineno, fields == 8 ? ",cpu|gpu" : "");
             break;
         }
         int slot = d * SG_OP_KIND_COUNT + (int)k;

@@ -36,8 +36,8 @@ typedef struct sg_cost_sample {
 typedef struct sg_cost_fit {
     int valid;
     double overhead_us, us_per_gflop, us_per_attention_gflop, us_per_gb;
-    int points;              /* samples (nodes) it was fitted on */
-    double max_rel_err;      /* worst |fit - mean| / mean over them */
+    int points;         /* samples (nodes) it was fitted on */
+    double max_rel_err; /* worst |fit - mean| / mean over them */
 } sg_cost_fit;
 
 /* Fits n >= 1 samples. Returns 0 (out->valid) or SG_EINVAL when no sample

@@ -29,14 +29,16 @@ int sg_sim_disk_init(sg_sim_disk *d, const sg_graph *g, const sg_step_spec *spec
         d->spans[i] = (sg_task_record){-1, 0, 0};
     for (int i = 0; i < g->nnodes; i++)
         d->active |= d->read[i] > 0 || d->write[i] > 0;
-    d->window = spec->nvme_buffer_count > 0 ? spec->nvme_buffer_count
-                                            : SG_DISK_BUFFER_COUNT_DEFAULT;
+    d->window =
+        spec->nvme_buffer_count > 0 ? spec->nvme_buffer_count : SG_DISK_BUFFER_COUNT_DEFAULT;
     d->read_bw = m->disk_read_gbs * 1e9;
     d->write_bw = m->disk_write_gbs * 1e9;
     if (d->active && (d->read_bw <= 0 || d->write_bw <= 0)) {
         sg_sim_disk_free(d);
-        return sg_error_set(err, SG_EINVAL, "machine %s gives no disk bandwidth (disk.read_gbs, "
-                            "disk.write_gbs) for the step's state on disk (\"nvme\")", m->name);
+        return sg_error_set(err, SG_EINVAL,
+                            "machine %s gives no disk bandwidth (disk.read_gbs, "
+                            "disk.write_gbs) for the step's state on disk (\"nvme\")",
+                            m->name);
     }
     return SG_OK;
 }

@@ -29,18 +29,18 @@
 #include "runtime/config/machine.h"
 
 typedef struct sg_sim_disk {
-    int active;                /* some node reads or writes the disk */
-    int n;                     /* the graph's nodes */
-    double read_bw, write_bw;  /* B/s */
-    double free_at;            /* s: when the queue empties */
-    int64_t window;            /* tiles in RAM or on their way at once (buffer_count) */
-    int record_run;            /* the run (1-based step) whose spans are kept */
-    int64_t *read, *write;     /* per node: bytes (sg_disk_tier_node_bytes) */
-    int *prefetch;             /* per node: its read may be issued ahead */
-    int *runs;                 /* per node: times its task has begun */
-    int *issued;               /* per node: the run its read was issued for (0: none) */
-    double *ready_at;          /* per node: when that read is done */
-    sg_task_record *spans;     /* 2 per node, its read and write of the step
+    int active;               /* some node reads or writes the disk */
+    int n;                    /* the graph's nodes */
+    double read_bw, write_bw; /* B/s */
+    double free_at;           /* s: when the queue empties */
+    int64_t window;           /* tiles in RAM or on their way at once (buffer_count) */
+    int record_run;           /* the run (1-based step) whose spans are kept */
+    int64_t *read, *write;    /* per node: bytes (sg_disk_tier_node_bytes) */
+    int *prefetch;            /* per node: its read may be issued ahead */
+    int *runs;                /* per node: times its task has begun */
+    int *issued;              /* per node: the run its read was issued for (0: none) */
+    double *ready_at;         /* per node: when that read is done */
+    sg_task_record *spans;    /* 2 per node, its read and write of the step
                                   record_run: worker 0 when present, -1 when not
                                   (times in microseconds) */
 } sg_sim_disk;

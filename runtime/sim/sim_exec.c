@@ -21,7 +21,7 @@
 #define SG_SIM_MAX_LOOKAHEAD 64
 
 typedef struct sim_state {
-    sg_exec_shared shared;        /* first: cl_arg->shared points here */
+    sg_exec_shared shared; /* first: cl_arg->shared points here */
     const sg_graph *graph;
     const sg_machine *machine;
     sg_sim_costs costs;
@@ -29,7 +29,7 @@ typedef struct sim_state {
     struct starpu_codelet codelets[SG_OP_KIND_COUNT];
     void *codelet_ptrs[SG_OP_KIND_COUNT];
     sg_lowering low;
-    const sg_task_record *last;   /* the last step's task records */
+    const sg_task_record *last; /* the last step's task records */
     int ncuda;
     /* the dynamic bandwidth share (sim_share.h): the streams running now */
     int shared_bw;
@@ -104,7 +104,8 @@ static void stream_body(sim_state *st, const sg_task_ctx *c)
 {
     const sg_node *nd = &st->graph->nodes[c->node];
     sg_sim_arch a = starpu_worker_get_type(starpu_worker_get_id()) == STARPU_CUDA_WORKER
-                        ? SG_SIM_GPU : SG_SIM_CPU;
+                        ? SG_SIM_GPU
+                        : SG_SIM_CPU;
     sg_sim_demand d;
     sg_sim_node_demand(&st->costs, nd, a, &d);
     if (d.bytes <= 0) {
@@ -332,7 +333,8 @@ static void read_links(const sim_state *st, sg_sim_result *res)
         int dst_gpu = starpu_node_get_kind((unsigned)dst) == STARPU_CUDA_RAM;
         sg_link_dir l = src_gpu && dst_gpu ? SG_LINK_NET
                         : dst_gpu          ? SG_LINK_H2D
-                        : src_gpu          ? SG_LINK_D2H : SG_LINK_NONE;
+                        : src_gpu          ? SG_LINK_D2H
+                                           : SG_LINK_NONE;
         if (l == SG_LINK_NONE)
             continue;
         double gbs = l == SG_LINK_H2D ? m->h2d_gbs : l == SG_LINK_D2H ? m->d2h_gbs : m->gpu_gpu_gbs;
@@ -373,7 +375,7 @@ static void link_spans(const sim_state *st, sg_task_record *spans)
 static int write_trace(const sim_state *st, const char *path, double t0_us, sg_error *err)
 {
     int nw = (int)starpu_worker_get_count();
-    char (*names)[64] = calloc((size_t)nw, sizeof *names);
+    char(*names)[64] = calloc((size_t)nw, sizeof *names);
     const char **ptrs = calloc((size_t)nw, sizeof *ptrs);
     sg_task_record *spans = calloc((size_t)(st->graph->nnodes + 1), sizeof *spans);
     int rc = (!names || !ptrs || !spans) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
@@ -383,8 +385,12 @@ static int write_trace(const sim_state *st, const char *path, double t0_us, sg_e
     }
     if (!rc) {
         link_spans(st, spans);
-        sg_step_view v = {.graph = st->graph, .records = st->last, .nworkers = nw,
-                          .worker_names = ptrs, .t0_us = t0_us, .link_spans = spans,
+        sg_step_view v = {.graph = st->graph,
+                          .records = st->last,
+                          .nworkers = nw,
+                          .worker_names = ptrs,
+                          .t0_us = t0_us,
+                          .link_spans = spans,
                           .disk_spans = st->disk.active ? st->disk.spans : NULL};
         rc = sg_step_trace_write(&v, path, err);
     }
@@ -427,7 +433,8 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     st->fitted = opt->fitted_costs && m->calibration_dir[0] != '\0';
     st->pool = m->unified_memory
                    ? (sg_bw_pool){(m->shared_memory_bw_gbs > 0 ? m->shared_memory_bw_gbs
-                                                                : m->gpu_memory_bw_gbs) * 1e9,
+                                                               : m->gpu_memory_bw_gbs) *
+                                      1e9,
                                   m->cpu_memory_bw_gbs * 1e9}
                    : (sg_bw_pool){m->cpu_memory_bw_gbs * 1e9, 0};
     /* the reported step: the last one asked for (with steps in flight one
@@ -501,7 +508,8 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
                 gs[k] = st->graph;
                 rs[k] = st->low.flight[(total - 1 - k) % L].records;
             }
-            ov = sg_starpu_overlap_window(gs, rs, n < SG_SIM_MAX_LOOKAHEAD ? n : SG_SIM_MAX_LOOKAHEAD,
+            ov = sg_starpu_overlap_window(gs, rs,
+                                          n < SG_SIM_MAX_LOOKAHEAD ? n : SG_SIM_MAX_LOOKAHEAD,
                                           win[0], win[1], &res->stats);
         } else {
             ov = sg_starpu_overlap(st->graph, st->last, &res->stats);
@@ -514,8 +522,7 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
         if (st->last[i].worker >= 0 && st->last[i].start_us < t0)
             t0 = st->last[i].start_us;
     if (!rc)
-        sg_sim_disk_totals(&st->disk, &res->disk_read_bytes, &res->disk_write_bytes,
-                           &res->disk_s);
+        sg_sim_disk_totals(&st->disk, &res->disk_read_bytes, &res->disk_write_bytes, &res->disk_s);
     if (!rc && opt->trace_path)
         rc = write_trace(st, opt->trace_path, t0, err);
     if (started) {

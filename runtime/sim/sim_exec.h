@@ -45,11 +45,11 @@ typedef struct sg_sim_options {
 } sg_sim_options;
 
 typedef struct sg_sim_result {
-    double step_s;                /* the last step, simulated seconds: with lookahead 1
+    double step_s; /* the last step, simulated seconds: with lookahead 1
                                      from its submission to its end; with steps in
                                      flight from the previous step's end to its end */
     sg_overlap stats;
-    int ncpu, ncuda;              /* simulated workers */
+    int ncpu, ncuda; /* simulated workers */
     int64_t link_bytes[SG_LINK_COUNT];
     int64_t link_transfers[SG_LINK_COUNT];
     double link_s[SG_LINK_COUNT]; /* bytes at the link's bandwidth + latency per transfer */

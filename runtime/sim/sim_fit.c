@@ -20,8 +20,10 @@ static void check_disk(const sg_machine *m, sg_sim_fit *out)
         return;
     out->fits = 0;
     if (out->disk_capacity <= 0)
-        snprintf(out->why, sizeof out->why, "%.1f GiB of state on disk (\"nvme\"), and %s's "
-                 "file gives no disk", out->disk_bytes / gib, m->name);
+        snprintf(out->why, sizeof out->why,
+                 "%.1f GiB of state on disk (\"nvme\"), and %s's "
+                 "file gives no disk",
+                 out->disk_bytes / gib, m->name);
     else
         snprintf(out->why, sizeof out->why, "disk %.1f GiB > %.1f GiB (%g GB) of disk on %s",
                  out->disk_bytes / gib, out->disk_capacity / gib, m->disk_capacity_gb, m->name);
@@ -57,7 +59,8 @@ int sg_sim_check_fit_spec(const sg_graph *g, const sg_step_spec *spec, const sg_
             out->fits = 0;
             snprintf(out->why, sizeof out->why,
                      "needs %.1f GiB (GPU-side %.1f + host %.1f) in %s's %.1f GiB (%g GB) of %s "
-                     "memory", all / gib, out->gpu_bytes / gib, out->host_bytes / gib, m->name,
+                     "memory",
+                     all / gib, out->gpu_bytes / gib, out->host_bytes / gib, m->name,
                      out->host_capacity / gib, m->cpu_memory_gb,
                      m->unified_memory ? "unified" : "host");
         }
@@ -66,13 +69,16 @@ int sg_sim_check_fit_spec(const sg_graph *g, const sg_step_spec *spec, const sg_
     }
     if (out->gpu_bytes > out->gpu_capacity) {
         out->fits = 0;
-        snprintf(out->why, sizeof out->why, "GPU peak %.1f GiB > %.1f GiB (%g GB) of GPU memory "
-                 "on %s", out->gpu_bytes / gib, out->gpu_capacity / gib, m->gpu_memory_gb, m->name);
+        snprintf(out->why, sizeof out->why,
+                 "GPU peak %.1f GiB > %.1f GiB (%g GB) of GPU memory "
+                 "on %s",
+                 out->gpu_bytes / gib, out->gpu_capacity / gib, m->gpu_memory_gb, m->name);
     } else if (out->host_bytes > out->host_capacity) {
         out->fits = 0;
-        snprintf(out->why, sizeof out->why, "host peak %.1f GiB > %.1f GiB (%g GB) of host memory "
-                 "on %s", out->host_bytes / gib, out->host_capacity / gib, m->cpu_memory_gb,
-                 m->name);
+        snprintf(out->why, sizeof out->why,
+                 "host peak %.1f GiB > %.1f GiB (%g GB) of host memory "
+                 "on %s",
+                 out->host_bytes / gib, out->host_capacity / gib, m->cpu_memory_gb, m->name);
     }
     check_disk(m, out);
     return SG_OK;

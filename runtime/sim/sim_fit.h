@@ -12,14 +12,14 @@
 
 typedef struct sg_sim_fit {
     int fits;
-    double gpu_bytes, host_bytes;          /* the step's peaks */
-    double gpu_capacity, host_capacity;    /* bytes; unified: both the one capacity */
+    double gpu_bytes, host_bytes;       /* the step's peaks */
+    double gpu_capacity, host_capacity; /* bytes; unified: both the one capacity */
     /* ZeRO-Infinity's disk tier (graph/disk_tier.h): host_bytes already
      * holds its RAM working set instead of the state on disk */
-    double disk_bytes, disk_capacity;      /* state on disk; the machine's disk */
-    double disk_ram_bytes;                 /* the working set in RAM */
+    double disk_bytes, disk_capacity;         /* state on disk; the machine's disk */
+    double disk_ram_bytes;                    /* the working set in RAM */
     double disk_read_bytes, disk_write_bytes; /* per step */
-    char why[256];                         /* when it does not fit: the numbers */
+    char why[256];                            /* when it does not fit: the numbers */
 } sg_sim_fit;
 
 /* Returns 0 or SG_ENOMEM. */

@@ -50,20 +50,24 @@ static void num(FILE *f, const char *key, double v, int comma)
 }
 
 static int write_result(const char *path, const sim_args *a, const sg_machine *m,
-                        const sg_model *model, const sg_step_spec *spec,
-                        const sg_sim_result *r, sg_error *err)
+                        const sg_model *model, const sg_step_spec *spec, const sg_sim_result *r,
+                        sg_error *err)
 {
     sg_atomic_file af;
     int rc = sg_atomic_open(&af, path, err);
     if (rc)
         return rc;
     FILE *f = af.fp;
-    fprintf(f, "{\"status\":\"ok\",\"machine\":\"%s\",\"sched\":\"%s\",\"priorities\":%s,"
-            "\"bandwidth\":\"%s\",\"cost\":\"%s\",", m->name, a->sched,
-            a->no_priorities ? "false" : "true", a->static_bandwidth ? "static" : "shared",
-            !m->calibration_dir[0] ? "roofline" : a->fitted_costs ? "fitted" : "history");
-    fprintf(f, "\"calibrated\":%s,\"ncpu\":%d,\"ncuda\":%d,", m->calibration_dir[0] ? "true" : "false",
-            r->ncpu, r->ncuda);
+    fprintf(f,
+            "{\"status\":\"ok\",\"machine\":\"%s\",\"sched\":\"%s\",\"priorities\":%s,"
+            "\"bandwidth\":\"%s\",\"cost\":\"%s\",",
+            m->name, a->sched, a->no_priorities ? "false" : "true",
+            a->static_bandwidth ? "static" : "shared",
+            !m->calibration_dir[0] ? "roofline"
+            : a->fitted_costs      ? "fitted"
+                                   : "history");
+    fprintf(f, "\"calibrated\":%s,\"ncpu\":%d,\"ncuda\":%d,",
+            m->calibration_dir[0] ? "true" : "false", r->ncpu, r->ncuda);
     num(f, "step_s", r->step_s, 1);
     sg_step_rates rt;
     step_rates(m, model, spec, r->step_s, &rt);
@@ -104,8 +108,8 @@ static int write_result(const char *path, const sim_args *a, const sg_machine *m
  * sub-group's optimizer waiting for the gradient norm (train.c's wait graph);
  * the optimizer keeps its cores either way. "adaptive" mixes the two from
  * step to step, and is simulated speculating, as "always". */
-static int compile_as_run(const sg_config *cfg, const sg_machine *m, sg_model *model,
-                          sg_graph *g, sg_error *err)
+static int compile_as_run(const sg_config *cfg, const sg_machine *m, sg_model *model, sg_graph *g,
+                          sg_error *err)
 {
     sg_step_spec spec;
     sg_step_spec_for_machine(cfg, m, &spec);
@@ -118,9 +122,12 @@ static int simulate(int argc, char **argv, sg_error *err)
 {
     sim_args a = {.sched = NULL, .steps = "2", .rollback_passes = "0"};
     sg_cli_opt opts[] = {
-        {"machine", NULL, &a.machine, NULL}, {"sched", NULL, &a.sched, NULL},
-        {"result", NULL, &a.result, NULL},   {"trace", NULL, &a.trace, NULL},
-        {"steps", NULL, &a.steps, NULL},     {"no-priorities", NULL, NULL, &a.no_priorities},
+        {"machine", NULL, &a.machine, NULL},
+        {"sched", NULL, &a.sched, NULL},
+        {"result", NULL, &a.result, NULL},
+        {"trace", NULL, &a.trace, NULL},
+        {"steps", NULL, &a.steps, NULL},
+        {"no-priorities", NULL, NULL, &a.no_priorities},
         {"static-bandwidth", NULL, NULL, &a.static_bandwidth},
         {"fitted-costs", NULL, NULL, &a.fitted_costs},
         {"rollback-passes", NULL, &a.rollback_passes, NULL},
@@ -142,9 +149,8 @@ static int simulate(int argc, char **argv, sg_error *err)
     if (!rc)
         rc = sg_machine_load(a.machine, m, err);
     if (!rc) /* "auto" tiles for the simulated machine's workers (sim_exec.c) */
-        sg_config_resolve_tiles(cfg, m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count
-                                                                     : 1,
-                                m->gpu_count);
+        sg_config_resolve_tiles(
+            cfg, m->cpu_cores - m->gpu_count > 0 ? m->cpu_cores - m->gpu_count : 1, m->gpu_count);
     if (!rc)
         rc = compile_as_run(cfg, m, model, &g, err);
     sg_step_spec spec;
@@ -165,13 +171,19 @@ static int simulate(int argc, char **argv, sg_error *err)
         a.sched = cfg->run.sched;
     sg_sim_result res;
     if (!rc) {
-        sg_sim_options so = {.sched = a.sched, .priorities = !a.no_priorities, .steps = (int)steps,
+        sg_sim_options so = {.sched = a.sched,
+                             .priorities = !a.no_priorities,
+                             .steps = (int)steps,
                              .lookahead = (int)cfg->run.lookahead,
                              .optimizer_cores_share =
-                                 spec.offload_optimizer && cfg->ds.zero.offload_optimizer.super_offload
-                                     ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0,
-                             .trace_path = a.trace, .static_bandwidth = a.static_bandwidth,
-                             .fitted_costs = a.fitted_costs, .model = model,
+                                 spec.offload_optimizer &&
+                                         cfg->ds.zero.offload_optimizer.super_offload
+                                     ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc
+                                     : 0,
+                             .trace_path = a.trace,
+                             .static_bandwidth = a.static_bandwidth,
+                             .fitted_costs = a.fitted_costs,
+                             .model = model,
                              .rollback_passes = atoi(a.rollback_passes)};
         rc = sg_sim_run(m, &spec, &g, &so, &res, err);
     }

@@ -17,7 +17,7 @@
 #define HOST_SPEED "1000000000f"
 
 typedef struct link_matrix {
-    double mbs[BUS_NODES][BUS_NODES];    /* MB/s, 0 on the diagonal, NAN = no node */
+    double mbs[BUS_NODES][BUS_NODES]; /* MB/s, 0 on the diagonal, NAN = no node */
     double us[BUS_NODES][BUS_NODES];
 } link_matrix;
 
@@ -70,30 +70,34 @@ static void write_link(FILE *f, const char *id, double gbs, double latency_us)
 
 static int write_xml(FILE *f, const sg_machine *m)
 {
-    fprintf(f, "<?xml version='1.0'?>\n"
-               "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-               "<!-- %s, one rank: written by stepgraph from its machine model -->\n"
-               "<platform version=\"4.1\">\n"
-               " <config id=\"General\">\n"
-               "   <prop id=\"network/TCP-gamma\" value=\"-1\"></prop>\n"
-               "   <prop id=\"network/latency-factor\" value=\"1\"></prop>\n"
-               "   <prop id=\"network/bandwidth-factor\" value=\"1\"></prop>\n"
-               "   <prop id=\"network/weight-S\" value=\"0.0\"></prop>\n"
-               "   <prop id=\"network/crosstraffic\" value=\"0\"></prop>\n"
-               " </config>\n"
-               " <AS id=\"AS0\" routing=\"Full\">\n"
-               "   <host id=\"MAIN\" speed=\"1f\"/>\n", m->name);
+    fprintf(f,
+            "<?xml version='1.0'?>\n"
+            "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+            "<!-- %s, one rank: written by stepgraph from its machine model -->\n"
+            "<platform version=\"4.1\">\n"
+            " <config id=\"General\">\n"
+            "   <prop id=\"network/TCP-gamma\" value=\"-1\"></prop>\n"
+            "   <prop id=\"network/latency-factor\" value=\"1\"></prop>\n"
+            "   <prop id=\"network/bandwidth-factor\" value=\"1\"></prop>\n"
+            "   <prop id=\"network/weight-S\" value=\"0.0\"></prop>\n"
+            "   <prop id=\"network/crosstraffic\" value=\"0\"></prop>\n"
+            " </config>\n"
+            " <AS id=\"AS0\" routing=\"Full\">\n"
+            "   <host id=\"MAIN\" speed=\"1f\"/>\n",
+            m->name);
     for (int i = 0; i < m->cpu_cores; i++)
         fprintf(f, "   <host id=\"CPU%d\" speed=\"" HOST_SPEED "\"/>\n", i);
     /* unified memory: the GPU may use all of it (the step's peak is checked
      * against the one capacity before simulating) */
     double gpu_bytes = (m->unified_memory ? m->cpu_memory_gb : m->gpu_memory_gb) * 1e9;
     for (int g = 0; g < m->gpu_count; g++)
-        fprintf(f, "   <host id=\"CUDA%d\" speed=\"" HOST_SPEED "\">\n"
-                   "     <prop id=\"model\" value=\"%s\"/>\n"
-                   "     <prop id=\"memsize\" value=\"%.0f\"/>\n"
-                   "     <prop id=\"memcpy_peer\" value=\"1\"/>\n"
-                   "   </host>\n", g, m->gpu_name[0] ? m->gpu_name : "GPU", gpu_bytes);
+        fprintf(f,
+                "   <host id=\"CUDA%d\" speed=\"" HOST_SPEED "\">\n"
+                "     <prop id=\"model\" value=\"%s\"/>\n"
+                "     <prop id=\"memsize\" value=\"%.0f\"/>\n"
+                "     <prop id=\"memcpy_peer\" value=\"1\"/>\n"
+                "   </host>\n",
+                g, m->gpu_name[0] ? m->gpu_name : "GPU", gpu_bytes);
     fprintf(f, "   <host id=\"RAM\" speed=\"1f\"/>\n");
     char id[64];
     for (int g = 0; g < m->gpu_count; g++) {
@@ -108,14 +112,20 @@ static int write_xml(FILE *f, const sg_machine *m)
             }
     }
     for (int g = 0; g < m->gpu_count; g++) {
-        fprintf(f, "   <route src=\"RAM\" dst=\"CUDA%d\" symmetrical=\"NO\"><link_ctn "
-                   "id=\"RAM-CUDA%d\"/></route>\n", g, g);
-        fprintf(f, "   <route src=\"CUDA%d\" dst=\"RAM\" symmetrical=\"NO\"><link_ctn "
-                   "id=\"CUDA%d-RAM\"/></route>\n", g, g);
+        fprintf(f,
+                "   <route src=\"RAM\" dst=\"CUDA%d\" symmetrical=\"NO\"><link_ctn "
+                "id=\"RAM-CUDA%d\"/></route>\n",
+                g, g);
+        fprintf(f,
+                "   <route src=\"CUDA%d\" dst=\"RAM\" symmetrical=\"NO\"><link_ctn "
+                "id=\"CUDA%d-RAM\"/></route>\n",
+                g, g);
         for (int h = 0; h < m->gpu_count; h++)
             if (h != g)
-                fprintf(f, "   <route src=\"CUDA%d\" dst=\"CUDA%d\" symmetrical=\"NO\"><link_ctn "
-                           "id=\"CUDA%d-CUDA%d\"/></route>\n", g, h, g, h);
+                fprintf(f,
+                        "   <route src=\"CUDA%d\" dst=\"CUDA%d\" symmetrical=\"NO\"><link_ctn "
+                        "id=\"CUDA%d-CUDA%d\"/></route>\n",
+                        g, h, g, h);
     }
     fprintf(f, " </AS>\n</platform>\n");
     return ferror(f) ? SG_EIO : SG_OK;
@@ -125,8 +135,9 @@ static int write_xml(FILE *f, const sg_machine *m)
  * does not read its content. */
 static int write_config(FILE *f, const sg_machine *m)
 {
-    fprintf(f, "# Current configuration\n%d # Number of CPUs\n%d # Number of CUDA devices\n"
-               "0 # Number of OpenCL devices\n0 # Number of MPI devices\n",
+    fprintf(f,
+            "# Current configuration\n%d # Number of CPUs\n%d # Number of CUDA devices\n"
+            "0 # Number of OpenCL devices\n0 # Number of MPI devices\n",
             m->cpu_cores, m->gpu_count);
     return ferror(f) ? SG_EIO : SG_OK;
 }
@@ -134,7 +145,7 @@ static int write_config(FILE *f, const sg_machine *m)
 typedef struct file_job {
     const sg_machine *m;
     const link_matrix *lm;
-    int kind;                /* 0 xml, 1 bandwidth, 2 latency, 3 config */
+    int kind; /* 0 xml, 1 bandwidth, 2 latency, 3 config */
 } file_job;
 
 static int write_one(const char *path, const file_job *j, sg_error *err)
@@ -162,8 +173,10 @@ static int make_dir(const char *path, sg_error *err)
 int sg_sim_write_platform(const sg_machine *m, const char *dir, const char *host, sg_error *err)
 {
     if (m->gpu_count + 1 > BUS_NODES)
-        return sg_error_set(err, SG_ENOTSUP, "machine %s: %d GPUs per rank (StarPU simulates at "
-                            "most %d memory nodes)", m->name, m->gpu_count, BUS_NODES - 1);
+        return sg_error_set(err, SG_ENOTSUP,
+                            "machine %s: %d GPUs per rank (StarPU simulates at "
+                            "most %d memory nodes)",
+                            m->name, m->gpu_count, BUS_NODES - 1);
     link_matrix lm;
     fill_links(m, &lm);
     char path[4200];

@@ -21,9 +21,9 @@
 #define SG_SIM_SHARE_H
 
 typedef struct sg_bw_stream {
-    int cpu;          /* 1: a CPU task (counts against cpu_limit) */
-    double cap;       /* bytes/s it could draw alone (> 0) */
-    double rate;      /* out: its share, bytes/s */
+    int cpu;     /* 1: a CPU task (counts against cpu_limit) */
+    double cap;  /* bytes/s it could draw alone (> 0) */
+    double rate; /* out: its share, bytes/s */
 } sg_bw_stream;
 
 typedef struct sg_bw_pool {

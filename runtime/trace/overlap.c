@@ -53,7 +53,7 @@ static double overlap(const span *s, int n, double a, double b)
 }
 
 int sg_overlap_compute(const sg_graph *g, const sg_task_record *records, const int *is_gpu,
-                          int nworkers, sg_overlap *out)
+                       int nworkers, sg_overlap *out)
 {
     memset(out, 0, sizeof *out);
     span *all = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * sizeof *all);

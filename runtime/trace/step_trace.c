@@ -94,10 +94,10 @@ static int write_critical_lane(sg_trace *t, const sg_step_view *v)
         rc = sg_trace_lane(t, cl, "critical path", cl);
     for (int k = 0; !rc && k < np; k++) {
         char args[128];
-        snprintf(args, sizeof args, "{\"on_path\":%d,\"position\":%d,\"kind\":\"%s\"}", path[k],
-                 k, sg_op_kind_name(g->nodes[path[k]].kind));
-        rc = sg_trace_event(t, cl, g->nodes[path[k]].name, "critical path", start[path[k]] - v->t0_us,
-                            end[path[k]] - start[path[k]], args);
+        snprintf(args, sizeof args, "{\"on_path\":%d,\"position\":%d,\"kind\":\"%s\"}", path[k], k,
+                 sg_op_kind_name(g->nodes[path[k]].kind));
+        rc = sg_trace_event(t, cl, g->nodes[path[k]].name, "critical path",
+                            start[path[k]] - v->t0_us, end[path[k]] - start[path[k]], args);
     }
     free(start);
     free(end);
@@ -121,13 +121,14 @@ static int write_event(sg_trace *t, const sg_step_view *v, int i)
     int lane, w = v->records[i].worker;
     const sg_task_record *r = drawn(v, i, &lane);
     char args[512];
-    int at = snprintf(args, sizeof args,
-             "{\"node\":%d,\"kind\":\"%s\",\"layer\":%d,\"micro_step\":%d,\"subgroup\":%d,"
-             "\"device_class\":\"%s\",\"worker\":\"%s\",\"flops\":%.0f,\"bytes_read\":%lld,"
-             "\"bytes_written\":%lld",
-             i, sg_op_kind_name(nd->kind), nd->layer, nd->micro_step, nd->subgroup,
-             sg_device_class_name(nd->device), w >= 0 && w < v->nworkers ? v->worker_names[w] : "?",
-             nd->flops, (long long)nd->bytes_read, (long long)nd->bytes_written);
+    int at = snprintf(
+        args, sizeof args,
+        "{\"node\":%d,\"kind\":\"%s\",\"layer\":%d,\"micro_step\":%d,\"subgroup\":%d,"
+        "\"device_class\":\"%s\",\"worker\":\"%s\",\"flops\":%.0f,\"bytes_read\":%lld,"
+        "\"bytes_written\":%lld",
+        i, sg_op_kind_name(nd->kind), nd->layer, nd->micro_step, nd->subgroup,
+        sg_device_class_name(nd->device), w >= 0 && w < v->nworkers ? v->worker_names[w] : "?",
+        nd->flops, (long long)nd->bytes_read, (long long)nd->bytes_written);
     if (v->worker_numa && v->buffer_numa && at > 0 && (size_t)at < sizeof args)
         at += snprintf(args + at, sizeof args - (size_t)at, ",\"numa\":%d,\"data_numa\":%d",
                        w >= 0 && w < v->nworkers ? v->worker_numa[w] : -1, data_numa(v, nd));
@@ -167,8 +168,8 @@ int sg_step_trace_write(const sg_step_view *v, const char *path, sg_error *err)
         int e = errno;
         int stream = t.file.fp && ferror(t.file.fp);
         sg_trace_abort(&t);
-        return sg_error_set(err, rc, "%s: cannot write the trace%s%s", path,
-                            stream ? ": " : "", stream ? strerror(e) : "");
+        return sg_error_set(err, rc, "%s: cannot write the trace%s%s", path, stream ? ": " : "",
+                            stream ? strerror(e) : "");
     }
     return sg_trace_close(&t, err);
 }

@@ -13,10 +13,10 @@
 
 typedef struct sg_step_view {
     const sg_graph *graph;
-    const sg_task_record *records;     /* per node; worker -1 = did not run */
+    const sg_task_record *records; /* per node; worker -1 = did not run */
     int nworkers;
-    const char *const *worker_names;   /* nworkers names ("CPU 0", "CUDA 0") */
-    double t0_us;                      /* step start on the records' clock */
+    const char *const *worker_names; /* nworkers names ("CPU 0", "CUDA 0") */
+    double t0_us;                    /* step start on the records' clock */
     /* optional, per node: when the data a copy node moves crossed its link
      * (simulations draw these on the link lanes instead of the task) */
     const sg_task_record *link_spans;

@@ -49,8 +49,8 @@ static int end_event(sg_trace *t)
     return SG_OK;
 }
 
-static int metadata(sg_trace *t, const char *what, int tid, const char *key,
-                    const char *str_value, int int_value)
+static int metadata(sg_trace *t, const char *what, int tid, const char *key, const char *str_value,
+                    int int_value)
 {
     FILE *fp = begin_event(t);
     fprintf(fp, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"%s\":", what,
@@ -88,8 +88,8 @@ int sg_trace_lane(sg_trace *t, int lane_id, const char *lane_name, int sort_inde
     return metadata(t, "thread_sort_index", lane_id, "sort_index", NULL, sort_index);
 }
 
-int sg_trace_event(sg_trace *t, int lane, const char *name, const char *category,
-                   double start_us, double dur_us, const char *args_json)
+int sg_trace_event(sg_trace *t, int lane, const char *name, const char *category, double start_us,
+                   double dur_us, const char *args_json)
 {
     if (!t->file.fp)
         return SG_EIO;
@@ -112,8 +112,8 @@ int sg_trace_event(sg_trace *t, int lane, const char *name, const char *category
         put_json_string(fp, category);
     }
     /* microseconds with ns resolution */
-    fprintf(fp, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", SG_TRACE_PID,
-            lane, start_us, dur_us);
+    fprintf(fp, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", SG_TRACE_PID, lane,
+            start_us, dur_us);
     if (args_json)
         fprintf(fp, ",\"args\":%s", args_json);
     fputc('}', fp);

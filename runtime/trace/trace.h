@@ -22,8 +22,8 @@
 
 typedef struct sg_trace {
     sg_atomic_file file;
-    int64_t nevents;           /* events written (for the separating commas) */
-    int write_failed;          /* a write failed: close will not publish */
+    int64_t nevents;  /* events written (for the separating commas) */
+    int write_failed; /* a write failed: close will not publish */
 } sg_trace;
 
 /* Creates the temporary file and writes the header and the process name. */
@@ -37,8 +37,8 @@ int sg_trace_lane(sg_trace *t, int lane_id, const char *lane_name, int sort_inde
  * duration in microseconds (finite, duration >= 0), and args_json, the text
  * of a JSON object written as is (NULL: no args). Returns SG_EINVAL for bad
  * input (the event is not written). */
-int sg_trace_event(sg_trace *t, int lane, const char *name, const char *category,
-                   double start_us, double dur_us, const char *args_json);
+int sg_trace_event(sg_trace *t, int lane, const char *name, const char *category, double start_us,
+                   double dur_us, const char *args_json);
 
 /* A dependency arrow with a unique `id`: starts in the slice that encloses
  * from_ts_us on from_lane and ends in the slice that encloses to_ts_us on

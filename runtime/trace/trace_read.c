@@ -71,8 +71,8 @@ static int lane_index(sg_trace_times *t, const char *name)
     return t->nlanes++;
 }
 
-static int read_events(const cJSON *events, const char *path, const sg_graph *g,
-                       sg_trace_times *t, sg_error *err)
+static int read_events(const cJSON *events, const char *path, const sg_graph *g, sg_trace_times *t,
+                       sg_error *err)
 {
     /* lanes: tid -> thread_name */
     int ntid = 0;
@@ -81,8 +81,7 @@ static int read_events(const cJSON *events, const char *path, const sg_graph *g,
         const char *name;
     } tids[256];
     const cJSON *ev;
-    cJSON_ArrayForEach(ev, events)
-    {
+    cJSON_ArrayForEach (ev, events) {
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(ev, "name");
         const cJSON *tid = cJSON_GetObjectItemCaseSensitive(ev, "tid");
@@ -94,8 +93,7 @@ static int read_events(const cJSON *events, const char *path, const sg_graph *g,
             tids[ntid].tid = tid->valueint, tids[ntid++].name = an->valuestring;
     }
     int tasks = 0;
-    cJSON_ArrayForEach(ev, events)
-    {
+    cJSON_ArrayForEach (ev, events) {
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
         if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X"))
             continue;
@@ -103,23 +101,27 @@ static int read_events(const cJSON *events, const char *path, const sg_graph *g,
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(ev, "ts");
         const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
         const cJSON *tid = cJSON_GetObjectItemCaseSensitive(ev, "tid");
-        const cJSON *node = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(ev, "args"), "node");
+        const cJSON *node =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "args"), "node");
         if (!cJSON_IsNumber(node))
             continue; /* not a task (a transfer, a marker) */
         int id = node->valueint;
         if (!cJSON_IsString(nm) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) ||
             !(dur->valuedouble >= 0))
-            return sg_error_set(err, SG_EINVAL, "trace %s: event of node %d: expected name, ts "
-                                "and dur >= 0", path, id);
+            return sg_error_set(err, SG_EINVAL,
+                                "trace %s: event of node %d: expected name, ts "
+                                "and dur >= 0",
+                                path, id);
         if (id < 0 || id >= g->nnodes || node->valuedouble != id)
-            return sg_error_set(err, SG_EINVAL, "trace %s: node %g is not a node of this graph "
-                                "(%d nodes): the trace is of another config", path,
-                                node->valuedouble, g->nnodes);
+            return sg_error_set(err, SG_EINVAL,
+                                "trace %s: node %g is not a node of this graph "
+                                "(%d nodes): the trace is of another config",
+                                path, node->valuedouble, g->nnodes);
         if (strcmp(nm->valuestring, g->nodes[id].name))
-            return sg_error_set(err, SG_EINVAL, "trace %s: node %d is \"%.64s\" in the trace "
-                                "but \"%s\" in the graph: the trace is of another config", path,
-                                id, nm->valuestring, g->nodes[id].name);
+            return sg_error_set(err, SG_EINVAL,
+                                "trace %s: node %d is \"%.64s\" in the trace "
+                                "but \"%s\" in the graph: the trace is of another config",
+                                path, id, nm->valuestring, g->nodes[id].name);
         t->start_us[id] = ts->valuedouble;
         t->end_us[id] = ts->valuedouble + dur->valuedouble;
         const char *lane = "lane";
@@ -136,8 +138,10 @@ static int read_events(const cJSON *events, const char *path, const sg_graph *g,
         tasks++;
     }
     if (!tasks)
-        return sg_error_set(err, SG_EINVAL, "trace %s: no task event (\"ph\": \"X\" with "
-                            "args.node): not a stepgraph trace", path);
+        return sg_error_set(err, SG_EINVAL,
+                            "trace %s: no task event (\"ph\": \"X\" with "
+                            "args.node): not a stepgraph trace",
+                            path);
     return SG_OK;
 }
 
@@ -168,8 +172,10 @@ int sg_trace_times_read(const char *path, const sg_graph *g, sg_trace_times *t, 
         rc = sg_error_set(err, SG_ENOMEM, "trace %s: out of memory", path);
     const cJSON *events = root ? cJSON_GetObjectItemCaseSensitive(root, "traceEvents") : NULL;
     if (!rc && !cJSON_IsArray(events))
-        rc = sg_error_set(err, SG_EINVAL, "trace %s: no \"traceEvents\" array: not a Chrome "
-                          "trace", path);
+        rc = sg_error_set(err, SG_EINVAL,
+                          "trace %s: no \"traceEvents\" array: not a Chrome "
+                          "trace",
+                          path);
     if (!rc)
         rc = read_events(events, path, g, t, err);
     cJSON_Delete(root);

@@ -15,8 +15,8 @@
 
 typedef struct sg_trace_times {
     int nnodes;
-    double *start_us, *end_us;   /* per node; end < 0: not in the trace */
-    int *lane;                   /* per node: index into lane_names, -1 */
+    double *start_us, *end_us; /* per node; end < 0: not in the trace */
+    int *lane;                 /* per node: index into lane_names, -1 */
     int nlanes;
     char (*lane_names)[SG_TRACE_LANE_NAME_MAX];
 } sg_trace_times;

@@ -39,15 +39,17 @@ static int check_tokens(sg_eval *e, const char *path, const char *model_path, co
     if (rc == 0)
         return SG_OK;
     if (ti.vocab_size != m->vocab_size)
-        return sg_error_set(err, SG_EINVAL, "eval_data %s: the shards were made by tokenizer %s "
-                            "with a vocabulary of %lld (%s), model %s has %lld", path,
-                            ti.tokenizer, (long long)ti.vocab_size, ti.path, m->name,
+        return sg_error_set(err, SG_EINVAL,
+                            "eval_data %s: the shards were made by tokenizer %s "
+                            "with a vocabulary of %lld (%s), model %s has %lld",
+                            path, ti.tokenizer, (long long)ti.vocab_size, ti.path, m->name,
                             (long long)m->vocab_size);
     if (train_tok && strcmp(ti.sha256, train_tok->sha256) != 0)
-        return sg_error_set(err, SG_EINVAL, "eval_data %s: the shards were made by tokenizer %s "
+        return sg_error_set(err, SG_EINVAL,
+                            "eval_data %s: the shards were made by tokenizer %s "
                             "(sha256 %.12s...), the training data by %s (sha256 %.12s...): "
-                            "tokenize both with the same tokenizer", path, ti.tokenizer,
-                            ti.sha256, train_tok->tokenizer, train_tok->sha256);
+                            "tokenize both with the same tokenizer",
+                            path, ti.tokenizer, ti.sha256, train_tok->tokenizer, train_tok->sha256);
     return SG_OK;
 }
 
@@ -58,16 +60,19 @@ static int resolve_batches(sg_eval *e, const sg_run_options *r, const struct sg_
     uint64_t per = (uint64_t)(e->spec.micro_batch * e->world); /* windows per global batch */
     uint64_t avail = e->data.nwindows / per;
     if (avail == 0)
-        return sg_error_set(err, SG_EINVAL, "eval_data %s: %llu window%s of %lld + 1 tokens, "
+        return sg_error_set(err, SG_EINVAL,
+                            "eval_data %s: %llu window%s of %lld + 1 tokens, "
                             "fewer than one micro-batch (%lld sequences x %d rank%s)",
                             r->eval_data, (unsigned long long)e->data.nwindows,
                             e->data.nwindows == 1 ? "" : "s", (long long)e->spec.seq_len,
                             (long long)e->spec.micro_batch, e->world, e->world == 1 ? "" : "s");
     if ((uint64_t)r->eval_batches > avail)
-        return sg_error_set(err, SG_EINVAL, "eval_batches %lld: eval_data %s holds %llu "
-                            "micro-batch%s of %lld sequences x %d rank%s", (long long)r->eval_batches,
-                            r->eval_data, (unsigned long long)avail, avail == 1 ? "" : "es",
-                            (long long)e->spec.micro_batch, e->world, e->world == 1 ? "" : "s");
+        return sg_error_set(err, SG_EINVAL,
+                            "eval_batches %lld: eval_data %s holds %llu "
+                            "micro-batch%s of %lld sequences x %d rank%s",
+                            (long long)r->eval_batches, r->eval_data, (unsigned long long)avail,
+                            avail == 1 ? "" : "es", (long long)e->spec.micro_batch, e->world,
+                            e->world == 1 ? "" : "s");
     e->batches = r->eval_batches > 0 ? r->eval_batches : (int64_t)avail;
     /* a mask may leave no target at all: nothing to evaluate */
     size_t n = (size_t)(e->spec.micro_batch * e->spec.seq_len);
@@ -81,9 +86,10 @@ static int resolve_batches(sg_eval *e, const sg_run_options *r, const struct sg_
     if ((rc = sg_dist_host_allreduce(dist, &count, 1, SG_COMM_SUM, err)))
         return rc;
     if (count == 0)
-        return sg_error_set(err, SG_EINVAL, "eval_data %s: its loss masks leave no target in "
-                            "the %lld micro-batch%s evaluated", r->eval_data,
-                            (long long)e->batches, e->batches == 1 ? "" : "es");
+        return sg_error_set(err, SG_EINVAL,
+                            "eval_data %s: its loss masks leave no target in "
+                            "the %lld micro-batch%s evaluated",
+                            r->eval_data, (long long)e->batches, e->batches == 1 ? "" : "es");
     return SG_OK;
 }
 
@@ -120,10 +126,12 @@ int sg_eval_open(sg_eval *e, const sg_config *cfg, const sg_model *m, const sg_s
     e->last_step = -1;
     if (!r->eval_data[0]) {
         if (r->eval_interval > 0 || r->eval_batches > 0)
-            return sg_error_set(err, SG_EINVAL, "%s %lld: needs eval_data, the held-out token "
-                                "shards to evaluate on", r->eval_interval > 0 ? "eval_interval"
-                                : "eval_batches", (long long)(r->eval_interval > 0
-                                ? r->eval_interval : r->eval_batches));
+            return sg_error_set(
+                err, SG_EINVAL,
+                "%s %lld: needs eval_data, the held-out token "
+                "shards to evaluate on",
+                r->eval_interval > 0 ? "eval_interval" : "eval_batches",
+                (long long)(r->eval_interval > 0 ? r->eval_interval : r->eval_batches));
         return SG_OK;
     }
     e->on = 1;
@@ -255,12 +263,14 @@ int sg_eval_run(sg_eval *e, sg_exec *x, const struct sg_dist *dist, int64_t step
     if (e->rank != 0)
         return SG_OK;
     printf("Eval at step %lld | eval_loss: %.4f | eval_ppl: %.2f | tokens: %lld | Time: %.2f "
-           "ms\n", (long long)step, res.loss, res.ppl, (long long)res.tokens, res.seconds * 1e3);
+           "ms\n",
+           (long long)step, res.loss, res.ppl, (long long)res.tokens, res.seconds * 1e3);
     fflush(stdout);
-    if (metrics && sg_metrics_write_eval(metrics, step, res.loss, res.ppl, res.tokens,
-                                         res.seconds))
-        return sg_error_set(err, SG_EIO, "metrics %s: write failed at the evaluation after "
-                            "step %lld", metrics->path, (long long)step);
+    if (metrics && sg_metrics_write_eval(metrics, step, res.loss, res.ppl, res.tokens, res.seconds))
+        return sg_error_set(err, SG_EIO,
+                            "metrics %s: write failed at the evaluation after "
+                            "step %lld",
+                            metrics->path, (long long)step);
     return SG_OK;
 }
 

@@ -36,28 +36,28 @@
 struct sg_dist;
 
 typedef struct sg_eval {
-    int on;                     /* eval_data given */
-    int64_t interval;           /* eval_interval: also every N global steps (0: the last only) */
-    int64_t batches;            /* micro-batches per evaluation, resolved */
+    int on;           /* eval_data given */
+    int64_t interval; /* eval_interval: also every N global steps (0: the last only) */
+    int64_t batches;  /* micro-batches per evaluation, resolved */
     int rank, world;
     sg_data_loader data;
     int data_open;
-    sg_step_spec spec;          /* the run's, with the micro-steps of one run of the forward
+    sg_step_spec spec; /* the run's, with the micro-steps of one run of the forward
                                    graph and no checkpointing */
-    sg_graph graph;             /* its forward (graph/forward_only.h) */
+    sg_graph graph;    /* its forward (graph/forward_only.h) */
     sg_exec_eval x;
     int lowered;
     const sg_model *model;
-    int32_t *inputs, *targets;  /* (micro, B, T) each: a run's micro-batches */
-    float *losses;              /* [micro]: their losses */
-    int64_t last_step;          /* global step of the last evaluation, -1 before one */
+    int32_t *inputs, *targets; /* (micro, B, T) each: a run's micro-batches */
+    float *losses;             /* [micro]: their losses */
+    int64_t last_step;         /* global step of the last evaluation, -1 before one */
 } sg_eval;
 
 /* The result of one evaluation (the same on every rank). */
 typedef struct sg_eval_result {
-    int64_t step;               /* global step evaluated after */
-    double loss, ppl;           /* mean over the trained targets, exp(loss) */
-    int64_t tokens;             /* trained targets evaluated, every rank's */
+    int64_t step;     /* global step evaluated after */
+    double loss, ppl; /* mean over the trained targets, exp(loss) */
+    int64_t tokens;   /* trained targets evaluated, every rank's */
     double seconds;
 } sg_eval_result;
 

@@ -24,8 +24,8 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
     }
 }
 
-int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
-                      int ranks_here, int64_t on_disk, sg_error *err)
+int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda, int ranks_here,
+                      int64_t on_disk, sg_error *err)
 {
     double ram = sg_host_ram_bytes();
     if (ram <= 0)

@@ -24,7 +24,7 @@ void sg_plan_peaks(const sg_graph *g, int ncpu, int ncuda, int64_t *host, int64_
  * model beside it: loads and saves go a tensor (with several ranks, a unit)
  * at a time. on_disk: bytes of the plan whose home is a disk node (NVMe
  * offload), left out. SG_OK otherwise (and when the RAM is unknown). */
-int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda,
-                      int ranks_here, int64_t on_disk, sg_error *err);
+int sg_host_fit_check(const sg_graph *g, const sg_graph *wait, int ncpu, int ncuda, int ranks_here,
+                      int64_t on_disk, sg_error *err);
 
 #endif

@@ -36,8 +36,7 @@ int sg_interrupt_submitted(sg_interrupt *it, int64_t n, sg_error *err)
 {
     if (it->world == 1)
         return SG_OK;
-    return sg_dist_vote_start(it->dist, &it->votes[n % NVOTES], sg_cleanup_deferred_signal(),
-                              err);
+    return sg_dist_vote_start(it->dist, &it->votes[n % NVOTES], sg_cleanup_deferred_signal(), err);
 }
 
 int sg_interrupt_finished(sg_interrupt *it, int64_t n, sg_error *err)
@@ -78,18 +77,16 @@ const char *sg_interrupt_signal_name(int signo, char *buf, size_t size)
     return buf;
 }
 
-void sg_interrupt_print(const sg_interrupt *it, int64_t steps_run, int64_t step,
-                        const char *save)
+void sg_interrupt_print(const sg_interrupt *it, int64_t steps_run, int64_t step, const char *save)
 {
     char buf[24];
     const char *sig = sg_interrupt_signal_name(it->signo, buf, sizeof buf);
     if (steps_run == 0)
         printf("interrupted (%s) before the first step; nothing to save\n", sig);
     else if (save[0])
-        printf("interrupted at step %lld (%s); checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX
-               "%08lld\n", (long long)step, sig, save, (long long)step);
+        printf("interrupted at step %lld (%s); checkpoint %s/" SG_CHECKPOINT_STEP_PREFIX "%08lld\n",
+               (long long)step, sig, save, (long long)step);
     else
-        printf("interrupted at step %lld (%s); no checkpoint (no --save)\n", (long long)step,
-               sig);
+        printf("interrupted at step %lld (%s); no checkpoint (no --save)\n", (long long)step, sig);
     fflush(stdout);
 }

@@ -28,10 +28,10 @@
 #include "runtime/dist/dist.h"
 
 typedef struct sg_interrupt {
-    const sg_dist *dist;        /* NULL or one rank: no votes */
+    const sg_dist *dist; /* NULL or one rank: no votes */
     int world, lookahead;
-    int signo;                  /* the signal that stops the run, 0 until one does */
-    int64_t stop_after;         /* the last step (of this invocation, from 1) to submit */
+    int signo;          /* the signal that stops the run, 0 until one does */
+    int64_t stop_after; /* the last step (of this invocation, from 1) to submit */
     /* step n's vote at n % (SG_LOOKAHEAD_MAX + 1): at most lookahead in flight */
     sg_dist_vote votes[SG_LOOKAHEAD_MAX + 1];
 } sg_interrupt;
@@ -63,7 +63,6 @@ const char *sg_interrupt_signal_name(int signo, char *buf, size_t size);
  * checkpoint SAVE/step-0000000N", "...; no checkpoint (no --save)" when
  * save is empty, or "interrupted (SIGTERM) before the first step; nothing
  * to save" when steps_run (this invocation's) is 0. */
-void sg_interrupt_print(const sg_interrupt *it, int64_t steps_run, int64_t step,
-                        const char *save);
+void sg_interrupt_print(const sg_interrupt *it, int64_t steps_run, int64_t step, const char *save);
 
 #endif /* SG_RUNTIME_TRAIN_INTERRUPT_H */

@@ -5,8 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-void sg_loss_scaler_init(sg_loss_scaler_params *p, sg_loss_scaler_state *s,
-                         const sg_ds_config *ds)
+void sg_loss_scaler_init(sg_loss_scaler_params *p, sg_loss_scaler_state *s, const sg_ds_config *ds)
 {
     memset(p, 0, sizeof *p);
     memset(s, 0, sizeof *s);
@@ -18,9 +17,9 @@ void sg_loss_scaler_init(sg_loss_scaler_params *p, sg_loss_scaler_state *s,
     p->scale_window = 1;
     p->delayed_shift = 1;
     if (!ds->fp16.enabled)
-        return;                           /* fp32 / bf16: no scaling */
+        return; /* fp32 / bf16: no scaling */
     if (ds->fp16.loss_scale > 0.0) {
-        s->scale = ds->fp16.loss_scale;   /* static */
+        s->scale = ds->fp16.loss_scale; /* static */
         return;
     }
     p->dynamic = 1;

@@ -11,7 +11,6 @@
 
 /* fp16 disabled: scale 1, static; "loss_scale" > 0: that scale, static;
  * "loss_scale" 0: dynamic from 2^initial_scale_power. */
-void sg_loss_scaler_init(sg_loss_scaler_params *p, sg_loss_scaler_state *s,
-                         const sg_ds_config *ds);
+void sg_loss_scaler_init(sg_loss_scaler_params *p, sg_loss_scaler_state *s, const sg_ds_config *ds);
 
 #endif /* SG_LOSS_SCALER_H */

@@ -60,7 +60,8 @@ static double cycle_length(const sg_ds_config *ds, double *q)
 {
     double s1 = (double)ds->scheduler.cycle_first_step_size;
     double s2 = ds->scheduler.cycle_second_step_size > 0
-                    ? (double)ds->scheduler.cycle_second_step_size : s1;
+                    ? (double)ds->scheduler.cycle_second_step_size
+                    : s1;
     *q = s1 / (s1 + s2);
     return s1 + s2;
 }
@@ -116,17 +117,14 @@ double sg_lr_at(const sg_ds_config *ds, int64_t step)
      * the lr the scheduler wrote when it was built */
     int64_t it = step - 1;
     switch (ds->scheduler.type) {
-    case SG_SCHED_NONE:
-        return ds->optimizer.lr;
+    case SG_SCHED_NONE: return ds->optimizer.lr;
     case SG_SCHED_WARMUP_LR:
     case SG_SCHED_WARMUP_DECAY_LR: {
         double lo = ds->scheduler.warmup_min_lr;
         return it < 0 ? lo : lo + (ds->scheduler.warmup_max_lr - lo) * warmup_gamma(ds, it);
     }
-    case SG_SCHED_WARMUP_COSINE_LR:
-        return it < 0 ? 0.0 : ds->optimizer.lr * cosine_ratio(ds, it);
-    case SG_SCHED_ONE_CYCLE:
-        return it < 0 ? ds->scheduler.cycle_min_lr : one_cycle_lr(ds, it);
+    case SG_SCHED_WARMUP_COSINE_LR: return it < 0 ? 0.0 : ds->optimizer.lr * cosine_ratio(ds, it);
+    case SG_SCHED_ONE_CYCLE: return it < 0 ? ds->scheduler.cycle_min_lr : one_cycle_lr(ds, it);
     case SG_SCHED_LR_RANGE_TEST:
         return it < 0 ? ds->scheduler.lr_range_test_min_lr : range_test_lr(ds, it);
     }

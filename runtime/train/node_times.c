@@ -50,8 +50,7 @@ void sg_node_times_add(sg_node_times *nt, const sg_graph *g, const sg_task_recor
     }
 }
 
-int sg_node_times_write(const sg_node_times *nt, const sg_graph *g, const char *path,
-                        sg_error *err)
+int sg_node_times_write(const sg_node_times *nt, const sg_graph *g, const char *path, sg_error *err)
 {
     sg_atomic_file af;
     int rc = sg_atomic_open(&af, path, err);

@@ -25,7 +25,7 @@ enum { SG_NODE_TIMES_CPU, SG_NODE_TIMES_GPU, SG_NODE_TIMES_DEVICES };
 
 typedef struct sg_node_times {
     int nnodes;
-    double *sum_us[SG_NODE_TIMES_DEVICES];     /* [device][node] */
+    double *sum_us[SG_NODE_TIMES_DEVICES]; /* [device][node] */
     int64_t *samples[SG_NODE_TIMES_DEVICES];
 } sg_node_times;
 

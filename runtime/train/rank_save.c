@@ -53,10 +53,10 @@ static int agree(const sg_rank_save_args *t, int rc, const char *what, sg_error 
  * and every rank sends its shard of it; -1 ends. */
 typedef struct gather {
     const sg_rank_save_args *t;
-    int unit;                /* the unit recv holds; -1 none */
-    float *send, *recv;      /* one shard; rank 0: the shards of every rank, end to end */
-    int64_t *offset;         /* per tensor: where it starts in its unit */
-    int rc;                  /* the first failure here */
+    int unit;           /* the unit recv holds; -1 none */
+    float *send, *recv; /* one shard; rank 0: the shards of every rank, end to end */
+    int64_t *offset;    /* per tensor: where it starts in its unit */
+    int rc;             /* the first failure here */
     sg_error err;
 } gather;
 
@@ -76,10 +76,11 @@ static int gather_unit(gather *g, int u)
     int64_t lo, hi, shard;
     rank_part(t, u, &lo, &hi, &shard);
     memset(g->send, 0, (size_t)shard * sizeof(float));
-    if (sg_state_reader_fill_unit(t->state, SG_SET_WEIGHTS, u, lo, hi - lo, g->send) &&
-        !g->rc)
-        g->rc = sg_error_set(&g->err, SG_EINVAL, "rank %d: cannot read unit %d's weights back "
-                             "from StarPU's buffers", t->rank, u);
+    if (sg_state_reader_fill_unit(t->state, SG_SET_WEIGHTS, u, lo, hi - lo, g->send) && !g->rc)
+        g->rc = sg_error_set(&g->err, SG_EINVAL,
+                             "rank %d: cannot read unit %d's weights back "
+                             "from StarPU's buffers",
+                             t->rank, u);
     sg_error e;
     int rc = sg_dist_host_gather(t->dist, g->send, g->recv, (size_t)shard, &e);
     if (rc && !g->rc) {
@@ -164,11 +165,12 @@ int sg_rank_save(const sg_rank_save_args *t, sg_dtype dtype, sg_error *err)
         sg_weights_unit_offsets(t->w, g.offset);
     if (!rc && max_shard > 0) {
         g.send = malloc((size_t)max_shard * sizeof(float));
-        g.recv = t->rank == 0 ? malloc((size_t)max_shard * (size_t)t->world * sizeof(float))
-                              : NULL;
+        g.recv = t->rank == 0 ? malloc((size_t)max_shard * (size_t)t->world * sizeof(float)) : NULL;
         if (!g.send || (t->rank == 0 && !g.recv))
-            rc = sg_error_set(err, SG_ENOMEM, "out of memory gathering the weights (%lld "
-                              "floats)", (long long)(max_shard * (t->rank == 0 ? t->world : 1)));
+            rc = sg_error_set(err, SG_ENOMEM,
+                              "out of memory gathering the weights (%lld "
+                              "floats)",
+                              (long long)(max_shard * (t->rank == 0 ? t->world : 1)));
     }
     /* one name on every rank: rank 0's process id */
     double id = t->rank == 0 ? (double)getpid() : 0.0;
@@ -189,8 +191,8 @@ int sg_rank_save(const sg_rank_save_args *t, sg_dtype dtype, sg_error *err)
         sg_tensor_source gathered = {gathered_fill, &g};
         t->w->source = &gathered;
         if (!rc)
-            rc = sg_checkpoint_write_weights(tmp, t->w, step, t->model, dtype,
-                                             r->save_shard_size, err);
+            rc = sg_checkpoint_write_weights(tmp, t->w, step, t->model, dtype, r->save_shard_size,
+                                             err);
         t->w->source = NULL;
         sg_error e;
         if (announce(&g, -1, &e) == -2 && !g.rc) {

@@ -27,11 +27,11 @@ typedef struct sg_rank_save_args {
     const sg_dist *dist;
     int rank, world;
     const sg_model *model;
-    const sg_step_spec *spec;   /* which units are sharded, and how */
-    sg_weights *w;              /* names, shapes and units, no values */
-    const sg_train_state *st;   /* the metadata (step, scaler, data position, ...) */
-    sg_state_reader *state;     /* this rank's buffers, read back */
-    const sg_run_options *run;  /* save, save_keep, save_shard_size */
+    const sg_step_spec *spec;  /* which units are sharded, and how */
+    sg_weights *w;             /* names, shapes and units, no values */
+    const sg_train_state *st;  /* the metadata (step, scaler, data position, ...) */
+    sg_state_reader *state;    /* this rank's buffers, read back */
+    const sg_run_options *run; /* save, save_keep, save_shard_size */
 } sg_rank_save_args;
 
 int sg_rank_save(const sg_rank_save_args *a, sg_dtype dtype, sg_error *err);

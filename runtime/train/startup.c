@@ -35,7 +35,8 @@ double sg_process_age_s(void)
 
 void sg_startup_print(FILE *f, const sg_startup *s, double trainer_s)
 {
-    fprintf(f, "  start-up: %.2f s (config %.2f s, compile %.2f s, state and data %.2f s, "
+    fprintf(f,
+            "  start-up: %.2f s (config %.2f s, compile %.2f s, state and data %.2f s, "
             "StarPU %.2f s, state allocation %.2f s, initial state %.2f s); state %.1f GiB, "
             "%.1f GiB of it pinned\n",
             s->config_s + trainer_s, s->config_s, s->compile_s, s->inputs_s, s->starpu_s,

@@ -10,13 +10,13 @@
 #include <stdio.h>
 
 typedef struct sg_startup {
-    double config_s;    /* process start to the trainer (0 where not known) */
-    double compile_s;   /* the step graph(s) compiled, priorities set */
-    double inputs_s;    /* the state's source described or opened, the data opened */
-    double starpu_s;    /* StarPU's start, with its CUDA set-up */
-    double alloc_s;     /* the lowering: the state's buffers allocated and zeroed */
-    double load_s;      /* the initial state drawn or read into the buffers */
-    long long state_bytes, pinned_bytes;  /* the state allocated, and of it pinned */
+    double config_s;  /* process start to the trainer (0 where not known) */
+    double compile_s; /* the step graph(s) compiled, priorities set */
+    double inputs_s;  /* the state's source described or opened, the data opened */
+    double starpu_s;  /* StarPU's start, with its CUDA set-up */
+    double alloc_s;   /* the lowering: the state's buffers allocated and zeroed */
+    double load_s;    /* the initial state drawn or read into the buffers */
+    long long state_bytes, pinned_bytes; /* the state allocated, and of it pinned */
 } sg_startup;
 
 /* Seconds since this process started (Linux: /proc/self/stat's start time

@@ -12,13 +12,13 @@
 #include "runtime/io/checkpoint.h"
 
 typedef struct sg_state_source {
-    sg_tensor_source src;         /* fill: sg_state_source_fill, ctx: this */
-    sg_checkpoint_reader reader;  /* --load */
+    sg_tensor_source src;        /* fill: sg_state_source_fill, ctx: this */
+    sg_checkpoint_reader reader; /* --load */
     int have_reader;
     const sg_weights *shape;
     uint64_t seed;
     double std;
-    float initial_squares;        /* Adagrad's initial_accumulator_value (0: none) */
+    float initial_squares; /* Adagrad's initial_accumulator_value (0: none) */
     int resumed;
 } sg_state_source;
 

@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <string.h>
 
-
 /* snprintf into a buffer piece by piece; len counts what the whole text
  * needs even once the buffer is full. */
 typedef struct sbuf {
@@ -14,8 +13,7 @@ typedef struct sbuf {
     size_t n, len;
 } sbuf;
 
-__attribute__((format(printf, 2, 3)))
-static void sb_printf(sbuf *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...)
 {
     size_t off = b->len < b->n ? b->len : b->n;
     char dummy[1];
@@ -50,12 +48,11 @@ static void sb_num(sbuf *b, double v, int prec)
         sb_printf(b, "%.*f", prec, v);
 }
 
-int sg_format_step_line(char *buf, size_t n, int64_t step, double loss, double ms,
-                        double tflops, double tokens_per_s)
+int sg_format_step_line(char *buf, size_t n, int64_t step, double loss, double ms, double tflops,
+                        double tokens_per_s)
 {
     sbuf b = sb_start(buf, n);
-    sb_printf(&b, "Step %lld | Loss: %.4f | Time: %.2f ms | TFLOPS: ", (long long)step, loss,
-              ms);
+    sb_printf(&b, "Step %lld | Loss: %.4f | Time: %.2f ms | TFLOPS: ", (long long)step, loss, ms);
     sb_num(&b, tflops, 2);
     sb_printf(&b, " | Tokens/s: %.1f", tokens_per_s);
     return sb_result(&b);
@@ -160,8 +157,8 @@ static void sb_bytes(sbuf *b, int64_t bytes)
         sb_printf(b, "%lld B", (long long)bytes);
 }
 
-int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *peaks,
-                                 int npeaks, char *buf, size_t n)
+int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *peaks, int npeaks,
+                                 char *buf, size_t n)
 {
     sbuf b = sb_start(buf, n);
     sg_step_summary s;
@@ -181,8 +178,8 @@ int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *pea
                       s.warmup_excluded == 1 ? "" : "s");
         else
             sb_printf(&b, "\n");
-        sb_printf(&b, "  Step time: mean %.2f ms | min %.2f ms | max %.2f ms\n",
-                  s.mean_s * 1e3, s.min_s * 1e3, s.max_s * 1e3);
+        sb_printf(&b, "  Step time: mean %.2f ms | min %.2f ms | max %.2f ms\n", s.mean_s * 1e3,
+                  s.min_s * 1e3, s.max_s * 1e3);
         sb_printf(&b, "  Throughput: ");
         sb_num(&b, s.tokens_per_s, 1);
         sb_printf(&b, " tokens/s | TFLOPS: ");
@@ -226,9 +223,8 @@ static void json_num(FILE *fp, const char *key, double v)
 }
 
 int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_update_hyper *h,
-                          double grad_norm, double loss_scale, double seconds,
-                          double tokens_per_s, const sg_step_rates *rates, int skipped,
-                          const sg_phase_times *phases)
+                          double grad_norm, double loss_scale, double seconds, double tokens_per_s,
+                          const sg_step_rates *rates, int skipped, const sg_phase_times *phases)
 {
     if (!m->fp)
         return SG_EIO;
@@ -308,7 +304,6 @@ int sg_metrics_close(sg_metrics *m, sg_error *err)
         e = errno ? errno : EIO;
     m->fp = NULL;
     if (e)
-        return sg_error_set(err, SG_EIO, "%s: writing metrics failed: %s", m->path,
-                            strerror(e));
+        return sg_error_set(err, SG_EIO, "%s: writing metrics failed: %s", m->path, strerror(e));
     return SG_OK;
 }

@@ -28,14 +28,14 @@ typedef struct sg_phase_times {
     double forward_s;
     double backward_s;
     double optimizer_s;
-    double transfer_s;     /* host <-> device copies not hidden by compute */
+    double transfer_s; /* host <-> device copies not hidden by compute */
 } sg_phase_times;
 
 /* "Step 12 | Loss: 4.5123 | Time: 153.21 ms | TFLOPS: 0.01 | Tokens/s: 6684.2"
  * (TFLOPS "n/a" when tflops is NAN). snprintf semantics: returns the length
  * the full line needs; buf always ends with '\0' when n > 0. */
-int sg_format_step_line(char *buf, size_t n, int64_t step, double loss, double ms,
-                        double tflops, double tokens_per_s);
+int sg_format_step_line(char *buf, size_t n, int64_t step, double loss, double ms, double tflops,
+                        double tokens_per_s);
 
 /* DeepSpeed's wall_clock_breakdown style:
  * "time (ms) | forward: 12.34 | backward: 23.45 | optimizer: 3.21 | transfer: 1.00"
@@ -50,24 +50,24 @@ typedef struct sg_step_stats {
         int64_t steps;
         int64_t first_step, last_step;
         double seconds, tokens;
-        double tflop;          /* sum of tflops * seconds (= 1e12 FLOP) */
-        int tflops_missing;    /* a step had no TFLOPS (NAN) */
-        double model_tflop;    /* the same for model TFLOPS */
+        double tflop;       /* sum of tflops * seconds (= 1e12 FLOP) */
+        int tflops_missing; /* a step had no TFLOPS (NAN) */
+        double model_tflop; /* the same for model TFLOPS */
         int model_missing;
         double min_s, max_s;
-    } all, timed;              /* every step; non-warm-up steps */
+    } all, timed; /* every step; non-warm-up steps */
 } sg_step_stats;
 
 /* The figures the summary prints. */
 typedef struct sg_step_summary {
-    int64_t steps;             /* steps the figures cover (0: nothing ran) */
-    int64_t warmup_excluded;   /* warm-up steps left out */
-    int all_warmup;            /* every step was warm-up: figures cover them */
+    int64_t steps;           /* steps the figures cover (0: nothing ran) */
+    int64_t warmup_excluded; /* warm-up steps left out */
+    int all_warmup;          /* every step was warm-up: figures cover them */
     int64_t first_step, last_step;
     double mean_s, min_s, max_s;
-    double tokens_per_s;       /* total tokens / total time */
-    double tflops;             /* total FLOP / total time; NAN if unknown */
-    double model_tflops;       /* total model FLOP / total time; NAN if unknown */
+    double tokens_per_s; /* total tokens / total time */
+    double tflops;       /* total FLOP / total time; NAN if unknown */
+    double model_tflops; /* total model FLOP / total time; NAN if unknown */
 } sg_step_summary;
 
 /* Peak memory of one device class ("CUDA", "CPU", "NUMA 0"...); bytes < 0
@@ -92,8 +92,8 @@ int64_t sg_step_stats_summary(const sg_step_stats *st, sg_step_summary *out);
  *     Throughput: 6684.2 tokens/s | TFLOPS: 0.01 | Model TFLOPS: 0.01
  *     Peak memory: CUDA 1.23 GiB | CPU 512.0 MiB
  * (the memory line only when npeaks > 0). snprintf semantics. */
-int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *peaks,
-                                 int npeaks, char *buf, size_t n);
+int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *peaks, int npeaks,
+                                 char *buf, size_t n);
 
 /* --- metrics JSONL ------------------------------------------------------ */
 
@@ -110,7 +110,7 @@ int sg_step_stats_format_summary(const sg_step_stats *st, const sg_mem_peak *pea
 typedef struct sg_metrics {
     FILE *fp;
     char path[4096];
-    int err_no;                /* first write error (errno), 0 if none */
+    int err_no; /* first write error (errno), 0 if none */
 } sg_metrics;
 
 int sg_metrics_open(sg_metrics *m, const char *path, sg_error *err);
@@ -121,9 +121,8 @@ typedef struct sg_update_hyper {
 } sg_update_hyper;
 /* Returns 0, or SG_EIO after a write error (reported again by close). */
 int sg_metrics_write_step(sg_metrics *m, int64_t step, double loss, const sg_update_hyper *h,
-                          double grad_norm, double loss_scale, double seconds,
-                          double tokens_per_s, const sg_step_rates *rates, int skipped,
-                          const sg_phase_times *phases);
+                          double grad_norm, double loss_scale, double seconds, double tokens_per_s,
+                          const sg_step_rates *rates, int skipped, const sg_phase_times *phases);
 /* An evaluation's line (runtime/train/eval.h), after its step's, with the
  * names the Hugging Face Trainer logs it under:
  *   {"step":12,"eval_loss":4.1234,"eval_ppl":61.78,"eval_tokens":2048,

@@ -12,14 +12,10 @@ static double *phase_of(const sg_node *nd, sg_phase_times *p)
 {
     const sg_op_kind_info *info = sg_op_kind_info_of(nd->kind);
     switch (info ? info->phase : SG_PHASE_OPTIMIZER) {
-    case SG_PHASE_FORWARD:
-        return &p->forward_s;
-    case SG_PHASE_BACKWARD:
-        return &p->backward_s;
-    case SG_PHASE_TRANSFER:
-        return &p->transfer_s;
-    default:
-        return &p->optimizer_s;
+    case SG_PHASE_FORWARD: return &p->forward_s;
+    case SG_PHASE_BACKWARD: return &p->backward_s;
+    case SG_PHASE_TRANSFER: return &p->transfer_s;
+    default: return &p->optimizer_s;
     }
 }
 
@@ -59,14 +55,17 @@ static int numa_view(const sg_exec *x, sg_step_view *v, int **wn, int **bn, sg_e
 int sg_timeline_write_trace(const sg_exec *x, const char *path, sg_error *err)
 {
     int nworkers = sg_exec_worker_count();
-    char (*names)[64] = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *names);
+    char(*names)[64] = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *names);
     const char **ptrs = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *ptrs);
     int *wn = NULL, *bn = NULL;
     int rc = (!names || !ptrs) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     for (int w = 0; w < nworkers && !rc; w++)
         ptrs[w] = sg_exec_worker_name(w, names[w], sizeof names[w]);
-    sg_step_view v = {.graph = sg_exec_last_graph(x), .records = sg_exec_last_records(x), .nworkers = nworkers,
-                      .worker_names = ptrs, .t0_us = x->step_start_us};
+    sg_step_view v = {.graph = sg_exec_last_graph(x),
+                      .records = sg_exec_last_records(x),
+                      .nworkers = nworkers,
+                      .worker_names = ptrs,
+                      .t0_us = x->step_start_us};
     if (!rc)
         rc = numa_view(x, &v, &wn, &bn, err);
     if (!rc)

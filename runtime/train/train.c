@@ -63,16 +63,21 @@ static int check_ranks(const trainer *t, sg_error *err)
     long long dp = (long long)r->dp_size;
     if (dp > 1 && t->world == 1) {
         if (!sg_dist_available())
-            return sg_error_set(err, SG_ENOTSUP, "dp_size %lld: several ranks need MPI, and "
+            return sg_error_set(err, SG_ENOTSUP,
+                                "dp_size %lld: several ranks need MPI, and "
                                 "this stepgraph was built without MPI support (apt-get install "
-                                "libopenmpi-dev openmpi-bin, then reconfigure)", dp);
-        return sg_error_set(err, SG_EINVAL, "dp_size %lld: one process per rank; launch with "
-                            "`mpirun -np %lld stepgraph run CONFIG` (docs/ranks.md)", dp, dp);
+                                "libopenmpi-dev openmpi-bin, then reconfigure)",
+                                dp);
+        return sg_error_set(err, SG_EINVAL,
+                            "dp_size %lld: one process per rank; launch with "
+                            "`mpirun -np %lld stepgraph run CONFIG` (docs/ranks.md)",
+                            dp, dp);
     }
     if (t->world > 1 && dp != t->world)
-        return sg_error_set(err, SG_EINVAL, "dp_size %lld in the config, but mpirun started %d "
-                            "ranks: they must be equal (set dp_size %d, or mpirun -np %lld)", dp,
-                            t->world, t->world, dp);
+        return sg_error_set(err, SG_EINVAL,
+                            "dp_size %lld in the config, but mpirun started %d "
+                            "ranks: they must be equal (set dp_size %d, or mpirun -np %lld)",
+                            dp, t->world, t->world, dp);
     return SG_OK;
 }
 
@@ -88,8 +93,8 @@ static int maybe_eval(trainer *t, sg_train_result *res, int last, sg_error *err)
     while (sg_exec_in_flight(&t->x) > 0)
         if ((rc = finish_one(t, res, err)))
             return rc;
-    return sg_eval_run(&t->eval, &t->x, t->dist, t->st.step,
-                       t->metrics_open ? &t->metrics : NULL, NULL, err);
+    return sg_eval_run(&t->eval, &t->x, t->dist, t->st.step, t->metrics_open ? &t->metrics : NULL,
+                       NULL, err);
 }
 
 /* Up to `lookahead` steps in flight; finished (logged) in order. A
@@ -155,8 +160,7 @@ static int end_run(trainer *t, sg_train_result *res, sg_error *err)
             printf("trace of step %lld written to %s\n", (long long)t->st.step, r->trace);
         }
         /* an interrupt right after a periodic save: that one is this step's */
-        if (r->save[0] && t->saved_at != t->st.step &&
-            (rc = sg_trainer_save_checkpoint(t, err)))
+        if (r->save[0] && t->saved_at != t->st.step && (rc = sg_trainer_save_checkpoint(t, err)))
             return rc;
         if (cfg->node_times[0] &&
             (rc = sg_node_times_write(&t->node_times, &t->graph, cfg->node_times, err)))
@@ -177,8 +181,7 @@ int sg_train(const sg_config *cfg, sg_train_result *res, sg_error *err)
     return sg_train_ranks(cfg, NULL, res, err);
 }
 
-int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *res,
-                   sg_error *err)
+int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *res, sg_error *err)
 {
     trainer t;
     memset(&t, 0, sizeof t);
@@ -204,15 +207,13 @@ int sg_train_ranks(const sg_config *cfg, const sg_dist *dist, sg_train_result *r
     if (save_created)
         save_slot = sg_cleanup_add_if_empty(r->save);
     double t_set = sg_monotonic_s();
-    if ((rc = sg_trainer_setup_graph(&t, err)) ||
-        (rc = sg_trainer_check_host_memory(&t, err)))
+    if ((rc = sg_trainer_setup_graph(&t, err)) || (rc = sg_trainer_check_host_memory(&t, err)))
         goto out;
     t.startup.compile_s = sg_monotonic_s() - t_set;
     t_set = sg_monotonic_s();
     if ((rc = sg_trainer_setup_weights(&t, err)) ||
         (r->save[0] && (rc = sg_checkpoint_check_save(r->save, r->load, t.resumed, err))) ||
-        (rc = sg_trainer_setup_data(&t, err)) ||
-        (rc = sg_trainer_check_schedule(&t, err)) ||
+        (rc = sg_trainer_setup_data(&t, err)) || (rc = sg_trainer_check_schedule(&t, err)) ||
         (rc = sg_eval_open(&t.eval, cfg, &t.model, &t.spec, dist,
                            t.have_tokenizer ? &t.tokenizer : NULL, err)))
         goto out;

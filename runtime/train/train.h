@@ -14,13 +14,13 @@
 #include "runtime/config/config.h"
 
 typedef struct sg_train_result {
-    int64_t steps;              /* steps run in this invocation */
-    int64_t last_step;          /* global step number of the last one */
+    int64_t steps;     /* steps run in this invocation */
+    int64_t last_step; /* global step number of the last one */
     double first_loss, last_loss;
-    double mean_step_s;         /* over non-warm-up steps */
+    double mean_step_s; /* over non-warm-up steps */
     double tokens_per_s;
-    int workers_cpu, workers_cuda;  /* StarPU workers of the run */
-    int signo;                  /* SIGINT or SIGTERM: the signal that stopped the run
+    int workers_cpu, workers_cuda; /* StarPU workers of the run */
+    int signo;                     /* SIGINT or SIGTERM: the signal that stopped the run
                                    early (runtime/train/interrupt.h), else 0 */
 } sg_train_result;
 

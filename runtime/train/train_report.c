@@ -103,7 +103,8 @@ void sg_trainer_plan_memory(trainer *t)
      * that StarPU's limit already counts */
     int64_t in_ram = t->plan_host - sg_nvme_disk_bytes(t->cfg, &t->graph);
     if (limit > 0 && in_ram > limit)
-        fprintf(stderr, "stepgraph: warning: a step's plan needs %.1f MiB of main memory, more "
+        fprintf(stderr,
+                "stepgraph: warning: a step's plan needs %.1f MiB of main memory, more "
                 "than the %.1f MiB StarPU may use (STARPU_LIMIT_CPU_MEM, else 90%% of RAM): it "
                 "will likely wait for memory no task frees, and the run end with an error once "
                 "no task has run for STEPGRAPH_STALL_SECONDS\n",
@@ -125,7 +126,8 @@ static void print_memory(const trainer *t, int ncpu, int ncuda)
         int64_t po = 0, pp = 0;
         if (sg_graph_peak_memory_one_space(&t->graph, &po, &pp) == SG_OK)
             printf("  (planned for %d CPU worker%s running ready work out of program order; "
-                   "in program order %.1f MiB)\n", ncpu, ncpu == 1 ? "" : "s", po / 1048576.0);
+                   "in program order %.1f MiB)\n",
+                   ncpu, ncpu == 1 ? "" : "s", po / 1048576.0);
     }
     if (ncuda)
         print_mem_line("gpu", gpu, pg, held_gpu);
@@ -152,7 +154,8 @@ void sg_trainer_print_summary(const trainer *t)
         sg_subgroup_layout_compute(&t->model, &t->spec, &lay, NULL);
         int64_t speculative = t->stats.all.steps - t->waited_steps;
         printf("  SuperOffload: %lld of %lld speculative sub-group steps rolled back (clipping "
-               "or overflow)", (long long)t->rollbacks,
+               "or overflow)",
+               (long long)t->rollbacks,
                (long long)(lay.nsubgroups - lay.first_cpu) * (long long)speculative);
         if (t->have_wait)
             printf("; %lld of %lld steps waited for the gradient norm (speculation %s)",

@@ -33,7 +33,8 @@ int sg_trainer_check_outputs(const sg_run_options *r, int *created, sg_error *er
     else if (r->save[0] && errno != EEXIST)
         return sg_error_set(err, SG_EIO, "save: cannot create %s: %s", r->save, strerror(errno));
     else if (r->save[0] && (stat(r->save, &st) || !S_ISDIR(st.st_mode)))
-        return sg_error_set(err, SG_EINVAL, "save: %s exists and is not a directory (--save "
+        return sg_error_set(err, SG_EINVAL,
+                            "save: %s exists and is not a directory (--save "
                             "names the directory that holds the checkpoints' step-N folders)",
                             r->save);
     /* an existing directory: writable (a read-only one failed at the first save) */
@@ -102,8 +103,10 @@ int sg_trainer_setup_graph(trainer *t, sg_error *err)
     if (rc)
         return rc;
     if (t->model.hf_ignored_keys[0])
-        fprintf(stderr, "stepgraph: warning: model %s: config.json keys not used by stepgraph: "
-                "%s\n", t->cfg->run.model, t->model.hf_ignored_keys);
+        fprintf(stderr,
+                "stepgraph: warning: model %s: config.json keys not used by stepgraph: "
+                "%s\n",
+                t->cfg->run.model, t->model.hf_ignored_keys);
     sg_step_spec_from_config(t->cfg, &t->spec);
     if ((rc = sg_unit_check_model(&t->model, err)) || (rc = set_priorities(t, err)))
         return rc;
@@ -146,8 +149,8 @@ int sg_trainer_setup_weights(trainer *t, sg_error *err)
 {
     const sg_run_options *r = &t->cfg->run;
     sg_config_warnings warn = {0};
-    int rc = sg_state_source_open(&t->source, r->load, &t->model, (uint64_t)r->seed, &t->w,
-                                  &t->st, &t->resumed, &warn, err);
+    int rc = sg_state_source_open(&t->source, r->load, &t->model, (uint64_t)r->seed, &t->w, &t->st,
+                                  &t->resumed, &warn, err);
     t->have_source = rc == SG_OK;
     for (int i = 0; i < warn.count; i++)
         fprintf(stderr, "stepgraph: warning: %s\n", warn.msg[i]);
@@ -162,8 +165,8 @@ int sg_trainer_setup_weights(trainer *t, sg_error *err)
                             "exactly needs the same ones, and the same global micro batch "
                             "(micro batch x dp_size: here %lld x %d; the checkpoint was "
                             "written by dp_size %d) (load its model.safetensors to "
-                            "start a new run from its weights)", r->load,
-                            (long long)t->cfg->ds.train_micro_batch_size_per_gpu, t->world,
+                            "start a new run from its weights)",
+                            r->load, (long long)t->cfg->ds.train_micro_batch_size_per_gpu, t->world,
                             t->st.ranks);
     if (!t->resumed)
         init_optimizer_state(t);
@@ -200,10 +203,11 @@ int sg_trainer_setup_data(trainer *t, sg_error *err)
             return rc;
         t->have_tokenizer = rc == 1;
         if (t->have_tokenizer && t->tokenizer.vocab_size != t->model.vocab_size)
-            fprintf(stderr, "stepgraph: warning: %s: the shards were made by tokenizer %s with "
-                    "a vocabulary of %lld, model %s has %lld\n", t->tokenizer.path,
-                    t->tokenizer.tokenizer, (long long)t->tokenizer.vocab_size, t->model.name,
-                    (long long)t->model.vocab_size);
+            fprintf(stderr,
+                    "stepgraph: warning: %s: the shards were made by tokenizer %s with "
+                    "a vocabulary of %lld, model %s has %lld\n",
+                    t->tokenizer.path, t->tokenizer.tokenizer, (long long)t->tokenizer.vocab_size,
+                    t->model.name, (long long)t->model.vocab_size);
     }
     if (t->resumed && (rc = sg_data_seek(&t->data, t->st.data, err)))
         return sg_error_prefix(err, "resuming from %s: ", r->load), rc;
@@ -243,10 +247,11 @@ int sg_trainer_check_schedule(const trainer *t, sg_error *err)
             last = mid;
     }
     sg_betas_at(&t->cfg->ds, first, &beta1, &beta2);
-    return sg_error_set(err, SG_EINVAL, "OneCycle's beta1 reaches %.6g at update %lld "
+    return sg_error_set(err, SG_EINVAL,
+                        "OneCycle's beta1 reaches %.6g at update %lld "
                         "(scheduler.params.cycle_max_mom x (1 + decay_mom_rate x n)); Adam needs "
-                        "beta1 < 1: lower decay_mom_rate, or run at most %lld steps", beta1,
-                        (long long)first + 1, (long long)(first - t->st.adam_step));
+                        "beta1 < 1: lower decay_mom_rate, or run at most %lld steps",
+                        beta1, (long long)first + 1, (long long)(first - t->st.adam_step));
 }
 
 /* The names and shapes of the weights and moments (the trainer holds no
@@ -273,9 +278,10 @@ int sg_trainer_setup_exec(trainer *t, sg_error *err)
         if (t->st.has_scaler_counters) {
             if (t->scaler_params.dynamic &&
                 t->st.scaler_cur_hysteresis > t->scaler_params.delayed_shift)
-                return sg_error_set(err, SG_EINVAL, "resuming from %s: loss_scaler_cur_hysteresis "
-                                    "%lld is above fp16.hysteresis %lld", cfg->run.load,
-                                    (long long)t->st.scaler_cur_hysteresis,
+                return sg_error_set(err, SG_EINVAL,
+                                    "resuming from %s: loss_scaler_cur_hysteresis "
+                                    "%lld is above fp16.hysteresis %lld",
+                                    cfg->run.load, (long long)t->st.scaler_cur_hysteresis,
                                     (long long)t->scaler_params.delayed_shift);
             t->scaler.cur_iter = t->st.scaler_cur_iter;
             t->scaler.last_overflow_iter = t->st.scaler_last_overflow_iter;
@@ -295,7 +301,8 @@ int sg_trainer_setup_exec(trainer *t, sg_error *err)
         .launch = t->dist && t->dist->mpi ? &t->dist->comm : NULL,
         /* SuperOffload's key: the share of cores kept for CPU Adam */
         .optimizer_cores_share = cfg->ds.zero.offload_optimizer.super_offload
-                                     ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc : 0.0,
+                                     ? cfg->ds.zero.offload_optimizer.cpuadam_cores_perc
+                                     : 0.0,
         .lookahead = (int)cfg->run.lookahead,
     };
     sg_disk_plan disk;
@@ -333,7 +340,8 @@ void sg_trainer_print_header(const trainer *t)
            (long long)s->micro_batch, (long long)s->grad_accum, (long long)tokens);
     if (t->world > 1)
         printf("  data parallel: %d ranks (one process each), %lld tokens per step over all "
-               "ranks\n", t->world, (long long)tokens * t->world);
+               "ranks\n",
+               t->world, (long long)tokens * t->world);
     printf("  ZeRO stage %d, %s, optimizer %s%s%s%s, gradient clipping %g\n", s->zero_stage, dt,
            s->offload_optimizer ? "offloaded to the CPU" : "with the parameters",
            s->super_offload ? " (SuperOffload speculation)" : "",
@@ -364,8 +372,8 @@ void sg_trainer_print_header(const trainer *t)
     uint64_t trained, masked_tokens;
     if (sg_data_mask_stats(&t->data, &trained, &masked_tokens) > 0)
         printf("  loss mask: %llu of the %llu tokens of masked shards are targets (%.1f%%; "
-               "prompt and padding are not)\n", (unsigned long long)trained,
-               (unsigned long long)masked_tokens,
+               "prompt and padding are not)\n",
+               (unsigned long long)trained, (unsigned long long)masked_tokens,
                masked_tokens ? 100.0 * (double)trained / (double)masked_tokens : 0.0);
     sg_eval_print_header(&t->eval, cfg->run.eval_data);
     if (cfg->run.load[0])

@@ -40,8 +40,10 @@ static int feed_batches(trainer *t, sg_error *err)
         if (rc)
             return rc;
         if (sg_exec_set_tokens(&t->x, mb, t->inputs, t->targets))
-            return sg_error_set(err, SG_EINVAL, "step %lld: cannot write micro-batch %d's "
-                                "tokens", (long long)t->submitted + 1, mb);
+            return sg_error_set(err, SG_EINVAL,
+                                "step %lld: cannot write micro-batch %d's "
+                                "tokens",
+                                (long long)t->submitted + 1, mb);
     }
     return SG_OK;
 }
@@ -55,8 +57,10 @@ static int set_step_params(trainer *t, sg_step_params *p, sg_error *err)
     if (t->advance_pending) {
         int skipped;
         if (sg_exec_wait_overflow(&t->x, &skipped))
-            return sg_error_set(err, SG_EINVAL, "step %lld: cannot read the overflow flag back "
-                                "from StarPU", (long long)t->submitted);
+            return sg_error_set(err, SG_EINVAL,
+                                "step %lld: cannot read the overflow flag back "
+                                "from StarPU",
+                                (long long)t->submitted);
         t->submit_adam_step += !skipped;
         t->advance_pending = 0;
     }
@@ -111,8 +115,8 @@ static void step_rates(const trainer *t, double seconds, sg_step_rates *out)
 static double step_active_tflops(const trainer *t, double seconds)
 {
     const sg_step_spec *s = &t->spec;
-    return sg_model_active_tflops(&t->model, s->micro_batch * s->grad_accum,
-                                  s->seq_len, s->activation_checkpointing, seconds);
+    return sg_model_active_tflops(&t->model, s->micro_batch * s->grad_accum, s->seq_len,
+                                  s->activation_checkpointing, seconds);
 }
 
 /* Waits for the oldest step in flight, then reads, logs and checks it. */
@@ -132,8 +136,10 @@ int sg_trainer_finish_step(trainer *t, sg_error *err)
     if (sg_exec_losses(&t->x, t->losses) ||
         sg_exec_step_outcome(&t->x, &skipped, &rollbacks, &would_fail) ||
         sg_exec_loss_scaler(&t->x, &t->scaler) < 0)
-        return sg_error_set(err, SG_EINVAL, "step %lld: cannot read the step's results back "
-                            "from StarPU", (long long)t->st.step + 1);
+        return sg_error_set(err, SG_EINVAL,
+                            "step %lld: cannot read the step's results back "
+                            "from StarPU",
+                            (long long)t->st.step + 1);
     double loss = 0;
     for (int mb = 0; mb < t->spec.grad_accum; mb++)
         loss += t->losses[mb];
@@ -180,7 +186,8 @@ int sg_trainer_finish_step(trainer *t, sg_error *err)
             snprintf(active + na, sizeof active - (size_t)na, " | MFU: %.1f%%", 100 * rates.mfu);
         /* SuperOffload: which graph ran, the speculative or the waiting one */
         const char *mode = !t->spec.super_offload ? ""
-                           : waited ? " | waited for the norm" : " | speculative";
+                           : waited               ? " | waited for the norm"
+                                                  : " | speculative";
         /* a scheduled lr (and OneCycle's beta1): what this step's update used */
         char sched[64] = "";
         const sg_ds_config *ds = &t->cfg->ds;
@@ -197,9 +204,10 @@ int sg_trainer_finish_step(trainer *t, sg_error *err)
         fflush(stdout);
     }
     if (!isfinite(loss))
-        return sg_error_set(err, SG_EINVAL, "step %lld: the loss is %g (diverged); lower the "
-                            "learning rate or enable gradient clipping", (long long)t->st.step,
-                            loss);
+        return sg_error_set(err, SG_EINVAL,
+                            "step %lld: the loss is %g (diverged); lower the "
+                            "learning rate or enable gradient clipping",
+                            (long long)t->st.step, loss);
     return SG_OK;
 }
 
@@ -221,7 +229,7 @@ static int write_checkpoint(trainer *t, sg_state_reader *reader, sg_error *err)
     double t0 = sg_monotonic_s();
     if (t->world > 1)
         rc = sg_rank_save(&(sg_rank_save_args){t->dist, t->rank, t->world, &t->model, &t->spec,
-                                                &t->w, &t->st, reader, r},
+                                               &t->w, &t->st, reader, r},
                           dtype, err);
     else
         rc = sg_checkpoint_save(r->save, &t->w, &t->st, &t->model, dtype, r->save_keep,

@@ -27,8 +27,8 @@
 
 typedef struct trainer {
     const sg_config *cfg;
-    const sg_dist *dist;        /* several ranks (runtime/dist/), or NULL */
-    int rank, world;            /* 0 and 1 for one process */
+    const sg_dist *dist; /* several ranks (runtime/dist/), or NULL */
+    int rank, world;     /* 0 and 1 for one process */
     sg_model model;
     sg_step_spec spec;
     sg_graph graph;
@@ -36,7 +36,7 @@ typedef struct trainer {
      * compiled without speculation, run while clipping keeps firing */
     sg_step_spec wait_spec;
     sg_graph wait_graph;
-    int adaptive;               /* choose per step; else wait_graph always runs */
+    int adaptive; /* choose per step; else wait_graph always runs */
     int have_wait;
     sg_speculation speculation; /* adaptive: the rule's state */
     int waiting;                /* the rule's mode after the steps finished so far */
@@ -46,49 +46,50 @@ typedef struct trainer {
      * depend on timing */
     uint8_t waiting_after[SG_LOOKAHEAD_MAX + 1];
     int64_t waited_steps;
-    sg_weights w;               /* names and shapes (values only while a save of
+    sg_weights w;           /* names and shapes (values only while a save of
                                    several ranks reads them back) */
-    sg_train_state st;          /* counters, scaler, data position; moments as w */
-    sg_state_source source;     /* the starting state, until StarPU holds it */
+    sg_train_state st;      /* counters, scaler, data position; moments as w */
+    sg_state_source source; /* the starting state, until StarPU holds it */
     int have_source;
     int resumed;
     char data_path[SG_PATH_MAX];
     sg_data_loader data;
     int data_open;
-    sg_tokenizer_info tokenizer;  /* who made the token shards, when they say */
+    sg_tokenizer_info tokenizer; /* who made the token shards, when they say */
     int have_tokenizer;
     sg_loss_scaler_params scaler_params;
-    sg_loss_scaler_state scaler;   /* the step's; read back from the exec after each step */
+    sg_loss_scaler_state scaler; /* the step's; read back from the exec after each step */
     sg_exec x;
     int exec_started;
-    int64_t plan_host, plan_gpu;   /* the plan's peaks for the workers (sg_trainer_plan_memory) */
-    double peak_tflops;            /* the rank's GPUs' dense peak, MFU's denominator; 0
+    int64_t plan_host, plan_gpu; /* the plan's peaks for the workers (sg_trainer_plan_memory) */
+    double peak_tflops;          /* the rank's GPUs' dense peak, MFU's denominator; 0
                                       unknown (sg_trainer_set_peak) */
-    sg_node_times node_times;      /* cfg->node_times: CPU task times per node */
+    sg_node_times node_times;    /* cfg->node_times: CPU task times per node */
     sg_metrics metrics;
     int metrics_open;
     int32_t *inputs, *targets;
     float *losses;
     sg_step_stats stats;
     int64_t total_steps;
-    int64_t rollbacks;          /* SuperOffload sub-group steps undone, whole run */
+    int64_t rollbacks; /* SuperOffload sub-group steps undone, whole run */
     /* submission side, ahead of st by the steps in flight */
-    int64_t submitted;          /* steps submitted */
-    int64_t submit_adam_step;   /* Adam steps done before the next submitted one */
-    int advance_pending;        /* the last submitted step's skip is not known yet */
-    int64_t finished;           /* steps finished (logged) */
+    int64_t submitted;        /* steps submitted */
+    int64_t submit_adam_step; /* Adam steps done before the next submitted one */
+    int advance_pending;      /* the last submitted step's skip is not known yet */
+    int64_t finished;         /* steps finished (logged) */
     /* start-up, for the header: the trainer's start, and the parts (startup.h) */
     double start_s;
     sg_startup startup;
-    sg_interrupt intr;          /* SIGINT, SIGTERM: where to stop */
-    int64_t saved_at;           /* the step of the last checkpoint written, or -1 */
-    sg_eval eval;               /* the validation loss (eval.h) */
+    sg_interrupt intr; /* SIGINT, SIGTERM: where to stop */
+    int64_t saved_at;  /* the step of the last checkpoint written, or -1 */
+    sg_eval eval;      /* the validation loss (eval.h) */
 } trainer;
 
 static inline sg_optim_algo optim_algo_of(sg_optimizer_type type)
 {
-    return type == SG_OPT_LION ? SG_OPTIM_LION
-         : type == SG_OPT_ADAGRAD ? SG_OPTIM_ADAGRAD : SG_OPTIM_ADAM;
+    return type == SG_OPT_LION      ? SG_OPTIM_LION
+           : type == SG_OPT_ADAGRAD ? SG_OPTIM_ADAGRAD
+                                    : SG_OPTIM_ADAM;
 }
 
 /* train_setup.c */

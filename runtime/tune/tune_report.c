@@ -56,8 +56,8 @@ static int finish(FILE *out)
  * them in the order the sweep ran them. */
 typedef struct tune_index {
     int nmach, npol;
-    int *mach, *pol;              /* per point: its machine, its policy */
-    int *mach_first, *pol_first;  /* per machine, policy: its first point */
+    int *mach, *pol;             /* per point: its machine, its policy */
+    int *mach_first, *pol_first; /* per machine, policy: its first point */
 } tune_index;
 
 static int index_build(const sg_tune_set *s, tune_index *ix)
@@ -254,7 +254,8 @@ static void md_points(const sg_tune_set *s, FILE *out)
     for (int k = 0; k < s->nvary; k++)
         md_cell(out, FIELD(s->keys[k]));
     fputs("| status | step (ms) | TFLOPS | MFU | tokens/s | GPU busy | Adam hidden | bound (ms) | "
-          "bound by | note |\n|---|---|---|", out);
+          "bound by | note |\n|---|---|---|",
+          out);
     for (int k = 0; k < s->nvary; k++)
         fputs("---:|", out);
     fputs("---|---:|---:|---:|---:|---:|---:|---:|---|---|\n", out);
@@ -366,9 +367,9 @@ int sg_tune_write_markdown(const sg_tune_set *s, FILE *out)
 
 #define PANEL_W 360.0
 #define PANEL_H 240.0
-#define GAP 24.0     /* around and between panels */
-#define HEAD 64.0    /* title and legend above the panels */
-#define PAD_L 58.0   /* plot area inside a panel: room for tick labels */
+#define GAP 24.0   /* around and between panels */
+#define HEAD 64.0  /* title and legend above the panels */
+#define PAD_L 58.0 /* plot area inside a panel: room for tick labels */
 #define PAD_R 18.0
 #define PAD_T 30.0
 #define PAD_B 46.0
@@ -429,8 +430,8 @@ static int axis_ticks(const axis *a, double *t)
 }
 
 typedef struct panel {
-    double x0, y0;              /* top-left corner */
-    double px0, px1, py0, py1;  /* plot area; py1 is the x axis */
+    double x0, y0;             /* top-left corner */
+    double px0, px1, py0, py1; /* plot area; py1 is the x axis */
     axis x, y;
 } panel;
 
@@ -460,45 +461,51 @@ static double sy(const panel *p, double v)
 
 /* Frame, title, axis names and, when there is a time to show (ymax > 0 and
  * finite), y grid lines from 0; else the "no feasible point" text. */
-static void panel_frame(FILE *out, panel *p, const char *title, size_t tmax,
-                        const char *xlabel, size_t xmax, double ymax)
+static void panel_frame(FILE *out, panel *p, const char *title, size_t tmax, const char *xlabel,
+                        size_t xmax, double ymax)
 {
-    fprintf(out, "<g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
-                 "stroke=\"#cccccc\"/>\n",
+    fprintf(out,
+            "<g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+            "stroke=\"#cccccc\"/>\n",
             p->x0, p->y0, PANEL_W, PANEL_H);
-    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" "
-                 "font-weight=\"bold\">",
+    fprintf(out,
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" "
+            "font-weight=\"bold\">",
             p->x0 + PANEL_W / 2, p->y0 + 19);
     xml_text(out, title, tmax);
     fprintf(out, "</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
             (p->px0 + p->px1) / 2, p->y0 + PANEL_H - 8);
     xml_text(out, xlabel, xmax);
-    fprintf(out, "</text>\n<text transform=\"translate(%.1f,%.1f) rotate(-90)\" "
-                 "text-anchor=\"middle\">step (ms)</text>\n",
+    fprintf(out,
+            "</text>\n<text transform=\"translate(%.1f,%.1f) rotate(-90)\" "
+            "text-anchor=\"middle\">step (ms)</text>\n",
             p->x0 + 14, (p->py0 + p->py1) / 2);
     if (isfinite(ymax) && ymax > 0) {
         p->y = nice_axis(0.0, ymax);
         double t[20];
         int nt = axis_ticks(&p->y, t);
         for (int i = 0; i < nt; i++)
-            fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eeeeee\"/>\n"
-                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.6g</text>\n",
+            fprintf(out,
+                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eeeeee\"/>\n"
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.6g</text>\n",
                     p->px0, sy(p, t[i]), p->px1, sy(p, t[i]), p->px0 - 6, sy(p, t[i]) + 4, t[i]);
     } else {
-        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#888888\">"
-                     "no feasible point</text>\n",
+        fprintf(out,
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#888888\">"
+                "no feasible point</text>\n",
                 (p->px0 + p->px1) / 2, (p->py0 + p->py1) / 2);
     }
-    fprintf(out, "<path d=\"M%.1f %.1f V%.1f H%.1f\" fill=\"none\" stroke=\"#333333\"/>\n",
-            p->px0, p->py0, p->py1, p->px1);
+    fprintf(out, "<path d=\"M%.1f %.1f V%.1f H%.1f\" fill=\"none\" stroke=\"#333333\"/>\n", p->px0,
+            p->py0, p->py1, p->px1);
 }
 
 /* A red x; on the axis it carries the "infeasible" tooltip, in the legend
  * (tooltip 0) the text beside it says it. */
 static void infeasible_mark(FILE *out, double x, double y, int tooltip)
 {
-    fprintf(out, "<g>%s<path d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f\" stroke=\"" RED
-                 "\" stroke-width=\"2\"/></g>\n",
+    fprintf(out,
+            "<g>%s<path d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f\" stroke=\"" RED
+            "\" stroke-width=\"2\"/></g>\n",
             tooltip ? "<title>infeasible</title>" : "", x - 4, y - 4, x + 4, y + 4, x - 4, y + 4,
             x + 4, y - 4);
 }
@@ -620,8 +627,7 @@ static int svg_knob_panel(const sg_tune_set *s, const tune_index *ix, int k, int
 }
 
 /* No knob varied: one bar per policy, its best time on machine m. */
-static int svg_bar_panel(const sg_tune_set *s, const tune_index *ix, int m, FILE *out,
-                         int *any_inf)
+static int svg_bar_panel(const sg_tune_set *s, const tune_index *ix, int m, FILE *out, int *any_inf)
 {
     int *best = malloc(((size_t)ix->npol + 1) * sizeof *best);
     if (!best)
@@ -644,8 +650,9 @@ static int svg_bar_panel(const sg_tune_set *s, const tune_index *ix, int m, FILE
         fputs("</text>\n", out);
         if (best[c] >= 0) {
             double ms = s->points[best[c]].step_s * 1e3, top = sy(&pn, ms);
-            fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                         "fill=\"%s\"><title>",
+            fprintf(out,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                    "fill=\"%s\"><title>",
                     cx - slot * 0.3, top, slot * 0.6, pn.py1 - top, palette[c % NPALETTE]);
             xml_text(out, sched, sizeof first->sched);
             fprintf(out, ": %.2f ms</title></rect>\n", ms);
@@ -674,8 +681,9 @@ static void svg_legend(const sg_tune_set *s, const tune_index *ix, int any_inf, 
     double x = GAP, y = 44;
     for (int c = 0; c < ix->npol; c++) {
         const char *sched = s->points[ix->pol_first[c]].sched;
-        fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n"
-                     "<text x=\"%.1f\" y=\"%.1f\">",
+        fprintf(out,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n"
+                "<text x=\"%.1f\" y=\"%.1f\">",
                 x, y - 10, palette[c % NPALETTE], x + 16, y);
         xml_text(out, sched, sizeof s->points->sched);
         fputs("</text>\n", out);
@@ -718,11 +726,12 @@ int sg_tune_write_svg(const sg_tune_set *s, FILE *out)
     double w = GAP + ix.nmach * (PANEL_W + GAP), h = HEAD + rows * (PANEL_H + GAP);
     if (w < GAP + legend_width(s, &ix))
         w = GAP + legend_width(s, &ix);
-    fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-                 "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\">\n"
-                 "<rect width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n"
-                 "<text x=\"%.1f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
-                 "Predicted step time (ms)%s</text>\n",
+    fprintf(out,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\">\n"
+            "<rect width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n"
+            "<text x=\"%.1f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
+            "Predicted step time (ms)%s</text>\n",
             w, h, w, h, w, h, GAP,
             s->nvary > 0 ? ", best over the other knobs and priority settings"
                          : ", best per policy");

@@ -13,37 +13,37 @@
 #include "common/error.h"
 
 #define SG_TUNE_MAX_VARY 4
-#define SG_TUNE_MAX_WORDS 16          /* values of a knob that takes words */
+#define SG_TUNE_MAX_WORDS 16 /* values of a knob that takes words */
 
 typedef enum sg_tune_status {
-    SG_TUNE_OK,           /* simulated: the figures are set */
-    SG_TUNE_INFEASIBLE,   /* does not fit the machine's memory: note says by how much */
-    SG_TUNE_FAILED,       /* the simulation failed: note has the message */
+    SG_TUNE_OK,         /* simulated: the figures are set */
+    SG_TUNE_INFEASIBLE, /* does not fit the machine's memory: note says by how much */
+    SG_TUNE_FAILED,     /* the simulation failed: note has the message */
 } sg_tune_status;
 
 /* One simulated combination. */
 typedef struct sg_tune_point {
     char machine[64];
     char sched[32];
-    int priorities;                       /* 1: bottom-level priorities, 0: all tasks priority 0 */
-    double vary[SG_TUNE_MAX_VARY];        /* value of each varied knob (sg_tune_set.keys) */
+    int priorities;                /* 1: bottom-level priorities, 0: all tasks priority 0 */
+    double vary[SG_TUNE_MAX_VARY]; /* value of each varied knob (sg_tune_set.keys) */
     sg_tune_status status;
     char note[256];
-    double step_s;                        /* predicted step time, seconds */
-    double tflops;                        /* the seed's FLOPs of the step / step_s / 1e12, per
+    double step_s;      /* predicted step time, seconds */
+    double tflops;      /* the seed's FLOPs of the step / step_s / 1e12, per
                                            * rank (models/step_rates.h's sg_step_rates) */
-    double mfu;                           /* model FLOPs' rate / GPU peak, 0..1; NAN unknown */
-    double tokens;                        /* tokens per step over every rank (dp x micro x
+    double mfu;         /* model FLOPs' rate / GPU peak, 0..1; NAN unknown */
+    double tokens;      /* tokens per step over every rank (dp x micro x
                                            * accumulation x sequence); 0: unknown */
-    double gpu_busy;                      /* share of the step the GPU workers computed, 0..1 */
-    double adam_hidden;                   /* share of CPU Adam time under GPU work, 0..1 */
-    double bound_s;                       /* the step's lower bound on the machine, 0: unknown */
-    char bound_by[24];                    /* what sets it: "GPU compute", "h2d link"... */
+    double gpu_busy;    /* share of the step the GPU workers computed, 0..1 */
+    double adam_hidden; /* share of CPU Adam time under GPU work, 0..1 */
+    double bound_s;     /* the step's lower bound on the machine, 0: unknown */
+    char bound_by[24];  /* what sets it: "GPU compute", "h2d link"... */
 } sg_tune_point;
 
 typedef struct sg_tune_set {
     int nvary;
-    char keys[SG_TUNE_MAX_VARY][64];      /* "offload_optimizer.ratio" */
+    char keys[SG_TUNE_MAX_VARY][64]; /* "offload_optimizer.ratio" */
     sg_tune_point *points;
     int npoints;
     /* a knob whose values are words (cast_placement=cpu,gpu,auto): nwords[k] > 0,

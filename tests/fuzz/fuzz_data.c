@@ -10,7 +10,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write("shard.bin", data, size, path);
     /* B, T, vocab, shuffle, rank, world */
     static const int64_t shapes[][6] = {
-        { 1, 1, 0, 0, 0, 1 }, { 2, 3, 256, 1, 1, 2 }, { 3, 7, 50257, 1, 0, 1 },
+        {1, 1, 0, 0, 0, 1},
+        {2, 3, 256, 1, 1, 2},
+        {3, 7, 50257, 1, 0, 1},
     };
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         sg_data_opts o;

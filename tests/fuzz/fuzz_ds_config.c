@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&warn, 0, sizeof warn);
     sg_error err = {0};
     if (sg_ds_config_parse(text, "fuzz.json", &ds, &warn, &err) == SG_OK) {
-        const int64_t dps[] = { 1, 3, 1024 };
+        const int64_t dps[] = {1, 3, 1024};
         for (int i = 0; i < 3; i++) {
             sg_ds_config d = ds;
             sg_ds_config_batch_rule(&d, dps[i], "fuzz.json", &err);

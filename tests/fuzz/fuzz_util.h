@@ -48,7 +48,8 @@ __attribute__((unused)) static const char *fuzz_tmpdir(void)
 }
 
 /* Writes data to <tmpdir>/name; the full path goes to path (size >= 300). */
-__attribute__((unused)) static void fuzz_write(const char *name, const void *data, size_t size, char *path)
+__attribute__((unused)) static void fuzz_write(const char *name, const void *data, size_t size,
+                                               char *path)
 {
     snprintf(path, 300, "%s/%s", fuzz_tmpdir(), name);
     FILE *f = fopen(path, "wb");

@@ -30,7 +30,7 @@ static void shard(const char *path, int32_t magic, int32_t version, int width, i
     FILE *f = fopen(path, "wb");
     if (!f)
         abort();
-    int32_t h[256] = { magic, version, count };
+    int32_t h[256] = {magic, version, count};
     fwrite(h, sizeof h, 1, f);
     for (int i = 0; i < count; i++) {
         uint32_t t = (uint32_t)(i * 7 % 200);
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     if (sg_weights_alloc(&w, &m, &err))
         die(&err);
     sg_weights_init(&w, 1, SG_INIT_STD);
-    sg_st_meta step = { "step", "3" };
+    sg_st_meta step = {"step", "3"};
     snprintf(p, sizeof p, "%s/weights/f32.safetensors", dir);
     if (sg_weights_save(&w, p, SG_F32, &step, 1, &err))
         die(&err);
@@ -67,13 +67,15 @@ int main(int argc, char **argv)
     if (sg_weights_save(&w, p, SG_F16, &step, 1, &err))
         die(&err);
     /* a small file with one tensor of each dtype */
-    float x[6] = { 1, -2, 0.5f, 3, 1e-3f, -7 };
-    int64_t s23[2] = { 2, 3 }, s6[1] = { 6 }, s0[2] = { 0, 4 };
+    float x[6] = {1, -2, 0.5f, 3, 1e-3f, -7};
+    int64_t s23[2] = {2, 3}, s6[1] = {6}, s0[2] = {0, 4};
     sg_st_entry e[4] = {
-        { "a", SG_F32, SG_F32, 2, s23, x }, { "b", SG_BF16, SG_F32, 1, s6, x },
-        { "c", SG_F16, SG_F32, 1, s6, x }, { "empty", SG_F32, SG_F32, 2, s0, x },
+        {"a", SG_F32, SG_F32, 2, s23, x},
+        {"b", SG_BF16, SG_F32, 1, s6, x},
+        {"c", SG_F16, SG_F32, 1, s6, x},
+        {"empty", SG_F32, SG_F32, 2, s0, x},
     };
-    sg_st_meta md[2] = { { "format", "pt" }, { "note", "seed" } };
+    sg_st_meta md[2] = {{"format", "pt"}, {"note", "seed"}};
     snprintf(p, sizeof p, "%s/safetensors/small.safetensors", dir);
     if (sg_st_write(p, e, 4, md, 2, &err))
         die(&err);
@@ -85,7 +87,7 @@ int main(int argc, char **argv)
     s.step = 5;
     s.adam_step = 4;
     s.loss_scale = 65536;
-    s.data = (sg_data_pos){ 1, 2, 10 };
+    s.data = (sg_data_pos){1, 2, 10};
     s.rng[0] = 1, s.rng[1] = 0xdeadbeef, s.rng[2] = 3, s.rng[3] = UINT64_MAX;
     s.config_hash = 0x1234abcd;
     for (int i = 0; i < s.ntensors; i++)
