@@ -6,7 +6,7 @@
 #    differ are listed; `scripts/format.sh FILE` fixes one);
 # 2. negative control: a copy of a source file with its indentation broken is
 #    caught;
-# 3. every commit subject since the rule was set (commit a68c496, 2026-11-28)
+# 3. every commit subject since the rule was set (commit b8f49ba, 2026-11-28)
 #    is under 100 characters (the detail goes in the body); skipped in a
 #    shallow clone that lacks that commit.
 # Skips without clang-format 14 (scripts/setup.sh installs it; another version
@@ -38,7 +38,7 @@ sed 's/^    //' "$SRC/runtime/train/interrupt.c" >"$TMP/fmt/broken.c"
 ok $? "negative control: a file with its indentation removed is reported"
 
 # commit subjects: the first line of every commit after the rule's start
-SINCE=a68c496
+SINCE=b8f49ba
 if git -C "$SRC" cat-file -e "$SINCE^{commit}" 2>/dev/null; then
 	long=$(git -C "$SRC" log --format=%s "$SINCE..HEAD" | awk 'length($0) >= 100')
 	[ -n "$long" ] && echo "$long" | sed 's/^/# subject of 100 characters or more: /'
