@@ -100,12 +100,15 @@ nh_mpirun() { # nh_mpirun RANKS_PER_HOST PROGRAM ARGS...
 	[ -n "$NH_KEEPALIVE" ] && ka="--mca oob_tcp_keepalive_time $NH_KEEPALIVE
 		--mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3"
 	# rtc hwloc off: orted segfaults in hwloc_shmem_topology_write inside a
-	# namespace here (Open MPI 4.1.4)
+	# namespace here (Open MPI 4.1.4); Open MPI's session directories under
+	# NH_DIR: a rank or host killed leaves its own behind, and the hosts share
+	# one hostname, so a later job whose 16-bit job family collides with a
+	# leftover would fail in orte_init ("mkdir ... File exists")
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 		mpirun --oversubscribe --bind-to none -np $((NH_N * rph)) --host "$hosts" \
 		--mca plm_rsh_agent "$NH_DIR/agent.sh" --mca btl tcp,self \
 		--mca btl_tcp_if_include "$NH_NET.0/24" --mca oob_tcp_if_include "$NH_NET.0/24" \
-		--mca mpi_yield_when_idle 1 --mca rtc ^hwloc $ka "$@"
+		--mca mpi_yield_when_idle 1 --mca rtc ^hwloc --mca orte_tmpdir_base "$NH_DIR" $ka "$@"
 }
 
 nh_link() { # nh_link I down|up: the host's side and the bridge's side

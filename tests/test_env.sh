@@ -19,6 +19,9 @@ if ! [ -x "$PY" ] || ! [ -x "$BIN" ]; then
 fi
 tap_tmpdir "${SG_TEST_NAME:-test}"
 tap_starpu_home
+# Open MPI's session directories in TMP: one left by a killed rank cannot
+# collide with a later test's job (same 16-bit job family: "File exists")
+export OMPI_MCA_orte_tmpdir_base="$TMP"
 unset STARPU_SCHED STARPU_NCPU STARPU_NCPUS STEPGRAPH_TASK_LOG SG_CPU_GEMM
 if [ "${SG_TEST_CUDA:-0}" = 1 ]; then
 	unset STARPU_NCUDA

@@ -176,7 +176,7 @@ for f in "$SRC"/runtime/cli/cmd_*.c; do
 	[ -z "$missing" ]
 	ok $? "$cmd --help names every option of cmd_$cmd.c's table${missing:+; missing:$missing}"
 done
-sed -n 's/^ *{ "\([a-z_]*\)", R_[A-Z]*,.*/\1/p' "$SRC/runtime/config/run_options.c" >"$TMP/run_keys"
+sed -n 's/^ *{ *"\([a-z_]*\)", R_[A-Z]*,.*/\1/p' "$SRC/runtime/config/run_options.c" >"$TMP/run_keys"
 [ "$(wc -l <"$TMP/run_keys")" -ge 20 ]
 ok $? "the run options' table has $(wc -l <"$TMP/run_keys") entries"
 missing=""
