@@ -343,9 +343,13 @@ void sg_trainer_print_header(const trainer *t)
                "ranks\n",
                t->world, (long long)tokens * t->world);
     printf("  ZeRO stage %d, %s, optimizer %s%s%s%s, gradient clipping %g\n", s->zero_stage, dt,
-           s->offload_optimizer ? "offloaded to the CPU" : "with the parameters",
+           !s->offload_optimizer ? "with the parameters"
+           : s->nvme_optimizer   ? "offloaded to the CPU, its state on disk"
+                                 : "offloaded to the CPU",
            s->super_offload ? " (SuperOffload speculation)" : "",
-           s->offload_param ? ", parameters offloaded to the CPU" : "",
+           !s->offload_param ? ""
+           : s->nvme_param   ? ", parameters offloaded to disk (fetched through the CPU)"
+                             : ", parameters offloaded to the CPU",
            s->activation_checkpointing ? ", activation checkpointing" : "", s->gradient_clipping);
     int nworkers = sg_exec_worker_count();
     printf("  StarPU %s: %d worker%s", cfg->run.sched, nworkers, nworkers == 1 ? "" : "s");
