@@ -53,6 +53,9 @@ import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
 b = [r for r in map(json.loads, open(sys.argv[2])) if "loss" in r]
 key = lambda rs: [(r["step"], r["loss"], r["grad_norm"]) for r in rs]
+import math
+# a diverged run writes null: equal nulls are not equal losses
+assert all(isinstance(x, float) and math.isfinite(x) for r in a for x in (r["loss"], r["grad_norm"])), key(a)
 assert len(a) == 3 and key(a) == key(b), (key(a), key(b))
 PYEOF
 ok $? "(a) the training losses and gradient norms are bit for bit those of a run without evaluations"
@@ -100,7 +103,7 @@ ok $? "MoE (tiny-moe) with activation checkpointing: evaluated after each step, 
 # lr 0: the weights never move, so every evaluation must give the same loss
 ds lr0 '{"optimizer": {"params": {"lr": 0}}}'
 train lr0 lr0 $ARGS --steps 3 --eval_data "$TMP/ev/val.bin" --eval_interval 1
-"$PY" -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1]) if "eval_loss" in l]; assert len(e) == 3 and e[0]["eval_tokens"] == e[1]["eval_tokens"] > 0 and e[0]["eval_loss"] == e[1]["eval_loss"] == e[2]["eval_loss"], e' "$TMP/lr0.jsonl" &&
+"$PY" -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1]) if "eval_loss" in l]; assert len(e) == 3 and e[0]["eval_tokens"] == e[1]["eval_tokens"] > 0 and isinstance(e[0]["eval_loss"], float) and e[0]["eval_loss"] > 0 and e[0]["eval_loss"] == e[1]["eval_loss"] == e[2]["eval_loss"], e' "$TMP/lr0.jsonl" &&
 	grep -q "3 micro-batches (6 sequences)" "$TMP/lr0.out"
 ok $? "(c) at lr 0 the three evaluations give one loss: the same held-out batches each time (eval_batches 0: all 3 micro-batches)"
 

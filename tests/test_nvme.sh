@@ -41,9 +41,14 @@ cfg cpu cpu
 cfg nvme nvme
 cfg cpu3 cpu 3 bf16 cpu
 cfg nvme3 nvme 3 bf16 nvme
-# losses LABEL: the losses of a --metrics file, one a line, as printed (%r)
+# losses LABEL: the losses of a --metrics file, one a line, as printed (%r);
+# a loss that is not a finite number (null: diverged) prints the file's own
+# name instead, so that two diverged runs never compare equal
 losses() {
-	"$PY" -c 'import json,sys; [print(repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1"
+	"$PY" -c 'import json,math,sys
+v = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+ok = v and all(isinstance(x, float) and math.isfinite(x) for x in v)
+print("\n".join(map(repr, v)) if ok else "not finite: " + sys.argv[1])' "$1"
 }
 
 # 1-4: the state on disk gives the bits of the state in RAM
