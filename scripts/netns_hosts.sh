@@ -104,11 +104,16 @@ nh_mpirun() { # nh_mpirun RANKS_PER_HOST PROGRAM ARGS...
 	# NH_DIR: a rank or host killed leaves its own behind, and the hosts share
 	# one hostname, so a later job whose 16-bit job family collides with a
 	# leftover would fail in orte_init ("mkdir ... File exists")
+	# a fresh session directory for each launch: the daemons in the namespaces
+	# do not always remove theirs, and a later launch of the same bed whose job
+	# family matched one left behind failed in orte_init ("File exists")
+	local sd
+	sd=$(mktemp -d "$NH_DIR/ompi.XXXXXX") || return 1
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 		mpirun --oversubscribe --bind-to none -np $((NH_N * rph)) --host "$hosts" \
 		--mca plm_rsh_agent "$NH_DIR/agent.sh" --mca btl tcp,self \
 		--mca btl_tcp_if_include "$NH_NET.0/24" --mca oob_tcp_if_include "$NH_NET.0/24" \
-		--mca mpi_yield_when_idle 1 --mca rtc ^hwloc --mca orte_tmpdir_base "$NH_DIR" $ka "$@"
+		--mca mpi_yield_when_idle 1 --mca rtc ^hwloc --mca orte_tmpdir_base "$sd" $ka "$@"
 }
 
 nh_link() { # nh_link I down|up: the host's side and the bridge's side
