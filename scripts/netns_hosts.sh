@@ -68,14 +68,18 @@ nh_up() { # nh_up N
 		i=$((i + 1))
 	done
 	# mpirun's remote-shell agent: `AGENT HOST COMMAND...` runs COMMAND in
-	# the namespace whose address is HOST
+	# the namespace whose address is HOST, under a hostname of its own (the
+	# namespace's name, in a UTS namespace): with one hostname for all,
+	# Open MPI's daemons made their session directories under the same
+	# ompi.HOSTNAME path of the shared /tmp, and a daemon that lost the race
+	# to mpirun for jf.N failed in orte_init ("mkdir ... File exists")
 	cat >"$NH_DIR/agent.sh" <<EOF
 #!/bin/sh
 h=\$1
 shift
 ns=\$(awk -v h="\$h" '\$1 == h { print \$2 }' "$NH_DIR/hosts")
 [ -n "\$ns" ] || { echo "netns_hosts agent: unknown host \$h" >&2; exit 1; }
-exec ip netns exec "\$ns" sh -c "\$*"
+exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$ns || exit 1; \$*"
 EOF
 	chmod +x "$NH_DIR/agent.sh"
 	return 0
@@ -100,13 +104,10 @@ nh_mpirun() { # nh_mpirun RANKS_PER_HOST PROGRAM ARGS...
 	[ -n "$NH_KEEPALIVE" ] && ka="--mca oob_tcp_keepalive_time $NH_KEEPALIVE
 		--mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3"
 	# rtc hwloc off: orted segfaults in hwloc_shmem_topology_write inside a
-	# namespace here (Open MPI 4.1.4); Open MPI's session directories under
-	# NH_DIR: a rank or host killed leaves its own behind, and the hosts share
-	# one hostname, so a later job whose 16-bit job family collides with a
-	# leftover would fail in orte_init ("mkdir ... File exists")
-	# a fresh session directory for each launch: the daemons in the namespaces
-	# do not always remove theirs, and a later launch of the same bed whose job
-	# family matched one left behind failed in orte_init ("File exists")
+	# namespace here (Open MPI 4.1.4). A fresh session directory for each
+	# launch, under NH_DIR: a rank or host killed leaves its own behind, and
+	# a later job whose 16-bit job family matched a leftover failed in
+	# orte_init ("mkdir ... File exists")
 	local sd
 	sd=$(mktemp -d "$NH_DIR/ompi.XXXXXX") || return 1
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
