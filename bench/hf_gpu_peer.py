@@ -44,9 +44,11 @@ synchronize; with it the step's GPU work is counted whole). Steps after
 Prints progress on stderr and one line on stdout:
   peer_result {"mode": ..., "status": "ok"|"oom"|"failed", "step_ms": [...],
                "losses": [...], "params": P, "peak_gpu_gib": X, "gpu_busy": F,
-               "note": ...}
+               "note": ..., "ds_phases_ms": {...}}
 (gpu_busy: NVML's utilization over the timed steps as a fraction, null where
-NVML cannot be read or on the CPU).
+NVML cannot be read or on the CPU; ds_phases_ms, deepspeed mode with the
+config's wall_clock_breakdown on: the mean over the timed steps of DeepSpeed's
+own timers, fwd_microstep, bwd_microstep, step_microstep ... in ms).
 Exit status 0 when the line says ok or oom, 1 when the run failed, 2 when a
 package it needs is missing or the arguments are wrong.
 """
@@ -152,7 +154,25 @@ def setup_deepspeed(a, model, note):
         engine.backward(loss)
         engine.step()
         return loss
+    # the example's wall_clock_breakdown: DeepSpeed's own timers of the
+    # step's phases (device-synchronized), as its log prints them
+    if hasattr(engine, "get_wall_clock_timers"):
+        step.phases = lambda: dict(engine.get_wall_clock_timers() or {})
     return step
+
+
+# DeepSpeed's micro-step timers (deepspeed/utils/timer.py names), in ms
+DS_PHASES = ("fwd_microstep", "bwd_microstep", "bwd_inner_microstep",
+             "bwd_allreduce_microstep", "step_microstep")
+
+
+def mean_phases(snapshots):
+    """{phase: mean ms} over the timed steps' snapshots of DeepSpeed's
+    timers, for the phases every snapshot has; None without any."""
+    keys = [k for k in DS_PHASES if snapshots and all(k in s for s in snapshots)]
+    if not keys:
+        return None
+    return {k: round(sum(float(s[k]) for s in snapshots) / len(snapshots), 3) for k in keys}
 
 
 def torch_update(loss, model, opt):
@@ -261,6 +281,7 @@ def run(a, result):
     gen = torch.Generator(device=a.device).manual_seed(a.seed)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     busy = BusySampler()
+    phases = []
     for i in range(a.steps):
         if i == a.warmup and a.device == "cuda":
             busy.start()
@@ -273,10 +294,14 @@ def run(a, result):
         result["losses"].append(float(loss.item()))
         if i >= a.warmup:
             result["step_ms"].append(round(ms, 3))
+            if hasattr(step, "phases"):
+                phases.append(step.phases())
         print("hf_gpu_peer %s: step %d %.1f ms loss %.4f" % (a.mode, i + 1, ms,
                                                             result["losses"][-1]),
               file=sys.stderr, flush=True)
     result["gpu_busy"] = busy.finish()
+    if phases:
+        result["ds_phases_ms"] = mean_phases(phases)
     if a.device == "cuda":
         result["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     result["note"] = "; ".join(note + ["attn sdpa", "checkpointing %s" %

@@ -556,6 +556,7 @@ def stage_result(c, s, rc, out):
     add_row(c, s.model or MODEL_1B, system, mode, ms, busy, res.get("status", "failed"),
             gpu_busy_source=None if busy is None else "nvml",
             note=res.get("note", ""), startup_s=res.get("startup_s"),
+            ds_phases_ms=res.get("ds_phases_ms"),
             median_step_ms=sorted(steps)[len(steps) // 2] if steps else None)
     return ms is not None, "%s: mean step %s ms (%s)" % (res.get("status"), ms, res.get("note"))
 

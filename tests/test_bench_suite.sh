@@ -7,7 +7,9 @@
 # writes result files that pass the schema check, with the figures computed
 # from the stand-ins' step times; a failing run and a run past the budget are
 # recorded, not fatal), the example's DeepSpeed configs as the suite writes
-# them, and the peers' Python compiled. With BENCH_PEER_PYTHON set to a Python
+# them, the peers' Python compiled, and the DeepSpeed peer's phase means
+# (ds_phases_ms, by hand; its timer names against deepspeed.utils.timer where
+# a Python with DeepSpeed is found). With BENCH_PEER_PYTHON set to a Python
 # that has torch (2.4 or later) and transformers (e.g. a venv's), the peer
 # itself runs on the CPU: transformers' Llama-3.1-8B built from
 # models/llama-3.1-8b.json has the P of the hand value (on the meta device),
@@ -28,7 +30,7 @@ SG_TEST_NAME=bench_suite
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
 
 . "$SRC/tests/train_lib.sh"
-plan 23
+plan 25
 R="$SRC/scripts/bench_results.py"
 S="$SRC/scripts/bench_gpu_suite.py"
 
@@ -247,6 +249,37 @@ assert row["predicted_step_ms"] == float(best["step_ms"]), row
 assert abs(row["prediction_error"] - (row["predicted_step_ms"] / row["step_ms"] - 1)) < 1e-12
 PYEOF
 ok $? "calibrate in one call; in the next, tune on the calibrated machine with --cost fitted (18 points) and the run at the point with the most tokens/s, its prediction beside its step"
+
+# DeepSpeed's phase timers in the peer's result: the mean over the timed
+# steps of the phases every step reported, by hand
+"$PY" - "$SRC/bench" <<'PYEOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import hf_gpu_peer as p
+snaps = [{"fwd_microstep": 10.0, "bwd_microstep": 20.0, "step_microstep": 30.0},
+         {"fwd_microstep": 12.0, "bwd_microstep": 23.0, "step_microstep": 34.5,
+          "bwd_inner_microstep": 5.0}]
+got = p.mean_phases(snaps)
+assert got == {"fwd_microstep": 11.0, "bwd_microstep": 21.5, "step_microstep": 32.25}, got
+assert p.mean_phases([]) is None and p.mean_phases([{"other": 1.0}]) is None
+PYEOF
+ok $? "the DeepSpeed peer's ds_phases_ms: the mean of each phase over the timed steps, phases a step lacks left out"
+# ... named as DeepSpeed names its timers, where DeepSpeed is installed
+DSPY=${BENCH_DS_PYTHON:-$HOME/.cache/stepgraph/venv-bench/bin/python}
+if [ -x "$DSPY" ] && "$DSPY" -c 'import deepspeed.utils.timer' >/dev/null 2>&1; then
+	"$DSPY" - "$SRC/bench" <<'PYEOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import hf_gpu_peer as p
+from deepspeed.utils import timer as t
+theirs = (t.FORWARD_MICRO_TIMER, t.BACKWARD_MICRO_TIMER, t.BACKWARD_INNER_MICRO_TIMER,
+          t.BACKWARD_REDUCE_MICRO_TIMER, t.STEP_MICRO_TIMER)
+assert p.DS_PHASES == theirs, (p.DS_PHASES, theirs)
+PYEOF
+	ok $? "the phase names are deepspeed.utils.timer's micro-step timers"
+else
+	skip "DeepSpeed's timer names: no Python with deepspeed (BENCH_DS_PYTHON, or scripts/bench_venv.sh's venv)"
+fi
 
 # the peer itself, where a Python with torch and transformers is given
 PP=${BENCH_PEER_PYTHON:-}
