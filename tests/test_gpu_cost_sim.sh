@@ -148,4 +148,17 @@ for len in 4096 8192; do
 	grep -q '^gpu memory: .* of 89.4 GiB: fits' "$TMP/oss$len.txt"
 	ok $? "gpt-oss-20b, its script's config, seq $len: $(grep '^gpu memory' "$TMP/oss$len.txt")"
 done
+# and the row's step simulates: one cold step (9 s here; the table's three
+# take 40), fitting, bound by the CPU optimizer (docs/simulate.md)
+"$BIN" simulate "$OSS" --machine gh200 --max_length 4096 --steps 1 --json "$TMP/oss.json" \
+	>"$TMP/oss.txt" 2>&1
+r=$?
+"$PY" - "$TMP/oss.json" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+sys.exit(not (j["fits"] and j["model"] == "gpt-oss-20b" and j["settings"]["seq_len"] == 4096
+              and j["step_s"] > 0 and "CPU" in j["bound_by"]))
+PYEOF
+[ $? -eq 0 ] && [ $r -eq 0 ]
+ok $? "gpt-oss-20b row: simulate exits 0 ($r), the step fits, its bound set by CPU work"
 done_testing
