@@ -72,6 +72,45 @@ static const char *code_name(int code)
 
 /* ---- shipped configs -------------------------------------------------- */
 
+/* REL (a shipped config) loads with no warning and finalizes */
+static void shipped_loads(sg_config *cfg, const char *rel)
+{
+    sg_error err;
+    sg_error_clear(&err);
+    int rc = sg_config_load(src(rel), cfg, &err);
+    if (!ok(rc == 0, "%s loads", rel)) {
+        tap_diag("  %s", err.msg);
+        return;
+    }
+    if (!ok(cfg->warnings.count == 0, "%s: no warnings", rel))
+        diag_warnings(&cfg->warnings);
+    rc = sg_config_finalize(cfg, &err);
+    if (!ok(rc == 0, "%s finalizes", rel))
+        tap_diag("  %s", err.msg);
+}
+
+static int json_name(const struct dirent *e)
+{
+    return ends_with(e->d_name, ".json");
+}
+
+/* shipped_loads on every *.json of the folder REL, in name order; the count */
+static int shipped_dir(sg_config *cfg, const char *rel)
+{
+    struct dirent **names;
+    int n = scandir(src(rel), &names, json_name, alphasort);
+    if (!ok(n >= 0, "%s: listed", rel))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        char path[SG_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", rel, names[i]->d_name);
+        shipped_loads(cfg, path);
+        free(names[i]);
+    }
+    free(names);
+    return n;
+}
+
 static void test_shipped(void)
 {
     static const char *files[] = {
@@ -89,19 +128,13 @@ static void test_shipped(void)
     };
     sg_config *cfg = malloc(sizeof *cfg);
     sg_error err;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        sg_error_clear(&err);
-        int rc = sg_config_load(src(files[i]), cfg, &err);
-        if (!ok(rc == 0, "%s loads", files[i])) {
-            tap_diag("  %s", err.msg);
-            continue;
-        }
-        if (!ok(cfg->warnings.count == 0, "%s: no warnings", files[i]))
-            diag_warnings(&cfg->warnings);
-        rc = sg_config_finalize(cfg, &err);
-        if (!ok(rc == 0, "%s finalizes", files[i]))
-            tap_diag("  %s", err.msg);
-    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        shipped_loads(cfg, files[i]);
+    /* every file of the folders the published-run table uses
+     * (scripts/sim_vs_published.py), new ones included */
+    ok(shipped_dir(cfg, "configs/published") == 8, "configs/published: 8 run configs");
+    ok(shipped_dir(cfg, "configs/published/deepspeed") == 8,
+       "configs/published/deepspeed: 8 DeepSpeed configs");
 
     /* SuperOffload: the DeepSpeedExamples launch settings */
     int rc = sg_config_load(src("configs/deepspeed/superoffload.json"), cfg, &err);

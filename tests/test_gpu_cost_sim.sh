@@ -7,7 +7,10 @@
 # parameter count the model file states) and close above its lower bound
 # (GPU compute at the same kernel times), a slower GEMM lengthens the
 # simulated step, and removing gpu.kernels brings back the flat roofline.
-# Simulated time only. Prints TAP.
+# The published-run table (scripts/sim_vs_published.py, docs/simulate.md):
+# each GH200 row runs the config its DeepSpeedExamples script writes (the
+# values written out below from the scripts), and the GPT-OSS-20B row's step
+# fits one GH200. Simulated time only. Prints TAP.
 set -u
 SG_TEST_NAME=gpu_cost_sim
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
@@ -68,4 +71,94 @@ ok $? "half the GEMM rate: $ts TFLOPS, well below $t (the products dominate the 
 tf=$(tflops "$TMP/flat.json.out")
 awk -v a="$tf" 'BEGIN { exit !(a > 700) }'
 ok $? "without gpu.kernels the flat roofline is back: $tf TFLOPS (above 700, as before the model)"
+
+# The published rows against DeepSpeedExamples' training/DeepSpeed-SuperOffload
+# scripts (deepspeedai/DeepSpeedExamples 51495dc): finetune_<script>_1gpu.sh
+# writes reduce_bucket_size = sub_group_size = BUCKET, ratio RATIO (superoffload;
+# zerooffload has no ratio), cpuadam_cores_perc 0.90, stage 3, overlap_comm
+# false, pinned CPU offload, bf16, batch 4, accumulation 1, MAX_LENGTH, with
+# activation checkpointing. SEQ is the row's simulated length: GPT-OSS-20B's
+# figure is the blog's "seq len 4K" (docs/simulate.md), its script says 8192.
+"$PY" "$SRC/scripts/sim_vs_published.py" --list >"$TMP/rows.jsonl" 2>"$TMP/rows.err"
+"$PY" - "$SRC" "$TMP/rows.jsonl" >"$TMP/rows.out" 2>&1 <<'PYEOF'
+import json, os, sys
+src, rows = sys.argv[1], {}
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    rows[r["id"]] = r
+#       row id            script        model          RATIO  BUCKET MAX_LENGTH SEQ
+want = [("so-8b",          "llama-8b",    "llama-3.1-8b", 0.80, 4e8, 4096, 4096),
+        ("so-qwen3-14b",   "qwen3-14b",   "qwen3-14b",    0.90, 4e8, 4096, 4096),
+        ("so-phi-4",       "phi-4",       "phi-4",        0.90, 4e8, 4096, 4096),
+        ("so-gpt-oss-20b", "gpt-oss-20b", "gpt-oss-20b",  0.90, 8e8, 8192, 4096),
+        ("zo-8b",          "llama-8b",    "llama-3.1-8b", None, 4e8, 4096, 4096)]
+bad = []
+def expect(row, what, got, exp):
+    if got != exp:
+        bad.append("%s: %s is %r, expected %r" % (row, what, got, exp))
+for rid, script, model, ratio, bucket, maxlen, seq in want:
+    r = rows.get(rid)
+    if r is None:
+        bad.append("%s: no such row" % rid)
+        continue
+    mode = "superoffload" if ratio else "zerooffload"
+    args = r["args"]
+    expect(rid, "config", args[0], "configs/published/%s-%s.json" % (script, mode))
+    run = json.load(open(os.path.join(src, args[0])))
+    ds = json.load(open(os.path.join(src, os.path.dirname(args[0]), run["deepspeed_config"])))
+    expect(rid, "deepspeed_config", run["deepspeed_config"],
+           "deepspeed/%s_%s_config.json" % (script, mode))
+    for k, v in (("model", model), ("max_length", maxlen), ("activation_checkpointing", True)):
+        expect(rid, k, run.get(k), v)
+    for k, v in (("train_batch_size", 4), ("gradient_accumulation_steps", 1), ("bf16", {"enabled": True})):
+        expect(rid, k, ds.get(k), v)
+    z = ds.get("zero_optimization", {})
+    off = z.get("offload_optimizer", {})
+    for k, v in (("stage", 3), ("overlap_comm", False), ("reduce_bucket_size", bucket),
+                 ("sub_group_size", bucket)):
+        expect(rid, "zero_optimization." + k, z.get(k), v)
+    want_off = {"device": "cpu", "pin_memory": True}
+    if ratio:
+        want_off.update(ratio=ratio, super_offload=True, cpuadam_cores_perc=0.90)
+    expect(rid, "offload_optimizer", off, want_off)
+    # the row's own flags may only set the machine and the simulated length
+    i, eff = 1, maxlen
+    while i < len(args):
+        if args[i] == "--max_length":
+            eff = int(args[i + 1])
+        elif args[i] != "--machine":
+            bad.append("%s: flag %s beside the script's config" % (rid, args[i]))
+        i += 2
+    expect(rid, "simulated seq", eff, seq)
+    for k, v in (("model", model), ("seq", seq), ("batch", 4), ("ckpt", True)):
+        expect(rid, "row's " + k, r[k], v)
+print("\n".join(bad) if bad else "%d rows checked" % len(want))
+sys.exit(1 if bad else 0)
+PYEOF
+r=$?
+[ "$r" -eq 0 ]
+ok $? "published rows run their DeepSpeedExamples script's config ($(tail -1 "$TMP/rows.out"))" ||
+	sed 's/^/# /' "$TMP/rows.out" "$TMP/rows.err"
+
+# GPT-OSS-20B on one GH200 with its script's config (ratio 0.9, buckets 8e8)
+# and checkpointing: the row's 4096 and the script's own 8192 both fit
+OSS=$SRC/configs/published/gpt-oss-20b-superoffload.json
+for len in 4096 8192; do
+	"$BIN" graph "$OSS" --machine gh200 --max_length $len --summary >"$TMP/oss$len.txt" 2>&1
+	grep -q '^gpu memory: .* of 89.4 GiB: fits' "$TMP/oss$len.txt"
+	ok $? "gpt-oss-20b, its script's config, seq $len: $(grep '^gpu memory' "$TMP/oss$len.txt")"
+done
+# and the row's step simulates: one cold step (9 s here; the table's three
+# take 40), fitting, bound by the CPU optimizer (docs/simulate.md)
+"$BIN" simulate "$OSS" --machine gh200 --max_length 4096 --steps 1 --json "$TMP/oss.json" \
+	>"$TMP/oss.txt" 2>&1
+r=$?
+"$PY" - "$TMP/oss.json" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+sys.exit(not (j["fits"] and j["model"] == "gpt-oss-20b" and j["settings"]["seq_len"] == 4096
+              and j["step_s"] > 0 and "CPU" in j["bound_by"]))
+PYEOF
+[ $? -eq 0 ] && [ $r -eq 0 ]
+ok $? "gpt-oss-20b row: simulate exits 0 ($r), the step fits, its bound set by CPU work"
 done_testing
