@@ -11,7 +11,8 @@
  *   otherwise;
  * - deferring, SIGHUP ends the process at once;
  * - defer off again: SIGTERM ends at once, and a signal recorded stays
- *   recorded. */
+ *   recorded;
+ * - a signal ignored when the process started (nohup) stays ignored. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -64,6 +65,12 @@ static int in_child(void (*child)(void))
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+        /* the handler is what is tested: a suite started under nohup or in
+         * the background of a non-interactive shell inherits SIGHUP or
+         * SIGINT ignored, and the handler leaves an ignored signal ignored */
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         sg_cleanup_on_signals();
         child();
         _exit(0); /* reached only when no signal ended it */
@@ -125,12 +132,20 @@ static void off_again(void)
     _exit(3);
 }
 
+/* a signal ignored when the process started (nohup) stays ignored */
+static void ignored(void)
+{
+    sg_cleanup_on_signals();
+    raise(SIGHUP);
+    _exit(4);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/sg_cleanup.XXXXXX");
     if (!mkdtemp(root))
         return tap_plan_skip_all("cannot create a temporary directory");
-    tap_plan(7);
+    tap_plan(8);
     int s = in_child(plain);
     ok(ended_by(s, SIGTERM) && !exists("staging"),
        "not deferring: SIGTERM removes the registered directory and ends the process by it");
@@ -152,6 +167,16 @@ int main(void)
        "defer off again: SIGTERM ends at once, the SIGINT recorded before stays recorded "
        "(status %d)",
        WIFEXITED(s) ? WEXITSTATUS(s) : -1);
+
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGHUP, SIG_IGN);
+        ignored();
+    }
+    waitpid(pid, &s, 0);
+    ok(WIFEXITED(s) && WEXITSTATUS(s) == 4,
+       "SIGHUP ignored at the start (nohup): the handler leaves it ignored, the process goes on");
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
