@@ -93,6 +93,18 @@ static void test_units(const sg_model *m)
              "layer backward: attention counted as 2.5 forwards at the backward rate");
 }
 
+/* The shipped gh200.json; a failure is reported as a diagnostic. */
+static int load_gh200(sg_machine *m)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
+    sg_error err = {0};
+    int rc = sg_machine_load(path, m, &err);
+    if (rc)
+        tap_diag("%s", err.msg);
+    return rc;
+}
+
 /* Hugging Face's eager attention (eager_attention.h), on the toy kernels
  * (800 TFLOP/s, 132 SMs, 3 TB/s) for one sequence of T 1024 tokens. */
 static void test_eager(const sg_model *llama, const sg_model *oss)
@@ -151,12 +163,9 @@ static void test_eager(const sg_model *llama, const sg_model *oss)
  * (forward 2 B H T^2 d, backward twice). */
 static void test_eager_vs_fused(const sg_model *llama, const sg_model *oss)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
     sg_machine mach;
-    sg_error err = {0};
-    if (sg_machine_load(path, &mach, &err)) {
-        ok(0, "gh200.json loads: %s", err.msg);
+    if (load_gh200(&mach)) {
+        ok(0, "gh200.json loads");
         return;
     }
     const sg_model *ms[2] = {llama, oss};
@@ -188,17 +197,12 @@ static void test_eager_vs_fused(const sg_model *llama, const sg_model *oss)
 /* The shipped GH200 file's kernel figures and the node costs they give. */
 static void test_machine_and_node(const sg_model *md)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
     sg_machine m;
-    sg_error err = {0};
-    int rc = sg_machine_load(path, &m, &err);
+    int rc = load_gh200(&m);
     ok(rc == 0 && m.kernels.gemm_tflops == 795 && m.kernels.sms == 132 &&
            m.kernels.hbm_gbs == 3580 && m.kernels.nattn == 6 && m.kernels.attn[3].seq == 4096 &&
            m.kernels.attn[3].fwd_tflops == 319 && m.kernels.attn[3].bwd_tflops == 285,
        "gh200.json: gpu.kernels as cited (795 TFLOP/s GEMM, 132 SMs, FA2 319/285 at 4k)");
-    if (rc)
-        tap_diag("%s", err.msg);
     sg_sim_costs c;
     sg_sim_costs_init(&c, &m, SG_BF16, 1, 1);
     sg_node nd;
@@ -222,12 +226,9 @@ static void test_machine_and_node(const sg_model *md)
  * gpu.kernels leaves the hook unset. */
 static void test_cost_model_hook(const sg_model *md)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
     sg_machine m;
-    sg_error err = {0};
-    if (sg_machine_load(path, &m, &err)) {
-        ok(0, "gh200.json loads: %s", err.msg);
+    if (load_gh200(&m)) {
+        ok(0, "gh200.json loads");
         ok(0, "skipped");
         ok(0, "skipped");
         return;
