@@ -121,10 +121,10 @@ static void test_eager(const sg_model *llama, const sg_model *oss)
     /* GPT-OSS-20B (H 64, Hkv 8, d 64), B 1, T 1024: S = 64 x 1024^2 =
      * 67108864 scores, M = 1024^2 mask, Q = 64 x 1024 x 64 = 4194304,
      * KV = 524288. Forward element-wise: 2 B x (11 S + M + 4 Q + 2 KV) =
-     * 1514143744 B; backward 2 x (15 S + 4 Q + 2 KV) = 2048917504 B. */
+     * 1514143744 B; backward 2 x (15 S + 6 Q + 2 KV) = 2065694720 B. */
     is_close(sg_eager_attention_bytes(oss, 1, 1024, 0), 1514143744.0, 1e-12,
              "gpt-oss eager forward: 11 bf16 passes over the scores + mask + q-sized copies");
-    is_close(sg_eager_attention_bytes(oss, 1, 1024, 1), 2048917504.0, 1e-12,
+    is_close(sg_eager_attention_bytes(oss, 1, 1024, 1), 2065694720.0, 1e-12,
              "gpt-oss eager backward: 15 bf16 passes over the scores + q-sized copies");
     /* its products, 64 per batch: q k^T (1024, 1024, 64) is 2048 tiles, 16
      * waves, 8.86e9 padded FLOP = 1.11e-5 s, under its 64 x 2 x (2 x 1024 x
@@ -132,18 +132,18 @@ static void test_eager(const sg_model *llama, const sg_model *oss)
      * 1024), dq (the same) and dk^T (64, 1024, 1024) move the same bytes and
      * are memory bound too (4.43e-5 and 2.21e-5 s of padded work). Forward:
      * 1514143744 / 3e12 + 2 x 5.0331648e-5 = 6.053778773e-4 s; backward:
-     * 2048917504 / 3e12 + 4 x 5.0331648e-5 = 8.842990933e-4 s. */
+     * 2065694720 / 3e12 + 4 x 5.0331648e-5 = 8.898914987e-4 s. */
     is_close(sg_eager_attention_seconds(&k, oss, 1, 1024, 0), 6.053778773e-4, 1e-9,
              "gpt-oss eager forward at T 1024: 2 products + bytes at the HBM bandwidth");
-    is_close(sg_eager_attention_seconds(&k, oss, 1, 1024, 1), 8.842990933e-4, 1e-9,
+    is_close(sg_eager_attention_seconds(&k, oss, 1, 1024, 1), 8.898914987e-4, 1e-9,
              "gpt-oss eager backward at T 1024: 4 products + bytes");
     /* Llama-3.1-8B (H 32, Hkv 8, d 128), B 1, T 1024, its softmax in fp32:
      * S = 33554432, M = 1048576, Q = 4194304, KV = 1048576; forward 28 S +
-     * 2 (M + 4 Q + 2 KV) = 979369984 B, backward 28 S + 2 (4 Q + 2 KV) =
-     * 977272832 B */
+     * 2 (M + 4 Q + 2 KV) = 979369984 B, backward 28 S + 2 (6 Q + 2 KV) =
+     * 994050048 B */
     is_close(sg_eager_attention_bytes(llama, 1, 1024, 0), 979369984.0, 1e-12,
              "llama eager forward: 28 bytes a score (fp32 softmax) + mask + copies");
-    is_close(sg_eager_attention_bytes(llama, 1, 1024, 1), 977272832.0, 1e-12,
+    is_close(sg_eager_attention_bytes(llama, 1, 1024, 1), 994050048.0, 1e-12,
              "llama eager backward: 28 bytes a score + copies");
     /* a layer node: eager replaces the fused attention term, whatever the
      * node's attention FLOPs; products and element-wise kernels unchanged */

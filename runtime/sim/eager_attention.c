@@ -31,6 +31,7 @@
  *   = 11 S + M (+ 4 Q + 2 KV) elements of 2 bytes
  *   backward (autograd, in reverse)
  *   dO.reshape (non-contiguous: a copy)       Q              Q
+ *   dk^T's reshape to the groups (a copy)     Q              Q           (H > Hkv)
  *   matmul(P, v)': dP = dO v^T, dv = P^T dO   products (T, T, d), (T, d, T)
  *   slice backward: zeros, copy into          S              2 S
  *   softmax backward                          2 S            S
@@ -41,7 +42,7 @@
  *   * scaling backward                        S              S
  *   matmul(q, k^T)': dq = dS k, dk^T = q^T dS products (T, d, T), (d, T, T)
  *   repeat_kv backward: sum over the groups   2 Q            2 KV        (H > Hkv)
- *   = 15 S (+ 4 Q + 2 KV) elements of 2 bytes
+ *   = 15 S (+ 6 Q + 2 KV) elements of 2 bytes
  *
  * Llama and the models without sinks (models/llama/modeling_llama.py,
  * eager_attention_forward: softmax(dtype=float32).to(query.dtype); for a
@@ -50,14 +51,18 @@
  *   fp32 4 + 4, to bf16 4 + 2 = 28 bytes per score element;
  *   backward: to bf16' 2 + 4, softmax' 4 + 4 + 4, to fp32' 4 + 2,
  *   * scaling' 2 + 2 = 28 bytes per score element;
- *   the same products and q-sized copies as above. */
+ *   the same products and q-sized copies as above.
+ * tests/test_eager_ops.sh runs both op sequences in Debian's torch and checks
+ * these lists against the ops autograd records. */
 double sg_eager_attention_bytes(const sg_model *m, double batch, double seq, int backward)
 {
     double H = (double)m->num_heads, Hkv = (double)m->num_kv_heads, d = (double)m->head_dim;
     double S = batch * H * seq * seq, M = batch * seq * seq;
     double Q = batch * H * seq * d, KV = batch * Hkv * seq * d;
-    /* repeat_kv copies k and v to all heads, its backward sums them back */
-    double small = 2.0 * Q + (H > Hkv ? 2.0 * Q + 2.0 * KV : 0.0);
+    /* the output's (forward) or its gradient's (backward) copy; with groups,
+     * repeat_kv copies k and v to all heads, its backward sums them back
+     * after copying dk^T into the groups' layout */
+    double small = 2.0 * Q + (H > Hkv ? (backward ? 4.0 : 2.0) * Q + 2.0 * KV : 0.0);
     if (m->attention_sinks)
         return 2.0 * ((backward ? 15.0 * S : 11.0 * S + M) + small);
     return 28.0 * S + 2.0 * ((backward ? 0.0 : M) + small);
