@@ -7,7 +7,8 @@
  *     GPU's SMs, NVIDIA's "Matrix Multiplication Background" guide), or at
  *     its bytes over the achieved HBM bandwidth when that is longer;
  *   - its attention at the published FlashAttention throughput for the
- *     model's head dimension and the sequence length, by direction;
+ *     model's head dimension and the sequence length, by direction (or, with
+ *     SG_ATTENTION_EAGER, as Hugging Face's eager ops: eager_attention.h);
  *   - its element-wise kernels (norms, RoPE, SwiGLU, residual adds, the
  *     loss) at the achieved HBM bandwidth, their bytes counted as PyTorch's
  *     eager Llama modules move them (sg_unit_elementwise_bytes).

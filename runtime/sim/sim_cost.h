@@ -10,8 +10,9 @@
  * machine file gives gpu.kernels and the model is set
  * (sg_sim_costs_set_model), GPU tasks are costed from their kernels
  * instead (gpu_kernels.h): products by shape, attention at published
- * FlashAttention rates, element-wise and other memory-bound work at the
- * achieved HBM bandwidth.
+ * FlashAttention rates (or as Hugging Face's eager ops: the attention
+ * field), element-wise and other memory-bound work at the achieved HBM
+ * bandwidth.
  *
  * Host/device copy nodes run where their destination is and StarPU moves
  * their source over the modelled link (sim_platform.h), so their own time is
