@@ -1,7 +1,8 @@
 /* test_gpu_cost.c - the GPU kernel model (runtime/sim/gpu_kernels.h): GEMM
- * times with tile and wave quantization, attention throughput interpolated
- * from the published points, element-wise bytes per unit, against values
- * worked out by hand in the comments; the gpu.kernels keys load from the
+ * times with tile and wave quantization (batched too), attention throughput
+ * interpolated from the published points, element-wise bytes per unit, the
+ * eager attention's bytes and time (runtime/sim/eager_attention.h), against
+ * values worked out by hand in the comments; eager above fused on gh200; the gpu.kernels keys load from the
  * shipped files and bad ones are refused naming the key. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "graph/analysis.h"
 #include "models/model.h"
 #include "runtime/config/machine.h"
+#include "runtime/sim/eager_attention.h"
 #include "runtime/sim/gpu_kernels.h"
 #include "runtime/sim/sim_cost.h"
 #include "tests/tap.h"
@@ -82,28 +84,125 @@ static void test_units(const sg_model *m)
     /* attention alone in a layer: 1e12 forward FLOPs at 4096 (350 TFLOP/s)
      * plus the element-wise bytes of 1 token at 3 TB/s */
     double ew = 548864.0 / 3e12;
-    is_close(sg_unit_gpu_seconds(&k, m, 1, 1, 4096, SG_OP_FORWARD, 0, 1e12), 1e12 / 350e12 + ew,
+    is_close(sg_unit_gpu_seconds(&k, m, 1, 1, 4096, SG_OP_FORWARD, 0, 1e12, SG_ATTENTION_FUSED),
+             1e12 / 350e12 + ew,
              1e-9, "layer forward: attention at the forward rate + element-wise bytes");
     /* backward: stepgraph counts 2e12, the kernels' authors 2.5e12, at 250 */
-    is_close(sg_unit_gpu_seconds(&k, m, 1, 1, 4096, SG_OP_BACKWARD, 0, 2e12),
+    is_close(sg_unit_gpu_seconds(&k, m, 1, 1, 4096, SG_OP_BACKWARD, 0, 2e12, SG_ATTENTION_FUSED),
              2.5e12 / 250e12 + 2 * ew, 1e-9,
              "layer backward: attention counted as 2.5 forwards at the backward rate");
+}
+
+/* The shipped gh200.json; a failure is reported as a diagnostic. */
+static int load_gh200(sg_machine *m)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
+    sg_error err = {0};
+    int rc = sg_machine_load(path, m, &err);
+    if (rc)
+        tap_diag("%s", err.msg);
+    return rc;
+}
+
+/* Hugging Face's eager attention (eager_attention.h), on the toy kernels
+ * (800 TFLOP/s, 132 SMs, 3 TB/s) for one sequence of T 1024 tokens. */
+static void test_eager(const sg_model *llama, const sg_model *oss)
+{
+    sg_gpu_kernels k = toy_kernels();
+    /* a batch sharing its waves: 3 products (1024, 1024, 8192), 3 x 8 x 4 =
+     * 96 tiles, one wave of 132 SMs: 2 x 132 x 128 x 256 x 8192 FLOP at
+     * 800e12 = 8.858370048e-5 s (memory: 3 x 2 x (2 x 1024 x 8192 +
+     * 1024^2) B at 3e12 = 3.57e-5) */
+    is_close(sg_gemm_batched_seconds(&k, 3, 1024, 1024, 8192), 8.858370048e-5, 1e-9,
+             "batched GEMM: three products in one partial wave, costed as a full one");
+    ok(sg_gemm_batched_seconds(&k, 1, 8192, 8192, 8192) == sg_gemm_seconds(&k, 8192, 8192, 8192),
+       "a batch of one is the single product");
+    /* GPT-OSS-20B (H 64, Hkv 8, d 64), B 1, T 1024: S = 64 x 1024^2 =
+     * 67108864 scores, M = 1024^2 mask, Q = 64 x 1024 x 64 = 4194304,
+     * KV = 524288. Forward element-wise: 2 B x (11 S + M + 4 Q + 2 KV) =
+     * 1514143744 B; backward 2 x (15 S + 6 Q + 2 KV) = 2065694720 B. */
+    is_close(sg_eager_attention_bytes(oss, 1, 1024, 0), 1514143744.0, 1e-12,
+             "gpt-oss eager forward: 11 bf16 passes over the scores + mask + q-sized copies");
+    is_close(sg_eager_attention_bytes(oss, 1, 1024, 1), 2065694720.0, 1e-12,
+             "gpt-oss eager backward: 15 bf16 passes over the scores + q-sized copies");
+    /* its products, 64 per batch: q k^T (1024, 1024, 64) is 2048 tiles, 16
+     * waves, 8.86e9 padded FLOP = 1.11e-5 s, under its 64 x 2 x (2 x 1024 x
+     * 64 + 1024^2) = 150994944 B = 5.0331648e-5 s at 3 TB/s; P v (1024, 64,
+     * 1024), dq (the same) and dk^T (64, 1024, 1024) move the same bytes and
+     * are memory bound too (4.43e-5 and 2.21e-5 s of padded work). Forward:
+     * 1514143744 / 3e12 + 2 x 5.0331648e-5 = 6.053778773e-4 s; backward:
+     * 2065694720 / 3e12 + 4 x 5.0331648e-5 = 8.898914987e-4 s. */
+    is_close(sg_eager_attention_seconds(&k, oss, 1, 1024, 0), 6.053778773e-4, 1e-9,
+             "gpt-oss eager forward at T 1024: 2 products + bytes at the HBM bandwidth");
+    is_close(sg_eager_attention_seconds(&k, oss, 1, 1024, 1), 8.898914987e-4, 1e-9,
+             "gpt-oss eager backward at T 1024: 4 products + bytes");
+    /* Llama-3.1-8B (H 32, Hkv 8, d 128), B 1, T 1024, its softmax in fp32:
+     * S = 33554432, M = 1048576, Q = 4194304, KV = 1048576; forward 28 S +
+     * 2 (M + 4 Q + 2 KV) = 979369984 B, backward 28 S + 2 (6 Q + 2 KV) =
+     * 994050048 B */
+    is_close(sg_eager_attention_bytes(llama, 1, 1024, 0), 979369984.0, 1e-12,
+             "llama eager forward: 28 bytes a score (fp32 softmax) + mask + copies");
+    is_close(sg_eager_attention_bytes(llama, 1, 1024, 1), 994050048.0, 1e-12,
+             "llama eager backward: 28 bytes a score + copies");
+    /* a layer node: eager replaces the fused attention term, whatever the
+     * node's attention FLOPs; products and element-wise kernels unchanged */
+    double base = sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_RECOMPUTE, 1e12, 0,
+                                      SG_ATTENTION_EAGER);
+    is_close(sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_RECOMPUTE, 1e12, 5e11,
+                                 SG_ATTENTION_EAGER) - base,
+             6.053778773e-4, 1e-6, "a recompute node's eager attention is the forward's");
+    ok(sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_FORWARD, 1e12, 0, SG_ATTENTION_EAGER) ==
+           sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_FORWARD, 1e12, 0, SG_ATTENTION_FUSED),
+       "a unit without attention FLOPs costs the same either way");
+}
+
+/* On gh200's figures, eager attention costs more than the fused kernel at
+ * long sequences: every layer of both models, forward and backward, B 4 at
+ * T 2048, 4096, 8192, with stepgraph's causal count of the fused FLOPs
+ * (forward 2 B H T^2 d, backward twice). */
+static void test_eager_vs_fused(const sg_model *llama, const sg_model *oss)
+{
+    sg_machine mach;
+    if (load_gh200(&mach)) {
+        ok(0, "gh200.json loads");
+        return;
+    }
+    const sg_model *ms[2] = {llama, oss};
+    int bad = 0, n = 0;
+    for (int i = 0; i < 2; i++)
+        for (int64_t T = 2048; T <= 8192; T *= 2)
+            for (int unit = 1; unit <= ms[i]->num_layers; unit++)
+                for (int bwd = 0; bwd < 2; bwd++) {
+                    const sg_model *m = ms[i];
+                    sg_op_kind kind = bwd ? SG_OP_BACKWARD : SG_OP_FORWARD;
+                    double af = (bwd ? 2.0 : 1.0) * 2.0 * 4 * m->num_heads * (double)T *
+                                (double)T * m->head_dim;
+                    double f = sg_unit_gpu_seconds(&mach.kernels, m, unit, 4 * T, T, kind, 0, af,
+                                                   SG_ATTENTION_FUSED);
+                    double e = sg_unit_gpu_seconds(&mach.kernels, m, unit, 4 * T, T, kind, 0, af,
+                                                   SG_ATTENTION_EAGER);
+                    n++;
+                    if (!(e > f)) {
+                        bad++;
+                        tap_diag("%s unit %d T %lld %s: eager %g <= fused %g", m->name, unit,
+                                 (long long)T, bwd ? "backward" : "forward", e, f);
+                    }
+                }
+    ok(bad == 0, "gh200: eager attention above fused on all %d layer nodes (llama-3.1-8b, "
+                 "gpt-oss-20b; T 2048 to 8192)",
+       n);
 }
 
 /* The shipped GH200 file's kernel figures and the node costs they give. */
 static void test_machine_and_node(const sg_model *md)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
     sg_machine m;
-    sg_error err = {0};
-    int rc = sg_machine_load(path, &m, &err);
+    int rc = load_gh200(&m);
     ok(rc == 0 && m.kernels.gemm_tflops == 795 && m.kernels.sms == 132 &&
            m.kernels.hbm_gbs == 3580 && m.kernels.nattn == 6 && m.kernels.attn[3].seq == 4096 &&
            m.kernels.attn[3].fwd_tflops == 319 && m.kernels.attn[3].bwd_tflops == 285,
        "gh200.json: gpu.kernels as cited (795 TFLOP/s GEMM, 132 SMs, FA2 319/285 at 4k)");
-    if (rc)
-        tap_diag("%s", err.msg);
     sg_sim_costs c;
     sg_sim_costs_init(&c, &m, SG_BF16, 1, 1);
     sg_node nd;
@@ -127,12 +226,9 @@ static void test_machine_and_node(const sg_model *md)
  * gpu.kernels leaves the hook unset. */
 static void test_cost_model_hook(const sg_model *md)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/configs/machines/gh200.json", srcdir());
     sg_machine m;
-    sg_error err = {0};
-    if (sg_machine_load(path, &m, &err)) {
-        ok(0, "gh200.json loads: %s", err.msg);
+    if (load_gh200(&m)) {
+        ok(0, "gh200.json loads");
         ok(0, "skipped");
         ok(0, "skipped");
         return;
@@ -208,7 +304,7 @@ static void test_refusals(void)
 
 int main(void)
 {
-    tap_plan(27);
+    tap_plan(38);
     test_gemm();
     test_attention();
     sg_model *m = calloc(1, sizeof *m);
@@ -217,6 +313,14 @@ int main(void)
         return 1;
     }
     test_units(m);
+    sg_model *oss = calloc(1, sizeof *oss);
+    if (!oss || load_model("gpt-oss-20b", oss)) {
+        printf("Bail out! cannot load gpt-oss-20b\n");
+        return 1;
+    }
+    test_eager(m, oss);
+    test_eager_vs_fused(m, oss);
+    free(oss);
     test_machine_and_node(m);
     test_cost_model_hook(m);
     test_refusals();

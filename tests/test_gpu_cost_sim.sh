@@ -10,7 +10,10 @@
 # The published-run table (scripts/sim_vs_published.py, docs/simulate.md):
 # each GH200 row runs the config its DeepSpeedExamples script writes (the
 # values written out below from the scripts), and the GPT-OSS-20B row's step
-# fits one GH200. Simulated time only. Prints TAP.
+# fits one GH200. --attention: eager (its script's) slows the GPT-OSS-20B
+# step and lifts its lower bound onto the GPU, fused is the default's step
+# exactly, an unknown value and a machine without gpu.kernels are refused
+# naming the flag. Simulated time only. Prints TAP.
 set -u
 SG_TEST_NAME=gpu_cost_sim
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
@@ -79,6 +82,8 @@ ok $? "without gpu.kernels the flat roofline is back: $tf TFLOPS (above 700, as 
 # false, pinned CPU offload, bf16, batch 4, accumulation 1, MAX_LENGTH, with
 # activation checkpointing. SEQ is the row's simulated length: GPT-OSS-20B's
 # figure is the blog's "seq len 4K" (docs/simulate.md), its script says 8192.
+# ATTN: finetune_zero3.py's --attn_implementation, flash_attention_2 unless
+# the script passes one (GPT-OSS-20B's: eager), simulated fused or eager.
 "$PY" "$SRC/scripts/sim_vs_published.py" --list >"$TMP/rows.jsonl" 2>"$TMP/rows.err"
 "$PY" - "$SRC" "$TMP/rows.jsonl" >"$TMP/rows.out" 2>&1 <<'PYEOF'
 import json, os, sys
@@ -86,17 +91,17 @@ src, rows = sys.argv[1], {}
 for line in open(sys.argv[2]):
     r = json.loads(line)
     rows[r["id"]] = r
-#       row id            script        model          RATIO  BUCKET MAX_LENGTH SEQ
-want = [("so-8b",          "llama-8b",    "llama-3.1-8b", 0.80, 4e8, 4096, 4096),
-        ("so-qwen3-14b",   "qwen3-14b",   "qwen3-14b",    0.90, 4e8, 4096, 4096),
-        ("so-phi-4",       "phi-4",       "phi-4",        0.90, 4e8, 4096, 4096),
-        ("so-gpt-oss-20b", "gpt-oss-20b", "gpt-oss-20b",  0.90, 8e8, 8192, 4096),
-        ("zo-8b",          "llama-8b",    "llama-3.1-8b", None, 4e8, 4096, 4096)]
+#       row id            script        model          RATIO  BUCKET MAX_LENGTH SEQ  ATTN
+want = [("so-8b",          "llama-8b",    "llama-3.1-8b", 0.80, 4e8, 4096, 4096, "fused"),
+        ("so-qwen3-14b",   "qwen3-14b",   "qwen3-14b",    0.90, 4e8, 4096, 4096, "fused"),
+        ("so-phi-4",       "phi-4",       "phi-4",        0.90, 4e8, 4096, 4096, "fused"),
+        ("so-gpt-oss-20b", "gpt-oss-20b", "gpt-oss-20b",  0.90, 8e8, 8192, 4096, "eager"),
+        ("zo-8b",          "llama-8b",    "llama-3.1-8b", None, 4e8, 4096, 4096, "fused")]
 bad = []
 def expect(row, what, got, exp):
     if got != exp:
         bad.append("%s: %s is %r, expected %r" % (row, what, got, exp))
-for rid, script, model, ratio, bucket, maxlen, seq in want:
+for rid, script, model, ratio, bucket, maxlen, seq, attn in want:
     r = rows.get(rid)
     if r is None:
         bad.append("%s: no such row" % rid)
@@ -121,15 +126,19 @@ for rid, script, model, ratio, bucket, maxlen, seq in want:
     if ratio:
         want_off.update(ratio=ratio, super_offload=True, cpuadam_cores_perc=0.90)
     expect(rid, "offload_optimizer", off, want_off)
-    # the row's own flags may only set the machine and the simulated length
-    i, eff = 1, maxlen
+    # the row's own flags may only set the machine, the simulated length
+    # and the attention
+    i, eff, eff_attn = 1, maxlen, "fused"
     while i < len(args):
         if args[i] == "--max_length":
             eff = int(args[i + 1])
+        elif args[i] == "--attention":
+            eff_attn = args[i + 1]
         elif args[i] != "--machine":
             bad.append("%s: flag %s beside the script's config" % (rid, args[i]))
         i += 2
     expect(rid, "simulated seq", eff, seq)
+    expect(rid, "simulated attention", eff_attn, attn)
     for k, v in (("model", model), ("seq", seq), ("batch", 4), ("ckpt", True)):
         expect(rid, "row's " + k, r[k], v)
 print("\n".join(bad) if bad else "%d rows checked" % len(want))
@@ -161,4 +170,31 @@ sys.exit(not (j["fits"] and j["model"] == "gpt-oss-20b" and j["settings"]["seq_l
 PYEOF
 [ $? -eq 0 ] && [ $r -eq 0 ]
 ok $? "gpt-oss-20b row: simulate exits 0 ($r), the step fits, its bound set by CPU work"
+
+# --attention (docs/simulate.md, "Eager attention"): the same step with the
+# script's eager attention, and with fused named (one cold step each, ~10 s)
+"$BIN" simulate "$OSS" --machine gh200 --max_length 4096 --steps 1 --attention eager \
+	--json "$TMP/oss-eager.json" >"$TMP/oss-eager.txt" 2>&1
+"$BIN" simulate "$OSS" --machine gh200 --max_length 4096 --steps 1 --attention fused \
+	--json "$TMP/oss-fused.json" >"$TMP/oss-fused.txt" 2>&1
+"$PY" - "$TMP/oss.json" "$TMP/oss-eager.json" "$TMP/oss-fused.json" >"$TMP/attn.out" 2>&1 <<'PYEOF'
+import json, sys
+d, e, f = (json.load(open(p)) for p in sys.argv[1:])
+print("default %.2f ms (bound %.1f, %s), eager %.2f ms (bound %.1f, %s), fused %.2f ms" % (
+    d["step_s"] * 1e3, d["bound_s"] * 1e3, d["bound_by"], e["step_s"] * 1e3, e["bound_s"] * 1e3,
+    e["bound_by"], f["step_s"] * 1e3))
+sys.exit(not (e["settings"]["attention"] == "eager" and f["settings"]["attention"] == "fused"
+              and d["settings"]["attention"] == "fused" and e["step_s"] > d["step_s"]
+              and e["bound_s"] > d["bound_s"] + 0.5 and "GPU" in e["bound_by"]
+              and f["step_s"] == d["step_s"] and f["bound_s"] == d["bound_s"]))
+PYEOF
+ok $? "gpt-oss-20b: --attention eager slows the step and puts its bound on the GPU, fused is the default's exactly: $(cat "$TMP/attn.out")"
+"$BIN" simulate "$OSS" --machine gh200 --attention sdpa >"$TMP/bad.txt" 2>&1
+r=$?
+[ $r -eq 1 ] && grep -q -- '--attention sdpa: expected fused or eager' "$TMP/bad.txt"
+ok $? "--attention sdpa is refused naming the flag and the value (exit $r: $(tail -1 "$TMP/bad.txt"))"
+"$BIN" simulate "$CONFIG" --machine "$TMP/flat.json" --attention eager >"$TMP/bad.txt" 2>&1
+r=$?
+[ $r -eq 1 ] && grep -q -- '--attention eager: flat has no gpu.kernels' "$TMP/bad.txt"
+ok $? "--attention eager on a machine without gpu.kernels is refused (exit $r: $(tail -1 "$TMP/bad.txt"))"
 done_testing

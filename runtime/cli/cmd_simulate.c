@@ -19,7 +19,7 @@ static void simulate_help(void)
            "                          [--trace FILE] [--report PAGE] [--steps N]\n"
            "                          [--no-priorities] [--bandwidth shared|static]\n"
            "                          [--cost history|fitted] [--rollback-passes N]\n"
-           "                          [--json FILE]\n"
+           "                          [--attention fused|eager] [--json FILE]\n"
            "                          [--set KEY=VALUE]... [run options]\n"
            "\n"
            "Builds the step graph of CONFIG, as `stepgraph run` would, and runs it under\n"
@@ -78,10 +78,37 @@ static void simulate_help(void)
            "                   the norm check alone; 1 a rollback and redo as run does\n"
            "                   them now (one pass); 2 as run did before 2026-11-28 (a\n"
            "                   rollback pass, then a redo pass)\n"
+           "  --attention A    how the GPU kernel model costs a layer's attention: fused\n"
+           "                   (default) one FlashAttention-class kernel at the machine's\n"
+           "                   published attention throughput; eager as Hugging Face's\n"
+           "                   attn_implementation=\"eager\" runs it: the B x heads x T x T\n"
+           "                   scores materialised, their two products (four backward) at\n"
+           "                   the GEMM model's rate and each element-wise pass over them\n"
+           "                   at gpu.kernels.hbm_gbs, the full square on every layer\n"
+           "                   (docs/simulate.md). Needs a machine with gpu.kernels, not a\n"
+           "                   calibrated one; `tune` and --report's page stay fused\n"
            "  --json FILE      also write the result as JSON\n"
            "\n");
     static const char *const own[] = {"steps"}; /* this command has its own --steps */
     sg_cli_print_run_flags_except(own, 1);
+}
+
+/* --attention eager changes the GPU kernel model's attention: a machine
+ * without the model would silently ignore it. */
+static int attention_check(const sg_machine *m, sg_error *err)
+{
+    if (m->calibration_dir[0])
+        return sg_error_set(err, SG_EINVAL,
+                            "--attention eager: %s is a calibrated machine, its GPU task times "
+                            "are measured; eager attention is costed by the GPU kernel model of a "
+                            "modelled machine (e.g. gh200)",
+                            m->name);
+    if (m->gpu_count < 1 || !(m->kernels.gemm_tflops > 0))
+        return sg_error_set(err, SG_EINVAL,
+                            "--attention eager: %s has no gpu.kernels (the GPU kernel model "
+                            "that costs attention)",
+                            m->name);
+    return SG_OK;
 }
 
 /* The command line again, with --cost fitted in place of --cost history:
@@ -142,6 +169,7 @@ int sg_cmd_simulate(int argc, char **argv)
 {
     const char *machine = NULL, *sched = NULL, *trace = NULL, *steps = "3", *json = NULL;
     const char *report = NULL, *bandwidth = "shared", *cost = NULL, *rollback = "0";
+    const char *attention = "fused";
     int no_prio = 0;
     sg_cli_opt opts[] = {
         {"machine", NULL, &machine, NULL},
@@ -154,6 +182,7 @@ int sg_cmd_simulate(int argc, char **argv)
         {"bandwidth", NULL, &bandwidth, NULL},
         {"rollback-passes", NULL, &rollback, NULL},
         {"cost", NULL, &cost, NULL},
+        {"attention", NULL, &attention, NULL},
     };
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -171,9 +200,9 @@ int sg_cmd_simulate(int argc, char **argv)
     const char *config = NULL;
     /* loads once here for the errors and the config's machine */
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 10, cfg, &err);
+        rc = sg_cli_load_config(argc, argv, opts, 11, cfg, &err);
     if (!rc)
-        sg_cli_split_args(argc, argv, opts, 10, &config, pass, &npass);
+        sg_cli_split_args(argc, argv, opts, 11, &config, pass, &npass);
     if (!rc && strcmp(bandwidth, "shared") && strcmp(bandwidth, "static"))
         rc = sg_error_set(&err, SG_EINVAL, "--bandwidth %s: expected shared or static", bandwidth);
     int cost_named = cost != NULL;
@@ -188,6 +217,9 @@ int sg_cmd_simulate(int argc, char **argv)
     long rollback_passes = strtol(rollback, &end, 10);
     if (!rc && (!rollback[0] || *end || rollback_passes < 0 || rollback_passes > 2))
         rc = sg_error_set(&err, SG_EINVAL, "--rollback-passes %s: expected 0, 1 or 2", rollback);
+    int eager = !strcmp(attention, "eager");
+    if (!rc && !eager && strcmp(attention, "fused"))
+        rc = sg_error_set(&err, SG_EINVAL, "--attention %s: expected fused or eager", attention);
     if (!rc && !machine)
         machine = cfg->run.machine[0] ? cfg->run.machine : "gh200";
     if (!rc)
@@ -199,6 +231,8 @@ int sg_cmd_simulate(int argc, char **argv)
                           "--cost fitted: %s is a modelled machine (roofline "
                           "costs); it needs one that `stepgraph calibrate` measured",
                           sm->machine.name);
+    if (!rc && eager)
+        rc = attention_check(&sm->machine, &err);
     /* a report needs the trace: one in the work directory unless --trace names it */
     char tmp_trace[4200] = "";
     if (!rc && report && !trace) {
@@ -215,7 +249,8 @@ int sg_cmd_simulate(int argc, char **argv)
                          .trace = trace,
                          .static_bandwidth = !strcmp(bandwidth, "static"),
                          .fitted_costs = !strcmp(cost, "fitted"),
-                         .rollback_passes = (int)rollback_passes};
+                         .rollback_passes = (int)rollback_passes,
+                         .eager_attention = eager};
     if (!rc)
         rc = sg_sim_prepare(&rq, 0, pt, &err);
     if (!rc && !sched)

@@ -165,6 +165,9 @@ static void print_head(const sg_sim_view *v, const sg_sim_report *r)
                s->dp_size < ranks ? " (--dp_size N to shard ZeRO over more)" : "");
     if (v->cost_note)
         printf("  Cost              %s\n", v->cost_note);
+    if (v->pt->eager_attention)
+        printf("  Attention         eager: Hugging Face's eager ops, the scores materialised "
+               "(--attention)\n");
 }
 
 static void print_rates(const sg_sim_view *v, const sg_sim_report *r)
@@ -319,7 +322,8 @@ static void write_settings(FILE *f, const sg_sim_view *v)
             cast_name(s->cast_placement), tile_of(s),
             s->optimizer_tile == SG_OPTIMIZER_TILE_AUTO ? "true" : "false");
     sg_json_write_string(f, v->pt->speculation);
-    fprintf(f, ",\"lookahead\":%lld}", (long long)v->pt->lookahead);
+    fprintf(f, ",\"lookahead\":%lld,\"attention\":\"%s\"}", (long long)v->pt->lookahead,
+            v->pt->eager_attention ? "eager" : "fused");
     fprintf(f,
             ",\"ranks_simulated\":1,\"machine_ranks\":%lld,\"steps\":%d,\"reported_step\":%d,"
             "\"cold\":%s",

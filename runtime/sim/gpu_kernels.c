@@ -3,21 +3,31 @@
 
 #include <math.h>
 
+#include "runtime/sim/eager_attention.h"
+
 #define BF16_BYTES 2.0
 
-double sg_gemm_seconds(const sg_gpu_kernels *k, double m, double n, double kk)
+double sg_gemm_batched_seconds(const sg_gpu_kernels *k, double batch, double m, double n,
+                               double kk)
 {
-    if (m <= 0 || n <= 0 || kk <= 0)
+    if (batch <= 0 || m <= 0 || n <= 0 || kk <= 0)
         return 0;
     /* output tiles of 128 x 256, run in waves of one tile per SM: a partial
-     * tile or a partial last wave costs as much as a full one */
-    double tiles = ceil(m / SG_GEMM_TILE_M) * ceil(n / SG_GEMM_TILE_N);
+     * tile or a partial last wave costs as much as a full one; the batch's
+     * products share the waves */
+    double tiles = batch * ceil(m / SG_GEMM_TILE_M) * ceil(n / SG_GEMM_TILE_N);
     double waves = ceil(tiles / k->sms);
     double padded_flops = 2.0 * waves * k->sms * SG_GEMM_TILE_M * SG_GEMM_TILE_N * kk;
     double compute = padded_flops / (k->gemm_tflops * 1e12);
-    double bytes = BF16_BYTES * (m * kk + kk * n + m * n); /* A (M,K), B (K,N), C (M,N) */
+    /* A (M,K), B (K,N), C (M,N) of each product */
+    double bytes = batch * BF16_BYTES * (m * kk + kk * n + m * n);
     double memory = bytes / (k->hbm_gbs * 1e9);
     return compute > memory ? compute : memory;
+}
+
+double sg_gemm_seconds(const sg_gpu_kernels *k, double m, double n, double kk)
+{
+    return sg_gemm_batched_seconds(k, 1, m, n, kk);
 }
 
 double sg_attention_tflops(const sg_gpu_kernels *k, double d, double s, int backward)
@@ -119,14 +129,19 @@ double sg_unit_elementwise_bytes(const sg_model *m, int unit, int64_t tokens, in
 
 double sg_unit_gpu_seconds(const sg_gpu_kernels *k, const sg_model *m, int unit, int64_t tokens,
                            int64_t seq_len, sg_op_kind kind, double matmul_flops,
-                           double attention_flops)
+                           double attention_flops, sg_attention_impl attn)
 {
     int backward = kind == SG_OP_BACKWARD;
     double s = 0;
     double rate = sg_unit_gemm_flops_per_s(k, m, unit, tokens, backward);
     if (matmul_flops > 0)
         s += matmul_flops / (rate > 0 ? rate : k->gemm_tflops * 1e12);
-    if (attention_flops > 0) {
+    if (attention_flops > 0 && attn == SG_ATTENTION_EAGER) {
+        /* the full T x T scores of every layer, sliding or not: eager masks
+         * them, it does not skip them */
+        double batch = (double)tokens / (double)seq_len;
+        s += sg_eager_attention_seconds(k, m, batch, (double)seq_len, backward);
+    } else if (attention_flops > 0) {
         double seq = (double)seq_len;
         int layer = unit - 1;
         if (layer >= 0 && layer < SG_MODEL_MAX_LAYERS && m->layer_attn[layer] == SG_ATTN_SLIDING &&

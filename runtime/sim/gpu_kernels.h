@@ -7,7 +7,8 @@
  *     GPU's SMs, NVIDIA's "Matrix Multiplication Background" guide), or at
  *     its bytes over the achieved HBM bandwidth when that is longer;
  *   - its attention at the published FlashAttention throughput for the
- *     model's head dimension and the sequence length, by direction;
+ *     model's head dimension and the sequence length, by direction (or, with
+ *     SG_ATTENTION_EAGER, as Hugging Face's eager ops: eager_attention.h);
  *   - its element-wise kernels (norms, RoPE, SwiGLU, residual adds, the
  *     loss) at the achieved HBM bandwidth, their bytes counted as PyTorch's
  *     eager Llama modules move them (sg_unit_elementwise_bytes).
@@ -31,6 +32,18 @@
  *     2 (MK + KN + MN) bytes / hbm_gbs). */
 double sg_gemm_seconds(const sg_gpu_kernels *k, double m, double n, double kk);
 
+/* The same for a batch of independent (M, N, K) products in one kernel
+ * (torch.matmul on (..., M, K) x (..., K, N)): their tiles share the waves,
+ * each product moves its own operands and result. batch 1 is
+ * sg_gemm_seconds. */
+double sg_gemm_batched_seconds(const sg_gpu_kernels *k, double batch, double m, double n,
+                               double kk);
+
+/* How a layer's attention runs: one fused FlashAttention-class kernel (the
+ * published throughput below), or Hugging Face's eager attention, its
+ * score tensor materialised (eager_attention.h). */
+typedef enum sg_attention_impl { SG_ATTENTION_FUSED, SG_ATTENTION_EAGER } sg_attention_impl;
+
 /* The attention throughput (TFLOP/s) for head dimension d at sequence
  * length s, backward or forward: among the points of the nearest head
  * dimension, linear in log2(s) between the two around s, the end point's
@@ -50,11 +63,14 @@ double sg_unit_gemm_flops_per_s(const sg_gpu_kernels *k, const sg_model *m, int 
 double sg_unit_elementwise_bytes(const sg_model *m, int unit, int64_t tokens, int backward);
 
 /* Seconds of a forward / recompute / backward node of `unit` on the GPU:
- * matmul_flops at the unit's GEMM rate, attention_flops (stepgraph's count:
- * the backward's is twice the forward's) at the attention rate, element-wise
- * bytes at hbm_gbs. Excludes launch_us. */
+ * matmul_flops at the unit's GEMM rate, element-wise bytes at hbm_gbs, and,
+ * where attention_flops > 0 (a layer), its attention: fused, those FLOPs
+ * (stepgraph's count: the backward's is twice the forward's) at the
+ * attention rate; eager, the eager ops of tokens / seq_len sequences
+ * (sg_eager_attention_seconds), whatever attention_flops says. Excludes
+ * launch_us. */
 double sg_unit_gpu_seconds(const sg_gpu_kernels *k, const sg_model *m, int unit, int64_t tokens,
                            int64_t seq_len, sg_op_kind kind, double matmul_flops,
-                           double attention_flops);
+                           double attention_flops, sg_attention_impl attn);
 
 #endif /* SG_GPU_KERNELS_H */

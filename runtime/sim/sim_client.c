@@ -186,6 +186,10 @@ int sg_sim_start(const sg_sim_request *rq, const char *workdir, int tag, sg_sim_
         argv[n++] = "--rollback-passes";
         argv[n++] = passes;
     }
+    if (rq->eager_attention) {
+        argv[n++] = "--attention";
+        argv[n++] = "eager";
+    }
     if (rq->steps > 0) {
         argv[n++] = "--steps";
         argv[n++] = steps;
@@ -352,6 +356,7 @@ int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *p
 {
     memset(pt, 0, sizeof *pt);
     pt->rollback_passes = rq->rollback_passes;
+    pt->eager_attention = rq->eager_attention;
     const char **argv = calloc((size_t)(rq->nargs + 2 * rq->nsets + 2), sizeof *argv);
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_graph g;
@@ -415,6 +420,7 @@ double sg_sim_point_lower_bound(const sg_sim_point *pt, const sg_machine *m, con
     sg_sim_costs costs;
     sg_sim_costs_init(&costs, m, pt->spec.compute_dtype, (int)pt->spec.dp_size, 1);
     sg_sim_costs_set_model(&costs, &pt->model, pt->spec.micro_batch, pt->spec.seq_len);
+    costs.attention = pt->eager_attention ? SG_ATTENTION_EAGER : SG_ATTENTION_FUSED;
     sg_sim_cost_model_use_kernels(&cm, &costs);
     cm.validate_passes = pt->rollback_passes;
     sg_disk_tier t;

@@ -45,6 +45,7 @@ typedef struct sg_sim_request {
     int steps;            /* 0: stepgraph-sim's default */
     const char *trace;    /* or NULL */
     int rollback_passes;  /* sim_cost.h: a validation's passes over its state */
+    int eager_attention;  /* 1: attention as Hugging Face's eager ops (eager_attention.h) */
 } sg_sim_request;
 
 typedef struct sg_sim_report {
@@ -98,6 +99,7 @@ typedef struct sg_sim_point {
     char speculation[16]; /* the run option: "always", "adaptive" or "never" */
     int64_t lookahead;    /* steps in flight (run option) */
     int rollback_passes;  /* the request's (sim_cost.h), for the lower bound */
+    int eager_attention;  /* the request's, for the lower bound */
 } sg_sim_point;
 int sg_sim_prepare(const sg_sim_request *rq, int print_warnings, sg_sim_point *pt, sg_error *err);
 

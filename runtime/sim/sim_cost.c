@@ -26,6 +26,7 @@ void sg_sim_costs_init(sg_sim_costs *c, const sg_machine *m, sg_dtype compute, i
     c->model = NULL;
     c->tokens = c->seq_len = 0;
     c->rollback_passes = 0;
+    c->attention = SG_ATTENTION_FUSED;
 }
 
 void sg_sim_costs_set_model(sg_sim_costs *c, const sg_model *model, int64_t micro_batch,
@@ -61,7 +62,8 @@ static void gpu_kernel_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_d
     case SG_OP_RECOMPUTE:
     case SG_OP_BACKWARD:
         d->compute_s = sg_unit_gpu_seconds(k, md, nd->layer, c->tokens, c->seq_len, nd->kind,
-                                           nd->flops - nd->attention_flops, nd->attention_flops);
+                                           nd->flops - nd->attention_flops, nd->attention_flops,
+                                           c->attention);
         return;
     case SG_OP_MOE_EXPERT:
     case SG_OP_MOE_EXPERT_BWD: {

@@ -10,8 +10,9 @@
  * machine file gives gpu.kernels and the model is set
  * (sg_sim_costs_set_model), GPU tasks are costed from their kernels
  * instead (gpu_kernels.h): products by shape, attention at published
- * FlashAttention rates, element-wise and other memory-bound work at the
- * achieved HBM bandwidth.
+ * FlashAttention rates (or as Hugging Face's eager ops: the attention
+ * field), element-wise and other memory-bound work at the achieved HBM
+ * bandwidth.
  *
  * Host/device copy nodes run where their destination is and StarPU moves
  * their source over the modelled link (sim_platform.h), so their own time is
@@ -26,6 +27,7 @@
 #include "graph/ir.h"
 #include "models/model.h"
 #include "runtime/config/machine.h"
+#include "runtime/sim/gpu_kernels.h"
 
 typedef enum sg_sim_arch { SG_SIM_CPU, SG_SIM_GPU } sg_sim_arch;
 
@@ -45,6 +47,9 @@ typedef struct sg_sim_costs {
      * as when every speculative step rolls back (a rollback and redo: one
      * pass with sg_adam_redo, two before it) */
     int rollback_passes;
+    /* how a layer's attention is costed under the kernel model: fused
+     * (FlashAttention-class, the default) or Hugging Face's eager ops */
+    sg_attention_impl attention;
 } sg_sim_costs;
 
 /* cpu_streams: how many CPU tasks are expected to stream memory at once

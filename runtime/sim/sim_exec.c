@@ -427,6 +427,7 @@ int sg_sim_run(const sg_machine *m, const sg_step_spec *spec, const sg_graph *g,
     if (opt->model)
         sg_sim_costs_set_model(&st->costs, opt->model, spec->micro_batch, spec->seq_len);
     st->costs.rollback_passes = opt->rollback_passes;
+    st->costs.attention = opt->eager_attention ? SG_ATTENTION_EAGER : SG_ATTENTION_FUSED;
     st->shared.spec = spec;
     st->shared.graph = g;
     st->shared_bw = !opt->static_bandwidth;

@@ -42,6 +42,8 @@ typedef struct sg_sim_options {
     const sg_model *model;        /* the GPU kernel model's shapes (sim_cost.h); NULL:
                                      GPU tasks keep the roofline */
     int rollback_passes;          /* SuperOffload's validations (sim_cost.h) */
+    int eager_attention;          /* 1: layers' attention as Hugging Face's eager ops
+                                     (eager_attention.h); 0: fused */
 } sg_sim_options;
 
 typedef struct sg_sim_result {

@@ -6,7 +6,7 @@
  *
  *   stepgraph-sim CONFIG --machine PATH --sched NAME --result PATH
  *                 [--steps N] [--no-priorities] [--static-bandwidth] [--fitted-costs]
- *                 [--trace PATH]
+ *                 [--trace PATH] [--rollback-passes N] [--attention fused|eager]
  *                 [--set KEY=VALUE]... [run options]
  *
  * Writes one JSON object to --result (atomically); exits 1 with a one-line
@@ -28,7 +28,7 @@
 #include "runtime/config/step_spec.h"
 
 typedef struct sim_args {
-    const char *machine, *sched, *result, *trace, *steps, *rollback_passes;
+    const char *machine, *sched, *result, *trace, *steps, *rollback_passes, *attention;
     int no_priorities, static_bandwidth, fitted_costs;
 } sim_args;
 
@@ -120,7 +120,7 @@ static int compile_as_run(const sg_config *cfg, const sg_machine *m, sg_model *m
 
 static int simulate(int argc, char **argv, sg_error *err)
 {
-    sim_args a = {.sched = NULL, .steps = "2", .rollback_passes = "0"};
+    sim_args a = {.sched = NULL, .steps = "2", .rollback_passes = "0", .attention = "fused"};
     sg_cli_opt opts[] = {
         {"machine", NULL, &a.machine, NULL},
         {"sched", NULL, &a.sched, NULL},
@@ -131,6 +131,7 @@ static int simulate(int argc, char **argv, sg_error *err)
         {"static-bandwidth", NULL, NULL, &a.static_bandwidth},
         {"fitted-costs", NULL, NULL, &a.fitted_costs},
         {"rollback-passes", NULL, &a.rollback_passes, NULL},
+        {"attention", NULL, &a.attention, NULL},
     };
     sg_config *cfg = calloc(1, sizeof *cfg);
     sg_model *model = calloc(1, sizeof *model);
@@ -139,13 +140,15 @@ static int simulate(int argc, char **argv, sg_error *err)
     sg_graph_init(&g);
     int rc = (!cfg || !model || !m) ? sg_error_set(err, SG_ENOMEM, "out of memory") : SG_OK;
     if (!rc)
-        rc = sg_cli_load_config(argc, argv, opts, 9, cfg, err);
+        rc = sg_cli_load_config(argc, argv, opts, 10, cfg, err);
     if (!rc && (!a.machine || !a.result))
         rc = sg_error_set(err, SG_EINVAL, "stepgraph-sim needs --machine PATH and --result PATH");
     char *end;
     long steps = strtol(a.steps, &end, 10);
     if (!rc && (*end || steps < 1 || steps > 100))
         rc = sg_error_set(err, SG_EINVAL, "--steps %s: expected 1 to 100", a.steps);
+    if (!rc && strcmp(a.attention, "fused") && strcmp(a.attention, "eager"))
+        rc = sg_error_set(err, SG_EINVAL, "--attention %s: expected fused or eager", a.attention);
     if (!rc)
         rc = sg_machine_load(a.machine, m, err);
     if (!rc) /* "auto" tiles for the simulated machine's workers (sim_exec.c) */
@@ -184,7 +187,8 @@ static int simulate(int argc, char **argv, sg_error *err)
                              .static_bandwidth = a.static_bandwidth,
                              .fitted_costs = a.fitted_costs,
                              .model = model,
-                             .rollback_passes = atoi(a.rollback_passes)};
+                             .rollback_passes = atoi(a.rollback_passes),
+                             .eager_attention = !strcmp(a.attention, "eager")};
         rc = sg_sim_run(m, &spec, &g, &so, &res, err);
     }
     if (!rc)
