@@ -85,8 +85,8 @@ static void test_units(const sg_model *m)
      * plus the element-wise bytes of 1 token at 3 TB/s */
     double ew = 548864.0 / 3e12;
     is_close(sg_unit_gpu_seconds(&k, m, 1, 1, 4096, SG_OP_FORWARD, 0, 1e12, SG_ATTENTION_FUSED),
-             1e12 / 350e12 + ew,
-             1e-9, "layer forward: attention at the forward rate + element-wise bytes");
+             1e12 / 350e12 + ew, 1e-9,
+             "layer forward: attention at the forward rate + element-wise bytes");
     /* backward: stepgraph counts 2e12, the kernels' authors 2.5e12, at 250 */
     is_close(sg_unit_gpu_seconds(&k, m, 1, 1, 4096, SG_OP_BACKWARD, 0, 2e12, SG_ATTENTION_FUSED),
              2.5e12 / 250e12 + 2 * ew, 1e-9,
@@ -147,10 +147,11 @@ static void test_eager(const sg_model *llama, const sg_model *oss)
              "llama eager backward: 28 bytes a score + copies");
     /* a layer node: eager replaces the fused attention term, whatever the
      * node's attention FLOPs; products and element-wise kernels unchanged */
-    double base = sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_RECOMPUTE, 1e12, 0,
-                                      SG_ATTENTION_EAGER);
+    double base =
+        sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_RECOMPUTE, 1e12, 0, SG_ATTENTION_EAGER);
     is_close(sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_RECOMPUTE, 1e12, 5e11,
-                                 SG_ATTENTION_EAGER) - base,
+                                 SG_ATTENTION_EAGER) -
+                 base,
              6.053778773e-4, 1e-6, "a recompute node's eager attention is the forward's");
     ok(sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_FORWARD, 1e12, 0, SG_ATTENTION_EAGER) ==
            sg_unit_gpu_seconds(&k, oss, 2, 1024, 1024, SG_OP_FORWARD, 1e12, 0, SG_ATTENTION_FUSED),
@@ -176,8 +177,8 @@ static void test_eager_vs_fused(const sg_model *llama, const sg_model *oss)
                 for (int bwd = 0; bwd < 2; bwd++) {
                     const sg_model *m = ms[i];
                     sg_op_kind kind = bwd ? SG_OP_BACKWARD : SG_OP_FORWARD;
-                    double af = (bwd ? 2.0 : 1.0) * 2.0 * 4 * m->num_heads * (double)T *
-                                (double)T * m->head_dim;
+                    double af = (bwd ? 2.0 : 1.0) * 2.0 * 4 * m->num_heads * (double)T * (double)T *
+                                m->head_dim;
                     double f = sg_unit_gpu_seconds(&mach.kernels, m, unit, 4 * T, T, kind, 0, af,
                                                    SG_ATTENTION_FUSED);
                     double e = sg_unit_gpu_seconds(&mach.kernels, m, unit, 4 * T, T, kind, 0, af,
@@ -189,8 +190,9 @@ static void test_eager_vs_fused(const sg_model *llama, const sg_model *oss)
                                  (long long)T, bwd ? "backward" : "forward", e, f);
                     }
                 }
-    ok(bad == 0, "gh200: eager attention above fused on all %d layer nodes (llama-3.1-8b, "
-                 "gpt-oss-20b; T 2048 to 8192)",
+    ok(bad == 0,
+       "gh200: eager attention above fused on all %d layer nodes (llama-3.1-8b, "
+       "gpt-oss-20b; T 2048 to 8192)",
        n);
 }
 

@@ -1,7 +1,7 @@
 /* eager_attention.c - Hugging Face's eager attention on a GPU (eager_attention.h). */
 #include "runtime/sim/eager_attention.h"
 
-#include "runtime/sim/gpu_kernels.h"
+#include "runtime/sim/gemm_model.h"
 
 /* Units below, for B sequences of T tokens, H query heads, Hkv key/value
  * heads of dimension d:
@@ -73,7 +73,7 @@ double sg_eager_attention_seconds(const sg_gpu_kernels *k, const sg_model *m, do
 {
     double n = batch * (double)m->num_heads, T = seq, d = (double)m->head_dim;
     /* the products, each a batch of B x H (M, N, K) */
-    double s = sg_gemm_batched_seconds(k, n, T, T, d) /* scores q k^T, or dP = dO v^T */
+    double s = sg_gemm_batched_seconds(k, n, T, T, d)    /* scores q k^T, or dP = dO v^T */
                + sg_gemm_batched_seconds(k, n, T, d, T); /* P v, or dv = P^T dO */
     if (backward)
         s += sg_gemm_batched_seconds(k, n, T, d, T)    /* dq = dS k */

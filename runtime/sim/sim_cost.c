@@ -61,9 +61,9 @@ static void gpu_kernel_demand(const sg_sim_costs *c, const sg_node *nd, sg_sim_d
     case SG_OP_FORWARD:
     case SG_OP_RECOMPUTE:
     case SG_OP_BACKWARD:
-        d->compute_s = sg_unit_gpu_seconds(k, md, nd->layer, c->tokens, c->seq_len, nd->kind,
-                                           nd->flops - nd->attention_flops, nd->attention_flops,
-                                           c->attention);
+        d->compute_s =
+            sg_unit_gpu_seconds(k, md, nd->layer, c->tokens, c->seq_len, nd->kind,
+                                nd->flops - nd->attention_flops, nd->attention_flops, c->attention);
         return;
     case SG_OP_MOE_EXPERT:
     case SG_OP_MOE_EXPERT_BWD: {
