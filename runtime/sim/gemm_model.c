@@ -5,8 +5,7 @@
 
 #define BF16_BYTES 2.0
 
-double sg_gemm_batched_seconds(const sg_gpu_kernels *k, double batch, double m, double n,
-                               double kk)
+double sg_gemm_batched_seconds(const sg_gpu_kernels *k, double batch, double m, double n, double kk)
 {
     if (batch <= 0 || m <= 0 || n <= 0 || kk <= 0)
         return 0;
