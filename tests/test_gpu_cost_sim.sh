@@ -12,8 +12,9 @@
 # values written out below from the scripts), and the GPT-OSS-20B row's step
 # fits one GH200. --attention: eager (its script's) slows the GPT-OSS-20B
 # step and lifts its lower bound onto the GPU, fused is the default's step
-# exactly, an unknown value and a machine without gpu.kernels are refused
-# naming the flag. Simulated time only. Prints TAP.
+# exactly, eager says its score tensors are outside the memory check (one
+# tensor's size by hand), an unknown value and a machine without
+# gpu.kernels are refused naming the flag. Simulated time only. Prints TAP.
 set -u
 SG_TEST_NAME=gpu_cost_sim
 . "${SG_SRCDIR:-.}/tests/test_env.sh"
@@ -189,6 +190,12 @@ sys.exit(not (e["settings"]["attention"] == "eager" and f["settings"]["attention
               and f["step_s"] == d["step_s"] and f["bound_s"] == d["bound_s"]))
 PYEOF
 ok $? "gpt-oss-20b: --attention eager slows the step and puts its bound on the GPU, fused is the default's exactly: $(cat "$TMP/attn.out")"
+# eager's score tensors are said to be outside the memory check, with one
+# tensor's size: micro batch 4 x 64 heads x 4096^2 x 2 bytes = 8 GiB exactly
+grep -q "Eager attention   its score tensors are not in the memory check" "$TMP/oss-eager.txt" &&
+	grep -q "T x T in bf16, 8.00 GiB here" "$TMP/oss-eager.txt" &&
+	! grep -q "Eager attention" "$TMP/oss-fused.txt"
+ok $? "--attention eager says its score tensors are not in the memory check, one being 8.00 GiB (4 x 64 x 4096^2 bf16); fused says nothing"
 "$BIN" simulate "$OSS" --machine gh200 --attention sdpa >"$TMP/bad.txt" 2>&1
 r=$?
 [ $r -eq 1 ] && grep -q -- '--attention sdpa: expected fused or eager' "$TMP/bad.txt"

@@ -80,3 +80,8 @@ double sg_eager_attention_seconds(const sg_gpu_kernels *k, const sg_model *m, do
              + sg_gemm_batched_seconds(k, n, d, T, T); /* dk^T = q^T dS */
     return s + sg_eager_attention_bytes(m, batch, seq, backward) / (k->hbm_gbs * 1e9);
 }
+
+double sg_eager_score_tensor_bytes(const sg_model *m, double batch, double seq)
+{
+    return 2.0 * batch * (double)m->num_heads * seq * seq; /* bf16 */
+}

@@ -30,4 +30,10 @@ double sg_eager_attention_bytes(const sg_model *m, double batch, double seq, int
 double sg_eager_attention_seconds(const sg_gpu_kernels *k, const sg_model *m, double batch,
                                   double seq, int backward);
 
+/* Bytes of one (batch, heads, seq, seq) score tensor in bf16: what eager
+ * attention materialises per layer and the memory check does not count
+ * (it counts a fused kernel's activations; by the op list about three are
+ * alive at once in GPT-OSS's backward, docs/simulate.md). */
+double sg_eager_score_tensor_bytes(const sg_model *m, double batch, double seq);
+
 #endif /* SG_EAGER_ATTENTION_H */
