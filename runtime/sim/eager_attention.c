@@ -54,10 +54,16 @@
  *   the same products and q-sized copies as above.
  * tests/test_eager_ops.sh runs both op sequences in Debian's torch and checks
  * these lists against the ops autograd records. */
+/* elements of one layer's (batch, heads, seq, seq) score tensor */
+static double score_elements(const sg_model *m, double batch, double seq)
+{
+    return batch * (double)m->num_heads * seq * seq;
+}
+
 double sg_eager_attention_bytes(const sg_model *m, double batch, double seq, int backward)
 {
     double H = (double)m->num_heads, Hkv = (double)m->num_kv_heads, d = (double)m->head_dim;
-    double S = batch * H * seq * seq, M = batch * seq * seq;
+    double S = score_elements(m, batch, seq), M = batch * seq * seq;
     double Q = batch * H * seq * d, KV = batch * Hkv * seq * d;
     /* the output's (forward) or its gradient's (backward) copy; with groups,
      * repeat_kv copies k and v to all heads, its backward sums them back
@@ -83,5 +89,5 @@ double sg_eager_attention_seconds(const sg_gpu_kernels *k, const sg_model *m, do
 
 double sg_eager_score_tensor_bytes(const sg_model *m, double batch, double seq)
 {
-    return 2.0 * batch * (double)m->num_heads * seq * seq; /* bf16 */
+    return 2.0 * score_elements(m, batch, seq); /* bf16 */
 }
